@@ -1,0 +1,33 @@
+# Set-up is one idempotent step shared by every target: system packages, .venv,
+# vyre + worker host + bundled plugins installed editable.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.vyre-installed
+PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
+
+.PHONY: setup run test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) .ci/system-deps
+	bash .ci/system-deps
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]' $(addprefix -e ,$(PLUGINS))
+	touch $@
+
+run: setup
+	$(BIN)/python examples/saxpy.py
+
+test: setup lint
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+
+bench: setup
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info plugins/*/*.egg-info

@@ -1,0 +1,12 @@
+"""vyre: a compute IR written once, run on whichever backend can execute it.
+
+vyre_core is the microkernel (IR, ABI, errors; later the contract, registry, routing
+and supervisor). It never imports a concrete backend.
+"""
+
+from vyre_core import errors, ir
+from vyre_core.errors import VyreError
+from vyre_core.ir import Program
+
+__version__ = "0.1.0"
+__all__ = ["Program", "VyreError", "__version__", "errors", "ir"]

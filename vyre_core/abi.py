@@ -1,0 +1,100 @@
+"""The dispatch ABI every backend follows: which buffers are inputs and outputs, how
+caller data becomes buffer contents, and how many invocations run.
+
+The rules are written down in docs/semantics.md; this module is their one implementation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from vyre_core.errors import InvalidInputError
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import Buffer
+
+MAX_ELEMENTS = 2**32 - 1  # buffer_len is a u32
+
+
+def coerce_input(buffer: Buffer, data: Any) -> np.ndarray:
+    """``data`` as a 1-D array of the buffer's storage dtype, padded to a declared count.
+
+    The result may share memory with ``data``; backends copy before writing.
+    """
+    storage = buffer.dtype.storage_np
+    if isinstance(data, bytes | bytearray | memoryview):
+        raw = memoryview(data).cast("B")
+        if len(raw) % storage.itemsize:
+            raise InvalidInputError(
+                f"input {buffer.name!r} has {len(raw)} bytes, not a multiple of the "
+                f"{storage.itemsize}-byte {buffer.dtype.value} element",
+                f"Pass whole {buffer.dtype.value} elements for {buffer.name!r}.")
+        array = np.frombuffer(raw, dtype=storage)
+    elif isinstance(data, np.ndarray):
+        if buffer.dtype is DType.BOOL and data.dtype == np.bool_:
+            data = data.astype(np.uint32)
+        if data.dtype != storage:
+            raise InvalidInputError(
+                f"input {buffer.name!r} has dtype {data.dtype}, buffer wants {storage} "
+                f"({buffer.dtype.value})",
+                f"Convert it explicitly, e.g. array.astype(np.{storage}).")
+        array = data.reshape(-1)
+    else:
+        raise InvalidInputError(
+            f"input {buffer.name!r} is a {type(data).__name__}, not a numpy array or bytes",
+            f"Pass np.asarray(value, dtype=np.{storage}) for {buffer.name!r}.")
+    n = array.shape[0]
+    if n > MAX_ELEMENTS:
+        raise InvalidInputError(f"input {buffer.name!r} has {n} elements, over 2**32-1",
+                                "Split the data across several dispatches.")
+    if buffer.count is not None:
+        if n > buffer.count:
+            raise InvalidInputError(
+                f"input {buffer.name!r} has {n} elements, more than its declared count "
+                f"{buffer.count}",
+                f"Pass at most {buffer.count} elements, or declare the buffer runtime-sized.")
+        if n < buffer.count:
+            array = np.concatenate([array, np.zeros(buffer.count - n, dtype=storage)])
+    return array
+
+
+def bind_inputs(program, inputs: Sequence[Any]) -> list[np.ndarray]:
+    """One coerced array per input buffer, in ABI order."""
+    expected = program.inputs
+    if len(inputs) != len(expected):
+        names = ", ".join(f"{b.name} ({b.dtype.value})" for b in expected) or "none"
+        raise InvalidInputError(
+            f"program takes {len(expected)} input(s), got {len(inputs)}",
+            f"Pass exactly these inputs, in order: {names}.")
+    return [coerce_input(b, data) for b, data in zip(expected, inputs, strict=True)]
+
+
+def buffer_lengths(program, bound_inputs: Sequence[np.ndarray]) -> dict[str, int]:
+    """Element count of every non-workgroup buffer for this dispatch."""
+    lengths = {b.name: len(a) for b, a in zip(program.inputs, bound_inputs, strict=True)}
+    for b in program.buffers:
+        if b.name not in lengths and b.count is not None:
+            lengths[b.name] = b.count
+    return lengths
+
+
+def normalize_grid(grid: Sequence[int]) -> tuple[int, int, int]:
+    """A 1-3 axis grid of workgroup counts as a 3-tuple; every axis at least 1."""
+    axes = tuple(grid)
+    if not 1 <= len(axes) <= 3 or any(not isinstance(a, int | np.integer) or a < 1 for a in axes):
+        raise InvalidInputError(f"grid {grid!r} is not 1 to 3 workgroup counts of at least 1",
+                                "Pass a grid such as (64,) or (8, 8, 1).")
+    return tuple(int(a) for a in axes) + (1,) * (3 - len(axes))  # type: ignore[return-value]
+
+
+def infer_grid(program, lengths: dict[str, int],
+               grid: Sequence[int] | None = None) -> tuple[int, int, int]:
+    """Workgroups per axis: ``grid`` when given, else enough along x to cover the
+    longest output with one invocation per element."""
+    if grid is not None:
+        return normalize_grid(grid)
+    elements = max((lengths.get(b.name, 0) for b in program.outputs), default=0)
+    return (max(1, math.ceil(elements / program.invocations_per_workgroup)), 1, 1)

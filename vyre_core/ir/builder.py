@@ -1,0 +1,342 @@
+"""A builder that reads like the kernel it builds.
+
+``Val`` wraps an expression node with its type so that Python operators build IR and
+Python numbers become literals of the other operand's type. ``Kernel`` collects
+statements; ``with`` blocks open if/else/loop bodies. Nothing here checks the program;
+``Kernel.build()`` runs the validator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from vyre_core.ir import typerules
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import (
+    Access, Assign, Atomic, AtomicOp, Barrier, Binary, BinOp, Block, Buffer, BufLen, Cast, Expr,
+    Fma, IdKind, If, InvocationId, Let, Lit, Load, Loop, Return, Select, Stmt, Store, Unary,
+    UnOp, Var,
+)
+from vyre_core.ir.program import Program
+
+Operand = Any  # a Val or a Python bool/int/float
+
+
+class Val:
+    """An expression under construction; operators build IR nodes."""
+
+    __slots__ = ("dtype", "node")
+    __hash__ = None  # type: ignore[assignment]  # == builds an expression
+
+    def __init__(self, node: Expr, dtype: DType | None) -> None:
+        self.node = node
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"Val({self.node!r}: {self.dtype.value if self.dtype else '?'})"
+
+    def __bool__(self) -> bool:
+        raise TypeError("a vyre expression has no Python truth value. Fix: use `with "
+                        "kernel.if_(cond):` for control flow and `&`/`|` to combine conditions")
+
+    def _bin(self, op: BinOp, other: Operand, reflected: bool = False) -> Val:
+        rhs_type = DType.U32 if op in typerules.SHIFTS and not reflected else self.dtype
+        other = as_val(other, rhs_type)
+        lhs, rhs = (other, self) if reflected else (self, other)
+        return binary(op, lhs, rhs)
+
+    def __add__(self, o): return self._bin(BinOp.ADD, o)
+    def __radd__(self, o): return self._bin(BinOp.ADD, o, True)
+    def __sub__(self, o): return self._bin(BinOp.SUB, o)
+    def __rsub__(self, o): return self._bin(BinOp.SUB, o, True)
+    def __mul__(self, o): return self._bin(BinOp.MUL, o)
+    def __rmul__(self, o): return self._bin(BinOp.MUL, o, True)
+    def __truediv__(self, o): return self._bin(BinOp.DIV, o)
+    def __rtruediv__(self, o): return self._bin(BinOp.DIV, o, True)
+    def __mod__(self, o): return self._bin(BinOp.REM, o)
+    def __rmod__(self, o): return self._bin(BinOp.REM, o, True)
+    def __and__(self, o): return self._bin(BinOp.AND, o)
+    def __rand__(self, o): return self._bin(BinOp.AND, o, True)
+    def __or__(self, o): return self._bin(BinOp.OR, o)
+    def __ror__(self, o): return self._bin(BinOp.OR, o, True)
+    def __xor__(self, o): return self._bin(BinOp.XOR, o)
+    def __rxor__(self, o): return self._bin(BinOp.XOR, o, True)
+    def __lshift__(self, o): return self._bin(BinOp.SHL, o)
+    def __rshift__(self, o): return self._bin(BinOp.SHR, o)
+    def __eq__(self, o): return self._bin(BinOp.EQ, o)  # type: ignore[override]
+    def __ne__(self, o): return self._bin(BinOp.NE, o)  # type: ignore[override]
+    def __lt__(self, o): return self._bin(BinOp.LT, o)
+    def __le__(self, o): return self._bin(BinOp.LE, o)
+    def __gt__(self, o): return self._bin(BinOp.GT, o)
+    def __ge__(self, o): return self._bin(BinOp.GE, o)
+    def __neg__(self): return unary(UnOp.NEG, self)
+    def __abs__(self): return unary(UnOp.ABS, self)
+
+    def __invert__(self) -> Val:
+        """Bitwise not for integers, logical not for bool."""
+        return unary(UnOp.NOT if self.dtype is DType.BOOL else UnOp.BIT_NOT, self)
+
+    def cast(self, dtype: DType) -> Val:
+        return cast(self, dtype)
+
+
+# -- Expression constructors -----------------------------------------------------------
+
+def lit(value: Any, dtype: DType | None = None) -> Val:
+    """A literal; without ``dtype``: bool -> bool, int -> u32 (i32 if negative), float -> f32."""
+    if dtype is None:
+        if isinstance(value, bool):
+            dtype = DType.BOOL
+        elif isinstance(value, int):
+            dtype = DType.U32 if value >= 0 else DType.I32
+        else:
+            dtype = DType.F32
+    elif isinstance(value, bool) != (dtype is DType.BOOL):
+        raise TypeError(f"{value!r} is not a {dtype.value} literal. Fix: pass "
+                        f"{'True/False' if dtype is DType.BOOL else 'a number'}")
+    return Val(Lit.of(dtype, value), dtype)
+
+
+def as_val(x: Operand, like: DType | None = None) -> Val:
+    """``x`` as a Val; Python numbers take the type ``like`` when given."""
+    if isinstance(x, Val):
+        return x
+    if isinstance(x, BufferRef):
+        raise TypeError(f"buffer {x.buffer.name!r} used as a value. Fix: load an element "
+                        f"with {x.buffer.name}[index] or take its length with .len")
+    if like is not None and like.is_int and isinstance(x, float):
+        raise TypeError(f"float {x!r} used with a {like.value} operand. Fix: write an int, "
+                        f"or cast the other operand")
+    return lit(x, like if like is not None and isinstance(x, bool) == (like is DType.BOOL)
+               else None)
+
+
+def binary(op: BinOp, lhs: Operand, rhs: Operand) -> Val:
+    a = as_val(lhs, rhs.dtype if isinstance(rhs, Val) else None)
+    b = as_val(rhs, DType.U32 if op in typerules.SHIFTS else a.dtype)
+    dtype = None if a.dtype is None or b.dtype is None else typerules.binop_result(op, a.dtype, b.dtype)
+    return Val(Binary(op, a.node, b.node), dtype)
+
+
+def unary(op: UnOp, x: Operand) -> Val:
+    v = as_val(x)
+    return Val(Unary(op, v.node), None if v.dtype is None else typerules.unop_result(op, v.dtype))
+
+
+def cast(x: Operand, dtype: DType) -> Val:
+    return Val(Cast(dtype, as_val(x).node), dtype)
+
+
+def select(cond: Operand, if_true: Operand, if_false: Operand) -> Val:
+    """``if_true`` where ``cond`` holds, else ``if_false`` (both evaluated)."""
+    c = as_val(cond, DType.BOOL)
+    t = as_val(if_true, if_false.dtype if isinstance(if_false, Val) else None)
+    f = as_val(if_false, t.dtype)
+    return Val(Select(c.node, t.node, f.node), t.dtype if t.dtype is f.dtype else None)
+
+
+def fma(a: Operand, b: Operand, c: Operand) -> Val:
+    """``a * b + c`` for floats, fused or not (see docs/semantics.md)."""
+    like = next((v.dtype for v in (a, b, c) if isinstance(v, Val)), None)
+    va, vb, vc = (as_val(v, like) for v in (a, b, c))
+    return Val(Fma(va.node, vb.node, vc.node),
+               None if None in (va.dtype, vb.dtype, vc.dtype)
+               else typerules.fma_result(va.dtype, vb.dtype, vc.dtype))
+
+
+def _id(kind: IdKind, axis: int) -> Val:
+    return Val(InvocationId(kind, axis), DType.U32)
+
+
+def global_id(axis: int = 0) -> Val:
+    """Global invocation id along ``axis`` (u32)."""
+    return _id(IdKind.GLOBAL, axis)
+
+
+def local_id(axis: int = 0) -> Val:
+    """Invocation id within the workgroup along ``axis`` (u32)."""
+    return _id(IdKind.LOCAL, axis)
+
+
+def workgroup_id(axis: int = 0) -> Val:
+    """Workgroup id along ``axis`` (u32)."""
+    return _id(IdKind.WORKGROUP, axis)
+
+
+def min(a: Operand, b: Operand) -> Val:  # noqa: A001 - reads as the IR op
+    return binary(BinOp.MIN, a, b)
+
+
+def max(a: Operand, b: Operand) -> Val:  # noqa: A001
+    return binary(BinOp.MAX, a, b)
+
+
+def logical_and(a: Operand, b: Operand) -> Val:
+    return binary(BinOp.LOGICAL_AND, a, b)
+
+
+def logical_or(a: Operand, b: Operand) -> Val:
+    return binary(BinOp.LOGICAL_OR, a, b)
+
+
+def logical_not(a: Operand) -> Val:
+    return unary(UnOp.NOT, a)
+
+
+def sqrt(x: Operand) -> Val: return unary(UnOp.SQRT, x)
+def exp(x: Operand) -> Val: return unary(UnOp.EXP, x)
+def log(x: Operand) -> Val: return unary(UnOp.LOG, x)
+def sin(x: Operand) -> Val: return unary(UnOp.SIN, x)
+def cos(x: Operand) -> Val: return unary(UnOp.COS, x)
+def floor(x: Operand) -> Val: return unary(UnOp.FLOOR, x)
+def ceil(x: Operand) -> Val: return unary(UnOp.CEIL, x)
+def popcount(x: Operand) -> Val: return unary(UnOp.POPCOUNT, x)
+
+
+# -- Buffers and statements ------------------------------------------------------------
+
+class BufferRef:
+    """A declared buffer: ``buf[i]`` loads, ``buf[i] = v`` stores, ``buf.len`` is its length."""
+
+    def __init__(self, kernel: Kernel, buffer: Buffer) -> None:
+        self.kernel = kernel
+        self.buffer = buffer
+
+    def __getitem__(self, index: Operand) -> Val:
+        return Val(Load(self.buffer.name, as_val(index, DType.U32).node), self.buffer.dtype)
+
+    def __setitem__(self, index: Operand, value: Operand) -> None:
+        self.kernel.emit(Store(self.buffer.name, as_val(index, DType.U32).node,
+                               as_val(value, self.buffer.dtype).node))
+
+    @property
+    def len(self) -> Val:
+        return Val(BufLen(self.buffer.name), DType.U32)
+
+    def atomic(self, op: AtomicOp | str, index: Operand, value: Operand,
+               comparand: Operand | None = None, name: str | None = None) -> Val:
+        """Emit ``let name = atomic op``; returns the old value."""
+        op = AtomicOp(op)
+        t = self.buffer.dtype
+        node = Atomic(op, self.buffer.name, as_val(index, DType.U32).node, as_val(value, t).node,
+                      None if comparand is None else as_val(comparand, t).node)
+        return self.kernel.let(name or self.kernel.fresh_name("atomic"), Val(node, t))
+
+    def atomic_add(self, index: Operand, value: Operand, name: str | None = None) -> Val:
+        return self.atomic(AtomicOp.ADD, index, value, name=name)
+
+    def atomic_max(self, index: Operand, value: Operand, name: str | None = None) -> Val:
+        return self.atomic(AtomicOp.MAX, index, value, name=name)
+
+    def atomic_min(self, index: Operand, value: Operand, name: str | None = None) -> Val:
+        return self.atomic(AtomicOp.MIN, index, value, name=name)
+
+
+class Kernel:
+    """Collects buffers and statements into a :class:`Program`."""
+
+    def __init__(self, workgroup: tuple[int, ...] = (64,)) -> None:
+        self.workgroup = tuple(workgroup)
+        self.buffers: list[Buffer] = []
+        self._blocks: list[list[Stmt]] = [[]]
+        self._names = 0
+
+    # buffers
+    def buffer(self, name: str, dtype: DType, access: Access | str = Access.READ,
+               count: int | None = None, binding: int | None = None) -> BufferRef:
+        b = Buffer(name, len(self.buffers) if binding is None else binding, dtype,
+                   Access(access), count)
+        self.buffers.append(b)
+        return BufferRef(self, b)
+
+    def read(self, name: str, dtype: DType, count: int | None = None) -> BufferRef:
+        return self.buffer(name, dtype, Access.READ, count)
+
+    def read_write(self, name: str, dtype: DType, count: int | None = None) -> BufferRef:
+        return self.buffer(name, dtype, Access.READ_WRITE, count)
+
+    def output(self, name: str, dtype: DType, count: int) -> BufferRef:
+        return self.buffer(name, dtype, Access.OUTPUT, count)
+
+    def uniform(self, name: str, dtype: DType, count: int = 1) -> BufferRef:
+        return self.buffer(name, dtype, Access.UNIFORM, count)
+
+    def workgroup_buffer(self, name: str, dtype: DType, count: int) -> BufferRef:
+        return self.buffer(name, dtype, Access.WORKGROUP, count)
+
+    # statements
+    def emit(self, stmt: Stmt) -> None:
+        self._blocks[-1].append(stmt)
+
+    def fresh_name(self, prefix: str) -> str:
+        self._names += 1
+        return f"_{prefix}{self._names}"
+
+    def let(self, name: str, value: Operand, dtype: DType | None = None) -> Val:
+        v = as_val(value, dtype)
+        self.emit(Let(name, v.node))
+        return Val(Var(name), v.dtype)
+
+    def assign(self, var: Val | str, value: Operand) -> None:
+        if isinstance(var, Val):
+            if not isinstance(var.node, Var):
+                raise TypeError("assign needs a variable made by kernel.let. Fix: assign to the "
+                                "Val returned by let")
+            name, dtype = var.node.name, var.dtype
+        else:
+            name, dtype = var, None
+        self.emit(Assign(name, as_val(value, dtype).node))
+
+    def ret(self) -> None:
+        self.emit(Return())
+
+    def barrier(self) -> None:
+        self.emit(Barrier())
+
+    @contextlib.contextmanager
+    def _body(self) -> Iterator[list[Stmt]]:
+        self._blocks.append([])
+        try:
+            yield self._blocks[-1]
+        finally:
+            self._blocks.pop()
+
+    @contextlib.contextmanager
+    def if_(self, cond: Operand) -> Iterator[None]:
+        with self._body() as body:
+            yield
+        self.emit(If(as_val(cond, DType.BOOL).node, tuple(body)))
+
+    @contextlib.contextmanager
+    def else_(self) -> Iterator[None]:
+        block = self._blocks[-1]
+        if not block or not isinstance(block[-1], If) or block[-1].orelse:
+            raise SyntaxError("else_ must directly follow an if_ block. Fix: place "
+                              "`with k.else_():` right after `with k.if_(...):`")
+        with self._body() as body:
+            yield
+        last = block.pop()
+        block.append(If(last.cond, last.then, tuple(body)))
+
+    @contextlib.contextmanager
+    def loop(self, var: str, start: Operand, end: Operand) -> Iterator[Val]:
+        """``for var in [start, end)`` over u32."""
+        with self._body() as body:
+            yield Val(Var(var), DType.U32)
+        self.emit(Loop(var, as_val(start, DType.U32).node, as_val(end, DType.U32).node,
+                       tuple(body)))
+
+    @contextlib.contextmanager
+    def block(self) -> Iterator[None]:
+        with self._body() as body:
+            yield
+        self.emit(Block(tuple(body)))
+
+    def build(self, validate: bool = True) -> Program:
+        """The finished program; raises ``ValidationError`` with every finding if invalid."""
+        if len(self._blocks) != 1:
+            raise RuntimeError("build() called inside an open if_/loop block")
+        prog = Program(tuple(self.buffers), self.workgroup, tuple(self._blocks[0]))
+        return prog.check() if validate else prog

@@ -1,0 +1,293 @@
+"""IR nodes: immutable values, compared and hashed by content.
+
+Expressions are pure and total (every input has a defined result), so backends may
+evaluate them in any order. The only side effects are statements: stores, assignments,
+and atomics, which appear solely as the whole initializer of a ``Let``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from vyre_core.ir.dtypes import DType
+
+
+class Access(enum.Enum):
+    """How a buffer is bound; decides whether it is an input, an output, or both."""
+
+    READ = "read"
+    READ_WRITE = "read_write"
+    OUTPUT = "output"
+    UNIFORM = "uniform"
+    WORKGROUP = "workgroup"
+
+    @property
+    def writable(self) -> bool:
+        return self in (Access.READ_WRITE, Access.OUTPUT, Access.WORKGROUP)
+
+
+class BinOp(enum.Enum):
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    REM = "rem"
+    MIN = "min"
+    MAX = "max"
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+    SHL = "shl"
+    SHR = "shr"
+    EQ = "eq"
+    NE = "ne"
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+    LOGICAL_AND = "logical_and"
+    LOGICAL_OR = "logical_or"
+
+
+class UnOp(enum.Enum):
+    NEG = "neg"
+    BIT_NOT = "bit_not"
+    NOT = "not"
+    ABS = "abs"
+    SQRT = "sqrt"
+    EXP = "exp"
+    LOG = "log"
+    SIN = "sin"
+    COS = "cos"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    POPCOUNT = "popcount"
+
+
+class AtomicOp(enum.Enum):
+    ADD = "add"
+    SUB = "sub"
+    MIN = "min"
+    MAX = "max"
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+    EXCHANGE = "exchange"
+    COMPARE_EXCHANGE = "compare_exchange"
+
+
+class IdKind(enum.Enum):
+    GLOBAL = "global"
+    LOCAL = "local"
+    WORKGROUP = "workgroup"
+
+
+# -- Expressions -----------------------------------------------------------------------
+
+class Expr:
+    """Base of expression nodes."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Lit(Expr):
+    """A literal, stored as its canonical bit pattern so -0.0 and NaN payloads survive."""
+
+    dtype: DType
+    bits: int
+
+    @staticmethod
+    def of(dtype: DType, value: object) -> Lit:
+        return Lit(dtype, dtype.to_bits(value))
+
+    @property
+    def value(self) -> object:
+        return self.dtype.from_bits(self.bits)
+
+
+@dataclass(frozen=True, slots=True)
+class Var(Expr):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Load(Expr):
+    buffer: str
+    index: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class BufLen(Expr):
+    """Element count of a buffer as bound for this dispatch (u32)."""
+
+    buffer: str
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationId(Expr):
+    kind: IdKind
+    axis: int
+
+
+@dataclass(frozen=True, slots=True)
+class Binary(Expr):
+    op: BinOp
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Unary(Expr):
+    op: UnOp
+    operand: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Select(Expr):
+    cond: Expr
+    if_true: Expr
+    if_false: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Cast(Expr):
+    dtype: DType
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Fma(Expr):
+    a: Expr
+    b: Expr
+    c: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Atomic(Expr):
+    """Read-modify-write of ``buffer[index]``; evaluates to the value before the write.
+
+    ``comparand`` is set only for compare-exchange, which writes ``value`` when the old
+    value equals ``comparand``.
+    """
+
+    op: AtomicOp
+    buffer: str
+    index: Expr
+    value: Expr
+    comparand: Expr | None = None
+
+
+# -- Statements ------------------------------------------------------------------------
+
+class Stmt:
+    """Base of statement nodes."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Let(Stmt):
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Assign(Stmt):
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Store(Stmt):
+    buffer: str
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class If(Stmt):
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Loop(Stmt):
+    """``for var in [start, end)`` over u32; ``var`` is read-only in the body."""
+
+    var: str
+    start: Expr
+    end: Expr
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Return(Stmt):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier(Stmt):
+    """Workgroup barrier: memory and execution, for workgroup and storage memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class Block(Stmt):
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """A buffer binding. ``count`` None means runtime-sized (length taken from the input)."""
+
+    name: str
+    binding: int
+    dtype: DType
+    access: Access
+    count: int | None = None
+
+    @property
+    def is_input(self) -> bool:
+        return self.access not in (Access.OUTPUT, Access.WORKGROUP)
+
+    @property
+    def is_output(self) -> bool:
+        return self.access in (Access.OUTPUT, Access.READ_WRITE)
+
+
+def children(node: Expr | Stmt) -> tuple[Expr | Stmt, ...]:
+    """Direct child nodes, in field order."""
+    match node:
+        case Load(index=i):
+            return (i,)
+        case Binary(lhs=a, rhs=b):
+            return (a, b)
+        case Unary(operand=a) | Cast(value=a) | Let(value=a) | Assign(value=a):
+            return (a,)
+        case Select(cond=c, if_true=t, if_false=f):
+            return (c, t, f)
+        case Fma(a=a, b=b, c=c):
+            return (a, b, c)
+        case Atomic(index=i, value=v, comparand=c):
+            return (i, v) if c is None else (i, v, c)
+        case Store(index=i, value=v):
+            return (i, v)
+        case If(cond=c, then=t, orelse=e):
+            return (c, *t, *e)
+        case Loop(start=s, end=e, body=b):
+            return (s, e, *b)
+        case Block(body=b):
+            return b
+        case _:
+            return ()
+
+
+def walk(nodes: tuple[Expr | Stmt, ...] | list[Expr | Stmt]):
+    """Every node under ``nodes``, pre-order, without recursion."""
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(children(node)))

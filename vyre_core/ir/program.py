@@ -1,0 +1,102 @@
+"""``Program``: buffers, a workgroup size and a body; identified by its canonical bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import blake3
+
+from vyre_core.ir import wire
+from vyre_core.ir.nodes import Buffer, Stmt
+
+if TYPE_CHECKING:
+    from vyre_core.ir.requirements import Requirements
+    from vyre_core.ir.validate import Finding
+
+
+@dataclass(frozen=True, eq=True)
+class Program:
+    buffers: tuple[Buffer, ...]
+    workgroup: tuple[int, int, int]
+    body: tuple[Stmt, ...]
+
+    def __post_init__(self) -> None:
+        wg = tuple(self.workgroup) + (1,) * (3 - len(tuple(self.workgroup)))
+        object.__setattr__(self, "buffers", tuple(self.buffers))
+        object.__setattr__(self, "workgroup", wg)
+        object.__setattr__(self, "body", tuple(self.body))
+
+    # -- identity ----------------------------------------------------------------------
+
+    @cached_property
+    def _wire(self) -> bytes:
+        return wire.encode(self)
+
+    def to_wire(self) -> bytes:
+        """Canonical bytes: equal IR gives equal bytes however it was built."""
+        return self._wire
+
+    @classmethod
+    def from_wire(cls, data: bytes | bytearray | memoryview) -> Program:
+        """Decode untrusted bytes; any malformation raises ``InvalidProgramError``."""
+        buffers, workgroup, body = wire.decode(data)
+        return cls(buffers, workgroup, body)
+
+    @cached_property
+    def _fingerprint(self) -> str:
+        return blake3.blake3(self._wire).hexdigest()
+
+    def fingerprint(self) -> str:
+        """blake3 hex digest of the canonical bytes."""
+        return self._fingerprint
+
+    # -- analysis ----------------------------------------------------------------------
+
+    def validate(self) -> list[Finding]:
+        """Every validation finding (empty when valid); cached by fingerprint."""
+        from vyre_core.ir.validate import validate
+
+        return validate(self)
+
+    def check(self) -> Program:
+        """Raise ``ValidationError`` listing every finding; return self when valid."""
+        from vyre_core.ir.validate import check
+
+        check(self)
+        return self
+
+    @cached_property
+    def _requirements(self) -> Requirements:
+        from vyre_core.ir.requirements import requirements_of
+
+        return requirements_of(self)
+
+    def requirements(self) -> Requirements:
+        """What a backend must support to run this program."""
+        return self._requirements
+
+    # -- ABI ---------------------------------------------------------------------------
+
+    def buffer(self, name: str) -> Buffer:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    @property
+    def inputs(self) -> tuple[Buffer, ...]:
+        """Buffers the caller passes, in declaration order."""
+        return tuple(b for b in self.buffers if b.is_input)
+
+    @property
+    def outputs(self) -> tuple[Buffer, ...]:
+        """Buffers the dispatch returns, in declaration order."""
+        return tuple(b for b in self.buffers if b.is_output)
+
+    @property
+    def invocations_per_workgroup(self) -> int:
+        x, y, z = self.workgroup
+        return x * y * z
+

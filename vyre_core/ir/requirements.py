@@ -1,0 +1,90 @@
+"""What a backend must support to run a program; the input to routing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import (
+    Access, Assign, Atomic, AtomicOp, Barrier, Binary, BinOp, Block, BufLen, Cast, Fma, IdKind,
+    If, InvocationId, Let, Lit, Load, Loop, Return, Select, Store, Unary, UnOp, Var, walk,
+)
+
+_NODE_OPS = {
+    Let: "stmt.let", Assign: "stmt.assign", Store: "stmt.store", If: "stmt.if",
+    Loop: "stmt.loop", Return: "stmt.return", Barrier: "stmt.barrier", Block: "stmt.block",
+    Lit: "expr.literal", Var: "expr.var", Load: "expr.load", BufLen: "expr.buffer_len",
+    Select: "expr.select", Cast: "expr.cast", Fma: "expr.fma",
+}
+
+#: Every operation id of the IR; a backend that runs all of them runs every program.
+ALL_OPS: frozenset[str] = frozenset(
+    [*_NODE_OPS.values()]
+    + [f"id.{k.value}" for k in IdKind]
+    + [f"binop.{op.value}" for op in BinOp]
+    + [f"unop.{op.value}" for op in UnOp]
+    + [f"atomic.{op.value}" for op in AtomicOp]
+)
+
+FEATURES = ("atomics", "barriers", "workgroup_memory", "f16", "f64")
+
+
+@dataclass(frozen=True)
+class Requirements:
+    ops: frozenset[str]
+    dtypes: frozenset[DType]
+    features: frozenset[str]
+    workgroup_size: tuple[int, int, int]
+    invocations_per_workgroup: int
+    largest_buffer_bytes: int          # over buffers with a declared count
+    workgroup_memory_bytes: int
+    loop_trip_bound: int | None        # largest static trip count; None when not static
+
+
+def _op_id(node) -> str:
+    match node:
+        case InvocationId(kind=k):
+            return f"id.{k.value}"
+        case Binary(op=op):
+            return f"binop.{op.value}"
+        case Unary(op=op):
+            return f"unop.{op.value}"
+        case Atomic(op=op):
+            return f"atomic.{op.value}"
+    return _NODE_OPS[type(node)]
+
+
+def requirements_of(program) -> Requirements:
+    ops: set[str] = set()
+    dtypes = {b.dtype for b in program.buffers}
+    features: set[str] = set()
+    trip: int | None = 0
+    for node in walk(program.body):
+        ops.add(_op_id(node))
+        match node:
+            case Lit(dtype=t) | Cast(dtype=t):
+                dtypes.add(t)
+            case Atomic():
+                features.add("atomics")
+            case Barrier():
+                features.add("barriers")
+            case Loop(start=Lit() as s, end=Lit() as e) if trip is not None:
+                trip = max(trip, max(0, e.bits - s.bits))
+            case Loop():
+                trip = None
+    workgroup = [b for b in program.buffers if b.access is Access.WORKGROUP]
+    if workgroup:
+        features.add("workgroup_memory")
+    features |= {t.value for t in dtypes if t in (DType.F16, DType.F64)}
+    sized = [b.count * b.dtype.storage_bytes for b in program.buffers if b.count is not None]
+    return Requirements(
+        ops=frozenset(ops),
+        dtypes=frozenset(dtypes),
+        features=frozenset(features),
+        workgroup_size=program.workgroup,
+        invocations_per_workgroup=program.invocations_per_workgroup,
+        largest_buffer_bytes=max(sized, default=0),
+        workgroup_memory_bytes=sum(b.count * b.dtype.storage_bytes for b in workgroup
+                                   if b.count is not None),
+        loop_trip_bound=trip,
+    )

@@ -1,0 +1,62 @@
+"""The typing rules of the IR, in one place: the validator enforces them and the
+builder uses them to type literals. ``None`` means "not allowed"."""
+
+from __future__ import annotations
+
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import AtomicOp, BinOp, UnOp
+
+ARITH = {BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.REM, BinOp.MIN, BinOp.MAX}
+BITWISE = {BinOp.AND, BinOp.OR, BinOp.XOR}
+SHIFTS = {BinOp.SHL, BinOp.SHR}
+EQUALITY = {BinOp.EQ, BinOp.NE}
+ORDERING = {BinOp.LT, BinOp.LE, BinOp.GT, BinOp.GE}
+LOGICAL = {BinOp.LOGICAL_AND, BinOp.LOGICAL_OR}
+FLOAT_UNARY = {UnOp.SQRT, UnOp.EXP, UnOp.LOG, UnOp.SIN, UnOp.COS, UnOp.FLOOR, UnOp.CEIL}
+ATOMIC_DTYPES = (DType.U32, DType.I32)
+
+
+def binop_result(op: BinOp, lhs: DType, rhs: DType) -> DType | None:
+    if op in SHIFTS:
+        return lhs if lhs.is_int and rhs is DType.U32 else None
+    if lhs is not rhs:
+        return None
+    if op in ARITH:
+        return lhs if lhs.is_numeric else None
+    if op in BITWISE:
+        return lhs if lhs.is_int or lhs is DType.BOOL else None
+    if op in EQUALITY:
+        return DType.BOOL
+    if op in ORDERING:
+        return DType.BOOL if lhs.is_numeric else None
+    return DType.BOOL if lhs is DType.BOOL else None  # LOGICAL
+
+
+def unop_result(op: UnOp, operand: DType) -> DType | None:
+    allowed = {
+        UnOp.NEG: operand is DType.I32 or operand.is_float,
+        UnOp.BIT_NOT: operand.is_int,
+        UnOp.NOT: operand is DType.BOOL,
+        UnOp.ABS: operand.is_numeric,
+        UnOp.POPCOUNT: operand.is_int,
+    }.get(op, operand.is_float)  # the float-only functions
+    return operand if allowed else None
+
+
+def cast_allowed(src: DType, dst: DType) -> bool:
+    """Every scalar cast is defined except float -> bool, whose NaN truthiness is ambiguous."""
+    return not (src.is_float and dst is DType.BOOL)
+
+
+def fma_result(a: DType, b: DType, c: DType) -> DType | None:
+    return a if a.is_float and a is b is c else None
+
+
+def atomic_result(op: AtomicOp, buffer: DType, value: DType, comparand: DType | None) -> DType | None:
+    if buffer not in ATOMIC_DTYPES or value is not buffer:
+        return None
+    if (op is AtomicOp.COMPARE_EXCHANGE) != (comparand is not None):
+        return None
+    if comparand is not None and comparand is not buffer:
+        return None
+    return buffer

@@ -1,0 +1,363 @@
+"""The validator: every rule a program must meet before any backend sees it.
+
+Codes are stable (append only). Each finding reads ``V###: cause. Fix: action`` and all
+findings of a program are reported together. Results are cached by fingerprint.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from vyre_core.errors import ValidationError
+from vyre_core.ir import typerules
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import (
+    Access, Assign, Atomic, Barrier, Binary, Block, BufLen, Cast, Expr, Fma, IdKind, If,
+    InvocationId, Let, Lit, Load, Loop, Return, Select, Stmt, Store, Unary, Var, walk,
+)
+
+# code -> the Fix shown with every finding of that code.
+CODES: dict[str, str] = {
+    "V001": "give every buffer a unique name",
+    "V002": "give every buffer a unique binding number",
+    "V003": "declare the buffer in the program or correct its name",
+    "V004": "declare the variable with a let before using or assigning it",
+    "V005": "choose a name not already in scope; shadowing is not allowed",
+    "V006": "declare the buffer with access read_write or output to store into it",
+    "V007": "make both operands the same type with an explicit cast, or use an operator "
+            "defined for that type",
+    "V008": "cast the value to the declared type of the target",
+    "V009": "use a bool condition and give both branches the same type",
+    "V010": "apply the operation to a type it is defined for (see docs/semantics.md)",
+    "V011": "index buffers with a u32 expression (cast signed indices with u32(...))",
+    "V012": "give loops u32 start and end bounds",
+    "V013": "give every workgroup axis a size of at least 1",
+    "V014": "declare an element count (>= 1) for output, uniform and workgroup buffers",
+    "V015": "remove the statements after return, or move the return into an if",
+    "V016": "place barriers only under control flow that is uniform across the workgroup",
+    "V017": "use atomics only on u32/i32 buffers, with operands of the buffer's type",
+    "V018": "declare the buffer read_write, output or workgroup to use atomics on it",
+    "V019": "use a bool condition in if statements",
+    "V020": "loop variables are read-only; copy it into a let variable to modify it",
+    "V021": "use an identifier: a letter or _ followed by letters, digits or _ (at most 64)",
+    "V022": "make the atomic the whole initializer of a let statement",
+    "V023": "build nodes with vyre_core.ir (axis 0..2, literal bits in the type's range)",
+}
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    cause: str
+    where: str
+
+    @property
+    def fix(self) -> str:
+        return CODES[self.code]
+
+    @property
+    def message(self) -> str:
+        return f"{self.code}: {self.cause} (at {self.where}). Fix: {self.fix}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "cause": self.cause, "where": self.where, "fix": self.fix}
+
+
+_CACHE: OrderedDict[str, tuple[Finding, ...]] = OrderedDict()
+_CACHE_LIMIT = 4096
+_CACHE_LOCK = threading.Lock()
+
+
+def validate(program) -> list[Finding]:
+    """All findings for ``program``; empty when it is valid."""
+    key = program.fingerprint()
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return list(hit)
+    findings = tuple(_Validator(program).run())
+    with _CACHE_LOCK:
+        _CACHE[key] = findings
+        if len(_CACHE) > _CACHE_LIMIT:
+            _CACHE.popitem(last=False)
+    return list(findings)
+
+
+def check(program) -> None:
+    """Raise ``ValidationError`` carrying every finding when ``program`` is invalid."""
+    findings = validate(program)
+    if findings:
+        lines = "\n".join("  " + f.message for f in findings)
+        raise ValidationError(
+            f"program {program.fingerprint()[:16]} has {len(findings)} validation "
+            f"finding(s):\n{lines}",
+            findings=[f.to_dict() for f in findings])
+
+
+@dataclass
+class _Scope:
+    types: dict[str, DType]
+    loop_vars: set[str]
+
+
+class _Validator:
+    def __init__(self, program) -> None:
+        self.program = program
+        self.findings: list[Finding] = []
+        self.where = "program"
+        self.buffers = {b.name: b for b in program.buffers}
+        self.scopes: list[_Scope] = []
+        # Variables ever assigned can differ per invocation after any assignment.
+        self.reassigned = {n.name for n in walk(program.body) if isinstance(n, Assign)}
+        self.uniform_vars: set[str] = set()
+        self.diverged = False  # a non-uniform return happened earlier
+
+    def report(self, code: str, cause: str) -> None:
+        self.findings.append(Finding(code, cause, self.where))
+
+    def run(self) -> list[Finding]:
+        self.check_buffers()
+        if any(axis < 1 for axis in self.program.workgroup):
+            self.report("V013", f"workgroup size {self.program.workgroup} has a zero axis")
+        self.block(self.program.body, "body", uniform=True)
+        return self.findings
+
+    def check_buffers(self) -> None:
+        names: set[str] = set()
+        bindings: set[int] = set()
+        for b in self.program.buffers:
+            self.where = f"buffer {b.name!r}"
+            if not _NAME.match(b.name):
+                self.report("V021", f"buffer name {b.name!r} is not an identifier")
+            if b.name in names:
+                self.report("V001", f"buffer name {b.name!r} is declared twice")
+            if b.binding in bindings:
+                self.report("V002", f"binding {b.binding} is used by two buffers")
+            names.add(b.name)
+            bindings.add(b.binding)
+            needs_count = b.access in (Access.OUTPUT, Access.UNIFORM, Access.WORKGROUP)
+            if (needs_count and b.count is None) or b.count == 0:
+                self.report("V014", f"{b.access.value} buffer {b.name!r} has "
+                            f"{'no' if b.count is None else 'a zero'} element count")
+
+    # -- statements --------------------------------------------------------------------
+
+    def lookup(self, name: str) -> DType | None:
+        for scope in reversed(self.scopes):
+            if name in scope.types:
+                return scope.types[name]
+        return None
+
+    def declared(self, name: str) -> bool:
+        return any(name in s.types for s in self.scopes)
+
+    def is_loop_var(self, name: str) -> bool:
+        return any(name in s.loop_vars for s in self.scopes)
+
+    def declare(self, name: str, dtype: DType | None, uniform: bool, loop: bool = False) -> None:
+        if not _NAME.match(name):
+            self.report("V021", f"variable name {name!r} is not an identifier")
+        if self.declared(name):
+            self.report("V005", f"variable {name!r} is already declared in an enclosing scope")
+        scope = self.scopes[-1]
+        scope.types[name] = dtype  # type: ignore[assignment]  # None after an error
+        if loop:
+            scope.loop_vars.add(name)
+        if uniform and name not in self.reassigned:
+            self.uniform_vars.add(name)
+        else:
+            self.uniform_vars.discard(name)
+
+    def block(self, stmts: tuple[Stmt, ...], path: str, uniform: bool) -> None:
+        self.scopes.append(_Scope({}, set()))
+        returned = False
+        for i, stmt in enumerate(stmts):
+            self.where = f"{path}[{i}]"
+            if returned:
+                self.report("V015", f"{type(stmt).__name__} follows a return in the same block")
+                break
+            self.stmt(stmt, f"{path}[{i}]", uniform)
+            returned = isinstance(stmt, Return)
+        for name in self.scopes.pop().types:
+            self.uniform_vars.discard(name)
+
+    def stmt(self, s: Stmt, path: str, uniform: bool) -> None:
+        match s:
+            case Let(name, value):
+                t = self.atomic(value) if isinstance(value, Atomic) else self.expr(value)
+                self.declare(name, t, uniform and self.is_uniform(value))
+            case Assign(name, value):
+                t = self.expr(value)
+                target = self.lookup(name)
+                if self.is_loop_var(name):
+                    self.report("V020", f"assignment to loop variable {name!r}")
+                elif not self.declared(name):
+                    self.report("V004", f"assignment to undeclared variable {name!r}")
+                elif t is not None and target is not None and t is not target:
+                    self.report("V008", f"assigns {t.value} to {name!r} of type {target.value}")
+            case Store(buffer, index, value):
+                buf = self.buffer(buffer)
+                self.index(index)
+                t = self.expr(value)
+                if buf is not None:
+                    if not buf.access.writable:
+                        self.report("V006", f"store into {buf.access.value} buffer {buffer!r}")
+                    elif t is not None and t is not buf.dtype:
+                        self.report("V008", f"stores {t.value} into {buf.dtype.value} "
+                                    f"buffer {buffer!r}")
+            case If(cond, then, orelse):
+                t = self.expr(cond)
+                if t is not None and t is not DType.BOOL:
+                    self.report("V019", f"if condition has type {t.value}, not bool")
+                inner = uniform and self.is_uniform(cond)
+                self.block(then, f"{path}.then", inner)
+                self.block(orelse, f"{path}.else", inner)
+            case Loop(var, start, end, body):
+                for bound, label in ((start, "start"), (end, "end")):
+                    t = self.expr(bound)
+                    if t is not None and t is not DType.U32:
+                        self.report("V012", f"loop {label} bound has type {t.value}, not u32")
+                inner = uniform and self.is_uniform(start) and self.is_uniform(end)
+                if any(isinstance(n, If) and any(isinstance(m, Return) for m in walk(n.then + n.orelse))
+                       for n in walk(body)):
+                    inner = False  # an early return in one iteration diverges the next
+                self.scopes.append(_Scope({}, set()))
+                self.declare(var, DType.U32, inner, loop=True)
+                self.block(body, f"{path}.body", inner)
+                self.uniform_vars.discard(var)
+                self.scopes.pop()
+            case Return():
+                if not uniform:
+                    self.diverged = True
+            case Barrier():
+                if not uniform or self.diverged:
+                    why = "after an early return" if uniform else "under non-uniform control flow"
+                    self.report("V016", f"workgroup barrier {why}")
+            case Block(body):
+                self.block(body, f"{path}.block", uniform)
+            case _:
+                self.report("V023", f"{type(s).__name__} is not a statement")
+
+    # -- expressions -------------------------------------------------------------------
+
+    def buffer(self, name: str):
+        buf = self.buffers.get(name)
+        if buf is None:
+            self.report("V003", f"unknown buffer {name!r}")
+        return buf
+
+    def index(self, index: Expr) -> None:
+        t = self.expr(index)
+        if t is not None and t is not DType.U32:
+            self.report("V011", f"buffer index has type {t.value}, not u32")
+
+    def atomic(self, e: Atomic) -> DType | None:
+        buf = self.buffer(e.buffer)
+        self.index(e.index)
+        vt = self.expr(e.value)
+        ct = None if e.comparand is None else self.expr(e.comparand)
+        if buf is None or vt is None or (e.comparand is not None and ct is None):
+            return None
+        if not buf.access.writable:
+            self.report("V018", f"atomic {e.op.value} on {buf.access.value} buffer {e.buffer!r}")
+            return None
+        result = typerules.atomic_result(e.op, buf.dtype, vt, ct)
+        if result is None:
+            self.report("V017", f"atomic {e.op.value} on {buf.dtype.value} buffer {e.buffer!r} "
+                        f"with value {vt.value}" + (f" and comparand {ct.value}" if ct else ""))
+        return result
+
+    def expr(self, e: Expr) -> DType | None:
+        """Type of ``e``; None when it is ill-typed (already reported)."""
+        match e:
+            case Lit(dtype, bits):
+                hi = 1 if dtype is DType.BOOL else 2**dtype.bits - 1
+                if not isinstance(bits, int) or not 0 <= bits <= hi:
+                    self.report("V023", f"literal bits {bits!r} out of range for {dtype.value}")
+                return dtype
+            case Var(name):
+                t = self.lookup(name)
+                if not self.declared(name):
+                    self.report("V004", f"variable {name!r} is not declared")
+                return t
+            case Load(buffer, index):
+                buf = self.buffer(buffer)
+                self.index(index)
+                return None if buf is None else buf.dtype
+            case BufLen(buffer):
+                self.buffer(buffer)
+                return DType.U32
+            case InvocationId(_, axis):
+                if axis not in (0, 1, 2):
+                    self.report("V023", f"invocation id axis {axis!r} is not 0, 1 or 2")
+                return DType.U32
+            case Binary(op, lhs, rhs):
+                lt, rt = self.expr(lhs), self.expr(rhs)
+                if lt is None or rt is None:
+                    return None
+                result = typerules.binop_result(op, lt, rt)
+                if result is None:
+                    self.report("V007", f"{op.value} is not defined for ({lt.value}, {rt.value})")
+                return result
+            case Unary(op, operand):
+                t = self.expr(operand)
+                result = None if t is None else typerules.unop_result(op, t)
+                if t is not None and result is None:
+                    self.report("V010", f"{op.value} is not defined for {t.value}")
+                return result
+            case Select(cond, if_true, if_false):
+                ct, tt, ft = self.expr(cond), self.expr(if_true), self.expr(if_false)
+                if ct is not None and ct is not DType.BOOL:
+                    self.report("V009", f"select condition has type {ct.value}, not bool")
+                if tt is not None and ft is not None and tt is not ft:
+                    self.report("V009", f"select branches have types {tt.value} and {ft.value}")
+                    return None
+                return tt
+            case Cast(dtype, value):
+                t = self.expr(value)
+                if t is not None and not typerules.cast_allowed(t, dtype):
+                    self.report("V010", f"cast from {t.value} to {dtype.value} is not defined "
+                                "(compare explicitly, e.g. x != 0.0)")
+                return dtype
+            case Fma(a, b, c):
+                ts = (self.expr(a), self.expr(b), self.expr(c))
+                if None in ts:
+                    return None
+                result = typerules.fma_result(*ts)
+                if result is None:
+                    self.report("V010", "fma needs three operands of one float type, got "
+                                + ", ".join(t.value for t in ts))
+                return result
+            case Atomic():
+                self.report("V022", f"atomic {e.op.value} used inside an expression")
+                return self.atomic(e)
+        self.report("V023", f"{type(e).__name__} is not an expression")
+        return None
+
+    def is_uniform(self, e: Expr) -> bool:
+        """Same value for every invocation of a workgroup (conservatively)."""
+        match e:
+            case Lit() | BufLen():
+                return True
+            case InvocationId(kind):
+                return kind is IdKind.WORKGROUP
+            case Var(name):
+                return name in self.uniform_vars
+            case Load(buffer, index):
+                buf = self.buffers.get(buffer)
+                return buf is not None and buf.access is Access.UNIFORM and self.is_uniform(index)
+            case Atomic():
+                return False
+            case Binary(_, a, b):
+                return self.is_uniform(a) and self.is_uniform(b)
+            case Unary(_, a) | Cast(_, a):
+                return self.is_uniform(a)
+            case Select(a, b, c) | Fma(a, b, c):
+                return self.is_uniform(a) and self.is_uniform(b) and self.is_uniform(c)
+        return False

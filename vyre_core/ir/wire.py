@@ -1,0 +1,286 @@
+"""The canonical byte form of a Program: the identity that fingerprints and caches use.
+
+Layout: ``b"VYIR"``, one format-version byte, then one msgpack array with fixed tags
+and field order. Decoding treats bytes as untrusted: total size, nesting depth and node
+count are bounded, and every malformation raises ``InvalidProgramError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from vyre_core.errors import InvalidProgramError
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import (
+    Access, Assign, Atomic, AtomicOp, Barrier, BinOp, Binary, Block, Buffer, BufLen, Cast,
+    Expr, Fma, IdKind, If, InvocationId, Let, Lit, Load, Loop, Return, Select, Stmt, Store,
+    Unary, UnOp, Var,
+)
+
+MAGIC = b"VYIR"
+FORMAT_VERSION = 1
+MAX_WIRE_BYTES = 64 * 1024 * 1024
+MAX_DEPTH = 200
+MAX_NODES = 1_000_000
+MAX_NAME_LEN = 64
+MAX_BUFFERS = 64
+
+# Stable tags. Append only: a tag is never renumbered or reused.
+_DTYPE_TAGS = {DType.U32: 0, DType.I32: 1, DType.F32: 2, DType.BOOL: 3, DType.F16: 4, DType.F64: 5}
+_ACCESS_TAGS = {Access.READ: 0, Access.READ_WRITE: 1, Access.OUTPUT: 2, Access.UNIFORM: 3,
+                Access.WORKGROUP: 4}
+# Op tags follow declaration order in nodes.py, so new enum members go at the end.
+_BINOP_TAGS = {op: i for i, op in enumerate(BinOp)}
+_UNOP_TAGS = {op: i for i, op in enumerate(UnOp)}
+_ATOMIC_TAGS = {op: i for i, op in enumerate(AtomicOp)}
+_ID_TAGS = {IdKind.GLOBAL: 0, IdKind.LOCAL: 1, IdKind.WORKGROUP: 2}
+
+# Expression tags 1..; statement tags 64..
+E_LIT, E_VAR, E_LOAD, E_BUFLEN, E_ID, E_BIN, E_UN, E_SELECT, E_CAST, E_FMA, E_ATOMIC = range(1, 12)
+S_LET, S_ASSIGN, S_STORE, S_IF, S_LOOP, S_RETURN, S_BARRIER, S_BLOCK = range(64, 72)
+
+
+def _inverse(table: dict) -> dict:
+    return {v: k for k, v in table.items()}
+
+
+_DTYPES, _ACCESSES, _BINOPS, _UNOPS, _ATOMICS, _IDS = map(
+    _inverse, (_DTYPE_TAGS, _ACCESS_TAGS, _BINOP_TAGS, _UNOP_TAGS, _ATOMIC_TAGS, _ID_TAGS))
+
+
+# -- Encoding --------------------------------------------------------------------------
+
+def encode(program: Any) -> bytes:
+    """Canonical bytes of ``program`` (a :class:`vyre_core.ir.Program`)."""
+    body = [
+        [[b.name, b.binding, _DTYPE_TAGS[b.dtype], _ACCESS_TAGS[b.access], b.count]
+         for b in program.buffers],
+        list(program.workgroup),
+        [_enc_stmt(s, 1) for s in program.body],
+    ]
+    return MAGIC + bytes([FORMAT_VERSION]) + msgpack.packb(body, use_bin_type=True)
+
+
+def _too_deep() -> InvalidProgramError:
+    return InvalidProgramError(
+        f"program nests deeper than {MAX_DEPTH} levels",
+        "Flatten deep expressions into a sequence of let statements.")
+
+
+def _enc_stmt(s: Stmt, depth: int) -> list:
+    if depth > MAX_DEPTH:
+        raise _too_deep()
+    d = depth + 1
+    match s:
+        case Let(name, value):
+            return [S_LET, name, _enc_expr(value, d)]
+        case Assign(name, value):
+            return [S_ASSIGN, name, _enc_expr(value, d)]
+        case Store(buffer, index, value):
+            return [S_STORE, buffer, _enc_expr(index, d), _enc_expr(value, d)]
+        case If(cond, then, orelse):
+            return [S_IF, _enc_expr(cond, d), [_enc_stmt(x, d) for x in then],
+                    [_enc_stmt(x, d) for x in orelse]]
+        case Loop(var, start, end, body):
+            return [S_LOOP, var, _enc_expr(start, d), _enc_expr(end, d),
+                    [_enc_stmt(x, d) for x in body]]
+        case Return():
+            return [S_RETURN]
+        case Barrier():
+            return [S_BARRIER]
+        case Block(body):
+            return [S_BLOCK, [_enc_stmt(x, d) for x in body]]
+    raise InvalidProgramError(f"{type(s).__name__} is not an IR statement",
+                              "Build statements with vyre_core.ir only.")
+
+
+def _enc_expr(e: Expr, depth: int) -> list:
+    if depth > MAX_DEPTH:
+        raise _too_deep()
+    d = depth + 1
+    match e:
+        case Lit(dtype, bits):
+            return [E_LIT, _DTYPE_TAGS[dtype], bits]
+        case Var(name):
+            return [E_VAR, name]
+        case Load(buffer, index):
+            return [E_LOAD, buffer, _enc_expr(index, d)]
+        case BufLen(buffer):
+            return [E_BUFLEN, buffer]
+        case InvocationId(kind, axis):
+            return [E_ID, _ID_TAGS[kind], axis]
+        case Binary(op, lhs, rhs):
+            return [E_BIN, _BINOP_TAGS[op], _enc_expr(lhs, d), _enc_expr(rhs, d)]
+        case Unary(op, operand):
+            return [E_UN, _UNOP_TAGS[op], _enc_expr(operand, d)]
+        case Select(cond, if_true, if_false):
+            return [E_SELECT, _enc_expr(cond, d), _enc_expr(if_true, d), _enc_expr(if_false, d)]
+        case Cast(dtype, value):
+            return [E_CAST, _DTYPE_TAGS[dtype], _enc_expr(value, d)]
+        case Fma(a, b, c):
+            return [E_FMA, _enc_expr(a, d), _enc_expr(b, d), _enc_expr(c, d)]
+        case Atomic(op, buffer, index, value, comparand):
+            return [E_ATOMIC, _ATOMIC_TAGS[op], buffer, _enc_expr(index, d), _enc_expr(value, d),
+                    None if comparand is None else _enc_expr(comparand, d)]
+    raise InvalidProgramError(f"{type(e).__name__} is not an IR expression",
+                              "Build expressions with vyre_core.ir only.")
+
+
+# -- Decoding --------------------------------------------------------------------------
+
+_FIX_BYTES = "Pass the exact bytes of Program.to_wire(); do not edit or truncate them."
+
+
+def decode(data: bytes | bytearray | memoryview) -> tuple[tuple[Buffer, ...], tuple[int, ...],
+                                                          tuple[Stmt, ...]]:
+    """Buffers, workgroup and body of untrusted program bytes."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise InvalidProgramError(f"program bytes must be bytes, got {type(data).__name__}",
+                                  _FIX_BYTES)
+    data = bytes(data)
+    if len(data) > MAX_WIRE_BYTES:
+        raise InvalidProgramError(f"program is {len(data)} bytes, over the {MAX_WIRE_BYTES} limit",
+                                  "Split the work into smaller programs.")
+    if data[:4] != MAGIC:
+        raise InvalidProgramError("bytes do not start with the vyre program magic b'VYIR'",
+                                  _FIX_BYTES)
+    if len(data) < 5:
+        raise InvalidProgramError("program bytes end before the format version", _FIX_BYTES)
+    version = data[4]
+    if version != FORMAT_VERSION:
+        newer = version > FORMAT_VERSION
+        raise InvalidProgramError(
+            f"program format version {version} is {'newer' if newer else 'older'} than "
+            f"this vyre's version {FORMAT_VERSION}",
+            "Upgrade vyre to read these bytes." if newer
+            else "Rebuild the program with this vyre and re-serialise it.")
+    try:
+        body = msgpack.unpackb(
+            data[5:], raw=False, use_list=True, strict_map_key=True,
+            max_str_len=MAX_NAME_LEN * 4, max_bin_len=0, max_array_len=MAX_NODES,
+            max_map_len=0, max_ext_len=0)
+    except Exception as exc:  # the msgpack boundary: map every failure to one class
+        raise InvalidProgramError(f"program bytes are not well-formed msgpack ({exc})",
+                                  _FIX_BYTES) from None
+    return _Decoder().program(body)
+
+
+class _Decoder:
+    def __init__(self) -> None:
+        self.nodes = 0
+
+    def fail(self, what: str) -> InvalidProgramError:
+        return InvalidProgramError(f"malformed program bytes: {what}", _FIX_BYTES)
+
+    def count(self, depth: int) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise InvalidProgramError(f"program has more than {MAX_NODES} nodes",
+                                      "Split the work into smaller programs.")
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+
+    def arr(self, v: Any, what: str, n: int | None = None) -> list:
+        if not isinstance(v, list) or (n is not None and len(v) != n):
+            want = "an array" if n is None else f"an array of {n}"
+            raise self.fail(f"{what} must be {want}, got {_describe(v)}")
+        return v
+
+    def int_(self, v: Any, what: str, lo: int = 0, hi: int = 2**32 - 1) -> int:
+        if type(v) is not int or not lo <= v <= hi:
+            raise self.fail(f"{what} must be an integer in [{lo}, {hi}], got {_describe(v)}")
+        return v
+
+    def name(self, v: Any, what: str) -> str:
+        if not isinstance(v, str) or not v or len(v) > MAX_NAME_LEN:
+            raise self.fail(f"{what} must be a name of 1..{MAX_NAME_LEN} characters, "
+                            f"got {_describe(v)}")
+        return v
+
+    def tag(self, table: dict, v: Any, what: str) -> Any:
+        if type(v) is not int or v not in table:
+            raise self.fail(f"unknown {what} tag {_describe(v)}")
+        return table[v]
+
+    def program(self, body: Any) -> tuple:
+        buffers, workgroup, stmts = self.arr(body, "program", 3)
+        if len(self.arr(buffers, "buffer list")) > MAX_BUFFERS:
+            raise self.fail(f"more than {MAX_BUFFERS} buffers")
+        return (tuple(self.buffer(b) for b in buffers),
+                tuple(self.int_(w, "workgroup axis") for w in self.arr(workgroup, "workgroup", 3)),
+                self.stmts(stmts, 1))
+
+    def buffer(self, b: Any) -> Buffer:
+        name, binding, dtype, access, count = self.arr(b, "buffer", 5)
+        return Buffer(self.name(name, "buffer name"), self.int_(binding, "binding"),
+                      self.tag(_DTYPES, dtype, "dtype"), self.tag(_ACCESSES, access, "access"),
+                      None if count is None else self.int_(count, "buffer count"))
+
+    def stmts(self, v: Any, depth: int) -> tuple[Stmt, ...]:
+        return tuple(self.stmt(s, depth) for s in self.arr(v, "statement list"))
+
+    def stmt(self, v: Any, depth: int) -> Stmt:
+        self.count(depth)
+        v = self.arr(v, "statement")
+        d = depth + 1
+        shape = {S_LET: 3, S_ASSIGN: 3, S_STORE: 4, S_IF: 4, S_LOOP: 5, S_RETURN: 1,
+                 S_BARRIER: 1, S_BLOCK: 2}
+        tag = self.tag({t: t for t in shape}, v[0] if v else None, "statement")
+        self.arr(v, f"statement {tag}", shape[tag])
+        if tag == S_LET:
+            return Let(self.name(v[1], "variable"), self.expr(v[2], d))
+        if tag == S_ASSIGN:
+            return Assign(self.name(v[1], "variable"), self.expr(v[2], d))
+        if tag == S_STORE:
+            return Store(self.name(v[1], "buffer"), self.expr(v[2], d), self.expr(v[3], d))
+        if tag == S_IF:
+            return If(self.expr(v[1], d), self.stmts(v[2], d), self.stmts(v[3], d))
+        if tag == S_LOOP:
+            return Loop(self.name(v[1], "loop variable"), self.expr(v[2], d), self.expr(v[3], d),
+                        self.stmts(v[4], d))
+        if tag == S_RETURN:
+            return Return()
+        if tag == S_BARRIER:
+            return Barrier()
+        return Block(self.stmts(v[1], d))
+
+    def expr(self, v: Any, depth: int) -> Expr:
+        self.count(depth)
+        v = self.arr(v, "expression")
+        d = depth + 1
+        shape = {E_LIT: 3, E_VAR: 2, E_LOAD: 3, E_BUFLEN: 2, E_ID: 3, E_BIN: 4, E_UN: 3,
+                 E_SELECT: 4, E_CAST: 3, E_FMA: 4, E_ATOMIC: 6}
+        tag = self.tag({t: t for t in shape}, v[0] if v else None, "expression")
+        self.arr(v, f"expression {tag}", shape[tag])
+        if tag == E_LIT:
+            dtype = self.tag(_DTYPES, v[1], "dtype")
+            hi = 1 if dtype is DType.BOOL else 2**dtype.bits - 1
+            return Lit(dtype, self.int_(v[2], "literal bits", 0, hi))
+        if tag == E_VAR:
+            return Var(self.name(v[1], "variable"))
+        if tag == E_LOAD:
+            return Load(self.name(v[1], "buffer"), self.expr(v[2], d))
+        if tag == E_BUFLEN:
+            return BufLen(self.name(v[1], "buffer"))
+        if tag == E_ID:
+            return InvocationId(self.tag(_IDS, v[1], "invocation id"), self.int_(v[2], "axis", 0, 2))
+        if tag == E_BIN:
+            return Binary(self.tag(_BINOPS, v[1], "binary op"), self.expr(v[2], d), self.expr(v[3], d))
+        if tag == E_UN:
+            return Unary(self.tag(_UNOPS, v[1], "unary op"), self.expr(v[2], d))
+        if tag == E_SELECT:
+            return Select(self.expr(v[1], d), self.expr(v[2], d), self.expr(v[3], d))
+        if tag == E_CAST:
+            return Cast(self.tag(_DTYPES, v[1], "dtype"), self.expr(v[2], d))
+        if tag == E_FMA:
+            return Fma(self.expr(v[1], d), self.expr(v[2], d), self.expr(v[3], d))
+        comparand = None if v[5] is None else self.expr(v[5], d)
+        return Atomic(self.tag(_ATOMICS, v[1], "atomic op"), self.name(v[2], "buffer"),
+                      self.expr(v[3], d), self.expr(v[4], d), comparand)
+
+
+def _describe(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
