@@ -1,0 +1,413 @@
+"""The reference interpreter: every invocation of a dispatch runs in lockstep as numpy
+vectors, one element per invocation ("lane").
+
+Values are numpy scalars (uniform across lanes) or arrays of one element per lane.
+Control flow is masks: ``None`` means every lane is active. Because all lanes finish a
+statement before any starts the next, workgroup barriers are satisfied by construction
+(the validator guarantees they sit in uniform control flow). Semantics: docs/semantics.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from vyre_core import abi
+from vyre_core.errors import UnsupportedFeatureError
+from vyre_core.ir import Program
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import (
+    Access, Assign, Atomic, AtomicOp, Barrier, Binary, BinOp, Block, BufLen, Cast, Expr, Fma,
+    IdKind, If, InvocationId, Let, Lit, Load, Loop, Return, Select, Stmt, Store, Unary, UnOp,
+    Var, walk,
+)
+
+MAX_LANES = 1 << 26
+MAX_WORKGROUP_MEMORY_BYTES = 1 << 30
+
+Value = Any  # np.generic (uniform) or np.ndarray of shape (lanes,)
+Mask = np.ndarray | None
+
+_DTYPE_OF = {DType.U32.value_np: DType.U32, DType.I32.value_np: DType.I32,
+             DType.F32.value_np: DType.F32, DType.BOOL.value_np: DType.BOOL,
+             DType.F16.value_np: DType.F16, DType.F64.value_np: DType.F64}
+_FLOAT_BITS = {DType.F16: np.uint16, DType.F32: np.uint32, DType.F64: np.uint64}
+_INT_RANGE = {DType.U32: (0.0, 4294967295.0), DType.I32: (-2147483648.0, 2147483647.0)}
+_UFUNC_AT = {AtomicOp.MIN: np.minimum, AtomicOp.MAX: np.maximum, AtomicOp.AND: np.bitwise_and,
+             AtomicOp.OR: np.bitwise_or, AtomicOp.XOR: np.bitwise_xor}
+
+
+def run(program: Program, inputs: Sequence[Any],
+        grid: Sequence[int] | None = None) -> list[np.ndarray]:
+    """Outputs of one dispatch, in ABI order (see docs/semantics.md)."""
+    program.check()
+    bound = abi.bind_inputs(program, inputs)
+    lengths = abi.buffer_lengths(program, bound)
+    with np.errstate(all="ignore"):
+        return _Dispatch(program, bound, abi.infer_grid(program, lengths, grid)).run()
+
+
+@functools.lru_cache(maxsize=4)
+def _lane_ids(lanes: int) -> np.ndarray:
+    """``arange(lanes)`` as u32, shared read-only between dispatches of the same size."""
+    ids = np.arange(lanes, dtype=np.uint32)
+    ids.setflags(write=False)
+    return ids
+
+
+def _and(a: Mask, b: Mask) -> Mask:
+    if a is None:
+        return b
+    return a if b is None else a & b
+
+
+def _is_uniform(v: Value) -> bool:
+    return np.ndim(v) == 0
+
+
+def _literal(node: Lit) -> Value:
+    if node.dtype in _FLOAT_BITS:
+        return np.array(node.bits, dtype=_FLOAT_BITS[node.dtype]).view(node.dtype.value_np)[()]
+    if node.dtype is DType.I32:
+        return np.uint32(node.bits).view(np.int32)
+    return node.dtype.value_np.type(node.bits)
+
+
+class _Dispatch:
+    def __init__(self, program: Program, bound: list[np.ndarray], grid: tuple[int, int, int]):
+        self.program = program
+        self.grid = grid
+        self.wg = program.workgroup
+        self.extent = tuple(g * w for g, w in zip(grid, self.wg, strict=True))  # lanes per axis
+        self.lanes = self.extent[0] * self.extent[1] * self.extent[2]
+        if self.lanes > MAX_LANES:
+            raise UnsupportedFeatureError(
+                f"dispatch of {self.lanes} invocations exceeds the reference backend's "
+                f"{MAX_LANES}", "Use a smaller grid, or route to a GPU backend.")
+        self.buffers = {b.name: b for b in program.buffers}
+        self.mem: dict[str, np.ndarray] = {}
+        inputs = dict(zip((b.name for b in program.inputs), bound, strict=True))
+        n_groups = grid[0] * grid[1] * grid[2]
+        for b in program.buffers:
+            if b.access is Access.WORKGROUP:
+                if n_groups * b.count * b.dtype.storage_bytes > MAX_WORKGROUP_MEMORY_BYTES:
+                    raise UnsupportedFeatureError(
+                        f"workgroup buffer {b.name!r} needs {n_groups} x {b.count} elements",
+                        "Use fewer workgroups or a smaller workgroup buffer.")
+                self.mem[b.name] = np.zeros(n_groups * b.count, dtype=b.dtype.storage_np)
+            elif b.access is Access.OUTPUT:
+                self.mem[b.name] = np.zeros(b.count, dtype=b.dtype.storage_np)
+            elif b.access is Access.READ_WRITE:
+                self.mem[b.name] = inputs[b.name].copy()
+            else:
+                self.mem[b.name] = inputs[b.name]
+        self.vars: dict[str, Value] = {}
+        self.alive: Mask = None
+        self.ids: dict[tuple[IdKind, int], np.ndarray] = {}
+        self.used_vars = {n.name for n in walk(program.body) if isinstance(n, Var)}
+        # With a 1-D extent, global_id(0) is exactly arange(lanes): loads and stores
+        # indexed by it become slices.
+        self.iota = self.invocation_id(IdKind.GLOBAL, 0) if self.extent[1:] == (1, 1) else None
+
+    def run(self) -> list[np.ndarray]:
+        self.block(self.program.body, None)
+        return [self.mem[b.name] for b in self.program.outputs]
+
+    # -- statements --------------------------------------------------------------------
+
+    def block(self, stmts: tuple[Stmt, ...], mask: Mask) -> None:
+        for stmt in stmts:
+            m = _and(mask, self.alive)
+            if m is not None and not m.any():
+                return
+            self.stmt(stmt, m)
+
+    def stmt(self, s: Stmt, mask: Mask) -> None:
+        match s:
+            case Let(name, Atomic() as atomic):
+                self.vars[name] = self.atomic(atomic, mask, want_old=name in self.used_vars)
+            case Let(name, value):
+                self.vars[name] = self.eval(value)
+            case Assign(name, value):
+                new = self.eval(value)
+                self.vars[name] = new if mask is None else np.where(mask, new, self.vars[name])
+            case Store(buffer, index, value):
+                self.store(buffer, self.eval(index), self.eval(value), mask)
+            case If(cond, then, orelse):
+                c = self.eval(cond)
+                if _is_uniform(c) or c.all() or not c.any():
+                    self.block(then if (c if _is_uniform(c) else c[0]) else orelse, mask)
+                else:
+                    self.block(then, _and(mask, c))
+                    self.block(orelse, _and(mask, ~c))
+            case Loop(var, start, end, body):
+                self.loop(var, self.eval(start), self.eval(end), body, mask)
+            case Return():
+                self.alive = np.zeros(self.lanes, dtype=bool) if mask is None else \
+                    _and(self.alive, ~mask)
+            case Barrier():
+                pass  # lockstep execution already orders every lane's memory effects
+            case Block(body):
+                self.block(body, mask)
+
+    def loop(self, var: str, start: Value, end: Value, body: tuple[Stmt, ...],
+             mask: Mask) -> None:
+        if _is_uniform(start) and _is_uniform(end):
+            for i in range(int(start), int(end)):
+                if self.alive is not None and not _and(mask, self.alive).any():
+                    break
+                self.vars[var] = np.uint32(i)
+                self.block(body, mask)
+        else:
+            i = np.broadcast_to(start, (self.lanes,)).astype(np.uint32)
+            running = _and(mask, i < end)
+            while True:
+                running = _and(running, self.alive)
+                if not running.any():
+                    break
+                self.vars[var] = i
+                self.block(body, running)
+                i = i + np.uint32(1)
+                running &= i < end
+        self.vars.pop(var, None)
+
+    # -- memory ------------------------------------------------------------------------
+
+    def address(self, name: str, index: Value) -> tuple[np.ndarray, Value, Value]:
+        """Backing array, flat element index, and in-bounds flags for ``name[index]``."""
+        data = self.mem[name]
+        buf = self.buffers[name]
+        if buf.access is not Access.WORKGROUP:
+            return data, index, index < len(data)
+        group = self.workgroup_linear()
+        return data, group * buf.count + index.astype(np.int64), index < buf.count
+
+    def load(self, name: str, index: Value) -> Value:
+        buf = self.buffers[name]
+        data = self.mem[name]
+        if index is self.iota and buf.access is not Access.WORKGROUP:
+            n = min(self.lanes, len(data))
+            out = data[:n] if buf.access in (Access.READ, Access.UNIFORM) else data[:n].copy()
+            if n < self.lanes:
+                out = np.concatenate([out, np.zeros(self.lanes - n, dtype=data.dtype)])
+        else:
+            data, flat, inside = self.address(name, index)
+            if _is_uniform(flat) and _is_uniform(inside):
+                out = data[flat] if inside else data.dtype.type(0)
+            else:
+                flat = np.broadcast_to(flat, (self.lanes,))
+                inside = np.broadcast_to(inside, (self.lanes,))
+                out = data[np.where(inside, flat, 0)] if len(data) else \
+                    np.zeros(self.lanes, dtype=data.dtype)
+                out[~inside] = 0
+        return out != 0 if buf.dtype is DType.BOOL else out
+
+    def store(self, name: str, index: Value, value: Value, mask: Mask) -> None:
+        buf = self.buffers[name]
+        value = np.asarray(value).astype(buf.dtype.storage_np, copy=False)
+        if mask is None and index is self.iota and buf.access is not Access.WORKGROUP:
+            n = min(self.lanes, len(self.mem[name]))
+            self.mem[name][:n] = value if value.ndim == 0 else value[:n]
+            return
+        data, flat, inside = self.address(name, index)
+        lanes = self.active_lanes(_and(mask, np.broadcast_to(inside, (self.lanes,))))
+        data[np.broadcast_to(flat, (self.lanes,))[lanes]] = \
+            np.broadcast_to(value, (self.lanes,))[lanes]
+
+    def active_lanes(self, mask: Mask) -> np.ndarray:
+        return np.arange(self.lanes) if mask is None else np.nonzero(mask)[0]
+
+    def atomic(self, e: Atomic, mask: Mask, want_old: bool) -> Value:
+        buf = self.buffers[e.buffer]
+        data, flat, inside = self.address(e.buffer, self.eval(e.index))
+        lanes = self.active_lanes(_and(mask, np.broadcast_to(inside, (self.lanes,))))
+        targets = np.broadcast_to(flat, (self.lanes,))[lanes]
+        values = np.broadcast_to(self.eval(e.value), (self.lanes,))[lanes]
+        old = np.zeros(self.lanes, dtype=buf.dtype.storage_np)
+        if not len(lanes):
+            return old
+        if e.op in (AtomicOp.ADD, AtomicOp.SUB):
+            bits = data.view(np.uint32)
+            delta = values.view(np.uint32) if e.op is AtomicOp.ADD else \
+                np.uint32(0) - values.view(np.uint32)
+            # Old value of each lane = initial + contributions of earlier lanes to its target.
+            order = np.argsort(targets, kind="stable")
+            t, d = targets[order], delta[order]
+            before = np.cumsum(d, dtype=np.uint32) - d
+            is_start = np.r_[True, t[1:] != t[:-1]]
+            group_base = before[is_start][np.cumsum(is_start) - 1]
+            old.view(np.uint32)[lanes[order]] = bits[t] + (before - group_base)
+            np.add.at(bits, targets, delta)
+        elif e.op in _UFUNC_AT and not want_old:
+            _UFUNC_AT[e.op].at(data, targets, values)
+        else:
+            comparand = None if e.comparand is None else \
+                np.broadcast_to(self.eval(e.comparand), (self.lanes,))[lanes]
+            self.atomic_in_order(e.op, data, lanes, targets, values, comparand, old)
+        return old
+
+    @staticmethod
+    def atomic_in_order(op: AtomicOp, data: np.ndarray, lanes: np.ndarray, targets: np.ndarray,
+                        values: np.ndarray, comparand: np.ndarray | None,
+                        old: np.ndarray) -> None:
+        """Apply order-dependent atomics one lane at a time, in ascending lane order."""
+        for k, (lane, t, v) in enumerate(zip(lanes, targets, values, strict=True)):
+            cur = data[t]
+            old[lane] = cur
+            if op is AtomicOp.COMPARE_EXCHANGE:
+                data[t] = v if cur == comparand[k] else cur
+            elif op is AtomicOp.EXCHANGE:
+                data[t] = v
+            else:
+                data[t] = _UFUNC_AT[op](cur, v)
+
+    # -- expressions -------------------------------------------------------------------
+
+    def invocation_id(self, kind: IdKind, axis: int) -> np.ndarray:
+        key = (kind, axis)
+        if key not in self.ids:
+            if kind is IdKind.GLOBAL:
+                lane = _lane_ids(self.lanes)
+                if axis or self.extent[1:] != (1, 1):
+                    lane = lane // np.uint32(math.prod(self.extent[:axis])) \
+                        % np.uint32(self.extent[axis])
+                self.ids[key] = lane
+            elif kind is IdKind.LOCAL:
+                self.ids[key] = self.invocation_id(IdKind.GLOBAL, axis) % np.uint32(self.wg[axis])
+            else:
+                self.ids[key] = self.invocation_id(IdKind.GLOBAL, axis) // np.uint32(self.wg[axis])
+        return self.ids[key]
+
+    def workgroup_linear(self) -> np.ndarray:
+        key = (IdKind.WORKGROUP, -1)
+        if key not in self.ids:
+            wid = [self.invocation_id(IdKind.WORKGROUP, a).astype(np.int64) for a in range(3)]
+            self.ids[key] = wid[0] + self.grid[0] * (wid[1] + self.grid[1] * wid[2])
+        return self.ids[key]
+
+    def eval(self, e: Expr) -> Value:
+        match e:
+            case Lit():
+                return _literal(e)
+            case Var(name):
+                return self.vars[name]
+            case Load(buffer, index):
+                return self.load(buffer, self.eval(index))
+            case BufLen(buffer):
+                b = self.buffers[buffer]
+                return np.uint32(b.count if b.access is Access.WORKGROUP else len(self.mem[buffer]))
+            case InvocationId(kind, axis):
+                return self.invocation_id(kind, axis)
+            case Binary(op, lhs, rhs):
+                return _binary(op, self.eval(lhs), self.eval(rhs))
+            case Unary(op, operand):
+                return _unary(op, self.eval(operand))
+            case Select(cond, if_true, if_false):
+                return _scalar(np.where(self.eval(cond), self.eval(if_true), self.eval(if_false)))
+            case Cast(dtype, value):
+                return _cast(self.eval(value), dtype)
+            case Fma(a, b, c):
+                va, vb, vc = self.eval(a), self.eval(b), self.eval(c)
+                if va.dtype == np.float64:
+                    return va * vb + vc
+                wide = np.float64
+                return _scalar(np.asarray(np.asarray(va, wide) * vb + vc).astype(va.dtype))
+        raise AssertionError(f"unhandled node {e!r}")  # unreachable after validation
+
+
+def _scalar(v: Value) -> Value:
+    return v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v
+
+
+def _int_div_rem(a: Value, b: Value, dtype: DType) -> tuple[Value, Value]:
+    """Truncating quotient and remainder with vyre's total rules (x/0 all ones, x%0 0)."""
+    a64, b64 = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    zero = b64 == 0
+    safe = np.where(zero, 1, b64)
+    q = np.abs(a64) // np.abs(safe) * (np.sign(a64) * np.sign(safe))
+    r = a64 - q * safe
+    q = np.where(zero, -1, q).astype(np.int64)
+    r = np.where(zero, 0, r)
+    t = dtype.value_np
+    return _scalar(q.astype(np.uint32).view(t) if dtype is DType.U32 else q.astype(t)), \
+        _scalar(r.astype(t))
+
+
+def _binary(op: BinOp, a: Value, b: Value) -> Value:
+    dtype = _DTYPE_OF[a.dtype]
+    match op:
+        case BinOp.ADD:
+            return a + b
+        case BinOp.SUB:
+            return a - b
+        case BinOp.MUL:
+            return a * b
+        case BinOp.DIV:
+            return _int_div_rem(a, b, dtype)[0] if dtype.is_int else a / b
+        case BinOp.REM:
+            return _int_div_rem(a, b, dtype)[1] if dtype.is_int else np.fmod(a, b)
+        case BinOp.MIN:
+            return np.fmin(a, b) if dtype.is_float else np.minimum(a, b)
+        case BinOp.MAX:
+            return np.fmax(a, b) if dtype.is_float else np.maximum(a, b)
+        case BinOp.AND | BinOp.LOGICAL_AND:
+            return a & b
+        case BinOp.OR | BinOp.LOGICAL_OR:
+            return a | b
+        case BinOp.XOR:
+            return a ^ b
+        case BinOp.SHL:
+            bits = np.asarray(a).astype(np.uint32) << (b & np.uint32(31))
+            return _scalar(bits.view(a.dtype) if dtype is DType.I32 else bits)
+        case BinOp.SHR:
+            return a >> (b & np.uint32(31)).astype(a.dtype)
+        case BinOp.EQ:
+            return a == b
+        case BinOp.NE:
+            return a != b
+        case BinOp.LT:
+            return a < b
+        case BinOp.LE:
+            return a <= b
+        case BinOp.GT:
+            return a > b
+        case BinOp.GE:
+            return a >= b
+    raise AssertionError(op)
+
+
+_FLOAT_FUNCS = {UnOp.SQRT: np.sqrt, UnOp.EXP: np.exp, UnOp.LOG: np.log, UnOp.SIN: np.sin,
+                UnOp.COS: np.cos, UnOp.FLOOR: np.floor, UnOp.CEIL: np.ceil}
+
+
+def _unary(op: UnOp, a: Value) -> Value:
+    dtype = _DTYPE_OF[a.dtype]
+    match op:
+        case UnOp.NEG:
+            return -a
+        case UnOp.BIT_NOT:
+            return ~a
+        case UnOp.NOT:
+            return ~a
+        case UnOp.ABS:
+            return a if dtype is DType.U32 else np.abs(a)
+        case UnOp.POPCOUNT:
+            return _scalar(np.bitwise_count(np.asarray(a).astype(np.uint32)).astype(a.dtype))
+    return _FLOAT_FUNCS[op](a)
+
+
+def _cast(v: Value, dst: DType) -> Value:
+    src = _DTYPE_OF[v.dtype]
+    if dst is DType.BOOL:
+        return v if src is DType.BOOL else v != 0
+    if src.is_float and dst.is_int:
+        lo, hi = _INT_RANGE[dst]
+        x = np.trunc(np.nan_to_num(np.asarray(v, np.float64), nan=0.0, posinf=hi, neginf=lo))
+        return _scalar(np.clip(x, lo, hi).astype(dst.value_np))
+    if src.is_int and dst.is_int:
+        return _scalar(np.asarray(v).astype(np.uint32).view(dst.value_np))
+    return _scalar(np.asarray(v).astype(dst.value_np))

@@ -1,0 +1,72 @@
+"""Output comparison: exact bytes for integers and bool, a ULP budget for floats.
+
+Reports the *first* divergence (element, byte offset, both values), the way
+numpy.testing reports its first mismatch, so a failure points at the bug.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vyre_core.ir.dtypes import DType
+
+_ORDERED = {2: (np.int16, np.int64), 4: (np.int32, np.int64), 8: (np.int64, np.int64)}
+
+
+@dataclass(frozen=True)
+class Divergence:
+    index: int            # element index (or the shorter length when lengths differ)
+    byte_offset: int      # first differing byte
+    expected: object
+    actual: object
+    ulp: int | None       # float distance in ULPs, None for exact types
+
+    def __str__(self) -> str:
+        extra = f", {self.ulp} ULP apart" if self.ulp is not None else ""
+        return (f"element {self.index} (byte {self.byte_offset}): expected {self.expected!r}, "
+                f"got {self.actual!r}{extra}")
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ULPs between equal-dtype float arrays; NaN vs NaN is 0, NaN vs a number is huge."""
+    signed, wide = _ORDERED[a.dtype.itemsize]
+    ia = a.view(signed).astype(wide)
+    ib = b.view(signed).astype(wide)
+    low = np.iinfo(signed).min
+    oa = np.where(ia < 0, low - ia, ia)  # map sign-magnitude onto a monotone integer line
+    ob = np.where(ib < 0, low - ib, ib)
+    dist = np.abs(oa - ob)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    dist = np.where(nan_a & nan_b, 0, dist)
+    return np.where(nan_a ^ nan_b, np.iinfo(np.int64).max, dist)
+
+
+def first_divergence(expected: np.ndarray, actual: np.ndarray, dtype: DType,
+                     ulp_budget: int = 0) -> Divergence | None:
+    """None when ``actual`` matches ``expected``; else where it first differs."""
+    expected = np.ascontiguousarray(expected, dtype=dtype.storage_np).reshape(-1)
+    actual = np.ascontiguousarray(actual).reshape(-1)
+    size = dtype.storage_bytes
+    if actual.dtype != expected.dtype:
+        return Divergence(0, 0, f"dtype {expected.dtype}", f"dtype {actual.dtype}", None)
+    n = min(len(expected), len(actual))
+    if dtype.is_float:
+        e, a = expected[:n], actual[:n]
+        dist = ulp_distance(e, a)
+        flushed = (a == 0) & (np.abs(e) < np.finfo(e.dtype).tiny)  # subnormal flushed to zero
+        bad = np.nonzero((dist > ulp_budget) & ~flushed)[0]
+    else:
+        bad = np.nonzero(expected[:n] != actual[:n])[0]
+    if len(bad):
+        i = int(bad[0])
+        eb = expected[i:i + 1].view(np.uint8)
+        ab = actual[i:i + 1].view(np.uint8)
+        offset = i * size + int(np.nonzero(eb != ab)[0][0]) if (eb != ab).any() else i * size
+        ulp = int(ulp_distance(expected[i:i + 1], actual[i:i + 1])[0]) if dtype.is_float else None
+        return Divergence(i, offset, expected[i].item(), actual[i].item(), ulp)
+    if len(expected) != len(actual):
+        return Divergence(n, n * size, f"{len(expected)} elements", f"{len(actual)} elements",
+                          None)
+    return None
