@@ -44,7 +44,8 @@ class InvalidProgramError(VyreError):
     """Program bytes or a program object are malformed (bad wire form, bad node)."""
 
     code = 1001
-    default_fix = "Build the program with vyre_core.ir and send the bytes of Program.to_wire() unchanged."
+    default_fix = ("Build the program with vyre_core.ir and pass the bytes of "
+                   "Program.to_wire() unchanged.")
 
 
 class ValidationError(VyreError):

@@ -15,9 +15,33 @@ from typing import Any
 from vyre_core.ir import typerules
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
-    Access, Assign, Atomic, AtomicOp, Barrier, Binary, BinOp, Block, Buffer, BufLen, Cast, Expr,
-    Fma, IdKind, If, InvocationId, Let, Lit, Load, Loop, Return, Select, Stmt, Store, Unary,
-    UnOp, Var,
+    Access,
+    Assign,
+    Atomic,
+    AtomicOp,
+    Barrier,
+    Binary,
+    BinOp,
+    Block,
+    Buffer,
+    BufLen,
+    Cast,
+    Expr,
+    Fma,
+    IdKind,
+    If,
+    InvocationId,
+    Let,
+    Lit,
+    Load,
+    Loop,
+    Return,
+    Select,
+    Stmt,
+    Store,
+    Unary,
+    UnOp,
+    Var,
 )
 from vyre_core.ir.program import Program
 
@@ -116,7 +140,7 @@ def as_val(x: Operand, like: DType | None = None) -> Val:
 def binary(op: BinOp, lhs: Operand, rhs: Operand) -> Val:
     a = as_val(lhs, rhs.dtype if isinstance(rhs, Val) else None)
     b = as_val(rhs, DType.U32 if op in typerules.SHIFTS else a.dtype)
-    dtype = None if a.dtype is None or b.dtype is None else typerules.binop_result(op, a.dtype, b.dtype)
+    dtype = None if None in (a.dtype, b.dtype) else typerules.binop_result(op, a.dtype, b.dtype)
     return Val(Binary(op, a.node, b.node), dtype)
 
 
@@ -165,11 +189,11 @@ def workgroup_id(axis: int = 0) -> Val:
     return _id(IdKind.WORKGROUP, axis)
 
 
-def min(a: Operand, b: Operand) -> Val:  # noqa: A001 - reads as the IR op
+def min(a: Operand, b: Operand) -> Val:
     return binary(BinOp.MIN, a, b)
 
 
-def max(a: Operand, b: Operand) -> Val:  # noqa: A001
+def max(a: Operand, b: Operand) -> Val:
     return binary(BinOp.MAX, a, b)
 
 

@@ -6,8 +6,31 @@ from dataclasses import dataclass
 
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
-    Access, Assign, Atomic, AtomicOp, Barrier, Binary, BinOp, Block, BufLen, Cast, Fma, IdKind,
-    If, InvocationId, Let, Lit, Load, Loop, Return, Select, Store, Unary, UnOp, Var, walk,
+    Access,
+    Assign,
+    Atomic,
+    AtomicOp,
+    Barrier,
+    Binary,
+    BinOp,
+    Block,
+    BufLen,
+    Cast,
+    Fma,
+    IdKind,
+    If,
+    InvocationId,
+    Let,
+    Lit,
+    Load,
+    Loop,
+    Return,
+    Select,
+    Store,
+    Unary,
+    UnOp,
+    Var,
+    walk,
 )
 
 _NODE_OPS = {

@@ -52,7 +52,8 @@ def fma_result(a: DType, b: DType, c: DType) -> DType | None:
     return a if a.is_float and a is b is c else None
 
 
-def atomic_result(op: AtomicOp, buffer: DType, value: DType, comparand: DType | None) -> DType | None:
+def atomic_result(op: AtomicOp, buffer: DType, value: DType,
+                  comparand: DType | None) -> DType | None:
     if buffer not in ATOMIC_DTYPES or value is not buffer:
         return None
     if (op is AtomicOp.COMPARE_EXCHANGE) != (comparand is not None):

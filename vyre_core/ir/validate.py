@@ -15,8 +15,30 @@ from vyre_core.errors import ValidationError
 from vyre_core.ir import typerules
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
-    Access, Assign, Atomic, Barrier, Binary, Block, BufLen, Cast, Expr, Fma, IdKind, If,
-    InvocationId, Let, Lit, Load, Loop, Return, Select, Stmt, Store, Unary, Var, walk,
+    Access,
+    Assign,
+    Atomic,
+    Barrier,
+    Binary,
+    Block,
+    BufLen,
+    Cast,
+    Expr,
+    Fma,
+    IdKind,
+    If,
+    InvocationId,
+    Let,
+    Lit,
+    Load,
+    Loop,
+    Return,
+    Select,
+    Stmt,
+    Store,
+    Unary,
+    Var,
+    walk,
 )
 
 # code -> the Fix shown with every finding of that code.
@@ -224,7 +246,8 @@ class _Validator:
                     if t is not None and t is not DType.U32:
                         self.report("V012", f"loop {label} bound has type {t.value}, not u32")
                 inner = uniform and self.is_uniform(start) and self.is_uniform(end)
-                if any(isinstance(n, If) and any(isinstance(m, Return) for m in walk(n.then + n.orelse))
+                if any(isinstance(n, If) and any(isinstance(m, Return)
+                                                 for m in walk(n.then + n.orelse))
                        for n in walk(body)):
                     inner = False  # an early return in one iteration diverges the next
                 self.scopes.append(_Scope({}, set()))

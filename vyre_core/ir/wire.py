@@ -14,9 +14,33 @@ import msgpack
 from vyre_core.errors import InvalidProgramError
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
-    Access, Assign, Atomic, AtomicOp, Barrier, BinOp, Binary, Block, Buffer, BufLen, Cast,
-    Expr, Fma, IdKind, If, InvocationId, Let, Lit, Load, Loop, Return, Select, Stmt, Store,
-    Unary, UnOp, Var,
+    Access,
+    Assign,
+    Atomic,
+    AtomicOp,
+    Barrier,
+    Binary,
+    BinOp,
+    Block,
+    Buffer,
+    BufLen,
+    Cast,
+    Expr,
+    Fma,
+    IdKind,
+    If,
+    InvocationId,
+    Let,
+    Lit,
+    Load,
+    Loop,
+    Return,
+    Select,
+    Stmt,
+    Store,
+    Unary,
+    UnOp,
+    Var,
 )
 
 MAGIC = b"VYIR"
@@ -265,9 +289,11 @@ class _Decoder:
         if tag == E_BUFLEN:
             return BufLen(self.name(v[1], "buffer"))
         if tag == E_ID:
-            return InvocationId(self.tag(_IDS, v[1], "invocation id"), self.int_(v[2], "axis", 0, 2))
+            return InvocationId(self.tag(_IDS, v[1], "invocation id"),
+                                self.int_(v[2], "axis", 0, 2))
         if tag == E_BIN:
-            return Binary(self.tag(_BINOPS, v[1], "binary op"), self.expr(v[2], d), self.expr(v[3], d))
+            return Binary(self.tag(_BINOPS, v[1], "binary op"), self.expr(v[2], d),
+                          self.expr(v[3], d))
         if tag == E_UN:
             return Unary(self.tag(_UNOPS, v[1], "unary op"), self.expr(v[2], d))
         if tag == E_SELECT:

@@ -1,0 +1,26 @@
+"""Suite-wide guards: no test may leave a child process behind."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    leftovers = psutil.Process().children(recursive=True)
+    if not leftovers:
+        return
+    names = ", ".join(f"{p.pid} ({_cmdline(p)})" for p in leftovers)
+    for proc in leftovers:
+        proc.kill()
+    psutil.wait_procs(leftovers, timeout=5)
+    session.config.get_terminal_writer().line(
+        f"ERROR: child processes survived the test session and were killed: {names}", red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline())[:80]
+    except psutil.Error:
+        return "?"
