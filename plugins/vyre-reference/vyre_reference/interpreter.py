@@ -21,9 +21,33 @@ from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
-    Access, Assign, Atomic, AtomicOp, Barrier, Binary, BinOp, Block, BufLen, Cast, Expr, Fma,
-    IdKind, If, InvocationId, Let, Lit, Load, Loop, Return, Select, Stmt, Store, Unary, UnOp,
-    Var, walk,
+    Access,
+    Assign,
+    Atomic,
+    AtomicOp,
+    Barrier,
+    Binary,
+    BinOp,
+    Block,
+    BufLen,
+    Cast,
+    Expr,
+    Fma,
+    IdKind,
+    If,
+    InvocationId,
+    Let,
+    Lit,
+    Load,
+    Loop,
+    Return,
+    Select,
+    Stmt,
+    Store,
+    Unary,
+    UnOp,
+    Var,
+    walk,
 )
 
 MAX_LANES = 1 << 26
