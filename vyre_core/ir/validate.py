@@ -72,6 +72,10 @@ CODES: dict[str, str] = {
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 
 
+def _is_name(x: object) -> bool:
+    return isinstance(x, str) and _NAME.match(x) is not None
+
+
 @dataclass(frozen=True)
 class Finding:
     code: str
@@ -155,7 +159,7 @@ class _Validator:
         bindings: set[int] = set()
         for b in self.program.buffers:
             self.where = f"buffer {b.name!r}"
-            if not _NAME.match(b.name):
+            if not _is_name(b.name):
                 self.report("V021", f"buffer name {b.name!r} is not an identifier")
             if b.name in names:
                 self.report("V001", f"buffer name {b.name!r} is declared twice")
@@ -183,7 +187,7 @@ class _Validator:
         return any(name in s.loop_vars for s in self.scopes)
 
     def declare(self, name: str, dtype: DType | None, uniform: bool, loop: bool = False) -> None:
-        if not _NAME.match(name):
+        if not _is_name(name):
             self.report("V021", f"variable name {name!r} is not an identifier")
         if self.declared(name):
             self.report("V005", f"variable {name!r} is already declared in an enclosing scope")

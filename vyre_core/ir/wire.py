@@ -78,6 +78,17 @@ _DTYPES, _ACCESSES, _BINOPS, _UNOPS, _ATOMICS, _IDS = map(
 
 def encode(program: Any) -> bytes:
     """Canonical bytes of ``program`` (a :class:`vyre_core.ir.Program`)."""
+    try:
+        return _encode(program)
+    except (KeyError, AttributeError, TypeError, ValueError, OverflowError) as exc:
+        # A hand-built node with a field of the wrong kind (e.g. "add" for BinOp.ADD).
+        raise InvalidProgramError(
+            f"program contains a malformed node or buffer ({type(exc).__name__}: {exc})",
+            "Build programs with vyre_core.ir: enum members for ops, dtypes and access, "
+            "IR nodes as children, Python ints for counts and bindings.") from None
+
+
+def _encode(program: Any) -> bytes:
     body = [
         [[b.name, b.binding, _DTYPE_TAGS[b.dtype], _ACCESS_TAGS[b.access], b.count]
          for b in program.buffers],
