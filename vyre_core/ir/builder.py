@@ -12,6 +12,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from vyre_core.ir import typerules
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
@@ -108,18 +110,32 @@ class Val:
 
 # -- Expression constructors -----------------------------------------------------------
 
+_NUMPY_DTYPES = {dt.value_np: dt for dt in DType}
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool | np.bool_):
+        return "bool"
+    if isinstance(value, int | np.integer):
+        return "int"
+    if isinstance(value, float | np.floating):
+        return "float"
+    raise TypeError(f"{value!r} ({type(value).__name__}) is not an IR value. Fix: use a "
+                    "Python bool/int/float, a numpy scalar, or an expression")
+
+
 def lit(value: Any, dtype: DType | None = None) -> Val:
-    """A literal; without ``dtype``: bool -> bool, int -> u32 (i32 if negative), float -> f32."""
+    """A literal. Without ``dtype``: a numpy scalar of a vyre dtype keeps it; otherwise
+    bool -> bool, int -> u32 (i32 if negative), float -> f32."""
+    kind = _kind(value)
     if dtype is None:
-        if isinstance(value, bool):
-            dtype = DType.BOOL
-        elif isinstance(value, int):
-            dtype = DType.U32 if value >= 0 else DType.I32
-        else:
-            dtype = DType.F32
-    elif isinstance(value, bool) != (dtype is DType.BOOL):
+        dtype = _NUMPY_DTYPES.get(getattr(value, "dtype", None))
+    if dtype is None:
+        dtype = {"bool": DType.BOOL, "float": DType.F32}.get(
+            kind, DType.U32 if value >= 0 else DType.I32)
+    elif (kind == "bool") != (dtype is DType.BOOL) or (kind == "float" and dtype.is_int):
         raise TypeError(f"{value!r} is not a {dtype.value} literal. Fix: pass "
-                        f"{'True/False' if dtype is DType.BOOL else 'a number'}")
+                        f"{'True/False' if dtype is DType.BOOL else 'a number of that type'}")
     return Val(Lit.of(dtype, value), dtype)
 
 
@@ -130,11 +146,13 @@ def as_val(x: Operand, like: DType | None = None) -> Val:
     if isinstance(x, BufferRef):
         raise TypeError(f"buffer {x.buffer.name!r} used as a value. Fix: load an element "
                         f"with {x.buffer.name}[index] or take its length with .len")
-    if like is not None and like.is_int and isinstance(x, float):
+    kind = _kind(x)
+    if like is None or getattr(x, "dtype", None) in _NUMPY_DTYPES:
+        return lit(x)
+    if kind == "float" and like.is_int:
         raise TypeError(f"float {x!r} used with a {like.value} operand. Fix: write an int, "
                         f"or cast the other operand")
-    return lit(x, like if like is not None and isinstance(x, bool) == (like is DType.BOOL)
-               else None)
+    return lit(x, like) if (kind == "bool") == (like is DType.BOOL) else lit(x)
 
 
 def binary(op: BinOp, lhs: Operand, rhs: Operand) -> Val:

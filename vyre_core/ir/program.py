@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import blake3
 
+from vyre_core.errors import InvalidProgramError
 from vyre_core.ir import wire
 from vyre_core.ir.nodes import Buffer, Stmt
 
@@ -23,7 +24,11 @@ class Program:
     body: tuple[Stmt, ...]
 
     def __post_init__(self) -> None:
-        wg = tuple(self.workgroup) + (1,) * (3 - len(tuple(self.workgroup)))
+        wg = tuple(self.workgroup)
+        if not 1 <= len(wg) <= 3 or not all(isinstance(a, int) for a in wg):
+            raise InvalidProgramError(f"workgroup {self.workgroup!r} is not 1 to 3 integers",
+                                      "Pass a workgroup size such as (64,) or (8, 8).")
+        wg += (1,) * (3 - len(wg))
         object.__setattr__(self, "buffers", tuple(self.buffers))
         object.__setattr__(self, "workgroup", wg)
         object.__setattr__(self, "body", tuple(self.body))

@@ -56,8 +56,9 @@ CODES: dict[str, str] = {
     "V010": "apply the operation to a type it is defined for (see docs/semantics.md)",
     "V011": "index buffers with a u32 expression (cast signed indices with u32(...))",
     "V012": "give loops u32 start and end bounds",
-    "V013": "give every workgroup axis a size of at least 1",
-    "V014": "declare an element count (>= 1) for output, uniform and workgroup buffers",
+    "V013": "give every workgroup axis a size between 1 and 2**32-1",
+    "V014": "declare an element count between 1 and 2**32-1 for output, uniform and "
+            "workgroup buffers (and for any buffer that declares one)",
     "V015": "remove the statements after return, or move the return into an if",
     "V016": "place barriers only under control flow that is uniform across the workgroup",
     "V017": "use atomics only on u32/i32 buffers, with operands of the buffer's type",
@@ -67,7 +68,10 @@ CODES: dict[str, str] = {
     "V021": "use an identifier: a letter or _ followed by letters, digits or _ (at most 64)",
     "V022": "make the atomic the whole initializer of a let statement",
     "V023": "build nodes with vyre_core.ir (axis 0..2, literal bits in the type's range)",
+    "V024": "use binding numbers between 0 and 2**32-1",
 }
+
+_U32_MAX = 2**32 - 1
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 
@@ -126,6 +130,13 @@ def check(program) -> None:
             findings=[f.to_dict() for f in findings])
 
 
+def _has_nested_return(body: tuple[Stmt, ...]) -> bool:
+    """Whether a return sits under an if or loop inside ``body`` (so only some may take it)."""
+    return any(isinstance(inner, Return)
+               for node in walk(body) if isinstance(node, If | Loop)
+               for inner in walk(node.then + node.orelse if isinstance(node, If) else node.body))
+
+
 @dataclass
 class _Scope:
     types: dict[str, DType]
@@ -149,8 +160,9 @@ class _Validator:
 
     def run(self) -> list[Finding]:
         self.check_buffers()
-        if any(axis < 1 for axis in self.program.workgroup):
-            self.report("V013", f"workgroup size {self.program.workgroup} has a zero axis")
+        if any(not 1 <= axis <= _U32_MAX for axis in self.program.workgroup):
+            self.report("V013", f"workgroup size {self.program.workgroup} has an axis out of "
+                        "range")
         self.block(self.program.body, "body", uniform=True)
         return self.findings
 
@@ -165,12 +177,15 @@ class _Validator:
                 self.report("V001", f"buffer name {b.name!r} is declared twice")
             if b.binding in bindings:
                 self.report("V002", f"binding {b.binding} is used by two buffers")
+            if not isinstance(b.binding, int) or not 0 <= b.binding <= _U32_MAX:
+                self.report("V024", f"binding {b.binding!r} of {b.name!r} is out of range")
             names.add(b.name)
             bindings.add(b.binding)
             needs_count = b.access in (Access.OUTPUT, Access.UNIFORM, Access.WORKGROUP)
-            if (needs_count and b.count is None) or b.count == 0:
-                self.report("V014", f"{b.access.value} buffer {b.name!r} has "
-                            f"{'no' if b.count is None else 'a zero'} element count")
+            if b.count is None and needs_count:
+                self.report("V014", f"{b.access.value} buffer {b.name!r} has no element count")
+            elif b.count is not None and not 1 <= b.count <= _U32_MAX:
+                self.report("V014", f"buffer {b.name!r} declares count {b.count}, out of range")
 
     # -- statements --------------------------------------------------------------------
 
@@ -250,10 +265,8 @@ class _Validator:
                     if t is not None and t is not DType.U32:
                         self.report("V012", f"loop {label} bound has type {t.value}, not u32")
                 inner = uniform and self.is_uniform(start) and self.is_uniform(end)
-                if any(isinstance(n, If) and any(isinstance(m, Return)
-                                                 for m in walk(n.then + n.orelse))
-                       for n in walk(body)):
-                    inner = False  # an early return in one iteration diverges the next
+                if _has_nested_return(body):
+                    inner = False  # a return taken by some invocations diverges the next pass
                 self.scopes.append(_Scope({}, set()))
                 self.declare(var, DType.U32, inner, loop=True)
                 self.block(body, f"{path}.body", inner)

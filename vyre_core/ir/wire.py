@@ -45,9 +45,10 @@ from vyre_core.ir.nodes import (
 
 MAGIC = b"VYIR"
 FORMAT_VERSION = 1
-MAX_WIRE_BYTES = 64 * 1024 * 1024
+MAX_WIRE_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 200
-MAX_NODES = 1_000_000
+MAX_NODES = 250_000
+MAX_LIST_LEN = 65_536
 MAX_NAME_LEN = 64
 MAX_BUFFERS = 64
 
@@ -191,15 +192,43 @@ def decode(data: bytes | bytearray | memoryview) -> tuple[tuple[Buffer, ...], tu
             f"this vyre's version {FORMAT_VERSION}",
             "Upgrade vyre to read these bytes." if newer
             else "Rebuild the program with this vyre and re-serialise it.")
+    budget = _ElementBudget()
     try:
         body = msgpack.unpackb(
-            data[5:], raw=False, use_list=True, strict_map_key=True,
-            max_str_len=MAX_NAME_LEN * 4, max_bin_len=0, max_array_len=MAX_NODES,
+            data[5:], raw=False, use_list=True, strict_map_key=True, list_hook=budget,
+            max_str_len=MAX_NAME_LEN * 4, max_bin_len=0, max_array_len=MAX_LIST_LEN,
             max_map_len=0, max_ext_len=0)
+    except _TooManyNodes:
+        raise _too_many_nodes() from None
     except Exception as exc:  # the msgpack boundary: map every failure to one class
         raise InvalidProgramError(f"program bytes are not well-formed msgpack ({exc})",
                                   _FIX_BYTES) from None
     return _Decoder().program(body)
+
+
+class _TooManyNodes(Exception):
+    pass
+
+
+def _too_many_nodes() -> InvalidProgramError:
+    return InvalidProgramError(f"program has more than {MAX_NODES} nodes",
+                               "Split the work into smaller programs.")
+
+
+class _ElementBudget:
+    """msgpack ``list_hook`` that stops decoding once more array elements were built
+    than any program of MAX_NODES nodes has, so memory stays bounded while decoding."""
+
+    LIMIT = 6 * MAX_NODES
+
+    def __init__(self) -> None:
+        self.elements = 0
+
+    def __call__(self, items: list) -> list:
+        self.elements += len(items) + 1
+        if self.elements > self.LIMIT:
+            raise _TooManyNodes
+        return items
 
 
 class _Decoder:
@@ -212,8 +241,7 @@ class _Decoder:
     def count(self, depth: int) -> None:
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise InvalidProgramError(f"program has more than {MAX_NODES} nodes",
-                                      "Split the work into smaller programs.")
+            raise _too_many_nodes()
         if depth > MAX_DEPTH:
             raise _too_deep()
 
@@ -319,5 +347,8 @@ class _Decoder:
 
 
 def _describe(v: Any) -> str:
-    text = repr(v)
+    """A short description that never walks nested values (they may be huge or deep)."""
+    if isinstance(v, list):
+        return f"an array of {len(v)}"
+    text = repr(v[:40] if isinstance(v, str) else v)
     return text if len(text) <= 40 else text[:37] + "..."

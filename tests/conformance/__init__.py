@@ -1,0 +1,1 @@
+"""Backend-neutral conformance corpus: programs with independently worked-out outputs."""

@@ -1,0 +1,65 @@
+"""Float operations on f32, f16 and f64: arithmetic, IEEE specials, exact unary ops,
+compares with NaN, transcendentals (2 ULP) and fma. Expected: numpy in the operand type."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vyre_core import ir
+
+from .base import INF, NAN, Case, arr, map_case
+
+b_ = ir.bool_
+
+
+def _float_cases(t: ir.DType) -> list[Case]:
+    n = t.value
+    a = arr(t, [1.5, -2.25, 0.5, 3.0, -0.75, 8.0, 100.0, -6.5, 0.125, 7.0])
+    b = arr(t, [0.25, 4.0, -0.5, 3.0, -0.25, 2.5, 0.0, 2.0, 1024.0, -2.0])
+    sa = arr(t, [1.0, -1.0, 0.0, INF, INF, NAN, 2.0, NAN, -INF, 5.5, 60000.0])
+    sb = arr(t, [0.0, 0.0, 0.0, INF, 1.0, 2.0, NAN, NAN, 3.0, -INF, 60000.0])
+    u = arr(t, [1.5, -1.5, 2.0, -2.5, 0.0, 0.75, -0.25, 3.0, -7.0, 100.5, INF, -INF, NAN])
+    ca = arr(t, [1.0, 2.0, -1.0, NAN, 0.0, -0.0, INF, 1.0, -INF, NAN])
+    cb = arr(t, [1.0, 1.0, 3.0, 1.0, -0.0, 0.0, INF, NAN, 5.0, NAN])
+    x = arr(t, [0.25, 0.5, 0.75, 1.25, 2.0, 2.5, 4.0, 5.5])
+    fa = arr(t, [1.5, -2.0, 0.25, 3.0, 0.375, 10.0, -1.25])
+    fb = arr(t, [2.0, 0.5, -8.0, 3.0, 12.0, 0.75, 1.75])
+    fc = arr(t, [0.5, 1.0, 1.0, -4.0, 0.25, -7.5, 3.0])
+    wide = [v.astype(np.float64) for v in (fa, fb, fc)]
+
+    def binary_ops(p: np.ndarray, q: np.ndarray) -> list:
+        with np.errstate(all="ignore"):
+            return [
+                ("add", t, lambda x, y: x + y, p + q), ("sub", t, lambda x, y: x - y, p - q),
+                ("mul", t, lambda x, y: x * y, p * q), ("div", t, lambda x, y: x / y, p / q),
+                ("rem", t, lambda x, y: x % y, np.fmod(p, q)),
+                ("min", t, ir.min, np.fmin(p, q)), ("max", t, ir.max, np.fmax(p, q)),
+            ]
+
+    return [
+        map_case(f"{n}_arith", [("a", t, a), ("b", t, b)], [
+            *binary_ops(a, b),
+            ("select", t, lambda x, y: ir.select(x < y, x * 2.0, y), np.where(a < b, a * 2, b)),
+        ]),
+        map_case(f"{n}_ieee_specials", [("a", t, sa), ("b", t, sb)], binary_ops(sa, sb)),
+        map_case(f"{n}_exact_unary", [("x", t, u)], [
+            ("neg", t, lambda v: -v, -u), ("abs", t, abs, np.abs(u)),
+            ("floor", t, ir.floor, np.floor(u)), ("ceil", t, ir.ceil, np.ceil(u)),
+        ]),
+        map_case(f"{n}_compare_nan", [("a", t, ca), ("b", t, cb)], [
+            ("eq", b_, lambda x, y: x == y, ca == cb), ("ne", b_, lambda x, y: x != y, ca != cb),
+            ("lt", b_, lambda x, y: x < y, ca < cb), ("le", b_, lambda x, y: x <= y, ca <= cb),
+            ("gt", b_, lambda x, y: x > y, ca > cb), ("ge", b_, lambda x, y: x >= y, ca >= cb),
+        ]),
+        map_case(f"{n}_transcendental", [("x", t, x)], [
+            ("sqrt", t, ir.sqrt, np.sqrt(x)), ("exp", t, ir.exp, np.exp(x)),
+            ("log", t, ir.log, np.log(x)), ("sin", t, ir.sin, np.sin(x)),
+            ("cos", t, ir.cos, np.cos(x)),
+        ], ulp=2),
+        map_case(f"{n}_fma", [("a", t, fa), ("b", t, fb), ("c", t, fc)], [
+            ("fma", t, ir.fma, wide[0] * wide[1] + wide[2]),
+        ]),
+    ]
+
+
+CASES = [c for t in (ir.f32, ir.f16, ir.f64) for c in _float_cases(t)]

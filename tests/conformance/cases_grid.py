@@ -1,0 +1,102 @@
+"""Grids: inferred from the largest output, given explicitly, and 2-D/3-D workgroups with
+global, local and workgroup ids per axis. Expected ids are enumerated in plain numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vyre_core import ir
+
+from .base import case_of
+
+u32 = ir.u32
+
+
+def _pack(x, y, z=0):
+    """Three small ids in one u32: x | y << 8 | z << 16."""
+    return x | (y << 8) | (z << 16)
+
+
+def _ids():
+    """(global, local, workgroup) id triples, one id per axis."""
+    return [tuple(f(a) for a in range(3)) for f in (ir.global_id, ir.local_id, ir.workgroup_id)]
+
+
+def _counted(name: str, workgroup: int, count: int, grid: tuple[int, ...] | None,
+             invocations: int):
+    """out[gid] = gid + 1 over a too-large or too-small grid, plus an invocation count."""
+    k = ir.Kernel(workgroup=(workgroup,))
+    out = k.output("out", u32, count=count)
+    ran = k.output("ran", u32, count=1)
+    gid = k.let("gid", ir.global_id(0))
+    out[gid] = gid + 1
+    ran.atomic_add(0, 1)
+    covered = min(count, invocations)
+    expected = np.concatenate([np.arange(1, covered + 1), np.zeros(count - covered)])
+    return case_of(name, k, [], [expected, [invocations]], grid=grid)
+
+
+def grid_inferred_from_largest_output():
+    k = ir.Kernel(workgroup=(64,))
+    small = k.output("small", u32, count=10)
+    big = k.output("big", u32, count=150)
+    ran = k.output("ran", u32, count=1)
+    gid = k.let("gid", ir.global_id(0))
+    big[gid] = _pack(ir.local_id(0), ir.workgroup_id(0))
+    small[gid] = gid * 3
+    ran.atomic_add(0, 1)
+    i = np.arange(150)
+    return case_of("grid_inferred_from_largest_output", k, [],
+                   [np.arange(10) * 3, _pack(i % 64, i // 64), [192]])
+
+
+def grid_inferred_2d_workgroup_lays_along_x():
+    k = ir.Kernel(workgroup=(4, 4))
+    out = k.output("out", u32, count=40)
+    g, loc, w = _ids()
+    linear = k.let("linear", w[0] * 16 + loc[1] * 4 + loc[0])
+    out[linear] = _pack(g[0], g[1], w[1] + w[2] + g[2])
+    j = np.arange(40)
+    wg, ly, lx = j // 16, (j % 16) // 4, j % 4
+    return case_of("grid_inferred_2d_workgroup_lays_along_x", k, [],
+                   [_pack(wg * 4 + lx, ly)])
+
+
+def grid_2d():
+    k = ir.Kernel(workgroup=(4, 2))
+    outs = [k.output(n, u32, count=48) for n in ("gids", "lids", "wids", "zs")]
+    g, loc, w = _ids()
+    idx = k.let("idx", g[1] * 8 + g[0])
+    outs[0][idx] = _pack(g[0], g[1])
+    outs[1][idx] = _pack(loc[0], loc[1])
+    outs[2][idx] = _pack(w[0], w[1])
+    outs[3][idx] = g[2] + loc[2] + w[2] + 1
+    gy, gx = np.divmod(np.arange(48), 8)
+    return case_of("grid_2d", k, [], [
+        _pack(gx, gy), _pack(gx % 4, gy % 2), _pack(gx // 4, gy // 2), np.ones(48),
+    ], grid=(2, 3))
+
+
+def grid_3d():
+    k = ir.Kernel(workgroup=(2, 2, 2))
+    outs = [k.output(n, u32, count=48) for n in ("gids", "lids", "wids")]
+    g, loc, w = _ids()
+    idx = k.let("idx", (g[2] * 2 + g[1]) * 4 + g[0])
+    for out, ids in zip(outs, (g, loc, w), strict=True):
+        out[idx] = _pack(*ids)
+    gz, rest = np.divmod(np.arange(48), 8)
+    gy, gx = np.divmod(rest, 4)
+    return case_of("grid_3d", k, [], [
+        _pack(gx, gy, gz), _pack(gx % 2, gy % 2, gz % 2), _pack(gx // 2, gy // 2, gz // 2),
+    ], grid=(2, 1, 3))
+
+
+CASES = [
+    grid_inferred_from_largest_output(),
+    grid_inferred_2d_workgroup_lays_along_x(),
+    _counted("grid_inferred_small_workgroup", 8, 20, None, 24),
+    _counted("grid_explicit_smaller_than_data", 4, 16, (2,), 8),
+    _counted("grid_explicit_larger_than_data", 4, 8, (5,), 20),
+    grid_2d(),
+    grid_3d(),
+]

@@ -1,0 +1,35 @@
+"""The conformance corpus: every case, from every topic module, in one list.
+
+Each case is pure data (a program, inputs, independently worked-out expected outputs),
+so the same corpus runs against every backend.
+"""
+
+from __future__ import annotations
+
+from . import (
+    cases_atomics,
+    cases_bool,
+    cases_cast,
+    cases_control,
+    cases_float,
+    cases_grid,
+    cases_integer,
+    cases_memory,
+    cases_workgroup,
+)
+from .base import Case
+
+__all__ = ["CASES", "Case", "case"]
+
+CASES: list[Case] = [
+    *cases_integer.CASES, *cases_float.CASES, *cases_cast.CASES, *cases_bool.CASES,
+    *cases_memory.CASES, *cases_grid.CASES, *cases_control.CASES, *cases_workgroup.CASES,
+    *cases_atomics.CASES,
+]
+
+_BY_NAME = {c.name: c for c in CASES}
+
+
+def case(name: str) -> Case:
+    """The case called ``name``; KeyError when there is none."""
+    return _BY_NAME[name]
