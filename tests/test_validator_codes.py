@@ -655,3 +655,12 @@ def test_negative_buffer_count_is_v014():
     """A count must be 1..2**32-1 (a negative one would not survive the wire form)."""
     p = program(buffers=(Buffer("out", 0, DType.U32, Access.OUTPUT, -1),))
     assert codes(p) == ["V014"]
+
+
+def test_the_documented_code_table_matches_the_validator():
+    """docs/validator-codes.md lists every code with exactly the Fix the validator prints."""
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "validator-codes.md").read_text()
+    rows = [line.split(" | ") for line in doc.splitlines() if line.startswith("| V")]
+    assert {r[0].removeprefix("| "): r[2].removesuffix(" |") for r in rows} == CODES
