@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from vyre_core.errors import InvalidInputError
+from vyre_core.errors import DispatchError, InvalidInputError
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Buffer
 
@@ -72,6 +72,34 @@ def bind_inputs(program, inputs: Sequence[Any]) -> list[np.ndarray]:
     return [coerce_input(b, data) for b, data in zip(expected, inputs, strict=True)]
 
 
+def check_outputs(program, outputs: Sequence[Any], lengths: dict[str, int],
+                  backend: str) -> list[np.ndarray]:
+    """A backend's outputs as arrays of the right dtype and length, or a DispatchError."""
+    expected = program.outputs
+    if not isinstance(outputs, list | tuple) or len(outputs) != len(expected):
+        got = len(outputs) if isinstance(outputs, list | tuple) else type(outputs).__name__
+        raise DispatchError(f"backend {backend!r} returned {got} outputs, program has "
+                            f"{len(expected)}", _BACKEND_BUG)
+    checked = []
+    for b, out in zip(expected, outputs, strict=True):
+        storage = b.dtype.storage_np
+        if isinstance(out, bytes | bytearray | memoryview):
+            out = np.frombuffer(out, dtype=storage) if len(out) % storage.itemsize == 0 else None
+        if not isinstance(out, np.ndarray) or out.dtype != storage:
+            raise DispatchError(f"backend {backend!r} returned output {b.name!r} as "
+                                f"{getattr(out, 'dtype', type(out).__name__)}, not {storage}",
+                                _BACKEND_BUG)
+        out = out.reshape(-1)
+        if len(out) != lengths[b.name]:
+            raise DispatchError(f"backend {backend!r} returned {len(out)} elements for output "
+                                f"{b.name!r}, expected {lengths[b.name]}", _BACKEND_BUG)
+        checked.append(out)
+    return checked
+
+
+_BACKEND_BUG = "This is a bug in the backend; report it with the program's wire bytes."
+
+
 def buffer_lengths(program, bound_inputs: Sequence[np.ndarray]) -> dict[str, int]:
     """Element count of every non-workgroup buffer for this dispatch."""
     lengths = {b.name: len(a) for b, a in zip(program.inputs, bound_inputs, strict=True)}
@@ -90,11 +118,12 @@ def normalize_grid(grid: Sequence[int]) -> tuple[int, int, int]:
     return tuple(int(a) for a in axes) + (1,) * (3 - len(axes))  # type: ignore[return-value]
 
 
-def infer_grid(program, lengths: dict[str, int],
-               grid: Sequence[int] | None = None) -> tuple[int, int, int]:
-    """Workgroups per axis: ``grid`` when given, else enough along x to cover the
-    longest output with one invocation per element."""
+def infer_grid(program, lengths: dict[str, int], grid: Sequence[int] | None = None,
+               elements: int | None = None) -> tuple[int, int, int]:
+    """Workgroups per axis: ``grid`` when given, else enough along x to cover
+    ``elements`` invocations (default: the longest output, one invocation per element)."""
     if grid is not None:
         return normalize_grid(grid)
-    elements = max((lengths.get(b.name, 0) for b in program.outputs), default=0)
+    if elements is None:
+        elements = max((lengths.get(b.name, 0) for b in program.outputs), default=0)
     return (max(1, math.ceil(elements / program.invocations_per_workgroup)), 1, 1)

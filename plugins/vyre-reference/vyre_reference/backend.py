@@ -1,0 +1,167 @@
+"""The reference backend behind the contract. Registration imports only numpy: there is
+no device, so every capability below is exactly what the interpreter honours."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+
+from vyre_core import abi
+from vyre_core.contract import TimedDispatch, Timing, hookimpl
+from vyre_core.contract.types import wall_clock_ns
+from vyre_core.errors import InvalidInputError, UnsupportedFeatureError
+from vyre_reference import __version__
+from vyre_reference.interpreter import run
+
+VYRE_CONTRACT = 1
+
+#: What the interpreter honours: any workgroup a GPU would accept, f16 computed in half
+#: precision by numpy (float16 arithmetic rounds every result to binary16), f64 natively.
+CLAIMS = {
+    "supports_f16": True,
+    "supports_f64": True,
+    "max_workgroup_size": (1024, 1024, 64),
+    "max_invocations_per_workgroup": 1024,
+    "max_workgroups_per_dimension": 65535,
+    "max_storage_buffer_bytes": 2**31,
+    "max_workgroup_memory_bytes": 1 << 20,
+}
+
+
+@hookimpl
+def vyre_backend_id() -> str:
+    return "reference"
+
+
+@hookimpl
+def vyre_backend_version() -> str:
+    return __version__
+
+
+@hookimpl
+def vyre_backend_precedence() -> int:
+    return 900  # the fallback: device backends rank before it
+
+
+@hookimpl
+def vyre_backend_claims() -> dict:
+    return dict(CLAIMS)
+
+
+@hookimpl
+def vyre_is_reference_oracle() -> bool:
+    return True
+
+
+@hookimpl
+def vyre_dispatch(program, inputs, config) -> list[np.ndarray]:
+    return run(program, inputs, grid=config.grid_override)
+
+
+@hookimpl
+def vyre_dispatch_borrowed(program, inputs, config) -> list[np.ndarray]:
+    return run(program, inputs, grid=config.grid_override)  # never writes its inputs
+
+
+@hookimpl
+def vyre_supports_f16() -> bool:
+    return CLAIMS["supports_f16"]
+
+
+@hookimpl
+def vyre_supports_f64() -> bool:
+    return CLAIMS["supports_f64"]
+
+
+@hookimpl
+def vyre_max_workgroup_size() -> tuple[int, int, int]:
+    return CLAIMS["max_workgroup_size"]
+
+
+@hookimpl
+def vyre_max_invocations_per_workgroup() -> int:
+    return CLAIMS["max_invocations_per_workgroup"]
+
+
+@hookimpl
+def vyre_max_workgroups_per_dimension() -> int:
+    return CLAIMS["max_workgroups_per_dimension"]
+
+
+@hookimpl
+def vyre_max_storage_buffer_bytes() -> int:
+    return CLAIMS["max_storage_buffer_bytes"]
+
+
+@hookimpl
+def vyre_max_workgroup_memory_bytes() -> int:
+    return CLAIMS["max_workgroup_memory_bytes"]
+
+
+# -- Resident buffers: host memory standing in for device memory ---------------------------
+
+_resident: dict[int, bytearray] = {}
+_handles = itertools.count(1)
+_lock = threading.Lock()
+
+
+def _buffer(handle: int) -> bytearray:
+    try:
+        return _resident[handle]
+    except KeyError:
+        raise InvalidInputError(f"resident handle {handle} is not allocated",
+                                "Allocate it with allocate_resident first.") from None
+
+
+@hookimpl
+def vyre_allocate_resident(byte_len: int) -> int:
+    if byte_len < 0 or byte_len > CLAIMS["max_storage_buffer_bytes"]:
+        raise UnsupportedFeatureError(f"resident buffer of {byte_len} bytes",
+                                      f"Allocate 0..{CLAIMS['max_storage_buffer_bytes']} bytes.")
+    with _lock:
+        handle = next(_handles)
+        _resident[handle] = bytearray(byte_len)
+    return handle
+
+
+@hookimpl
+def vyre_upload_resident(handle: int, data: bytes) -> None:
+    target = _buffer(handle)
+    if len(data) != len(target):
+        raise InvalidInputError(f"upload of {len(data)} bytes into a {len(target)}-byte "
+                                f"resident buffer", "Upload exactly the allocated length.")
+    target[:] = data
+
+
+@hookimpl
+def vyre_download_resident(handle: int) -> bytes:
+    return bytes(_buffer(handle))
+
+
+@hookimpl
+def vyre_free_resident(handle: int) -> None:
+    with _lock:
+        _buffer(handle)
+        del _resident[handle]
+
+
+@hookimpl
+def vyre_dispatch_resident(program, handles, config) -> TimedDispatch:
+    bound = [b for b in program.buffers if b.access.value != "workgroup"]
+    if len(handles) != len(bound):
+        raise InvalidInputError(f"{len(handles)} resident handles for {len(bound)} buffers",
+                                "Pass one handle per non-workgroup buffer, in declaration order.")
+    by_name = dict(zip((b.name for b in bound), handles, strict=True))
+    start = wall_clock_ns()
+    inputs = [bytes(_buffer(by_name[b.name])) for b in program.inputs]
+    outputs = run(program, inputs, grid=config.grid_override)
+    for b, out in zip(program.outputs, outputs, strict=True):
+        target = _buffer(by_name[b.name])
+        data = abi.coerce_input(b, out).tobytes()
+        if len(data) != len(target):
+            raise InvalidInputError(f"output {b.name!r} is {len(data)} bytes, its resident "
+                                    f"buffer {len(target)}", "Allocate outputs at full size.")
+        target[:] = data
+    return TimedDispatch([], Timing(wall_clock_ns() - start, None, config.label))

@@ -1,0 +1,96 @@
+"""``DispatchConfig``: the per-call options of a dispatch, immutable and checked when made.
+
+A bad value is refused at construction with a ``Fix:``, never discovered mid-dispatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from vyre_core.errors import InvalidConfigError
+
+_U32_MAX = 2**32 - 1
+
+
+def _axes(name: str, value: Any) -> tuple[int, int, int] | None:
+    if value is None:
+        return None
+    axes = tuple(value) if isinstance(value, list | tuple) else (value,)
+    if not 1 <= len(axes) <= 3 or any(
+            isinstance(a, bool) or not isinstance(a, int) or not 1 <= a <= _U32_MAX for a in axes):
+        raise InvalidConfigError(f"{name}={value!r} is not 1 to 3 axes of at least 1",
+                                 f"Pass {name} as e.g. (64,) or (8, 8, 1); every axis >= 1.")
+    return axes + (1,) * (3 - len(axes))  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    """Options of one dispatch. Every field has an effect; see docs/operations.md."""
+
+    workgroup_override: tuple[int, int, int] | None = None  # replaces the program's workgroup
+    grid_override: tuple[int, int, int] | None = None       # workgroups per axis
+    dispatch_elements: int | None = None  # invocations to cover when inferring the grid
+    fixpoint_iterations: int = 1          # re-run, feeding read_write back, until unchanged
+    ulp_budget: int = 4                   # float tolerance for shadow/conformance checks
+    max_output_bytes: int | None = None   # refuse dispatches whose outputs exceed this
+    profile: bool = False                 # return wall and device time with the outputs
+    label: str | None = None              # names the dispatch in errors and timings
+    timeout: float | None = None          # seconds; enforced by the supervisor
+    retries: int = 1                      # re-runs after a worker crash (pure work only)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "workgroup_override",
+                           _axes("workgroup_override", self.workgroup_override))
+        object.__setattr__(self, "grid_override", _axes("grid_override", self.grid_override))
+        _require(self.dispatch_elements is None or _is_int(self.dispatch_elements, 1),
+                 f"dispatch_elements={self.dispatch_elements!r} must be an int >= 1",
+                 "Pass the number of invocations to cover, or None to infer it.")
+        _require(_is_int(self.fixpoint_iterations, 1),
+                 f"fixpoint_iterations={self.fixpoint_iterations!r} must be an int >= 1",
+                 "Use 1 for a single dispatch, N to re-run until the result stops changing.")
+        _require(_is_int(self.ulp_budget, 0),
+                 f"ulp_budget={self.ulp_budget!r} must be an int >= 0",
+                 "Use 0 for exact float comparison, a small count of ULPs otherwise.")
+        _require(self.max_output_bytes is None or _is_int(self.max_output_bytes, 0),
+                 f"max_output_bytes={self.max_output_bytes!r} must be an int >= 0",
+                 "Pass a byte count, or None for no limit.")
+        _require(isinstance(self.profile, bool), f"profile={self.profile!r} must be a bool",
+                 "Pass profile=True or profile=False.")
+        _require(self.label is None or isinstance(self.label, str),
+                 f"label={self.label!r} must be a str", "Pass a short string, or None.")
+        _require(self.timeout is None or (isinstance(self.timeout, int | float)
+                                          and not isinstance(self.timeout, bool)
+                                          and 0 < self.timeout < float("inf")),
+                 f"timeout={self.timeout!r} must be a positive number of seconds",
+                 "Pass e.g. timeout=30.0, or None for no deadline.")
+        _require(_is_int(self.retries, 0), f"retries={self.retries!r} must be an int >= 0",
+                 "Use 0 to never retry, 1 (default) to retry once after a worker crash.")
+
+    def replace(self, **changes: Any) -> DispatchConfig:
+        """A copy with ``changes`` applied (and checked)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DispatchConfig:
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise InvalidConfigError(f"unknown DispatchConfig fields {sorted(unknown)}",
+                                     "Use matching vyre versions on both sides.")
+        return cls(**data)
+
+    def describe(self) -> str:
+        """How errors name this dispatch."""
+        return f"dispatch {self.label!r}" if self.label else "dispatch"
+
+
+def _is_int(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _require(ok: bool, cause: str, fix: str) -> None:
+    if not ok:
+        raise InvalidConfigError(cause, fix)

@@ -1,0 +1,14 @@
+"""The frozen backend contract: hookspec, conservative defaults, value types, loading."""
+
+from vyre_core.contract.hookspec import CONTRACT_MAJOR, hookimpl
+from vyre_core.contract.manager import HOOK_NAMES, REQUIRED_HOOKS, LoadedBackend
+from vyre_core.contract.types import (
+    CacheSnapshot, Capabilities, NativePipeline, Outputs, PendingDispatch, ReadyPending,
+    TimedDispatch, Timing,
+)
+
+__all__ = [
+    "CONTRACT_MAJOR", "HOOK_NAMES", "REQUIRED_HOOKS", "CacheSnapshot", "Capabilities",
+    "LoadedBackend", "NativePipeline", "Outputs", "PendingDispatch", "ReadyPending",
+    "TimedDispatch", "Timing", "hookimpl",
+]

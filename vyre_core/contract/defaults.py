@@ -1,0 +1,209 @@
+"""The conservative defaults of every hook, as a plugin of their own.
+
+They answer only where a backend does not: ``LoadedBackend`` routes each hook to the
+backend's implementation when it has one, whatever the order of registration. Defaults
+that derive from other hooks (borrowed -> dispatch, invocations -> workgroup size) go
+back through ``call`` so they see the backend's answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from vyre_core.contract.hookspec import hookimpl
+from vyre_core.contract.types import (
+    Capabilities, ReadyPending, TimedDispatch, Timing, wall_clock_ns,
+)
+from vyre_core.errors import UnsupportedFeatureError
+from vyre_core.ir.requirements import ALL_OPS
+
+DEFAULT_PRECEDENCE = 1000
+
+
+class ConservativeDefaults:
+    """Hook implementations with exactly the contract's defaults."""
+
+    def __init__(self, call: Callable[..., Any]) -> None:
+        self.call = call
+
+    def _unsupported(self, what: str) -> UnsupportedFeatureError:
+        backend = self.call("vyre_backend_id")
+        return UnsupportedFeatureError(f"backend {backend!r} does not support {what}",
+                                       f"Use a backend that supports {what}, or avoid it.")
+
+    # identity
+    @hookimpl(trylast=True)
+    def vyre_backend_version(self) -> str:
+        return "unspecified"
+
+    @hookimpl(trylast=True)
+    def vyre_backend_precedence(self) -> int:
+        return DEFAULT_PRECEDENCE
+
+    @hookimpl(trylast=True)
+    def vyre_backend_claims(self) -> dict[str, Any]:
+        return {}
+
+    @hookimpl(trylast=True)
+    def vyre_is_reference_oracle(self) -> bool:
+        return False
+
+    @hookimpl(trylast=True)
+    def vyre_supported_ops(self) -> frozenset[str]:
+        return ALL_OPS
+
+    # dispatch
+    @hookimpl(trylast=True)
+    def vyre_dispatch_borrowed(self, program, inputs, config) -> list[np.ndarray]:
+        owned = [np.array(a, copy=True) for a in inputs]
+        return self.call("vyre_dispatch", program=program, inputs=owned, config=config)
+
+    @hookimpl(trylast=True)
+    def vyre_dispatch_timed(self, program, inputs, config) -> TimedDispatch:
+        start = wall_clock_ns()
+        outputs = self.call("vyre_dispatch_borrowed", program=program, inputs=inputs,
+                            config=config)
+        return TimedDispatch(outputs, Timing(wall_clock_ns() - start, None, config.label))
+
+    @hookimpl(trylast=True)
+    def vyre_dispatch_into(self, program, inputs, config, outputs) -> None:
+        results = self.call("vyre_dispatch_borrowed", program=program, inputs=inputs,
+                            config=config)
+        for target, result in zip(outputs, results, strict=True):
+            np.copyto(target, np.frombuffer(result, dtype=target.dtype)
+                      if isinstance(result, bytes) else result)
+
+    @hookimpl(trylast=True)
+    def vyre_compile(self, program, config) -> None:
+        return None
+
+    @hookimpl(trylast=True)
+    def vyre_pipeline_cache_snapshot(self) -> None:
+        return None
+
+    @hookimpl(trylast=True)
+    def vyre_dispatch_async(self, program, inputs, config) -> ReadyPending:
+        return ReadyPending(self.call("vyre_dispatch_borrowed", program=program, inputs=inputs,
+                                      config=config))
+
+    # resident buffers
+    @hookimpl(trylast=True)
+    def vyre_allocate_resident(self, byte_len):
+        raise self._unsupported("resident buffer allocation")
+
+    @hookimpl(trylast=True)
+    def vyre_upload_resident(self, handle, data):
+        raise self._unsupported("resident buffer upload")
+
+    @hookimpl(trylast=True)
+    def vyre_download_resident(self, handle):
+        raise self._unsupported("resident buffer download")
+
+    @hookimpl(trylast=True)
+    def vyre_free_resident(self, handle):
+        raise self._unsupported("resident buffer free")
+
+    @hookimpl(trylast=True)
+    def vyre_dispatch_resident(self, program, handles, config):
+        raise self._unsupported("resident dispatch")
+
+    # capabilities: the conservative floor
+    @hookimpl(trylast=True)
+    def vyre_supports_subgroup_ops(self) -> bool:
+        return False
+
+    @hookimpl(trylast=True)
+    def vyre_supports_f16(self) -> bool:
+        return False
+
+    @hookimpl(trylast=True)
+    def vyre_supports_bf16(self) -> bool:
+        return False
+
+    @hookimpl(trylast=True)
+    def vyre_supports_f64(self) -> bool:
+        return False
+
+    @hookimpl(trylast=True)
+    def vyre_supports_tensor_cores(self) -> bool:
+        return False
+
+    @hookimpl(trylast=True)
+    def vyre_supports_async_compute(self) -> bool:
+        return False
+
+    @hookimpl(trylast=True)
+    def vyre_supports_indirect_dispatch(self) -> bool:
+        return False
+
+    @hookimpl(trylast=True)
+    def vyre_supports_grid_sync(self) -> bool:
+        return False
+
+    @hookimpl(trylast=True)
+    def vyre_is_distributed(self) -> bool:
+        return False
+
+    @hookimpl(trylast=True)
+    def vyre_max_workgroup_size(self) -> tuple[int, int, int]:
+        return (1, 1, 1)
+
+    @hookimpl(trylast=True)
+    def vyre_max_workgroups_per_dimension(self) -> int:
+        return 1
+
+    @hookimpl(trylast=True)
+    def vyre_max_invocations_per_workgroup(self) -> int:
+        x, y, z = self.call("vyre_max_workgroup_size")
+        return min(x * y * z, 2**32 - 1)
+
+    @hookimpl(trylast=True)
+    def vyre_subgroup_size(self) -> None:
+        return None
+
+    @hookimpl(trylast=True)
+    def vyre_max_storage_buffer_bytes(self) -> int:
+        return 0
+
+    @hookimpl(trylast=True)
+    def vyre_max_workgroup_memory_bytes(self) -> int:
+        return 0
+
+    @hookimpl(trylast=True)
+    def vyre_device_profile(self) -> dict[str, Any]:
+        caps = {name: self.call(f"vyre_{name}") for name in CAPABILITY_HOOKS}
+        return {"backend": self.call("vyre_backend_id"), **Capabilities(**caps).to_dict()}
+
+    # lifecycle
+    @hookimpl(trylast=True)
+    def vyre_prepare(self) -> None:
+        return None
+
+    @hookimpl(trylast=True)
+    def vyre_flush(self) -> None:
+        return None
+
+    @hookimpl(trylast=True)
+    def vyre_shutdown(self) -> None:
+        return None
+
+    @hookimpl(trylast=True)
+    def vyre_device_lost(self) -> bool:
+        return False
+
+    @hookimpl(trylast=True)
+    def vyre_try_recover(self) -> None:
+        raise self._unsupported("device recovery")
+
+
+#: Capabilities fields answered by a hook of the same name (``vyre_`` + field).
+CAPABILITY_HOOKS = (
+    "supported_ops", "supports_subgroup_ops", "supports_f16", "supports_bf16", "supports_f64",
+    "supports_tensor_cores", "supports_async_compute", "supports_indirect_dispatch",
+    "supports_grid_sync", "is_distributed", "max_workgroup_size",
+    "max_workgroups_per_dimension", "max_invocations_per_workgroup", "subgroup_size",
+    "max_storage_buffer_bytes", "max_workgroup_memory_bytes",
+)

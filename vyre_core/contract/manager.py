@@ -1,0 +1,94 @@
+"""Loading one backend plugin behind the contract: a pluggy manager holding the plugin
+and the conservative defaults, with every check a plugin must pass at load time.
+
+Used by the registry (identity hooks only, in the parent) and by the worker's backend
+host (every hook). It never calls a device hook itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pluggy
+
+from vyre_core.contract import hookspec
+from vyre_core.contract.defaults import ConservativeDefaults
+from vyre_core.contract.hookspec import CONTRACT_MAJOR, PROJECT
+from vyre_core.errors import PluginLoadError
+
+REQUIRED_HOOKS = ("vyre_backend_id", "vyre_dispatch")
+HOOK_NAMES = tuple(sorted(n for n, f in vars(hookspec).items()
+                          if n.startswith("vyre_") and inspect.isfunction(f)))
+
+
+class VyrePluginManager(pluggy.PluginManager):
+    """A pluggy manager that also treats unmarked ``vyre_*`` functions as hook
+    implementations, so a typo'd or unknown hook name is reported, not ignored."""
+
+    def __init__(self) -> None:
+        super().__init__(PROJECT)
+        self.add_hookspecs(hookspec)
+
+    def parse_hookimpl_opts(self, plugin: object, name: str):
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and name.startswith("vyre_") and inspect.isroutine(
+                getattr(plugin, name, None)):
+            return {}
+        return opts
+
+
+class LoadedBackend:
+    """One backend plugin plus the defaults; ``call`` runs the winning implementation."""
+
+    def __init__(self, plugin: object, name: str | None = None) -> None:
+        self.plugin = plugin
+        self.name = name or getattr(plugin, "__name__", type(plugin).__name__)
+        _check_contract_major(plugin, self.name)
+        self.pm = VyrePluginManager()
+        try:
+            self.pm.register(plugin, self.name)
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            raise PluginLoadError(f"plugin {self.name!r} has a bad hook: {exc}",
+                                  "Match the hook's arguments to vyre_core/contract/hookspec.py "
+                                  "(implementations may take a subset of them).") from None
+        unknown = sorted(n for n, caller in vars(self.pm.hook).items()
+                         if caller.spec is None and caller.get_hookimpls())
+        if unknown:
+            raise PluginLoadError(
+                f"plugin {self.name!r} implements unknown hooks {unknown}",
+                f"Rename them to contract hooks (a typo?) or remove them; contract "
+                f"{CONTRACT_MAJOR} has: {', '.join(HOOK_NAMES)}.")
+        missing = [h for h in REQUIRED_HOOKS if not getattr(self.pm.hook, h).get_hookimpls()]
+        if missing:
+            raise PluginLoadError(f"plugin {self.name!r} does not implement {missing}",
+                                  "Every backend implements vyre_backend_id and vyre_dispatch.")
+        self.defaults = ConservativeDefaults(self.call)
+        self.pm.register(self.defaults, "vyre-defaults")
+        self._callers = {name: self._winner(name) for name in HOOK_NAMES}
+
+    def _winner(self, hook: str):
+        caller = getattr(self.pm.hook, hook)
+        if self.implements(hook):
+            return self.pm.subset_hook_caller(hook, remove_plugins=[self.defaults])
+        return caller
+
+    def implements(self, hook: str) -> bool:
+        """Whether the backend itself (not the defaults) implements ``hook``."""
+        return any(impl.plugin is self.plugin for impl in getattr(self.pm.hook, hook).get_hookimpls())
+
+    def call(self, hook: str, **kwargs: Any) -> Any:
+        return self._callers[hook](**kwargs)
+
+
+def _check_contract_major(plugin: object, name: str) -> None:
+    declared = getattr(plugin, "VYRE_CONTRACT", None)
+    if declared is None:
+        raise PluginLoadError(f"plugin {name!r} does not declare the contract it targets",
+                              f"Add `VYRE_CONTRACT = {CONTRACT_MAJOR}` to the plugin module.")
+    if declared != CONTRACT_MAJOR:
+        raise PluginLoadError(
+            f"plugin {name!r} targets contract {declared!r}; this vyre implements "
+            f"contract {CONTRACT_MAJOR}",
+            f"Install a version of the plugin built for contract {CONTRACT_MAJOR}, or a "
+            f"vyre that implements contract {declared!r}.")

@@ -1,0 +1,127 @@
+"""Plain value types the contract's hooks take and return."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from vyre_core.errors import InvalidConfigError
+from vyre_core.ir.requirements import ALL_OPS
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Host wall time, and device time when the backend can measure it."""
+
+    wall_ns: int
+    device_ns: int | None = None
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class TimedDispatch:
+    outputs: list[np.ndarray]
+    timing: Timing
+
+
+class Outputs(list):
+    """The outputs of a dispatch, in ABI order; ``timing`` is set when profiling."""
+
+    timing: Timing | None = None
+
+
+@dataclass(frozen=True)
+class CacheSnapshot:
+    """Real pipeline-cache counters of a backend."""
+
+    hits: int
+    misses: int
+    entries: int
+
+
+@runtime_checkable
+class NativePipeline(Protocol):
+    """What ``vyre_compile`` returns: compiled state that dispatches many times."""
+
+    def dispatch(self, inputs: list[np.ndarray], config: Any) -> list[np.ndarray]: ...
+
+
+@runtime_checkable
+class PendingDispatch(Protocol):
+    """What ``vyre_dispatch_async`` returns."""
+
+    def is_ready(self) -> bool: ...
+
+    def result(self, timeout: float | None = None) -> list[np.ndarray]: ...
+
+
+class ReadyPending:
+    """A pending dispatch that finished before it was returned."""
+
+    def __init__(self, outputs: list[np.ndarray]) -> None:
+        self._outputs = outputs
+
+    def is_ready(self) -> bool:
+        return True
+
+    def result(self, timeout: float | None = None) -> list[np.ndarray]:
+        return self._outputs
+
+
+def wall_clock_ns() -> int:
+    return time.perf_counter_ns()
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Every capability query of the contract, answered. Defaults are the conservative
+    floor of the contract (docs/contract.md); a field is true only when the backend's
+    lowering really uses the feature and the device has it."""
+
+    supported_ops: frozenset[str] = field(default=ALL_OPS, repr=False)
+    supports_subgroup_ops: bool = False
+    supports_f16: bool = False
+    supports_bf16: bool = False
+    supports_f64: bool = False
+    supports_tensor_cores: bool = False
+    supports_async_compute: bool = False
+    supports_indirect_dispatch: bool = False
+    supports_grid_sync: bool = False
+    is_distributed: bool = False
+    max_workgroup_size: tuple[int, int, int] = (1, 1, 1)
+    max_workgroups_per_dimension: int = 1
+    max_invocations_per_workgroup: int = 1
+    subgroup_size: int | None = None
+    max_storage_buffer_bytes: int = 0  # 0: not reported (not "unlimited")
+    max_workgroup_memory_bytes: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)  # adapter facts etc.
+
+    @classmethod
+    def from_claims(cls, claims: dict[str, Any]) -> Capabilities:
+        """Capabilities from a backend's static claims; unknown names are refused."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(claims) - known)
+        if unknown:
+            raise InvalidConfigError(f"unknown capability claims {unknown}",
+                                     f"Claim only these names: {sorted(known - {'extra'})}.")
+        claims = dict(claims)
+        if "supported_ops" in claims:
+            claims["supported_ops"] = frozenset(claims["supported_ops"])
+        if "max_workgroup_size" in claims:
+            claims["max_workgroup_size"] = tuple(claims["max_workgroup_size"])
+            claims.setdefault("max_invocations_per_workgroup",
+                              int(np.prod(claims["max_workgroup_size"])))
+        return cls(**claims)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["supported_ops"] = sorted(out["supported_ops"])
+        out["max_workgroup_size"] = list(out["max_workgroup_size"])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Capabilities:
+        return cls.from_claims(data)

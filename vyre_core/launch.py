@@ -1,0 +1,118 @@
+"""Turning (program, inputs, config) into one launch a backend can run, and running it.
+
+Backend-neutral: applies the DispatchConfig (workgroup override, grid, dispatch
+elements, max output bytes, fixpoint iterations, profiling), checks the launch against a
+backend's limits with messages that name the axis and the limit, and checks what the
+backend returns. Every executor (in-process host, worker) goes through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vyre_core import abi
+from vyre_core.config import DispatchConfig
+from vyre_core.contract.types import Capabilities, Outputs, TimedDispatch, Timing
+from vyre_core.errors import LaunchLimitError
+from vyre_core.ir import Program
+from vyre_core.ir.nodes import Access
+
+_AXES = "xyz"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    program: Program            # the workgroup override applied
+    inputs: list[np.ndarray]    # bound per the input ABI
+    lengths: dict[str, int]     # element count of every non-workgroup buffer
+    grid: tuple[int, int, int]
+    config: DispatchConfig      # grid_override = grid, workgroup_override consumed
+
+
+def plan_launch(program: Program, inputs: Sequence[Any], config: DispatchConfig,
+                caps: Capabilities | None = None, backend: str = "backend") -> LaunchPlan:
+    """Validate, bind and size one dispatch; refuse it before it runs if it cannot fit."""
+    if config.workgroup_override is not None:
+        program = Program(program.buffers, config.workgroup_override, program.body)
+    program.check()
+    bound = abi.bind_inputs(program, inputs)
+    lengths = abi.buffer_lengths(program, bound)
+    grid = abi.infer_grid(program, lengths, config.grid_override, config.dispatch_elements)
+    if config.max_output_bytes is not None:
+        out_bytes = sum(lengths[b.name] * b.dtype.storage_bytes for b in program.outputs)
+        if out_bytes > config.max_output_bytes:
+            raise LaunchLimitError(
+                f"{config.describe()} would return {out_bytes} bytes of outputs, over "
+                f"max_output_bytes={config.max_output_bytes}",
+                "Raise DispatchConfig.max_output_bytes, or shrink the output buffers.")
+    if caps is not None:
+        check_limits(program, grid, lengths, caps, backend)
+    return LaunchPlan(program, bound, lengths, grid,
+                      config.replace(grid_override=grid, workgroup_override=None))
+
+
+def check_limits(program: Program, grid: tuple[int, int, int], lengths: dict[str, int],
+                 caps: Capabilities, backend: str) -> None:
+    """Raise LaunchLimitError naming the first limit of ``backend`` the launch exceeds."""
+    def refuse(cause: str, fix: str) -> LaunchLimitError:
+        return LaunchLimitError(f"backend {backend!r}: {cause}", fix)
+
+    for axis, size, limit in zip(_AXES, program.workgroup, caps.max_workgroup_size, strict=True):
+        if size > limit:
+            raise refuse(f"workgroup axis {axis} is {size}, the limit is {limit}",
+                         f"Use a workgroup of at most {limit} along {axis}.")
+    if program.invocations_per_workgroup > caps.max_invocations_per_workgroup:
+        raise refuse(f"workgroup {program.workgroup} has {program.invocations_per_workgroup} "
+                     f"invocations, the limit is {caps.max_invocations_per_workgroup}",
+                     "Use a smaller workgroup.")
+    for axis, count in zip(_AXES, grid, strict=True):
+        if count > caps.max_workgroups_per_dimension:
+            raise refuse(f"grid axis {axis} has {count} workgroups, the limit is "
+                         f"{caps.max_workgroups_per_dimension}",
+                         "Spread the workgroups over more grid axes, or use larger workgroups.")
+    if caps.max_storage_buffer_bytes:
+        for b in program.buffers:
+            size = lengths.get(b.name, 0) * b.dtype.storage_bytes
+            if b.access is not Access.WORKGROUP and size > caps.max_storage_buffer_bytes:
+                raise refuse(f"buffer {b.name!r} is {size} bytes, the limit is "
+                             f"{caps.max_storage_buffer_bytes}",
+                             "Split the data across several dispatches.")
+    shared = program.requirements().workgroup_memory_bytes
+    if shared > caps.max_workgroup_memory_bytes:
+        raise refuse(f"workgroup memory is {shared} bytes, the limit is "
+                     f"{caps.max_workgroup_memory_bytes}", "Use less workgroup memory.")
+
+
+Runner = Callable[[Program, list[np.ndarray], DispatchConfig], "list[Any] | TimedDispatch"]
+
+
+def run_launch(plan: LaunchPlan, runner: Runner, backend: str) -> Outputs:
+    """Run ``plan`` with ``runner`` (a TimedDispatch when profiling), re-running while
+    read_write buffers change, up to ``fixpoint_iterations`` times."""
+    inputs = plan.inputs
+    wall = device = 0
+    device_known = True
+    rw = [i for i, b in enumerate(plan.program.inputs) if b.access is Access.READ_WRITE]
+    rw_out = [i for i, b in enumerate(plan.program.outputs) if b.access is Access.READ_WRITE]
+    for _ in range(plan.config.fixpoint_iterations):
+        result = runner(plan.program, inputs, plan.config)
+        if isinstance(result, TimedDispatch):
+            wall += result.timing.wall_ns
+            device += result.timing.device_ns or 0
+            device_known &= result.timing.device_ns is not None
+            result = result.outputs
+        outputs = abi.check_outputs(plan.program, result, plan.lengths, backend)
+        if all(inputs[i].tobytes() == outputs[o].tobytes()
+               for i, o in zip(rw, rw_out, strict=True)):
+            break  # bitwise fixpoint (NaN-safe); with no read_write buffer, one run
+        inputs = list(inputs)
+        for i, o in zip(rw, rw_out, strict=True):
+            inputs[i] = outputs[o]
+    result = Outputs(outputs)
+    if plan.config.profile:
+        result.timing = Timing(wall, device if device_known else None, plan.config.label)
+    return result

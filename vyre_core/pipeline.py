@@ -1,0 +1,71 @@
+"""Compiled-pipeline handles and their cache keys.
+
+A key is blake3 over the canonical program bytes, the dispatch policy that changes
+compiled code (workgroup override, ULP budget) and the backend id and version, so equal
+IR built differently shares a pipeline and any change to those parts gets a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import blake3
+import msgpack
+
+from vyre_core.config import DispatchConfig
+from vyre_core.contract.types import Outputs
+from vyre_core.errors import PipelineInvalidatedError
+from vyre_core.ir import Program
+
+
+def pipeline_cache_key(program: Program, config: DispatchConfig, backend_id: str,
+                       backend_version: str) -> str:
+    policy = msgpack.packb([list(config.workgroup_override or ()), config.ulp_budget,
+                            backend_id, backend_version])
+    digest = blake3.blake3(program.to_wire())
+    digest.update(b"\x00vyre-pipeline\x00")
+    digest.update(policy)
+    return digest.hexdigest()
+
+
+Runner = Callable[[Sequence[Any], DispatchConfig], Outputs]
+
+
+class CompiledPipeline:
+    """A program compiled for one backend, in one worker generation.
+
+    ``dispatch`` runs it; once ``is_current`` says the generation it was made in is
+    gone (the worker restarted or the device was lost), it raises
+    PipelineInvalidatedError instead of running on state that no longer exists.
+    """
+
+    def __init__(self, program: Program, config: DispatchConfig, backend: str,
+                 backend_version: str, generation: int, runner: Runner,
+                 is_current: Callable[[int], bool] = lambda _generation: True) -> None:
+        self.program = program
+        self.config = config
+        self.backend = backend
+        self.generation = generation
+        self.key = pipeline_cache_key(program, config, backend, backend_version)
+        self._runner = runner
+        self._is_current = is_current
+
+    def __repr__(self) -> str:
+        return (f"CompiledPipeline({self.backend!r}, program={self.program.fingerprint()[:12]}, "
+                f"generation={self.generation})")
+
+    @property
+    def valid(self) -> bool:
+        return self._is_current(self.generation)
+
+    def dispatch(self, inputs: Sequence[Any], config: DispatchConfig | None = None) -> Outputs:
+        """Run the compiled program; ``config`` defaults to the one it was compiled with."""
+        if not self.valid:
+            raise PipelineInvalidatedError(
+                f"pipeline {self.key[:12]} for backend {self.backend!r} was compiled in worker "
+                f"generation {self.generation}, which has since restarted",
+                "Compile the program again (Driver.compile) and use the new handle; "
+                "Driver.dispatch recompiles by itself.",
+                generation=self.generation, backend=self.backend)
+        return self._runner(inputs, config or self.config)

@@ -1,0 +1,131 @@
+"""Backend discovery through the entry-point group ``vyre.backends``.
+
+Discovery is side-effect free: it imports each plugin's (small) entry module, calls its
+pure identity hooks and nothing else; no device is opened, no thread or process started.
+A broken plugin is recorded with its traceback in ``Registry.broken`` and skipped.
+``VYRE_LOAD_PLUGINS`` (comma-separated entry-point names) selects plugins; empty = none.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+from dataclasses import dataclass, field
+from importlib import metadata
+
+from vyre_core.contract.manager import LoadedBackend
+from vyre_core.contract.types import Capabilities
+from vyre_core.errors import PluginLoadError, VyreError
+
+ENTRY_POINT_GROUP = "vyre.backends"
+SELECT_ENV = "VYRE_LOAD_PLUGINS"
+
+
+@dataclass(frozen=True)
+class BackendRegistration:
+    """What the parent knows of a backend without starting it."""
+
+    id: str
+    version: str
+    distribution: str | None   # the pip distribution that provides it
+    precedence: int            # routing rank: lower first
+    claims: Capabilities       # static claims; probed capabilities replace them per worker
+    is_reference: bool         # the oracle other backends are compared with
+    entry_point: str           # "name = module:attr" it was loaded from
+    plugin: object = field(repr=False, compare=False)
+
+    @property
+    def sort_key(self) -> tuple[int, str]:
+        return (self.precedence, self.id)
+
+
+@dataclass(frozen=True)
+class BrokenPlugin:
+    """A plugin that failed to load, and why."""
+
+    name: str
+    distribution: str | None
+    error: str
+    traceback: str
+
+
+def register_plugin(plugin: object, *, name: str | None = None, distribution: str | None = None,
+                    entry_point: str = "") -> BackendRegistration:
+    """A registration for ``plugin``, read from its identity hooks only."""
+    loaded = LoadedBackend(plugin, name)
+    backend_id = loaded.call("vyre_backend_id")
+    if not isinstance(backend_id, str) or not backend_id:
+        raise PluginLoadError(f"plugin {loaded.name!r} returned backend id {backend_id!r}",
+                              "Return a non-empty string from vyre_backend_id.")
+    try:
+        claims = Capabilities.from_claims(loaded.call("vyre_backend_claims"))
+    except VyreError as exc:
+        raise PluginLoadError(f"plugin {loaded.name!r} makes bad claims: {exc.cause}",
+                              exc.fix) from None
+    return BackendRegistration(
+        id=backend_id, version=str(loaded.call("vyre_backend_version")),
+        distribution=distribution, precedence=int(loaded.call("vyre_backend_precedence")),
+        claims=claims, is_reference=bool(loaded.call("vyre_is_reference_oracle")),
+        entry_point=entry_point or loaded.name, plugin=plugin)
+
+
+class Registry:
+    """Registered backends in precedence order, plus the plugins that failed to load."""
+
+    def __init__(self) -> None:
+        self._backends: dict[str, BackendRegistration] = {}
+        self.broken: list[BrokenPlugin] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def discover(cls, select: str | None = None) -> Registry:
+        """Load every plugin of the entry-point group (or those named in ``select`` /
+        ``VYRE_LOAD_PLUGINS``)."""
+        registry = cls()
+        selected = os.environ.get(SELECT_ENV) if select is None else select
+        names = None if selected is None else {n.strip() for n in selected.split(",") if n.strip()}
+        for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if names is not None and ep.name not in names:
+                continue
+            dist = ep.dist.name if ep.dist is not None else None
+            try:
+                plugin = ep.load()
+                registry.add(register_plugin(plugin, name=ep.name, distribution=dist,
+                                             entry_point=f"{ep.name} = {ep.value}"))
+            except Exception as exc:  # a broken plugin never breaks the host
+                registry.broken.append(BrokenPlugin(
+                    ep.name, dist, str(exc) if isinstance(exc, VyreError)
+                    else f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        return registry
+
+    def add(self, registration: BackendRegistration) -> None:
+        """Register a backend; a second backend with the same id is refused."""
+        with self._lock:
+            existing = self._backends.get(registration.id)
+            if existing is not None:
+                raise PluginLoadError(
+                    f"backend id {registration.id!r} is registered twice "
+                    f"({existing.entry_point} and {registration.entry_point})",
+                    "Uninstall one of the two distributions, or select one with "
+                    f"{SELECT_ENV}.")
+            self._backends[registration.id] = registration
+
+    def get(self, backend_id: str) -> BackendRegistration:
+        try:
+            return self._backends[backend_id]
+        except KeyError:
+            raise PluginLoadError(
+                f"no backend {backend_id!r} is registered "
+                f"(registered: {', '.join(self.ids()) or 'none'})",
+                "Install the backend's distribution with pip, or pick a registered id.") from None
+
+    def backends(self) -> list[BackendRegistration]:
+        """Every registration, ascending precedence then id; part of the public API."""
+        return sorted(self._backends.values(), key=lambda r: r.sort_key)
+
+    def ids(self) -> list[str]:
+        return [r.id for r in self.backends()]
+
+    def reference(self) -> BackendRegistration | None:
+        return next((r for r in self.backends() if r.is_reference), None)

@@ -1,0 +1,263 @@
+"""Routing: pick the backend that runs a program, from its requirements and each backend's
+capabilities, walking candidates in precedence order; every rejection can be explained.
+Decisions are cached per program fingerprint until the candidate set is invalidated."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from vyre_core.contract.types import Capabilities
+from vyre_core.errors import NoCapableBackendError, PluginLoadError
+from vyre_core.registry import BackendRegistration
+
+if TYPE_CHECKING:
+    from vyre_core.ir.program import Program
+    from vyre_core.ir.requirements import Requirements
+    from vyre_core.registry import Registry
+
+Candidates = Callable[[], list[tuple[BackendRegistration, Capabilities]]]
+Skip = Callable[[str], str | None]
+
+_AXES = "xyz"
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """One backend that cannot run a program, with every reason."""
+
+    backend: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """The backend a program runs on, and why that one (for logs and ``explain``)."""
+
+    backend: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """One candidate as routing saw it; listed in routing order (``demoted``: a software
+    adapter moved below the reference backend)."""
+
+    backend: str
+    precedence: int
+    accepted: bool
+    reasons: tuple[str, ...]
+    chosen: bool
+    demoted: bool = False
+
+
+def rejection_reasons(req: Requirements, caps: Capabilities) -> list[str]:
+    """Every reason a backend with ``caps`` cannot run a program with ``req``; empty when it
+    can. All reasons, not the first, so a user fixes them in one pass."""
+    reasons: list[str] = []
+    missing = req.ops - caps.supported_ops
+    if missing:
+        reasons.append(f"uses ops not supported: {', '.join(sorted(missing))}")
+    if "f16" in req.features and not caps.supports_f16:
+        reasons.append("needs f16 (supports_f16 is false)")
+    if "f64" in req.features and not caps.supports_f64:
+        reasons.append("needs f64 (supports_f64 is false)")
+    for axis, size, limit in zip(_AXES, req.workgroup_size, caps.max_workgroup_size,
+                                 strict=True):
+        if size > limit:
+            reasons.append(f"workgroup axis {axis} is {size}, max {limit}")
+    if req.invocations_per_workgroup > caps.max_invocations_per_workgroup:
+        reasons.append(f"workgroup has {req.invocations_per_workgroup} invocations, "
+                       f"max {caps.max_invocations_per_workgroup}")
+    wg_bytes, wg_max = req.workgroup_memory_bytes, caps.max_workgroup_memory_bytes
+    if ("workgroup_memory" in req.features or wg_bytes) and (wg_bytes > wg_max or wg_max == 0):
+        reasons.append(f"needs {wg_bytes} bytes of workgroup memory, max {wg_max}")
+    storage_max = caps.max_storage_buffer_bytes  # 0 means "not reported": no check
+    if 0 < storage_max < req.largest_buffer_bytes:
+        reasons.append(f"largest buffer is {req.largest_buffer_bytes} bytes, "
+                       f"max storage buffer {storage_max} bytes")
+    trip_max = caps.extra.get("max_loop_trip")
+    if (isinstance(trip_max, int) and not isinstance(trip_max, bool)
+            and (req.loop_trip_bound is None or req.loop_trip_bound > trip_max)):
+        reasons.append(f"loops may run more than {trip_max} iterations "
+                       "(a limit of this adapter)")
+    return reasons
+
+
+def is_software_adapter(caps: Capabilities) -> bool:
+    """True for a CPU implementation of a GPU API (e.g. lavapipe), which routing demotes."""
+    return caps.extra.get("software_adapter") is True
+
+
+def no_capable_backend(program_label: str, rejections: list[Rejection]) -> NoCapableBackendError:
+    """The error for a program no candidate can run: one line per backend with its reasons,
+    and ``details['rejections']`` as plain data so it crosses a process boundary."""
+    if not rejections:
+        return NoCapableBackendError(
+            f"no backend can run {program_label}: no backends are registered",
+            "Install a backend distribution with pip (the reference backend runs every "
+            "program), or check `vyre doctor` for plugins that failed to load.",
+            rejections={})
+    lines = "\n".join(f"  - {r.backend}: {'; '.join(r.reasons)}" for r in rejections)
+    return NoCapableBackendError(
+        f"no backend can run {program_label} ({len(rejections)} rejected):\n{lines}",
+        rejections={r.backend: list(r.reasons) for r in rejections})
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    registration: BackendRegistration
+    caps: Capabilities
+    demoted: bool
+
+
+def _routing_order(pairs: list[tuple[BackendRegistration, Capabilities]]) -> list[_Candidate]:
+    """Precedence then id, with software adapters moved to just below the reference backend
+    (to the end when there is no reference): a CPU Vulkan driver is slower than the
+    reference and no more trustworthy, so it runs only when asked for or nothing else can."""
+    ordered = sorted(pairs, key=lambda p: p[0].sort_key)
+    ref = next((i for i, (r, _) in enumerate(ordered) if r.is_reference), len(ordered))
+    demote = [i < ref and not r.is_reference and is_software_adapter(c)
+              for i, (r, c) in enumerate(ordered)]
+    if not any(demote):
+        return [_Candidate(r, c, False) for r, c in ordered]
+    head = [_Candidate(r, c, False) for (r, c), d in zip(ordered[:ref + 1], demote, strict=False)
+            if not d]
+    moved = [_Candidate(r, c, True) for (r, c), d in zip(ordered, demote, strict=True) if d]
+    return head + moved + [_Candidate(r, c, False) for r, c in ordered[ref + 1:]]
+
+
+class Router:
+    """Chooses a backend per program. ``candidates`` returns (registration, capabilities)
+    pairs (static claims or probed ones, the caller decides); ``skip`` returns a reason when a
+    backend must be passed over for reasons outside capability (e.g. "pool failed").
+
+    Decisions are cached by (fingerprint, backend override, version) in a bounded LRU; call
+    :meth:`invalidate` whenever the candidates, their capabilities or ``skip``'s answers
+    change. As a safety net a cached decision whose backend ``skip`` now rejects is
+    recomputed, so a failed pool is never returned from the cache."""
+
+    def __init__(self, candidates: Candidates, skip: Skip | None = None,
+                 cache_size: int = 4096) -> None:
+        if cache_size < 1:
+            raise ValueError("cache_size must be at least 1")
+        self._candidates = candidates
+        self._skip = skip
+        self._cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, str | None, int], RouteDecision] = OrderedDict()
+        self._version = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_registry(cls, registry: Registry, skip: Skip | None = None,
+                      cache_size: int = 4096) -> Router:
+        """A router over a registry's static claims (no worker has probed anything yet)."""
+        return cls(lambda: [(r, r.claims) for r in registry.backends()], skip, cache_size)
+
+    @property
+    def version(self) -> int:
+        """Bumped by :meth:`invalidate`; part of every cache key."""
+        return self._version
+
+    def invalidate(self) -> None:
+        """Forget every cached decision: capabilities were re-probed, a pool failed or
+        recovered, or a backend was registered."""
+        with self._lock:
+            self._version += 1
+            self._cache.clear()
+
+    def route(self, program: Program, backend: str | None = None) -> RouteDecision:
+        """The backend to run ``program`` on: ``backend`` when given (it must be registered
+        and capable), else the first capable candidate in routing order.
+
+        Raises ``PluginLoadError`` for an unknown ``backend`` id and ``NoCapableBackendError``
+        (with every backend's reasons) when nothing, or not the requested backend, can run it.
+        """
+        fingerprint = program.fingerprint()  # cached on the Program after the first call
+        with self._lock:
+            key = (fingerprint, backend, self._version)
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+        if hit is not None and (self._skip is None or self._skip(hit.backend) is None):
+            return hit
+        decision = self._decide(program, backend)
+        with self._lock:
+            if key[2] == self._version:  # not invalidated while deciding
+                self._cache[key] = decision
+                self._cache.move_to_end(key)
+                if len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return decision
+
+    def explain(self, program: Program, backend: str | None = None) -> list[Explanation]:
+        """Every candidate in routing order, accepted or with its exact reasons, and which
+        one ``route`` would choose (none when it would raise). Not cached."""
+        req = program.requirements()
+        found: list[Explanation] = []
+        chosen_done = False
+        for cand in _routing_order(self._candidates()):
+            reg = cand.registration
+            reasons = tuple(self._reasons(req, cand))
+            chosen = not reasons and not chosen_done and backend in (None, reg.id)
+            chosen_done = chosen_done or chosen
+            found.append(Explanation(reg.id, reg.precedence, not reasons, reasons, chosen,
+                                     cand.demoted))
+        return found
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _reasons(self, req: Requirements, cand: _Candidate) -> list[str]:
+        skipped = None if self._skip is None else self._skip(cand.registration.id)
+        reasons = rejection_reasons(req, cand.caps)
+        return reasons if skipped is None else [skipped, *reasons]
+
+    def _decide(self, program: Program, backend: str | None) -> RouteDecision:
+        req = program.requirements()
+        label = f"program {program.fingerprint()[:12]}"
+        order = _routing_order(self._candidates())
+        if backend is not None:
+            cand = next((c for c in order if c.registration.id == backend), None)
+            if cand is None:
+                by_rank = sorted(order, key=lambda c: c.registration.sort_key)
+                ids = ", ".join(c.registration.id for c in by_rank)
+                raise PluginLoadError(
+                    f"no backend {backend!r} is registered (registered: {ids or 'none'})",
+                    "Request one of the registered ids, or install the backend's distribution "
+                    "with pip; `vyre doctor` lists plugins that failed to load.")
+            reasons = self._reasons(req, cand)
+            if reasons:
+                lines = "\n".join(f"  - {backend}: {r}" for r in reasons)
+                raise NoCapableBackendError(
+                    f"backend {backend!r} was requested but cannot run {label}:\n{lines}",
+                    "Omit the backend to let routing pick a capable one, or change the "
+                    "program to avoid the reasons above.",
+                    rejections={backend: reasons})
+            return RouteDecision(backend, "requested explicitly")
+        rejections: list[Rejection] = []
+        for cand in order:
+            reasons = self._reasons(req, cand)
+            if not reasons:
+                reg = cand.registration
+                note = "; software adapter, demoted" if cand.demoted else ""
+                return RouteDecision(
+                    reg.id, f"first capable backend by precedence (rank {reg.precedence}{note})")
+            rejections.append(Rejection(cand.registration.id, tuple(reasons)))
+        raise no_capable_backend(label, rejections)
+
+
+def format_explanation(expl: list[Explanation]) -> str:
+    """``explain``'s answer as text, one block per backend in routing order."""
+    if not expl:
+        return "no backends are registered"
+    lines = []
+    for e in expl:
+        status = "chosen" if e.chosen else "capable" if e.accepted else "rejected"
+        demoted = ", software adapter, demoted" if e.demoted else ""
+        lines.append(f"{'*' if e.chosen else ' '} {e.backend} (rank {e.precedence}{demoted}): "
+                     f"{status}")
+        lines.extend(f"    - {r}" for r in e.reasons)
+    return "\n".join(lines)

@@ -1,0 +1,201 @@
+"""The backend host: one backend plugin plus the conservative defaults, exposed as plain
+typed Python methods. This is what a worker process runs; it holds no parent state.
+
+Every dispatch goes through ``vyre_core.launch`` (config applied, limits checked,
+outputs checked), and every failure of the plugin leaves here as a ``VyreError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+from vyre_core.config import DispatchConfig
+from vyre_core.contract.defaults import CAPABILITY_HOOKS
+from vyre_core.contract.manager import LoadedBackend
+from vyre_core.contract.types import (
+    CacheSnapshot, Capabilities, NativePipeline, Outputs, PendingDispatch, TimedDispatch,
+)
+from vyre_core.errors import DispatchError, as_vyre_error
+from vyre_core.ir import Program
+from vyre_core.launch import LaunchPlan, plan_launch, run_launch
+from vyre_core.pipeline import CompiledPipeline
+
+_CAPABILITY_FIELDS = {f.name for f in fields(Capabilities)}
+
+
+def _read_only(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    views = []
+    for a in arrays:
+        view = a.view()
+        view.flags.writeable = False
+        views.append(view)
+    return views
+
+
+class BackendHost:
+    """A loaded backend; ``generation`` counts the worker restarts it lives in."""
+
+    def __init__(self, plugin: object, name: str | None = None, generation: int = 0) -> None:
+        self.loaded = LoadedBackend(plugin, name)
+        self.generation = generation
+        self._id: str = self.loaded.call("vyre_backend_id")
+        self._caps: Capabilities | None = None
+        self._prepared = False
+
+    def _call(self, hook: str, **kwargs: Any) -> Any:
+        try:
+            return self.loaded.call(hook, **kwargs)
+        except Exception as exc:  # the plugin boundary: everything leaves as a VyreError
+            raise as_vyre_error(exc, f"backend {self._id!r} {hook}") from exc
+
+    # -- identity ------------------------------------------------------------------------
+
+    def id(self) -> str:
+        return self._id
+
+    def version(self) -> str:
+        return str(self._call("vyre_backend_version"))
+
+    def precedence(self) -> int:
+        return int(self._call("vyre_backend_precedence"))
+
+    def is_reference_oracle(self) -> bool:
+        return bool(self._call("vyre_is_reference_oracle"))
+
+    def supported_ops(self) -> frozenset[str]:
+        return frozenset(self._call("vyre_supported_ops"))
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Acquire the device and warm up; idempotent."""
+        if not self._prepared:
+            self._call("vyre_prepare")
+            self._prepared = True
+
+    def flush(self) -> None:
+        self._call("vyre_flush")
+
+    def shutdown(self) -> None:
+        self._call("vyre_shutdown")
+        self._prepared = False
+
+    def device_lost(self) -> bool:
+        return bool(self._call("vyre_device_lost"))
+
+    def try_recover(self) -> None:
+        """Recover a lost device; every pipeline and resident buffer made before is gone,
+        so the generation advances and the capabilities are probed again."""
+        self._call("vyre_try_recover")
+        self.generation += 1
+        self._caps = None
+
+    # -- capabilities --------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        """Every capability query answered once per generation; device-profile facts that
+        are not capability fields (adapter name, ...) go to ``extra``."""
+        if self._caps is None:
+            answers = {name: self._call(f"vyre_{name}") for name in CAPABILITY_HOOKS}
+            answers["supported_ops"] = frozenset(answers["supported_ops"])
+            answers["max_workgroup_size"] = tuple(answers["max_workgroup_size"])
+            profile = self.device_profile()
+            extra = {k: v for k, v in profile.items() if k not in _CAPABILITY_FIELDS}
+            self._caps = Capabilities(**answers, extra=extra)
+        return self._caps
+
+    def device_profile(self) -> dict[str, Any]:
+        return dict(self._call("vyre_device_profile"))
+
+    def pipeline_cache_snapshot(self) -> CacheSnapshot | None:
+        return self._call("vyre_pipeline_cache_snapshot")
+
+    # -- dispatch ------------------------------------------------------------------------
+
+    def plan(self, program: Program, inputs: Sequence[Any],
+             config: DispatchConfig | None = None) -> LaunchPlan:
+        return plan_launch(program, inputs, config or DispatchConfig(), self.capabilities(),
+                           self._id)
+
+    def _run_hook(self, program: Program, inputs: list[np.ndarray],
+                  config: DispatchConfig) -> list[Any] | TimedDispatch:
+        hook = "vyre_dispatch_timed" if config.profile else "vyre_dispatch_borrowed"
+        return self._call(hook, program=program, inputs=_read_only(inputs), config=config)
+
+    def dispatch(self, program: Program, inputs: Sequence[Any],
+                 config: DispatchConfig | None = None) -> Outputs:
+        """Outputs of one dispatch in ABI order (``.timing`` set when profiling)."""
+        return run_launch(self.plan(program, inputs, config), self._run_hook, self._id)
+
+    def dispatch_into(self, program: Program, inputs: Sequence[Any],
+                      outputs: Sequence[np.ndarray], config: DispatchConfig | None = None) -> None:
+        """Dispatch writing into caller-owned arrays (one per output, exact dtype/length)."""
+        plan = self.plan(program, inputs, config)
+        for b, out in zip(plan.program.outputs, outputs, strict=True):
+            if out.dtype != b.dtype.storage_np or out.shape != (plan.lengths[b.name],) \
+                    or not out.flags.writeable:
+                raise DispatchError(
+                    f"output array for {b.name!r} is {out.dtype}{out.shape}, needs a writable "
+                    f"{b.dtype.storage_np}({plan.lengths[b.name]},)",
+                    "Preallocate each output with np.empty(length, dtype).")
+        self._call("vyre_dispatch_into", program=plan.program, inputs=_read_only(plan.inputs),
+                   config=plan.config, outputs=list(outputs))
+
+    def dispatch_async(self, program: Program, inputs: Sequence[Any],
+                       config: DispatchConfig | None = None) -> PendingDispatch:
+        plan = self.plan(program, inputs, config)
+        return self._call("vyre_dispatch_async", program=plan.program,
+                          inputs=_read_only(plan.inputs), config=plan.config)
+
+    def compile(self, program: Program, config: DispatchConfig | None = None) -> CompiledPipeline:
+        """Compile once: the backend's native pipeline, or a passthrough over dispatch."""
+        config = config or DispatchConfig()
+        if config.workgroup_override is not None:
+            program = Program(program.buffers, config.workgroup_override, program.body)
+        program.check()
+        compile_config = config.replace(workgroup_override=None)
+        native = self._call("vyre_compile", program=program, config=compile_config)
+        if native is not None and not isinstance(native, NativePipeline):
+            raise DispatchError(f"backend {self._id!r} vyre_compile returned "
+                                f"{type(native).__name__}, which has no dispatch method",
+                                "Return an object with dispatch(inputs, config), or None.")
+
+        def runner(program_: Program, inputs: list[np.ndarray], cfg: DispatchConfig):
+            if native is None:
+                return self._run_hook(program_, inputs, cfg)
+            try:
+                return native.dispatch(_read_only(inputs), cfg)
+            except Exception as exc:
+                raise as_vyre_error(exc, f"backend {self._id!r} pipeline dispatch") from exc
+
+        def run(inputs: Sequence[Any], cfg: DispatchConfig) -> Outputs:
+            plan = plan_launch(program, inputs, cfg.replace(workgroup_override=None),
+                               self.capabilities(), self._id)
+            return run_launch(plan, runner, self._id)
+
+        return CompiledPipeline(program, compile_config, self._id, self.version(),
+                                self.generation, run, lambda g: g == self.generation)
+
+    # -- resident buffers ----------------------------------------------------------------
+
+    def allocate_resident(self, byte_len: int) -> int:
+        return int(self._call("vyre_allocate_resident", byte_len=int(byte_len)))
+
+    def upload_resident(self, handle: int, data: bytes) -> None:
+        self._call("vyre_upload_resident", handle=handle, data=bytes(data))
+
+    def download_resident(self, handle: int) -> bytes:
+        return bytes(self._call("vyre_download_resident", handle=handle))
+
+    def free_resident(self, handle: int) -> None:
+        self._call("vyre_free_resident", handle=handle)
+
+    def dispatch_resident(self, program: Program, handles: Sequence[int],
+                          config: DispatchConfig | None = None) -> TimedDispatch:
+        program.check()
+        return self._call("vyre_dispatch_resident", program=program, handles=list(handles),
+                          config=config or DispatchConfig())
