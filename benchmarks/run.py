@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import bench_foundation
+from benchmarks import bench_contract, bench_foundation, bench_routing
 
-SUITES = [bench_foundation]
+SUITES = [bench_foundation, bench_contract, bench_routing]
 
 
 def main() -> int:

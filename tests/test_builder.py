@@ -519,7 +519,7 @@ def test_requirements_of_a_workgroup_reduction():
     assert r.features == frozenset({"atomics", "barriers", "workgroup_memory"})
     assert r.workgroup_size == (8, 4, 1)
     assert r.invocations_per_workgroup == 32
-    assert r.largest_buffer_bytes == 128           # scratch: 32 x 4 bytes
+    assert r.largest_buffer_bytes == 4             # only storage buffers count, not scratch
     assert r.workgroup_memory_bytes == 128 + 64    # scratch + hist (16 x i32)
     assert r.loop_trip_bound == 5                  # [0, 5); [10, 3) runs 0 times
 

@@ -43,8 +43,8 @@ class RouteDecision:
 
 @dataclass(frozen=True)
 class Explanation:
-    """One candidate as routing saw it; listed in routing order (``demoted``: a software
-    adapter moved below the reference backend)."""
+    """One candidate as routing saw it, in routing order. ``demoted``: a software adapter
+    moved below the reference backend (to the end when there is none)."""
 
     backend: str
     precedence: int
@@ -107,27 +107,23 @@ def no_capable_backend(program_label: str, rejections: list[Rejection]) -> NoCap
         rejections={r.backend: list(r.reasons) for r in rejections})
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    registration: BackendRegistration
-    caps: Capabilities
-    demoted: bool
+# (registration, capabilities, demoted): a plain tuple, built on every uncached route
+_Candidate = tuple[BackendRegistration, Capabilities, bool]
 
 
 def _routing_order(pairs: list[tuple[BackendRegistration, Capabilities]]) -> list[_Candidate]:
     """Precedence then id, with software adapters moved to just below the reference backend
     (to the end when there is no reference): a CPU Vulkan driver is slower than the
     reference and no more trustworthy, so it runs only when asked for or nothing else can."""
-    ordered = sorted(pairs, key=lambda p: p[0].sort_key)
+    ordered = sorted(pairs, key=lambda p: (p[0].precedence, p[0].id))
     ref = next((i for i, (r, _) in enumerate(ordered) if r.is_reference), len(ordered))
-    demote = [i < ref and not r.is_reference and is_software_adapter(c)
-              for i, (r, c) in enumerate(ordered)]
-    if not any(demote):
-        return [_Candidate(r, c, False) for r, c in ordered]
-    head = [_Candidate(r, c, False) for (r, c), d in zip(ordered[:ref + 1], demote, strict=False)
-            if not d]
-    moved = [_Candidate(r, c, True) for (r, c), d in zip(ordered, demote, strict=True) if d]
-    return head + moved + [_Candidate(r, c, False) for r, c in ordered[ref + 1:]]
+    moved = [i for i, (r, c) in enumerate(ordered[:ref])
+             if is_software_adapter(c) and not r.is_reference]
+    if not moved:
+        return [(r, c, False) for r, c in ordered]
+    kept = [(r, c, False) for i, (r, c) in enumerate(ordered[:ref + 1]) if i not in moved]
+    return (kept + [(*ordered[i], True) for i in moved]
+            + [(r, c, False) for r, c in ordered[ref + 1:]])
 
 
 class Router:
@@ -199,54 +195,56 @@ class Router:
         req = program.requirements()
         found: list[Explanation] = []
         chosen_done = False
-        for cand in _routing_order(self._candidates()):
-            reg = cand.registration
-            reasons = tuple(self._reasons(req, cand))
+        for reg, caps, demoted in _routing_order(self._candidates()):
+            reasons = tuple(self._reasons(req, reg.id, caps))
             chosen = not reasons and not chosen_done and backend in (None, reg.id)
             chosen_done = chosen_done or chosen
             found.append(Explanation(reg.id, reg.precedence, not reasons, reasons, chosen,
-                                     cand.demoted))
+                                     demoted))
         return found
 
     # -- internals -----------------------------------------------------------------------
 
-    def _reasons(self, req: Requirements, cand: _Candidate) -> list[str]:
-        skipped = None if self._skip is None else self._skip(cand.registration.id)
-        reasons = rejection_reasons(req, cand.caps)
+    def _reasons(self, req: Requirements, backend: str, caps: Capabilities) -> list[str]:
+        skipped = None if self._skip is None else self._skip(backend)
+        reasons = rejection_reasons(req, caps)
         return reasons if skipped is None else [skipped, *reasons]
 
     def _decide(self, program: Program, backend: str | None) -> RouteDecision:
         req = program.requirements()
-        label = f"program {program.fingerprint()[:12]}"
         order = _routing_order(self._candidates())
         if backend is not None:
-            cand = next((c for c in order if c.registration.id == backend), None)
+            cand = next((c for c in order if c[0].id == backend), None)
             if cand is None:
-                by_rank = sorted(order, key=lambda c: c.registration.sort_key)
-                ids = ", ".join(c.registration.id for c in by_rank)
+                ids = ", ".join(r.id for r in sorted((c[0] for c in order),
+                                                     key=lambda r: r.sort_key))
                 raise PluginLoadError(
                     f"no backend {backend!r} is registered (registered: {ids or 'none'})",
                     "Request one of the registered ids, or install the backend's distribution "
                     "with pip; `vyre doctor` lists plugins that failed to load.")
-            reasons = self._reasons(req, cand)
+            reasons = self._reasons(req, backend, cand[1])
             if reasons:
                 lines = "\n".join(f"  - {backend}: {r}" for r in reasons)
                 raise NoCapableBackendError(
-                    f"backend {backend!r} was requested but cannot run {label}:\n{lines}",
+                    f"backend {backend!r} was requested but cannot run {_label(program)}:\n"
+                    f"{lines}",
                     "Omit the backend to let routing pick a capable one, or change the "
                     "program to avoid the reasons above.",
                     rejections={backend: reasons})
             return RouteDecision(backend, "requested explicitly")
         rejections: list[Rejection] = []
-        for cand in order:
-            reasons = self._reasons(req, cand)
+        for reg, caps, demoted in order:
+            reasons = self._reasons(req, reg.id, caps)
             if not reasons:
-                reg = cand.registration
-                note = "; software adapter, demoted" if cand.demoted else ""
+                note = "; software adapter, demoted" if demoted else ""
                 return RouteDecision(
                     reg.id, f"first capable backend by precedence (rank {reg.precedence}{note})")
-            rejections.append(Rejection(cand.registration.id, tuple(reasons)))
-        raise no_capable_backend(label, rejections)
+            rejections.append(Rejection(reg.id, tuple(reasons)))
+        raise no_capable_backend(_label(program), rejections)
+
+
+def _label(program: Program) -> str:
+    return f"program {program.fingerprint()[:12]}"
 
 
 def format_explanation(expl: list[Explanation]) -> str:

@@ -44,6 +44,12 @@ class LoadedBackend:
     def __init__(self, plugin: object, name: str | None = None) -> None:
         self.plugin = plugin
         self.name = name or getattr(plugin, "__name__", type(plugin).__name__)
+        try:
+            hash(plugin)
+        except TypeError:
+            raise PluginLoadError(f"plugin {self.name!r} is an unhashable "
+                                  f"{type(plugin).__name__}",
+                                  "Make the plugin a module or a class instance.") from None
         _check_contract_major(plugin, self.name)
         self.pm = VyrePluginManager()
         try:

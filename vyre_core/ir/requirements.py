@@ -59,7 +59,7 @@ class Requirements:
     features: frozenset[str]
     workgroup_size: tuple[int, int, int]
     invocations_per_workgroup: int
-    largest_buffer_bytes: int          # over buffers with a declared count
+    largest_buffer_bytes: int          # over storage buffers with a declared count
     workgroup_memory_bytes: int
     loop_trip_bound: int | None        # largest static trip count; None when not static
 
@@ -99,7 +99,8 @@ def requirements_of(program) -> Requirements:
     if workgroup:
         features.add("workgroup_memory")
     features |= {t.value for t in dtypes if t in (DType.F16, DType.F64)}
-    sized = [b.count * b.dtype.storage_bytes for b in program.buffers if b.count is not None]
+    sized = [b.count * b.dtype.storage_bytes for b in program.buffers
+             if b.count is not None and b.access is not Access.WORKGROUP]
     return Requirements(
         ops=frozenset(ops),
         dtypes=frozenset(dtypes),

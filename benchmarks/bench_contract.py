@@ -1,0 +1,36 @@
+"""Contract figures: one hook call through the plugin manager against calling the same
+function directly, and a whole small dispatch through the backend host against calling
+the reference interpreter directly."""
+
+from __future__ import annotations
+
+import numpy as np
+import vyre_reference.backend as reference_plugin
+from vyre_reference import run
+
+from benchmarks.harness import Result, compare
+from examples import saxpy
+from vyre_core.contract.manager import LoadedBackend
+from vyre_workers.backend_host import BackendHost
+
+
+def hook_call() -> Result:
+    loaded = LoadedBackend(reference_plugin)
+    return compare("contract call (vyre_max_workgroup_size)",
+                   lambda: loaded.call("vyre_max_workgroup_size"),
+                   "direct function call", reference_plugin.vyre_max_workgroup_size,
+                   repeat=7, number=20_000, unit="us")
+
+
+def small_dispatch() -> Result:
+    host = BackendHost(reference_plugin)
+    prog = saxpy.program(256)
+    data = saxpy.inputs(256)
+    host.dispatch(prog, data)  # probe capabilities once
+    return compare("host dispatch, saxpy x256 (plan + hooks + checks)",
+                   lambda: host.dispatch(prog, data), "interpreter called directly",
+                   lambda: run(prog, [np.asarray(a) for a in data]),
+                   repeat=7, number=200, unit="us")
+
+
+BENCHMARKS = [hook_call, small_dispatch]

@@ -1,0 +1,448 @@
+"""Routing: the first capable backend by precedence wins, an explicit id overrides it,
+software adapters sit below the reference, every rejection is explained exactly, and
+decisions are cached until ``invalidate()``."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from vyre_core import ir, routing
+from vyre_core.contract.types import Capabilities
+from vyre_core.errors import NoCapableBackendError, PluginLoadError, VyreError
+from vyre_core.ir.requirements import ALL_OPS
+from vyre_core.registry import BackendRegistration, Registry
+from vyre_core.routing import (
+    Explanation,
+    Rejection,
+    RouteDecision,
+    Router,
+    format_explanation,
+    rejection_reasons,
+)
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def caps(**kw) -> Capabilities:
+    base = dict(max_workgroup_size=(256, 256, 64), max_invocations_per_workgroup=256,
+                max_workgroup_memory_bytes=16384)
+    return Capabilities(**{**base, **kw})
+
+
+def reg(backend_id: str, precedence: int, claims: Capabilities | None = None,
+        is_reference: bool = False) -> BackendRegistration:
+    return BackendRegistration(
+        id=backend_id, version="1", distribution=None, precedence=precedence,
+        claims=claims or caps(), is_reference=is_reference, entry_point=backend_id,
+        plugin=object())
+
+
+def router(*pairs: BackendRegistration, skip=None) -> Router:
+    return Router(lambda: [(r, r.claims) for r in pairs], skip=skip)
+
+
+GPU = reg("gpu", 10, caps())
+REFERENCE = reg("reference", 100, caps(supports_f64=True, supports_f16=True,
+                                       max_workgroup_size=(1024, 1024, 64),
+                                       max_invocations_per_workgroup=1024,
+                                       max_workgroup_memory_bytes=65536), is_reference=True)
+
+
+def f32_program(workgroup=(64,), count: int = 1024) -> ir.Program:
+    k = ir.Kernel(workgroup=workgroup)
+    x = k.read("x", ir.f32)
+    out = k.output("out", ir.f32, count)
+    i = k.let("i", ir.global_id(0))
+    out[i] = x[i] * 2.0
+    return k.build()
+
+
+def f64_program() -> ir.Program:
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.f64)
+    out = k.output("out", ir.f64, 256)
+    i = k.let("i", ir.global_id(0))
+    out[i] = x[i] + 1.0
+    return k.build()
+
+
+def atomic_barrier_program(tile: int = 0) -> ir.Program:
+    k = ir.Kernel(workgroup=(64,))
+    counter = k.read_write("counter", ir.u32, 1)
+    if tile:
+        t = k.workgroup_buffer("tile", ir.u32, tile)
+        t[ir.local_id(0)] = 1
+    k.barrier()
+    counter.atomic_add(0, 1)
+    return k.build()
+
+
+def loop_program(end: int | None) -> ir.Program:
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.u32)
+    out = k.output("out", ir.u32, 64)
+    with k.loop("j", 0, x.len if end is None else end) as j:
+        out[j] = x[j]
+    return k.build()
+
+
+# -- rejection_reasons --------------------------------------------------------------------
+
+
+def test_capable_backend_has_no_reasons():
+    assert rejection_reasons(f32_program().requirements(), caps()) == []
+
+
+def test_f64_and_f16_are_capability_gated():
+    assert rejection_reasons(f64_program().requirements(), caps()) == [
+        "needs f64 (supports_f64 is false)"]
+    assert rejection_reasons(f64_program().requirements(), caps(supports_f64=True)) == []
+    k = ir.Kernel()
+    out = k.output("out", ir.f16, 4)
+    out[ir.global_id(0)] = ir.f16(1.0)
+    req = k.build().requirements()
+    assert rejection_reasons(req, caps()) == ["needs f16 (supports_f16 is false)"]
+    assert rejection_reasons(req, caps(supports_f16=True)) == []
+
+
+def test_workgroup_axes_and_invocations_are_checked_separately():
+    req = f32_program(workgroup=(2, 512)).requirements()
+    assert rejection_reasons(req, caps()) == ["workgroup axis y is 512, max 256",
+                                              "workgroup has 1024 invocations, max 256"]
+    req = f32_program(workgroup=(4, 4, 128)).requirements()
+    assert rejection_reasons(req, caps(max_invocations_per_workgroup=4096)) == [
+        "workgroup axis z is 128, max 64"]
+
+
+def test_atomics_and_barriers_are_ops():
+    req = atomic_barrier_program().requirements()
+    assert {"atomics", "barriers"} <= req.features
+    no_sync = caps(supported_ops=ALL_OPS - {"atomic.add", "stmt.barrier", "atomic.max"})
+    assert rejection_reasons(req, no_sync) == [
+        "uses ops not supported: atomic.add, stmt.barrier"]
+
+
+def test_workgroup_memory_against_its_limit():
+    req = atomic_barrier_program(tile=8192).requirements()   # 8192 u32 = 32768 bytes
+    assert req.workgroup_memory_bytes == 32768
+    assert rejection_reasons(req, caps()) == [
+        "needs 32768 bytes of workgroup memory, max 16384"]
+    assert rejection_reasons(req, caps(max_workgroup_memory_bytes=32768)) == []
+    small = atomic_barrier_program(tile=64).requirements()
+    assert rejection_reasons(small, caps(max_workgroup_memory_bytes=0)) == [
+        "needs 256 bytes of workgroup memory, max 0"]
+    assert rejection_reasons(f32_program().requirements(), caps(max_workgroup_memory_bytes=0)) \
+        == []
+
+
+def test_storage_buffer_limit_only_when_reported():
+    req = f32_program(count=1024).requirements()            # 4096 bytes
+    assert rejection_reasons(req, caps(max_storage_buffer_bytes=0)) == []
+    assert rejection_reasons(req, caps(max_storage_buffer_bytes=4096)) == []
+    assert rejection_reasons(req, caps(max_storage_buffer_bytes=4000)) == [
+        "largest buffer is 4096 bytes, max storage buffer 4000 bytes"]
+
+
+def test_loop_trip_limit_hook():
+    limited = caps(extra={"max_loop_trip": 64})
+    assert rejection_reasons(loop_program(32).requirements(), limited) == []
+    assert rejection_reasons(loop_program(100).requirements(), limited) == [
+        "loops may run more than 64 iterations (a limit of this adapter)"]
+    assert rejection_reasons(loop_program(None).requirements(), limited) == [
+        "loops may run more than 64 iterations (a limit of this adapter)"]
+    assert rejection_reasons(loop_program(None).requirements(), caps()) == []
+    assert rejection_reasons(loop_program(100).requirements(),
+                             caps(extra={"max_loop_trip": True})) == []   # not an int
+
+
+def test_every_reason_is_listed_in_order():
+    req = f64_program().requirements()
+    bad = caps(supported_ops=ALL_OPS - {"binop.add"}, max_workgroup_size=(32, 1, 1),
+               max_invocations_per_workgroup=32, max_storage_buffer_bytes=1024)
+    assert rejection_reasons(req, bad) == [
+        "uses ops not supported: binop.add",
+        "needs f64 (supports_f64 is false)",
+        "workgroup axis x is 64, max 32",
+        "workgroup has 64 invocations, max 32",
+        "largest buffer is 2048 bytes, max storage buffer 1024 bytes",
+    ]
+
+
+# -- route ---------------------------------------------------------------------------------
+
+
+def test_first_capable_by_precedence():
+    assert router(REFERENCE, GPU).route(f32_program()) == RouteDecision(
+        "gpu", "first capable backend by precedence (rank 10)")
+
+
+def test_f64_program_routes_past_a_backend_without_f64():
+    assert router(GPU, REFERENCE).route(f64_program()) == RouteDecision(
+        "reference", "first capable backend by precedence (rank 100)")
+
+
+def test_workgroup_over_the_limit_skips_the_backend():
+    assert router(GPU, REFERENCE).route(f32_program(workgroup=(2, 512))).backend == "reference"
+
+
+def test_equal_precedence_orders_by_id():
+    b = reg("b", 10)
+    a = reg("a", 10)
+    assert router(b, a).route(f32_program()).backend == "a"
+    assert [e.backend for e in router(b, REFERENCE, a).explain(f32_program())] == [
+        "a", "b", "reference"]
+
+
+def test_explicit_backend_overrides_precedence():
+    assert router(GPU, REFERENCE).route(f32_program(), backend="reference") == RouteDecision(
+        "reference", "requested explicitly")
+
+
+def test_explicit_incapable_backend_raises_with_its_reasons():
+    prog = f64_program()
+    with pytest.raises(NoCapableBackendError) as info:
+        router(GPU, REFERENCE).route(prog, backend="gpu")
+    err = info.value
+    assert err.cause == (f"backend 'gpu' was requested but cannot run program "
+                         f"{prog.fingerprint()[:12]}:\n"
+                         "  - gpu: needs f64 (supports_f64 is false)")
+    assert err.details == {"rejections": {"gpu": ["needs f64 (supports_f64 is false)"]}}
+    assert err.fix == ("Omit the backend to let routing pick a capable one, or change the "
+                       "program to avoid the reasons above.")
+
+
+def test_unknown_explicit_backend_lists_registered_ids():
+    with pytest.raises(PluginLoadError) as info:
+        router(REFERENCE, GPU).route(f32_program(), backend="cuda")
+    assert info.value.cause == "no backend 'cuda' is registered (registered: gpu, reference)"
+    assert "\nFix: Request one of the registered ids" in str(info.value)
+
+
+def test_no_capable_backend_lists_every_backend():
+    other = reg("other", 20, caps(max_workgroup_size=(32, 1, 1),
+                                  max_invocations_per_workgroup=32))
+    prog = f64_program()
+    with pytest.raises(NoCapableBackendError) as info:
+        router(other, GPU).route(prog)
+    err = info.value
+    assert str(err) == (
+        f"[E1401] no backend can run program {prog.fingerprint()[:12]} (2 rejected):\n"
+        "  - gpu: needs f64 (supports_f64 is false)\n"
+        "  - other: needs f64 (supports_f64 is false); workgroup axis x is 64, max 32; "
+        "workgroup has 64 invocations, max 32\n"
+        "Fix: Install a backend with the missing capabilities, or change the program to "
+        "avoid them (see the reasons above).")
+    assert err.details == {"rejections": {
+        "gpu": ["needs f64 (supports_f64 is false)"],
+        "other": ["needs f64 (supports_f64 is false)", "workgroup axis x is 64, max 32",
+                  "workgroup has 64 invocations, max 32"],
+    }}
+    again = VyreError.from_dict(err.to_dict())   # crosses a process boundary intact
+    assert isinstance(again, NoCapableBackendError) and again.details == err.details
+
+
+def test_no_backends_at_all():
+    with pytest.raises(NoCapableBackendError) as info:
+        router().route(f32_program())
+    assert info.value.cause.endswith(": no backends are registered")
+    assert info.value.details == {"rejections": {}}
+
+
+def test_skip_falls_over_to_the_next_capable_backend():
+    skip = {"gpu": "pool failed"}.get
+    r = router(GPU, REFERENCE, skip=skip)
+    assert r.route(f32_program()).backend == "reference"
+    assert [(e.backend, e.accepted, e.reasons) for e in r.explain(f64_program())] == [
+        ("gpu", False, ("pool failed", "needs f64 (supports_f64 is false)")),
+        ("reference", True, ()),
+    ]
+    with pytest.raises(NoCapableBackendError) as info:
+        r.route(f32_program(), backend="gpu")
+    assert info.value.details == {"rejections": {"gpu": ["pool failed"]}}
+
+
+def test_cached_decision_is_not_returned_for_a_newly_skipped_backend():
+    failed: set[str] = set()
+    r = router(GPU, REFERENCE, skip=lambda b: "pool failed" if b in failed else None)
+    prog = f32_program()
+    assert r.route(prog).backend == "gpu"
+    failed.add("gpu")                      # no invalidate(): the safety net still holds
+    assert r.route(prog).backend == "reference"
+
+
+# -- software adapters ----------------------------------------------------------------------
+
+SOFT = reg("lavapipe", 5, caps(extra={"software_adapter": True}))
+
+
+def test_software_adapter_is_demoted_below_the_reference():
+    r = router(SOFT, GPU, REFERENCE)
+    assert r.route(f32_program()).backend == "gpu"
+    assert r.route(f64_program()).backend == "reference"
+    assert [(e.backend, e.demoted) for e in r.explain(f32_program())] == [
+        ("gpu", False), ("reference", False), ("lavapipe", True)]
+
+
+def test_software_adapter_runs_when_asked_or_when_nothing_else_can():
+    assert router(SOFT, GPU, REFERENCE).route(f32_program(), backend="lavapipe") == \
+        RouteDecision("lavapipe", "requested explicitly")
+    small_ref = reg("ref", 100, caps(max_workgroup_size=(32, 1, 1),
+                                     max_invocations_per_workgroup=32), is_reference=True)
+    assert router(SOFT, small_ref).route(f32_program()) == RouteDecision(
+        "lavapipe", "first capable backend by precedence (rank 5; software adapter, demoted)")
+
+
+def test_software_adapter_without_a_reference_goes_last():
+    r = router(SOFT, GPU, reg("remote", 500))
+    assert [e.backend for e in r.explain(f32_program())] == ["gpu", "remote", "lavapipe"]
+
+
+def test_software_adapter_already_below_the_reference_stays_in_place():
+    late = reg("late-soft", 200, caps(extra={"software_adapter": True}))
+    r = router(late, GPU, REFERENCE, reg("remote", 500))
+    assert [(e.backend, e.demoted) for e in r.explain(f32_program())] == [
+        ("gpu", False), ("reference", False), ("late-soft", False), ("remote", False)]
+
+
+# -- explain ---------------------------------------------------------------------------------
+
+
+def test_explain_lists_every_backend_and_marks_the_chosen_one():
+    other = reg("other", 20, caps(supports_f64=True))
+    expl = router(REFERENCE, other, GPU).explain(f64_program())
+    assert expl == [
+        Explanation("gpu", 10, False, ("needs f64 (supports_f64 is false)",), False),
+        Explanation("other", 20, True, (), True),
+        Explanation("reference", 100, True, (), False),
+    ]
+    assert format_explanation(expl) == (
+        "  gpu (rank 10): rejected\n"
+        "    - needs f64 (supports_f64 is false)\n"
+        "* other (rank 20): chosen\n"
+        "  reference (rank 100): capable")
+
+
+def test_explain_with_an_explicit_backend_and_with_nothing_capable():
+    r = router(GPU, REFERENCE)
+    assert [e.chosen for e in r.explain(f32_program(), backend="reference")] == [False, True]
+    assert [e.chosen for e in router(GPU).explain(f64_program())] == [False]
+    assert format_explanation([]) == "no backends are registered"
+
+
+def test_demoted_adapter_is_shown_as_such():
+    text = format_explanation(router(SOFT, REFERENCE).explain(f32_program()))
+    assert text == ("* reference (rank 100): chosen\n"
+                    "  lavapipe (rank 5, software adapter, demoted): capable")
+
+
+# -- caching -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    calls = []
+    real = routing.rejection_reasons
+
+    def counting(req, c):
+        calls.append(c)
+        return real(req, c)
+
+    monkeypatch.setattr(routing, "rejection_reasons", counting)
+    return calls
+
+
+def test_second_route_is_served_from_the_cache(counted):
+    r = router(GPU, REFERENCE)
+    prog = f64_program()
+    first = r.route(prog)
+    assert len(counted) == 2
+    assert r.route(prog) is first
+    assert r.route(f64_program()) is first          # same fingerprint, new Program object
+    assert len(counted) == 2
+    r.invalidate()
+    assert r.version == 1
+    assert r.route(prog) == first
+    assert len(counted) == 4
+
+
+def test_cache_key_includes_the_override(counted):
+    r = router(GPU, REFERENCE)
+    prog = f32_program()
+    assert r.route(prog).backend == "gpu"
+    assert r.route(prog, backend="reference").backend == "reference"
+    assert len(counted) == 2
+    r.route(prog)
+    r.route(prog, backend="reference")
+    assert len(counted) == 2
+
+
+def test_invalidate_picks_up_new_capabilities():
+    current = {"gpu": caps()}
+    r = Router(lambda: [(GPU, current["gpu"]), (REFERENCE, REFERENCE.claims)])
+    prog = f64_program()
+    assert r.route(prog).backend == "reference"
+    current["gpu"] = caps(supports_f64=True)        # e.g. re-probed by its worker
+    assert r.route(prog).backend == "reference"     # still cached
+    r.invalidate()
+    assert r.route(prog).backend == "gpu"
+
+
+def test_failures_are_not_cached(counted):
+    r = router(GPU)
+    for _ in range(2):
+        with pytest.raises(NoCapableBackendError):
+            r.route(f64_program())
+    assert len(counted) == 2
+
+
+def test_cache_is_bounded_lru(counted):
+    r = Router(lambda: [(GPU, GPU.claims)], cache_size=2)
+    a, b, c = (f32_program(count=n) for n in (1, 2, 3))
+    r.route(a)
+    r.route(b)
+    r.route(a)              # a is now most recent
+    r.route(c)              # evicts b
+    assert len(counted) == 3
+    r.route(a)
+    assert len(counted) == 3
+    r.route(b)
+    assert len(counted) == 4
+    with pytest.raises(ValueError):
+        Router(lambda: [], cache_size=0)
+
+
+def test_routing_is_thread_safe():
+    r = Router(lambda: [(GPU, GPU.claims), (REFERENCE, REFERENCE.claims)], cache_size=8)
+    progs = [f32_program(count=n + 1) for n in range(32)] + [f64_program()]
+    errors: list[BaseException] = []
+
+    def work():
+        try:
+            for _ in range(20):
+                for p in progs:
+                    assert r.route(p).backend == ("reference" if p is progs[-1] else "gpu")
+                r.invalidate()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_from_registry_uses_static_claims():
+    registry = Registry()
+    registry.add(REFERENCE)
+    registry.add(GPU)
+    r = Router.from_registry(registry)
+    assert r.route(f64_program()).backend == "reference"
+    assert r.route(f32_program()).backend == "gpu"
+
+
+def test_rejection_is_a_plain_record():
+    assert Rejection("gpu", ("x",)) == Rejection("gpu", ("x",))
