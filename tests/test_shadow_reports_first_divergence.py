@@ -7,13 +7,13 @@ import types
 
 import numpy as np
 import pytest
-import vyre_reference.backend as reference_plugin
-from vyre_reference import run as reference_run
 
+import vyre_reference.backend as reference_plugin
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_core.contract import hookimpl
 from vyre_core.shadow import ShadowCase, shadow
+from vyre_reference import run as reference_run
 from vyre_workers.backend_host import BackendHost
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from vyre_core.errors import InvalidConfigError
 
 _U32_MAX = 2**32 - 1
@@ -18,10 +20,11 @@ def _axes(name: str, value: Any) -> tuple[int, int, int] | None:
         return None
     axes = tuple(value) if isinstance(value, list | tuple) else (value,)
     if not 1 <= len(axes) <= 3 or any(
-            isinstance(a, bool) or not isinstance(a, int) or not 1 <= a <= _U32_MAX for a in axes):
+            isinstance(a, bool | np.bool_) or not isinstance(a, int | np.integer)
+            or not 1 <= a <= _U32_MAX for a in axes):
         raise InvalidConfigError(f"{name}={value!r} is not 1 to 3 axes of at least 1",
                                  f"Pass {name} as e.g. (64,) or (8, 8, 1); every axis >= 1.")
-    return axes + (1,) * (3 - len(axes))  # type: ignore[return-value]
+    return tuple(int(a) for a in axes) + (1,) * (3 - len(axes))  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,8 @@ class PoolFailedError(VyreError):
     """A backend's pool restarted too often and was marked failed."""
 
     code = 1303
-    default_fix = "Check `vyre doctor`; the backend is skipped by routing until the driver restarts."
+    default_fix = ("Check `vyre doctor`; routing skips the backend until the driver "
+                   "restarts.")
 
 
 class PipelineInvalidatedError(VyreError):

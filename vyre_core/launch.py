@@ -16,7 +16,7 @@ import numpy as np
 
 from vyre_core import abi
 from vyre_core.config import DispatchConfig
-from vyre_core.contract.types import Capabilities, Outputs, TimedDispatch, Timing
+from vyre_core.contract.types import Capabilities, Outputs, TimedDispatch, Timing, wall_clock_ns
 from vyre_core.errors import LaunchLimitError
 from vyre_core.ir import Program
 from vyre_core.ir.nodes import Access
@@ -33,14 +33,28 @@ class LaunchPlan:
     config: DispatchConfig      # grid_override = grid, workgroup_override consumed
 
 
+def effective_program(program: Program, config: DispatchConfig) -> Program:
+    """``program`` with the config's workgroup override applied, validated."""
+    if config.workgroup_override is not None:
+        program = Program(program.buffers, config.workgroup_override, program.body)
+    return program.check()
+
+
 def plan_launch(program: Program, inputs: Sequence[Any], config: DispatchConfig,
                 caps: Capabilities | None = None, backend: str = "backend") -> LaunchPlan:
     """Validate, bind and size one dispatch; refuse it before it runs if it cannot fit."""
-    if config.workgroup_override is not None:
-        program = Program(program.buffers, config.workgroup_override, program.body)
-    program.check()
+    program = effective_program(program, config)
     bound = abi.bind_inputs(program, inputs)
     lengths = abi.buffer_lengths(program, bound)
+    grid, config = plan_grid(program, lengths, config, caps, backend)
+    return LaunchPlan(program, bound, lengths, grid, config)
+
+
+def plan_grid(program: Program, lengths: dict[str, int], config: DispatchConfig,
+              caps: Capabilities | None, backend: str) -> tuple[tuple[int, int, int],
+                                                                DispatchConfig]:
+    """The grid of an effective program with known buffer lengths, checked against the
+    output-size cap and ``caps``; and the config the backend receives."""
     grid = abi.infer_grid(program, lengths, config.grid_override, config.dispatch_elements)
     if config.max_output_bytes is not None:
         out_bytes = sum(lengths[b.name] * b.dtype.storage_bytes for b in program.outputs)
@@ -51,8 +65,7 @@ def plan_launch(program: Program, inputs: Sequence[Any], config: DispatchConfig,
                 "Raise DispatchConfig.max_output_bytes, or shrink the output buffers.")
     if caps is not None:
         check_limits(program, grid, lengths, caps, backend)
-    return LaunchPlan(program, bound, lengths, grid,
-                      config.replace(grid_override=grid, workgroup_override=None))
+    return grid, config.replace(grid_override=grid, workgroup_override=None)
 
 
 def check_limits(program: Program, grid: tuple[int, int, int], lengths: dict[str, int],
@@ -91,20 +104,26 @@ Runner = Callable[[Program, list[np.ndarray], DispatchConfig], "list[Any] | Time
 
 
 def run_launch(plan: LaunchPlan, runner: Runner, backend: str) -> Outputs:
-    """Run ``plan`` with ``runner`` (a TimedDispatch when profiling), re-running while
-    read_write buffers change, up to ``fixpoint_iterations`` times."""
+    """Run ``plan`` with ``runner``, re-running while read_write buffers change, up to
+    ``fixpoint_iterations`` times. When profiling, wall time is the runner's own report
+    if it returns a TimedDispatch, else measured here; device time only when reported."""
     inputs = plan.inputs
     wall = device = 0
     device_known = True
     rw = [i for i, b in enumerate(plan.program.inputs) if b.access is Access.READ_WRITE]
     rw_out = [i for i, b in enumerate(plan.program.outputs) if b.access is Access.READ_WRITE]
     for _ in range(plan.config.fixpoint_iterations):
+        start = wall_clock_ns()
         result = runner(plan.program, inputs, plan.config)
+        elapsed = wall_clock_ns() - start
         if isinstance(result, TimedDispatch):
             wall += result.timing.wall_ns
             device += result.timing.device_ns or 0
             device_known &= result.timing.device_ns is not None
             result = result.outputs
+        else:
+            wall += elapsed
+            device_known = False
         outputs = abi.check_outputs(plan.program, result, plan.lengths, backend)
         if all(inputs[i].tobytes() == outputs[o].tobytes()
                for i, o in zip(rw, rw_out, strict=True)):

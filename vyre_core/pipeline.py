@@ -15,15 +15,19 @@ import msgpack
 
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Outputs
-from vyre_core.errors import PipelineInvalidatedError
+from vyre_core.errors import InvalidConfigError, PipelineInvalidatedError
 from vyre_core.ir import Program
 
 
 def pipeline_cache_key(program: Program, config: DispatchConfig, backend_id: str,
                        backend_version: str) -> str:
-    policy = msgpack.packb([list(config.workgroup_override or ()), config.ulp_budget,
-                            backend_id, backend_version])
-    digest = blake3.blake3(program.to_wire())
+    """The key of the program as it will run: the workgroup override is applied to the
+    program first, so an override equal to the program's own workgroup shares its key."""
+    workgroup = config.workgroup_override or program.workgroup
+    effective = program if workgroup == program.workgroup else \
+        Program(program.buffers, workgroup, program.body)
+    policy = msgpack.packb([config.ulp_budget, backend_id, backend_version])
+    digest = blake3.blake3(effective.to_wire())
     digest.update(b"\x00vyre-pipeline\x00")
     digest.update(policy)
     return digest.hexdigest()
@@ -68,4 +72,10 @@ class CompiledPipeline:
                 "Compile the program again (Driver.compile) and use the new handle; "
                 "Driver.dispatch recompiles by itself.",
                 generation=self.generation, backend=self.backend)
-        return self._runner(inputs, config or self.config)
+        config = config or self.config
+        if config.workgroup_override not in (None, self.program.workgroup):
+            raise InvalidConfigError(
+                f"workgroup_override={config.workgroup_override} differs from the "
+                f"workgroup {self.program.workgroup} this pipeline was compiled for",
+                "Compile the program again with that workgroup_override.")
+        return self._runner(inputs, config)

@@ -13,15 +13,24 @@ from typing import Any
 
 import numpy as np
 
+from vyre_core.abi import check_outputs
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.defaults import CAPABILITY_HOOKS
 from vyre_core.contract.manager import LoadedBackend
 from vyre_core.contract.types import (
-    CacheSnapshot, Capabilities, NativePipeline, Outputs, PendingDispatch, TimedDispatch,
+    CacheSnapshot,
+    Capabilities,
+    NativePipeline,
+    Outputs,
+    PendingDispatch,
+    ReadyPending,
+    TimedDispatch,
+    Timing,
 )
-from vyre_core.errors import DispatchError, as_vyre_error
+from vyre_core.errors import DispatchError, InvalidInputError, as_vyre_error
 from vyre_core.ir import Program
-from vyre_core.launch import LaunchPlan, plan_launch, run_launch
+from vyre_core.ir.nodes import Access
+from vyre_core.launch import LaunchPlan, effective_program, plan_grid, plan_launch, run_launch
 from vyre_core.pipeline import CompiledPipeline
 
 _CAPABILITY_FIELDS = {f.name for f in fields(Capabilities)}
@@ -45,6 +54,7 @@ class BackendHost:
         self._id: str = self.loaded.call("vyre_backend_id")
         self._caps: Capabilities | None = None
         self._prepared = False
+        self._resident_bytes: dict[int, int] = {}
 
     def _call(self, hook: str, **kwargs: Any) -> Any:
         try:
@@ -132,8 +142,10 @@ class BackendHost:
         return run_launch(self.plan(program, inputs, config), self._run_hook, self._id)
 
     def dispatch_into(self, program: Program, inputs: Sequence[Any],
-                      outputs: Sequence[np.ndarray], config: DispatchConfig | None = None) -> None:
-        """Dispatch writing into caller-owned arrays (one per output, exact dtype/length)."""
+                      outputs: Sequence[np.ndarray],
+                      config: DispatchConfig | None = None) -> Timing | None:
+        """Dispatch writing into caller-owned arrays (one per output, exact dtype/length);
+        returns the timing when profiling."""
         plan = self.plan(program, inputs, config)
         for b, out in zip(plan.program.outputs, outputs, strict=True):
             if out.dtype != b.dtype.storage_np or out.shape != (plan.lengths[b.name],) \
@@ -142,21 +154,29 @@ class BackendHost:
                     f"output array for {b.name!r} is {out.dtype}{out.shape}, needs a writable "
                     f"{b.dtype.storage_np}({plan.lengths[b.name]},)",
                     "Preallocate each output with np.empty(length, dtype).")
-        self._call("vyre_dispatch_into", program=plan.program, inputs=_read_only(plan.inputs),
-                   config=plan.config, outputs=list(outputs))
+        if plan.config.fixpoint_iterations == 1 and not plan.config.profile:
+            self._call("vyre_dispatch_into", program=plan.program,
+                       inputs=_read_only(plan.inputs), config=plan.config, outputs=list(outputs))
+            return None
+        result = run_launch(plan, self._run_hook, self._id)
+        for target, out in zip(outputs, result, strict=True):
+            np.copyto(target, out)
+        return result.timing
 
     def dispatch_async(self, program: Program, inputs: Sequence[Any],
                        config: DispatchConfig | None = None) -> PendingDispatch:
+        """Start a dispatch; a fixpoint or profiled dispatch runs to completion first."""
         plan = self.plan(program, inputs, config)
-        return self._call("vyre_dispatch_async", program=plan.program,
-                          inputs=_read_only(plan.inputs), config=plan.config)
+        if plan.config.fixpoint_iterations > 1 or plan.config.profile:
+            return ReadyPending(run_launch(plan, self._run_hook, self._id))
+        pending = self._call("vyre_dispatch_async", program=plan.program,
+                             inputs=_read_only(plan.inputs), config=plan.config)
+        return _CheckedPending(pending, plan, self._id)
 
     def compile(self, program: Program, config: DispatchConfig | None = None) -> CompiledPipeline:
         """Compile once: the backend's native pipeline, or a passthrough over dispatch."""
         config = config or DispatchConfig()
-        if config.workgroup_override is not None:
-            program = Program(program.buffers, config.workgroup_override, program.body)
-        program.check()
+        program = effective_program(program, config)
         compile_config = config.replace(workgroup_override=None)
         native = self._call("vyre_compile", program=program, config=compile_config)
         if native is not None and not isinstance(native, NativePipeline):
@@ -183,7 +203,9 @@ class BackendHost:
     # -- resident buffers ----------------------------------------------------------------
 
     def allocate_resident(self, byte_len: int) -> int:
-        return int(self._call("vyre_allocate_resident", byte_len=int(byte_len)))
+        handle = int(self._call("vyre_allocate_resident", byte_len=int(byte_len)))
+        self._resident_bytes[handle] = int(byte_len)
+        return handle
 
     def upload_resident(self, handle: int, data: bytes) -> None:
         self._call("vyre_upload_resident", handle=handle, data=bytes(data))
@@ -193,9 +215,47 @@ class BackendHost:
 
     def free_resident(self, handle: int) -> None:
         self._call("vyre_free_resident", handle=handle)
+        self._resident_bytes.pop(handle, None)
 
     def dispatch_resident(self, program: Program, handles: Sequence[int],
                           config: DispatchConfig | None = None) -> TimedDispatch:
-        program.check()
+        """Dispatch on resident buffers (one handle per non-workgroup buffer, declaration
+        order), planned like any launch from the sizes the buffers were allocated with."""
+        config = config or DispatchConfig()
+        program = effective_program(program, config)
+        bound = [b for b in program.buffers if b.access is not Access.WORKGROUP]
+        if len(handles) != len(bound):
+            raise InvalidInputError(f"{len(handles)} resident handles for {len(bound)} buffers",
+                                    "Pass one handle per non-workgroup buffer, in declaration "
+                                    "order.")
+        lengths = {}
+        for b, handle in zip(bound, handles, strict=True):
+            if handle not in self._resident_bytes:
+                raise InvalidInputError(f"resident handle {handle} for {b.name!r} was not "
+                                        "allocated by this host",
+                                        "Allocate it with allocate_resident first.")
+            lengths[b.name] = b.count if b.count is not None else \
+                self._resident_bytes[handle] // b.dtype.storage_bytes
+        _, config = plan_grid(program, lengths, config, self.capabilities(), self._id)
         return self._call("vyre_dispatch_resident", program=program, handles=list(handles),
-                          config=config or DispatchConfig())
+                          config=config)
+
+
+class _CheckedPending:
+    """A backend's pending dispatch whose result is checked like any other output."""
+
+    def __init__(self, pending: PendingDispatch, plan: LaunchPlan, backend: str) -> None:
+        self._pending = pending
+        self._plan = plan
+        self._backend = backend
+
+    def is_ready(self) -> bool:
+        return bool(self._pending.is_ready())
+
+    def result(self, timeout: float | None = None) -> Outputs:
+        try:
+            outputs = self._pending.result(timeout)
+        except Exception as exc:
+            raise as_vyre_error(exc, f"backend {self._backend!r} async dispatch") from exc
+        return Outputs(check_outputs(self._plan.program, outputs, self._plan.lengths,
+                                     self._backend))

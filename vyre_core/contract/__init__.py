@@ -3,8 +3,14 @@
 from vyre_core.contract.hookspec import CONTRACT_MAJOR, hookimpl
 from vyre_core.contract.manager import HOOK_NAMES, REQUIRED_HOOKS, LoadedBackend
 from vyre_core.contract.types import (
-    CacheSnapshot, Capabilities, NativePipeline, Outputs, PendingDispatch, ReadyPending,
-    TimedDispatch, Timing,
+    CacheSnapshot,
+    Capabilities,
+    NativePipeline,
+    Outputs,
+    PendingDispatch,
+    ReadyPending,
+    TimedDispatch,
+    Timing,
 )
 
 __all__ = [

@@ -15,7 +15,11 @@ import numpy as np
 
 from vyre_core.contract.hookspec import hookimpl
 from vyre_core.contract.types import (
-    Capabilities, ReadyPending, TimedDispatch, Timing, wall_clock_ns,
+    Capabilities,
+    ReadyPending,
+    TimedDispatch,
+    Timing,
+    wall_clock_ns,
 )
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir.requirements import ALL_OPS

@@ -81,7 +81,8 @@ class LoadedBackend:
 
     def implements(self, hook: str) -> bool:
         """Whether the backend itself (not the defaults) implements ``hook``."""
-        return any(impl.plugin is self.plugin for impl in getattr(self.pm.hook, hook).get_hookimpls())
+        impls = getattr(self.pm.hook, hook).get_hookimpls()
+        return any(impl.plugin is self.plugin for impl in impls)
 
     def call(self, hook: str, **kwargs: Any) -> Any:
         return self._callers[hook](**kwargs)
