@@ -12,9 +12,8 @@ ELEMENTS = 16 * 1024 * 1024
 
 
 def reference_saxpy() -> Result:
-    from vyre_reference import run
-
     from examples import saxpy
+    from vyre_reference import run
 
     prog = saxpy.program(ELEMENTS)
     x, y, a = saxpy.inputs(ELEMENTS)

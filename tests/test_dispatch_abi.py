@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vyre_reference import run
 
 from vyre_core import ir
 from vyre_core.errors import InvalidInputError, UnsupportedFeatureError, ValidationError
+from vyre_reference import run
 
 
 def copy_kernel(count: int | None = None, dtype=ir.u32, out_count: int = 8) -> ir.Program:

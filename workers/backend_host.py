@@ -222,6 +222,9 @@ class BackendHost:
         """Dispatch on resident buffers (one handle per non-workgroup buffer, declaration
         order), planned like any launch from the sizes the buffers were allocated with."""
         config = config or DispatchConfig()
+        if not self.loaded.implements("vyre_dispatch_resident"):
+            return self._call("vyre_dispatch_resident", program=program, handles=list(handles),
+                              config=config)  # the default: UnsupportedFeatureError
         program = effective_program(program, config)
         bound = [b for b in program.buffers if b.access is not Access.WORKGROUP]
         if len(handles) != len(bound):

@@ -1,0 +1,402 @@
+"""Backend discovery through the ``vyre.backends`` entry-point group.
+
+In-process: the reference backend of this venv, plugin selection, duplicate ids,
+ordering and lookups. In subprocesses (so the test process's imports stay clean):
+a third-party backend pip-installed as its own distribution and run end to end,
+broken plugins reported rather than fatal, and discovery free of side effects.
+The throwaway plugin sources live in tests/plugins/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vyre_core.contract import Capabilities, hookimpl
+from vyre_core.errors import PluginLoadError
+from vyre_core.registry import (
+    ENTRY_POINT_GROUP,
+    SELECT_ENV,
+    BackendRegistration,
+    Registry,
+    register_plugin,
+)
+
+PLUGINS = Path(__file__).parent / "plugins"
+SUBPROCESS_TIMEOUT = 60
+
+
+@pytest.fixture(autouse=True)
+def _no_plugin_selection(monkeypatch):
+    monkeypatch.delenv(SELECT_ENV, raising=False)
+
+
+# -- the reference backend of this venv -------------------------------------------------------
+
+
+def test_discovery_finds_the_reference_backend_with_exact_fields():
+    registry = Registry.discover()
+    assert registry.broken == []
+    assert "reference" in registry.ids()
+    ref = registry.get("reference")
+    assert ref.id == "reference"
+    assert ref.version == "0.1.0"
+    assert ref.distribution == "vyre-reference"
+    assert ref.precedence == 900
+    assert ref.is_reference is True
+    assert ref.entry_point == "reference = vyre_reference.backend"
+    assert ref.claims.supports_f64 is True
+    assert ref.claims.supports_f16 is True
+    assert ref.claims.max_workgroup_size == (1024, 1024, 64)
+    assert ref.claims.max_invocations_per_workgroup == 1024
+    assert ref.claims.supports_subgroup_ops is False  # unclaimed: the conservative floor
+    import vyre_reference.backend
+    assert ref.plugin is vyre_reference.backend
+    assert registry.reference() is ref
+
+
+def test_select_nothing_by_argument_gives_no_backends():
+    registry = Registry.discover(select="")
+    assert registry.backends() == [] and registry.ids() == [] and registry.broken == []
+    assert registry.reference() is None
+
+
+def test_select_nothing_by_environment_gives_no_backends(monkeypatch):
+    monkeypatch.setenv(SELECT_ENV, "")
+    assert Registry.discover().ids() == []
+    monkeypatch.setenv(SELECT_ENV, " , ")
+    assert Registry.discover().ids() == []
+
+
+def test_select_by_name(monkeypatch):
+    assert Registry.discover(select="reference").ids() == ["reference"]
+    assert Registry.discover(select=" reference , not-installed ").ids() == ["reference"]
+    assert Registry.discover(select="not-installed").ids() == []
+    monkeypatch.setenv(SELECT_ENV, "reference")
+    assert Registry.discover().ids() == ["reference"]
+    monkeypatch.setenv(SELECT_ENV, "")
+    assert Registry.discover(select="reference").ids() == ["reference"]  # argument wins
+
+
+# -- add / order / get ------------------------------------------------------------------------
+
+
+def backend_module(backend_id: str, precedence: int | None = None,
+                   reference: bool = False) -> types.ModuleType:
+    plugin = types.ModuleType(f"vyre_{backend_id}_backend")
+    plugin.VYRE_CONTRACT = 1
+    plugin.vyre_backend_id = hookimpl(lambda: backend_id)
+    plugin.vyre_dispatch = hookimpl(lambda program, inputs, config: [])
+    if precedence is not None:
+        plugin.vyre_backend_precedence = hookimpl(lambda: precedence)
+    if reference:
+        plugin.vyre_is_reference_oracle = hookimpl(lambda: True)
+    return plugin
+
+
+def registration(backend_id: str, precedence: int | None = None, *, entry_point: str = "",
+                 reference: bool = False) -> BackendRegistration:
+    return register_plugin(backend_module(backend_id, precedence, reference),
+                           entry_point=entry_point or f"{backend_id} = vyre_{backend_id}")
+
+
+def test_register_plugin_reads_identity_hooks_and_defaults():
+    reg = registration("solo")
+    assert (reg.id, reg.version, reg.precedence, reg.is_reference, reg.distribution) == (
+        "solo", "unspecified", 1000, False, None)
+    assert reg.claims == Capabilities()
+    assert reg.entry_point == "solo = vyre_solo"
+    assert register_plugin(backend_module("anon")).entry_point == "vyre_anon_backend"
+
+
+def test_adding_a_duplicate_id_is_refused_naming_both_entry_points():
+    registry = Registry()
+    first = registration("reference", 900, entry_point="reference = vyre_reference.backend")
+    registry.add(first)
+    with pytest.raises(PluginLoadError) as err:
+        registry.add(registration("reference", 5, entry_point="fastref = vyre_fastref.backend"))
+    message = str(err.value)
+    assert "backend id 'reference' is registered twice" in message
+    assert "reference = vyre_reference.backend" in message
+    assert "fastref = vyre_fastref.backend" in message
+    assert "\nFix: " in message and SELECT_ENV in message
+    assert registry.backends() == [first] and registry.get("reference") is first
+
+
+def test_backends_are_ordered_by_precedence_then_id():
+    registry = Registry()
+    for reg in (registration("zeta", 5), registration("ref", 900, reference=True),
+                registration("alpha", 5), registration("beta", 1),
+                registration("late"), registration("mid", 100)):
+        registry.add(reg)
+    assert registry.ids() == ["beta", "alpha", "zeta", "mid", "ref", "late"]
+    assert [r.sort_key for r in registry.backends()] == [
+        (1, "beta"), (5, "alpha"), (5, "zeta"), (100, "mid"), (900, "ref"), (1000, "late")]
+    assert registry.reference().id == "ref"
+
+
+def test_get_of_an_unknown_id_lists_the_registered_ids():
+    registry = Registry()
+    with pytest.raises(PluginLoadError, match=r"no backend 'gpu' is registered \(registered: "
+                                              r"none\)"):
+        registry.get("gpu")
+    registry.add(registration("b", 2))
+    registry.add(registration("a", 3))
+    with pytest.raises(PluginLoadError) as err:
+        registry.get("gpu")
+    assert "no backend 'gpu' is registered (registered: b, a)" in str(err.value)
+    assert "\nFix: " in str(err.value)
+
+
+# -- throwaway distributions, used from subprocesses ------------------------------------------
+
+DEMO_PYPROJECT = f"""\
+[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "vyre-thirdparty-demo"
+version = "0.3.0"
+
+[project.entry-points."{ENTRY_POINT_GROUP}"]
+demo = "vyre_demo_backend"
+
+[tool.setuptools]
+py-modules = ["vyre_demo_backend"]
+"""
+
+
+@pytest.fixture(scope="module")
+def demo_site(tmp_path_factory) -> Path:
+    """A real pip install (offline, --target) of the third-party demo distribution, built
+    by the venv's own setuptools (the test extras install it and wheel)."""
+    root = tmp_path_factory.mktemp("thirdparty")
+    dist, site = root / "vyre-thirdparty-demo", root / "site"
+    dist.mkdir()
+    (dist / "pyproject.toml").write_text(DEMO_PYPROJECT)
+    shutil.copy(PLUGINS / "vyre_demo_backend.py", dist / "vyre_demo_backend.py")
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps",
+                           "--no-build-isolation", "--no-index", "--disable-pip-version-check",
+                           "--quiet", "--target", str(site), str(dist)],
+                          timeout=300, cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (site / "vyre_demo_backend.py").is_file()
+    assert (site / "vyre_thirdparty_demo-0.3.0.dist-info" / "entry_points.txt").is_file()
+    return site
+
+
+def write_dist(site: Path, distribution: str, entry_points: dict[str, str],
+               modules: tuple[str, ...]) -> Path:
+    """A hand-written installed distribution: ``*.dist-info`` with METADATA and
+    entry_points.txt, plus the plugin modules copied from tests/plugins/."""
+    site.mkdir(parents=True, exist_ok=True)
+    info = site / f"{distribution.replace('-', '_')}-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.0.1\n")
+    (info / "entry_points.txt").write_text(
+        f"[{ENTRY_POINT_GROUP}]\n" + "".join(f"{n} = {v}\n" for n, v in entry_points.items()))
+    for module in modules:
+        shutil.copy(PLUGINS / f"{module}.py", site / f"{module}.py")
+    return site
+
+
+def venv_order_with(*extra: tuple[int, str]) -> list[list]:
+    """[precedence, id] of every backend this venv provides plus ``extra``, in registry
+    order: what a subprocess that also sees the throwaway distributions must list."""
+    keys = [r.sort_key for r in Registry.discover().backends()] + list(extra)
+    return [list(k) for k in sorted(keys)]
+
+
+def run_python(script: str, *sites: Path, cwd: Path) -> dict:
+    """Run ``script`` in a fresh interpreter of this venv with ``sites`` on PYTHONPATH;
+    its last stdout line is JSON."""
+    env = {k: v for k, v in os.environ.items() if k != SELECT_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(str(s) for s in sites)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- a third-party backend end to end ---------------------------------------------------------
+
+DEMO_SCRIPT = """
+import importlib.metadata, json
+import numpy as np
+from vyre_core import ir
+from vyre_core.registry import Registry
+from vyre_workers.backend_host import BackendHost
+
+registry = Registry.discover()
+demo = registry.get("demo")
+
+k = ir.Kernel(workgroup=(4,))
+a = k.read("a", ir.u32)
+b = k.read("b", ir.u32)
+out = k.output("out", ir.u32, count=10)
+i = k.let("i", ir.global_id(0))
+with k.if_(i < a.len):
+    out[i] = a[i] ^ b[i]
+program = k.build()
+
+host = BackendHost(demo.plugin, name="demo")
+a = np.arange(10, dtype=np.uint32) * np.uint32(0x01010101)
+b = np.array([0xFFFFFFFF, 1, 2, 3, 0x80000000, 5, 6, 7, 8, 0x0F0F0F0F], dtype=np.uint32)
+result, = host.dispatch(program, [a, b])
+plan = host.plan(program, [a, b])
+print(json.dumps({
+    "ids": registry.ids(),
+    "order": [list(r.sort_key) for r in registry.backends()],
+    "broken": [p.name for p in registry.broken],
+    "demo": {"id": demo.id, "version": demo.version, "distribution": demo.distribution,
+             "precedence": demo.precedence, "is_reference": demo.is_reference,
+             "entry_point": demo.entry_point,
+             "claims_workgroup": list(demo.claims.max_workgroup_size),
+             "claims_invocations": demo.claims.max_invocations_per_workgroup,
+             "claims_per_dimension": demo.claims.max_workgroups_per_dimension},
+    "module_file": demo.plugin.__file__,
+    "installed_version": importlib.metadata.version("vyre-thirdparty-demo"),
+    "host": {"id": host.id(), "version": host.version(), "precedence": host.precedence(),
+             "max_workgroup_size": list(host.capabilities().max_workgroup_size),
+             "max_invocations": host.capabilities().max_invocations_per_workgroup},
+    "grid": list(plan.grid),
+    "dtype": str(result.dtype),
+    "result": result.tolist(),
+    "dispatches": demo.plugin.dispatches,
+}))
+"""
+
+
+def test_a_pip_installed_third_party_backend_runs_end_to_end(demo_site, tmp_path):
+    report = run_python(DEMO_SCRIPT, demo_site, cwd=tmp_path)
+    assert report["ids"][:2] == ["demo", "reference"]  # precedence 50 sorts before 900
+    assert report["order"] == venv_order_with((50, "demo"))
+    assert report["broken"] == []
+    assert report["demo"] == {
+        "id": "demo", "version": "0.3.0", "distribution": "vyre-thirdparty-demo",
+        "precedence": 50, "is_reference": False, "entry_point": "demo = vyre_demo_backend",
+        "claims_workgroup": [64, 1, 1], "claims_invocations": 64,
+        "claims_per_dimension": 1024}
+    assert Path(report["module_file"]).parent == demo_site  # the installed copy ran
+    assert report["installed_version"] == "0.3.0"
+    assert report["host"] == {"id": "demo", "version": "0.3.0", "precedence": 50,
+                              "max_workgroup_size": [64, 1, 1], "max_invocations": 64}
+    assert report["grid"] == [3, 1, 1]  # ceil(10 / 4) workgroups
+    assert report["dtype"] == "uint32"
+    assert report["result"] == [
+        0xFFFFFFFF, 0x01010100, 0x02020200, 0x03030300, 0x84040404,
+        0x05050500, 0x06060600, 0x07070700, 0x08080800, 0x06060606]
+    a = np.arange(10, dtype=np.uint32) * np.uint32(0x01010101)
+    b = np.array([0xFFFFFFFF, 1, 2, 3, 0x80000000, 5, 6, 7, 8, 0x0F0F0F0F], dtype=np.uint32)
+    assert report["result"] == (a ^ b).tolist()
+    assert report["dispatches"] == 1
+
+
+def test_the_demo_distribution_is_invisible_to_this_process(demo_site):
+    """The install went to its own --target folder, never into the venv."""
+    assert "demo" not in Registry.discover().ids()
+    assert "vyre_demo_backend" not in sys.modules
+
+
+# -- broken plugins ---------------------------------------------------------------------------
+
+BROKEN_SCRIPT = """
+import json
+from vyre_core.registry import Registry
+
+registry = Registry.discover()
+print(json.dumps({
+    "order": [list(r.sort_key) for r in registry.backends()],
+    "broken": [{"name": p.name, "distribution": p.distribution, "error": p.error,
+                "traceback": p.traceback} for p in registry.broken],
+}))
+"""
+
+
+def test_broken_plugins_are_reported_not_fatal(demo_site, tmp_path):
+    broken_site = write_dist(tmp_path / "broken-site", "vyre-broken-import",
+                             {"broken_import": "vyre_broken_import",
+                              "missing_module": "vyre_no_such_module_anywhere"},
+                             ("vyre_broken_import",))
+    write_dist(broken_site, "vyre-bad-signature", {"bad_signature": "vyre_bad_signature"},
+               ("vyre_bad_signature",))
+    report = run_python(BROKEN_SCRIPT, broken_site, demo_site, cwd=tmp_path)
+    assert report["order"] == venv_order_with((50, "demo"))  # the good backends are all there
+    broken = {p["name"]: p for p in report["broken"]}
+    assert sorted(broken) == ["bad_signature", "broken_import", "missing_module"]
+
+    imp = broken["broken_import"]
+    assert imp["distribution"] == "vyre-broken-import"
+    assert imp["error"] == "ImportError: vyre_broken_import cannot find libvyre_missing_device.so"
+    assert "Traceback (most recent call last)" in imp["traceback"]
+    assert "vyre_broken_import.py" in imp["traceback"]
+    assert ("ImportError: vyre_broken_import cannot find libvyre_missing_device.so"
+            in imp["traceback"])
+
+    missing = broken["missing_module"]
+    assert missing["distribution"] == "vyre-broken-import"
+    assert missing["error"] == ("ModuleNotFoundError: No module named "
+                                "'vyre_no_such_module_anywhere'")
+    assert "ModuleNotFoundError" in missing["traceback"]
+
+    bad = broken["bad_signature"]
+    assert bad["distribution"] == "vyre-bad-signature"
+    assert bad["error"].startswith("[E1402] plugin 'bad_signature' has a bad hook")
+    assert "stream_handle" in bad["error"] and "\nFix: " in bad["error"]
+    assert "PluginLoadError" in bad["traceback"]
+    assert "vyre_dispatch(program, inputs, config, stream_handle)" in bad["traceback"]
+
+
+# -- side-effect-free discovery ---------------------------------------------------------------
+
+SIDE_EFFECT_SCRIPT = """
+import json, sys, threading
+import psutil
+from vyre_core.registry import Registry
+
+registry = Registry.discover()
+report = {
+    "order": [list(r.sort_key) for r in registry.backends()],
+    "broken": [p.error for p in registry.broken],
+    "lazy_claims_subgroup": registry.get("lazy-device").claims.supports_subgroup_ops,
+    "entry_module_imported": "vyre_lazy_device_backend" in sys.modules,
+    "wgpu_imported": "wgpu" in sys.modules,
+    "fake_device_imported": "vyre_fake_gpu_device" in sys.modules,
+    "threads": threading.active_count(),
+    "thread_names": [t.name for t in threading.enumerate()],
+    "children": [p.pid for p in psutil.Process().children(recursive=True)],
+}
+# positive control: the probes do see a device library once one is imported
+import vyre_fake_gpu_device
+report["threads_after_device_import"] = threading.active_count()
+report["fake_device_after_import"] = "vyre_fake_gpu_device" in sys.modules
+print(json.dumps(report))
+"""
+
+
+def test_discovery_imports_no_device_library_and_starts_nothing(tmp_path):
+    site = write_dist(tmp_path / "lazy-site", "vyre-lazy-device",
+                      {"lazy": "vyre_lazy_device_backend"},
+                      ("vyre_lazy_device_backend", "vyre_fake_gpu_device"))
+    report = run_python(SIDE_EFFECT_SCRIPT, site, cwd=tmp_path)
+    assert report["order"] == venv_order_with((10, "lazy-device"))
+    assert report["broken"] == []
+    assert report["lazy_claims_subgroup"] is True
+    assert report["entry_module_imported"] is True  # the small entry module is loaded ...
+    assert report["wgpu_imported"] is False          # ... but no device library
+    assert report["fake_device_imported"] is False
+    assert report["threads"] == 1, report["thread_names"]
+    assert report["children"] == []
+    assert report["threads_after_device_import"] == 2
+    assert report["fake_device_after_import"] is True
