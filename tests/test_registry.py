@@ -236,10 +236,10 @@ import importlib.metadata, json
 import numpy as np
 from vyre_core import ir
 from vyre_core.registry import Registry
+from vyre_core.routing import Router
 from vyre_workers.backend_host import BackendHost
 
 registry = Registry.discover()
-demo = registry.get("demo")
 
 k = ir.Kernel(workgroup=(4,))
 a = k.read("a", ir.u32)
@@ -250,7 +250,9 @@ with k.if_(i < a.len):
     out[i] = a[i] ^ b[i]
 program = k.build()
 
-host = BackendHost(demo.plugin, name="demo")
+decision = Router.from_registry(registry).route(program)  # no backend named
+demo = registry.get(decision.backend)
+host = BackendHost(demo.plugin, name=decision.backend)
 a = np.arange(10, dtype=np.uint32) * np.uint32(0x01010101)
 b = np.array([0xFFFFFFFF, 1, 2, 3, 0x80000000, 5, 6, 7, 8, 0x0F0F0F0F], dtype=np.uint32)
 result, = host.dispatch(program, [a, b])
@@ -270,6 +272,7 @@ print(json.dumps({
     "host": {"id": host.id(), "version": host.version(), "precedence": host.precedence(),
              "max_workgroup_size": list(host.capabilities().max_workgroup_size),
              "max_invocations": host.capabilities().max_invocations_per_workgroup},
+    "routed": [decision.backend, decision.reason],
     "grid": list(plan.grid),
     "dtype": str(result.dtype),
     "result": result.tolist(),
@@ -292,6 +295,7 @@ def test_a_pip_installed_third_party_backend_runs_end_to_end(demo_site, tmp_path
     assert report["installed_version"] == "0.3.0"
     assert report["host"] == {"id": "demo", "version": "0.3.0", "precedence": 50,
                               "max_workgroup_size": [64, 1, 1], "max_invocations": 64}
+    assert report["routed"] == ["demo", "first capable backend by precedence (rank 50)"]
     assert report["grid"] == [3, 1, 1]  # ceil(10 / 4) workgroups
     assert report["dtype"] == "uint32"
     assert report["result"] == [
