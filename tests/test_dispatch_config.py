@@ -10,6 +10,7 @@ import math
 import msgpack
 import numpy as np
 import pytest
+from counting_backend import CountingBackend
 
 import vyre_reference
 import vyre_reference.backend
@@ -25,37 +26,6 @@ from vyre_workers.backend_host import BackendHost
 @pytest.fixture
 def host() -> BackendHost:
     return BackendHost(vyre_reference.backend)
-
-
-class CountingBackend:
-    """A backend plugin that runs the reference interpreter and counts its dispatches."""
-
-    VYRE_CONTRACT = 1
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def vyre_backend_id(self) -> str:
-        return "counting"
-
-    def vyre_dispatch(self, program, inputs, config):
-        self.calls += 1
-        return vyre_reference.run(program, inputs, grid=config.grid_override)
-
-    def vyre_max_workgroup_size(self):
-        return (1024, 1024, 64)
-
-    def vyre_max_invocations_per_workgroup(self) -> int:
-        return 1024
-
-    def vyre_max_workgroups_per_dimension(self) -> int:
-        return 65535
-
-    def vyre_max_storage_buffer_bytes(self) -> int:
-        return 2**31
-
-    def vyre_max_workgroup_memory_bytes(self) -> int:
-        return 1 << 16
 
 
 def counting_host() -> tuple[BackendHost, CountingBackend]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from counting_backend import CountingBackend
 
 import vyre_reference
 import vyre_reference.backend
@@ -196,31 +197,6 @@ def test_no_capabilities_means_no_limit_checks():
 
 
 # -- through the backend host --------------------------------------------------------------
-
-
-class CountingBackend:
-    """The reference interpreter with the reference's limits, counting dispatches."""
-
-    VYRE_CONTRACT = 1
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def vyre_backend_id(self) -> str:
-        return "counting"
-
-    def vyre_dispatch(self, program, inputs, config):
-        self.calls += 1
-        return vyre_reference.run(program, inputs, grid=config.grid_override)
-
-    def vyre_max_workgroup_size(self):
-        return (1024, 1024, 64)
-
-    def vyre_max_invocations_per_workgroup(self) -> int:
-        return 1024
-
-    def vyre_max_workgroups_per_dimension(self) -> int:
-        return 65535
 
 
 def test_reference_host_refuses_a_workgroup_of_2048_before_running():
