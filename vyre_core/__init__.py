@@ -6,8 +6,9 @@ and supervisor). It never imports a concrete backend.
 
 from vyre_core import errors, ir
 from vyre_core.config import DispatchConfig
+from vyre_core.driver import Driver
 from vyre_core.errors import VyreError
 from vyre_core.ir import Program
 
 __version__ = "0.1.0"
-__all__ = ["DispatchConfig", "Program", "VyreError", "__version__", "errors", "ir"]
+__all__ = ["DispatchConfig", "Driver", "Program", "VyreError", "__version__", "errors", "ir"]

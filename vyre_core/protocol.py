@@ -1,0 +1,166 @@
+"""The parent <-> worker wire protocol: the one codec both sides use.
+
+A message is a msgpack header frame followed by one raw frame per array. The header is
+``{"v", "op", "id", "gen", "meta", "arrays": [[dtype, count], ...]}``. Arrays cross
+without pickle: received frames become read-only numpy arrays over the message memory
+(``np.frombuffer``), and large frames are sent without copying. Everything received is
+checked (version, operation, field types, frame count, sizes against dtype and count,
+size caps); a bad message raises ``ProtocolError`` carrying the request id when known.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import numpy as np
+import zmq
+
+from vyre_core.errors import ProtocolError
+
+PROTOCOL_VERSION = 1
+MAX_HEADER_BYTES = 1 << 20
+MAX_ARRAYS = 256
+MAX_MESSAGE_BYTES = 1 << 36
+ZERO_COPY_THRESHOLD = 1 << 16  # frames at least this large are sent without copying
+
+DTYPES = {name: np.dtype(name) for name in ("u1", "u4", "i4", "f2", "f4", "f8")}
+_DTYPE_NAMES = {dt: name for name, dt in DTYPES.items()}
+
+
+class Op(enum.StrEnum):
+    # worker -> parent
+    HELLO = "hello"                  # started: pid, backend, version, capabilities
+    HELLO_FAILED = "hello_failed"    # could not start: error and traceback
+    REPLY = "reply"
+    ERROR = "error"                  # meta["error"] is a VyreError dict
+    HEARTBEAT = "heartbeat"
+    # parent -> worker
+    PING = "ping"
+    DISPATCH = "dispatch"
+    COMPILE = "compile"
+    PIPELINE_DISPATCH = "pipeline_dispatch"
+    ALLOCATE = "allocate"
+    UPLOAD = "upload"
+    DOWNLOAD = "download"
+    FREE = "free"
+    DISPATCH_RESIDENT = "dispatch_resident"
+    CAPABILITIES = "capabilities"
+    FLUSH = "flush"
+    DEVICE_LOST = "device_lost"
+    TRY_RECOVER = "try_recover"
+    SHUTDOWN = "shutdown"
+
+
+REQUESTS = frozenset({Op.PING, Op.DISPATCH, Op.COMPILE, Op.PIPELINE_DISPATCH, Op.ALLOCATE,
+                      Op.UPLOAD, Op.DOWNLOAD, Op.FREE, Op.DISPATCH_RESIDENT, Op.CAPABILITIES,
+                      Op.FLUSH, Op.DEVICE_LOST, Op.TRY_RECOVER, Op.SHUTDOWN})
+
+
+@dataclass
+class Message:
+    op: Op
+    id: int = 0
+    gen: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+    arrays: list[np.ndarray] = field(default_factory=list)
+
+
+def as_frame_array(data: Any) -> np.ndarray:
+    """An array or bytes as a 1-D contiguous array of a protocol dtype."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return np.frombuffer(data, dtype=np.uint8)
+    array = np.ascontiguousarray(data).reshape(-1)
+    if array.dtype not in _DTYPE_NAMES:
+        raise ProtocolError(f"arrays of dtype {array.dtype} cannot cross the protocol",
+                            f"Use one of {sorted(DTYPES)}.")
+    return array
+
+
+def encode(msg: Message) -> list[Any]:
+    """The frames of ``msg``: header then arrays (arrays are not copied)."""
+    arrays = [as_frame_array(a) for a in msg.arrays]
+    header = msgpack.packb({
+        "v": PROTOCOL_VERSION, "op": str(msg.op), "id": msg.id, "gen": msg.gen,
+        "meta": msg.meta, "arrays": [[_DTYPE_NAMES[a.dtype], int(a.shape[0])] for a in arrays],
+    }, use_bin_type=True)
+    return [header, *arrays]
+
+
+def send(socket: zmq.Socket, msg: Message, identity: bytes | None = None) -> None:
+    """Send ``msg`` (to ``identity`` on a ROUTER); large arrays go without a copy."""
+    frames = encode(msg)
+    if identity is not None:
+        frames.insert(0, identity)
+    last = len(frames) - 1
+    for i, frame in enumerate(frames):
+        size = frame.nbytes if isinstance(frame, np.ndarray) else len(frame)
+        socket.send(frame, zmq.SNDMORE if i < last else 0, copy=size < ZERO_COPY_THRESHOLD)
+
+
+def decode(frames: list[Any], max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
+    """Check and decode received frames (``zmq.Frame`` or bytes) into a Message."""
+    if not frames:
+        raise _bad("empty message", None)
+    header_bytes = _buffer(frames[0])
+    if len(header_bytes) > MAX_HEADER_BYTES:
+        raise _bad(f"header of {len(header_bytes)} bytes is over {MAX_HEADER_BYTES}", None)
+    try:
+        header = msgpack.unpackb(header_bytes, raw=False, strict_map_key=True,
+                                 max_array_len=MAX_ARRAYS * 2 + 64, max_map_len=64,
+                                 max_str_len=MAX_HEADER_BYTES, max_bin_len=MAX_HEADER_BYTES)
+    except Exception as exc:  # the msgpack boundary
+        raise _bad(f"header is not msgpack ({exc})", None) from None
+    if not isinstance(header, dict):
+        raise _bad(f"header is a {type(header).__name__}, not a map", None)
+    request_id = header.get("id")
+    rid = request_id if _is_uint(request_id) else None
+    if header.get("v") != PROTOCOL_VERSION:
+        raise _bad(f"protocol version {header.get('v')!r}, expected {PROTOCOL_VERSION}", rid)
+    try:
+        op = Op(header.get("op"))
+    except ValueError:
+        raise _bad(f"unknown operation {header.get('op')!r}", rid) from None
+    gen, meta, specs = header.get("gen"), header.get("meta"), header.get("arrays")
+    if rid is None or not _is_uint(gen) or not isinstance(meta, dict) \
+            or not isinstance(specs, list):
+        raise _bad("header needs integer id and gen, a meta map and an arrays list", rid)
+    if len(specs) > MAX_ARRAYS or len(specs) != len(frames) - 1:
+        raise _bad(f"header declares {len(specs)} arrays but {len(frames) - 1} frames follow",
+                   rid)
+    arrays, total = [], 0
+    for i, (spec, frame) in enumerate(zip(specs, frames[1:], strict=True)):
+        if not (isinstance(spec, list) and len(spec) == 2 and spec[0] in DTYPES
+                and _is_uint(spec[1])):
+            raise _bad(f"array {i} is declared as {spec!r}, not [dtype, count]", rid)
+        dtype, count = DTYPES[spec[0]], spec[1]
+        data = _buffer(frame)
+        if count * dtype.itemsize != len(data):
+            raise _bad(f"array {i} declares {count} x {dtype} but its frame has {len(data)} "
+                       "bytes", rid)
+        total += len(data)
+        if total > max_bytes:
+            raise _bad(f"message carries more than {max_bytes} bytes", rid)
+        arrays.append(np.frombuffer(data, dtype=dtype))
+    return Message(op, rid, gen, meta, arrays)
+
+
+def _buffer(frame: Any) -> memoryview:
+    return memoryview(frame.buffer if isinstance(frame, zmq.Frame) else frame).cast("B")
+
+
+def _is_uint(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
+def _bad(cause: str, request_id: int | None) -> ProtocolError:
+    return ProtocolError(f"malformed message: {cause}",
+                         "Use matching vyre versions in the parent and the workers; "
+                         "never write to a worker socket by hand.", request_id=request_id)
+
+
+def error_message(error: Any, request_id: int, gen: int) -> Message:
+    """The reply carrying a VyreError (as a dict) for ``request_id``."""
+    return Message(Op.ERROR, request_id, gen, {"error": error.to_dict()})

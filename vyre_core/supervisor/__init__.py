@@ -1,0 +1,1 @@
+"""Worker supervision: the private run directory, worker processes, and pools."""

@@ -1,0 +1,124 @@
+"""Worker process entry point: ``python -m vyre_workers --backend ID ...``.
+
+Started only by the supervisor. It dies with its parent (the kernel's parent-death
+signal works even while this process is stuck in native code), loads exactly one
+backend entry point, prepares it, says hello with its probed capabilities, and serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from importlib import metadata
+
+import zmq
+
+from vyre_core import protocol
+from vyre_core.errors import PluginLoadError, as_vyre_error
+from vyre_core.protocol import Message, Op
+from vyre_core.registry import ENTRY_POINT_GROUP
+from vyre_workers.backend_host import BackendHost
+from vyre_workers.server import WorkerServer
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL us when the parent goes; exit if it already went."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def load_backend(entry_point: str, backend: str, generation: int) -> BackendHost:
+    matches = metadata.entry_points(group=ENTRY_POINT_GROUP, name=entry_point)
+    if not matches:
+        raise PluginLoadError(f"no entry point {entry_point!r} in group {ENTRY_POINT_GROUP}",
+                              "Install the backend's distribution in the worker's Python.")
+    host = BackendHost(next(iter(matches)).load(), entry_point, generation)
+    if host.id() != backend:
+        raise PluginLoadError(f"entry point {entry_point!r} is backend {host.id()!r}, "
+                              f"expected {backend!r}", "Reinstall the backend distribution.")
+    return host
+
+
+def heartbeat(context: zmq.Context, endpoint: str, identity: bytes, interval: float,
+              stop: threading.Event) -> None:
+    """Beats from its own socket: they stop when the main thread holds the GIL forever."""
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.IDENTITY, identity + b":hb")
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(endpoint)
+    try:
+        while not stop.wait(interval):
+            protocol.send(socket, Message(Op.HEARTBEAT))
+    finally:
+        socket.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vyre_workers")
+    parser.add_argument("--backend", required=True)
+    parser.add_argument("--entry-point", required=True)
+    parser.add_argument("--endpoint", required=True)
+    parser.add_argument("--identity", required=True)
+    parser.add_argument("--generation", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--heartbeat", type=float, default=0.5)
+    args = parser.parse_args(argv)
+    die_with_parent(args.parent_pid)
+
+    context = zmq.Context()
+    socket = context.socket(zmq.DEALER)
+    identity = args.identity.encode()
+    socket.setsockopt(zmq.IDENTITY, identity)
+    socket.setsockopt(zmq.LINGER, 1000)
+    socket.connect(args.endpoint)
+    try:
+        host = load_backend(args.entry_point, args.backend, args.generation)
+        host.prepare()
+        caps = host.capabilities()
+    except BaseException as exc:  # report why we cannot start, then leave
+        text = traceback.format_exc()
+        sys.stderr.write(text)
+        protocol.send(socket, Message(Op.HELLO_FAILED, 0, args.generation, {
+            "error": as_vyre_error(exc, f"starting backend {args.backend!r}").to_dict(),
+            "traceback": text}))
+        socket.close()
+        context.term()
+        return 3
+
+    server = WorkerServer(host, socket)
+
+    def on_sigterm(signum, frame):  # finish the current request, then leave
+        server.stopping = True
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    stop = threading.Event()
+    beat = threading.Thread(target=heartbeat, name="vyre-heartbeat", daemon=True,
+                            args=(context, args.endpoint, identity, args.heartbeat, stop))
+    beat.start()
+    protocol.send(socket, Message(Op.HELLO, 0, args.generation, {
+        "pid": os.getpid(), "backend": host.id(), "version": host.version(),
+        "capabilities": caps.to_dict(), "started": time.time()}))
+    try:
+        server.serve()
+        host.shutdown()  # after SHUTDOWN or SIGTERM: release the device cleanly
+    finally:
+        stop.set()
+        beat.join(timeout=2)
+        socket.close()
+        context.term()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
