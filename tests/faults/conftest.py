@@ -1,0 +1,34 @@
+"""The fault-injection suite: real worker processes misbehaving on request.
+
+The ``vyre-faults`` test distribution is pip-installed (offline) into a temporary folder
+once per session, and put on the path of this process and of every worker it starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DISTRIBUTION = Path(__file__).parent / "vyre-faults"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def faults_installed(tmp_path_factory) -> Path:
+    site = tmp_path_factory.mktemp("faults-site")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+         "--no-index", "--disable-pip-version-check", "--quiet", "--target", str(site),
+         str(DISTRIBUTION)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    old_path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), old_path]))
+    sys.path.insert(0, str(site))
+    yield site
+    sys.path.remove(str(site))
+    if old_path is None:
+        del os.environ["PYTHONPATH"]
+    else:
+        os.environ["PYTHONPATH"] = old_path

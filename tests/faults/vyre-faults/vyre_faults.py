@@ -1,0 +1,144 @@
+"""A vyre backend that misbehaves on request, for fault-injection tests.
+
+It computes like the reference backend, except when told to fail:
+
+* per dispatch, by ``DispatchConfig.label`` = ``"fault:<kind>[:<arg>]"``:
+  ``exit`` (hard exit), ``segfault``, ``abort``, ``hang_python``, ``hang_native`` (blocks in
+  C while holding the GIL), ``sleep:<seconds>``, ``leak:<MiB>`` (keeps that much memory),
+  ``device_lost``, ``malformed`` (returns garbage outputs), ``crash_once:<path>`` (exits
+  unless <path> exists, creating it: the retry then succeeds);
+* at start-up in a worker, by ``VYRE_FAULTS`` (comma-separated): ``crash_import``,
+  ``crash_prepare``, ``exit_prepare``, ``no_recover``;
+* ``VYRE_FAULTS_PRECEDENCE`` sets its routing rank (default 5000: after the reference).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+import numpy as np
+
+from vyre_core.contract import hookimpl
+from vyre_reference import run
+from vyre_reference.backend import CLAIMS
+
+VYRE_CONTRACT = 1
+_STARTUP = set(filter(None, os.environ.get("VYRE_FAULTS", "").split(",")))
+_IN_WORKER = "VYRE_WORKER" in os.environ
+
+if _IN_WORKER and "crash_import" in _STARTUP:
+    raise ImportError("vyre_faults: injected crash at import (VYRE_FAULTS=crash_import)")
+
+_leaked: list[np.ndarray] = []
+_device_lost = False
+
+
+@hookimpl
+def vyre_backend_id() -> str:
+    return "faults"
+
+
+@hookimpl
+def vyre_backend_version() -> str:
+    return "0.1.0"
+
+
+@hookimpl
+def vyre_backend_precedence() -> int:
+    return int(os.environ.get("VYRE_FAULTS_PRECEDENCE", "5000"))
+
+
+@hookimpl
+def vyre_backend_claims() -> dict:
+    return dict(CLAIMS)
+
+
+@hookimpl
+def vyre_supports_f16() -> bool:
+    return CLAIMS["supports_f16"]
+
+
+@hookimpl
+def vyre_supports_f64() -> bool:
+    return CLAIMS["supports_f64"]
+
+
+@hookimpl
+def vyre_max_workgroup_size():
+    return CLAIMS["max_workgroup_size"]
+
+
+@hookimpl
+def vyre_max_invocations_per_workgroup() -> int:
+    return CLAIMS["max_invocations_per_workgroup"]
+
+
+@hookimpl
+def vyre_max_workgroups_per_dimension() -> int:
+    return CLAIMS["max_workgroups_per_dimension"]
+
+
+@hookimpl
+def vyre_max_storage_buffer_bytes() -> int:
+    return CLAIMS["max_storage_buffer_bytes"]
+
+
+@hookimpl
+def vyre_max_workgroup_memory_bytes() -> int:
+    return CLAIMS["max_workgroup_memory_bytes"]
+
+
+@hookimpl
+def vyre_prepare() -> None:
+    if "crash_prepare" in _STARTUP:
+        raise RuntimeError("vyre_faults: injected failure in prepare (VYRE_FAULTS=crash_prepare)")
+    if "exit_prepare" in _STARTUP:
+        os._exit(5)
+
+
+@hookimpl
+def vyre_dispatch(program, inputs, config):
+    global _device_lost
+    label = config.label or ""
+    kind, _, arg = label.removeprefix("fault:").partition(":") if label.startswith("fault:") \
+        else ("", "", "")
+    if kind == "exit":
+        os._exit(17)
+    elif kind == "segfault":
+        ctypes.string_at(0)
+    elif kind == "abort":
+        os.abort()
+    elif kind == "hang_python":
+        while True:
+            time.sleep(0.05)
+    elif kind == "hang_native":
+        ctypes.PyDLL(None).sleep(3600)  # a PyDLL call keeps the GIL: nothing else runs
+    elif kind == "sleep":
+        time.sleep(float(arg))
+    elif kind == "leak":
+        block = np.ones(int(float(arg) * 2**20), dtype=np.uint8)  # touched: really resident
+        _leaked.append(block)
+    elif kind == "device_lost":
+        _device_lost = True
+        raise RuntimeError("vyre_faults: the device is lost (injected)")
+    elif kind == "malformed":
+        return ["not an array"] * len(program.outputs)
+    elif kind == "crash_once" and not os.path.exists(arg):
+        open(arg, "w").close()
+        os._exit(18)
+    return run(program, inputs, grid=config.grid_override)
+
+
+@hookimpl
+def vyre_device_lost() -> bool:
+    return _device_lost
+
+
+@hookimpl
+def vyre_try_recover() -> None:
+    global _device_lost
+    if "no_recover" in _STARTUP:
+        raise RuntimeError("vyre_faults: recovery refused (VYRE_FAULTS=no_recover)")
+    _device_lost = False
