@@ -1,7 +1,8 @@
 """saxpy: ``out[i] = a * x[i] + y[i]`` over f32, the elementwise kernel of the README.
 
-Run it: ``python examples/saxpy.py [N]``. It builds the program, runs it on the reference
-backend and checks every output against the same expression written in numpy.
+Run it: ``python examples/saxpy.py [N]``. It builds the program, routes it to the best
+backend, runs it in that backend's supervised worker process and checks every output
+against the same expression written in numpy.
 """
 
 from __future__ import annotations
@@ -37,15 +38,21 @@ def expected(x: np.ndarray, y: np.ndarray, a: np.ndarray) -> list[np.ndarray]:
 
 
 def main(argv: list[str]) -> int:
-    from vyre_reference import run
+    import vyre_core as vyre
 
     n = int(argv[1]) if len(argv) > 1 else 1_000_000
     prog, data = program(n), inputs(n)
-    start = time.perf_counter()
-    out, = run(prog, data)
-    seconds = time.perf_counter() - start
+    with vyre.Driver() as drv:
+        decision = drv.route(prog)
+        drv.dispatch(prog, data)  # the first call starts the backend's worker process
+        start = time.perf_counter()
+        out, = drv.dispatch(prog, data)
+        seconds = time.perf_counter() - start
+        worker = drv.status()["pools"][decision.backend]["workers"][0]
     ok = out.tobytes() == expected(*data)[0].tobytes()
-    print(f"saxpy  n={n}  program {prog.fingerprint()[:16]}  backend=reference")
+    print(f"saxpy  n={n}  program {prog.fingerprint()[:16]}")
+    print(f"  routed to {decision.backend!r}: {decision.reason}")
+    print(f"  ran in worker pid {worker['pid']} (generation {worker['generation']})")
     print(f"  out[:4] = {out[:4]}")
     print(f"  {seconds * 1e3:.1f} ms, result {'matches numpy byte for byte' if ok else 'WRONG'}")
     return 0 if ok else 1

@@ -38,11 +38,12 @@ def test_contract_page_lists_every_hook_with_its_arguments_and_default():
     assert rows == expected
 
 
-def test_readme_kernel_and_routing_snippets_run_as_written(capsys):
+def test_readme_kernel_and_driver_snippets_run_as_written(capsys):
     """A new user pastes the README's first two Python blocks; they must work."""
     readme = (DOCS.parent / "README.md").read_text()
     kernel, routing = re.findall(r"```python\n(.*?)```", readme, re.S)[:2]
     namespace: dict = {}
     exec(compile(kernel + routing, "README.md", "exec"), namespace)
     assert namespace["out"][0].tobytes() == namespace["result"].tobytes()
+    assert namespace["again"][0].tobytes() == namespace["result"].tobytes()
     assert "reference (rank 900): chosen" in capsys.readouterr().out
