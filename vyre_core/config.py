@@ -5,7 +5,7 @@ A bad value is refused at construction with a ``Fix:``, never discovered mid-dis
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -75,7 +75,14 @@ class DispatchConfig:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in _FIELDS}
+
+    def evolve(self, **checked: Any) -> DispatchConfig:
+        """A copy with ``checked`` changes that are valid by construction (e.g. a grid the
+        launch planner normalised); skips re-validation on the dispatch hot path."""
+        new = object.__new__(DispatchConfig)
+        new.__dict__.update(self.__dict__, **checked)
+        return new
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DispatchConfig:
@@ -88,6 +95,9 @@ class DispatchConfig:
     def describe(self) -> str:
         """How errors name this dispatch."""
         return f"dispatch {self.label!r}" if self.label else "dispatch"
+
+
+_FIELDS = tuple(DispatchConfig.__dataclass_fields__)
 
 
 def _is_int(value: Any, minimum: int) -> bool:

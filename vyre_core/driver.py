@@ -160,10 +160,13 @@ class Driver:
                 raise PoolFailedError("the driver is closed", "Create a new vyre Driver.")
             pool = self._pools.get(backend)
             if pool is None:
-                options = self._backend_options.get(backend, self.options)
                 pool = self._pools[backend] = Pool(self.registry.get(backend), self._rundir,
-                                                   options, self.router.invalidate)
+                                                   self._options_for(backend),
+                                                   self.router.invalidate)
             return pool
+
+    def _options_for(self, backend: str) -> PoolOptions:
+        return self._backend_options.get(backend, self.options)
 
     def _routed_call(self, program: Program, backend: str | None,
                      request: Request) -> tuple[Pool, tuple[dict[str, Any], list[Any]]]:
@@ -210,7 +213,8 @@ class Driver:
         program = effective_program(program, config)
         config = config.replace(workgroup_override=None)
         request = Request(Op.COMPILE, {"program": program.to_wire(), "config": config.to_dict()},
-                          [], timeout=self.options.compile_timeout)
+                          [], timeout=self._options_for(
+                              self.router.route(program, backend).backend).compile_timeout)
         pool, (meta, _) = self._routed_call(program, backend, request)
         slot, generation = request.served_by
         pipeline_id = meta["pipeline"]

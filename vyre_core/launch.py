@@ -65,7 +65,7 @@ def plan_grid(program: Program, lengths: dict[str, int], config: DispatchConfig,
                 "Raise DispatchConfig.max_output_bytes, or shrink the output buffers.")
     if caps is not None:
         check_limits(program, grid, lengths, caps, backend)
-    return grid, config.replace(grid_override=grid, workgroup_override=None)
+    return grid, config.evolve(grid_override=grid, workgroup_override=None)
 
 
 def check_limits(program: Program, grid: tuple[int, int, int], lengths: dict[str, int],
@@ -125,9 +125,10 @@ def run_launch(plan: LaunchPlan, runner: Runner, backend: str) -> Outputs:
             wall += elapsed
             device_known = False
         outputs = abi.check_outputs(plan.program, result, plan.lengths, backend)
-        if all(inputs[i].tobytes() == outputs[o].tobytes()
-               for i, o in zip(rw, rw_out, strict=True)):
-            break  # bitwise fixpoint (NaN-safe); with no read_write buffer, one run
+        if plan.config.fixpoint_iterations == 1 or all(
+                np.array_equal(inputs[i].view(np.uint8), outputs[o].view(np.uint8))
+                for i, o in zip(rw, rw_out, strict=True)):
+            break  # bitwise fixpoint (NaN-safe, no copies); with no read_write buffer, one run
         inputs = list(inputs)
         for i, o in zip(rw, rw_out, strict=True):
             inputs[i] = outputs[o]

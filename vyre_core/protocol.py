@@ -117,7 +117,7 @@ def decode(frames: list[Any], max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
         raise _bad(f"header is a {type(header).__name__}, not a map", None)
     request_id = header.get("id")
     rid = request_id if _is_uint(request_id) else None
-    if header.get("v") != PROTOCOL_VERSION:
+    if type(header.get("v")) is not int or header["v"] != PROTOCOL_VERSION:
         raise _bad(f"protocol version {header.get('v')!r}, expected {PROTOCOL_VERSION}", rid)
     try:
         op = Op(header.get("op"))
@@ -143,7 +143,9 @@ def decode(frames: list[Any], max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
         total += len(data)
         if total > max_bytes:
             raise _bad(f"message carries more than {max_bytes} bytes", rid)
-        arrays.append(np.frombuffer(data, dtype=dtype))
+        array = np.frombuffer(data, dtype=dtype)
+        array.flags.writeable = False  # a view of the message: never written through
+        arrays.append(array)
     return Message(op, rid, gen, meta, arrays)
 
 

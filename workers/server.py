@@ -8,6 +8,7 @@ reply is DeviceLostError, so the supervisor recovers this worker.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import OrderedDict
 from collections.abc import Callable
@@ -71,12 +72,14 @@ class WorkerServer:
             Op.SHUTDOWN: self._shutdown,
         }
 
-    def serve(self, poll_ms: int = 100) -> None:
+    def serve(self, wake_ms: int = 100) -> None:
         """Answer requests until SHUTDOWN or ``stopping`` is set (e.g. by SIGTERM)."""
+        self.socket.setsockopt(zmq.RCVTIMEO, wake_ms)  # cheaper than poll-then-recv
         while not self.stopping:
-            if not self.socket.poll(poll_ms):
+            try:
+                frames = self.socket.recv_multipart(copy=False)
+            except zmq.Again:
                 continue
-            frames = self.socket.recv_multipart(copy=False)
             protocol.send(self.socket, self.handle(frames))
 
     def handle(self, frames: list[Any]) -> Message:
@@ -177,7 +180,17 @@ def _config(meta: dict[str, Any]) -> DispatchConfig:
     raw = meta.get("config", {})
     if not isinstance(raw, dict):
         raise ProtocolError("request config must be a map", "Send DispatchConfig.to_dict().")
-    return DispatchConfig.from_dict(raw)
+    try:
+        key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in raw.items()))
+        return _cached_config(key)
+    except TypeError:  # unhashable values: not a config we could have sent
+        return DispatchConfig.from_dict(raw)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_config(items: tuple) -> DispatchConfig:
+    """Configs repeat from request to request; build and check each one once."""
+    return DispatchConfig.from_dict(dict(items))
 
 
 def _timing_meta(outputs: Any) -> dict[str, Any]:

@@ -113,7 +113,8 @@ class _Slot:
         self.deadline: float | None = None  # startup deadline or kill escalation
         self.last_beat = 0.0
         self.restarts = 0
-        self.served = 0
+        self.served = 0                 # caller requests, over every generation
+        self.served_generation = 0      # caller requests by the current process
         self.capabilities: Capabilities | None = None
         self.hello_error: str | None = None
         self.last_exit = ""
@@ -292,6 +293,7 @@ class Pool:
         slot.identity = f"w{slot.index}.{slot.generation}".encode()
         slot.capabilities = None
         slot.hello_error = None
+        slot.served_generation = 0
         reg = self.registration
         args = ["--backend", reg.id, "--entry-point", reg.entry_point.split(" = ")[0],
                 "--endpoint", self._endpoint, "--identity", slot.identity.decode(),
@@ -433,7 +435,9 @@ class Pool:
     def _finish(self, slot: _Slot, req: Request, result: Any) -> None:
         slot.current = None
         slot.state = "stopping" if req.op is Op.SHUTDOWN else "idle"
-        slot.served += 1
+        if req.on_done is None:
+            slot.served += 1
+            slot.served_generation += 1
         if req.on_done is not None:
             req.on_done(result)
         elif isinstance(result, Exception):
@@ -461,7 +465,7 @@ class Pool:
 
     def _should_recycle(self, slot: _Slot) -> bool:
         opts = self.options
-        if opts.recycle_after is not None and slot.served >= opts.recycle_after:
+        if opts.recycle_after is not None and slot.served_generation >= opts.recycle_after:
             return True
         if opts.recycle_rss_bytes is not None and slot.process is not None:
             try:
