@@ -146,7 +146,9 @@ class Driver:
 
     def _skip(self, backend: str) -> str | None:
         pool = self._pools.get(backend)
-        return None if pool is None or pool.failure is None else "its worker pool failed"
+        if pool is None or pool.failure is None:
+            return None
+        return f"its worker pool failed ({pool.failure.cause.splitlines()[0]})"
 
     def route(self, program: Program, backend: str | None = None) -> RouteDecision:
         return self.router.route(program.check(), backend)
@@ -169,13 +171,14 @@ class Driver:
         return self._backend_options.get(backend, self.options)
 
     def _routed_call(self, program: Program, backend: str | None,
-                     request: Request) -> tuple[Pool, tuple[dict[str, Any], list[Any]]]:
+                     request: Request) -> tuple[Pool, Request, tuple[dict[str, Any], list[Any]]]:
         """Run ``request`` on the routed backend; a pool that fails makes routing fall
-        over to the next capable backend (unless the backend was named)."""
+        over to the next capable backend (unless the backend was named). Returns the
+        pool and the request that actually ran, with its reply."""
         while True:
             pool = self._pool(self.router.route(program, backend).backend)
             try:
-                return pool, pool.call(request)
+                return pool, request, pool.call(request)
             except PoolFailedError:
                 if backend is not None or pool.failure is None:
                     raise
@@ -194,8 +197,8 @@ class Driver:
                  config: DispatchConfig | None = None) -> Outputs:
         """Outputs of one dispatch, in ABI order, from the routed (or named) backend."""
         config = config or DispatchConfig()
-        _, (meta, arrays) = self._routed_call(program, backend,
-                                              self._dispatch_request(program, inputs, config))
+        _, _, (meta, arrays) = self._routed_call(
+            program, backend, self._dispatch_request(program, inputs, config))
         return _outputs(meta, arrays)
 
     def dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
@@ -215,8 +218,8 @@ class Driver:
         request = Request(Op.COMPILE, {"program": program.to_wire(), "config": config.to_dict()},
                           [], timeout=self._options_for(
                               self.router.route(program, backend).backend).compile_timeout)
-        pool, (meta, _) = self._routed_call(program, backend, request)
-        slot, generation = request.served_by
+        pool, ran, (meta, _) = self._routed_call(program, backend, request)
+        slot, generation = ran.served_by
         pipeline_id = meta["pipeline"]
 
         def run(inputs: Sequence[Any], cfg: DispatchConfig) -> Outputs:

@@ -238,15 +238,15 @@ class Pool:
             with self._lock:
                 for slot in self._slots:
                     self._spawn(slot)
+                timeout = self._poll_timeout()
             while True:
-                with self._lock:
-                    if self._closing:
-                        break
-                    self._schedule()
-                    timeout = self._poll_timeout()
+                # Resolve futures right before blocking: the woken callers get the GIL at
+                # once instead of waiting for this thread's bookkeeping.
                 self._flush_resolved()
                 events = dict(self._poller.poll(timeout))
                 with self._lock:
+                    if self._closing:
+                        break
                     if self._wake_r in events:
                         self._drain_wake()
                     if self._router in events:
@@ -255,7 +255,8 @@ class Pool:
                         if slot.process is not None and slot.process.pidfd in events:
                             self._on_exit(slot)
                     self._on_timers(time.monotonic())
-                self._flush_resolved()
+                    self._schedule()
+                    timeout = self._poll_timeout()
         except BaseException as exc:  # the supervisor itself failed: leave nobody waiting
             with self._lock:
                 self.failure = PoolFailedError(
@@ -341,7 +342,7 @@ class Pool:
         if self._closing:
             return
         if not planned and req is None:  # died idle or starting: the worker's own fault
-            slot.restarts += 1
+            slot.restarts += 1  # deaths charged to the restart intensity
             now = time.monotonic()
             self._restart_times.append(now)
             window_start = now - self.options.restart_window

@@ -1,0 +1,511 @@
+"""Worker deaths with real processes: kill -9 while idle and while busy, requests that crash
+their worker every time, crash loops at start-up, and late replies from a killed generation.
+
+Every test builds its own Driver (pools start lazily, so environment variables set with
+monkeypatch before the first request reach the workers) and closes it with ``with``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+
+import vyre_core
+from vyre_core import ir
+from vyre_core.config import DispatchConfig
+from vyre_core.errors import (
+    DispatchTimeoutError,
+    NoCapableBackendError,
+    PipelineInvalidatedError,
+    PoolFailedError,
+    WorkerCrashedError,
+)
+
+N = 64
+MAX_RESTARTS = 3
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+def saxpy(n: int = N) -> ir.Program:
+    """``out[i] = a * x[i] + y[i]`` (as examples/saxpy.py)."""
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.f32)
+    y = k.read("y", ir.f32)
+    a = k.uniform("a", ir.f32)
+    out = k.output("out", ir.f32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        out[i] = a[0] * x[i] + y[i]
+    return k.build()
+
+
+PROGRAM = saxpy()
+
+
+def inputs(seed: int, n: int = N) -> list[np.ndarray]:
+    """Distinct inputs per seed, so a result delivered to the wrong caller is caught."""
+    rng = np.random.default_rng(seed)
+    return [rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32),
+            np.array([1.5 + seed], dtype=np.float32)]
+
+
+def expected(data: list[np.ndarray]) -> bytes:
+    x, y, a = data
+    return (a[0] * x + y).astype(np.float32).tobytes()
+
+
+def assert_saxpy(outputs: Any, data: list[np.ndarray]) -> None:
+    assert len(outputs) == 1
+    assert outputs[0].tobytes() == expected(data)
+
+
+def driver(**options: Any) -> vyre_core.Driver:
+    fields = {"kill_grace": 0.5, "heartbeat_timeout": 5.0, "max_restarts": MAX_RESTARTS,
+              "restart_window": 30.0}
+    fields.update(options)
+    return vyre_core.Driver(**fields)
+
+
+def pool_status(drv: vyre_core.Driver, backend: str = "faults") -> dict[str, Any]:
+    return drv.status()["pools"][backend]
+
+
+def worker(drv: vyre_core.Driver, index: int = 0, backend: str = "faults") -> dict[str, Any]:
+    return pool_status(drv, backend)["workers"][index]
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 5.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.005)
+
+
+def wait_idle(drv: vyre_core.Driver, index: int = 0, backend: str = "faults",
+              timeout: float = 5.0) -> dict[str, Any]:
+    return wait_for(lambda: (w := worker(drv, index, backend))["state"] == "idle" and w,
+                    timeout, f"worker {index} of {backend!r} to be idle")
+
+
+def wait_busy(drv: vyre_core.Driver, index: int = 0, backend: str = "faults") -> dict[str, Any]:
+    return wait_for(lambda: (w := worker(drv, index, backend))["state"] == "busy" and w,
+                    5.0, f"worker {index} of {backend!r} to be busy")
+
+
+def live_workers(backend: str) -> list[psutil.Process]:
+    """This process's worker children for ``backend`` (by command line)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmd = child.cmdline()
+            alive = child.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            continue
+        if alive and "vyre_workers" in cmd and backend in cmd:
+            found.append(child)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _clean_fault_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VYRE_FAULTS", raising=False)
+    monkeypatch.delenv("VYRE_FAULTS_PRECEDENCE", raising=False)
+
+
+# -- 1. kill -9 of an idle worker ----------------------------------------------------------
+
+@pytest.mark.timeout(30)
+def test_kill_idle_worker_is_replaced_and_pipelines_invalidated() -> None:
+    with driver() as drv:
+        data = inputs(1)
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+        pipeline = drv.compile(PROGRAM, backend="faults")
+        assert_saxpy(pipeline.dispatch(data), data)
+        before = wait_idle(drv)
+        assert pipeline.valid and pipeline.generation == before["generation"]
+
+        os.kill(before["pid"], signal.SIGKILL)
+        start = time.monotonic()
+        after = wait_for(lambda: (w := worker(drv))["generation"] == before["generation"] + 1
+                         and w["state"] == "idle" and w, 5.0, "the replacement worker")
+        assert time.monotonic() - start < 3.0, "the death was not noticed quickly"
+        assert after["pid"] not in (None, before["pid"])
+        status = pool_status(drv)
+        assert status["state"] == "running"
+        assert status["restarts"] == 1  # an idle death counts toward the intensity
+
+        assert not pipeline.valid
+        with pytest.raises(PipelineInvalidatedError) as info:
+            pipeline.dispatch(data)
+        text = str(info.value)
+        assert "Fix:" in text and "Compile the program again" in text
+        assert info.value.code == 1304
+        assert info.value.details["generation"] == before["generation"]
+
+        # Driver.dispatch needs no handle: it keeps working.
+        for seed in (2, 3):
+            data = inputs(seed)
+            assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+        fresh = drv.compile(PROGRAM, backend="faults")
+        assert fresh.generation == after["generation"] and fresh.valid
+        data = inputs(4)
+        assert_saxpy(fresh.dispatch(data), data)
+        assert worker(drv)["pid"] == after["pid"]
+
+
+@pytest.mark.timeout(30)
+def test_kill_idle_worker_invalidates_resident_buffers() -> None:
+    """The fault backend has no resident memory; the reference backend's does."""
+    with driver() as drv:
+        data = inputs(5)
+        buffers = [drv.allocate_resident(arr.nbytes, "reference") for arr in data]
+        out_buf = drv.allocate_resident(N * 4, "reference")
+        for buf, arr in zip(buffers, data, strict=True):
+            buf.upload(arr)
+        drv.dispatch_resident(PROGRAM, [*buffers, out_buf])
+        assert out_buf.download() == expected(data)
+        pipeline = drv.compile(PROGRAM, backend="reference")
+        before = wait_idle(drv, backend="reference")
+
+        os.kill(before["pid"], signal.SIGKILL)
+        after = wait_for(lambda: (w := worker(drv, backend="reference"))["generation"]
+                         == before["generation"] + 1 and w["state"] == "idle" and w,
+                         5.0, "the replacement reference worker")
+        assert after["pid"] != before["pid"]
+
+        assert not out_buf.valid
+        for call in (out_buf.download, lambda: buffers[0].upload(data[0]),
+                     lambda: drv.dispatch_resident(PROGRAM, [*buffers, out_buf])):
+            with pytest.raises(PipelineInvalidatedError) as info:
+                call()
+            assert "Fix:" in str(info.value)
+        with pytest.raises(PipelineInvalidatedError, match="Compile the program again"):
+            pipeline.dispatch(data)
+
+        fresh = drv.allocate_resident(16, "reference")
+        fresh.upload(np.arange(4, dtype=np.uint32))
+        assert fresh.download() == np.arange(4, dtype=np.uint32).tobytes()
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="reference"), data)
+
+
+# -- 2. kill -9 mid-dispatch --------------------------------------------------------------
+
+@pytest.mark.timeout(30)
+def test_kill_mid_dispatch_is_retried_on_a_new_worker() -> None:
+    with driver() as drv:
+        warm = inputs(10)
+        assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
+        data = inputs(11)
+        pending = drv.dispatch_async(PROGRAM, data, backend="faults",
+                                     config=DispatchConfig(label="fault:sleep:1.5"))
+        busy = wait_busy(drv)
+        assert busy["in_flight"] == 1
+        os.kill(busy["pid"], signal.SIGKILL)
+        assert_saxpy(pending.result(timeout=20), data)
+        after = worker(drv)
+        assert after["generation"] == busy["generation"] + 1
+        assert after["pid"] != busy["pid"]
+        status = pool_status(drv)
+        assert status["state"] == "running"
+        assert status["restarts"] == 0  # a death while serving is not the worker's fault
+
+
+@pytest.mark.timeout(30)
+def test_kill_mid_dispatch_without_retries_raises_worker_crashed() -> None:
+    with driver() as drv:
+        warm = inputs(12)
+        assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
+        result: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                result["value"] = drv.dispatch(
+                    PROGRAM, inputs(13), backend="faults",
+                    config=DispatchConfig(label="fault:sleep:1.5", retries=0))
+            except BaseException as exc:
+                result["error"] = exc
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        busy = wait_busy(drv)
+        os.kill(busy["pid"], signal.SIGKILL)
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+        assert "value" not in result
+        error = result["error"]
+        assert isinstance(error, WorkerCrashedError)
+        assert error.code == 1302
+        assert "SIGKILL" in str(error) and str(busy["pid"]) in str(error)
+        assert "Fix:" in str(error)
+        assert pool_status(drv)["state"] == "running"
+        data = inputs(14)
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+        assert worker(drv)["generation"] == busy["generation"] + 1
+
+
+@pytest.mark.timeout(30)
+def test_kill_mid_dispatch_leaves_the_other_worker_alone() -> None:
+    with driver(workers=2) as drv:
+        warm = inputs(20)
+        assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
+        wait_idle(drv, 0)
+        wait_idle(drv, 1)
+        victim_data, other_data = inputs(21), inputs(22)
+        victim = drv.dispatch_async(PROGRAM, victim_data, backend="faults",
+                                    config=DispatchConfig(label="fault:sleep:1.5"))
+        busy = wait_for(lambda: [w for w in pool_status(drv)["workers"]
+                                 if w["state"] == "busy"], 5.0, "a busy worker")
+        assert len(busy) == 1
+        victim_worker = busy[0]
+        other_index = 1 - victim_worker["index"]
+        other = drv.dispatch_async(PROGRAM, other_data, backend="faults",
+                                   config=DispatchConfig(label="fault:sleep:1"))
+        other_before = wait_busy(drv, other_index)
+
+        os.kill(victim_worker["pid"], signal.SIGKILL)
+        assert_saxpy(other.result(timeout=20), other_data)
+        assert_saxpy(victim.result(timeout=20), victim_data)
+
+        other_after = worker(drv, other_index)
+        assert other_after["pid"] == other_before["pid"]
+        assert other_after["generation"] == other_before["generation"]
+        replaced = worker(drv, victim_worker["index"])
+        assert replaced["generation"] == victim_worker["generation"] + 1
+        assert replaced["pid"] != victim_worker["pid"]
+        assert pool_status(drv)["state"] == "running"
+
+
+# -- 3. requests that crash their worker every time -----------------------------------------
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize(("label", "death"), [
+    ("fault:exit", "exited with status 17"),
+    ("fault:segfault", "killed by SIGSEGV"),
+])
+def test_poison_request_fails_after_one_retry(label: str, death: str) -> None:
+    max_restarts = 1
+    with driver(max_restarts=max_restarts) as drv:
+        warm = inputs(30)
+        assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
+        before = wait_idle(drv)
+        with pytest.raises(WorkerCrashedError) as info:
+            drv.dispatch(PROGRAM, inputs(31), backend="faults", config=DispatchConfig(label=label))
+        assert death in str(info.value)
+        assert "Fix:" in str(info.value)
+        # the first try and exactly one retry each took a worker down
+        assert worker(drv)["generation"] == before["generation"] + 2
+        assert pool_status(drv)["state"] == "running"
+        data = inputs(32)
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+
+        # deaths while serving do not drain the restart budget
+        for attempt in range(max_restarts + 2):
+            gen = wait_idle(drv)["generation"]
+            with pytest.raises(WorkerCrashedError, match=death):
+                drv.dispatch(PROGRAM, inputs(33 + attempt), backend="faults",
+                             config=DispatchConfig(label=label))
+            assert worker(drv)["generation"] == gen + 2
+            assert pool_status(drv)["state"] == "running"
+        status = pool_status(drv)
+        assert status["state"] == "running" and status["failure"] is None
+        assert status["restarts"] == 0
+        data = inputs(40)
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+
+
+@pytest.mark.timeout(30)
+def test_poison_request_fails_only_its_caller() -> None:
+    with driver(workers=2) as drv:
+        warm = inputs(41)
+        assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
+        wait_idle(drv, 0)
+        wait_idle(drv, 1)
+        data = inputs(42)
+        bystander = drv.dispatch_async(PROGRAM, data, backend="faults",
+                                       config=DispatchConfig(label="fault:sleep:1"))
+        with pytest.raises(WorkerCrashedError, match="exited with status 17"):
+            drv.dispatch(PROGRAM, inputs(43), backend="faults",
+                         config=DispatchConfig(label="fault:exit"))
+        assert_saxpy(bystander.result(timeout=20), data)
+        assert pool_status(drv)["state"] == "running"
+
+
+@pytest.mark.timeout(30)
+def test_crash_once_succeeds_on_the_retry(tmp_path) -> None:
+    marker = tmp_path / "crashed-once"
+    with driver() as drv:
+        warm = inputs(50)
+        assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
+        before = wait_idle(drv)
+        data = inputs(51)
+        out = drv.dispatch(PROGRAM, data, backend="faults",
+                           config=DispatchConfig(label=f"fault:crash_once:{marker}"))
+        assert_saxpy(out, data)
+        assert marker.exists()
+        after = worker(drv)
+        assert after["generation"] == before["generation"] + 1
+        assert after["pid"] != before["pid"]
+        assert pool_status(drv)["restarts"] == 0
+
+
+# -- 4. crash loop at start-up ------------------------------------------------------------
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize(("mode", "output"), [
+    ("crash_prepare", "injected failure in prepare"),
+    ("crash_import", "injected crash at import"),
+    ("exit_prepare", "exited with status 5"),
+])
+def test_startup_crash_loop_fails_the_pool(monkeypatch: pytest.MonkeyPatch, mode: str,
+                                           output: str) -> None:
+    monkeypatch.setenv("VYRE_FAULTS", mode)
+    max_restarts = 2
+    with driver(max_restarts=max_restarts, restart_window=30.0) as drv:
+        with pytest.raises(PoolFailedError) as info:
+            drv.dispatch(PROGRAM, inputs(60), backend="faults")
+        text = str(info.value)
+        assert output in text
+        assert "Fix:" in text
+        assert info.value.details.get("backend") == "faults"
+        if mode != "exit_prepare":  # the worker's traceback travels with the error
+            assert "Traceback" in text and "vyre_faults" in text
+
+        status = pool_status(drv)
+        assert status["state"] == "failed"
+        assert output in status["failure"]
+        spawned = status["workers"][0]
+        assert spawned["generation"] == max_restarts + 1  # max_restarts + 1 spawns, no more
+        assert spawned["restarts"] == max_restarts + 1
+        assert spawned["pid"] is None
+
+        # no respawn storm: nothing new starts afterwards
+        assert live_workers("faults") == []
+        time.sleep(1.0)
+        assert live_workers("faults") == []
+        assert pool_status(drv)["workers"][0]["generation"] == max_restarts + 1
+
+        # the failed pool answers at once (routing refuses the named backend: pool failed)
+        start = time.monotonic()
+        with pytest.raises((PoolFailedError, NoCapableBackendError), match="pool failed"):
+            drv.dispatch(PROGRAM, inputs(61), backend="faults")
+        assert time.monotonic() - start < 1.0
+
+        # routing skips it, and says why
+        assert drv.route(PROGRAM).backend == "reference"
+        by_id = {e.backend: e for e in drv.explain(PROGRAM)}
+        assert not by_id["faults"].accepted and not by_id["faults"].chosen
+        assert any("pool failed" in reason for reason in by_id["faults"].reasons)
+        assert by_id["reference"].chosen
+
+
+@pytest.mark.timeout(30)
+def test_startup_crash_loop_routing_falls_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VYRE_FAULTS", "crash_prepare")
+    monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
+    with driver(max_restarts=2) as drv:
+        assert drv.route(PROGRAM).backend == "faults"  # it routes first ...
+        data = inputs(70)
+        assert_saxpy(drv.dispatch(PROGRAM, data), data)  # ... fails, and falls over
+        assert pool_status(drv)["state"] == "failed"
+        assert pool_status(drv, "reference")["state"] == "running"
+        assert drv.route(PROGRAM).backend == "reference"
+        explained = drv.explain(PROGRAM)
+        assert [e.backend for e in explained][:2] == ["faults", "reference"]
+        faults, reference = explained[0], explained[1]
+        assert not faults.accepted and not faults.chosen
+        assert any("pool failed" in reason for reason in faults.reasons)
+        assert reference.accepted and reference.chosen
+        data = inputs(71)
+        assert_saxpy(drv.dispatch(PROGRAM, data), data)
+        # naming the failed backend does not fall over
+        with pytest.raises((PoolFailedError, NoCapableBackendError), match="pool failed"):
+            drv.dispatch(PROGRAM, data, backend="faults")
+
+
+# -- 6. late replies from a killed generation ------------------------------------------------
+
+@pytest.mark.timeout(30)
+def test_late_reply_from_a_killed_worker_is_dropped() -> None:
+    """SIGSTOP the busy worker so its deadline passes and the parent sends SIGTERM (held
+    while stopped); SIGCONT lets it finish the dispatch and send its reply before the
+    SIGKILL of kill_grace. That reply belongs to a request that already failed."""
+    with driver(kill_grace=3.0, heartbeat_timeout=10.0) as drv:
+        warm = inputs(80)
+        assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
+        late_data = inputs(81)
+        pending = drv.dispatch_async(PROGRAM, late_data, backend="faults",
+                                     config=DispatchConfig(label="fault:sleep:1", timeout=0.5))
+        busy = wait_busy(drv)
+        pid = busy["pid"]
+        wait_in_sleep(pid)  # it has the request: stopping it earlier would lose the reply
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(DispatchTimeoutError) as info:
+                pending.result(timeout=10)
+            assert info.value.details["timeout"] == 0.5
+            assert worker(drv)["state"] == "killing"
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # the worker finishes its sleep, replies, honours the SIGTERM and exits
+        wait_for(lambda: worker(drv)["pid"] != pid, 8.0, "the stopped worker to go")
+        status = pool_status(drv)
+        assert status["dropped_replies"] >= 1
+        assert status["restarts"] == 0
+
+        # the timed-out caller keeps its error; no second result ever arrives
+        with pytest.raises(DispatchTimeoutError):
+            pending.result(timeout=0)
+        # later callers each get their own result, never the late one
+        for seed in (82, 83, 84):
+            data = inputs(seed)
+            out = drv.dispatch(PROGRAM, data, backend="faults")
+            assert_saxpy(out, data)
+            assert out[0].tobytes() != expected(late_data)
+        assert worker(drv)["generation"] == busy["generation"] + 1
+
+
+def wait_in_sleep(pid: int, timeout: float = 3.0) -> None:
+    """Wait until the worker's main thread sleeps in the kernel (inside "fault:sleep"), not
+    in its poll for the next request; /proc/<pid>/wchan names the kernel wait function."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/wchan") as f:
+                wchan = f.read()
+        except OSError:
+            wchan = ""
+        if "nanosleep" in wchan:
+            return
+        if wchan in ("", "0"):  # not reported on this kernel: give it a moment instead
+            time.sleep(0.3)
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"worker {pid} never reached its sleep")
+
+
+# -- bugs --------------------------------------------------------------------------------
+
+@pytest.mark.timeout(30)
+def test_compile_falls_over_after_pool_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Driver.compile falls over to the next capable backend when the routed pool fails,
+    like Driver.dispatch, and the handle is pinned to the worker that compiled it."""
+    monkeypatch.setenv("VYRE_FAULTS", "crash_prepare")
+    monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
+    with driver(max_restarts=1) as drv:
+        pipeline = drv.compile(PROGRAM)
+        assert pipeline.backend == "reference"
+        data = inputs(90)
+        assert_saxpy(pipeline.dispatch(data), data)
