@@ -9,6 +9,7 @@ modify it. Thread-safe: any number of threads may dispatch at once.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -120,6 +121,7 @@ class Driver:
         self._pools: dict[str, Pool] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._owner_pid = os.getpid()  # a forked child inherits this object, not the workers
         self._rundir = RunDir()
         self.router = Router(self._candidates, self._skip)
         atexit.register(self.close)
@@ -163,6 +165,7 @@ class Driver:
             pool = self._pools.get(backend)
             if pool is None:
                 pool = self._pools[backend] = Pool(self.registry.get(backend), self._rundir,
+                                                   f"p{len(self._pools)}",
                                                    self._options_for(backend),
                                                    self.router.invalidate)
             return pool
@@ -275,7 +278,10 @@ class Driver:
         }
 
     def close(self) -> None:
-        """Stop every worker and remove the run directory; safe to call twice."""
+        """Stop every worker and remove the run directory; safe to call twice, and a no-op
+        in a forked child (the workers and the run directory belong to the parent)."""
+        if os.getpid() != self._owner_pid:
+            return
         with self._lock:
             if self._closed:
                 return

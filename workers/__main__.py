@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generation", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--heartbeat", type=float, default=0.5)
+    parser.add_argument("--max-message-bytes", type=int, default=protocol.MAX_MESSAGE_BYTES)
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid)
 
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         context.term()
         return 3
 
-    server = WorkerServer(host, socket)
+    server = WorkerServer(host, socket, args.max_message_bytes)
 
     def on_sigterm(signum, frame):  # finish the current request, then leave
         server.stopping = True

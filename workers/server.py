@@ -46,9 +46,11 @@ Handler = Callable[[Message], tuple[dict[str, Any], list[Any]]]
 
 
 class WorkerServer:
-    def __init__(self, host: BackendHost, socket: zmq.Socket) -> None:
+    def __init__(self, host: BackendHost, socket: zmq.Socket,
+                 max_message_bytes: int = protocol.MAX_MESSAGE_BYTES) -> None:
         self.host = host
         self.socket = socket
+        self.max_message_bytes = max_message_bytes
         self.stopping = False
         self._programs: OrderedDict[bytes, Program] = OrderedDict()
         self._pipelines: dict[int, CompiledPipeline] = {}
@@ -84,7 +86,7 @@ class WorkerServer:
 
     def handle(self, frames: list[Any]) -> Message:
         try:
-            msg = protocol.decode(frames)
+            msg = protocol.decode(frames, self.max_message_bytes)
             if msg.op not in protocol.REQUESTS:
                 raise ProtocolError(f"{msg.op} is not a request a worker serves",
                                     "Send requests only.", request_id=msg.id)

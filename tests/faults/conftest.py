@@ -15,7 +15,7 @@ import pytest
 DISTRIBUTION = Path(__file__).parent / "vyre-faults"
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def faults_installed(tmp_path_factory) -> Path:
     site = tmp_path_factory.mktemp("faults-site")
     proc = subprocess.run(

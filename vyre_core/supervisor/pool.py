@@ -67,13 +67,17 @@ class PoolOptions:
         bad = [f"{k}={v!r}" for k, v in positive.items() if not v > 0]
         if self.workers < 1 or self.max_restarts < 0:
             bad.append(f"workers={self.workers}, max_restarts={self.max_restarts}")
+        if self.heartbeat_interval >= self.heartbeat_timeout:
+            bad.append(f"heartbeat_interval={self.heartbeat_interval} is not below "
+                       f"heartbeat_timeout={self.heartbeat_timeout}")
         bad += [f"{k}={v!r}" for k, v in (("recycle_rss_bytes", self.recycle_rss_bytes),
                                           ("recycle_after", self.recycle_after))
                 if v is not None and v < 1]
         if bad:
             raise InvalidConfigError(f"bad pool options: {', '.join(bad)}",
-                                     "Use workers >= 1, max_restarts >= 0, positive times, "
-                                     "and recycle limits >= 1 or None.")
+                                     "Use workers >= 1, max_restarts >= 0, positive times "
+                                     "(heartbeats more often than their timeout), and "
+                                     "recycle limits >= 1 or None.")
 
 
 _request_ids = itertools.count(1)
@@ -121,7 +125,7 @@ class _Slot:
 
 
 class Pool:
-    def __init__(self, registration: BackendRegistration, rundir: RunDir,
+    def __init__(self, registration: BackendRegistration, rundir: RunDir, name: str,
                  options: PoolOptions, on_capabilities: Callable[[], None]) -> None:
         self.registration = registration
         self.backend = registration.id
@@ -138,7 +142,7 @@ class Pool:
         self.dropped_replies = 0
         self._closing = False
         self._thread: threading.Thread | None = None
-        self._endpoint = rundir.endpoint(f"pool-{registration.id}")
+        self._endpoint = rundir.endpoint(name)  # short: ipc paths have a length limit
 
     # -- caller side ---------------------------------------------------------------------
 
@@ -154,6 +158,13 @@ class Pool:
             return self._slots[slot].generation
 
     def submit(self, request: Request) -> Future:
+        size = sum(protocol.as_frame_array(a).nbytes for a in request.arrays)
+        if size > self.options.max_message_bytes:
+            request.future.set_exception(ProtocolError(
+                f"{request.op} to {self.backend!r} carries {size} bytes, over "
+                f"max_message_bytes={self.options.max_message_bytes}",
+                "Split the data across dispatches, or raise PoolOptions.max_message_bytes."))
+            return request.future
         with self._lock:
             if self._closing:
                 request.future.set_exception(PoolFailedError(
@@ -299,7 +310,8 @@ class Pool:
         args = ["--backend", reg.id, "--entry-point", reg.entry_point.split(" = ")[0],
                 "--endpoint", self._endpoint, "--identity", slot.identity.decode(),
                 "--generation", str(slot.generation), "--parent-pid", str(os.getpid()),
-                "--heartbeat", str(self.options.heartbeat_interval)]
+                "--heartbeat", str(self.options.heartbeat_interval),
+                "--max-message-bytes", str(self.options.max_message_bytes)]
         env = dict(os.environ, VYRE_WORKER=f"{reg.id}/{slot.index}/{slot.generation}")
         slot.process = WorkerProcess(args, self._rundir.log(slot.identity.decode()), env)
         self._poller.register(slot.process.pidfd, zmq.POLLIN)
@@ -404,7 +416,7 @@ class Pool:
             self.dropped_replies += 1  # from a worker that is already gone
             return
         try:
-            msg = protocol.decode(frames)
+            msg = protocol.decode(frames, self.options.max_message_bytes)
         except ProtocolError as exc:
             req = slot.current
             if req is not None and exc.details.get("request_id") == req.id:

@@ -1,0 +1,1 @@
+"""The fault-injection suite: real worker processes misbehaving on request."""

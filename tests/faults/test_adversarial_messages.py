@@ -1,0 +1,499 @@
+"""A real worker process fed hostile bytes: every malformed message gets exactly one ERROR
+reply (ProtocolError, code 1305, unless a more specific error applies) carrying the
+request id when the header was readable (0 otherwise), and the worker keeps serving.
+
+The worker is a DEALER that connects to its parent's ROUTER, so this test plays the parent:
+it binds a ROUTER on an ipc path, starts ``python -m vyre_workers`` itself and talks to it
+by identity. No mocks: real sockets, real process, real codec.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import pytest
+import zmq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import vyre_core
+from vyre_core import DispatchConfig, abi, ir, protocol
+from vyre_core.errors import ProtocolError, VyreError
+from vyre_core.protocol import Message, Op
+
+IDENTITY = b"w0.1"
+GEN = 1
+REPLY_TIMEOUT = 15.0
+PROTOCOL_ERROR = 1305
+INVALID_PROGRAM = 1001
+INVALID_INPUT = 1101
+INVALID_CONFIG = 1103
+UNSUPPORTED = 1102
+LAUNCH_LIMIT = 1104
+N = 32
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def saxpy(n: int = N) -> ir.Program:
+    k = ir.Kernel(workgroup=(32,))
+    x = k.read("x", ir.f32)
+    y = k.read("y", ir.f32)
+    a = k.uniform("a", ir.f32)
+    out = k.output("out", ir.f32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        out[i] = a[0] * x[i] + y[i]
+    return k.build()
+
+
+PROGRAM = saxpy()
+
+
+def saxpy_inputs(seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.random(N, dtype=np.float32), rng.random(N, dtype=np.float32),
+            np.array([3.25], dtype=np.float32)]
+
+
+class Worker:
+    """A worker process started by hand, and the ROUTER it answers to."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.endpoint = f"ipc://{tmp / 'adversary.sock'}"
+        self.context = zmq.Context()
+        self.router = self.context.socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.router.bind(self.endpoint)
+        self.log_path = tmp / "worker.log"
+        self._next_id = 1000
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "vyre_workers", "--backend", "reference",
+                 "--entry-point", "reference", "--endpoint", self.endpoint,
+                 "--identity", IDENTITY.decode(), "--generation", str(GEN),
+                 "--parent-pid", str(os.getpid()), "--heartbeat", "0.5"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=dict(os.environ, VYRE_WORKER="reference/0/1"))
+        self.beats = 0
+        self.hello = self.receive(timeout=60)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def next_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def receive_raw(self, timeout: float = REPLY_TIMEOUT) -> list[zmq.Frame]:
+        """The frames of the next message from the worker's main socket (heartbeats from
+        its ``:hb`` socket are counted and skipped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.router.poll(int(left * 1000) + 1):
+                raise AssertionError(f"no message from the worker within {timeout} s "
+                                     f"(alive: {self.proc.poll() is None}); log:\n{self.log()}")
+            frames = self.router.recv_multipart(copy=False)
+            identity = frames[0].bytes
+            if identity == IDENTITY + b":hb":
+                self.beats += 1
+                continue
+            assert identity == IDENTITY, identity
+            return frames[1:]
+
+    def wait_beat(self, timeout: float = 5.0) -> None:
+        """Wait for the next heartbeat; no other message may arrive meanwhile."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0 and self.router.poll(
+                int(left * 1000) + 1):
+            identity, *frames = self.router.recv_multipart(copy=False)
+            assert identity.bytes == IDENTITY + b":hb", protocol.decode(frames)
+            assert protocol.decode(frames).op is Op.HEARTBEAT
+            self.beats += 1
+            return
+        raise AssertionError(f"no heartbeat within {timeout} s; log:\n{self.log()}")
+
+    def receive(self, timeout: float = REPLY_TIMEOUT) -> Message:
+        return protocol.decode(self.receive_raw(timeout))
+
+    def send_frames(self, frames: list[Any]) -> None:
+        self.router.send_multipart([IDENTITY, *frames])
+
+    def send(self, msg: Message) -> None:
+        protocol.send(self.router, msg, IDENTITY)
+
+    def exchange(self, frames: list[Any]) -> Message:
+        self.send_frames(frames)
+        return self.receive()
+
+    def close(self) -> None:
+        try:
+            if self.proc.poll() is None:
+                try:
+                    self.send(Message(Op.SHUTDOWN, self.next_id(), GEN))
+                    self.proc.wait(timeout=10)
+                except (zmq.ZMQError, subprocess.TimeoutExpired):
+                    pass
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            self.router.close(linger=0)
+            self.context.term()
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory) -> Iterator[Worker]:
+    w = Worker(tmp_path_factory.mktemp("adversary"))
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def header(**fields: Any) -> bytes:
+    base: dict[str, Any] = {"v": protocol.PROTOCOL_VERSION, "op": "ping", "id": 1, "gen": GEN,
+                            "meta": {}, "arrays": []}
+    base.update(fields)
+    return msgpack.packb(base, use_bin_type=True)
+
+
+def assert_error(reply: Message, request_id: int, code: int = PROTOCOL_ERROR) -> dict:
+    assert reply.op is Op.ERROR, (reply.op, reply.meta)
+    error = reply.meta["error"]
+    assert error["code"] == code, error
+    assert reply.id == request_id, (reply.id, request_id, error)
+    assert reply.arrays == []
+    assert error["cause"] and error["fix"]
+    return error
+
+
+def assert_serving(worker: Worker, seed: int = 0) -> None:
+    """A proper PING and a proper saxpy DISPATCH still get correct replies."""
+    assert worker.proc.poll() is None, worker.log()
+    rid = worker.next_id()
+    worker.send(Message(Op.PING, rid, GEN))
+    reply = worker.receive()
+    assert (reply.op, reply.id, reply.gen, reply.arrays) == (Op.REPLY, rid, GEN, [])
+
+    inputs = saxpy_inputs(seed)
+    rid = worker.next_id()
+    worker.send(Message(Op.DISPATCH, rid, GEN, {
+        "program": PROGRAM.to_wire(), "config": DispatchConfig().to_dict(), "label": None},
+        abi.bind_inputs(PROGRAM, inputs)))
+    reply = worker.receive()
+    assert (reply.op, reply.id, reply.gen) == (Op.REPLY, rid, GEN), reply.meta
+    assert len(reply.arrays) == 1
+    x, y, a = inputs
+    assert reply.arrays[0].tobytes() == (a[0] * x + y).astype(np.float32).tobytes()
+
+
+# -- the catalogue of malformed messages: (name, frames, echoed id, error code) --------------
+
+VALID_PING = header(id=7)
+F32_4 = np.arange(4, dtype=np.float32).tobytes()
+
+
+def _cases() -> list[tuple[str, list[Any], int, int]]:
+    rng = np.random.default_rng(1234)
+    program = PROGRAM.to_wire()
+    cfg = DispatchConfig().to_dict()
+    good_arrays = [a.tobytes() for a in abi.bind_inputs(PROGRAM, saxpy_inputs(1))]
+    good_specs = [["f4", N], ["f4", N], ["f4", 1]]
+    return [
+        ("empty header frame", [b""], 0, PROTOCOL_ERROR),
+        ("truncated header", [VALID_PING[: len(VALID_PING) // 2]], 0, PROTOCOL_ERROR),
+        ("header cut by one byte", [VALID_PING[:-1]], 0, PROTOCOL_ERROR),
+        ("random bytes", [rng.bytes(64)], 0, PROTOCOL_ERROR),
+        ("random bytes, several frames", [rng.bytes(9), rng.bytes(100), b""], 0,
+         PROTOCOL_ERROR),
+        ("header followed by trailing garbage", [VALID_PING + b"\xc1junk"], 0,
+         PROTOCOL_ERROR),
+        ("header is a list", [msgpack.packb([1, "ping", 3, 1, {}, []])], 0, PROTOCOL_ERROR),
+        ("header is an int", [msgpack.packb(12)], 0, PROTOCOL_ERROR),
+        ("header is a string", [msgpack.packb("ping")], 0, PROTOCOL_ERROR),
+        ("header map with int keys", [msgpack.packb({1: 2, "id": 3})], 0, PROTOCOL_ERROR),
+        ("header too large", [header(id=11, meta={"pad": "x" * (protocol.MAX_HEADER_BYTES
+                                                                   + 10)})], 0,
+         PROTOCOL_ERROR),
+        ("wrong protocol version", [header(id=12, v=2)], 12, PROTOCOL_ERROR),
+        ("protocol version missing", [msgpack.packb({"op": "ping", "id": 13, "gen": 1,
+                                                     "meta": {}, "arrays": []})], 13,
+         PROTOCOL_ERROR),
+        ("protocol version as string", [header(id=14, v="1")], 14, PROTOCOL_ERROR),
+        ("unknown op", [header(id=15, op="format_disk")], 15, PROTOCOL_ERROR),
+        ("op not a string", [header(id=16, op=3)], 16, PROTOCOL_ERROR),
+        ("reply op hello as request", [header(id=17, op="hello")], 17, PROTOCOL_ERROR),
+        ("reply op reply as request", [header(id=18, op="reply")], 18, PROTOCOL_ERROR),
+        ("heartbeat as request", [header(id=19, op="heartbeat")], 19, PROTOCOL_ERROR),
+        ("error op as request", [header(id=20, op="error")], 20, PROTOCOL_ERROR),
+        ("negative id", [header(id=-5)], 0, PROTOCOL_ERROR),
+        ("bool id", [header(id=True)], 0, PROTOCOL_ERROR),
+        ("float id", [header(id=2.0)], 0, PROTOCOL_ERROR),
+        ("string id", [header(id="21")], 0, PROTOCOL_ERROR),
+        ("id 2**63", [header(id=2**63)], 0, PROTOCOL_ERROR),
+        ("id missing", [msgpack.packb({"v": 1, "op": "ping", "gen": 1, "meta": {},
+                                       "arrays": []})], 0, PROTOCOL_ERROR),
+        ("negative gen", [header(id=22, gen=-1)], 22, PROTOCOL_ERROR),
+        ("meta not a map", [header(id=23, meta=[1, 2])], 23, PROTOCOL_ERROR),
+        ("arrays not a list", [header(id=24, arrays={"f4": 4})], 24, PROTOCOL_ERROR),
+        ("declares 2 arrays, 1 frame", [header(id=25, arrays=[["f4", 4], ["f4", 4]]), F32_4],
+         25, PROTOCOL_ERROR),
+        ("declares 0 arrays, 1 frame", [header(id=26), F32_4], 26, PROTOCOL_ERROR),
+        ("count does not match frame", [header(id=27, arrays=[["f4", 5]]), F32_4], 27,
+         PROTOCOL_ERROR),
+        ("dtype does not match frame", [header(id=28, arrays=[["f8", 4]]), F32_4], 28,
+         PROTOCOL_ERROR),
+        ("frame not a multiple of itemsize", [header(id=29, arrays=[["f4", 1]]), b"\0" * 5],
+         29, PROTOCOL_ERROR),
+        ("unknown dtype", [header(id=30, arrays=[["c16", 1]]), b"\0" * 16], 30,
+         PROTOCOL_ERROR),
+        ("object dtype", [header(id=31, arrays=[["O", 2]]), b"\0" * 16], 31, PROTOCOL_ERROR),
+        ("negative count", [header(id=32, arrays=[["f4", -1]]), b""], 32, PROTOCOL_ERROR),
+        ("bool count", [header(id=33, arrays=[["u1", True]]), b"\0"], 33, PROTOCOL_ERROR),
+        ("count 2**40", [header(id=34, arrays=[["f4", 2**40]]), F32_4], 34, PROTOCOL_ERROR),
+        ("count 2**64-1", [header(id=35, arrays=[["u1", 2**64 - 1]]), b"\0"], 35,
+         PROTOCOL_ERROR),
+        ("spec of three fields", [header(id=36, arrays=[["f4", 4, 0]]), F32_4], 36,
+         PROTOCOL_ERROR),
+        ("spec not a list", [header(id=37, arrays=["f4"]), F32_4], 37, PROTOCOL_ERROR),
+        ("too many arrays", [header(id=38, arrays=[["u1", 0]] * (protocol.MAX_ARRAYS + 1)),
+                             *([b""] * (protocol.MAX_ARRAYS + 1))], 38, PROTOCOL_ERROR),
+        ("dispatch with garbage program bytes",
+         [header(id=39, op="dispatch", meta={"program": rng.bytes(200), "config": cfg},
+                 arrays=good_specs), *good_arrays], 39, INVALID_PROGRAM),
+        ("dispatch with truncated program bytes",
+         [header(id=40, op="dispatch", meta={"program": program[: len(program) // 2],
+                                             "config": cfg}, arrays=good_specs),
+          *good_arrays], 40, INVALID_PROGRAM),
+        ("dispatch with empty program bytes",
+         [header(id=41, op="dispatch", meta={"program": b"", "config": cfg},
+                 arrays=good_specs), *good_arrays], 41, INVALID_PROGRAM),
+        ("dispatch with program as a string",
+         [header(id=42, op="dispatch", meta={"program": "saxpy", "config": cfg},
+                 arrays=good_specs), *good_arrays], 42, PROTOCOL_ERROR),
+        ("dispatch without program",
+         [header(id=43, op="dispatch", meta={"config": cfg}, arrays=good_specs),
+          *good_arrays], 43, PROTOCOL_ERROR),
+        ("dispatch with config a list",
+         [header(id=44, op="dispatch", meta={"program": program, "config": [1, 2]},
+                 arrays=good_specs), *good_arrays], 44, PROTOCOL_ERROR),
+        ("dispatch with config a string",
+         [header(id=45, op="dispatch", meta={"program": program, "config": "fast"},
+                 arrays=good_specs), *good_arrays], 45, PROTOCOL_ERROR),
+        ("dispatch with config an int",
+         [header(id=46, op="dispatch", meta={"program": program, "config": 1},
+                 arrays=good_specs), *good_arrays], 46, PROTOCOL_ERROR),
+        ("dispatch with unknown config field",
+         [header(id=47, op="dispatch", meta={"program": program, "config": {"turbo": True}},
+                 arrays=good_specs), *good_arrays], 47, INVALID_CONFIG),
+        ("dispatch with a config field of the wrong type",
+         [header(id=48, op="dispatch", meta={"program": program, "config": {"timeout": "x"}},
+                 arrays=good_specs), *good_arrays], 48, INVALID_CONFIG),
+        ("dispatch with a config key that is bytes",
+         [header(id=57, op="dispatch", meta={"program": program, "config": {b"label": "x"}},
+                 arrays=good_specs), *good_arrays], 57, INVALID_CONFIG),
+        ("dispatch with a grid of 2**96 workgroups",
+         [header(id=58, op="dispatch", meta={"program": program,
+                                             "config": {"grid_override": [2**32 - 1] * 3}},
+                 arrays=good_specs), *good_arrays], 58, LAUNCH_LIMIT),
+        ("dispatch covering 2**62 elements",
+         [header(id=59, op="dispatch", meta={"program": program,
+                                             "config": {"dispatch_elements": 2**62}},
+                 arrays=good_specs), *good_arrays], 59, LAUNCH_LIMIT),
+        ("allocate of 2**40 bytes", [header(id=60, op="allocate", meta={"byte_len": 2**40})],
+         60, UNSUPPORTED),
+        ("dispatch with too few inputs",
+         [header(id=49, op="dispatch", meta={"program": program, "config": cfg},
+                 arrays=good_specs[:1]), good_arrays[0]], 49, INVALID_INPUT),
+        ("pipeline_dispatch of an unknown pipeline",
+         [header(id=50, op="pipeline_dispatch", meta={"pipeline": 999, "config": cfg})], 50,
+         INVALID_INPUT),
+        ("pipeline_dispatch with pipeline id a string",
+         [header(id=51, op="pipeline_dispatch", meta={"pipeline": "1", "config": cfg})], 51,
+         PROTOCOL_ERROR),
+        ("allocate with bool size", [header(id=52, op="allocate", meta={"byte_len": True})],
+         52, PROTOCOL_ERROR),
+        ("upload without a data frame", [header(id=53, op="upload", meta={"handle": 1})], 53,
+         PROTOCOL_ERROR),
+        ("download of an unknown handle",
+         [header(id=54, op="download", meta={"handle": 424242})], 54, INVALID_INPUT),
+        ("dispatch_resident with handles not a list",
+         [header(id=55, op="dispatch_resident", meta={"program": program, "handles": 3})],
+         55, PROTOCOL_ERROR),
+        ("free with handle a string", [header(id=56, op="free", meta={"handle": "1"})], 56,
+         PROTOCOL_ERROR),
+    ]
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize(("frames", "request_id", "code"),
+                         [pytest.param(f, i, c, id=name) for name, f, i, c in CASES])
+def test_malformed_message_gets_an_error_reply(worker, frames, request_id, code):
+    reply = worker.exchange(frames)
+    assert_error(reply, request_id, code)
+    assert reply.gen == GEN
+    assert worker.proc.poll() is None, worker.log()
+
+
+def test_worker_serves_after_every_malformed_message(worker):
+    """All of the catalogue again, back to back without reading in between, then the
+    replies: exactly one per message, in order, and the worker still computes."""
+    assert worker.hello.op is Op.HELLO and worker.hello.gen == GEN
+    assert worker.hello.meta["backend"] == "reference"
+    assert worker.hello.meta["pid"] == worker.proc.pid
+    for _, frames, _, _ in CASES:
+        worker.send_frames(frames)
+    for name, _, request_id, code in CASES:
+        reply = worker.receive()
+        assert reply.op is Op.ERROR, name
+        assert (reply.id, reply.meta["error"]["code"]) == (request_id, code), name
+    assert_serving(worker, seed=2)
+    worker.wait_beat()  # the heartbeat socket keeps beating too
+
+
+def test_a_large_valid_message_after_the_attacks(worker):
+    """Large inputs (sent zero-copy) still cross intact after all of the above."""
+    n = 1 << 18
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.u32)
+    out = k.output("out", ir.u32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        out[i] = x[i] + x[i]
+    program = k.build()
+    data = np.random.default_rng(5).integers(0, 2**31, n, dtype=np.uint32)
+    rid = worker.next_id()
+    worker.send(Message(Op.DISPATCH, rid, GEN, {
+        "program": program.to_wire(), "config": DispatchConfig().to_dict()},
+        abi.bind_inputs(program, [data])))
+    reply = worker.receive(timeout=60)
+    assert (reply.op, reply.id) == (Op.REPLY, rid), reply.meta
+    assert reply.arrays[0].tobytes() == (data + data).tobytes()
+
+
+# -- fuzzing -------------------------------------------------------------------------------
+
+def _expected_id(frames: list[bytes]) -> int | None:
+    """The id the worker must echo for ``frames``: the decoder is the oracle for whether
+    the id was readable; None when the message is valid."""
+    try:
+        msg = protocol.decode(frames)
+    except ProtocolError as exc:
+        return exc.details.get("request_id") or 0
+    if msg.op not in protocol.REQUESTS:
+        return msg.id
+    return None
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=6))
+def test_random_frame_lists(worker, frames):
+    reply = worker.exchange(frames)
+    rid = _expected_id(frames)
+    assert rid is not None  # random bytes never make a valid request
+    assert_error(reply, rid)
+
+
+_i64 = st.integers(-(2**63), 2**63 - 1)
+_ids = st.one_of(st.integers(-(2**63), 2**64 - 1), st.booleans(), st.none(),
+                 st.floats(allow_nan=False), st.text(max_size=4))
+_specs = st.lists(st.one_of(
+    st.tuples(st.sampled_from(["u1", "u4", "i4", "f2", "f4", "f8", "f16", "", "O"]),
+              st.one_of(st.integers(-3, 2**64 - 1), st.booleans())).map(list),
+    _i64, st.text(max_size=3), st.lists(st.integers(0, 4), max_size=3)), max_size=4)
+
+
+@st.composite
+def _headers(draw) -> list[bytes]:
+    fields = {
+        "v": draw(st.sampled_from([1, 1, 1, 0, 2, "1", None, True])),
+        "op": draw(st.sampled_from(["ping", "ping", "dispatch", "hello", "reply", "error",
+                                    "heartbeat", "free", "bogus", "", 7, None])),
+        "id": draw(_ids),
+        "gen": draw(st.one_of(st.integers(-2, 2**63), st.booleans(), st.none())),
+        "meta": draw(st.one_of(st.dictionaries(st.sampled_from(["program", "config", "x"]),
+                                               st.one_of(st.binary(max_size=40),
+                                                         _i64, st.none()),
+                                               max_size=3),
+                               st.lists(_i64, max_size=2), st.none())),
+        "arrays": draw(st.one_of(_specs, st.none(), _i64)),
+    }
+    for name in draw(st.sets(st.sampled_from(sorted(fields)), max_size=2)):
+        del fields[name]
+    frames = [msgpack.packb(fields, use_bin_type=True)]
+    specs = fields.get("arrays")
+    if isinstance(specs, list) and draw(st.booleans()):  # frames that fit the specs
+        for spec in specs:
+            if isinstance(spec, list) and len(spec) == 2 and spec[0] in protocol.DTYPES \
+                    and isinstance(spec[1], int) and 0 <= spec[1] <= 64:
+                frames.append(bytes(protocol.DTYPES[spec[0]].itemsize * spec[1]))
+            else:
+                frames.append(draw(st.binary(max_size=16)))
+    else:
+        frames += draw(st.lists(st.binary(max_size=64), max_size=4))
+    return frames
+
+
+@settings(max_examples=250, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(_headers())
+def test_random_headers(worker, frames):
+    """Structured headers with random field values: never a crash; malformed ones get
+    error replies with the id echoed exactly when the codec could read it."""
+    reply = worker.exchange(frames)
+    assert reply.op in (Op.REPLY, Op.ERROR)
+    rid = _expected_id(frames)
+    if rid is not None:
+        assert_error(reply, rid)
+    else:
+        msg = protocol.decode(frames)
+        assert reply.id == msg.id
+        if msg.op is Op.PING:
+            assert reply.op is Op.REPLY
+        else:  # free without a handle, dispatch without a valid program, ...
+            assert reply.op is Op.ERROR
+            assert reply.meta["error"]["code"] in vyre_core.errors.catalog()
+    assert worker.proc.poll() is None, worker.log()
+
+
+def test_worker_still_serves_after_fuzzing(worker):
+    assert_serving(worker, seed=3)
+    rid = worker.next_id()
+    worker.send(Message(Op.SHUTDOWN, rid, GEN))
+    reply = worker.receive()
+    assert (reply.op, reply.id) == (Op.REPLY, rid)
+    assert worker.proc.wait(timeout=10) == 0
+
+
+# -- bugs ----------------------------------------------------------------------------------
+
+def test_pool_option_max_message_bytes_refuses_oversized_dispatches():
+    """PoolOptions.max_message_bytes bounds what crosses the process boundary: an oversized
+    dispatch is refused with a VyreError (ProtocolError E1305) before it is sent."""
+    limit = 1 << 16
+    n = 1 << 18  # 1 MiB per f32 array: 16 times the limit, in and out
+    program = saxpy(n)
+    inputs = [np.ones(n, dtype=np.float32), np.ones(n, dtype=np.float32),
+              np.array([2.0], dtype=np.float32)]
+    with vyre_core.Driver(kill_grace=0.5, max_message_bytes=limit) as drv:
+        assert drv.options.max_message_bytes == limit
+        try:
+            out = drv.dispatch(program, inputs, backend="reference")
+        except VyreError:
+            return
+        assert out[0].nbytes <= limit, (
+            f"max_message_bytes={limit} had no effect: {out[0].nbytes}-byte output received")
