@@ -13,7 +13,7 @@ from vyre_core.contract import TimedDispatch, Timing, hookimpl
 from vyre_core.contract.types import wall_clock_ns
 from vyre_core.errors import InvalidInputError, UnsupportedFeatureError
 from vyre_reference import __version__
-from vyre_reference.interpreter import run
+from vyre_reference.interpreter import execute, run
 
 VYRE_CONTRACT = 1
 
@@ -57,12 +57,12 @@ def vyre_is_reference_oracle() -> bool:
 
 @hookimpl
 def vyre_dispatch(program, inputs, config) -> list[np.ndarray]:
-    return run(program, inputs, grid=config.grid_override)
+    return execute(program, inputs, config.grid_override)  # the host bound and sized it
 
 
 @hookimpl
 def vyre_dispatch_borrowed(program, inputs, config) -> list[np.ndarray]:
-    return run(program, inputs, grid=config.grid_override)  # never writes its inputs
+    return execute(program, inputs, config.grid_override)  # never writes its inputs
 
 
 @hookimpl

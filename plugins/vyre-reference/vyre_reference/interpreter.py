@@ -71,8 +71,15 @@ def run(program: Program, inputs: Sequence[Any],
     program.check()
     bound = abi.bind_inputs(program, inputs)
     lengths = abi.buffer_lengths(program, bound)
+    return execute(program, bound, abi.infer_grid(program, lengths, grid))
+
+
+def execute(program: Program, bound: Sequence[np.ndarray],
+            grid: tuple[int, int, int]) -> list[np.ndarray]:
+    """``run`` for a validated program whose inputs are already bound per the ABI and
+    whose grid is resolved: what the contract hands a backend."""
     with np.errstate(all="ignore"):
-        return _Dispatch(program, bound, abi.infer_grid(program, lengths, grid)).run()
+        return _Dispatch(program, list(bound), grid).run()
 
 
 @functools.lru_cache(maxsize=4)
@@ -81,6 +88,22 @@ def _lane_ids(lanes: int) -> np.ndarray:
     ids = np.arange(lanes, dtype=np.uint32)
     ids.setflags(write=False)
     return ids
+
+
+_USED_VARS: dict[str, frozenset[str]] = {}
+
+
+def _used_vars(program: Program) -> frozenset[str]:
+    """Variables read anywhere in ``program`` (an atomic whose result nobody reads can
+    skip computing it); cached by fingerprint."""
+    key = program.fingerprint()
+    found = _USED_VARS.get(key)
+    if found is None:
+        if len(_USED_VARS) > 1024:
+            _USED_VARS.clear()
+        found = _USED_VARS[key] = frozenset(
+            n.name for n in walk(program.body) if isinstance(n, Var))
+    return found
 
 
 def _and(a: Mask, b: Mask) -> Mask:
@@ -132,7 +155,7 @@ class _Dispatch:
         self.vars: dict[str, Value] = {}
         self.alive: Mask = None
         self.ids: dict[tuple[IdKind, int], np.ndarray] = {}
-        self.used_vars = {n.name for n in walk(program.body) if isinstance(n, Var)}
+        self.used_vars = _used_vars(program)
         # With a 1-D extent, global_id(0) is exactly arange(lanes): loads and stores
         # indexed by it become slices.
         self.iota = self.invocation_id(IdKind.GLOBAL, 0) if self.extent[1:] == (1, 1) else None
@@ -236,6 +259,11 @@ class _Dispatch:
         if mask is None and index is self.iota and buf.access is not Access.WORKGROUP:
             n = min(self.lanes, len(self.mem[name]))
             self.mem[name][:n] = value if value.ndim == 0 else value[:n]
+            return
+        if mask is None and value.ndim == 0 and _is_uniform(index) \
+                and buf.access is not Access.WORKGROUP:
+            if index < len(self.mem[name]):  # every lane stores the same value there
+                self.mem[name][index] = value
             return
         data, flat, inside = self.address(name, index)
         lanes = self.active_lanes(_and(mask, np.broadcast_to(inside, (self.lanes,))))
