@@ -1,0 +1,485 @@
+"""IR -> WGSL. Pure text generation: no wgpu import, no device.
+
+WGSL differs from vyre's total semantics in places, so the generated code enforces them:
+integer division and remainder by zero, out-of-bounds loads (0) and stores (dropped),
+5-bit shift masks, saturating float-to-int casts with NaN -> 0, NaN-ignoring float
+min/max, bool buffers as u32 words. Literals are hoisted into function-scope variables so
+that WGSL's constant evaluation never sees (and refuses) ``x / 0`` or a 32-bit shift.
+What WGSL cannot express is refused with UnsupportedFeatureError, never run wrongly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from vyre_core.errors import UnsupportedFeatureError
+from vyre_core.ir import Program
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import (
+    Access,
+    Assign,
+    Atomic,
+    AtomicOp,
+    Barrier,
+    Binary,
+    BinOp,
+    Block,
+    BufLen,
+    Cast,
+    Expr,
+    Fma,
+    IdKind,
+    If,
+    InvocationId,
+    Let,
+    Lit,
+    Load,
+    Loop,
+    Return,
+    Select,
+    Stmt,
+    Store,
+    Unary,
+    UnOp,
+    Var,
+    walk,
+)
+
+#: Params uniform layout (u32 words): [0] grid split stride S (0 = no split), [1] logical
+#: workgroups along x, [2] along y, [3] along z, [4 + i] element count of the i-th
+#: non-workgroup buffer in declaration order. Padded to a multiple of 4 words.
+PARAMS_HEADER_WORDS = 4
+
+
+@dataclass(frozen=True)
+class BufferBinding:
+    name: str
+    binding: int
+    access: str          # "read" (read-only storage) or "read_write"
+    element_bytes: int   # storage bytes per element
+
+
+@dataclass(frozen=True)
+class Lowered:
+    wgsl: str
+    buffers: tuple[BufferBinding, ...]  # every non-workgroup buffer, declaration order
+    params_binding: int                 # binding of the params uniform buffer
+    params_words: int                   # size of the params buffer in u32 words
+    features: frozenset[str]            # wgpu features the shader needs: "shader-f16", "shader-f64"
+
+
+_TYPE = {DType.U32: "u32", DType.I32: "i32", DType.F32: "f32", DType.BOOL: "bool",
+         DType.F16: "f16", DType.F64: "f64"}
+_STORAGE = {**_TYPE, DType.BOOL: "u32"}
+_ARITH = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.AND: "&", BinOp.OR: "|",
+          BinOp.XOR: "^", BinOp.EQ: "==", BinOp.NE: "!=", BinOp.LT: "<", BinOp.LE: "<=",
+          BinOp.GT: ">", BinOp.GE: ">=", BinOp.LOGICAL_AND: "&&", BinOp.LOGICAL_OR: "||"}
+_FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.EXP: "exp", UnOp.LOG: "log", UnOp.SIN: "sin",
+             UnOp.COS: "cos", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil"}
+_ATOMIC_FN = {AtomicOp.ADD: "atomicAdd", AtomicOp.SUB: "atomicSub", AtomicOp.MIN: "atomicMin",
+              AtomicOp.MAX: "atomicMax", AtomicOp.AND: "atomicAnd", AtomicOp.OR: "atomicOr",
+              AtomicOp.XOR: "atomicXor", AtomicOp.EXCHANGE: "atomicExchange"}
+# Ordered comparisons against these test finiteness (x - x == 0 tests get folded away).
+_MAX_FINITE = {DType.F16: "65504.0h", DType.F32: "bitcast<f32>(0x7f7fffffu)",
+               DType.F64: "1.7976931348623157e308lf"}
+_INT_LIMITS = {DType.U32: ("0u", "4294967295u", 0.0, 4294967296.0),
+               DType.I32: ("bitcast<i32>(0x80000000u)", "2147483647i", -2147483648.0,
+                           2147483648.0)}
+
+
+def _unsupported(what: str) -> UnsupportedFeatureError:
+    return UnsupportedFeatureError(f"the wgpu backend cannot express {what} in WGSL",
+                                   "Route the program to the reference backend.")
+
+
+class _Lowering:
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.buffers = {b.name: b for b in program.buffers}
+        self.types: dict[str, DType] = {}  # variable name -> type, for the current scope
+        self.atomic = {n.buffer for n in walk(program.body) if isinstance(n, Atomic)}
+        self.assigned = {n.name for n in walk(program.body) if isinstance(n, Assign)}
+        self.literals: dict[Lit, str] = {}
+        self.helpers: dict[str, str] = {}
+        self.dtypes = {b.dtype for b in program.buffers} | {
+            n.dtype for n in walk(program.body) if isinstance(n, Lit | Cast)}
+        storage = [b for b in program.buffers if b.access is not Access.WORKGROUP]
+        self.length_word = {b.name: PARAMS_HEADER_WORDS + i for i, b in enumerate(storage)}
+        self.storage = storage
+
+    # -- names -----------------------------------------------------------------------------
+
+    @staticmethod
+    def var(name: str) -> str:
+        return f"v_{name}"
+
+    def buf(self, name: str) -> str:
+        kind = "w" if self.buffers[name].access is Access.WORKGROUP else "b"
+        return f"{kind}_{name}"
+
+    def length(self, name: str) -> str:
+        b = self.buffers[name]
+        if b.access is Access.WORKGROUP:
+            return f"{b.count}u"
+        word = self.length_word[name]
+        return f"vyre_params[{word // 4}][{word % 4}]"
+
+    # -- expressions ----------------------------------------------------------------------
+
+    def literal(self, lit: Lit) -> str:
+        name = self.literals.get(lit)
+        if name is None:
+            name = self.literals[lit] = f"vyre_c{len(self.literals)}"
+        return name
+
+    @staticmethod
+    def literal_value(lit: Lit) -> str:
+        t = lit.dtype
+        if t is DType.BOOL:
+            return "true" if lit.bits else "false"
+        if t is DType.U32:
+            return f"{lit.bits}u"
+        if t is DType.I32:
+            return f"bitcast<i32>({lit.bits}u)"
+        if t is DType.F32:
+            return f"bitcast<f32>({lit.bits}u)"
+        value = lit.value
+        if t is DType.F16:
+            if math.isfinite(value):
+                return f"{value!r}h"
+            return f"f16(bitcast<f32>({int(np.float32(value).view(np.uint32))}u))"
+        if math.isfinite(value):
+            return f"{value!r}lf"
+        return f"f64(bitcast<f32>({int(np.float32(value).view(np.uint32))}u))"
+
+    def type_of(self, e: Expr) -> DType:
+        """Type of an expression of a validated program."""
+        match e:
+            case Lit(dtype=t) | Cast(dtype=t):
+                return t
+            case Var(name):
+                return self.types[name]
+            case Load(buffer=b) | Atomic(buffer=b):
+                return self.buffers[b].dtype
+            case BufLen() | InvocationId():
+                return DType.U32
+            case Binary(op, lhs, _):
+                return DType.BOOL if op in (BinOp.EQ, BinOp.NE, BinOp.LT, BinOp.LE, BinOp.GT,
+                                            BinOp.GE, BinOp.LOGICAL_AND,
+                                            BinOp.LOGICAL_OR) else self.type_of(lhs)
+            case Unary(operand=x) | Fma(a=x):
+                return self.type_of(x)
+            case Select(if_true=x):
+                return self.type_of(x)
+        raise AssertionError(e)
+
+    def expr(self, e: Expr) -> str:
+        match e:
+            case Lit():
+                return self.literal(e)
+            case Var(name):
+                return self.var(name)
+            case Load(buffer, index):
+                return f"vyre_load_{buffer}({self.expr(index)})"
+            case BufLen(buffer):
+                return self.length(buffer)
+            case InvocationId(kind, axis):
+                vec = {IdKind.GLOBAL: "vyre_gid", IdKind.LOCAL: "vyre_lid",
+                       IdKind.WORKGROUP: "vyre_wid"}[kind]
+                return f"{vec}.{'xyz'[axis]}"
+            case Binary(op, lhs, rhs):
+                return self.binary(op, lhs, rhs)
+            case Unary(op, operand):
+                return self.unary(op, operand)
+            case Select(cond, if_true, if_false):
+                return f"select({self.expr(if_false)}, {self.expr(if_true)}, {self.expr(cond)})"
+            case Cast(dtype, value):
+                return self.cast(self.type_of(value), dtype, self.expr(value))
+            case Fma(a, b, c):
+                return f"fma({self.expr(a)}, {self.expr(b)}, {self.expr(c)})"
+            case Atomic():
+                raise AssertionError("atomics are lowered as let statements")
+        raise AssertionError(e)
+
+    def binary(self, op: BinOp, lhs: Expr, rhs: Expr) -> str:
+        t = self.type_of(lhs)
+        a, b = self.expr(lhs), self.expr(rhs)
+        if op is BinOp.XOR and t is DType.BOOL:
+            return f"({a} != {b})"  # WGSL has no ^ on bool
+        if op is BinOp.NE and t.is_float:
+            return f"(!({a} == {b}))"  # != may lower to an ordered compare: false for NaN
+        if op in _ARITH:
+            return f"({a} {_ARITH[op]} {b})"
+        ty = _TYPE[t]
+        if op in (BinOp.DIV, BinOp.REM):
+            if t.is_float:
+                return f"({a} / {b})" if op is BinOp.DIV else self.helper_call(
+                    f"vyre_fmod_{ty}", [a, b], f"""fn vyre_fmod_{ty}(a: {ty}, b: {ty}) -> {ty} {{
+    if (!(a == a) || !(b == b)) {{ return a + b; }}
+    if (!(abs(a) <= {_MAX_FINITE[t]}) || b == {ty}(0)) {{ return (b - b) / (b - b); }}
+    if (!(abs(b) <= {_MAX_FINITE[t]})) {{ return a; }}
+    return a - b * trunc(a / b);
+}}""")
+            # WGSL: x / 0 == x and MIN / -1 == MIN; vyre: x / 0 == all ones, x % 0 == 0.
+            ones = "4294967295u" if t is DType.U32 else "-1i"
+            zero = "0u" if t is DType.U32 else "0i"
+            if op is BinOp.DIV:
+                return self.helper_call(f"vyre_div_{ty}", [a, b],
+                                        f"""fn vyre_div_{ty}(a: {ty}, b: {ty}) -> {ty} {{
+    if (b == {zero}) {{ return {ones}; }}
+    return a / b;
+}}""")
+            minus_one = "" if t is DType.U32 else " || b == -1i"
+            return self.helper_call(f"vyre_rem_{ty}", [a, b],
+                                    f"""fn vyre_rem_{ty}(a: {ty}, b: {ty}) -> {ty} {{
+    if (b == {zero}{minus_one}) {{ return {zero}; }}
+    return a % b;
+}}""")
+        if op in (BinOp.MIN, BinOp.MAX):
+            fn = "min" if op is BinOp.MIN else "max"
+            if not t.is_float:
+                return f"{fn}({a}, {b})"
+            return self.helper_call(f"vyre_f{fn}_{ty}", [a, b],
+                                    f"""fn vyre_f{fn}_{ty}(a: {ty}, b: {ty}) -> {ty} {{
+    if (!(a == a)) {{ return b; }}
+    if (!(b == b)) {{ return a; }}
+    return {fn}(a, b);
+}}""")
+        if op in (BinOp.SHL, BinOp.SHR):
+            return f"({a} {'<<' if op is BinOp.SHL else '>>'} ({b} & 31u))"
+        raise AssertionError(op)
+
+    def unary(self, op: UnOp, operand: Expr) -> str:
+        t = self.type_of(operand)
+        x = self.expr(operand)
+        match op:
+            case UnOp.NEG:
+                return f"(-{x})"
+            case UnOp.BIT_NOT:
+                return f"(~{x})"
+            case UnOp.NOT:
+                return f"(!{x})"
+            case UnOp.ABS:
+                return x if t is DType.U32 else f"abs({x})"
+            case UnOp.POPCOUNT:
+                return f"countOneBits({x})"
+        if t is DType.F64 and op not in (UnOp.SQRT, UnOp.FLOOR, UnOp.CEIL):
+            raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
+        return f"{_FLOAT_FN[op]}({x})"
+
+    def cast(self, src: DType, dst: DType, x: str) -> str:
+        if src is dst:
+            return x
+        if dst is DType.BOOL:
+            return f"({x} != {'0u' if src is DType.U32 else '0i'})"
+        if src is DType.BOOL:
+            one, zero = {DType.U32: ("1u", "0u"), DType.I32: ("1i", "0i"),
+                         DType.F32: ("1.0f", "0.0f"), DType.F16: ("1.0h", "0.0h"),
+                         DType.F64: ("1.0lf", "0.0lf")}[dst]
+            return f"select({zero}, {one}, {x})"
+        if src.is_int and dst.is_int:
+            return f"bitcast<{_TYPE[dst]}>({x})"
+        if src.is_float and dst.is_int:
+            ty, fty = _TYPE[dst], _TYPE[src]
+            lo, hi, flo, fhi = _INT_LIMITS[dst]
+            wide = "f64" if src is DType.F64 else "f32"
+            suffix = "lf" if wide == "f64" else "f"
+            return self.helper_call(f"vyre_{fty}_to_{ty}", [x],
+                                    f"""fn vyre_{fty}_to_{ty}(v: {fty}) -> {ty} {{
+    let x = {wide}(v);
+    if (!(x == x)) {{ return {'0u' if dst is DType.U32 else '0i'}; }}
+    if (x >= {fhi!r}{suffix}) {{ return {hi}; }}
+    if (x <= {flo!r}{suffix}) {{ return {lo}; }}
+    return {ty}(x);
+}}""")
+        if src is DType.F64 and dst is DType.F16:
+            raise _unsupported("an f64 -> f16 cast (it would round twice, through f32)")
+        return f"{_TYPE[dst]}({x})"  # int -> float, float -> float: round to nearest
+
+    def helper_call(self, name: str, args: list[str], source: str) -> str:
+        self.helpers.setdefault(name, source)
+        return f"{name}({', '.join(args)})"
+
+    # -- statements ---------------------------------------------------------------------------
+
+    def block(self, stmts: tuple[Stmt, ...], indent: str) -> list[str]:
+        saved = dict(self.types)
+        lines = []
+        for s in stmts:
+            lines.extend(self.stmt(s, indent))
+        self.types = saved
+        return lines
+
+    def stmt(self, s: Stmt, ind: str) -> list[str]:
+        match s:
+            case Let(name, Atomic() as atomic):
+                self.types[name] = self.buffers[atomic.buffer].dtype
+                return [f"{ind}let {self.var(name)} = {self.atomic_call(atomic)};"]
+            case Let(name, value):
+                self.types[name] = self.type_of(value)
+                kind = "var" if name in self.assigned else "let"
+                return [f"{ind}{kind} {self.var(name)}: {_TYPE[self.types[name]]} = "
+                        f"{self.expr(value)};"]
+            case Assign(name, value):
+                return [f"{ind}{self.var(name)} = {self.expr(value)};"]
+            case Store(buffer, index, value):
+                return [f"{ind}vyre_store_{buffer}({self.expr(index)}, {self.expr(value)});"]
+            case If(cond, then, orelse):
+                lines = [f"{ind}if ({self.expr(cond)}) {{", *self.block(then, ind + "    ")]
+                if orelse:
+                    lines += [f"{ind}}} else {{", *self.block(orelse, ind + "    ")]
+                return [*lines, f"{ind}}}"]
+            case Loop(var, start, end, body):
+                v, bound = self.var(var), f"vyre_end_{var}"
+                head = [f"{ind}{{", f"{ind}    let {bound} = {self.expr(end)};",
+                        f"{ind}    for (var {v}: u32 = {self.expr(start)}; {v} < {bound}; "
+                        f"{v} = {v} + 1u) {{"]
+                self.types[var] = DType.U32
+                inner = self.block(body, ind + "        ")
+                del self.types[var]
+                return [*head, *inner, f"{ind}    }}", f"{ind}}}"]
+            case Return():
+                return [f"{ind}return;"]
+            case Barrier():
+                return [f"{ind}storageBarrier();", f"{ind}workgroupBarrier();"]
+            case Block(body):
+                return [f"{ind}{{", *self.block(body, ind + "    "), f"{ind}}}"]
+        raise AssertionError(s)
+
+    def atomic_call(self, e: Atomic) -> str:
+        b = self.buffers[e.buffer]
+        ty = _TYPE[b.dtype]
+        ref, n = self.buf(e.buffer), self.length(e.buffer)
+        if e.op is AtomicOp.COMPARE_EXCHANGE:
+            name = f"vyre_cmpxchg_{e.buffer}"
+            source = f"""fn {name}(i: u32, cmp: {ty}, v: {ty}) -> {ty} {{
+    var old = {ty}(0);
+    if (i < {n}) {{
+        loop {{
+            let r = atomicCompareExchangeWeak(&{ref}[i], cmp, v);
+            if (r.exchanged || r.old_value != cmp) {{ old = r.old_value; break; }}
+        }}
+    }}
+    return old;
+}}"""
+            return self.helper_call(name, [self.expr(e.index), self.expr(e.comparand),
+                                           self.expr(e.value)], source)
+        fn = _ATOMIC_FN[e.op]
+        name = f"vyre_{fn}_{e.buffer}"
+        source = f"""fn {name}(i: u32, v: {ty}) -> {ty} {{
+    if (i >= {n}) {{ return {ty}(0); }}
+    return {fn}(&{ref}[i], v);
+}}"""
+        return self.helper_call(name, [self.expr(e.index), self.expr(e.value)], source)
+
+    # -- buffers -------------------------------------------------------------------------------
+
+    def buffer_decls(self) -> tuple[list[str], list[BufferBinding]]:
+        decls, bindings = [], []
+        for b in self.program.buffers:
+            elem = _STORAGE[b.dtype]
+            if b.name in self.atomic:
+                elem = f"atomic<{elem}>"
+            if b.access is Access.WORKGROUP:
+                decls.append(f"var<workgroup> {self.buf(b.name)}: array<{elem}, {b.count}>;")
+            else:
+                writable = b.access in (Access.READ_WRITE, Access.OUTPUT)
+                mode = "read_write" if writable or b.name in self.atomic else "read"
+                decls.append(f"@group(0) @binding({b.binding}) var<storage, {mode}> "
+                             f"{self.buf(b.name)}: array<{elem}>;")
+                bindings.append(BufferBinding(b.name, b.binding, mode, b.dtype.storage_bytes))
+            self.accessors(b)
+        return decls, bindings
+
+    def accessors(self, b) -> None:
+        ty, ref, n = _TYPE[b.dtype], self.buf(b.name), self.length(b.name)
+        zero = {DType.BOOL: "false"}.get(b.dtype, f"{ty}(0)")
+        read = f"atomicLoad(&{ref}[i])" if b.name in self.atomic else f"{ref}[i]"
+        if b.dtype is DType.BOOL:
+            read = f"({read} != 0u)"
+        self.helpers[f"vyre_load_{b.name}"] = f"""fn vyre_load_{b.name}(i: u32) -> {ty} {{
+    if (i < {n}) {{ return {read}; }}
+    return {zero};
+}}"""
+        if b.access in (Access.READ, Access.UNIFORM):
+            return
+        value = "select(0u, 1u, v)" if b.dtype is DType.BOOL else "v"
+        write = (f"atomicStore(&{ref}[i], {value})" if b.name in self.atomic
+                 else f"{ref}[i] = {value}")
+        self.helpers[f"vyre_store_{b.name}"] = f"""fn vyre_store_{b.name}(i: u32, v: {ty}) {{
+    if (i < {n}) {{ {write}; }}
+}}"""
+
+    def zero_workgroup_memory(self, invocations: int) -> list[str]:
+        """vyre promises zeroed workgroup memory; not every driver zeroes it for WGSL."""
+        lines = []
+        for b in self.program.buffers:
+            if b.access is not Access.WORKGROUP:
+                continue
+            zero = f"{_STORAGE[b.dtype]}(0)"
+            write = (f"atomicStore(&{self.buf(b.name)}[i], {zero})" if b.name in self.atomic
+                     else f"{self.buf(b.name)}[i] = {zero}")
+            lines.append(f"    for (var i: u32 = vyre_lindex; i < {b.count}u; "
+                         f"i = i + {invocations}u) {{ {write}; }}")
+        return [*lines, "    workgroupBarrier();"] if lines else []
+
+    def lower(self) -> Lowered:
+        if any(b.dtype is DType.BOOL and b.name in self.atomic for b in self.program.buffers):
+            raise _unsupported("atomics on bool buffers")
+        decls, bindings = self.buffer_decls()
+        params_binding = max((b.binding for b in self.storage), default=-1) + 1
+        words = PARAMS_HEADER_WORDS + len(self.storage)
+        words += -words % 4
+        wx, wy, wz = self.program.workgroup
+        body = self.block(self.program.body, "    ")
+        literal_lines = [f"    var {name}: {_TYPE[lit.dtype]} = {self.literal_value(lit)};"
+                         for lit, name in self.literals.items()]
+        features = set()
+        header = []
+        if DType.F16 in self.dtypes:
+            features.add("shader-f16")
+            header.append("enable f16;")
+        if DType.F64 in self.dtypes:
+            features.add("shader-f64")
+        source = "\n".join([
+            *header,
+            *decls,
+            f"@group(0) @binding({params_binding}) var<uniform> vyre_params: "
+            f"array<vec4<u32>, {words // 4}>;",
+            "",
+            *self.helpers.values(),
+            "",
+            f"@compute @workgroup_size({wx}, {wy}, {wz})",
+            "fn main(@builtin(local_invocation_id) vyre_lid: vec3<u32>,",
+            "        @builtin(local_invocation_index) vyre_lindex: u32,",
+            "        @builtin(workgroup_id) vyre_wid_phys: vec3<u32>) {",
+            "    let vyre_split = vyre_params[0].x;",
+            "    let vyre_wid = select(vyre_wid_phys, vec3<u32>(vyre_wid_phys.x + vyre_wid_phys.y"
+            " * vyre_split, 0u, 0u), vyre_split != 0u);",
+            "    if (vyre_wid.x >= vyre_params[0].y) { return; }",
+            f"    let vyre_gid = vyre_wid * vec3<u32>({wx}u, {wy}u, {wz}u) + vyre_lid;",
+            *self.zero_workgroup_memory(wx * wy * wz),
+            *literal_lines,
+            *body,
+            "}",
+            "",
+        ])
+        return Lowered(source, tuple(bindings), params_binding, words, frozenset(features))
+
+
+def lower(program: Program) -> Lowered:
+    """WGSL for ``program``; raises UnsupportedFeatureError for what WGSL cannot express."""
+    return _Lowering(program.check()).lower()
+
+
+def params_data(lowered: Lowered, lengths: list[int], grid: tuple[int, int, int],
+                split_stride: int) -> np.ndarray:
+    """The params buffer content (uint32) for one launch."""
+    words = np.zeros(lowered.params_words, dtype=np.uint32)
+    words[0] = split_stride
+    words[1:4] = grid
+    words[PARAMS_HEADER_WORDS:PARAMS_HEADER_WORDS + len(lengths)] = lengths
+    return words
