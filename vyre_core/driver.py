@@ -11,7 +11,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -174,19 +174,30 @@ class Driver:
         return self._backend_options.get(backend, self.options)
 
     def _routed_call(self, program: Program, backend: str | None,
-                     request: Request) -> tuple[Pool, Request, tuple[dict[str, Any], list[Any]]]:
-        """Run ``request`` on the routed backend; a pool that fails makes routing fall
-        over to the next capable backend (unless the backend was named). Returns the
-        pool and the request that actually ran, with its reply."""
+                     make_request: Callable[[Pool], Request],
+                     ) -> tuple[Pool, Request, tuple[dict[str, Any], list[Any]]]:
+        """Run a request (built for the pool that serves it) on the routed backend. A pool
+        that fails makes routing fall over to the next capable backend, unless the backend
+        was named. Returns the pool, the request that ran, and its reply."""
+        while True:
+            try:
+                pool = self._routed_pool(program, backend)
+                request = make_request(pool)
+                return pool, request, pool.call(request)
+            except PoolFailedError as exc:
+                failed = self._pools.get(exc.details.get("backend", ""))
+                if backend is not None or failed is None or failed.failure is None:
+                    raise
+
+    def _routed_pool(self, program: Program, backend: str | None) -> Pool:
+        """The pool to run ``program`` on. A backend chosen on its static claims is started
+        and asked first; routing then decides again on what its worker probed (a software
+        adapter, say, is demoted below the reference)."""
         while True:
             pool = self._pool(self.router.route(program, backend).backend)
-            try:
-                return pool, request, pool.call(request)
-            except PoolFailedError:
-                if backend is not None or pool.failure is None:
-                    raise
-                request = Request(request.op, request.meta, request.arrays,
-                                  timeout=request.timeout, retries=request.retries)
+            if backend is not None or pool.capabilities is not None:
+                return pool
+            pool.call(Request(Op.PING, {}, []))  # its hello re-probes and invalidates routing
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -200,8 +211,9 @@ class Driver:
                  config: DispatchConfig | None = None) -> Outputs:
         """Outputs of one dispatch, in ABI order, from the routed (or named) backend."""
         config = config or DispatchConfig()
-        _, _, (meta, arrays) = self._routed_call(
-            program, backend, self._dispatch_request(program, inputs, config))
+        request = self._dispatch_request(program, inputs, config)
+        _, _, (meta, arrays) = self._routed_call(program, backend,
+                                                 lambda pool: request.renewed())
         return _outputs(meta, arrays)
 
     def dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
@@ -209,8 +221,7 @@ class Driver:
         """Start a dispatch; the returned handle has ``is_ready()`` and ``result(timeout)``."""
         config = config or DispatchConfig()
         request = self._dispatch_request(program, inputs, config)
-        pool = self._pool(self.router.route(program, backend).backend)
-        return PendingResult(pool.submit(request))
+        return PendingResult(self._routed_pool(program, backend).submit(request))
 
     def compile(self, program: Program, backend: str | None = None,
                 config: DispatchConfig | None = None) -> CompiledPipeline:
@@ -218,10 +229,9 @@ class Driver:
         config = config or DispatchConfig()
         program = effective_program(program, config)
         config = config.replace(workgroup_override=None)
-        request = Request(Op.COMPILE, {"program": program.to_wire(), "config": config.to_dict()},
-                          [], timeout=self._options_for(
-                              self.router.route(program, backend).backend).compile_timeout)
-        pool, ran, (meta, _) = self._routed_call(program, backend, request)
+        meta = {"program": program.to_wire(), "config": config.to_dict()}
+        pool, ran, (meta, _) = self._routed_call(program, backend, lambda pool: Request(
+            Op.COMPILE, meta, [], timeout=pool.options.compile_timeout))
         slot, generation = ran.served_by
         pipeline_id = meta["pipeline"]
 

@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import itertools
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -103,6 +104,12 @@ class Request:
         self.deadline: float | None = None
         self.finished = False  # resolved (or about to be): never retried or re-answered
         self.served_by: tuple[int, int] | None = None  # (worker index, generation)
+
+    def renewed(self) -> Request:
+        """A fresh copy (new id and future) to send again elsewhere."""
+        return Request(self.op, self.meta, self.arrays, timeout=self.timeout,
+                       retries=self.retries, slot=self.slot, generation=self.generation,
+                       on_done=self.on_done)
 
 
 class _Slot:
@@ -343,7 +350,14 @@ class Pool:
         slot.deadline = None
         req, slot.current = slot.current, None
         if req is not None and req.on_done is None and not req.finished:
-            if req.slot is None and req.retries > 0:
+            if code == -signal.SIGABRT:
+                # Device runtimes abort the process on some calls to a lost device: that
+                # is a device loss, answered as one; the restart invalidates its handles.
+                self._fail(req, DeviceLostError(
+                    f"{slot.last_exit} while serving {req.op} on {self.backend!r}: the device "
+                    f"runtime aborted, treated as a lost device", generation=slot.generation,
+                    stderr=tail))
+            elif req.slot is None and req.retries > 0:
                 req.retries -= 1
                 self._queue.appendleft(req)  # pure work: run it again on a fresh worker
             else:
@@ -448,7 +462,7 @@ class Pool:
     def _finish(self, slot: _Slot, req: Request, result: Any) -> None:
         slot.current = None
         slot.state = "stopping" if req.op is Op.SHUTDOWN else "idle"
-        if req.on_done is None:
+        if req.on_done is None and req.op is not Op.PING:
             slot.served += 1
             slot.served_generation += 1
         if req.on_done is not None:
