@@ -68,6 +68,8 @@ class Lowered:
     buffers: tuple[BufferBinding, ...]  # every non-workgroup buffer, declaration order
     params_binding: int                 # binding of the params uniform buffer
     params_words: int                   # size of the params buffer in u32 words
+    status_binding: int                 # one atomic u32, read_write: nonzero = a loop was
+                                        # cut short by the adapter (discard the outputs)
     features: frozenset[str]            # wgpu features the shader needs: "shader-f16", "shader-f64"
 
 
@@ -333,14 +335,20 @@ class _Lowering:
                     lines += [f"{ind}}} else {{", *self.block(orelse, ind + "    ")]
                 return [*lines, f"{ind}}}"]
             case Loop(var, start, end, body):
+                # vyre loops have no break: if the counter is still below the bound after
+                # the loop, the adapter cut it short (lavapipe stops loops at 65,535
+                # iterations), so flag it and the host discards the result.
                 v, bound = self.var(var), f"vyre_end_{var}"
                 head = [f"{ind}{{", f"{ind}    let {bound} = {self.expr(end)};",
-                        f"{ind}    for (var {v}: u32 = {self.expr(start)}; {v} < {bound}; "
-                        f"{v} = {v} + 1u) {{"]
+                        f"{ind}    var {v}: u32 = {self.expr(start)};",
+                        f"{ind}    loop {{", f"{ind}        if ({v} >= {bound}) {{ break; }}"]
                 self.types[var] = DType.U32
                 inner = self.block(body, ind + "        ")
                 del self.types[var]
-                return [*head, *inner, f"{ind}    }}", f"{ind}}}"]
+                return [*head, *inner, f"{ind}        continuing {{ {v} = {v} + 1u; }}",
+                        f"{ind}    }}",
+                        f"{ind}    if ({v} < {bound}) {{ atomicOr(&vyre_status[0], 1u); }}",
+                        f"{ind}}}"]
             case Return():
                 return [f"{ind}return;"]
             case Barrier():
@@ -449,6 +457,8 @@ class _Lowering:
             *decls,
             f"@group(0) @binding({params_binding}) var<uniform> vyre_params: "
             f"array<vec4<u32>, {words // 4}>;",
+            f"@group(0) @binding({params_binding + 1}) var<storage, read_write> vyre_status: "
+            "array<atomic<u32>, 1>;",
             "",
             *self.helpers.values(),
             "",
@@ -467,7 +477,8 @@ class _Lowering:
             "}",
             "",
         ])
-        return Lowered(source, tuple(bindings), params_binding, words, frozenset(features))
+        return Lowered(source, tuple(bindings), params_binding, words, params_binding + 1,
+                       frozenset(features))
 
 
 def lower(program: Program) -> Lowered:
