@@ -490,9 +490,11 @@ def test_status_lazy_start_and_live_pids():
         assert status["closed"] is False and status["broken_plugins"] == []
         assert status["pools"]["reference"] == {"backend": "reference", "state": "not started",
                                                 "workers": []}
+        assert children() == before  # status starts nothing
+        # routing answers what dispatch would do: a backend chosen on static claims (wgpu,
+        # when installed) is started and probed first, and a software adapter is demoted
         assert driver.route(saxpy(4)).backend == "reference"
         assert [e.backend for e in driver.explain(saxpy(4)) if e.chosen] == ["reference"]
-        assert children() == before  # routing and status start nothing
         driver.dispatch(saxpy(4), saxpy_inputs(4))
         pool = driver.status()["pools"]["reference"]
         assert pool["state"] == "running" and pool["restarts"] == 0

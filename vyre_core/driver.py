@@ -153,10 +153,16 @@ class Driver:
         return f"its worker pool failed ({pool.failure.cause.splitlines()[0]})"
 
     def route(self, program: Program, backend: str | None = None) -> RouteDecision:
-        return self.router.route(program.check(), backend)
+        """The backend ``dispatch`` would use. A backend chosen on static claims is started
+        and probed first, exactly as ``dispatch`` does."""
+        self._routed_pool(program.check(), backend)
+        return self.router.route(program, backend)
 
     def explain(self, program: Program) -> list[Explanation]:
-        return self.router.explain(program.check())
+        """Every backend, accepted or why not, as ``dispatch`` would see them (the winner
+        probed first)."""
+        self._routed_pool(program.check(), None)
+        return self.router.explain(program)
 
     def _pool(self, backend: str) -> Pool:
         with self._lock:
@@ -197,7 +203,12 @@ class Driver:
             pool = self._pool(self.router.route(program, backend).backend)
             if backend is not None or pool.capabilities is not None:
                 return pool
-            pool.call(Request(Op.PING, {}, []))  # its hello re-probes and invalidates routing
+            try:
+                pool.call(Request(Op.PING, {}, []))  # its hello re-probes, invalidates routing
+            except PoolFailedError:
+                if pool.failure is None:
+                    raise  # the driver was closed
+                # it never started: routing skips the failed pool now; decide again
 
     # -- dispatch --------------------------------------------------------------------------
 

@@ -1,0 +1,218 @@
+"""The wgpu backend behind the contract. Registration imports neither wgpu nor
+``vyre_wgpu.device``: the identity hooks below are pure, and the device is opened in the
+worker by ``vyre_prepare`` (or the first hook that needs it). Every capability is
+answered from the probed device, never from the static claims."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from vyre_core.config import DispatchConfig
+from vyre_core.contract import CacheSnapshot, Capabilities, TimedDispatch, Timing, hookimpl
+from vyre_core.contract.types import wall_clock_ns
+from vyre_core.errors import PipelineInvalidatedError
+from vyre_core.ir import Program
+from vyre_core.ir.requirements import ALL_OPS
+from vyre_wgpu import __version__
+
+if TYPE_CHECKING:
+    from vyre_wgpu.device import Device, Kernel
+
+VYRE_CONTRACT = 1
+BACKEND_ID = "wgpu"
+
+#: Claims before any device is seen: the WebGPU default limits, which every conformant
+#: adapter meets; f16/f64 are claimed only after a probe passes on the real device.
+CLAIMS = {
+    "supports_f16": False,
+    "supports_f64": False,
+    "max_workgroup_size": (256, 256, 64),
+    "max_invocations_per_workgroup": 256,
+    "max_workgroups_per_dimension": 65535,
+    "max_storage_buffer_bytes": 134217728,
+    "max_workgroup_memory_bytes": 16384,
+}
+
+_lock = threading.Lock()
+_device: Device | None = None
+
+
+def device() -> Device:
+    """The worker's device, opened (and probed) on first use."""
+    global _device
+    with _lock:
+        if _device is None:
+            from vyre_wgpu.device import Device
+
+            _device = Device()
+        return _device
+
+
+# -- identity (pure) ---------------------------------------------------------------------
+
+@hookimpl
+def vyre_backend_id() -> str:
+    return BACKEND_ID
+
+
+@hookimpl
+def vyre_backend_version() -> str:
+    return __version__
+
+
+@hookimpl
+def vyre_backend_precedence() -> int:
+    return 100  # a device backend: tried before the reference interpreter (900)
+
+
+@hookimpl
+def vyre_backend_claims() -> dict:
+    return dict(CLAIMS)
+
+
+# -- dispatch ----------------------------------------------------------------------------
+
+def _run(program: Program, inputs: list[np.ndarray], config: DispatchConfig,
+         timed: bool = False) -> tuple[list[np.ndarray], int | None]:
+    dev = device()
+    kernel = dev.compile_program(program, config, __version__)
+    return dev.run_program(kernel, program, inputs, config.grid_override, timed=timed)
+
+
+@hookimpl
+def vyre_dispatch(program, inputs, config) -> list[np.ndarray]:
+    return _run(program, inputs, config)[0]
+
+
+@hookimpl
+def vyre_dispatch_borrowed(program, inputs, config) -> list[np.ndarray]:
+    return _run(program, inputs, config)[0]  # inputs are only copied to the device
+
+
+@hookimpl
+def vyre_dispatch_timed(program, inputs, config) -> TimedDispatch:
+    start = wall_clock_ns()
+    outputs, device_ns = _run(program, inputs, config, timed=True)
+    return TimedDispatch(outputs, Timing(wall_clock_ns() - start, device_ns, config.label))
+
+
+class WgpuPipeline:
+    """What ``vyre_compile`` returns: a compiled kernel of one device generation."""
+
+    def __init__(self, program: Program, kernel: Kernel) -> None:
+        self.program = program
+        self.kernel = kernel
+
+    def dispatch(self, inputs: list[np.ndarray], config: Any) -> list[np.ndarray]:
+        dev = device()
+        if self.kernel.generation != dev.generation:
+            raise PipelineInvalidatedError(
+                f"backend 'wgpu': this pipeline was compiled for device generation "
+                f"{self.kernel.generation}; the device was since recovered or reopened "
+                f"(generation {dev.generation})",
+                "Compile the program again (Driver.compile) and use the new handle.",
+                generation=self.kernel.generation, backend=BACKEND_ID)
+        return dev.run_program(self.kernel, self.program, inputs, config.grid_override)[0]
+
+
+@hookimpl
+def vyre_compile(program, config) -> WgpuPipeline:
+    return WgpuPipeline(program, device().compile_program(program, config, __version__))
+
+
+@hookimpl
+def vyre_pipeline_cache_snapshot() -> CacheSnapshot:
+    return device().cache_snapshot()
+
+
+# -- capabilities (probed) -----------------------------------------------------------------
+
+def _cap(name: str) -> Any:
+    return device().capabilities()[name]
+
+
+@hookimpl
+def vyre_supports_subgroup_ops() -> bool:
+    return _cap("supports_subgroup_ops")
+
+
+@hookimpl
+def vyre_supports_f16() -> bool:
+    return _cap("supports_f16")
+
+
+@hookimpl
+def vyre_supports_f64() -> bool:
+    return _cap("supports_f64")
+
+
+@hookimpl
+def vyre_max_workgroup_size() -> tuple[int, int, int]:
+    return _cap("max_workgroup_size")
+
+
+@hookimpl
+def vyre_max_invocations_per_workgroup() -> int:
+    return _cap("max_invocations_per_workgroup")
+
+
+@hookimpl
+def vyre_max_workgroups_per_dimension() -> int:
+    return _cap("max_workgroups_per_dimension")
+
+
+@hookimpl
+def vyre_subgroup_size() -> int | None:
+    return _cap("subgroup_size")
+
+
+@hookimpl
+def vyre_max_storage_buffer_bytes() -> int:
+    return _cap("max_storage_buffer_bytes")
+
+
+@hookimpl
+def vyre_max_workgroup_memory_bytes() -> int:
+    return _cap("max_workgroup_memory_bytes")
+
+
+@hookimpl
+def vyre_device_profile() -> dict[str, Any]:
+    dev = device()
+    caps = Capabilities(supported_ops=ALL_OPS, **dev.capabilities())
+    return {"backend": BACKEND_ID, **caps.to_dict(), **dev.profile()}
+
+
+# -- lifecycle -----------------------------------------------------------------------------
+
+@hookimpl
+def vyre_prepare() -> None:
+    device()
+
+
+@hookimpl
+def vyre_flush() -> None:
+    if _device is not None:
+        _device.flush()
+
+
+@hookimpl
+def vyre_shutdown() -> None:
+    global _device
+    with _lock:
+        dev, _device = _device, None
+    if dev is not None:
+        dev.close()
+
+
+@hookimpl
+def vyre_device_lost() -> bool:
+    return _device is not None and _device.is_lost()
+
+
+@hookimpl
+def vyre_try_recover() -> None:
+    device().recover()

@@ -1,0 +1,52 @@
+"""Every corpus program on the wgpu backend (lavapipe in CI) against its expected outputs.
+
+Nothing is skipped: a program the backend cannot express must be refused at compile with
+UnsupportedFeatureError, and only the programs listed in REFUSED may be."""
+
+from __future__ import annotations
+
+import pytest
+
+import vyre_wgpu.backend
+from vyre_core.compare import first_divergence
+from vyre_core.config import DispatchConfig
+from vyre_core.errors import UnsupportedFeatureError
+from vyre_workers.backend_host import BackendHost
+
+from .corpus import CASES
+
+#: Programs WGSL/SPIR-V cannot express faithfully, with the refusal they must get.
+REFUSED = {
+    "f64_transcendental": "exp on f64",
+    "cast_f64_f16_rounding": "f64 -> f16",
+}
+
+
+@pytest.fixture(scope="module")
+def host():
+    host = BackendHost(vyre_wgpu.backend)
+    host.prepare()
+    yield host
+    host.shutdown()
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
+def test_wgpu_matches_corpus(host, c):
+    if c.name in REFUSED:
+        with pytest.raises(UnsupportedFeatureError, match=REFUSED[c.name]):
+            host.dispatch(c.program, c.inputs, _config(c))
+        return
+    actual = host.dispatch(c.program, c.inputs, _config(c))
+    for buffer, expected, got in zip(c.program.outputs, c.expected, actual, strict=True):
+        divergence = first_divergence(expected, got, buffer.dtype, c.ulp)
+        assert divergence is None, (
+            f"case {c.name}, output {buffer.name!r} ({buffer.dtype.value}), program "
+            f"{c.program.fingerprint()[:16]}: {divergence}")
+
+
+def test_the_refusal_list_names_real_cases():
+    assert set(REFUSED) <= {c.name for c in CASES}
+
+
+def _config(c) -> DispatchConfig:
+    return DispatchConfig(grid_override=c.grid)

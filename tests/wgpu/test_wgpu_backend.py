@@ -1,0 +1,274 @@
+"""The wgpu backend behind the contract: BackendHost(vyre_wgpu.backend) in this process
+(prepare, probed capabilities, device profile, pipeline cache, dispatch variants, loop
+budget, device loss and recovery), and once through a real worker process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vyre_wgpu.backend as backend
+from vyre_core import ir
+from vyre_core.compare import first_divergence
+from vyre_core.config import DispatchConfig
+from vyre_core.errors import (
+    DeviceLostError,
+    PipelineInvalidatedError,
+    UnsupportedFeatureError,
+    VyreError,
+)
+from vyre_reference import run as reference_run
+from vyre_workers.backend_host import BackendHost
+
+
+def saxpy(n: int) -> ir.Program:
+    k = ir.Kernel(workgroup=(256,))
+    x = k.read("x", ir.f32)
+    y = k.read("y", ir.f32)
+    a = k.uniform("a", ir.f32)
+    out = k.output("out", ir.f32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        out[i] = a[0] * x[i] + y[i]
+    return k.build()
+
+
+def saxpy_inputs(n: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32),
+            np.array([2.5], dtype=np.float32)]
+
+
+def increment(n: int) -> ir.Program:
+    """A read_write buffer: every element + 1."""
+    k = ir.Kernel(workgroup=(64,))
+    v = k.read_write("v", ir.u32)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < v.len):
+        v[i] = v[i] + 1
+    return k.build()
+
+
+def counting_loop(trips) -> ir.Program:
+    """out[0] = number of iterations of one loop; ``trips`` a literal or a buffer."""
+    k = ir.Kernel(workgroup=(1,))
+    bound = k.read("n", ir.u32, count=1) if trips is None else None
+    out = k.output("out", ir.u32, count=1)
+    c = k.let("c", ir.u32(0))
+    with k.loop("i", 0, bound[0] if bound is not None else trips):
+        k.assign(c, c + 1)
+    out[0] = c
+    return k.build()
+
+
+@pytest.fixture(scope="module")
+def host():
+    host = BackendHost(backend)
+    host.prepare()
+    yield host
+    host.shutdown()
+
+
+def assert_matches_reference(program, inputs, outputs, ulp=0):
+    expected = reference_run(program, inputs)
+    for buffer, want, got in zip(program.outputs, expected, outputs, strict=True):
+        assert first_divergence(want, got, buffer.dtype, ulp) is None
+
+
+# -- identity and capabilities --------------------------------------------------------------
+
+
+def test_identity(host):
+    assert host.id() == "wgpu"
+    assert host.version() == "0.1.0"
+    assert host.precedence() == 100
+    assert not host.is_reference_oracle()
+
+
+def test_capabilities_come_from_the_probed_device(host, strict):
+    caps = host.capabilities()
+    limits = dict(backend.device().device.limits)
+    assert caps.max_workgroup_size == (limits["max-compute-workgroup-size-x"],
+                                       limits["max-compute-workgroup-size-y"],
+                                       limits["max-compute-workgroup-size-z"])
+    assert caps.max_invocations_per_workgroup == limits["max-compute-invocations-per-workgroup"]
+    assert caps.max_workgroups_per_dimension == limits["max-compute-workgroups-per-dimension"]
+    assert caps.max_workgroup_memory_bytes == limits["max-compute-workgroup-storage-size"]
+    assert caps.max_storage_buffer_bytes == min(limits["max-storage-buffer-binding-size"],
+                                                limits["max-buffer-size"])
+    assert not caps.supports_subgroup_ops and caps.subgroup_size is None
+    if strict:  # lavapipe: more than the WebGPU defaults of the static claims, f16/f64 probed
+        assert caps.max_workgroup_size == (1024, 1024, 1024)
+        assert caps.max_workgroup_memory_bytes == 32768
+        assert caps.supports_f16 and caps.supports_f64
+        assert caps.extra["software_adapter"] is True
+        assert caps.extra["max_loop_trip"] == 65535
+
+
+def test_static_claims_are_the_webgpu_defaults():
+    claims = backend.vyre_backend_claims()
+    assert claims["max_workgroup_size"] == (256, 256, 64)
+    assert claims["max_invocations_per_workgroup"] == 256
+    assert claims["max_workgroups_per_dimension"] == 65535
+    assert claims["max_storage_buffer_bytes"] == 134217728
+    assert claims["max_workgroup_memory_bytes"] == 16384
+    assert not claims["supports_f16"] and not claims["supports_f64"]
+
+
+def test_device_profile_names_the_adapter(host, strict):
+    profile = host.device_profile()
+    assert profile["backend"] == "wgpu"
+    for key in ("vendor", "device", "backend_type", "adapter_type"):
+        assert isinstance(profile[key], str)
+    assert isinstance(profile["software_adapter"], bool)
+    assert profile["limits"]["max-compute-workgroups-per-dimension"] == \
+        host.capabilities().max_workgroups_per_dimension
+    assert profile["max_workgroup_size"] == list(host.capabilities().max_workgroup_size)
+    if strict:
+        assert profile["vendor"] == "llvmpipe" and profile["backend_type"] == "Vulkan"
+        assert profile["adapter_type"] == "CPU" and profile["software_adapter"] is True
+
+
+# -- dispatch -------------------------------------------------------------------------------
+
+
+def test_saxpy_end_to_end(host):
+    n = 100_003
+    prog, data = saxpy(n), saxpy_inputs(n)
+    out, = host.dispatch(prog, data)
+    assert out.dtype == np.float32 and out.shape == (n,)
+    assert_matches_reference(prog, data, [out], ulp=1)  # a * x + y may be fused
+
+
+def test_read_write_buffers_come_back_and_inputs_are_untouched(host):
+    v = np.arange(1000, dtype=np.uint32)
+    out, = host.dispatch(increment(1000), [v])
+    assert out.tolist() == (v + 1).tolist()
+    assert v.tolist() == list(range(1000))
+    fixed = host.dispatch(increment(10), [np.zeros(10, np.uint32)],
+                          DispatchConfig(fixpoint_iterations=3))
+    assert fixed[0].tolist() == [3] * 10
+
+
+def test_an_empty_input(host):
+    out, = host.dispatch(saxpy(4), [np.zeros(0, np.float32), np.zeros(0, np.float32),
+                                    np.array([1.0], np.float32)])
+    assert out.tolist() == [0.0] * 4
+
+
+def test_profiled_dispatch_reports_device_time(host):
+    prog, data = saxpy(4096), saxpy_inputs(4096)
+    out = host.dispatch(prog, data, DispatchConfig(profile=True, label="saxpy"))
+    assert out.timing.label == "saxpy" and out.timing.wall_ns > 0
+    if backend.device().timestamps:
+        assert isinstance(out.timing.device_ns, int) and out.timing.device_ns > 0
+
+
+def test_dispatch_into_and_async(host):
+    prog, data = saxpy(1000), saxpy_inputs(1000)
+    target = np.empty(1000, np.float32)
+    host.dispatch_into(prog, data, [target])
+    pending = host.dispatch_async(prog, data)
+    assert pending.result(30)[0].tobytes() == target.tobytes()
+
+
+def test_pipeline_cache_counts_real_hits_and_misses(host):
+    before = host.pipeline_cache_snapshot()
+    first = host.compile(saxpy(777))
+    second = host.compile(saxpy(777))
+    middle = host.pipeline_cache_snapshot()
+    host.compile(saxpy(778))
+    after = host.pipeline_cache_snapshot()
+    assert (middle.misses - before.misses, middle.hits - before.hits) == (1, 1)
+    assert (after.misses - middle.misses, after.hits - middle.hits) == (1, 0)
+    assert after.entries >= 2
+    data = saxpy_inputs(777)
+    assert first.dispatch(data)[0].tobytes() == second.dispatch(data)[0].tobytes()
+    # a dispatch of a compiled program is a cache hit too
+    host.dispatch(saxpy(777), data)
+    assert host.pipeline_cache_snapshot().hits == after.hits + 1
+
+
+def test_a_loop_over_the_adapter_budget_is_refused_at_compile(host):
+    limit = host.capabilities().extra.get("max_loop_trip")
+    if limit is None:
+        assert host.dispatch(counting_loop(70_000), [])[0].tolist() == [70_000]
+        return
+    assert host.dispatch(counting_loop(limit), [])[0].tolist() == [limit]
+    with pytest.raises(UnsupportedFeatureError, match=f"loop of {limit + 1}"):
+        host.compile(counting_loop(limit + 1))
+
+
+def test_a_run_time_loop_the_adapter_cuts_short_is_an_error_not_a_result(host):
+    prog = counting_loop(None)
+    assert host.dispatch(prog, [np.array([1000], np.uint32)])[0].tolist() == [1000]
+    limit = host.capabilities().extra.get("max_loop_trip")
+    if limit is None:
+        return
+    with pytest.raises(UnsupportedFeatureError, match="cut a loop short"):
+        host.dispatch(prog, [np.array([limit + 1], np.uint32)])
+    assert not host.device_lost()
+
+
+def test_f16_and_f64_run_where_reported(host):
+    caps = host.capabilities()
+    for dtype, supported in ((ir.f16, caps.supports_f16), (ir.f64, caps.supports_f64)):
+        k = ir.Kernel(workgroup=(64,))
+        a = k.read("a", dtype)
+        out = k.output("out", dtype, count=100)
+        i = k.let("i", ir.global_id(0))
+        out[i] = a[i] * a[i] + a[i]
+        prog = k.build()
+        data = [np.linspace(-3, 3, 100).astype(dtype.storage_np)]
+        if supported:
+            assert_matches_reference(prog, data, host.dispatch(prog, data), ulp=1)
+        else:
+            with pytest.raises(UnsupportedFeatureError):
+                host.dispatch(prog, data)
+
+
+# -- device loss -------------------------------------------------------------------------------
+
+
+def test_device_loss_soft_path(host):
+    prog, data = saxpy(5000), saxpy_inputs(5000)
+    good, = host.dispatch(prog, data)
+    compiled = host.compile(prog)
+    native = backend.vyre_compile(prog, DispatchConfig())
+    generation = host.generation
+
+    backend.device().lose()  # the device is destroyed mid-run
+    with pytest.raises(VyreError) as info:
+        host.dispatch(prog, data)
+    assert isinstance(info.value, DeviceLostError)
+    assert host.device_lost()
+
+    host.try_recover()
+    assert host.generation == generation + 1
+    assert not host.device_lost()
+    again, = host.dispatch(prog, data)
+    assert again.tobytes() == good.tobytes()
+    with pytest.raises(PipelineInvalidatedError):
+        compiled.dispatch(data)
+    with pytest.raises(PipelineInvalidatedError):
+        native.dispatch(data, DispatchConfig(grid_override=(20, 1, 1)))
+    assert host.compile(prog).dispatch(data)[0].tobytes() == good.tobytes()
+
+
+# -- a real worker process --------------------------------------------------------------------
+
+
+def test_through_a_worker_process(strict):
+    from vyre_core.driver import Driver
+    from vyre_core.registry import Registry
+
+    prog, data = saxpy(10_000), saxpy_inputs(10_000)
+    with Driver(Registry.discover("wgpu,reference")) as drv:
+        out, = drv.dispatch(prog, data, backend="wgpu")
+        assert_matches_reference(prog, data, [out], ulp=1)
+        workers = drv.status()["pools"]["wgpu"]["workers"]
+        assert workers and workers[0]["pid"]
+        if strict:  # probed as a software adapter: routing demotes it below the reference
+            wgpu_row = next(e for e in drv.explain(prog) if e.backend == "wgpu")
+            assert wgpu_row.demoted
+            assert drv.route(prog).backend == "reference"
