@@ -82,10 +82,14 @@ def check_limits(program: Program, grid: tuple[int, int, int], lengths: dict[str
         raise refuse(f"workgroup {program.workgroup} has {program.invocations_per_workgroup} "
                      f"invocations, the limit is {caps.max_invocations_per_workgroup}",
                      "Use a smaller workgroup.")
-    for axis, count in zip(_AXES, grid, strict=True):
-        if count > caps.max_workgroups_per_dimension:
-            raise refuse(f"grid axis {axis} has {count} workgroups, the limit is "
-                         f"{caps.max_workgroups_per_dimension}",
+    # A backend may take more workgroups along x for a 1-D grid (by splitting the launch);
+    # it says so with the device fact ``max_grid_x``.
+    per_axis = [caps.max_workgroups_per_dimension] * 3
+    if grid[1] == grid[2] == 1:
+        per_axis[0] = max(per_axis[0], int(caps.extra.get("max_grid_x", 0)))
+    for axis, count, limit in zip(_AXES, grid, per_axis, strict=True):
+        if count > limit:
+            raise refuse(f"grid axis {axis} has {count} workgroups, the limit is {limit}",
                          "Spread the workgroups over more grid axes, or use larger workgroups.")
     if caps.max_storage_buffer_bytes:
         for b in program.buffers:

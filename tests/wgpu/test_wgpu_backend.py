@@ -272,3 +272,25 @@ def test_through_a_worker_process(strict):
             wgpu_row = next(e for e in drv.explain(prog) if e.backend == "wgpu")
             assert wgpu_row.demoted
             assert drv.route(prog).backend == "reference"
+
+
+def test_a_one_dimensional_grid_past_the_per_dimension_limit_is_split_and_exact():
+    """wgpu states it takes 1-D grids up to limit**2 workgroups (device fact max_grid_x):
+    the launch check lets them through and the split launch computes every element."""
+    import numpy as np
+
+    import vyre_wgpu.backend
+    from vyre_core import ir
+    from vyre_workers.backend_host import BackendHost
+
+    host = BackendHost(vyre_wgpu.backend)
+    limit = host.capabilities().max_workgroups_per_dimension
+    assert host.capabilities().extra["max_grid_x"] == limit * limit
+    k = ir.Kernel(workgroup=(1,))
+    out = k.output("out", ir.u32, count=limit + 5)
+    i = k.let("i", ir.global_id(0))
+    out[i] = i * 3 + 1
+    prog = k.build()
+    assert host.plan(prog, []).grid == (limit + 5, 1, 1)
+    got, = host.dispatch(prog, [])
+    assert got.tobytes() == (np.arange(limit + 5, dtype=np.uint32) * 3 + 1).tobytes()

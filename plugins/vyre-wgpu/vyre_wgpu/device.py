@@ -309,6 +309,8 @@ class Device:
             "wgpu_version": str(getattr(_wgpu(), "__version__", "unknown")),
             "mesa_shader_cache_dir": os.environ.get("MESA_SHADER_CACHE_DIR", ""),
             "device_generation": self.generation,
+            # 1-D grids past the per-dimension limit are split (see launch_grid)
+            "max_grid_x": self.limit("max-compute-workgroups-per-dimension") ** 2,
         })
         if self.max_loop_trip is not None:
             facts["max_loop_trip"] = int(self.max_loop_trip)

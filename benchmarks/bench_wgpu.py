@@ -1,0 +1,320 @@
+"""wgpu backend figures, measured in this process through ``BackendHost`` (no worker
+transport in any figure), each next to a baseline measured in the same run:
+
+- per-dispatch overhead of a 4 KiB kernel (saxpy f32 x1024) as a compiled pipeline
+  dispatch, p50 over 200 calls, against the reference backend doing the same;
+- throughput of saxpy f32 over 16M elements (64 MiB per buffer) as a compiled pipeline
+  dispatch, MB/s of input + output bytes, against the reference backend;
+- compile time: ``host.compile`` of a program already in the pipeline cache against one
+  never seen (a fresh random literal each time), and the same pair with the first
+  dispatch included: software adapters (Mesa's lavapipe) JIT the shader at the first
+  dispatch, not at pipeline creation, so the compile alone hides most of the cold cost;
+- achieved bandwidth of the saxpy kernel on the device (``profile=True``: timestamp
+  queries around the compute pass) against a 64 MiB ``copy_buffer_to_buffer`` timed on
+  the same device the same way (both count bytes read + written).
+
+Mesa's on-disk shader cache would turn a "cold" first dispatch into a cache load: Mesa
+reads ``MESA_SHADER_CACHE_DISABLE`` once, when the process first opens a Vulkan
+instance, so it is set (and then restored) around opening the device when wgpu was not
+yet loaded in this process; the names of the compile figures say whether that held. The
+random literal makes every cold program new to any cache anyway.
+
+The adapter's name is in every wgpu figure's name. The device stays open for the rest of
+the process (``BackendHost.shutdown`` would close the backend's process-wide device)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from benchmarks.harness import Result
+from vyre_core import ir
+from vyre_core.config import DispatchConfig
+from vyre_workers.backend_host import BackendHost
+
+SMALL = 1024                  # 4 KiB per f32 buffer
+BIG = 16 * 1024 * 1024        # 64 MiB per f32 buffer
+SMALL_CALLS = 200
+SMALL_WARMUP = 20
+BIG_REPEAT = 5
+COLD_COMPILES = 8
+CACHED_COMPILES = 200
+COPY_REPEAT = 7
+
+
+def saxpy(n: int, workgroup: int = 256, bias: float | None = None) -> ir.Program:
+    """``out[i] = a * x[i] + y[i]`` (+ ``bias``, a literal, to make a program new)."""
+    k = ir.Kernel(workgroup=(workgroup,))
+    x = k.read("x", ir.f32)
+    y = k.read("y", ir.f32)
+    a = k.uniform("a", ir.f32)
+    out = k.output("out", ir.f32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        value = a[0] * x[i] + y[i]
+        out[i] = value if bias is None else value + ir.lit(bias, ir.f32)
+    return k.build()
+
+
+def saxpy_inputs(n: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32),
+            np.array([2.5], dtype=np.float32)]
+
+
+def big_workgroup(host: BackendHost, n: int) -> int:
+    """The smallest workgroup (256, 512, ...) whose grid for ``n`` fits one grid axis."""
+    caps = host.capabilities()
+    workgroup = 256
+    while -(-n // workgroup) > caps.max_workgroups_per_dimension:
+        workgroup *= 2
+    if workgroup > min(caps.max_invocations_per_workgroup, caps.max_workgroup_size[0]):
+        raise RuntimeError(f"saxpy x{n} needs a workgroup of {workgroup}, over the limits")
+    return workgroup
+
+
+def samples(fn: Callable[[], object], n: int, warmup: int) -> list[float]:
+    """Wall time of each of ``n`` calls of ``fn`` (seconds), after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+# -- hosts ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _wgpu() -> tuple[BackendHost, str, str]:
+    """The prepared wgpu host, the adapter's short name, and the Mesa disk cache state."""
+    import vyre_wgpu.backend as backend
+
+    host = BackendHost(backend)
+    if "wgpu" in sys.modules:  # a Vulkan instance may exist already: Mesa has read its env
+        host.prepare()
+        mesa = "Mesa cache unknown"
+    else:
+        previous = os.environ.get("MESA_SHADER_CACHE_DISABLE")
+        os.environ["MESA_SHADER_CACHE_DISABLE"] = "true"
+        try:
+            host.prepare()
+        finally:
+            if previous is None:
+                del os.environ["MESA_SHADER_CACHE_DISABLE"]
+            else:
+                os.environ["MESA_SHADER_CACHE_DISABLE"] = previous
+        mesa = "Mesa cache off" if previous in (None, "true", "1") else "Mesa cache on"
+    profile = host.device_profile()
+    name = str(profile.get("device") or profile.get("description") or "?").split(" (")[0]
+    return host, name, mesa
+
+
+@functools.cache
+def _reference() -> BackendHost:
+    import vyre_reference.backend as backend
+
+    host = BackendHost(backend)
+    host.prepare()
+    return host
+
+
+@functools.cache
+def _big_inputs() -> list[np.ndarray]:
+    return saxpy_inputs(BIG)
+
+
+def _check(outputs: Any, inputs: list[np.ndarray]) -> None:
+    x, y, a = inputs
+    if not np.allclose(outputs[0], a[0] * x + y, rtol=1e-6, atol=0):
+        raise AssertionError("saxpy outputs differ from numpy")
+
+
+# -- 1. per-dispatch overhead ---------------------------------------------------------------
+
+
+def small_dispatch_overhead() -> Result:
+    wgpu, adapter, _ = _wgpu()
+    reference = _reference()
+    program, inputs = saxpy(SMALL), saxpy_inputs(SMALL)
+    medians = {}
+    for label, host in (("wgpu", wgpu), ("reference", reference)):
+        pipeline = host.compile(program)
+        _check(pipeline.dispatch(inputs), inputs)
+        medians[label] = statistics.median(
+            samples(lambda p=pipeline: p.dispatch(inputs), SMALL_CALLS, SMALL_WARMUP))
+    return Result(f"wgpu[{adapter}] compiled dispatch saxpy 4 KiB p50", medians["wgpu"] * 1e6,
+                  "us", "reference compiled dispatch p50", medians["reference"] * 1e6)
+
+
+# -- 2. throughput at 64 MiB ----------------------------------------------------------------
+
+
+def big_throughput() -> Result:
+    wgpu, adapter, _ = _wgpu()
+    reference = _reference()
+    inputs = _big_inputs()
+    program = saxpy(BIG, big_workgroup(wgpu, BIG))
+    moved = sum(a.nbytes for a in inputs) + BIG * 4  # inputs + the output
+    rates = {}
+    for label, host in (("wgpu", wgpu), ("reference", reference)):
+        pipeline = host.compile(program)
+        _check(pipeline.dispatch(inputs), inputs)  # also the warm-up
+        seconds = statistics.median(samples(lambda p=pipeline: p.dispatch(inputs),
+                                            BIG_REPEAT, 0))
+        rates[label] = moved / seconds / 1e6
+    return Result(f"wgpu[{adapter}] compiled saxpy 64 MiB (in+out)", rates["wgpu"], "MB/s",
+                  "reference compiled saxpy 64 MiB", rates["reference"])
+
+
+# -- 3. compile, cold and cached ------------------------------------------------------------
+
+
+def _fresh_program(rng: np.random.Generator) -> ir.Program:
+    return saxpy(SMALL, bias=float(rng.integers(1, 1 << 24)))  # exact in f32
+
+
+def _cold_compiles(with_dispatch: bool) -> list[float]:
+    """Seconds of ``host.compile`` (and the first dispatch) of programs never seen."""
+    host = _wgpu()[0]
+    rng = np.random.default_rng()  # fresh entropy: new to every cache, across runs too
+    inputs = saxpy_inputs(SMALL)
+    out = []
+    for n in range(COLD_COMPILES + 1):  # the first one is a warm-up
+        program = _fresh_program(rng)
+        before = host.pipeline_cache_snapshot()
+        start = time.perf_counter()
+        pipeline = host.compile(program)
+        if with_dispatch:
+            pipeline.dispatch(inputs)
+        seconds = time.perf_counter() - start
+        after = host.pipeline_cache_snapshot()
+        assert (after.misses, after.hits) == (before.misses + 1, before.hits), (before, after)
+        if n:
+            out.append(seconds)
+    return out
+
+
+def _cached_compiles(with_dispatch: bool) -> list[float]:
+    """Seconds of ``host.compile`` (and a dispatch) of a program already compiled."""
+    host = _wgpu()[0]
+    program, inputs = _fresh_program(np.random.default_rng()), saxpy_inputs(SMALL)
+    host.compile(program).dispatch(inputs)  # the miss, and the JIT of its first dispatch
+    before = host.pipeline_cache_snapshot()
+    if with_dispatch:
+        seconds = samples(lambda: host.compile(program).dispatch(inputs), CACHED_COMPILES,
+                          SMALL_WARMUP)
+    else:
+        seconds = samples(lambda: host.compile(program), CACHED_COMPILES, SMALL_WARMUP)
+    after = host.pipeline_cache_snapshot()
+    calls = CACHED_COMPILES + SMALL_WARMUP
+    assert (after.misses, after.hits) == (before.misses, before.hits + calls), (before, after)
+    return seconds
+
+
+def compile_cached_vs_cold() -> Result:
+    _, adapter, mesa = _wgpu()
+    cold = statistics.median(_cold_compiles(with_dispatch=False))
+    cached = statistics.median(_cached_compiles(with_dispatch=False))
+    return Result(f"wgpu[{adapter}] compile, cached p50", cached * 1e3, "ms",
+                  f"cold compile p50 ({mesa})", cold * 1e3)
+
+
+def first_result_cached_vs_cold() -> Result:
+    _, adapter, mesa = _wgpu()
+    cold = statistics.median(_cold_compiles(with_dispatch=True))
+    cached = statistics.median(_cached_compiles(with_dispatch=True))
+    return Result(f"wgpu[{adapter}] compile+dispatch 4 KiB, cached", cached * 1e3, "ms",
+                  f"cold compile+1st dispatch ({mesa})", cold * 1e3)
+
+
+# -- 4. achieved bandwidth against the device's copy bandwidth ------------------------------
+
+
+def _copy_seconds(nbytes: int) -> tuple[float, str]:
+    """Median seconds of one ``copy_buffer_to_buffer`` of ``nbytes`` on the wgpu device:
+    between the end-of-pass timestamps of an empty compute pass before and after it when
+    the device has timestamp queries, else wall time around submit and wait."""
+    import wgpu
+
+    import vyre_wgpu.backend as backend
+
+    host = _wgpu()[0]
+    dev = backend.device()
+    gpu, usage = dev.device, wgpu.BufferUsage
+    src = gpu.create_buffer(label="bench-src", size=nbytes, usage=usage.COPY_SRC)
+    dst = gpu.create_buffer(label="bench-dst", size=nbytes, usage=usage.COPY_DST)
+    timed = dev.timestamps
+    made = [src, dst]
+    if timed:
+        queries = gpu.create_query_set(type="timestamp", count=2)
+        resolve = gpu.create_buffer(size=16, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
+        readback = gpu.create_buffer(size=16, usage=usage.MAP_READ | usage.COPY_DST)
+        made += [resolve, readback]
+        period = getattr(dev, "_timestamp_period", 1.0)  # the device layer's ns per tick
+
+    def once() -> float:
+        encoder = gpu.create_command_encoder()
+        if timed:  # end-of-pass writes wait for all earlier work (bottom of pipe)
+            encoder.begin_compute_pass(timestamp_writes={
+                "query_set": queries, "end_of_pass_write_index": 0}).end()
+        encoder.copy_buffer_to_buffer(src, 0, dst, 0, nbytes)
+        if timed:
+            encoder.begin_compute_pass(timestamp_writes={
+                "query_set": queries, "end_of_pass_write_index": 1}).end()
+            encoder.resolve_query_set(queries, 0, 2, resolve, 0)
+            encoder.copy_buffer_to_buffer(resolve, 0, readback, 0, 16)
+        start = time.perf_counter()
+        gpu.queue.submit([encoder.finish()])
+        if not timed:
+            host.flush()
+            return time.perf_counter() - start
+        readback.map_sync(wgpu.MapMode.READ)
+        try:
+            begin, end = np.frombuffer(readback.read_mapped(copy=True), np.uint64)
+        finally:
+            readback.unmap()
+        return (int(end) - int(begin)) * period / 1e9
+
+    try:
+        once()  # warm-up (and wgpu's lazy zero-fill of the new buffers)
+        seconds = statistics.median(once() for _ in range(COPY_REPEAT))
+    finally:
+        for buf in made:
+            buf.destroy()
+    return seconds, "timestamps" if timed else "wall"
+
+
+def device_bandwidth() -> Result:
+    wgpu, adapter, _ = _wgpu()
+    inputs = _big_inputs()
+    program = saxpy(BIG, big_workgroup(wgpu, BIG))
+    config = DispatchConfig(profile=True)
+    pipeline = wgpu.compile(program)
+    _check(pipeline.dispatch(inputs), inputs)  # compiled and JITted: not in the figure
+    device_ns = []
+    for _ in range(BIG_REPEAT):
+        timing = wgpu.dispatch(program, inputs, config).timing
+        if timing is None or timing.device_ns is None:
+            raise RuntimeError(f"wgpu on {adapter!r} gave no device time (no timestamps)")
+        device_ns.append(timing.device_ns)
+    moved = sum(a.nbytes for a in inputs) + BIG * 4  # read x, y, a; write out
+    kernel = moved / (statistics.median(device_ns) / 1e9) / 1e9
+    copy_seconds, how = _copy_seconds(BIG * 4)
+    copy = 2 * BIG * 4 / copy_seconds / 1e9  # read + write
+    return Result(f"wgpu[{adapter}] saxpy 64 MiB on device (r+w)", kernel, "GB/s",
+                  f"copy_buffer_to_buffer 64 MiB ({how})", copy)
+
+
+BENCHMARKS = [small_dispatch_overhead, big_throughput, compile_cached_vs_cold,
+              first_result_cached_vs_cold, device_bandwidth]
