@@ -22,8 +22,10 @@ from vyre_core.contract.types import Capabilities, Outputs, Timing
 from vyre_core.errors import (
     DispatchTimeoutError,
     InvalidInputError,
+    NoCapableBackendError,
     PipelineInvalidatedError,
     PoolFailedError,
+    UnsupportedFeatureError,
 )
 from vyre_core.ir import Program
 from vyre_core.launch import effective_program
@@ -122,6 +124,7 @@ class Driver:
         self._lock = threading.Lock()
         self._closed = False
         self._owner_pid = os.getpid()  # a forked child inherits this object, not the workers
+        self._refusals: dict[str, set[str]] = {}  # program fingerprint -> backends refusing it
         self._rundir = RunDir()
         self.router = Router(self._candidates, self._skip)
         atexit.register(self.close)
@@ -186,6 +189,7 @@ class Driver:
         that fails makes routing fall over to the next capable backend, unless the backend
         was named. Returns the pool, the request that ran, and its reply."""
         while True:
+            pool = None
             try:
                 pool = self._routed_pool(program, backend)
                 request = make_request(pool)
@@ -194,13 +198,35 @@ class Driver:
                 failed = self._pools.get(exc.details.get("backend", ""))
                 if backend is not None or failed is None or failed.failure is None:
                     raise
+            except UnsupportedFeatureError:
+                # The backend refused this program (e.g. an op it cannot lower for one
+                # dtype): a routing rejection found late. Remember it and route again.
+                if backend is not None or pool is None:
+                    raise
+                with self._lock:
+                    self._refusals.setdefault(program.fingerprint(), set()).add(pool.backend)
+
+    def _route_around_refusals(self, program: Program, backend: str | None) -> str:
+        """The routed backend, skipping those that already refused this program."""
+        chosen = self.router.route(program, backend).backend
+        refused = self._refusals.get(program.fingerprint())
+        if backend is not None or not refused or chosen not in refused:
+            return chosen
+        for e in self.router.explain(program):
+            if e.accepted and e.backend not in refused:
+                return e.backend
+        raise NoCapableBackendError(
+            f"every capable backend refused program {program.fingerprint()[:12]} "
+            f"({', '.join(sorted(refused))})",
+            "Run it on the reference backend, or avoid the operations the backends refused.",
+            rejections={b: ["refused the program at compile"] for b in sorted(refused)})
 
     def _routed_pool(self, program: Program, backend: str | None) -> Pool:
         """The pool to run ``program`` on. A backend chosen on its static claims is started
         and asked first; routing then decides again on what its worker probed (a software
         adapter, say, is demoted below the reference)."""
         while True:
-            pool = self._pool(self.router.route(program, backend).backend)
+            pool = self._pool(self._route_around_refusals(program, backend))
             if backend is not None or pool.capabilities is not None:
                 return pool
             try:

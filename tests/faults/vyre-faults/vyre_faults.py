@@ -5,7 +5,8 @@ It computes like the reference backend, except when told to fail:
 * per dispatch, by ``DispatchConfig.label`` = ``"fault:<kind>[:<arg>]"``:
   ``exit`` (hard exit), ``segfault``, ``abort``, ``hang_python``, ``hang_native`` (blocks in
   C while holding the GIL), ``sleep:<seconds>``, ``leak:<MiB>`` (keeps that much memory),
-  ``device_lost``, ``malformed`` (returns garbage outputs), ``crash_once:<path>`` (exits
+  ``device_lost``, ``unsupported`` (refuses the program), ``malformed`` (returns
+  garbage outputs), ``crash_once:<path>`` (exits
   unless <path> exists, creating it: the retry then succeeds);
 * at start-up in a worker, by ``VYRE_FAULTS`` (comma-separated): ``crash_import``,
   ``crash_prepare``, ``exit_prepare``, ``no_recover``;
@@ -21,6 +22,7 @@ import time
 import numpy as np
 
 from vyre_core.contract import hookimpl
+from vyre_core.errors import UnsupportedFeatureError
 from vyre_reference import run
 from vyre_reference.backend import CLAIMS
 
@@ -123,6 +125,9 @@ def vyre_dispatch(program, inputs, config):
     elif kind == "device_lost":
         _device_lost = True
         raise RuntimeError("vyre_faults: the device is lost (injected)")
+    elif kind == "unsupported":
+        raise UnsupportedFeatureError("vyre_faults: this program is refused (injected)",
+                                      "Route it to another backend.")
     elif kind == "malformed":
         return ["not an array"] * len(program.outputs)
     elif kind == "crash_once" and not os.path.exists(arg):

@@ -1,0 +1,42 @@
+"""A backend that refuses a program at compile (an op it cannot lower for one dtype, say)
+is a routing rejection found late: the Driver remembers it and routes again."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vyre_core import DispatchConfig, Driver, ir
+from vyre_core.errors import UnsupportedFeatureError
+from vyre_reference import run as reference_run
+
+
+def doubling_program() -> ir.Program:
+    k = ir.Kernel(workgroup=(8,))
+    x = k.read("x", ir.u32)
+    out = k.output("out", ir.u32, count=16)
+    i = k.let("i", ir.global_id(0))
+    out[i] = x[i] * 2
+    return k.build()
+
+
+@pytest.mark.timeout(120)
+def test_a_refused_program_falls_over_to_the_next_capable_backend(monkeypatch):
+    monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")  # faults routes first
+    program, data = doubling_program(), [np.arange(16, dtype=np.uint32)]
+    refuse = DispatchConfig(label="fault:unsupported")
+    with Driver(kill_grace=0.5) as drv:
+        out, = drv.dispatch(program, data, config=refuse)
+        assert out.tobytes() == reference_run(program, data)[0].tobytes()
+        faults = drv.status()["pools"]["faults"]
+        assert faults["state"] == "running" and faults["restarts"] == 0
+        served = faults["workers"][0]["served"]
+        # the refusal is remembered for this program: faults is not asked again
+        out, = drv.dispatch(program, data, config=refuse)
+        assert out.tobytes() == reference_run(program, data)[0].tobytes()
+        assert drv.status()["pools"]["faults"]["workers"][0]["served"] == served
+        # other programs still go to faults first
+        assert drv.route(ir.Program(program.buffers, (4,), program.body)).backend == "faults"
+        # naming the refusing backend gives its error
+        with pytest.raises(UnsupportedFeatureError, match="refused"):
+            drv.dispatch(program, data, backend="faults", config=refuse)
