@@ -32,3 +32,10 @@ def faults_installed(tmp_path_factory) -> Path:
         del os.environ["PYTHONPATH"]
     else:
         os.environ["PYTHONPATH"] = old_path
+
+
+@pytest.fixture(autouse=True)
+def _clean_fault_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start-up faults are steered by environment variables: no test inherits another's."""
+    monkeypatch.delenv("VYRE_FAULTS", raising=False)
+    monkeypatch.delenv("VYRE_FAULTS_PRECEDENCE", raising=False)

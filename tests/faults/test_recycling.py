@@ -5,99 +5,12 @@ fails because of it."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any
-
-import numpy as np
 import psutil
 import pytest
 
-import vyre_core
-from vyre_core import ir
 from vyre_core.config import DispatchConfig
 
-N = 64
-MAX_RESTARTS = 3
-
-
-# -- helpers -----------------------------------------------------------------------------
-
-def saxpy(n: int = N) -> ir.Program:
-    """``out[i] = a * x[i] + y[i]`` (as examples/saxpy.py)."""
-    k = ir.Kernel(workgroup=(64,))
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    a = k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
-    return k.build()
-
-
-PROGRAM = saxpy()
-
-
-def inputs(seed: int, n: int = N) -> list[np.ndarray]:
-    """Distinct inputs per seed, so a result delivered to the wrong caller is caught."""
-    rng = np.random.default_rng(seed)
-    return [rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32),
-            np.array([1.5 + seed], dtype=np.float32)]
-
-
-def expected(data: list[np.ndarray]) -> bytes:
-    x, y, a = data
-    return (a[0] * x + y).astype(np.float32).tobytes()
-
-
-def assert_saxpy(outputs: Any, data: list[np.ndarray]) -> None:
-    assert len(outputs) == 1
-    assert outputs[0].tobytes() == expected(data)
-
-
-def driver(**options: Any) -> vyre_core.Driver:
-    fields = {"kill_grace": 0.5, "heartbeat_timeout": 5.0, "max_restarts": MAX_RESTARTS,
-              "restart_window": 30.0}
-    fields.update(options)
-    return vyre_core.Driver(**fields)
-
-
-def pool_status(drv: vyre_core.Driver, backend: str = "faults") -> dict[str, Any]:
-    return drv.status()["pools"][backend]
-
-
-def worker(drv: vyre_core.Driver, index: int = 0, backend: str = "faults") -> dict[str, Any]:
-    return pool_status(drv, backend)["workers"][index]
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 5.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.005)
-
-
-def wait_idle(drv: vyre_core.Driver, index: int = 0, backend: str = "faults",
-              timeout: float = 5.0) -> dict[str, Any]:
-    return wait_for(lambda: (w := worker(drv, index, backend))["state"] == "idle" and w,
-                    timeout, f"worker {index} of {backend!r} to be idle")
-
-
-def wait_busy(drv: vyre_core.Driver, index: int = 0, backend: str = "faults") -> dict[str, Any]:
-    return wait_for(lambda: (w := worker(drv, index, backend))["state"] == "busy" and w,
-                    5.0, f"worker {index} of {backend!r} to be busy")
-
-
-@pytest.fixture(autouse=True)
-def _clean_fault_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("VYRE_FAULTS", raising=False)
-    monkeypatch.delenv("VYRE_FAULTS_PRECEDENCE", raising=False)
-
+from .support import PROGRAM, assert_saxpy, driver, inputs, pool_status, wait_idle, worker
 
 MIB = 2**20
 LEAK_MIB = 40
