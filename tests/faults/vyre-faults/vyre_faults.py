@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+import vyre_reference.backend as _reference
 from vyre_core.contract import hookimpl
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_reference import run
@@ -32,6 +33,15 @@ _IN_WORKER = "VYRE_WORKER" in os.environ
 
 if _IN_WORKER and "crash_import" in _STARTUP:
     raise ImportError("vyre_faults: injected crash at import (VYRE_FAULTS=crash_import)")
+
+# The reference's honest capability hooks serve as this backend's own.
+vyre_supports_f16 = _reference.vyre_supports_f16
+vyre_supports_f64 = _reference.vyre_supports_f64
+vyre_max_workgroup_size = _reference.vyre_max_workgroup_size
+vyre_max_invocations_per_workgroup = _reference.vyre_max_invocations_per_workgroup
+vyre_max_workgroups_per_dimension = _reference.vyre_max_workgroups_per_dimension
+vyre_max_storage_buffer_bytes = _reference.vyre_max_storage_buffer_bytes
+vyre_max_workgroup_memory_bytes = _reference.vyre_max_workgroup_memory_bytes
 
 _leaked: list[np.ndarray] = []
 _device_lost = False
@@ -55,41 +65,6 @@ def vyre_backend_precedence() -> int:
 @hookimpl
 def vyre_backend_claims() -> dict:
     return dict(CLAIMS)
-
-
-@hookimpl
-def vyre_supports_f16() -> bool:
-    return CLAIMS["supports_f16"]
-
-
-@hookimpl
-def vyre_supports_f64() -> bool:
-    return CLAIMS["supports_f64"]
-
-
-@hookimpl
-def vyre_max_workgroup_size():
-    return CLAIMS["max_workgroup_size"]
-
-
-@hookimpl
-def vyre_max_invocations_per_workgroup() -> int:
-    return CLAIMS["max_invocations_per_workgroup"]
-
-
-@hookimpl
-def vyre_max_workgroups_per_dimension() -> int:
-    return CLAIMS["max_workgroups_per_dimension"]
-
-
-@hookimpl
-def vyre_max_storage_buffer_bytes() -> int:
-    return CLAIMS["max_storage_buffer_bytes"]
-
-
-@hookimpl
-def vyre_max_workgroup_memory_bytes() -> int:
-    return CLAIMS["max_workgroup_memory_bytes"]
 
 
 @hookimpl
