@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 import vyre_reference.backend as reference_plugin
-from benchmarks.harness import Result, compare
 from examples import saxpy
+from vyre_benchmarks.harness import Result, compare
 from vyre_core.contract.manager import LoadedBackend
 from vyre_reference import run
 from vyre_workers.backend_host import BackendHost

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import blake3
 
-from benchmarks.harness import Result, compare
+from vyre_benchmarks.harness import Result, compare
 from vyre_core import ir
 
 ELEMENTS = 16 * 1024 * 1024

@@ -3,7 +3,7 @@ lookup of the same key, and routing with a cold cache, against the capability ch
 
 from __future__ import annotations
 
-from benchmarks.harness import Result, compare
+from vyre_benchmarks.harness import Result, compare
 from vyre_core import ir
 from vyre_core.contract.types import Capabilities
 from vyre_core.registry import BackendRegistration

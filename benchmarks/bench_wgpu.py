@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import Result
+from vyre_benchmarks.harness import Result
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_workers.backend_host import BackendHost

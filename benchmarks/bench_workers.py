@@ -33,7 +33,7 @@ import numpy as np
 import psutil
 import zmq
 
-from benchmarks.harness import Result
+from vyre_benchmarks.harness import Result
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver

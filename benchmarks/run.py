@@ -13,7 +13,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import bench_contract, bench_foundation, bench_routing, bench_wgpu, bench_workers
+from vyre_benchmarks import (
+    bench_contract,
+    bench_foundation,
+    bench_routing,
+    bench_wgpu,
+    bench_workers,
+)
 
 SUITES = [bench_foundation, bench_contract, bench_routing, bench_workers, bench_wgpu]
 

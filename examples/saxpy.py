@@ -1,18 +1,17 @@
 """saxpy: ``out[i] = a * x[i] + y[i]`` over f32, the elementwise kernel of the README.
 
-Run it: ``python examples/saxpy.py [N]``. It builds the program, routes it to the best
-backend, runs it in that backend's supervised worker process and checks every output
-against the same expression written in numpy.
+Run it: ``python examples/saxpy.py [N]`` or ``vyre run saxpy``. It builds the program,
+routes it to the best backend, runs it in that backend's supervised worker process and
+checks every output against the same expression written in numpy.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 
-from vyre_core import ir
+from vyre_core import Example, ir
 
 
 def program(n: int) -> ir.Program:
@@ -27,36 +26,15 @@ def program(n: int) -> ir.Program:
     return k.build()
 
 
-def inputs(n: int, seed: int = 0) -> list[np.ndarray]:
+def build(n: int = 1_000_000, seed: int = 0) -> Example:
     rng = np.random.default_rng(seed)
-    return [rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32),
-            np.array([2.5], dtype=np.float32)]
-
-
-def expected(x: np.ndarray, y: np.ndarray, a: np.ndarray) -> list[np.ndarray]:
-    return [a[0] * x + y]
-
-
-def main(argv: list[str]) -> int:
-    import vyre_core as vyre
-
-    n = int(argv[1]) if len(argv) > 1 else 1_000_000
-    prog, data = program(n), inputs(n)
-    with vyre.Driver() as drv:
-        decision = drv.route(prog)
-        drv.dispatch(prog, data)  # the first call starts the backend's worker process
-        start = time.perf_counter()
-        out, = drv.dispatch(prog, data)
-        seconds = time.perf_counter() - start
-        worker = drv.status()["pools"][decision.backend]["workers"][0]
-    ok = out.tobytes() == expected(*data)[0].tobytes()
-    print(f"saxpy  n={n}  program {prog.fingerprint()[:16]}")
-    print(f"  routed to {decision.backend!r}: {decision.reason}")
-    print(f"  ran in worker pid {worker['pid']} (generation {worker['generation']})")
-    print(f"  out[:4] = {out[:4]}")
-    print(f"  {seconds * 1e3:.1f} ms, result {'matches numpy byte for byte' if ok else 'WRONG'}")
-    return 0 if ok else 1
+    x, y = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    a = np.array([2.5], dtype=np.float32)
+    # numpy rounds a*x, then the sum: the same two f32 roundings as the kernel
+    return Example(program(n), [x, y, a], expected=[a[0] * x + y])
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    from vyre_core.cli import main
+
+    sys.exit(main(["run", __file__, *sys.argv[1:]]))

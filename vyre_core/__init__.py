@@ -8,7 +8,10 @@ from vyre_core import errors, ir
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver
 from vyre_core.errors import VyreError
+from vyre_core.example import Example
 from vyre_core.ir import Program
 
 __version__ = "0.1.0"
-__all__ = ["DispatchConfig", "Driver", "Program", "VyreError", "__version__", "errors", "ir"]
+__all__ = [
+    "DispatchConfig", "Driver", "Example", "Program", "VyreError", "__version__", "errors", "ir",
+]

@@ -6,6 +6,7 @@ numpy.testing reports its first mismatch, so a failure points at the bug.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,4 +70,17 @@ def first_divergence(expected: np.ndarray, actual: np.ndarray, dtype: DType,
     if len(expected) != len(actual):
         return Divergence(n, n * size, f"{len(expected)} elements", f"{len(actual)} elements",
                           None)
+    return None
+
+
+def outputs_divergence(program, expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
+                       ulp_budget: int = 0) -> str | None:
+    """None when every output of ``program`` matches; else the first output that differs
+    and where, as one line."""
+    if len(expected) != len(actual):
+        return f"expected {len(expected)} output(s), got {len(actual)}"
+    for buffer, want, got in zip(program.outputs, expected, actual, strict=True):
+        divergence = first_divergence(want, got, buffer.dtype, ulp_budget)
+        if divergence is not None:
+            return f"output {buffer.name!r} ({buffer.dtype.value}): {divergence}"
     return None

@@ -167,6 +167,15 @@ class Driver:
         self._routed_pool(program.check(), None)
         return self.router.explain(program)
 
+    def probe(self, backend: str) -> Capabilities:
+        """What ``backend``'s worker probed on its device, starting its pool if needed.
+        Raises PoolFailedError (with the worker's traceback) when it cannot start."""
+        pool = self._pool(backend)
+        if pool.capabilities is None:
+            pool.call(Request(Op.PING, {}, []))
+        assert pool.capabilities is not None  # set by the worker's hello
+        return pool.capabilities
+
     def _pool(self, backend: str) -> Pool:
         with self._lock:
             if self._closed:
@@ -252,6 +261,15 @@ class Driver:
         _, _, (meta, arrays) = self._routed_call(program, backend,
                                                  lambda pool: request.renewed())
         return _outputs(meta, arrays)
+
+    def dispatch_on(self, backend: str, program: Program, inputs: Sequence[Any],
+                    config: DispatchConfig | None = None) -> Outputs:
+        """Send ``program`` straight to ``backend``'s worker, skipping routing's capability
+        check: how a conformance kit sees that a backend itself refuses what it did not
+        claim. Everything else (ABI binding, supervision, timeouts) is as ``dispatch``."""
+        config = config or DispatchConfig()
+        request = self._dispatch_request(program, inputs, config)
+        return _outputs(*self._pool(backend).call(request))
 
     def dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                        config: DispatchConfig | None = None) -> PendingResult:

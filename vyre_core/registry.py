@@ -50,6 +50,15 @@ class BrokenPlugin:
     traceback: str
 
 
+@dataclass(frozen=True)
+class DisabledPlugin:
+    """An installed plugin left out by ``VYRE_LOAD_PLUGINS``; never imported."""
+
+    name: str
+    distribution: str | None
+    entry_point: str
+
+
 def register_plugin(plugin: object, *, name: str | None = None, distribution: str | None = None,
                     entry_point: str = "") -> BackendRegistration:
     """A registration for ``plugin``, read from its identity hooks only."""
@@ -76,6 +85,7 @@ class Registry:
     def __init__(self) -> None:
         self._backends: dict[str, BackendRegistration] = {}
         self.broken: list[BrokenPlugin] = []
+        self.disabled: list[DisabledPlugin] = []  # installed, not selected by VYRE_LOAD_PLUGINS
         self._lock = threading.Lock()
 
     @classmethod
@@ -86,9 +96,10 @@ class Registry:
         selected = os.environ.get(SELECT_ENV) if select is None else select
         names = None if selected is None else {n.strip() for n in selected.split(",") if n.strip()}
         for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-            if names is not None and ep.name not in names:
-                continue
             dist = ep.dist.name if ep.dist is not None else None
+            if names is not None and ep.name not in names:
+                registry.disabled.append(DisabledPlugin(ep.name, dist, f"{ep.name} = {ep.value}"))
+                continue
             try:
                 plugin = ep.load()
                 registry.add(register_plugin(plugin, name=ep.name, distribution=dist,

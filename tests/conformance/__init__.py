@@ -1,1 +1,1 @@
-"""Backend-neutral conformance corpus: programs with independently worked-out outputs."""
+"""Tests of the conformance corpus itself and of each bundled backend against it."""

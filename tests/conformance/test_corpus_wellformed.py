@@ -7,9 +7,8 @@ import re
 import numpy as np
 import pytest
 
+from vyre_core.conformance.corpus import CASES, case
 from vyre_core.ir import Program
-
-from .corpus import CASES, case
 
 IDS = [c.name for c in CASES]
 

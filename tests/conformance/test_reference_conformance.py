@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vyre_core.compare import first_divergence
-
-from .corpus import CASES
+from vyre_core.conformance.corpus import CASES
 
 reference = pytest.importorskip("vyre_reference")
 

@@ -10,10 +10,9 @@ import pytest
 import vyre_wgpu.backend
 from vyre_core.compare import first_divergence
 from vyre_core.config import DispatchConfig
+from vyre_core.conformance.corpus import CASES
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_workers.backend_host import BackendHost
-
-from .corpus import CASES
 
 #: Programs WGSL/SPIR-V cannot express faithfully, with the refusal they must get.
 REFUSED = {

@@ -1,0 +1,54 @@
+"""``vyre``: argument parsing, and the one place errors become exit codes.
+
+Exit codes: 0 ok; 1 a check failed (a divergence, a failing conformance case, a problem
+found by ``doctor``); 2 the command could not do its job (bad input, unknown backend, a
+vyre error), printed as one line and its ``Fix:`` — the traceback only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from vyre_core import __version__
+from vyre_core.cli.output import err_console, print_error
+from vyre_core.errors import VyreError
+
+#: Sub-command modules, in ``--help`` order; each has ``register(subparsers)``.
+COMMANDS = ("backends", "run", "route")
+
+OK, CHECK_FAILED, ERROR = 0, 1, 2
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="vyre", description="Run vyre programs on pluggable backends in supervised "
+        "worker processes.")
+    top.add_argument("--version", action="version", version=f"vyre {__version__}")
+    top.add_argument("--debug", action="store_true",
+                     help="show the full traceback of an error")
+    sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"vyre_core.cli.{name}").register(sub)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except VyreError as exc:
+        if args.debug:
+            err_console.print_exception()
+        print_error(exc, getattr(args, "json", False))
+        return ERROR
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

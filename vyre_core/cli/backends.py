@@ -1,0 +1,83 @@
+"""``vyre backends``: what is installed, in precedence order, and whether it loads;
+``--probe`` starts each backend's worker and shows what it found on its device."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from vyre_core.cli.output import print_json, print_table, progress
+from vyre_core.driver import Driver
+from vyre_core.errors import VyreError
+from vyre_core.registry import Registry
+from vyre_core.routing import is_software_adapter
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("backends", help="list the installed backends in precedence order")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--probe", action="store_true",
+                   help="start each backend's worker and add its probed capabilities")
+    p.set_defaults(func=run)
+
+
+def listing(registry: Registry, probe: bool, show_progress: bool = False) -> list[dict[str, Any]]:
+    """One record per installed plugin: loaded ones in precedence order, then broken,
+    then disabled ones."""
+    rows: list[dict[str, Any]] = [
+        {"id": r.id, "version": r.version, "distribution": r.distribution,
+         "precedence": r.precedence, "reference": r.is_reference, "status": "loaded",
+         "reason": None, "entry_point": r.entry_point}
+        for r in registry.backends()]
+    rows += [{"id": b.name, "version": None, "distribution": b.distribution, "precedence": None,
+              "reference": False, "status": "broken", "reason": b.error, "entry_point": None}
+             for b in registry.broken]
+    rows += [{"id": d.name, "version": None, "distribution": d.distribution, "precedence": None,
+              "reference": False, "status": "disabled",
+              "reason": "not selected by VYRE_LOAD_PLUGINS", "entry_point": d.entry_point}
+             for d in registry.disabled]
+    if probe:
+        loaded = [row for row in rows if row["status"] == "loaded"]
+        with Driver(registry) as drv, progress("probing", len(loaded), show_progress) as bar:
+            for row in loaded:
+                row.update(_probed(drv, row["id"]))
+                bar.advance(row["id"])
+    return rows
+
+
+def _probed(drv: Driver, backend: str) -> dict[str, Any]:
+    try:
+        caps = drv.probe(backend)
+    except VyreError as exc:
+        return {"status": "failed to start", "reason": exc.cause.splitlines()[0],
+                "capabilities": None}
+    adapter = caps.extra.get("device") or caps.extra.get("description")
+    return {"capabilities": caps.to_dict(), "adapter": adapter,
+            "software_adapter": is_software_adapter(caps)}
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = listing(Registry.discover(), args.probe, show_progress=not args.json)
+    if args.json:
+        print_json(rows)
+        return 0
+    columns = ["id", "version", "distribution", "precedence", "status"]
+    if args.probe:
+        columns.append("adapter")
+    table = []
+    for row in rows:
+        status = {"loaded": "[green]loaded[/]", "disabled": "[yellow]disabled[/]"}.get(
+            row["status"], f"[red]{row['status']}[/]")
+        if row["reason"]:
+            status += f": {row['reason']}"
+        if row["reference"]:
+            status += " (reference oracle)"
+        cells = [row["id"], row["version"] or "-", row["distribution"] or "-",
+                 "-" if row["precedence"] is None else row["precedence"], status]
+        if args.probe:
+            adapter = row.get("adapter") or ("-" if row.get("capabilities") is None else "host")
+            cells.append(adapter + (" [yellow](software)[/]" if row.get("software_adapter")
+                                    else ""))
+        table.append(cells)
+    print_table(columns, table, title="vyre backends (routing order: lowest precedence first)")
+    return 0

@@ -1,0 +1,41 @@
+"""``vyre route TARGET``: every backend in routing order, chosen or capable or rejected
+with its exact reasons — what ``dispatch`` would decide, after probing the winner."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+
+from vyre_core.cli.output import console, print_json
+from vyre_core.cli.run import add_target_arguments
+from vyre_core.cli.targets import load_target
+from vyre_core.driver import Driver
+from vyre_core.routing import format_explanation
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("route", help="explain which backend a program routes to, and why")
+    add_target_arguments(p)
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    target = load_target(args.target, args.inputs)
+    program = target.example.program
+    with Driver() as drv:
+        explanation = drv.explain(program)
+    if args.json:
+        print_json({"target": target.name, "program": program.fingerprint()[:16],
+                    "requirements": _requirements(program),
+                    "backends": [asdict(e) for e in explanation]})
+    else:
+        console.print(f"[bold]{target.name}[/]  program {program.fingerprint()[:16]}")
+        console.print(format_explanation(explanation), markup=False)
+    return 0
+
+
+def _requirements(program) -> dict:
+    req = program.requirements()
+    return {k: sorted(v) if isinstance(v, frozenset | set) else v
+            for k, v in asdict(req).items()}

@@ -1,0 +1,102 @@
+"""``vyre run TARGET``: one program through the Driver — which backend ran it and why,
+a summary of every output, the time it took, and (``--shadow``) the reference's verdict."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import blake3
+import numpy as np
+
+from vyre_core.cli.output import console, ok, print_json, print_table
+from vyre_core.cli.targets import load_target, save_target
+from vyre_core.compare import outputs_divergence
+from vyre_core.driver import Driver
+from vyre_core.ir import Program
+
+HEAD = 6  # output values shown per buffer
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run an example module or a saved program")
+    add_target_arguments(p)
+    p.add_argument("--backend", metavar="ID", help="run on this backend instead of routing")
+    p.add_argument("--shadow", action="store_true",
+                   help="also run it on the reference backend and compare every output")
+    p.add_argument("--save", metavar="FILE.vyir", type=Path,
+                   help="also write the program's wire bytes here and its inputs next to it")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=run)
+
+
+def add_target_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="TARGET",
+                   help="example module (.py) or bundled example name, or saved program "
+                        "(.vyir) with its inputs")
+    p.add_argument("--inputs", metavar="FILE.npz",
+                   help="inputs of a saved program (default: TARGET with .npz)")
+
+
+def summarize(program: Program, outputs: list[np.ndarray]) -> list[dict[str, Any]]:
+    """Per output: name, dtype, length, the first values and a blake3 of the bytes."""
+    return [{"name": b.name, "dtype": b.dtype.value, "count": len(a),
+             "head": a[:HEAD].tolist(), "blake3": blake3.blake3(a.tobytes()).hexdigest()[:16]}
+            for b, a in zip(program.outputs, outputs, strict=True)]
+
+
+def run(args: argparse.Namespace) -> int:
+    target = load_target(args.target, args.inputs)
+    example = target.example
+    record: dict[str, Any] = {"target": target.name,
+                              "program": example.program.fingerprint()[:16]}
+    if args.save:
+        record["saved"] = [str(args.save), str(save_target(target, args.save))]
+    with Driver() as drv:
+        decision = drv.route(example.program, args.backend)
+        start = time.perf_counter()
+        outputs = drv.dispatch(example.program, example.inputs, args.backend, example.config)
+        seconds = time.perf_counter() - start
+        record.update(backend=decision.backend, reason=decision.reason, seconds=seconds,
+                      outputs=summarize(example.program, outputs))
+        failures = []
+        mismatch = example.mismatch(outputs)
+        record["oracle"] = None if example.expected is None else {"ok": mismatch is None,
+                                                                  "mismatch": mismatch}
+        if mismatch:
+            failures.append(f"against the example's expected outputs: {mismatch}")
+        if args.shadow:
+            reference = drv.registry.reference()
+            ref_id = reference.id if reference is not None else "reference"
+            ref_out = drv.dispatch(example.program, example.inputs, ref_id, example.config)
+            divergence = outputs_divergence(example.program, ref_out, outputs, example.ulp)
+            record["shadow"] = {"reference": ref_id, "ok": divergence is None,
+                                "divergence": divergence}
+            if divergence:
+                failures.append(f"against the reference: {divergence}")
+    if args.json:
+        print_json(record)
+    else:
+        _print(record)
+    return 1 if failures else 0
+
+
+def _print(record: dict[str, Any]) -> None:
+    console.print(f"[bold]{record['target']}[/]  program {record['program']}")
+    console.print(f"  ran on [bold]{record['backend']}[/]: {record['reason']}")
+    console.print(f"  {record['seconds'] * 1e3:.2f} ms for the dispatch through its worker")
+    print_table(["output", "dtype", "count", "first values", "blake3"],
+                [[o["name"], o["dtype"], o["count"],
+                 np.array2string(np.asarray(o["head"]), precision=6, separator=", "),
+                 o["blake3"]]
+                 for o in record["outputs"]])
+    for key, label in (("oracle", "expected outputs (numpy)"), ("shadow", "reference")):
+        check = record.get(key)
+        if check:
+            detail = check.get("mismatch") or check.get("divergence") or "match"
+            console.print(f"  {label}: {ok(check['ok'], 'match', 'DIVERGES')}"
+                          + ("" if check["ok"] else f" — {detail}"))
+    for path in record.get("saved", []):
+        console.print(f"  saved {path}")

@@ -1,0 +1,127 @@
+"""What ``vyre run`` and ``vyre route`` accept as TARGET: an example module (a path to a
+``.py`` file exposing ``build() -> Example``, or the name of a bundled example), or a saved
+program (wire bytes, ``.vyir``) with an ``.npz`` of inputs named like its input buffers."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from vyre_core.errors import InvalidInputError
+from vyre_core.example import Example
+from vyre_core.ir import Program
+
+#: The package the repository's ``examples/`` folder is installed as.
+BUNDLED = "vyre_examples"
+
+_FIX = ("Pass the path of an example module (.py) exposing build(), a saved program (.vyir) "
+        "with its inputs (--inputs FILE.npz), or a bundled example name (`vyre demo` lists "
+        "them).")
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    example: Example
+
+
+def bundled_examples() -> list[str]:
+    """Names of the bundled examples that expose ``build()``, sorted."""
+    try:
+        package = importlib.import_module(BUNDLED)
+    except ImportError:
+        return []
+    names = [m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_")]
+    return sorted(n for n in names if callable(getattr(_bundled(n), "build", None)))
+
+
+def _bundled(name: str) -> ModuleType:
+    return importlib.import_module(f"{BUNDLED}.{name}")
+
+
+def load_target(spec: str, inputs: str | None = None) -> Target:
+    """The example ``spec`` names; every way it can be wrong is an ``InvalidInputError``
+    (a malformed program is ``InvalidProgramError``) with a Fix."""
+    path = Path(spec)
+    if path.suffix == ".py" or (not path.exists() and "/" not in spec and not path.suffix):
+        module = _load_module(path) if path.suffix == ".py" else _load_bundled(spec)
+        return Target(path.stem, _example_of(module, spec))
+    if not path.is_file():
+        raise InvalidInputError(f"target {spec!r}: no such file", _FIX)
+    program = Program.from_wire(path.read_bytes()).check()
+    npz = Path(inputs) if inputs else path.with_suffix(".npz")
+    return Target(path.stem, Example(program, load_inputs(program, npz)))
+
+
+def _load_module(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise InvalidInputError(f"target {str(path)!r}: no such file", _FIX)
+    spec = importlib.util.spec_from_file_location(f"vyre_target_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load_bundled(name: str) -> ModuleType:
+    if name not in bundled_examples():
+        known = ", ".join(bundled_examples()) or "none installed"
+        raise InvalidInputError(f"target {name!r} is not a file or a bundled example "
+                                f"(bundled: {known})", _FIX)
+    return _bundled(name)
+
+
+def _example_of(module: ModuleType, spec: str) -> Example:
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise InvalidInputError(f"{spec!r} has no build() function", _FIX)
+    example = build()
+    if not isinstance(example, Example):
+        raise InvalidInputError(f"{spec!r}: build() returned a {type(example).__name__}, "
+                                "not a vyre_core.Example", _FIX)
+    return example
+
+
+def load_inputs(program: Program, npz: Path) -> list[np.ndarray]:
+    """The arrays of ``npz``, one per input buffer of ``program``, by buffer name."""
+    names = [b.name for b in program.inputs]
+    wanted = ", ".join(names) or "none"
+    fix = (f"Save the inputs with numpy.savez(FILE, {', '.join(f'{n}=...' for n in names)}) "
+           "and pass it with --inputs FILE.npz.")
+    if not names:
+        return []
+    if not npz.is_file():
+        raise InvalidInputError(f"inputs file {str(npz)!r} not found (the program's inputs: "
+                                f"{wanted})", fix)
+    try:
+        with np.load(npz, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"inputs file {str(npz)!r} is not a readable .npz ({exc})",
+                                fix) from None
+    missing = [n for n in names if n not in arrays]
+    extra = sorted(set(arrays) - set(names))
+    if missing or extra:
+        raise InvalidInputError(
+            f"inputs file {str(npz)!r} has arrays {sorted(arrays) or 'none'}; the program's "
+            f"inputs are {wanted}" + (f" (missing {', '.join(missing)})" if missing else "")
+            + (f" (unknown {', '.join(extra)})" if extra else ""), fix)
+    return [arrays[n] for n in names]
+
+
+def save_target(target: Target, program_path: Path) -> Path:
+    """Write the program's wire bytes to ``program_path`` and its inputs next to it
+    (``.npz``); returns the inputs path."""
+    program = target.example.program
+    npz = program_path.with_suffix(".npz")
+    program_path.write_bytes(program.to_wire())
+    np.savez(npz, **{b.name: np.asarray(a) if not isinstance(a, bytes | bytearray)
+                     else np.frombuffer(a, b.dtype.storage_np)
+                     for b, a in zip(program.inputs, target.example.inputs, strict=True)})
+    return npz
