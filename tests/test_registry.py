@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from installed_dists import write_dist
 
 from vyre_core.contract import Capabilities, hookimpl
 from vyre_core.errors import PluginLoadError
@@ -192,22 +193,6 @@ def demo_site(tmp_path_factory) -> Path:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (site / "vyre_demo_backend.py").is_file()
     assert (site / "vyre_thirdparty_demo-0.3.0.dist-info" / "entry_points.txt").is_file()
-    return site
-
-
-def write_dist(site: Path, distribution: str, entry_points: dict[str, str],
-               modules: tuple[str, ...]) -> Path:
-    """A hand-written installed distribution: ``*.dist-info`` with METADATA and
-    entry_points.txt, plus the plugin modules copied from tests/plugins/."""
-    site.mkdir(parents=True, exist_ok=True)
-    info = site / f"{distribution.replace('-', '_')}-0.0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.0.1\n")
-    (info / "entry_points.txt").write_text(
-        f"[{ENTRY_POINT_GROUP}]\n" + "".join(f"{n} = {v}\n" for n, v in entry_points.items()))
-    for module in modules:
-        shutil.copy(PLUGINS / f"{module}.py", site / f"{module}.py")
     return site
 
 

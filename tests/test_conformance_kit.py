@@ -1,0 +1,89 @@
+"""The conformance kit (``pytest --vyre-backend=ID``) run as a backend author runs it: a
+pytest subprocess in an empty folder, against installed backends — the bundled ones
+pass; a backend whose capability report lies fails, naming the lie."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from installed_dists import write_dist
+
+from vyre_core.conformance.corpus import CASES
+from vyre_core.conformance.honesty import PROBES
+
+KIT_TESTS = len(CASES) + len(PROBES) + 5  # corpus, honesty probes, contract checks
+
+
+def run_kit(backend: str, cwd: Path, *sites: Path, **env: str) -> tuple[int, str, dict]:
+    """Exit code, output, and the verdict counts of the kit's summary."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("VYRE_")}
+    environ.update(env, PYTHONPATH=os.pathsep.join(str(s) for s in sites))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"--vyre-backend={backend}"], cwd=cwd, env=environ,
+                          capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    summary = re.search(r"vyre conformance kit: backend .*\n(.*)\n", out)
+    counts = {} if summary is None else {
+        verdict: int(n) for n, verdict in re.findall(r"(\d+) (\w+)", summary.group(1))}
+    return proc.returncode, out, counts
+
+
+@pytest.fixture
+def dishonest_site(tmp_path: Path) -> Path:
+    return write_dist(tmp_path / "site", "vyre-dishonest",
+                      {"dishonest": "vyre_dishonest_backend"}, ("vyre_dishonest_backend",))
+
+
+def test_the_reference_backend_passes_the_kit(tmp_path):
+    code, out, counts = run_kit("reference", tmp_path)
+    assert code == 0, out
+    assert f"{KIT_TESTS} passed" in out
+    # the over-limit workgroup is the one probe nobody claims
+    assert counts == {"pass": len(CASES) + len(PROBES) - 1, "unclaimed": 1}, out
+
+
+def test_the_wgpu_backend_passes_the_kit_listing_what_it_declines(tmp_path):
+    code, out, counts = run_kit("wgpu", tmp_path)
+    assert code == 0, out
+    assert counts == {"pass": len(CASES) + len(PROBES) - 3, "refused": 2, "unclaimed": 1}, out
+    assert "refused   f64_transcendental: declined at compile" in out
+    assert "refused   cast_f64_f16_rounding: declined at compile" in out
+
+
+def test_running_what_it_does_not_claim_fails_the_kit(tmp_path, dishonest_site):
+    code, out, counts = run_kit("dishonest", tmp_path, dishonest_site,
+                                VYRE_DISHONEST="f64_unclaimed")
+    assert code == 1, out
+    f64_cases = [c.name for c in CASES if "f64" in c.program.requirements().features]
+    assert f64_cases and counts["fail"] == len(f64_cases) + 1, out  # + the f64 probe
+    assert re.search(r"FAILED .*test_capability_honesty\[f64_arithmetic\]", out), out
+    assert ("honesty_f64_arithmetic on dishonest: fail: ran a program it does not claim "
+            "(needs f64 (supports_f64 is false))") in out
+
+
+def test_a_claimed_feature_that_computes_wrongly_fails_the_kit(tmp_path, dishonest_site):
+    code, out, counts = run_kit("dishonest", tmp_path, dishonest_site,
+                                VYRE_DISHONEST="f16_wrong")
+    assert code == 1, out
+    assert re.search(r"honesty_f16_arithmetic on dishonest: fail: output 'sum' \(f16\): "
+                     r"element 0 \(byte 0\): expected .*, got .*, 1 ULP apart", out), out
+    assert counts["fail"] >= 2, out
+
+
+def test_an_unknown_backend_fails_every_kit_test_with_the_fix(tmp_path):
+    code, out, _ = run_kit("nosuch", tmp_path)
+    assert code == 1, out
+    assert f"{KIT_TESTS} error" in out
+    assert "no backend 'nosuch' is registered" in out and "Fix: Install the backend" in out
+
+
+def test_without_the_option_the_plugin_adds_nothing(tmp_path):
+    (tmp_path / "test_own.py").write_text("def test_own():\n    pass\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr

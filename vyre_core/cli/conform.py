@@ -1,0 +1,82 @@
+"""``vyre conform``: the conformance corpus and the capability-honesty probes on every
+installed backend (or one), each through its own worker, judged by
+``vyre_core.conformance.runner`` exactly as the pytest kit judges them."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from typing import Any
+
+from vyre_core.cli.output import console, print_json, print_table, progress
+from vyre_core.conformance import honesty
+from vyre_core.conformance.corpus import CASES
+from vyre_core.conformance.runner import CaseResult, run_case
+from vyre_core.driver import Driver
+from vyre_core.errors import VyreError
+
+VERDICTS = ("pass", "refused", "unclaimed", "fail", "error")
+CELL = {"pass": "[green]pass[/]", "refused": "[yellow]refused[/]", "unclaimed": "[dim]n/a[/]",
+        "fail": "[bold red]FAIL[/]", "error": "[bold red]ERROR[/]"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("conform", help="run the conformance corpus on the installed backends")
+    p.add_argument("--backend", metavar="ID", help="only this backend")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with Driver() as drv:
+        backends = [drv.registry.get(args.backend).id] if args.backend else drv.registry.ids()
+        results: list[CaseResult] = []
+        started: dict[str, str | None] = {}
+        with progress("conformance", len(backends) * (len(CASES) + len(honesty.PROBES)),
+                      not args.json) as bar:
+            for backend in backends:
+                results += _conform(drv, backend, started, bar)
+    summary = {b: {"started": started[b] is None, "start_error": started[b],
+                   "counts": dict(Counter(r.verdict for r in results if r.backend == b)),
+                   "ok": started[b] is None and all(r.ok for r in results if r.backend == b)}
+               for b in backends}
+    if args.json:
+        print_json({"backends": summary, "results": [r.to_dict() for r in results]})
+    else:
+        _print(backends, results, summary)
+    return 0 if all(s["ok"] for s in summary.values()) else 1
+
+
+def _conform(drv: Driver, backend: str, started: dict[str, str | None],
+             bar: Any) -> list[CaseResult]:
+    try:
+        caps = drv.probe(backend)
+    except VyreError as exc:
+        started[backend] = exc.cause.splitlines()[0]
+        return []
+    started[backend] = None
+    results = []
+    for case in [*CASES, *honesty.probes(caps)]:
+        results.append(run_case(drv, backend, caps, case))
+        bar.advance(f"{backend} {case.name}")
+    return results
+
+
+def _print(backends: list[str], results: list[CaseResult], summary: dict[str, Any]) -> None:
+    by_case: dict[str, dict[str, CaseResult]] = {}
+    for r in results:
+        by_case.setdefault(r.case, {})[r.backend] = r
+    print_table(["case", *backends],
+                [[case, *(CELL[row[b].verdict] if b in row else "-" for b in backends)]
+                 for case, row in by_case.items()],
+                title="conformance matrix (n/a: not claimed, and refused as it must be)")
+    print_table(["backend", *VERDICTS, "result"],
+                [[b, *(s["counts"].get(v, 0) for v in VERDICTS),
+                  "[green]ok[/]" if s["ok"] else
+                  f"[bold red]FAILED[/]{': ' + s['start_error'] if s['start_error'] else ''}"]
+                 for b, s in summary.items()])
+    for r in results:
+        if r.verdict != "pass":
+            style = "red" if not r.ok else "dim"
+            console.print(f"[{style}]{r.backend} {r.verdict} {r.case}: {r.detail}[/]",
+                          markup=True, highlight=False)

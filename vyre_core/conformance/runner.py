@@ -1,0 +1,77 @@
+"""One conformance case on one backend, through its real worker process, with a verdict
+``vyre conform`` and the pytest kit both report.
+
+Verdicts:
+
+* ``pass`` — claimed (routing accepts it on the backend's probed report) and every output
+  matches the expected bytes (floats within the case's ULP budget);
+* ``refused`` — claimed, but the backend declined it at compile with
+  ``UnsupportedFeatureError``: allowed (the Driver routes such programs elsewhere), and
+  listed so it is never silent;
+* ``unclaimed`` — not claimed, and the backend refused it when handed it anyway: honest;
+* ``fail`` — wrong outputs, or it ran a program it does not claim;
+* ``error`` — any other error (a crash, a timeout, a lost device, a pool that failed).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from vyre_core.compare import outputs_divergence
+from vyre_core.config import DispatchConfig
+from vyre_core.contract.types import Capabilities
+from vyre_core.driver import Driver
+from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError, VyreError
+from vyre_core.routing import rejection_reasons
+
+from .base import Case
+
+PASSING = frozenset({"pass", "refused", "unclaimed"})
+#: Per-case deadline: a hang is an error of that case, never of the session.
+CASE_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: str
+    backend: str
+    verdict: str          # pass | refused | unclaimed | fail | error
+    detail: str | None    # why, for every verdict but pass
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict in PASSING
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def run_case(driver: Driver, backend: str, caps: Capabilities, case: Case) -> CaseResult:
+    """``case`` on ``backend`` (whose worker reported ``caps``), judged as above."""
+    reasons = rejection_reasons(case.program.requirements(), caps)
+    config = DispatchConfig(grid_override=case.grid, timeout=CASE_TIMEOUT)
+    start = time.perf_counter()
+
+    def verdict(name: str, detail: str | None = None) -> CaseResult:
+        return CaseResult(case.name, backend, name, detail, time.perf_counter() - start)
+
+    try:
+        if reasons:  # not claimed: hand it over anyway, it must be refused
+            outputs = driver.dispatch_on(backend, case.program, case.inputs, config)
+        else:
+            outputs = driver.dispatch(case.program, case.inputs, backend, config)
+    except (UnsupportedFeatureError, LaunchLimitError) as exc:
+        cause = exc.cause.splitlines()[0]
+        if reasons:
+            return verdict("unclaimed", f"not claimed ({'; '.join(reasons)}), refused: {cause}")
+        return verdict("refused", f"declined at compile: {cause}")
+    except VyreError as exc:
+        return verdict("error", f"{type(exc).__name__}: {exc.cause.splitlines()[0]}")
+    if reasons:
+        return verdict("fail", f"ran a program it does not claim ({'; '.join(reasons)}): "
+                               "refuse it with UnsupportedFeatureError, or claim it")
+    divergence = outputs_divergence(case.program, case.expected, outputs, case.ulp)
+    return verdict("pass") if divergence is None else verdict("fail", divergence)
