@@ -1,1 +1,9 @@
-"""vyre's benchmarks; run them with ``make bench`` or ``python benchmarks/run.py``."""
+"""vyre's benchmarks, run by ``vyre bench`` (``make bench``): every figure next to a
+baseline measured in the same run.
+
+Each suite module ``bench_<name>`` has ``BENCHMARKS`` (functions returning a
+``harness.Result``), ``REQUIRES`` (backend ids it needs registered) and optionally
+``facts()`` (machine facts it learned while running)."""
+
+#: Suite names in run order; the module of ``name`` is ``vyre_benchmarks.bench_<name>``.
+SUITES = ("foundation", "contract", "routing", "workers", "wgpu")

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 
-import vyre_reference.backend as reference_plugin
-from examples import saxpy
 from vyre_benchmarks.harness import Result, compare
+from vyre_benchmarks.programs import saxpy, saxpy_inputs
 from vyre_core.contract.manager import LoadedBackend
-from vyre_reference import run
 from vyre_workers.backend_host import BackendHost
+
+REQUIRES = ("reference",)  # backend ids; the plugin modules are imported when a figure runs
 
 
 def hook_call() -> Result:
+    import vyre_reference.backend as reference_plugin
+
     loaded = LoadedBackend(reference_plugin)
     return compare("contract call (vyre_max_workgroup_size)",
                    lambda: loaded.call("vyre_max_workgroup_size"),
@@ -23,9 +25,12 @@ def hook_call() -> Result:
 
 
 def small_dispatch() -> Result:
+    import vyre_reference.backend as reference_plugin
+    from vyre_reference import run
+
     host = BackendHost(reference_plugin)
-    prog = saxpy.program(256)
-    data = saxpy.inputs(256)
+    prog = saxpy(256)
+    data = saxpy_inputs(256)
     host.dispatch(prog, data)  # probe capabilities once
     return compare("host dispatch, saxpy x256 (plan + hooks + checks)",
                    lambda: host.dispatch(prog, data), "interpreter called directly",

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import blake3
 
-from vyre_benchmarks.harness import Result, compare
+from vyre_benchmarks.harness import Result, compare, reps
+from vyre_benchmarks.programs import saxpy, saxpy_inputs
 from vyre_core import ir
 
+REQUIRES = ("reference",)
 ELEMENTS = 16 * 1024 * 1024
 
 
 def reference_saxpy() -> Result:
-    from examples import saxpy
     from vyre_reference import run
 
-    prog = saxpy.program(ELEMENTS)
-    x, y, a = saxpy.inputs(ELEMENTS)
-    return compare(f"reference saxpy f32 x{ELEMENTS}", lambda: run(prog, [x, y, a]),
+    n = reps(ELEMENTS, ELEMENTS // 16)  # the size is in the figure's name
+    prog = saxpy(n)
+    x, y, a = saxpy_inputs(n)
+    return compare(f"reference saxpy f32 x{n}", lambda: run(prog, [x, y, a]),
                    "numpy a*x+y", lambda: a[0] * x + y, repeat=5)
 
 

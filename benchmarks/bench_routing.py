@@ -9,6 +9,8 @@ from vyre_core.contract.types import Capabilities
 from vyre_core.registry import BackendRegistration
 from vyre_core.routing import Router, rejection_reasons
 
+REQUIRES = ()  # stand-in registrations: no backend is started or imported
+
 
 def _registration(backend_id: str, precedence: int, caps: Capabilities,
                   is_reference: bool = False) -> BackendRegistration:

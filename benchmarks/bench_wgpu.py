@@ -29,16 +29,17 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from vyre_benchmarks.harness import Result
+from vyre_benchmarks.harness import Result, reps, samples
+from vyre_benchmarks.programs import saxpy, saxpy_inputs
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_workers.backend_host import BackendHost
 
+REQUIRES = ("wgpu", "reference")
 SMALL = 1024                  # 4 KiB per f32 buffer
 BIG = 16 * 1024 * 1024        # 64 MiB per f32 buffer
 SMALL_CALLS = 200
@@ -47,26 +48,6 @@ BIG_REPEAT = 5
 COLD_COMPILES = 8
 CACHED_COMPILES = 200
 COPY_REPEAT = 7
-
-
-def saxpy(n: int, workgroup: int = 256, bias: float | None = None) -> ir.Program:
-    """``out[i] = a * x[i] + y[i]`` (+ ``bias``, a literal, to make a program new)."""
-    k = ir.Kernel(workgroup=(workgroup,))
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    a = k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        value = a[0] * x[i] + y[i]
-        out[i] = value if bias is None else value + ir.lit(bias, ir.f32)
-    return k.build()
-
-
-def saxpy_inputs(n: int, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32),
-            np.array([2.5], dtype=np.float32)]
 
 
 def big_workgroup(host: BackendHost, n: int) -> int:
@@ -78,18 +59,6 @@ def big_workgroup(host: BackendHost, n: int) -> int:
     if workgroup > min(caps.max_invocations_per_workgroup, caps.max_workgroup_size[0]):
         raise RuntimeError(f"saxpy x{n} needs a workgroup of {workgroup}, over the limits")
     return workgroup
-
-
-def samples(fn: Callable[[], object], n: int, warmup: int) -> list[float]:
-    """Wall time of each of ``n`` calls of ``fn`` (seconds), after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - start)
-    return out
 
 
 # -- hosts ----------------------------------------------------------------------------------
@@ -118,6 +87,18 @@ def _wgpu() -> tuple[BackendHost, str, str]:
     profile = host.device_profile()
     name = str(profile.get("device") or profile.get("description") or "?").split(" (")[0]
     return host, name, mesa
+
+
+def facts() -> dict[str, Any]:
+    """The adapter the wgpu figures ran on, for the machine facts of ``vyre bench --json``;
+    empty when no wgpu figure opened the device."""
+    if not _wgpu.cache_info().currsize:
+        return {}
+    host, _, mesa = _wgpu()
+    profile = host.device_profile()
+    keep = ("device", "description", "vendor", "adapter_type", "backend_type",
+            "software_adapter", "wgpu_version")
+    return {"wgpu_adapter": {key: profile.get(key) for key in keep}, "mesa_shader_cache": mesa}
 
 
 @functools.cache
@@ -152,7 +133,8 @@ def small_dispatch_overhead() -> Result:
         pipeline = host.compile(program)
         _check(pipeline.dispatch(inputs), inputs)
         medians[label] = statistics.median(
-            samples(lambda p=pipeline: p.dispatch(inputs), SMALL_CALLS, SMALL_WARMUP))
+            samples(lambda p=pipeline: p.dispatch(inputs), reps(SMALL_CALLS, 20),
+                    reps(SMALL_WARMUP, 5)))
     return Result(f"wgpu[{adapter}] compiled dispatch saxpy 4 KiB p50", medians["wgpu"] * 1e6,
                   "us", "reference compiled dispatch p50", medians["reference"] * 1e6)
 
@@ -171,7 +153,7 @@ def big_throughput() -> Result:
         pipeline = host.compile(program)
         _check(pipeline.dispatch(inputs), inputs)  # also the warm-up
         seconds = statistics.median(samples(lambda p=pipeline: p.dispatch(inputs),
-                                            BIG_REPEAT, 0))
+                                            reps(BIG_REPEAT, 1), 0))
         rates[label] = moved / seconds / 1e6
     return Result(f"wgpu[{adapter}] compiled saxpy 64 MiB (in+out)", rates["wgpu"], "MB/s",
                   "reference compiled saxpy 64 MiB", rates["reference"])
@@ -190,7 +172,7 @@ def _cold_compiles(with_dispatch: bool) -> list[float]:
     rng = np.random.default_rng()  # fresh entropy: new to every cache, across runs too
     inputs = saxpy_inputs(SMALL)
     out = []
-    for n in range(COLD_COMPILES + 1):  # the first one is a warm-up
+    for n in range(reps(COLD_COMPILES, 2) + 1):  # the first one is a warm-up
         program = _fresh_program(rng)
         before = host.pipeline_cache_snapshot()
         start = time.perf_counter()
@@ -211,13 +193,13 @@ def _cached_compiles(with_dispatch: bool) -> list[float]:
     program, inputs = _fresh_program(np.random.default_rng()), saxpy_inputs(SMALL)
     host.compile(program).dispatch(inputs)  # the miss, and the JIT of its first dispatch
     before = host.pipeline_cache_snapshot()
+    n, warmup = reps(CACHED_COMPILES, 20), reps(SMALL_WARMUP, 5)
     if with_dispatch:
-        seconds = samples(lambda: host.compile(program).dispatch(inputs), CACHED_COMPILES,
-                          SMALL_WARMUP)
+        seconds = samples(lambda: host.compile(program).dispatch(inputs), n, warmup)
     else:
-        seconds = samples(lambda: host.compile(program), CACHED_COMPILES, SMALL_WARMUP)
+        seconds = samples(lambda: host.compile(program), n, warmup)
     after = host.pipeline_cache_snapshot()
-    calls = CACHED_COMPILES + SMALL_WARMUP
+    calls = n + warmup
     assert (after.misses, after.hits) == (before.misses, before.hits + calls), (before, after)
     return seconds
 
@@ -288,7 +270,7 @@ def _copy_seconds(nbytes: int) -> tuple[float, str]:
 
     try:
         once()  # warm-up (and wgpu's lazy zero-fill of the new buffers)
-        seconds = statistics.median(once() for _ in range(COPY_REPEAT))
+        seconds = statistics.median(once() for _ in range(reps(COPY_REPEAT, 2)))
     finally:
         for buf in made:
             buf.destroy()
@@ -303,7 +285,7 @@ def device_bandwidth() -> Result:
     pipeline = wgpu.compile(program)
     _check(pipeline.dispatch(inputs), inputs)  # compiled and JITted: not in the figure
     device_ns = []
-    for _ in range(BIG_REPEAT):
+    for _ in range(reps(BIG_REPEAT, 2)):
         timing = wgpu.dispatch(program, inputs, config).timing
         if timing is None or timing.device_ns is None:
             raise RuntimeError(f"wgpu on {adapter!r} gave no device time (no timestamps)")

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -33,11 +34,13 @@ import numpy as np
 import psutil
 import zmq
 
-from vyre_benchmarks.harness import Result
+from vyre_benchmarks.harness import Result, percentile, reps, samples
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver
 
+REQUIRES = ("reference",)
+BACKEND = "reference"  # named, so a GPU on the machine never changes what is measured
 ROUND_TRIPS = 2000
 WARMUP = 200
 BIG_BYTES = 64 * 1024 * 1024
@@ -48,23 +51,9 @@ CLIENT_THREADS = 4
 SPIN_ITERATIONS = 3000  # ~10 ms per dispatch on the reference interpreter
 
 
-def percentile(samples: list[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) of ``samples``, nearest rank."""
-    ordered = sorted(samples)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered)) - 1))
-    return ordered[rank]
-
-
-def latencies(fn, n: int, warmup: int = WARMUP) -> list[float]:
-    """Wall time of each of ``n`` calls of ``fn`` (seconds), after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return samples
+def latencies(fn: Callable[[], object], n: int, warmup: int = WARMUP) -> list[float]:
+    """``samples`` with this suite's warm-up, both shrunk in quick mode."""
+    return samples(fn, reps(n, max(1, n // 20)), reps(warmup, min(warmup, 20)))
 
 
 # -- programs -----------------------------------------------------------------------------------
@@ -139,10 +128,10 @@ def _echo_latencies(payload: bytes, n: int) -> list[float]:
                 dealer.send(payload)
                 dealer.recv(copy=False)
 
-            samples = latencies(echo, n)
+            found = latencies(echo, n)
             dealer.send(b"stop")
             server.wait(timeout=10)
-            return samples
+            return found
         finally:
             dealer.close(linger=0)
             context.term()
@@ -161,12 +150,12 @@ def _round_trip_samples() -> dict[str, list[float]]:
     """Driver empty dispatch, raw zmq echo and ProcessPoolExecutor samples, one run."""
     program = empty_program()
     with Driver() as driver:
-        driver.dispatch(program, [])
-        samples = {"driver": latencies(lambda: driver.dispatch(program, []), ROUND_TRIPS)}
-    samples["echo"] = _echo_latencies(_dispatch_header(program), ROUND_TRIPS)
+        driver.dispatch(program, [], BACKEND)
+        found = {"driver": latencies(lambda: driver.dispatch(program, [], BACKEND), ROUND_TRIPS)}
+    found["echo"] = _echo_latencies(_dispatch_header(program), ROUND_TRIPS)
     with ProcessPoolExecutor(max_workers=1) as pool:
-        samples["executor"] = latencies(lambda: pool.submit(noop).result(), ROUND_TRIPS)
-    return samples
+        found["executor"] = latencies(lambda: pool.submit(noop).result(), ROUND_TRIPS)
+    return found
 
 
 def empty_dispatch_p50() -> Result:
@@ -197,11 +186,11 @@ def big_round_trip() -> Result:
     data = np.arange(BIG_BYTES // 4, dtype=np.uint32)
     config = DispatchConfig(grid_override=(1,))
     with Driver() as driver:
-        out, = driver.dispatch(program, [data], config=config)
+        out, = driver.dispatch(program, [data], BACKEND, config)
         assert out.tobytes() == data.tobytes()
         del out
         seconds = statistics.median(latencies(
-            lambda: driver.dispatch(program, [data], config=config), BIG_REPEAT, warmup=1))
+            lambda: driver.dispatch(program, [data], BACKEND, config), BIG_REPEAT, warmup=1))
     target = np.empty_like(data)
     copy = statistics.median(latencies(lambda: np.copyto(target, data), BIG_REPEAT, warmup=1))
     megabytes = BIG_BYTES / 1e6
@@ -215,22 +204,22 @@ def big_round_trip() -> Result:
 def recovery_after_kill() -> Result:
     """ms from SIGKILL of an idle worker to the first successful dispatch, p50."""
     program = empty_program()
-    recoveries = []
-    with Driver(max_restarts=KILLS + 5) as driver:
-        driver.dispatch(program, [])
-        for _ in range(KILLS):
-            worker, = driver.status()["pools"]["reference"]["workers"]
+    recoveries, kills = [], reps(KILLS, 2)
+    with Driver(max_restarts=kills + 5) as driver:
+        driver.dispatch(program, [], BACKEND)
+        for _ in range(kills):
+            worker, = driver.status()["pools"][BACKEND]["workers"]
             victim = psutil.Process(worker["pid"])
             start = time.perf_counter()
             os.kill(victim.pid, signal.SIGKILL)
-            driver.dispatch(program, [])
+            driver.dispatch(program, [], BACKEND)
             recoveries.append(time.perf_counter() - start)
             victim.wait(timeout=10)
     cold = []
-    for _ in range(KILLS):
+    for _ in range(kills):
         start = time.perf_counter()
         with Driver() as driver:
-            driver.dispatch(program, [])
+            driver.dispatch(program, [], BACKEND)
             cold.append(time.perf_counter() - start)
     return Result("SIGKILLed idle worker -> first dispatch p50",
                   statistics.median(recoveries) * 1e3, "ms",
@@ -253,7 +242,7 @@ def _in_process_rate(program: ir.Program, seconds: float) -> float:
 
 def _driver_rate(program: ir.Program, workers: int, seconds: float) -> float:
     with Driver(workers=workers) as driver:
-        warm = [driver.dispatch_async(program, []) for _ in range(workers)]
+        warm = [driver.dispatch_async(program, [], BACKEND) for _ in range(workers)]
         for pending in warm:
             pending.result()
         count = [0] * CLIENT_THREADS
@@ -262,7 +251,7 @@ def _driver_rate(program: ir.Program, workers: int, seconds: float) -> float:
 
         def client(index: int) -> None:
             while time.perf_counter() < stop:
-                driver.dispatch(program, [])
+                driver.dispatch(program, [], BACKEND)
                 count[index] += 1
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENT_THREADS)]
@@ -275,8 +264,9 @@ def _driver_rate(program: ir.Program, workers: int, seconds: float) -> float:
 
 def _throughput(workers: int) -> Result:
     program = spin_program()
-    rate = _driver_rate(program, workers, THROUGHPUT_SECONDS)
-    baseline = _in_process_rate(program, THROUGHPUT_SECONDS)
+    seconds = reps(THROUGHPUT_SECONDS, 0.25)
+    rate = _driver_rate(program, workers, seconds)
+    baseline = _in_process_rate(program, seconds)
     return Result(f"CPU-bound dispatches/s, {workers} worker{'s' * (workers > 1)}, "
                   f"{CLIENT_THREADS} threads", rate, "1/s", "in-process reference, 1 thread",
                   baseline)

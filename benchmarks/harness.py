@@ -1,5 +1,8 @@
 """Timing and reporting shared by every benchmark: each figure is measured next to a
-baseline in the same run, and reported as a ratio, because these machines are noisy."""
+baseline in the same run, and reported as a ratio, because these machines are noisy.
+
+``vyre bench --quick`` sets quick mode: every repeat count shrinks (``reps``), so the
+whole set runs in seconds with rough figures; sizes stay as named."""
 
 from __future__ import annotations
 
@@ -7,6 +10,21 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TypeVar
+
+N = TypeVar("N", int, float)
+_quick = False
+
+
+def set_quick(quick: bool) -> None:
+    """Switch quick mode on or off for the benchmarks run after this call."""
+    global _quick
+    _quick = quick
+
+
+def reps(full: N, quick: N) -> N:
+    """A repeat count (or a duration): ``full`` normally, ``quick`` in quick mode."""
+    return quick if _quick else full
 
 
 @dataclass(frozen=True)
@@ -25,6 +43,25 @@ class Result:
         return {**asdict(self), "ratio": self.ratio}
 
 
+def samples(fn: Callable[[], object], n: int, warmup: int) -> list[float]:
+    """Wall time of each of ``n`` calls of ``fn`` (seconds), after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) of ``values``, nearest rank."""
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered)) - 1))
+    return ordered[rank]
+
+
 def seconds_per_call(fn: Callable[[], object], repeat: int = 7, number: int = 1) -> float:
     """Median wall time of one call over ``repeat`` rounds of ``number`` calls, after a warm-up."""
     fn()
@@ -40,7 +77,9 @@ def seconds_per_call(fn: Callable[[], object], repeat: int = 7, number: int = 1)
 def compare(name: str, fn: Callable[[], object], baseline: str,
             baseline_fn: Callable[[], object], repeat: int = 7, number: int = 1,
             unit: str = "ms") -> Result:
-    """Time ``fn`` and ``baseline_fn`` alternately-in-one-run and report both."""
+    """Time ``fn`` and ``baseline_fn`` one after the other in one run and report both
+    (quick mode: 2 rounds of a 20th of the calls)."""
+    repeat, number = reps(repeat, min(repeat, 2)), reps(number, max(1, number // 20))
     scale = {"ms": 1e3, "us": 1e6, "s": 1.0}[unit]
     value = seconds_per_call(fn, repeat, number) * scale
     base = seconds_per_call(baseline_fn, repeat, number) * scale

@@ -54,11 +54,19 @@ def stale_dirs(base: Path) -> list[Path]:
     return stale
 
 
+def remove_stale(base: Path) -> list[Path]:
+    """Remove the stale run directories under ``base`` (what every new driver does, and
+    ``vyre doctor --clean``); returns those removed."""
+    stale = stale_dirs(base)
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return stale
+
+
 class RunDir:
     def __init__(self) -> None:
         base = base_dir()
-        for stale in stale_dirs(base):
-            shutil.rmtree(stale, ignore_errors=True)
+        remove_stale(base)
         pid = os.getpid()
         self.path = base / f"{pid}-{_started(pid)}-{secrets.token_hex(2)}"
         self.path.mkdir(mode=0o700)

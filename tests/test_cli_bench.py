@@ -1,0 +1,85 @@
+"""``vyre bench`` run as a user runs it, in quick mode: every benchmark reports a figure and
+its same-run baseline. Figures are never compared with anything: these machines are
+shared and noisy, and a test must not depend on speed."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from vyre_benchmarks import SUITES
+from vyre_core.registry import SELECT_ENV
+
+TIMEOUT = 110
+#: The comparisons the benchmarks exist for: id -> words of its baseline's name.
+REQUIRED = {
+    "workers.empty_dispatch_p50": "raw zmq ipc echo",
+    "workers.empty_dispatch_vs_executor_p50": "ProcessPoolExecutor",
+    "workers.big_round_trip": "np.copyto 64 MiB",
+    "workers.recovery_after_kill": "cold start",
+    "foundation.reference_saxpy": "numpy",
+    "wgpu.small_dispatch_overhead": "reference",
+    "wgpu.big_throughput": "reference",
+    "contract.hook_call": "direct function call",
+    "routing.warm_route": "dict lookup",
+}
+
+
+def bench(*args: str, select: str | None = None, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != SELECT_ENV}
+    if select is not None:
+        env[SELECT_ENV] = select
+    return subprocess.run([sys.executable, "-c", "from vyre_core.cli import main; "
+                           "raise SystemExit(main())", "bench", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def every_benchmark_id() -> set[str]:
+    return {f"{name}.{fn.__name__}" for name in SUITES
+            for fn in importlib.import_module(f"vyre_benchmarks.bench_{name}").BENCHMARKS}
+
+
+def test_quick_bench_reports_every_benchmark_with_its_baseline(tmp_path):
+    proc = bench("--quick", "--json", "-", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["quick"] is True and "rough" in doc["note"]
+    assert doc["failed"] == [] and doc["skipped"] == []
+    results = {r["id"]: r for r in doc["results"]}
+    assert set(results) == every_benchmark_id()
+    assert set(REQUIRED) <= set(results)
+    for result in results.values():
+        for key in ("name", "unit", "baseline"):
+            assert isinstance(result[key], str) and result[key], (result, key)
+        for key in ("value", "baseline_value", "ratio"):
+            assert isinstance(result[key], float) and math.isfinite(result[key]), (result, key)
+        assert result["ratio"] == result["value"] / result["baseline_value"]
+    for bench_id, words in REQUIRED.items():
+        assert words in results[bench_id]["baseline"], results[bench_id]
+    machine = doc["machine"]
+    assert machine["platform"] and machine["python"] and machine["cpu_count"] >= 1
+    assert machine["wgpu_adapter"]["device"]  # the adapter the wgpu figures ran on
+
+
+def test_the_wgpu_suite_is_skipped_with_a_reason_when_its_backend_is_missing(tmp_path):
+    proc = bench("--quick", "--only", "wgpu.", "--json", "-", select="reference", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["results"] == [] and doc["failed"] == []
+    skipped, = doc["skipped"]
+    assert skipped["suite"] == "wgpu"
+    assert "'wgpu' backend is not registered (left out by VYRE_LOAD_PLUGINS)" in skipped["reason"]
+    assert "skipped wgpu suite" in proc.stderr
+    assert "wgpu_adapter" not in doc["machine"]
+
+
+def test_only_that_matches_nothing_is_an_error_with_a_fix(tmp_path):
+    proc = bench("--only", "no-such-benchmark", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "no benchmark id contains 'no-such-benchmark'" in proc.stderr
+    assert "Fix:" in proc.stderr
