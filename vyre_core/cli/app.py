@@ -17,7 +17,7 @@ from vyre_core.cli.output import err_console, print_error
 from vyre_core.errors import VyreError
 
 #: Sub-command modules, in ``--help`` order; each has ``register(subparsers)``.
-COMMANDS = ("backends", "run", "route", "conform", "doctor", "bench")
+COMMANDS = ("backends", "run", "route", "conform", "doctor", "bench", "demo")
 
 OK, CHECK_FAILED, ERROR = 0, 1, 2
 
@@ -40,9 +40,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except VyreError as exc:
+    except Exception as exc:
         if args.debug:
             err_console.print_exception()
+        if not isinstance(exc, VyreError):  # a bug: still one line and a Fix
+            exc = VyreError(f"internal error: {type(exc).__name__}: {exc}",
+                            "This is a bug in vyre: rerun with --debug and report the "
+                            "traceback.")
         print_error(exc, getattr(args, "json", False))
         return ERROR
     except KeyboardInterrupt:

@@ -37,5 +37,5 @@ def run(args: argparse.Namespace) -> int:
 
 def _requirements(program) -> dict:
     req = program.requirements()
-    return {k: sorted(v) if isinstance(v, frozenset | set) else v
-            for k, v in asdict(req).items()}
+    return {k: sorted(str(getattr(x, "value", x)) for x in v)
+            if isinstance(v, frozenset | set) else v for k, v in asdict(req).items()}
