@@ -1,8 +1,8 @@
 """``vyre doctor`` run as a user runs it: a fresh interpreter of this venv, JSON on stdout.
 
 Each run gets its own runtime dir, so run directories of other tests never show up; a
-broken plugin is a real distribution pip-installed (offline) into a temp folder on
-PYTHONPATH, invisible to this process."""
+broken plugin is an installed distribution in a temp site folder on PYTHONPATH,
+invisible to this process."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from installed_dists import write_dist
 
 from vyre_core import __version__
 from vyre_core.driver import Driver
 from vyre_core.registry import SELECT_ENV
 
-PLUGINS = Path(__file__).parent / "plugins"
 TIMEOUT = 100
 # Runs the command, then says on stderr whether this process ever imported wgpu.
 SCRIPT = ("import sys; from vyre_core.cli import main; rc = main(); "
@@ -74,40 +74,15 @@ def test_doctor_lists_the_bundled_backends_and_their_adapters(runtime_dir):
     assert "wgpu imported: False" in stderr  # the device was touched only in the worker
 
 
-BROKEN_PYPROJECT = """\
-[build-system]
-requires = ["setuptools"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "vyre-doctor-broken"
-version = "0.0.2"
-
-[project.entry-points."vyre.backends"]
-broken = "vyre_broken_import"
-
-[tool.setuptools]
-py-modules = ["vyre_broken_import"]
-"""
-
-
 def test_a_broken_plugin_is_a_problem_with_its_error_and_fix(runtime_dir, tmp_path):
-    source, site = tmp_path / "vyre-doctor-broken", tmp_path / "site"
-    source.mkdir()
-    (source / "pyproject.toml").write_text(BROKEN_PYPROJECT)
-    shutil.copy(PLUGINS / "vyre_broken_import.py", source)
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps",
-                           "--no-build-isolation", "--no-index", "--disable-pip-version-check",
-                           "--quiet", "--target", str(site), str(source)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
+    site = write_dist(tmp_path / "site", "vyre-doctor-broken", {"broken": "vyre_broken_import"},
+                      ("vyre_broken_import",))
     # wgpu left out (no device opened: faster), so it shows up as disabled, a note
     rc, report, _ = doctor(runtime_dir, select="reference,broken", site=site)
     assert rc == 1 and report["ok"] is False
     broken = {p["entry_point"]: p for p in report["plugins"]}["broken"]
     assert broken["status"] == "broken"
-    assert broken["distribution"] == "vyre-doctor-broken" and broken["version"] == "0.0.2"
+    assert broken["distribution"] == "vyre-doctor-broken" and broken["version"] == "0.0.1"
     assert broken["error"] == ("ImportError: vyre_broken_import cannot find "
                                "libvyre_missing_device.so")
     assert "Traceback (most recent call last)" in broken["traceback"]
