@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) .ci/system-deps
 	touch $@
 
 run: setup
-	$(BIN)/python examples/saxpy.py
+	$(BIN)/vyre demo
 
 test: setup lint
 	$(BIN)/python -m pytest
@@ -27,7 +27,7 @@ lint: setup
 	$(BIN)/ruff check .
 
 bench: setup
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/vyre bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info plugins/*/*.egg-info

@@ -251,8 +251,7 @@ def test_no_backends_at_all():
 
 
 def test_skip_falls_over_to_the_next_capable_backend():
-    skip = {"gpu": "pool failed"}.get
-    r = router(GPU, REFERENCE, skip=skip)
+    r = router(GPU, REFERENCE, skip=lambda b, _: {"gpu": "pool failed"}.get(b))
     assert r.route(f32_program()).backend == "reference"
     assert [(e.backend, e.accepted, e.reasons) for e in r.explain(f64_program())] == [
         ("gpu", False, ("pool failed", "needs f64 (supports_f64 is false)")),
@@ -265,7 +264,7 @@ def test_skip_falls_over_to_the_next_capable_backend():
 
 def test_cached_decision_is_not_returned_for_a_newly_skipped_backend():
     failed: set[str] = set()
-    r = router(GPU, REFERENCE, skip=lambda b: "pool failed" if b in failed else None)
+    r = router(GPU, REFERENCE, skip=lambda b, _: "pool failed" if b in failed else None)
     prog = f32_program()
     assert r.route(prog).backend == "gpu"
     failed.add("gpu")                      # no invalidate(): the safety net still holds

@@ -9,6 +9,7 @@ modify it. Thread-safe: any number of threads may dispatch at once.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -124,7 +125,8 @@ class Driver:
         self._lock = threading.Lock()
         self._closed = False
         self._owner_pid = os.getpid()  # a forked child inherits this object, not the workers
-        self._refusals: dict[str, set[str]] = {}  # program fingerprint -> backends refusing it
+        # program fingerprint -> {backend: its refusal}: routing passes over these
+        self._refusals: dict[str, dict[str, str]] = {}
         self._rundir = RunDir()
         self.router = Router(self._candidates, self._skip)
         atexit.register(self.close)
@@ -149,11 +151,12 @@ class Driver:
             pairs.append((reg, probed or reg.claims))
         return pairs
 
-    def _skip(self, backend: str) -> str | None:
+    def _skip(self, backend: str, fingerprint: str) -> str | None:
         pool = self._pools.get(backend)
-        if pool is None or pool.failure is None:
-            return None
-        return f"its worker pool failed ({pool.failure.cause.splitlines()[0]})"
+        if pool is not None and pool.failure is not None:
+            return f"its worker pool failed ({pool.failure.cause.splitlines()[0]})"
+        refusal = self._refusals.get(fingerprint, {}).get(backend)
+        return None if refusal is None else f"it refused this program at compile: {refusal}"
 
     def route(self, program: Program, backend: str | None = None) -> RouteDecision:
         """The backend ``dispatch`` would use. A backend chosen on static claims is started
@@ -163,8 +166,9 @@ class Driver:
 
     def explain(self, program: Program) -> list[Explanation]:
         """Every backend, accepted or why not, as ``dispatch`` would see them (the winner
-        probed first)."""
-        self._routed_pool(program.check(), None)
+        probed first), also when none can run it."""
+        with contextlib.suppress(NoCapableBackendError):
+            self._routed_pool(program.check(), None)
         return self.router.explain(program)
 
     def probe(self, backend: str) -> Capabilities:
@@ -207,43 +211,49 @@ class Driver:
                 failed = self._pools.get(exc.details.get("backend", ""))
                 if backend is not None or failed is None or failed.failure is None:
                     raise
-            except UnsupportedFeatureError:
+            except UnsupportedFeatureError as exc:
                 # The backend refused this program (e.g. an op it cannot lower for one
                 # dtype): a routing rejection found late. Remember it and route again.
                 if backend is not None or pool is None:
                     raise
                 with self._lock:
-                    self._refusals.setdefault(program.fingerprint(), set()).add(pool.backend)
-
-    def _route_around_refusals(self, program: Program, backend: str | None) -> str:
-        """The routed backend, skipping those that already refused this program."""
-        chosen = self.router.route(program, backend).backend
-        refused = self._refusals.get(program.fingerprint())
-        if backend is not None or not refused or chosen not in refused:
-            return chosen
-        for e in self.router.explain(program):
-            if e.accepted and e.backend not in refused:
-                return e.backend
-        raise NoCapableBackendError(
-            f"every capable backend refused program {program.fingerprint()[:12]} "
-            f"({', '.join(sorted(refused))})",
-            "Run it on the reference backend, or avoid the operations the backends refused.",
-            rejections={b: ["refused the program at compile"] for b in sorted(refused)})
+                    self._refusals.setdefault(program.fingerprint(), {})[pool.backend] = \
+                        exc.cause.splitlines()[0]
 
     def _routed_pool(self, program: Program, backend: str | None) -> Pool:
-        """The pool to run ``program`` on. A backend chosen on its static claims is started
-        and asked first; routing then decides again on what its worker probed (a software
-        adapter, say, is demoted below the reference)."""
+        """The pool to run ``program`` on. Backends never started are judged on their static
+        claims, a floor: the chosen one, and any ranked ahead of it that the claims reject,
+        are started and probed first, and routing decides again on what their workers found
+        (a software adapter, say, is demoted below the reference)."""
         while True:
-            pool = self._pool(self._route_around_refusals(program, backend))
-            if backend is not None or pool.capabilities is not None:
-                return pool
             try:
-                pool.call(Request(Op.PING, {}, []))  # its hello re-probes, invalidates routing
-            except PoolFailedError:
-                if pool.failure is None:
-                    raise  # the driver was closed
-                # it never started: routing skips the failed pool now; decide again
+                chosen: str | None = self.router.route(program, backend).backend
+            except NoCapableBackendError:
+                if backend is not None or not self._unprobed_ahead(None):
+                    raise
+                chosen = None
+            unprobed = [] if backend is not None else self._unprobed_ahead(chosen)
+            if chosen is not None and chosen not in self._pools:
+                unprobed.append(chosen)
+            if chosen is not None and not unprobed:
+                return self._pool(chosen)
+            for name in unprobed:
+                try:
+                    self.probe(name)  # its hello invalidates routing
+                except PoolFailedError:
+                    if self._closed:
+                        raise
+                    # it never started: routing skips the failed pool now; decide again
+
+    def _unprobed_ahead(self, chosen: str | None) -> list[str]:
+        """Backends ranked ahead of ``chosen`` (all, for None) whose workers never started."""
+        ahead = []
+        for reg in self.registry.backends():
+            if reg.id == chosen:
+                break
+            if reg.id not in self._pools:
+                ahead.append(reg.id)
+        return ahead
 
     # -- dispatch --------------------------------------------------------------------------
 

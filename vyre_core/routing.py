@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from vyre_core.registry import Registry
 
 Candidates = Callable[[], list[tuple[BackendRegistration, Capabilities]]]
-Skip = Callable[[str], str | None]
+Skip = Callable[[str, str], str | None]  # (backend, program fingerprint) -> reason
 
 _AXES = "xyz"
 
@@ -131,8 +131,9 @@ def _routing_order(pairs: list[tuple[BackendRegistration, Capabilities]]) -> lis
 
 class Router:
     """Chooses a backend per program. ``candidates`` returns (registration, capabilities)
-    pairs (static claims or probed ones, the caller decides); ``skip`` returns a reason when a
-    backend must be passed over for reasons outside capability (e.g. "pool failed").
+    pairs (static claims or probed ones, the caller decides); ``skip(backend, fingerprint)``
+    returns a reason when a backend must be passed over for reasons outside capability
+    (its pool failed; it refused this program at compile).
 
     Decisions are cached by (fingerprint, backend override, version) in a bounded LRU; call
     :meth:`invalidate` whenever the candidates, their capabilities or ``skip``'s answers
@@ -181,7 +182,8 @@ class Router:
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
-        if hit is not None and (self._skip is None or self._skip(hit.backend) is None):
+        if hit is not None and (self._skip is None
+                                or self._skip(hit.backend, fingerprint) is None):
             return hit
         decision = self._decide(program, backend)
         with self._lock:
@@ -199,7 +201,7 @@ class Router:
         found: list[Explanation] = []
         chosen_done = False
         for reg, caps, demoted in _routing_order(self._candidates()):
-            reasons = tuple(self._reasons(req, reg.id, caps))
+            reasons = tuple(self._reasons(req, reg.id, caps, program.fingerprint()))
             chosen = not reasons and not chosen_done and backend in (None, reg.id)
             chosen_done = chosen_done or chosen
             found.append(Explanation(reg.id, reg.precedence, not reasons, reasons, chosen,
@@ -208,8 +210,9 @@ class Router:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _reasons(self, req: Requirements, backend: str, caps: Capabilities) -> list[str]:
-        skipped = None if self._skip is None else self._skip(backend)
+    def _reasons(self, req: Requirements, backend: str, caps: Capabilities,
+                 fingerprint: str) -> list[str]:
+        skipped = None if self._skip is None else self._skip(backend, fingerprint)
         reasons = rejection_reasons(req, caps)
         return reasons if skipped is None else [skipped, *reasons]
 
@@ -225,7 +228,7 @@ class Router:
                     f"no backend {backend!r} is registered (registered: {ids or 'none'})",
                     "Request one of the registered ids, or install the backend's distribution "
                     "with pip; `vyre doctor` lists plugins that failed to load.")
-            reasons = self._reasons(req, backend, cand[1])
+            reasons = self._reasons(req, backend, cand[1], program.fingerprint())
             if reasons:
                 lines = "\n".join(f"  - {backend}: {r}" for r in reasons)
                 raise NoCapableBackendError(
@@ -237,7 +240,7 @@ class Router:
             return RouteDecision(backend, "requested explicitly")
         rejections: list[Rejection] = []
         for reg, caps, demoted in order:
-            reasons = self._reasons(req, reg.id, caps)
+            reasons = self._reasons(req, reg.id, caps, program.fingerprint())
             if not reasons:
                 note = "; software adapter, demoted" if demoted else ""
                 return RouteDecision(

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vyre_core import DispatchConfig, Driver, ir
-from vyre_core.errors import UnsupportedFeatureError
+from vyre_core.errors import NoCapableBackendError
 from vyre_reference import run as reference_run
 
 
@@ -37,6 +37,7 @@ def test_a_refused_program_falls_over_to_the_next_capable_backend(monkeypatch):
         assert drv.status()["pools"]["faults"]["workers"][0]["served"] == served
         # other programs still go to faults first
         assert drv.route(ir.Program(program.buffers, (4,), program.body)).backend == "faults"
-        # naming the refusing backend gives its error
-        with pytest.raises(UnsupportedFeatureError, match="refused"):
+        # naming the refusing backend gives its refusal, as routing remembered it
+        with pytest.raises(NoCapableBackendError, match="faults: it refused this program at "
+                           r"compile: vyre_faults: this program is refused \(injected\)"):
             drv.dispatch(program, data, backend="faults", config=refuse)

@@ -274,6 +274,38 @@ def test_through_a_worker_process(strict):
             assert drv.route(prog).backend == "reference"
 
 
+def test_a_program_its_static_claims_reject_is_probed_before_routing_passes_it_over(strict):
+    """wgpu's static claims are a floor (no f64, workgroups of 256): a fresh Driver starts
+    and probes it before deciding, so a device that can run the program is not passed over
+    for what it was never asked."""
+    import numpy as np
+
+    from vyre_core import ir
+    from vyre_core.driver import Driver
+    from vyre_core.registry import Registry
+
+    k = ir.Kernel(workgroup=(512,))
+    x = k.read("x", ir.f64)
+    out = k.output("out", ir.f64, count=1024)
+    i = k.let("i", ir.global_id(0))
+    out[i] = x[i] * 2.0
+    prog = k.build()
+    registry = Registry.discover("wgpu,reference")
+    claims = registry.get("wgpu").claims
+    assert not claims.supports_f64 and claims.max_invocations_per_workgroup < 512
+    with Driver(registry) as drv:
+        wgpu_row = next(e for e in drv.explain(prog) if e.backend == "wgpu")
+        caps = drv.probe("wgpu")
+        assert wgpu_row.accepted == (caps.supports_f64 and caps.max_invocations_per_workgroup
+                                     >= 512), wgpu_row
+        if strict:  # lavapipe has f64 and 1024 invocations, and is a software adapter
+            assert wgpu_row.accepted and wgpu_row.demoted
+        data = np.arange(1024, dtype=np.float64) / 3
+        out, = drv.dispatch(prog, [data], backend="wgpu") if wgpu_row.accepted \
+            else drv.dispatch(prog, [data])
+        assert out.tobytes() == (data * 2.0).tobytes()
+
+
 def test_a_one_dimensional_grid_past_the_per_dimension_limit_is_split_and_exact():
     """wgpu states it takes 1-D grids up to limit**2 workgroups (device fact max_grid_x):
     the launch check lets them through and the split launch computes every element."""
