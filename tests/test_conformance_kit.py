@@ -87,3 +87,22 @@ def test_without_the_option_the_plugin_adds_nothing(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_probes_fit_a_backend_that_reports_one_workgroup_per_axis():
+    """Sized from the report: one workgroup per axis gives one-workgroup probes whose
+    expected outputs the reference reproduces."""
+    import dataclasses
+
+    from vyre_core.compare import outputs_divergence
+    from vyre_core.registry import Registry
+    from vyre_reference import run
+
+    caps = dataclasses.replace(Registry.discover("reference").get("reference").claims,
+                               max_workgroups_per_dimension=1)
+    for name, build in PROBES.items():
+        case = build(caps)
+        assert case.name == f"honesty_{name}" and case.grid in (None, (1,)), (name, case.grid)
+        if name != "oversized_workgroup":
+            got = run(case.program, case.inputs, grid=case.grid)
+            assert outputs_divergence(case.program, case.expected, got) is None, name

@@ -101,11 +101,14 @@ def _print(rows: list[dict[str, Any]], steps: list[dict[str, Any]], passed: bool
         console.print("[bold red]no bundled examples are installed[/] (package "
                       f"{BUNDLED!r}); reinstall vyre")
     else:
-        print_table(["example", "backend", "route reason", "reference", "numpy", "ms"],
-                    [[r["example"], r["backend"] or "-", r["reason"] or "-",
-                      _check(r["reference"]), _check(r["numpy"]),
-                      "-" if r["ms"] is None else f"{r['ms']:.1f}"] for r in rows],
-                    title="examples")
+        print_table(["example", "backend", "reference", "numpy", "ms"],
+                    [[r["example"], r["backend"] or "-", _check(r["reference"]),
+                      _check(r["numpy"]), "-" if r["ms"] is None else f"{r['ms']:.1f}"]
+                     for r in rows],
+                    title="examples, each routed to the best backend in its own worker")
+        for backend, reason in dict.fromkeys((r["backend"], r["reason"]) for r in rows
+                                             if r["backend"]):
+            console.print(f"  routed to [bold]{backend}[/]: {reason}")
     for r in rows:
         details = [r["error"], (r["reference"] or {}).get("divergence"),
                    (r["numpy"] or {}).get("mismatch")]

@@ -42,30 +42,35 @@ def float_arithmetic(dtype: ir.DType) -> Case:
         return case_of(f"honesty_{dtype.value}_arithmetic", k, [x, y], [x + y, x * y])
 
 
-def atomic_histogram() -> Case:
-    """Contended atomic adds into 16 bins."""
+def atomic_histogram(caps: Capabilities) -> Case:
+    """1024 contended atomic adds into 16 bins, from up to 16 workgroups of 64."""
+    groups = min(16, caps.max_workgroups_per_dimension)
+    invocations = 64 * groups
     k = ir.Kernel(workgroup=(64,))
     x = k.read("x", ir.u32)
     hist = k.output("hist", ir.u32, count=16)
     i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        hist.atomic_add(x[i], 1)
+    with k.loop("j", 0, -(-1024 // invocations)) as j:
+        at = k.let("at", i + j * invocations)
+        with k.if_(at < x.len):
+            hist.atomic_add(x[at], 1)
     values = (np.arange(1024) * 2654435761 >> 7) % 16
     return case_of("honesty_atomics", k, [arr(ir.u32, values)],
-                   [np.bincount(values, minlength=16)], grid=(16,))
+                   [np.bincount(values, minlength=16)], grid=(groups,))
 
 
 def workgroup_memory(caps: Capabilities, workgroup: int = 64) -> Case:
     """A workgroup buffer as large as reported (at most MAX_PROBED_WORKGROUP_BYTES; 256
     words when none is reported): every slot written, a barrier, every slot read back
     reversed — only correct if the memory is shared and the barrier holds."""
+    groups = _groups(caps)
     limit = min(caps.max_workgroup_memory_bytes, MAX_PROBED_WORKGROUP_BYTES)
     words = limit // 4 // workgroup * workgroup or 256
     share = words // workgroup
     k = ir.Kernel(workgroup=(workgroup,))
     seed = k.read("seed", ir.u32)
     shared = k.workgroup_buffer("shared", ir.u32, count=words)
-    out = k.output("out", ir.u32, count=words * 2)
+    out = k.output("out", ir.u32, count=words * groups)
     lid, wid = k.let("lid", ir.local_id(0)), k.let("wid", ir.workgroup_id(0))
     with k.loop("j", 0, share) as j:
         slot = k.let("slot", lid * share + j)
@@ -74,39 +79,44 @@ def workgroup_memory(caps: Capabilities, workgroup: int = 64) -> Case:
     with k.loop("m", 0, share) as m:
         slot = k.let("rslot", lid * share + m)
         out[wid * words + slot] = shared[(words - 1) - slot]
-    seeds = np.array([12345, 777], np.uint32)
+    seeds = np.array([12345, 777][:groups], np.uint32)
     slots = np.arange(words, dtype=np.uint64)
     written = [((slots * 2654435761 + s) % 2**32)[::-1] for s in seeds.tolist()]
     return case_of("honesty_workgroup_memory_and_barrier", k, [seeds],
-                   [np.concatenate(written)], grid=(2,))
+                   [np.concatenate(written)], grid=(groups,))
 
 
 def largest_workgroup(caps: Capabilities) -> Case:
     """A 1-D workgroup of the largest reported size along x: every invocation writes its
-    own id, in two workgroups."""
+    own id, in two workgroups (one when only one is reported)."""
     size = max(1, min(caps.max_workgroup_size[0], caps.max_invocations_per_workgroup))
-    return _ids_case("honesty_largest_workgroup", size)
+    return _ids_case("honesty_largest_workgroup", size, _groups(caps))
 
 
 def oversized_workgroup(caps: Capabilities) -> Case:
     """One invocation more per workgroup than reported: must be refused, never run."""
     size = caps.max_invocations_per_workgroup + 1
-    return _ids_case("honesty_oversized_workgroup", size)
+    return _ids_case("honesty_oversized_workgroup", size, _groups(caps))
 
 
-def _ids_case(name: str, size: int) -> Case:
+def _groups(caps: Capabilities) -> int:
+    """Two workgroups, to see they are kept apart, unless the backend reports one."""
+    return min(2, caps.max_workgroups_per_dimension)
+
+
+def _ids_case(name: str, size: int, groups: int) -> Case:
     k = ir.Kernel(workgroup=(size,))
-    out = k.output("out", ir.u32, count=2 * size)
+    out = k.output("out", ir.u32, count=groups * size)
     out[ir.global_id(0)] = ir.workgroup_id(0) * 100000 + ir.local_id(0) + 1
-    want = np.concatenate([np.arange(size) + 1 + 100000 * g for g in range(2)])
-    return case_of(name, k, [], [want], grid=(2,))
+    want = np.concatenate([np.arange(size) + 1 + 100000 * g for g in range(groups)])
+    return case_of(name, k, [], [want], grid=(groups,))
 
 
 #: Every probe, built from the backend's report; its case is named ``honesty_<key>``.
 PROBES: dict[str, Callable[[Capabilities], Case]] = {
     "f16_arithmetic": lambda caps: float_arithmetic(ir.f16),
     "f64_arithmetic": lambda caps: float_arithmetic(ir.f64),
-    "atomics": lambda caps: atomic_histogram(),
+    "atomics": atomic_histogram,
     "workgroup_memory_and_barrier": workgroup_memory,
     "largest_workgroup": largest_workgroup,
     "oversized_workgroup": oversized_workgroup,

@@ -5,9 +5,9 @@ Verdicts:
 
 * ``pass`` — claimed (routing accepts it on the backend's probed report) and every output
   matches the expected bytes (floats within the case's ULP budget);
-* ``refused`` — claimed, but the backend declined it at compile with
-  ``UnsupportedFeatureError``: allowed (the Driver routes such programs elsewhere), and
-  listed so it is never silent;
+* ``refused`` — claimed, but the backend declined it (at compile with
+  ``UnsupportedFeatureError``, or at launch with ``LaunchLimitError``): allowed (the Driver
+  routes compile refusals elsewhere), and listed so it is never silent;
 * ``unclaimed`` — not claimed, and the backend refused it when handed it anyway: honest;
 * ``fail`` — wrong outputs, or it ran a program it does not claim;
 * ``error`` — any other error (a crash, a timeout, a lost device, a pool that failed).
@@ -67,7 +67,8 @@ def run_case(driver: Driver, backend: str, caps: Capabilities, case: Case) -> Ca
         cause = exc.cause.splitlines()[0]
         if reasons:
             return verdict("unclaimed", f"not claimed ({'; '.join(reasons)}), refused: {cause}")
-        return verdict("refused", f"declined at compile: {cause}")
+        stage = "at launch" if isinstance(exc, LaunchLimitError) else "at compile"
+        return verdict("refused", f"declined {stage}: {cause}")
     except VyreError as exc:
         return verdict("error", f"{type(exc).__name__}: {exc.cause.splitlines()[0]}")
     if reasons:
