@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import re
 from pathlib import Path
@@ -47,3 +48,81 @@ def test_readme_kernel_and_driver_snippets_run_as_written(capsys):
     assert namespace["out"][0].tobytes() == namespace["result"].tobytes()
     assert namespace["again"][0].tobytes() == namespace["result"].tobytes()
     assert "reference (rank 900): chosen" in capsys.readouterr().out
+
+
+def section(page: str, heading: str) -> str:
+    """The text of ``page`` under ``## heading``, up to the next ``## ``."""
+    text = (DOCS / page).read_text()
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_ir_page_python_blocks_run_as_written(capsys):
+    """The IR page's blocks run in order in one namespace, as a reader pastes them."""
+    blocks = re.findall(r"```python\n(.*?)```", (DOCS / "ir.md").read_text(), re.S)
+    assert len(blocks) >= 5
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/ir.md", "exec"), namespace)
+    assert "V008: stores i32 into f32 buffer 'dst'" in capsys.readouterr().out
+
+
+def test_ir_page_op_table_is_exactly_all_ops():
+    from vyre_core.ir import ALL_OPS
+
+    rows = [line.split(" | ")[0].strip("| `")
+            for line in section("ir.md", "Op ids").splitlines() if line.startswith("| `")]
+    assert len(rows) == len(set(rows)), "an op id is listed twice"
+    assert set(rows) == ALL_OPS
+
+
+def _usage(p: argparse.ArgumentParser, prefix: str) -> tuple[str, list[str]]:
+    """``vyre run TARGET`` and its options as the page writes them (``--backend ID``)."""
+    positionals = [a.metavar or a.dest for a in p._actions
+                   if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
+    options = [s if a.nargs == 0 else f"{s} {a.metavar or a.dest.upper()}"
+               for a in p._actions if not isinstance(a, argparse._HelpAction)
+               for s in a.option_strings]
+    return " ".join([prefix, *positionals]), sorted(options)
+
+
+def test_cli_page_lists_every_command_with_exactly_its_options():
+    from vyre_core.cli.app import parser
+
+    top = parser()
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    expected = dict([_usage(top, "vyre")] + [_usage(p, f"vyre {name}")
+                                             for name, p in commands.choices.items()])
+    rows = table_rows("cli.md", "| `vyre")
+    page = {command.strip("`"): sorted(re.findall(r"`([^`]+)`", options))
+            for command, options, _ in rows}
+    assert len(page) == len(rows), "a command is listed twice"
+    assert page == expected
+
+
+def test_cli_page_example_module_is_a_valid_target(tmp_path):
+    """The page's example module loads as a TARGET, passes its own check, and its --save
+    pair replays as the same program."""
+    from vyre_core.cli.targets import load_target, save_target
+    from vyre_reference import run
+
+    block, = re.findall(r"```python\n(.*?)```", (DOCS / "cli.md").read_text(), re.S)
+    module = tmp_path / "triple.py"
+    module.write_text(block)
+    target = load_target(str(module))
+    example = target.example
+    assert example.mismatch(run(example.program, example.inputs)) is None
+    save_target(target, tmp_path / "triple.vyir")
+    saved = load_target(str(tmp_path / "triple.vyir"))
+    assert saved.example.program == example.program
+    assert [a.tobytes() for a in saved.example.inputs] == [a.tobytes() for a in example.inputs]
+
+
+def test_cli_page_verdicts_match_the_runner():
+    from vyre_core.cli.conform import CELL, VERDICTS
+    from vyre_core.conformance.runner import PASSING
+
+    rows = [line.strip("|").split(" | ") for line in section("cli.md", "vyre conform").splitlines()
+            if line.startswith("| `")]
+    assert {v.strip(" `"): (cell.strip(), ok.strip()) for v, cell, _, ok in rows} == {
+        v: (re.sub(r"\[/?[^\]]*\]", "", CELL[v]), "yes" if v in PASSING else "no")
+        for v in VERDICTS}
