@@ -208,3 +208,12 @@ def test_usage_errors_exit_2():
     assert vyre("nosuchcommand").returncode == 2
     assert vyre("run").returncode == 2
     assert vyre("--version").stdout.startswith("vyre ")
+
+
+def test_route_reads_a_saved_program_without_inputs_and_save_needs_a_real_folder(tmp_path):
+    json_of(vyre("run", "saxpy", "--save", tmp_path / "p.vyir", "--json"))
+    (tmp_path / "p.npz").unlink()
+    report = json_of(vyre("route", tmp_path / "p.vyir", "--json"))
+    assert any(b["chosen"] for b in report["backends"])
+    refused(vyre("run", "saxpy", "--save", tmp_path / "no" / "p.vyir"), "E1101",
+            "cannot save to", "Fix: Pass --save a path in an existing, writable folder.")

@@ -39,15 +39,21 @@ def test_contract_page_lists_every_hook_with_its_arguments_and_default():
     assert rows == expected
 
 
-def test_readme_kernel_and_driver_snippets_run_as_written(capsys):
-    """A new user pastes the README's first two Python blocks; they must work."""
+def test_readme_tour_runs_as_written(capsys):
+    """A new user pastes the README's tour: a kernel, a routed dispatch, the routing
+    explanation, a worker killed, the dispatch surviving it, the stale handle refused."""
     readme = (DOCS.parent / "README.md").read_text()
-    kernel, routing = re.findall(r"```python\n(.*?)```", readme, re.S)[:2]
+    tour = re.findall(r"```python\n(.*?)```", readme, re.S)[0]
+    assert len(tour.splitlines()) <= 30
     namespace: dict = {}
-    exec(compile(kernel + routing, "README.md", "exec"), namespace)
-    assert namespace["out"][0].tobytes() == namespace["result"].tobytes()
-    assert namespace["again"][0].tobytes() == namespace["result"].tobytes()
-    assert "reference (rank 900): chosen" in capsys.readouterr().out
+    exec(compile(tour, "README.md", "exec"), namespace)
+    x, y, a = namespace["data"]
+    assert namespace["result"].tobytes() == (a[0] * x + y).tobytes()
+    assert namespace["again"].tobytes() == namespace["result"].tobytes()
+    printed = capsys.readouterr().out.splitlines()
+    assert "* reference (rank 900): chosen" in printed
+    assert printed[-2:] == ["2", "Compile the program again (Driver.compile) and use the new "
+                            "handle; Driver.dispatch recompiles by itself."]
 
 
 def section(page: str, heading: str) -> str:

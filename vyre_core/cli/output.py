@@ -53,7 +53,11 @@ def print_error(exc: VyreError, as_json: bool) -> None:
 
 
 def _one_line(text: str) -> str:
-    return "; ".join(line.strip(" -") for line in text.splitlines() if line.strip())
+    """A multi-line cause (a list under a heading) joined into one line."""
+    joined = ""
+    for line in (ln.strip(" -") for ln in text.splitlines() if ln.strip()):
+        joined += line if not joined else (" " if joined.endswith(":") else "; ") + line
+    return joined
 
 
 @contextmanager

@@ -7,7 +7,7 @@ import argparse
 from dataclasses import asdict
 
 from vyre_core.cli.output import console, print_json
-from vyre_core.cli.run import add_target_arguments
+from vyre_core.cli.run import add_target_argument
 from vyre_core.cli.targets import load_target
 from vyre_core.driver import Driver
 from vyre_core.routing import format_explanation
@@ -15,13 +15,13 @@ from vyre_core.routing import format_explanation
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("route", help="explain which backend a program routes to, and why")
-    add_target_arguments(p)
+    add_target_argument(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    target = load_target(args.target, args.inputs)
+    target = load_target(args.target, with_inputs=False)
     program = target.example.program
     with Driver() as drv:
         explanation = drv.explain(program)

@@ -22,7 +22,9 @@ HEAD = 6  # output values shown per buffer
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run an example module or a saved program")
-    add_target_arguments(p)
+    add_target_argument(p)
+    p.add_argument("--inputs", metavar="FILE.npz",
+                   help="inputs of a saved program (default: TARGET with .npz)")
     p.add_argument("--backend", metavar="ID", help="run on this backend instead of routing")
     p.add_argument("--shadow", action="store_true",
                    help="also run it on the reference backend and compare every output")
@@ -32,12 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def add_target_arguments(p: argparse.ArgumentParser) -> None:
+def add_target_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="TARGET",
                    help="example module (.py) or bundled example name, or saved program "
-                        "(.vyir) with its inputs")
-    p.add_argument("--inputs", metavar="FILE.npz",
-                   help="inputs of a saved program (default: TARGET with .npz)")
+                        "(.vyir)")
 
 
 def summarize(program: Program, outputs: list[np.ndarray]) -> list[dict[str, Any]]:

@@ -45,9 +45,10 @@ def _bundled(name: str) -> ModuleType:
     return importlib.import_module(f"{BUNDLED}.{name}")
 
 
-def load_target(spec: str, inputs: str | None = None) -> Target:
+def load_target(spec: str, inputs: str | None = None, with_inputs: bool = True) -> Target:
     """The example ``spec`` names; every way it can be wrong is an ``InvalidInputError``
-    (a malformed program is ``InvalidProgramError``) with a Fix."""
+    (a malformed program is ``InvalidProgramError``) with a Fix. ``with_inputs=False``
+    reads a saved program without its inputs (routing needs none)."""
     path = Path(spec)
     if path.suffix == ".py" or (not path.exists() and "/" not in spec and not path.suffix):
         module = _load_module(path) if path.suffix == ".py" else _load_bundled(spec)
@@ -55,6 +56,8 @@ def load_target(spec: str, inputs: str | None = None) -> Target:
     if not path.is_file():
         raise InvalidInputError(f"target {spec!r}: no such file", _FIX)
     program = Program.from_wire(path.read_bytes()).check()
+    if not with_inputs:
+        return Target(path.stem, Example(program, []))
     npz = Path(inputs) if inputs else path.with_suffix(".npz")
     return Target(path.stem, Example(program, load_inputs(program, npz)))
 
@@ -120,8 +123,12 @@ def save_target(target: Target, program_path: Path) -> Path:
     (``.npz``); returns the inputs path."""
     program = target.example.program
     npz = program_path.with_suffix(".npz")
-    program_path.write_bytes(program.to_wire())
-    np.savez(npz, **{b.name: np.asarray(a) if not isinstance(a, bytes | bytearray)
-                     else np.frombuffer(a, b.dtype.storage_np)
-                     for b, a in zip(program.inputs, target.example.inputs, strict=True)})
+    try:
+        program_path.write_bytes(program.to_wire())
+        np.savez(npz, **{b.name: np.asarray(a) if not isinstance(a, bytes | bytearray)
+                         else np.frombuffer(a, b.dtype.storage_np)
+                         for b, a in zip(program.inputs, target.example.inputs, strict=True)})
+    except OSError as exc:
+        raise InvalidInputError(f"cannot save to {str(program_path)!r}: {exc.strerror}",
+                                "Pass --save a path in an existing, writable folder.") from None
     return npz
