@@ -61,7 +61,7 @@ def test_doctor_lists_the_bundled_backends_and_their_adapters(runtime_dir):
     for backend, dist in (("reference", "vyre-reference"), ("wgpu", "vyre-wgpu")):
         assert plugins[backend]["status"] == "loaded"
         assert plugins[backend]["distribution"] == dist
-        assert plugins[backend]["version"] == metadata.version(dist)
+        assert plugins[backend]["distribution_version"] == metadata.version(dist)
     assert plugins["reference"]["reference"] is True
     adapters = {a["backend"]: a for a in report["adapters"]}
     assert adapters["reference"]["error"] is None
@@ -80,16 +80,17 @@ def test_a_broken_plugin_is_a_problem_with_its_error_and_fix(runtime_dir, tmp_pa
     # wgpu left out (no device opened: faster), so it shows up as disabled, a note
     rc, report, _ = doctor(runtime_dir, select="reference,broken", site=site)
     assert rc == 1 and report["ok"] is False
-    broken = {p["entry_point"]: p for p in report["plugins"]}["broken"]
+    broken = {p["name"]: p for p in report["plugins"]}["broken"]
     assert broken["status"] == "broken"
-    assert broken["distribution"] == "vyre-doctor-broken" and broken["version"] == "0.0.1"
-    assert broken["error"] == ("ImportError: vyre_broken_import cannot find "
+    assert broken["distribution"] == "vyre-doctor-broken"
+    assert broken["distribution_version"] == "0.0.1"
+    assert broken["reason"] == ("ImportError: vyre_broken_import cannot find "
                                "libvyre_missing_device.so")
     assert "Traceback (most recent call last)" in broken["traceback"]
     problem, = (p for p in report["problems"] if "'broken'" in p["what"])
-    assert problem["detail"] == broken["error"]
+    assert problem["detail"] == broken["reason"]
     assert "pip install --force-reinstall vyre-doctor-broken" in problem["fix"]
-    assert {p["entry_point"]: p["status"] for p in report["plugins"]}["wgpu"] == "disabled"
+    assert {p["name"]: p["status"] for p in report["plugins"]}["wgpu"] == "disabled"
     assert any(n["what"] == "plugin 'wgpu' is disabled" for n in report["notes"])
     assert [a["backend"] for a in report["adapters"]] == ["reference"]
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from importlib import metadata
 from typing import Any
 
 from vyre_core.cli.output import print_json, print_table, progress
@@ -22,20 +23,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def listing(registry: Registry, probe: bool, show_progress: bool = False) -> list[dict[str, Any]]:
-    """One record per installed plugin: loaded ones in precedence order, then broken,
-    then disabled ones."""
-    rows: list[dict[str, Any]] = [
-        {"id": r.id, "version": r.version, "distribution": r.distribution,
-         "precedence": r.precedence, "reference": r.is_reference, "status": "loaded",
-         "reason": None, "entry_point": r.entry_point}
-        for r in registry.backends()]
-    rows += [{"id": b.name, "version": None, "distribution": b.distribution, "precedence": None,
-              "reference": False, "status": "broken", "reason": b.error, "entry_point": None}
+    """One record per installed plugin (``name``: its entry point): loaded ones in
+    precedence order, then broken, then disabled ones."""
+    rows = [_row(r.entry_point.partition(" = ")[0], r.distribution, "loaded", id=r.id,
+                 version=r.version, precedence=r.precedence, reference=r.is_reference,
+                 entry_point=r.entry_point) for r in registry.backends()]
+    rows += [_row(b.name, b.distribution, "broken", reason=b.error, traceback=b.traceback)
              for b in registry.broken]
-    rows += [{"id": d.name, "version": None, "distribution": d.distribution, "precedence": None,
-              "reference": False, "status": "disabled",
-              "reason": "not selected by VYRE_LOAD_PLUGINS", "entry_point": d.entry_point}
-             for d in registry.disabled]
+    rows += [_row(d.name, d.distribution, "disabled", entry_point=d.entry_point,
+                  reason="not selected by VYRE_LOAD_PLUGINS") for d in registry.disabled]
     if probe:
         loaded = [row for row in rows if row["status"] == "loaded"]
         with Driver(registry) as drv, progress("probing", len(loaded), show_progress) as bar:
@@ -45,14 +41,32 @@ def listing(registry: Registry, probe: bool, show_progress: bool = False) -> lis
     return rows
 
 
+def _row(name: str, distribution: str | None, status: str, **fields: Any) -> dict[str, Any]:
+    row = {"name": name, "id": name, "version": None, "distribution": distribution,
+           "distribution_version": _dist_version(distribution), "precedence": None,
+           "reference": False, "status": status, "reason": None, "entry_point": None,
+           "traceback": None}
+    row.update(fields)
+    return row
+
+
+def _dist_version(distribution: str | None) -> str | None:
+    try:
+        return None if distribution is None else metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def _probed(drv: Driver, backend: str) -> dict[str, Any]:
     try:
         caps = drv.probe(backend)
     except VyreError as exc:
         return {"status": "failed to start", "reason": exc.cause.splitlines()[0],
-                "capabilities": None}
-    adapter = caps.extra.get("device") or caps.extra.get("description")
-    return {"capabilities": caps.to_dict(), "adapter": adapter,
+                "fix": exc.fix, "capabilities": None}
+    extra = caps.extra
+    return {"capabilities": caps.to_dict(),
+            "adapter": extra.get("device") or extra.get("description"),
+            "adapter_type": extra.get("adapter_type"), "api": extra.get("backend_type"),
             "software_adapter": is_software_adapter(caps)}
 
 

@@ -19,16 +19,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from vyre_core import __version__
-from vyre_core.cli.output import console, err_console, ok, print_json, print_table, progress
-from vyre_core.driver import Driver
-from vyre_core.errors import VyreError
+from vyre_core.cli.backends import listing
+from vyre_core.cli.output import console, err_console, ok, print_json, print_table
 from vyre_core.registry import SELECT_ENV, Registry
-from vyre_core.routing import is_software_adapter
 from vyre_core.supervisor import rundir
 
 #: Where the Vulkan loader looks for driver (ICD) manifests when no variable overrides it.
@@ -60,33 +57,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 # -- plugins ------------------------------------------------------------------------------
 
 
-def plugins(registry: Registry) -> list[dict[str, Any]]:
-    """Every installed plugin with its distribution's version: loaded, broken, disabled."""
-    rows = [{"entry_point": r.entry_point.partition(" = ")[0], "id": r.id,
-             "backend_version": r.version, "distribution": r.distribution,
-             "version": _dist_version(r.distribution), "status": "loaded",
-             "reference": r.is_reference, "error": None, "traceback": None}
-            for r in registry.backends()]
-    rows += [{"entry_point": b.name, "id": None, "backend_version": None,
-              "distribution": b.distribution, "version": _dist_version(b.distribution),
-              "status": "broken", "reference": False, "error": b.error,
-              "traceback": b.traceback} for b in registry.broken]
-    rows += [{"entry_point": d.name, "id": None, "backend_version": None,
-              "distribution": d.distribution, "version": _dist_version(d.distribution),
-              "status": "disabled", "reference": False, "error": None, "traceback": None}
-             for d in registry.disabled]
-    return rows
-
-
-def _dist_version(distribution: str | None) -> str | None:
-    if distribution is None:
-        return None
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def plugin_findings(rows: list[dict[str, Any]]) -> list[Finding]:
     out = []
     for row in rows:
@@ -94,18 +64,18 @@ def plugin_findings(rows: list[dict[str, Any]]) -> list[Finding]:
             dist = row["distribution"]
             fix = (f"pip install --force-reinstall {dist} or uninstall it (pip uninstall {dist})"
                    if dist else f"reinstall the distribution of entry point "
-                   f"{row['entry_point']!r} or uninstall it")
-            out.append(Finding(f"plugin {row['entry_point']!r} is broken", row["error"], fix))
+                   f"{row['name']!r} or uninstall it")
+            out.append(Finding(f"plugin {row['name']!r} is broken", row["reason"], fix))
         elif row["status"] == "disabled":
-            out.append(Finding(f"plugin {row['entry_point']!r} is disabled",
+            out.append(Finding(f"plugin {row['name']!r} is disabled",
                                "left out by VYRE_LOAD_PLUGINS"))
     selected = os.environ.get(SELECT_ENV)
     unknown = sorted({n.strip() for n in (selected or "").split(",") if n.strip()}
-                     - {row["entry_point"] for row in rows})
+                     - {row["name"] for row in rows})
     if unknown:
         out.append(Finding(f"{SELECT_ENV} names plugins that are not installed",
                            ", ".join(unknown), f"correct {SELECT_ENV} (installed: "
-                           + ", ".join(row["entry_point"] for row in rows) + ")"))
+                           + ", ".join(row["name"] for row in rows) + ")"))
     if not any(row["status"] == "loaded" for row in rows):
         out.append(Finding("no backend is loaded", "nothing can run a program",
                            "pip install vyre-reference (the oracle runs every program), "
@@ -193,26 +163,15 @@ def _private_runtime_dir() -> Iterator[None]:
 
 
 def adapters(registry: Registry, show_progress: bool) -> list[dict[str, Any]]:
-    """What each loaded backend's worker found on its device (its device profile)."""
-    loaded = registry.backends()
-    out = []
-    with (_private_runtime_dir(), Driver(registry) as drv,
-          progress("probing backends", len(loaded), show_progress) as bar):
-        for reg in loaded:
-            row: dict[str, Any] = {"backend": reg.id}
-            try:
-                caps = drv.probe(reg.id)
-            except VyreError as exc:
-                row.update(error=exc.cause.splitlines()[0], fix=exc.fix)
-            else:
-                extra = caps.extra
-                row.update(device=extra.get("device"), description=extra.get("description"),
-                           adapter_type=extra.get("adapter_type"),
-                           backend_type=extra.get("backend_type"),
-                           software_adapter=is_software_adapter(caps), error=None)
-            out.append(row)
-            bar.advance(reg.id)
-    return out
+    """What each loaded backend's worker found on its device, probed as
+    ``vyre backends --probe`` does."""
+    with _private_runtime_dir():
+        rows = listing(registry, probe=True, show_progress=show_progress)
+    return [{"backend": r["id"], "device": r.get("adapter"), "adapter_type": r.get("adapter_type"),
+             "backend_type": r.get("api"), "software_adapter": r.get("software_adapter", False),
+             "error": r["reason"] if r["status"] == "failed to start" else None,
+             "fix": r.get("fix")}
+            for r in rows if r["status"] in ("loaded", "failed to start")]
 
 
 def adapter_findings(rows: list[dict[str, Any]]) -> list[Finding]:
@@ -264,10 +223,10 @@ def examine(clean: bool, show_progress: bool = False) -> dict[str, Any]:
         "python": {"version": platform.python_version(), "executable": sys.executable},
         "vyre": __version__}
     report["run_dirs"] = run_dirs(clean)  # before probing: a new driver cleans them
-    report["plugins"] = plugins(registry)
+    report["plugins"] = listing(registry, probe=False)
     report["vulkan"] = vulkan()
     report["adapters"] = adapters(registry, show_progress)
-    wants_vulkan = any(row["entry_point"] in VULKAN_BACKENDS or row["id"] in VULKAN_BACKENDS
+    wants_vulkan = any(row["name"] in VULKAN_BACKENDS or row["id"] in VULKAN_BACKENDS
                        for row in report["plugins"])
     findings = (plugin_findings(report["plugins"])
                 + vulkan_findings(report["vulkan"], wants_vulkan)
@@ -294,9 +253,9 @@ def _print(report: dict[str, Any]) -> None:
     status = {"loaded": "[green]loaded[/]", "disabled": "[yellow]disabled[/]",
               "broken": "[bold red]broken[/]"}
     print_table(["entry point", "backend", "distribution", "version", "status"],
-                [[p["entry_point"], p["id"] or "-", p["distribution"] or "-",
-                  p["version"] or "-", status[p["status"]] + (f": {p['error']}" if p["error"]
-                                                              else "")]
+                [[p["name"], p["id"] if p["status"] == "loaded" else "-",
+                  p["distribution"] or "-", p["distribution_version"] or "-",
+                  status[p["status"]] + (f": {p['reason']}" if p["reason"] else "")]
                  for p in report["plugins"]], title="plugins")
     vk = report["vulkan"]
     icds = [f"{i['path']} -> {i['library'] or i['error']}" for i in vk["icds"]]
@@ -323,5 +282,5 @@ def _print(report: dict[str, Any]) -> None:
                  for p in report["problems"]], title="problems")
     for plugin in report["plugins"]:
         if plugin["traceback"]:
-            err_console.print(f"[bold]{plugin['entry_point']}[/] failed to load:")
+            err_console.print(f"[bold]{plugin['name']}[/] failed to load:")
             err_console.print(plugin["traceback"], markup=False)
