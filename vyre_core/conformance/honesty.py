@@ -25,9 +25,13 @@ def float_arithmetic(dtype: ir.DType) -> Case:
     """sum = a + b and product = a * b, each rounded once in ``dtype``: values chosen so
     the result differs from computing in any other float type."""
     if dtype is ir.f16:
+        # 2048 + 1 ties to 2048; 60000 + 10000 and 300 * 300 overflow to inf: only in f16
+        # (no subnormals: a backend may flush them, docs/semantics.md)
         a = [1.0, 2048.0, 60000.0, 300.0, -0.5, 0.1, 65504.0, -3.0]
         b = [2.0 ** -10, 1.0, 10000.0, 300.0, 0.25, 0.2, -65504.0, 0.375]
     else:
+        # only in f64: 1e300 + 1e300 and 1e200 * 1e100 are finite, 1 + 2**-40 is not 1,
+        # 2**-500 squared is a normal number
         a = [1.0, 1e300, 0.1, 1e200, -0.5, 2.0 ** -500, 3.0, 1.0 / 3.0]
         b = [2.0 ** -40, 1e300, 0.2, 1e100, 0.25, 2.0 ** -500, 1.0 / 3.0, 3.0]
     x, y = arr(dtype, a), arr(dtype, b)
