@@ -241,8 +241,8 @@ class Driver:
                 try:
                     self.probe(name)  # its hello invalidates routing
                 except PoolFailedError:
-                    if self._closed:
-                        raise
+                    if self._closed or backend is not None:
+                        raise  # a named backend's failure is the caller's answer
                     # it never started: routing skips the failed pool now; decide again
 
     def _unprobed_ahead(self, chosen: str | None) -> list[str]:
