@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from vyre_core.cli.output import console, ok, print_json, print_table, progress
+from vyre_core.cli.run import against_reference
 from vyre_core.cli.targets import BUNDLED, bundled_examples, load_target
-from vyre_core.compare import outputs_divergence
 from vyre_core.driver import Driver
 from vyre_core.errors import VyreError
 
@@ -43,15 +43,7 @@ def run_example(drv: Driver, name: str) -> dict[str, Any]:
         start = time.perf_counter()
         outputs = drv.dispatch(program, example.inputs, config=example.config)
         record["ms"] = round((time.perf_counter() - start) * 1e3, 3)
-        reference = drv.registry.reference()
-        if reference is None:
-            record["reference"] = {"ok": False, "backend": None,
-                                   "divergence": "no reference backend is installed"}
-        else:
-            ref_out = drv.dispatch(program, example.inputs, reference.id, example.config)
-            divergence = outputs_divergence(program, ref_out, outputs, example.ulp)
-            record["reference"] = {"ok": divergence is None, "backend": reference.id,
-                                   "divergence": divergence}
+        record["reference"] = against_reference(drv, example, outputs)
         if example.expected is not None:
             mismatch = example.mismatch(outputs)
             record["numpy"] = {"ok": mismatch is None, "mismatch": mismatch}

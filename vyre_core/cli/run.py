@@ -15,6 +15,7 @@ from vyre_core.cli.output import console, ok, print_json, print_table
 from vyre_core.cli.targets import load_target, save_target
 from vyre_core.compare import outputs_divergence
 from vyre_core.driver import Driver
+from vyre_core.example import Example
 from vyre_core.ir import Program
 
 HEAD = 6  # output values shown per buffer
@@ -47,6 +48,19 @@ def summarize(program: Program, outputs: list[np.ndarray]) -> list[dict[str, Any
             for b, a in zip(program.outputs, outputs, strict=True)]
 
 
+def against_reference(drv: Driver, example: Example, outputs: list[np.ndarray]
+                      ) -> dict[str, Any]:
+    """``outputs`` held against the same program run on the reference backend:
+    ``{reference, ok, divergence}``."""
+    reference = drv.registry.reference()
+    if reference is None:
+        return {"reference": None, "ok": False,
+                "divergence": "no reference backend is installed"}
+    ref_out = drv.dispatch(example.program, example.inputs, reference.id, example.config)
+    divergence = outputs_divergence(example.program, ref_out, outputs, example.ulp)
+    return {"reference": reference.id, "ok": divergence is None, "divergence": divergence}
+
+
 def run(args: argparse.Namespace) -> int:
     target = load_target(args.target, args.inputs)
     example = target.example
@@ -68,14 +82,9 @@ def run(args: argparse.Namespace) -> int:
         if mismatch:
             failures.append(f"against the example's expected outputs: {mismatch}")
         if args.shadow:
-            reference = drv.registry.reference()
-            ref_id = reference.id if reference is not None else "reference"
-            ref_out = drv.dispatch(example.program, example.inputs, ref_id, example.config)
-            divergence = outputs_divergence(example.program, ref_out, outputs, example.ulp)
-            record["shadow"] = {"reference": ref_id, "ok": divergence is None,
-                                "divergence": divergence}
-            if divergence:
-                failures.append(f"against the reference: {divergence}")
+            record["shadow"] = against_reference(drv, example, outputs)
+            if not record["shadow"]["ok"]:
+                failures.append(f"against the reference: {record['shadow']['divergence']}")
     if args.json:
         print_json(record)
     else:
