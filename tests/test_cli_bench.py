@@ -83,3 +83,13 @@ def test_only_that_matches_nothing_is_an_error_with_a_fix(tmp_path):
     assert proc.returncode == 2
     assert "no benchmark id contains 'no-such-benchmark'" in proc.stderr
     assert "Fix:" in proc.stderr
+
+
+def test_only_benchmarks_of_a_skipped_suite_is_an_error_not_an_empty_table():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VYRE_")}
+    proc = subprocess.run([sys.executable, "-m", "vyre_core.cli", "bench", "--quick",
+                           "--only", "wgpu."], env={**env, "VYRE_LOAD_PLUGINS": "reference"},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "nothing to run: the wgpu suite is skipped" in proc.stderr
+    assert "Fix: Install (or stop leaving out) the backend" in proc.stderr

@@ -109,7 +109,13 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInputError(f"cannot write {str(target)!r}: no folder {str(target.parent)!r}",
                                 "Name a file in an existing folder, or '-' for stdout.")
     chosen, skipped = select(args.only, Registry.discover())
-    if not chosen and not skipped:
+    if not chosen and skipped:
+        raise InvalidInputError(
+            "nothing to run: " + "; ".join(f"the {s['suite']} suite is skipped ({s['reason']})"
+                                           for s in skipped),
+            "Install (or stop leaving out) the backend the suite needs, or choose other "
+            "benchmarks with --only.")
+    if not chosen:
         raise InvalidInputError(
             f"no benchmark id contains {args.only!r}",
             "Pass part of a suite.function id: " + ", ".join(
