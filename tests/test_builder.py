@@ -605,3 +605,20 @@ def test_untyped_numpy_scalar_literal_keeps_its_kind(value, dtype):
     assert v.dtype is dtype
     k = ir.Kernel()
     assert k.let("n", value).dtype is dtype
+
+
+def test_let_with_a_dtype_that_differs_from_its_expression_is_refused():
+    k = ir.Kernel(workgroup=(1,))
+    x = k.read("x", ir.u32)
+    with pytest.raises(TypeError, match=r"let 'a' is declared f32 but its value is u32\. "
+                                        r"Fix: convert it, e\.g\. value\.cast\(ir\.f32\)"):
+        k.let("a", x[0], ir.f32)
+    assert k.let("b", x[0], ir.u32).dtype is ir.u32
+    assert k.let("c", 3, ir.f32).dtype is ir.f32  # a Python number takes the dtype
+
+
+def test_a_number_out_of_the_other_operands_range_says_how_to_fix_it():
+    k = ir.Kernel(workgroup=(1,))
+    x = k.read("x", ir.u32)
+    with pytest.raises(ValueError, match=r"-1 does not fit in u32 .* Fix: .*\.cast\(ir\.i32\)"):
+        x[0] + (-1)

@@ -170,6 +170,11 @@ def v024_binding_out_of_range() -> Program:
     return Program((Buffer("out", 2**32, DType.U32, Access.OUTPUT, 4),), (1,), ())
 
 
+def v025_too_many_buffers() -> Program:
+    return Program(tuple(Buffer(f"b{i}", i, DType.U32, Access.OUTPUT, 4) for i in range(65)),
+                   (1,), ())
+
+
 TRIGGERS = {
     "V001": v001_duplicate_buffer_name,
     "V002": v002_duplicate_binding,
@@ -195,6 +200,7 @@ TRIGGERS = {
     "V022": v022_atomic_inside_store,
     "V023": v023_literal_bits_out_of_range,
     "V024": v024_binding_out_of_range,
+    "V025": v025_too_many_buffers,
 }
 
 # More triggers, reported with the same code (different rules under one code).

@@ -317,7 +317,11 @@ class Kernel:
         return f"_{prefix}{self._names}"
 
     def let(self, name: str, value: Operand, dtype: DType | None = None) -> Val:
+        """A variable; ``dtype`` types a Python number, and must match an expression's."""
         v = as_val(value, dtype)
+        if dtype is not None and v.dtype is not dtype:
+            raise TypeError(f"let {name!r} is declared {dtype.value} but its value is "
+                            f"{v.dtype.value}. Fix: convert it, e.g. value.cast(ir.{dtype.value})")
         self.emit(Let(name, v.node))
         return Val(Var(name), v.dtype)
 

@@ -59,7 +59,10 @@ class DType(enum.Enum):
             v = int(value)
             lo, hi = (0, 2**32 - 1) if self is DType.U32 else (-(2**31), 2**31 - 1)
             if not lo <= v <= hi:
-                raise ValueError(f"{v} does not fit in {self.value} [{lo}, {hi}]")
+                other = "i32" if self is DType.U32 else "u32"
+                raise ValueError(f"{v} does not fit in {self.value} [{lo}, {hi}]. Fix: use a "
+                                 f"value in range, or make the other operand {other} with "
+                                 f".cast(ir.{other})")
             return v & 0xFFFFFFFF
         if isinstance(value, bool) or not isinstance(value, int | float | np.number):
             raise TypeError(f"{self.value} literal must be a number, got {value!r}")

@@ -40,6 +40,7 @@ from vyre_core.ir.nodes import (
     Var,
     walk,
 )
+from vyre_core.ir.wire import MAX_BUFFERS
 
 # code -> the Fix shown with every finding of that code.
 CODES: dict[str, str] = {
@@ -69,6 +70,8 @@ CODES: dict[str, str] = {
     "V022": "make the atomic the whole initializer of a let statement",
     "V023": "build nodes with vyre_core.ir (axis 0..2, literal bits in the type's range)",
     "V024": "use binding numbers between 0 and 2**32-1",
+    "V025": "use at most 64 buffers in one program (the wire form carries no more); split "
+            "the work into several programs",
 }
 
 _U32_MAX = 2**32 - 1
@@ -169,6 +172,9 @@ class _Validator:
     def check_buffers(self) -> None:
         names: set[str] = set()
         bindings: set[int] = set()
+        if len(self.program.buffers) > MAX_BUFFERS:
+            self.where = "buffers"
+            self.report("V025", f"{len(self.program.buffers)} buffers, more than {MAX_BUFFERS}")
         for b in self.program.buffers:
             self.where = f"buffer {b.name!r}"
             if not _is_name(b.name):
