@@ -83,7 +83,11 @@ def test_an_unknown_backend_fails_every_kit_test_with_the_fix(tmp_path):
 
 
 def test_without_the_option_the_plugin_adds_nothing(tmp_path):
-    (tmp_path / "test_own.py").write_text("def test_own():\n    pass\n")
+    (tmp_path / "test_own.py").write_text(
+        "import sys\n\n"
+        "def test_own():  # the plugin is loaded, but builds no corpus\n"
+        "    assert 'vyre_core.conformance.pytest_plugin' in sys.modules\n"
+        "    assert 'vyre_core.conformance.corpus' not in sys.modules\n")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr

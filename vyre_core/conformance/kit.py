@@ -20,6 +20,7 @@ from vyre_core import ir
 from vyre_core.conformance import honesty, runner
 from vyre_core.conformance.base import Case, arr, case_of
 from vyre_core.conformance.corpus import CASES
+from vyre_core.conformance.pytest_plugin import RESULTS
 from vyre_core.contract.manager import LoadedBackend
 from vyre_core.contract.types import Capabilities
 from vyre_core.driver import Driver
@@ -27,9 +28,6 @@ from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError
 from vyre_core.ir import ALL_OPS
 from vyre_core.registry import BackendRegistration, Registry, register_plugin
 from vyre_core.routing import rejection_reasons
-
-#: Where each case's verdict is kept for the summary the plugin prints.
-RESULTS = pytest.StashKey[list[runner.CaseResult]]()
 
 
 @pytest.fixture(scope="module")
