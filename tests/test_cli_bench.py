@@ -67,10 +67,13 @@ def test_quick_bench_reports_every_benchmark_with_its_baseline(tmp_path):
 
 
 def test_the_wgpu_suite_is_skipped_with_a_reason_when_its_backend_is_missing(tmp_path):
-    proc = bench("--quick", "--only", "wgpu.", "--json", "-", select="reference", cwd=tmp_path)
+    # "small_dispatch" selects contract.small_dispatch and wgpu.small_dispatch_overhead
+    proc = bench("--quick", "--only", "small_dispatch", "--json", "-", select="reference",
+                 cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["results"] == [] and doc["failed"] == []
+    assert [r["id"] for r in doc["results"]] == ["contract.small_dispatch"]
+    assert doc["failed"] == []
     skipped, = doc["skipped"]
     assert skipped["suite"] == "wgpu"
     assert "'wgpu' backend is not registered (left out by VYRE_LOAD_PLUGINS)" in skipped["reason"]
