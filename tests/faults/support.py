@@ -17,9 +17,9 @@ N = 64
 MAX_RESTARTS = 3
 
 
-def saxpy(n: int = N) -> ir.Program:
+def saxpy(n: int = N, workgroup: int = 64) -> ir.Program:
     """``out[i] = a * x[i] + y[i]`` (as examples/saxpy.py)."""
-    k = ir.Kernel(workgroup=(64,))
+    k = ir.Kernel(workgroup=(workgroup,))
     x = k.read("x", ir.f32)
     y = k.read("y", ir.f32)
     a = k.uniform("a", ir.f32)

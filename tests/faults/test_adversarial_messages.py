@@ -29,6 +29,8 @@ from vyre_core import DispatchConfig, abi, ir, protocol
 from vyre_core.errors import ProtocolError, VyreError
 from vyre_core.protocol import Message, Op
 
+from .support import saxpy
+
 IDENTITY = b"w0.1"
 GEN = 1
 REPLY_TIMEOUT = 15.0
@@ -43,19 +45,7 @@ N = 32
 pytestmark = pytest.mark.timeout(180)
 
 
-def saxpy(n: int = N) -> ir.Program:
-    k = ir.Kernel(workgroup=(32,))
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    a = k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
-    return k.build()
-
-
-PROGRAM = saxpy()
+PROGRAM = saxpy(N, workgroup=32)
 
 
 def saxpy_inputs(seed: int) -> list[np.ndarray]:
@@ -486,7 +476,7 @@ def test_pool_option_max_message_bytes_refuses_oversized_dispatches():
     dispatch is refused with a VyreError (ProtocolError E1305) before it is sent."""
     limit = 1 << 16
     n = 1 << 18  # 1 MiB per f32 array: 16 times the limit, in and out
-    program = saxpy(n)
+    program = saxpy(n, workgroup=32)
     inputs = [np.ones(n, dtype=np.float32), np.ones(n, dtype=np.float32),
               np.array([2.0], dtype=np.float32)]
     with vyre_core.Driver(kill_grace=0.5, max_message_bytes=limit) as drv:

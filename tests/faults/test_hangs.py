@@ -11,26 +11,16 @@ import psutil
 import pytest
 
 import vyre_core
-from vyre_core import DispatchConfig, ir
+from vyre_core import DispatchConfig
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError, WorkerCrashedError
+
+from .support import saxpy
 
 N = 64
 KILL_GRACE = 0.5
 SLACK = 1.0  # scheduling, polling and process start-up slop on a loaded 2-core machine
 
 pytestmark = pytest.mark.timeout(90)
-
-
-def saxpy(n: int = N) -> ir.Program:
-    k = ir.Kernel(workgroup=(64,))
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    a = k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
-    return k.build()
 
 
 def data(seed: int, n: int = N) -> list[np.ndarray]:
@@ -43,7 +33,7 @@ def expected(x: np.ndarray, y: np.ndarray, a: np.ndarray) -> bytes:
     return (a[0] * x + y).astype(np.float32).tobytes()
 
 
-PROGRAM = saxpy()
+PROGRAM = saxpy(N)
 
 
 def worker_pid(drv: vyre_core.Driver) -> int:

@@ -22,8 +22,10 @@ import psutil
 import pytest
 
 import vyre_core
-from vyre_core import DispatchConfig, ir
+from vyre_core import DispatchConfig
 from vyre_core.errors import PoolFailedError, VyreError
+
+from .support import saxpy
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -57,19 +59,7 @@ CHILD_PRELUDE = textwrap.dedent("""
 """)
 
 
-def saxpy(n: int = 16, workgroup: int = 16) -> ir.Program:
-    k = ir.Kernel(workgroup=(workgroup,))
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    a = k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
-    return k.build()
-
-
-PROGRAM = saxpy()
+PROGRAM = saxpy(16, workgroup=16)
 INPUTS = [np.arange(16, dtype=np.float32), np.ones(16, dtype=np.float32),
           np.array([2.0], dtype=np.float32)]
 EXPECTED = (np.float32(2.0) * INPUTS[0] + INPUTS[1]).tobytes()

@@ -17,8 +17,10 @@ import psutil
 import pytest
 
 import vyre_core
-from vyre_core import DispatchConfig, ir
+from vyre_core import DispatchConfig
 from vyre_core.errors import DispatchTimeoutError, VyreError, WorkerCrashedError
+
+from .support import saxpy
 
 TOTAL = 2000
 THREADS = 4
@@ -28,19 +30,7 @@ THREAD_BUDGET = 150.0  # seconds: each thread's loop stops here whatever happens
 ALLOWED_ERRORS = (WorkerCrashedError, DispatchTimeoutError)
 
 
-def saxpy(n: int = N) -> ir.Program:
-    k = ir.Kernel(workgroup=(64,))
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    a = k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
-    return k.build()
-
-
-PROGRAM = saxpy()
+PROGRAM = saxpy(N)
 
 
 def keyed_inputs(key: int) -> tuple[list[np.ndarray], bytes]:
