@@ -132,3 +132,16 @@ def test_cli_page_verdicts_match_the_runner():
     assert {v.strip(" `"): (cell.strip(), ok.strip()) for v, cell, _, ok in rows} == {
         v: (re.sub(r"\[/?[^\]]*\]", "", CELL[v]), "yes" if v in PASSING else "no")
         for v in VERDICTS}
+
+
+def test_error_tree_on_the_errors_page_matches_the_groups():
+    from vyre_core import errors
+
+    tree = (DOCS / "errors.md").read_text().split("## Catching by meaning")[1]
+    block = tree.split("```")[1]
+    for group in errors.GROUPS:
+        branch = block.split(group.__name__)[1].split("──", 3)
+        listed = {name.strip(" ,\n│├└") for part in branch[1:3] for name in part.split(",")}
+        listed = {n.split()[0] for n in listed if n}
+        members = {c.__name__ for c in catalog().values() if issubclass(c, group)}
+        assert listed == members, group.__name__

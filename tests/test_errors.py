@@ -40,6 +40,8 @@ FROZEN_CODES: dict[str, int] = {
     "PoolFailedError": 1303,
     "PipelineInvalidatedError": 1304,
     "ProtocolError": 1305,
+    "SystemResourceError": 1306,
+    "MessageLostError": 1307,
     "NoCapableBackendError": 1401,
     "PluginLoadError": 1402,
 }
@@ -71,10 +73,44 @@ def test_catalog_is_exactly_the_frozen_table():
     assert all(cls.code == code for code, cls in catalog().items())
 
 
-def test_every_error_class_in_the_module_is_in_the_catalog():
+def test_every_error_class_in_the_module_is_in_the_catalog_or_a_group():
     defined = {obj for obj in vars(errors).values()
                if inspect.isclass(obj) and issubclass(obj, VyreError)}
-    assert defined == set(catalog().values())
+    assert defined == set(catalog().values()) | set(errors.GROUPS)
+    assert not set(catalog().values()) & set(errors.GROUPS)
+
+
+# What a caller can do about each error: the groups are part of the public surface.
+GROUP_OF = {
+    errors.CallerError: {"InvalidProgramError", "ValidationError", "InvalidInputError",
+                         "InvalidConfigError", "LaunchLimitError", "PipelineInvalidatedError"},
+    errors.BackendFaultError: {"DeviceOutOfMemoryError", "DeviceLostError",
+                               "KernelCompileError", "DispatchError", "DispatchTimeoutError",
+                               "WorkerCrashedError", "ProtocolError", "MessageLostError"},
+    errors.UnavailableError: {"UnsupportedFeatureError", "PoolFailedError",
+                              "SystemResourceError", "NoCapableBackendError",
+                              "PluginLoadError"},
+}
+
+
+def test_every_class_but_the_base_is_in_exactly_one_group():
+    for cls in catalog().values():
+        groups = [g for g in errors.GROUPS if issubclass(cls, g)]
+        if cls is VyreError:
+            assert groups == []
+        else:
+            assert len(groups) == 1, cls
+            assert cls.__name__ in GROUP_OF[groups[0]], cls
+    assert set().union(*GROUP_OF.values()) == {c.__name__ for c in catalog().values()} - {
+        "VyreError"}
+
+
+@pytest.mark.parametrize("group", errors.GROUPS, ids=by_name)
+def test_a_group_catches_its_members_after_a_round_trip(group):
+    for name in GROUP_OF[group]:
+        cls = next(c for c in catalog().values() if c.__name__ == name)
+        with pytest.raises(group):
+            raise VyreError.from_dict(make(cls).to_dict())
 
 
 def test_catalog_returns_a_copy():
@@ -173,6 +209,67 @@ def test_code_as_string_still_finds_the_class():
     data = make(errors.LaunchLimitError).to_dict()
     data["code"] = str(data["code"])
     assert type(VyreError.from_dict(data)) is errors.LaunchLimitError
+
+
+def test_details_with_numpy_scalars_and_objects_always_encode():
+    """A worker reporting an error must never die encoding it (issue 11, defect 11)."""
+    import numpy as np
+
+    err = DispatchError("x", count=np.uint32(7), ratio=np.float32(0.5), flag=np.bool_(True),
+                        shape=(2, 3), where={1: object()}, kinds={"b", "a"}, big=2**70)
+    data = msgpack.unpackb(msgpack.packb(err.to_dict()), raw=False)
+    back = VyreError.from_dict(data)
+    assert back.details["count"] == 7 and type(back.details["count"]) is int
+    assert back.details["ratio"] == 0.5 and back.details["flag"] is True
+    assert back.details["shape"] == [2, 3] and back.details["kinds"] == ["a", "b"]
+    assert back.details["where"]["1"].startswith("<object object")
+    assert back.details["big"] == str(2**70)
+
+
+@pytest.mark.parametrize("data", [
+    None, 7, "text", [1, 2], {"code": "abc"}, {"code": None, "cause": 5},
+    {"code": 1302, "details": "not a map"}, {"code": 1302, "details": {"cause": "clash"}},
+    {"code": 1302, "details": {1: "int key", "not an identifier": 2}},
+    {"code": 1002, "details": {"findings": None}}, {"code": 10**30}, {"code": 1.5e300},
+    {"cause": b"bytes", "fix": ["a"]},
+])
+def test_from_dict_is_total(data):
+    """An ERROR reply with a malformed error map crashed the supervisor (defect 9)."""
+    err = VyreError.from_dict(data)
+    assert isinstance(err, VyreError)
+    assert str(err).startswith("[E") and "\nFix: " in str(err)
+
+
+def test_from_dict_survives_any_msgpack_value():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    values = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text() | st.binary(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+            st.text() | st.integers(), inner, max_size=4), max_leaves=20)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.dictionaries(st.sampled_from(["code", "cause", "fix", "details", "type"]),
+                           values) | values)
+    def check(data):
+        err = VyreError.from_dict(data)
+        assert isinstance(err, VyreError)
+        msgpack.packb(err.to_dict())
+
+    check()
+
+
+def test_os_errors_map_to_system_resource_error_with_a_fix_naming_the_resource():
+    import errno as errno_module
+
+    for code, words in ((errno_module.ENOSPC, "disk space"), (errno_module.EMFILE, "ulimit -n"),
+                        (errno_module.EAGAIN, "processes")):
+        err = errors.system_resource_error(OSError(code, "refused"), "starting a worker")
+        assert isinstance(err, errors.SystemResourceError)
+        assert isinstance(err, errors.UnavailableError)
+        assert err.cause.startswith("starting a worker failed: ")
+        assert errno_module.errorcode[code] in err.cause and words in err.fix
 
 
 # -- ValidationError -------------------------------------------------------------------------

@@ -1,14 +1,18 @@
 """vyre's one exception family.
 
 Every error has a stable numeric code (append-only: a code is never reused or
-renumbered), a cause, and a ``Fix:`` line telling the user what to do. Errors are
-plain data so they cross a process boundary as a dict and are raised again on the other
-side as the same class with the same fields. ``as_vyre_error`` is the one place where
-foreign exceptions are mapped into the family.
+renumbered), a cause, and a ``Fix:`` line telling the user what to do. Three groups say
+what a caller can do: ``CallerError`` (its own mistake: retrying cannot help),
+``BackendFaultError`` (a backend or its worker failed: retrying may help) and
+``UnavailableError`` (nothing can run it now). Errors are plain data so they cross a
+process boundary as a dict and are raised again on the other side as the same class with
+the same fields. ``as_vyre_error`` is the one place where foreign exceptions are mapped
+into the family.
 """
 
 from __future__ import annotations
 
+import errno
 import traceback
 from typing import Any, ClassVar
 
@@ -32,24 +36,87 @@ class VyreError(Exception):
         return (_rebuild, (self.to_dict(),))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-data form for crossing a process boundary."""
-        return {"type": type(self).__name__, "code": self.code, "cause": self.cause,
-                "fix": self.fix, "details": self.details}
+        """Plain-data form for crossing a process boundary: details become plain types
+        (numpy scalars as Python numbers, anything else unknown as its repr), so the
+        error always encodes."""
+        return {"type": type(self).__name__, "code": self.code, "cause": str(self.cause),
+                "fix": str(self.fix), "details": plain_data(self.details)}
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> VyreError:
-        """Rebuild the error of :meth:`to_dict`, as its own class when the code is known."""
-        cls = _CATALOG.get(int(data.get("code", 0)), VyreError)
-        return cls(str(data.get("cause", "")), data.get("fix"), **dict(data.get("details") or {}))
+    def from_dict(data: Any) -> VyreError:
+        """Rebuild the error of :meth:`to_dict`, as its own class when the code is known.
+        Total: whatever arrives (a peer may be buggy or hostile) gives a VyreError."""
+        if not isinstance(data, dict):
+            return ProtocolError(f"an error arrived as {type(data).__name__}, not a map: "
+                                 f"{_short_repr(data)}")
+        try:
+            cls = _CATALOG.get(int(data.get("code", 0)), VyreError)
+        except (TypeError, ValueError, OverflowError):
+            cls = VyreError
+        cause = data.get("cause", "")
+        fix = data.get("fix")
+        raw = data.get("details")
+        details: dict[str, Any] = {}
+        if isinstance(raw, dict):
+            for key, value in raw.items():
+                if isinstance(key, str) and key.isidentifier() and key not in ("cause", "fix"):
+                    details[key] = value
+                else:
+                    details.setdefault("unreadable_details", []).append(
+                        [_short_repr(key), _short_repr(value)])
+        elif raw is not None:
+            details["unreadable_details"] = _short_repr(raw)
+        try:
+            return cls(cause if isinstance(cause, str) else _short_repr(cause),
+                       fix if isinstance(fix, str) else None, **details)
+        except Exception as exc:  # a class whose details are malformed: keep the text
+            return VyreError(f"{cause!s:.2000} (its details could not be read: {exc})")
 
 
 def _rebuild(data: dict[str, Any]) -> VyreError:
     return VyreError.from_dict(data)
 
 
+def _short_repr(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def plain_data(value: Any, depth: int = 0) -> Any:
+    """``value`` as msgpack-friendly data: numpy scalars as Python numbers, tuples and sets
+    as lists, map keys as strings, anything else unknown as its repr."""
+    if isinstance(value, bool | int | float | str | bytes | type(None)):
+        return value if not isinstance(value, int) or -2**63 <= value < 2**64 else str(value)
+    if depth > 20:
+        return _short_repr(value)
+    if isinstance(value, dict):
+        return {str(k): plain_data(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, set | frozenset):
+        return [plain_data(v, depth + 1) for v in sorted(value, key=repr)]
+    if isinstance(value, list | tuple):
+        return [plain_data(v, depth + 1) for v in value]
+    if hasattr(value, "dtype") and hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return plain_data(value.item(), depth + 1)  # a numpy scalar
+    return _short_repr(value, 2000)
+
+
+# -- Groups: what a caller can do about an error ----------------------------------------
+
+class CallerError(VyreError):
+    """The caller's own mistake (program, inputs, config, stale handle): retrying cannot help."""
+
+
+class BackendFaultError(VyreError):
+    """A backend or its worker failed while serving a request: retrying may help."""
+
+
+class UnavailableError(VyreError):
+    """Nothing can run the request now (failed pool, no capable backend, no OS resources)."""
+
+
 # -- Programs and inputs --------------------------------------------------------------
 
-class InvalidProgramError(VyreError):
+class InvalidProgramError(CallerError):
     """Program bytes or a program object are malformed (bad wire form, bad node)."""
 
     code = 1001
@@ -57,7 +124,7 @@ class InvalidProgramError(VyreError):
                    "Program.to_wire() unchanged.")
 
 
-class ValidationError(VyreError):
+class ValidationError(CallerError):
     """A program failed validation; ``findings`` holds every V### finding."""
 
     code = 1002
@@ -72,14 +139,14 @@ class ValidationError(VyreError):
         return self.details["findings"]
 
 
-class InvalidInputError(VyreError):
+class InvalidInputError(CallerError):
     """Dispatch inputs do not match the program's input ABI."""
 
     code = 1101
     default_fix = "Pass one numpy array (or bytes) per input buffer, in declaration order."
 
 
-class InvalidConfigError(VyreError):
+class InvalidConfigError(CallerError):
     """A DispatchConfig field has a value that cannot mean anything."""
 
     code = 1103
@@ -88,89 +155,106 @@ class InvalidConfigError(VyreError):
 
 # -- Backends and devices ---------------------------------------------------------------
 
-class UnsupportedFeatureError(VyreError):
+class UnsupportedFeatureError(UnavailableError):
     """The backend cannot do what was asked; nothing was run."""
 
     code = 1102
     default_fix = "Route the program to a backend that reports this capability."
 
 
-class LaunchLimitError(VyreError):
+class LaunchLimitError(CallerError):
     """The launch exceeds a limit of the chosen backend (workgroup, grid, buffer size)."""
 
     code = 1104
     default_fix = "Shrink the launch below the named limit, or route to a larger backend."
 
 
-class DeviceOutOfMemoryError(VyreError):
+class DeviceOutOfMemoryError(BackendFaultError):
     """The device could not allocate the memory the dispatch needs."""
 
     code = 1201
     default_fix = "Use smaller buffers, free resident buffers, or route to a larger device."
 
 
-class DeviceLostError(VyreError):
+class DeviceLostError(BackendFaultError):
     """The device was lost; ``details['generation']`` is the worker generation it was in."""
 
     code = 1202
     default_fix = "Dispatch again: the worker recovers or restarts with a new device."
 
 
-class KernelCompileError(VyreError):
+class KernelCompileError(BackendFaultError):
     """The backend could not compile the program to native code."""
 
     code = 1203
     default_fix = "Report the program's wire bytes with this message to the backend's authors."
 
 
-class DispatchError(VyreError):
+class DispatchError(BackendFaultError):
     """The backend failed while running a dispatch, or returned malformed outputs."""
 
     code = 1204
-    default_fix = "Run it with shadow=True against the reference and report the divergence."
+    default_fix = ("Run it with `vyre run --shadow` against the reference and report the "
+                   "divergence to the backend's authors.")
 
 
 # -- Process supervision ----------------------------------------------------------------
 
-class DispatchTimeoutError(VyreError):
+class DispatchTimeoutError(BackendFaultError):
     """The dispatch passed its deadline; its worker was killed and restarted."""
 
     code = 1301
     default_fix = "Raise DispatchConfig.timeout, or split the work into smaller dispatches."
 
 
-class WorkerCrashedError(VyreError):
+class WorkerCrashedError(BackendFaultError):
     """The worker process died while serving this request, on every allowed retry."""
 
     code = 1302
     default_fix = "The request crashes its backend; run it on the reference backend to check it."
 
 
-class PoolFailedError(VyreError):
+class PoolFailedError(UnavailableError):
     """A backend's pool restarted too often and was marked failed."""
 
     code = 1303
-    default_fix = ("Check `vyre doctor`; routing skips the backend until the driver "
-                   "restarts.")
+    default_fix = ("Check `vyre doctor`; routing skips the backend until its cool-down "
+                   "(PoolOptions.cooldown) ends, then tries it again.")
 
 
-class PipelineInvalidatedError(VyreError):
+class PipelineInvalidatedError(CallerError):
     """A compiled pipeline or resident buffer is from an earlier worker generation."""
 
     code = 1304
     default_fix = "Compile the program again (Driver.compile) and use the new handle."
 
 
-class ProtocolError(VyreError):
+class ProtocolError(BackendFaultError):
     """A message between the parent and a worker was malformed."""
 
     code = 1305
     default_fix = "Use matching versions of vyre in the parent and the workers."
 
 
+class SystemResourceError(UnavailableError):
+    """The operating system refused a resource vyre needs (disk, file descriptors, processes)."""
+
+    code = 1306
+    default_fix = ("Free the named resource (disk space, open files: `ulimit -n`, processes) "
+                   "and call again; vyre keeps retrying on its own.")
+
+
+class MessageLostError(BackendFaultError):
+    """A request or its reply was lost between the parent and a worker."""
+
+    code = 1307
+    default_fix = ("Send less data per call, or give the worker more memory: a message it "
+                   "cannot allocate is dropped by the transport.")
+
+
 # -- Routing and plugins -----------------------------------------------------------------
 
-class NoCapableBackendError(VyreError):
+class NoCapableBackendError(UnavailableError):
     """No registered backend can run the program; ``details['rejections']`` says why each."""
 
     code = 1401
@@ -178,7 +262,7 @@ class NoCapableBackendError(VyreError):
                    "to avoid them (see the reasons above).")
 
 
-class PluginLoadError(VyreError):
+class PluginLoadError(UnavailableError):
     """A backend plugin could not be loaded (import error, bad hooks, contract mismatch)."""
 
     code = 1402
@@ -191,8 +275,12 @@ _CATALOG: dict[int, type[VyreError]] = {
                 InvalidConfigError, UnsupportedFeatureError, LaunchLimitError,
                 DeviceOutOfMemoryError, DeviceLostError, KernelCompileError, DispatchError,
                 DispatchTimeoutError, WorkerCrashedError, PoolFailedError,
-                PipelineInvalidatedError, ProtocolError, NoCapableBackendError, PluginLoadError)
+                PipelineInvalidatedError, ProtocolError, SystemResourceError, MessageLostError,
+                NoCapableBackendError, PluginLoadError)
 }
+
+#: The groups a caller catches by meaning; never raised themselves.
+GROUPS: tuple[type[VyreError], ...] = (CallerError, BackendFaultError, UnavailableError)
 
 
 def catalog() -> dict[int, type[VyreError]]:
@@ -211,3 +299,29 @@ def as_vyre_error(exc: BaseException, during: str) -> VyreError:
         f"{during} failed: {type(exc).__name__}: {exc}",
         "This is a bug in the backend; report it with the traceback in details.",
         traceback="".join(traceback.format_exception(exc)))
+
+
+_OS_FIXES = {
+    errno.ENOSPC: "Free disk space (or inodes) where vyre keeps its run directory "
+                  "(VYRE_RUNTIME_DIR, else $XDG_RUNTIME_DIR or the temp dir), then call again.",
+    errno.EDQUOT: "Free space within your disk quota, then call again.",
+    errno.EMFILE: "Raise the open-file limit (`ulimit -n`) or close files this process "
+                  "holds, then call again.",
+    errno.ENFILE: "The whole system is out of file handles: close programs, then call again.",
+    errno.EAGAIN: "The system refused a new process or thread (limits on processes or "
+                  "memory): end some processes or raise `ulimit -u`, then call again.",
+    errno.ENOMEM: "The system is out of memory: free some, then call again.",
+    errno.EACCES: "Give this user access to the path named above, or point "
+                  "VYRE_RUNTIME_DIR at a directory it owns.",
+    errno.EPERM: "Give this user access to the path named above, or point "
+                 "VYRE_RUNTIME_DIR at a directory it owns.",
+    errno.EROFS: "Point VYRE_RUNTIME_DIR at a writable directory.",
+}
+
+
+def system_resource_error(exc: OSError, during: str) -> SystemResourceError:
+    """An OS refusal (ENOSPC, EMFILE, EAGAIN, ...) as a SystemResourceError whose Fix names
+    the resource to free: the one place OS errors enter the family."""
+    name = errno.errorcode.get(exc.errno or 0, "OSError")
+    return SystemResourceError(f"{during} failed: {name}: {exc.strerror or exc}",
+                               _OS_FIXES.get(exc.errno or 0), errno=name)
