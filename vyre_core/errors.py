@@ -316,6 +316,12 @@ _OS_FIXES = {
     errno.EPERM: "Give this user access to the path named above, or point "
                  "VYRE_RUNTIME_DIR at a directory it owns.",
     errno.EROFS: "Point VYRE_RUNTIME_DIR at a writable directory.",
+    errno.ENOTDIR: "A file stands where vyre needs a directory (the path above): remove it, "
+                   "or point VYRE_RUNTIME_DIR elsewhere.",
+    errno.ENOENT: "A directory on the path above is missing: create it, or point "
+                  "VYRE_RUNTIME_DIR at an existing one.",
+    errno.EEXIST: "Something else already uses the path above: call again (vyre picks a new "
+                  "name), or remove it.",
 }
 
 

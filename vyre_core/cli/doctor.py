@@ -25,6 +25,7 @@ from typing import Any
 from vyre_core import __version__
 from vyre_core.cli.backends import listing
 from vyre_core.cli.output import console, err_console, ok, print_json, print_table
+from vyre_core.errors import SystemResourceError
 from vyre_core.registry import SELECT_ENV, Registry
 from vyre_core.supervisor import rundir
 
@@ -194,17 +195,24 @@ def adapter_findings(rows: list[dict[str, Any]]) -> list[Finding]:
 def run_dirs(clean: bool) -> dict[str, Any]:
     """Run directories of dead drivers (by rundir's own staleness test), removed with
     ``clean``."""
-    base = rundir.base_dir()
+    try:
+        base = rundir.base_dir()
+    except SystemResourceError as exc:  # unsafe or uncreatable: report it, touch nothing
+        return {"base": None, "stale": [], "removed": [],
+                "error": {"cause": exc.cause, "fix": exc.fix}}
     entries = [{"path": str(p), "sockets": sorted(s.name for s in p.glob("*.sock"))}
                for p in rundir.stale_dirs(base)]
     if not clean:
-        return {"base": str(base), "stale": entries, "removed": []}
+        return {"base": str(base), "stale": entries, "removed": [], "error": None}
     removed = {str(p) for p in rundir.remove_stale(base)}
     return {"base": str(base), "stale": [e for e in entries if e["path"] not in removed],
-            "removed": [e for e in entries if e["path"] in removed]}
+            "removed": [e for e in entries if e["path"] in removed], "error": None}
 
 
 def run_dir_findings(facts: dict[str, Any]) -> list[Finding]:
+    if facts["error"]:
+        return [Finding("unusable run directory base", facts["error"]["cause"],
+                        facts["error"]["fix"])]
     if not facts["stale"]:
         return []
     sockets = sum(len(e["sockets"]) for e in facts["stale"])

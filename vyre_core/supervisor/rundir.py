@@ -1,29 +1,109 @@
-"""The private run directory of one driver: ``<tmp>/vyre-<uid>/<pid>-<start>-<token>``, mode 0700,
-holding its ipc sockets and worker logs. A new driver removes the directories of drivers
-whose process is gone (killed with SIGKILL, say), so stale socket files never pile up."""
+"""The private run directory of one driver, ``<base>/<pid>-<start>-<token>`` (mode 0700),
+holding its ipc sockets and worker logs. A new driver removes the run directories of
+drivers whose process is gone (killed with SIGKILL, say), so stale sockets never pile up.
+
+Whoever can write in the base can redirect a driver's workers to their own sockets, so a
+base is used only if it is a real directory owned by this user that nobody else may
+enter. This module never chmods or chowns anything and never follows a symlink: an unsafe
+base is left as it is, and refused (when the user named it) or replaced by a private
+temp directory."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import re
 import secrets
 import shutil
+import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
 
-from vyre_core.errors import InvalidConfigError
+from vyre_core.errors import InvalidConfigError, SystemResourceError, system_resource_error
 
+ENV = "VYRE_RUNTIME_DIR"
 _MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+_RUN_DIR_NAME = re.compile(r"(\d+)-([0-9A-Za-z]+)-([0-9a-f]+)")  # <pid>-<start>-<token>
+_logger = logging.getLogger("vyre.supervisor")
+
+
+def _unsafe(st: os.stat_result) -> str | None:
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st.st_uid != os.getuid():
+        return f"is owned by uid {st.st_uid}, not {os.getuid()}"
+    if st.st_mode & 0o077:
+        return f"has mode {stat.S_IMODE(st.st_mode):04o}, which lets other users in"
+    return None
+
+
+def unsafe_reason(path: Path) -> str | None:
+    """Why ``path`` (as it is, symlinks not followed) may not hold run directories, or
+    None when it may: it must be a directory of this user that nobody else may enter."""
+    return _unsafe(os.lstat(path))
+
+
+def _xdg_base(env: Mapping[str, str]) -> Path | None:
+    """``$XDG_RUNTIME_DIR/vyre`` when that directory is this user's own with mode 0700
+    (per-user, cleared at logout: better than the shared temp dir), else None."""
+    xdg = env.get("XDG_RUNTIME_DIR")
+    if not xdg or not os.path.isabs(xdg):
+        return None
+    try:
+        st = os.lstat(xdg)
+    except OSError:
+        return None
+    if _unsafe(st) is None and stat.S_IMODE(st.st_mode) == 0o700:
+        return Path(xdg) / "vyre"
+    return None
+
+
+def choose_base(env: Mapping[str, str] = os.environ) -> tuple[Path, bool]:
+    """The base to use and whether the user named it with VYRE_RUNTIME_DIR (an unsafe
+    named base is refused; any other is replaced by a private temp directory)."""
+    if root := env.get(ENV):
+        return Path(root) / f"vyre-{os.getuid()}", True
+    xdg = _xdg_base(env)
+    return (xdg, False) if xdg else (Path(tempfile.gettempdir()) / f"vyre-{os.getuid()}", False)
+
+
+def _open_base() -> tuple[Path, str | None, bool]:
+    """The chosen base, created (mode 0700) unless it exists, and checked as it is:
+    (path, why it is unsafe or None, whether the user named it)."""
+    path, explicit = choose_base()
+    try:
+        if explicit:  # the user's own folder, created as before (a file there: ENOTDIR below)
+            with contextlib.suppress(FileExistsError):
+                os.makedirs(path.parent, 0o700)
+        with contextlib.suppress(FileExistsError):  # checked below, whoever made it
+            os.mkdir(path, 0o700)
+        return path, unsafe_reason(path), explicit
+    except OSError as exc:
+        raise system_resource_error(exc, f"creating the run directory base {path}") from exc
+
+
+def _unsafe_base_error(path: Path, reason: str) -> SystemResourceError:
+    return SystemResourceError(
+        f"the run directory base {path} {reason}; whoever can write there could redirect "
+        "vyre's workers to their own sockets, so it is not used",
+        f"Remove {path} (vyre creates it again with mode 0700; it never changes an existing "
+        f"directory's owner or mode), or point {ENV} at a directory only you can write.",
+        path=str(path), reason=reason)
 
 
 def base_dir() -> Path:
-    root = Path(os.environ.get("VYRE_RUNTIME_DIR") or tempfile.gettempdir())
-    base = root / f"vyre-{os.getuid()}"
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if base.stat().st_uid != os.getuid() or base.stat().st_mode & 0o077:
-        os.chmod(base, 0o700)
-    return base
+    """This user's base for run directories, created if missing (what ``vyre doctor``
+    inspects). Raises SystemResourceError when it cannot be created or is unsafe."""
+    path, reason, _ = _open_base()
+    if reason:
+        raise _unsafe_base_error(path, reason)
+    return path
 
 
 def _started(pid: int) -> str | None:
@@ -43,14 +123,24 @@ def _base36(n: int) -> str:
     return out or "0"
 
 
+def _own_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return (entry.is_dir(follow_symlinks=False)
+                and entry.stat(follow_symlinks=False).st_uid == os.getuid())
+    except OSError:  # gone meanwhile (another driver cleaning up)
+        return False
+
+
 def stale_dirs(base: Path) -> list[Path]:
-    """Run directories whose driver process is gone, even if its pid was reused since."""
+    """Run directories under ``base`` whose driver process is gone, even if its pid was
+    reused since. Only this user's real directories named ``<pid>-<start>-<token>``
+    count: symlinks and anything else are never followed nor touched."""
     stale = []
-    for entry in base.iterdir():
-        pid, _, rest = entry.name.partition("-")
-        stamp = rest.partition("-")[0]
-        if entry.is_dir() and pid.isdigit() and _started(int(pid)) != stamp:
-            stale.append(entry)
+    with os.scandir(base) as entries:
+        for entry in entries:
+            name = _RUN_DIR_NAME.fullmatch(entry.name)
+            if name and _own_dir(entry) and _started(int(name[1])) != name[2]:
+                stale.append(Path(entry.path))
     return stale
 
 
@@ -63,13 +153,37 @@ def remove_stale(base: Path) -> list[Path]:
     return stale
 
 
+def _private_run_dir() -> Path:
+    """A fresh, unique 0700 directory in the temp dir, used directly as the run directory
+    when the shared base is unsafe."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=f"vyre-{os.getuid()}-"))
+    except OSError as exc:
+        raise system_resource_error(
+            exc, f"creating a private run directory in {tempfile.gettempdir()}") from exc
+
+
 class RunDir:
+    """One driver's run directory, created on construction. Every OS failure raises
+    SystemResourceError (with a Fix), never a bare OSError."""
+
     def __init__(self) -> None:
-        base = base_dir()
-        remove_stale(base)
+        base, reason, explicit = _open_base()
+        if reason and explicit:
+            raise _unsafe_base_error(base, reason)
+        if reason:
+            self.path = _private_run_dir()
+            _logger.warning("run directory base %s %s, so it is not used (vyre never changes "
+                        "it); using the private %s instead. Remove it, or set %s.",
+                        base, reason, self.path, ENV)
+            return
         pid = os.getpid()
-        self.path = base / f"{pid}-{_started(pid)}-{secrets.token_hex(2)}"
-        self.path.mkdir(mode=0o700)
+        self.path = base / f"{pid}-{_started(pid)}-{secrets.token_hex(4)}"
+        try:
+            remove_stale(base)
+            os.mkdir(self.path, 0o700)
+        except OSError as exc:
+            raise system_resource_error(exc, f"creating the run directory {self.path}") from exc
 
     def endpoint(self, name: str) -> str:
         path = f"{self.path / name}.sock"
