@@ -6,8 +6,9 @@ Every backend runs in a supervised worker process. This walk-through kills one f
 1. the dispatch completes anyway, with the right result: a dispatch is pure work, so the
    supervisor sees the death (pidfd), starts a new worker (the next *generation*) and runs
    the request again there (``DispatchConfig.retries``, 1 by default);
-2. a death while serving is not the worker's fault: the pool keeps running and the death
-   is not charged to its restart intensity;
+2. the pool keeps running: the death counts toward its restart intensity (OTP style:
+   more than ``max_restarts`` deaths in ``restart_window`` fail the pool, and routing
+   falls over to the next capable backend), one death is far from that;
 3. a ``CompiledPipeline`` made in the dead worker is refused with
    ``PipelineInvalidatedError`` (its compiled state died with the process) instead of
    running on state that no longer exists; compiling again gives a working handle.
@@ -121,7 +122,7 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
     restarts = driver.status()["pools"][backend]["restarts"]
     pending = driver.dispatch_async(prog, slow, backend,
                                     DispatchConfig(label="killed mid-run", retries=1))
-    busy = _worker(driver, backend, lambda w: w["state"] == "busy" and w["in_flight"])
+    busy = _worker(driver, backend, lambda w: w["state"] == "busy" and w["running"])
     in_flight = not pending.is_ready()
     os.kill(busy["pid"], signal.SIGKILL)
     if not step(f"SIGKILL sent to worker pid {busy['pid']} while the dispatch was in "
@@ -138,9 +139,11 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
                 and worker["generation"] == busy["generation"] + 1
                 and worker["pid"] != busy["pid"]):
         return
-    if not step(f"the pool is {after['state']}; a death while serving is not charged to "
-                f"its restart intensity (restarts: {after['restarts']})",
-                after["state"] == "running" and after["restarts"] == restarts):
+    limit = driver.options.max_restarts
+    if not step(f"the pool is {after['state']}; the death counts toward its restart "
+                f"intensity (restarts: {restarts} -> {after['restarts']}, the pool fails past "
+                f"{limit} in {driver.options.restart_window:g} s)",
+                after["state"] == "running" and after["restarts"] == restarts + 1):
         return
 
     try:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import psutil
 import pytest
+from waiting import wait_for, wait_running, workers
 
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
@@ -404,7 +405,7 @@ def test_resident_buffers_of_two_workers_of_one_pool_are_refused():
         with ThreadPoolExecutor(2) as ex:  # both workers started and idle
             list(ex.map(lambda s: driver.dispatch(spin(20_000, s), []), range(2)))
         busy = driver.dispatch_async(spin(60_000), [])  # keeps one worker busy ...
-        time.sleep(0.1)
+        wait_running(driver)
         first = driver.allocate_resident(4 * n, "reference")  # ... so the other serves this
         busy.result(timeout=30)
         second = driver.allocate_resident(4 * n, "reference")
@@ -447,37 +448,20 @@ def test_many_threads_get_their_own_results(drv):
     assert errors == []
 
 
-def wait_all_idle(driver: Driver, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not all(w["state"] == "idle" for w in driver.status()["pools"]["reference"]["workers"]):
-        assert time.monotonic() < deadline, driver.status()
-        time.sleep(0.01)
-
-
-def test_two_workers_run_cpu_bound_dispatches_in_parallel():
+def test_two_workers_serve_two_dispatches_at_the_same_time():
+    """Both workers hold a request at once (their progress pages say so): requests run in
+    parallel across a pool's workers. (How much faster that is, is measured in benchmarks.)"""
     with Driver(workers=2) as driver:
         driver.dispatch(spin(1), [])
-        wait_all_idle(driver)  # both workers started
-        program = spin(70_000)
-        ratios, both_busy = [], []
-        for _ in range(5):  # this VM's two vCPUs are noisy: the best of up to five attempts
-            start = time.perf_counter()
-            driver.dispatch(program, [])
-            one = time.perf_counter() - start
-            start = time.perf_counter()
-            pending = [driver.dispatch_async(program, []) for _ in range(2)]
-            time.sleep(min(0.05, one / 4))
-            workers = driver.status()["pools"]["reference"]["workers"]
-            both_busy.append([(w["state"], w["in_flight"]) for w in workers])
-            results = [p.result(timeout=60) for p in pending]
-            ratios.append((time.perf_counter() - start) / one)
-            assert results[0][0].tobytes() == results[1][0].tobytes()
-            if ratios[-1] < 1.6:
-                break
-        assert [("busy", 1), ("busy", 1)] in both_busy, both_busy  # served at the same time
-        assert min(ratios) < 1.6, ratios
-        workers = driver.status()["pools"]["reference"]["workers"]
-        assert all(w["served"] >= 1 for w in workers), workers
+        wait_for(lambda: all(w["state"] == "idle" for w in workers(driver, "reference")),
+                 30.0, "both workers started")
+        program = spin(400_000)
+        pending = [driver.dispatch_async(program, []) for _ in range(2)]
+        both = wait_running(driver, count=2, timeout=30.0)
+        assert {w["index"] for w in both} == {0, 1}
+        results = [p.result(timeout=120) for p in pending]
+        assert results[0][0].tobytes() == results[1][0].tobytes()
+        assert all(w["served"] >= 1 for w in workers(driver, "reference"))
 
 
 # -- status, routing, lazy start ------------------------------------------------------------------
@@ -508,8 +492,7 @@ def test_status_lazy_start_and_live_pids():
 
 def test_status_in_flight(drv):
     pending = drv.dispatch_async(spin(50_000), [])
-    time.sleep(0.1)
-    worker, = drv.status()["pools"]["reference"]["workers"]
+    worker, = wait_running(drv)
     assert worker["in_flight"] == 1 and worker["state"] == "busy"
     pending.result(timeout=30)
     worker, = drv.status()["pools"]["reference"]["workers"]
@@ -554,7 +537,7 @@ def test_close_fails_pending_dispatches_and_stops_busy_workers():
     with Driver(kill_grace=0.5) as driver:
         driver.dispatch(spin(1), [])
         pending = driver.dispatch_async(spin(10**6), [])
-        time.sleep(0.1)
+        wait_running(driver)
         start = time.monotonic()
         driver.close()
         assert time.monotonic() - start < 0.5 + 2.0

@@ -37,7 +37,8 @@ def as_bytes(frames: list) -> list[bytes]:
 
 
 def header(**fields) -> bytes:
-    base = {"v": 1, "op": "dispatch", "id": 7, "gen": 2, "meta": {}, "arrays": []}
+    base = {"v": protocol.PROTOCOL_VERSION, "op": "dispatch", "id": 7, "gen": 2, "meta": {},
+            "arrays": []}
     base.update(fields)
     return msgpack.packb({k: v for k, v in base.items() if v is not _MISSING},
                          use_bin_type=True)
@@ -199,16 +200,17 @@ def test_bad_array_declarations(spec):
 
 
 def test_bad_version():
-    for version in (0, 2, -1, None, "1", [1]):
+    v = protocol.PROTOCOL_VERSION
+    for version in (0, 1, v + 1, -1, None, str(v), [v]):
         refused([header(v=version)], 7, "protocol version")
     refused([header(v=_MISSING)], 7, "protocol version")
-    refused([header(v=2, id=True)], None, "protocol version")
+    refused([header(v=v + 1, id=True)], None, "protocol version")
 
 
-def test_version_must_be_the_integer_1():
-    """The protocol version is the integer 1: True and 1.0 are refused like any bool or
+def test_version_must_be_the_integer():
+    """The protocol version is an integer: True and 2.0 are refused like any bool or
     float in an integer field."""
-    for version in (True, 1.0):
+    for version in (True, float(protocol.PROTOCOL_VERSION)):
         refused([header(v=version)], 7, "protocol version")
 
 
@@ -220,7 +222,7 @@ def test_header_that_is_not_a_map(value):
 def test_header_that_is_not_msgpack():
     refused([b"\xc1"], None, "not msgpack")
     refused([b""], None, "not msgpack")
-    refused([header() + b"\x00"], None, "not msgpack")
+    refused([header() + b"\x00"], 7, "not msgpack")  # the id is still readable
     refused([msgpack.packb({1: 2})], None, "not msgpack")  # non-string map keys
     refused([], None, "empty message")
 
@@ -228,10 +230,42 @@ def test_header_that_is_not_msgpack():
 def test_oversize_header():
     big = header(meta={"blob": b"x" * MAX_HEADER_BYTES})
     assert len(big) > MAX_HEADER_BYTES
-    refused([big], None, f"over {MAX_HEADER_BYTES}")
+    # refused, yet answered with its id: the caller's request fails, it is not lost
+    refused([big], 7, f"over {MAX_HEADER_BYTES}")
     fits = header(meta={"blob": b"x" * (MAX_HEADER_BYTES - 100)})
     assert len(fits) <= MAX_HEADER_BYTES
     assert len(protocol.decode([fits]).meta["blob"]) == MAX_HEADER_BYTES - 100
+
+
+def test_header_limit_admits_every_program_the_wire_form_allows():
+    """A valid program of ~60k statements was refused by workers (issue 11, defect 1)."""
+    from vyre_core.config import MAX_LABEL_CHARS, DispatchConfig
+    from vyre_core.ir.wire import MAX_WIRE_BYTES
+
+    config = DispatchConfig(label="x" * MAX_LABEL_CHARS, timeout=1.0).to_dict()
+    meta = {"program": b"p" * MAX_WIRE_BYTES, "config": config, "label": "x" * MAX_LABEL_CHARS}
+    frames = protocol.encode_checked(Message(Op.DISPATCH, 2**63 - 1, 0, meta), 1 << 20)
+    assert protocol.decode(as_bytes(frames)).meta["program"] == meta["program"]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    (header(id=41), 41), (header(id=41) + b"junk", 41), (header(id=41)[:20], 41),
+    (header(id=41)[:12], None),
+    (header(id=-1), None), (header(id="41"), None), (b"\xc1", None), (b"", None),
+    (msgpack.packb([1, 2]), None), (msgpack.packb({"meta": {}, "id": 5}), 5),
+])
+def test_peek_request_id_reads_the_id_before_the_meta(raw, expected):
+    assert protocol.peek_request_id(raw) == expected
+
+
+def test_requests_over_the_limits_are_refused_before_sending():
+    from vyre_core.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="max_message_bytes=16") as info:
+        protocol.encode_checked(Message(Op.DISPATCH, 1, 0, {}, [np.zeros(5, np.float32)]), 16)
+    assert "Fix:" in str(info.value)
+    with pytest.raises(InvalidInputError, match="header"):
+        protocol.encode_checked(Message(Op.DISPATCH, 1, 0, {"x": b"y" * MAX_HEADER_BYTES}), 16)
 
 
 def test_total_over_max_bytes():

@@ -175,6 +175,12 @@ def v025_too_many_buffers() -> Program:
                    (1,), ())
 
 
+def v026_block_over_the_wire_limit() -> Program:
+    """70,000 statements in one block: the wire form's list limit is 65,536."""
+    store = Store("out", Lit(DType.U32, 0), Lit(DType.U32, 1))
+    return Program((Buffer("out", 0, DType.U32, Access.OUTPUT, 1),), (1,), (store,) * 70_000)
+
+
 TRIGGERS = {
     "V001": v001_duplicate_buffer_name,
     "V002": v002_duplicate_binding,
@@ -201,6 +207,7 @@ TRIGGERS = {
     "V023": v023_literal_bits_out_of_range,
     "V024": v024_binding_out_of_range,
     "V025": v025_too_many_buffers,
+    "V026": v026_block_over_the_wire_limit,
 }
 
 # More triggers, reported with the same code (different rules under one code).

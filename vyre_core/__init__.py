@@ -4,6 +4,8 @@ vyre_core is the microkernel (IR, ABI, errors; later the contract, registry, rou
 and supervisor). It never imports a concrete backend.
 """
 
+import logging
+
 from vyre_core import errors, ir
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver
@@ -12,6 +14,9 @@ from vyre_core.example import Example
 from vyre_core.ir import Program
 
 __version__ = "0.1.0"
+
+# A library logs, the application decides where it goes (logging's own convention).
+logging.getLogger("vyre").addHandler(logging.NullHandler())
 __all__ = [
     "DispatchConfig", "Driver", "Example", "Program", "VyreError", "__version__", "errors", "ir",
 ]

@@ -13,6 +13,8 @@ import numpy as np
 from vyre_core.errors import InvalidConfigError
 
 _U32_MAX = 2**32 - 1
+#: Labels name a dispatch in messages; longer ones are refused, not truncated.
+MAX_LABEL_CHARS = 256
 
 
 def _axes(name: str, value: Any) -> tuple[int, int, int] | None:
@@ -62,6 +64,9 @@ class DispatchConfig:
                  "Pass profile=True or profile=False.")
         _require(self.label is None or isinstance(self.label, str),
                  f"label={self.label!r} must be a str", "Pass a short string, or None.")
+        _require(self.label is None or len(self.label) <= MAX_LABEL_CHARS,
+                 f"label is {len(self.label or '')} characters, over the {MAX_LABEL_CHARS} "
+                 "a label may have", f"Pass a name of at most {MAX_LABEL_CHARS} characters.")
         _require(self.timeout is None or (isinstance(self.timeout, int | float)
                                           and not isinstance(self.timeout, bool)
                                           and 0 < self.timeout < float("inf")),

@@ -2,8 +2,13 @@
 that backend's supervised worker pool, and hands back outputs, compiled pipelines and
 resident buffers. Pools start lazily; nothing runs until the first dispatch.
 
+Every call has one deadline, fixed when it is made (``DispatchConfig.timeout`` or the
+method's ``timeout``): it bounds queueing, starting and probing pools, retries and
+re-routing alike. Without one, a call waits only while a live worker is running it.
+
 Outputs are read-only numpy arrays over the received message (no copy); copy one to
-modify it. Thread-safe: any number of threads may dispatch at once.
+modify it. Thread-safe: any number of threads may dispatch at once. Fork-safe: in a
+forked child an inherited Driver starts pools of its own and never touches the parent's.
 """
 
 from __future__ import annotations
@@ -11,9 +16,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import secrets
+import sys
 import threading
+import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -37,12 +46,18 @@ from vyre_core.routing import Explanation, RouteDecision, Router
 from vyre_core.supervisor.pool import Pool, PoolOptions, Request
 from vyre_core.supervisor.rundir import RunDir
 
+Reply = tuple[dict[str, Any], list[Any]]
+
 
 def _outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
     out = Outputs(arrays)
     if "wall_ns" in meta:
         out.timing = Timing(meta["wall_ns"], meta.get("device_ns"), meta.get("label"))
     return out
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
 
 
 class PendingResult:
@@ -68,7 +83,8 @@ class PendingResult:
 class ResidentBuffer:
     """Device memory that stays in one worker between dispatches. It belongs to the
     worker generation that allocated it: after that worker restarts, using it raises
-    PipelineInvalidatedError."""
+    PipelineInvalidatedError. Each method takes ``timeout`` (seconds, default None: no
+    deadline, the call waits only while a live worker runs it)."""
 
     def __init__(self, pool: Pool, slot: int, generation: int, handle: int,
                  byte_len: int) -> None:
@@ -86,26 +102,30 @@ class ResidentBuffer:
     def valid(self) -> bool:
         return self.pool.generation_of(self.slot) == self.generation
 
-    def _call(self, op: Op, meta: dict[str, Any], arrays: list[Any] = (),
-              timeout: float | None = None) -> tuple[dict[str, Any], list[Any]]:
+    def _call(self, op: Op, meta: dict[str, Any], arrays: Sequence[Any] = (),
+              timeout: float | None = None) -> Reply:
         if not self.valid:
             raise PipelineInvalidatedError(
                 f"resident buffer {self.handle} of {self.pool.backend!r} lived in worker "
                 f"generation {self.generation}, which has since restarted",
                 "Allocate the buffer again and upload its data.",
                 generation=self.generation, backend=self.pool.backend)
-        return self.pool.call(Request(op, meta, list(arrays), timeout=timeout, slot=self.slot,
+        return self.pool.call(Request(op, meta, list(arrays), deadline=_deadline(timeout),
+                                      timeout=timeout, slot=self.slot,
                                       generation=self.generation))
 
-    def upload(self, data: Any) -> None:
-        self._call(Op.UPLOAD, {"handle": self.handle}, [data])
+    def upload(self, data: Any, timeout: float | None = None) -> None:
+        self._call(Op.UPLOAD, {"handle": self.handle}, [data], timeout)
 
-    def download(self) -> bytes:
-        return self._call(Op.DOWNLOAD, {"handle": self.handle})[1][0].tobytes()
+    def download(self, timeout: float | None = None) -> bytes:
+        return self._call(Op.DOWNLOAD, {"handle": self.handle}, (), timeout)[1][0].tobytes()
 
-    def free(self) -> None:
+    def free(self, timeout: float | None = None) -> None:
         if self.valid:
-            self._call(Op.FREE, {"handle": self.handle})
+            self._call(Op.FREE, {"handle": self.handle}, (), timeout)
+
+
+_DRIVERS: weakref.WeakSet[Driver] = weakref.WeakSet()
 
 
 class Driver:
@@ -121,15 +141,28 @@ class Driver:
         self.registry = registry if registry is not None else Registry.discover()
         self.options = options or PoolOptions(**option_fields)
         self._backend_options = dict(backend_options or {})
-        self._pools: dict[str, Pool] = {}
-        self._lock = threading.Lock()
         self._closed = False
-        self._owner_pid = os.getpid()  # a forked child inherits this object, not the workers
         # program fingerprint -> {backend: its refusal}: routing passes over these
         self._refusals: dict[str, dict[str, str]] = {}
-        self._rundir = RunDir()
-        self.router = Router(self._candidates, self._skip)
+        self._own_process()
+        self._rundir: RunDir | None = RunDir()
+        _DRIVERS.add(self)
         atexit.register(self.close)
+
+    def _own_process(self) -> None:
+        """State that belongs to one process: made at construction, and made again in a
+        forked child, which must never touch the parent's sockets, workers or locks."""
+        self._owner_pid = os.getpid()
+        self._lock = threading.Lock()
+        self._pools: dict[str, Pool] = {}
+        self._secret = secrets.token_bytes(32)  # workers prove it in their hello
+        self._executor: ThreadPoolExecutor | None = None
+        self.router = Router(self._candidates, self._skip)
+
+    def _forked(self) -> None:
+        self._inherited = list(self._pools.values())  # the parent's: kept, never used
+        self._own_process()
+        self._rundir = None  # made on first use in this process
 
     def __enter__(self) -> Driver:
         return self
@@ -153,32 +186,44 @@ class Driver:
 
     def _skip(self, backend: str, fingerprint: str) -> str | None:
         pool = self._pools.get(backend)
-        if pool is not None and pool.failure is not None:
-            return f"its worker pool failed ({pool.failure.cause.splitlines()[0]})"
+        unavailable = pool.unavailable() if pool is not None else None
+        if unavailable is not None:
+            return unavailable
         refusal = self._refusals.get(fingerprint, {}).get(backend)
         return None if refusal is None else f"it refused this program at compile: {refusal}"
 
-    def route(self, program: Program, backend: str | None = None) -> RouteDecision:
+    def route(self, program: Program, backend: str | None = None,
+              timeout: float | None = None) -> RouteDecision:
         """The backend ``dispatch`` would use. A backend chosen on static claims is started
-        and probed first, exactly as ``dispatch`` does."""
-        self._routed_pool(program.check(), backend)
+        and probed first, exactly as ``dispatch`` does (within ``timeout`` seconds)."""
+        self._routed_pool(program.check(), backend, _deadline(timeout))
         return self.router.route(program, backend)
 
-    def explain(self, program: Program) -> list[Explanation]:
+    def explain(self, program: Program, timeout: float | None = None) -> list[Explanation]:
         """Every backend, accepted or why not, as ``dispatch`` would see them (the winner
         probed first), also when none can run it."""
         with contextlib.suppress(NoCapableBackendError):
-            self._routed_pool(program.check(), None)
+            self._routed_pool(program.check(), None, _deadline(timeout))
         return self.router.explain(program)
 
-    def probe(self, backend: str) -> Capabilities:
+    def probe(self, backend: str, timeout: float | None = None) -> Capabilities:
         """What ``backend``'s worker probed on its device, starting its pool if needed.
-        Raises PoolFailedError (with the worker's traceback) when it cannot start."""
+        Raises PoolFailedError (with the worker's traceback) when it cannot start, and
+        DispatchTimeoutError past ``timeout`` (default None: wait while workers start, up
+        to the pool's startup_timeout per try)."""
+        return self._probe(backend, _deadline(timeout), timeout)
+
+    def _probe(self, backend: str, deadline: float | None,
+               timeout: float | None = None) -> Capabilities:
         pool = self._pool(backend)
         if pool.capabilities is None:
-            pool.call(Request(Op.PING, {}, []))
-        assert pool.capabilities is not None  # set by the worker's hello
-        return pool.capabilities
+            pool.call(Request(Op.PING, {"label": "probe"}, [], deadline=deadline,
+                              timeout=timeout))
+        caps = pool.capabilities
+        if caps is None:  # answered, yet no hello was recorded: cannot happen
+            raise PoolFailedError(f"backend {backend!r} answered without saying hello",
+                                  backend=backend)
+        return caps
 
     def _pool(self, backend: str) -> Pool:
         with self._lock:
@@ -186,60 +231,91 @@ class Driver:
                 raise PoolFailedError("the driver is closed", "Create a new vyre Driver.")
             pool = self._pools.get(backend)
             if pool is None:
-                pool = self._pools[backend] = Pool(self.registry.get(backend), self._rundir,
-                                                   f"p{len(self._pools)}",
-                                                   self._options_for(backend),
-                                                   self.router.invalidate)
+                if self._rundir is None:
+                    self._rundir = RunDir()
+                    self._finalize_in_multiprocessing_child()
+                pool = self._pools[backend] = Pool(
+                    self.registry.get(backend), self._rundir, f"p{len(self._pools)}",
+                    self._options_for(backend), self.router.invalidate, self._secret)
             return pool
+
+    def _finalize_in_multiprocessing_child(self) -> None:
+        """A multiprocessing child leaves with os._exit (no atexit): close there too."""
+        from multiprocessing import util
+
+        util.Finalize(self, Driver.close, args=(self,), exitpriority=10)
 
     def _options_for(self, backend: str) -> PoolOptions:
         return self._backend_options.get(backend, self.options)
 
     def _routed_call(self, program: Program, backend: str | None,
-                     make_request: Callable[[Pool], Request],
-                     ) -> tuple[Pool, Request, tuple[dict[str, Any], list[Any]]]:
+                     make_request: Callable[[Pool], Request], deadline: float | None,
+                     ) -> tuple[Pool, Request, Reply]:
         """Run a request (built for the pool that serves it) on the routed backend. A pool
         that fails makes routing fall over to the next capable backend, unless the backend
         was named. Returns the pool, the request that ran, and its reply."""
         while True:
             pool = None
             try:
-                pool = self._routed_pool(program, backend)
+                pool = self._routed_pool(program, backend, deadline)
                 request = make_request(pool)
                 return pool, request, pool.call(request)
             except PoolFailedError as exc:
-                failed = self._pools.get(exc.details.get("backend", ""))
-                if backend is not None or failed is None or failed.failure is None:
+                if not self._falls_over(exc, backend):
                     raise
             except UnsupportedFeatureError as exc:
-                # The backend refused this program (e.g. an op it cannot lower for one
-                # dtype): a routing rejection found late. Remember it and route again.
                 if backend is not None or pool is None:
                     raise
-                with self._lock:
-                    self._refusals.setdefault(program.fingerprint(), {})[pool.backend] = \
-                        exc.cause.splitlines()[0]
+                self._remember_refusal(program, pool, exc)
 
-    def _routed_pool(self, program: Program, backend: str | None) -> Pool:
-        """The pool to run ``program`` on. Backends never started are judged on their static
-        claims, a floor: the chosen one, and any ranked ahead of it that the claims reject,
-        are started and probed first, and routing decides again on what their workers found
-        (a software adapter, say, is demoted below the reference)."""
+    def _falls_over(self, exc: PoolFailedError, backend: str | None) -> bool:
+        """Whether a routed call that got ``exc`` may try the next capable backend."""
+        failed = self._pools.get(exc.details.get("backend", ""))
+        return (backend is None and not self._closed and failed is not None
+                and failed.unavailable() is not None)
+
+    def _remember_refusal(self, program: Program, pool: Pool,
+                          exc: UnsupportedFeatureError) -> None:
+        """The backend refused this program (e.g. an op it cannot lower for one dtype): a
+        routing rejection found late. Routing passes it over for this program from now."""
+        with self._lock:
+            self._refusals.setdefault(program.fingerprint(), {})[pool.backend] = \
+                exc.cause.splitlines()[0]
+
+    def _route_step(self, program: Program, backend: str | None) -> tuple[Pool | None,
+                                                                           list[str]]:
+        """One routing decision that never blocks: the pool to run ``program`` on, or the
+        backends to start and probe before deciding again. Backends never started are
+        judged on their static claims, a floor: the chosen one, and any ranked ahead of it
+        that the claims reject, are probed first (a software adapter, say, is then demoted
+        below the reference)."""
+        if self._closed:
+            raise PoolFailedError("the driver is closed", "Create a new vyre Driver.")
+        if backend is not None:
+            named = self._pools.get(backend)
+            if named is not None and named.unavailable() is not None:
+                return named, []  # its pool answers with its own error, and when to retry
+        try:
+            chosen = self.router.route(program, backend).backend
+        except NoCapableBackendError:
+            ahead = [] if backend is not None else self._unprobed_ahead(None)
+            if not ahead:
+                raise
+            return None, ahead
+        unprobed = [] if backend is not None else self._unprobed_ahead(chosen)
+        if chosen not in self._pools:
+            unprobed.append(chosen)
+        return (self._pool(chosen), []) if not unprobed else (None, unprobed)
+
+    def _routed_pool(self, program: Program, backend: str | None,
+                     deadline: float | None) -> Pool:
         while True:
-            try:
-                chosen: str | None = self.router.route(program, backend).backend
-            except NoCapableBackendError:
-                if backend is not None or not self._unprobed_ahead(None):
-                    raise
-                chosen = None
-            unprobed = [] if backend is not None else self._unprobed_ahead(chosen)
-            if chosen is not None and chosen not in self._pools:
-                unprobed.append(chosen)
-            if chosen is not None and not unprobed:
-                return self._pool(chosen)
+            pool, unprobed = self._route_step(program, backend)
+            if pool is not None:
+                return pool
             for name in unprobed:
                 try:
-                    self.probe(name)  # its hello invalidates routing
+                    self._probe(name, deadline)  # its hello makes routing decide again
                 except PoolFailedError:
                     if self._closed or backend is not None:
                         raise  # a named backend's failure is the caller's answer
@@ -261,15 +337,16 @@ class Driver:
                           config: DispatchConfig) -> Request:
         bound = abi.bind_inputs(program.check(), inputs)
         meta = {"program": program.to_wire(), "config": config.to_dict(), "label": config.label}
-        return Request(Op.DISPATCH, meta, bound, timeout=config.timeout, retries=config.retries)
+        return Request(Op.DISPATCH, meta, bound, deadline=_deadline(config.timeout),
+                       timeout=config.timeout, retries=config.retries)
 
     def dispatch(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                  config: DispatchConfig | None = None) -> Outputs:
         """Outputs of one dispatch, in ABI order, from the routed (or named) backend."""
         config = config or DispatchConfig()
         request = self._dispatch_request(program, inputs, config)
-        _, _, (meta, arrays) = self._routed_call(program, backend,
-                                                 lambda pool: request.renewed())
+        _, _, (meta, arrays) = self._routed_call(
+            program, backend, lambda pool: request.renewed(), request.deadline)
         return _outputs(meta, arrays)
 
     def dispatch_on(self, backend: str, program: Program, inputs: Sequence[Any],
@@ -283,20 +360,76 @@ class Driver:
 
     def dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                        config: DispatchConfig | None = None) -> PendingResult:
-        """Start a dispatch; the returned handle has ``is_ready()`` and ``result(timeout)``."""
+        """Start a dispatch and return at once; the handle has ``is_ready()`` and
+        ``result(timeout)``. Routing, fall-over and refusals work as in ``dispatch``:
+        when a pool must be started or probed first, that happens off the caller's
+        thread. Errors in the program or inputs are raised here, at once."""
         config = config or DispatchConfig()
         request = self._dispatch_request(program, inputs, config)
-        return PendingResult(self._routed_pool(program, backend).submit(request))
+        outcome: Future = Future()
+        pool, _ = self._route_step(program, backend)
+        if pool is None:
+            self._in_background(outcome, program, backend, request)
+        else:
+            first = request.renewed()
+            pool.submit(first).add_done_callback(
+                lambda done: self._async_done(done, outcome, program, backend, request, pool))
+        return PendingResult(outcome)
+
+    def _async_done(self, done: Future, outcome: Future, program: Program,
+                    backend: str | None, request: Request, pool: Pool) -> None:
+        """Runs in the pool's I/O thread: pass the answer on, or hand the call to a
+        background thread when routing must try again."""
+        exc = done.exception()
+        if isinstance(exc, PoolFailedError) and self._falls_over(exc, backend):
+            self._in_background(outcome, program, backend, request)
+        elif isinstance(exc, UnsupportedFeatureError) and backend is None:
+            self._remember_refusal(program, pool, exc)
+            self._in_background(outcome, program, backend, request)
+        elif exc is not None:
+            outcome.set_exception(exc)
+        else:
+            outcome.set_result(done.result())
+
+    def _in_background(self, outcome: Future, program: Program, backend: str | None,
+                       request: Request) -> None:
+        def run() -> None:
+            try:
+                _, _, reply = self._routed_call(program, backend,
+                                                lambda pool: request.renewed(),
+                                                request.deadline)
+                outcome.set_result(reply)
+            except BaseException as exc:
+                outcome.set_exception(exc)
+
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(4, thread_name_prefix="vyre-route")
+            executor = self._executor
+        try:
+            executor.submit(run)
+        except RuntimeError:  # shut down: the driver is closing
+            outcome.set_exception(PoolFailedError("the driver was closed",
+                                                  "Create a new vyre Driver."))
 
     def compile(self, program: Program, backend: str | None = None,
-                config: DispatchConfig | None = None) -> CompiledPipeline:
-        """Compile once in one worker; dispatch many times through the returned handle."""
+                config: DispatchConfig | None = None,
+                timeout: float | None = None) -> CompiledPipeline:
+        """Compile once in one worker; dispatch many times through the returned handle.
+        ``timeout`` bounds the whole call (default: routing unbounded, the compile itself
+        bounded by the backend's PoolOptions.compile_timeout)."""
         config = config or DispatchConfig()
         program = effective_program(program, config)
         config = config.replace(workgroup_override=None)
         meta = {"program": program.to_wire(), "config": config.to_dict()}
-        pool, ran, (meta, _) = self._routed_call(program, backend, lambda pool: Request(
-            Op.COMPILE, meta, [], timeout=pool.options.compile_timeout))
+        deadline = _deadline(timeout)
+
+        def request(pool: Pool) -> Request:
+            own = time.monotonic() + pool.options.compile_timeout
+            return Request(Op.COMPILE, meta, [], timeout=timeout or pool.options.compile_timeout,
+                           deadline=own if deadline is None else min(own, deadline))
+
+        pool, ran, (meta, _) = self._routed_call(program, backend, request, deadline)
         slot, generation = ran.served_by
         pipeline_id = meta["pipeline"]
 
@@ -305,7 +438,8 @@ class Driver:
             reply, arrays = pool.call(Request(
                 Op.PIPELINE_DISPATCH, {"pipeline": pipeline_id, "config": cfg.to_dict(),
                                        "label": cfg.label},
-                bound, timeout=cfg.timeout, slot=slot, generation=generation))
+                bound, deadline=_deadline(cfg.timeout), timeout=cfg.timeout, slot=slot,
+                generation=generation))
             return _outputs(reply, arrays)
 
         return CompiledPipeline(program, config, pool.backend, pool.registration.version,
@@ -313,10 +447,13 @@ class Driver:
 
     # -- resident buffers ------------------------------------------------------------------
 
-    def allocate_resident(self, byte_len: int, backend: str) -> ResidentBuffer:
-        """Device memory of ``byte_len`` bytes in a worker of ``backend``."""
+    def allocate_resident(self, byte_len: int, backend: str,
+                          timeout: float | None = None) -> ResidentBuffer:
+        """Device memory of ``byte_len`` bytes in a worker of ``backend`` (``timeout``:
+        seconds for the whole call, default None)."""
         pool = self._pool(backend)
-        request = Request(Op.ALLOCATE, {"byte_len": int(byte_len)}, [])
+        request = Request(Op.ALLOCATE, {"byte_len": int(byte_len)}, [],
+                          deadline=_deadline(timeout), timeout=timeout)
         meta, _ = pool.call(request)
         slot, generation = request.served_by
         return ResidentBuffer(pool, slot, generation, meta["handle"], int(byte_len))
@@ -340,8 +477,9 @@ class Driver:
     # -- lifecycle -------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        """Every registered backend's pool: workers with pid, generation, state, restarts
-        and in-flight requests; plus plugins that failed to load."""
+        """Every registered backend's pool: workers with pid, generation, state, restarts,
+        in-flight requests and their last outputs; messages dropped or rejected; plus
+        plugins that failed to load."""
         with self._lock:
             pools = dict(self._pools)
         return {
@@ -352,17 +490,47 @@ class Driver:
             "broken_plugins": [{"name": b.name, "error": b.error} for b in self.registry.broken],
         }
 
-    def close(self) -> None:
-        """Stop every worker and remove the run directory; safe to call twice, and a no-op
-        in a forked child (the workers and the run directory belong to the parent)."""
+    def close(self, timeout: float | None = None) -> None:
+        """Fail pending calls, stop every worker (SIGTERM, SIGKILL after the kill grace)
+        and remove the run directory. Idempotent, and safe against Ctrl-C: interrupted, it
+        still kills every worker it started and removes the run directory. ``timeout``
+        bounds the wait for each pool (default: its kill grace plus 5 s)."""
         if os.getpid() != self._owner_pid:
-            return
+            return  # forked without Python's fork hooks: nothing here is this process's
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             pools = list(self._pools.values())
-        for pool in pools:
-            pool.close()
-        self._rundir.remove()
-        atexit.unregister(self.close)
+        try:
+            for pool in pools:
+                pool.close(timeout)
+        finally:
+            for pool in pools:
+                pool.force_stop()
+            if self._rundir is not None:
+                self._rundir.remove()
+            if self._executor is not None:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+            atexit.unregister(self.close)
+
+
+def _after_fork_in_child() -> None:
+    for driver in list(_DRIVERS):
+        driver._forked()
+
+
+def _on_uncaught_exit() -> None:
+    """Runs when the main thread ends, before Python waits for other threads. After an
+    uncaught exception (Ctrl-C, say), close every driver now: other threads' dispatches
+    fail at once instead of keeping the interpreter alive."""
+    if getattr(sys, "last_value", None) is None:
+        return
+    for driver in list(_DRIVERS):
+        with contextlib.suppress(Exception):
+            driver.close(timeout=1.0)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+with contextlib.suppress(AttributeError, RuntimeError):  # private since Python 3.9
+    threading._register_atexit(_on_uncaught_exit)

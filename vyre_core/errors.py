@@ -92,7 +92,11 @@ def plain_data(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         return {str(k): plain_data(v, depth + 1) for k, v in value.items()}
     if isinstance(value, set | frozenset):
-        return [plain_data(v, depth + 1) for v in sorted(value, key=repr)]
+        try:
+            ordered = sorted(value)
+        except TypeError:  # mixed types: any stable order will do
+            ordered = sorted(value, key=repr)
+        return [plain_data(v, depth + 1) for v in ordered]
     if isinstance(value, list | tuple):
         return [plain_data(v, depth + 1) for v in value]
     if hasattr(value, "dtype") and hasattr(value, "item") and getattr(value, "ndim", 1) == 0:

@@ -6,11 +6,20 @@ without pickle: received frames become read-only numpy arrays over the message m
 (``np.frombuffer``), and large frames are sent without copying. Everything received is
 checked (version, operation, field types, frame count, sizes against dtype and count,
 size caps); a bad message raises ``ProtocolError`` carrying the request id when known.
+
+Beside the socket, each worker shares a small ``ProgressPage`` with its parent: it hands
+the worker its identity and hello token at start (never on the command line), and the
+worker's main thread writes into it the id of each request the moment it receives it
+and once it has answered, so the parent can tell a request that never arrived from one
+that is running in a worker too busy to send heartbeats.
 """
 
 from __future__ import annotations
 
 import enum
+import mmap
+import os
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,10 +27,13 @@ import msgpack
 import numpy as np
 import zmq
 
-from vyre_core.errors import ProtocolError
+from vyre_core.errors import InvalidInputError, ProtocolError
+from vyre_core.ir.wire import MAX_WIRE_BYTES
 
-PROTOCOL_VERSION = 1
-MAX_HEADER_BYTES = 1 << 20
+PROTOCOL_VERSION = 2
+#: Every header the parent may legally send fits: a program at the wire limit, plus its
+#: config, label and the envelope.
+MAX_HEADER_BYTES = MAX_WIRE_BYTES + (1 << 20)
 MAX_ARRAYS = 256
 MAX_MESSAGE_BYTES = 1 << 36
 ZERO_COPY_THRESHOLD = 1 << 16  # frames at least this large are sent without copying
@@ -89,15 +101,56 @@ def encode(msg: Message) -> list[Any]:
     return [header, *arrays]
 
 
+def encode_checked(msg: Message, max_bytes: int) -> list[Any]:
+    """``encode(msg)`` for a request about to be submitted: one over the limits the worker
+    enforces is refused here, in the caller, with the limit named."""
+    frames = encode(msg)
+    if len(frames[0]) > MAX_HEADER_BYTES:
+        raise InvalidInputError(
+            f"{msg.op} request header is {len(frames[0])} bytes, over the "
+            f"{MAX_HEADER_BYTES}-byte limit of the worker protocol",
+            "Send a smaller program or label (programs are limited to "
+            f"{MAX_WIRE_BYTES} bytes of wire form).")
+    size = sum(a.nbytes for a in frames[1:])
+    if size > max_bytes:
+        raise InvalidInputError(
+            f"{msg.op} request carries {size} bytes of arrays, over "
+            f"max_message_bytes={max_bytes}",
+            "Split the data across several dispatches, or raise "
+            "PoolOptions.max_message_bytes.")
+    return frames
+
+
 def send(socket: zmq.Socket, msg: Message, identity: bytes | None = None) -> None:
     """Send ``msg`` (to ``identity`` on a ROUTER); large arrays go without a copy."""
-    frames = encode(msg)
+    send_frames(socket, encode(msg), identity)
+
+
+def send_frames(socket: zmq.Socket, frames: list[Any], identity: bytes | None = None) -> None:
+    """Send already encoded frames (to ``identity`` on a ROUTER)."""
     if identity is not None:
-        frames.insert(0, identity)
+        socket.send(identity, zmq.SNDMORE)
     last = len(frames) - 1
     for i, frame in enumerate(frames):
         size = frame.nbytes if isinstance(frame, np.ndarray) else len(frame)
         socket.send(frame, zmq.SNDMORE if i < last else 0, copy=size < ZERO_COPY_THRESHOLD)
+
+
+def peek_request_id(header: Any) -> int | None:
+    """The ``id`` of a header too large or malformed to decode whole, when it can be read
+    without unpacking the rest (the encoder writes it before ``meta``)."""
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=len(_buffer(header)) + 1)
+    try:
+        unpacker.feed(_buffer(header))
+        for _ in range(min(unpacker.read_map_header(), 6)):
+            key = unpacker.unpack()
+            if key == "id":
+                value = unpacker.unpack()
+                return value if _is_uint(value) else None
+            unpacker.skip()
+    except Exception:  # whatever the bytes are, there is no readable id
+        return None
+    return None
 
 
 def decode(frames: list[Any], max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
@@ -106,13 +159,14 @@ def decode(frames: list[Any], max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
         raise _bad("empty message", None)
     header_bytes = _buffer(frames[0])
     if len(header_bytes) > MAX_HEADER_BYTES:
-        raise _bad(f"header of {len(header_bytes)} bytes is over {MAX_HEADER_BYTES}", None)
+        raise _bad(f"header of {len(header_bytes)} bytes is over {MAX_HEADER_BYTES}",
+                   peek_request_id(header_bytes))
     try:
         header = msgpack.unpackb(header_bytes, raw=False, strict_map_key=True,
                                  max_array_len=MAX_ARRAYS * 2 + 64, max_map_len=64,
                                  max_str_len=MAX_HEADER_BYTES, max_bin_len=MAX_HEADER_BYTES)
     except Exception as exc:  # the msgpack boundary
-        raise _bad(f"header is not msgpack ({exc})", None) from None
+        raise _bad(f"header is not msgpack ({exc})", peek_request_id(header_bytes)) from None
     if not isinstance(header, dict):
         raise _bad(f"header is a {type(header).__name__}, not a map", None)
     request_id = header.get("id")
@@ -166,3 +220,64 @@ def _bad(cause: str, request_id: int | None) -> ProtocolError:
 def error_message(error: Any, request_id: int, gen: int) -> Message:
     """The reply carrying a VyreError (as a dict) for ``request_id``."""
     return Message(Op.ERROR, request_id, gen, {"error": error.to_dict()})
+
+
+class ProgressPage:
+    """A page of memory shared by a worker and its parent (a memfd the worker inherits).
+
+    Layout: the id of the last request the worker's main thread received, the id of the
+    last one it answered (little-endian u64 each), then the start-up hand-over (identity
+    and hello token, msgpack), which the worker erases once read."""
+
+    SIZE = 4096
+    _IDS = struct.Struct("<QQ")
+    _BOOT = 64
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._map = mmap.mmap(fd, self.SIZE)
+
+    @classmethod
+    def create(cls, handover: dict[str, Any]) -> ProgressPage:
+        """A new page carrying ``handover`` for the worker (the caller passes ``fd`` to it)."""
+        blob = msgpack.packb(handover, use_bin_type=True)
+        if len(blob) > cls.SIZE - cls._BOOT - 4:
+            raise ValueError("hand-over too large for the progress page")
+        fd = os.memfd_create("vyre-worker-progress", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, cls.SIZE)
+            page = cls(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        page._map[cls._BOOT:cls._BOOT + 4] = len(blob).to_bytes(4, "little")
+        page._map[cls._BOOT + 4:cls._BOOT + 4 + len(blob)] = blob
+        return page
+
+    def take_handover(self) -> dict[str, Any]:
+        """Read the start-up hand-over and erase it from the page (worker side)."""
+        size = int.from_bytes(self._map[self._BOOT:self._BOOT + 4], "little")
+        if not 0 < size <= self.SIZE - self._BOOT - 4:
+            raise ProtocolError("the progress page carries no start-up hand-over",
+                                "Workers are started by the vyre supervisor only.")
+        blob = self._map[self._BOOT + 4:self._BOOT + 4 + size]
+        self._map[self._BOOT:self.SIZE] = bytes(self.SIZE - self._BOOT)
+        handover = msgpack.unpackb(blob, raw=False)
+        if not isinstance(handover, dict):
+            raise ProtocolError("the start-up hand-over is malformed",
+                                "Workers are started by the vyre supervisor only.")
+        return handover
+
+    def read(self) -> tuple[int, int]:
+        """(last received request id, last answered request id)."""
+        return self._IDS.unpack_from(self._map, 0)
+
+    def received(self, request_id: int) -> None:
+        struct.pack_into("<Q", self._map, 0, request_id)
+
+    def answered(self, request_id: int) -> None:
+        struct.pack_into("<Q", self._map, 8, request_id)
+
+    def close(self) -> None:
+        self._map.close()
+        os.close(self.fd)

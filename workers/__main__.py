@@ -1,8 +1,10 @@
-"""Worker process entry point: ``python -m vyre_workers --backend ID ...``.
+"""Worker process entry point: ``python -m vyre_workers --page-fd N --backend ID ...``.
 
-Started only by the supervisor. It dies with its parent (the kernel's parent-death
-signal works even while this process is stuck in native code), loads exactly one
-backend entry point, prepares it, says hello with its probed capabilities, and serves.
+Started only by the supervisor. It ignores SIGINT (a terminal's Ctrl-C is the caller's,
+and the worker dies with its parent or at close), dies with its parent (the kernel's
+parent-death signal works even while this process is stuck in native code), takes its
+identity and hello token from the progress page it inherited, loads exactly one backend
+entry point, prepares it, says hello with its probed capabilities and token, and serves.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import zmq
 
 from vyre_core import protocol
 from vyre_core.errors import PluginLoadError, as_vyre_error
-from vyre_core.protocol import Message, Op
+from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import ENTRY_POINT_GROUP
 from vyre_workers.backend_host import BackendHost
 from vyre_workers.server import WorkerServer
@@ -65,39 +67,44 @@ def heartbeat(context: zmq.Context, endpoint: str, identity: bytes, interval: fl
 
 
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parser = argparse.ArgumentParser(prog="python -m vyre_workers")
+    parser.add_argument("--page-fd", type=int, required=True)
     parser.add_argument("--backend", required=True)
     parser.add_argument("--entry-point", required=True)
     parser.add_argument("--endpoint", required=True)
-    parser.add_argument("--identity", required=True)
-    parser.add_argument("--generation", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--max-message-bytes", type=int, default=protocol.MAX_MESSAGE_BYTES)
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid)
+    page = ProgressPage(args.page_fd)
+    handover = page.take_handover()
+    identity, token = handover["identity"], handover["token"]
+    generation = handover["generation"]
 
     context = zmq.Context()
     socket = context.socket(zmq.DEALER)
-    identity = args.identity.encode()
     socket.setsockopt(zmq.IDENTITY, identity)
     socket.setsockopt(zmq.LINGER, 1000)
+    # Refuse oversized frames in the transport, before allocating them.
+    socket.setsockopt(zmq.MAXMSGSIZE, max(args.max_message_bytes, protocol.MAX_HEADER_BYTES))
     socket.connect(args.endpoint)
     try:
-        host = load_backend(args.entry_point, args.backend, args.generation)
+        host = load_backend(args.entry_point, args.backend, generation)
         host.prepare()
         caps = host.capabilities()
     except BaseException as exc:  # report why we cannot start, then leave
         text = traceback.format_exc()
         sys.stderr.write(text)
-        protocol.send(socket, Message(Op.HELLO_FAILED, 0, args.generation, {
+        protocol.send(socket, Message(Op.HELLO_FAILED, 0, generation, {
             "error": as_vyre_error(exc, f"starting backend {args.backend!r}").to_dict(),
-            "traceback": text}))
+            "traceback": text, "proof": token}))
         socket.close()
         context.term()
         return 3
 
-    server = WorkerServer(host, socket, args.max_message_bytes)
+    server = WorkerServer(host, socket, args.max_message_bytes, page)
 
     def on_sigterm(signum, frame):  # finish the current request, then leave
         server.stopping = True
@@ -107,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     beat = threading.Thread(target=heartbeat, name="vyre-heartbeat", daemon=True,
                             args=(context, args.endpoint, identity, args.heartbeat, stop))
     beat.start()
-    protocol.send(socket, Message(Op.HELLO, 0, args.generation, {
+    protocol.send(socket, Message(Op.HELLO, 0, generation, {
         "pid": os.getpid(), "backend": host.id(), "version": host.version(),
-        "capabilities": caps.to_dict(), "started": time.time()}))
+        "capabilities": caps.to_dict(), "started": time.time(), "proof": token}))
     try:
         server.serve()
         host.shutdown()  # after SHUTDOWN or SIGTERM: release the device cleanly

@@ -1,9 +1,13 @@
 """The worker's serve loop: one request at a time from the parent's ROUTER, each
-answered with a reply or an error for the same request id and generation.
+answered with a reply or an error for the same request id and this worker's generation.
 
-A malformed message gets a protocol-error reply and the loop keeps serving. After a
-failed device operation the backend is asked whether the device was lost; if so the
-reply is DeviceLostError, so the supervisor recovers this worker.
+The id of each request is written into the progress page the moment it arrives (before
+the backend runs) and again once it is answered, so the parent knows what this worker
+holds even when the backend keeps the GIL. A copy of a request already received (the
+parent sends again what it believes lost) is ignored. A malformed message gets a
+protocol-error reply for its id whenever the id can be read, and the loop keeps
+serving. After a failed device operation the backend is asked whether the device was
+lost; if so the reply is DeviceLostError, so the supervisor recovers this worker.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import zmq
 
 from vyre_core import protocol
@@ -29,10 +32,11 @@ from vyre_core.errors import (
     ValidationError,
     VyreError,
     as_vyre_error,
+    plain_data,
 )
 from vyre_core.ir import Program
 from vyre_core.pipeline import CompiledPipeline
-from vyre_core.protocol import Message, Op
+from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_workers.backend_host import BackendHost
 
 #: Errors about the request itself: the device was never touched, so never "lost".
@@ -47,11 +51,14 @@ Handler = Callable[[Message], tuple[dict[str, Any], list[Any]]]
 
 class WorkerServer:
     def __init__(self, host: BackendHost, socket: zmq.Socket,
-                 max_message_bytes: int = protocol.MAX_MESSAGE_BYTES) -> None:
+                 max_message_bytes: int = protocol.MAX_MESSAGE_BYTES,
+                 page: ProgressPage | None = None) -> None:
         self.host = host
         self.socket = socket
         self.max_message_bytes = max_message_bytes
+        self.page = page
         self.stopping = False
+        self._last_received = 0
         self._programs: OrderedDict[bytes, Program] = OrderedDict()
         self._pipelines: dict[int, CompiledPipeline] = {}
         self._pipeline_ids = itertools.count(1)
@@ -67,7 +74,8 @@ class WorkerServer:
             Op.FREE: lambda m: (self.host.free_resident(_int(m.meta, "handle")) or {}, []),
             Op.DISPATCH_RESIDENT: self._dispatch_resident,
             Op.CAPABILITIES: lambda m: ({"capabilities": self.host.capabilities().to_dict(),
-                                         "profile": _plain(self.host.device_profile())}, []),
+                                         "profile": plain_data(self.host.device_profile())},
+                                        []),
             Op.FLUSH: lambda m: (self.host.flush() or {}, []),
             Op.DEVICE_LOST: lambda m: ({"lost": self.host.device_lost()}, []),
             Op.TRY_RECOVER: self._try_recover,
@@ -82,9 +90,21 @@ class WorkerServer:
                 frames = self.socket.recv_multipart(copy=False)
             except zmq.Again:
                 continue
-            protocol.send(self.socket, self.handle(frames))
+            reply = self.handle(frames)
+            if reply is None:
+                continue
+            try:
+                protocol.send(self.socket, reply)
+            except Exception as exc:  # an unencodable reply: say so rather than die
+                protocol.send(self.socket, protocol.error_message(
+                    as_vyre_error(exc, f"encoding the reply to {reply.id}"), reply.id,
+                    reply.gen))
+            if self.page is not None and reply.id:
+                self.page.answered(reply.id)
 
-    def handle(self, frames: list[Any]) -> Message:
+    def handle(self, frames: list[Any]) -> Message | None:
+        """The answer to one request (None for a copy of one already received)."""
+        generation = self.host.generation
         try:
             msg = protocol.decode(frames, self.max_message_bytes)
             if msg.op not in protocol.REQUESTS:
@@ -92,18 +112,34 @@ class WorkerServer:
                                     "Send requests only.", request_id=msg.id)
         except ProtocolError as exc:
             return protocol.error_message(exc, exc.details.get("request_id") or 0,
-                                          self.host.generation)
+                                          generation)
+        if msg.id and msg.id == self._last_received:
+            return None  # sent again by a parent that thought it lost: already handled
+        self._last_received = msg.id
+        if self.page is not None:
+            self.page.received(msg.id)
         try:
             meta, arrays = self._handlers[msg.op](msg)
-            return Message(Op.REPLY, msg.id, msg.gen, meta, arrays)
+            reply = Message(Op.REPLY, msg.id, generation, meta, arrays)
+            self._check_size(reply)
+            return reply
         except Exception as exc:  # the worker boundary: every failure becomes a reply
             error = as_vyre_error(exc, f"worker {msg.op}")
             if msg.op in _DEVICE_OPS and not isinstance(error, _CALLER_ERRORS) \
                     and self._device_lost():
                 error = DeviceLostError(
                     f"backend {self.host.id()!r} lost its device in worker generation "
-                    f"{msg.gen} ({error.cause})", generation=msg.gen)
-            return protocol.error_message(error, msg.id, msg.gen)
+                    f"{generation} ({error.cause})", generation=generation)
+            return protocol.error_message(error, msg.id, generation)
+
+    def _check_size(self, reply: Message) -> None:
+        size = sum(protocol.as_frame_array(a).nbytes for a in reply.arrays)
+        if size > self.max_message_bytes:
+            raise InvalidInputError(
+                f"the outputs of this request are {size} bytes, over "
+                f"max_message_bytes={self.max_message_bytes}",
+                "Return less data per call (split the dispatch), or raise "
+                "PoolOptions.max_message_bytes.")
 
     def _device_lost(self) -> bool:
         try:
@@ -199,15 +235,3 @@ def _timing_meta(outputs: Any) -> dict[str, Any]:
     timing = getattr(outputs, "timing", None)
     return {} if timing is None else {"wall_ns": timing.wall_ns, "device_ns": timing.device_ns,
                                       "label": timing.label}
-
-
-def _plain(value: Any) -> Any:
-    """Device-profile values as msgpack-friendly data."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_plain(v) for v in (sorted(value) if isinstance(value, set | frozenset)
-                                    else value)]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value if isinstance(value, str | int | float | bool | type(None)) else repr(value)

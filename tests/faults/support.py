@@ -4,11 +4,10 @@ timings, and status polling."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from waiting import wait_for
 
 import vyre_core
 from vyre_core import ir
@@ -65,17 +64,6 @@ def worker(drv: vyre_core.Driver, index: int = 0, backend: str = "faults") -> di
     return pool_status(drv, backend)["workers"][index]
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 5.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.005)
-
-
 def wait_idle(drv: vyre_core.Driver, index: int = 0, backend: str = "faults",
               timeout: float = 5.0) -> dict[str, Any]:
     return wait_for(lambda: (w := worker(drv, index, backend))["state"] == "idle" and w,
@@ -83,5 +71,7 @@ def wait_idle(drv: vyre_core.Driver, index: int = 0, backend: str = "faults",
 
 
 def wait_busy(drv: vyre_core.Driver, index: int = 0, backend: str = "faults") -> dict[str, Any]:
-    return wait_for(lambda: (w := worker(drv, index, backend))["state"] == "busy" and w,
-                    5.0, f"worker {index} of {backend!r} to be busy")
+    """Worker ``index`` once its main thread holds a request (its progress page says so):
+    killing it then cuts off a request that really runs, not one still on its way."""
+    return wait_for(lambda: (w := worker(drv, index, backend))["running"] and w,
+                    5.0, f"worker {index} of {backend!r} to be running a request")

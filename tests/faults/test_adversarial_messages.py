@@ -32,6 +32,7 @@ from vyre_core.protocol import Message, Op
 from .support import saxpy
 
 IDENTITY = b"w0.1"
+TOKEN = b"hello-token"
 GEN = 1
 REPLY_TIMEOUT = 15.0
 PROTOCOL_ERROR = 1305
@@ -66,14 +67,17 @@ class Worker:
         self.router.bind(self.endpoint)
         self.log_path = tmp / "worker.log"
         self._next_id = 1000
+        # identity and hello token reach the worker in its progress page, as from the pool
+        self.page = protocol.ProgressPage.create(
+            {"identity": IDENTITY, "token": TOKEN, "generation": GEN})
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "vyre_workers", "--backend", "reference",
-                 "--entry-point", "reference", "--endpoint", self.endpoint,
-                 "--identity", IDENTITY.decode(), "--generation", str(GEN),
-                 "--parent-pid", str(os.getpid()), "--heartbeat", "0.5"],
+                [sys.executable, "-m", "vyre_workers", "--page-fd", str(self.page.fd),
+                 "--backend", "reference", "--entry-point", "reference",
+                 "--endpoint", self.endpoint, "--parent-pid", str(os.getpid()),
+                 "--heartbeat", "0.5"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=dict(os.environ, VYRE_WORKER="reference/0/1"))
+                pass_fds=(self.page.fd,), env=dict(os.environ, VYRE_WORKER="reference/0/1"))
         self.beats = 0
         self.hello = self.receive(timeout=60)
 
@@ -140,6 +144,7 @@ class Worker:
                 self.proc.wait(timeout=10)
             self.router.close(linger=0)
             self.context.term()
+            self.page.close()
 
 
 @pytest.fixture(scope="module")
@@ -202,21 +207,25 @@ def _cases() -> list[tuple[str, list[Any], int, int]]:
     good_specs = [["f4", N], ["f4", N], ["f4", 1]]
     return [
         ("empty header frame", [b""], 0, PROTOCOL_ERROR),
-        ("truncated header", [VALID_PING[: len(VALID_PING) // 2]], 0, PROTOCOL_ERROR),
-        ("header cut by one byte", [VALID_PING[:-1]], 0, PROTOCOL_ERROR),
+        # a header that cannot be decoded is still answered for its id when the id can be
+        # read (it comes before the meta): the request fails at once instead of getting lost
+        ("truncated header", [VALID_PING[: len(VALID_PING) // 2]], 7, PROTOCOL_ERROR),
+        ("header cut before its id", [VALID_PING[:12]], 0, PROTOCOL_ERROR),
+        ("header cut by one byte", [VALID_PING[:-1]], 7, PROTOCOL_ERROR),
         ("random bytes", [rng.bytes(64)], 0, PROTOCOL_ERROR),
         ("random bytes, several frames", [rng.bytes(9), rng.bytes(100), b""], 0,
          PROTOCOL_ERROR),
-        ("header followed by trailing garbage", [VALID_PING + b"\xc1junk"], 0,
+        ("header followed by trailing garbage", [VALID_PING + b"\xc1junk"], 7,
          PROTOCOL_ERROR),
         ("header is a list", [msgpack.packb([1, "ping", 3, 1, {}, []])], 0, PROTOCOL_ERROR),
         ("header is an int", [msgpack.packb(12)], 0, PROTOCOL_ERROR),
         ("header is a string", [msgpack.packb("ping")], 0, PROTOCOL_ERROR),
-        ("header map with int keys", [msgpack.packb({1: 2, "id": 3})], 0, PROTOCOL_ERROR),
+        ("header map with int keys", [msgpack.packb({1: 2, "id": 3})], 3, PROTOCOL_ERROR),
         ("header too large", [header(id=11, meta={"pad": "x" * (protocol.MAX_HEADER_BYTES
-                                                                   + 10)})], 0,
+                                                                   + 10)})], 11,
          PROTOCOL_ERROR),
-        ("wrong protocol version", [header(id=12, v=2)], 12, PROTOCOL_ERROR),
+        ("wrong protocol version", [header(id=12, v=protocol.PROTOCOL_VERSION + 1)], 12,
+         PROTOCOL_ERROR),
         ("protocol version missing", [msgpack.packb({"op": "ping", "id": 13, "gen": 1,
                                                      "meta": {}, "arrays": []})], 13,
          PROTOCOL_ERROR),
@@ -344,6 +353,7 @@ def test_worker_serves_after_every_malformed_message(worker):
     assert worker.hello.op is Op.HELLO and worker.hello.gen == GEN
     assert worker.hello.meta["backend"] == "reference"
     assert worker.hello.meta["pid"] == worker.proc.pid
+    assert worker.hello.meta["proof"] == TOKEN  # what the pool checks before trusting it
     for _, frames, _, _ in CASES:
         worker.send_frames(frames)
     for name, _, request_id, code in CASES:

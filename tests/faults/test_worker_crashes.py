@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
+from waiting import stays_true
 
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import (
     DispatchTimeoutError,
-    NoCapableBackendError,
     PipelineInvalidatedError,
     PoolFailedError,
     WorkerCrashedError,
@@ -152,7 +152,7 @@ def test_kill_mid_dispatch_is_retried_on_a_new_worker() -> None:
         assert after["pid"] != busy["pid"]
         status = pool_status(drv)
         assert status["state"] == "running"
-        assert status["restarts"] == 0  # a death while serving is not the worker's fault
+        assert status["restarts"] == 1  # every unexpected death counts, busy or idle
 
 
 @pytest.mark.timeout(30)
@@ -228,7 +228,7 @@ def test_kill_mid_dispatch_leaves_the_other_worker_alone() -> None:
     ("fault:segfault", "killed by SIGSEGV"),
 ])
 def test_poison_request_fails_after_one_retry(label: str, death: str) -> None:
-    max_restarts = 1
+    max_restarts = 3
     with driver(max_restarts=max_restarts) as drv:
         warm = inputs(30)
         assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
@@ -243,19 +243,18 @@ def test_poison_request_fails_after_one_retry(label: str, death: str) -> None:
         data = inputs(32)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
 
-        # deaths while serving do not drain the restart budget
-        for attempt in range(max_restarts + 2):
-            gen = wait_idle(drv)["generation"]
-            with pytest.raises(WorkerCrashedError, match=death):
-                drv.dispatch(PROGRAM, inputs(33 + attempt), backend="faults",
-                             config=DispatchConfig(label=label))
-            assert worker(drv)["generation"] == gen + 2
-            assert pool_status(drv)["state"] == "running"
+        # each poison request costs two deaths of the restart budget (3 in the window):
+        # the next one fails the pool, and the pool answers at once with why and when
         status = pool_status(drv)
-        assert status["state"] == "running" and status["failure"] is None
-        assert status["restarts"] == 0
-        data = inputs(40)
-        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+        assert status["state"] == "running" and status["restarts"] == 2
+        with pytest.raises(WorkerCrashedError, match="poison"):
+            drv.dispatch(PROGRAM, inputs(33), backend="faults",
+                         config=DispatchConfig(label=label))
+        status = pool_status(drv)
+        assert status["state"] == "failed" and death in status["failure"]
+        with pytest.raises(PoolFailedError, match="Next try in") as info:
+            drv.dispatch(PROGRAM, inputs(34), backend="faults")
+        assert "omit backend=" in info.value.fix
 
 
 @pytest.mark.timeout(30)
@@ -290,7 +289,7 @@ def test_crash_once_succeeds_on_the_retry(tmp_path) -> None:
         after = worker(drv)
         assert after["generation"] == before["generation"] + 1
         assert after["pid"] != before["pid"]
-        assert pool_status(drv)["restarts"] == 0
+        assert pool_status(drv)["restarts"] == 1
 
 
 # -- 4. crash loop at start-up ------------------------------------------------------------
@@ -323,17 +322,17 @@ def test_startup_crash_loop_fails_the_pool(monkeypatch: pytest.MonkeyPatch, mode
         assert spawned["restarts"] == max_restarts + 1
         assert spawned["pid"] is None
 
-        # no respawn storm: nothing new starts afterwards
-        assert live_workers("faults") == []
-        time.sleep(1.0)
-        assert live_workers("faults") == []
-        assert pool_status(drv)["workers"][0]["generation"] == max_restarts + 1
+        # no respawn storm: nothing new starts afterwards (the cool-down is 60 s)
+        stays_true(lambda: live_workers("faults") == [] and pool_status(drv)["workers"][0][
+            "generation"] == max_restarts + 1, 1.0, "no worker started during the cool-down")
 
-        # the failed pool answers at once (routing refuses the named backend: pool failed)
+        # the failed pool answers a call that names it at once, with its own error: the
+        # cause, when it is tried again, and what to do meanwhile
         start = time.monotonic()
-        with pytest.raises((PoolFailedError, NoCapableBackendError), match="pool failed"):
+        with pytest.raises(PoolFailedError, match="Next try in") as again:
             drv.dispatch(PROGRAM, inputs(61), backend="faults")
         assert time.monotonic() - start < 1.0
+        assert output in str(again.value) and "omit backend=" in again.value.fix
 
         # routing skips it, and says why
         assert drv.route(PROGRAM).backend == "reference"
@@ -362,8 +361,8 @@ def test_startup_crash_loop_routing_falls_over(monkeypatch: pytest.MonkeyPatch) 
         assert reference.accepted and reference.chosen
         data = inputs(71)
         assert_saxpy(drv.dispatch(PROGRAM, data), data)
-        # naming the failed backend does not fall over
-        with pytest.raises((PoolFailedError, NoCapableBackendError), match="pool failed"):
+        # naming the failed backend does not fall over: its pool says why and when
+        with pytest.raises(PoolFailedError, match="Next try in"):
             drv.dispatch(PROGRAM, data, backend="faults")
 
 

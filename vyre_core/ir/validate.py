@@ -6,13 +6,14 @@ findings of a program are reported together. Results are cached by fingerprint.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from vyre_core.errors import ValidationError
-from vyre_core.ir import typerules
+from vyre_core.errors import InvalidProgramError, ValidationError
+from vyre_core.ir import typerules, wire
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
     Access,
@@ -72,7 +73,12 @@ CODES: dict[str, str] = {
     "V024": "use binding numbers between 0 and 2**32-1",
     "V025": "use at most 64 buffers in one program (the wire form carries no more); split "
             "the work into several programs",
+    "V026": "keep a program within the wire form's limits (8 MiB, 250,000 nodes, 65,536 "
+            "statements per block); split the work into several programs",
 }
+
+#: Programs smaller than this cannot reach the wire form's node or list limits.
+_SMALL_WIRE = 1 << 16
 
 _U32_MAX = 2**32 - 1
 
@@ -104,6 +110,15 @@ class Finding:
 _CACHE: OrderedDict[str, tuple[Finding, ...]] = OrderedDict()
 _CACHE_LIMIT = 4096
 _CACHE_LOCK = threading.Lock()
+
+
+def _fresh_lock_after_fork() -> None:
+    """A forked child may inherit the lock held by a thread that does not exist there."""
+    global _CACHE_LOCK
+    _CACHE_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 
 
 def validate(program) -> list[Finding]:
@@ -167,7 +182,20 @@ class _Validator:
             self.report("V013", f"workgroup size {self.program.workgroup} has an axis out of "
                         "range")
         self.block(self.program.body, "body", uniform=True)
+        self.check_wire_limits()
         return self.findings
+
+    def check_wire_limits(self) -> None:
+        """A worker decodes a program under bounds (size, nodes, list length): a program
+        past them is found here, not as a refusal in the worker."""
+        data = self.program.to_wire()
+        if len(data) < _SMALL_WIRE:
+            return
+        try:
+            wire.decode(data)
+        except InvalidProgramError as exc:
+            self.where = "program"
+            self.report("V026", f"its wire form would be refused: {exc.cause}")
 
     def check_buffers(self) -> None:
         names: set[str] = set()

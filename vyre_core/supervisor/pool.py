@@ -1,599 +1,392 @@
-"""A pool of worker processes for one backend, supervised by one I/O thread.
+"""A pool of worker processes for one backend: the I/O shell around ``PoolMachine``.
 
-The I/O thread owns the ROUTER socket and polls it together with a wake pipe (callers
-enqueue requests from any thread) and one pidfd per worker, so a worker's death is seen
-the moment it happens. It alone sends, matches replies to requests by id and generation
-(a reply from an earlier generation is dropped), enforces deadlines (terminate, then
-kill after a grace period), retries pure work cut off by a crash, recovers lost devices,
-recycles workers between requests, and fails the pool past its restart intensity.
-Every request's future is always resolved: with a reply, or with a VyreError.
+One thread per pool owns the ROUTER socket, the worker processes and the clock. It polls
+the socket, an eventfd (callers hand requests over from any thread), and each worker's
+pidfd (a death is seen at once) and output pipe; it turns what it sees into events for the
+rules in ``machine.py`` and carries out the actions they answer with. It decides nothing
+itself. Workers are spawned by this thread only: the kernel's parent-death signal is tied
+to the thread that forked, and this one outlives its workers.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import fcntl
-import itertools
+import logging
 import os
-import signal
+import secrets
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
-from dataclasses import dataclass
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
+import blake3
 import psutil
 import zmq
 
 from vyre_core import protocol
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import (
-    DeviceLostError,
-    DispatchTimeoutError,
-    InvalidConfigError,
-    PipelineInvalidatedError,
     PoolFailedError,
     ProtocolError,
     VyreError,
-    WorkerCrashedError,
+    system_resource_error,
 )
-from vyre_core.protocol import Message, Op
+from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import BackendRegistration
-from vyre_core.supervisor.process import WorkerProcess, describe_exit
+from vyre_core.supervisor.machine import (
+    Log,
+    PoolMachine,
+    Request,
+    Resolve,
+    RoutingChanged,
+    Send,
+    Signal,
+    Spawn,
+    describe_exit,
+)
+from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.process import OutputHistory, WorkerProcess
 from vyre_core.supervisor.rundir import RunDir
 
+__all__ = ["Pool", "PoolOptions", "Request"]
 
-@dataclass(frozen=True)
-class PoolOptions:
-    """How a backend's workers are run; see docs/operations.md."""
-
-    workers: int = 1
-    max_restarts: int = 5           # Erlang-style intensity: at most this many restarts ...
-    restart_window: float = 60.0    # ... in this many seconds, else the pool fails
-    kill_grace: float = 2.0         # SIGTERM -> SIGKILL delay
-    startup_timeout: float = 60.0   # spawn -> hello
-    compile_timeout: float = 120.0
-    heartbeat_interval: float = 0.5
-    heartbeat_timeout: float = 30.0  # a busy worker silent this long is stuck: killed
-    recycle_rss_bytes: int | None = None
-    recycle_after: int | None = None  # requests served
-    max_message_bytes: int = protocol.MAX_MESSAGE_BYTES
-
-    def __post_init__(self) -> None:
-        positive = {name: getattr(self, name) for name in (
-            "kill_grace", "startup_timeout", "compile_timeout", "heartbeat_interval",
-            "heartbeat_timeout", "restart_window")}
-        bad = [f"{k}={v!r}" for k, v in positive.items() if not v > 0]
-        if self.workers < 1 or self.max_restarts < 0:
-            bad.append(f"workers={self.workers}, max_restarts={self.max_restarts}")
-        if self.heartbeat_interval >= self.heartbeat_timeout:
-            bad.append(f"heartbeat_interval={self.heartbeat_interval} is not below "
-                       f"heartbeat_timeout={self.heartbeat_timeout}")
-        bad += [f"{k}={v!r}" for k, v in (("recycle_rss_bytes", self.recycle_rss_bytes),
-                                          ("recycle_after", self.recycle_after))
-                if v is not None and v < 1]
-        if bad:
-            raise InvalidConfigError(f"bad pool options: {', '.join(bad)}",
-                                     "Use workers >= 1, max_restarts >= 0, positive times "
-                                     "(heartbeats more often than their timeout), and "
-                                     "recycle limits >= 1 or None.")
-
-
-_request_ids = itertools.count(1)
-
-
-class Request:
-    """One request and the future its caller waits on."""
-
-    def __init__(self, op: Op, meta: dict[str, Any], arrays: list[Any], *,
-                 timeout: float | None = None, retries: int = 0, slot: int | None = None,
-                 generation: int | None = None,
-                 on_done: Callable[[Message], None] | None = None) -> None:
-        self.id = next(_request_ids)
-        self.op = op
-        self.meta = meta
-        self.arrays = arrays
-        self.timeout = timeout
-        self.retries = retries
-        self.slot = slot               # pinned to a worker (pipelines, resident buffers)
-        self.generation = generation   # ... made in this generation
-        self.on_done = on_done         # internal requests: no caller, a callback
-        self.future: Future = Future()
-        self.deadline: float | None = None
-        self.finished = False  # resolved (or about to be): never retried or re-answered
-        self.served_by: tuple[int, int] | None = None  # (worker index, generation)
-
-    def renewed(self) -> Request:
-        """A fresh copy (new id and future) to send again elsewhere."""
-        return Request(self.op, self.meta, self.arrays, timeout=self.timeout,
-                       retries=self.retries, slot=self.slot, generation=self.generation,
-                       on_done=self.on_done)
-
-
-class _Slot:
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.generation = 0
-        self.process: WorkerProcess | None = None
-        self.identity = b""
-        self.state = "stopped"  # starting, idle, busy, stopping, killing, stopped
-        self.current: Request | None = None
-        self.pinned: collections.deque[Request] = collections.deque()
-        self.deadline: float | None = None  # startup deadline or kill escalation
-        self.last_beat = 0.0
-        self.restarts = 0
-        self.served = 0                 # caller requests, over every generation
-        self.served_generation = 0      # caller requests by the current process
-        self.capabilities: Capabilities | None = None
-        self.hello_error: str | None = None
-        self.last_exit = ""
+_log = logging.getLogger("vyre.supervisor")
+_CLOSE = object()  # the inbox marker that asks the I/O thread to close
 
 
 class Pool:
+    """One backend's workers. ``submit`` and ``call`` may be used from any thread;
+    ``on_change`` is called (from the I/O thread) whenever routing must decide again."""
+
     def __init__(self, registration: BackendRegistration, rundir: RunDir, name: str,
-                 options: PoolOptions, on_capabilities: Callable[[], None]) -> None:
+                 options: PoolOptions, on_change: Callable[[], None], secret: bytes) -> None:
         self.registration = registration
         self.backend = registration.id
         self.options = options
         self._rundir = rundir
-        self._on_capabilities = on_capabilities
-        self._lock = threading.Lock()
-        self._slots = [_Slot(i) for i in range(options.workers)]
-        self._by_identity: dict[bytes, _Slot] = {}
-        self._queue: collections.deque[Request] = collections.deque()
-        self._restart_times: collections.deque[float] = collections.deque()
-        self._resolved: list[tuple[Future, Any, bool]] = []
-        self.failure: PoolFailedError | None = None
-        self.dropped_replies = 0
-        self._closing = False
-        self._thread: threading.Thread | None = None
         self._endpoint = rundir.endpoint(name)  # short: ipc paths have a length limit
+        self._on_change = on_change
+        self._secret = secret
+        self._machine = PoolMachine(self.backend, options)
+        self._lock = threading.Lock()   # the machine: the I/O thread, and status readers
+        self._gate = threading.Lock()   # the hand-over: inbox, wake fd, I/O state
+        self._io_state = "new"          # new, running, stopped
+        self._inbox: collections.deque[Any] = collections.deque()
+        self._wake_fd = -1
+        self._thread: threading.Thread | None = None
+        self._processes: dict[int, WorkerProcess] = {}
+        self._pages: dict[int, tuple[int, int]] = {}
+        self._index_of: dict[bytes, int] = {}
+        self._history = [OutputHistory() for _ in range(options.workers)]
+        self._resolved: list[tuple[Future, Any]] = []
 
-    # -- caller side ---------------------------------------------------------------------
+    # -- caller side -----------------------------------------------------------------------
 
     @property
     def capabilities(self) -> Capabilities | None:
-        """Capabilities probed by the most recent worker to say hello (None before)."""
-        with self._lock:
-            known = [s.capabilities for s in self._slots if s.capabilities is not None]
-        return known[-1] if known else None
+        """What the latest worker probed; kept across restarts until a new probe differs."""
+        return self._machine.capabilities
 
     def generation_of(self, slot: int) -> int:
-        with self._lock:
-            return self._slots[slot].generation
+        return self._machine.workers[slot].generation
+
+    def unavailable(self) -> str | None:
+        """Why routing must pass this pool over now (failed and cooling down, closed)."""
+        return self._machine.unavailable(time.monotonic())
 
     def submit(self, request: Request) -> Future:
-        size = sum(protocol.as_frame_array(a).nbytes for a in request.arrays)
-        if size > self.options.max_message_bytes:
-            request.future.set_exception(ProtocolError(
-                f"{request.op} to {self.backend!r} carries {size} bytes, over "
-                f"max_message_bytes={self.options.max_message_bytes}",
-                "Split the data across dispatches, or raise PoolOptions.max_message_bytes."))
+        """Hand ``request`` to the I/O thread; its future always resolves."""
+        try:
+            request.frames = protocol.encode_checked(
+                Message(request.op, request.id, 0, request.meta, request.arrays),
+                self.options.max_message_bytes)
+            with self._gate:
+                if self._io_state == "new":
+                    self._start()
+                if self._io_state == "running":
+                    self._inbox.append(request)
+                    os.eventfd_write(self._wake_fd, 1)
+                    return request.future
+            raise PoolFailedError(f"the driver is closed; pool {self.backend!r} takes no "
+                                  "more work", "Create a new vyre Driver.", backend=self.backend)
+        except VyreError as exc:
+            request.future.set_exception(exc)
             return request.future
-        with self._lock:
-            if self._closing:
-                request.future.set_exception(PoolFailedError(
-                    f"the driver is closed; pool {self.backend!r} takes no more work",
-                    "Create a new vyre Driver."))
-                return request.future
-            if self.failure is not None:
-                request.future.set_exception(self.failure)
-                return request.future
-            if self._thread is None:
-                self._start()
-            if request.slot is None:
-                self._queue.append(request)
-            else:
-                self._slots[request.slot].pinned.append(request)
-        self._wake()
-        return request.future
 
     def call(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
-        """Submit and wait; the supervisor guarantees the wait ends."""
+        """Submit and wait; the rules guarantee the wait ends (a deadline, or a live worker
+        actually running the request)."""
         return self.submit(request).result()
 
     def status(self) -> dict[str, Any]:
+        """A snapshot: the rules' view, with every worker's progress page read right now."""
         with self._lock:
-            workers = [{"index": s.index, "pid": s.process.pid if s.process else None,
-                        "generation": s.generation, "state": s.state, "restarts": s.restarts,
-                        "in_flight": int(s.current is not None and s.current.on_done is None),
-                        "served": s.served, "queued": len(s.pinned)} for s in self._slots]
-            state = ("failed" if self.failure else "closed" if self._closing
-                     else "not started" if self._thread is None else "running")
-            return {"backend": self.backend, "state": state, "queued": len(self._queue),
-                    "restarts": sum(s.restarts for s in self._slots),
-                    "dropped_replies": self.dropped_replies, "workers": workers,
-                    "failure": None if self.failure is None else self.failure.cause}
+            now = time.monotonic()
+            self._read_pages(now)
+            status = self._machine.status(now)
+        for worker, history in zip(status["workers"], self._history, strict=True):
+            worker["history"] = history.list()
+        return status
 
-    def close(self) -> None:
-        """Stop every worker and fail what was still pending; idempotent."""
-        with self._lock:
-            if self._closing:
+    def close(self, timeout: float | None = None) -> None:
+        """Fail what is pending and stop every worker (SIGTERM, SIGKILL after the grace);
+        waits at most ``timeout`` (default: the kill grace plus 5 s). Idempotent."""
+        with self._gate:
+            if self._io_state == "new":
+                self._io_state = "stopped"
+            if self._io_state == "stopped":
                 thread = self._thread
             else:
-                self._closing = True
+                self._inbox.append(_CLOSE)
+                os.eventfd_write(self._wake_fd, 1)
                 thread = self._thread
-                closed = PoolFailedError(f"the driver was closed while this request to "
-                                         f"{self.backend!r} was pending",
-                                         "Keep the driver open until results are collected.")
-                for req in self._take_all_pending():
-                    self._fail(req, closed)
-        self._flush_resolved()
         if thread is not None:
-            self._wake()
-            thread.join(timeout=self.options.kill_grace + 10)
+            thread.join(self.options.kill_grace + 5 if timeout is None else timeout)
 
-    # -- supervisor thread ----------------------------------------------------------------
+    def force_stop(self) -> None:
+        """Last resort when ``close`` was interrupted or timed out: SIGKILL every worker
+        left and wait for it. Safe from any thread, any number of times."""
+        for proc in list(self._processes.values()):
+            proc.kill()
+        for proc in list(self._processes.values()):
+            with contextlib.suppress(Exception):
+                proc.popen.wait(timeout=5)
+
+    # -- the I/O thread --------------------------------------------------------------------
 
     def _start(self) -> None:
-        self._context = zmq.Context()
-        self._router = self._context.socket(zmq.ROUTER)
-        self._router.setsockopt(zmq.LINGER, 0)
-        self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self._router.setsockopt(zmq.SNDHWM, 0)
-        self._router.setsockopt(zmq.RCVHWM, 0)
-        self._router.bind(self._endpoint)
-        self._wake_r, self._wake_w = os.pipe()
-        for fd in (self._wake_r, self._wake_w):
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+        """Open the socket and the wake fd and start the I/O thread (under the gate)."""
+        try:
+            self._context = zmq.Context()
+            self._router = self._context.socket(zmq.ROUTER)
+            self._router.setsockopt(zmq.LINGER, 0)
+            self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            self._router.setsockopt(zmq.SNDHWM, 0)
+            self._router.setsockopt(zmq.RCVHWM, 0)
+            # Refuse oversized frames in the transport, before allocating them.
+            self._router.setsockopt(zmq.MAXMSGSIZE, max(self.options.max_message_bytes,
+                                                        protocol.MAX_HEADER_BYTES))
+            self._router.bind(self._endpoint)
+            self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        except (OSError, zmq.ZMQError) as exc:  # the pool stays "new": the next call retries
+            with contextlib.suppress(AttributeError):
+                self._router.close(linger=0)
+            with contextlib.suppress(AttributeError):
+                self._context.term()
+            code = getattr(exc, "errno", None)
+            raise system_resource_error(OSError(code, str(exc)),
+                                        f"opening pool {self.backend!r}'s socket") from exc
         self._poller = zmq.Poller()
         self._poller.register(self._router, zmq.POLLIN)
-        self._poller.register(self._wake_r, zmq.POLLIN)
-        # Workers are spawned by the supervisor thread only: the kernel's parent-death
-        # signal is tied to the thread that forked, and this one outlives its workers.
+        self._poller.register(self._wake_fd, zmq.POLLIN)
+        self._io_state = "running"
         self._thread = threading.Thread(target=self._run, name=f"vyre-pool-{self.backend}",
                                         daemon=True)
         self._thread.start()
 
-    def _wake(self) -> None:
-        with contextlib.suppress(AttributeError, OSError):  # a wake is already pending
-            os.write(self._wake_w, b"\0")
-
     def _run(self) -> None:
         try:
-            with self._lock:
-                for slot in self._slots:
-                    self._spawn(slot)
-                timeout = self._poll_timeout()
             while True:
-                # Resolve futures right before blocking: the woken callers get the GIL at
-                # once instead of waiting for this thread's bookkeeping.
-                self._flush_resolved()
-                events = dict(self._poller.poll(timeout))
+                self._carry_out()
+                if self._machine.stopped:
+                    break
+                timer = self._machine.next_timer()
+                wait = 1.0 if timer is None else min(1.0, timer - time.monotonic())
+                events = dict(self._poller.poll(max(0, int(wait * 1000) + 1)))
                 with self._lock:
-                    if self._closing:
-                        break
-                    if self._wake_r in events:
-                        self._drain_wake()
+                    now = time.monotonic()
+                    if self._wake_fd in events:
+                        self._take_inbox(now)
                     if self._router in events:
-                        self._receive()
-                    for slot in self._slots:
-                        if slot.process is not None and slot.process.pidfd in events:
-                            self._on_exit(slot)
-                    self._on_timers(time.monotonic())
-                    self._schedule()
-                    timeout = self._poll_timeout()
-        except BaseException as exc:  # the supervisor itself failed: leave nobody waiting
-            with self._lock:
-                self.failure = PoolFailedError(
-                    f"the supervisor of pool {self.backend!r} crashed: "
-                    f"{type(exc).__name__}: {exc}", "Report this as a bug in vyre.")
-                for req in self._take_all_pending():
-                    self._fail(req, self.failure)
-            self._flush_resolved()
+                        self._receive(now)
+                    for index, proc in list(self._processes.items()):
+                        output_fd = proc.output_fd
+                        if output_fd in events and not proc.read_output():
+                            self._poller.unregister(output_fd)  # end of its output
+                        if proc.pidfd in events:
+                            self._exited(index, now)
+                    self._read_pages(now)
+                    self._machine.tick(now)
+        except BaseException as exc:  # the I/O shell itself failed: leave nobody waiting
+            _log.exception("the supervisor of pool %r crashed", self.backend)
+            self._abandon(exc)
         finally:
-            self._stop_workers()
+            self._stop_all()
+            self._close_io()
 
-    def _poll_timeout(self) -> int:
-        now = time.monotonic()
-        timers = [1.0]
-        for s in self._slots:
-            if s.deadline is not None:
-                timers.append(s.deadline - now)
-            if s.current is not None and s.current.deadline is not None:
-                timers.append(s.current.deadline - now)
-            if s.state == "busy":
-                timers.append(s.last_beat + self.options.heartbeat_timeout - now)
-        return max(0, int(min(timers) * 1000) + 1)
-
-    def _drain_wake(self) -> None:
-        try:
-            while os.read(self._wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass
-
-    # -- workers ---------------------------------------------------------------------------
-
-    def _spawn(self, slot: _Slot) -> None:
-        slot.generation += 1
-        slot.identity = f"w{slot.index}.{slot.generation}".encode()
-        slot.capabilities = None
-        slot.hello_error = None
-        slot.served_generation = 0
-        reg = self.registration
-        args = ["--backend", reg.id, "--entry-point", reg.entry_point.split(" = ")[0],
-                "--endpoint", self._endpoint, "--identity", slot.identity.decode(),
-                "--generation", str(slot.generation), "--parent-pid", str(os.getpid()),
-                "--heartbeat", str(self.options.heartbeat_interval),
-                "--max-message-bytes", str(self.options.max_message_bytes)]
-        env = dict(os.environ, VYRE_WORKER=f"{reg.id}/{slot.index}/{slot.generation}")
-        slot.process = WorkerProcess(args, self._rundir.log(slot.identity.decode()), env)
-        self._poller.register(slot.process.pidfd, zmq.POLLIN)
-        self._by_identity[slot.identity] = slot
-        slot.state = "starting"
-        slot.deadline = time.monotonic() + self.options.startup_timeout
-        slot.last_beat = time.monotonic()
-
-    def _retire(self, slot: _Slot, state: str) -> None:
-        """Ask a worker to stop (SIGTERM or a SHUTDOWN request), SIGKILL after the grace."""
-        if slot.process is None or slot.state in ("stopping", "killing"):
-            return
-        if state == "stopping" and slot.state == "idle":
-            self._send(slot, Request(Op.SHUTDOWN, {}, [], on_done=lambda m: None))
-        else:
-            slot.process.terminate()
-        slot.state = state
-        slot.deadline = time.monotonic() + self.options.kill_grace
-
-    def _on_exit(self, slot: _Slot) -> None:
-        process = slot.process
-        self._poller.unregister(process.pidfd)
-        code = process.reap()
-        tail = process.stderr_tail()
-        self._by_identity.pop(slot.identity, None)
-        planned = slot.state in ("stopping", "killing")
-        slot.last_exit = f"worker {slot.index} (pid {process.pid}) {describe_exit(code)}"
-        slot.process = None
-        slot.deadline = None
-        req, slot.current = slot.current, None
-        if req is not None and req.on_done is None and not req.finished:
-            if code == -signal.SIGABRT:
-                # Device runtimes abort the process on some calls to a lost device: that
-                # is a device loss, answered as one; the restart invalidates its handles.
-                self._fail(req, DeviceLostError(
-                    f"{slot.last_exit} while serving {req.op} on {self.backend!r}: the device "
-                    f"runtime aborted, treated as a lost device", generation=slot.generation,
-                    stderr=tail))
-            elif req.slot is None and req.retries > 0:
-                req.retries -= 1
-                self._queue.appendleft(req)  # pure work: run it again on a fresh worker
+    def _take_inbox(self, now: float) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.eventfd_read(self._wake_fd)
+        while self._inbox:
+            item = self._inbox.popleft()
+            if item is _CLOSE:
+                self._machine.close(now)
             else:
-                self._fail(req, WorkerCrashedError(
-                    f"{slot.last_exit} while serving {req.op} on {self.backend!r}",
-                    stderr=tail))
-        slot.state = "stopped"
-        if self._closing:
-            return
-        if not planned and req is None:  # died idle or starting: the worker's own fault
-            slot.restarts += 1  # deaths charged to the restart intensity
-            now = time.monotonic()
-            self._restart_times.append(now)
-            window_start = now - self.options.restart_window
-            while self._restart_times and self._restart_times[0] < window_start:
-                self._restart_times.popleft()
-            if len(self._restart_times) > self.options.max_restarts:
-                self._fail_pool(slot, tail)
-                return
-        self._spawn(slot)
+                self._machine.submit(item, now)
 
-    def _fail_pool(self, slot: _Slot, tail: str) -> None:
-        why = slot.hello_error or tail or "(no output)"
-        self.failure = PoolFailedError(
-            f"pool {self.backend!r} failed: more than {self.options.max_restarts} worker "
-            f"restarts in {self.options.restart_window:g} s; last: {slot.last_exit}. "
-            f"Worker output:\n{why}",
-            "Fix the backend (see the worker output above) or uninstall it; routing skips "
-            "it until the driver restarts.", backend=self.backend)
-        for req in self._take_all_pending():
-            self._fail(req, self.failure)
-        for other in self._slots:
-            self._retire(other, "killing")
-        self._on_capabilities()
-
-    # -- messages ----------------------------------------------------------------------------
-
-    def _send(self, slot: _Slot, req: Request) -> None:
-        msg = Message(req.op, req.id, slot.generation, req.meta, req.arrays)
-        try:
-            protocol.send(self._router, msg, slot.identity)
-        except zmq.ZMQError:  # the worker's socket is gone: make sure its exit follows
-            if req.on_done is None:
-                (self._queue if req.slot is None else slot.pinned).appendleft(req)
-            self._retire(slot, "killing")
-            return
-        slot.current = req
-        req.served_by = (slot.index, slot.generation)
-        slot.state = "busy"
-        slot.last_beat = time.monotonic()
-        if req.timeout is not None:
-            req.deadline = time.monotonic() + req.timeout
-
-    def _receive(self) -> None:
+    def _receive(self, now: float) -> None:
         for _ in range(256):
             try:
                 frames = self._router.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            self._on_message(frames[0].bytes, frames[1:])
+            identity = frames[0].bytes
+            heartbeat = identity.endswith(b":hb")
+            if heartbeat:
+                identity = identity[:-3]
+            try:
+                msg: Message | ProtocolError = protocol.decode(
+                    frames[1:], self.options.max_message_bytes)
+            except ProtocolError as exc:
+                msg = exc
+            if heartbeat and (isinstance(msg, ProtocolError) or msg.op is not Op.HEARTBEAT):
+                identity = b""  # only heartbeats come from a heartbeat socket: a stranger
+            elif self.options.recycle_rss_bytes is not None and not heartbeat:
+                self._measure(identity)
+            self._machine.message(identity, msg, now)
 
-    def _on_message(self, identity: bytes, frames: list[Any]) -> None:
-        if identity.endswith(b":hb"):
-            slot = self._by_identity.get(identity[:-3])
-            if slot is not None:
-                slot.last_beat = time.monotonic()
-            return
-        slot = self._by_identity.get(identity)
-        if slot is None:
-            self.dropped_replies += 1  # from a worker that is already gone
-            return
+    def _measure(self, identity: bytes) -> None:
+        index = self._index_of.get(identity)
+        proc = self._processes.get(index) if index is not None else None
+        if proc is not None:
+            with contextlib.suppress(psutil.Error):
+                self._machine.measured(index, psutil.Process(proc.pid).memory_info().rss)
+
+    def _read_pages(self, now: float) -> None:
+        for index, proc in self._processes.items():
+            ids = proc.page.read()
+            if ids != self._pages.get(index):
+                self._pages[index] = ids
+                self._machine.progress(index, *ids, now)
+
+    def _exited(self, index: int, now: float) -> None:
+        proc = self._processes.pop(index)
+        self._pages.pop(index, None)
+        for fd in (proc.pidfd, proc.output_fd):
+            if fd >= 0:
+                with contextlib.suppress(KeyError):
+                    self._poller.unregister(fd)
+        self._machine.progress(index, *proc.page.read(), now)
+        code = proc.reap()
+        tail = proc.output_tail()
+        self._history[index].add(self._machine.workers[index].generation, describe_exit(code),
+                                 tail)
+        self._index_of = {k: v for k, v in self._index_of.items() if v != index}
+        self._machine.exited(index, code, tail, now)
+
+    def _carry_out(self) -> None:
+        """Carry out the rules' actions until they have none left, then resolve futures
+        and tell routing (outside the lock, so woken callers run at once)."""
+        changed = False
+        while True:
+            with self._lock:
+                actions = self._machine.take_actions()
+                if not actions:
+                    resolved, self._resolved = self._resolved, []
+                    break
+                for action in actions:
+                    if isinstance(action, Resolve):
+                        self._resolved.append((action.request.future, action.value))
+                    elif isinstance(action, Send):
+                        self._send(action)
+                    elif isinstance(action, Spawn):
+                        self._spawn(action)
+                    elif isinstance(action, Signal):
+                        proc = self._processes.get(action.index)
+                        if proc is not None:
+                            (proc.kill if action.kill else proc.terminate)()
+                    elif isinstance(action, RoutingChanged):
+                        changed = True
+                    elif isinstance(action, Log):
+                        _log.log(action.level, action.text)
+        for future, value in resolved:
+            with contextlib.suppress(InvalidStateError):  # cancelled by its caller
+                if isinstance(value, BaseException):
+                    future.set_exception(value)
+                else:
+                    future.set_result(value)
+        if changed:
+            self._on_change()
+
+    def _send(self, action: Send) -> None:
+        req = action.request
+        frames = req.frames or protocol.encode(
+            Message(req.op, req.id, 0, req.meta, req.arrays))
         try:
-            msg = protocol.decode(frames, self.options.max_message_bytes)
-        except ProtocolError as exc:
-            req = slot.current
-            if req is not None and exc.details.get("request_id") == req.id:
-                self._finish(slot, req, exc)
-            else:
-                self.dropped_replies += 1
+            protocol.send_frames(self._router, frames, action.identity)
+        except zmq.ZMQError as exc:  # the worker's socket is gone: it cannot be reached
+            self._machine.send_failed(action.index, req, str(exc), time.monotonic())
+
+    def _spawn(self, action: Spawn) -> None:
+        reg = self.registration
+        identity = secrets.token_hex(16).encode()
+        token = blake3.blake3(identity, key=self._secret).digest()
+        name = f"{reg.id} worker {action.index}.{action.generation}"
+        page = None
+        try:
+            page = ProgressPage.create({"identity": identity, "token": token,
+                                        "generation": action.generation})
+            args = ["--backend", reg.id, "--entry-point", reg.entry_point.split(" = ")[0],
+                    "--endpoint", self._endpoint, "--parent-pid", str(os.getpid()),
+                    "--heartbeat", str(self.options.heartbeat_interval),
+                    "--max-message-bytes", str(self.options.max_message_bytes)]
+            env = dict(os.environ,
+                       VYRE_WORKER=f"{reg.id}/{action.index}/{action.generation}")
+            proc = WorkerProcess(args, env, page, name)
+        except OSError as exc:
+            if page is not None:
+                page.close()
+            self._machine.spawn_failed(action.index, action.generation, system_resource_error(
+                exc, f"starting worker {action.index} of {reg.id!r}"), time.monotonic())
             return
-        if msg.op is Op.HELLO:
-            if msg.gen == slot.generation and slot.state == "starting":
-                slot.state, slot.deadline = "idle", None
-                slot.last_beat = time.monotonic()
-                slot.capabilities = Capabilities.from_dict(msg.meta["capabilities"])
-                self._on_capabilities()
-        elif msg.op is Op.HELLO_FAILED:
-            error = VyreError.from_dict(msg.meta.get("error", {}))
-            slot.hello_error = f"{error}\n{msg.meta.get('traceback', '')}".strip()
-        elif msg.op in (Op.REPLY, Op.ERROR):
-            req = slot.current
-            if req is None or msg.id != req.id or msg.gen != slot.generation \
-                    or slot.state == "killing":
-                self.dropped_replies += 1  # late: its request already ended
-                return
-            result = (VyreError.from_dict(msg.meta.get("error", {})) if msg.op is Op.ERROR
-                      else (msg.meta, msg.arrays))
-            self._finish(slot, req, result)
-        else:
-            self.dropped_replies += 1
+        self._processes[action.index] = proc
+        self._index_of[identity] = action.index
+        self._poller.register(proc.pidfd, zmq.POLLIN)
+        self._poller.register(proc.output_fd, zmq.POLLIN)
+        self._machine.spawned(action.index, action.generation, identity, token, proc.pid,
+                              time.monotonic())
 
-    def _finish(self, slot: _Slot, req: Request, result: Any) -> None:
-        slot.current = None
-        slot.state = "stopping" if req.op is Op.SHUTDOWN else "idle"
-        if req.on_done is None and req.op is not Op.PING:
-            slot.served += 1
-            slot.served_generation += 1
-        if req.on_done is not None:
-            req.on_done(result)
-        elif isinstance(result, Exception):
-            self._fail(req, result)
-        elif not req.finished:
-            req.finished = True
-            self._resolved.append((req.future, result, False))
-        if isinstance(result, DeviceLostError):
-            self._recover(slot)
-        elif slot.state == "idle" and self._should_recycle(slot):
-            self._retire(slot, "stopping")
+    def _abandon(self, exc: BaseException) -> None:
+        """The shell failed (a bug in vyre): every waiting caller gets an error."""
+        error = PoolFailedError(f"the supervisor of pool {self.backend!r} crashed: "
+                                f"{type(exc).__name__}: {exc}", "Report this as a bug in vyre.",
+                                backend=self.backend)
+        machine = self._machine
+        waiting = [*machine.queue, *(r for w in machine.workers for r in (*w.pinned, w.current))]
+        waiting += [future for future, _ in self._resolved]
+        for item in waiting:
+            future = item if isinstance(item, Future) else getattr(item, "future", None)
+            if future is not None and not future.done():
+                with contextlib.suppress(InvalidStateError):
+                    future.set_exception(error)
+        with contextlib.suppress(Exception):
+            machine.close(time.monotonic())  # routing passes the pool over from now on
 
-    def _recover(self, slot: _Slot) -> None:
-        """Device lost: ask the backend to recover in place (new generation), else restart."""
-        def done(result: Any) -> None:
-            if isinstance(result, Exception):
-                self._retire(slot, "stopping")
-            else:
-                slot.generation += 1
-                slot.capabilities = Capabilities.from_dict(result[0]["capabilities"])
-                self._on_capabilities()
+    def _stop_all(self) -> None:
+        """On the way out of the I/O thread: no worker may outlive it."""
+        for proc in self._processes.values():
+            proc.kill()
+        for index, proc in list(self._processes.items()):
+            proc.reap()
+            del self._processes[index]
 
-        self._send(slot, Request(Op.TRY_RECOVER, {"generation": slot.generation + 1}, [],
-                                 on_done=done))
-
-    def _should_recycle(self, slot: _Slot) -> bool:
-        opts = self.options
-        if opts.recycle_after is not None and slot.served_generation >= opts.recycle_after:
-            return True
-        if opts.recycle_rss_bytes is not None and slot.process is not None:
-            try:
-                return psutil.Process(slot.process.pid).memory_info().rss > opts.recycle_rss_bytes
-            except psutil.Error:
-                return False
-        return False
-
-    def _on_timers(self, now: float) -> None:
-        for slot in self._slots:
-            req = slot.current
-            if req is not None and req.deadline is not None and now >= req.deadline \
-                    and slot.state == "busy":
-                self._fail(req, DispatchTimeoutError(
-                    f"{req.meta.get('label') or req.op} on {self.backend!r} ran past its "
-                    f"{req.timeout:g} s deadline; worker {slot.index} was killed",
-                    timeout=req.timeout))
-                self._retire(slot, "killing")
-            elif slot.state == "busy" and now - slot.last_beat > self.options.heartbeat_timeout:
-                if req is not None and req.on_done is None:
-                    self._fail(req, WorkerCrashedError(
-                        f"worker {slot.index} of {self.backend!r} sent no heartbeat for "
-                        f"{self.options.heartbeat_timeout:g} s while serving {req.op}",
-                        "The backend is stuck holding the GIL; set DispatchConfig.timeout, "
-                        "or report the hang to its authors."))
-                self._retire(slot, "killing")
-            elif slot.deadline is not None and now >= slot.deadline:
-                if slot.state == "starting":
-                    slot.hello_error = (f"no hello within {self.options.startup_timeout:g} s "
-                                        "of starting")
-                    slot.process.kill()
-                elif slot.state in ("stopping", "killing") and slot.process is not None:
-                    slot.process.kill()
-                slot.deadline = None
-
-    # -- queue helpers ----------------------------------------------------------------------
-
-    def _schedule(self) -> None:
-        if self.failure is not None:
-            return
-        for slot in self._slots:
-            if slot.state != "idle":
-                continue
-            req = None
-            while slot.pinned and req is None:
-                req = slot.pinned.popleft()
-                if req.generation != slot.generation:
-                    self._fail(req, PipelineInvalidatedError(
-                        f"{req.op} uses a handle from worker {slot.index} generation "
-                        f"{req.generation}; that worker is now generation {slot.generation}",
-                        generation=req.generation, backend=self.backend))
-                    req = None
-            if req is None and self._queue:
-                req = self._queue.popleft()
-            if req is not None:
-                self._send(slot, req)
-
-    def _take_all_pending(self) -> list[Request]:
-        pending = list(self._queue)
-        self._queue.clear()
-        for slot in self._slots:
-            pending.extend(slot.pinned)
-            slot.pinned.clear()
-            if slot.current is not None and slot.current.on_done is None:
-                pending.append(slot.current)
-        return pending
-
-    def _fail(self, req: Request, error: Exception) -> None:
-        if req.on_done is None and not req.finished:
-            req.finished = True
-            self._resolved.append((req.future, error, True))
-
-    def _flush_resolved(self) -> None:
-        with self._lock:
-            resolved, self._resolved = self._resolved, []
-        for future, value, is_error in resolved:
-            if future.done():
-                continue
-            if is_error:
-                future.set_exception(value)
-            else:
-                future.set_result(value)
-
-    def _stop_workers(self) -> None:
-        """On close: SHUTDOWN or SIGTERM every worker, SIGKILL after the grace, reap all."""
-        with self._lock:
-            for slot in self._slots:
-                if slot.process is not None:
-                    slot.state = "stopping"
-                    slot.process.terminate()
-            live = [s for s in self._slots if s.process is not None]
-        deadline = time.monotonic() + self.options.kill_grace
-        for slot in live:
-            try:
-                slot.process.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except Exception:
-                slot.process.kill()
-        for slot in live:
-            slot.process.reap()
-            slot.process = None
-        self._router.close(linger=0)
-        self._context.term()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+    def _close_io(self) -> None:
+        with self._gate:
+            self._io_state = "stopped"
+            if self._wake_fd >= 0:
+                os.close(self._wake_fd)
+                self._wake_fd = -1
+            stranded = list(self._inbox)
+            self._inbox.clear()
+        for item in stranded:  # submitted while the thread was ending: never left waiting
+            if isinstance(item, Request) and not item.future.done():
+                item.future.set_exception(PoolFailedError(
+                    f"the driver was closed while {item.label} to {self.backend!r} was "
+                    "pending", "Keep the driver open until results are collected.",
+                    backend=self.backend))
+        with contextlib.suppress(AttributeError):
+            self._router.close(linger=0)
+        with contextlib.suppress(AttributeError):
+            self._context.term()

@@ -178,10 +178,16 @@ class RunDir:
                         base, reason, self.path, ENV)
             return
         pid = os.getpid()
-        self.path = base / f"{pid}-{_started(pid)}-{secrets.token_hex(4)}"
         try:
             remove_stale(base)
-            os.mkdir(self.path, 0o700)
+            for attempt in range(8):  # a short name keeps socket paths short; retry a clash
+                self.path = base / f"{pid}-{_started(pid)}-{secrets.token_hex(2)}"
+                try:
+                    os.mkdir(self.path, 0o700)
+                    break
+                except FileExistsError:
+                    if attempt == 7:
+                        raise
         except OSError as exc:
             raise system_resource_error(exc, f"creating the run directory {self.path}") from exc
 

@@ -1,0 +1,160 @@
+"""A stand-in for the pool's I/O shell, for testing the supervision rules without a
+process, socket or clock: it answers the rules' actions the way the shell would (a spawn
+starts a "process", a send reaches the "worker") and lets a test play the workers: say
+hello, receive, reply, beat, die, go silent. Time is a number the test moves."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from vyre_core.contract.types import Capabilities
+from vyre_core.errors import VyreError
+from vyre_core.protocol import Message, Op
+from vyre_core.supervisor.machine import (
+    Log,
+    PoolMachine,
+    Request,
+    Resolve,
+    RoutingChanged,
+    Send,
+    Signal,
+    Spawn,
+)
+from vyre_core.supervisor.options import PoolOptions
+
+CAPS = Capabilities(max_workgroup_size=(64, 1, 1), max_invocations_per_workgroup=64,
+                    max_workgroups_per_dimension=1024).to_dict()
+PROOF = b"token"
+
+
+class Shell:
+    """Drives a PoolMachine. ``auto_start`` answers every Spawn with a started process,
+    ``auto_hello`` makes it say hello at once."""
+
+    def __init__(self, auto_start: bool = True, auto_hello: bool = True,
+                 **options: Any) -> None:
+        fields = {"heartbeat_interval": 0.5, "heartbeat_timeout": 30.0, "kill_grace": 2.0,
+                  "startup_timeout": 10.0, "max_restarts": 3, "restart_window": 60.0,
+                  "cooldown": 30.0}
+        fields.update(options)
+        self.options = PoolOptions(**fields)
+        self.machine = PoolMachine("b", self.options)
+        self.now = 0.0
+        self.auto_start = auto_start
+        self.auto_hello = auto_hello
+        self.results: dict[int, Any] = {}      # request id -> reply or error
+        self.resolved_count: dict[int, int] = {}
+        self.sends: list[Send] = []
+        self.signals: list[Signal] = []
+        self.spawns: list[Spawn] = []
+        self.logs: list[Log] = []
+        self.routing_changes = 0
+        self.alive: dict[int, int] = {}        # index -> pid of the live process
+        self._pids = itertools.count(1000)
+
+    # -- driving ----------------------------------------------------------------------------
+
+    def run(self) -> list[Any]:
+        """Carry out actions until there are none; returns them."""
+        done: list[Any] = []
+        while actions := self.machine.take_actions():
+            for action in actions:
+                done.append(action)
+                if isinstance(action, Resolve):
+                    rid = action.request.id
+                    self.results[rid] = action.value
+                    self.resolved_count[rid] = self.resolved_count.get(rid, 0) + 1
+                elif isinstance(action, Send):
+                    self.sends.append(action)
+                elif isinstance(action, Signal):
+                    self.signals.append(action)
+                elif isinstance(action, Spawn):
+                    self.spawns.append(action)
+                    if self.auto_start:
+                        self.start(action.index, action.generation)
+                elif isinstance(action, RoutingChanged):
+                    self.routing_changes += 1
+                elif isinstance(action, Log):
+                    self.logs.append(action)
+        return done
+
+    def submit(self, *, op: Op = Op.DISPATCH, timeout: float | None = None,
+               retries: int = 1, slot: int | None = None,
+               generation: int | None = None, label: str = "") -> Request:
+        req = Request(op, {"label": label} if label else {}, [],
+                      deadline=None if timeout is None else self.now + timeout,
+                      timeout=timeout, retries=retries, slot=slot, generation=generation)
+        self.machine.submit(req, self.now)
+        self.run()
+        return req
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.machine.tick(self.now)
+        self.run()
+
+    # -- the workers ---------------------------------------------------------------------------
+
+    def worker(self, index: int):
+        return self.machine.workers[index]
+
+    def identity(self, index: int) -> bytes:
+        return self.worker(index).identity
+
+    def start(self, index: int, generation: int) -> None:
+        pid = next(self._pids)
+        self.alive[index] = pid
+        self.machine.spawned(index, generation, f"w{index}.{generation}".encode(), PROOF, pid,
+                             self.now)
+        if self.auto_hello:
+            self.hello(index)
+
+    def hello(self, index: int, proof: bytes = PROOF, caps: dict | None = None) -> None:
+        w = self.worker(index)
+        self.machine.message(w.identity, Message(Op.HELLO, 0, w.generation, {
+            "capabilities": CAPS if caps is None else caps, "proof": proof}), self.now)
+        self.run()
+
+    def receive(self, index: int, req: Request | None = None) -> None:
+        """The worker's main thread takes ``req`` (its progress page says so)."""
+        req = req or self.worker(index).current
+        self.machine.progress(index, req.id, 0, self.now)
+        self.run()
+
+    def reply(self, index: int, req: Request | None = None, value: Any = None,
+              error: VyreError | None = None, gen: int | None = None) -> None:
+        w = self.worker(index)
+        req = req or w.current
+        self.machine.progress(index, req.id, req.id, self.now)
+        gen = w.generation if gen is None else gen
+        msg = (Message(Op.ERROR, req.id, gen, {"error": error.to_dict()}) if error
+               else Message(Op.REPLY, req.id, gen, {"value": value}, []))
+        self.machine.message(w.identity, msg, self.now)
+        self.run()
+
+    def beat(self, index: int) -> None:
+        w = self.worker(index)
+        self.machine.message(w.identity, Message(Op.HEARTBEAT), self.now)
+        self.run()
+
+    def die(self, index: int, code: int = -9, output: str = "") -> None:
+        self.alive.pop(index, None)
+        self.machine.exited(index, code, output, self.now)
+        self.run()
+
+    def obey_signals(self) -> None:
+        """Processes the rules signalled exit (SIGTERM honoured, SIGKILL always)."""
+        pending, self.signals = self.signals, []
+        for sig in pending:
+            if sig.index in self.alive:
+                self.die(sig.index, -9 if sig.kill else -15)
+
+    # -- observing ------------------------------------------------------------------------------
+
+    def result(self, req: Request) -> Any:
+        assert req.id in self.results, f"request {req.id} is unresolved"
+        return self.results[req.id]
+
+    def sent_to(self, index: int) -> list[Request]:
+        return [s.request for s in self.sends if s.index == index]

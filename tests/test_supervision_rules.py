@@ -1,0 +1,546 @@
+"""Every supervision rule, one test each, on the pure state machine (no process, socket or
+clock): deadlines from submit, lost and frozen requests, retries and poison requests,
+restart intensity with a cool-down, the handshake, spawn failures, what routing keeps,
+recycling, device recovery and close. The same rules run under real processes in
+tests/faults; here each is checked in microseconds."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from supervision_harness import CAPS, Shell
+
+from vyre_core.errors import (
+    DeviceLostError,
+    DispatchTimeoutError,
+    InvalidInputError,
+    MessageLostError,
+    PipelineInvalidatedError,
+    PoolFailedError,
+    ProtocolError,
+    SystemResourceError,
+    VyreError,
+    WorkerCrashedError,
+)
+from vyre_core.protocol import Message, Op
+from vyre_core.supervisor.machine import MAX_RESENDS, Send
+
+# -- deadlines run from submit -----------------------------------------------------------------
+
+
+def test_a_queued_request_times_out_at_its_own_deadline_not_when_the_one_ahead_ends():
+    """Defect 2: a timeout=1 call queued behind an 8 s call returned after 8 s."""
+    shell = Shell()
+    long = shell.submit(timeout=None)
+    shell.receive(0)
+    short = shell.submit(timeout=1.0)
+    shell.advance(0.99)
+    assert short.id not in shell.results
+    shell.advance(0.02)
+    error = shell.result(short)
+    assert isinstance(error, DispatchTimeoutError) and error.details["timeout"] == 1.0
+    assert "waiting for a worker" in error.cause and "1 busy" in error.cause
+    assert long.id not in shell.results and shell.signals == []  # nobody killed for it
+
+
+def test_a_pool_that_never_starts_cannot_hold_a_request_past_its_deadline():
+    """Defect 2: workers that never start cost 18 s with startup_timeout=3."""
+    shell = Shell(auto_hello=False, startup_timeout=3.0, max_restarts=5)
+    req = shell.submit(timeout=1.0)
+    shell.advance(1.01)
+    assert isinstance(shell.result(req), DispatchTimeoutError)
+    assert "starting" in shell.result(req).cause
+
+
+def test_a_running_request_past_its_deadline_is_answered_then_its_worker_stopped():
+    shell = Shell(kill_grace=2.0)
+    req = shell.submit(timeout=1.0)
+    shell.receive(0)
+    shell.advance(1.0)
+    assert isinstance(shell.result(req), DispatchTimeoutError)
+    assert "worker 0 was killed" in shell.result(req).cause
+    assert [(s.index, s.kill) for s in shell.signals] == [(0, False)]  # SIGTERM first
+    shell.advance(2.0)
+    assert [(s.index, s.kill) for s in shell.signals] == [(0, False), (0, True)]
+    shell.die(0)
+    assert shell.worker(0).generation == 2 and shell.worker(0).deaths == 0  # planned
+    shell.reply(0, req)  # even a reply slipping through now reaches nobody
+    assert shell.resolved_count[req.id] == 1
+
+
+def test_the_deadline_survives_a_retry():
+    shell = Shell()
+    req = shell.submit(timeout=2.0)
+    shell.receive(0)
+    shell.advance(1.5)
+    shell.die(0)  # retried on the replacement ...
+    assert shell.sent_to(0) == [req, req]
+    shell.receive(0)
+    shell.advance(0.6)  # ... but its deadline is still 2 s after submit
+    assert isinstance(shell.result(req), DispatchTimeoutError)
+
+
+def test_a_request_already_past_its_deadline_is_answered_at_submit():
+    shell = Shell()
+    req = shell.submit(timeout=0.0)
+    assert isinstance(shell.result(req), DispatchTimeoutError)
+    assert shell.spawns == []  # nothing started for it
+
+
+def test_a_request_without_deadline_waits_while_its_worker_is_alive_and_running_it():
+    shell = Shell(heartbeat_timeout=30.0)
+    req = shell.submit()
+    shell.receive(0)
+    for _ in range(100):  # 500 s of heartbeats: still running, still waiting
+        shell.advance(5.0)
+        shell.beat(0)
+    assert req.id not in shell.results
+    shell.reply(0, req, value=7)
+    assert shell.result(req) == ({"value": 7}, [])
+
+
+# -- requests that never arrive, workers that freeze ----------------------------------------------
+
+
+def test_a_request_lost_in_transport_is_sent_again_then_failed_with_a_clear_error():
+    """Defect 4: a message the receiver cannot allocate is dropped without an error."""
+    shell = Shell()
+    req = shell.submit()
+    limit = shell.options.silence_limit
+    for attempt in range(MAX_RESENDS + 1):
+        assert len(shell.sent_to(0)) == attempt + 1
+        shell.advance(limit / 2)
+        shell.beat(0)  # alive, yet never shows the request in its page
+        shell.advance(limit / 2)
+    error = shell.result(req)
+    assert isinstance(error, MessageLostError) and "never reached worker 0" in error.cause
+    assert "Fix:" in str(error)
+    assert shell.signals and shell.signals[-1].kill  # a worker that loses messages goes
+
+
+def test_a_resent_request_that_arrives_runs_once_and_resolves_once():
+    shell = Shell()
+    req = shell.submit()
+    shell.advance(shell.options.silence_limit / 2)
+    shell.beat(0)
+    shell.advance(shell.options.silence_limit / 2)
+    assert len(shell.sent_to(0)) == 2  # sent again ...
+    shell.receive(0, req)  # ... and one copy arrives
+    shell.reply(0, req, value=1)
+    assert shell.result(req) == ({"value": 1}, []) and shell.resolved_count[req.id] == 1
+
+
+def test_a_request_sent_to_a_frozen_idle_worker_runs_on_its_replacement():
+    """Defect 5: a worker stopped while idle got the next request, which failed after
+    heartbeat_timeout without ever having run, and was not retried."""
+    shell = Shell(heartbeat_timeout=30.0)
+    shell.submit()  # start the pool
+    shell.reply(0)
+    shell.advance(0.4)  # SIGSTOP here: silence from now on
+    req = shell.submit(retries=0)  # no retries allowed: it never ran, so that is fine
+    assert shell.sent_to(0)[-1] is req
+    shell.advance(shell.options.silence_limit)
+    assert shell.signals[-1].kill and shell.worker(0).state == "killing"
+    assert req.id not in shell.results
+    shell.die(0)
+    assert shell.sent_to(0)[-1] is req  # on the replacement
+    shell.receive(0)
+    shell.reply(0, value=3)
+    assert shell.result(req) == ({"value": 3}, [])
+    assert shell.worker(0).deaths == 1  # a frozen worker is a fault: it counts
+
+
+def test_an_idle_worker_silent_with_work_waiting_is_replaced_before_anything_is_sent():
+    shell = Shell()
+    shell.submit()
+    shell.reply(0)
+    shell.now += shell.options.silence_limit + 0.1  # silent, and nothing ticked meanwhile
+    req = shell.submit()
+    assert req not in shell.sent_to(0)[:-1] and shell.signals[-1].kill
+    shell.die(0)
+    assert shell.sent_to(0)[-1] is req
+
+
+def test_an_idle_worker_silent_past_heartbeat_timeout_is_replaced():
+    shell = Shell(heartbeat_timeout=5.0)
+    shell.submit()
+    shell.reply(0)
+    shell.advance(5.1)
+    assert shell.signals[-1].kill
+    shell.die(0)
+    assert shell.worker(0).generation == 2 and shell.worker(0).state == "idle"
+
+
+def test_a_worker_holding_the_gil_is_not_judged_frozen_before_heartbeat_timeout():
+    """Its page shows the request: it runs, merely without heartbeats."""
+    shell = Shell(heartbeat_timeout=30.0)
+    req = shell.submit()
+    shell.receive(0)
+    shell.advance(29.0)
+    assert req.id not in shell.results and shell.signals == []
+    shell.advance(1.1)
+    error = shell.result(req)
+    assert isinstance(error, WorkerCrashedError) and "no heartbeat" in error.cause
+    assert shell.signals[-1].kill
+    shell.die(0)
+    assert shell.worker(0).deaths == 1  # stuck is a fault: it counts
+
+
+def test_a_reply_lost_on_its_way_back_fails_the_request_clearly():
+    shell = Shell()
+    req = shell.submit()
+    shell.machine.progress(0, req.id, req.id, shell.now)  # answered, per its page
+    shell.advance(shell.options.silence_limit)
+    error = shell.result(req)
+    assert isinstance(error, MessageLostError) and "reply" in error.cause
+    assert shell.worker(0).state == "idle"  # the worker itself is fine
+
+
+# -- crashes, retries, poison -------------------------------------------------------------------
+
+
+def test_a_crash_while_running_is_retried_once_and_a_second_makes_it_poison():
+    shell = Shell(max_restarts=10)
+    req = shell.submit(retries=1)
+    shell.receive(0)
+    shell.die(0, -signal.SIGSEGV, "boom")
+    assert req.id not in shell.results and shell.sent_to(0)[-1] is req
+    shell.receive(0)
+    shell.die(0, -signal.SIGSEGV, "boom")
+    error = shell.result(req)
+    assert isinstance(error, WorkerCrashedError) and "poison" in error.cause
+    assert "SIGSEGV" in error.cause and error.details["stderr"] == "boom"
+    assert shell.machine.state == "running"
+
+
+@pytest.mark.parametrize("retries", [0, 5])
+def test_retries_zero_fails_at_the_first_crash_and_more_never_exceed_poison(retries):
+    shell = Shell(max_restarts=10)
+    req = shell.submit(retries=retries)
+    shell.receive(0)
+    shell.die(0, 17)
+    if retries == 0:
+        assert isinstance(shell.result(req), WorkerCrashedError)
+        return
+    shell.receive(0)
+    shell.die(0, 17)
+    assert "poison" in shell.result(req).cause
+
+
+def test_a_death_before_the_request_arrived_resends_it_without_spending_retries():
+    shell = Shell(max_restarts=10)
+    req = shell.submit(retries=0)
+    for _ in range(MAX_RESENDS):
+        shell.die(0)  # killed before its main thread took the request
+        assert req.id not in shell.results
+    shell.receive(0)
+    shell.reply(0, value=1)
+    assert shell.result(req) == ({"value": 1}, [])
+
+
+def test_a_pinned_request_fails_with_its_worker():
+    shell = Shell()
+    shell.submit()
+    shell.reply(0)
+    running = shell.submit(slot=0, generation=1)
+    queued = shell.submit(slot=0, generation=1)
+    shell.receive(0)
+    shell.die(0)
+    assert isinstance(shell.result(running), WorkerCrashedError)
+    assert isinstance(shell.result(queued), PipelineInvalidatedError)
+    late = shell.submit(slot=0, generation=1)
+    assert isinstance(shell.result(late), PipelineInvalidatedError)
+    assert "Fix:" in str(shell.result(late))
+
+
+def test_a_pinned_request_naming_a_worker_that_does_not_exist_is_refused():
+    shell = Shell()
+    req = shell.submit(slot=5, generation=1)
+    assert isinstance(shell.result(req), InvalidInputError)
+
+
+def test_an_abort_while_running_is_a_lost_device():
+    shell = Shell()
+    req = shell.submit()
+    shell.receive(0)
+    shell.die(0, -signal.SIGABRT)
+    assert isinstance(shell.result(req), DeviceLostError)
+
+
+# -- restart intensity, the breaker, the cool-down --------------------------------------------
+
+
+def test_every_unexpected_death_counts_busy_or_idle_and_fails_the_pool_past_the_limit():
+    """Defect 6: deaths while serving never counted; a backend crashing on every request
+    was restarted forever and routing never fell over."""
+    shell = Shell(max_restarts=3, restart_window=60.0)
+    victims = [shell.submit(retries=0) for _ in range(2)]
+    shell.receive(0)
+    shell.die(0)                      # busy death 1
+    shell.receive(0)
+    shell.die(0)                      # busy death 2
+    shell.advance(1.0)
+    shell.die(0)                      # idle death 3
+    assert shell.machine.state == "running"
+    waiting = shell.submit()
+    shell.die(0)                      # death 4: more than 3 in the window
+    assert shell.machine.state == "failed"
+    assert all(isinstance(shell.result(r), WorkerCrashedError) for r in victims)
+    error = shell.result(waiting)
+    assert isinstance(error, PoolFailedError) and error.details["backend"] == "b"
+    assert "4 worker deaths in 60 s" in error.cause and "Next try in 30 s" in error.cause
+    assert "omit backend=" in error.fix
+    assert shell.routing_changes >= 2  # the hello, and the failure
+
+
+def test_deaths_older_than_the_window_are_forgotten():
+    shell = Shell(max_restarts=1, restart_window=10.0)
+    shell.submit()
+    shell.die(0)
+    shell.advance(10.5)
+    shell.die(0)
+    assert shell.machine.state == "running"
+
+
+def test_planned_stops_never_count():
+    shell = Shell(max_restarts=0, recycle_after=1, kill_grace=1.0)
+    for _ in range(3):
+        req = shell.submit(timeout=1.0)
+        shell.receive(0)
+        shell.advance(1.0)  # deadline: SIGTERM, planned
+        shell.obey_signals()
+    recycled = shell.submit()
+    shell.reply(0, recycled)
+    assert shell.sent_to(0)[-1].op is Op.SHUTDOWN
+    shell.die(0, 0)
+    assert shell.machine.state == "running" and shell.worker(0).deaths == 0
+    assert isinstance(shell.result(req), DispatchTimeoutError)
+
+
+def test_a_failed_pool_answers_at_once_then_tries_again_after_its_cooldown():
+    shell = Shell(max_restarts=0, cooldown=30.0)
+    shell.submit()
+    shell.die(0, 3, "Traceback: broken")
+    assert shell.machine.state == "failed"
+    assert "next try in 30 s" in shell.machine.unavailable(shell.now)
+    shell.advance(10.0)
+    early = shell.submit()
+    assert isinstance(shell.result(early), PoolFailedError)
+    assert shell.result(early).details["retry_in"] == pytest.approx(20.0)
+    assert "Traceback: broken" in shell.result(early).cause
+    spawns = len(shell.spawns)
+    changes = shell.routing_changes
+    shell.advance(20.0)
+    shell.advance(1.0)
+    assert shell.routing_changes == changes + 1  # routing may use it again: told once
+    assert shell.machine.unavailable(shell.now) is None and len(shell.spawns) == spawns
+    req = shell.submit()  # the next call starts it: half open
+    assert len(shell.spawns) == spawns + 1 and shell.machine.half_open is False  # hello
+    shell.reply(0, req, value=1)
+    assert shell.result(req) == ({"value": 1}, [])
+
+
+def test_one_death_right_after_the_cooldown_fails_the_pool_again():
+    shell = Shell(max_restarts=0, cooldown=5.0, auto_hello=False)
+    shell.submit()
+    shell.die(0, 3)
+    shell.advance(5.0)
+    req = shell.submit()
+    assert shell.machine.half_open
+    shell.die(0, 3)
+    assert shell.machine.state == "failed" and isinstance(shell.result(req), PoolFailedError)
+    assert "failed again right after its cool-down" in shell.result(req).cause
+
+
+def test_a_worker_that_never_says_hello_is_killed_and_counted():
+    shell = Shell(auto_hello=False, startup_timeout=3.0, max_restarts=1)
+    req = shell.submit()
+    shell.advance(3.0)
+    assert shell.signals[-1].kill
+    shell.obey_signals()
+    shell.advance(3.0)
+    shell.obey_signals()
+    assert shell.machine.state == "failed"
+    assert "no hello within 3 s" in shell.result(req).cause
+
+
+# -- who may talk to us ------------------------------------------------------------------------
+
+
+def test_strangers_and_bad_handshakes_are_dropped_and_counted():
+    """Defect 9: an impostor squatting a worker identity received requests."""
+    shell = Shell(auto_hello=False)
+    req = shell.submit()
+    shell.machine.message(b"someone", Message(Op.REPLY, req.id, 1, {}), shell.now)
+    shell.hello(0, proof=b"guess")
+    w = shell.identity(0)
+    shell.machine.message(w, Message(Op.REPLY, req.id, 1, {}), shell.now)  # before hello
+    assert shell.machine.rejected_messages == 3
+    assert shell.worker(0).state == "starting" and shell.sent_to(0) == []
+    shell.hello(0)
+    assert shell.sent_to(0) == [req]
+
+
+def test_late_and_stray_replies_are_dropped():
+    shell = Shell()
+    req = shell.submit(timeout=1.0)
+    shell.receive(0)
+    shell.advance(1.0)
+    old = shell.identity(0)
+    shell.die(0)
+    shell.machine.message(old, Message(Op.REPLY, req.id, 1, {}), shell.now)  # a dead one's
+    other = shell.submit()
+    shell.reply(0, other, gen=1)  # from an earlier generation
+    wrong = Message(Op.REPLY, other.id + 100, shell.worker(0).generation, {})
+    shell.machine.message(shell.identity(0), wrong, shell.now)
+    assert shell.machine.dropped_replies == 3 and other.id not in shell.results
+
+
+@pytest.mark.parametrize("error", [None, 7, "text", {"code": "x", "details": [1]},
+                                   {"code": 1302, "details": {"cause": 1, 2: 3}}])
+def test_an_error_reply_of_any_shape_resolves_the_request(error):
+    """Defect 9: an ERROR with a malformed details dict crashed the supervisor thread."""
+    shell = Shell()
+    req = shell.submit()
+    shell.machine.message(shell.identity(0), Message(Op.ERROR, req.id, 1, {"error": error}),
+                          shell.now)
+    shell.run()
+    assert isinstance(shell.result(req), VyreError)
+    assert shell.worker(0).state == "idle"
+
+
+def test_an_error_for_an_unreadable_request_id_fails_the_request_in_flight():
+    shell = Shell()
+    req = shell.submit()
+    shell.machine.message(shell.identity(0), Message(Op.ERROR, 0, 1, {
+        "error": ProtocolError("header too big").to_dict()}), shell.now)
+    shell.run()
+    assert isinstance(shell.result(req), ProtocolError)
+
+
+# -- the OS says no -----------------------------------------------------------------------------
+
+
+def test_a_refused_spawn_fails_waiting_requests_clearly_and_is_retried_with_backoff():
+    """Defect 7: ENOSPC/EMFILE while starting a worker killed the supervisor for good."""
+    shell = Shell(auto_start=False)
+    req = shell.submit()
+    refusal = SystemResourceError("starting worker 0 failed: EMFILE", "Raise ulimit -n.")
+    shell.machine.spawn_failed(0, 1, refusal, shell.now)
+    shell.run()
+    error = shell.result(req)
+    assert isinstance(error, SystemResourceError) and "EMFILE" in error.cause
+    assert error.fix == "Raise ulimit -n."
+    shell.advance(0.1)
+    assert [s.generation for s in shell.spawns] == [1, 2]
+    shell.machine.spawn_failed(0, 2, refusal, shell.now)
+    shell.advance(0.1)
+    assert len(shell.spawns) == 2  # backing off: 0.2 s now
+    shell.advance(0.1)
+    shell.start(0, 3)
+    again = shell.submit()
+    assert shell.sent_to(0) == [again]  # the pool came back by itself
+
+
+# -- what routing keeps -------------------------------------------------------------------------
+
+
+def test_probed_capabilities_outlive_a_restart_and_change_only_with_a_new_probe():
+    """Defect 13: a restart cleared probed capabilities, so routing fell back to static
+    claims (and could send work to a backend it had demoted)."""
+    shell = Shell()
+    shell.submit()
+    probed = shell.machine.capabilities
+    changes = shell.routing_changes
+    shell.die(0)
+    assert shell.machine.capabilities is probed  # meanwhile, still what was probed
+    assert shell.routing_changes == changes       # same probe again: nothing to redo
+    shell.die(0)
+    shell.worker(0).state = "starting"  # a new worker whose probe differs
+    shell.worker(0).proven = False
+    shell.hello(0, caps={**CAPS, "supports_f64": True})
+    assert shell.machine.capabilities.supports_f64 and shell.routing_changes == changes + 1
+
+
+# -- recycling and device recovery --------------------------------------------------------------
+
+
+def test_a_worker_over_its_memory_limit_is_recycled_between_requests():
+    shell = Shell(recycle_rss_bytes=1000)
+    req = shell.submit()
+    shell.machine.measured(0, 5000)
+    shell.reply(0, req, value=1)
+    assert shell.result(req) == ({"value": 1}, [])
+    assert shell.sent_to(0)[-1].op is Op.SHUTDOWN and shell.worker(0).state == "stopping"
+
+
+def test_a_lost_device_is_recovered_in_place_with_a_new_generation():
+    shell = Shell()
+    shell.submit()
+    shell.reply(0)
+    pinned = shell.submit(slot=0, generation=1)
+    shell.reply(0, pinned, error=DeviceLostError("gone", generation=1))
+    recover = shell.sent_to(0)[-1]
+    assert recover.op is Op.TRY_RECOVER and recover.meta == {"generation": 2}
+    queued = shell.submit(slot=0, generation=1)
+    shell.reply(0, recover, value={"capabilities": CAPS})
+    shell.machine.message(shell.identity(0), Message(Op.REPLY, recover.id, 1, {
+        "capabilities": CAPS}), shell.now)
+    assert shell.worker(0).generation == 2 and shell.worker(0).state == "idle"
+    assert isinstance(shell.result(queued), PipelineInvalidatedError)
+
+
+def test_a_device_that_cannot_recover_restarts_its_worker_without_counting():
+    shell = Shell(max_restarts=0)
+    shell.submit()
+    shell.reply(0)
+    req = shell.submit()
+    shell.reply(0, req, error=DeviceLostError("gone", generation=1))
+    shell.reply(0, error=DeviceLostError("still gone", generation=1))
+    assert shell.sent_to(0)[-1].op is Op.SHUTDOWN
+    shell.die(0, 0)
+    assert shell.machine.state == "running" and shell.worker(0).generation == 2
+
+
+# -- close ----------------------------------------------------------------------------------------
+
+
+def test_close_fails_everything_pending_and_stops_every_worker():
+    shell = Shell(workers=2, kill_grace=1.0)
+    running = shell.submit()
+    queued = [shell.submit() for _ in range(3)]
+    shell.receive(0)
+    shell.machine.close(shell.now)
+    shell.run()
+    for req in [running, *queued]:
+        assert isinstance(shell.result(req), PoolFailedError)
+        assert "closed" in shell.result(req).cause
+    assert sorted(s.index for s in shell.signals) == [0, 1]
+    assert not shell.machine.stopped
+    shell.advance(1.0)  # the grace is over: SIGKILL
+    assert [s.kill for s in shell.signals][-2:] == [True, True]
+    shell.obey_signals()
+    assert shell.machine.stopped
+    late = shell.submit()
+    assert isinstance(shell.result(late), PoolFailedError)
+
+
+def test_next_timer_covers_every_waiting_rule():
+    shell = Shell(heartbeat_timeout=30.0)
+    assert shell.machine.next_timer() is None
+    req = shell.submit(timeout=7.0)
+    assert shell.machine.next_timer() == pytest.approx(shell.options.silence_limit)
+    shell.receive(0)
+    assert shell.machine.next_timer() == pytest.approx(7.0)
+    shell.reply(0, req)
+    assert shell.machine.next_timer() == pytest.approx(30.0)  # the idle silence rule
+
+
+def test_sends_carry_the_worker_identity_and_generation():
+    shell = Shell()
+    req = shell.submit()
+    send = next(a for a in shell.sends if a.request is req)
+    assert isinstance(send, Send)
+    assert (send.index, send.generation, send.identity) == (0, 1, shell.identity(0))
+    assert req.served_by == (0, 1)

@@ -1,0 +1,44 @@
+"""Waiting in tests without sleeping blindly: poll a condition until it holds, with a
+deadline, and fail with what was awaited."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import vyre_core
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 5.0, what: str = "") -> Any:
+    """The first truthy value of ``condition()``, polled every 5 ms for ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.005)
+
+
+def workers(drv: vyre_core.Driver, backend: str) -> list[dict[str, Any]]:
+    return drv.status()["pools"][backend]["workers"]
+
+
+def wait_running(drv: vyre_core.Driver, backend: str = "reference", count: int = 1,
+                 timeout: float = 10.0) -> list[dict[str, Any]]:
+    """Workers of ``backend`` whose main thread holds a request (their progress page says
+    so): the request really runs there, it is not merely on its way."""
+    return wait_for(lambda: (found := [w for w in workers(drv, backend) if w["running"]])
+                    and len(found) >= count and found, timeout,
+                    f"{count} worker(s) of {backend!r} running a request")
+
+
+def stays_true(condition: Callable[[], Any], seconds: float, what: str = "") -> None:
+    """Check that ``condition()`` holds at every poll for ``seconds`` (something that must
+    not happen, e.g. a respawn, is watched for, not slept through)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert condition(), f"stopped holding: {what}"
+        time.sleep(0.005)

@@ -1,0 +1,833 @@
+"""The rules of one worker pool, as a pure state machine.
+
+No sockets, threads, clocks or processes here: events come in as method calls that carry
+the time (a request submitted, a worker spawned or not, a message from a worker, a worker's
+progress page read, a worker exited, a tick, close) and the rules answer with actions
+(spawn, send, signal, resolve) that the pool's I/O thread carries out. Every rule of
+supervision lives in this one module: generations, deadlines from submit, retries and
+poison requests, lost messages, frozen and stuck workers, restart intensity with a
+cool-down, recycling, device recovery. Nothing here may block or touch the OS.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import heapq
+import hmac
+import itertools
+import logging
+import signal
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from vyre_core.contract.types import Capabilities
+from vyre_core.errors import (
+    DeviceLostError,
+    DispatchTimeoutError,
+    InvalidInputError,
+    MessageLostError,
+    PipelineInvalidatedError,
+    PoolFailedError,
+    ProtocolError,
+    VyreError,
+    WorkerCrashedError,
+)
+from vyre_core.protocol import Message, Op
+from vyre_core.supervisor.options import PoolOptions
+
+#: A request that never reached a worker is sent again at most this many times.
+MAX_RESENDS = 2
+#: A request that killed this many workers is a poison request: it fails alone.
+POISON_KILLS = 2
+
+_ids = itertools.count(1)
+
+
+class Request:
+    """One call to a worker: what to send, its absolute deadline (monotonic seconds, set
+    at submit and kept across retries and re-routing), how often it may run again after a
+    crash, the worker generation it is pinned to (pipelines, resident buffers), and the
+    future its caller waits on. ``internal`` requests (recovery, shutdown) have no caller."""
+
+    def __init__(self, op: Op, meta: dict[str, Any], arrays: list[Any], *,
+                 deadline: float | None = None, timeout: float | None = None,
+                 retries: int = 0, slot: int | None = None, generation: int | None = None,
+                 internal: bool = False) -> None:
+        self.id = next(_ids)
+        self.op = op
+        self.meta = meta
+        self.arrays = arrays
+        self.deadline = deadline
+        self.timeout = timeout          # what the caller asked for, for messages
+        self.retries = retries
+        self.slot = slot
+        self.generation = generation
+        self.internal = internal
+        self.future: Future = Future()
+        self.frames: list[Any] | None = None  # the encoded message: the shell's, opaque here
+        # what the rules have done with it
+        self.state = "new"              # queued, sent, done
+        self.worker: int | None = None
+        self.sent_at = 0.0
+        self.acked = False              # the worker's main thread has it (its page says so)
+        self.finished_seen_at: float | None = None
+        self.crashes = 0                # workers that died while running it
+        self.losses = 0                 # sends that never reached a worker
+        self.served_by: tuple[int, int] | None = None  # (worker index, generation)
+
+    @property
+    def done(self) -> bool:
+        return self.state == "done"
+
+    @property
+    def label(self) -> str:
+        label = self.meta.get("label")
+        return f"{self.op} {label!r}" if isinstance(label, str) and label else str(self.op)
+
+    def renewed(self) -> Request:
+        """A fresh copy (new id and future, same deadline) to send to another pool."""
+        return Request(self.op, self.meta, self.arrays, deadline=self.deadline,
+                       timeout=self.timeout, retries=self.retries, slot=self.slot,
+                       generation=self.generation, internal=self.internal)
+
+
+# -- actions: what the I/O shell must do -------------------------------------------------
+
+@dataclass(frozen=True)
+class Spawn:
+    """Start a worker process for ``index`` as ``generation``; answer with ``spawned`` or
+    ``spawn_failed``."""
+
+    index: int
+    generation: int
+
+
+@dataclass(frozen=True)
+class Send:
+    """Send ``request`` to the worker at ``index`` (its ``identity``, ``generation``);
+    answer ``send_failed`` when the transport refuses."""
+
+    index: int
+    generation: int
+    identity: bytes
+    request: Request
+
+
+@dataclass(frozen=True)
+class Signal:
+    """SIGTERM (``kill`` False) or SIGKILL the worker process at ``index``."""
+
+    index: int
+    kill: bool
+
+
+@dataclass(frozen=True)
+class Resolve:
+    """Complete ``request``'s future with ``value`` (a reply, or a VyreError)."""
+
+    request: Request
+    value: Any
+
+
+@dataclass(frozen=True)
+class RoutingChanged:
+    """Capabilities or availability changed: routing decisions must be recomputed."""
+
+
+@dataclass(frozen=True)
+class Log:
+    level: int
+    text: str
+
+
+Action = Spawn | Send | Signal | Resolve | RoutingChanged | Log
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+# -- state -------------------------------------------------------------------------------
+
+class Worker:
+    """One worker slot as the rules see it; a slot holds one process at a time, each a
+    new generation."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.generation = 0
+        # stopped, spawning, starting, idle, busy, stopping (asked to), killing, backoff
+        self.state = "stopped"
+        self.identity = b""
+        self.proof = b""
+        self.proven = False             # said hello with the driver's secret
+        self.pid: int | None = None
+        self.current: Request | None = None
+        self.pinned: collections.deque[Request] = collections.deque()
+        self.heard_at = 0.0             # last message of any kind
+        self.startup_deadline = 0.0
+        self.kill_at: float | None = None
+        self.backoff_until = 0.0
+        self.spawn_failures = 0
+        self.retiring: str | None = None  # None: any exit is unexpected; planned; fault
+        self.deaths = 0                 # counted toward the restart intensity
+        self.served = 0                 # caller requests, over every generation
+        self.served_generation = 0
+        self.rss: int | None = None
+        self.hello_error: str | None = None
+        self.last_exit = ""
+
+    @property
+    def name(self) -> str:
+        return f"worker {self.index} (pid {self.pid})"
+
+
+@dataclass
+class Failure:
+    cause: str
+    failed_at: float
+    retry_at: float
+    announced: bool = False  # routing told that the cool-down is over
+
+
+class PoolMachine:
+    """The supervision rules of one backend's pool (see the module docstring)."""
+
+    def __init__(self, backend: str, options: PoolOptions) -> None:
+        self.backend = backend
+        self.options = options
+        self.state = "new"  # new, running, failed, closed
+        self.workers = [Worker(i) for i in range(options.workers)]
+        self.queue: collections.deque[Request] = collections.deque()
+        self.capabilities: Capabilities | None = None  # the latest probed: kept on restarts
+        self.failure: Failure | None = None
+        self.half_open = False  # restarted after a cool-down: one death fails it again
+        self.dropped_replies = 0      # late or stray replies from our own workers
+        self.rejected_messages = 0    # messages from peers that are not our workers
+        self.lost_messages = 0
+        self._deaths: collections.deque[float] = collections.deque()
+        self._deadlines: list[tuple[float, int, Request]] = []
+        self._by_identity: dict[bytes, Worker] = {}
+        self._former: collections.deque[bytes] = collections.deque(maxlen=64)
+        self._actions: list[Action] = []
+
+    # -- outputs ---------------------------------------------------------------------------
+
+    def take_actions(self) -> list[Action]:
+        actions, self._actions = self._actions, []
+        return actions
+
+    @property
+    def stopped(self) -> bool:
+        """Closed, and no worker process is left."""
+        return self.state == "closed" and all(
+            w.state in ("stopped", "backoff") for w in self.workers)
+
+    def next_timer(self) -> float | None:
+        """The earliest time at which ``tick`` has something to do."""
+        while self._deadlines and self._deadlines[0][2].done:
+            heapq.heappop(self._deadlines)
+        times = [self._deadlines[0][0]] if self._deadlines else []
+        limit = self.options.silence_limit
+        for w in self.workers:
+            if w.state == "starting":
+                times.append(w.startup_deadline)
+            elif w.state == "backoff":
+                times.append(w.backoff_until)
+            elif w.state in ("idle", "busy"):
+                times.append(w.heard_at + self.options.heartbeat_timeout)
+            if w.kill_at is not None:
+                times.append(w.kill_at)
+            req = w.current
+            if w.state == "busy" and req is not None and not req.done:
+                if not req.acked:
+                    times.append(req.sent_at + limit)
+                elif req.finished_seen_at is not None:
+                    times.append(req.finished_seen_at + limit)
+        if self.failure is not None and not self.failure.announced:
+            times.append(self.failure.retry_at)
+        return min(times) if times else None
+
+    def unavailable(self, now: float) -> str | None:
+        """Why routing must pass this pool over now (None: it may be used)."""
+        if self.state == "closed":
+            return "the driver is closed"
+        if self.failure is not None and now < self.failure.retry_at:
+            return (f"its worker pool failed ({self.failure.cause.splitlines()[0]}); next try "
+                    f"in {self.failure.retry_at - now:.0f} s")
+        return None
+
+    def status(self, now: float) -> dict[str, Any]:
+        state = {"new": "not started", "running": "recovering" if self.half_open else "running",
+                 "failed": "failed", "closed": "closed"}[self.state]
+        workers = [{"index": w.index, "pid": w.pid, "generation": w.generation,
+                    "state": w.state, "restarts": w.deaths,
+                    "in_flight": int(w.current is not None and not w.current.internal
+                                     and not w.current.done),
+                    "running": bool(w.current is not None and w.current.acked
+                                    and not w.current.done),
+                    "silent_for": round(now - w.heard_at, 3) if w.pid else None,
+                    "served": w.served, "queued": sum(not r.done for r in w.pinned)}
+                   for w in self.workers]
+        return {"backend": self.backend, "state": state,
+                "queued": sum(not r.done for r in self.queue),
+                "restarts": sum(w.deaths for w in self.workers),
+                "dropped_replies": self.dropped_replies,
+                "rejected_messages": self.rejected_messages,
+                "lost_messages": self.lost_messages, "workers": workers,
+                "failure": None if self.failure is None else self.failure.cause,
+                "retry_in": (None if self.failure is None
+                             else max(0.0, round(self.failure.retry_at - now, 3)))}
+
+    # -- events: callers -------------------------------------------------------------------
+
+    def submit(self, req: Request, now: float) -> None:
+        """A caller's request (or a retry re-routed here)."""
+        if self.state == "closed":
+            self._resolve(req, self._closed_error(req))
+            return
+        if self.state == "failed":
+            if now < self.failure.retry_at:
+                self._resolve(req, self._failed_error(now))
+                return
+            self._restart_after_cooldown(now)
+        if req.deadline is not None and now >= req.deadline:
+            self._resolve(req, self._timeout(req, "before it could be queued"))
+            return
+        if self.state == "new":
+            self.state = "running"
+            for w in self.workers:
+                self._spawn(w)
+        if req.slot is not None:
+            if not 0 <= req.slot < len(self.workers):
+                self._resolve(req, InvalidInputError(
+                    f"{req.label} names worker {req.slot} of {self.backend!r}, which has "
+                    f"{len(self.workers)}", "Use the handles Driver returns, unchanged."))
+                return
+            w = self.workers[req.slot]
+            if req.generation != w.generation or w.state not in ("idle", "busy"):
+                self._resolve(req, self._invalidated(req, w))
+                return
+            w.pinned.append(req)
+        else:
+            self.queue.append(req)
+        req.state = "queued"
+        if req.deadline is not None:
+            heapq.heappush(self._deadlines, (req.deadline, req.id, req))
+        self._schedule(now)
+
+    def close(self, now: float) -> None:
+        """Fail everything pending and stop every worker; idempotent."""
+        if self.state == "closed":
+            return
+        self.state = "closed"
+        for req in self._pending():
+            self._resolve(req, self._closed_error(req))
+        for w in self.workers:
+            self._retire(w, "planned", "the driver is closing", now)
+
+    # -- events: the shell's process work --------------------------------------------------
+
+    def spawned(self, index: int, generation: int, identity: bytes, proof: bytes, pid: int,
+                now: float) -> None:
+        """The process for ``Spawn(index, generation)`` started; ``proof`` is what its hello
+        must carry."""
+        w = self.workers[index]
+        if generation != w.generation or w.state != "spawning":
+            return
+        w.identity, w.proof, w.pid, w.proven = identity, proof, pid, False
+        w.state, w.heard_at, w.spawn_failures = "starting", now, 0
+        w.startup_deadline = now + self.options.startup_timeout
+        self._by_identity[identity] = w
+        if self.state in ("closed", "failed"):
+            self._retire(w, "planned", "the pool stopped while it was starting", now)
+
+    def spawn_failed(self, index: int, generation: int, error: VyreError, now: float) -> None:
+        """The OS refused to start the process (ENOSPC, EMFILE, EAGAIN...): back off and try
+        again; requests that no live worker can serve fail now with the OS's error."""
+        w = self.workers[index]
+        if generation != w.generation or w.state != "spawning":
+            return
+        w.spawn_failures += 1
+        w.state = "backoff"
+        w.backoff_until = now + min(0.1 * 2 ** (w.spawn_failures - 1), 10.0)
+        w.last_exit = f"worker {index} could not start: {error.cause}"
+        self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}; trying again in "
+                                   f"{w.backoff_until - now:.1f} s")
+        for req in list(w.pinned):
+            self._resolve(req, self._invalidated(req, w))
+        if not any(v.state in ("spawning", "starting", "idle", "busy") for v in self.workers):
+            for req in self.queue:
+                self._resolve(req, type(error)(
+                    f"no worker of pool {self.backend!r} could start for {req.label}: "
+                    f"{error.cause}", error.fix, **error.details))
+
+    def exited(self, index: int, code: int, output: str, now: float) -> None:
+        """The worker process at ``index`` exited with ``code`` (negative: a signal);
+        ``output`` is the tail of what it wrote."""
+        w = self.workers[index]
+        if w.state in ("stopped", "spawning", "backoff"):
+            return
+        self._by_identity.pop(w.identity, None)
+        self._former.append(w.identity)
+        counted = w.retiring != "planned"
+        w.last_exit = f"{w.name} {describe_exit(code)}"
+        req, w.current = w.current, None
+        w.state, w.pid, w.kill_at, w.proven = "stopped", None, None, False
+        if req is not None and not req.done:
+            self._cut_off(w, req, code, output, now)
+        for pinned in list(w.pinned):
+            self._resolve(pinned, self._invalidated(pinned, w))
+        w.pinned.clear()
+        if self.state == "closed":
+            return
+        if counted:
+            w.deaths += 1
+            self._deaths.append(now)
+            while self._deaths and self._deaths[0] <= now - self.options.restart_window:
+                self._deaths.popleft()
+            self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}"
+                      + ("" if w.retiring is None else f" ({w.retiring})"))
+            if self.state == "running" and (self.half_open
+                                            or len(self._deaths) > self.options.max_restarts):
+                self._fail_pool(w, output, now)
+                return
+        if self.state == "running":
+            self._spawn(w)
+        self._schedule(now)
+
+    # -- events: messages and progress -----------------------------------------------------
+
+    def message(self, identity: bytes, msg: Message | ProtocolError, now: float) -> None:
+        """A message from the peer ``identity``, decoded (or the ProtocolError its bytes
+        gave). Peers that are not our proven workers are dropped and counted."""
+        w = self._by_identity.get(identity)
+        if w is None:
+            if identity in self._former:
+                self.dropped_replies += 1  # a worker that is already gone
+            else:
+                self.rejected_messages += 1
+            return
+        if not w.proven:
+            self._hello(w, msg, now)
+            return
+        w.heard_at = now
+        if isinstance(msg, ProtocolError):
+            req = w.current
+            if req is not None and not req.done and msg.details.get("request_id") == req.id:
+                self._finish(w, req, msg, now)
+            else:
+                self.dropped_replies += 1
+            return
+        if msg.op is Op.HEARTBEAT:
+            return
+        if msg.op not in (Op.REPLY, Op.ERROR):
+            self.rejected_messages += 1
+            return
+        req = w.current
+        if req is None or req.done or w.state != "busy" or msg.gen != w.generation \
+                or (msg.id != req.id and not (msg.op is Op.ERROR and msg.id == 0)):
+            self.dropped_replies += 1
+            return
+        result = (VyreError.from_dict(msg.meta.get("error")) if msg.op is Op.ERROR
+                  else (msg.meta, msg.arrays))
+        self._finish(w, req, result, now)
+
+    def progress(self, index: int, received: int, finished: int, now: float) -> None:
+        """What the worker at ``index`` wrote in its progress page: the id of the last
+        request its main thread received, and of the last one it answered."""
+        w = self.workers[index]
+        req = w.current
+        if w.state != "busy" or req is None or req.done:
+            return
+        if received == req.id:
+            req.acked = True
+        if finished == req.id:
+            req.acked = True
+            if req.finished_seen_at is None:
+                req.finished_seen_at = now
+
+    def measured(self, index: int, rss: int) -> None:
+        """The resident memory of the worker at ``index`` (for ``recycle_rss_bytes``)."""
+        self.workers[index].rss = rss
+
+    def send_failed(self, index: int, req: Request, error: str, now: float) -> None:
+        """The transport refused to send ``req`` (the worker is not connected)."""
+        w = self.workers[index]
+        if w.current is not req or req.done:
+            return
+        w.current = None
+        w.state = "idle"
+        self.lost_messages += 1
+        self._lost(req, f"could not be sent to {w.name} ({error})", now)
+        self._retire(w, "fault", f"unreachable: {error}", now, kill=True)
+
+    def tick(self, now: float) -> None:
+        """Time has passed: deadlines, startup and kill timers, frozen or stuck workers,
+        lost requests and replies, back-offs, and the end of a cool-down."""
+        if self.failure is not None and not self.failure.announced \
+                and now >= self.failure.retry_at:
+            self.failure.announced = True
+            self._actions.append(RoutingChanged())
+        while self._deadlines and self._deadlines[0][0] <= now:
+            req = heapq.heappop(self._deadlines)[2]
+            if not req.done:
+                self._expire(req, now)
+        for w in self.workers:
+            if w.kill_at is not None and now >= w.kill_at:
+                w.kill_at = None
+                self._actions.append(Signal(w.index, kill=True))
+            if w.state == "starting" and now >= w.startup_deadline:
+                w.hello_error = w.hello_error or (
+                    f"no hello within {self.options.startup_timeout:g} s of starting")
+                self._retire(w, "fault", "it did not start in time", now, kill=True)
+            elif w.state == "backoff" and now >= w.backoff_until and self.state == "running":
+                self._spawn(w)
+            elif w.state == "busy":
+                self._check_busy(w, now)
+            elif w.state == "idle" and now - w.heard_at > self.options.heartbeat_timeout:
+                self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s while idle",
+                             now, kill=True)
+        self._schedule(now)
+
+    # -- rules -----------------------------------------------------------------------------
+
+    def _hello(self, w: Worker, msg: Message | ProtocolError, now: float) -> None:
+        if isinstance(msg, ProtocolError) or msg.op not in (Op.HELLO, Op.HELLO_FAILED):
+            self.rejected_messages += 1
+            return
+        proof = msg.meta.get("proof")
+        if not isinstance(proof, bytes) or not hmac.compare_digest(proof, w.proof):
+            self.rejected_messages += 1
+            self._log(logging.WARNING, f"pool {self.backend!r}: a peer claiming to be "
+                                       f"worker {w.index} failed the handshake; dropped")
+            return
+        if msg.op is Op.HELLO_FAILED:
+            error = VyreError.from_dict(msg.meta.get("error"))
+            tb = msg.meta.get("traceback")
+            w.hello_error = f"{error}\n{tb if isinstance(tb, str) else ''}".strip()
+            return
+        if w.state != "starting" or msg.gen != w.generation:
+            self.dropped_replies += 1
+            return
+        try:
+            caps = Capabilities.from_dict(msg.meta["capabilities"])
+        except Exception as exc:  # a worker we cannot route on is a worker that failed
+            w.hello_error = f"its hello carried unreadable capabilities: {exc}"
+            self._retire(w, "fault", "unreadable hello", now, kill=True)
+            return
+        w.proven, w.state, w.heard_at = True, "idle", now
+        self._learned(caps)
+        if self.half_open:
+            self.half_open = False
+            self._deaths.clear()
+            self._log(logging.INFO, f"pool {self.backend!r} is back after its cool-down")
+        self._schedule(now)
+
+    def _spawn(self, w: Worker) -> None:
+        w.generation += 1
+        w.state = "spawning"
+        w.identity, w.proof, w.pid, w.proven = b"", b"", None, False
+        w.current, w.kill_at, w.retiring, w.rss = None, None, None, None
+        w.hello_error, w.served_generation = None, 0
+        self._actions.append(Spawn(w.index, w.generation))
+
+    def _schedule(self, now: float) -> None:
+        if self.state != "running":
+            return
+        while self.queue and self.queue[0].done:
+            self.queue.popleft()
+        for w in self.workers:
+            if w.state != "idle":
+                continue
+            while w.pinned and w.pinned[0].done:
+                w.pinned.popleft()
+            if not w.pinned and not self.queue:
+                continue
+            if now - w.heard_at > self.options.silence_limit:
+                self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s with work "
+                             "waiting for it (frozen?)", now, kill=True)
+                continue
+            req = w.pinned.popleft() if w.pinned else self.queue.popleft()
+            if req.slot is not None and req.generation != w.generation:
+                self._resolve(req, self._invalidated(req, w))
+                continue
+            self._send(w, req, now)
+            while self.queue and self.queue[0].done:
+                self.queue.popleft()
+
+    def _send(self, w: Worker, req: Request, now: float) -> None:
+        req.state, req.worker, req.sent_at = "sent", w.index, now
+        req.acked, req.finished_seen_at = False, None
+        req.served_by = (w.index, w.generation)
+        w.current, w.state = req, "busy"
+        self._actions.append(Send(w.index, w.generation, w.identity, req))
+
+    def _check_busy(self, w: Worker, now: float) -> None:
+        req = w.current
+        if req is None or req.done:
+            return
+        limit = self.options.silence_limit
+        if not req.acked:
+            if now - req.sent_at < limit:
+                return
+            if w.heard_at > req.sent_at:  # alive, yet the request never reached it
+                self.lost_messages += 1
+                if req.losses < MAX_RESENDS:
+                    req.losses += 1
+                    self._log(logging.WARNING, f"pool {self.backend!r}: {req.label} never "
+                              f"reached {w.name}; sending it again")
+                    self._send(w, req, now)
+                    return
+                w.current = None
+                self._resolve(req, MessageLostError(
+                    f"{req.label} never reached {w.name} of {self.backend!r}: sent "
+                    f"{req.losses + 1} times, the worker stayed alive and never received "
+                    "it (the transport dropped it: a message the worker cannot allocate "
+                    "is dropped without an error)"))
+                self._retire(w, "fault", "it lost every copy of a request", now, kill=True)
+            else:  # silent since before the request arrived: frozen
+                w.current = None
+                self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s and never "
+                             f"received {req.label} (frozen?)", now, kill=True)
+                self._lost(req, f"was sent to {w.name}, which was frozen", now)
+        elif req.finished_seen_at is not None:
+            if now - req.finished_seen_at >= limit:
+                w.current, w.state = None, "idle"
+                self.lost_messages += 1
+                self._resolve(req, MessageLostError(
+                    f"the reply to {req.label} from {w.name} of {self.backend!r} was lost on "
+                    "its way: the worker answered, the answer never arrived (larger than "
+                    "max_message_bytes, or this process could not allocate it)",
+                    "Return less data per call (split the dispatch), or raise "
+                    "PoolOptions.max_message_bytes."))
+        elif now - w.heard_at > self.options.heartbeat_timeout:
+            if not req.internal:
+                self._resolve(req, WorkerCrashedError(
+                    f"{w.name} of {self.backend!r} sent no heartbeat for "
+                    f"{self.options.heartbeat_timeout:g} s while running {req.label}",
+                    "The backend is stuck holding the GIL; set DispatchConfig.timeout, or "
+                    "report the hang to its authors."))
+            self._retire(w, "fault", "stuck without heartbeats", now, kill=True)
+
+    def _lost(self, req: Request, how: str, now: float) -> None:
+        """``req`` never ran: send it again (to any worker) or, past the limit, fail it."""
+        if req.internal:
+            self._resolve(req, None)
+        elif req.slot is not None:
+            self._resolve(req, WorkerCrashedError(
+                f"{req.label} {how}; it is pinned to that worker, which is gone",
+                PipelineInvalidatedError.default_fix))
+        elif req.losses >= MAX_RESENDS:
+            self._resolve(req, WorkerCrashedError(
+                f"{req.label} on {self.backend!r} {how}, and {req.losses} times before"))
+        else:
+            req.losses += 1
+            req.state, req.worker = "queued", None
+            self.queue.appendleft(req)
+            self._schedule(now)
+
+    def _cut_off(self, w: Worker, req: Request, code: int, output: str, now: float) -> None:
+        """The worker died holding ``req``: run it again, or fail it."""
+        what = f"{w.last_exit} while serving {req.label} on {self.backend!r}"
+        if req.internal:
+            self._resolve(req, None)
+        elif not req.acked:
+            self._lost(req, f"was cut off when {w.last_exit} before receiving it", now)
+        elif code == -signal.SIGABRT:
+            # Device runtimes abort the process on some calls to a lost device: that is a
+            # device loss, answered as one; the restart invalidates its handles.
+            self._resolve(req, DeviceLostError(
+                f"{what}: the device runtime aborted, treated as a lost device",
+                generation=w.generation, stderr=output))
+        elif req.slot is not None:
+            self._resolve(req, WorkerCrashedError(what, stderr=output))
+        else:
+            req.crashes += 1
+            if req.crashes >= POISON_KILLS:
+                self._resolve(req, WorkerCrashedError(
+                    f"{what}; it killed {req.crashes} workers in a row, so it is a poison "
+                    "request: it fails alone and the pool keeps serving", stderr=output))
+            elif req.crashes > req.retries:
+                self._resolve(req, WorkerCrashedError(what, stderr=output))
+            else:
+                req.state, req.worker = "queued", None
+                self.queue.appendleft(req)
+
+    def _finish(self, w: Worker, req: Request, result: Any, now: float) -> None:
+        w.current = None
+        if w.state == "busy":
+            w.state = "stopping" if req.op is Op.SHUTDOWN else "idle"
+        if req.internal:
+            req.state = "done"
+            if req.op is Op.TRY_RECOVER:
+                self._recovered(w, result, now)
+            return
+        if req.op is not Op.PING:
+            w.served += 1
+            w.served_generation += 1
+        self._resolve(req, result)
+        if isinstance(result, DeviceLostError):
+            self._request_recovery(w, now)
+        elif w.state == "idle" and self._should_recycle(w):
+            self._retire(w, "planned", "recycled", now)
+        self._schedule(now)
+
+    def _request_recovery(self, w: Worker, now: float) -> None:
+        """Device lost: ask the backend to recover in place (a new generation)."""
+        self._send(w, Request(Op.TRY_RECOVER, {"generation": w.generation + 1}, [],
+                              deadline=now + self.options.startup_timeout, internal=True),
+                   now)
+
+    def _recovered(self, w: Worker, result: Any, now: float) -> None:
+        if isinstance(result, Exception):
+            self._retire(w, "planned", "its device could not be recovered", now)
+            return
+        w.generation += 1
+        for req in list(w.pinned):
+            self._resolve(req, self._invalidated(req, w))
+        w.pinned.clear()
+        with contextlib.suppress(Exception):  # unreadable: keep what routing knows
+            self._learned(Capabilities.from_dict(result[0]["capabilities"]))
+        self._log(logging.INFO, f"pool {self.backend!r}: worker {w.index} recovered its "
+                                f"device in place as generation {w.generation}")
+        self._schedule(now)
+
+    def _learned(self, caps: Capabilities) -> None:
+        """A worker probed ``caps``: routing keeps what it knew until a probe differs
+        (adapter facts included), so a restart never sends it back to static claims."""
+        if self.capabilities is None or caps.to_dict() != self.capabilities.to_dict():
+            self.capabilities = caps
+            self._actions.append(RoutingChanged())
+
+    def _should_recycle(self, w: Worker) -> bool:
+        opts = self.options
+        if opts.recycle_after is not None and w.served_generation >= opts.recycle_after:
+            return True
+        return (opts.recycle_rss_bytes is not None and w.rss is not None
+                and w.rss > opts.recycle_rss_bytes)
+
+    def _expire(self, req: Request, now: float) -> None:
+        if req.state == "sent" and req.worker is not None \
+                and self.workers[req.worker].current is req:
+            w = self.workers[req.worker]
+            if req.internal:
+                self._resolve(req, None)
+                self._retire(w, "planned", f"{req.label} ran past its deadline", now)
+                return
+            self._resolve(req, self._timeout(
+                req, f"while running; worker {w.index} was killed"))
+            self._retire(w, "planned", f"{req.label} ran past its deadline", now)
+        else:
+            self._resolve(req, self._timeout(req, f"waiting for a worker ({self._why_waiting()})"))
+
+    def _why_waiting(self) -> str:
+        states = collections.Counter(w.state for w in self.workers)
+        ahead = sum(not r.done for r in self.queue)
+        parts = [f"{n} {state}" for state, n in sorted(states.items())]
+        return f"workers: {', '.join(parts)}; {ahead} request(s) queued"
+
+    def _retire(self, w: Worker, kind: str, reason: str, now: float, kill: bool = False) -> None:
+        """Stop the worker at ``w``: ``planned`` stops (recycling, deadlines, close) do not
+        count toward the restart intensity, ``fault`` stops (frozen, stuck) do."""
+        if w.state in ("stopped", "spawning", "backoff", "stopping", "killing"):
+            if w.state in ("stopping", "killing") and kill and w.kill_at is not None:
+                w.kill_at = now  # escalate now
+            return
+        w.retiring = kind
+        if w.state == "idle" and not kill and kind == "planned" and self.state == "running":
+            self._send(w, Request(Op.SHUTDOWN, {}, [], internal=True), now)
+            w.state = "stopping"
+        else:
+            self._actions.append(Signal(w.index, kill=kill))
+            w.state = "killing"
+        w.kill_at = now + self.options.kill_grace
+        self._log(logging.INFO if kind == "planned" else logging.WARNING,
+                  f"pool {self.backend!r}: stopping {w.name}: {reason}")
+
+    def _fail_pool(self, w: Worker, output: str, now: float) -> None:
+        opts = self.options
+        why = w.hello_error or output or "(no output)"
+        first = (f"pool {self.backend!r} failed: {len(self._deaths)} worker deaths "
+                 + (f"in {opts.restart_window:g} s (more than max_restarts={opts.max_restarts})"
+                    if not self.half_open else "(it failed again right after its cool-down)")
+                 + f"; last: {w.last_exit}")
+        self.state, self.half_open = "failed", False
+        self.failure = Failure(f"{first}\nWorker output:\n{why}", now, now + opts.cooldown)
+        self._log(logging.ERROR, f"{first}; next try in {opts.cooldown:g} s")
+        error = self._failed_error(now)
+        for req in self._pending():
+            self._resolve(req, error)
+        for other in self.workers:
+            self._retire(other, "planned", "the pool failed", now)
+        self._actions.append(RoutingChanged())
+
+    def _restart_after_cooldown(self, now: float) -> None:
+        self.state, self.half_open, self.failure = "running", True, None
+        self._deaths.clear()
+        self._log(logging.INFO, f"pool {self.backend!r}: cool-down over, starting again")
+        for w in self.workers:
+            if w.state == "stopped":
+                self._spawn(w)
+        self._actions.append(RoutingChanged())
+
+    def _pending(self) -> Iterator[Request]:
+        """Every caller request not yet answered, and internal ones in flight."""
+        yield from (r for r in self.queue if not r.done)
+        self.queue.clear()
+        for w in self.workers:
+            yield from (r for r in w.pinned if not r.done)
+            w.pinned.clear()
+            if w.current is not None and not w.current.done:
+                yield w.current
+
+    def _resolve(self, req: Request, value: Any) -> None:
+        if req.done:
+            return
+        req.state = "done"
+        if not req.internal:
+            self._actions.append(Resolve(req, value))
+
+    def _log(self, level: int, text: str) -> None:
+        self._actions.append(Log(level, text))
+
+    # -- errors ----------------------------------------------------------------------------
+
+    def _timeout(self, req: Request, where: str) -> DispatchTimeoutError:
+        return DispatchTimeoutError(
+            f"{req.label} on {self.backend!r} ran past its {req.timeout:g} s deadline "
+            f"{where}" if req.timeout is not None else
+            f"{req.label} on {self.backend!r} ran past its deadline {where}",
+            timeout=req.timeout)
+
+    def _failed_error(self, now: float) -> PoolFailedError:
+        failure = self.failure
+        retry_in = max(0.0, failure.retry_at - now)
+        return PoolFailedError(
+            f"{failure.cause}\nNext try in {retry_in:.0f} s (PoolOptions.cooldown).",
+            f"Fix the backend (its output is above) or uninstall it. Calls that name "
+            f"{self.backend!r} fail until the next try; omit backend= to let routing fall "
+            "over to the next capable backend. PoolOptions.max_restarts, restart_window "
+            "and cooldown tune this.",
+            backend=self.backend, retry_in=round(retry_in, 3))
+
+    def _closed_error(self, req: Request) -> PoolFailedError:
+        return PoolFailedError(f"the driver was closed while {req.label} to "
+                               f"{self.backend!r} was pending",
+                               "Keep the driver open until results are collected.",
+                               backend=self.backend)
+
+    def _invalidated(self, req: Request, w: Worker) -> PipelineInvalidatedError:
+        return PipelineInvalidatedError(
+            f"{req.label} uses a handle from worker {w.index} generation {req.generation} "
+            f"of {self.backend!r}; that worker is now generation {w.generation}"
+            + ("" if w.state in ("idle", "busy") else f" ({w.state})"),
+            generation=req.generation, backend=self.backend)

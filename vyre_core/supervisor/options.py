@@ -1,0 +1,62 @@
+"""``PoolOptions``: how a backend's workers are run and supervised. Checked when made, so
+a bad value is refused with a Fix before any process starts; see docs/operations.md."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vyre_core import protocol
+from vyre_core.errors import InvalidConfigError
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """How a backend's workers are run; see docs/operations.md for each field."""
+
+    workers: int = 1
+    max_restarts: int = 5           # restart intensity: more than this many deaths ...
+    restart_window: float = 60.0    # ... in this many seconds fails the pool
+    cooldown: float = 60.0          # a failed pool is tried again this long after it failed
+    kill_grace: float = 2.0         # SIGTERM -> SIGKILL delay
+    startup_timeout: float = 60.0   # spawn -> hello
+    compile_timeout: float = 120.0
+    heartbeat_interval: float = 0.5
+    heartbeat_timeout: float = 30.0  # a worker running a request silent this long is stuck
+    recycle_rss_bytes: int | None = None
+    recycle_after: int | None = None  # requests served
+    max_message_bytes: int = protocol.MAX_MESSAGE_BYTES
+
+    def __post_init__(self) -> None:
+        positive = {name: getattr(self, name) for name in (
+            "kill_grace", "startup_timeout", "compile_timeout", "heartbeat_interval",
+            "heartbeat_timeout", "restart_window", "cooldown")}
+        bad = [f"{k}={v!r}" for k, v in positive.items()
+               if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0]
+        if not _is_int(self.workers, 1) or not _is_int(self.max_restarts, 0):
+            bad.append(f"workers={self.workers!r}, max_restarts={self.max_restarts!r}")
+        if not bad and self.heartbeat_interval >= self.heartbeat_timeout:
+            bad.append(f"heartbeat_interval={self.heartbeat_interval} is not below "
+                       f"heartbeat_timeout={self.heartbeat_timeout}")
+        bad += [f"{k}={v!r}" for k, v in (("recycle_rss_bytes", self.recycle_rss_bytes),
+                                          ("recycle_after", self.recycle_after))
+                if v is not None and not _is_int(v, 1)]
+        if not _is_int(self.max_message_bytes, 1) \
+                or self.max_message_bytes > protocol.MAX_MESSAGE_BYTES:
+            bad.append(f"max_message_bytes={self.max_message_bytes!r} (at most "
+                       f"{protocol.MAX_MESSAGE_BYTES})")
+        if bad:
+            raise InvalidConfigError(f"bad pool options: {', '.join(bad)}",
+                                     "Use workers >= 1, max_restarts >= 0, positive times "
+                                     "(heartbeats more often than their timeout), and "
+                                     "recycle limits >= 1 or None.")
+
+    @property
+    def silence_limit(self) -> float:
+        """How long a worker that has work may stay silent before it is judged frozen, and
+        how long a request may go unacknowledged before it is judged lost: three heartbeats
+        (never under a quarter second, for loaded machines)."""
+        return max(3 * self.heartbeat_interval, 0.25)
+
+
+def _is_int(value: object, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
