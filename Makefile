@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.vyre-installed
 PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test test-fast lint bench clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,11 @@ run: setup
 
 test: setup lint
 	$(BIN)/python -m pytest
+
+# The inner loop: the pure tiers (supervision rules, IR, wire, routing, contract, codec,
+# errors), no process started (tests/conftest.py refuses one), well under a minute.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "fast and not processes"
 
 lint: setup
 	$(BIN)/ruff check .

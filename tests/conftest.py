@@ -24,3 +24,20 @@ def _cmdline(proc: psutil.Process) -> str:
         return " ".join(proc.cmdline())[:80]
     except psutil.Error:
         return "?"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``make test-fast`` (``-m "fast and not processes"``) nothing may start a
+    process: the fast tier stays fast and honest, a test that starts one there fails
+    instead of slowing it."""
+    if config.getoption("markexpr", "").startswith("fast"):
+        import os
+        import subprocess
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("a test of the fast tier started a process; mark its "
+                                 "module otherwise or make it pure")
+
+        subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]
+        os.fork = refuse  # type: ignore[assignment]
+        os.posix_spawn = refuse  # type: ignore[assignment]

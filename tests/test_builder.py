@@ -43,6 +43,8 @@ from vyre_core.ir import (
     Var,
 )
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 GID = InvocationId(IdKind.GLOBAL, 0)
 LID = InvocationId(IdKind.LOCAL, 0)
 F32_ONE = 0x3F800000

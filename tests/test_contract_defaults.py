@@ -41,6 +41,8 @@ from vyre_core.pipeline import CompiledPipeline, pipeline_cache_key
 from vyre_reference import run as reference_run
 from vyre_workers.backend_host import BackendHost
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 # -- programs ---------------------------------------------------------------------------------
 
 

@@ -16,6 +16,8 @@ from vyre_core.contract.defaults import ConservativeDefaults
 from vyre_core.contract.hookspec import hookimpl, hookspec
 from vyre_core.contract.manager import HOOK_NAMES, REQUIRED_HOOKS
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 SPEC_FUNCTIONS = {name: getattr(hookspec_module, name) for name in HOOK_NAMES}
 
 

@@ -10,6 +10,8 @@ from vyre_core import ir
 from vyre_core.errors import InvalidInputError, UnsupportedFeatureError, ValidationError
 from vyre_reference import run
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 
 def copy_kernel(count: int | None = None, dtype=ir.u32, out_count: int = 8) -> ir.Program:
     k = ir.Kernel(workgroup=(4,))

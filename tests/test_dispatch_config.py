@@ -20,6 +20,8 @@ from vyre_core.errors import InvalidConfigError, LaunchLimitError
 from vyre_core.pipeline import pipeline_cache_key
 from vyre_workers.backend_host import BackendHost
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 # -- helpers ----------------------------------------------------------------------------------
 
 

@@ -145,3 +145,14 @@ def test_error_tree_on_the_errors_page_matches_the_groups():
         listed = {n.split()[0] for n in listed if n}
         members = {c.__name__ for c in catalog().values() if issubclass(c, group)}
         assert listed == members, group.__name__
+
+
+def test_pool_options_table_lists_every_option():
+    from dataclasses import fields
+
+    from vyre_core.supervisor.options import PoolOptions
+
+    rows = [row for row in table_rows("operations.md", "| `") if len(row) == 3]
+    listed = {option for name, _, _ in rows for option in re.findall(r"`(\w+)`", name)}
+    missing = {f.name for f in fields(PoolOptions)} - listed
+    assert not missing, f"PoolOptions fields missing from docs/operations.md: {missing}"

@@ -21,6 +21,8 @@ from vyre_core.errors import (
     catalog,
 )
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 # Frozen: codes are append-only. Renumbering or removing a class fails here; a new class
 # must be added to this table (and nowhere else may a code be reused).
 FROZEN_CODES: dict[str, int] = {

@@ -17,6 +17,8 @@ from vyre_core.errors import LaunchLimitError
 from vyre_core.launch import check_limits, plan_launch
 from vyre_workers.backend_host import BackendHost
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 CAPS = Capabilities(max_workgroup_size=(64, 32, 16), max_invocations_per_workgroup=256,
                     max_workgroups_per_dimension=100, max_storage_buffer_bytes=4096,
                     max_workgroup_memory_bytes=1024)

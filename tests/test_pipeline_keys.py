@@ -32,6 +32,8 @@ from vyre_core.ir import (
 from vyre_core.pipeline import CompiledPipeline, pipeline_cache_key
 from vyre_workers.backend_host import BackendHost
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 N = 64
 
 

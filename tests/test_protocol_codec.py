@@ -14,6 +14,8 @@ from vyre_core import protocol
 from vyre_core.errors import DispatchTimeoutError, ProtocolError, VyreError
 from vyre_core.protocol import DTYPES, MAX_ARRAYS, MAX_HEADER_BYTES, Message, Op
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 META = {"program": b"\x00\x01wire", "config": {"timeout": 1.5, "label": None, "profile": True},
         "handles": [1, 2, 3], "name": "résumé", "big": 2**62, "neg": -7, "nested": [[1], {}]}
 

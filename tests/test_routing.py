@@ -22,6 +22,8 @@ from vyre_core.routing import (
     rejection_reasons,
 )
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 # -- helpers ------------------------------------------------------------------------------
 
 

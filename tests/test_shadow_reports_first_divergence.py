@@ -16,6 +16,8 @@ from vyre_core.shadow import ShadowCase, shadow
 from vyre_reference import run as reference_run
 from vyre_workers.backend_host import BackendHost
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 
 def skewed_backend(skew) -> types.ModuleType:
     """A backend that runs the reference and then applies ``skew`` to its outputs."""

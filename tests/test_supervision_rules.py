@@ -26,6 +26,8 @@ from vyre_core.errors import (
 from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.machine import MAX_RESENDS, Send
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 # -- deadlines run from submit -----------------------------------------------------------------
 
 
@@ -103,32 +105,48 @@ def test_a_request_without_deadline_waits_while_its_worker_is_alive_and_running_
 # -- requests that never arrive, workers that freeze ----------------------------------------------
 
 
-def test_a_request_lost_in_transport_is_sent_again_then_failed_with_a_clear_error():
-    """Defect 4: a message the receiver cannot allocate is dropped without an error."""
-    shell = Shell()
+def test_a_request_lost_in_transport_goes_to_a_fresh_worker_then_fails_clearly():
+    """Defect 4: a message the receiver cannot allocate is dropped without an error, and
+    libzmq closes that connection for good: the worker stays alive but can never get it."""
+    shell = Shell(max_restarts=0)
     req = shell.submit()
     limit = shell.options.silence_limit
     for attempt in range(MAX_RESENDS + 1):
-        assert len(shell.sent_to(0)) == attempt + 1
+        assert shell.sent_to(0)[-1] is req and shell.worker(0).generation == attempt + 1
         shell.advance(limit / 2)
-        shell.beat(0)  # alive, yet never shows the request in its page
+        shell.beat(0)  # alive, yet its page never shows the request
         shell.advance(limit / 2)
+        assert shell.signals[-1].kill  # unreachable now: replaced
+        shell.obey_signals()
     error = shell.result(req)
     assert isinstance(error, MessageLostError) and "never reached worker 0" in error.cause
-    assert "Fix:" in str(error)
-    assert shell.signals and shell.signals[-1].kill  # a worker that loses messages goes
+    assert "in 3 tries" in error.cause and "Fix:" in str(error)
+    assert "Send less data" in error.fix
+    assert shell.machine.state == "running"  # the request's fault: no restart counted
+    assert shell.machine.lost_messages == MAX_RESENDS + 1
 
 
-def test_a_resent_request_that_arrives_runs_once_and_resolves_once():
+def test_a_request_the_transport_refuses_to_send_goes_to_a_fresh_worker():
     shell = Shell()
     req = shell.submit()
-    shell.advance(shell.options.silence_limit / 2)
-    shell.beat(0)
-    shell.advance(shell.options.silence_limit / 2)
-    assert len(shell.sent_to(0)) == 2  # sent again ...
-    shell.receive(0, req)  # ... and one copy arrives
+    shell.machine.send_failed(0, req, "Host unreachable", shell.now)
+    shell.run()
+    assert shell.worker(0).state == "killing" and req.id not in shell.results
+    shell.obey_signals()
+    assert shell.sent_to(0)[-1] is req and shell.worker(0).generation == 2
+    shell.receive(0)
+    shell.reply(0, value=2)
+    assert shell.result(req) == ({"value": 2}, [])
+
+
+def test_a_request_that_arrives_late_is_answered_once():
+    shell = Shell()
+    req = shell.submit()
+    shell.receive(0, req)
     shell.reply(0, req, value=1)
+    shell.reply(0, req, value=2)  # a second answer for it: dropped
     assert shell.result(req) == ({"value": 1}, []) and shell.resolved_count[req.id] == 1
+    assert shell.machine.dropped_replies == 1
 
 
 def test_a_request_sent_to_a_frozen_idle_worker_runs_on_its_replacement():

@@ -39,6 +39,8 @@ from vyre_core.ir import (
 )
 from vyre_core.ir import validate as validate_module
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 U1 = Lit(DType.U32, 1)
 U0 = Lit(DType.U32, 0)
 GID = InvocationId(IdKind.GLOBAL, 0)

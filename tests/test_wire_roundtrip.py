@@ -48,6 +48,8 @@ from vyre_core.ir import (
 )
 from vyre_core.ir.nodes import walk
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 HEADER = b"VYIR" + bytes([wire.FORMAT_VERSION])
 
 
@@ -359,6 +361,7 @@ def _fingerprint_in_subprocess(hash_seed: str) -> str:
     return result.stdout.strip()
 
 
+@pytest.mark.processes
 def test_fingerprint_is_stable_across_processes_with_different_hash_seeds():
     namespace: dict = {}
     exec(_FINGERPRINT_SCRIPT, namespace)

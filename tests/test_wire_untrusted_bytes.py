@@ -43,6 +43,8 @@ from vyre_core.ir.wire import (
     S_STORE,
 )
 
+pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+
 HEADER = wire.MAGIC + bytes([wire.FORMAT_VERSION])
 
 
@@ -549,6 +551,7 @@ _MEMORY_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss units")
+@pytest.mark.processes
 def test_untrusted_bytes_cannot_allocate_far_more_than_max_nodes_objects():
     """Decoding stops once more array elements were built than a MAX_NODES program has,
     so ~8 million empty arrays cost a bounded amount of memory, not one list each."""

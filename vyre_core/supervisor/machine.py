@@ -38,7 +38,8 @@ from vyre_core.errors import (
 from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.options import PoolOptions
 
-#: A request that never reached a worker is sent again at most this many times.
+#: A request that never reached a worker is sent again (to a fresh or another worker) at
+#: most this many times.
 MAX_RESENDS = 2
 #: A request that killed this many workers is a poison request: it fails alone.
 POISON_KILLS = 2
@@ -465,10 +466,9 @@ class PoolMachine:
         if w.current is not req or req.done:
             return
         w.current = None
-        w.state = "idle"
         self.lost_messages += 1
-        self._lost(req, f"could not be sent to {w.name} ({error})", now)
-        self._retire(w, "fault", f"unreachable: {error}", now, kill=True)
+        self._retire(w, "planned", f"unreachable: {error}", now, kill=True)
+        self._lost(req, f"could not be sent to {w.name} ({error})", now, MessageLostError)
 
     def tick(self, now: float) -> None:
         """Time has passed: deadlines, startup and kill timers, frozen or stuck workers,
@@ -579,26 +579,22 @@ class PoolMachine:
         if not req.acked:
             if now - req.sent_at < limit:
                 return
-            if w.heard_at > req.sent_at:  # alive, yet the request never reached it
+            w.current = None
+            if w.heard_at > req.sent_at:
+                # Alive, yet the request never reached its main thread: the transport
+                # dropped it (libzmq drops a message it cannot allocate and closes that
+                # connection for good), so this worker can no longer be reached.
                 self.lost_messages += 1
-                if req.losses < MAX_RESENDS:
-                    req.losses += 1
-                    self._log(logging.WARNING, f"pool {self.backend!r}: {req.label} never "
-                              f"reached {w.name}; sending it again")
-                    self._send(w, req, now)
-                    return
-                w.current = None
-                self._resolve(req, MessageLostError(
-                    f"{req.label} never reached {w.name} of {self.backend!r}: sent "
-                    f"{req.losses + 1} times, the worker stayed alive and never received "
-                    "it (the transport dropped it: a message the worker cannot allocate "
-                    "is dropped without an error)"))
-                self._retire(w, "fault", "it lost every copy of a request", now, kill=True)
+                self._retire(w, "planned", f"{req.label} never reached it: its "
+                             "connection dropped the message", now, kill=True)
+                self._lost(req, f"never reached {w.name}: the worker stayed alive but the "
+                           "transport dropped the message (a message the worker cannot "
+                           "allocate is dropped without an error)", now, MessageLostError)
             else:  # silent since before the request arrived: frozen
-                w.current = None
                 self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s and never "
                              f"received {req.label} (frozen?)", now, kill=True)
-                self._lost(req, f"was sent to {w.name}, which was frozen", now)
+                self._lost(req, f"was sent to {w.name}, which was frozen", now,
+                           WorkerCrashedError)
         elif req.finished_seen_at is not None:
             if now - req.finished_seen_at >= limit:
                 w.current, w.state = None, "idle"
@@ -618,17 +614,20 @@ class PoolMachine:
                     "report the hang to its authors."))
             self._retire(w, "fault", "stuck without heartbeats", now, kill=True)
 
-    def _lost(self, req: Request, how: str, now: float) -> None:
-        """``req`` never ran: send it again (to any worker) or, past the limit, fail it."""
+    def _lost(self, req: Request, how: str, now: float,
+              error: type[VyreError] = WorkerCrashedError) -> None:
+        """``req`` never ran: send it again (to any worker) or, past the limit, fail it
+        with ``error``."""
         if req.internal:
             self._resolve(req, None)
         elif req.slot is not None:
-            self._resolve(req, WorkerCrashedError(
+            self._resolve(req, error(
                 f"{req.label} {how}; it is pinned to that worker, which is gone",
                 PipelineInvalidatedError.default_fix))
         elif req.losses >= MAX_RESENDS:
-            self._resolve(req, WorkerCrashedError(
-                f"{req.label} on {self.backend!r} {how}, and {req.losses} times before"))
+            self._resolve(req, error(
+                f"{req.label} on {self.backend!r} {how}; it never reached a worker in "
+                f"{req.losses + 1} tries"))
         else:
             req.losses += 1
             req.state, req.worker = "queued", None

@@ -1,6 +1,7 @@
 """The private run directory of one driver, ``<base>/<pid>-<start>-<token>`` (mode 0700),
-holding its ipc sockets and worker logs. A new driver removes the run directories of
-drivers whose process is gone (killed with SIGKILL, say), so stale sockets never pile up.
+holding its ipc sockets (worker output goes to the supervisor, never to disk). A new
+driver removes the run directories of drivers whose process is gone (killed with
+SIGKILL, say), so stale sockets never pile up.
 
 Whoever can write in the base can redirect a driver's workers to their own sockets, so a
 base is used only if it is a real directory owned by this user that nobody else may
@@ -198,9 +199,6 @@ class RunDir:
                 f"socket path {path!r} is longer than the {_MAX_SOCKET_PATH} bytes a unix "
                 "socket allows", "Set VYRE_RUNTIME_DIR to a shorter directory, e.g. /tmp.")
         return f"ipc://{path}"
-
-    def log(self, name: str) -> Path:
-        return self.path / f"{name}.log"
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

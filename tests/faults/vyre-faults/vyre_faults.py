@@ -7,9 +7,13 @@ It computes like the reference backend, except when told to fail:
   C while holding the GIL), ``sleep:<seconds>``, ``leak:<MiB>`` (keeps that much memory),
   ``device_lost``, ``unsupported`` (refuses the program), ``malformed`` (returns
   garbage outputs), ``crash_once:<path>`` (exits
-  unless <path> exists, creating it: the retry then succeeds);
+  unless <path> exists, creating it: the retry then succeeds), ``chatter:<MiB>`` (writes
+  that much to stderr, then computes), ``numpy_error`` (raises an error whose details
+  hold numpy scalars and an object);
 * at start-up in a worker, by ``VYRE_FAULTS`` (comma-separated): ``crash_import``,
-  ``crash_prepare``, ``exit_prepare``, ``no_recover``;
+  ``crash_prepare``, ``exit_prepare``, ``hang_prepare`` (never says hello),
+  ``no_recover``, ``memory_limit:<MiB>`` (caps the worker's address space at its size
+  after start-up plus that much, so a larger message cannot be allocated);
 * ``VYRE_FAULTS_PRECEDENCE`` sets its routing rank (default 5000: after the reference).
 """
 
@@ -17,13 +21,15 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
+import sys
 import time
 
 import numpy as np
 
 import vyre_reference.backend as _reference
 from vyre_core.contract import hookimpl
-from vyre_core.errors import UnsupportedFeatureError
+from vyre_core.errors import DispatchError, UnsupportedFeatureError
 from vyre_reference import run
 from vyre_reference.backend import CLAIMS
 
@@ -73,6 +79,15 @@ def vyre_prepare() -> None:
         raise RuntimeError("vyre_faults: injected failure in prepare (VYRE_FAULTS=crash_prepare)")
     if "exit_prepare" in _STARTUP:
         os._exit(5)
+    if "hang_prepare" in _STARTUP:
+        while True:
+            time.sleep(1)
+    for item in _STARTUP:
+        if item.startswith("memory_limit:"):
+            with open("/proc/self/statm") as statm:
+                size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            limit = size + int(float(item.partition(":")[2]) * 2**20)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
 
 
 @hookimpl
@@ -108,6 +123,15 @@ def vyre_dispatch(program, inputs, config):
     elif kind == "crash_once" and not os.path.exists(arg):
         open(arg, "w").close()
         os._exit(18)
+    elif kind == "chatter":
+        line = b"vyre_faults: chatter " + b"x" * 1000 + b"\n"
+        for _ in range(int(float(arg) * 2**20) // len(line)):
+            sys.stderr.buffer.write(line)
+        sys.stderr.flush()
+    elif kind == "numpy_error":
+        raise DispatchError("vyre_faults: an error with numpy details (injected)",
+                            count=np.uint32(7), ratio=np.float32(0.5), flag=np.bool_(True),
+                            where=object())
     return run(program, inputs, grid=config.grid_override)
 
 

@@ -1,0 +1,123 @@
+"""Deadlines run from submit to answer, with real workers: ``DispatchConfig.timeout`` (or a
+method's ``timeout``) bounds queueing, pool start, probing and re-routing, and
+``dispatch_async`` returns at once even while a pool is starting (issue 11, defect 2).
+
+Before: the deadline started when a worker received the request and restarted at each
+retry, so a ``timeout=1`` call queued behind a long one waited for it, workers that never
+started cost ``max_restarts x startup_timeout`` whatever the timeout, ``dispatch_async``
+blocked while routing started and probed pools, and resident-buffer methods had no timeout.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from waiting import wait_for
+
+from vyre_core import ir
+from vyre_core.config import DispatchConfig
+from vyre_core.errors import DispatchTimeoutError, PoolFailedError
+
+from .support import PROGRAM, assert_saxpy, driver, inputs, pool_status, wait_busy
+
+SLACK = 1.5  # polling, scheduling and process start-up on a loaded 2-core machine
+
+
+def spin(iterations: int) -> ir.Program:
+    """CPU-bound on the reference backend: one invocation looping ``iterations`` times."""
+    k = ir.Kernel(workgroup=(1,))
+    out = k.output("out", ir.u32, 1)
+    acc = k.let("acc", ir.lit(0, ir.u32))
+    with k.loop("j", 0, iterations) as j:
+        k.assign(acc, acc + j)
+    out[0] = acc
+    return k.build()
+
+
+def timed(call, *args, **kwargs) -> tuple[float, BaseException | None]:
+    start = time.monotonic()
+    try:
+        call(*args, **kwargs)
+    except Exception as exc:
+        return time.monotonic() - start, exc
+    return time.monotonic() - start, None
+
+
+@pytest.mark.timeout(60)
+def test_a_call_queued_behind_a_long_one_ends_at_its_own_deadline() -> None:
+    with driver() as drv:
+        warm = inputs(1)
+        assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
+        long_data = inputs(2)
+        long = drv.dispatch_async(PROGRAM, long_data, backend="faults",
+                                  config=DispatchConfig(label="fault:sleep:5"))
+        busy = wait_busy(drv)
+        elapsed, error = timed(drv.dispatch, PROGRAM, inputs(3), backend="faults",
+                               config=DispatchConfig(timeout=1.0))
+        assert isinstance(error, DispatchTimeoutError), error
+        assert 0.95 <= elapsed <= 1.0 + SLACK, elapsed
+        assert "waiting for a worker" in error.cause and error.details["timeout"] == 1.0
+        # the call ahead was not disturbed: same worker, exact result
+        assert_saxpy(long.result(timeout=30), long_data)
+        assert pool_status(drv)["workers"][0]["pid"] == busy["pid"]
+
+
+@pytest.mark.timeout(60)
+def test_workers_that_never_start_cannot_hold_a_call_past_its_deadline(monkeypatch) -> None:
+    monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
+    with driver(startup_timeout=3.0, max_restarts=5) as drv:
+        elapsed, error = timed(drv.dispatch, PROGRAM, inputs(4), backend="faults",
+                               config=DispatchConfig(timeout=1.0))
+        assert isinstance(error, DispatchTimeoutError), error
+        assert elapsed <= 1.0 + SLACK, elapsed  # was max_restarts x startup_timeout = 18 s
+        elapsed, error = timed(drv.probe, "faults", timeout=0.5)
+        assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK
+        elapsed, error = timed(drv.allocate_resident, 64, "faults", timeout=0.5)
+        assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK
+
+
+@pytest.mark.timeout(60)
+def test_without_a_timeout_a_pool_that_never_starts_fails_within_its_start_budget(
+        monkeypatch) -> None:
+    monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
+    with driver(startup_timeout=1.0, max_restarts=1) as drv:
+        elapsed, error = timed(drv.dispatch, PROGRAM, inputs(5), backend="faults")
+        assert isinstance(error, PoolFailedError), error
+        assert "no hello within 1 s" in error.cause
+        assert elapsed <= 2 * 1.0 + 2 * SLACK, elapsed
+
+
+@pytest.mark.timeout(60)
+def test_dispatch_async_returns_while_routing_still_starts_and_probes_a_pool(
+        monkeypatch) -> None:
+    """The faults backend ranks first and never starts: routing must probe it, give up
+    on it, and fall over to the reference: all of that after dispatch_async returned."""
+    monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
+    monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
+    with driver(startup_timeout=1.0, max_restarts=0) as drv:
+        data = inputs(6)
+        pending = drv.dispatch_async(PROGRAM, data)
+        assert not pending.is_ready()
+        assert pool_status(drv)["state"] in ("not started", "running")  # still starting
+        assert_saxpy(pending.result(timeout=30), data)  # ... on the reference, in the end
+        assert pool_status(drv)["state"] == "failed"
+        assert pool_status(drv, "reference")["state"] == "running"
+
+
+@pytest.mark.timeout(60)
+def test_resident_buffer_calls_take_a_timeout() -> None:
+    with driver(workers=1) as drv:
+        buf = drv.allocate_resident(16, "reference", timeout=30)
+        buf.upload(np.arange(4, dtype=np.uint32), timeout=30)
+        busy = drv.dispatch_async(spin(3_000_000), [], backend="reference")  # ~5 s
+        wait_for(lambda: pool_status(drv, "reference")["workers"][0]["running"], 10.0,
+                 "the reference worker running the long dispatch")
+        for call in (lambda: buf.download(timeout=0.3), lambda: buf.upload(b"x" * 16, 0.3),
+                     lambda: drv.allocate_resident(16, "reference", timeout=0.3)):
+            elapsed, error = timed(call)
+            assert isinstance(error, DispatchTimeoutError), error
+            assert elapsed <= 0.3 + SLACK
+        busy.result(timeout=60)
+        assert buf.download(timeout=30) == np.arange(4, dtype=np.uint32).tobytes()
