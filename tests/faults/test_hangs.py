@@ -9,6 +9,7 @@ import time
 import numpy as np
 import psutil
 import pytest
+from waiting import stays_true, wait_running
 
 import vyre_core
 from vyre_core import DispatchConfig
@@ -151,10 +152,11 @@ def test_python_hang_without_any_deadline_is_left_running():
         pid = worker_pid(drv)
         pending = drv.dispatch_async(PROGRAM, data(12), backend="faults",
                                      config=DispatchConfig(label="fault:hang_python"))
-        time.sleep(3.0)
-        assert not pending.is_ready()
-        assert worker_pid(drv) == pid
-        assert drv.status()["pools"]["faults"]["workers"][0]["state"] == "busy"
+        wait_running(drv, "faults")
+        # two heartbeat timeouts of watching: alive and beating, so never killed
+        stays_true(lambda: not pending.is_ready() and worker_pid(drv) == pid
+                   and drv.status()["pools"]["faults"]["workers"][0]["state"] == "busy",
+                   3.0, "the slow but live worker left running")
         start = time.monotonic()
         drv.close()
         assert time.monotonic() - start <= KILL_GRACE + SLACK + 1

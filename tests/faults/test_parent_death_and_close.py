@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
+from waiting import wait_running
 
 import vyre_core
 from vyre_core import DispatchConfig
@@ -167,10 +168,11 @@ SIGKILLED_CHILD = """
     while time.monotonic() < deadline:
         workers = drv.status()["pools"]["faults"]["workers"]
         states = sorted(w["state"] for w in workers)
-        if states == ["busy", "idle"] and all(w["pid"] for w in workers):
+        # "running": the busy worker's main thread has the request (its progress page)
+        if states == ["busy", "idle"] and all(w["pid"] for w in workers) \
+                and any(w["running"] for w in workers):
             break
         time.sleep(0.02)
-    time.sleep(1.0)  # let the busy worker get into its native sleep
     workers = drv.status()["pools"]["faults"]["workers"]
     report(pids=[w["pid"] for w in workers], states=[w["state"] for w in workers],
            busy=[w["pid"] for w in workers if w["state"] == "busy"],
@@ -303,7 +305,7 @@ def test_close_from_another_thread_wakes_a_blocked_caller(tmp_path, monkeypatch)
 
         thread = threading.Thread(target=blocked, daemon=True)
         thread.start()
-        time.sleep(1.0)
+        wait_running(drv, "faults")  # the hang really runs in the worker
         assert not outcome
         start = time.monotonic()
         drv.close()
@@ -323,7 +325,10 @@ ATEXIT_CHILD = """
     if in_flight:
         pending = drv.dispatch_async(PROGRAM, INPUTS, backend="faults",
                                      config=DispatchConfig(label="fault:sleep:5"))
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30
+        while not any(w["running"] for w in drv.status()["pools"]["faults"]["workers"]):
+            assert time.monotonic() < deadline, "the dispatch never reached its worker"
+            time.sleep(0.01)
     workers = drv.status()["pools"]["faults"]["workers"]
     report(pids=[w["pid"] for w in workers if w["pid"]], rundir=str(drv._rundir.path),
            ok=out[0].tobytes() == (2.0 * INPUTS[0] + INPUTS[1]).tobytes())

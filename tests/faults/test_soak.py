@@ -1,7 +1,12 @@
 """Soak: thousands of dispatches from several threads against a pool of two workers while a
 killer thread SIGKILLs random workers. Every dispatch must end, exactly once, with the
 exactly correct outputs for ITS inputs or with a documented VyreError; none may hang, none
-may be answered with another dispatch's outputs, none may be answered twice."""
+may be answered with another dispatch's outputs, none may be answered twice, and none may
+end past its deadline.
+
+CI runs a short soak; ``VYRE_SOAK_TOTAL`` (dispatches) and ``VYRE_SOAK_KILL_EVERY`` (mean
+seconds between kills) make a longer one, e.g. ``VYRE_SOAK_TOTAL=12000
+VYRE_SOAK_KILL_EVERY=2`` for about a minute with a kill every ~2 s."""
 
 from __future__ import annotations
 
@@ -22,11 +27,13 @@ from vyre_core.errors import DispatchTimeoutError, VyreError, WorkerCrashedError
 
 from .support import saxpy
 
-TOTAL = 2000
+TOTAL = int(os.environ.get("VYRE_SOAK_TOTAL", "2000"))
+KILL_EVERY = float(os.environ.get("VYRE_SOAK_KILL_EVERY", "0.4"))  # mean seconds
 THREADS = 4
 N = 64
 DISPATCH_TIMEOUT = 10.0
-THREAD_BUDGET = 150.0  # seconds: each thread's loop stops here whatever happens
+DEADLINE_SLACK = 1.0  # the supervisor answers at the deadline; the caller wakes soon after
+THREAD_BUDGET = max(150.0, TOTAL / 10)  # seconds: each thread's loop stops here whatever
 ALLOWED_ERRORS = (WorkerCrashedError, DispatchTimeoutError)
 
 
@@ -50,10 +57,17 @@ class Tally:
         self.delivered: collections.Counter[int] = collections.Counter()  # by embedded key
         self.problems: list[str] = []
         self.finished_keys: set[int] = set()
+        self.past_deadline = 0
+        self.slowest = 0.0
 
     def add(self, key: int, outcome: str, delivered_key: int | None = None,
-            problem: str | None = None) -> None:
+            problem: str | None = None, elapsed: float = 0.0) -> None:
         with self.lock:
+            self.slowest = max(self.slowest, elapsed)
+            if elapsed > DISPATCH_TIMEOUT + DEADLINE_SLACK:
+                self.past_deadline += 1
+                self.problems.append(f"{key} ended {elapsed:.2f} s after it was made, past "
+                                     f"its {DISPATCH_TIMEOUT:g} s deadline")
             self.outcomes[outcome] += 1
             if delivered_key is not None:
                 self.delivered[delivered_key] += 1
@@ -76,6 +90,7 @@ def client(drv: vyre_core.Driver, index: int, keys: range, tally: Tally,
         # (retries=0 on some, so that a single kill surfaces as WorkerCrashedError)
         config = DispatchConfig(timeout=DISPATCH_TIMEOUT, retries=rng.choice((0, 1, 1)),
                                 label=f"fault:sleep:{rng.choice((0, 0.005, 0.01, 0.03))}")
+        started = time.monotonic()
         try:
             if index % 2:  # half the clients go through dispatch_async
                 out = drv.dispatch_async(PROGRAM, inputs, backend="faults",
@@ -83,30 +98,36 @@ def client(drv: vyre_core.Driver, index: int, keys: range, tally: Tally,
             else:
                 out = drv.dispatch(PROGRAM, inputs, backend="faults", config=config)
         except ALLOWED_ERRORS as exc:
+            elapsed = time.monotonic() - started
             if "result(timeout=" in str(exc):
-                tally.add(key, "hung", problem=f"{key}: no answer within 60 s")
+                tally.add(key, "hung", problem=f"{key}: no answer within 60 s",
+                          elapsed=elapsed)
             else:
-                tally.add(key, type(exc).__name__)
+                tally.add(key, type(exc).__name__, elapsed=elapsed)
             continue
         except VyreError as exc:
-            tally.add(key, type(exc).__name__, problem=f"{key}: unexpected {exc!r}")
+            tally.add(key, type(exc).__name__, problem=f"{key}: unexpected {exc!r}",
+                      elapsed=time.monotonic() - started)
             continue
         except Exception as exc:
-            tally.add(key, type(exc).__name__, problem=f"{key}: non-vyre error {exc!r}")
+            tally.add(key, type(exc).__name__, problem=f"{key}: non-vyre error {exc!r}",
+                      elapsed=time.monotonic() - started)
             continue
+        elapsed = time.monotonic() - started
         got = out[0].tobytes() if len(out) == 1 else b""
         delivered = int(out[0][0]) if len(out) == 1 and out[0].size else -1
         if got == expected:
-            tally.add(key, "ok", delivered)
+            tally.add(key, "ok", delivered, elapsed=elapsed)
         else:
-            tally.add(key, "wrong", delivered,
+            tally.add(key, "wrong", delivered, elapsed=elapsed,
                       problem=f"{key}: wrong outputs (embedded key {delivered})")
 
 
 def killer(drv: vyre_core.Driver, stop: threading.Event, kills: list[str]) -> None:
-    """SIGKILL a random live worker every 0.2 to 0.6 s; ``kills`` gets its state then."""
+    """SIGKILL a random live worker every KILL_EVERY s on average (half to one and a half
+    times that); ``kills`` gets its state then."""
     rng = random.Random(2024)
-    while not stop.wait(rng.uniform(0.2, 0.6)):
+    while not stop.wait(rng.uniform(0.5 * KILL_EVERY, 1.5 * KILL_EVERY)):
         workers = [w for w in drv.status()["pools"]["faults"]["workers"] if w["pid"]]
         if not workers:
             continue
@@ -160,13 +181,16 @@ def test_soak_dispatches_under_random_worker_kills(record_property):
               f"{len(kills)} workers SIGKILLed (by state: "
               + ", ".join(f"{k}={v}" for k, v in sorted(collections.Counter(kills).items()))
               + f"), {status['restarts']} counted restarts, "
-              f"{status['dropped_replies']} late replies dropped; outcomes: "
+              f"{status['dropped_replies']} late replies dropped, "
+              f"{tally.past_deadline} past their deadline (slowest {tally.slowest:.2f} s); "
+              "outcomes: "
               + ", ".join(f"{k}={v}" for k, v in sorted(tally.outcomes.items())))
     print(report)
     record_property("soak", report)
 
     assert not hung, f"client threads still running: {hung}"
     assert not tally.problems, tally.problems[:20]
+    assert tally.past_deadline == 0
     assert sum(tally.outcomes.values()) == TOTAL
     assert tally.finished_keys == set(range(1, TOTAL + 1))
     assert set(tally.outcomes) <= {"ok", *(cls.__name__ for cls in ALLOWED_ERRORS)}

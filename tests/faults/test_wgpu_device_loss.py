@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from waiting import wait_for
 
 import vyre_core
 from vyre_core import ir
@@ -80,17 +79,6 @@ def pool_status(drv: vyre_core.Driver) -> dict[str, Any]:
 
 def worker(drv: vyre_core.Driver) -> dict[str, Any]:
     return pool_status(drv)["workers"][0]
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
 
 
 def wait_idle(drv: vyre_core.Driver, timeout: float = 10.0) -> dict[str, Any]:
