@@ -1,0 +1,319 @@
+"""Ctrl-C at a terminal: SIGINT to the whole foreground process group. It is the caller's
+(a KeyboardInterrupt in its main thread), never its workers': they live in process groups
+of their own and ignore SIGINT, so compiled pipelines and resident buffers survive it.
+A Ctrl-C during close() still stops every worker and removes the run directory, and an
+uncaught Ctrl-C ends the process even while other (non-daemon) threads wait on dispatches.
+
+Each scenario runs a driver in a child Python started in a session of its own (like a
+terminal job); the test sends SIGINT to that child's process group."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+REPORT_LIMIT = 60.0  # seconds to wait for a report line of the child (a loaded machine)
+
+PRELUDE = textwrap.dedent("""
+    import json, os, signal, sys, threading, time
+    import numpy as np
+    import vyre_core
+    from vyre_core import DispatchConfig, ir
+
+    # Ctrl-C raises KeyboardInterrupt here even if the test runner was started with SIGINT
+    # ignored (a background job of a non-interactive shell), which children would inherit.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def saxpy(n=16):
+        k = ir.Kernel(workgroup=(16,))
+        x = k.read("x", ir.f32)
+        y = k.read("y", ir.f32)
+        a = k.uniform("a", ir.f32)
+        out = k.output("out", ir.f32, count=n)
+        i = k.let("i", ir.global_id(0))
+        with k.if_(i < x.len):
+            out[i] = a[0] * x[i] + y[i]
+        return k.build()
+
+    PROGRAM = saxpy()
+    INPUTS = [np.arange(16, dtype=np.float32), np.ones(16, dtype=np.float32),
+              np.array([2.0], dtype=np.float32)]
+    EXPECTED = (np.float32(2.0) * INPUTS[0] + INPUTS[1]).tobytes()
+
+    def report(**fields):
+        print(json.dumps(fields), flush=True)
+
+    def workers(drv, backend):
+        return drv.status()["pools"][backend]["workers"]
+
+    def wait_until(condition, what, limit=30.0):
+        deadline = time.monotonic() + limit
+        while not condition():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"timed out waiting for {what}")
+            time.sleep(0.01)
+""")
+
+
+class Child:
+    """A Python script run in a new session (its own process group), reporting JSON lines
+    on stdout."""
+
+    def __init__(self, tmp_path: Path, body: str) -> None:
+        self.runtime = tmp_path / "runtime"
+        self.runtime.mkdir()
+        self.err_path = tmp_path / "child.err"
+        script = tmp_path / "child.py"
+        script.write_text(PRELUDE + textwrap.dedent(body))
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(script)], stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=err, start_new_session=True,
+                env=dict(os.environ, VYRE_RUNTIME_DIR=str(self.runtime)))
+        self.pgid = self.proc.pid  # a session leader's group is its own pid
+        self._buffer = b""
+        self.workers: list[psutil.Process] = []
+
+    def stderr(self) -> str:
+        return self.err_path.read_text(errors="replace")[-3000:]
+
+    def report(self, timeout: float = REPORT_LIMIT) -> dict[str, Any]:
+        """The child's next JSON line, waiting at most ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    raise AssertionError(f"no report from the child within {timeout} s; "
+                                         f"stderr:\n{self.stderr()}")
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise AssertionError(f"the child ended without a report (status "
+                                         f"{self.proc.wait(10)}); stderr:\n{self.stderr()}")
+                self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def watch(self, pids: list[int]) -> list[psutil.Process]:
+        """Worker processes to check (and clean up) later, taken while they run."""
+        found = [psutil.Process(pid) for pid in pids]
+        self.workers += found
+        return found
+
+    def interrupt(self) -> None:
+        """Ctrl-C at the terminal: SIGINT to the child's whole process group."""
+        os.killpg(self.pgid, signal.SIGINT)
+
+    def stop(self) -> None:
+        """Whatever happened: the child and every worker it reported are gone."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        for proc in self.workers:
+            if running(proc):
+                proc.kill()
+        self.proc.stdout.close()
+
+
+def running(proc: psutil.Process) -> bool:
+    """Alive: the same process (not a reused pid) and not a zombie awaiting its reaper."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_gone(procs: list[psutil.Process], within: float = 10.0) -> list[psutil.Process]:
+    """Those of ``procs`` still running after ``within`` seconds (polled)."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = [p for p in procs if running(p)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.02)
+
+
+def run_dirs(child: Child) -> list[Path]:
+    return sorted((child.runtime / f"vyre-{os.getuid()}").glob(f"{child.proc.pid}-*"))
+
+
+# -- a caught Ctrl-C keeps pipelines and resident buffers ------------------------------------
+
+SURVIVES = """
+    drv = vyre_core.Driver(kill_grace=0.5)
+    pipeline = drv.compile(PROGRAM, backend="reference")
+    buffer = drv.allocate_resident(64, backend="reference")
+    payload = bytes(range(64))
+    buffer.upload(np.frombuffer(payload, dtype=np.uint8))
+
+    def state(**fields):
+        outputs = pipeline.dispatch(INPUTS)
+        (w,) = workers(drv, "reference")
+        report(pipeline_valid=pipeline.valid, buffer_valid=buffer.valid,
+               exact=outputs[0].tobytes() == EXPECTED, downloaded=buffer.download() == payload,
+               pid=w["pid"], generation=w["generation"], restarts=w["restarts"], **fields)
+
+    (w,) = workers(drv, "reference")
+    for step in ("first", "second"):
+        try:
+            report(step=step, pid=w["pid"], generation=w["generation"],
+                   pipeline_generation=pipeline.generation,
+                   buffer_generation=buffer.generation, pgid=os.getpgid(0))
+            time.sleep(60)  # the test's SIGINT raises KeyboardInterrupt here
+            interrupted = False
+        except KeyboardInterrupt:
+            interrupted = True
+        # the workers saw nothing of the Ctrl-C: the same process serves both handles
+        state(step=step, interrupted=interrupted)
+    drv.close()
+"""
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_reaches_the_caller_and_spares_pipelines_and_resident_buffers(tmp_path):
+    child = Child(tmp_path, SURVIVES)
+    try:
+        ready = child.report()
+        assert ready["pgid"] == child.pgid != os.getpgid(0)
+        (worker,) = child.watch([ready["pid"]])
+        assert os.getpgid(worker.pid) != child.pgid, "the worker is in the caller's group"
+        assert ready["pipeline_generation"] == ready["buffer_generation"] == ready["generation"]
+        same = {"pipeline_valid": True, "buffer_valid": True, "exact": True,
+                "downloaded": True, "pid": ready["pid"], "generation": ready["generation"],
+                "restarts": 0, "interrupted": True}
+
+        child.interrupt()  # Ctrl-C at the terminal
+        assert child.report() == dict(same, step="first")
+        assert running(worker)
+
+        # a SIGINT sent to the worker itself (not only to its caller's group) is ignored
+        assert child.report()["step"] == "second"
+        os.kill(worker.pid, signal.SIGINT)
+        child.interrupt()
+        assert child.report() == dict(same, step="second")
+        assert running(worker)
+
+        assert child.proc.wait(timeout=30) == 0, child.stderr()
+        assert not wait_gone([worker]), "the worker outlived its driver"
+        assert run_dirs(child) == []
+    finally:
+        child.stop()
+
+
+# -- Ctrl-C during a slow close() ------------------------------------------------------------
+
+SLOW_CLOSE = """
+    drv = vyre_core.Driver(kill_grace=30)
+    drv.dispatch(PROGRAM, INPUTS, backend="faults")
+    # busy in a loop that a SIGTERM does not end: close() waits out the 30 s kill grace
+    pending = drv.dispatch_async(PROGRAM, INPUTS, backend="faults",
+                                 config=DispatchConfig(label="fault:hang_python"))
+    wait_until(lambda: workers(drv, "faults")[0]["running"], "the hang to run")
+    rundir = drv._rundir.path
+    report(pids=[w["pid"] for w in workers(drv, "faults")], rundir=str(rundir))
+
+    def announce():  # once close() is under way (the pool is closed), say so
+        wait_until(lambda: drv.status()["pools"]["faults"]["state"] == "closed", "close")
+        report(closing=True)
+
+    threading.Thread(target=announce, daemon=True).start()
+    start = time.monotonic()
+    try:
+        drv.close()
+        outcome = "returned"
+    except KeyboardInterrupt:
+        outcome = "interrupted"
+    report(outcome=outcome, seconds=time.monotonic() - start, rundir_left=rundir.exists(),
+           closed=drv.status()["closed"])
+"""
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_during_close_still_stops_workers_and_removes_the_run_dir(tmp_path):
+    child = Child(tmp_path, SLOW_CLOSE)
+    try:
+        ready = child.report()
+        workers = child.watch(ready["pids"])
+        assert [str(d) for d in run_dirs(child)] == [ready["rundir"]]
+        assert child.report() == {"closing": True}
+        assert all(running(w) for w in workers)  # close() is waiting out the kill grace
+
+        start = time.monotonic()
+        child.interrupt()  # Ctrl-C while close() waits
+        done = child.report(timeout=15)
+        assert time.monotonic() - start < 15
+        assert done["outcome"] == "interrupted", done
+        assert done["seconds"] < 25, done  # not the 30 s kill grace
+        assert done["rundir_left"] is False, done
+        assert done["closed"] is True
+        assert child.proc.wait(timeout=15) == 0, child.stderr()
+        assert not wait_gone(workers), "workers outlived an interrupted close()"
+        assert run_dirs(child) == []
+        assert not list(child.runtime.rglob("*.sock"))
+    finally:
+        child.stop()
+
+
+# -- an uncaught Ctrl-C with dispatches waiting in non-daemon threads --------------------
+
+UNCAUGHT = """
+    how = sys.argv[1]
+    drv = vyre_core.Driver(kill_grace=0.5)
+    drv.dispatch(PROGRAM, INPUTS, backend="faults")
+
+    def waits():  # no timeout: it waits as long as the worker runs it
+        try:
+            drv.dispatch(PROGRAM, INPUTS, backend="faults",
+                         config=DispatchConfig(label="fault:sleep:600"))
+            report(thread="returned")
+        except vyre_core.VyreError as exc:
+            report(thread=type(exc).__name__)
+
+    thread = threading.Thread(target=waits, name="long-dispatch")  # not a daemon
+    thread.start()
+    wait_until(lambda: workers(drv, "faults")[0]["running"], "the long dispatch to run")
+    report(pids=[w["pid"] for w in workers(drv, "faults")], rundir=str(drv._rundir.path))
+    if how == "raise":
+        raise KeyboardInterrupt
+    time.sleep(600)  # the test's SIGINT raises KeyboardInterrupt here, uncaught
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["sigint", "raise"])
+def test_uncaught_ctrl_c_ends_the_process_despite_waiting_threads(tmp_path, how):
+    child = Child(tmp_path, UNCAUGHT.replace("sys.argv[1]", repr(how)))
+    try:
+        ready = child.report()
+        workers = child.watch(ready["pids"])
+        start = time.monotonic()
+        if how == "sigint":
+            child.interrupt()
+        try:
+            code = child.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the process kept running after an uncaught Ctrl-C (a non-daemon "
+                        f"thread waits on its dispatch); stderr:\n{child.stderr()}")
+        assert time.monotonic() - start < 15
+        assert code in (-signal.SIGINT, 1, 130), (code, child.stderr())
+        assert "KeyboardInterrupt" in child.stderr()
+        # the waiting thread was answered with an error (the driver closed), not left waiting
+        assert child.report(timeout=5) == {"thread": "PoolFailedError"}, child.stderr()
+        assert not wait_gone(workers), "workers outlived their process"
+        assert not Path(ready["rundir"]).exists()
+        assert run_dirs(child) == []
+    finally:
+        child.stop()
