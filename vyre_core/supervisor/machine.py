@@ -238,12 +238,14 @@ class PoolMachine:
             heapq.heappop(self._deadlines)
         times = [self._deadlines[0][0]] if self._deadlines else []
         limit = self.options.silence_limit
+        # Exactly the times at which tick acts: a time reported here that tick ignores
+        # would make the I/O thread poll(0) in a loop.
         for w in self.workers:
             if w.state == "starting":
                 times.append(w.startup_deadline)
-            elif w.state == "backoff":
+            elif w.state == "backoff" and self.state == "running":
                 times.append(w.backoff_until)
-            elif w.state in ("idle", "busy"):
+            elif w.state == "idle":
                 times.append(w.heard_at + self.options.heartbeat_timeout)
             if w.kill_at is not None:
                 times.append(w.kill_at)
@@ -253,6 +255,8 @@ class PoolMachine:
                     times.append(req.sent_at + limit)
                 elif req.finished_seen_at is not None:
                     times.append(req.finished_seen_at + limit)
+                else:
+                    times.append(w.heard_at + self.options.heartbeat_timeout)
         if self.failure is not None and not self.failure.announced:
             times.append(self.failure.retry_at)
         return min(times) if times else None
@@ -681,10 +685,12 @@ class PoolMachine:
         self._schedule(now)
 
     def _request_recovery(self, w: Worker, now: float) -> None:
-        """Device lost: ask the backend to recover in place (a new generation)."""
-        self._send(w, Request(Op.TRY_RECOVER, {"generation": w.generation + 1}, [],
-                              deadline=now + self.options.startup_timeout, internal=True),
-                   now)
+        """Device lost: ask the backend to recover in place (a new generation), within
+        startup_timeout (a hung recovery restarts the worker instead)."""
+        req = Request(Op.TRY_RECOVER, {"generation": w.generation + 1}, [],
+                      deadline=now + self.options.startup_timeout, internal=True)
+        heapq.heappush(self._deadlines, (req.deadline, req.id, req))
+        self._send(w, req, now)
 
     def _recovered(self, w: Worker, result: Any, now: float) -> None:
         if isinstance(result, Exception):
