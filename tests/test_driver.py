@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import psutil
 import pytest
+from kernels import spin
 from waiting import wait_for, wait_running, workers
 
 from vyre_core import ir
@@ -122,17 +123,6 @@ def affine(n: int) -> ir.Program:
     out = k.output("out", u32, count=n)
     i = k.let("i", ir.global_id(0))
     out[i] = x[i] * 3 + 1
-    return k.build()
-
-
-def spin(iterations: int, salt: int = 0) -> ir.Program:
-    """One invocation running a loop of ``iterations``: CPU-bound on the reference."""
-    k = ir.Kernel(workgroup=(1,))
-    out = k.output("out", u32, 1)
-    acc = k.let("acc", ir.lit(salt, u32))
-    with k.loop("j", 0, iterations) as j:
-        k.assign(acc, acc + j)
-    out[0] = acc
     return k.build()
 
 

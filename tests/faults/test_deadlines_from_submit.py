@@ -14,26 +14,15 @@ import time
 
 import numpy as np
 import pytest
+from kernels import spin
 from waiting import wait_for
 
-from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError
 
 from .support import PROGRAM, assert_saxpy, driver, inputs, pool_status, wait_busy
 
 SLACK = 1.5  # polling, scheduling and process start-up on a loaded 2-core machine
-
-
-def spin(iterations: int) -> ir.Program:
-    """CPU-bound on the reference backend: one invocation looping ``iterations`` times."""
-    k = ir.Kernel(workgroup=(1,))
-    out = k.output("out", ir.u32, 1)
-    acc = k.let("acc", ir.lit(0, ir.u32))
-    with k.loop("j", 0, iterations) as j:
-        k.assign(acc, acc + j)
-    out[0] = acc
-    return k.build()
 
 
 def timed(call, *args, **kwargs) -> tuple[float, BaseException | None]:

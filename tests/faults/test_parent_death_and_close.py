@@ -26,6 +26,7 @@ import vyre_core
 from vyre_core import DispatchConfig
 from vyre_core.errors import PoolFailedError, VyreError
 
+from .child_script import PRELUDE
 from .support import saxpy
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,30 +35,6 @@ CHILD_TIMEOUT = 60.0
 KILL_GRACE = 0.5
 
 # The child builds the same saxpy program as the tests below.
-CHILD_PRELUDE = textwrap.dedent("""
-    import json, os, sys, time
-    import numpy as np
-    import vyre_core
-    from vyre_core import DispatchConfig, ir
-
-    def saxpy(n=16):
-        k = ir.Kernel(workgroup=(16,))
-        x = k.read("x", ir.f32)
-        y = k.read("y", ir.f32)
-        a = k.uniform("a", ir.f32)
-        out = k.output("out", ir.f32, count=n)
-        i = k.let("i", ir.global_id(0))
-        with k.if_(i < x.len):
-            out[i] = a[0] * x[i] + y[i]
-        return k.build()
-
-    PROGRAM = saxpy()
-    INPUTS = [np.arange(16, dtype=np.float32), np.ones(16, dtype=np.float32),
-              np.array([2.0], dtype=np.float32)]
-
-    def report(**fields):
-        print(json.dumps(fields), flush=True)
-""")
 
 
 PROGRAM = saxpy(16, workgroup=16)
@@ -71,7 +48,7 @@ EXPECTED = (np.float32(2.0) * INPUTS[0] + INPUTS[1]).tobytes()
 def start_child(tmp_path: Path, body: str, env: dict[str, str] | None = None
                 ) -> subprocess.Popen:
     script = tmp_path / "child.py"
-    script.write_text(CHILD_PRELUDE + textwrap.dedent(body))
+    script.write_text(PRELUDE + textwrap.dedent(body))
     with open(tmp_path / "child.err", "wb") as err:
         return subprocess.Popen([sys.executable, str(script)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=err,
