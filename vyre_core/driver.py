@@ -160,7 +160,8 @@ class Driver:
         self.router = Router(self._candidates, self._skip)
 
     def _forked(self) -> None:
-        self._inherited = list(self._pools.values())  # the parent's: kept, never used
+        # the parent's pools: kept (never collected, never used), across nested forks too
+        self._inherited = [*getattr(self, "_inherited", []), *self._pools.values()]
         self._own_process()
         self._rundir = None  # made on first use in this process
 
@@ -510,8 +511,8 @@ class Driver:
                 pool.force_stop()
             if self._rundir is not None:
                 self._rundir.remove()
-            if self._executor is not None:
-                self._executor.shutdown(wait=False, cancel_futures=True)
+            if self._executor is not None:  # queued routing still runs: it fails fast now
+                self._executor.shutdown(wait=False)
             atexit.unregister(self.close)
 
 

@@ -110,3 +110,20 @@ def test_resident_buffer_calls_take_a_timeout() -> None:
             assert elapsed <= 0.3 + SLACK
         busy.result(timeout=60)
         assert buf.download(timeout=30) == np.arange(4, dtype=np.uint32).tobytes()
+
+
+@pytest.mark.timeout(60)
+def test_close_answers_async_calls_whose_routing_still_runs_in_the_background(
+        monkeypatch) -> None:
+    """Routing that must start a pool runs in a background thread: close() must answer
+    those calls too (queued background routing is run, and fails fast, not dropped)."""
+    monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
+    monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
+    drv = driver(startup_timeout=30.0)
+    pending = [drv.dispatch_async(PROGRAM, inputs(40 + i)) for i in range(8)]
+    wait_for(lambda: pool_status(drv)["workers"] and pool_status(drv)["workers"][0]["state"]
+             == "starting", 10.0, "the faults worker starting (it never will)")
+    drv.close()
+    for handle in pending:
+        with pytest.raises(PoolFailedError, match="closed"):
+            handle.result(timeout=10)
