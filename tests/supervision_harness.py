@@ -12,6 +12,7 @@ from vyre_core.contract.types import Capabilities
 from vyre_core.errors import VyreError
 from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.machine import (
+    TICK_EVERY,
     Log,
     PoolMachine,
     Request,
@@ -90,9 +91,18 @@ class Shell:
         return req
 
     def advance(self, seconds: float) -> None:
+        """Time passes while the shell runs: it ticks at least every TICK_EVERY seconds."""
+        end = self.now + seconds
+        while True:
+            self.now = min(end, self.now + TICK_EVERY)
+            self.machine.tick(self.now)
+            self.run()
+            if self.now >= end:
+                return
+
+    def pause(self, seconds: float) -> None:
+        """This process does not run for ``seconds`` (Ctrl-Z, starvation): no tick."""
         self.now += seconds
-        self.machine.tick(self.now)
-        self.run()
 
     # -- the workers ---------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import pytest
 import zmq
 
 from vyre_core import protocol
-from vyre_core.errors import DispatchTimeoutError, ProtocolError, VyreError
+from vyre_core.errors import DispatchTimeoutError, InvalidInputError, ProtocolError, VyreError
 from vyre_core.protocol import DTYPES, MAX_ARRAYS, MAX_HEADER_BYTES, Message, Op
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
@@ -152,10 +152,10 @@ def test_error_message_round_trips_the_error():
                                    np.int16, np.uint16, np.int8, np.longdouble, ">u4", "<U3",
                                    object])
 def test_as_frame_array_refuses_unsupported_dtypes(dtype):
-    with pytest.raises(ProtocolError) as err:
+    with pytest.raises(InvalidInputError) as err:
         protocol.as_frame_array(np.zeros(3, dtype=dtype))
     assert "Fix:" in str(err.value) and all(name in err.value.fix for name in DTYPES)
-    with pytest.raises(ProtocolError):
+    with pytest.raises(InvalidInputError):
         protocol.encode(Message(Op.UPLOAD, 1, 1, {}, [np.zeros(3, dtype=dtype)]))
 
 

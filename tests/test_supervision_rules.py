@@ -24,7 +24,7 @@ from vyre_core.errors import (
     WorkerCrashedError,
 )
 from vyre_core.protocol import Message, Op
-from vyre_core.supervisor.machine import MAX_RESENDS, Send
+from vyre_core.supervisor.machine import MAX_RESENDS, Request, Send
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
@@ -562,3 +562,88 @@ def test_sends_carry_the_worker_identity_and_generation():
     assert isinstance(send, Send)
     assert (send.index, send.generation, send.identity) == (0, 1, shell.identity(0))
     assert req.served_by == (0, 1)
+
+
+# -- found by a hostile pass ------------------------------------------------------------------
+
+
+def test_a_pause_of_this_process_is_not_held_against_its_workers():
+    """Ctrl-Z of the caller for 35 s: after SIGCONT every worker looked silent and was
+    killed (busy ones failing their requests) before their queued heartbeats arrived."""
+    shell = Shell(workers=2, heartbeat_timeout=5.0)
+    running = shell.submit()
+    shell.receive(0)
+    idle_ready = shell.submit()
+    shell.reply(1, idle_ready)
+    shell.advance(0.5)
+    shell.pause(35.0)                 # no tick, no message: this process was stopped
+    shell.advance(0.01)
+    assert shell.signals == [] and running.id not in shell.results
+    assert [w.deaths for w in shell.machine.workers] == [0, 0]
+    shell.beat(0)                     # the heartbeats queued meanwhile arrive
+    shell.reply(0, running, value=5)
+    assert shell.result(running) == ({"value": 5}, [])
+
+
+def test_a_pause_does_not_stretch_a_callers_deadline():
+    shell = Shell()
+    req = shell.submit(timeout=2.0)
+    shell.receive(0)
+    shell.pause(10.0)
+    shell.advance(0.01)
+    assert isinstance(shell.result(req), DispatchTimeoutError)
+
+
+def test_a_large_request_gets_time_to_cross_before_it_counts_as_lost():
+    """A legal 2 GiB input was judged lost after 1.5 s (and a healthy worker killed)."""
+    shell = Shell()
+    shell.submit()
+    shell.reply(0)
+    req = Request(Op.DISPATCH, {}, [])
+    req.nbytes = 2 * 2**30
+    shell.machine.submit(req, shell.now)
+    shell.run()
+    for _ in range(18):               # 18 s of heartbeats while 2 GiB cross at >= 100 MB/s
+        shell.advance(1.0)
+        shell.beat(0)
+    assert shell.signals == [] and req.id not in shell.results
+    shell.receive(0, req)
+    shell.machine.progress(0, req.id, req.id, shell.now, reply_bytes=2 * 2**30)
+    for _ in range(18):               # and its 2 GiB answer the same on the way back
+        shell.advance(1.0)
+        shell.beat(0)
+    assert req.id not in shell.results
+    shell.advance(10.0)
+    assert isinstance(shell.result(req), MessageLostError)
+
+
+def test_answered_requests_do_not_pile_up_behind_a_long_deadline():
+    """1000 answered calls stayed in memory (with their inputs) while an earlier call
+    with a long deadline was pending."""
+    shell = Shell(workers=2)
+    long = shell.submit(timeout=3600.0)
+    shell.receive(0)
+    for _ in range(1000):
+        req = Request(Op.DISPATCH, {}, [b"1 MiB of input"], deadline=shell.now + 60.0,
+                      timeout=60.0)
+        req.frames = [b"header", b"1 MiB of input"]
+        shell.machine.submit(req, shell.now)
+        shell.run()
+        shell.reply(1, req, value=1)
+        assert req.arrays == [] and req.frames is None  # answered: data released
+    assert len(shell.machine._deadlines) <= 64 + 2 * 2
+    assert long.id not in shell.results
+
+
+def test_handles_are_invalid_from_the_moment_recycling_starts():
+    shell = Shell(recycle_after=2)
+    first = shell.submit()
+    shell.reply(0, first)
+    assert shell.machine.holds(0, 1)
+    second = shell.submit()
+    shell.reply(0, second)            # the second request: recycling starts now
+    assert not shell.machine.holds(0, 1)
+    late = shell.submit(slot=0, generation=1)
+    error = shell.result(late)
+    assert isinstance(error, PipelineInvalidatedError)
+    assert "being stopped (recycled after 2 requests (recycle_after))" in error.cause

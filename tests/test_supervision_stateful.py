@@ -34,7 +34,15 @@ from supervision_harness import CAPS
 
 from vyre_core.errors import DeviceLostError, ProtocolError, SystemResourceError, VyreError
 from vyre_core.protocol import Message, Op
-from vyre_core.supervisor.machine import PoolMachine, Request, Resolve, Send, Signal, Spawn
+from vyre_core.supervisor.machine import (
+    TICK_EVERY,
+    PoolMachine,
+    Request,
+    Resolve,
+    Send,
+    Signal,
+    Spawn,
+)
 from vyre_core.supervisor.options import PoolOptions
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
@@ -278,11 +286,13 @@ class PoolModel(RuleBasedStateMachine):
             f"{self.machine.state}")
 
     def advance_to(self, target: float, beats: bool) -> None:
-        """Tick at every timer up to ``target``, as the shell's loop would (it polls at
-        least a millisecond between ticks)."""
-        for _ in range(60):
+        """Tick at every timer up to ``target``, and at least every TICK_EVERY seconds, as
+        the shell's loop would (it polls at least a millisecond between ticks)."""
+        for _ in range(600):
             timer = self.machine.next_timer()
-            when = target if timer is None else min(max(timer, self.now + 1e-3), target)
+            when = min(target, self.now + TICK_EVERY)
+            if timer is not None:
+                when = min(max(timer, self.now + 1e-3), when)
             self.step_to(when, beats)
             if self.now >= target:
                 return
@@ -410,8 +420,9 @@ class PoolModel(RuleBasedStateMachine):
           beats=st.sampled_from([True, True, True, False]), every_timer=st.booleans())
     @event
     def time_passes(self, seconds, beats, every_timer) -> None:
-        """Time passes: the shell ticks at every timer on the way, or only at the end (a
-        suspended machine, a slow shell); healthy workers beat, or all keep silent."""
+        """Time passes: the shell ticks at every timer on the way, or only at the end (this
+        process was suspended: Ctrl-Z, starvation); healthy workers beat, or all keep
+        silent."""
         if every_timer:
             self.advance_to(self.now + seconds, beats)
         else:

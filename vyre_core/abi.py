@@ -64,6 +64,11 @@ def coerce_input(buffer: Buffer, data: Any) -> np.ndarray:
 def bind_inputs(program, inputs: Sequence[Any]) -> list[np.ndarray]:
     """One coerced array per input buffer, in ABI order."""
     expected = program.inputs
+    if not isinstance(inputs, list | tuple):
+        raise InvalidInputError(
+            f"inputs must be a list or tuple of arrays, got {type(inputs).__name__}",
+            "Pass one numpy array (or bytes) per input buffer, in a list: "
+            "drv.dispatch(program, [x, y]).")
     if len(inputs) != len(expected):
         names = ", ".join(f"{b.name} ({b.dtype.value})" for b in expected) or "none"
         raise InvalidInputError(

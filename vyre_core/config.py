@@ -54,8 +54,8 @@ class DispatchConfig:
         _require(_is_int(self.fixpoint_iterations, 1),
                  f"fixpoint_iterations={self.fixpoint_iterations!r} must be an int >= 1",
                  "Use 1 for a single dispatch, N to re-run until the result stops changing.")
-        _require(_is_int(self.ulp_budget, 0),
-                 f"ulp_budget={self.ulp_budget!r} must be an int >= 0",
+        _require(_is_int(self.ulp_budget, 0) and self.ulp_budget <= _U32_MAX,
+                 f"ulp_budget={self.ulp_budget!r} must be an int from 0 to 2**32-1",
                  "Use 0 for exact float comparison, a small count of ULPs otherwise.")
         _require(self.max_output_bytes is None or _is_int(self.max_output_bytes, 0),
                  f"max_output_bytes={self.max_output_bytes!r} must be an int >= 0",
@@ -64,6 +64,9 @@ class DispatchConfig:
                  "Pass profile=True or profile=False.")
         _require(self.label is None or isinstance(self.label, str),
                  f"label={self.label!r} must be a str", "Pass a short string, or None.")
+        _require(self.label is None or _encodable(self.label),
+                 f"label={self.label!r} is not valid text (it holds a lone surrogate)",
+                 "Pass a label that encodes as UTF-8.")
         _require(self.label is None or len(self.label) <= MAX_LABEL_CHARS,
                  f"label is {len(self.label or '')} characters, over the {MAX_LABEL_CHARS} "
                  "a label may have", f"Pass a name of at most {MAX_LABEL_CHARS} characters.")
@@ -103,6 +106,14 @@ class DispatchConfig:
 
 
 _FIELDS = tuple(DispatchConfig.__dataclass_fields__)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_int(value: Any, minimum: int) -> bool:

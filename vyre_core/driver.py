@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import secrets
 import sys
@@ -26,11 +27,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+import numpy as np
+import zmq
+
 from vyre_core import abi
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Capabilities, Outputs, Timing
 from vyre_core.errors import (
     DispatchTimeoutError,
+    InvalidConfigError,
     InvalidInputError,
     NoCapableBackendError,
     PipelineInvalidatedError,
@@ -56,8 +61,34 @@ def _outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
     return out
 
 
-def _deadline(timeout: float | None) -> float | None:
+def _checked_timeout(timeout: Any, what: str = "timeout", zero: bool = False) -> float | None:
+    """``timeout`` if it is None or a usable number of seconds, else InvalidConfigError
+    (a NaN deadline would never expire, and would stall everybody's deadlines)."""
+    if timeout is None:
+        return None
+    ok = (isinstance(timeout, int | float) and not isinstance(timeout, bool)
+          and not math.isnan(timeout) and (timeout >= 0 if zero else timeout > 0))
+    if not ok:
+        raise InvalidConfigError(f"{what}={timeout!r} is not a number of seconds "
+                                 f"{'>= 0' if zero else '> 0'}",
+                                 f"Pass e.g. {what}=30.0, or None for no deadline.")
+    return None if math.isinf(timeout) else min(float(timeout), threading.TIMEOUT_MAX)
+
+
+def _deadline(timeout: Any) -> float | None:
+    timeout = _checked_timeout(timeout)
     return None if timeout is None else time.monotonic() + timeout
+
+
+def _config(config: Any) -> DispatchConfig:
+    if config is None:
+        return DispatchConfig()
+    if not isinstance(config, DispatchConfig):
+        raise InvalidConfigError(f"config must be a DispatchConfig, got "
+                                 f"{type(config).__name__}",
+                                 "Pass config=DispatchConfig(...) (e.g. "
+                                 "DispatchConfig(timeout=5.0)), or leave it out.")
+    return config
 
 
 class PendingResult:
@@ -70,6 +101,7 @@ class PendingResult:
         return self._future.done()
 
     def result(self, timeout: float | None = None) -> Outputs:
+        timeout = _checked_timeout(timeout, zero=True)
         try:
             meta, arrays = self._future.result(timeout)
         except FutureTimeout:
@@ -100,7 +132,7 @@ class ResidentBuffer:
 
     @property
     def valid(self) -> bool:
-        return self.pool.generation_of(self.slot) == self.generation
+        return self.pool.holds(self.slot, self.generation)
 
     def _call(self, op: Op, meta: dict[str, Any], arrays: Sequence[Any] = (),
               timeout: float | None = None) -> Reply:
@@ -157,6 +189,7 @@ class Driver:
         self._pools: dict[str, Pool] = {}
         self._secret = secrets.token_bytes(32)  # workers prove it in their hello
         self._executor: ThreadPoolExecutor | None = None
+        self._zmq: zmq.Context | None = None
         self.router = Router(self._candidates, self._skip)
 
     def _forked(self) -> None:
@@ -197,14 +230,14 @@ class Driver:
               timeout: float | None = None) -> RouteDecision:
         """The backend ``dispatch`` would use. A backend chosen on static claims is started
         and probed first, exactly as ``dispatch`` does (within ``timeout`` seconds)."""
-        self._routed_pool(program.check(), backend, _deadline(timeout))
+        self._routed_pool(program.check(), backend, _deadline(timeout), timeout)
         return self.router.route(program, backend)
 
     def explain(self, program: Program, timeout: float | None = None) -> list[Explanation]:
         """Every backend, accepted or why not, as ``dispatch`` would see them (the winner
         probed first), also when none can run it."""
         with contextlib.suppress(NoCapableBackendError):
-            self._routed_pool(program.check(), None, _deadline(timeout))
+            self._routed_pool(program.check(), None, _deadline(timeout), timeout)
         return self.router.explain(program)
 
     def probe(self, backend: str, timeout: float | None = None) -> Capabilities:
@@ -212,14 +245,14 @@ class Driver:
         Raises PoolFailedError (with the worker's traceback) when it cannot start, and
         DispatchTimeoutError past ``timeout`` (default None: wait while workers start, up
         to the pool's startup_timeout per try)."""
-        return self._probe(backend, _deadline(timeout), timeout)
+        return self._probe(backend, _deadline(timeout), _checked_timeout(timeout))
 
     def _probe(self, backend: str, deadline: float | None,
                timeout: float | None = None) -> Capabilities:
         pool = self._pool(backend)
         if pool.capabilities is None:
-            pool.call(Request(Op.PING, {"label": "probe"}, [], deadline=deadline,
-                              timeout=timeout))
+            pool.call(Request(Op.PING, {"label": f"routing probe of {backend!r}"}, [],
+                              deadline=deadline, timeout=timeout))
         caps = pool.capabilities
         if caps is None:  # answered, yet no hello was recorded: cannot happen
             raise PoolFailedError(f"backend {backend!r} answered without saying hello",
@@ -237,8 +270,16 @@ class Driver:
                     self._finalize_in_multiprocessing_child()
                 pool = self._pools[backend] = Pool(
                     self.registry.get(backend), self._rundir, f"p{len(self._pools)}",
-                    self._options_for(backend), self.router.invalidate, self._secret)
+                    self._options_for(backend), self.router.invalidate, self._secret,
+                    self._zmq_context)
             return pool
+
+    def _zmq_context(self) -> zmq.Context:
+        """This driver's one zmq context (its I/O thread starts with the first socket)."""
+        with self._lock:
+            if self._zmq is None:
+                self._zmq = zmq.Context()
+            return self._zmq
 
     def _finalize_in_multiprocessing_child(self) -> None:
         """A multiprocessing child leaves with os._exit (no atexit): close there too."""
@@ -251,14 +292,14 @@ class Driver:
 
     def _routed_call(self, program: Program, backend: str | None,
                      make_request: Callable[[Pool], Request], deadline: float | None,
-                     ) -> tuple[Pool, Request, Reply]:
+                     timeout: float | None) -> tuple[Pool, Request, Reply]:
         """Run a request (built for the pool that serves it) on the routed backend. A pool
         that fails makes routing fall over to the next capable backend, unless the backend
         was named. Returns the pool, the request that ran, and its reply."""
         while True:
             pool = None
             try:
-                pool = self._routed_pool(program, backend, deadline)
+                pool = self._routed_pool(program, backend, deadline, timeout)
                 request = make_request(pool)
                 return pool, request, pool.call(request)
             except PoolFailedError as exc:
@@ -308,15 +349,15 @@ class Driver:
             unprobed.append(chosen)
         return (self._pool(chosen), []) if not unprobed else (None, unprobed)
 
-    def _routed_pool(self, program: Program, backend: str | None,
-                     deadline: float | None) -> Pool:
+    def _routed_pool(self, program: Program, backend: str | None, deadline: float | None,
+                     timeout: float | None = None) -> Pool:
         while True:
             pool, unprobed = self._route_step(program, backend)
             if pool is not None:
                 return pool
             for name in unprobed:
                 try:
-                    self._probe(name, deadline)  # its hello makes routing decide again
+                    self._probe(name, deadline, timeout)  # its hello: routing decides again
                 except PoolFailedError:
                     if self._closed or backend is not None:
                         raise  # a named backend's failure is the caller's answer
@@ -344,10 +385,11 @@ class Driver:
     def dispatch(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                  config: DispatchConfig | None = None) -> Outputs:
         """Outputs of one dispatch, in ABI order, from the routed (or named) backend."""
-        config = config or DispatchConfig()
+        config = _config(config)
         request = self._dispatch_request(program, inputs, config)
         _, _, (meta, arrays) = self._routed_call(
-            program, backend, lambda pool: request.renewed(), request.deadline)
+            program, backend, lambda pool: request.renewed(), request.deadline,
+            request.timeout)
         return _outputs(meta, arrays)
 
     def dispatch_on(self, backend: str, program: Program, inputs: Sequence[Any],
@@ -355,7 +397,7 @@ class Driver:
         """Send ``program`` straight to ``backend``'s worker, skipping routing's capability
         check: how a conformance kit sees that a backend itself refuses what it did not
         claim. Everything else (ABI binding, supervision, timeouts) is as ``dispatch``."""
-        config = config or DispatchConfig()
+        config = _config(config)
         request = self._dispatch_request(program, inputs, config)
         return _outputs(*self._pool(backend).call(request))
 
@@ -365,7 +407,7 @@ class Driver:
         ``result(timeout)``. Routing, fall-over and refusals work as in ``dispatch``:
         when a pool must be started or probed first, that happens off the caller's
         thread. Errors in the program or inputs are raised here, at once."""
-        config = config or DispatchConfig()
+        config = _config(config)
         request = self._dispatch_request(program, inputs, config)
         outcome: Future = Future()
         pool, _ = self._route_step(program, backend)
@@ -398,7 +440,7 @@ class Driver:
             try:
                 _, _, reply = self._routed_call(program, backend,
                                                 lambda pool: request.renewed(),
-                                                request.deadline)
+                                                request.deadline, request.timeout)
                 outcome.set_result(reply)
             except BaseException as exc:
                 outcome.set_exception(exc)
@@ -419,7 +461,7 @@ class Driver:
         """Compile once in one worker; dispatch many times through the returned handle.
         ``timeout`` bounds the whole call (default: routing unbounded, the compile itself
         bounded by the backend's PoolOptions.compile_timeout)."""
-        config = config or DispatchConfig()
+        config = _config(config)
         program = effective_program(program, config)
         config = config.replace(workgroup_override=None)
         meta = {"program": program.to_wire(), "config": config.to_dict()}
@@ -430,7 +472,8 @@ class Driver:
             return Request(Op.COMPILE, meta, [], timeout=timeout or pool.options.compile_timeout,
                            deadline=own if deadline is None else min(own, deadline))
 
-        pool, ran, (meta, _) = self._routed_call(program, backend, request, deadline)
+        pool, ran, (meta, _) = self._routed_call(program, backend, request, deadline,
+                                                 timeout)
         slot, generation = ran.served_by
         pipeline_id = meta["pipeline"]
 
@@ -444,7 +487,7 @@ class Driver:
             return _outputs(reply, arrays)
 
         return CompiledPipeline(program, config, pool.backend, pool.registration.version,
-                                generation, run, lambda g: pool.generation_of(slot) == g)
+                                generation, run, lambda g: pool.holds(slot, g))
 
     # -- resident buffers ------------------------------------------------------------------
 
@@ -452,9 +495,14 @@ class Driver:
                           timeout: float | None = None) -> ResidentBuffer:
         """Device memory of ``byte_len`` bytes in a worker of ``backend`` (``timeout``:
         seconds for the whole call, default None)."""
+        if isinstance(byte_len, bool) or not isinstance(byte_len, int | np.integer) \
+                or not 0 <= byte_len < 2**62:
+            raise InvalidInputError(f"byte_len={byte_len!r} is not a byte count",
+                                    "Pass an int from 0 to 2**62.")
+        deadline = _deadline(timeout)
         pool = self._pool(backend)
-        request = Request(Op.ALLOCATE, {"byte_len": int(byte_len)}, [],
-                          deadline=_deadline(timeout), timeout=timeout)
+        request = Request(Op.ALLOCATE, {"byte_len": int(byte_len)}, [], deadline=deadline,
+                          timeout=timeout)
         meta, _ = pool.call(request)
         slot, generation = request.served_by
         return ResidentBuffer(pool, slot, generation, meta["handle"], int(byte_len))
@@ -463,7 +511,7 @@ class Driver:
                           config: DispatchConfig | None = None) -> Timing:
         """Dispatch on resident buffers (one per non-workgroup buffer, declaration order);
         outputs are written into their buffers. All must live in the same worker."""
-        config = config or DispatchConfig()
+        config = _config(config)
         if not buffers or len({(b.pool, b.slot, b.generation) for b in buffers}) != 1:
             raise InvalidInputError("resident buffers of one dispatch must all live in one "
                                     "worker (same backend, worker and generation)",
@@ -498,19 +546,25 @@ class Driver:
         bounds the wait for each pool (default: its kill grace plus 5 s)."""
         if os.getpid() != self._owner_pid:
             return  # forked without Python's fork hooks: nothing here is this process's
+        timeout = _checked_timeout(timeout, "close timeout", zero=True)
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             pools = list(self._pools.values())
         try:
+            for pool in pools:  # every pool told first: an interruption cannot skip one
+                pool.begin_close()
             for pool in pools:
-                pool.close(timeout)
+                pool.wait_closed(timeout)
         finally:
             for pool in pools:
+                pool.begin_close()
                 pool.force_stop()
             if self._rundir is not None:
                 self._rundir.remove()
+            if self._zmq is not None and not any(p.running for p in pools):
+                self._zmq.term()  # (a pool thread still running keeps it: term would wait)
             if self._executor is not None:  # queued routing still runs: it fails fast now
                 self._executor.shutdown(wait=False)
             atexit.unregister(self.close)

@@ -86,8 +86,8 @@ def as_frame_array(data: Any) -> np.ndarray:
         return np.frombuffer(data, dtype=np.uint8)
     array = np.ascontiguousarray(data).reshape(-1)
     if array.dtype not in _DTYPE_NAMES:
-        raise ProtocolError(f"arrays of dtype {array.dtype} cannot cross the protocol",
-                            f"Use one of {sorted(DTYPES)}.")
+        raise InvalidInputError(f"arrays of dtype {array.dtype} cannot cross to a worker",
+                                f"Pass numpy arrays of one of {sorted(DTYPES)} (or bytes).")
     return array
 
 
@@ -104,7 +104,12 @@ def encode(msg: Message) -> list[Any]:
 def encode_checked(msg: Message, max_bytes: int) -> list[Any]:
     """``encode(msg)`` for a request about to be submitted: one over the limits the worker
     enforces is refused here, in the caller, with the limit named."""
-    frames = encode(msg)
+    try:
+        frames = encode(msg)
+    except (TypeError, ValueError, OverflowError) as exc:  # msgpack, a lone surrogate...
+        raise InvalidInputError(f"{msg.op} request cannot be encoded: {exc}",
+                                "Pass plain numbers, str labels and numpy arrays of the "
+                                f"protocol dtypes ({sorted(DTYPES)}).") from None
     if len(frames[0]) > MAX_HEADER_BYTES:
         raise InvalidInputError(
             f"{msg.op} request header is {len(frames[0])} bytes, over the "
@@ -226,11 +231,12 @@ class ProgressPage:
     """A page of memory shared by a worker and its parent (a memfd the worker inherits).
 
     Layout: the id of the last request the worker's main thread received, the id of the
-    last one it answered (little-endian u64 each), then the start-up hand-over (identity
-    and hello token, msgpack), which the worker erases once read."""
+    last one it answered and that answer's size in bytes (little-endian u64 each), then
+    the start-up hand-over (identity and hello token, msgpack), which the worker erases
+    once read."""
 
     SIZE = 4096
-    _IDS = struct.Struct("<QQ")
+    _IDS = struct.Struct("<QQQ")
     _BOOT = 64
 
     def __init__(self, fd: int) -> None:
@@ -268,14 +274,15 @@ class ProgressPage:
                                 "Workers are started by the vyre supervisor only.")
         return handover
 
-    def read(self) -> tuple[int, int]:
-        """(last received request id, last answered request id)."""
+    def read(self) -> tuple[int, int, int]:
+        """(last received request id, last answered request id, its answer's bytes)."""
         return self._IDS.unpack_from(self._map, 0)
 
     def received(self, request_id: int) -> None:
         struct.pack_into("<Q", self._map, 0, request_id)
 
-    def answered(self, request_id: int) -> None:
+    def answered(self, request_id: int, nbytes: int) -> None:
+        struct.pack_into("<Q", self._map, 16, nbytes)  # the size first: read with the id
         struct.pack_into("<Q", self._map, 8, request_id)
 
     def close(self) -> None:

@@ -23,13 +23,11 @@ import zmq
 from vyre_core import protocol
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import (
+    CallerError,
     DeviceLostError,
-    InvalidConfigError,
     InvalidInputError,
-    InvalidProgramError,
-    LaunchLimitError,
+    PipelineInvalidatedError,
     ProtocolError,
-    ValidationError,
     VyreError,
     as_vyre_error,
     plain_data,
@@ -40,11 +38,13 @@ from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_workers.backend_host import BackendHost
 
 #: Errors about the request itself: the device was never touched, so never "lost".
-_CALLER_ERRORS = (InvalidProgramError, ValidationError, InvalidInputError, InvalidConfigError,
-                  LaunchLimitError, ProtocolError)
+_CALLER_ERRORS = (CallerError, ProtocolError)
 _DEVICE_OPS = frozenset({Op.DISPATCH, Op.PIPELINE_DISPATCH, Op.COMPILE, Op.DISPATCH_RESIDENT,
                          Op.UPLOAD, Op.DOWNLOAD, Op.ALLOCATE, Op.FLUSH})
 _PROGRAM_CACHE = 256
+#: Compiled pipelines a worker keeps (the most recently used); an older handle is refused
+#: with PipelineInvalidatedError, a compile of the same pipeline key reuses its entry.
+PIPELINE_LIMIT = 1024
 
 Handler = Callable[[Message], tuple[dict[str, Any], list[Any]]]
 
@@ -60,7 +60,8 @@ class WorkerServer:
         self.stopping = False
         self._last_received = 0
         self._programs: OrderedDict[bytes, Program] = OrderedDict()
-        self._pipelines: dict[int, CompiledPipeline] = {}
+        self._pipelines: OrderedDict[int, CompiledPipeline] = OrderedDict()
+        self._pipeline_of_key: dict[str, int] = {}
         self._pipeline_ids = itertools.count(1)
         self._handlers: dict[Op, Handler] = {
             Op.PING: lambda m: ({}, []),
@@ -94,13 +95,15 @@ class WorkerServer:
             if reply is None:
                 continue
             try:
-                protocol.send(self.socket, reply)
+                encoded = protocol.encode(reply)
             except Exception as exc:  # an unencodable reply: say so rather than die
-                protocol.send(self.socket, protocol.error_message(
+                encoded = protocol.encode(protocol.error_message(
                     as_vyre_error(exc, f"encoding the reply to {reply.id}"), reply.id,
                     reply.gen))
-            if self.page is not None and reply.id:
-                self.page.answered(reply.id)
+            if self.page is not None and reply.id:  # the parent allows it time to cross
+                self.page.answered(reply.id, sum(len(f) if isinstance(f, bytes) else f.nbytes
+                                                 for f in encoded))
+            protocol.send_frames(self.socket, encoded)
 
     def handle(self, frames: list[Any]) -> Message | None:
         """The answer to one request (None for a copy of one already received)."""
@@ -168,15 +171,27 @@ class WorkerServer:
 
     def _compile(self, m: Message):
         pipeline = self.host.compile(self._program(m.meta), _config(m.meta))
-        pipeline_id = next(self._pipeline_ids)
+        pipeline_id = self._pipeline_of_key.get(pipeline.key)
+        if pipeline_id is None:
+            pipeline_id = next(self._pipeline_ids)
+            self._pipeline_of_key[pipeline.key] = pipeline_id
         self._pipelines[pipeline_id] = pipeline
+        self._pipelines.move_to_end(pipeline_id)
+        if len(self._pipelines) > PIPELINE_LIMIT:
+            _, oldest = self._pipelines.popitem(last=False)
+            self._pipeline_of_key.pop(oldest.key, None)
         return {"pipeline": pipeline_id, "key": pipeline.key}, []
 
     def _pipeline_dispatch(self, m: Message):
-        pipeline = self._pipelines.get(_int(m.meta, "pipeline"))
+        pipeline_id = _int(m.meta, "pipeline")
+        pipeline = self._pipelines.get(pipeline_id)
         if pipeline is None:
-            raise InvalidInputError(f"pipeline {m.meta['pipeline']} is unknown in this worker",
-                                    "Compile the program again (Driver.compile).")
+            raise PipelineInvalidatedError(
+                f"pipeline {pipeline_id} is not held by this worker (a worker keeps its "
+                f"{PIPELINE_LIMIT} most recently used pipelines, and none from before a "
+                "restart)",
+                generation=self.host.generation)
+        self._pipelines.move_to_end(pipeline_id)
         outputs = pipeline.dispatch(m.arrays, _config(m.meta))
         return _timing_meta(outputs), list(outputs)
 
@@ -199,6 +214,7 @@ class WorkerServer:
         self.host.try_recover()
         self.host.generation = _int(m.meta, "generation")
         self._pipelines.clear()
+        self._pipeline_of_key.clear()
         return {"capabilities": self.host.capabilities().to_dict()}, []
 
     def _shutdown(self, m: Message):

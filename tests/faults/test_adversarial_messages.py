@@ -39,6 +39,7 @@ PROTOCOL_ERROR = 1305
 INVALID_PROGRAM = 1001
 INVALID_INPUT = 1101
 INVALID_CONFIG = 1103
+PIPELINE_INVALIDATED = 1304
 UNSUPPORTED = 1102
 LAUNCH_LIMIT = 1104
 N = 32
@@ -317,7 +318,7 @@ def _cases() -> list[tuple[str, list[Any], int, int]]:
                  arrays=good_specs[:1]), good_arrays[0]], 49, INVALID_INPUT),
         ("pipeline_dispatch of an unknown pipeline",
          [header(id=50, op="pipeline_dispatch", meta={"pipeline": 999, "config": cfg})], 50,
-         INVALID_INPUT),
+         PIPELINE_INVALIDATED),
         ("pipeline_dispatch with pipeline id a string",
          [header(id=51, op="pipeline_dispatch", meta={"pipeline": "1", "config": cfg})], 51,
          PROTOCOL_ERROR),

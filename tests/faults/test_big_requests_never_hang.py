@@ -16,7 +16,7 @@ import vyre_core
 from vyre_core import DispatchConfig, ir
 from vyre_core.errors import InvalidConfigError, InvalidInputError, ValidationError
 
-from .support import PROGRAM, assert_saxpy, inputs, saxpy, worker
+from .support import PROGRAM, assert_saxpy, driver, inputs, saxpy, worker
 
 #: How long a call that must not hang is given before the test calls it hung.
 ANSWER_WITHIN = 60.0
@@ -139,3 +139,25 @@ def test_outputs_over_max_message_bytes_fail_fast_and_the_worker_stays() -> None
         assert (after["pid"], after["generation"]) == (before["pid"], before["generation"])
         status = drv.status()["pools"]["reference"]
         assert status["restarts"] == 0 and status["lost_messages"] == 0
+
+
+def last_element() -> ir.Program:
+    """``out[0] = x[len - 1]``: one big input, one word out (one workgroup)."""
+    k = ir.Kernel(workgroup=(1,))
+    x = k.read("x", ir.u32)
+    out = k.output("out", ir.u32, count=1)
+    out[0] = x[x.len - 1]
+    return k.build()
+
+
+@pytest.mark.timeout(180)
+def test_a_large_input_is_given_time_to_cross_to_its_worker() -> None:
+    """Found by a hostile pass: a legal 600 MiB input with fast heartbeats was judged lost
+    after three heartbeats (its transfer takes longer), failing the call and killing a
+    healthy worker. A message now gets its size at 100 MB/s on top of that."""
+    x = np.arange(384 * 2**20, dtype=np.uint32)  # 1.5 GiB: more than a second to cross
+    with driver(heartbeat_interval=0.05) as drv:
+        out = drv.dispatch(last_element(), [x], backend="reference")
+        assert out[0].tobytes() == x[-1:].tobytes()
+        status = drv.status()["pools"]["reference"]
+        assert status["lost_messages"] == 0 and status["restarts"] == 0

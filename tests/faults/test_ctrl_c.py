@@ -229,6 +229,53 @@ def test_ctrl_c_during_close_still_stops_workers_and_removes_the_run_dir(tmp_pat
         child.stop()
 
 
+SLOW_CLOSE_TWO_POOLS = """
+    import psutil
+    drv = vyre_core.Driver(kill_grace=30)
+    drv.dispatch(PROGRAM, INPUTS, backend="faults")     # this pool closes first, slowly
+    drv.dispatch(PROGRAM, INPUTS, backend="reference")  # this one after it
+    pending = drv.dispatch_async(PROGRAM, INPUTS, backend="faults",
+                                 config=DispatchConfig(label="fault:hang_python"))
+    wait_until(lambda: workers(drv, "faults")[0]["running"], "the hang to run")
+    report(pids=[w["pid"] for b in ("faults", "reference") for w in workers(drv, b)])
+    report(closing=True)
+    try:
+        drv.close()
+    except KeyboardInterrupt:
+        pass
+    # Still alive (so the workers' parent-death signal cannot hide a survivor): does any
+    # pool restart the workers the interrupted close killed?
+    def live():
+        return [c.pid for c in psutil.Process().children()
+                if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and not live():
+        time.sleep(0.05)
+    report(live=live(), states={b: p["state"] for b, p in drv.status()["pools"].items()},
+           threads=[t.name for t in threading.enumerate() if t.name.startswith("vyre-pool")])
+"""
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_during_close_of_one_pool_still_closes_every_pool(tmp_path):
+    """Found by a hostile pass: close() interrupted while it waited for the first pool
+    never told the second one; the workers it then killed were restarted by that pool,
+    which kept running with no run directory."""
+    child = Child(tmp_path, SLOW_CLOSE_TWO_POOLS)
+    try:
+        ready = child.report()
+        child.watch(ready["pids"])
+        assert child.report() == {"closing": True}
+        child.interrupt()
+        after = child.report(timeout=30)
+        assert after["live"] == [], after
+        assert after["threads"] == [], after
+        assert set(after["states"].values()) <= {"closed", "not started"}, after
+        assert child.proc.wait(timeout=15) == 0, child.stderr()
+    finally:
+        child.stop()
+
+
 # -- an uncaught Ctrl-C with dispatches waiting in non-daemon threads --------------------
 
 UNCAUGHT = """

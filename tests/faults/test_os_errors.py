@@ -13,6 +13,7 @@ process itself would disturb everything else it does.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -86,3 +87,81 @@ def test_emfile_while_restarting_fails_the_call_clearly_and_the_pool_recovers(tm
     assert report["state_during"] == "running"  # not failed: the OS, not the backend
     assert report["after"] is True and report["new_pid"] is True
     assert report["state_after"] == "running"
+
+
+THREADS_CHILD = textwrap.dedent('''
+    import json, os, sys
+    import numpy as np
+    import vyre_core
+    from vyre_core import DispatchConfig, ir
+
+    group = sys.argv[1]
+    k = ir.Kernel(workgroup=(4,))
+    out = k.output("out", ir.u32, count=4)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < out.len):
+        out[i] = i
+    prog = k.build()
+    report = {}
+    with vyre_core.Driver() as drv:
+        drv.dispatch(prog, [], backend="reference")  # the driver's zmq threads exist
+        with open(f"{group}/cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+        with open(f"{group}/pids.current") as f:
+            current = int(f.read())
+        with open(f"{group}/pids.max", "w") as f:
+            f.write(str(current))  # no new thread, no new process
+        errors = []
+        for _ in range(2):
+            try:
+                drv.dispatch(prog, [], backend="faults", config=DispatchConfig(timeout=5))
+                errors.append("ok")
+            except vyre_core.VyreError as exc:
+                errors.append([type(exc).__name__, exc.cause, exc.fix])
+        report["refused"] = errors
+        with open(f"{group}/pids.max", "w") as f:
+            f.write("max")
+        out = drv.dispatch(prog, [], backend="faults", config=DispatchConfig(timeout=30))
+        report["after"] = out[0].tolist()
+    print(json.dumps(report), flush=True)
+''')
+
+
+def pids_cgroup(tmp_name: str):
+    """A fresh pids cgroup (v1 or v2) this root process may fill, or None."""
+    for root in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
+        group = os.path.join(root, tmp_name)
+        try:
+            os.mkdir(group)
+        except OSError:
+            continue
+        if os.path.exists(os.path.join(group, "pids.max")):
+            return group
+        os.rmdir(group)
+    return None
+
+
+@pytest.mark.timeout(120)
+def test_a_refused_thread_is_a_clear_error_and_the_pool_starts_later(tmp_path) -> None:
+    """Found by a hostile pass: when the OS refused the pool's I/O thread, the call got a
+    raw RuntimeError, every later call hung (even with a timeout, even once the limit was
+    lifted) and close() raised."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a pids cgroup")
+    group = pids_cgroup(f"vyre-test-{os.getpid()}")
+    if group is None:
+        pytest.skip("no writable pids cgroup (v1 or v2) on this machine")
+    script = tmp_path / "child.py"
+    script.write_text(THREADS_CHILD)
+    try:
+        proc = subprocess.run([sys.executable, str(script), group], capture_output=True,
+                              text=True, timeout=90)
+    finally:
+        os.rmdir(group)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    for kind, cause, fix in report["refused"]:
+        assert kind == "SystemResourceError", report
+        assert "starting pool 'faults'" in cause and "EAGAIN" in cause
+        assert "processes" in fix
+    assert report["after"] == [0, 1, 2, 3]

@@ -43,6 +43,12 @@ from vyre_core.supervisor.options import PoolOptions
 MAX_RESENDS = 2
 #: A request that killed this many workers is a poison request: it fails alone.
 POISON_KILLS = 2
+#: The shell ticks at least this often (seconds). A longer gap between ticks means this
+#: process itself did not run (stopped with Ctrl-Z, starved): nobody could be heard then.
+TICK_EVERY = 1.0
+#: The slowest transfer rate (bytes/s) a message is allowed before it counts as lost: a
+#: request or reply of N bytes gets N / TRANSFER_FLOOR seconds on top of the silence limit.
+TRANSFER_FLOOR = 100e6
 
 _ids = itertools.count(1)
 
@@ -69,12 +75,15 @@ class Request:
         self.internal = internal
         self.future: Future = Future()
         self.frames: list[Any] | None = None  # the encoded message: the shell's, opaque here
+        self.nbytes = 0                       # its size, set by the shell when encoded
         # what the rules have done with it
         self.state = "new"              # queued, sent, done
         self.worker: int | None = None
         self.sent_at = 0.0
         self.acked = False              # the worker's main thread has it (its page says so)
         self.finished_seen_at: float | None = None
+        self.reply_bytes = 0            # the answer's size, per the worker's page
+        self.watched = False            # on the deadline heap
         self.crashes = 0                # workers that died while running it
         self.losses = 0                 # sends that never reached a worker
         self.served_by: tuple[int, int] | None = None  # (worker index, generation)
@@ -177,6 +186,7 @@ class Worker:
         self.startup_deadline = 0.0
         self.kill_at: float | None = None
         self.backoff_until = 0.0
+        self.retire_reason = ""
         self.spawn_failures = 0
         self.retiring: str | None = None  # None: any exit is unexpected; planned; fault
         self.deaths = 0                 # counted toward the restart intensity
@@ -216,6 +226,8 @@ class PoolMachine:
         self.lost_messages = 0
         self._deaths: collections.deque[float] = collections.deque()
         self._deadlines: list[tuple[float, int, Request]] = []
+        self._live_deadlines = 0  # entries of _deadlines whose request is not done
+        self._last_tick: float | None = None
         self._by_identity: dict[bytes, Worker] = {}
         self._former: collections.deque[bytes] = collections.deque(maxlen=64)
         self._actions: list[Action] = []
@@ -237,7 +249,6 @@ class PoolMachine:
         while self._deadlines and self._deadlines[0][2].done:
             heapq.heappop(self._deadlines)
         times = [self._deadlines[0][0]] if self._deadlines else []
-        limit = self.options.silence_limit
         # Exactly the times at which tick acts: a time reported here that tick ignores
         # would make the I/O thread poll(0) in a loop.
         for w in self.workers:
@@ -252,14 +263,23 @@ class PoolMachine:
             req = w.current
             if w.state == "busy" and req is not None and not req.done:
                 if not req.acked:
-                    times.append(req.sent_at + limit)
+                    times.append(req.sent_at + self._window(req.nbytes))
                 elif req.finished_seen_at is not None:
-                    times.append(req.finished_seen_at + limit)
+                    times.append(req.finished_seen_at + self._window(req.reply_bytes))
                 else:
                     times.append(w.heard_at + self.options.heartbeat_timeout)
         if self.failure is not None and not self.failure.announced:
             times.append(self.failure.retry_at)
         return min(times) if times else None
+
+    def holds(self, slot: int, generation: int) -> bool:
+        """Whether worker ``slot`` is still ``generation`` and serving (handles made there
+        are valid); false as soon as it is being stopped, even for recycling. Once the
+        pool is closed, calls go on to the pool, whose answer says so."""
+        w = self.workers[slot]
+        if self.state == "closed":
+            return w.generation == generation
+        return w.generation == generation and w.state in ("idle", "busy")
 
     def unavailable(self, now: float) -> str | None:
         """Why routing must pass this pool over now (None: it may be used)."""
@@ -325,8 +345,7 @@ class PoolMachine:
         else:
             self.queue.append(req)
         req.state = "queued"
-        if req.deadline is not None:
-            heapq.heappush(self._deadlines, (req.deadline, req.id, req))
+        self._watch_deadline(req)
         self._schedule(now)
 
     def close(self, now: float) -> None:
@@ -446,9 +465,11 @@ class PoolMachine:
                   else (msg.meta, msg.arrays))
         self._finish(w, req, result, now)
 
-    def progress(self, index: int, received: int, finished: int, now: float) -> None:
+    def progress(self, index: int, received: int, finished: int, now: float,
+                 reply_bytes: int = 0) -> None:
         """What the worker at ``index`` wrote in its progress page: the id of the last
-        request its main thread received, and of the last one it answered."""
+        request its main thread received, of the last one it answered, and that answer's
+        size (the parent allows its transfer that long)."""
         w = self.workers[index]
         req = w.current
         if w.state != "busy" or req is None or req.done:
@@ -457,6 +478,7 @@ class PoolMachine:
             req.acked = True
         if finished == req.id:
             req.acked = True
+            req.reply_bytes = reply_bytes
             if req.finished_seen_at is None:
                 req.finished_seen_at = now
 
@@ -477,6 +499,7 @@ class PoolMachine:
     def tick(self, now: float) -> None:
         """Time has passed: deadlines, startup and kill timers, frozen or stuck workers,
         lost requests and replies, back-offs, and the end of a cool-down."""
+        self._credit_own_pause(now)
         if self.failure is not None and not self.failure.announced \
                 and now >= self.failure.retry_at:
             self.failure.announced = True
@@ -541,6 +564,7 @@ class PoolMachine:
         w.state = "spawning"
         w.identity, w.proof, w.pid, w.proven = b"", b"", None, False
         w.current, w.kill_at, w.retiring, w.rss = None, None, None, None
+        w.retire_reason = ""
         w.hello_error, w.served_generation = None, 0
         self._actions.append(Spawn(w.index, w.generation))
 
@@ -579,9 +603,8 @@ class PoolMachine:
         req = w.current
         if req is None or req.done:
             return
-        limit = self.options.silence_limit
         if not req.acked:
-            if now - req.sent_at < limit:
+            if now - req.sent_at < self._window(req.nbytes):
                 return
             w.current = None
             if w.heard_at > req.sent_at:
@@ -600,7 +623,7 @@ class PoolMachine:
                 self._lost(req, f"was sent to {w.name}, which was frozen", now,
                            WorkerCrashedError)
         elif req.finished_seen_at is not None:
-            if now - req.finished_seen_at >= limit:
+            if now - req.finished_seen_at >= self._window(req.reply_bytes):
                 w.current, w.state = None, "idle"
                 self.lost_messages += 1
                 self._resolve(req, MessageLostError(
@@ -680,8 +703,8 @@ class PoolMachine:
         self._resolve(req, result)
         if isinstance(result, DeviceLostError):
             self._request_recovery(w, now)
-        elif w.state == "idle" and self._should_recycle(w):
-            self._retire(w, "planned", "recycled", now)
+        elif w.state == "idle" and (why := self._recycle_reason(w)):
+            self._retire(w, "planned", why, now)
         self._schedule(now)
 
     def _request_recovery(self, w: Worker, now: float) -> None:
@@ -689,7 +712,7 @@ class PoolMachine:
         startup_timeout (a hung recovery restarts the worker instead)."""
         req = Request(Op.TRY_RECOVER, {"generation": w.generation + 1}, [],
                       deadline=now + self.options.startup_timeout, internal=True)
-        heapq.heappush(self._deadlines, (req.deadline, req.id, req))
+        self._watch_deadline(req)
         self._send(w, req, now)
 
     def _recovered(self, w: Worker, result: Any, now: float) -> None:
@@ -713,12 +736,16 @@ class PoolMachine:
             self.capabilities = caps
             self._actions.append(RoutingChanged())
 
-    def _should_recycle(self, w: Worker) -> bool:
+    def _recycle_reason(self, w: Worker) -> str | None:
+        """Why the worker is due for replacement between requests (None: it is not).
+        Recycling is a planned restart: handles made in the worker become invalid."""
         opts = self.options
         if opts.recycle_after is not None and w.served_generation >= opts.recycle_after:
-            return True
-        return (opts.recycle_rss_bytes is not None and w.rss is not None
-                and w.rss > opts.recycle_rss_bytes)
+            return f"recycled after {w.served_generation} requests (recycle_after)"
+        if opts.recycle_rss_bytes is not None and w.rss is not None \
+                and w.rss > opts.recycle_rss_bytes:
+            return f"recycled at {w.rss} bytes resident (recycle_rss_bytes)"
+        return None
 
     def _expire(self, req: Request, now: float) -> None:
         if req.state == "sent" and req.worker is not None \
@@ -747,7 +774,7 @@ class PoolMachine:
             if w.state in ("stopping", "killing") and kill and w.kill_at is not None:
                 w.kill_at = now  # escalate now
             return
-        w.retiring = kind
+        w.retiring, w.retire_reason = kind, reason
         if w.state == "idle" and not kill and kind == "planned" and self.state == "running":
             self._send(w, Request(Op.SHUTDOWN, {}, [], internal=True), now)
             w.state = "stopping"
@@ -798,8 +825,51 @@ class PoolMachine:
         if req.done:
             return
         req.state = "done"
+        req.arrays, req.frames = [], None  # answered: its data need not stay in memory
+        if req.deadline is not None and req.watched:
+            self._live_deadlines -= 1
         if not req.internal:
             self._actions.append(Resolve(req, value))
+
+    def _watch_deadline(self, req: Request) -> None:
+        """Put ``req`` on the deadline heap; answered entries are dropped when they reach
+        the top, and the heap is rebuilt when they outnumber the live ones."""
+        if req.deadline is None:
+            return
+        req.watched = True
+        self._live_deadlines += 1
+        heapq.heappush(self._deadlines, (req.deadline, req.id, req))
+        if len(self._deadlines) > 64 + 2 * self._live_deadlines:
+            self._deadlines = [e for e in self._deadlines if not e[2].done]
+            heapq.heapify(self._deadlines)
+
+    def _window(self, nbytes: int) -> float:
+        """How long a message of ``nbytes`` may take to cross before it counts as lost."""
+        return self.options.silence_limit + nbytes / TRANSFER_FLOOR
+
+    def _credit_own_pause(self, now: float) -> None:
+        """If this process did not run for a while (the gap between ticks is far longer
+        than the shell's promise), nobody could be heard meanwhile: that time is not
+        anyone's silence. Deadlines still count it: they are the caller's time."""
+        last, self._last_tick = self._last_tick, now
+        if last is None:
+            return
+        gap = now - last - TICK_EVERY
+        if gap <= self.options.silence_limit:
+            return
+        self._log(logging.WARNING, f"pool {self.backend!r}: this process did not run for "
+                                   f"{gap:.1f} s; workers' silence meanwhile is not held "
+                                   "against them")
+        for w in self.workers:  # what was heard after the pause stays as it is
+            w.heard_at = min(now, w.heard_at + gap)
+            if w.state == "starting":
+                w.startup_deadline = min(now + self.options.startup_timeout,
+                                         w.startup_deadline + gap)
+            req = w.current
+            if req is not None and not req.done:
+                req.sent_at = min(now, req.sent_at + gap)
+                if req.finished_seen_at is not None:
+                    req.finished_seen_at = min(now, req.finished_seen_at + gap)
 
     def _log(self, level: int, text: str) -> None:
         self._actions.append(Log(level, text))
@@ -831,8 +901,12 @@ class PoolMachine:
                                backend=self.backend)
 
     def _invalidated(self, req: Request, w: Worker) -> PipelineInvalidatedError:
+        if req.generation == w.generation:
+            now_is = (f"that worker is being stopped ({w.retire_reason})" if w.retire_reason
+                      else f"that worker is {w.state}")
+        else:
+            now_is = f"that worker is now generation {w.generation}"
         return PipelineInvalidatedError(
             f"{req.label} uses a handle from worker {w.index} generation {req.generation} "
-            f"of {self.backend!r}; that worker is now generation {w.generation}"
-            + ("" if w.state in ("idle", "busy") else f" ({w.state})"),
-            generation=req.generation, backend=self.backend)
+            f"of {self.backend!r}; {now_is}", generation=req.generation,
+            backend=self.backend)

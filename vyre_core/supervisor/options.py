@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from vyre_core import protocol
 from vyre_core.errors import InvalidConfigError
 
+#: The longest time any option may name (a year): longer is a mistake, and infinite or
+#: astronomically large values would overflow the waits built from them.
+MAX_SECONDS = 365 * 24 * 3600.0
+
 
 @dataclass(frozen=True)
 class PoolOptions:
@@ -31,7 +35,8 @@ class PoolOptions:
             "kill_grace", "startup_timeout", "compile_timeout", "heartbeat_interval",
             "heartbeat_timeout", "restart_window", "cooldown")}
         bad = [f"{k}={v!r}" for k, v in positive.items()
-               if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0]
+               if isinstance(v, bool) or not isinstance(v, int | float)
+               or not 0 < v <= MAX_SECONDS]
         if not _is_int(self.workers, 1) or not _is_int(self.max_restarts, 0):
             bad.append(f"workers={self.workers!r}, max_restarts={self.max_restarts!r}")
         if not bad and self.heartbeat_interval >= self.heartbeat_timeout:
@@ -46,9 +51,10 @@ class PoolOptions:
                        f"{protocol.MAX_MESSAGE_BYTES})")
         if bad:
             raise InvalidConfigError(f"bad pool options: {', '.join(bad)}",
-                                     "Use workers >= 1, max_restarts >= 0, positive times "
-                                     "(heartbeats more often than their timeout), and "
-                                     "recycle limits >= 1 or None.")
+                                     "Use workers >= 1, max_restarts >= 0, times in seconds "
+                                     f"above 0 and at most {MAX_SECONDS:g} (heartbeats more "
+                                     "often than their timeout), and recycle limits >= 1 "
+                                     "or None.")
 
     @property
     def silence_limit(self) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import logging
 import os
 import secrets
@@ -36,6 +37,7 @@ from vyre_core.errors import (
 from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import BackendRegistration
 from vyre_core.supervisor.machine import (
+    TICK_EVERY,
     Log,
     PoolMachine,
     Request,
@@ -61,7 +63,8 @@ class Pool:
     ``on_change`` is called (from the I/O thread) whenever routing must decide again."""
 
     def __init__(self, registration: BackendRegistration, rundir: RunDir, name: str,
-                 options: PoolOptions, on_change: Callable[[], None], secret: bytes) -> None:
+                 options: PoolOptions, on_change: Callable[[], None], secret: bytes,
+                 context: Callable[[], zmq.Context]) -> None:
         self.registration = registration
         self.backend = registration.id
         self.options = options
@@ -69,10 +72,12 @@ class Pool:
         self._endpoint = rundir.endpoint(name)  # short: ipc paths have a length limit
         self._on_change = on_change
         self._secret = secret
+        self._context_of_driver = context  # one zmq context (and I/O thread) per driver
         self._machine = PoolMachine(self.backend, options)
         self._lock = threading.Lock()   # the machine: the I/O thread, and status readers
         self._gate = threading.Lock()   # the hand-over: inbox, wake fd, I/O state
         self._io_state = "new"          # new, running, stopped
+        self._closing = False
         self._inbox: collections.deque[Any] = collections.deque()
         self._wake_fd = -1
         self._thread: threading.Thread | None = None
@@ -89,8 +94,9 @@ class Pool:
         """What the latest worker probed; kept across restarts until a new probe differs."""
         return self._machine.capabilities
 
-    def generation_of(self, slot: int) -> int:
-        return self._machine.workers[slot].generation
+    def holds(self, slot: int, generation: int) -> bool:
+        """Whether handles made in worker ``slot`` as ``generation`` are still valid."""
+        return self._machine.holds(slot, generation)
 
     def unavailable(self) -> str | None:
         """Why routing must pass this pool over now (failed and cooling down, closed)."""
@@ -102,6 +108,7 @@ class Pool:
             request.frames = protocol.encode_checked(
                 Message(request.op, request.id, 0, request.meta, request.arrays),
                 self.options.max_message_bytes)
+            request.nbytes = len(request.frames[0]) + sum(a.nbytes for a in request.frames[1:])
             with self._gate:
                 if self._io_state == "new":
                     self._start()
@@ -130,20 +137,33 @@ class Pool:
             worker["history"] = history.list()
         return status
 
-    def close(self, timeout: float | None = None) -> None:
-        """Fail what is pending and stop every worker (SIGTERM, SIGKILL after the grace);
-        waits at most ``timeout`` (default: the kill grace plus 5 s). Idempotent."""
+    def begin_close(self) -> None:
+        """Ask the I/O thread to fail what is pending and stop every worker (SIGTERM,
+        SIGKILL after the grace); returns at once. Idempotent."""
         with self._gate:
             if self._io_state == "new":
                 self._io_state = "stopped"
-            if self._io_state == "stopped":
-                thread = self._thread
-            else:
+            elif self._io_state == "running" and not self._closing:
+                self._closing = True
                 self._inbox.append(_CLOSE)
                 os.eventfd_write(self._wake_fd, 1)
-                thread = self._thread
+
+    @property
+    def running(self) -> bool:
+        """Whether the I/O thread still runs (workers may still be alive)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait_closed(self, timeout: float | None = None) -> None:
+        """Wait for the I/O thread to stop its workers and end: at most ``timeout`` (default:
+        the kill grace plus 5 s)."""
+        thread = self._thread
         if thread is not None:
             thread.join(self.options.kill_grace + 5 if timeout is None else timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """``begin_close`` then ``wait_closed``."""
+        self.begin_close()
+        self.wait_closed(timeout)
 
     def force_stop(self) -> None:
         """Last resort when ``close`` was interrupted or timed out: SIGKILL every worker
@@ -157,10 +177,10 @@ class Pool:
     # -- the I/O thread --------------------------------------------------------------------
 
     def _start(self) -> None:
-        """Open the socket and the wake fd and start the I/O thread (under the gate)."""
+        """Open the socket and the wake fd and start the I/O thread (under the gate). The
+        OS may refuse any of them: the pool then stays new, and the next call tries again."""
         try:
-            self._context = zmq.Context()
-            self._router = self._context.socket(zmq.ROUTER)
+            self._router = self._context_of_driver().socket(zmq.ROUTER)
             self._router.setsockopt(zmq.LINGER, 0)
             self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
             self._router.setsockopt(zmq.SNDHWM, 0)
@@ -170,21 +190,22 @@ class Pool:
                                                         protocol.MAX_HEADER_BYTES))
             self._router.bind(self._endpoint)
             self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        except (OSError, zmq.ZMQError) as exc:  # the pool stays "new": the next call retries
-            with contextlib.suppress(AttributeError):
-                self._router.close(linger=0)
-            with contextlib.suppress(AttributeError):
-                self._context.term()
-            code = getattr(exc, "errno", None)
+            self._poller = zmq.Poller()
+            self._poller.register(self._router, zmq.POLLIN)
+            self._poller.register(self._wake_fd, zmq.POLLIN)
+            thread = threading.Thread(target=self._run, name=f"vyre-pool-{self.backend}",
+                                      daemon=True)
+            thread.start()
+        except (OSError, zmq.ZMQError, RuntimeError) as exc:  # RuntimeError: no new thread
+            self._close_socket()
+            if self._wake_fd >= 0:
+                os.close(self._wake_fd)
+                self._wake_fd = -1
+            code = getattr(exc, "errno", None) or errno.EAGAIN
             raise system_resource_error(OSError(code, str(exc)),
-                                        f"opening pool {self.backend!r}'s socket") from exc
-        self._poller = zmq.Poller()
-        self._poller.register(self._router, zmq.POLLIN)
-        self._poller.register(self._wake_fd, zmq.POLLIN)
+                                        f"starting pool {self.backend!r}") from exc
+        self._thread = thread
         self._io_state = "running"
-        self._thread = threading.Thread(target=self._run, name=f"vyre-pool-{self.backend}",
-                                        daemon=True)
-        self._thread.start()
 
     def _run(self) -> None:
         try:
@@ -193,7 +214,7 @@ class Pool:
                 if self._machine.stopped:
                     break
                 timer = self._machine.next_timer()
-                wait = 1.0 if timer is None else min(1.0, timer - time.monotonic())
+                wait = TICK_EVERY if timer is None else min(TICK_EVERY, timer - time.monotonic())
                 events = dict(self._poller.poll(max(0, int(wait * 1000) + 1)))
                 with self._lock:
                     now = time.monotonic()
@@ -256,10 +277,10 @@ class Pool:
 
     def _read_pages(self, now: float) -> None:
         for index, proc in self._processes.items():
-            ids = proc.page.read()
-            if ids != self._pages.get(index):
-                self._pages[index] = ids
-                self._machine.progress(index, *ids, now)
+            page = proc.page.read()
+            if page != self._pages.get(index):
+                self._pages[index] = page
+                self._machine.progress(index, *page[:2], now, reply_bytes=page[2])
 
     def _exited(self, index: int, now: float) -> None:
         proc = self._processes.pop(index)
@@ -268,7 +289,8 @@ class Pool:
             if fd >= 0:
                 with contextlib.suppress(KeyError):
                     self._poller.unregister(fd)
-        self._machine.progress(index, *proc.page.read(), now)
+        received, answered, reply_bytes = proc.page.read()
+        self._machine.progress(index, received, answered, now, reply_bytes=reply_bytes)
         code = proc.reap()
         tail = proc.output_tail()
         self._history[index].add(self._machine.workers[index].generation, describe_exit(code),
@@ -386,7 +408,8 @@ class Pool:
                     f"the driver was closed while {item.label} to {self.backend!r} was "
                     "pending", "Keep the driver open until results are collected.",
                     backend=self.backend))
+        self._close_socket()
+
+    def _close_socket(self) -> None:
         with contextlib.suppress(AttributeError):
             self._router.close(linger=0)
-        with contextlib.suppress(AttributeError):
-            self._context.term()

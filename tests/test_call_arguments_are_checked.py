@@ -1,0 +1,98 @@
+"""Every argument a caller can get wrong is refused with a VyreError and a Fix before
+anything runs: timeouts (NaN, negative, infinite where a bound is needed, not a number),
+configs, inputs, byte counts, pool options. Found by a hostile pass: a NaN timeout was
+accepted and then stalled every other caller's deadline (NaN never compares <= now);
+others surfaced as raw OverflowError, TypeError, AttributeError or UnicodeEncodeError."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+
+from vyre_core import DispatchConfig, Driver, ir
+from vyre_core.driver import PendingResult
+from vyre_core.errors import InvalidConfigError, InvalidInputError, VyreError
+from vyre_core.registry import Registry
+from vyre_core.supervisor.options import PoolOptions
+
+pytestmark = pytest.mark.fast  # the fast tier: no process is started here
+
+BAD_TIMEOUTS = [float("nan"), -1.0, 0, "1", True, [1.0]]
+
+
+@pytest.fixture
+def drv(monkeypatch, tmp_path):
+    monkeypatch.setenv("VYRE_RUNTIME_DIR", str(tmp_path))
+    with Driver(Registry.discover()) as driver:  # lazy: nothing starts unless used
+        yield driver
+        assert driver.status()["pools"]["reference"]["state"] == "not started"
+
+
+def program() -> ir.Program:
+    k = ir.Kernel(workgroup=(4,))
+    x = k.read("x", ir.u32)
+    out = k.output("out", ir.u32, count=4)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        out[i] = x[i]
+    return k.build()
+
+
+def refused(error_type: type[VyreError], call) -> VyreError:
+    with pytest.raises(error_type) as info:
+        call()
+    assert "Fix:" in str(info.value)
+    return info.value
+
+
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
+def test_every_method_timeout_is_checked(drv, timeout) -> None:
+    calls = [lambda: drv.allocate_resident(16, "reference", timeout=timeout),
+             lambda: drv.probe("reference", timeout=timeout),
+             lambda: drv.route(program(), timeout=timeout),
+             lambda: drv.explain(program(), timeout=timeout),
+             lambda: drv.compile(program(), timeout=timeout)]
+    for call in calls:
+        refused(InvalidConfigError, call)
+    with pytest.raises(InvalidConfigError):
+        DispatchConfig(timeout=timeout)
+
+
+def test_close_timeout_is_checked_before_anything_closes(drv) -> None:
+    refused(InvalidConfigError, lambda: drv.close(timeout=float("nan")))
+    assert drv.status()["closed"] is False
+    drv.close(timeout=0)
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -0.5, "3"], ids=repr)
+def test_result_timeout_is_checked(timeout) -> None:
+    future: Future = Future()
+    future.set_result(({}, [np.zeros(1, np.uint32)]))
+    refused(InvalidConfigError, lambda: PendingResult(future).result(timeout))
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 1e300, 0])
+def test_result_accepts_unbounded_and_zero_timeouts(timeout) -> None:
+    future: Future = Future()
+    future.set_result(({}, [np.zeros(1, np.uint32)]))
+    assert PendingResult(future).result(timeout)[0].tolist() == [0]
+
+
+def test_configs_inputs_and_byte_counts_are_checked(drv) -> None:
+    data = [np.arange(4, dtype=np.uint32)]
+    refused(InvalidConfigError, lambda: drv.dispatch(program(), data, config={"timeout": 1}))
+    refused(InvalidInputError, lambda: drv.dispatch(program(), 5))
+    refused(InvalidInputError, lambda: drv.dispatch_async(program(), "abc"))
+    for byte_len in ("8", 2**64, -1, 1.5, True):
+        refused(InvalidInputError, lambda b=byte_len: drv.allocate_resident(b, "reference"))
+    refused(InvalidConfigError, lambda: DispatchConfig(ulp_budget=2**70))
+    refused(InvalidConfigError, lambda: DispatchConfig(label="\udcff"))
+
+
+@pytest.mark.parametrize("field", ["kill_grace", "heartbeat_timeout", "startup_timeout",
+                                   "cooldown", "restart_window", "compile_timeout"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e300, 0, -1])
+def test_pool_option_times_are_finite_and_positive(field, value) -> None:
+    refused(InvalidConfigError, lambda: PoolOptions(**{field: value}))
