@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import psutil
@@ -390,27 +389,33 @@ def test_resident_buffers_of_different_workers_are_refused(drv):
 
 
 def test_resident_buffers_of_two_workers_of_one_pool_are_refused():
+    """Buffers are placed deterministically: the rules send work to the lowest-numbered
+    idle worker, so a buffer allocated while worker 0 is busy lands on worker 1, and one
+    allocated with both idle lands on worker 0. (It once counted on luck, and a sleep.)"""
     n = 8
+
+    def both_idle() -> bool:
+        ws = workers(driver, "reference")
+        return len(ws) == 2 and all(w["state"] == "idle" for w in ws)
+
     with Driver(workers=2) as driver:
-        with ThreadPoolExecutor(2) as ex:  # both workers started and idle
-            list(ex.map(lambda s: driver.dispatch(spin(20_000, s), []), range(2)))
-        busy = driver.dispatch_async(spin(60_000), [])  # keeps one worker busy ...
-        wait_running(driver)
-        first = driver.allocate_resident(4 * n, "reference")  # ... so the other serves this
-        busy.result(timeout=30)
-        second = driver.allocate_resident(4 * n, "reference")
-        if second.slot == first.slot:  # scheduling picked the same worker: use the other
-            second = driver.allocate_resident(4 * n, "reference")
-        assert first.slot != second.slot
+        driver.dispatch(spin(1), [])
+        wait_for(both_idle, 30.0, "both workers started and idle")
+        busy = driver.dispatch_async(spin(1_000_000), [])  # ~2 s on worker 0 ...
+        assert [w["index"] for w in wait_running(driver)] == [0]
+        first = driver.allocate_resident(4 * n, "reference")  # ... so worker 1 serves this
+        busy.result(timeout=60)
+        wait_for(both_idle, 30.0, "both workers idle again")
+        second = driver.allocate_resident(4 * n, "reference")  # worker 0: the lowest idle
+        assert (first.slot, second.slot) == (1, 0)
         with pytest.raises(InvalidInputError) as err:
             driver.dispatch_resident(affine(n), [first, second])
         assert err.value.fix
-        buffers = [driver.allocate_resident(4 * n, "reference") for _ in range(4)]
-        slot = buffers[0].slot
-        x, out = [b for b in [first, second, *buffers] if b.slot == slot][:2]
+        x = driver.allocate_resident(4 * n, "reference")  # both idle: worker 0 again
+        assert x.slot == second.slot
         x.upload(np.arange(n, dtype=np.uint32))
-        driver.dispatch_resident(affine(n), [x, out])
-        assert out.download() == (np.arange(n, dtype=np.uint32) * 3 + 1).tobytes()
+        driver.dispatch_resident(affine(n), [x, second])
+        assert second.download() == (np.arange(n, dtype=np.uint32) * 3 + 1).tobytes()
 
 
 # -- threads and parallelism ----------------------------------------------------------------------
