@@ -134,7 +134,7 @@ SURVIVES = """
             report(step=step, pid=w["pid"], generation=w["generation"],
                    pipeline_generation=pipeline.generation,
                    buffer_generation=buffer.generation, pgid=os.getpgid(0))
-            time.sleep(60)  # the test's SIGINT raises KeyboardInterrupt here
+            signal.pause()  # the test's SIGINT raises KeyboardInterrupt here
             interrupted = False
         except KeyboardInterrupt:
             interrupted = True
@@ -297,7 +297,7 @@ UNCAUGHT = """
     report(pids=[w["pid"] for w in workers(drv, "faults")], rundir=str(drv._rundir.path))
     if how == "raise":
         raise KeyboardInterrupt
-    time.sleep(600)  # the test's SIGINT raises KeyboardInterrupt here, uncaught
+    signal.pause()  # the test's SIGINT raises KeyboardInterrupt here, uncaught
 """
 
 

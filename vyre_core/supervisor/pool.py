@@ -160,11 +160,6 @@ class Pool:
         if thread is not None:
             thread.join(self.options.kill_grace + 5 if timeout is None else timeout)
 
-    def close(self, timeout: float | None = None) -> None:
-        """``begin_close`` then ``wait_closed``."""
-        self.begin_close()
-        self.wait_closed(timeout)
-
     def force_stop(self) -> None:
         """Last resort when ``close`` was interrupted or timed out: SIGKILL every worker
         left and wait for it. Safe from any thread, any number of times."""
