@@ -238,7 +238,13 @@ SLOW_CLOSE_TWO_POOLS = """
                                  config=DispatchConfig(label="fault:hang_python"))
     wait_until(lambda: workers(drv, "faults")[0]["running"], "the hang to run")
     report(pids=[w["pid"] for b in ("faults", "reference") for w in workers(drv, b)])
-    report(closing=True)
+
+    def announce():  # once close() is under way (the pool is closed), say so
+        wait_until(lambda: drv.status()["pools"]["faults"]["state"] == "closed",
+                   "close() to begin")
+        report(closing=True)
+
+    threading.Thread(target=announce, daemon=True).start()
     try:
         drv.close()
     except KeyboardInterrupt:
