@@ -175,10 +175,10 @@ def test_as_frame_array_accepts_bytes_and_flattens():
 
 def test_missing_and_extra_frames():
     head = header(arrays=[["u4", 2], ["u1", 3]])
-    refused([head, bytes(8)], 7, "declares 2 arrays but 1 frames")
-    refused([head], 7, "declares 2 arrays but 0 frames")
-    refused([head, bytes(8), bytes(3), b""], 7, "declares 2 arrays but 3 frames")
-    refused([header(), b"stray"], 7, "declares 0 arrays but 1 frames")
+    refused([head, bytes(8)], 7, "declares 2 arrays in frames but 1 frames")
+    refused([head], 7, "declares 2 arrays in frames but 0 frames")
+    refused([head, bytes(8), bytes(3), b""], 7, "declares 2 arrays in frames but 3 frames")
+    refused([header(), b"stray"], 7, "declares 0 arrays in frames but 1 frames")
 
 
 def test_size_mismatch():

@@ -114,6 +114,13 @@ def buffer_lengths(program, bound_inputs: Sequence[np.ndarray]) -> dict[str, int
     return lengths
 
 
+def output_shapes(program, bound_inputs: Sequence[np.ndarray]) -> list[tuple[np.dtype, int]]:
+    """Storage dtype and element count of each output, in ABI order: what a dispatch of
+    these inputs returns, known before it runs."""
+    lengths = buffer_lengths(program, bound_inputs)
+    return [(b.dtype.storage_np, lengths[b.name]) for b in program.outputs]
+
+
 def normalize_grid(grid: Sequence[int]) -> tuple[int, int, int]:
     """A 1-3 axis grid of workgroup counts as a 3-tuple; every axis at least 1."""
     axes = tuple(grid)

@@ -91,6 +91,28 @@ def _config(config: Any) -> DispatchConfig:
     return config
 
 
+def _check_out(program: Program, shapes: list[tuple[np.dtype, int]], out: Any) -> None:
+    """``out`` must hold one writable, C-contiguous array per output, of the output's
+    storage dtype and length: refused before any work otherwise."""
+    names = [b.name for b in program.outputs]
+    if not isinstance(out, list | tuple) or len(out) != len(shapes):
+        got = len(out) if isinstance(out, list | tuple) else type(out).__name__
+        raise InvalidInputError(f"out= needs {len(shapes)} array(s) (outputs {names}), got "
+                                f"{got}", "Pass a list with one numpy array per output, "
+                                "e.g. out=[np.empty(n, np.float32)].")
+    for name, (dtype, count), target in zip(names, shapes, out, strict=True):
+        fix = f"Pass np.empty({count}, dtype=np.{dtype.name}) for output {name!r}."
+        if not isinstance(target, np.ndarray):
+            raise InvalidInputError(f"out= array for {name!r} is a {type(target).__name__}, "
+                                    "not a numpy array", fix)
+        problem = (f"has dtype {target.dtype}, not {dtype}" if target.dtype != dtype
+                   else f"has {target.size} elements, not {count}" if target.size != count
+                   else "is not C-contiguous" if not target.flags.c_contiguous
+                   else "is read-only" if not target.flags.writeable else None)
+        if problem is not None:
+            raise InvalidInputError(f"out= array for {name!r} {problem}", fix)
+
+
 class PendingResult:
     """A dispatch in flight: ``is_ready()`` and ``result(timeout)``."""
 
@@ -378,18 +400,29 @@ class Driver:
     def _dispatch_request(self, program: Program, inputs: Sequence[Any],
                           config: DispatchConfig) -> Request:
         bound = abi.bind_inputs(program.check(), inputs)
-        meta = {"program": program.to_wire(), "config": config.to_dict(), "label": config.label}
+        meta = {"fp": program.fingerprint(), "program": program.to_wire(),
+                "config": config.to_dict(), "label": config.label}
         return Request(Op.DISPATCH, meta, bound, deadline=_deadline(config.timeout),
-                       timeout=config.timeout, retries=config.retries)
+                       timeout=config.timeout, retries=config.retries,
+                       outputs=abi.output_shapes(program, bound))
 
     def dispatch(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
-                 config: DispatchConfig | None = None) -> Outputs:
-        """Outputs of one dispatch, in ABI order, from the routed (or named) backend."""
+                 config: DispatchConfig | None = None,
+                 out: Sequence[np.ndarray] | None = None) -> Outputs:
+        """Outputs of one dispatch, in ABI order, from the routed (or named) backend. With
+        ``out`` (one writable, C-contiguous array per output, of its storage dtype and
+        length), the outputs are written into those arrays, which are returned."""
         config = _config(config)
         request = self._dispatch_request(program, inputs, config)
+        if out is not None:
+            _check_out(program, request.outputs, out)
         _, _, (meta, arrays) = self._routed_call(
             program, backend, lambda pool: request.renewed(), request.deadline,
             request.timeout)
+        if out is not None:
+            for target, array in zip(out, arrays, strict=True):
+                np.copyto(target.reshape(-1), array, casting="no")
+            arrays = list(out)  # the shared results go back to the pool now
         return _outputs(meta, arrays)
 
     def dispatch_on(self, backend: str, program: Program, inputs: Sequence[Any],
@@ -483,7 +516,7 @@ class Driver:
                 Op.PIPELINE_DISPATCH, {"pipeline": pipeline_id, "config": cfg.to_dict(),
                                        "label": cfg.label},
                 bound, deadline=_deadline(cfg.timeout), timeout=cfg.timeout, slot=slot,
-                generation=generation))
+                generation=generation, outputs=abi.output_shapes(program, bound)))
             return _outputs(reply, arrays)
 
         return CompiledPipeline(program, config, pool.backend, pool.registration.version,
@@ -518,7 +551,8 @@ class Driver:
                                     "Allocate them on the same backend, one after another.")
         first = buffers[0]
         meta, _ = first._call(Op.DISPATCH_RESIDENT, {
-            "program": program.check().to_wire(), "config": config.to_dict(),
+            "fp": program.check().fingerprint(), "program": program.to_wire(),
+            "config": config.to_dict(),
             "handles": [b.handle for b in buffers], "label": config.label},
             timeout=config.timeout)
         return Timing(meta["wall_ns"], meta.get("device_ns"), config.label)

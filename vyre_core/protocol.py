@@ -1,10 +1,11 @@
 """The parent <-> worker wire protocol: the one codec both sides use.
 
 A message is a msgpack header frame followed by one raw frame per array. The header is
-``{"v", "op", "id", "gen", "meta", "arrays": [[dtype, count], ...]}``. Arrays cross
-without pickle: received frames become read-only numpy arrays over the message memory
-(``np.frombuffer``), and large frames are sent without copying. Everything received is
-checked (version, operation, field types, frame count, sizes against dtype and count,
+``{"v", "op", "id", "gen", "meta", "arrays": [[dtype, count], ...]}``; an array in shared
+memory (``dataplane.Shared``) is ``[dtype, count, segment, fd, size]`` and has no frame.
+Arrays cross without pickle: received frames become read-only numpy arrays over the
+message memory (``np.frombuffer``), and large frames are sent without copying. Everything
+received is checked (version, operation, field types, frame count, sizes against dtype and count,
 size caps); a bad message raises ``ProtocolError`` carrying the request id when known.
 
 Beside the socket, each worker shares a small ``ProgressPage`` with its parent: it hands
@@ -27,10 +28,11 @@ import msgpack
 import numpy as np
 import zmq
 
+from vyre_core.dataplane import Shared
 from vyre_core.errors import InvalidInputError, ProtocolError
 from vyre_core.ir.wire import MAX_WIRE_BYTES
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 #: Every header the parent may legally send fits: a program at the wire limit, plus its
 #: config, label and the envelope.
 MAX_HEADER_BYTES = MAX_WIRE_BYTES + (1 << 20)
@@ -66,6 +68,13 @@ class Op(enum.StrEnum):
     SHUTDOWN = "shutdown"
 
 
+#: Decoded programs a worker keeps by fingerprint (the most recently used); the parent
+#: mirrors each worker's set to send a program's wire form only to a worker without it.
+PROGRAM_CACHE = 256
+#: The ProtocolError detail with which a worker asks for a program's wire form: the
+#: request named the program by fingerprint only, and the worker does not hold it.
+PROGRAM_NOT_HELD = "program_not_held"
+
 REQUESTS = frozenset({Op.PING, Op.DISPATCH, Op.COMPILE, Op.PIPELINE_DISPATCH, Op.ALLOCATE,
                       Op.UPLOAD, Op.DOWNLOAD, Op.FREE, Op.DISPATCH_RESIDENT, Op.CAPABILITIES,
                       Op.FLUSH, Op.DEVICE_LOST, Op.TRY_RECOVER, Op.SHUTDOWN})
@@ -92,13 +101,37 @@ def as_frame_array(data: Any) -> np.ndarray:
 
 
 def encode(msg: Message) -> list[Any]:
-    """The frames of ``msg``: header then arrays (arrays are not copied)."""
-    arrays = [as_frame_array(a) for a in msg.arrays]
+    """The frames of ``msg``: header then arrays (arrays are not copied; a ``Shared`` one
+    is only described in the header)."""
+    specs, frames = [], []
+    for a in msg.arrays:
+        if isinstance(a, Shared):
+            specs.append([_DTYPE_NAMES[a.dtype], a.count, a.segment, a.fd, a.size])
+        else:
+            array = as_frame_array(a)
+            specs.append(array_spec(array.dtype, int(array.shape[0])))
+            frames.append(array)
     header = msgpack.packb({
         "v": PROTOCOL_VERSION, "op": str(msg.op), "id": msg.id, "gen": msg.gen,
-        "meta": msg.meta, "arrays": [[_DTYPE_NAMES[a.dtype], int(a.shape[0])] for a in arrays],
-    }, use_bin_type=True)
-    return [header, *arrays]
+        "meta": msg.meta, "arrays": specs}, use_bin_type=True)
+    return [header, *frames]
+
+
+def array_spec(dtype: np.dtype, count: int, segment: Any = None) -> list[Any]:
+    """How a header names an array: ``[dtype, count]``, or with the ``dataplane.Segment``
+    that holds it, ``[dtype, count, segment, fd, size]``."""
+    if segment is None:
+        return [_DTYPE_NAMES[dtype], count]
+    return [_DTYPE_NAMES[dtype], count, segment.id, segment.fd, segment.size]
+
+
+def describe_shared(spec: Any) -> Shared | None:
+    """The ``Shared`` array a ``[dtype, count, segment, fd, size]`` spec describes, or
+    None when ``spec`` is not one."""
+    if isinstance(spec, list) and len(spec) == 5 and spec[0] in DTYPES \
+            and all(_is_uint(v) for v in spec[1:]):
+        return Shared(DTYPES[spec[0]], *spec[1:])
+    return None
 
 
 def encode_checked(msg: Message, max_bytes: int) -> list[Any]:
@@ -116,7 +149,8 @@ def encode_checked(msg: Message, max_bytes: int) -> list[Any]:
             f"{MAX_HEADER_BYTES}-byte limit of the worker protocol",
             "Send a smaller program or label (programs are limited to "
             f"{MAX_WIRE_BYTES} bytes of wire form).")
-    size = sum(a.nbytes for a in frames[1:])
+    size = sum(a.nbytes for a in msg.arrays if isinstance(a, Shared)) \
+        + sum(a.nbytes for a in frames[1:])
     if size > max_bytes:
         raise InvalidInputError(
             f"{msg.op} request carries {size} bytes of arrays, over "
@@ -124,6 +158,16 @@ def encode_checked(msg: Message, max_bytes: int) -> list[Any]:
             "Split the data across several dispatches, or raise "
             "PoolOptions.max_message_bytes.")
     return frames
+
+
+def check_output_bytes(size: int, max_bytes: int) -> None:
+    """Outputs over ``max_bytes`` are refused: by the parent before sending when it knows
+    their sizes, by the worker before replying otherwise."""
+    if size > max_bytes:
+        raise InvalidInputError(
+            f"the outputs of this request are {size} bytes, over max_message_bytes={max_bytes}",
+            "Return less data per call (split the dispatch), or raise "
+            "PoolOptions.max_message_bytes.")
 
 
 def send(socket: zmq.Socket, msg: Message, identity: bytes | None = None) -> None:
@@ -186,25 +230,43 @@ def decode(frames: list[Any], max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
     if rid is None or not _is_uint(gen) or not isinstance(meta, dict) \
             or not isinstance(specs, list):
         raise _bad("header needs integer id and gen, a meta map and an arrays list", rid)
-    if len(specs) > MAX_ARRAYS or len(specs) != len(frames) - 1:
-        raise _bad(f"header declares {len(specs)} arrays but {len(frames) - 1} frames follow",
-                   rid)
-    arrays, total = [], 0
-    for i, (spec, frame) in enumerate(zip(specs, frames[1:], strict=True)):
-        if not (isinstance(spec, list) and len(spec) == 2 and spec[0] in DTYPES
+    if len(specs) > MAX_ARRAYS:
+        raise _bad(f"header declares {len(specs)} arrays, over {MAX_ARRAYS}", rid)
+    declared: list[Shared | tuple[np.dtype, int]] = []
+    for i, spec in enumerate(specs):
+        shared = describe_shared(spec)
+        if shared is not None:
+            if shared.nbytes > shared.size:
+                raise _bad(f"array {i} does not fit the segment it names", rid)
+            declared.append(shared)
+        elif (isinstance(spec, list) and len(spec) == 2 and spec[0] in DTYPES
                 and _is_uint(spec[1])):
-            raise _bad(f"array {i} is declared as {spec!r}, not [dtype, count]", rid)
-        dtype, count = DTYPES[spec[0]], spec[1]
-        data = _buffer(frame)
-        if count * dtype.itemsize != len(data):
-            raise _bad(f"array {i} declares {count} x {dtype} but its frame has {len(data)} "
-                       "bytes", rid)
-        total += len(data)
+            declared.append((DTYPES[spec[0]], spec[1]))
+        else:
+            raise _bad(f"array {i} is declared as {spec!r}, not [dtype, count] or [dtype, "
+                       "count, segment, fd, size]", rid)
+    framed = sum(not isinstance(d, Shared) for d in declared)
+    if framed != len(frames) - 1:
+        raise _bad(f"header declares {framed} arrays in frames but {len(frames) - 1} frames "
+                   "follow", rid)
+    arrays: list[Any] = []
+    total, following = 0, iter(frames[1:])
+    for i, found in enumerate(declared):
+        if isinstance(found, Shared):
+            total += found.nbytes
+            arrays.append(found)
+        else:
+            dtype, count = found
+            data = _buffer(next(following))
+            if count * dtype.itemsize != len(data):
+                raise _bad(f"array {i} declares {count} x {dtype} but its frame has "
+                           f"{len(data)} bytes", rid)
+            total += len(data)
+            array = np.frombuffer(data, dtype=dtype)
+            array.flags.writeable = False  # a view of the message: never written through
+            arrays.append(array)
         if total > max_bytes:
             raise _bad(f"message carries more than {max_bytes} bytes", rid)
-        array = np.frombuffer(data, dtype=dtype)
-        array.flags.writeable = False  # a view of the message: never written through
-        arrays.append(array)
     return Message(op, rid, gen, meta, arrays)
 
 

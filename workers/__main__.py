@@ -22,6 +22,7 @@ from importlib import metadata
 import zmq
 
 from vyre_core import protocol
+from vyre_core.dataplane import SegmentMaps
 from vyre_core.errors import PluginLoadError, as_vyre_error
 from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import ENTRY_POINT_GROUP
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         context.term()
         return 3
 
-    server = WorkerServer(host, socket, args.max_message_bytes, page)
+    server = WorkerServer(host, socket, args.max_message_bytes, page,
+                          SegmentMaps(args.parent_pid))
 
     def on_sigterm(signum, frame):  # finish the current request, then leave
         server.stopping = True

@@ -18,14 +18,16 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import zmq
 
 from vyre_core import protocol
 from vyre_core.config import DispatchConfig
+from vyre_core.contract.types import Timing
+from vyre_core.dataplane import SegmentMaps, Shared
 from vyre_core.errors import (
     CallerError,
     DeviceLostError,
-    InvalidInputError,
     PipelineInvalidatedError,
     ProtocolError,
     VyreError,
@@ -34,14 +36,13 @@ from vyre_core.errors import (
 )
 from vyre_core.ir import Program
 from vyre_core.pipeline import CompiledPipeline
-from vyre_core.protocol import Message, Op, ProgressPage
+from vyre_core.protocol import PROGRAM_NOT_HELD, Message, Op, ProgressPage
 from vyre_workers.backend_host import BackendHost
 
 #: Errors about the request itself: the device was never touched, so never "lost".
 _CALLER_ERRORS = (CallerError, ProtocolError)
 _DEVICE_OPS = frozenset({Op.DISPATCH, Op.PIPELINE_DISPATCH, Op.COMPILE, Op.DISPATCH_RESIDENT,
                          Op.UPLOAD, Op.DOWNLOAD, Op.ALLOCATE, Op.FLUSH})
-_PROGRAM_CACHE = 256
 #: Compiled pipelines a worker keeps (the most recently used); an older handle is refused
 #: with PipelineInvalidatedError, a compile of the same pipeline key reuses its entry.
 PIPELINE_LIMIT = 1024
@@ -52,14 +53,15 @@ Handler = Callable[[Message], tuple[dict[str, Any], list[Any]]]
 class WorkerServer:
     def __init__(self, host: BackendHost, socket: zmq.Socket,
                  max_message_bytes: int = protocol.MAX_MESSAGE_BYTES,
-                 page: ProgressPage | None = None) -> None:
+                 page: ProgressPage | None = None, maps: SegmentMaps | None = None) -> None:
         self.host = host
         self.socket = socket
         self.max_message_bytes = max_message_bytes
         self.page = page
+        self.maps = maps
         self.stopping = False
         self._last_received = 0
-        self._programs: OrderedDict[bytes, Program] = OrderedDict()
+        self._programs: OrderedDict[str | bytes, Program] = OrderedDict()
         self._pipelines: OrderedDict[int, CompiledPipeline] = OrderedDict()
         self._pipeline_of_key: dict[str, int] = {}
         self._pipeline_ids = itertools.count(1)
@@ -122,6 +124,9 @@ class WorkerServer:
         if self.page is not None:
             self.page.received(msg.id)
         try:
+            if any(isinstance(a, Shared) for a in msg.arrays):
+                msg.arrays = [self._shared(a) if isinstance(a, Shared) else a
+                              for a in msg.arrays]
             meta, arrays = self._handlers[msg.op](msg)
             reply = Message(Op.REPLY, msg.id, generation, meta, arrays)
             self._check_size(reply)
@@ -135,14 +140,41 @@ class WorkerServer:
                     f"{generation} ({error.cause})", generation=generation)
             return protocol.error_message(error, msg.id, generation)
 
+    def _shared(self, shared: Shared, writable: bool = False) -> np.ndarray:
+        if self.maps is None:
+            raise ProtocolError("a request names shared memory, and this worker has none",
+                                "Start workers through the vyre supervisor.")
+        return self.maps.array(shared, writable)
+
+    def _outputs(self, meta: dict[str, Any]) -> list[tuple[np.ndarray, Shared | None]] | None:
+        """The arrays to write a dispatch's outputs into, when the parent placed any in
+        shared memory (``meta["out"]``): a writable view of each shared one, a new array
+        for each small one."""
+        specs = meta.get("out")
+        if specs is None:
+            return None
+        if not isinstance(specs, list):
+            raise ProtocolError("request field 'out' must be a list of array specs",
+                                "Use matching vyre versions in the parent and the workers.")
+        outputs = []
+        for spec in specs:
+            shared = protocol.describe_shared(spec)
+            if shared is not None:
+                outputs.append((self._shared(shared, writable=True), shared))
+            elif isinstance(spec, list) and len(spec) == 2 and spec[0] in protocol.DTYPES \
+                    and isinstance(spec[1], int) and spec[1] >= 0 \
+                    and spec[1] * protocol.DTYPES[spec[0]].itemsize <= self.max_message_bytes:
+                outputs.append((np.empty(spec[1], dtype=protocol.DTYPES[spec[0]]), None))
+            else:
+                raise ProtocolError(f"output spec {spec!r} is not [dtype, count] or [dtype, "
+                                    "count, segment, fd, size]",
+                                    "Use matching vyre versions in the parent and the workers.")
+        return outputs
+
     def _check_size(self, reply: Message) -> None:
-        size = sum(protocol.as_frame_array(a).nbytes for a in reply.arrays)
-        if size > self.max_message_bytes:
-            raise InvalidInputError(
-                f"the outputs of this request are {size} bytes, over "
-                f"max_message_bytes={self.max_message_bytes}",
-                "Return less data per call (split the dispatch), or raise "
-                "PoolOptions.max_message_bytes.")
+        protocol.check_output_bytes(sum(a.nbytes if isinstance(a, Shared)
+                                        else protocol.as_frame_array(a).nbytes
+                                        for a in reply.arrays), self.max_message_bytes)
 
     def _device_lost(self) -> bool:
         try:
@@ -153,21 +185,34 @@ class WorkerServer:
     # -- handlers ------------------------------------------------------------------------
 
     def _program(self, meta: dict[str, Any]) -> Program:
-        wire = meta.get("program")
+        """The request's program, decoded once and kept by fingerprint (``fp``): the parent
+        sends its wire form only to a worker that does not hold it yet, and sends it again
+        when this worker answers that it does not (PROGRAM_NOT_HELD)."""
+        fp, wire = meta.get("fp"), meta.get("program")
+        key = fp if isinstance(fp, str) else wire
+        program = self._programs.get(key) if isinstance(key, str | bytes) else None
+        if program is not None:
+            self._programs.move_to_end(key)
+            return program
         if not isinstance(wire, bytes):
+            if isinstance(fp, str):
+                raise ProtocolError(f"program {fp[:16]} is not held by this worker",
+                                    "The parent sends it again.",
+                                    **{PROGRAM_NOT_HELD: True})
             raise ProtocolError("request carries no program bytes", "Send Program.to_wire().")
-        program = self._programs.get(wire)
-        if program is None:
-            program = self._programs[wire] = Program.from_wire(wire)
-            if len(self._programs) > _PROGRAM_CACHE:
-                self._programs.popitem(last=False)
-        else:
-            self._programs.move_to_end(wire)
+        program = self._programs[key] = Program.from_wire(wire)
+        if len(self._programs) > protocol.PROGRAM_CACHE:
+            self._programs.popitem(last=False)
         return program
 
     def _dispatch(self, m: Message):
-        outputs = self.host.dispatch(self._program(m.meta), m.arrays, _config(m.meta))
-        return _timing_meta(outputs), list(outputs)
+        program, config = self._program(m.meta), _config(m.meta)
+        into = self._outputs(m.meta)
+        if into is None:
+            outputs = self.host.dispatch(program, m.arrays, config)
+            return _timing_meta(outputs), list(outputs)
+        timing = self.host.dispatch_into(program, m.arrays, [a for a, _ in into], config)
+        return _timing_meta(timing), [a if shared is None else shared for a, shared in into]
 
     def _compile(self, m: Message):
         pipeline = self.host.compile(self._program(m.meta), _config(m.meta))
@@ -193,7 +238,20 @@ class WorkerServer:
                 generation=self.host.generation)
         self._pipelines.move_to_end(pipeline_id)
         outputs = pipeline.dispatch(m.arrays, _config(m.meta))
-        return _timing_meta(outputs), list(outputs)
+        into = self._outputs(m.meta)
+        if into is None:
+            return _timing_meta(outputs), list(outputs)
+        if len(into) != len(outputs):
+            raise ProtocolError(f"{len(into)} output slots for {len(outputs)} outputs",
+                                "Use matching vyre versions in the parent and the workers.")
+        replies = []
+        for (target, shared), out in zip(into, outputs, strict=True):
+            if shared is None:
+                replies.append(out)
+            else:
+                np.copyto(target, out.reshape(target.shape), casting="no")
+                replies.append(shared)
+        return _timing_meta(outputs), replies
 
     def _upload(self, m: Message):
         if len(m.arrays) != 1:
@@ -247,7 +305,8 @@ def _cached_config(items: tuple) -> DispatchConfig:
     return DispatchConfig.from_dict(dict(items))
 
 
-def _timing_meta(outputs: Any) -> dict[str, Any]:
-    timing = getattr(outputs, "timing", None)
+def _timing_meta(found: Any) -> dict[str, Any]:
+    """The reply fields of a Timing (or of the ``timing`` of outputs), if any."""
+    timing = found if isinstance(found, Timing) else getattr(found, "timing", None)
     return {} if timing is None else {"wall_ns": timing.wall_ns, "device_ns": timing.device_ns,
                                       "label": timing.label}

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from vyre_core import DispatchConfig
-from vyre_core.errors import DispatchTimeoutError, MessageLostError
+from vyre_core.errors import DispatchTimeoutError, MessageLostError, SystemResourceError
 
 from .support import PROGRAM, assert_saxpy, driver, inputs, pool_status, saxpy, wait_idle
 
@@ -26,10 +26,12 @@ ANSWER_WITHIN = 10.0  # detection takes a few heartbeats; a hang would take fore
 NEVER_REACHED = re.compile(r"never (reached|received)")
 
 
-@pytest.fixture
-def starved(monkeypatch: pytest.MonkeyPatch):
-    """A driver whose ``faults`` workers cannot allocate more than 64 MiB, already serving."""
+@pytest.fixture(params=["socket"])
+def starved(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):
+    """A driver whose ``faults`` workers cannot allocate more than 64 MiB, already serving.
+    Large arrays ride the socket (shared memory off): the transport is what drops them."""
     monkeypatch.setenv("VYRE_FAULTS", f"memory_limit:{LIMIT_MIB}")
+    monkeypatch.setenv("VYRE_SHARED_MEMORY", "1" if request.param == "shared" else "0")
     with driver(heartbeat_interval=0.1) as drv:
         data = inputs(1)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
@@ -83,3 +85,23 @@ def test_unallocatable_request_with_timeout_is_lost_not_late(starved) -> None:
     check_lost(info.value, elapsed)
     assert elapsed < timeout / 2
     check_serves_again(drv, old_pid)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("starved", ["shared"], indirect=True)
+def test_unmappable_shared_request_fails_fast_and_the_worker_stays(starved) -> None:
+    """Through shared memory nothing is dropped: the worker that cannot map the segment
+    answers at once with the OS's refusal, and keeps serving (no restart)."""
+    drv = starved
+    old_pid = wait_idle(drv)["pid"]
+    program, data = huge()
+    start = time.monotonic()
+    with pytest.raises(SystemResourceError) as info:
+        drv.dispatch(program, data, backend="faults", config=DispatchConfig(retries=0))
+    assert time.monotonic() - start < ANSWER_WITHIN
+    assert "ENOMEM" in info.value.cause and "shared segment" in info.value.cause
+    assert "Fix:" in str(info.value)
+    data = inputs(7)
+    assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+    status = pool_status(drv)
+    assert status["workers"][0]["pid"] == old_pid and status["lost_messages"] == 0

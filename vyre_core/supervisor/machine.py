@@ -35,7 +35,7 @@ from vyre_core.errors import (
     VyreError,
     WorkerCrashedError,
 )
-from vyre_core.protocol import Message, Op
+from vyre_core.protocol import PROGRAM_NOT_HELD, Message, Op
 from vyre_core.supervisor.options import PoolOptions
 
 #: A request that never reached a worker is sent again (to a fresh or another worker) at
@@ -62,7 +62,7 @@ class Request:
     def __init__(self, op: Op, meta: dict[str, Any], arrays: list[Any], *,
                  deadline: float | None = None, timeout: float | None = None,
                  retries: int = 0, slot: int | None = None, generation: int | None = None,
-                 internal: bool = False) -> None:
+                 internal: bool = False, outputs: list[tuple[Any, int]] | None = None) -> None:
         self.id = next(_ids)
         self.op = op
         self.meta = meta
@@ -73,9 +73,14 @@ class Request:
         self.slot = slot
         self.generation = generation
         self.internal = internal
+        self.outputs = outputs          # (dtype, count) per output, when known
         self.future: Future = Future()
         self.frames: list[Any] | None = None  # the encoded message: the shell's, opaque here
         self.nbytes = 0                       # its size, set by the shell when encoded
+        self.shared: list[Any] = []           # shared memory holding its data (the shell's)
+        self.with_program = False             # must carry its program's wire form
+        self.lean = False                     # encoded naming its program by fingerprint
+        self.wire: Any = None                 # (meta, arrays) as encoded (the shell's)
         # what the rules have done with it
         self.state = "new"              # queued, sent, done
         self.worker: int | None = None
@@ -101,7 +106,8 @@ class Request:
         """A fresh copy (new id and future, same deadline) to send to another pool."""
         return Request(self.op, self.meta, self.arrays, deadline=self.deadline,
                        timeout=self.timeout, retries=self.retries, slot=self.slot,
-                       generation=self.generation, internal=self.internal)
+                       generation=self.generation, internal=self.internal,
+                       outputs=self.outputs)
 
 
 # -- actions: what the I/O shell must do -------------------------------------------------
@@ -143,6 +149,15 @@ class Resolve:
 
 
 @dataclass(frozen=True)
+class Release:
+    """No worker can touch ``request``'s shared memory any more: it may be reused. (A
+    worker that was running the request when it was answered otherwise, past its
+    deadline say, may still write there until it exits.)"""
+
+    request: Request
+
+
+@dataclass(frozen=True)
 class RoutingChanged:
     """Capabilities or availability changed: routing decisions must be recomputed."""
 
@@ -153,7 +168,7 @@ class Log:
     text: str
 
 
-Action = Spawn | Send | Signal | Resolve | RoutingChanged | Log
+Action = Spawn | Send | Signal | Resolve | Release | RoutingChanged | Log
 
 
 def describe_exit(code: int) -> str:
@@ -182,6 +197,7 @@ class Worker:
         self.pid: int | None = None
         self.current: Request | None = None
         self.pinned: collections.deque[Request] = collections.deque()
+        self.holding: list[Request] = []  # answered requests whose memory it may still write
         self.heard_at = 0.0             # last message of any kind
         self.startup_deadline = 0.0
         self.kill_at: float | None = None
@@ -400,6 +416,9 @@ class PoolMachine:
         w = self.workers[index]
         if w.state in ("stopped", "spawning", "backoff"):
             return
+        for held in w.holding:
+            self._actions.append(Release(held))
+        w.holding.clear()
         self._by_identity.pop(w.identity, None)
         self._former.append(w.identity)
         counted = w.retiring != "planned"
@@ -692,6 +711,14 @@ class PoolMachine:
         w.current = None
         if w.state == "busy":
             w.state = "stopping" if req.op is Op.SHUTDOWN else "idle"
+        if isinstance(result, ProtocolError) and result.details.get(PROGRAM_NOT_HELD) \
+                and not req.with_program:
+            # Named by fingerprint only, to a worker that does not hold the program (the
+            # parent's guess was wrong): it goes again, first in line, with its program.
+            req.with_program, req.state, req.worker = True, "queued", None
+            (w.pinned if req.slot is not None else self.queue).appendleft(req)
+            self._schedule(now)
+            return
         if req.internal:
             req.state = "done"
             if req.op is Op.TRY_RECOVER:
@@ -830,6 +857,12 @@ class PoolMachine:
             self._live_deadlines -= 1
         if not req.internal:
             self._actions.append(Resolve(req, value))
+        if req.shared:
+            w = self.workers[req.worker] if req.worker is not None else None
+            if w is not None and w.current is req:
+                w.holding.append(req)  # still running it: its memory is freed at its exit
+            else:
+                self._actions.append(Release(req))
 
     def _watch_deadline(self, req: Request) -> None:
         """Put ``req`` on the deadline heap; answered entries are dropped when they reach

@@ -28,6 +28,7 @@ import zmq
 
 from vyre_core import protocol
 from vyre_core.contract.types import Capabilities
+from vyre_core.dataplane import SHARE_THRESHOLD, Segment, SegmentPool, Shared
 from vyre_core.errors import (
     PoolFailedError,
     ProtocolError,
@@ -40,6 +41,7 @@ from vyre_core.supervisor.machine import (
     TICK_EVERY,
     Log,
     PoolMachine,
+    Release,
     Request,
     Resolve,
     RoutingChanged,
@@ -86,6 +88,9 @@ class Pool:
         self._index_of: dict[bytes, int] = {}
         self._history = [OutputHistory() for _ in range(options.workers)]
         self._resolved: list[tuple[Future, Any]] = []
+        self._segments = SegmentPool(f"pool {self.backend!r}")
+        # per worker slot: the fingerprints of the programs its process holds (mirrored)
+        self._held = {i: collections.OrderedDict() for i in range(options.workers)}
 
     # -- caller side -----------------------------------------------------------------------
 
@@ -103,11 +108,10 @@ class Pool:
         return self._machine.unavailable(time.monotonic())
 
     def submit(self, request: Request) -> Future:
-        """Hand ``request`` to the I/O thread; its future always resolves."""
+        """Hand ``request`` to the I/O thread; its future always resolves. Its large arrays
+        are written into shared memory here, by the calling thread."""
         try:
-            request.frames = protocol.encode_checked(
-                Message(request.op, request.id, 0, request.meta, request.arrays),
-                self.options.max_message_bytes)
+            request.frames = self._encode(request)
             request.nbytes = len(request.frames[0]) + sum(a.nbytes for a in request.frames[1:])
             with self._gate:
                 if self._io_state == "new":
@@ -119,8 +123,75 @@ class Pool:
             raise PoolFailedError(f"the driver is closed; pool {self.backend!r} takes no "
                                   "more work", "Create a new vyre Driver.", backend=self.backend)
         except VyreError as exc:
+            self._release(request)
             request.future.set_exception(exc)
             return request.future
+
+    def _encode(self, request: Request) -> list[Any]:
+        """The request's frames, its large inputs placed in shared memory and a segment
+        taken for each large output (``request.outputs``), where the worker writes it."""
+        if request.outputs:  # known before it runs: refused before any copy
+            protocol.check_output_bytes(sum(dtype.itemsize * count
+                                            for dtype, count in request.outputs),
+                                        self.options.max_message_bytes)
+        arrays: list[Any] = []
+        for data in request.arrays:
+            array = protocol.as_frame_array(data)
+            segment = self._share(request, array.nbytes)
+            if segment is None:
+                arrays.append(array)
+            else:
+                segment.write(array)
+                arrays.append(segment.describe(array.dtype, array.shape[0]))
+        meta = request.meta
+        if request.outputs:
+            inputs_shared = len(request.shared)
+            outs = [protocol.array_spec(dtype, count, self._share(request, dtype.itemsize * count))
+                    for dtype, count in request.outputs]
+            if len(request.shared) > inputs_shared:  # else the worker returns them as usual
+                meta = {**meta, "out": outs}
+        request.wire = (meta, arrays)
+        fp = meta.get("fp")
+        if fp is not None and all(fp in held for held in self._held.values()):
+            request.lean = True  # every worker holds the program: name it, do not send it
+            meta = {k: v for k, v in meta.items() if k != "program"}
+        return protocol.encode_checked(Message(request.op, request.id, 0, meta, arrays),
+                                       self.options.max_message_bytes)
+
+    def _share(self, request: Request, nbytes: int) -> Segment | None:
+        """A segment for ``nbytes`` of ``request``'s data, or None: small, or no shared
+        memory to be had (the data then rides the socket)."""
+        segment = self._segments.take(nbytes) if nbytes >= SHARE_THRESHOLD else None
+        if segment is not None:
+            request.shared.append(segment)
+        return segment
+
+    def _release(self, request: Request) -> None:
+        """No worker can write ``request``'s segments any more: reuse them."""
+        shared, request.shared = request.shared, []
+        for segment in shared:
+            self._segments.give_back(segment)
+
+    def _results(self, request: Request, value: Any) -> Any:
+        """A reply with its shared outputs as arrays over the request's own segments (each
+        then held by its array, not the request); a reply naming any other memory is a
+        protocol error."""
+        if isinstance(value, BaseException) or not any(isinstance(a, Shared) for a in value[1]):
+            return value
+        meta, arrays = value
+        mine = {segment.id: segment for segment in request.shared}
+        wanted = dict(enumerate(request.outputs or ()))
+        results = []
+        for i, array in enumerate(arrays):
+            if isinstance(array, Shared):
+                segment = mine.get(array.segment)
+                if segment is None or wanted.get(i) != (array.dtype, array.count):
+                    return ProtocolError(f"the reply to {request.label} names shared memory "
+                                         "that is not its output slot", request_id=request.id)
+                request.shared.remove(segment)
+                array = self._segments.result(segment, array.dtype, array.count)
+            results.append(array)
+        return meta, results
 
     def call(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
         """Submit and wait; the rules guarantee the wait ends (a deadline, or a live worker
@@ -305,7 +376,11 @@ class Pool:
                     break
                 for action in actions:
                     if isinstance(action, Resolve):
-                        self._resolved.append((action.request.future, action.value))
+                        action.request.wire = None
+                        self._resolved.append((action.request.future,
+                                               self._results(action.request, action.value)))
+                    elif isinstance(action, Release):
+                        self._release(action.request)
                     elif isinstance(action, Send):
                         self._send(action)
                     elif isinstance(action, Spawn):
@@ -331,6 +406,16 @@ class Pool:
         req = action.request
         frames = req.frames or protocol.encode(
             Message(req.op, req.id, 0, req.meta, req.arrays))
+        fp = req.meta.get("fp")
+        if fp is not None:  # a program named by fingerprint: what does this worker hold?
+            held = self._held[action.index]
+            if req.lean and (req.with_program or fp not in held):
+                meta, arrays = req.wire
+                frames = protocol.encode(Message(req.op, req.id, 0, meta, arrays))
+            held[fp] = None  # the worker's cache, mirrored: it holds the program now
+            held.move_to_end(fp)
+            if len(held) > protocol.PROGRAM_CACHE:
+                held.popitem(last=False)
         try:
             protocol.send_frames(self._router, frames, action.identity)
         except zmq.ZMQError as exc:  # the worker's socket is gone: it cannot be reached
@@ -360,6 +445,7 @@ class Pool:
             return
         self._processes[action.index] = proc
         self._index_of[identity] = action.index
+        self._held[action.index].clear()  # a new process holds no program yet
         self._poller.register(proc.pidfd, zmq.POLLIN)
         self._poller.register(proc.output_fd, zmq.POLLIN)
         self._machine.spawned(action.index, action.generation, identity, token, proc.pid,
@@ -382,12 +468,18 @@ class Pool:
             machine.close(time.monotonic())  # routing passes the pool over from now on
 
     def _stop_all(self) -> None:
-        """On the way out of the I/O thread: no worker may outlive it."""
+        """On the way out of the I/O thread: no worker may outlive it, and the memory only
+        they could still write is free once they are gone."""
         for proc in self._processes.values():
             proc.kill()
         for index, proc in list(self._processes.items()):
             proc.reap()
             del self._processes[index]
+        for worker in self._machine.workers:
+            for request in worker.holding:
+                self._release(request)
+            worker.holding.clear()
+        self._segments.close()
 
     def _close_io(self) -> None:
         with self._gate:
@@ -398,6 +490,8 @@ class Pool:
             stranded = list(self._inbox)
             self._inbox.clear()
         for item in stranded:  # submitted while the thread was ending: never left waiting
+            if isinstance(item, Request):
+                self._release(item)
             if isinstance(item, Request) and not item.future.done():
                 item.future.set_exception(PoolFailedError(
                     f"the driver was closed while {item.label} to {self.backend!r} was "

@@ -66,6 +66,11 @@ def vyre_dispatch_borrowed(program, inputs, config) -> list[np.ndarray]:
 
 
 @hookimpl
+def vyre_dispatch_into(program, inputs, config, outputs) -> None:
+    execute(program, inputs, config.grid_override, into=outputs)  # in place, no copy
+
+
+@hookimpl
 def vyre_supports_f16() -> bool:
     return CLAIMS["supports_f16"]
 

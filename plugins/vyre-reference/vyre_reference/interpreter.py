@@ -74,12 +74,14 @@ def run(program: Program, inputs: Sequence[Any],
     return execute(program, bound, abi.infer_grid(program, lengths, grid))
 
 
-def execute(program: Program, bound: Sequence[np.ndarray],
-            grid: tuple[int, int, int]) -> list[np.ndarray]:
+def execute(program: Program, bound: Sequence[np.ndarray], grid: tuple[int, int, int],
+            into: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
     """``run`` for a validated program whose inputs are already bound per the ABI and
-    whose grid is resolved: what the contract hands a backend."""
+    whose grid is resolved: what the contract hands a backend. With ``into`` (one
+    writable array per output, exact dtype and length), outputs are computed in place
+    there: no output memory of its own, and no copy afterwards."""
     with np.errstate(all="ignore"):
-        return _Dispatch(program, list(bound), grid).run()
+        return _Dispatch(program, list(bound), grid, into).run()
 
 
 @functools.lru_cache(maxsize=4)
@@ -125,7 +127,8 @@ def _literal(node: Lit) -> Value:
 
 
 class _Dispatch:
-    def __init__(self, program: Program, bound: list[np.ndarray], grid: tuple[int, int, int]):
+    def __init__(self, program: Program, bound: list[np.ndarray], grid: tuple[int, int, int],
+                 into: Sequence[np.ndarray] | None = None):
         self.program = program
         self.grid = grid
         self.wg = program.workgroup
@@ -138,6 +141,8 @@ class _Dispatch:
         self.buffers = {b.name: b for b in program.buffers}
         self.mem: dict[str, np.ndarray] = {}
         inputs = dict(zip((b.name for b in program.inputs), bound, strict=True))
+        targets = {} if into is None else dict(zip((b.name for b in program.outputs), into,
+                                                   strict=True))
         n_groups = grid[0] * grid[1] * grid[2]
         for b in program.buffers:
             if b.access is Access.WORKGROUP:
@@ -146,6 +151,12 @@ class _Dispatch:
                         f"workgroup buffer {b.name!r} needs {n_groups} x {b.count} elements",
                         "Use fewer workgroups or a smaller workgroup buffer.")
                 self.mem[b.name] = np.zeros(n_groups * b.count, dtype=b.dtype.storage_np)
+            elif b.name in targets:
+                target = self.mem[b.name] = targets[b.name]
+                if b.access is Access.READ_WRITE:
+                    np.copyto(target, inputs[b.name])
+                else:
+                    target.fill(0)
             elif b.access is Access.OUTPUT:
                 self.mem[b.name] = np.zeros(b.count, dtype=b.dtype.storage_np)
             elif b.access is Access.READ_WRITE:

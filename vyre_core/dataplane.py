@@ -1,0 +1,276 @@
+"""The data plane: arrays cross to a worker and back through shared memory, and only a
+descriptor of each travels over ZeroMQ (the control plane).
+
+The parent owns every *segment*: a memfd (so nothing is ever left in ``/dev/shm``, even
+after SIGKILL), allocated in full when made (``posix_fallocate``: a full tmpfs or a memory
+limit is an error here, never a SIGBUS later), and reused across dispatches from free
+lists by size class. A calling thread writes each large input into a segment of its own
+(one copy), and takes a segment for each large output, which the backend writes in place
+through the contract's dispatch-into path. The caller then gets a read-only numpy view of
+that segment: the segment goes back to the free list when the last view of it is garbage
+collected, so a later dispatch never overwrites a result someone still holds.
+
+A worker maps a segment the first time a request names it, through
+``/proc/<parent>/fd/<fd>``, and keeps a bounded number of mappings. When shared memory
+cannot be had (no memfd, a limit on open files or file size, the memory is full) the array
+travels on the socket as before, with a logged warning: never a failure.
+
+Which side may touch a segment when is a supervision rule (``machine.Release``): a request's
+segments go back to the free list only once no worker can still write them.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import itertools
+import logging
+import mmap
+import os
+import sys
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from vyre_core.errors import ProtocolError, system_resource_error
+
+_log = logging.getLogger("vyre.dataplane")
+
+#: Arrays at least this large travel through shared memory; smaller ones ride the socket.
+SHARE_THRESHOLD = 1 << 16
+#: Segments are at least this large, and sized in classes at most 25% above the request.
+MIN_SEGMENT = 1 << 20
+#: Free segments a pool keeps for reuse (bytes, and count: each holds a file descriptor).
+RETAIN_BYTES = 1 << 30
+RETAIN_COUNT = 32
+#: Inputs at least this large are written with pwrite, never mapped in the parent: a 1 GiB
+#: input must not add 1 GiB to the caller's resident memory (smaller ones are copied
+#: through a mapping, which is three times faster).
+MAP_LIMIT = 1 << 28
+#: Mappings a worker keeps (least recently used dropped first).
+WORKER_MAPS = 16
+_WARN_EVERY = 60.0  # seconds between two warnings that shared memory is unavailable
+_PR_GET_DUMPABLE = 3
+
+
+@dataclass(frozen=True)
+class Shared:
+    """An array that lives in a parent's segment: what crosses the socket instead of it."""
+
+    dtype: np.dtype
+    count: int
+    segment: int  # the segment's id: never reused while the parent runs
+    fd: int       # the parent's file descriptor of the segment
+    size: int     # the segment's size in bytes
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.itemsize
+
+
+def size_class(nbytes: int) -> int:
+    """The segment size that serves ``nbytes``: a multiple of a quarter of its power of
+    two (at most 25% unused), never below MIN_SEGMENT."""
+    if nbytes <= MIN_SEGMENT:
+        return MIN_SEGMENT
+    step = 1 << max(20, nbytes.bit_length() - 3)
+    return -(-nbytes // step) * step
+
+
+_segment_ids = itertools.count(1)
+
+
+class Segment:
+    """One memfd of the parent, mapped in the parent only when a result is read from it."""
+
+    def __init__(self, size: int) -> None:
+        self.id = next(_segment_ids)
+        self.size = size
+        self.fd = os.memfd_create(f"vyre-data-{self.id}", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(self.fd, size)
+            os.posix_fallocate(self.fd, 0, size)  # the memory now, or an error now
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self._map: mmap.mmap | None = None
+
+    def describe(self, dtype: np.dtype, count: int) -> Shared:
+        return Shared(dtype, count, self.id, self.fd, self.size)
+
+    def write(self, array: np.ndarray) -> None:
+        """Copy ``array`` (1-D, contiguous) to the start of the segment."""
+        if array.nbytes >= MAP_LIMIT and self._map is None:
+            view = memoryview(array).cast("B")
+            done = 0
+            while done < len(view):
+                done += os.pwrite(self.fd, view[done:done + (1 << 30)], done)
+            return
+        target = np.frombuffer(self._mapping(), dtype=array.dtype, count=array.shape[0])
+        np.copyto(target, array, casting="no")
+
+    def view(self, dtype: np.dtype, count: int) -> np.ndarray:
+        """A read-only array over the start of the segment (no copy)."""
+        array = np.frombuffer(self._mapping(), dtype=dtype, count=count)
+        array.flags.writeable = False
+        return array
+
+    def _mapping(self) -> mmap.mmap:
+        if self._map is None:
+            self._map = mmap.mmap(self.fd, self.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        return self._map
+
+    def close(self) -> None:
+        """Give the memory back once nobody maps it (views keep their mapping alive)."""
+        self._map = None
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class SegmentPool:
+    """The segments of one worker pool: taken by calling threads, given back by the pool's
+    rules or by the garbage collector (any thread)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._lock = threading.RLock()  # a finalizer may run inside a locked section
+        self._free: dict[int, list[Segment]] = collections.defaultdict(list)
+        self._free_bytes = 0
+        self._free_count = 0
+        self._closed = False
+        self._warned_at: float | None = None
+        self.enabled, why = shared_memory_usable()
+        if not self.enabled:
+            self._warn(why)
+
+    def take(self, nbytes: int) -> Segment | None:
+        """A segment of at least ``nbytes``, or None (the array then rides the socket)."""
+        size = size_class(nbytes)
+        with self._lock:
+            if not self.enabled or self._closed:
+                return None
+            free = self._free.get(size)
+            if free:
+                self._free_bytes -= size
+                self._free_count -= 1
+                return free.pop()
+        try:
+            return Segment(size)
+        except OSError as exc:
+            self._warn(f"a {size}-byte segment could not be made: {exc.strerror or exc}")
+            return None
+
+    def give_back(self, segment: Segment) -> None:
+        """``segment`` is free again: keep it for reuse, or close it past the limits."""
+        with self._lock:
+            if not self._closed and self._free_count < RETAIN_COUNT \
+                    and self._free_bytes + segment.size <= RETAIN_BYTES:
+                self._free[segment.size].append(segment)
+                self._free_bytes += segment.size
+                self._free_count += 1
+                return
+        segment.close()
+
+    def result(self, segment: Segment, dtype: np.dtype, count: int) -> np.ndarray:
+        """A read-only view of ``segment`` handed to a caller: the segment comes back here
+        when the last array derived from it is collected."""
+        array = segment.view(dtype, count)
+        weakref.finalize(array, self.give_back, segment)
+        return array
+
+    def close(self) -> None:
+        """Close every free segment; segments still held come back (and close) later."""
+        with self._lock:
+            self._closed = True
+            free = [s for group in self._free.values() for s in group]
+            self._free.clear()
+            self._free_bytes = self._free_count = 0
+        for segment in free:
+            segment.close()
+
+    def _warn(self, why: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if self._warned_at is not None and now - self._warned_at < _WARN_EVERY:
+                return
+            self._warned_at = now
+        _log.warning("%s: shared memory unavailable (%s); arrays travel on the socket "
+                     "(slower, same results)", self.name, why)
+
+
+def shared_memory_usable() -> tuple[bool, str]:
+    """Whether workers will be able to map this process's segments: memfd exists, and
+    ``/proc/<pid>/fd`` of this process opens (procfs mounted, this process dumpable)."""
+    if not sys.platform.startswith("linux") or not hasattr(os, "memfd_create"):
+        return False, "no memfd on this platform"
+    if os.environ.get("VYRE_SHARED_MEMORY", "1") == "0":
+        return False, "VYRE_SHARED_MEMORY=0"
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) != 1:
+            return False, "this process is not dumpable, so workers cannot open its memory"
+        fd = os.memfd_create("vyre-probe", os.MFD_CLOEXEC)
+        try:
+            os.close(os.open(f"/proc/{os.getpid()}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC))
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return False, f"/proc/<pid>/fd cannot be opened: {exc.strerror or exc}"
+    return True, ""
+
+
+# -- the worker's side ----------------------------------------------------------------------
+
+
+class SegmentMaps:
+    """A worker's mappings of its parent's segments, by segment id (bounded, LRU)."""
+
+    def __init__(self, parent_pid: int, limit: int = WORKER_MAPS) -> None:
+        self.parent_pid = parent_pid
+        self.limit = limit
+        self._maps: collections.OrderedDict[int, mmap.mmap] = collections.OrderedDict()
+
+    def array(self, shared: Shared, writable: bool = False) -> np.ndarray:
+        """The array ``shared`` describes, over this worker's mapping (no copy)."""
+        if shared.nbytes > shared.size:
+            raise ProtocolError(f"a shared array of {shared.nbytes} bytes does not fit its "
+                                f"{shared.size}-byte segment",
+                                "Use matching vyre versions in the parent and the workers.")
+        array = np.frombuffer(self._mapping(shared), dtype=shared.dtype, count=shared.count)
+        if not writable:
+            array.flags.writeable = False
+        return array
+
+    def _mapping(self, shared: Shared) -> mmap.mmap:
+        found = self._maps.get(shared.segment)
+        if found is not None and len(found) == shared.size:
+            self._maps.move_to_end(shared.segment)
+            return found
+        try:
+            fd = os.open(f"/proc/{self.parent_pid}/fd/{shared.fd}", os.O_RDWR | os.O_CLOEXEC)
+        except OSError as exc:
+            raise ProtocolError(f"shared segment {shared.segment} cannot be opened: "
+                                f"{exc.strerror or exc}",
+                                "Let workers open the parent's /proc/<pid>/fd (procfs "
+                                "mounted, the parent dumpable), or set "
+                                "VYRE_SHARED_MEMORY=0.") from None
+        try:
+            if os.fstat(fd).st_size != shared.size:
+                raise ProtocolError(f"shared segment {shared.segment} is not the "
+                                    f"{shared.size}-byte segment the request names",
+                                    "Use matching vyre versions in the parent and the "
+                                    "workers.")
+            mapping = mmap.mmap(fd, shared.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        except OSError as exc:  # out of address space or memory: the worker's resources
+            raise system_resource_error(exc, f"mapping a {shared.size}-byte shared segment "
+                                             "in the worker") from None
+        finally:
+            os.close(fd)
+        self._maps[shared.segment] = mapping
+        while len(self._maps) > self.limit:  # (segment ids are never reused: a stale
+            self._maps.popitem(last=False)   # entry is only memory, unmapped once unused)
+        return mapping
