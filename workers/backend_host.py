@@ -7,12 +7,15 @@ outputs checked), and every failure of the plugin leaves here as a ``VyreError``
 
 from __future__ import annotations
 
+import dataclasses
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
 import numpy as np
 
+from vyre_core import abi
 from vyre_core.abi import check_outputs
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.defaults import CAPABILITY_HOOKS
@@ -34,6 +37,8 @@ from vyre_core.launch import LaunchPlan, effective_program, plan_grid, plan_laun
 from vyre_core.pipeline import CompiledPipeline
 
 _CAPABILITY_FIELDS = {f.name for f in fields(Capabilities)}
+#: Launch plans a host keeps (the most recently used).
+PLAN_CACHE = 256
 
 
 def _read_only(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -55,6 +60,7 @@ class BackendHost:
         self._caps: Capabilities | None = None
         self._prepared = False
         self._resident_bytes: dict[int, int] = {}
+        self._plans: OrderedDict[tuple, LaunchPlan] = OrderedDict()
 
     def _call(self, hook: str, **kwargs: Any) -> Any:
         try:
@@ -103,6 +109,7 @@ class BackendHost:
         self._call("vyre_try_recover")
         self.generation += 1
         self._caps = None
+        self._plans.clear()  # planned against the old capabilities
 
     # -- capabilities --------------------------------------------------------------------
 
@@ -128,8 +135,22 @@ class BackendHost:
 
     def plan(self, program: Program, inputs: Sequence[Any],
              config: DispatchConfig | None = None) -> LaunchPlan:
-        return plan_launch(program, inputs, config or DispatchConfig(), self.capabilities(),
-                           self._id)
+        """The launch plan, planned once per (program, input shapes, config) in this
+        generation: a repeated dispatch only binds its inputs."""
+        config = config or DispatchConfig()
+        shapes = tuple((a.dtype.str, a.shape) if isinstance(a, np.ndarray) else None
+                       for a in inputs)
+        key = (program.fingerprint(), shapes, config) if None not in shapes else None
+        cached = self._plans.get(key) if key is not None else None
+        if cached is None:
+            plan = plan_launch(program, inputs, config, self.capabilities(), self._id)
+            if key is not None:
+                self._plans[key] = plan
+                if len(self._plans) > PLAN_CACHE:
+                    self._plans.popitem(last=False)
+            return plan
+        self._plans.move_to_end(key)
+        return dataclasses.replace(cached, inputs=abi.bind_inputs(cached.program, inputs))
 
     def _run_hook(self, program: Program, inputs: list[np.ndarray],
                   config: DispatchConfig) -> list[Any] | TimedDispatch:

@@ -1,64 +1,29 @@
 """vyre's compute IR: build a kernel, get an immutable ``Program`` with a canonical byte
-form, a fingerprint, validation and requirements. Semantics: docs/semantics.md."""
+form, a fingerprint, validation and requirements. Semantics: docs/semantics.md.
 
-from vyre_core.ir.builder import (
-    BufferRef,
-    Kernel,
-    Val,
-    cast,
-    ceil,
-    cos,
-    exp,
-    floor,
-    fma,
-    global_id,
-    lit,
-    local_id,
-    log,
-    logical_and,
-    logical_not,
-    logical_or,
-    max,
-    min,
-    popcount,
-    select,
-    sin,
-    sqrt,
-    workgroup_id,
-)
-from vyre_core.ir.dtypes import DType, bool_, f16, f32, f64, i32, u32
-from vyre_core.ir.nodes import (
-    Access,
-    Assign,
-    Atomic,
-    AtomicOp,
-    Barrier,
-    Binary,
-    BinOp,
-    Block,
-    Buffer,
-    BufLen,
-    Cast,
-    Expr,
-    Fma,
-    IdKind,
-    If,
-    InvocationId,
-    Let,
-    Lit,
-    Load,
-    Loop,
-    Return,
-    Select,
-    Stmt,
-    Store,
-    Unary,
-    UnOp,
-    Var,
-)
-from vyre_core.ir.program import Program
-from vyre_core.ir.requirements import ALL_OPS, Requirements
-from vyre_core.ir.validate import CODES, Finding
+Importing it is lazy (PEP 562): ``Program.from_wire`` in a worker never loads the builder.
+"""
+
+import importlib
+from typing import Any
+
+_DEFINED_IN = {  # module -> the public names it defines
+    "vyre_core.ir.builder": (
+        "BufferRef", "Kernel", "Val", "cast", "ceil", "cos", "exp", "floor", "fma",
+        "global_id", "lit", "local_id", "log", "logical_and", "logical_not", "logical_or",
+        "max", "min", "popcount", "select", "sin", "sqrt", "workgroup_id",
+    ),
+    "vyre_core.ir.dtypes": ("DType", "bool_", "f16", "f32", "f64", "i32", "u32"),
+    "vyre_core.ir.nodes": (
+        "Access", "Assign", "Atomic", "AtomicOp", "Barrier", "BinOp", "Binary", "Block",
+        "BufLen", "Buffer", "Cast", "Expr", "Fma", "IdKind", "If", "InvocationId", "Let",
+        "Lit", "Load", "Loop", "Return", "Select", "Stmt", "Store", "UnOp", "Unary", "Var",
+    ),
+    "vyre_core.ir.program": ("Program",),
+    "vyre_core.ir.requirements": ("ALL_OPS", "Requirements"),
+    "vyre_core.ir.validate": ("CODES", "Finding"),
+}
+_LAZY = {name: module for module, names in _DEFINED_IN.items() for name in names}
 
 __all__ = [
     "ALL_OPS", "CODES", "Access", "Assign", "Atomic", "AtomicOp", "Barrier", "BinOp", "Binary",
@@ -69,3 +34,16 @@ __all__ = [
     "log", "logical_and", "logical_not", "logical_or", "max", "min", "popcount", "select", "sin",
     "sqrt", "u32", "workgroup_id",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vyre_core.ir' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
