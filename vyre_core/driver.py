@@ -6,9 +6,11 @@ Every call has one deadline, fixed when it is made (``DispatchConfig.timeout`` o
 method's ``timeout``): it bounds queueing, starting and probing pools, retries and
 re-routing alike. Without one, a call waits only while a live worker is running it.
 
-Outputs are read-only numpy arrays over the received message (no copy); copy one to
-modify it. Thread-safe: any number of threads may dispatch at once. Fork-safe: in a
-forked child an inherited Driver starts pools of its own and never touches the parent's.
+Outputs are read-only numpy arrays, no copy: views of the shared memory the worker wrote
+large outputs into (released when the last view is collected), or of the received message
+for small ones; copy one to modify it, or pass ``out=`` arrays to ``dispatch``.
+Thread-safe: any number of threads may dispatch at once. Fork-safe: in a forked child an
+inherited Driver starts pools of its own and never touches the parent's.
 """
 
 from __future__ import annotations
