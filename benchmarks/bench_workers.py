@@ -4,20 +4,36 @@ baseline measured in the same run.
 - empty-dispatch round trip (p50, p99) against a raw pyzmq DEALER/ROUTER echo of a
   similarly sized msgpack header through a subprocess on ipc://, and the p50 against
   ``ProcessPoolExecutor(max_workers=1).submit(noop).result()``;
-- a 64 MiB read_write buffer round trip against ``np.copyto`` of the same bytes (MB/s);
+- the same three on the do-nothing ``null`` backend (``benchmarks/vyre-null``, pip-installed
+  offline into a temporary folder for the measurement): the boundary's own cost, with no
+  interpreter behind it;
+- a 64 MiB read_write buffer round trip against ``np.copyto`` of the same bytes (MB/s of
+  the buffer's size);
+- read_write round trips of 1, 16, 64 MiB and 1 GiB counting the bytes in and out (twice
+  the size per round trip), each against ``np.copyto`` of the same bytes into a
+  pre-faulted buffer (MB/s of one copy);
+- the parent's RSS growth over one dispatch of a 1 GiB read-only input (MiB), against the
+  input's own size: below 1x, the input was not copied into the parent's memory;
 - recovery from a SIGKILLed idle worker to the first successful dispatch (p50) against a
   cold start (new driver to its first dispatch);
 - CPU-bound throughput with 1 and 2 workers (4 client threads) against the same
-  dispatches in-process on ``vyre_reference.run`` in one thread.
+  dispatches in-process on ``vyre_reference.run`` in one thread;
+- tiny (empty) dispatches per second on 2 workers from 1, 2 and 4 client threads, against
+  ``ProcessPoolExecutor(max_workers=2)`` noop submits from as many threads for as long.
 
 The harness reports one figure per function, so p50 and p99 of one measurement are two
-entries sharing a cached sample. Every function leaves no process behind.
+entries sharing a cached sample (and so are the two 64 MiB figures). Every function leaves
+no process, temporary folder or environment change behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
+import importlib
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -25,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -38,17 +54,34 @@ from vyre_benchmarks.harness import Result, percentile, reps, samples
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver
+from vyre_core.registry import SELECT_ENV, Registry
 
 REQUIRES = ("reference",)
 BACKEND = "reference"  # named, so a GPU on the machine never changes what is measured
 ROUND_TRIPS = 2000
 WARMUP = 200
-BIG_BYTES = 64 * 1024 * 1024
+MIB = 1 << 20
+GIB = 1 << 30
+BIG_BYTES = 64 * MIB
 BIG_REPEAT = 5
+#: read_write round-trip size -> (timed round trips, warm-up round trips before them), in
+#: full and in quick mode. The first round trip's bytes are checked (outside the timing).
+#: 1 GiB: few, each takes seconds; quick mode times (and checks) one cold round trip.
+ROUND_TRIP_SIZES = {
+    MIB: ((200, 20), (10, 20)),
+    16 * MIB: ((20, 2), (1, 2)),
+    BIG_BYTES: ((BIG_REPEAT, 1), (1, 1)),
+    GIB: ((2, 1), (1, 0)),
+}
+COMPARE_CHUNK = 64 * MIB  # exact-bytes checks compare this much at a time (no 1 GiB copies)
+NULL = "null"  # the do-nothing backend of benchmarks/vyre-null
+NULL_DISTRIBUTION = Path(__file__).parent / "vyre-null"
 KILLS = 5
 THROUGHPUT_SECONDS = 2.0
 CLIENT_THREADS = 4
 SPIN_ITERATIONS = 3000  # ~10 ms per dispatch on the reference interpreter
+TINY_SECONDS = 2.0
+TINY_WORKERS = 2
 
 
 def latencies(fn: Callable[[], object], n: int, warmup: int = WARMUP) -> list[float]:
@@ -72,6 +105,16 @@ def copy_program() -> ir.Program:
     k = ir.Kernel(workgroup=(1,))
     buf = k.read_write("buf", ir.u32)
     buf[0] = buf[0]
+    return k.build()
+
+
+def last_element_program() -> ir.Program:
+    """A runtime-sized read-only input whose last element is stored into a 1-element
+    output: the input crosses to the worker, almost nothing comes back."""
+    k = ir.Kernel(workgroup=(1,))
+    x = k.read("x", ir.u32)
+    out = k.output("out", ir.u32, 1)
+    out[0] = x[x.len - 1]
     return k.build()
 
 
@@ -177,25 +220,190 @@ def empty_dispatch_vs_executor_p50() -> Result:
                   percentile(s["executor"], 50) * 1e6)
 
 
-# -- 64 MiB round trip --------------------------------------------------------------------------
+# -- the do-nothing backend --------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def null_backend_installed() -> Iterator[Path]:
+    """The ``vyre-null`` distribution pip-installed (offline, no dependencies) into a
+    temporary folder that is on the path of this process and of every worker started
+    meanwhile (``PYTHONPATH``): as ``tests/faults/conftest.py`` installs ``vyre-faults``.
+    It is built from a copy, so no build output lands in the source tree; afterwards the
+    paths, the environment and the imported module are as before, the folder gone."""
+    if not (NULL_DISTRIBUTION / "pyproject.toml").is_file():
+        raise FileNotFoundError(f"the vyre-null distribution is not at {NULL_DISTRIBUTION} "
+                                "(run the benchmarks from a source checkout)")
+    with tempfile.TemporaryDirectory(prefix="vyre-bench-null-") as tmp:
+        source, site = Path(tmp) / "vyre-null", Path(tmp) / "site"
+        shutil.copytree(NULL_DISTRIBUTION, source, ignore=shutil.ignore_patterns(
+            "build", "*.egg-info", "__pycache__"))
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+             "--no-index", "--no-cache-dir", "--disable-pip-version-check", "--quiet",
+             "--target", str(site), str(source)], capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"pip could not install vyre-null: {proc.stdout}{proc.stderr}")
+        old_path = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), old_path]))
+        sys.path.insert(0, str(site))
+        importlib.invalidate_caches()
+        try:
+            yield site
+        finally:
+            sys.path.remove(str(site))
+            sys.path_importer_cache.pop(str(site), None)
+            sys.modules.pop("vyre_null", None)
+            importlib.invalidate_caches()
+            if old_path is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = old_path
+
+
+def _registry_with_null() -> Registry:
+    """The installed backends, ``null`` among them even where ``VYRE_LOAD_PLUGINS``
+    selects others (the environment itself is left alone)."""
+    selected = os.environ.get(SELECT_ENV)
+    registry = Registry.discover(None if selected is None else f"{selected},{NULL}")
+    if NULL not in registry.ids():
+        broken = [p.error for p in registry.broken if p.name == NULL]
+        raise RuntimeError(f"the {NULL!r} backend did not register"
+                           + (f": {broken[0]}" if broken else " (not found on the path)"))
+    return registry
+
+
+@functools.cache
+def _null_samples() -> dict[str, list[float]]:
+    """Empty dispatches on the do-nothing backend, raw zmq echo and ProcessPoolExecutor
+    samples, one run."""
+    program = empty_program()
+    with null_backend_installed(), Driver(_registry_with_null()) as driver:
+        out, = driver.dispatch(program, [], NULL)
+        assert out.tolist() == [0], out  # the null backend ran, not the reference (7)
+        found = {"driver": latencies(lambda: driver.dispatch(program, [], NULL), ROUND_TRIPS)}
+    found["echo"] = _echo_latencies(_dispatch_header(program), ROUND_TRIPS)
+    with ProcessPoolExecutor(max_workers=1) as pool:
+        found["executor"] = latencies(lambda: pool.submit(noop).result(), ROUND_TRIPS)
+    return found
+
+
+def null_dispatch_p50() -> Result:
+    s = _null_samples()
+    return Result("empty dispatch round trip p50, null backend", percentile(s["driver"], 50) * 1e6,
+                  "us", "raw zmq ipc echo p50", percentile(s["echo"], 50) * 1e6)
+
+
+def null_dispatch_p99() -> Result:
+    s = _null_samples()
+    return Result("empty dispatch round trip p99, null backend", percentile(s["driver"], 99) * 1e6,
+                  "us", "raw zmq ipc echo p99", percentile(s["echo"], 99) * 1e6)
+
+
+def null_dispatch_vs_executor_p50() -> Result:
+    s = _null_samples()
+    return Result("empty dispatch round trip p50, null backend (vs executor)",
+                  percentile(s["driver"], 50) * 1e6, "us", "ProcessPoolExecutor noop p50",
+                  percentile(s["executor"], 50) * 1e6)
+
+
+# -- read_write round trips ---------------------------------------------------------------------
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` hold exactly the same bytes, compared a chunk at a time."""
+    a, b = a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)
+    return a.size == b.size and all(
+        np.array_equal(a[i:i + COMPARE_CHUNK], b[i:i + COMPARE_CHUNK])
+        for i in range(0, a.size, COMPARE_CHUNK))
+
+
+def _size_name(nbytes: int) -> str:
+    return f"{nbytes // GIB} GiB" if nbytes >= GIB else f"{nbytes // MIB} MiB"
+
+
+@functools.cache
+def _round_trip_seconds(nbytes: int) -> tuple[float, float]:
+    """Median seconds of one round trip of an ``nbytes`` read_write buffer through a
+    worker (the first one's bytes checked), and of one ``np.copyto`` of the same bytes
+    into a pre-faulted buffer. Every result is dropped before the next round trip."""
+    repeat, warmup = reps(*ROUND_TRIP_SIZES[nbytes])
+    program = copy_program()
+    config = DispatchConfig(grid_override=(1,))
+    data = np.arange(nbytes // 4, dtype=np.uint32)
+    timed = []
+    with Driver() as driver:
+        driver.dispatch(program, [data[:16]], BACKEND, config)  # the worker is up
+        for i in range(warmup + repeat):
+            start = time.perf_counter()
+            out, = driver.dispatch(program, [data], BACKEND, config)
+            elapsed = time.perf_counter() - start
+            if i == 0:
+                assert _same_bytes(out, data), f"a {_size_name(nbytes)} round trip changed bytes"
+            del out  # its segment goes back before the next round trip
+            if i >= warmup:
+                timed.append(elapsed)
+    target = np.empty_like(data)
+    target.fill(1)  # every page faulted in before the first timed copy
+    copy = statistics.median(latencies(lambda: np.copyto(target, data), repeat, warmup=1))
+    return statistics.median(timed), copy
 
 
 def big_round_trip() -> Result:
     """MB/s of a 64 MiB read_write buffer through a worker and back, against np.copyto."""
-    program = copy_program()
-    data = np.arange(BIG_BYTES // 4, dtype=np.uint32)
-    config = DispatchConfig(grid_override=(1,))
-    with Driver() as driver:
-        out, = driver.dispatch(program, [data], BACKEND, config)
-        assert out.tobytes() == data.tobytes()
-        del out
-        seconds = statistics.median(latencies(
-            lambda: driver.dispatch(program, [data], BACKEND, config), BIG_REPEAT, warmup=1))
-    target = np.empty_like(data)
-    copy = statistics.median(latencies(lambda: np.copyto(target, data), BIG_REPEAT, warmup=1))
+    seconds, copy = _round_trip_seconds(BIG_BYTES)
     megabytes = BIG_BYTES / 1e6
     return Result("64 MiB read_write round trip", megabytes / seconds, "MB/s",
                   "np.copyto 64 MiB", megabytes / copy)
+
+
+def _round_trip_in_out(nbytes: int) -> Result:
+    """MB/s moved by a read_write round trip, counting the bytes in and out (twice the
+    size), against the MB/s of one np.copyto of the size."""
+    seconds, copy = _round_trip_seconds(nbytes)
+    megabytes, name = nbytes / 1e6, _size_name(nbytes)
+    return Result(f"{name} read_write round trip (in+out)", 2 * megabytes / seconds, "MB/s",
+                  f"np.copyto {name} (pre-faulted)", megabytes / copy)
+
+
+def round_trip_1mib() -> Result:
+    return _round_trip_in_out(MIB)
+
+
+def round_trip_16mib() -> Result:
+    return _round_trip_in_out(16 * MIB)
+
+
+def round_trip_64mib() -> Result:
+    return _round_trip_in_out(BIG_BYTES)
+
+
+def round_trip_1gib() -> Result:
+    return _round_trip_in_out(GIB)
+
+
+# -- parent memory ------------------------------------------------------------------------------
+
+
+def rss_growth_1gib_input() -> Result:
+    """MiB the parent's RSS grows over one dispatch of a 1 GiB read-only input (result
+    dropped, garbage collected), against the input's own size."""
+    program = last_element_program()
+    data = np.arange(GIB // 4, dtype=np.uint32)  # written: resident before the first reading
+    warm = np.arange(MIB // 4, dtype=np.uint32)  # small, but through shared memory too
+    process = psutil.Process()
+    with Driver() as driver:
+        out, = driver.dispatch(program, [warm], BACKEND)
+        assert out[0] == warm[-1]
+        del out
+        gc.collect()
+        before = process.memory_info().rss
+        out, = driver.dispatch(program, [data], BACKEND)
+        assert out[0] == data[-1]
+        del out
+        gc.collect()
+        after = process.memory_info().rss
+    return Result("parent RSS growth, one dispatch of a 1 GiB input", (after - before) / MIB,
+                  "MiB", "the input's own size", data.nbytes / MIB)
 
 
 # -- recovery -------------------------------------------------------------------------------------
@@ -240,26 +448,33 @@ def _in_process_rate(program: ir.Program, seconds: float) -> float:
     return count / (time.perf_counter() - start)
 
 
-def _driver_rate(program: ir.Program, workers: int, seconds: float) -> float:
+def _threaded_rate(call: Callable[[], object], threads: int, seconds: float) -> float:
+    """Calls per second of ``call`` made back to back from ``threads`` threads for
+    ``seconds``."""
+    count = [0] * threads
+    start = time.perf_counter()
+    stop = start + seconds
+
+    def client(index: int) -> None:
+        while time.perf_counter() < stop:
+            call()
+            count[index] += 1
+
+    clients = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
+    for t in clients:
+        t.start()
+    for t in clients:
+        t.join()
+    return sum(count) / (time.perf_counter() - start)
+
+
+def _driver_rate(program: ir.Program, workers: int, seconds: float,
+                 threads: int = CLIENT_THREADS) -> float:
     with Driver(workers=workers) as driver:
         warm = [driver.dispatch_async(program, [], BACKEND) for _ in range(workers)]
         for pending in warm:
             pending.result()
-        count = [0] * CLIENT_THREADS
-        start = time.perf_counter()
-        stop = start + seconds
-
-        def client(index: int) -> None:
-            while time.perf_counter() < stop:
-                driver.dispatch(program, [], BACKEND)
-                count[index] += 1
-
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENT_THREADS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return sum(count) / (time.perf_counter() - start)
+        return _threaded_rate(lambda: driver.dispatch(program, [], BACKEND), threads, seconds)
 
 
 def _throughput(workers: int) -> Result:
@@ -280,5 +495,38 @@ def throughput_2_workers() -> Result:
     return _throughput(2)
 
 
+def _executor_rate(workers: int, threads: int, seconds: float) -> float:
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for pending in [pool.submit(noop) for _ in range(2 * workers)]:
+            pending.result()
+        return _threaded_rate(lambda: pool.submit(noop).result(), threads, seconds)
+
+
+def _tiny_rate(threads: int) -> Result:
+    seconds = reps(TINY_SECONDS, 0.25)
+    rate = _driver_rate(empty_program(), TINY_WORKERS, seconds, threads)
+    baseline = _executor_rate(TINY_WORKERS, threads, seconds)
+    plural = "s" * (threads > 1)
+    return Result(f"empty dispatches/s, {TINY_WORKERS} workers, {threads} thread{plural}", rate,
+                  "1/s", f"ProcessPoolExecutor({TINY_WORKERS}) noop submits/s, {threads} "
+                  f"thread{plural}", baseline)
+
+
+def tiny_rate_1_thread() -> Result:
+    return _tiny_rate(1)
+
+
+def tiny_rate_2_threads() -> Result:
+    return _tiny_rate(2)
+
+
+def tiny_rate_4_threads() -> Result:
+    return _tiny_rate(4)
+
+
 BENCHMARKS = [empty_dispatch_p50, empty_dispatch_p99, empty_dispatch_vs_executor_p50,
-              big_round_trip, recovery_after_kill, throughput_1_worker, throughput_2_workers]
+              null_dispatch_p50, null_dispatch_p99, null_dispatch_vs_executor_p50,
+              big_round_trip, round_trip_1mib, round_trip_16mib, round_trip_64mib,
+              round_trip_1gib, rss_growth_1gib_input, recovery_after_kill,
+              throughput_1_worker, throughput_2_workers, tiny_rate_1_thread,
+              tiny_rate_2_threads, tiny_rate_4_threads]

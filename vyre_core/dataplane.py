@@ -43,7 +43,9 @@ _log = logging.getLogger("vyre.dataplane")
 SHARE_THRESHOLD = 1 << 16
 #: Segments are at least this large, and sized in classes at most 25% above the request.
 MIN_SEGMENT = 1 << 20
-#: Free segments a pool keeps for reuse (bytes, and count: each holds a file descriptor).
+#: Free segments a pool keeps for reuse: at most this many bytes, or twice its largest
+#: segment when that is more (a read_write round trip of N bytes needs two segments of N),
+#: and at most this many segments (each holds a file descriptor).
 RETAIN_BYTES = 1 << 30
 RETAIN_COUNT = 32
 #: Inputs at least this large are written with pwrite, never mapped in the parent: a 1 GiB
@@ -142,6 +144,7 @@ class SegmentPool:
         self._free_bytes = 0
         self._free_count = 0
         self._closed = False
+        self._largest = 0
         self._warned_at: float | None = None
         self.enabled, why = shared_memory_usable()
         if not self.enabled:
@@ -153,6 +156,7 @@ class SegmentPool:
         with self._lock:
             if not self.enabled or self._closed:
                 return None
+            self._largest = max(self._largest, size)
             free = self._free.get(size)
             if free:
                 self._free_bytes -= size
@@ -167,8 +171,9 @@ class SegmentPool:
     def give_back(self, segment: Segment) -> None:
         """``segment`` is free again: keep it for reuse, or close it past the limits."""
         with self._lock:
+            retain = max(RETAIN_BYTES, 2 * self._largest)
             if not self._closed and self._free_count < RETAIN_COUNT \
-                    and self._free_bytes + segment.size <= RETAIN_BYTES:
+                    and self._free_bytes + segment.size <= retain:
                 self._free[segment.size].append(segment)
                 self._free_bytes += segment.size
                 self._free_count += 1
