@@ -168,6 +168,19 @@ class SegmentPool:
             self._warn(f"a {size}-byte segment could not be made: {exc.strerror or exc}")
             return None
 
+    def place(self, array: np.ndarray) -> Segment | None:
+        """A segment holding a copy of ``array``, or None (it then rides the socket)."""
+        segment = self.take(array.nbytes)
+        if segment is not None:
+            try:
+                segment.write(array)
+            except OSError as exc:  # the parent's own mapping refused (address space)
+                segment.close()
+                self._warn(f"a {segment.size}-byte segment could not be written: "
+                           f"{exc.strerror or exc}")
+                return None
+        return segment
+
     def give_back(self, segment: Segment) -> None:
         """``segment`` is free again: keep it for reuse, or close it past the limits."""
         with self._lock:

@@ -137,11 +137,11 @@ class Pool:
         arrays: list[Any] = []
         for data in request.arrays:
             array = protocol.as_frame_array(data)
-            segment = self._share(request, array.nbytes)
+            segment = self._segments.place(array) if array.nbytes >= SHARE_THRESHOLD else None
             if segment is None:
                 arrays.append(array)
             else:
-                segment.write(array)
+                request.shared.append(segment)
                 arrays.append(segment.describe(array.dtype, array.shape[0]))
         meta = request.meta
         if request.outputs:
@@ -188,8 +188,11 @@ class Pool:
                 if segment is None or wanted.get(i) != (array.dtype, array.count):
                     return ProtocolError(f"the reply to {request.label} names shared memory "
                                          "that is not its output slot", request_id=request.id)
+                try:
+                    array = self._segments.result(segment, array.dtype, array.count)
+                except OSError as exc:  # no address space left to map it here
+                    return system_resource_error(exc, f"mapping the result of {request.label}")
                 request.shared.remove(segment)
-                array = self._segments.result(segment, array.dtype, array.count)
             results.append(array)
         return meta, results
 
