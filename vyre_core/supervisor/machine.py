@@ -712,9 +712,11 @@ class PoolMachine:
         if w.state == "busy":
             w.state = "stopping" if req.op is Op.SHUTDOWN else "idle"
         if isinstance(result, ProtocolError) and result.details.get(PROGRAM_NOT_HELD) \
-                and not req.with_program:
+                and not req.with_program and not req.internal:
             # Named by fingerprint only, to a worker that does not hold the program (the
-            # parent's guess was wrong): it goes again, first in line, with its program.
+            # parent's guess was wrong): it goes again, first in line, with its program,
+            # under a new id (the worker has answered the old one; its page says so).
+            req.id = next(_ids)
             req.with_program, req.state, req.worker = True, "queued", None
             (w.pinned if req.slot is not None else self.queue).appendleft(req)
             self._schedule(now)

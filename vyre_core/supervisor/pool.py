@@ -412,7 +412,7 @@ class Pool:
         fp = req.meta.get("fp")
         if fp is not None:  # a program named by fingerprint: what does this worker hold?
             held = self._held[action.index]
-            if req.lean and (req.with_program or fp not in held):
+            if req.with_program or (req.lean and fp not in held):
                 meta, arrays = req.wire
                 frames = protocol.encode(Message(req.op, req.id, 0, meta, arrays))
             held[fp] = None  # the worker's cache, mirrored: it holds the program now
