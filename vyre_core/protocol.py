@@ -176,13 +176,20 @@ def send(socket: zmq.Socket, msg: Message, identity: bytes | None = None) -> Non
 
 
 def send_frames(socket: zmq.Socket, frames: list[Any], identity: bytes | None = None) -> None:
-    """Send already encoded frames (to ``identity`` on a ROUTER)."""
-    if identity is not None:
-        socket.send(identity, zmq.SNDMORE)
-    last = len(frames) - 1
-    for i, frame in enumerate(frames):
-        size = frame.nbytes if isinstance(frame, np.ndarray) else len(frame)
-        socket.send(frame, zmq.SNDMORE if i < last else 0, copy=size < ZERO_COPY_THRESHOLD)
+    """Send already encoded frames (to ``identity`` on a ROUTER); large ones without a
+    copy. Every part is made before the first is sent: pyzmq's zero-copy bookkeeping
+    needs a thread and descriptors on first use, and a process out of them (EMFILE) then
+    sends copies instead of half a message."""
+    parts = ([] if identity is None else [identity]) + frames
+    try:
+        prepared = [zmq.Frame(part, copy=_size(part) < ZERO_COPY_THRESHOLD) for part in parts]
+    except OSError:
+        prepared = [zmq.Frame(part, copy=True) for part in parts]
+    socket.send_multipart(prepared, copy=False)
+
+
+def _size(part: Any) -> int:
+    return part.nbytes if isinstance(part, np.ndarray) else len(part)
 
 
 def peek_request_id(header: Any) -> int | None:

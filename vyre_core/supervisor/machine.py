@@ -74,10 +74,11 @@ class Request:
         self.generation = generation
         self.internal = internal
         self.outputs = outputs          # (dtype, count) per output, when known
-        self.future: Future = Future()
+        self.future: Future | None = Future()  # let go of once answered (by the shell)
         self.frames: list[Any] | None = None  # the encoded message: the shell's, opaque here
         self.nbytes = 0                       # its size, set by the shell when encoded
         self.shared: list[Any] = []           # shared memory holding its data (the shell's)
+        self.out_slots: list[Any] = []        # of it, the one taken for each output, or None
         self.with_program = False             # must carry its program's wire form
         self.lean = False                     # encoded naming its program by fingerprint
         self.wire: Any = None                 # (meta, arrays) as encoded (the shell's)

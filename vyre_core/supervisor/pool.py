@@ -33,6 +33,7 @@ from vyre_core.errors import (
     PoolFailedError,
     ProtocolError,
     VyreError,
+    as_vyre_error,
     system_resource_error,
 )
 from vyre_core.protocol import Message, Op, ProgressPage
@@ -110,6 +111,7 @@ class Pool:
     def submit(self, request: Request) -> Future:
         """Hand ``request`` to the I/O thread; its future always resolves. Its large arrays
         are written into shared memory here, by the calling thread."""
+        future = request.future  # (answered, the request lets go of it)
         try:
             request.frames = self._encode(request)
             request.nbytes = len(request.frames[0]) + sum(a.nbytes for a in request.frames[1:])
@@ -119,13 +121,13 @@ class Pool:
                 if self._io_state == "running":
                     self._inbox.append(request)
                     os.eventfd_write(self._wake_fd, 1)
-                    return request.future
+                    return future
             raise PoolFailedError(f"the driver is closed; pool {self.backend!r} takes no "
                                   "more work", "Create a new vyre Driver.", backend=self.backend)
         except VyreError as exc:
             self._release(request)
-            request.future.set_exception(exc)
-            return request.future
+            future.set_exception(exc)
+            return future
 
     def _encode(self, request: Request) -> list[Any]:
         """The request's frames, its large inputs placed in shared memory and a segment
@@ -145,11 +147,13 @@ class Pool:
                 arrays.append(segment.describe(array.dtype, array.shape[0]))
         meta = request.meta
         if request.outputs:
-            inputs_shared = len(request.shared)
-            outs = [protocol.array_spec(dtype, count, self._share(request, dtype.itemsize * count))
-                    for dtype, count in request.outputs]
-            if len(request.shared) > inputs_shared:  # else the worker returns them as usual
-                meta = {**meta, "out": outs}
+            slots = [self._share(request, dtype.itemsize * count)
+                     for dtype, count in request.outputs]
+            if any(slots):  # else the worker returns them as usual
+                request.out_slots = slots
+                meta = {**meta, "out": [protocol.array_spec(dtype, count, slot) for
+                                        (dtype, count), slot in zip(request.outputs, slots,
+                                                                    strict=True)]}
         request.wire = (meta, arrays)
         fp = meta.get("fp")
         if fp is not None and all(fp in held for held in self._held.values()):
@@ -173,28 +177,39 @@ class Pool:
             self._segments.give_back(segment)
 
     def _results(self, request: Request, value: Any) -> Any:
-        """A reply with its shared outputs as arrays over the request's own segments (each
-        then held by its array, not the request); a reply naming any other memory is a
+        """A reply with its shared outputs as arrays over the request's own output slots
+        (each then held by its array, not the request). Output ``i`` must come back in
+        exactly the slot taken for it, or as a frame when none was: anything else is a
         protocol error."""
-        if isinstance(value, BaseException) or not any(isinstance(a, Shared) for a in value[1]):
+        if isinstance(value, BaseException):
             return value
         meta, arrays = value
-        mine = {segment.id: segment for segment in request.shared}
-        wanted = dict(enumerate(request.outputs or ()))
+        slots = request.out_slots or [None] * len(arrays)
+        if len(arrays) != len(slots):
+            return self._misnamed(request)
         results = []
-        for i, array in enumerate(arrays):
-            if isinstance(array, Shared):
-                segment = mine.get(array.segment)
-                if segment is None or wanted.get(i) != (array.dtype, array.count):
-                    return ProtocolError(f"the reply to {request.label} names shared memory "
-                                         "that is not its output slot", request_id=request.id)
+        for array, segment in zip(arrays, slots, strict=True):
+            if isinstance(array, Shared) != (segment is not None):
+                return self._misnamed(request)
+            if segment is not None:
+                wanted = request.outputs[len(results)]
+                if array.segment != segment.id or (array.dtype, array.count) != wanted:
+                    return self._misnamed(request)
+            results.append(array)
+        for i, (array, segment) in enumerate(zip(arrays, slots, strict=True)):
+            if segment is not None:
                 try:
-                    array = self._segments.result(segment, array.dtype, array.count)
+                    results[i] = self._segments.result(segment, array.dtype, array.count)
                 except OSError as exc:  # no address space left to map it here
                     return system_resource_error(exc, f"mapping the result of {request.label}")
                 request.shared.remove(segment)
-            results.append(array)
+        request.out_slots = []
         return meta, results
+
+    @staticmethod
+    def _misnamed(request: Request) -> ProtocolError:
+        return ProtocolError(f"the reply to {request.label} does not name its output slots",
+                             request_id=request.id)
 
     def call(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
         """Submit and wait; the rules guarantee the wait ends (a deadline, or a live worker
@@ -378,24 +393,10 @@ class Pool:
                     resolved, self._resolved = self._resolved, []
                     break
                 for action in actions:
-                    if isinstance(action, Resolve):
-                        action.request.wire = None
-                        self._resolved.append((action.request.future,
-                                               self._results(action.request, action.value)))
-                    elif isinstance(action, Release):
-                        self._release(action.request)
-                    elif isinstance(action, Send):
-                        self._send(action)
-                    elif isinstance(action, Spawn):
-                        self._spawn(action)
-                    elif isinstance(action, Signal):
-                        proc = self._processes.get(action.index)
-                        if proc is not None:
-                            (proc.kill if action.kill else proc.terminate)()
-                    elif isinstance(action, RoutingChanged):
-                        changed = True
-                    elif isinstance(action, Log):
-                        _log.log(action.level, action.text)
+                    try:
+                        changed |= self._carry(action)
+                    except Exception as exc:  # never strand a caller on a failed action
+                        self._failed(action, exc)
         for future, value in resolved:
             with contextlib.suppress(InvalidStateError):  # cancelled by its caller
                 if isinstance(value, BaseException):
@@ -404,6 +405,41 @@ class Pool:
                     future.set_result(value)
         if changed:
             self._on_change()
+
+    def _carry(self, action: Any) -> bool:
+        """Carry out one action; True when routing must decide again."""
+        if isinstance(action, Resolve):
+            request = action.request
+            future, request.future, request.wire = request.future, None, None  # (the
+            # request may stay referenced, by the deadline heap say: its result must not)
+            try:
+                value = self._results(request, action.value)
+            except Exception as exc:  # a bug: the caller gets it, never a wait
+                value = as_vyre_error(exc, f"pool {self.backend!r} reading a reply")
+            self._resolved.append((future, value))
+        elif isinstance(action, Release):
+            self._release(action.request)
+        elif isinstance(action, Send):
+            self._send(action)
+        elif isinstance(action, Spawn):
+            self._spawn(action)
+        elif isinstance(action, Signal):
+            proc = self._processes.get(action.index)
+            if proc is not None:
+                (proc.kill if action.kill else proc.terminate)()
+        elif isinstance(action, Log):
+            _log.log(action.level, action.text)
+        return isinstance(action, RoutingChanged)
+
+    def _failed(self, action: Any, exc: Exception) -> None:
+        """An action could not be carried out (a bug, or this process out of a resource):
+        a Send counts as not sent (the rules retire that worker and send elsewhere); the pool
+        goes on."""
+        error = as_vyre_error(exc, f"pool {self.backend!r} carrying out {type(action).__name__}")
+        _log.error("pool %r: %s", self.backend, error.cause, exc_info=exc)
+        if isinstance(action, Send):
+            self._machine.send_failed(action.index, action.request, error.cause,
+                                      time.monotonic())
 
     def _send(self, action: Send) -> None:
         req = action.request

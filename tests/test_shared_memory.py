@@ -1,0 +1,1080 @@
+"""The shared-memory data plane, with real workers and the real reference backend.
+
+Large arrays (at least ``SHARE_THRESHOLD`` bytes) cross to a worker and back through
+memfd segments of the parent; only descriptors travel over ZeroMQ. Every output is
+compared as exact bytes with a numpy-computed expectation. Checked here: mixed large and
+small buffers, results that stay valid while held (never overwritten by later dispatches),
+reuse and bounded growth of segments (counted as the parent's open ``vyre-data-*``
+memfds) and given back on every path (refusals, errors, close, deadlines), ``out=``, the
+fallback to the socket (``VYRE_SHARED_MEMORY=0``, and real OS limits: file size, open
+files, a process that is not dumpable), crashes, deadlines and the death of the parent
+itself, compiled pipelines, concurrent callers, and replies naming memory that is not
+their request's output slots.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+from waiting import wait_for, wait_running, workers
+
+import vyre_core
+from vyre_core import DispatchConfig, ir, protocol
+from vyre_core.dataplane import MAP_LIMIT, MIN_SEGMENT, SHARE_THRESHOLD, SegmentPool, Shared
+from vyre_core.errors import (
+    DispatchTimeoutError,
+    InvalidInputError,
+    LaunchLimitError,
+    PoolFailedError,
+    ProtocolError,
+)
+from vyre_core.protocol import Message, Op
+from vyre_core.supervisor.machine import Request
+from vyre_core.supervisor.pool import Pool
+
+pytestmark = [pytest.mark.processes]
+
+WG = 256              # invocations per workgroup: 4 Mi elements fit one grid axis
+BIG = 4 << 20         # 4 Mi u32: 16 MiB per buffer
+MID = 1 << 20         # 1 Mi u32: 4 MiB per buffer, for tests that dispatch many times
+SMALL = 16            # elements of the small buffers (64 bytes: ride the socket)
+U32 = np.dtype(np.uint32)
+
+
+# -- programs and their numpy expectations ----------------------------------------------------
+
+
+def mixed(n: int) -> ir.Program:
+    """Large read_write ``x`` (u32) and ``f`` (f32), a large input ``y``, a small input
+    ``s`` and a uniform ``a``; a large output ``o`` and a small output ``t``."""
+    k = ir.Kernel(workgroup=(WG,))
+    x = k.read_write("x", ir.u32)
+    f = k.read_write("f", ir.f32)
+    y = k.read("y", ir.u32)
+    s = k.read("s", ir.u32)
+    a = k.uniform("a", ir.u32)
+    o = k.output("o", ir.u32, count=n)
+    t = k.output("t", ir.u32, count=SMALL)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        xi = k.let("xi", x[i])
+        o[i] = xi ^ y[i] ^ s[i % s.len]
+        x[i] = xi * a[0] + y[i]
+        f[i] = f[i] * 0.5
+    with k.if_(i < t.len):
+        t[i] = s[i] + a[0]
+    return k.build()
+
+
+def mixed_inputs(seed: int, n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 2**32, n, dtype=np.uint32), rng.random(n, dtype=np.float32),
+            rng.integers(0, 2**32, n, dtype=np.uint32),
+            rng.integers(0, 2**32, SMALL, dtype=np.uint32),
+            np.array([rng.integers(1, 2**32) | 1], dtype=np.uint32)]
+
+
+def mixed_expected(data: list[np.ndarray]) -> list[np.ndarray]:
+    """Outputs in ABI order: x, f (read_write), then o, t."""
+    x, f, y, s, a = data
+    return [x * a[0] + y, f * np.float32(0.5), x ^ y ^ s[np.arange(len(x)) % len(s)],
+            s + a[0]]
+
+
+def rw(n: int) -> ir.Program:
+    """``x`` read_write and ``o`` an output, both ``n`` u32; ``y`` a read-only input."""
+    k = ir.Kernel(workgroup=(WG,))
+    x = k.read_write("x", ir.u32)
+    y = k.read("y", ir.u32)
+    o = k.output("o", ir.u32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        xi = k.let("xi", x[i])
+        o[i] = xi ^ y[i]
+        x[i] = xi * 3 + y[i]
+    return k.build()
+
+
+def rw_inputs(seed: int, n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 2**32, n, dtype=np.uint32),
+            rng.integers(0, 2**32, n, dtype=np.uint32)]
+
+
+def rw_expected(data: list[np.ndarray]) -> list[np.ndarray]:
+    x, y = data
+    return [x * np.uint32(3) + y, x ^ y]
+
+
+def spinning(n: int, with_input: bool) -> ir.Program:
+    """A loop of ``iters[0]`` iterations (CPU-bound on the reference backend, about 2 us
+    each), then ``o[i] = x[i] + acc`` (or ``i * 2654435761 + acc`` without input)."""
+    k = ir.Kernel(workgroup=(WG,))
+    iters = k.uniform("iters", ir.u32)
+    x = k.read("x", ir.u32) if with_input else None
+    o = k.output("o", ir.u32, count=n)
+    acc = k.let("acc", ir.lit(0, ir.u32))
+    with k.loop("j", 0, iters[0]) as j:
+        k.assign(acc, acc + j)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < o.len):
+        o[i] = (x[i] if x is not None else i * 2654435761) + acc
+    return k.build()
+
+
+def spin_sum(iterations: int) -> np.uint32:
+    return np.uint32(iterations * (iterations - 1) // 2 % 2**32)
+
+
+def spin_expected(n: int, iterations: int, x: np.ndarray | None = None) -> np.ndarray:
+    base = x if x is not None else np.arange(n, dtype=np.uint32) * np.uint32(2654435761)
+    return base + spin_sum(iterations)
+
+
+def assert_exact(got: Any, want: list[np.ndarray]) -> None:
+    assert len(got) == len(want)
+    for i, (array, expected) in enumerate(zip(got, want, strict=True)):
+        assert isinstance(array, np.ndarray), f"output {i} is a {type(array).__name__}"
+        assert array.dtype == expected.dtype, f"output {i}: {array.dtype} != {expected.dtype}"
+        assert array.shape == expected.shape, f"output {i}: {array.shape} != {expected.shape}"
+        assert array.tobytes() == expected.tobytes(), f"output {i} differs"
+
+
+def segments() -> set[str]:
+    """The shared-memory segments this process holds open: ``/memfd:vyre-data-N`` (each
+    may show under two fds: its own, and the one its parent-side mapping keeps)."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/memfd:vyre-data-"):
+            found.add(target.split(" ")[0])
+    return found
+
+
+def dispatch_rw(drv: vyre_core.Driver, program: ir.Program, seed: int, n: int,
+                **kwargs: Any) -> tuple[Any, list[np.ndarray]]:
+    data = rw_inputs(seed, n)
+    return drv.dispatch(program, data, backend="reference", **kwargs), rw_expected(data)
+
+
+# -- large and small buffers, exact ---------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_large_read_write_and_output_buffers_mixed_with_small_ones_are_exact() -> None:
+    program = mixed(BIG)
+    before = segments()
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        for seed in range(2):
+            data = mixed_inputs(seed, BIG)
+            originals = [a.copy() for a in data]
+            out = drv.dispatch(program, data, backend="reference")
+            assert_exact(out, mixed_expected(originals))
+            for given, original in zip(data, originals, strict=True):  # inputs untouched
+                assert given.tobytes() == original.tobytes()
+            for array in out:
+                assert isinstance(array, np.ndarray) and not array.flags.writeable
+                with pytest.raises(ValueError):
+                    array[0] = 1
+            # the large arrays went through shared memory: 3 inputs and 3 outputs
+            assert len(segments() - before) >= 3
+            del out
+
+
+@pytest.mark.timeout(60)
+def test_arrays_around_the_threshold_and_the_segment_size_are_exact() -> None:
+    sizes = [SHARE_THRESHOLD // 4 - 1, SHARE_THRESHOLD // 4, MIN_SEGMENT // 4,
+             MIN_SEGMENT // 4 + 1, 5 * MIN_SEGMENT // 16 + 3]
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        for seed, n in enumerate(sizes):
+            out, want = dispatch_rw(drv, rw(n), seed, n)
+            assert_exact(out, want)
+
+
+def hashed(n: int, rounds: int) -> ir.Program:
+    """``o[i]`` is an order-sensitive hash of ``x[i + j * n]`` over ``j < rounds``: every
+    element of an input of ``n * rounds`` u32 reaches an output of ``n``."""
+    k = ir.Kernel(workgroup=(WG,))
+    x = k.read("x", ir.u32)
+    o = k.output("o", ir.u32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < o.len):
+        acc = k.let("acc", ir.lit(0, ir.u32))
+        with k.loop("j", 0, rounds) as j:
+            k.assign(acc, acc * 31 + x[i + j * n])
+        o[i] = acc
+    return k.build()
+
+
+def hashed_expected(x: np.ndarray, n: int, rounds: int) -> np.ndarray:
+    acc = np.zeros(n, dtype=np.uint32)
+    for j in range(rounds):
+        acc = acc * np.uint32(31) + x[j * n:(j + 1) * n]
+    return acc
+
+
+@pytest.mark.timeout(90)
+def test_an_input_too_large_to_map_in_the_parent_is_written_exactly() -> None:
+    """Inputs of MAP_LIMIT bytes or more are written with pwrite, never mapped."""
+    n, rounds = MID, MAP_LIMIT // (4 * MID)
+    x = np.random.default_rng(3).integers(0, 2**32, n * rounds, dtype=np.uint32)
+    assert x.nbytes >= MAP_LIMIT
+    program = hashed(n, rounds)
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        for seed in range(2):  # the second reuses the segment the first wrote
+            data = x if seed == 0 else x[::-1].copy()
+            out = drv.dispatch(program, [data], backend="reference")
+            assert_exact(out, [hashed_expected(data, n, rounds)])
+            del out
+
+
+@pytest.mark.timeout(60)
+def test_more_shared_arrays_in_one_request_than_a_worker_keeps_mappings_are_exact() -> None:
+    """A worker keeps 16 mappings; one request naming 24 segments still reads them all."""
+    count, n = 24, SHARE_THRESHOLD // 4
+    k = ir.Kernel(workgroup=(WG,))
+    xs = [k.read(f"x{j}", ir.u32) for j in range(count)]
+    o = k.output("o", ir.u32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < o.len):
+        acc = k.let("acc", ir.lit(0, ir.u32))
+        for x in xs:
+            k.assign(acc, acc * 31 + x[i])
+        o[i] = acc
+    program = k.build()
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        for seed in range(2):
+            rng = np.random.default_rng(seed)
+            data = [rng.integers(0, 2**32, n, dtype=np.uint32) for _ in range(count)]
+            want = np.zeros(n, dtype=np.uint32)
+            for x in data:
+                want = want * np.uint32(31) + x
+            assert_exact(drv.dispatch(program, data, backend="reference"), [want])
+
+
+# -- results held stay valid ---------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_results_kept_alive_are_never_overwritten_by_later_dispatches() -> None:
+    program = rw(MID)
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        held = [dispatch_rw(drv, program, seed, MID) for seed in range(5)]
+        # Views outliving the arrays they came from hold the segment just as well.
+        out, want = dispatch_rw(drv, program, 100, MID)
+        tail, tail_want = out[1][1000:], want[1][1000:]
+        as_i32, i32_want = out[0].view(np.int32), want[0].view(np.int32)
+        raw = np.frombuffer(memoryview(out[1]), dtype=np.uint8)
+        raw_want = want[1].view(np.uint8)
+        del out
+        gc.collect()
+        for seed in range(200, 220):  # different data, results dropped: segments reused
+            out, want = dispatch_rw(drv, program, seed, MID)
+            assert_exact(out, want)
+            del out
+        gc.collect()
+        for out, want in held:
+            assert_exact(out, want)
+        assert tail.tobytes() == tail_want.tobytes()
+        assert as_i32.tobytes() == i32_want.tobytes()
+        assert raw.tobytes() == raw_want.tobytes()
+
+
+@pytest.mark.timeout(60)
+def test_segments_are_reused_bounded_and_all_closed_with_the_driver() -> None:
+    program = rw(MID)
+    before = segments()
+
+    def count() -> int:
+        return len(segments() - before)
+
+    drv = vyre_core.Driver(kill_grace=0.5)
+    try:
+        steady = []
+        for seed in range(15):
+            out, want = dispatch_rw(drv, program, seed, MID)
+            assert_exact(out, want)
+            del out
+            steady.append(count())
+        # 2 inputs and 2 outputs in flight at most: 4 segments, reused from then on
+        assert 0 < max(steady) <= 8, steady
+        assert steady[-1] == steady[2] and max(steady[2:]) == steady[2], steady
+
+        held = [dispatch_rw(drv, program, seed, MID) for seed in range(100, 106)]
+        grown = count()
+        assert grown >= steady[-1] + 6 * 2 - 4, (grown, steady)  # 2 outputs held each
+        del held
+        gc.collect()
+        after = []
+        for seed in range(200, 212):
+            out, want = dispatch_rw(drv, program, seed, MID)
+            assert_exact(out, want)
+            del out
+            after.append(count())
+        assert max(after) <= grown, (after, grown)  # the freed ones serve: no new ones
+
+        kept, kept_want = dispatch_rw(drv, program, 300, MID)
+    finally:
+        drv.close()
+    assert_exact(kept, kept_want)  # a result held across close() stays valid
+    del kept
+    gc.collect()
+    assert segments() - before == set()
+
+
+@pytest.mark.timeout(60)
+def test_a_request_refused_at_submit_gives_its_segments_back() -> None:
+    """Inputs over max_message_bytes are refused after they were written into segments:
+    those go back to the pool (the next refusals reuse them), nothing stays open."""
+    before = segments()
+    with vyre_core.Driver(kill_grace=0.5, max_message_bytes=24 << 20) as drv:
+        for seed in range(5):
+            with pytest.raises(InvalidInputError) as info:
+                dispatch_rw(drv, rw(BIG), seed, BIG)  # 2 inputs of 16 MiB: 32 MiB
+            assert "max_message_bytes" in info.value.cause
+            assert len(segments() - before) <= 2
+        out, want = dispatch_rw(drv, rw(MID), 9, MID)
+        assert_exact(out, want)
+        del out
+    gc.collect()
+    assert segments() - before == set()
+
+
+@pytest.mark.timeout(60)
+def test_a_dispatch_failing_in_its_worker_gives_its_segments_back() -> None:
+    k = ir.Kernel(workgroup=(1,))  # one invocation a workgroup: 4 Mi workgroups, too many
+    x = k.read("x", ir.u32)
+    o = k.output("o", ir.u32, count=BIG)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < o.len):
+        o[i] = x[i]
+    too_wide = k.build()
+    x = np.arange(BIG, dtype=np.uint32)
+    before = segments()
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        counts = []
+        for _ in range(5):
+            with pytest.raises(LaunchLimitError):
+                drv.dispatch(too_wide, [x], backend="reference")
+            counts.append(len(segments() - before))
+        assert max(counts) == counts[0] <= 2, counts
+        out, want = dispatch_rw(drv, rw(BIG), 4, BIG)
+        assert_exact(out, want)
+        del out
+    gc.collect()
+    assert segments() - before == set()
+
+
+@pytest.mark.timeout(60)
+def test_closing_the_driver_mid_dispatch_leaves_no_segment_open() -> None:
+    program = spinning(BIG, with_input=True)
+    x = np.arange(BIG, dtype=np.uint32)
+    before = segments()
+    drv = vyre_core.Driver(kill_grace=5.0)
+    try:
+        held, want = dispatch_rw(drv, rw(MID), 1, MID)
+        pending = drv.dispatch_async(program, [np.array([400_000], np.uint32), x],
+                                     backend="reference")
+        wait_running(drv, timeout=30.0)
+    finally:
+        drv.close()
+    with pytest.raises(PoolFailedError):
+        pending.result(timeout=10)
+    assert_exact(held, want)
+    del held
+    gc.collect()
+    assert segments() - before == set()
+
+
+@pytest.mark.timeout(60)
+def test_results_dropped_are_released_while_an_earlier_deadline_is_pending() -> None:
+    """Dropped results of dispatches that have a deadline go back to the pool like any
+    other, even while a request with an earlier deadline still runs on another worker."""
+    program = rw(MID)
+    before = segments()
+    with vyre_core.Driver(workers=2, kill_grace=0.5) as drv:
+        out, want = dispatch_rw(drv, program, 0, MID)
+        del out
+        slow = drv.dispatch_async(spinning(1024, with_input=False),
+                                  [np.array([1_000_000], np.uint32)], backend="reference",
+                                  config=DispatchConfig(timeout=60))
+        wait_running(drv, timeout=30.0)
+        counts = []
+        for seed in range(1, 9):
+            out, want = dispatch_rw(drv, program, seed, MID,
+                                    config=DispatchConfig(timeout=3600))
+            assert_exact(out, want)
+            del out
+            gc.collect()
+            counts.append(len(segments() - before))
+        assert not slow.is_ready(), "the earlier deadline was no longer pending: inconclusive"
+        assert counts[-1] == counts[0], f"segments open after each dropped result: {counts}"
+        assert_exact(slow.result(timeout=60), [spin_expected(1024, 1_000_000)])
+
+
+# -- out= ----------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("n", [BIG, SMALL], ids=["large", "small"])
+def test_out_arrays_are_filled_in_place_and_returned(n: int) -> None:
+    program = rw(n)
+    before = segments()
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        counts = []
+        for seed in range(4):
+            data = rw_inputs(seed, n)
+            targets = [np.full(n, 0xDEADBEEF, dtype=np.uint32), np.empty(n, dtype=np.uint32)]
+            got = drv.dispatch(program, data, backend="reference", out=targets)
+            assert len(got) == 2
+            assert got[0] is targets[0] and got[1] is targets[1]
+            assert_exact(got, rw_expected(data))
+            assert all(t.flags.writeable for t in targets)  # the caller's own arrays
+            counts.append(len(segments() - before))
+        # out= takes a copy: the segments go back to the pool at once, and are reused
+        assert max(counts) == counts[0] <= 4, counts
+        # a 2-D C-contiguous array of the right size is filled as well
+        data = rw_inputs(9, n)
+        flat, square = np.empty(n, dtype=np.uint32), np.empty((n // 4, 4), dtype=np.uint32)
+        got = drv.dispatch(program, data, backend="reference", out=(flat, square))
+        assert got[0] is flat and got[1] is square
+        want = rw_expected(data)
+        assert flat.tobytes() == want[0].tobytes() and square.tobytes() == want[1].tobytes()
+
+
+N_OUT = 4096
+
+
+def _bad_outs() -> dict[str, Any]:
+    good = np.empty(N_OUT, dtype=np.uint32)
+    read_only = np.empty(N_OUT, dtype=np.uint32)
+    read_only.flags.writeable = False
+    return {
+        "none": [],
+        "one_too_few": [good],
+        "one_too_many": [good, good.copy(), good.copy()],
+        "not_a_list": good,
+        "not_an_ndarray": [good, [0] * N_OUT],
+        "bytearray": [bytearray(4 * N_OUT), good],
+        "wrong_dtype": [good, np.empty(N_OUT, dtype=np.int32)],
+        "float_dtype": [np.empty(N_OUT, dtype=np.float32), good],
+        "too_small": [good, np.empty(N_OUT - 1, dtype=np.uint32)],
+        "too_large": [np.empty(N_OUT + 1, dtype=np.uint32), good],
+        "not_c_contiguous": [good, np.empty(2 * N_OUT, dtype=np.uint32)[::2]],
+        "fortran_order": [good, np.empty((N_OUT // 4, 4), dtype=np.uint32, order="F")],
+        "read_only": [good, read_only],
+    }
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("case", list(_bad_outs()))
+def test_bad_out_is_refused_with_a_fix_before_any_worker_starts(case: str) -> None:
+    out = _bad_outs()[case]
+    data = rw_inputs(1, N_OUT)
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        with pytest.raises(InvalidInputError) as info:
+            drv.dispatch(rw(N_OUT), data, backend="reference", out=out)
+        assert "Fix:" in str(info.value) and info.value.fix
+        assert drv.status()["pools"]["reference"]["state"] == "not started"
+
+
+# -- the socket as fallback ----------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_shared_memory_disabled_by_the_environment_falls_back_to_the_socket(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("VYRE_SHARED_MEMORY", "0")
+    caplog.set_level(logging.WARNING, logger="vyre.dataplane")
+    before = segments()
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        for seed in range(2):
+            data = mixed_inputs(seed, BIG)
+            out = drv.dispatch(mixed(BIG), data, backend="reference")
+            assert_exact(out, mixed_expected(data))
+            assert not any(a.flags.writeable for a in out)
+        assert segments() - before == set()  # nothing went through shared memory
+    warnings = [r for r in caplog.records
+                if r.name == "vyre.dataplane" and r.levelno == logging.WARNING]
+    assert warnings, "no warning that shared memory is off"
+    assert any("VYRE_SHARED_MEMORY=0" in r.getMessage() for r in warnings)
+    assert any("shared memory unavailable" in r.getMessage() for r in warnings)
+
+
+REPORT_LIMIT = 60.0  # seconds for a child's next report (a loaded machine)
+
+CHILD_PRELUDE = textwrap.dedent("""
+    import gc, json, logging, os, resource, signal, sys, threading, time
+    import numpy as np
+    import vyre_core
+    from vyre_core import ir
+
+    def report(**fields):
+        print(json.dumps(fields), flush=True)
+
+    def segments():
+        found = set()
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("/memfd:vyre-data-"):
+                found.add(target.split(" ")[0])
+        return sorted(found)
+
+    def rw(n):
+        k = ir.Kernel(workgroup=(256,))
+        x = k.read_write("x", ir.u32)
+        y = k.read("y", ir.u32)
+        o = k.output("o", ir.u32, count=n)
+        i = k.let("i", ir.global_id(0))
+        with k.if_(i < x.len):
+            xi = k.let("xi", x[i])
+            o[i] = xi ^ y[i]
+            x[i] = xi * 3 + y[i]
+        return k.build()
+
+    def rw_case(seed, n):
+        rng = np.random.default_rng(seed)
+        x = rng.integers(0, 2**32, n, dtype=np.uint32)
+        y = rng.integers(0, 2**32, n, dtype=np.uint32)
+        return [x, y], [(x * np.uint32(3) + y).tobytes(), (x ^ y).tobytes()]
+
+    def exact(out, want):
+        return [a.tobytes() for a in out] == want
+""")
+
+
+class Child:
+    """A Python script in a session of its own, reporting JSON lines on stdout."""
+
+    def __init__(self, tmp_path: Path, body: str) -> None:
+        self.err_path = tmp_path / "child.err"
+        script = tmp_path / "child.py"
+        script.write_text(CHILD_PRELUDE + textwrap.dedent(body))
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(script)], stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=err, start_new_session=True,
+                env=dict(os.environ, VYRE_RUNTIME_DIR=str(tmp_path)))
+        self._buffer = b""
+        self.workers: list[psutil.Process] = []
+
+    def stderr(self) -> str:
+        return self.err_path.read_text(errors="replace")
+
+    def report(self, timeout: float = REPORT_LIMIT) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    raise AssertionError(f"no report from the child within {timeout} s; "
+                                         f"stderr:\n{self.stderr()[-3000:]}")
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise AssertionError(f"the child ended without a report (status "
+                                         f"{self.proc.wait(10)}); stderr:\n"
+                                         f"{self.stderr()[-3000:]}")
+                self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def stop(self) -> None:
+        """Whatever happened: the child and every worker it reported are gone."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        for proc in self.workers:
+            if running(proc):
+                proc.kill()
+        self.proc.stdout.close()
+
+
+def running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+FSIZE_LIMITED = """
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(name)s %(levelname)s %(message)s")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    probe = os.memfd_create("probe", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(probe, 16 << 20)
+        refused = None
+    except OSError as exc:
+        refused = exc.strerror
+    finally:
+        os.close(probe)
+    n = 4 << 20  # 16 MiB of u32: over the limit
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        results = []
+        for seed in range(2):
+            data, want = rw_case(seed, n)
+            out = drv.dispatch(rw(n), data, backend="reference")
+            results.append(exact(out, want))
+        report(refused=refused, exact=results, segments=segments())
+"""
+
+
+@pytest.mark.timeout(90)
+def test_a_file_size_limit_makes_arrays_travel_on_the_socket_with_a_warning(
+        tmp_path: Path) -> None:
+    """RLIMIT_FSIZE applies to memfds: a 16 MiB segment cannot be made (EFBIG; Python
+    ignores SIGXFSZ). The dispatch still gives exact bytes, over the socket, and says so."""
+    child = Child(tmp_path, FSIZE_LIMITED)
+    try:
+        found = child.report()
+        assert child.proc.wait(timeout=30) == 0, child.stderr()[-3000:]
+    finally:
+        child.stop()
+    if found["refused"] is None:
+        pytest.skip("RLIMIT_FSIZE does not limit memfd sizes on this kernel")
+    assert found["exact"] == [True, True]
+    assert found["segments"] == []  # no 16 MiB segment could be made
+    stderr = child.stderr()
+    assert "vyre.dataplane WARNING" in stderr, stderr[-3000:]
+    assert "shared memory unavailable" in stderr and "could not be made" in stderr
+    assert found["refused"] in stderr  # the OS's reason is named
+
+
+NOT_DUMPABLE = """
+    import ctypes
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(name)s %(levelname)s %(message)s")
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    n = 4 << 20
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        data, want = rw_case(3, n)
+        report(exact=exact(drv.dispatch(rw(n), data, backend="reference"), want),
+               segments=segments())
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_process_that_is_not_dumpable_sends_arrays_on_the_socket(tmp_path: Path) -> None:
+    """Workers could not open its /proc/<pid>/fd: the pool never offers them segments."""
+    child = Child(tmp_path, NOT_DUMPABLE)
+    try:
+        found = child.report()
+        assert child.proc.wait(timeout=30) == 0, child.stderr()[-3000:]
+    finally:
+        child.stop()
+    assert found == {"exact": True, "segments": []}
+    stderr = child.stderr()
+    assert "shared memory unavailable" in stderr and "not dumpable" in stderr, stderr
+
+
+FDS_USED_UP = """
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(name)s %(levelname)s %(message)s")
+
+    def last(n):  # one large input, one small output
+        k = ir.Kernel(workgroup=(1,))
+        x = k.read("x", ir.u32)
+        o = k.output("o", ir.u32, count=1)
+        o[0] = x[x.len - 1]
+        return k.build()
+
+    def fill(n):  # no input, one large output
+        k = ir.Kernel(workgroup=(256,))
+        a = k.uniform("a", ir.u32)
+        o = k.output("o", ir.u32, count=n)
+        i = k.let("i", ir.global_id(0))
+        with k.if_(i < o.len):
+            o[i] = i * 3 + a[0]
+        return k.build()
+
+    def leave_free(count):
+        # Use up every descriptor number under a new limit but ``count``.
+        fillers = []
+        highest = max(int(name) for name in os.listdir("/proc/self/fd"))
+        while True:
+            fd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+            fillers.append(fd)
+            if fd > highest:
+                break
+        limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (fillers[-1] + 1, limits[1]))
+        for _ in range(count):
+            os.close(fillers.pop())
+        return fillers, limits
+
+    from vyre_core.errors import DispatchTimeoutError
+
+    if CASE_WARM_ZMQ:  # a first zero-copy send: pyzmq starts its garbage collector now
+        import zmq
+        context = zmq.Context()
+        a, b = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
+        a.bind("inproc://warm")
+        b.connect("inproc://warm")
+        a.send(bytes(1 << 17), copy=False)
+        b.recv()
+        a.close(linger=0)
+        b.close(linger=0)
+        context.term()
+
+    before = set(segments())
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        data, want = rw_case(0, 1 << 18)  # warm: the worker runs, 1 MiB segments exist
+        warm = exact(drv.dispatch(rw(1 << 18), data, backend="reference"), want)
+        n = (CASE_MIB << 20) // 4  # a size class no earlier dispatch used: a new memfd
+        if CASE_OUTPUT:
+            program, inputs = fill(n), [np.array([5], np.uint32)]
+            want = [(np.arange(n, dtype=np.uint32) * np.uint32(3) + np.uint32(5)).tobytes()]
+        else:
+            x = np.arange(n, dtype=np.uint32) * np.uint32(7)
+            program, inputs, want = last(n), [x], [x[-1:].tobytes()]
+        fillers, limits = leave_free(CASE_FREE)
+        try:
+            out = drv.dispatch_async(program, inputs, backend="reference").result(timeout=20)
+            outcome = "exact" if exact(out, want) else "wrong bytes"
+            del out
+        except DispatchTimeoutError as exc:
+            outcome = "no answer within 20 s" if "result(timeout" in str(exc) else repr(exc)
+        except BaseException as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+        finally:
+            for fd in fillers:
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+        state = drv.status()["pools"]["reference"]["state"]
+        try:
+            data, want = rw_case(1, 1 << 20)
+            later = exact(drv.dispatch(rw(1 << 20), data, backend="reference"), want)
+        except BaseException as exc:
+            later = f"{type(exc).__name__}: {exc}"
+    gc.collect()
+    report(warm=warm, outcome=outcome, state=state, later=later,
+           left_open=sorted(set(segments()) - before))
+"""
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("case", [
+    pytest.param((3, 0, False, True), id="no_descriptor_for_a_segment"),
+    pytest.param((3, 0, False, False), id="no_descriptor_for_a_segment_nor_the_socket_path"),
+    pytest.param((5, 1, False, True), id="an_input_segment_made_but_not_mappable"),
+    pytest.param((6, 1, True, True), id="an_output_segment_made_but_not_mappable"),
+])
+def test_a_process_out_of_file_descriptors_still_gets_its_answer(
+        tmp_path: Path, case: tuple[int, int, bool, bool]) -> None:
+    """EMFILE (RLIMIT_NOFILE used up) is one of the documented reasons shared memory
+    cannot be had: the array then travels on the socket with a warning, "never a
+    failure". With no descriptor free the segment is never made. With exactly one free,
+    the memfd is made but mapping it in the parent (mmap dups the descriptor) is refused:
+    for an input in the calling thread (it then rides the socket), for an output in the
+    pool's I/O thread (the worker already wrote it there: a SystemResourceError with a
+    Fix). The call is always answered, no memfd stays open after close, and the pool
+    serves on once descriptors are back.
+
+    The socket path itself needs no new descriptor once pyzmq's garbage collector (which
+    zero-copy sends use) runs: the cases start it first, but one. Large arrays now go
+    through shared memory, so the first zero-copy send of a process is the fallback's."""
+    mib, free, output, warm = case
+    child = Child(tmp_path, f"CASE_MIB, CASE_FREE, CASE_OUTPUT, CASE_WARM_ZMQ = {mib}, "
+                  f"{free}, {output}, {warm}\n" + textwrap.dedent(FDS_USED_UP))
+    try:
+        found = child.report(timeout=60)
+        assert child.proc.wait(timeout=30) == 0, child.stderr()[-3000:]
+    finally:
+        child.stop()
+    stderr = child.stderr()
+    assert found["warm"] is True
+    if output:  # the worker wrote it there: the call fails clearly, nothing hangs or dies
+        assert found["outcome"].startswith("SystemResourceError: "), (found, stderr[-2000:])
+        assert "EMFILE" in found["outcome"] and "Fix:" in found["outcome"]
+    else:  # the input rides the socket instead
+        assert found["outcome"] == "exact", (found, stderr[-2000:])
+        assert "shared memory unavailable" in stderr and "Too many open files" in stderr
+    assert found["state"] == "running" and found["later"] is True, (found, stderr[-2000:])
+    assert found["left_open"] == [], found
+
+
+# -- crashes, deadlines, the parent's death -------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_a_worker_killed_mid_dispatch_of_a_large_request_is_retried_exactly() -> None:
+    program = spinning(BIG, with_input=True)
+    iterations = 400_000  # about a second on the reference backend
+    x = np.random.default_rng(5).integers(0, 2**32, BIG, dtype=np.uint32)
+    with vyre_core.Driver(kill_grace=0.5, max_restarts=5) as drv:
+        pending = drv.dispatch_async(program, [np.array([iterations], np.uint32), x],
+                                     backend="reference", config=DispatchConfig(retries=1))
+        victim = wait_running(drv, timeout=30.0)[0]["pid"]
+        os.kill(victim, signal.SIGKILL)
+        out = pending.result(timeout=60.0)
+        assert_exact(out, [spin_expected(BIG, iterations, x)])
+        after = workers(drv, "reference")[0]
+        assert after["pid"] != victim and after["generation"] >= 2
+        # the pool serves on, exactly, reusing what the killed request held
+        for seed in range(3):
+            out, want = dispatch_rw(drv, rw(MID), seed, MID)
+            assert_exact(out, want)
+
+
+@pytest.mark.timeout(90)
+def test_a_worker_past_its_deadline_never_writes_into_memory_reused_by_others() -> None:
+    """The timed-out worker is SIGTERMed and finishes its request before leaving: it
+    writes its large output after its caller got DispatchTimeoutError. That memory is not
+    reused until it has exited, so a result taken meanwhile on the other worker (same size
+    class, the segment most recently freed would be first in line) keeps its bytes."""
+    program = spinning(BIG, with_input=False)
+    slow_iterations = 500_000  # about a second
+    with vyre_core.Driver(workers=2, kill_grace=10.0) as drv:
+        for fast in (3, 4):  # both workers started, and segments of that class made
+            out = drv.dispatch(program, [np.array([fast], np.uint32)], backend="reference")
+            assert_exact(out, [spin_expected(BIG, fast)])
+            del out
+        wait_for(lambda: all(w["state"] == "idle" for w in workers(drv, "reference")),
+                 30.0, "both workers idle")
+        before = {w["index"]: (w["pid"], w["generation"]) for w in workers(drv, "reference")}
+        with pytest.raises(DispatchTimeoutError):
+            drv.dispatch(program, [np.array([slow_iterations], np.uint32)],
+                         backend="reference", config=DispatchConfig(timeout=0.3))
+        late = [w["index"] for w in workers(drv, "reference") if w["state"] != "idle"]
+        assert len(late) == 1, workers(drv, "reference")
+        meanwhile = drv.dispatch(program, [np.array([7], np.uint32)], backend="reference")
+        assert_exact(meanwhile, [spin_expected(BIG, 7)])
+        wait_for(lambda: (w := workers(drv, "reference")[late[0]])["pid"] is not None
+                 and (w["pid"], w["generation"]) != before[late[0]],
+                 30.0, "the timed-out worker to exit and be replaced")
+        assert_exact(meanwhile, [spin_expected(BIG, 7)])
+        for seed in range(4):  # its memory is reused now: still exact
+            out = drv.dispatch(program, [np.array([seed + 10], np.uint32)],
+                               backend="reference")
+            assert_exact(out, [spin_expected(BIG, seed + 10)])
+            del out
+        assert_exact(meanwhile, [spin_expected(BIG, 7)])
+
+
+PARENT_DIES = """
+    drv = vyre_core.Driver(workers=2, kill_grace=0.5)
+    n = 4 << 20
+    held, ok = [], []
+    for seed in range(3):
+        data, want = rw_case(seed, n)
+        held.append(drv.dispatch(rw(n), data, backend="reference"))
+        ok.append(exact(held[-1], want))
+
+    k = ir.Kernel(workgroup=(256,))
+    iters = k.uniform("iters", ir.u32)
+    x = k.read("x", ir.u32)
+    o = k.output("o", ir.u32, count=n)
+    acc = k.let("acc", ir.lit(0, ir.u32))
+    with k.loop("j", 0, iters[0]) as j:
+        k.assign(acc, acc + j)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < o.len):
+        o[i] = x[i] + acc
+    spin = k.build()
+    big = np.arange(n, dtype=np.uint32)
+    threading.Thread(target=drv.dispatch, daemon=True,
+                     args=(spin, [np.array([50_000_000], np.uint32), big]),
+                     kwargs={"backend": "reference"}).start()
+    deadline = time.monotonic() + 30
+    while not any(w["running"] for w in drv.status()["pools"]["reference"]["workers"]):
+        if time.monotonic() > deadline:
+            raise SystemExit("the long dispatch never ran")
+        time.sleep(0.01)
+    pools = drv.status()["pools"]["reference"]["workers"]
+    report(workers=[w["pid"] for w in pools], busy=[w["pid"] for w in pools if w["running"]],
+           ok=ok, segments=segments())
+    signal.pause()
+"""
+
+
+def shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+@pytest.mark.timeout(90)
+def test_a_parent_killed_holding_results_and_mid_dispatch_leaves_nothing_behind(
+        tmp_path: Path) -> None:
+    shm_before = shm_entries()
+    child = Child(tmp_path, PARENT_DIES)
+    try:
+        found = child.report()
+        assert found["ok"] == [True, True, True]
+        assert len(found["segments"]) >= 6  # 3 results of 2 large outputs, at least
+        procs = [psutil.Process(pid) for pid in found["workers"]]
+        child.workers += procs
+        busy = found["busy"][0]
+        with open(f"/proc/{busy}/maps") as maps:  # the worker maps the parent's memfds
+            assert "vyre-data-" in maps.read()
+        child.proc.kill()  # SIGKILL: no close, no atexit, no finalizer
+        child.proc.wait(timeout=10)
+        deadline = time.monotonic() + 15.0
+        while any(running(p) for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not [p.pid for p in procs if running(p)], "workers outlived their parent"
+    finally:
+        child.stop()
+    assert shm_entries() - shm_before == set()
+
+
+# -- compiled pipelines ----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_compiled_pipelines_with_large_inputs_and_outputs_are_exact() -> None:
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        pipeline = drv.compile(rw(BIG), backend="reference")
+        held = []
+        for seed in range(3):
+            data = rw_inputs(seed, BIG)
+            out = pipeline.dispatch(data)
+            assert_exact(out, rw_expected(data))
+            assert not any(a.flags.writeable for a in out)
+            held.append((out, rw_expected(data)))
+        mixed_pipeline = drv.compile(mixed(BIG), backend="reference")
+        for seed in range(2):
+            data = mixed_inputs(seed, BIG)
+            out = mixed_pipeline.dispatch(data)
+            assert_exact(out, mixed_expected(data))
+            del out
+        for out, want in held:
+            assert_exact(out, want)
+
+
+# -- concurrent callers ---------------------------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_four_threads_dispatching_large_buffers_on_two_workers_all_get_their_own_bytes(
+) -> None:
+    program = rw(MID)
+    start = threading.Barrier(4)
+
+    def caller(thread: int) -> list[tuple[Any, list[np.ndarray]]]:
+        start.wait(timeout=30)
+        results = []
+        for round_ in range(4):
+            out, want = dispatch_rw(drv, program, 1000 * thread + round_, MID)
+            assert_exact(out, want)
+            results.append((out, want))
+        return results
+
+    with vyre_core.Driver(workers=2, kill_grace=0.5) as drv, \
+            ThreadPoolExecutor(max_workers=4) as executor:
+        out, want = dispatch_rw(drv, program, 1, MID)
+        assert_exact(out, want)
+        wait_for(lambda: all(w["state"] == "idle" for w in workers(drv, "reference")),
+                 30.0, "both workers idle")
+        futures = [executor.submit(caller, thread) for thread in range(4)]
+        done = [f.result(timeout=80) for f in futures]
+        served = [w["served"] for w in workers(drv, "reference")]
+        assert sum(served) == 17 and all(served), served  # both workers took a share
+        for results in done:  # every result still intact once all are in
+            for out, want in results:
+                assert_exact(out, want)
+
+
+# -- the shell's check of replies naming shared memory -----------------------------------------
+
+
+@pytest.fixture
+def shell() -> Any:
+    """A pool shell (no I/O thread, no process) and a request with one large input and two
+    large outputs placed in segments, as ``Pool._encode`` does; every segment is closed
+    afterwards."""
+    pool = Pool.__new__(Pool)  # only the data-plane half of the shell is exercised
+    pool.backend = "reference"
+    pool._segments = SegmentPool("pool 'reference'")
+    n = MIN_SEGMENT // 4
+    request = Request(Op.DISPATCH, {}, [], outputs=[(U32, n)] * 2)
+    taken = [pool._segments.take(4 * n) for _ in range(4)]  # the last: another request's
+    assert all(s is not None for s in taken)
+    taken[0].write(np.full(n, 7, dtype=np.uint32))  # the input
+    request.shared = taken[:3]
+    request.out_slots = taken[1:3]
+    yield pool, request, taken
+    pool._segments.close()
+    for segment in taken:
+        segment.close()
+
+
+def test_a_reply_naming_its_own_output_slots_becomes_read_only_views(shell: Any) -> None:
+    pool, request, (inp, out0, out1, _) = shell
+    n = MIN_SEGMENT // 4
+    _, arrays = pool._results(request, ({}, [out0.describe(U32, n), out1.describe(U32, n)]))
+    assert [a.shape for a in arrays] == [(n,), (n,)]
+    assert not any(a.flags.writeable for a in arrays)
+    assert request.shared == [inp]  # only the input is left for Release
+
+
+@pytest.mark.parametrize("naming", ["input_as_output", "swapped_slots", "same_slot_twice",
+                                    "another_requests_segment"])
+def test_a_reply_naming_memory_other_than_its_output_slot_is_a_protocol_error(
+        shell: Any, naming: str) -> None:
+    pool, request, (inp, out0, out1, other) = shell
+    n = MIN_SEGMENT // 4
+    named = {"input_as_output": [inp, out1], "swapped_slots": [out1, out0],
+             "same_slot_twice": [out0, out0], "another_requests_segment": [other, out1]}[naming]
+    value = pool._results(request, ({}, [s.describe(U32, n) for s in named]))
+    assert isinstance(value, ProtocolError), f"accepted: {type(value).__name__}"
+    assert "does not name its output slots" in value.cause
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("naming", ["swapped_slots", "same_slot_twice"])
+def test_a_worker_reply_naming_the_wrong_output_slots_fails_only_its_call(
+        monkeypatch: pytest.MonkeyPatch, naming: str) -> None:
+    """A reply as a broken or hostile worker could send it, doctored where the parent
+    decodes it: the caller gets a ProtocolError at once, and the pool serves on."""
+    real_decode = protocol.decode
+    doctored = []
+
+    def decode(frames: Any, *args: Any, **kwargs: Any) -> Message:
+        msg = real_decode(frames, *args, **kwargs)
+        shared = [a for a in msg.arrays if isinstance(a, Shared)]
+        if msg.op is Op.REPLY and len(shared) == 2 and not doctored:
+            doctored.append(msg.id)
+            msg.arrays = shared[::-1] if naming == "swapped_slots" else [shared[0]] * 2
+        return msg
+
+    n = 1 << 18
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        out, want = dispatch_rw(drv, rw(n), 0, n)  # started, and shared memory in use
+        assert_exact(out, want)
+        monkeypatch.setattr(protocol, "decode", decode)
+        pending = drv.dispatch_async(rw(n), rw_inputs(1, n), backend="reference")
+        try:
+            outcome: Any = pending.result(timeout=8)
+        except DispatchTimeoutError as exc:
+            outcome = exc if "result(timeout" not in str(exc) else "no answer within 8 s"
+        except Exception as exc:
+            outcome = exc
+        monkeypatch.setattr(protocol, "decode", real_decode)
+        assert doctored
+        assert isinstance(outcome, ProtocolError), f"the caller got {outcome!r}"
+        assert drv.status()["pools"]["reference"]["state"] == "running"
+        out, want = dispatch_rw(drv, rw(n), 2, n)
+        assert_exact(out, want)
