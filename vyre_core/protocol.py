@@ -65,6 +65,7 @@ class Op(enum.StrEnum):
     FLUSH = "flush"
     DEVICE_LOST = "device_lost"
     TRY_RECOVER = "try_recover"
+    ADOPT = "adopt"                  # a spare process now serves a slot: its generation
     SHUTDOWN = "shutdown"
 
 
@@ -77,7 +78,7 @@ PROGRAM_NOT_HELD = "program_not_held"
 
 REQUESTS = frozenset({Op.PING, Op.DISPATCH, Op.COMPILE, Op.PIPELINE_DISPATCH, Op.ALLOCATE,
                       Op.UPLOAD, Op.DOWNLOAD, Op.FREE, Op.DISPATCH_RESIDENT, Op.CAPABILITIES,
-                      Op.FLUSH, Op.DEVICE_LOST, Op.TRY_RECOVER, Op.SHUTDOWN})
+                      Op.FLUSH, Op.DEVICE_LOST, Op.TRY_RECOVER, Op.ADOPT, Op.SHUTDOWN})
 
 
 @dataclass

@@ -82,6 +82,7 @@ class WorkerServer:
             Op.FLUSH: lambda m: (self.host.flush() or {}, []),
             Op.DEVICE_LOST: lambda m: ({"lost": self.host.device_lost()}, []),
             Op.TRY_RECOVER: self._try_recover,
+            Op.ADOPT: self._adopt,
             Op.SHUTDOWN: self._shutdown,
         }
 
@@ -128,6 +129,8 @@ class WorkerServer:
                 msg.arrays = [self._shared(a) if isinstance(a, Shared) else a
                               for a in msg.arrays]
             meta, arrays = self._handlers[msg.op](msg)
+            if msg.op is Op.ADOPT:  # answered as the generation it just became
+                generation = self.host.generation
             reply = Message(Op.REPLY, msg.id, generation, meta, arrays)
             self._check_size(reply)
             return reply
@@ -274,6 +277,13 @@ class WorkerServer:
         self._pipelines.clear()
         self._pipeline_of_key.clear()
         return {"capabilities": self.host.capabilities().to_dict()}, []
+
+    def _adopt(self, m: Message):
+        """This spare process now serves a slot, as that slot's next generation."""
+        self.host.generation = _int(m.meta, "generation")
+        self._pipelines.clear()
+        self._pipeline_of_key.clear()
+        return {}, []
 
     def _shutdown(self, m: Message):
         self.stopping = True  # the entry point shuts the backend down after the reply

@@ -150,6 +150,15 @@ class Resolve:
 
 
 @dataclass(frozen=True)
+class Promote:
+    """The spare worker process in slot ``spare`` now serves slot ``index`` (a new
+    generation there): move what the shell keeps per process from one slot to the other."""
+
+    spare: int
+    index: int
+
+
+@dataclass(frozen=True)
 class Release:
     """No worker can touch ``request``'s shared memory any more: it may be reused. (A
     worker that was running the request when it was answered otherwise, past its
@@ -169,7 +178,7 @@ class Log:
     text: str
 
 
-Action = Spawn | Send | Signal | Resolve | Release | RoutingChanged | Log
+Action = Spawn | Send | Signal | Resolve | Release | Promote | RoutingChanged | Log
 
 
 def describe_exit(code: int) -> str:
@@ -190,7 +199,8 @@ class Worker:
     def __init__(self, index: int) -> None:
         self.index = index
         self.generation = 0
-        # stopped, spawning, starting, idle, busy, stopping (asked to), killing, backoff
+        # stopped, spawning, starting, idle, busy, spare (ready, in a standby slot),
+        # stopping (asked to), killing, backoff
         self.state = "stopped"
         self.identity = b""
         self.proof = b""
@@ -233,7 +243,9 @@ class PoolMachine:
         self.backend = backend
         self.options = options
         self.state = "new"  # new, running, failed, closed
-        self.workers = [Worker(i) for i in range(options.workers)]
+        # slots 0..workers-1 serve; the ``standby`` slots after them hold spare processes
+        self.workers = [Worker(i) for i in range(options.workers + options.standby)]
+        self.serving = options.workers
         self.queue: collections.deque[Request] = collections.deque()
         self.capabilities: Capabilities | None = None  # the latest probed: kept on restarts
         self.failure: Failure | None = None
@@ -273,7 +285,7 @@ class PoolMachine:
                 times.append(w.startup_deadline)
             elif w.state == "backoff" and self.state == "running":
                 times.append(w.backoff_until)
-            elif w.state == "idle":
+            elif w.state in ("idle", "spare"):
                 times.append(w.heard_at + self.options.heartbeat_timeout)
             if w.kill_at is not None:
                 times.append(w.kill_at)
@@ -293,6 +305,8 @@ class PoolMachine:
         """Whether worker ``slot`` is still ``generation`` and serving (handles made there
         are valid); false as soon as it is being stopped, even for recycling. Once the
         pool is closed, calls go on to the pool, whose answer says so."""
+        if not 0 <= slot < self.serving:
+            return False
         w = self.workers[slot]
         if self.state == "closed":
             return w.generation == generation
@@ -317,7 +331,8 @@ class PoolMachine:
                     "running": bool(w.current is not None and w.current.acked
                                     and not w.current.done),
                     "silent_for": round(now - w.heard_at, 3) if w.pid else None,
-                    "served": w.served, "queued": sum(not r.done for r in w.pinned)}
+                    "served": w.served, "queued": sum(not r.done for r in w.pinned),
+                    "spare": w.index >= self.serving}
                    for w in self.workers]
         return {"backend": self.backend, "state": state,
                 "queued": sum(not r.done for r in self.queue),
@@ -325,6 +340,7 @@ class PoolMachine:
                 "dropped_replies": self.dropped_replies,
                 "rejected_messages": self.rejected_messages,
                 "lost_messages": self.lost_messages, "workers": workers,
+                "standby": sum(w.state == "spare" for w in self.workers),
                 "failure": None if self.failure is None else self.failure.cause,
                 "retry_in": (None if self.failure is None
                              else max(0.0, round(self.failure.retry_at - now, 3)))}
@@ -349,10 +365,10 @@ class PoolMachine:
             for w in self.workers:
                 self._spawn(w)
         if req.slot is not None:
-            if not 0 <= req.slot < len(self.workers):
+            if not 0 <= req.slot < self.serving:
                 self._resolve(req, InvalidInputError(
                     f"{req.label} names worker {req.slot} of {self.backend!r}, which has "
-                    f"{len(self.workers)}", "Use the handles Driver returns, unchanged."))
+                    f"{self.serving}", "Use the handles Driver returns, unchanged."))
                 return
             w = self.workers[req.slot]
             if req.generation != w.generation or w.state not in ("idle", "busy"):
@@ -445,7 +461,11 @@ class PoolMachine:
                 self._fail_pool(w, output, now)
                 return
         if self.state == "running":
-            self._spawn(w)
+            spare = self._ready_spare() if w.index < self.serving else None
+            if spare is None:
+                self._spawn(w)
+            else:
+                self._promote(spare, w, now)
         self._schedule(now)
 
     # -- events: messages and progress -----------------------------------------------------
@@ -540,9 +560,10 @@ class PoolMachine:
                 self._spawn(w)
             elif w.state == "busy":
                 self._check_busy(w, now)
-            elif w.state == "idle" and now - w.heard_at > self.options.heartbeat_timeout:
-                self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s while idle",
-                             now, kill=True)
+            elif w.state in ("idle", "spare") \
+                    and now - w.heard_at > self.options.heartbeat_timeout:
+                self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s while "
+                             f"{w.state}", now, kill=True)
         self._schedule(now)
 
     # -- rules -----------------------------------------------------------------------------
@@ -571,13 +592,36 @@ class PoolMachine:
             w.hello_error = f"its hello carried unreadable capabilities: {exc}"
             self._retire(w, "fault", "unreadable hello", now, kill=True)
             return
-        w.proven, w.state, w.heard_at = True, "idle", now
+        w.proven, w.heard_at = True, now
+        w.state = "idle" if w.index < self.serving else "spare"
         self._learned(caps)
         if self.half_open:
             self.half_open = False
             self._deaths.clear()
             self._log(logging.INFO, f"pool {self.backend!r} is back after its cool-down")
         self._schedule(now)
+
+    def _ready_spare(self) -> Worker | None:
+        return next((v for v in self.workers[self.serving:] if v.state == "spare"), None)
+
+    def _promote(self, spare: Worker, w: Worker, now: float) -> None:
+        """Slot ``w`` lost its process: the ready spare's process serves it at once, as
+        its next generation (told so by an ADOPT request before anything else), and the
+        spare slot starts a replacement."""
+        w.generation += 1
+        w.identity, w.proof, w.pid, w.proven = spare.identity, spare.proof, spare.pid, True
+        w.heard_at, w.rss, w.retiring, w.retire_reason = spare.heard_at, spare.rss, None, ""
+        w.kill_at, w.hello_error, w.served_generation = None, None, 0
+        self._by_identity[w.identity] = w
+        spare.identity, spare.pid, spare.proven, spare.state = b"", None, False, "stopped"
+        self._actions.append(Promote(spare.index, w.index))
+        self._log(logging.INFO, f"pool {self.backend!r}: spare process {w.pid} serves "
+                                f"worker {w.index} as generation {w.generation}")
+        req = Request(Op.ADOPT, {"generation": w.generation}, [],
+                      deadline=now + self.options.startup_timeout, internal=True)
+        self._watch_deadline(req)
+        self._send(w, req, now)
+        self._spawn(spare)
 
     def _spawn(self, w: Worker) -> None:
         w.generation += 1
@@ -723,9 +767,14 @@ class PoolMachine:
             self._schedule(now)
             return
         if req.internal:
-            req.state = "done"
+            self._resolve(req, result)
             if req.op is Op.TRY_RECOVER:
                 self._recovered(w, result, now)
+            elif req.op is Op.ADOPT:
+                if isinstance(result, Exception):
+                    self._retire(w, "fault", f"it could not take over the slot ({result})",
+                                 now, kill=True)
+                self._schedule(now)
             return
         if req.op is not Op.PING:
             w.served += 1
@@ -805,7 +854,8 @@ class PoolMachine:
                 w.kill_at = now  # escalate now
             return
         w.retiring, w.retire_reason = kind, reason
-        if w.state == "idle" and not kill and kind == "planned" and self.state == "running":
+        if w.state in ("idle", "spare") and not kill and kind == "planned" \
+                and self.state == "running":
             self._send(w, Request(Op.SHUTDOWN, {}, [], internal=True), now)
             w.state = "stopping"
         else:

@@ -11,6 +11,8 @@ from vyre_core.errors import InvalidConfigError
 #: The longest time any option may name (a year): longer is a mistake, and infinite or
 #: astronomically large values would overflow the waits built from them.
 MAX_SECONDS = 365 * 24 * 3600.0
+#: The most spare workers a pool may keep (each is a whole prepared worker process).
+MAX_STANDBY = 16
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,7 @@ class PoolOptions:
     """How a backend's workers are run; see docs/operations.md for each field."""
 
     workers: int = 1
+    standby: int = 0                # prepared spare workers, promoted at once on a death
     max_restarts: int = 5           # restart intensity: more than this many deaths ...
     restart_window: float = 60.0    # ... in this many seconds fails the pool
     cooldown: float = 60.0          # a failed pool is tried again this long after it failed
@@ -37,8 +40,10 @@ class PoolOptions:
         bad = [f"{k}={v!r}" for k, v in positive.items()
                if isinstance(v, bool) or not isinstance(v, int | float)
                or not 0 < v <= MAX_SECONDS]
-        if not _is_int(self.workers, 1) or not _is_int(self.max_restarts, 0):
-            bad.append(f"workers={self.workers!r}, max_restarts={self.max_restarts!r}")
+        if not _is_int(self.workers, 1) or not _is_int(self.max_restarts, 0) \
+                or not _is_int(self.standby, 0) or self.standby > MAX_STANDBY:
+            bad.append(f"workers={self.workers!r}, standby={self.standby!r}, "
+                       f"max_restarts={self.max_restarts!r}")
         if not bad and self.heartbeat_interval >= self.heartbeat_timeout:
             bad.append(f"heartbeat_interval={self.heartbeat_interval} is not below "
                        f"heartbeat_timeout={self.heartbeat_timeout}")
@@ -51,7 +56,8 @@ class PoolOptions:
                        f"{protocol.MAX_MESSAGE_BYTES})")
         if bad:
             raise InvalidConfigError(f"bad pool options: {', '.join(bad)}",
-                                     "Use workers >= 1, max_restarts >= 0, times in seconds "
+                                     f"Use workers >= 1, standby 0..{MAX_STANDBY}, "
+                                     "max_restarts >= 0, times in seconds "
                                      f"above 0 and at most {MAX_SECONDS:g} (heartbeats more "
                                      "often than their timeout), and recycle limits >= 1 "
                                      "or None.")

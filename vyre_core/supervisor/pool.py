@@ -42,6 +42,7 @@ from vyre_core.supervisor.machine import (
     TICK_EVERY,
     Log,
     PoolMachine,
+    Promote,
     Release,
     Request,
     Resolve,
@@ -87,11 +88,12 @@ class Pool:
         self._processes: dict[int, WorkerProcess] = {}
         self._pages: dict[int, tuple[int, int]] = {}
         self._index_of: dict[bytes, int] = {}
-        self._history = [OutputHistory() for _ in range(options.workers)]
+        slots = options.workers + options.standby
+        self._history = [OutputHistory() for _ in range(slots)]
         self._resolved: list[tuple[Future, Any]] = []
         self._segments = SegmentPool(f"pool {self.backend!r}")
         # per worker slot: the fingerprints of the programs its process holds (mirrored)
-        self._held = {i: collections.OrderedDict() for i in range(options.workers)}
+        self._held = {i: collections.OrderedDict() for i in range(slots)}
 
     # -- caller side -----------------------------------------------------------------------
 
@@ -156,7 +158,7 @@ class Pool:
                                                                     strict=True)]}
         request.wire = (meta, arrays)
         fp = meta.get("fp")
-        if fp is not None and all(fp in held for held in self._held.values()):
+        if fp is not None and all(fp in self._held[i] for i in range(self.options.workers)):
             request.lean = True  # every worker holds the program: name it, do not send it
             meta = {k: v for k, v in meta.items() if k != "program"}
         return protocol.encode_checked(Message(request.op, request.id, 0, meta, arrays),
@@ -427,9 +429,21 @@ class Pool:
             proc = self._processes.get(action.index)
             if proc is not None:
                 (proc.kill if action.kill else proc.terminate)()
+        elif isinstance(action, Promote):
+            self._promote(action)
         elif isinstance(action, Log):
             _log.log(action.level, action.text)
         return isinstance(action, RoutingChanged)
+
+    def _promote(self, action: Promote) -> None:
+        """The spare slot's process serves ``action.index`` now: so do its records."""
+        proc = self._processes.pop(action.spare)
+        self._processes[action.index] = proc
+        self._pages.pop(action.spare, None)
+        self._pages.pop(action.index, None)
+        self._index_of = {k: (action.index if v == action.spare else v)
+                          for k, v in self._index_of.items()}
+        self._held[action.index].clear()  # (a spare has served nothing)
 
     def _failed(self, action: Any, exc: Exception) -> None:
         """An action could not be carried out (a bug, or this process out of a resource):
