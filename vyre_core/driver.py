@@ -82,9 +82,12 @@ def _deadline(timeout: Any) -> float | None:
     return None if timeout is None else time.monotonic() + timeout
 
 
+_DEFAULT_CONFIG = DispatchConfig()  # frozen: one shared instance, checked once
+
+
 def _config(config: Any) -> DispatchConfig:
     if config is None:
-        return DispatchConfig()
+        return _DEFAULT_CONFIG
     if not isinstance(config, DispatchConfig):
         raise InvalidConfigError(f"config must be a DispatchConfig, got "
                                  f"{type(config).__name__}",

@@ -17,6 +17,7 @@ that is running in a worker too busy to send heartbeats.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import mmap
 import os
@@ -182,11 +183,12 @@ def send_frames(socket: zmq.Socket, frames: list[Any], identity: bytes | None = 
     needs a thread and descriptors on first use, and a process out of them (EMFILE) then
     sends copies instead of half a message."""
     parts = ([] if identity is None else [identity]) + frames
-    try:
-        prepared = [zmq.Frame(part, copy=_size(part) < ZERO_COPY_THRESHOLD) for part in parts]
-    except OSError:
-        prepared = [zmq.Frame(part, copy=True) for part in parts]
-    socket.send_multipart(prepared, copy=False)
+    with contextlib.suppress(OSError):  # (then every part is copied below)
+        parts = [zmq.Frame(part, copy=False) if _size(part) >= ZERO_COPY_THRESHOLD else part
+                 for part in parts]
+    last = len(parts) - 1
+    for i, part in enumerate(parts):
+        socket.send(part, zmq.SNDMORE if i < last else 0, copy=not isinstance(part, zmq.Frame))
 
 
 def _size(part: Any) -> int:
