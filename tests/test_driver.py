@@ -257,18 +257,18 @@ def test_timeout_and_retries_reach_the_worker_request(drv):
     drv.dispatch(spin(1), [])
     pool = drv._pools["reference"]
     seen = []
-    submit = pool.submit
+    call = pool.call
 
     def spy(request):
         seen.append(request)
-        return submit(request)
+        return call(request)
 
-    pool.submit = spy
+    pool.call = spy
     try:
         out, = drv.dispatch(spin(3), [], config=DispatchConfig(retries=0, timeout=30.0))
         drv.dispatch(spin(3), [], config=DispatchConfig(retries=4))
     finally:
-        del pool.submit
+        del pool.call
     assert out.tolist() == [3]
     assert [(r.retries, r.timeout) for r in seen] == [(0, 30.0), (4, None)]
     assert seen[0].meta["config"]["retries"] == 0
@@ -554,12 +554,12 @@ def _recycled_generations(driver: Driver, dispatches: int) -> list[int]:
     driver.dispatch(spin(1), [])
     pool = driver._pools["reference"]
     seen = []
-    submit = pool.submit
-    pool.submit = lambda request: seen.append(request) or submit(request)
+    call = pool.call
+    pool.call = lambda request: seen.append(request) or call(request)
     for i in range(1, dispatches):
         out, = driver.dispatch(spin(3, i), [])
         assert out.tolist() == [i + 3]
-    del pool.submit
+    del pool.call
     return [1] + [r.served_by[1] for r in seen]
 
 
@@ -585,7 +585,7 @@ def test_compile_uses_the_backends_own_compile_timeout():
         driver.dispatch(spin(1), [])
         pool = driver._pools["reference"]
         seen = []
-        submit = pool.submit
-        pool.submit = lambda request: seen.append(request) or submit(request)
+        call = pool.call
+        pool.call = lambda request: seen.append(request) or call(request)
         driver.compile(spin(2))
         assert [r.timeout for r in seen] == [7.0]

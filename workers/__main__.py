@@ -3,7 +3,8 @@
 Started only by the supervisor. It ignores SIGINT (a terminal's Ctrl-C is the caller's,
 and the worker dies with its parent or at close), dies with its parent (the kernel's
 parent-death signal works even while this process is stuck in native code), takes its
-identity and hello token from the progress page it inherited, loads exactly one backend
+identity and hello token from the progress page it inherited, binds its lane (the socket
+requests come on, from whichever parent thread carries each), loads exactly one backend
 entry point, prepares it, says hello with its probed capabilities and token, and serves.
 """
 
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", required=True)
     parser.add_argument("--entry-point", required=True)
     parser.add_argument("--endpoint", required=True)
+    parser.add_argument("--lane", required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--max-message-bytes", type=int, default=protocol.MAX_MESSAGE_BYTES)
@@ -91,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     # Refuse oversized frames in the transport, before allocating them.
     socket.setsockopt(zmq.MAXMSGSIZE, max(args.max_message_bytes, protocol.MAX_HEADER_BYTES))
     socket.connect(args.endpoint)
+    lane = context.socket(zmq.PAIR)  # requests come here, from one caller at a time
+    lane.setsockopt(zmq.LINGER, 1000)
+    lane.setsockopt(zmq.MAXMSGSIZE, max(args.max_message_bytes, protocol.MAX_HEADER_BYTES))
     try:
+        lane.bind(args.lane)
         host = load_backend(args.entry_point, args.backend, generation)
         host.prepare()
         caps = host.capabilities()
@@ -101,11 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         protocol.send(socket, Message(Op.HELLO_FAILED, 0, generation, {
             "error": as_vyre_error(exc, f"starting backend {args.backend!r}").to_dict(),
             "traceback": text, "proof": token}))
+        lane.close()
         socket.close()
         context.term()
         return 3
 
-    server = WorkerServer(host, socket, args.max_message_bytes, page,
+    server = WorkerServer(host, lane, args.max_message_bytes, page,
                           SegmentMaps(args.parent_pid))
 
     def on_sigterm(signum, frame):  # finish the current request, then leave
@@ -125,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         beat.join(timeout=2)
+        lane.close()
         socket.close()
         context.term()
     return 0

@@ -121,6 +121,8 @@ class WorkerServer:
                                           generation)
         if msg.id and msg.id == self._last_received:
             return None  # sent again by a parent that thought it lost: already handled
+        if msg.op is Op.ADOPT and isinstance(msg.meta.get("generation"), int):
+            generation = msg.meta["generation"]  # answered, or refused, as its new self
         self._last_received = msg.id
         if self.page is not None:
             self.page.received(msg.id)
@@ -129,8 +131,6 @@ class WorkerServer:
                 msg.arrays = [self._shared(a) if isinstance(a, Shared) else a
                               for a in msg.arrays]
             meta, arrays = self._handlers[msg.op](msg)
-            if msg.op is Op.ADOPT:  # answered as the generation it just became
-                generation = self.host.generation
             reply = Message(Op.REPLY, msg.id, generation, meta, arrays)
             self._check_size(reply)
             return reply

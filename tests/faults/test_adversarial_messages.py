@@ -2,9 +2,10 @@
 reply (ProtocolError, code 1305, unless a more specific error applies) carrying the
 request id when the header was readable (0 otherwise), and the worker keeps serving.
 
-The worker is a DEALER that connects to its parent's ROUTER, so this test plays the parent:
-it binds a ROUTER on an ipc path, starts ``python -m vyre_workers`` itself and talks to it
-by identity. No mocks: real sockets, real process, real codec.
+The worker says hello (and beats) to its parent's ROUTER and serves requests on the lane it
+binds, so this test plays the parent: it binds a ROUTER on an ipc path, starts
+``python -m vyre_workers`` itself, and sends on the worker's lane (a PAIR). No mocks: real
+sockets, real process, real codec.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ class Worker:
         self.router.setsockopt(zmq.LINGER, 0)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.router.bind(self.endpoint)
+        self.lane_endpoint = f"ipc://{tmp / 'adversary-lane.sock'}"
+        self.lane = self.context.socket(zmq.PAIR)
+        self.lane.setsockopt(zmq.LINGER, 0)
+        self.lane.connect(self.lane_endpoint)
         self.log_path = tmp / "worker.log"
         self._next_id = 1000
         # identity and hello token reach the worker in its progress page, as from the pool
@@ -75,7 +80,8 @@ class Worker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "vyre_workers", "--page-fd", str(self.page.fd),
                  "--backend", "reference", "--entry-point", "reference",
-                 "--endpoint", self.endpoint, "--parent-pid", str(os.getpid()),
+                 "--endpoint", self.endpoint, "--lane", self.lane_endpoint,
+                 "--parent-pid", str(os.getpid()),
                  "--heartbeat", "0.5"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(self.page.fd,), env=dict(os.environ, VYRE_WORKER="reference/0/1"))
@@ -90,14 +96,20 @@ class Worker:
         return self._next_id
 
     def receive_raw(self, timeout: float = REPLY_TIMEOUT) -> list[zmq.Frame]:
-        """The frames of the next message from the worker's main socket (heartbeats from
-        its ``:hb`` socket are counted and skipped)."""
+        """The frames of the next message from the worker: a reply on its lane, or its
+        hello on the ROUTER (heartbeats from its ``:hb`` socket are counted and skipped)."""
         deadline = time.monotonic() + timeout
+        poller = zmq.Poller()
+        poller.register(self.router, zmq.POLLIN)
+        poller.register(self.lane, zmq.POLLIN)
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not self.router.poll(int(left * 1000) + 1):
+            events = dict(poller.poll(int(left * 1000) + 1)) if left > 0 else {}
+            if not events:
                 raise AssertionError(f"no message from the worker within {timeout} s "
                                      f"(alive: {self.proc.poll() is None}); log:\n{self.log()}")
+            if self.lane in events:
+                return self.lane.recv_multipart(copy=False)
             frames = self.router.recv_multipart(copy=False)
             identity = frames[0].bytes
             if identity == IDENTITY + b":hb":
@@ -122,10 +134,10 @@ class Worker:
         return protocol.decode(self.receive_raw(timeout))
 
     def send_frames(self, frames: list[Any]) -> None:
-        self.router.send_multipart([IDENTITY, *frames])
+        self.lane.send_multipart(frames)
 
     def send(self, msg: Message) -> None:
-        protocol.send(self.router, msg, IDENTITY)
+        protocol.send(self.lane, msg)
 
     def exchange(self, frames: list[Any]) -> Message:
         self.send_frames(frames)
@@ -144,6 +156,7 @@ class Worker:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
             self.router.close(linger=0)
+            self.lane.close(linger=0)
             self.context.term()
             self.page.close()
 

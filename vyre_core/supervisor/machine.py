@@ -79,6 +79,9 @@ class Request:
         self.nbytes = 0                       # its size, set by the shell when encoded
         self.shared: list[Any] = []           # shared memory holding its data (the shell's)
         self.out_slots: list[Any] = []        # of it, the one taken for each output, or None
+        self.waker: Any = None                # the waiting caller's (the shell's)
+        self.pending_send: Any = None         # (Send, lane) its caller has to carry out
+        self.sent_on: Any = None              # the lane it went out on last
         self.with_program = False             # must carry its program's wire form
         self.lean = False                     # encoded naming its program by fingerprint
         self.wire: Any = None                 # (meta, arrays) as encoded (the shell's)
@@ -267,6 +270,13 @@ class PoolMachine:
         actions, self._actions = self._actions, []
         return actions
 
+    def take_promotions(self) -> list[Promote]:
+        """The pending Promote actions alone (the rest stay): the shell moves a promoted
+        process's records at once, so that the next exit it reads lands on the right slot."""
+        promotions = [a for a in self._actions if isinstance(a, Promote)]
+        self._actions = [a for a in self._actions if not isinstance(a, Promote)]
+        return promotions
+
     @property
     def stopped(self) -> bool:
         """Closed, and no worker process is left."""
@@ -413,6 +423,13 @@ class PoolMachine:
         w = self.workers[index]
         if generation != w.generation or w.state != "spawning":
             return
+        spare = self._ready_spare() if index < self.serving and self.state == "running" \
+            else None
+        if spare is not None:  # a prepared process stands by: it serves instead
+            self._log(logging.WARNING, f"pool {self.backend!r}: worker {index} could not "
+                                       f"start ({error.cause}); a spare takes its place")
+            self._promote(spare, w, now)
+            return
         w.spawn_failures += 1
         w.state = "backoff"
         w.backoff_until = now + min(0.1 * 2 ** (w.spawn_failures - 1), 10.0)
@@ -533,7 +550,9 @@ class PoolMachine:
             return
         w.current = None
         self.lost_messages += 1
-        self._retire(w, "planned", f"unreachable: {error}", now, kill=True)
+        # Unreachable is how a worker that just died looks before its exit is read: a
+        # fault, counted toward the restart intensity like the death it most likely is.
+        self._retire(w, "fault", f"unreachable: {error}", now, kill=True)
         self._lost(req, f"could not be sent to {w.name} ({error})", now, MessageLostError)
 
     def tick(self, now: float) -> None:
@@ -832,7 +851,11 @@ class PoolMachine:
             w = self.workers[req.worker]
             if req.internal:
                 self._resolve(req, None)
-                self._retire(w, "planned", f"{req.label} ran past its deadline", now)
+                # a spare that cannot even take over its slot is a fault (counted, so a
+                # backend whose processes all hang there fails its pool); a recovery that
+                # runs long is the device's, planned
+                kind = "fault" if req.op is Op.ADOPT else "planned"
+                self._retire(w, kind, f"{req.label} ran past its deadline", now)
                 return
             self._resolve(req, self._timeout(
                 req, f"while running; worker {w.index} was killed"))

@@ -38,6 +38,7 @@ from vyre_core.errors import (
 )
 from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import BackendRegistration
+from vyre_core.supervisor.lane import Lane, Waker, waker
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
     Log,
@@ -73,6 +74,8 @@ class Pool:
         self.backend = registration.id
         self.options = options
         self._rundir = rundir
+        self._name = name
+        self._spawns = 0
         self._endpoint = rundir.endpoint(name)  # short: ipc paths have a length limit
         self._on_change = on_change
         self._secret = secret
@@ -92,6 +95,12 @@ class Pool:
         self._history = [OutputHistory() for _ in range(slots)]
         self._resolved: list[tuple[Future, Any]] = []
         self._segments = SegmentPool(f"pool {self.backend!r}")
+        self._lanes: dict[int, Lane] = {}          # per slot: its process's lane
+        self._io_lanes: dict[Lane, Request] = {}   # held by the I/O thread, for a request
+        self._waiting_sends: list[Send] = []       # for the I/O thread, once a lane is free
+        self._deferred: list[Any] = []             # handed to the I/O thread by callers
+        self._wakers: set[Waker] = set()           # to wake once futures are complete
+        self._io_wakes_at = 0.0                    # when the I/O thread looks next at latest
         # per worker slot: the fingerprints of the programs its process holds (mirrored)
         self._held = {i: collections.OrderedDict() for i in range(slots)}
 
@@ -214,9 +223,106 @@ class Pool:
                              request_id=request.id)
 
     def call(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
-        """Submit and wait; the rules guarantee the wait ends (a deadline, or a live worker
-        actually running the request)."""
-        return self.submit(request).result()
+        """Run ``request`` on the calling thread: it hands the request to the rules, sends
+        it on the lane of the worker they pick and receives the reply itself; the I/O
+        thread only supervises (deaths, deadlines, silence), and wakes this thread when it
+        answers the request otherwise. The rules guarantee the wait ends (a deadline, or a
+        live worker actually running the request)."""
+        future = request.future
+        request.waker = waker()
+        try:
+            request.frames = self._encode(request)
+            request.nbytes = len(request.frames[0]) + sum(a.nbytes for a in request.frames[1:])
+            with self._gate:
+                if self._io_state == "new":
+                    self._start()
+                running = self._io_state == "running"
+            if not running:
+                raise PoolFailedError(f"the driver is closed; pool {self.backend!r} takes no "
+                                      "more work", "Create a new vyre Driver.",
+                                      backend=self.backend)
+        except VyreError as exc:
+            self._release(request)
+            raise exc from None
+        with self._lock:
+            self._machine.submit(request, time.monotonic())
+            self._carry_here(request)
+        self._deliver()
+        lane = None
+        try:
+            while not future.done():
+                lane = self._send_own(request, lane)
+                self._await_reply(request, lane)
+        finally:
+            if lane is not None:
+                lane.give()
+            if not future.done():  # interrupted (Ctrl-C): the I/O thread takes it over
+                with self._lock:
+                    request.waker = None
+                    self._defer(("adopt", request))
+        return future.result()
+
+    def _send_own(self, request: Request, lane: Lane | None) -> Lane | None:
+        """Send ``request`` where the rules last told it to go, if not sent there yet; the
+        lane this thread holds afterwards."""
+        with self._lock:
+            pending, request.pending_send = request.pending_send, None
+        if pending is None:
+            return lane
+        action, target = pending
+        if lane is not target:
+            if lane is not None:
+                lane.give()
+            lane = target if target.take(timeout=self.options.kill_grace + 5) else None
+        if lane is None:  # its worker is gone: the rules hear of it from the I/O thread
+            return None
+        error = self._send(action, lane)
+        if error is not None:
+            with self._lock:
+                self._machine.send_failed(action.index, request, error, time.monotonic())
+                self._carry_here(request)
+            self._deliver()
+        return lane
+
+    def _await_reply(self, request: Request, lane: Lane | None) -> None:
+        """Wait for a message on ``lane`` or news from another thread (bounded: the I/O
+        thread wakes this one whenever the rules answer or move the request)."""
+        waiting = request.waker
+        poller = zmq.Poller()
+        poller.register(waiting.fd, zmq.POLLIN)
+        if lane is not None:
+            poller.register(lane.socket, zmq.POLLIN)
+        events = dict(poller.poll(int(TICK_EVERY * 1000)))
+        if waiting.fd in events:
+            waiting.clear()
+        if lane is not None and lane.socket in events:
+            self._take_replies(lane, request)
+
+    def _take_replies(self, lane: Lane, request: Request) -> None:
+        """Hand every message waiting on ``lane`` to the rules; carry out what follows."""
+        messages = self._read_lane(lane)
+        with self._lock:
+            now = time.monotonic()
+            for msg in messages:
+                self._machine.message(lane.identity, msg, now)
+            self._carry_here(request)
+        self._deliver()
+
+    def _read_lane(self, lane: Lane) -> list[Message | ProtocolError]:
+        """The messages waiting on ``lane`` (held by this thread), decoded."""
+        messages: list[Message | ProtocolError] = []
+        for _ in range(64):
+            try:
+                frames = lane.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            try:
+                messages.append(protocol.decode(frames, self.options.max_message_bytes))
+            except ProtocolError as exc:
+                messages.append(exc)
+        if messages and self.options.recycle_rss_bytes is not None:
+            self._measure(lane.identity)
+        return messages
 
     def status(self) -> dict[str, Any]:
         """A snapshot: the rules' view, with every worker's progress page read right now."""
@@ -299,8 +405,11 @@ class Pool:
                 self._carry_out()
                 if self._machine.stopped:
                     break
-                timer = self._machine.next_timer()
-                wait = TICK_EVERY if timer is None else min(TICK_EVERY, timer - time.monotonic())
+                with self._lock:  # (callers compare their timers with it under the lock)
+                    timer = self._machine.next_timer()
+                    now = time.monotonic()
+                    wait = TICK_EVERY if timer is None else min(TICK_EVERY, timer - now)
+                    self._io_wakes_at = now + wait
                 events = dict(self._poller.poll(max(0, int(wait * 1000) + 1)))
                 with self._lock:
                     now = time.monotonic()
@@ -308,12 +417,19 @@ class Pool:
                         self._take_inbox(now)
                     if self._router in events:
                         self._receive(now)
-                    for index, proc in list(self._processes.items()):
+                    for lane in [lane for lane in self._io_lanes if lane.socket in events]:
+                        for msg in self._read_lane(lane):
+                            self._machine.message(lane.identity, msg, now)
+                    dead = []
+                    for proc in list(self._processes.values()):
                         output_fd = proc.output_fd
                         if output_fd in events and not proc.read_output():
                             self._poller.unregister(output_fd)  # end of its output
                         if proc.pidfd in events:
-                            self._exited(index, now)
+                            dead.append(proc)
+                    for proc in dead:  # by process: a promotion may have moved it
+                        index = next(i for i, p in self._processes.items() if p is proc)
+                        self._exited(index, now)
                     self._read_pages(now)
                     self._machine.tick(now)
         except BaseException as exc:  # the I/O shell itself failed: leave nobody waiting
@@ -370,6 +486,15 @@ class Pool:
 
     def _exited(self, index: int, now: float) -> None:
         proc = self._processes.pop(index)
+        lane = self._lanes.pop(index, None)
+        if lane is not None:
+            held = lane in self._io_lanes
+            if held or lane.take(timeout=0):  # what it sent last is heard (and counted)
+                for msg in self._read_lane(lane):
+                    self._machine.message(lane.identity, msg, now)
+                if not held:
+                    lane.give()
+            lane.doom()  # (closed by its holder, if any, when it lets go)
         self._pages.pop(index, None)
         for fd in (proc.pidfd, proc.output_fd):
             if fd >= 0:
@@ -383,33 +508,77 @@ class Pool:
                                  tail)
         self._index_of = {k: v for k, v in self._index_of.items() if v != index}
         self._machine.exited(index, code, tail, now)
+        for promotion in self._machine.take_promotions():
+            self._promote(promotion)
 
     def _carry_out(self) -> None:
-        """Carry out the rules' actions until they have none left, then resolve futures
-        and tell routing (outside the lock, so woken callers run at once)."""
+        """(I/O thread) Carry out what other threads handed over and the rules' actions
+        until none are left, then resolve futures, wake their threads and tell routing
+        (outside the lock, so woken callers run at once)."""
         changed = False
         while True:
             with self._lock:
+                deferred, self._deferred = self._deferred, []
                 actions = self._machine.take_actions()
-                if not actions:
-                    resolved, self._resolved = self._resolved, []
+                if not deferred and not actions:
+                    self._let_go_of_answered_lanes()
                     break
+                for item in deferred:
+                    if isinstance(item, tuple):
+                        self._adopt(item[1])
+                # handed over earlier than the rules' newest actions: carried out first
+                actions = [item for item in deferred
+                           if item is not None and not isinstance(item, tuple)] + actions
                 for action in actions:
                     try:
-                        changed |= self._carry(action)
+                        changed |= self._carry(action, io=True)
                     except Exception as exc:  # never strand a caller on a failed action
                         self._failed(action, exc)
+        self._deliver()
+        if changed:
+            self._on_change()
+
+    def _carry_here(self, own: Request) -> None:
+        """(A calling thread, under the lock.) Carry out what the rules answered: sends go
+        to the threads of their requests (``own``'s stays with this one), and what only the
+        I/O thread may do (start, signal or move processes, sends nobody waits on) is
+        handed to it."""
+        for action in self._machine.take_actions():
+            try:
+                if isinstance(action, Resolve | Release | Log | Send):
+                    self._carry(action, io=False)
+                else:
+                    self._defer(action)
+            except Exception as exc:  # never strand a caller on a failed action
+                self._failed(action, exc)
+        due = self._machine.next_timer()
+        if due is not None and due < self._io_wakes_at:
+            self._wake_io()  # the rules have something to do sooner than it would look
+
+    def _defer(self, item: Any) -> None:
+        """(Under the lock.) Hand ``item`` to the I/O thread and wake it: an action, an
+        ``("adopt", request)`` whose caller stopped waiting."""
+        self._deferred.append(item)
+        self._wake_io()
+
+    def _deliver(self) -> None:
+        """Complete the futures the rules answered and wake the threads waiting on them
+        or handed a send."""
+        with self._lock:
+            resolved, self._resolved = self._resolved, []
+            wakers, self._wakers = self._wakers, set()
         for future, value in resolved:
             with contextlib.suppress(InvalidStateError):  # cancelled by its caller
                 if isinstance(value, BaseException):
                     future.set_exception(value)
                 else:
                     future.set_result(value)
-        if changed:
-            self._on_change()
+        for woken in wakers:
+            woken.wake()
 
-    def _carry(self, action: Any) -> bool:
-        """Carry out one action; True when routing must decide again."""
+    def _carry(self, action: Any, io: bool) -> bool:
+        """Carry out one action (``io``: on the I/O thread); True when routing must decide
+        again."""
         if isinstance(action, Resolve):
             request = action.request
             future, request.future, request.wire = request.future, None, None  # (the
@@ -419,10 +588,19 @@ class Pool:
             except Exception as exc:  # a bug: the caller gets it, never a wait
                 value = as_vyre_error(exc, f"pool {self.backend!r} reading a reply")
             self._resolved.append((future, value))
+            self._wake(request)
         elif isinstance(action, Release):
             self._release(action.request)
         elif isinstance(action, Send):
-            self._send(action)
+            lane = self._lanes.get(action.index)
+            request = action.request
+            if request.waker is not None and lane is not None:
+                request.pending_send = (action, lane)  # its own thread sends it
+                self._wake(request)
+            elif io:
+                self._io_send(action, lane)
+            else:
+                self._defer(action)
         elif isinstance(action, Spawn):
             self._spawn(action)
         elif isinstance(action, Signal):
@@ -435,10 +613,73 @@ class Pool:
             _log.log(action.level, action.text)
         return isinstance(action, RoutingChanged)
 
+    def _wake(self, request: Request) -> None:
+        """(Under the lock.) Wake ``request``'s waiting thread once futures are complete,
+        unless that is this thread."""
+        if request.waker is not None and request.waker is not waker():
+            self._wakers.add(request.waker)
+
+    def _io_send(self, action: Send, lane: Lane | None) -> None:
+        """(I/O thread.) Send a request nobody waits on, and watch its lane for the reply.
+        A lane its last holder has not given back yet is tried again once it has."""
+        if lane is None or lane.closed:
+            self._machine.send_failed(action.index, action.request, "its worker is gone",
+                                      time.monotonic())
+            return
+        held = lane in self._io_lanes  # (this thread holds it already: a resend, say)
+        if not held and not lane.take(timeout=0):
+            lane.on_free = self._wake_io
+            self._waiting_sends.append(action)
+            return
+        error = self._send(action, lane)
+        if error is not None:
+            if held:
+                del self._io_lanes[lane]
+                with contextlib.suppress(KeyError, zmq.ZMQError):
+                    self._poller.unregister(lane.socket)
+            lane.give()
+            self._machine.send_failed(action.index, action.request, error, time.monotonic())
+            return
+        self._io_lanes[lane] = action.request
+        if not held:
+            self._poller.register(lane.socket, zmq.POLLIN)
+
+    def _adopt(self, request: Request) -> None:
+        """(I/O thread.) The caller of ``request`` stopped waiting (interrupted): its send,
+        or its reply, is this thread's now."""
+        if request.done:
+            return
+        pending, request.pending_send = request.pending_send, None
+        if pending is not None:
+            self._io_send(pending[0], pending[1])
+        elif request.sent_on is not None and request.sent_on.take(timeout=0):
+            self._io_lanes[request.sent_on] = request
+            self._poller.register(request.sent_on.socket, zmq.POLLIN)
+
+    def _let_go_of_answered_lanes(self) -> None:
+        """(I/O thread, under the lock.) Give back the lanes of answered requests, and
+        retry sends that waited for a lane."""
+        for lane, request in list(self._io_lanes.items()):
+            if request.done or lane.doomed:
+                del self._io_lanes[lane]
+                with contextlib.suppress(KeyError, zmq.ZMQError):
+                    self._poller.unregister(lane.socket)
+                lane.give()
+        waiting, self._waiting_sends = self._waiting_sends, []
+        for action in waiting:
+            if not action.request.done:
+                self._io_send(action, self._lanes.get(action.index))
+
+    def _wake_io(self) -> None:
+        with self._gate:  # (the fd is closed under the gate when the thread ends)
+            if self._wake_fd >= 0:
+                os.eventfd_write(self._wake_fd, 1)
+
     def _promote(self, action: Promote) -> None:
         """The spare slot's process serves ``action.index`` now: so do its records."""
         proc = self._processes.pop(action.spare)
         self._processes[action.index] = proc
+        self._lanes[action.index] = self._lanes.pop(action.spare)
         self._pages.pop(action.spare, None)
         self._pages.pop(action.index, None)
         self._index_of = {k: (action.index if v == action.spare else v)
@@ -454,8 +695,12 @@ class Pool:
         if isinstance(action, Send):
             self._machine.send_failed(action.index, action.request, error.cause,
                                       time.monotonic())
+        elif isinstance(action, Resolve):
+            self._wake(action.request)
 
-    def _send(self, action: Send) -> None:
+    def _send(self, action: Send, lane: Lane) -> str | None:
+        """Send ``action``'s request on ``lane`` (held by this thread): None, or why the
+        transport refused."""
         req = action.request
         frames = req.frames or protocol.encode(
             Message(req.op, req.id, 0, req.meta, req.arrays))
@@ -470,39 +715,64 @@ class Pool:
             if len(held) > protocol.PROGRAM_CACHE:
                 held.popitem(last=False)
         try:
-            protocol.send_frames(self._router, frames, action.identity)
+            protocol.send_frames(lane.socket, frames)
         except zmq.ZMQError as exc:  # the worker's socket is gone: it cannot be reached
-            self._machine.send_failed(action.index, req, str(exc), time.monotonic())
+            return str(exc)
+        req.sent_on = lane
+        return None
 
     def _spawn(self, action: Spawn) -> None:
         reg = self.registration
         identity = secrets.token_hex(16).encode()
         token = blake3.blake3(identity, key=self._secret).digest()
         name = f"{reg.id} worker {action.index}.{action.generation}"
-        page = None
+        page = lane = None
         try:
             page = ProgressPage.create({"identity": identity, "token": token,
                                         "generation": action.generation})
+            self._spawns += 1  # (a new name per process: a lane never reaches a stranger)
+            lane_endpoint = self._rundir.endpoint(f"{self._name}.{self._spawns:x}")
+            lane = self._lane(lane_endpoint, identity)
             args = ["--backend", reg.id, "--entry-point", reg.entry_point.split(" = ")[0],
-                    "--endpoint", self._endpoint, "--parent-pid", str(os.getpid()),
+                    "--endpoint", self._endpoint, "--lane", lane_endpoint,
+                    "--parent-pid", str(os.getpid()),
                     "--heartbeat", str(self.options.heartbeat_interval),
                     "--max-message-bytes", str(self.options.max_message_bytes)]
             env = dict(os.environ,
                        VYRE_WORKER=f"{reg.id}/{action.index}/{action.generation}")
             proc = WorkerProcess(args, env, page, name)
-        except OSError as exc:
+        except (OSError, zmq.ZMQError, VyreError) as exc:  # (VyreError: a path too long)
             if page is not None:
                 page.close()
-            self._machine.spawn_failed(action.index, action.generation, system_resource_error(
-                exc, f"starting worker {action.index} of {reg.id!r}"), time.monotonic())
+            if lane is not None:
+                lane.doom()
+            error = exc if isinstance(exc, VyreError) else system_resource_error(
+                OSError(getattr(exc, "errno", None) or errno.EAGAIN, str(exc)),
+                f"starting worker {action.index} of {reg.id!r}")
+            self._machine.spawn_failed(action.index, action.generation, error,
+                                       time.monotonic())
             return
         self._processes[action.index] = proc
         self._index_of[identity] = action.index
+        self._lanes[action.index] = lane
         self._held[action.index].clear()  # a new process holds no program yet
         self._poller.register(proc.pidfd, zmq.POLLIN)
         self._poller.register(proc.output_fd, zmq.POLLIN)
         self._machine.spawned(action.index, action.generation, identity, token, proc.pid,
                               time.monotonic())
+
+    def _lane(self, endpoint: str, identity: bytes) -> Lane:
+        """A lane to the worker that binds ``endpoint`` (connected now: requests wait in it
+        until the worker is there)."""
+        socket = self._context_of_driver().socket(zmq.PAIR)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.RECONNECT_IVL, 5)  # (ms) the worker binds it as it starts
+        socket.setsockopt(zmq.SNDHWM, 0)
+        socket.setsockopt(zmq.RCVHWM, 0)
+        socket.setsockopt(zmq.MAXMSGSIZE, max(self.options.max_message_bytes,
+                                              protocol.MAX_HEADER_BYTES))
+        socket.connect(endpoint)
+        return Lane(socket, identity, endpoint.removeprefix("ipc://"))
 
     def _abandon(self, exc: BaseException) -> None:
         """The shell failed (a bug in vyre): every waiting caller gets an error."""
@@ -512,11 +782,19 @@ class Pool:
         machine = self._machine
         waiting = [*machine.queue, *(r for w in machine.workers for r in (*w.pinned, w.current))]
         waiting += [future for future, _ in self._resolved]
+        waiting += [item for item in self._deferred if isinstance(item, tuple)]
         for item in waiting:
+            if isinstance(item, tuple):
+                item = item[1]
             future = item if isinstance(item, Future) else getattr(item, "future", None)
             if future is not None and not future.done():
                 with contextlib.suppress(InvalidStateError):
                     future.set_exception(error)
+            woken = getattr(item, "waker", None)
+            if woken is not None:
+                woken.wake()
+        for woken in self._wakers:
+            woken.wake()
         with contextlib.suppress(Exception):
             machine.close(time.monotonic())  # routing passes the pool over from now on
 
@@ -532,6 +810,14 @@ class Pool:
             for request in worker.holding:
                 self._release(request)
             worker.holding.clear()
+        for lane in list(self._io_lanes):
+            with contextlib.suppress(KeyError, zmq.ZMQError):
+                self._poller.unregister(lane.socket)
+            lane.give()
+        self._io_lanes.clear()
+        for lane in self._lanes.values():
+            lane.doom()
+        self._lanes.clear()
         self._segments.close()
 
     def _close_io(self) -> None:

@@ -1,0 +1,112 @@
+"""The hot path's two pieces of I/O: a worker's lane and a calling thread's waker.
+
+A *lane* is the socket requests to one worker process travel on (a PAIR connected to the
+one the worker binds), so the thread that carries a request sends it and receives its
+reply itself: no hop through the pool's I/O thread. The rules give a worker one request at
+a time, so one thread at a time uses its lane: the caller waiting on that request, or the
+I/O thread for requests nobody waits on (``dispatch_async``, internal ones). Taking and
+giving a lane goes through a mutex, which is also the memory barrier ZeroMQ asks for when
+a socket moves between threads. A lane whose worker exited is closed by whoever gives it
+back last.
+
+A *waker* is an eventfd per calling thread: whoever answers that thread's request, or
+gives it a worker to send it to, writes it; the thread polls it beside its lane.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import weakref
+from collections.abc import Callable
+
+import zmq
+
+
+class Lane:
+    """One worker process's request socket in the parent (see the module docstring)."""
+
+    def __init__(self, socket: zmq.Socket, identity: bytes, path: str) -> None:
+        self.socket = socket
+        self.identity = identity  # the worker's, as the rules know it
+        self.path = path          # the socket file the worker binds
+        self._cond = threading.Condition(threading.Lock())
+        self._busy = False
+        self._doomed = False
+        self.closed = False
+        self.on_free: Callable[[], None] | None = None  # told once, when it is given back
+
+    def take(self, timeout: float | None = None) -> bool:
+        """Hold the lane; waits while another thread gives it back (False: closed, or
+        still held after ``timeout`` seconds)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: not self._busy or self.closed, timeout):
+                return False
+            if self.closed:
+                return False
+            self._busy = True
+            return True
+
+    def give(self) -> None:
+        """Let go of the lane (closing it if its worker is gone)."""
+        with self._cond:
+            self._busy = False
+            if self._doomed and not self.closed:
+                self._close()
+            self._cond.notify_all()
+            notify, self.on_free = self.on_free, None  # (once: whoever waited takes it)
+        if notify is not None:
+            notify()
+
+    @property
+    def doomed(self) -> bool:
+        return self._doomed
+
+    def doom(self) -> None:
+        """Its worker exited: close now if nobody holds it, else when given back."""
+        with self._cond:
+            self._doomed = True
+            if not self._busy and not self.closed:
+                self._close()
+            self._cond.notify_all()
+
+    def _close(self) -> None:
+        self.closed = True
+        self.socket.close(linger=0)
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+
+class Waker:
+    """A calling thread's eventfd: written by whoever has news of its request."""
+
+    def __init__(self) -> None:
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        weakref.finalize(self, os.close, self.fd)
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):  # (closed: its thread is gone)
+            os.eventfd_write(self.fd, 1)
+
+    def clear(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.eventfd_read(self.fd)
+
+
+_local = threading.local()
+
+
+def waker() -> Waker:
+    """This thread's waker (made on first use, closed when the thread's locals go)."""
+    found = getattr(_local, "waker", None)
+    if found is None:
+        found = _local.waker = Waker()
+    return found
+
+
+def _forget_in_child() -> None:
+    _local.__dict__.pop("waker", None)  # the parent's eventfd: never shared with a child
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
