@@ -730,8 +730,10 @@ class Pool:
         try:
             page = ProgressPage.create({"identity": identity, "token": token,
                                         "generation": action.generation})
-            self._spawns += 1  # (a new name per process: a lane never reaches a stranger)
-            lane_endpoint = self._rundir.endpoint(f"{self._name}.{self._spawns:x}")
+            # A new name per process (a lane never reaches a stranger), no longer than the
+            # pool's own socket ("p0.sock"): it fits wherever that does.
+            self._spawns += 1
+            lane_endpoint = self._rundir.endpoint(f"{self._name}-{self._spawns:x}", suffix="")
             lane = self._lane(lane_endpoint, identity)
             args = ["--backend", reg.id, "--entry-point", reg.entry_point.split(" = ")[0],
                     "--endpoint", self._endpoint, "--lane", lane_endpoint,

@@ -192,8 +192,8 @@ class RunDir:
         except OSError as exc:
             raise system_resource_error(exc, f"creating the run directory {self.path}") from exc
 
-    def endpoint(self, name: str) -> str:
-        path = f"{self.path / name}.sock"
+    def endpoint(self, name: str, suffix: str = ".sock") -> str:
+        path = f"{self.path / name}{suffix}"
         if len(path.encode()) > _MAX_SOCKET_PATH:
             raise InvalidConfigError(
                 f"socket path {path!r} is longer than the {_MAX_SOCKET_PATH} bytes a unix "
