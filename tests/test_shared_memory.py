@@ -482,6 +482,9 @@ def _bad_outs() -> dict[str, Any]:
         "not_c_contiguous": [good, np.empty(2 * N_OUT, dtype=np.uint32)[::2]],
         "fortran_order": [good, np.empty((N_OUT // 4, 4), dtype=np.uint32, order="F")],
         "read_only": [good, read_only],
+        "the_same_array_twice": [good, good],
+        "overlapping_views": [(both := np.empty(N_OUT + 8, dtype=np.uint32))[:N_OUT],
+                              both[8:]],
     }
 
 
@@ -1078,3 +1081,121 @@ def test_a_worker_reply_naming_the_wrong_output_slots_fails_only_its_call(
         assert drv.status()["pools"]["reference"]["state"] == "running"
         out, want = dispatch_rw(drv, rw(n), 2, n)
         assert_exact(out, want)
+
+
+# -- found by a hostile pass -----------------------------------------------------------------
+
+
+def one_output(n: int) -> ir.Program:
+    k = ir.Kernel(workgroup=(256,))
+    x = k.read("x", ir.u32)
+    out = k.output("out", ir.u32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < out.len):
+        out[i] = x[i] + 1
+    return k.build()
+
+
+@pytest.mark.timeout(60)
+def test_a_forked_child_keeps_its_results_while_the_parent_dispatches_on() -> None:
+    """Results are views of shared memory: a child forked while the parent held one must
+    keep seeing its own snapshot after the parent drops it and dispatches again (the
+    segment is never reused), and the child's exit leaves the parent's pool alone."""
+    n = 1 << 20
+    program, x = one_output(n), np.arange(n, dtype=np.uint32)
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        result = drv.dispatch(program, [x], backend="reference")[0]
+        go, told = os.pipe()
+        seen, said = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: wait until the parent dispatched again, then look
+            try:
+                os.read(go, 1)
+                os.write(said, b"1" if result.tobytes() == (x + 1).tobytes() else b"0")
+            finally:
+                os._exit(0)
+        try:
+            del result
+            gc.collect()
+            for k in range(3):  # would reuse the dropped result's segment
+                again = drv.dispatch(program, [x * (7 + k)], backend="reference")[0]
+                assert again.tobytes() == (x * (7 + k) + 1).tobytes()
+                del again
+                gc.collect()
+            os.write(told, b"x")
+            assert os.read(seen, 1) == b"1", "the child's result changed under it"
+        finally:
+            os.waitpid(pid, 0)
+            for fd in (go, told, seen, said):
+                os.close(fd)
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_while_large_inputs_are_copied_leaks_no_segment(tmp_path: Path) -> None:
+    """A KeyboardInterrupt in the middle of copying inputs into shared memory: every
+    segment is closed with the driver."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(textwrap.dedent("""
+        import gc, os, signal, threading, numpy as np
+        from vyre_core import Driver, ir
+        n = (16 << 20) - 256
+        k = ir.Kernel(workgroup=(256,)); x = k.read_write("x", ir.u32); y = k.read("y", ir.u32)
+        i = k.let("i", ir.global_id(0))
+        with k.if_(i < x.len):
+            x[i] = x[i] + y[i]
+        program = k.build()
+        d = Driver()
+        d.dispatch(program, [np.ones(16, np.uint32)] * 2, backend="reference")
+        xs = [np.ones(n, np.uint32), np.ones(n, np.uint32)]
+        interrupted = 0
+        for delay in (0.001, 0.005, 0.01, 0.02, 0.03, 0.05):
+            timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            try:
+                d.dispatch(program, xs, backend="reference")
+            except KeyboardInterrupt:
+                interrupted += 1
+            timer.join()
+        d.close()
+        gc.collect()
+        left = sum("memfd:vyre-data" in os.readlink(f"/proc/self/fd/{f}")
+                   for f in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{f}"))
+        print(interrupted, left)
+        assert interrupted, "no dispatch was interrupted"
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=50)
+    assert done.returncode == 0, done.stderr[-3000:]
+    interrupted, left = map(int, done.stdout.split())
+    assert left == 0, f"{left} segments left open after {interrupted} interrupted dispatches"
+
+
+@pytest.mark.timeout(60)
+def test_results_held_past_the_open_file_limit_are_copies_not_failures(tmp_path: Path) -> None:
+    """Every held large result keeps its segment open: past the open-file limit, a result
+    that cannot be mapped is read into private memory instead (never an error)."""
+    script = tmp_path / "many.py"
+    script.write_text(textwrap.dedent("""
+        import resource, numpy as np
+        from vyre_core import Driver, ir
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        n = 1 << 14
+        k = ir.Kernel(workgroup=(256,))
+        x, o = k.read("x", ir.u32), k.output("o", ir.u32, count=n)
+        i = k.let("i", ir.global_id(0))
+        with k.if_(i < o.len):
+            o[i] = x[i] + 1
+        program = k.build()
+        x = np.arange(n, dtype=np.uint32)
+        held = []
+        with Driver() as d:
+            for j in range(300):
+                held.append(d.dispatch(program, [x + j], backend="reference")[0])
+            exact = all(r.tobytes() == (x + j + 1).tobytes() for j, r in enumerate(held))
+        print(len(held), exact)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=50)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["300", "True"], done.stdout + done.stderr[-2000:]

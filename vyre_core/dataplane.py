@@ -41,7 +41,8 @@ _log = logging.getLogger("vyre.dataplane")
 
 #: Arrays at least this large travel through shared memory; smaller ones ride the socket.
 SHARE_THRESHOLD = 1 << 16
-#: Segments are at least this large, and sized in classes at most 25% above the request.
+#: Up to this size segments come in steps of 64 KiB; above it, in classes at most 25% above
+#: the request.
 MIN_SEGMENT = 1 << 20
 #: Free segments a pool keeps for reuse: at most this many bytes, or twice its largest
 #: segment when that is more (a read_write round trip of N bytes needs two segments of N),
@@ -74,12 +75,10 @@ class Shared:
 
 
 def size_class(nbytes: int) -> int:
-    """The segment size that serves ``nbytes``: a multiple of a quarter of its power of
-    two (at most 25% unused), never below MIN_SEGMENT."""
-    if nbytes <= MIN_SEGMENT:
-        return MIN_SEGMENT
-    step = 1 << max(20, nbytes.bit_length() - 3)
-    return -(-nbytes // step) * step
+    """The segment size that serves ``nbytes``: a multiple of 64 KiB up to 1 MiB, then of
+    a quarter of its power of two (at most 25% unused)."""
+    step = SHARE_THRESHOLD if nbytes <= MIN_SEGMENT else 1 << max(20, nbytes.bit_length() - 3)
+    return max(SHARE_THRESHOLD, -(-nbytes // step) * step)
 
 
 _segment_ids = itertools.count(1)
@@ -99,6 +98,8 @@ class Segment:
             os.close(self.fd)
             raise
         self._map: mmap.mmap | None = None
+        self.reusable = True  # False once a forked child may hold views of it
+        self._closer = weakref.finalize(self, os.close, self.fd)  # (if dropped unclosed)
 
     def describe(self, dtype: np.dtype, count: int) -> Shared:
         return Shared(dtype, count, self.id, self.fd, self.size)
@@ -125,12 +126,18 @@ class Segment:
             self._map = mmap.mmap(self.fd, self.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
         return self._map
 
+    def read_into(self, target: np.ndarray) -> None:
+        """Copy the start of the segment into ``target`` without mapping it here."""
+        view = memoryview(target).cast("B")
+        done = 0
+        while done < len(view):
+            done += os.preadv(self.fd, [view[done:done + (1 << 30)]], done)
+
     def close(self) -> None:
         """Give the memory back once nobody maps it (views keep their mapping alive)."""
         self._map = None
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._closer()
+        self.fd = -1
 
 
 class SegmentPool:
@@ -145,6 +152,8 @@ class SegmentPool:
         self._free_count = 0
         self._closed = False
         self._largest = 0
+        self._lent: set[Segment] = set()  # held by result arrays
+        _POOLS.add(self)
         self._warned_at: float | None = None
         self.enabled, why = shared_memory_usable()
         if not self.enabled:
@@ -179,13 +188,17 @@ class SegmentPool:
                 self._warn(f"a {segment.size}-byte segment could not be written: "
                            f"{exc.strerror or exc}")
                 return None
+            except BaseException:  # interrupted (Ctrl-C) while copying: nothing leaks
+                self.give_back(segment)
+                raise
         return segment
 
     def give_back(self, segment: Segment) -> None:
         """``segment`` is free again: keep it for reuse, or close it past the limits."""
         with self._lock:
+            self._lent.discard(segment)
             retain = max(RETAIN_BYTES, 2 * self._largest)
-            if not self._closed and self._free_count < RETAIN_COUNT \
+            if not self._closed and segment.reusable and self._free_count < RETAIN_COUNT \
                     and self._free_bytes + segment.size <= retain:
                 self._free[segment.size].append(segment)
                 self._free_bytes += segment.size
@@ -194,11 +207,41 @@ class SegmentPool:
         segment.close()
 
     def result(self, segment: Segment, dtype: np.dtype, count: int) -> np.ndarray:
-        """A read-only view of ``segment`` handed to a caller: the segment comes back here
-        when the last array derived from it is collected."""
-        array = segment.view(dtype, count)
+        """A read-only array of ``segment``'s data handed to a caller: a view whose
+        segment comes back here when the last array derived from it is collected; or,
+        when this process cannot map it (out of file descriptors or address space), a
+        private copy read without mapping, and the segment comes back at once."""
+        try:
+            array = segment.view(dtype, count)
+        except OSError as exc:
+            self._warn(f"a result could not be mapped ({exc.strerror or exc}); it is copied")
+            array = np.empty(count, dtype=dtype)
+            segment.read_into(array)
+            array.flags.writeable = False
+            self.give_back(segment)
+            return array
+        with self._lock:
+            self._lent.add(segment)
         weakref.finalize(array, self.give_back, segment)
         return array
+
+    def forked(self) -> None:
+        """(In the parent, after a fork.) The child may hold views of every segment lent
+        now: none of them is reused, so the child's copies never change under it."""
+        with self._lock:
+            for segment in self._lent:
+                segment.reusable = False
+
+    def forget(self) -> None:
+        """(In a forked child.) This pool is the parent's: close the child's copies of its
+        free segments' descriptors, so the child does not keep their memory alive."""
+        with self._lock:
+            free = [s for group in self._free.values() for s in group]
+            self._free.clear()
+            self._free_bytes = self._free_count = 0
+            self._closed = True
+        for segment in free:
+            segment.close()
 
     def close(self) -> None:
         """Close every free segment; segments still held come back (and close) later."""
@@ -218,6 +261,17 @@ class SegmentPool:
             self._warned_at = now
         _log.warning("%s: shared memory unavailable (%s); arrays travel on the socket "
                      "(slower, same results)", self.name, why)
+
+
+_POOLS: weakref.WeakSet[SegmentPool] = weakref.WeakSet()
+
+
+def _after_fork_in_parent() -> None:
+    for pool in list(_POOLS):
+        pool.forked()
+
+
+os.register_at_fork(after_in_parent=_after_fork_in_parent)
 
 
 def shared_memory_usable() -> tuple[bool, str]:
@@ -289,6 +343,10 @@ class SegmentMaps:
         finally:
             os.close(fd)
         self._maps[shared.segment] = mapping
-        while len(self._maps) > self.limit:  # (segment ids are never reused: a stale
-            self._maps.popitem(last=False)   # entry is only memory, unmapped once unused)
+        # Segments the parent closed stay mapped here until dropped: bounded by count, and
+        # by bytes like the parent's own free segments (the newest mapping always stays).
+        allowed = max(RETAIN_BYTES, 2 * shared.size)
+        while len(self._maps) > 1 and (len(self._maps) > self.limit or sum(
+                len(m) for m in self._maps.values()) > allowed):
+            self._maps.popitem(last=False)  # unmapped once no array of it is left
         return mapping

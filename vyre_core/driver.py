@@ -116,6 +116,12 @@ def _check_out(program: Program, shapes: list[tuple[np.dtype, int]], out: Any) -
                    else "is read-only" if not target.flags.writeable else None)
         if problem is not None:
             raise InvalidInputError(f"out= array for {name!r} {problem}", fix)
+    for i, first in enumerate(out):
+        for j in range(i + 1, len(out)):
+            if np.shares_memory(first, out[j]):
+                raise InvalidInputError(
+                    f"out= arrays for {names[i]!r} and {names[j]!r} share memory: one output "
+                    "would overwrite the other", "Pass a separate array for each output.")
 
 
 class PendingResult:
@@ -222,6 +228,8 @@ class Driver:
     def _forked(self) -> None:
         # the parent's pools: kept (never collected, never used), across nested forks too
         self._inherited = [*getattr(self, "_inherited", []), *self._pools.values()]
+        for pool in self._pools.values():
+            pool.forget()
         self._own_process()
         self._rundir = None  # made on first use in this process
 

@@ -139,6 +139,9 @@ class Pool:
             self._release(request)
             future.set_exception(exc)
             return future
+        except BaseException:  # interrupted (Ctrl-C) while copying: nothing leaks
+            self._release(request)
+            raise
 
     def _encode(self, request: Request) -> list[Any]:
         """The request's frames, its large inputs placed in shared memory and a segment
@@ -209,11 +212,8 @@ class Pool:
             results.append(array)
         for i, (array, segment) in enumerate(zip(arrays, slots, strict=True)):
             if segment is not None:
-                try:
-                    results[i] = self._segments.result(segment, array.dtype, array.count)
-                except OSError as exc:  # no address space left to map it here
-                    return system_resource_error(exc, f"mapping the result of {request.label}")
-                request.shared.remove(segment)
+                request.shared.remove(segment)  # (the result holds it now)
+                results[i] = self._segments.result(segment, array.dtype, array.count)
         request.out_slots = []
         return meta, results
 
@@ -241,9 +241,9 @@ class Pool:
                 raise PoolFailedError(f"the driver is closed; pool {self.backend!r} takes no "
                                       "more work", "Create a new vyre Driver.",
                                       backend=self.backend)
-        except VyreError as exc:
+        except BaseException:  # a refusal, or interrupted while copying: nothing leaks
             self._release(request)
-            raise exc from None
+            raise
         with self._lock:
             self._machine.submit(request, time.monotonic())
             self._carry_here(request)
@@ -356,6 +356,11 @@ class Pool:
         thread = self._thread
         if thread is not None:
             thread.join(self.options.kill_grace + 5 if timeout is None else timeout)
+
+    def forget(self) -> None:
+        """(In a forked child.) This pool is the parent's and is never used here: let go of
+        the child's copies of its free shared memory."""
+        self._segments.forget()
 
     def force_stop(self) -> None:
         """Last resort when ``close`` was interrupted or timed out: SIGKILL every worker
