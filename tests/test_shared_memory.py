@@ -1199,3 +1199,39 @@ def test_results_held_past_the_open_file_limit_are_copies_not_failures(tmp_path:
                           timeout=50)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["300", "True"], done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.timeout(60)
+def test_a_process_that_becomes_undumpable_goes_on_over_the_socket(tmp_path: Path) -> None:
+    """Dumpable when its pool started, then not (prctl), without CAP_SYS_PTRACE: workers
+    can no longer open its segments. The request that finds out goes again with its arrays
+    on the socket, and so does every later one: exact results, a warning, no error."""
+    script = tmp_path / "undumpable.py"
+    script.write_text(textwrap.dedent("""
+        import ctypes, logging, sys, numpy as np
+        from vyre_core import Driver, ir
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+        n = 1 << 20
+        k = ir.Kernel(workgroup=(256,))
+        x, o = k.read("x", ir.u32), k.output("o", ir.u32, count=n)
+        i = k.let("i", ir.global_id(0))
+        with k.if_(i < o.len):
+            o[i] = x[i] + 1
+        program = k.build()
+        x = np.arange(n, dtype=np.uint32)
+        with Driver() as d:
+            first = d.dispatch(program, [x], backend="reference")[0]
+            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+            exact = [first.tobytes() == (x + 1).tobytes()]
+            for j in range(3):
+                out = d.dispatch(program, [x + j], backend="reference")[0]
+                exact.append(out.tobytes() == (x + j + 1).tobytes())
+        print(all(exact))
+    """))
+    command = [sys.executable, str(script)]
+    if os.geteuid() == 0:  # root could open it anyway (CAP_SYS_PTRACE): drop capabilities
+        command = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", *command]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True"], done.stdout + done.stderr[-3000:]
+    assert "cannot open this process's shared memory" in done.stderr, done.stderr[-3000:]

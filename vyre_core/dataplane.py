@@ -193,6 +193,14 @@ class SegmentPool:
                 raise
         return segment
 
+    def refused(self) -> None:
+        """A worker cannot open this process's segments (it became undumpable, say): from
+        now on arrays ride the socket."""
+        with self._lock:
+            was, self.enabled = self.enabled, False
+        if was:
+            self._warn("a worker cannot open this process's shared memory")
+
     def give_back(self, segment: Segment) -> None:
         """``segment`` is free again: keep it for reuse, or close it past the limits."""
         with self._lock:
@@ -324,12 +332,12 @@ class SegmentMaps:
             return found
         try:
             fd = os.open(f"/proc/{self.parent_pid}/fd/{shared.fd}", os.O_RDWR | os.O_CLOEXEC)
-        except OSError as exc:
+        except OSError as exc:  # the parent asks again, its arrays on the socket
             raise ProtocolError(f"shared segment {shared.segment} cannot be opened: "
                                 f"{exc.strerror or exc}",
                                 "Let workers open the parent's /proc/<pid>/fd (procfs "
                                 "mounted, the parent dumpable), or set "
-                                "VYRE_SHARED_MEMORY=0.") from None
+                                "VYRE_SHARED_MEMORY=0.", shared_refused=True) from None
         try:
             if os.fstat(fd).st_size != shared.size:
                 raise ProtocolError(f"shared segment {shared.segment} is not the "

@@ -76,6 +76,9 @@ PROGRAM_CACHE = 256
 #: The ProtocolError detail with which a worker asks for a program's wire form: the
 #: request named the program by fingerprint only, and the worker does not hold it.
 PROGRAM_NOT_HELD = "program_not_held"
+#: The ProtocolError detail with which a worker asks for a request's arrays on the socket:
+#: it cannot open the parent's shared memory (the parent became undumpable, say).
+SHARED_REFUSED = "shared_refused"
 
 REQUESTS = frozenset({Op.PING, Op.DISPATCH, Op.COMPILE, Op.PIPELINE_DISPATCH, Op.ALLOCATE,
                       Op.UPLOAD, Op.DOWNLOAD, Op.FREE, Op.DISPATCH_RESIDENT, Op.CAPABILITIES,

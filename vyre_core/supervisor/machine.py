@@ -35,7 +35,7 @@ from vyre_core.errors import (
     VyreError,
     WorkerCrashedError,
 )
-from vyre_core.protocol import PROGRAM_NOT_HELD, Message, Op
+from vyre_core.protocol import PROGRAM_NOT_HELD, SHARED_REFUSED, Message, Op
 from vyre_core.supervisor.options import PoolOptions
 
 #: A request that never reached a worker is sent again (to a fresh or another worker) at
@@ -83,6 +83,7 @@ class Request:
         self.pending_send: Any = None         # (Send, lane) its caller has to carry out
         self.sent_on: Any = None              # the lane it went out on last
         self.with_program = False             # must carry its program's wire form
+        self.socket_only = False              # must carry its arrays on the socket
         self.lean = False                     # encoded naming its program by fingerprint
         self.wire: Any = None                 # (meta, arrays) as encoded (the shell's)
         # what the rules have done with it
@@ -775,13 +776,18 @@ class PoolMachine:
         w.current = None
         if w.state == "busy":
             w.state = "stopping" if req.op is Op.SHUTDOWN else "idle"
-        if isinstance(result, ProtocolError) and result.details.get(PROGRAM_NOT_HELD) \
-                and not req.with_program and not req.internal:
+        refused = result.details if isinstance(result, ProtocolError) \
+            and not req.internal else {}
+        if (refused.get(PROGRAM_NOT_HELD) and not req.with_program) \
+                or (refused.get(SHARED_REFUSED) and not req.socket_only):
             # Named by fingerprint only, to a worker that does not hold the program (the
-            # parent's guess was wrong): it goes again, first in line, with its program,
-            # under a new id (the worker has answered the old one; its page says so).
+            # parent's guess was wrong); or its arrays in shared memory the worker cannot
+            # open: it goes again, first in line, with its program or on the socket, under
+            # a new id (the worker has answered the old one; its page says so).
             req.id = next(_ids)
-            req.with_program, req.state, req.worker = True, "queued", None
+            req.with_program |= bool(refused.get(PROGRAM_NOT_HELD))
+            req.socket_only |= bool(refused.get(SHARED_REFUSED))
+            req.state, req.worker = "queued", None
             (w.pinned if req.slot is not None else self.queue).appendleft(req)
             self._schedule(now)
             return

@@ -709,10 +709,15 @@ class Pool:
         req = action.request
         frames = req.frames or protocol.encode(
             Message(req.op, req.id, 0, req.meta, req.arrays))
+        if req.socket_only and req.shared:  # the worker cannot open shared memory
+            self._segments.refused()
+            req.out_slots = []
+            meta = {k: v for k, v in req.wire[0].items() if k != "out"}
+            frames = protocol.encode(Message(req.op, req.id, 0, meta, req.arrays))
         fp = req.meta.get("fp")
         if fp is not None:  # a program named by fingerprint: what does this worker hold?
             held = self._held[action.index]
-            if req.with_program or (req.lean and fp not in held):
+            if not req.socket_only and (req.with_program or (req.lean and fp not in held)):
                 meta, arrays = req.wire
                 frames = protocol.encode(Message(req.op, req.id, 0, meta, arrays))
             held[fp] = None  # the worker's cache, mirrored: it holds the program now
