@@ -15,7 +15,8 @@ baseline measured in the same run.
 - the parent's RSS growth over one dispatch of a 1 GiB read-only input (MiB), against the
   input's own size: below 1x, the input was not copied into the parent's memory;
 - recovery from a SIGKILLed idle worker to the first successful dispatch (p50) against a
-  cold start (new driver to its first dispatch);
+  cold start (new driver to its first dispatch), and the same with a hot standby
+  (``standby=1``) against without;
 - CPU-bound throughput with 1 and 2 workers (4 client threads) against the same
   dispatches in-process on ``vyre_reference.run`` in one thread;
 - tiny (empty) dispatches per second on 2 workers from 1, 2 and 4 client threads, against
@@ -409,20 +410,44 @@ def rss_growth_1gib_input() -> Result:
 # -- recovery -------------------------------------------------------------------------------------
 
 
-def recovery_after_kill() -> Result:
-    """ms from SIGKILL of an idle worker to the first successful dispatch, p50."""
+def _recoveries(standby: int, kills: int) -> list[float]:
+    """Seconds from SIGKILL of the idle serving worker to the next successful dispatch,
+    each kill made once ``standby`` spares are ready."""
     program = empty_program()
-    recoveries, kills = [], reps(KILLS, 2)
-    with Driver(max_restarts=kills + 5) as driver:
+    recoveries = []
+    with Driver(max_restarts=kills + 5, standby=standby) as driver:
         driver.dispatch(program, [], BACKEND)
         for _ in range(kills):
-            worker, = driver.status()["pools"][BACKEND]["workers"]
+            deadline = time.monotonic() + 60
+            while driver.status()["pools"][BACKEND]["standby"] < standby:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("no spare became ready within 60 s")
+                time.sleep(0.01)
+            worker = driver.status()["pools"][BACKEND]["workers"][0]
             victim = psutil.Process(worker["pid"])
             start = time.perf_counter()
             os.kill(victim.pid, signal.SIGKILL)
             driver.dispatch(program, [], BACKEND)
             recoveries.append(time.perf_counter() - start)
             victim.wait(timeout=10)
+    return recoveries
+
+
+def recovery_after_kill_standby() -> Result:
+    """ms from SIGKILL of the serving worker to the next success with ``standby=1``, p50,
+    against the same without a spare."""
+    kills = reps(KILLS, 2)
+    return Result("SIGKILLed worker -> next dispatch p50, standby=1",
+                  statistics.median(_recoveries(1, kills)) * 1e3, "ms",
+                  "the same without a spare (standby=0)",
+                  statistics.median(_recoveries(0, kills)) * 1e3)
+
+
+def recovery_after_kill() -> Result:
+    """ms from SIGKILL of an idle worker to the first successful dispatch, p50."""
+    program = empty_program()
+    kills = reps(KILLS, 2)
+    recoveries = _recoveries(0, kills)
     cold = []
     for _ in range(kills):
         start = time.perf_counter()
@@ -528,5 +553,6 @@ BENCHMARKS = [empty_dispatch_p50, empty_dispatch_p99, empty_dispatch_vs_executor
               null_dispatch_p50, null_dispatch_p99, null_dispatch_vs_executor_p50,
               big_round_trip, round_trip_1mib, round_trip_16mib, round_trip_64mib,
               round_trip_1gib, rss_growth_1gib_input, recovery_after_kill,
+              recovery_after_kill_standby,
               throughput_1_worker, throughput_2_workers, tiny_rate_1_thread,
               tiny_rate_2_threads, tiny_rate_4_threads]
