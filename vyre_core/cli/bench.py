@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     started, clock = datetime.now(UTC), time.perf_counter()
     results, failed = [], []
     upcoming = [*(i for i, _ in chosen[1:]), "done"][:len(chosen)]  # the bar's next label
-    with progress("benchmarks", len(chosen)) as bar:
+    with progress("benchmarks", len(chosen), live=False) as bar:  # (no display thread)
         for (bench_id, fn), after in zip(chosen, upcoming, strict=True):
             try:
                 results.append(_record(bench_id, fn()))

@@ -61,18 +61,20 @@ def _one_line(text: str) -> str:
 
 
 @contextmanager
-def progress(description: str, total: int, enabled: bool = True) -> Iterator[Any]:
+def progress(description: str, total: int, enabled: bool = True,
+             live: bool = True) -> Iterator[Any]:
     """A transient progress bar on stderr; ``advance()`` it once per finished item.
-    Hidden when stderr is not a terminal or ``enabled`` is false."""
+    Hidden when stderr is not a terminal or ``enabled`` is false. ``live=False`` redraws
+    only on ``advance`` (no refresh thread competing for the GIL: benchmarks)."""
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), console=err_console, transient=True,
-                   disable=not enabled)
+                   disable=not enabled, auto_refresh=live)
     with bar:
         task = bar.add_task(description, total=total)
 
         class _Advance:
             def advance(self, label: str | None = None) -> None:
-                bar.update(task, advance=1,
+                bar.update(task, advance=1, refresh=not live,
                            description=description if label is None else f"{description}: {label}")
 
         yield _Advance()
