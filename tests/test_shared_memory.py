@@ -15,10 +15,8 @@ their request's output slots.
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -32,6 +30,7 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
+from child_process import Child, running
 from waiting import wait_for, wait_running, workers
 
 import vyre_core
@@ -523,7 +522,6 @@ def test_shared_memory_disabled_by_the_environment_falls_back_to_the_socket(
     assert any("shared memory unavailable" in r.getMessage() for r in warnings)
 
 
-REPORT_LIMIT = 60.0  # seconds for a child's next report (a loaded machine)
 
 CHILD_PRELUDE = textwrap.dedent("""
     import gc, json, logging, os, resource, signal, sys, threading, time
@@ -568,59 +566,9 @@ CHILD_PRELUDE = textwrap.dedent("""
 """)
 
 
-class Child:
-    """A Python script in a session of its own, reporting JSON lines on stdout."""
-
-    def __init__(self, tmp_path: Path, body: str) -> None:
-        self.err_path = tmp_path / "child.err"
-        script = tmp_path / "child.py"
-        script.write_text(CHILD_PRELUDE + textwrap.dedent(body))
-        with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(script)], stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=err, start_new_session=True,
-                env=dict(os.environ, VYRE_RUNTIME_DIR=str(tmp_path)))
-        self._buffer = b""
-        self.workers: list[psutil.Process] = []
-
-    def stderr(self) -> str:
-        return self.err_path.read_text(errors="replace")
-
-    def report(self, timeout: float = REPORT_LIMIT) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buffer:
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    raise AssertionError(f"no report from the child within {timeout} s; "
-                                         f"stderr:\n{self.stderr()[-3000:]}")
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    raise AssertionError(f"the child ended without a report (status "
-                                         f"{self.proc.wait(10)}); stderr:\n"
-                                         f"{self.stderr()[-3000:]}")
-                self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def stop(self) -> None:
-        """Whatever happened: the child and every worker it reported are gone."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-        for proc in self.workers:
-            if running(proc):
-                proc.kill()
-        self.proc.stdout.close()
-
-
-def running(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+def run_child(tmp_path: Path, body: str) -> Child:
+    """``body`` run after the data-plane prelude in a child Python of its own session."""
+    return Child(tmp_path, CHILD_PRELUDE + textwrap.dedent(body))
 
 
 FSIZE_LIMITED = """
@@ -651,7 +599,7 @@ def test_a_file_size_limit_makes_arrays_travel_on_the_socket_with_a_warning(
         tmp_path: Path) -> None:
     """RLIMIT_FSIZE applies to memfds: a 16 MiB segment cannot be made (EFBIG; Python
     ignores SIGXFSZ). The dispatch still gives exact bytes, over the socket, and says so."""
-    child = Child(tmp_path, FSIZE_LIMITED)
+    child = run_child(tmp_path, FSIZE_LIMITED)
     try:
         found = child.report()
         assert child.proc.wait(timeout=30) == 0, child.stderr()[-3000:]
@@ -683,7 +631,7 @@ NOT_DUMPABLE = """
 @pytest.mark.timeout(60)
 def test_a_process_that_is_not_dumpable_sends_arrays_on_the_socket(tmp_path: Path) -> None:
     """Workers could not open its /proc/<pid>/fd: the pool never offers them segments."""
-    child = Child(tmp_path, NOT_DUMPABLE)
+    child = run_child(tmp_path, NOT_DUMPABLE)
     try:
         found = child.report()
         assert child.proc.wait(timeout=30) == 0, child.stderr()[-3000:]
@@ -801,7 +749,7 @@ def test_a_process_out_of_file_descriptors_still_gets_its_answer(
     zero-copy sends use) runs: the cases start it first, but one. Large arrays now go
     through shared memory, so the first zero-copy send of a process is the fallback's."""
     mib, free, output, warm = case
-    child = Child(tmp_path, f"CASE_MIB, CASE_FREE, CASE_OUTPUT, CASE_WARM_ZMQ = {mib}, "
+    child = run_child(tmp_path, f"CASE_MIB, CASE_FREE, CASE_OUTPUT, CASE_WARM_ZMQ = {mib}, "
                   f"{free}, {output}, {warm}\n" + textwrap.dedent(FDS_USED_UP))
     try:
         found = child.report(timeout=60)
@@ -922,7 +870,7 @@ def shm_entries() -> set[str]:
 def test_a_parent_killed_holding_results_and_mid_dispatch_leaves_nothing_behind(
         tmp_path: Path) -> None:
     shm_before = shm_entries()
-    child = Child(tmp_path, PARENT_DIES)
+    child = run_child(tmp_path, PARENT_DIES)
     try:
         found = child.report()
         assert found["ok"] == [True, True, True]

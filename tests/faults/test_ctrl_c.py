@@ -9,93 +9,27 @@ terminal job); the test sends SIGINT to that child's process group."""
 
 from __future__ import annotations
 
-import json
 import os
-import selectors
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
+import child_process
 import psutil
 import pytest
+from child_process import running
 
 from .child_script import PRELUDE
 
-REPORT_LIMIT = 60.0  # seconds to wait for a report line of the child (a loaded machine)
 
-
-class Child:
-    """A Python script run in a new session (its own process group), reporting JSON lines
-    on stdout."""
+class Child(child_process.Child):
+    """The scenario ``body`` after the common prelude, its run directories under
+    ``tmp_path/runtime``."""
 
     def __init__(self, tmp_path: Path, body: str) -> None:
-        self.runtime = tmp_path / "runtime"
-        self.runtime.mkdir()
-        self.err_path = tmp_path / "child.err"
-        script = tmp_path / "child.py"
-        script.write_text(PRELUDE + textwrap.dedent(body))
-        with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(script)], stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=err, start_new_session=True,
-                env=dict(os.environ, VYRE_RUNTIME_DIR=str(self.runtime)))
-        self.pgid = self.proc.pid  # a session leader's group is its own pid
-        self._buffer = b""
-        self.workers: list[psutil.Process] = []
-
-    def stderr(self) -> str:
-        return self.err_path.read_text(errors="replace")[-3000:]
-
-    def report(self, timeout: float = REPORT_LIMIT) -> dict[str, Any]:
-        """The child's next JSON line, waiting at most ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buffer:
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    raise AssertionError(f"no report from the child within {timeout} s; "
-                                         f"stderr:\n{self.stderr()}")
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    raise AssertionError(f"the child ended without a report (status "
-                                         f"{self.proc.wait(10)}); stderr:\n{self.stderr()}")
-                self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def watch(self, pids: list[int]) -> list[psutil.Process]:
-        """Worker processes to check (and clean up) later, taken while they run."""
-        found = [psutil.Process(pid) for pid in pids]
-        self.workers += found
-        return found
-
-    def interrupt(self) -> None:
-        """Ctrl-C at the terminal: SIGINT to the child's whole process group."""
-        os.killpg(self.pgid, signal.SIGINT)
-
-    def stop(self) -> None:
-        """Whatever happened: the child and every worker it reported are gone."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-        for proc in self.workers:
-            if running(proc):
-                proc.kill()
-        self.proc.stdout.close()
-
-
-def running(proc: psutil.Process) -> bool:
-    """Alive: the same process (not a reused pid) and not a zombie awaiting its reaper."""
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+        super().__init__(tmp_path, PRELUDE + textwrap.dedent(body), tmp_path / "runtime")
 
 
 def wait_gone(procs: list[psutil.Process], within: float = 10.0) -> list[psutil.Process]:
