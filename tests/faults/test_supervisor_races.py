@@ -16,7 +16,7 @@ from waiting import stays_true, wait_for
 import vyre_core
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import PoolFailedError, VyreError
-from vyre_core.routing import is_software_adapter
+from vyre_core.routing import Router, is_software_adapter
 
 from .support import PROGRAM, driver, expected, inputs, worker
 
@@ -175,6 +175,25 @@ def _software_wgpu(drv: vyre_core.Driver) -> None:
         pytest.skip(f"the wgpu backend cannot start here: {exc.cause.splitlines()[0]}")
     if not is_software_adapter(caps):
         pytest.skip("wgpu runs on a hardware adapter here: routing does not demote it")
+
+
+@pytest.mark.timeout(180)
+def test_a_probe_returns_only_once_routing_was_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first routed call probes wgpu (a software adapter here, to be demoted) and
+    routes again. The probe's caller is woken by the pool: routing must have heard of the
+    probed capabilities before that, however slowly it is told (found in CI: the call ran
+    on wgpu, routed on its static claims)."""
+    with vyre_core.Driver(kill_grace=0.5) as probing:
+        _software_wgpu(probing)
+    real = Router.invalidate
+
+    def slow_invalidate(self: Router) -> None:
+        time.sleep(0.3)  # a thread switch at the worst moment, made certain
+        real(self)
+
+    monkeypatch.setattr(Router, "invalidate", slow_invalidate)
+    with vyre_core.Driver(kill_grace=0.5) as drv:
+        assert drv.route(PROGRAM).backend == "reference"
 
 
 @pytest.mark.timeout(180)

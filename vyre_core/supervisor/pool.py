@@ -100,6 +100,8 @@ class Pool:
         self._waiting_sends: list[Send] = []       # for the I/O thread, once a lane is free
         self._deferred: list[Any] = []             # handed to the I/O thread by callers
         self._wakers: set[Waker] = set()           # to wake once futures are complete
+        self._routing_changed = False              # routing to be told, before waking
+        self._handoffs: list[tuple[Request, Any]] = []  # sends for their callers, pending
         self._io_wakes_at = 0.0                    # when the I/O thread looks next at latest
         # per worker slot: the fingerprints of the programs its process holds (mirrored)
         self._held = {i: collections.OrderedDict() for i in range(slots)}
@@ -520,7 +522,6 @@ class Pool:
         """(I/O thread) Carry out what other threads handed over and the rules' actions
         until none are left, then resolve futures, wake their threads and tell routing
         (outside the lock, so woken callers run at once)."""
-        changed = False
         while True:
             with self._lock:
                 deferred, self._deferred = self._deferred, []
@@ -536,12 +537,10 @@ class Pool:
                            if item is not None and not isinstance(item, tuple)] + actions
                 for action in actions:
                     try:
-                        changed |= self._carry(action, io=True)
+                        self._carry(action, io=True)
                     except Exception as exc:  # never strand a caller on a failed action
                         self._failed(action, exc)
         self._deliver()
-        if changed:
-            self._on_change()
 
     def _carry_here(self, own: Request) -> None:
         """(A calling thread, under the lock.) Carry out what the rules answered: sends go
@@ -550,7 +549,7 @@ class Pool:
         handed to it."""
         for action in self._machine.take_actions():
             try:
-                if isinstance(action, Resolve | Release | Log | Send):
+                if isinstance(action, Resolve | Release | Log | Send | RoutingChanged):
                     self._carry(action, io=False)
                 else:
                     self._defer(action)
@@ -567,11 +566,20 @@ class Pool:
         self._wake_io()
 
     def _deliver(self) -> None:
-        """Complete the futures the rules answered and wake the threads waiting on them
-        or handed a send."""
+        """Tell routing if it must decide again, then hand sends to their callers, complete
+        the futures the rules answered and wake those threads: in that order, so no caller
+        goes on (woken, or on its own poll's timeout) on a stale routing decision."""
         with self._lock:
             resolved, self._resolved = self._resolved, []
             wakers, self._wakers = self._wakers, set()
+            handoffs, self._handoffs = self._handoffs, []
+            changed, self._routing_changed = self._routing_changed, False
+        if changed:
+            self._on_change()
+        if handoffs:  # (visible to their threads only now: after routing was told)
+            with self._lock:
+                for request, pending in handoffs:
+                    request.pending_send = pending
         for future, value in resolved:
             with contextlib.suppress(InvalidStateError):  # cancelled by its caller
                 if isinstance(value, BaseException):
@@ -581,9 +589,8 @@ class Pool:
         for woken in wakers:
             woken.wake()
 
-    def _carry(self, action: Any, io: bool) -> bool:
-        """Carry out one action (``io``: on the I/O thread); True when routing must decide
-        again."""
+    def _carry(self, action: Any, io: bool) -> None:
+        """Carry out one action (``io``: on the I/O thread)."""
         if isinstance(action, Resolve):
             request = action.request
             future, request.future, request.wire = request.future, None, None  # (the
@@ -600,7 +607,7 @@ class Pool:
             lane = self._lanes.get(action.index)
             request = action.request
             if request.waker is not None and lane is not None:
-                request.pending_send = (action, lane)  # its own thread sends it
+                self._handoffs.append((request, (action, lane)))  # its own thread sends it
                 self._wake(request)
             elif io:
                 self._io_send(action, lane)
@@ -616,7 +623,8 @@ class Pool:
             self._promote(action)
         elif isinstance(action, Log):
             _log.log(action.level, action.text)
-        return isinstance(action, RoutingChanged)
+        elif isinstance(action, RoutingChanged):
+            self._routing_changed = True  # told in _deliver, before anyone is woken
 
     def _wake(self, request: Request) -> None:
         """(Under the lock.) Wake ``request``'s waiting thread once futures are complete,
