@@ -266,3 +266,83 @@ def test_uncaught_ctrl_c_ends_the_process_despite_waiting_threads(tmp_path, how)
         assert run_dirs(child) == []
     finally:
         child.stop()
+
+
+# -- Ctrl-C while a call sends on its worker's lane ---------------------------------------------
+
+INTERRUPTED_SENDS = """
+    import random
+    from vyre_core import protocol
+    drv = vyre_core.Driver(kill_grace=0.5)
+    drv.dispatch(PROGRAM, INPUTS, backend="faults")
+    rundir = drv._rundir.path
+    (w,) = workers(drv, "faults")
+    real_send = protocol.send_frames
+    cut = [True]
+
+    def send_then_interrupted(socket, frames, identity=None):  # out whole, then Ctrl-C
+        real_send(socket, frames, identity)
+        if cut[0] and threading.current_thread() is threading.main_thread():
+            cut[0] = False
+            raise KeyboardInterrupt
+
+    protocol.send_frames = send_then_interrupted
+    try:
+        drv.dispatch(PROGRAM, INPUTS, backend="faults")
+        first = "returned"
+    except KeyboardInterrupt:
+        first = "interrupted"
+    protocol.send_frames = real_send
+    start = time.monotonic()
+    after_cut = drv.dispatch(PROGRAM, INPUTS, backend="faults")[0].tobytes() == EXPECTED
+    after_cut_seconds = time.monotonic() - start
+    # real Ctrl-Cs at random moments of many calls
+    interrupted, exact, rng = 0, True, random.Random(7)
+    for _ in range(150):
+        sent = threading.Event()
+
+        def ctrl_c():
+            os.kill(os.getpid(), signal.SIGINT)
+            sent.set()
+
+        timer = threading.Timer(rng.uniform(0, 0.004), ctrl_c)
+        try:
+            try:
+                timer.start()  # (it may fire before start() returns)
+                exact &= drv.dispatch(PROGRAM, INPUTS, backend="faults")[0].tobytes() \
+                    == EXPECTED
+            finally:
+                sent.wait(5)  # a Ctrl-C that comes after the call lands in this block
+                time.sleep(0.001)
+        except KeyboardInterrupt:
+            interrupted += 1
+        timer.join()
+    start = time.monotonic()
+    last = drv.dispatch(PROGRAM, INPUTS, backend="faults")[0].tobytes() == EXPECTED
+    (after,) = workers(drv, "faults")
+    report(first=first, after_cut=after_cut, after_cut_seconds=after_cut_seconds,
+           interrupted=interrupted, exact=exact, last=last,
+           last_seconds=time.monotonic() - start, same_worker=after["pid"] == w["pid"],
+           files=sorted(p.name for p in rundir.iterdir()),
+           lost=drv.status()["pools"]["faults"]["lost_messages"])
+    drv.close()
+"""
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_while_a_call_sends_leaves_its_lane_and_worker_serving(tmp_path):
+    """Found by a hostile pass: a Ctrl-C that cut a call short while it sent on its
+    worker's lane left the lane held for good; the next call then waited and failed with
+    MessageLostError, and the lane's socket file stayed. Now the send finishes whole, the
+    lane is given back, the reply of the cut call is collected, and the worker serves on."""
+    child = Child(tmp_path, INTERRUPTED_SENDS)
+    try:
+        found = child.report(timeout=90)
+        assert child.proc.wait(timeout=30) == 0, child.stderr()
+    finally:
+        child.stop()
+    assert found["first"] == "interrupted", found
+    assert found["after_cut"] and found["after_cut_seconds"] < 1.0, found
+    assert found["exact"] and found["last"] and found["last_seconds"] < 1.0, found
+    assert found["same_worker"] and found["lost"] == 0, found
+    assert found["files"] == ["p0-1", "p0.sock"], found  # the pool's socket, its one lane

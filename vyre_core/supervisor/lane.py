@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import zmq
 
@@ -95,6 +96,25 @@ class Waker:
 
 
 _local = threading.local()
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """On the main thread, a Ctrl-C (SIGINT with Python's default handler) that arrives
+    inside the block is raised when it ends: a lane taken must be recorded as held, and a
+    message begun must go out whole. Elsewhere (other threads, other handlers): as is."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def waker() -> Waker:

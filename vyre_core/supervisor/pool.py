@@ -38,7 +38,7 @@ from vyre_core.errors import (
 )
 from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import BackendRegistration
-from vyre_core.supervisor.lane import Lane, Waker, waker
+from vyre_core.supervisor.lane import Lane, Waker, interrupts_deferred, waker
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
     Log,
@@ -246,45 +246,51 @@ class Pool:
         except BaseException:  # a refusal, or interrupted while copying: nothing leaks
             self._release(request)
             raise
-        with self._lock:
-            self._machine.submit(request, time.monotonic())
-            self._carry_here(request)
-        self._deliver()
-        lane = None
-        try:
-            while not future.done():
-                lane = self._send_own(request, lane)
-                self._await_reply(request, lane)
-        finally:
-            if lane is not None:
-                lane.give()
-            if not future.done():  # interrupted (Ctrl-C): the I/O thread takes it over
-                with self._lock:
-                    request.waker = None
-                    self._defer(("adopt", request))
-        return future.result()
-
-    def _send_own(self, request: Request, lane: Lane | None) -> Lane | None:
-        """Send ``request`` where the rules last told it to go, if not sent there yet; the
-        lane this thread holds afterwards."""
-        with self._lock:
-            pending, request.pending_send = request.pending_send, None
-        if pending is None:
-            return lane
-        action, target = pending
-        if lane is not target:
-            if lane is not None:
-                lane.give()
-            lane = target if target.take(timeout=self.options.kill_grace + 5) else None
-        if lane is None:  # its worker is gone: the rules hear of it from the I/O thread
-            return None
-        error = self._send(action, lane)
-        if error is not None:
+        # A Ctrl-C lands only while this thread waits: the rules' state and what it
+        # carries out for other threads are never left half done (interrupts_deferred).
+        with interrupts_deferred():
             with self._lock:
-                self._machine.send_failed(action.index, request, error, time.monotonic())
+                self._machine.submit(request, time.monotonic())
                 self._carry_here(request)
             self._deliver()
-        return lane
+        held: list[Lane] = []  # the lane this thread holds, if any (exact at any raise)
+        try:
+            while not future.done():
+                self._send_own(request, held)
+                self._await_reply(request, held[0] if held else None)
+        finally:
+            with interrupts_deferred():
+                while held:
+                    held.pop().give()
+                if not future.done():  # interrupted: the I/O thread takes it over
+                    with self._lock:
+                        request.waker = None
+                        self._defer(("adopt", request))
+        return future.result()
+
+    def _send_own(self, request: Request, held: list[Lane]) -> None:
+        """Send ``request`` where the rules last told it to go, if not sent there yet;
+        ``held`` is kept to the lane this thread holds. A Ctrl-C waits until the lane is
+        recorded and the message is out whole (half a message would corrupt the next)."""
+        with interrupts_deferred():
+            with self._lock:
+                pending, request.pending_send = request.pending_send, None
+            if pending is None:
+                return
+            action, target = pending
+            if held and held[0] is not target:
+                held.pop().give()
+            if not held:
+                if not target.take(timeout=self.options.silence_limit):
+                    return  # its worker is gone, or stuck: the rules hear of it
+                held.append(target)
+            error = self._send(action, target)
+            if error is not None:
+                with self._lock:
+                    self._machine.send_failed(action.index, request, error,
+                                              time.monotonic())
+                    self._carry_here(request)
+                self._deliver()
 
     def _await_reply(self, request: Request, lane: Lane | None) -> None:
         """Wait for a message on ``lane`` or news from another thread (bounded: the I/O
@@ -294,11 +300,12 @@ class Pool:
         poller.register(waiting.fd, zmq.POLLIN)
         if lane is not None:
             poller.register(lane.socket, zmq.POLLIN)
-        events = dict(poller.poll(int(TICK_EVERY * 1000)))
-        if waiting.fd in events:
-            waiting.clear()
-        if lane is not None and lane.socket in events:
-            self._take_replies(lane, request)
+        events = dict(poller.poll(int(TICK_EVERY * 1000)))  # (a Ctrl-C lands here)
+        with interrupts_deferred():
+            if waiting.fd in events:
+                waiting.clear()
+            if lane is not None and lane.socket in events:
+                self._take_replies(lane, request)
 
     def _take_replies(self, lane: Lane, request: Request) -> None:
         """Hand every message waiting on ``lane`` to the rules; carry out what follows."""
@@ -732,11 +739,11 @@ class Pool:
             held.move_to_end(fp)
             if len(held) > protocol.PROGRAM_CACHE:
                 held.popitem(last=False)
+        req.sent_on = lane  # (first: should the send be cut short, its reply is still read)
         try:
             protocol.send_frames(lane.socket, frames)
         except zmq.ZMQError as exc:  # the worker's socket is gone: it cannot be reached
             return str(exc)
-        req.sent_on = lane
         return None
 
     def _spawn(self, action: Spawn) -> None:
