@@ -246,66 +246,74 @@ class Pool:
         except BaseException:  # a refusal, or interrupted while copying: nothing leaks
             self._release(request)
             raise
-        # A Ctrl-C lands only while this thread waits: the rules' state and what it
-        # carries out for other threads are never left half done (interrupts_deferred).
-        with interrupts_deferred():
-            with self._lock:
-                self._machine.submit(request, time.monotonic())
-                self._carry_here(request)
-            self._deliver()
+        # A Ctrl-C lands only while this thread waits (in ``_wait``): the rules' state, a
+        # lane taken, a message begun and what this thread carries out for others are
+        # never left half done.
         held: list[Lane] = []  # the lane this thread holds, if any (exact at any raise)
         try:
-            while not future.done():
-                self._send_own(request, held)
-                self._await_reply(request, held[0] if held else None)
-        finally:
             with interrupts_deferred():
-                while held:
-                    held.pop().give()
-                if not future.done():  # interrupted: the I/O thread takes it over
-                    with self._lock:
-                        request.waker = None
-                        self._defer(("adopt", request))
+                with self._lock:
+                    self._machine.submit(request, time.monotonic())
+                    self._carry_here(request)
+                self._deliver()
+                self._send_own(request, held)
+            while not future.done():
+                events = self._wait(request, held[0] if held else None)
+                with interrupts_deferred():
+                    self._take_events(request, held, events)
+                    if future.done():
+                        while held:
+                            held.pop().give()
+        finally:
+            if held or not future.done():  # interrupted: the I/O thread takes it over
+                with interrupts_deferred():
+                    while held:
+                        held.pop().give()
+                    if not future.done():
+                        with self._lock:
+                            request.waker = None
+                            self._defer(("adopt", request))
         return future.result()
 
     def _send_own(self, request: Request, held: list[Lane]) -> None:
-        """Send ``request`` where the rules last told it to go, if not sent there yet;
-        ``held`` is kept to the lane this thread holds. A Ctrl-C waits until the lane is
-        recorded and the message is out whole (half a message would corrupt the next)."""
-        with interrupts_deferred():
+        """(Interrupts deferred.) Send ``request`` where the rules last told it to go, if
+        not sent there yet; ``held`` is kept to the lane this thread holds."""
+        with self._lock:
+            pending, request.pending_send = request.pending_send, None
+        if pending is None:
+            return
+        action, target = pending
+        if held and held[0] is not target:
+            held.pop().give()
+        if not held:
+            if not target.take(timeout=self.options.silence_limit):
+                return  # its worker is gone, or stuck: the rules hear of it
+            held.append(target)
+        error = self._send(action, target)
+        if error is not None:
             with self._lock:
-                pending, request.pending_send = request.pending_send, None
-            if pending is None:
-                return
-            action, target = pending
-            if held and held[0] is not target:
-                held.pop().give()
-            if not held:
-                if not target.take(timeout=self.options.silence_limit):
-                    return  # its worker is gone, or stuck: the rules hear of it
-                held.append(target)
-            error = self._send(action, target)
-            if error is not None:
-                with self._lock:
-                    self._machine.send_failed(action.index, request, error,
-                                              time.monotonic())
-                    self._carry_here(request)
-                self._deliver()
+                self._machine.send_failed(action.index, request, error, time.monotonic())
+                self._carry_here(request)
+            self._deliver()
 
-    def _await_reply(self, request: Request, lane: Lane | None) -> None:
+    def _wait(self, request: Request, lane: Lane | None) -> dict[Any, int]:
         """Wait for a message on ``lane`` or news from another thread (bounded: the I/O
-        thread wakes this one whenever the rules answer or move the request)."""
-        waiting = request.waker
+        thread wakes this one whenever the rules answer or move the request). The one
+        place a Ctrl-C reaches a calling thread."""
         poller = zmq.Poller()
-        poller.register(waiting.fd, zmq.POLLIN)
+        poller.register(request.waker.fd, zmq.POLLIN)
         if lane is not None:
             poller.register(lane.socket, zmq.POLLIN)
-        events = dict(poller.poll(int(TICK_EVERY * 1000)))  # (a Ctrl-C lands here)
-        with interrupts_deferred():
-            if waiting.fd in events:
-                waiting.clear()
-            if lane is not None and lane.socket in events:
-                self._take_replies(lane, request)
+        return dict(poller.poll(int(TICK_EVERY * 1000)))
+
+    def _take_events(self, request: Request, held: list[Lane], events: dict[Any, int]) -> None:
+        """(Interrupts deferred.) Read what ``_wait`` saw, then send the request if the
+        rules told it where."""
+        if request.waker.fd in events:
+            request.waker.clear()
+        if held and held[0].socket in events:
+            self._take_replies(held[0], request)
+        self._send_own(request, held)
 
     def _take_replies(self, lane: Lane, request: Request) -> None:
         """Hand every message waiting on ``lane`` to the rules; carry out what follows."""
