@@ -1,11 +1,17 @@
-"""A pool of worker processes for one backend: the I/O shell around ``PoolMachine``.
+"""A pool of worker processes for one backend: the I/O around ``PoolMachine``.
 
-One thread per pool owns the ROUTER socket, the worker processes and the clock. It polls
-the socket, an eventfd (callers hand requests over from any thread), and each worker's
-pidfd (a death is seen at once) and output pipe; it turns what it sees into events for the
-rules in ``machine.py`` and carries out the actions they answer with. It decides nothing
-itself. Workers are spawned by this thread only: the kernel's parent-death signal is tied
-to the thread that forked, and this one outlives its workers.
+Two kinds of thread feed the rules in ``machine.py`` events and carry out the actions they
+answer with; neither decides anything itself. Every machine call is made under one lock.
+
+- The pool's I/O thread owns the ROUTER socket (hellos, heartbeats), the worker processes
+  and the clock. It polls the socket, an eventfd (other threads hand it work), each
+  worker's pidfd (a death is seen at once) and output pipe, and the lanes of requests
+  nobody waits on. Workers are spawned by this thread only: the kernel's parent-death
+  signal is tied to the thread that forked, and this one outlives its workers.
+- A calling thread (``call``) submits its own request, sends it on the lane of the worker
+  the rules pick and receives the reply there itself (``lane.py``); what only the I/O
+  thread may do is handed to it. Its large arrays go into shared memory first
+  (``dataplane.py``).
 """
 
 from __future__ import annotations
