@@ -22,7 +22,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -882,10 +881,8 @@ def test_a_parent_killed_holding_results_and_mid_dispatch_leaves_nothing_behind(
             assert "vyre-data-" in maps.read()
         child.proc.kill()  # SIGKILL: no close, no atexit, no finalizer
         child.proc.wait(timeout=10)
-        deadline = time.monotonic() + 15.0
-        while any(running(p) for p in procs) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not [p.pid for p in procs if running(p)], "workers outlived their parent"
+        wait_for(lambda: not any(running(p) for p in procs), 15.0,
+                 "the workers to follow their killed parent")
     finally:
         child.stop()
     assert shm_entries() - shm_before == set()

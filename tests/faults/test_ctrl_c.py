@@ -313,7 +313,6 @@ INTERRUPTED_SENDS = """
                     == EXPECTED
             finally:
                 sent.wait(5)  # a Ctrl-C that comes after the call lands in this block
-                time.sleep(0.001)
         except KeyboardInterrupt:
             interrupted += 1
         timer.join()
