@@ -86,3 +86,56 @@ def running(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def _command(proc: psutil.Process) -> list[str] | None:
+    """Its command line while it is alive, else None."""
+    try:
+        return None if proc.status() == psutil.STATUS_ZOMBIE else proc.cmdline()
+    except psutil.Error:
+        return None
+
+
+def _is_fork_server(command: list[str] | None) -> bool:
+    return command is not None and "vyre_workers.fork_server" in command
+
+
+def fork_servers(root: psutil.Process | None = None) -> list[psutil.Process]:
+    """The live fork servers under ``root`` (default: this process)."""
+    root = root or psutil.Process()
+    return [p for p in root.children(recursive=True)
+            if _is_fork_server(_command(p)) and not _is_fork_server(_command_of_parent(p))]
+
+
+def worker_processes(root: psutil.Process | None = None,
+                     backend: str | None = None) -> list[psutil.Process]:
+    """The live worker processes under ``root`` (default: this process), of ``backend``
+    or of any: started by their pool (``-m vyre_workers``), or forked by its fork server
+    (they then show the server's command line, which names the backend)."""
+    found = []
+    for proc in (root or psutil.Process()).children(recursive=True):
+        command = _command(proc)
+        if command is None:
+            continue
+        plain = "vyre_workers" in command
+        forked = _is_fork_server(command) and _is_fork_server(_command_of_parent(proc))
+        if (plain or forked) and (backend is None or backend in command):
+            found.append(proc)
+    return found
+
+
+def _command_of_parent(proc: psutil.Process) -> list[str] | None:
+    try:
+        parent = proc.parent()
+    except psutil.Error:
+        return None
+    return None if parent is None else _command(parent)
+
+
+def started_by(worker: psutil.Process, pid: int) -> bool:
+    """Whether process ``pid`` started ``worker``: itself, or through its fork server."""
+    try:
+        parent = worker.parent()
+        return parent is not None and (parent.pid == pid or parent.ppid() == pid)
+    except psutil.Error:
+        return False

@@ -647,3 +647,30 @@ def test_handles_are_invalid_from_the_moment_recycling_starts():
     error = shell.result(late)
     assert isinstance(error, PipelineInvalidatedError)
     assert "being stopped (recycled after 2 requests (recycle_after))" in error.cause
+
+
+def test_a_spawn_dropped_after_close_leaves_nothing_to_wait_for():
+    """The shell parks a spawn while its fork server starts; a close meanwhile must not
+    leave the pool waiting for a process that will never be started."""
+    shell = Shell(auto_start=False)
+    req = shell.submit()
+    (spawn,) = shell.spawns
+    assert shell.worker(0).state == "spawning"
+    shell.machine.close(shell.now)
+    shell.run()
+    assert isinstance(shell.result(req), PoolFailedError)
+    assert not shell.machine.stopped  # the parked spawn is still owed an answer
+    shell.machine.spawn_dropped(spawn.index, spawn.generation + 1)  # another generation's
+    assert not shell.machine.stopped
+    shell.machine.spawn_dropped(spawn.index, spawn.generation)
+    assert shell.machine.stopped and shell.worker(0).state == "stopped"
+
+
+def test_a_spawn_is_never_dropped_while_the_pool_runs():
+    shell = Shell(auto_start=False)
+    shell.submit()
+    (spawn,) = shell.spawns
+    shell.machine.spawn_dropped(spawn.index, spawn.generation)
+    assert shell.worker(0).state == "spawning"
+    shell.start(spawn.index, spawn.generation)
+    assert shell.worker(0).state in ("idle", "busy")

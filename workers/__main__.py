@@ -68,7 +68,9 @@ def heartbeat(context: zmq.Context, endpoint: str, identity: bytes, interval: fl
         socket.close()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
+    """Run a worker; it dies with ``parent_pid``: the pool's process (``--parent-pid``)
+    when started by the pool, the fork server when forked by it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parser = argparse.ArgumentParser(prog="python -m vyre_workers")
     parser.add_argument("--page-fd", type=int, required=True)
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--max-message-bytes", type=int, default=protocol.MAX_MESSAGE_BYTES)
     args = parser.parse_args(argv)
-    die_with_parent(args.parent_pid)
+    die_with_parent(args.parent_pid if parent_pid is None else parent_pid)
     page = ProgressPage(args.page_fd)
     handover = page.take_handover()
     identity, token = handover["identity"], handover["token"]

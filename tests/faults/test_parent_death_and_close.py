@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
+from child_process import fork_servers, started_by, worker_processes
 from waiting import wait_running
 
 import vyre_core
@@ -103,17 +104,6 @@ def stop_child(proc: subprocess.Popen) -> None:
     proc.stdout.close()
 
 
-def worker_children() -> list[psutil.Process]:
-    found = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if "vyre_workers" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except psutil.Error:
-            pass
-    return found
-
-
 def in_native_sleep(pid: int, within: float = 5.0) -> bool:
     """Whether the process's main thread is blocked in the kernel's nanosleep (where
     ``fault:hang_native`` puts it); True when the kernel does not say."""
@@ -169,7 +159,8 @@ def test_sigkilled_driver_takes_its_workers_along_and_next_driver_cleans_up(
         assert sorted(info["states"]) == ["busy", "idle"], info
         workers = processes(info["pids"])
         assert len(workers) == 2 and all(running(w) for w in workers)
-        assert all(w.ppid() == child.pid for w in workers)
+        assert all(started_by(w, child.pid) for w in workers)
+        servers = fork_servers(psutil.Process(child.pid))
         busy = psutil.Process(info["busy"][0])
         assert running(busy)
         assert in_native_sleep(busy.pid), "the busy worker is not blocked in native sleep()"
@@ -181,8 +172,8 @@ def test_sigkilled_driver_takes_its_workers_along_and_next_driver_cleans_up(
         child.send_signal(signal.SIGKILL)
         assert child.wait(timeout=10) == -signal.SIGKILL
         start = time.monotonic()
-        alive = wait_all_gone(workers, within=5.0)
-        assert not alive, f"workers outlived their SIGKILLed driver: {alive}"
+        alive = wait_all_gone(workers + servers, within=5.0)
+        assert not alive, f"workers or fork servers outlived their SIGKILLed driver: {alive}"
         assert time.monotonic() - start < 5.0
 
         # the dead driver's run directory and socket are still there ...
@@ -255,7 +246,7 @@ def test_close_with_work_in_flight(tmp_path, monkeypatch):
         assert drv.status()["closed"] is True
 
         assert not running(worker)
-        assert worker_children() == []
+        assert worker_processes() == [] and fork_servers() == []
         assert not rundir.exists()
         assert not list(tmp_path.rglob("*.sock"))
         with pytest.raises(PoolFailedError):
@@ -290,7 +281,7 @@ def test_close_from_another_thread_wakes_a_blocked_caller(tmp_path, monkeypatch)
         assert not thread.is_alive()
         assert time.monotonic() - start < KILL_GRACE + 3
     assert len(outcome) == 1 and isinstance(outcome[0], VyreError), outcome
-    assert worker_children() == []
+    assert worker_processes() == [] and fork_servers() == []
 
 
 # -- exit without close(): atexit ----------------------------------------------------------
@@ -332,12 +323,13 @@ def test_exit_without_close_leaves_nothing_behind(tmp_path, in_flight):
         assert rundir.parent == runtime / f"vyre-{os.getuid()}"
         workers = [p for p in processes(info["pids"]) if running(p)]
         assert len(workers) == 2
-        assert all(w.ppid() == child.pid for w in workers)
+        assert all(started_by(w, child.pid) for w in workers)
+        servers = fork_servers(psutil.Process(child.pid))
         go.touch()
         start = time.monotonic()
         assert child.wait(timeout=30) == 0, (tmp_path / "child.err").read_text()
         assert time.monotonic() - start < KILL_GRACE + 5  # no hang at exit
-        assert not wait_all_gone(workers, within=5.0)
+        assert not wait_all_gone(workers + servers, within=5.0)
         assert not rundir.exists(), list(rundir.iterdir())
         assert not list(runtime.rglob("*.sock"))
         assert "Traceback" not in (tmp_path / "child.err").read_text()
@@ -412,7 +404,7 @@ def test_close_while_the_pool_is_still_starting(tmp_path, monkeypatch):
             pass
         else:  # it may have been answered just before the close
             assert out[0].tobytes() == EXPECTED
-    assert worker_children() == []
+    assert worker_processes() == [] and fork_servers() == []
     assert run_dirs(tmp_path, os.getpid()) == []
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import psutil
 import pytest
+from child_process import fork_servers, worker_processes
 from waiting import stays_true
 
 import vyre_core
@@ -63,18 +64,6 @@ def spare_ready(drv: vyre_core.Driver, backend: str, count: int = 1,
 def serving_idle(drv: vyre_core.Driver, backend: str, index: int = 0) -> dict[str, Any]:
     return wait_for(lambda: (w := worker(drv, index, backend))["state"] == "idle" and w,
                     10.0, f"worker {index} of {backend!r} to be idle")
-
-
-def worker_children() -> list[psutil.Process]:
-    """This process's live vyre worker processes."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.status() != psutil.STATUS_ZOMBIE and "vyre_workers" in child.cmdline():
-                found.append(child)
-        except psutil.Error:
-            continue
-    return found
 
 
 def dispatch_exact(drv: vyre_core.Driver, seed: int, backend: str, **config: Any) -> None:
@@ -318,7 +307,8 @@ def test_a_frozen_spare_is_replaced_without_disturbing_the_serving_worker() -> N
 
 
 def test_close_leaves_no_process() -> None:
-    others = {p.pid for p in worker_children()}  # (none, unless another test's driver runs)
+    # (none, unless another test's driver runs)
+    others = {p.pid for p in worker_processes() + fork_servers()}
     drv = driver(workers=2, standby=2)
     try:
         dispatch_exact(drv, 700, "reference")
@@ -328,11 +318,11 @@ def test_close_leaves_no_process() -> None:
             spare_ready(drv, backend, count=2)
             pids |= {w["pid"] for w in pool_status(drv, backend)["workers"]}
         assert len(pids) == 8 and None not in pids
-        assert pids <= {p.pid for p in worker_children()}
+        assert pids <= {p.pid for p in worker_processes()}
     finally:
         drv.close()
     assert not [pid for pid in pids if psutil.pid_exists(pid)]
-    assert [p for p in worker_children() if p.pid not in others] == []
+    assert [p for p in worker_processes() + fork_servers() if p.pid not in others] == []
 
 
 # -- for the record: how long a death costs ------------------------------------------------------

@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 import numpy as np
-import psutil
 import pytest
+from child_process import worker_processes
 from waiting import stays_true
 
 from vyre_core.config import DispatchConfig
@@ -39,23 +39,6 @@ from .support import (
     wait_idle,
     worker,
 )
-
-
-def live_workers(backend: str) -> list[psutil.Process]:
-    """This process's worker children for ``backend`` (by command line)."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            cmd = child.cmdline()
-            alive = child.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            continue
-        if alive and "vyre_workers" in cmd and backend in cmd:
-            found.append(child)
-    return found
-
-
-
 
 # -- 1. kill -9 of an idle worker ----------------------------------------------------------
 
@@ -323,8 +306,9 @@ def test_startup_crash_loop_fails_the_pool(monkeypatch: pytest.MonkeyPatch, mode
         assert spawned["pid"] is None
 
         # no respawn storm: nothing new starts afterwards (the cool-down is 60 s)
-        stays_true(lambda: live_workers("faults") == [] and pool_status(drv)["workers"][0][
-            "generation"] == max_restarts + 1, 1.0, "no worker started during the cool-down")
+        stays_true(lambda: worker_processes(backend="faults") == []
+                   and pool_status(drv)["workers"][0]["generation"] == max_restarts + 1,
+                   1.0, "no worker started during the cool-down")
 
         # the failed pool answers a call that names it at once, with its own error: the
         # cause, when it is tried again, and what to do meanwhile

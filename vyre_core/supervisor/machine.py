@@ -185,7 +185,9 @@ class Log:
 Action = Spawn | Send | Signal | Resolve | Release | Promote | RoutingChanged | Log
 
 
-def describe_exit(code: int) -> str:
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exited (status unknown: its fork server went first)"
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
@@ -418,6 +420,13 @@ class PoolMachine:
         if self.state in ("closed", "failed"):
             self._retire(w, "planned", "the pool stopped while it was starting", now)
 
+    def spawn_dropped(self, index: int, generation: int) -> None:
+        """The pool closed before the shell started the process for ``Spawn(index,
+        generation)`` (it was waiting for its fork server): there is none to stop."""
+        w = self.workers[index]
+        if generation == w.generation and w.state == "spawning" and self.state == "closed":
+            w.state = "stopped"
+
     def spawn_failed(self, index: int, generation: int, error: VyreError, now: float) -> None:
         """The OS refused to start the process (ENOSPC, EMFILE, EAGAIN...): back off and try
         again; requests that no live worker can serve fail now with the OS's error."""
@@ -445,7 +454,7 @@ class PoolMachine:
                     f"no worker of pool {self.backend!r} could start for {req.label}: "
                     f"{error.cause}", error.fix, **error.details))
 
-    def exited(self, index: int, code: int, output: str, now: float) -> None:
+    def exited(self, index: int, code: int | None, output: str, now: float) -> None:
         """The worker process at ``index`` exited with ``code`` (negative: a signal);
         ``output`` is the tail of what it wrote."""
         w = self.workers[index]
@@ -745,7 +754,8 @@ class PoolMachine:
             self.queue.appendleft(req)
             self._schedule(now)
 
-    def _cut_off(self, w: Worker, req: Request, code: int, output: str, now: float) -> None:
+    def _cut_off(self, w: Worker, req: Request, code: int | None, output: str,
+                 now: float) -> None:
         """The worker died holding ``req``: run it again, or fail it."""
         what = f"{w.last_exit} while serving {req.label} on {self.backend!r}"
         if req.internal:

@@ -32,6 +32,7 @@ class PoolOptions:
     recycle_rss_bytes: int | None = None
     recycle_after: int | None = None  # requests served
     max_message_bytes: int = protocol.MAX_MESSAGE_BYTES
+    fork_server: bool = True        # fork workers from a pre-imported process (faster starts)
 
     def __post_init__(self) -> None:
         positive = {name: getattr(self, name) for name in (
@@ -54,13 +55,15 @@ class PoolOptions:
                 or self.max_message_bytes > protocol.MAX_MESSAGE_BYTES:
             bad.append(f"max_message_bytes={self.max_message_bytes!r} (at most "
                        f"{protocol.MAX_MESSAGE_BYTES})")
+        if not isinstance(self.fork_server, bool):
+            bad.append(f"fork_server={self.fork_server!r} (True or False)")
         if bad:
             raise InvalidConfigError(f"bad pool options: {', '.join(bad)}",
                                      f"Use workers >= 1, standby 0..{MAX_STANDBY}, "
                                      "max_restarts >= 0, times in seconds "
                                      f"above 0 and at most {MAX_SECONDS:g} (heartbeats more "
                                      "often than their timeout), and recycle limits >= 1 "
-                                     "or None.")
+                                     "or None, and fork_server True or False.")
 
     @property
     def silence_limit(self) -> float:

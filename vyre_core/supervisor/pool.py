@@ -44,6 +44,7 @@ from vyre_core.errors import (
 )
 from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import BackendRegistration
+from vyre_core.supervisor.fork_server import ANSWER_WITHIN, ForkServer
 from vyre_core.supervisor.lane import Lane, Waker, interrupts_deferred, waker
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
@@ -60,7 +61,7 @@ from vyre_core.supervisor.machine import (
     describe_exit,
 )
 from vyre_core.supervisor.options import PoolOptions
-from vyre_core.supervisor.process import OutputHistory, WorkerProcess
+from vyre_core.supervisor.process import OutputHistory, WorkerProcess, ensure_descriptors
 from vyre_core.supervisor.rundir import RunDir
 
 __all__ = ["Pool", "PoolOptions", "Request"]
@@ -95,6 +96,11 @@ class Pool:
         self._wake_fd = -1
         self._thread: threading.Thread | None = None
         self._processes: dict[int, WorkerProcess] = {}
+        self._fork_server: ForkServer | None = None
+        self._fork_server_fd = -1
+        self._fork_server_losses = 0               # 3, or one before it was ready: no more
+        self._parked: list[Spawn] = []             # spawns waiting for it to be ready
+        self._exits_awaited: dict[WorkerProcess, float] = {}  # dead; their status due by
         self._pages: dict[int, tuple[int, int]] = {}
         self._index_of: dict[bytes, int] = {}
         slots = options.workers + options.standby
@@ -353,6 +359,9 @@ class Pool:
             now = time.monotonic()
             self._read_pages(now)
             status = self._machine.status(now)
+            server = self._fork_server
+            status["fork_server"] = None if server is None else {
+                "pid": server.popen.pid, "state": server.state}
         for worker, history in zip(status["workers"], self._history, strict=True):
             worker["history"] = history.list()
         return status
@@ -382,17 +391,22 @@ class Pool:
 
     def forget(self) -> None:
         """(In a forked child.) This pool is the parent's and is never used here: let go of
-        the child's copies of its free shared memory."""
+        the child's copies of its free shared memory and of its fork server's socket."""
         self._segments.forget()
+        if self._fork_server is not None:
+            self._fork_server.forget()
 
     def force_stop(self) -> None:
         """Last resort when ``close`` was interrupted or timed out: SIGKILL every worker
-        left and wait for it. Safe from any thread, any number of times."""
+        left and its fork server, and wait for them. Safe from any thread, any number of
+        times."""
         for proc in list(self._processes.values()):
             proc.kill()
+        server = self._fork_server
+        if server is not None:
+            server.kill()
         for proc in list(self._processes.values()):
-            with contextlib.suppress(Exception):
-                proc.popen.wait(timeout=5)
+            proc.wait_exited(5)
 
     # -- the I/O thread --------------------------------------------------------------------
 
@@ -429,8 +443,14 @@ class Pool:
 
     def _run(self) -> None:
         try:
+            self._launch_fork_server()
             while True:
                 self._carry_out()
+                if self._parked and self._machine.state == "closed":
+                    with self._lock:  # never started: nothing to wait for
+                        for action in self._parked:
+                            self._machine.spawn_dropped(action.index, action.generation)
+                        self._parked.clear()
                 if self._machine.stopped:
                     break
                 with self._lock:  # (callers compare their timers with it under the lock)
@@ -445,19 +465,19 @@ class Pool:
                         self._take_inbox(now)
                     if self._router in events:
                         self._receive(now)
+                    if self._fork_server is not None:
+                        self._hear_fork_server(self._fork_server_fd in events, now)
                     for lane in [lane for lane in self._io_lanes if lane.socket in events]:
                         for msg in self._read_lane(lane):
                             self._machine.message(lane.identity, msg, now)
-                    dead = []
                     for proc in list(self._processes.values()):
                         output_fd = proc.output_fd
                         if output_fd in events and not proc.read_output():
                             self._poller.unregister(output_fd)  # end of its output
                         if proc.pidfd in events:
-                            dead.append(proc)
-                    for proc in dead:  # by process: a promotion may have moved it
-                        index = next(i for i, p in self._processes.items() if p is proc)
-                        self._exited(index, now)
+                            self._poller.unregister(proc.pidfd)
+                            self._exits_awaited[proc] = now + ANSWER_WITHIN
+                    self._settle_exits(now)
                     self._read_pages(now)
                     self._machine.tick(now)
         except BaseException as exc:  # the I/O shell itself failed: leave nobody waiting
@@ -528,6 +548,7 @@ class Pool:
             if fd >= 0:
                 with contextlib.suppress(KeyError):
                     self._poller.unregister(fd)
+        self._exits_awaited.pop(proc, None)
         received, answered, reply_bytes = proc.page.read()
         self._machine.progress(index, received, answered, now, reply_bytes=reply_bytes)
         code = proc.reap()
@@ -760,13 +781,71 @@ class Pool:
             return str(exc)
         return None
 
+    def _launch_fork_server(self) -> None:
+        """(I/O thread: the server dies with it.) Start the fork server, without waiting;
+        until it is ready, workers start the plain way or wait for it (``_spawn``)."""
+        if not self.options.fork_server or self._fork_server_losses >= 3:
+            return
+        try:
+            server = ForkServer(self.backend, os.environ, self.options.startup_timeout)
+        except OSError as exc:
+            _log.warning("pool %r: no fork server (%s); workers start the plain way",
+                         self.backend, exc)
+            return
+        self._fork_server, self._fork_server_fd = server, server.fileno()
+        self._poller.register(self._fork_server_fd, zmq.POLLIN)
+
+    def _settle_exits(self, now: float) -> None:
+        """Tell the rules of the exits whose status is known: at once for a worker started
+        the plain way, once its fork server reports for a forked one (or after
+        ``ANSWER_WITHIN``: the server is then stopped, and the status unknown)."""
+        for proc, due in list(self._exits_awaited.items()):
+            if proc.exit_known() or now >= due:
+                if not proc.exit_known():  # a server that keeps it to itself serves no more
+                    _log.warning("pool %r: the fork server did not report how %s ended; "
+                                 "it is stopped", self.backend, proc.name)
+                    proc.fork_server.stop()
+                del self._exits_awaited[proc]
+                # by process: a promotion may have moved it
+                index = next(i for i, p in self._processes.items() if p is proc)
+                self._exited(index, now)
+
+    def _hear_fork_server(self, readable: bool, now: float) -> None:
+        """Take the fork server's news; once it is ready or gone, the spawns parked for it
+        are carried out (by it, or the plain way)."""
+        server = self._fork_server
+        assert server is not None
+        if readable:
+            server.take_messages()
+        if server.state == "starting" and now > server.ready_by:
+            _log.warning("pool %r: the fork server was not ready within %g s; workers start "
+                         "the plain way", self.backend, self.options.startup_timeout)
+            server.stop()
+        if server.state == "gone":
+            self._fork_server_losses += 1 if server.was_ready else 3
+            self._poller.unregister(self._fork_server_fd)
+            self._fork_server, self._fork_server_fd = None, -1
+        if server.state != "starting":
+            parked, self._parked = self._parked, []
+            for action in parked:
+                self._spawn(action)
+
     def _spawn(self, action: Spawn) -> None:
+        w = self._machine.workers[action.index]
+        if w.generation != action.generation or w.state != "spawning":
+            return  # (parked, and the rules moved on meanwhile)
+        if self._fork_server is None:
+            self._launch_fork_server()  # (the last one left)
+        if self._fork_server is not None and self._fork_server.state == "starting":
+            self._parked.append(action)  # forking is cheaper than starting anew
+            return
         reg = self.registration
         identity = secrets.token_hex(16).encode()
         token = blake3.blake3(identity, key=self._secret).digest()
         name = f"{reg.id} worker {action.index}.{action.generation}"
         page = lane = None
         try:
+            ensure_descriptors()
             page = ProgressPage.create({"identity": identity, "token": token,
                                         "generation": action.generation})
             # A new name per process (a lane never reaches a stranger), no longer than the
@@ -781,7 +860,7 @@ class Pool:
                     "--max-message-bytes", str(self.options.max_message_bytes)]
             env = dict(os.environ,
                        VYRE_WORKER=f"{reg.id}/{action.index}/{action.generation}")
-            proc = WorkerProcess(args, env, page, name)
+            proc = WorkerProcess(args, env, page, name, self._fork_server)
         except (OSError, zmq.ZMQError, VyreError) as exc:  # (VyreError: a path too long)
             if page is not None:
                 page.close()
@@ -847,6 +926,8 @@ class Pool:
         for index, proc in list(self._processes.items()):
             proc.reap()
             del self._processes[index]
+        if self._fork_server is not None:  # (after the reaping: it reports exit statuses)
+            self._fork_server.stop()
         for worker in self._machine.workers:
             for request in worker.holding:
                 self._release(request)

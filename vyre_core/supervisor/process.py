@@ -15,52 +15,82 @@ import contextlib
 import fcntl
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
 
 from vyre_core.protocol import ProgressPage
+from vyre_core.supervisor.fork_server import ForkServer
 
 #: The part of a worker's output kept in memory for crash errors, per generation.
 OUTPUT_TAIL_BYTES = 64 * 1024
 #: How much of that tail a crash error carries.
 ERROR_TAIL_BYTES = 4096
+#: Descriptors that must be free before a worker starts: its page, pipe and pidfd here,
+#: and the two connections ZeroMQ accepts from it (libzmq aborts the whole process when
+#: an accept meets EMFILE, so a worker must never connect to a parent without them).
+DESCRIPTOR_HEADROOM = 8
 
 _log = logging.getLogger("vyre.worker")
 
 
+def ensure_descriptors(count: int = DESCRIPTOR_HEADROOM) -> None:
+    """Raise OSError (EMFILE, ENFILE) unless ``count`` descriptors can be opened now."""
+    opened: list[int] = []
+    try:
+        for _ in range(count):
+            opened.append(os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC))
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
 class WorkerProcess:
-    """One worker process: its Popen, pidfd, output pipe and progress page. Raises OSError
-    (cleaning up what it opened) when the OS refuses any of them."""
+    """One worker process: its pidfd, output pipe and progress page. Forked by the pool's
+    fork server when it can (``fork_server.py``), else started as a new interpreter.
+    Raises OSError (cleaning up what it opened) when the OS refuses any of them."""
 
     def __init__(self, args: list[str], env: dict[str, str], page: ProgressPage,
-                 name: str) -> None:
+                 name: str, fork_server: ForkServer | None = None) -> None:
         self.page = page
         self.name = name
         self._tail = bytearray()
         self._partial = b""
+        self._popen: subprocess.Popen | None = None
+        self.fork_server: ForkServer | None = None  # the one that forked it, if one did
         read_fd, write_fd = os.pipe()
         try:
             fcntl.fcntl(read_fd, fcntl.F_SETFL, fcntl.fcntl(read_fd, fcntl.F_GETFL)
                         | os.O_NONBLOCK)
-            self.popen = subprocess.Popen(
-                [sys.executable, "-m", "vyre_workers", "--page-fd", str(page.fd), *args],
-                stdin=subprocess.DEVNULL, stdout=write_fd, stderr=subprocess.STDOUT,
-                pass_fds=(page.fd,), close_fds=True, env=env, process_group=0)
+            if fork_server is not None and fork_server.can_start(env):
+                try:
+                    self.pid, self.pidfd = fork_server.start(args, env, page.fd, write_fd)
+                    self.fork_server = fork_server
+                except OSError as exc:
+                    _log.warning("%s: the fork server could not start it (%s); starting "
+                                 "it the plain way", name, exc)
+            if self.fork_server is None:
+                self._popen = subprocess.Popen(
+                    [sys.executable, "-m", "vyre_workers", "--page-fd", str(page.fd), *args],
+                    stdin=subprocess.DEVNULL, stdout=write_fd, stderr=subprocess.STDOUT,
+                    pass_fds=(page.fd,), close_fds=True, env=env, process_group=0)
+                self.pid = self._popen.pid
+                self.pidfd = -1
         except BaseException:
             os.close(read_fd)
             os.close(write_fd)
             raise
         os.close(write_fd)
         self.output_fd = read_fd
-        self.pid = self.popen.pid
-        try:
-            self.pidfd = os.pidfd_open(self.pid)
-        except BaseException:
-            self.kill()
-            self.popen.wait()
-            os.close(read_fd)
-            raise
+        if self._popen is not None:
+            try:
+                self.pidfd = os.pidfd_open(self.pid)
+            except BaseException:
+                self._popen.kill()
+                self._popen.wait()
+                os.close(read_fd)
+                raise
 
     def terminate(self) -> None:
         self._signal(signal.SIGTERM)
@@ -69,9 +99,24 @@ class WorkerProcess:
         self._signal(signal.SIGKILL)
 
     def _signal(self, sig: int) -> None:
-        if self.popen.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.popen.send_signal(sig)
+        pidfd = self.pidfd  # (never a reused pid: the pidfd names this process only)
+        if pidfd >= 0:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                signal.pidfd_send_signal(pidfd, sig)
+
+    def exit_known(self) -> bool:
+        """Whether ``reap`` (of an exited process) answers without waiting: a forked
+        worker's status comes from its fork server, a moment after the exit itself."""
+        return self.fork_server is None or self.fork_server.knows_exit(self.pid)
+
+    def wait_exited(self, timeout: float) -> bool:
+        """Wait (at most ``timeout``) until the process has exited, without reaping it."""
+        pidfd = self.pidfd
+        if pidfd < 0:
+            return True
+        with contextlib.suppress(OSError, ValueError):
+            return bool(select.select([pidfd], [], [], timeout)[0])
+        return True
 
     def read_output(self) -> bool:
         """Take what the worker wrote (without blocking) into the tail and the
@@ -98,10 +143,14 @@ class WorkerProcess:
     def output_tail(self, limit: int = ERROR_TAIL_BYTES) -> str:
         return bytes(self._tail[-limit:]).decode(errors="replace").strip()
 
-    def reap(self) -> int:
+    def reap(self) -> int | None:
         """Wait for the exited process and release its descriptors; returns the exit status
-        (negative: killed by that signal)."""
-        code = self.popen.wait()
+        (negative: killed by that signal; None: its fork server went without saying). The
+        wait is bounded by the fork server's answer limit for a forked worker."""
+        if self._popen is not None:
+            code = self._popen.wait()
+        else:
+            code = self.fork_server.exit_code(self.pid)  # type: ignore[union-attr]
         self.read_output()
         for fd in (self.pidfd, self.output_fd):
             if fd >= 0:

@@ -1,0 +1,204 @@
+"""The pool's fork server (zygote), with real processes: workers are forked from it (so a
+replacement costs a fork, not an interpreter start), it reports their exit statuses,
+parent-death detection holds through it, and whenever it cannot serve (killed, frozen,
+never ready, another interpreter environment) workers start the plain way and every call
+still gets its exact result."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+import psutil
+import pytest
+from child_process import fork_servers, running, worker_processes
+from waiting import wait_for
+
+import vyre_core
+import vyre_core.supervisor.fork_server as fork_server_module
+from vyre_core.config import DispatchConfig
+from vyre_core.errors import WorkerCrashedError
+
+from .support import PROGRAM, assert_saxpy, driver, inputs, pool_status, wait_idle, worker
+
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(60)]
+
+
+def dispatch_exact(drv: vyre_core.Driver, seed: int, backend: str = "faults") -> None:
+    data = inputs(seed)
+    assert_saxpy(drv.dispatch(PROGRAM, data, backend=backend), data)
+
+
+def server_of(drv: vyre_core.Driver, backend: str = "faults") -> psutil.Process:
+    """The pool's fork server, once it is ready."""
+    info = wait_for(lambda: (s := pool_status(drv, backend)["fork_server"])
+                    and s["state"] == "ready" and s, 10.0, "the fork server to be ready")
+    return psutil.Process(info["pid"])
+
+
+def kill_worker(drv: vyre_core.Driver, backend: str = "faults") -> int:
+    pid = wait_idle(drv, backend=backend)["pid"]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: worker(drv, 0, backend)["pid"] != pid, 10.0, "the death to be seen")
+    return pid
+
+
+def test_workers_and_their_replacements_are_forked_by_the_pool_fork_server() -> None:
+    with driver() as drv:
+        dispatch_exact(drv, 1)
+        server = server_of(drv)
+        assert server.ppid() == os.getpid()
+        assert "--backend" in server.cmdline() and "faults" in server.cmdline()
+        first = psutil.Process(wait_idle(drv)["pid"])
+        assert first.ppid() == server.pid
+        for seed in range(2, 5):
+            old = kill_worker(drv)
+            dispatch_exact(drv, seed)
+            new = psutil.Process(wait_idle(drv)["pid"])
+            assert new.pid != old and new.ppid() == server.pid
+        history = worker(drv)["history"]
+        assert [h["exit"] for h in history] == ["killed by SIGKILL"] * 3  # (reported by it)
+        assert [p.pid for p in worker_processes(backend="faults")] == [new.pid]
+        assert server_of(drv).pid == server.pid  # one server served every start
+
+
+def test_exit_statuses_come_through_the_fork_server() -> None:
+    with driver() as drv:
+        dispatch_exact(drv, 10)
+        server_of(drv)
+        with pytest.raises(WorkerCrashedError, match="exited with status 17"):
+            drv.dispatch(PROGRAM, inputs(11), backend="faults",
+                         config=DispatchConfig(label="fault:exit", retries=0))
+        with pytest.raises(WorkerCrashedError, match="killed by SIGSEGV"):
+            drv.dispatch(PROGRAM, inputs(12), backend="faults",
+                         config=DispatchConfig(label="fault:segfault", retries=0))
+        exits = [h["exit"] for h in worker(drv)["history"]]
+        assert exits == ["exited with status 17", "killed by SIGSEGV"]
+        dispatch_exact(drv, 13)
+
+
+def test_a_forked_worker_gets_the_environment_of_its_own_start(monkeypatch) -> None:
+    """The server was started before VYRE_FAULTS changed; the worker forked afterwards
+    sees the new value (here: it exits in prepare, with the status the server reports)."""
+    with driver(max_restarts=1) as drv:
+        dispatch_exact(drv, 20)
+        server = server_of(drv)
+        monkeypatch.setenv("VYRE_FAULTS", "exit_prepare")
+        kill_worker(drv)
+        wait_for(lambda: any(h["exit"] == "exited with status 5"
+                             for h in worker(drv)["history"]), 10.0,
+                 "the forked worker to exit in prepare")
+        assert server_of(drv).pid == server.pid
+
+
+def test_killing_the_fork_server_takes_its_workers_and_the_pool_recovers() -> None:
+    with driver(workers=2, max_restarts=6) as drv:
+        dispatch_exact(drv, 30)
+        server = server_of(drv)
+        wait_idle(drv, 1)
+        workers = [psutil.Process(w["pid"]) for w in pool_status(drv)["workers"]]
+        assert all(w.ppid() == server.pid for w in workers)
+        server.kill()
+        wait_for(lambda: not any(running(w) for w in workers), 5.0,
+                 "the workers to die with their fork server")
+        for seed in range(31, 35):
+            dispatch_exact(drv, seed)
+        fresh = server_of(drv)
+        assert fresh.pid != server.pid
+        wait_idle(drv, 0)
+        wait_idle(drv, 1)
+        new = [psutil.Process(w["pid"]) for w in pool_status(drv)["workers"]]
+        assert all(w.ppid() == fresh.pid for w in new)
+        exits = {h["exit"] for w in pool_status(drv)["workers"] for h in w["history"]}
+        assert exits <= {"killed by SIGKILL",
+                         "exited (status unknown: its fork server went first)"}, exits
+
+
+def test_a_frozen_fork_server_is_replaced_and_the_worker_starts_anyway(monkeypatch) -> None:
+    monkeypatch.setattr(fork_server_module, "ANSWER_WITHIN", 1.0)
+    with driver() as drv:
+        dispatch_exact(drv, 40)
+        server = server_of(drv)
+        server.suspend()
+        try:
+            kill_worker(drv)
+            dispatch_exact(drv, 41)  # its worker started the plain way, after 1 s
+        finally:
+            if running(server):
+                server.resume()
+        wait_for(lambda: not running(server), 5.0, "the frozen server to be killed")
+        dispatch_exact(drv, 42)
+
+
+def test_without_a_ready_fork_server_workers_start_the_plain_way(monkeypatch, caplog) -> None:
+    monkeypatch.setattr(fork_server_module, "SERVER_MODULE", "vyre_workers.no_such_module")
+    with caplog.at_level(logging.WARNING, logger="vyre.pool"), driver() as drv:
+        dispatch_exact(drv, 50)
+        plain = psutil.Process(wait_idle(drv)["pid"])
+        assert plain.ppid() == os.getpid() and "vyre_workers" in plain.cmdline()
+        kill_worker(drv)
+        dispatch_exact(drv, 51)  # and it is not tried again for every start
+        assert pool_status(drv)["fork_server"] is None
+        assert fork_servers() == []
+    assert "fork server" in caplog.text
+
+
+def test_another_interpreter_environment_starts_the_plain_way(monkeypatch) -> None:
+    """PYTHON* and LD_* variables act when an interpreter starts: a server started under
+    other values cannot give a worker the new ones."""
+    with driver() as drv:
+        dispatch_exact(drv, 60)
+        server = server_of(drv)
+        monkeypatch.setenv("PYTHONVYRE_TEST_ONLY", "1")
+        kill_worker(drv)
+        dispatch_exact(drv, 61)
+        plain = psutil.Process(wait_idle(drv)["pid"])
+        assert plain.ppid() == os.getpid()
+        monkeypatch.delenv("PYTHONVYRE_TEST_ONLY")
+        kill_worker(drv)
+        dispatch_exact(drv, 62)
+        assert psutil.Process(wait_idle(drv)["pid"]).ppid() == server.pid
+
+
+def test_fork_server_off() -> None:
+    with driver(fork_server=False) as drv:
+        dispatch_exact(drv, 70)
+        assert pool_status(drv)["fork_server"] is None
+        plain = psutil.Process(wait_idle(drv)["pid"])
+        assert plain.ppid() == os.getpid()
+        assert plain.cmdline()[1:3] == ["-m", "vyre_workers"]
+        assert fork_servers() == []
+
+
+def test_close_leaves_neither_server_nor_worker() -> None:
+    drv = driver(workers=2, standby=1)
+    try:
+        dispatch_exact(drv, 80)
+        server = server_of(drv)
+        wait_for(lambda: all(w["pid"] for w in pool_status(drv)["workers"]), 10.0,
+                 "every slot to have a process")
+        processes = [server] + [psutil.Process(w["pid"]) for w in pool_status(drv)["workers"]]
+    finally:
+        drv.close()
+    assert not any(running(p) for p in processes)
+    assert fork_servers() == [] and worker_processes() == []
+
+
+def test_close_while_the_fork_server_is_still_starting() -> None:
+    """The first spawn waits for the server (kept from becoming ready here); a close then
+    drops that spawn (there is nothing to stop) instead of waiting for the server."""
+    drv = driver()
+    try:
+        pending = drv.dispatch_async(PROGRAM, inputs(90), backend="faults")
+        info = wait_for(lambda: pool_status(drv)["fork_server"], 10.0, "a fork server")
+        server = psutil.Process(info["pid"])
+        server.suspend()
+        assert pool_status(drv)["fork_server"]["state"] == "starting"
+        assert pool_status(drv)["workers"][0]["state"] == "spawning"
+    finally:
+        drv.close()
+    with pytest.raises(vyre_core.VyreError):
+        pending.result(timeout=1)
+    assert not running(server)
+    assert fork_servers() == [] and worker_processes() == []
