@@ -52,6 +52,7 @@ class Op(enum.StrEnum):
     REPLY = "reply"
     ERROR = "error"                  # meta["error"] is a VyreError dict
     HEARTBEAT = "heartbeat"
+    LANE = "lane"                    # first on a lane: meta["proof"] shows it is the worker
     # parent -> worker
     PING = "ping"
     DISPATCH = "dispatch"

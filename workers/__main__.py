@@ -3,8 +3,9 @@
 Started only by the supervisor. It ignores SIGINT (a terminal's Ctrl-C is the caller's,
 and the worker dies with its parent or at close), dies with its parent (the kernel's
 parent-death signal works even while this process is stuck in native code), takes its
-identity and hello token from the progress page it inherited, binds its lane (the socket
-requests come on, from whichever parent thread carries each), loads exactly one backend
+identity, hello token and lane from the progress page it inherited, binds its lane (the
+socket requests come on, from whichever parent thread carries each; only the pool's process
+may connect) and proves itself on it, loads exactly one backend
 entry point, prepares it, says hello with its probed capabilities and token, and serves.
 """
 
@@ -31,6 +32,9 @@ from vyre_workers.backend_host import BackendHost
 from vyre_workers.server import WorkerServer
 
 _PR_SET_PDEATHSIG = 1
+#: How long the lane's proof may wait for the pool to connect (it connects before the
+#: worker starts, so this is reached only when something else holds the lane's path).
+LANE_PROOF_WITHIN_MS = 5_000
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -77,7 +81,6 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     parser.add_argument("--backend", required=True)
     parser.add_argument("--entry-point", required=True)
     parser.add_argument("--endpoint", required=True)
-    parser.add_argument("--lane", required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--max-message-bytes", type=int, default=protocol.MAX_MESSAGE_BYTES)
@@ -86,6 +89,7 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     page = ProgressPage(args.page_fd)
     handover = page.take_handover()
     identity, token = handover["identity"], handover["token"]
+    lane_endpoint, lane_proof = handover["lane"], handover["lane_proof"]
     generation = handover["generation"]
 
     context = zmq.Context()
@@ -98,8 +102,15 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     lane = context.socket(zmq.PAIR)  # requests come here, from one caller at a time
     lane.setsockopt(zmq.LINGER, 1000)
     lane.setsockopt(zmq.MAXMSGSIZE, max(args.max_message_bytes, protocol.MAX_HEADER_BYTES))
+    # Only the pool's process may connect (the kernel's peer credentials): nobody else can
+    # send it requests, nor hear the proof it sends first, which shows the pool that the
+    # process at the other end of its lane is this worker and not one squatting its path.
+    lane.setsockopt(zmq.IPC_FILTER_PID, args.parent_pid)
+    lane.setsockopt(zmq.SNDTIMEO, LANE_PROOF_WITHIN_MS)
     try:
-        lane.bind(args.lane)
+        lane.bind(lane_endpoint)
+        protocol.send(lane, Message(Op.LANE, 0, generation, {"proof": lane_proof}))
+        lane.setsockopt(zmq.SNDTIMEO, -1)
         host = load_backend(args.entry_point, args.backend, generation)
         host.prepare()
         caps = host.capabilities()

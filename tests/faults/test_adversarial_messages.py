@@ -34,6 +34,7 @@ from .support import saxpy
 
 IDENTITY = b"w0.1"
 TOKEN = b"hello-token"
+LANE_PROOF = b"lane-proof"
 GEN = 1
 REPLY_TIMEOUT = 15.0
 PROTOCOL_ERROR = 1305
@@ -60,7 +61,9 @@ def saxpy_inputs(seed: int) -> list[np.ndarray]:
 class Worker:
     """A worker process started by hand, and the ROUTER it answers to."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, before_connecting: Any = None) -> None:
+        """``before_connecting(lane_path)`` runs once the worker starts and before this
+        parent connects to its lane."""
         self.endpoint = f"ipc://{tmp / 'adversary.sock'}"
         self.context = zmq.Context()
         self.router = self.context.socket(zmq.ROUTER)
@@ -70,23 +73,30 @@ class Worker:
         self.lane_endpoint = f"ipc://{tmp / 'adversary-lane.sock'}"
         self.lane = self.context.socket(zmq.PAIR)
         self.lane.setsockopt(zmq.LINGER, 0)
-        self.lane.connect(self.lane_endpoint)
+        if before_connecting is None:
+            self.lane.connect(self.lane_endpoint)
         self.log_path = tmp / "worker.log"
         self._next_id = 1000
         # identity and hello token reach the worker in its progress page, as from the pool
         self.page = protocol.ProgressPage.create(
-            {"identity": IDENTITY, "token": TOKEN, "generation": GEN})
+            {"identity": IDENTITY, "token": TOKEN, "generation": GEN,
+             "lane": self.lane_endpoint, "lane_proof": LANE_PROOF})
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "vyre_workers", "--page-fd", str(self.page.fd),
                  "--backend", "reference", "--entry-point", "reference",
-                 "--endpoint", self.endpoint, "--lane", self.lane_endpoint,
+                 "--endpoint", self.endpoint,
                  "--parent-pid", str(os.getpid()),
                  "--heartbeat", "0.5"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(self.page.fd,), env=dict(os.environ, VYRE_WORKER="reference/0/1"))
         self.beats = 0
-        self.hello = self.receive(timeout=60)
+        if before_connecting is not None:
+            before_connecting(self.lane_endpoint.removeprefix("ipc://"))
+            self.lane.connect(self.lane_endpoint)
+        first = {m.op: m for m in (self.receive(timeout=60), self.receive(timeout=60))}
+        assert first[Op.LANE].meta["proof"] == LANE_PROOF  # the lane's first message
+        self.hello = first[Op.HELLO]
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
@@ -494,6 +504,41 @@ def test_worker_still_serves_after_fuzzing(worker):
 
 
 # -- bugs ----------------------------------------------------------------------------------
+
+STRANGER = """
+import sys, zmq
+sock = zmq.Context().socket(zmq.PAIR)
+sock.setsockopt(zmq.LINGER, 0)
+sock.connect("ipc://" + sys.argv[1])
+print("heard" if sock.poll(1500) else "nothing", flush=True)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_another_process_cannot_take_a_worker_lane_before_its_parent(tmp_path):
+    """Only the worker's parent may connect to its lane (the kernel's peer credentials):
+    another process of the same user that connects first is refused, so it does not
+    become the lane's peer, hears nothing (not even the proof), and the parent connecting
+    later gets the proof and is served."""
+    script = tmp_path / "stranger.py"
+    script.write_text(STRANGER)
+    heard = []
+
+    def stranger_first(path: str) -> None:
+        out = subprocess.run([sys.executable, str(script), path], capture_output=True,
+                             text=True, timeout=30)
+        heard.append(out.stdout.strip() or out.stderr)
+
+    w = Worker(tmp_path, before_connecting=stranger_first)
+    try:
+        assert heard == ["nothing"]
+        request_id = w.next_id()
+        w.send(Message(Op.PING, request_id, GEN, {}))
+        reply = w.receive()
+        assert (reply.op, reply.id) == (Op.REPLY, request_id)
+    finally:
+        w.close()
+
 
 def test_pool_option_max_message_bytes_refuses_oversized_dispatches():
     """PoolOptions.max_message_bytes bounds what crosses the process boundary: an oversized

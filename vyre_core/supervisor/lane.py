@@ -16,27 +16,43 @@ gives it a worker to send it to, writes it; the thread polls it beside its lane.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import os
 import signal
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import zmq
+
+from vyre_core.protocol import Op
 
 
 class Lane:
     """One worker process's request socket in the parent (see the module docstring)."""
 
-    def __init__(self, socket: zmq.Socket, identity: bytes, path: str) -> None:
+    def __init__(self, socket: zmq.Socket, identity: bytes, path: str, proof: bytes) -> None:
         self.socket = socket
         self.identity = identity  # the worker's, as the rules know it
         self.path = path          # the socket file the worker binds
+        self._proof = proof       # what the worker's first message on it must carry
+        self.proven = False
         self._cond = threading.Condition(threading.Lock())
         self._busy = False
         self._doomed = False
         self.closed = False
         self.on_free: Callable[[], None] | None = None  # told once, when it is given back
+
+    def accepts(self, first: Any) -> bool:
+        """Whether ``first`` (decoded), the first message on the lane, is its worker's
+        proof: then the lane is proven. Anything else came from whoever holds the lane's
+        path instead of the worker (it squatted the name before the worker bound it)."""
+        meta = getattr(first, "meta", None)
+        self.proven = getattr(first, "op", None) is Op.LANE and isinstance(meta, dict) \
+            and isinstance(meta.get("proof"), bytes) \
+            and hmac.compare_digest(meta["proof"], self._proof)
+        return self.proven
 
     def take(self, timeout: float | None = None) -> bool:
         """Hold the lane; waits while another thread gives it back (False: closed, or

@@ -553,6 +553,13 @@ class PoolMachine:
         """The resident memory of the worker at ``index`` (for ``recycle_rss_bytes``)."""
         self.workers[index].rss = rss
 
+    def rejected(self, what: str, now: float) -> None:
+        """The shell dropped ``what``: it did not come from one of our workers."""
+        self.rejected_messages += 1
+        if self.rejected_messages & (self.rejected_messages - 1) == 0:  # 1, 2, 4...: no flood
+            self._log(logging.WARNING, f"pool {self.backend!r}: dropped {what} "
+                                       f"({self.rejected_messages} dropped in all)")
+
     def send_failed(self, index: int, req: Request, error: str, now: float) -> None:
         """The transport refused to send ``req`` (the worker is not connected)."""
         w = self.workers[index]

@@ -338,7 +338,9 @@ class Pool:
         self._deliver()
 
     def _read_lane(self, lane: Lane) -> list[Message | ProtocolError]:
-        """The messages waiting on ``lane`` (held by this thread), decoded."""
+        """The messages waiting on ``lane`` (held by this thread), decoded. Until the
+        worker's proof has come first on it, nothing on it is the worker's: dropped and
+        counted."""
         messages: list[Message | ProtocolError] = []
         for _ in range(64):
             try:
@@ -346,9 +348,15 @@ class Pool:
             except zmq.Again:
                 break
             try:
-                messages.append(protocol.decode(frames, self.options.max_message_bytes))
+                msg = protocol.decode(frames, self.options.max_message_bytes)
             except ProtocolError as exc:
-                messages.append(exc)
+                msg = exc
+            if not lane.proven:
+                if not lane.accepts(msg):
+                    self._machine.rejected(f"a message on the lane of {lane.identity!r} "
+                                           "before the worker's proof", time.monotonic())
+                continue
+            messages.append(msg)
         if messages and self.options.recycle_rss_bytes is not None:
             self._measure(lane.identity)
         return messages
@@ -757,6 +765,11 @@ class Pool:
         """Send ``action``'s request on ``lane`` (held by this thread): None, or why the
         transport refused."""
         req = action.request
+        if not lane.proven:  # nothing goes to a lane before its worker has proven itself
+            if lane.socket.poll(int(self.options.silence_limit * 1000) + 1):
+                self._read_lane(lane)
+            if not lane.proven:
+                return "the process at the other end of its lane did not prove it is the worker"
         frames = req.frames or protocol.encode(
             Message(req.op, req.id, 0, req.meta, req.arrays))
         if req.socket_only and req.shared:  # the worker cannot open shared memory
@@ -842,19 +855,21 @@ class Pool:
         reg = self.registration
         identity = secrets.token_hex(16).encode()
         token = blake3.blake3(identity, key=self._secret).digest()
+        lane_proof = blake3.blake3(b"lane:" + identity, key=self._secret).digest()
         name = f"{reg.id} worker {action.index}.{action.generation}"
         page = lane = None
         try:
             ensure_descriptors()
-            page = ProgressPage.create({"identity": identity, "token": token,
-                                        "generation": action.generation})
-            # A new name per process (a lane never reaches a stranger), no longer than the
-            # pool's own socket ("p0.sock"): it fits wherever that does.
+            # A new name per process, no longer than the pool's own socket ("p0.sock"): it
+            # fits wherever that does. (Its proof, not its name, keeps strangers out.)
             self._spawns += 1
             lane_endpoint = self._rundir.endpoint(f"{self._name}-{self._spawns:x}", suffix="")
-            lane = self._lane(lane_endpoint, identity)
+            page = ProgressPage.create({"identity": identity, "token": token,
+                                        "generation": action.generation,
+                                        "lane": lane_endpoint, "lane_proof": lane_proof})
+            lane = self._lane(lane_endpoint, identity, lane_proof)
             args = ["--backend", reg.id, "--entry-point", reg.entry_point.split(" = ")[0],
-                    "--endpoint", self._endpoint, "--lane", lane_endpoint,
+                    "--endpoint", self._endpoint,
                     "--parent-pid", str(os.getpid()),
                     "--heartbeat", str(self.options.heartbeat_interval),
                     "--max-message-bytes", str(self.options.max_message_bytes)]
@@ -881,7 +896,7 @@ class Pool:
         self._machine.spawned(action.index, action.generation, identity, token, proc.pid,
                               time.monotonic())
 
-    def _lane(self, endpoint: str, identity: bytes) -> Lane:
+    def _lane(self, endpoint: str, identity: bytes, proof: bytes) -> Lane:
         """A lane to the worker that binds ``endpoint`` (connected now: requests wait in it
         until the worker is there)."""
         socket = self._context_of_driver().socket(zmq.PAIR)
@@ -892,7 +907,7 @@ class Pool:
         socket.setsockopt(zmq.MAXMSGSIZE, max(self.options.max_message_bytes,
                                               protocol.MAX_HEADER_BYTES))
         socket.connect(endpoint)
-        return Lane(socket, identity, endpoint.removeprefix("ipc://"))
+        return Lane(socket, identity, endpoint.removeprefix("ipc://"), proof)
 
     def _abandon(self, exc: BaseException) -> None:
         """The shell failed (a bug in vyre): every waiting caller gets an error."""
