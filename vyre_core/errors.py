@@ -205,7 +205,8 @@ class DispatchError(BackendFaultError):
 # -- Process supervision ----------------------------------------------------------------
 
 class DispatchTimeoutError(BackendFaultError):
-    """The dispatch passed its deadline; its worker was killed and restarted."""
+    """The call passed its deadline (queued, starting or running); a worker running it
+    was killed and restarted."""
 
     code = 1301
     default_fix = "Raise DispatchConfig.timeout, or split the work into smaller dispatches."

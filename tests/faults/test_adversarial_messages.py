@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import vyre_core
 from vyre_core import DispatchConfig, abi, ir, protocol
-from vyre_core.errors import ProtocolError, VyreError
+from vyre_core.errors import InvalidInputError, ProtocolError
 from vyre_core.protocol import Message, Op
 
 from .support import saxpy
@@ -541,18 +541,23 @@ def test_another_process_cannot_take_a_worker_lane_before_its_parent(tmp_path):
 
 
 def test_pool_option_max_message_bytes_refuses_oversized_dispatches():
-    """PoolOptions.max_message_bytes bounds what crosses the process boundary: an oversized
-    dispatch is refused with a VyreError (ProtocolError E1305) before it is sent."""
+    """PoolOptions.max_message_bytes bounds what crosses the process boundary: a dispatch
+    whose inputs or outputs exceed it is refused before it is sent, naming the limit, and
+    the pool keeps serving calls within it."""
     limit = 1 << 16
-    n = 1 << 18  # 1 MiB per f32 array: 16 times the limit, in and out
-    program = saxpy(n, workgroup=32)
-    inputs = [np.ones(n, dtype=np.float32), np.ones(n, dtype=np.float32),
-              np.array([2.0], dtype=np.float32)]
+    n = 1 << 18  # 1 MiB per f32 array: 16 times the limit
+    big = saxpy(n, workgroup=32)
+    small = saxpy(N, workgroup=32)
     with vyre_core.Driver(kill_grace=0.5, max_message_bytes=limit) as drv:
         assert drv.options.max_message_bytes == limit
-        try:
-            out = drv.dispatch(program, inputs, backend="reference")
-        except VyreError:
-            return
-        assert out[0].nbytes <= limit, (
-            f"max_message_bytes={limit} had no effect: {out[0].nbytes}-byte output received")
+        big_in = [np.ones(n, dtype=np.float32), np.ones(n, dtype=np.float32),
+                  np.array([2.0], dtype=np.float32)]
+        with pytest.raises(InvalidInputError, match=f"over max_message_bytes={limit}") as out:
+            drv.dispatch(big, big_in, backend="reference")
+        assert "max_message_bytes" in out.value.fix
+        small_in = saxpy_inputs(5)  # small inputs, outputs over the limit
+        with pytest.raises(InvalidInputError, match=f"over max_message_bytes={limit}"):
+            drv.dispatch(big, [*small_in[:2], small_in[2]], backend="reference")
+        result = drv.dispatch(small, small_in, backend="reference")
+        x, y, a = small_in
+        assert result[0].tobytes() == (a[0] * x + y).astype(np.float32).tobytes()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import psutil
 import pytest
 from kernels import spin
 from waiting import wait_for
@@ -65,6 +66,42 @@ def test_workers_that_never_start_cannot_hold_a_call_past_its_deadline(monkeypat
         assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK
         elapsed, error = timed(drv.allocate_resident, 64, "faults", timeout=0.5)
         assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK
+
+
+@pytest.mark.timeout(60)
+def test_compile_route_and_explain_end_at_their_timeout(monkeypatch) -> None:
+    """Each must start and probe the faults pool first (it ranks first and never starts);
+    a driver each, since routing probes a pool only until it exists."""
+    monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
+    monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
+    for call in (lambda drv: drv.compile(PROGRAM, backend="faults", timeout=0.5),
+                 lambda drv: drv.compile(PROGRAM, timeout=0.5),
+                 lambda drv: drv.route(PROGRAM, timeout=0.5),
+                 lambda drv: drv.explain(PROGRAM, timeout=0.5)):
+        with driver(startup_timeout=30.0) as drv:
+            elapsed, error = timed(call, drv)
+            assert isinstance(error, DispatchTimeoutError), error
+            assert "routing probe of 'faults'" in error.cause
+            assert elapsed <= 0.5 + SLACK, elapsed
+
+
+@pytest.mark.timeout(60)
+def test_close_ends_at_its_timeout_with_a_worker_that_ignores_sigterm() -> None:
+    """A worker stuck in Python ignores close's SIGTERM (it finishes its request first):
+    close(timeout=) bounds the wait for it, then kills it."""
+    drv = driver(kill_grace=30.0)
+    warm = inputs(7)
+    assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
+    stuck = drv.dispatch_async(PROGRAM, inputs(8), backend="faults",
+                               config=DispatchConfig(label="fault:hang_python"))
+    busy = wait_busy(drv)
+    elapsed, error = timed(drv.close, timeout=1.0)
+    assert error is None and elapsed <= 1.0 + SLACK + 5.0, elapsed  # (+ the kill's reap)
+    assert elapsed >= 0.95, elapsed
+    with pytest.raises(PoolFailedError):
+        stuck.result(timeout=1)
+    assert not psutil.pid_exists(busy["pid"]) or \
+        psutil.Process(busy["pid"]).status() == psutil.STATUS_ZOMBIE
 
 
 @pytest.mark.timeout(60)
