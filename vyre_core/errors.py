@@ -205,8 +205,7 @@ class DispatchError(BackendFaultError):
 # -- Process supervision ----------------------------------------------------------------
 
 class DispatchTimeoutError(BackendFaultError):
-    """The call passed its deadline (queued, starting or running); a worker running it
-    was killed and restarted."""
+    """The call passed its deadline (queued, starting or running; a running worker restarts)."""
 
     code = 1301
     default_fix = "Raise DispatchConfig.timeout, or split the work into smaller dispatches."
