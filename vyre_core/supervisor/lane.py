@@ -15,6 +15,7 @@ gives it a worker to send it to, writes it; the thread polls it beside its lane.
 
 from __future__ import annotations
 
+import _signal
 import contextlib
 import hmac
 import os
@@ -101,6 +102,20 @@ class Waker:
     def __init__(self) -> None:
         self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         weakref.finalize(self, os.close, self.fd)
+        self._poller: zmq.Poller | None = None
+        self._polled: zmq.Socket | None = None
+
+    def poller(self, lane: Lane | None) -> zmq.Poller:
+        """A poller of this waker and ``lane``'s socket (kept while the lane is the same:
+        a thread's calls mostly go to one worker)."""
+        socket = None if lane is None else lane.socket
+        if self._polled is not socket or self._poller is None:
+            self._poller = zmq.Poller()
+            self._poller.register(self.fd, zmq.POLLIN)
+            if socket is not None:
+                self._poller.register(socket, zmq.POLLIN)
+            self._polled = socket
+        return self._poller
 
     def wake(self) -> None:
         with contextlib.suppress(OSError):  # (closed: its thread is gone)
@@ -112,6 +127,7 @@ class Waker:
 
 
 _local = threading.local()
+_SIGINT = int(signal.SIGINT)
 
 
 @contextlib.contextmanager
@@ -119,16 +135,18 @@ def interrupts_deferred() -> Iterator[None]:
     """On the main thread, a Ctrl-C (SIGINT with Python's default handler) that arrives
     inside the block is raised when it ends: a lane taken must be recorded as held, and a
     message begun must go out whole. Elsewhere (other threads, other handlers): as is."""
+    # (``_signal``: the C functions ``signal`` wraps; its enum conversions cost 10x more,
+    # twice per call on the hot path)
     if threading.current_thread() is not threading.main_thread() \
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            or _signal.getsignal(_SIGINT) is not signal.default_int_handler:
         yield
         return
     caught: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    _signal.signal(_SIGINT, lambda signum, frame: caught.append(signum))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signal.signal(_SIGINT, signal.default_int_handler)
     if caught:
         raise KeyboardInterrupt
 

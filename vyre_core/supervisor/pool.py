@@ -312,11 +312,7 @@ class Pool:
         """Wait for a message on ``lane`` or news from another thread (bounded: the I/O
         thread wakes this one whenever the rules answer or move the request). The one
         place a Ctrl-C reaches a calling thread."""
-        poller = zmq.Poller()
-        poller.register(request.waker.fd, zmq.POLLIN)
-        if lane is not None:
-            poller.register(lane.socket, zmq.POLLIN)
-        return dict(poller.poll(int(TICK_EVERY * 1000)))
+        return dict(request.waker.poller(lane).poll(int(TICK_EVERY * 1000)))
 
     def _take_events(self, request: Request, held: list[Lane], events: dict[Any, int]) -> None:
         """(Interrupts deferred.) Read what ``_wait`` saw, then send the request if the
