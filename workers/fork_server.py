@@ -10,7 +10,8 @@ each worker dies with it (the kernel's parent-death signal at both steps). Becau
 workers are its children and not the pool's, it reaps them and reports each exit status.
 It talks to its pool only over an inherited socket pair (no name anyone else can reach):
 
-    pool -> server   {"op": "spawn", "tag", "argv", "env"}  + fds [progress page, output]
+    pool -> server   {"op": "spawn", "tag", "argv", "env", "cwd", "umask", "rlimits"}
+                     + fds [progress page, output]
                      (argv: the worker's, but for --page-fd, which the server adds)
     server -> pool   {"op": "ready", "pid"}
                      {"op": "spawned", "tag", "pid"}         + fd [the worker's pidfd]
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import select
 import signal
 import socket
@@ -53,10 +55,27 @@ def _send(control: socket.socket, message: dict, fds: list[int] | None = None) -
         control.send(data)
 
 
-def _become_worker(argv: list[str], env: dict[str, str], page_fd: int, out_fd: int,
-                   inherited: list[int], server_pid: int) -> NoReturn:
-    """(In the forked child.) Drop what was the server's, take the pool's environment and
-    output pipe, and run the worker; never returns into the server's loop."""
+def _take_process_state(request: dict) -> None:
+    """Become what a plain start would have made: the pool's working directory (also
+    ``sys.path[0]``, as for ``python -m``), umask and resource limits at the spawn."""
+    cwd = request.get("cwd")
+    if isinstance(cwd, str):
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
+            sys.path[0] = cwd
+    if isinstance(request.get("umask"), int):
+        os.umask(request["umask"])
+    limits = request.get("rlimits")
+    for name, value in (limits.items() if isinstance(limits, dict) else ()):
+        with contextlib.suppress(AttributeError, ValueError, OSError, TypeError):
+            resource.setrlimit(getattr(resource, name), tuple(value))
+
+
+def _become_worker(request: dict, page_fd: int, out_fd: int, inherited: list[int],
+                   server_pid: int) -> NoReturn:
+    """(In the forked child.) Drop what was the server's, take the pool's environment,
+    process state and output pipe, and run the worker; never returns into the server's
+    loop."""
     code = CHILD_FAILED
     try:
         os.setpgid(0, 0)  # a terminal's Ctrl-C is the caller's, not its workers'
@@ -66,9 +85,11 @@ def _become_worker(argv: list[str], env: dict[str, str], page_fd: int, out_fd: i
         os.dup2(out_fd, 2)
         os.close(out_fd)
         os.environ.clear()
-        os.environ.update(env)
+        os.environ.update(request["env"])
+        _take_process_state(request)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        code = worker_main(["--page-fd", str(page_fd), *argv], parent_pid=server_pid)
+        code = worker_main(["--page-fd", str(page_fd), *request["argv"]],
+                           parent_pid=server_pid)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -110,7 +131,10 @@ class _Server:
             tag = request["tag"]
             if flags & socket.MSG_TRUNC or len(fds) != 2 or request.get("op") != "spawn":
                 raise ValueError("a malformed spawn request")
-            self._spawn(tag, list(request["argv"]), dict(request["env"]), *fds)
+            if not isinstance(request.get("argv"), list) \
+                    or not isinstance(request.get("env"), dict):
+                raise ValueError("a spawn request needs argv and env")
+            self._spawn(tag, request, *fds)
         except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
             _send(self.control, {"op": "failed", "tag": None, "errno": 22, "error": str(exc)})
         finally:
@@ -118,8 +142,7 @@ class _Server:
                 os.close(fd)
         return True
 
-    def _spawn(self, tag: int, argv: list[str], env: dict[str, str], page_fd: int,
-               out_fd: int) -> None:
+    def _spawn(self, tag: int, request: dict, page_fd: int, out_fd: int) -> None:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
@@ -131,7 +154,7 @@ class _Server:
                                  "error": str(exc)})
             return
         if pid == 0:
-            _become_worker(argv, env, page_fd, out_fd,
+            _become_worker(request, page_fd, out_fd,
                            [self.control.fileno(), *self.children], server_pid)
         try:  # before any wait: the pid is surely this child's
             pidfd = os.pidfd_open(pid)

@@ -5,6 +5,13 @@ would) and imports for a while; until it says it is ready, and whenever it canno
 workers start the plain way. Everything here is bounded: a server that does not answer a
 spawn or report an exit within ``ANSWER_WITHIN`` seconds is killed (the worker then starts
 the plain way; the exit's status is unknown).
+
+What a plain start would give the worker is handed over with each spawn: the environment,
+the working directory, the umask and the resource limits of this process at that moment.
+
+The socket's descriptor is registered in the pool's poller, so only the pool closes it
+(``close``), after unregistering it: closed earlier, its number could be reused by a new
+worker's pidfd while stale poll events still name it.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import contextlib
 import errno
 import logging
 import os
+import resource
 import select
 import signal
 import socket
@@ -30,7 +38,7 @@ ANSWER_WITHIN = 2.0
 #: Variables read when an interpreter starts or numpy loads: a server started under other
 #: values would give its workers the wrong ones, so such a worker starts the plain way.
 PRELOADED_PREFIXES = ("PYTHON", "LD_", "OMP_", "OPENBLAS_", "MKL_")
-MAX_MESSAGE_BYTES = 1 << 20
+MAX_MESSAGE_BYTES = 1 << 20  # (the socket's buffer may allow less: EMSGSIZE, no harm)
 SERVER_MODULE = "vyre_workers.fork_server"
 
 _log = logging.getLogger("vyre.pool")
@@ -38,6 +46,22 @@ _log = logging.getLogger("vyre.pool")
 
 def preloaded(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith(PRELOADED_PREFIXES)}
+
+
+def process_state() -> dict[str, object]:
+    """What a process started now would inherit besides its environment: the working
+    directory, the umask and the resource limits."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # (removed meanwhile) the worker keeps the server's
+        cwd = None
+    umask = None
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
+        umask = next((int(line.split()[1], 8) for line in status
+                      if line.startswith("Umask:")), None)
+    limits = {name: list(resource.getrlimit(getattr(resource, name)))
+              for name in dir(resource) if name.startswith("RLIMIT_")}
+    return {"cwd": cwd, "umask": umask, "rlimits": limits}
 
 
 class ForkServer:
@@ -72,6 +96,13 @@ class ForkServer:
     def can_start(self, env: Mapping[str, str]) -> bool:
         return self.state == "ready" and preloaded(env) == self._preloaded
 
+    def close(self) -> None:
+        """(By the pool, once the descriptor is out of its poller.) Stop it, and close the
+        socket."""
+        self.stop()
+        with contextlib.suppress(OSError):
+            self.control.close()
+
     def take_messages(self) -> None:
         """Read what the server said (without blocking): readiness and exit statuses."""
         while self.state != "gone":
@@ -85,14 +116,15 @@ class ForkServer:
         that does not answer is killed."""
         self._tags += 1
         tag = self._tags
-        data = msgpack.packb({"op": "spawn", "tag": tag, "argv": argv, "env": dict(env)},
-                             use_bin_type=True)
+        data = msgpack.packb({"op": "spawn", "tag": tag, "argv": argv, "env": dict(env),
+                              **process_state()}, use_bin_type=True)
         if len(data) > MAX_MESSAGE_BYTES:
             raise OSError(errno.E2BIG, "the worker's environment is too large to hand over")
         try:
             socket.send_fds(self.control, [data], [page_fd, output_fd])
-        except OSError:
-            self.stop()
+        except OSError as exc:
+            if exc.errno not in (errno.EMSGSIZE, errno.ENOBUFS, errno.ENOMEM):
+                self.stop()  # (too large a message is this spawn's problem, not the server's)
             raise
         deadline = time.monotonic() + ANSWER_WITHIN
         while True:
@@ -126,11 +158,9 @@ class ForkServer:
         return self._exits.pop(pid, None)
 
     def stop(self) -> None:
-        """Close the connection and end the server (its workers go with it: they die with
-        their parent), within a bound."""
+        """End the server (its workers go with it: they die with their parent), within a
+        bound; the socket stays open until ``close``."""
         self.state = "gone"
-        with contextlib.suppress(OSError):
-            self.control.close()
         if self.popen.poll() is None:
             self.popen.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -187,7 +187,7 @@ Action = Spawn | Send | Signal | Resolve | Release | Promote | RoutingChanged | 
 
 def describe_exit(code: int | None) -> str:
     if code is None:
-        return "exited (status unknown: its fork server went first)"
+        return "exited (status unknown)"
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
@@ -454,9 +454,12 @@ class PoolMachine:
                     f"no worker of pool {self.backend!r} could start for {req.label}: "
                     f"{error.cause}", error.fix, **error.details))
 
-    def exited(self, index: int, code: int | None, output: str, now: float) -> None:
-        """The worker process at ``index`` exited with ``code`` (negative: a signal);
-        ``output`` is the tail of what it wrote."""
+    def exited(self, index: int, code: int | None, output: str, now: float,
+               collateral: bool = False) -> None:
+        """The worker process at ``index`` exited with ``code`` (negative: a signal; None:
+        unknown); ``output`` is the tail of what it wrote. ``collateral``: it died because
+        its fork server went (which the shell bounds): not its fault, so it counts toward
+        neither the restart intensity nor its request's crashes."""
         w = self.workers[index]
         if w.state in ("stopped", "spawning", "backoff"):
             return
@@ -465,17 +468,24 @@ class PoolMachine:
         w.holding.clear()
         self._by_identity.pop(w.identity, None)
         self._former.append(w.identity)
-        counted = w.retiring != "planned"
-        w.last_exit = f"{w.name} {describe_exit(code)}"
+        counted = w.retiring != "planned" and not collateral
+        w.last_exit = f"{w.name} {describe_exit(code)}" + (
+            " with its fork server" if collateral else "")
         req, w.current = w.current, None
         w.state, w.pid, w.kill_at, w.proven = "stopped", None, None, False
         if req is not None and not req.done:
-            self._cut_off(w, req, code, output, now)
+            if collateral and req.acked and not req.internal and req.slot is None:
+                req.state, req.worker = "queued", None  # it runs again, no crash counted
+                self.queue.appendleft(req)
+            else:
+                self._cut_off(w, req, code, output, now)
         for pinned in list(w.pinned):
             self._resolve(pinned, self._invalidated(pinned, w))
         w.pinned.clear()
         if self.state == "closed":
             return
+        if collateral:
+            self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}")
         if counted:
             w.deaths += 1
             self._deaths.append(now)

@@ -556,11 +556,13 @@ class Pool:
         received, answered, reply_bytes = proc.page.read()
         self._machine.progress(index, received, answered, now, reply_bytes=reply_bytes)
         code = proc.reap()
+        # (unknown: the fork server went first, and this worker with it, or was stopped)
+        collateral = code is None and proc.fork_server is not None
         tail = proc.output_tail()
         self._history[index].add(self._machine.workers[index].generation, describe_exit(code),
                                  tail)
         self._index_of = {k: v for k, v in self._index_of.items() if v != index}
-        self._machine.exited(index, code, tail, now)
+        self._machine.exited(index, code, tail, now, collateral=collateral)
         for promotion in self._machine.take_promotions():
             self._promote(promotion)
 
@@ -821,7 +823,8 @@ class Pool:
 
     def _hear_fork_server(self, readable: bool, now: float) -> None:
         """Take the fork server's news; once it is ready or gone, the spawns parked for it
-        are carried out (by it, or the plain way)."""
+        are carried out (by it, or the plain way) at the top of the next round, before
+        the next poll: never on events polled before they existed."""
         server = self._fork_server
         assert server is not None
         if readable:
@@ -832,12 +835,20 @@ class Pool:
             server.stop()
         if server.state == "gone":
             self._fork_server_losses += 1 if server.was_ready else 3
-            self._poller.unregister(self._fork_server_fd)
-            self._fork_server, self._fork_server_fd = None, -1
+            self._drop_fork_server()
         if server.state != "starting":
-            parked, self._parked = self._parked, []
-            for action in parked:
-                self._spawn(action)
+            self._deferred += self._parked
+            self._parked = []
+
+    def _drop_fork_server(self) -> None:
+        """Stop the fork server; its socket is closed only once out of the poller."""
+        server, fd = self._fork_server, self._fork_server_fd
+        if server is not None:
+            server.stop()
+            with contextlib.suppress(KeyError):
+                self._poller.unregister(fd)
+            server.close()
+        self._fork_server, self._fork_server_fd = None, -1
 
     def _spawn(self, action: Spawn) -> None:
         w = self._machine.workers[action.index]
@@ -937,8 +948,7 @@ class Pool:
         for index, proc in list(self._processes.items()):
             proc.reap()
             del self._processes[index]
-        if self._fork_server is not None:  # (after the reaping: it reports exit statuses)
-            self._fork_server.stop()
+        self._drop_fork_server()  # (after the reaping: it reports exit statuses)
         for worker in self._machine.workers:
             for request in worker.holding:
                 self._release(request)

@@ -31,6 +31,8 @@ ERROR_TAIL_BYTES = 4096
 #: and the two connections ZeroMQ accepts from it (libzmq aborts the whole process when
 #: an accept meets EMFILE, so a worker must never connect to a parent without them).
 DESCRIPTOR_HEADROOM = 8
+#: How long reaping a process that should have ended may wait (one stuck in the kernel).
+REAP_WITHIN = 5.0
 
 _log = logging.getLogger("vyre.worker")
 
@@ -145,10 +147,14 @@ class WorkerProcess:
 
     def reap(self) -> int | None:
         """Wait for the exited process and release its descriptors; returns the exit status
-        (negative: killed by that signal; None: its fork server went without saying). The
-        wait is bounded by the fork server's answer limit for a forked worker."""
+        (negative: killed by that signal; None: unknown, its fork server went without
+        saying, or it did not end within ``REAP_WITHIN``). Bounded: by that, or by the fork
+        server's answer limit for a forked worker."""
         if self._popen is not None:
-            code = self._popen.wait()
+            try:  # (exited, or SIGKILLed: only a process stuck in the kernel takes long)
+                code: int | None = self._popen.wait(timeout=REAP_WITHIN)
+            except subprocess.TimeoutExpired:
+                code = None
         else:
             code = self.fork_server.exit_code(self.pid)  # type: ignore[union-attr]
         self.read_output()
