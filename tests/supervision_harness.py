@@ -148,9 +148,10 @@ class Shell:
         self.machine.message(w.identity, Message(Op.HEARTBEAT), self.now)
         self.run()
 
-    def die(self, index: int, code: int = -9, output: str = "") -> None:
+    def die(self, index: int, code: int | None = -9, output: str = "",
+            collateral: bool = False) -> None:
         self.alive.pop(index, None)
-        self.machine.exited(index, code, output, self.now)
+        self.machine.exited(index, code, output, self.now, collateral=collateral)
         self.run()
 
     def obey_signals(self) -> None:

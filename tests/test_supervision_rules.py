@@ -674,3 +674,30 @@ def test_a_spawn_is_never_dropped_while_the_pool_runs():
     assert shell.worker(0).state == "spawning"
     shell.start(spawn.index, spawn.generation)
     assert shell.worker(0).state in ("idle", "busy")
+
+
+def test_deaths_with_the_fork_server_count_neither_toward_intensity_nor_crashes():
+    """Workers die with their fork server: its loss, not theirs (the shell bounds how
+    often a server may be lost)."""
+    shell = Shell(workers=2, max_restarts=1)
+    running = shell.submit(retries=0)
+    shell.receive(0)
+    for _ in range(3):  # far past max_restarts=1, had they counted
+        shell.die(0, None, collateral=True)
+        shell.die(1, None, collateral=True)
+        shell.receive(0) if shell.worker(0).current is running else None
+    assert shell.machine.state == "running"
+    assert not running.done and running.crashes == 0  # it runs again, retries=0 or not
+    shell.receive(0, running)
+    shell.reply(0, running)
+    assert shell.result(running) is not None and not isinstance(shell.result(running),
+                                                                 VyreError)
+    assert "with its fork server" in shell.worker(0).last_exit
+
+
+def test_a_death_with_status_unknown_but_not_collateral_still_counts():
+    shell = Shell(max_restarts=1)
+    shell.submit()
+    shell.die(0, None)
+    shell.die(0, None)
+    assert shell.machine.state == "failed"

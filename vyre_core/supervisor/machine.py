@@ -474,7 +474,7 @@ class PoolMachine:
         req, w.current = w.current, None
         w.state, w.pid, w.kill_at, w.proven = "stopped", None, None, False
         if req is not None and not req.done:
-            if collateral and req.acked and not req.internal and req.slot is None:
+            if collateral and not req.internal and req.slot is None:
                 req.state, req.worker = "queued", None  # it runs again, no crash counted
                 self.queue.appendleft(req)
             else:
