@@ -32,8 +32,8 @@ from vyre_workers.backend_host import BackendHost
 from vyre_workers.server import WorkerServer
 
 _PR_SET_PDEATHSIG = 1
-#: How long the lane's proof may wait for the pool to connect (it connects before the
-#: worker starts, so this is reached only when something else holds the lane's path).
+#: How long the lane's proof may wait for the pool to connect (it connects on the hello,
+#: so this is reached only when something else took the lane's path meanwhile).
 LANE_PROOF_WITHIN_MS = 5_000
 
 
@@ -102,15 +102,19 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     lane = context.socket(zmq.PAIR)  # requests come here, from one caller at a time
     lane.setsockopt(zmq.LINGER, 1000)
     lane.setsockopt(zmq.MAXMSGSIZE, max(args.max_message_bytes, protocol.MAX_HEADER_BYTES))
-    # Only the pool's process may connect (the kernel's peer credentials): nobody else can
-    # send it requests, nor hear the proof it sends first, which shows the pool that the
-    # process at the other end of its lane is this worker and not one squatting its path.
-    lane.setsockopt(zmq.IPC_FILTER_PID, args.parent_pid)
-    lane.setsockopt(zmq.SNDTIMEO, LANE_PROOF_WITHIN_MS)
     try:
+        # Only the pool's process may connect (the kernel's peer credentials): nobody else
+        # can send it requests, nor hear the proof it sends first (after its hello, once
+        # the pool has connected), which shows the pool that the process at the other end
+        # of its lane is this worker and not one squatting its path.
+        try:
+            lane.setsockopt(zmq.IPC_FILTER_PID, args.parent_pid)
+        except zmq.ZMQError as exc:
+            raise PluginLoadError(
+                f"this libzmq ({zmq.zmq_version()}) cannot filter ipc peers by pid ({exc})",
+                "Install pyzmq with its bundled libzmq (pip install --force-reinstall "
+                "pyzmq), built with SO_PEERCRED support.") from None
         lane.bind(lane_endpoint)
-        protocol.send(lane, Message(Op.LANE, 0, generation, {"proof": lane_proof}))
-        lane.setsockopt(zmq.SNDTIMEO, -1)
         host = load_backend(args.entry_point, args.backend, generation)
         host.prepare()
         caps = host.capabilities()
@@ -140,6 +144,14 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
         "pid": os.getpid(), "backend": host.id(), "version": host.version(),
         "capabilities": caps.to_dict(), "started": time.time(), "proof": token}))
     try:
+        lane.setsockopt(zmq.SNDTIMEO, LANE_PROOF_WITHIN_MS)  # the pool connects on hello
+        try:
+            protocol.send(lane, Message(Op.LANE, 0, generation, {"proof": lane_proof}))
+        except zmq.Again:
+            sys.stderr.write(f"the pool did not connect to {lane_endpoint} within "
+                             f"{LANE_PROOF_WITHIN_MS // 1000} s of the hello\n")
+            return 3
+        lane.setsockopt(zmq.SNDTIMEO, -1)
         server.serve()
         host.shutdown()  # after SHUTDOWN or SIGTERM: release the device cleanly
     finally:

@@ -37,12 +37,13 @@ from typing import NoReturn
 
 import msgpack
 
+# (the pool never sends more)
+from vyre_core.supervisor.fork_server import MAX_MESSAGE_BYTES
+
 # What every worker needs, imported once here (the reason this process exists).
 from vyre_workers.__main__ import die_with_parent
 from vyre_workers.__main__ import main as worker_main
 
-#: The largest request it reads (argv and environment); the pool never sends more.
-MAX_REQUEST_BYTES = 1 << 20
 #: Exit status of a forked child that could not become a worker.
 CHILD_FAILED = 70
 
@@ -62,7 +63,8 @@ def _take_process_state(request: dict) -> None:
     if isinstance(cwd, str):
         with contextlib.suppress(OSError):
             os.chdir(cwd)
-            sys.path[0] = cwd
+            if not sys.flags.safe_path:  # (else sys.path[0] is no directory of the start)
+                sys.path[0] = cwd
     if isinstance(request.get("umask"), int):
         os.umask(request["umask"])
     limits = request.get("rlimits")
@@ -121,7 +123,7 @@ class _Server:
     def _take_request(self) -> bool:
         """Serve one request; False once the pool has gone."""
         try:
-            data, fds, flags, _ = socket.recv_fds(self.control, MAX_REQUEST_BYTES, 2)
+            data, fds, flags, _ = socket.recv_fds(self.control, MAX_MESSAGE_BYTES, 2)
         except OSError:
             return False
         if not data:

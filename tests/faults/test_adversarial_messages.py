@@ -506,7 +506,11 @@ def test_worker_still_serves_after_fuzzing(worker):
 # -- bugs ----------------------------------------------------------------------------------
 
 STRANGER = """
-import sys, zmq
+import os, sys, time, zmq
+deadline = time.monotonic() + 30
+while not os.path.exists(sys.argv[1]):  # the worker has bound its lane
+    assert time.monotonic() < deadline, "the worker never bound its lane"
+    time.sleep(0.01)
 sock = zmq.Context().socket(zmq.PAIR)
 sock.setsockopt(zmq.LINGER, 0)
 sock.connect("ipc://" + sys.argv[1])

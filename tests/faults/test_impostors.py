@@ -131,13 +131,11 @@ def test_a_squatter_on_the_next_lane_paths_hears_nothing_and_delivers_nothing() 
                 if f"{prefix}-{n:x}" not in taken:
                     squatters.append(squat(context, str(rundir / f"{prefix}-{n:x}")))
             os.kill(before["pid"], signal.SIGKILL)
-            forged = 0
             for sock in squatters:  # a forged proof and reply, to whoever connects
                 for msg in (Message(Op.LANE, 0, 0, {"proof": b"x" * 32}),
                             Message(Op.REPLY, 1, before["generation"] + 1, {}, [])):
                     with contextlib.suppress(zmq.Again):
                         sock.send_multipart(protocol.encode(msg), flags=zmq.NOBLOCK)
-                        forged += 1
             for seed in range(12, 15):
                 data = inputs(seed)
                 assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults",
@@ -147,6 +145,42 @@ def test_a_squatter_on_the_next_lane_paths_hears_nothing_and_delivers_nothing() 
     finally:
         for sock in squatters:
             sock.close(linger=0)
+        context.term()
+
+
+@pytest.mark.timeout(60)
+def test_a_squatter_on_a_dead_worker_lane_path_is_never_connected_to() -> None:
+    """Found by review: a lane reconnected every 5 ms after its worker died, and stayed
+    proven, so a process that bound the dead worker's path before the pool heard of the
+    death (up to 2 s when the fork server is frozen) got the next request. Now a lane
+    connects once, never again."""
+    context = zmq.Context()
+    squatter = None
+    try:
+        with driver(max_restarts=10) as drv:
+            data = inputs(30)
+            assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+            live = wait_idle(drv)
+            path = drv._pools["faults"]._lanes[0].path
+            server = psutil.Process(pool_status(drv)["fork_server"]["pid"])
+            server.suspend()  # the death is heard only once the server reports it
+            try:
+                os.kill(live["pid"], signal.SIGKILL)
+                wait_for(lambda: not psutil.pid_exists(live["pid"])
+                         or psutil.Process(live["pid"]).status() == psutil.STATUS_ZOMBIE,
+                         5.0, "the worker to die")
+                os.unlink(path)
+                squatter = squat(context, path)
+                data = inputs(31)
+                assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults",
+                                          config=DispatchConfig(timeout=30)), data)
+            finally:
+                with contextlib.suppress(psutil.Error):
+                    server.resume()
+            assert squatter.poll(0) == 0, "a request reached the squatter"
+    finally:
+        if squatter is not None:
+            squatter.close(linger=0)
         context.term()
 
 

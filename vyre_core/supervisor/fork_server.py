@@ -1,10 +1,12 @@
-"""The pool's side of its fork server (``vyre_workers/fork_server.py``).
+"""The pool's side of its fork server (``workers/fork_server.py``, which runs as
+``python -m vyre_workers.fork_server``).
 
 The server is started by the pool's I/O thread (so it dies with that thread, like a worker
-would) and imports for a while; until it says it is ready, and whenever it cannot be used,
-workers start the plain way. Everything here is bounded: a server that does not answer a
-spawn or report an exit within ``ANSWER_WITHIN`` seconds is killed (the worker then starts
-the plain way; the exit's status is unknown).
+would) and imports for a while; the pool holds the first starts until it is ready, and
+starts workers the plain way whenever it cannot be used. Everything here is bounded: a
+spawn that the server does not answer within ``ANSWER_WITHIN`` seconds fails (the server
+is stopped; the pool starts that worker the plain way), and so does an exit status it
+keeps to itself (the pool then stops it; the status is unknown).
 
 What a plain start would give the worker is handed over with each spawn: the environment,
 the working directory, the umask and the resource limits of this process at that moment.
@@ -18,11 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import resource
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -38,10 +38,16 @@ ANSWER_WITHIN = 2.0
 #: Variables read when an interpreter starts or numpy loads: a server started under other
 #: values would give its workers the wrong ones, so such a worker starts the plain way.
 PRELOADED_PREFIXES = ("PYTHON", "LD_", "OMP_", "OPENBLAS_", "MKL_")
-MAX_MESSAGE_BYTES = 1 << 20  # (the socket's buffer may allow less: EMSGSIZE, no harm)
+#: The largest spawn request (argv and environment); the server reads no more. The
+#: socket's buffer may allow less (EMSGSIZE): that worker then starts the plain way.
+MAX_MESSAGE_BYTES = 1 << 20
+_ANSWER_BYTES = 4096  # (what the server says is small: ids and numbers)
 SERVER_MODULE = "vyre_workers.fork_server"
 
-_log = logging.getLogger("vyre.pool")
+
+
+class ForkServerError(OSError):
+    """The fork server could not start a worker (it may still be fine: the pool decides)."""
 
 
 def preloaded(env: Mapping[str, str]) -> dict[str, str]:
@@ -86,6 +92,8 @@ class ForkServer:
         self.state = "starting"  # starting, ready, gone
         self.was_ready = False
         self.ready_by = time.monotonic() + ready_within
+        self._poller = select.poll()  # (not select(): descriptors may be numbered >= 1024)
+        self._poller.register(ours, select.POLLIN)
         self._preloaded = preloaded(env)
         self._exits: dict[int, int] = {}
         self._tags = 0
@@ -96,82 +104,71 @@ class ForkServer:
     def can_start(self, env: Mapping[str, str]) -> bool:
         return self.state == "ready" and preloaded(env) == self._preloaded
 
+    def take_messages(self) -> None:
+        """Read what the server said (without blocking): readiness and exit statuses."""
+        while self._receive(block=False) is not None:
+            pass
+
+    def start(self, argv: list[str], env: Mapping[str, str], page_fd: int,
+              output_fd: int) -> tuple[int, int]:
+        """Fork a worker: its (pid, pidfd). Raises ForkServerError when the server cannot;
+        one that does not answer (or cannot be reached) is stopped."""
+        self._tags += 1
+        tag = self._tags
+        data = msgpack.packb({"op": "spawn", "tag": tag, "argv": argv, "env": dict(env),
+                              **process_state()}, use_bin_type=True)
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise ForkServerError(errno.E2BIG, "the worker's environment is too large to "
+                                               "hand over")
+        try:
+            socket.send_fds(self.control, [data], [page_fd, output_fd])
+        except OSError as exc:
+            if exc.errno not in (errno.EMSGSIZE, errno.ENOBUFS, errno.ENOMEM):
+                self.stop()  # (too large a message is this spawn's problem, not the server's)
+            raise ForkServerError(exc.errno or errno.EIO, str(exc)) from None
+        deadline = time.monotonic() + ANSWER_WITHIN
+        while True:
+            message = self._receive(block=True, deadline=deadline)
+            if message is None:
+                if self.state != "gone":
+                    self.stop()
+                raise ForkServerError(errno.ETIMEDOUT, "the fork server did not answer")
+            op = message.get("op")
+            if op == "spawned" and message.get("tag") == tag:
+                return message["pid"], message["pidfd"]
+            if op == "failed" and message.get("tag") in (tag, None):
+                raise ForkServerError(message.get("errno") or errno.EAGAIN,
+                                      f"the fork server could not start a worker: "
+                                      f"{message.get('error')}")
+
+    def knows_exit(self, pid: int) -> bool:
+        """Whether ``exit_code(pid)`` answers without waiting."""
+        return pid in self._exits or self.state == "gone"
+
+    def exit_code(self, pid: int) -> int | None:
+        """The exit status of a worker it forked (negative: killed by that signal), once it
+        reports it, waiting at most ``ANSWER_WITHIN``; None when it does not say."""
+        deadline = time.monotonic() + ANSWER_WITHIN
+        while pid not in self._exits and self.state != "gone" \
+                and self._receive(block=True, deadline=deadline) is not None:
+            pass
+        return self._exits.pop(pid, None)
+
+    def stop(self) -> None:
+        """End the server, from any thread (its workers go with it: they die with their
+        parent), within a bound; the socket stays open until ``close``."""
+        self.state = "gone"
+        with contextlib.suppress(OSError):
+            self.popen.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=ANSWER_WITHIN)
+
     def close(self) -> None:
         """(By the pool, once the descriptor is out of its poller.) Stop it, and close the
         socket."""
         self.stop()
         with contextlib.suppress(OSError):
             self.control.close()
-
-    def take_messages(self) -> None:
-        """Read what the server said (without blocking): readiness and exit statuses."""
-        while self.state != "gone":
-            message = self._receive(block=False)
-            if message is None:
-                return
-
-    def start(self, argv: list[str], env: Mapping[str, str], page_fd: int,
-              output_fd: int) -> tuple[int, int]:
-        """Fork a worker: its (pid, pidfd). Raises OSError when the server cannot; a server
-        that does not answer is killed."""
-        self._tags += 1
-        tag = self._tags
-        data = msgpack.packb({"op": "spawn", "tag": tag, "argv": argv, "env": dict(env),
-                              **process_state()}, use_bin_type=True)
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise OSError(errno.E2BIG, "the worker's environment is too large to hand over")
-        try:
-            socket.send_fds(self.control, [data], [page_fd, output_fd])
-        except OSError as exc:
-            if exc.errno not in (errno.EMSGSIZE, errno.ENOBUFS, errno.ENOMEM):
-                self.stop()  # (too large a message is this spawn's problem, not the server's)
-            raise
-        deadline = time.monotonic() + ANSWER_WITHIN
-        while True:
-            message = self._receive(block=True, deadline=deadline)
-            if message is None:
-                self.stop()
-                raise OSError(errno.ETIMEDOUT, "the fork server did not answer")
-            op = message.get("op")
-            if op == "spawned" and message.get("tag") == tag:
-                return message["pid"], message["pidfd"]
-            if op == "failed" and message.get("tag") in (tag, None):
-                raise OSError(message.get("errno") or errno.EAGAIN,
-                              f"the fork server could not start a worker: {message['error']}")
-
-    def knows_exit(self, pid: int) -> bool:
-        """Whether ``exit_code(pid)`` answers without waiting."""
-        return pid in self._exits or self.state == "gone"
-
-    def exit_code(self, pid: int, timeout: float | None = None) -> int | None:
-        """The exit status of a worker it forked (negative: killed by that signal), once it
-        reports it (waiting at most ``timeout``, default ``ANSWER_WITHIN``); None when the
-        server went without saying. A server that keeps an exit to itself that long is
-        stopped: it no longer serves."""
-        deadline = time.monotonic() + (ANSWER_WITHIN if timeout is None else timeout)
-        while pid not in self._exits and self.state != "gone":
-            if self._receive(block=True, deadline=deadline) is None \
-                    and time.monotonic() >= deadline:
-                _log.warning("the fork server did not report the exit of pid %d; it is "
-                             "stopped", pid)
-                self.stop()
-        return self._exits.pop(pid, None)
-
-    def stop(self) -> None:
-        """End the server (its workers go with it: they die with their parent), within a
-        bound; the socket stays open until ``close``."""
-        self.state = "gone"
-        if self.popen.poll() is None:
-            self.popen.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=ANSWER_WITHIN)
-
-    def kill(self) -> None:
-        """SIGKILL it and wait for it (from any thread: the last resort of a close)."""
-        with contextlib.suppress(OSError):
-            self.popen.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=ANSWER_WITHIN)
 
     def forget(self) -> None:
         """(In a forked child.) The server is the parent's: close our copy of the socket
@@ -181,57 +178,37 @@ class ForkServer:
             self.control.close()
 
     def _receive(self, block: bool, deadline: float = 0.0) -> dict | None:
-        """One message (handled: readiness, exits), or None when there is none (by the
-        deadline) or the server has gone."""
+        """One message, handled (readiness, exits), or None when there is none by the
+        deadline, or the server has gone."""
         if self.state == "gone":
             return None
         wait = max(0.0, deadline - time.monotonic()) if block else 0.0
-        ready, _, _ = select.select([self.control], [], [], wait)
-        if not ready:
+        if not self._poller.poll(int(wait * 1000)):
             return None
         try:
-            data, fds, _, _ = socket.recv_fds(self.control, MAX_MESSAGE_BYTES, 1)
+            data, fds, _, _ = socket.recv_fds(self.control, _ANSWER_BYTES, 1)
         except OSError:
             data, fds = b"", []
-        if not data:
-            self._gone()
-            return None
+        for fd in fds:  # (received descriptors are inheritable: never into a user's exec)
+            os.set_inheritable(fd, False)
         try:
-            message = msgpack.unpackb(data, raw=False)
-            op = message["op"]
+            message = msgpack.unpackb(data, raw=False) if data else None
+            op = message["op"] if message is not None else None
+            if op == "exited":
+                self._exits[int(message["pid"])] = message["code"]
         except Exception:  # never from our server: treat it as broken
+            message = op = None
+        if op is None or (op == "spawned" and len(fds) != 1):
             for fd in fds:
                 os.close(fd)
-            self.stop()
+            self.stop()  # gone (its end closed), or broken
             return None
         if op == "ready":
             self.state = "ready"
             self.was_ready = True
-        elif op == "exited":
-            self._exits[message["pid"]] = message["code"]
         elif op == "spawned":
-            if len(fds) != 1:
-                for fd in fds:
-                    os.close(fd)
-                self.stop()
-                return None
             message["pidfd"] = fds[0]
             return message
         for fd in fds:
             os.close(fd)
         return message
-
-    def _gone(self) -> None:
-        if self.state != "gone":
-            _log.warning("the fork server of a pool left (%s); workers start the plain way "
-                         "until a new one is ready", self._describe_exit())
-        self.stop()
-
-    def _describe_exit(self) -> str:
-        code = self.popen.poll()
-        if code is None:
-            return "it closed its socket"
-        with contextlib.suppress(ValueError):
-            if code < 0:
-                return f"killed by {signal.Signals(-code).name}"
-        return f"exit status {code}"

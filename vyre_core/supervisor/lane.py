@@ -33,26 +33,35 @@ from vyre_core.protocol import Op
 class Lane:
     """One worker process's request socket in the parent (see the module docstring)."""
 
-    def __init__(self, socket: zmq.Socket, identity: bytes, path: str, proof: bytes) -> None:
+    def __init__(self, socket: zmq.Socket, identity: bytes, endpoint: str,
+                 proof: bytes) -> None:
         self.socket = socket
         self.identity = identity  # the worker's, as the rules know it
-        self.path = path          # the socket file the worker binds
+        self.endpoint = endpoint  # the socket the worker binds
+        self.path = endpoint.removeprefix("ipc://")
         self._proof = proof       # what the worker's first message on it must carry
+        self.connected = False
         self.proven = False
+        self.refused = False      # its first message was not the proof: never proven
         self._cond = threading.Condition(threading.Lock())
         self._busy = False
         self._doomed = False
         self.closed = False
         self.on_free: Callable[[], None] | None = None  # told once, when it is given back
 
+    def connect(self) -> None:
+        self.connected = True
+        self.socket.connect(self.endpoint)
+
     def accepts(self, first: Any) -> bool:
         """Whether ``first`` (decoded), the first message on the lane, is its worker's
-        proof: then the lane is proven. Anything else came from whoever holds the lane's
-        path instead of the worker (it squatted the name before the worker bound it)."""
+        proof: then the lane is proven; else it is refused for good. Anything else came
+        from whoever holds the lane's path instead of the worker (it took the path)."""
         meta = getattr(first, "meta", None)
-        self.proven = getattr(first, "op", None) is Op.LANE and isinstance(meta, dict) \
-            and isinstance(meta.get("proof"), bytes) \
+        self.proven = not self.refused and getattr(first, "op", None) is Op.LANE \
+            and isinstance(meta, dict) and isinstance(meta.get("proof"), bytes) \
             and hmac.compare_digest(meta["proof"], self._proof)
+        self.refused = not self.proven
         return self.proven
 
     def take(self, timeout: float | None = None) -> bool:

@@ -44,7 +44,8 @@ from vyre_core.errors import (
 )
 from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import BackendRegistration
-from vyre_core.supervisor.fork_server import ANSWER_WITHIN, ForkServer
+from vyre_core.supervisor import fork_server
+from vyre_core.supervisor.fork_server import ForkServer, ForkServerError
 from vyre_core.supervisor.lane import Lane, Waker, interrupts_deferred, waker
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
@@ -68,6 +69,8 @@ __all__ = ["Pool", "PoolOptions", "Request"]
 
 _log = logging.getLogger("vyre.supervisor")
 _CLOSE = object()  # the inbox marker that asks the I/O thread to close
+FORK_SERVER_LOSSES = 3
+LANE_RECONNECT_MS = 24 * 3600 * 1000
 
 
 class Pool:
@@ -95,10 +98,14 @@ class Pool:
         self._inbox: collections.deque[Any] = collections.deque()
         self._wake_fd = -1
         self._thread: threading.Thread | None = None
+        self._io_ended = threading.Event()  # the I/O thread's last act
         self._processes: dict[int, WorkerProcess] = {}
         self._fork_server: ForkServer | None = None
         self._fork_server_fd = -1
-        self._fork_server_losses = 0               # 3, or one before it was ready: no more
+        # when fork servers were lost: FORK_SERVER_LOSSES within the restart window, or one
+        # that never became ready, and the pool starts no more (for the window; for good)
+        self._fork_server_losses: collections.deque[float] = collections.deque()
+        self._fork_server_broken = False
         self._parked: list[Spawn] = []             # spawns waiting for it to be ready
         self._exits_awaited: dict[WorkerProcess, float] = {}  # dead; their status due by
         self._pages: dict[int, tuple[int, int]] = {}
@@ -111,6 +118,7 @@ class Pool:
         self._io_lanes: dict[Lane, Request] = {}   # held by the I/O thread, for a request
         self._waiting_sends: list[Send] = []       # for the I/O thread, once a lane is free
         self._deferred: list[Any] = []             # handed to the I/O thread by callers
+        self._rejections: collections.deque[str] = collections.deque()  # for the rules
         self._wakers: set[Waker] = set()           # to wake once futures are complete
         self._routing_changed = False              # routing to be told, before waking
         self._handoffs: list[tuple[Request, Any]] = []  # sends for their callers, pending
@@ -328,10 +336,16 @@ class Pool:
         messages = self._read_lane(lane)
         with self._lock:
             now = time.monotonic()
+            self._tell_rejections(now)
             for msg in messages:
                 self._machine.message(lane.identity, msg, now)
             self._carry_here(request)
         self._deliver()
+
+    def _tell_rejections(self, now: float) -> None:
+        """(Under the lock.) What any thread dropped from a lane, for the rules to count."""
+        while self._rejections:
+            self._machine.rejected(self._rejections.popleft(), now)
 
     def _read_lane(self, lane: Lane) -> list[Message | ProtocolError]:
         """The messages waiting on ``lane`` (held by this thread), decoded. Until the
@@ -348,9 +362,9 @@ class Pool:
             except ProtocolError as exc:
                 msg = exc
             if not lane.proven:
-                if not lane.accepts(msg):
-                    self._machine.rejected(f"a message on the lane of {lane.identity!r} "
-                                           "before the worker's proof", time.monotonic())
+                if not lane.accepts(msg):  # (told to the rules under the lock, later)
+                    self._rejections.append(f"a message on the lane of {lane.identity!r} "
+                                            "that was not the worker's proof")
                 continue
             messages.append(msg)
         if messages and self.options.recycle_rss_bytes is not None:
@@ -383,15 +397,16 @@ class Pool:
 
     @property
     def running(self) -> bool:
-        """Whether the I/O thread still runs (workers may still be alive)."""
-        return self._thread is not None and self._thread.is_alive()
+        """Whether the I/O thread still runs (workers may still be alive). Its own word,
+        not ``Thread.is_alive()``: on Python 3.11 a ``join`` interrupted by Ctrl-C marks
+        the thread it waited for as stopped while it still runs."""
+        return self._thread is not None and not self._io_ended.is_set()
 
     def wait_closed(self, timeout: float | None = None) -> None:
         """Wait for the I/O thread to stop its workers and end: at most ``timeout`` (default:
         the kill grace plus 5 s)."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(self.options.kill_grace + 5 if timeout is None else timeout)
+        if self._thread is not None:
+            self._io_ended.wait(self.options.kill_grace + 5 if timeout is None else timeout)
 
     def forget(self) -> None:
         """(In a forked child.) This pool is the parent's and is never used here: let go of
@@ -408,7 +423,7 @@ class Pool:
             proc.kill()
         server = self._fork_server
         if server is not None:
-            server.kill()
+            server.stop()
         for proc in list(self._processes.values()):
             proc.wait_exited(5)
 
@@ -461,6 +476,8 @@ class Pool:
                     timer = self._machine.next_timer()
                     now = time.monotonic()
                     wait = TICK_EVERY if timer is None else min(TICK_EVERY, timer - now)
+                    for due in self._shell_deadlines():
+                        wait = min(wait, due - now)
                     self._io_wakes_at = now + wait
                 events = dict(self._poller.poll(max(0, int(wait * 1000) + 1)))
                 with self._lock:
@@ -469,6 +486,7 @@ class Pool:
                         self._take_inbox(now)
                     if self._router in events:
                         self._receive(now)
+                        self._connect_lanes()
                     if self._fork_server is not None:
                         self._hear_fork_server(self._fork_server_fd in events, now)
                     for lane in [lane for lane in self._io_lanes if lane.socket in events]:
@@ -480,16 +498,20 @@ class Pool:
                             self._poller.unregister(output_fd)  # end of its output
                         if proc.pidfd in events:
                             self._poller.unregister(proc.pidfd)
-                            self._exits_awaited[proc] = now + ANSWER_WITHIN
+                            self._exits_awaited[proc] = now + fork_server.ANSWER_WITHIN
                     self._settle_exits(now)
+                    self._tell_rejections(now)
                     self._read_pages(now)
                     self._machine.tick(now)
         except BaseException as exc:  # the I/O shell itself failed: leave nobody waiting
             _log.exception("the supervisor of pool %r crashed", self.backend)
             self._abandon(exc)
         finally:
-            self._stop_all()
-            self._close_io()
+            try:
+                self._stop_all()
+            finally:
+                self._close_io()  # (else later calls would wait on a thread that is gone)
+                self._io_ended.set()
 
     def _take_inbox(self, now: float) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -541,12 +563,16 @@ class Pool:
         lane = self._lanes.pop(index, None)
         if lane is not None:
             held = lane in self._io_lanes
-            if held or lane.take(timeout=0):  # what it sent last is heard (and counted)
-                for msg in self._read_lane(lane):
-                    self._machine.message(lane.identity, msg, now)
-                if not held:
-                    lane.give()
-            lane.doom()  # (closed by its holder, if any, when it lets go)
+            try:
+                if held or lane.take(timeout=0):  # what it sent last is heard (and counted)
+                    try:
+                        for msg in self._read_lane(lane):
+                            self._machine.message(lane.identity, msg, now)
+                    finally:
+                        if not held:
+                            lane.give()
+            finally:
+                lane.doom()  # (closed by its holder, if any, when it lets go)
         self._pages.pop(index, None)
         for fd in (proc.pidfd, proc.output_fd):
             if fd >= 0:
@@ -556,8 +582,10 @@ class Pool:
         received, answered, reply_bytes = proc.page.read()
         self._machine.progress(index, received, answered, now, reply_bytes=reply_bytes)
         code = proc.reap()
-        # (unknown: the fork server went first, and this worker with it, or was stopped)
-        collateral = code is None and proc.fork_server is not None
+        # unknown, for a forked worker whose exit was not withheld: its server went first,
+        # and it with the server
+        collateral = code is None and proc.fork_server is not None \
+            and not proc.status_withheld
         tail = proc.output_tail()
         self._history[index].add(self._machine.workers[index].generation, describe_exit(code),
                                  tail)
@@ -764,8 +792,9 @@ class Pool:
         transport refused."""
         req = action.request
         if not lane.proven:  # nothing goes to a lane before its worker has proven itself
-            if lane.socket.poll(int(self.options.silence_limit * 1000) + 1):
-                self._read_lane(lane)
+            if not lane.refused and lane.socket.poll(int(self.options.silence_limit * 1000)
+                                                     + 1):
+                self._read_lane(lane)  # (the proof comes first, and alone: nothing is lost)
             if not lane.proven:
                 return "the process at the other end of its lane did not prove it is the worker"
         frames = req.frames or protocol.encode(
@@ -795,7 +824,11 @@ class Pool:
     def _launch_fork_server(self) -> None:
         """(I/O thread: the server dies with it.) Start the fork server, without waiting;
         until it is ready, workers start the plain way or wait for it (``_spawn``)."""
-        if not self.options.fork_server or self._fork_server_losses >= 3:
+        losses = self._fork_server_losses
+        while losses and losses[0] < time.monotonic() - self.options.restart_window:
+            losses.popleft()
+        if not self.options.fork_server or self._fork_server_broken \
+                or len(losses) >= FORK_SERVER_LOSSES:
             return
         try:
             server = ForkServer(self.backend, os.environ, self.options.startup_timeout)
@@ -806,6 +839,14 @@ class Pool:
         self._fork_server, self._fork_server_fd = server, server.fileno()
         self._poller.register(self._fork_server_fd, zmq.POLLIN)
 
+    def _shell_deadlines(self) -> list[float]:
+        """When the shell itself must look again: exit statuses due from the fork server,
+        the server's readiness."""
+        due = list(self._exits_awaited.values())
+        if self._fork_server is not None and self._fork_server.state == "starting":
+            due.append(self._fork_server.ready_by)
+        return due
+
     def _settle_exits(self, now: float) -> None:
         """Tell the rules of the exits whose status is known: at once for a worker started
         the plain way, once its fork server reports for a forked one (or after
@@ -815,6 +856,7 @@ class Pool:
                 if not proc.exit_known():  # a server that keeps it to itself serves no more
                     _log.warning("pool %r: the fork server did not report how %s ended; "
                                  "it is stopped", self.backend, proc.name)
+                    proc.status_withheld = True  # (it died on its own: not collateral)
                     proc.fork_server.stop()
                 del self._exits_awaited[proc]
                 # by process: a promotion may have moved it
@@ -834,7 +876,11 @@ class Pool:
                          "the plain way", self.backend, self.options.startup_timeout)
             server.stop()
         if server.state == "gone":
-            self._fork_server_losses += 1 if server.was_ready else 3
+            _log.warning("pool %r: its fork server (pid %d) %s; workers start the plain way "
+                         "until a new one is ready", self.backend, server.popen.pid,
+                         describe_exit(server.popen.poll()))
+            self._fork_server_losses.append(now)
+            self._fork_server_broken |= not server.was_ready  # it never worked: no more
             self._drop_fork_server()
         if server.state != "starting":
             self._deferred += self._parked
@@ -844,7 +890,6 @@ class Pool:
         """Stop the fork server; its socket is closed only once out of the poller."""
         server, fd = self._fork_server, self._fork_server_fd
         if server is not None:
-            server.stop()
             with contextlib.suppress(KeyError):
                 self._poller.unregister(fd)
             server.close()
@@ -871,9 +916,9 @@ class Pool:
             # fits wherever that does. (Its proof, not its name, keeps strangers out.)
             self._spawns += 1
             lane_endpoint = self._rundir.endpoint(f"{self._name}-{self._spawns:x}", suffix="")
-            page = ProgressPage.create({"identity": identity, "token": token,
-                                        "generation": action.generation,
-                                        "lane": lane_endpoint, "lane_proof": lane_proof})
+            handover = {"identity": identity, "token": token, "generation": action.generation,
+                        "lane": lane_endpoint, "lane_proof": lane_proof}
+            page = ProgressPage.create(handover)
             lane = self._lane(lane_endpoint, identity, lane_proof)
             args = ["--backend", reg.id, "--entry-point", reg.entry_point.split(" = ")[0],
                     "--endpoint", self._endpoint,
@@ -882,8 +927,19 @@ class Pool:
                     "--max-message-bytes", str(self.options.max_message_bytes)]
             env = dict(os.environ,
                        VYRE_WORKER=f"{reg.id}/{action.index}/{action.generation}")
-            proc = WorkerProcess(args, env, page, name, self._fork_server)
-        except (OSError, zmq.ZMQError, VyreError) as exc:  # (VyreError: a path too long)
+            server = self._fork_server
+            if server is not None and server.can_start(env):
+                try:
+                    proc = WorkerProcess(args, env, page, name, server)
+                except ForkServerError as exc:  # the plain way, with a page of its own
+                    _log.warning("pool %r: %s could not be forked (%s); starting it the "
+                                 "plain way", self.backend, name, exc)
+                    page.close()  # (a child forked before the server failed may have read it)
+                    page = ProgressPage.create(handover)
+                    proc = WorkerProcess(args, env, page, name)
+            else:
+                proc = WorkerProcess(args, env, page, name)
+        except Exception as exc:  # never a slot left spawning (VyreError: a path too long)
             if page is not None:
                 page.close()
             if lane is not None:
@@ -904,17 +960,28 @@ class Pool:
                               time.monotonic())
 
     def _lane(self, endpoint: str, identity: bytes, proof: bytes) -> Lane:
-        """A lane to the worker that binds ``endpoint`` (connected now: requests wait in it
-        until the worker is there)."""
+        """A lane to the worker that binds ``endpoint``, connected once the worker's hello
+        (sent after the bind) was accepted (``_connect_lanes``)."""
         socket = self._context_of_driver().socket(zmq.PAIR)
         socket.setsockopt(zmq.LINGER, 0)
-        socket.setsockopt(zmq.RECONNECT_IVL, 5)  # (ms) the worker binds it as it starts
+        # One connection: once its worker is gone, a process that took the path must not
+        # become the lane's peer before the lane is closed (when the death is heard, within
+        # seconds). Reconnection stays on (a connection that cannot come back would take
+        # what the worker sent last with it) but only after LANE_RECONNECT_MS.
+        socket.setsockopt(zmq.RECONNECT_IVL, LANE_RECONNECT_MS)
         socket.setsockopt(zmq.SNDHWM, 0)
         socket.setsockopt(zmq.RCVHWM, 0)
         socket.setsockopt(zmq.MAXMSGSIZE, max(self.options.max_message_bytes,
                                               protocol.MAX_HEADER_BYTES))
-        socket.connect(endpoint)
-        return Lane(socket, identity, endpoint.removeprefix("ipc://"), proof)
+        return Lane(socket, identity, endpoint, proof)
+
+    def _connect_lanes(self) -> None:
+        """(I/O thread, under the lock, right after hellos were heard.) Connect the lanes
+        of workers whose hello the rules accepted: before any send to them is carried out."""
+        for index, lane in self._lanes.items():
+            w = self._machine.workers[index]
+            if not lane.connected and w.proven and w.identity == lane.identity:
+                lane.connect()
 
     def _abandon(self, exc: BaseException) -> None:
         """The shell failed (a bug in vyre): every waiting caller gets an error."""

@@ -19,6 +19,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 
 from vyre_core.protocol import ProgressPage
 from vyre_core.supervisor.fork_server import ForkServer
@@ -55,24 +56,23 @@ class WorkerProcess:
 
     def __init__(self, args: list[str], env: dict[str, str], page: ProgressPage,
                  name: str, fork_server: ForkServer | None = None) -> None:
+        """Start it: forked by ``fork_server`` when given (raising ForkServerError when it
+        cannot: the caller may then start it the plain way), else as a new interpreter."""
         self.page = page
         self.name = name
         self._tail = bytearray()
         self._partial = b""
         self._popen: subprocess.Popen | None = None
-        self.fork_server: ForkServer | None = None  # the one that forked it, if one did
+        self.fork_server = fork_server  # the one that forked it, if one did
+        self.status_withheld = False    # its server did not report its exit in time
+        self._fd_lock = threading.Lock()  # signals (any thread) against closing the pidfd
         read_fd, write_fd = os.pipe()
         try:
             fcntl.fcntl(read_fd, fcntl.F_SETFL, fcntl.fcntl(read_fd, fcntl.F_GETFL)
                         | os.O_NONBLOCK)
-            if fork_server is not None and fork_server.can_start(env):
-                try:
-                    self.pid, self.pidfd = fork_server.start(args, env, page.fd, write_fd)
-                    self.fork_server = fork_server
-                except OSError as exc:
-                    _log.warning("%s: the fork server could not start it (%s); starting "
-                                 "it the plain way", name, exc)
-            if self.fork_server is None:
+            if fork_server is not None:
+                self.pid, self.pidfd = fork_server.start(args, env, page.fd, write_fd)
+            else:
                 self._popen = subprocess.Popen(
                     [sys.executable, "-m", "vyre_workers", "--page-fd", str(page.fd), *args],
                     stdin=subprocess.DEVNULL, stdout=write_fd, stderr=subprocess.STDOUT,
@@ -101,24 +101,28 @@ class WorkerProcess:
         self._signal(signal.SIGKILL)
 
     def _signal(self, sig: int) -> None:
-        pidfd = self.pidfd  # (never a reused pid: the pidfd names this process only)
-        if pidfd >= 0:
-            with contextlib.suppress(ProcessLookupError, OSError):
-                signal.pidfd_send_signal(pidfd, sig)
+        with self._fd_lock:  # (never a reused number: the pidfd is open while held)
+            if self.pidfd >= 0:
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(self.pidfd, sig)
 
     def exit_known(self) -> bool:
         """Whether ``reap`` (of an exited process) answers without waiting: a forked
         worker's status comes from its fork server, a moment after the exit itself."""
         return self.fork_server is None or self.fork_server.knows_exit(self.pid)
 
-    def wait_exited(self, timeout: float) -> bool:
+    def wait_exited(self, timeout: float) -> None:
         """Wait (at most ``timeout``) until the process has exited, without reaping it."""
-        pidfd = self.pidfd
-        if pidfd < 0:
-            return True
-        with contextlib.suppress(OSError, ValueError):
-            return bool(select.select([pidfd], [], [], timeout)[0])
-        return True
+        with self._fd_lock:
+            if self.pidfd < 0:
+                return
+            watched = os.dup(self.pidfd)  # (closed by a reaping thread meanwhile: no matter)
+        try:
+            poller = select.poll()
+            poller.register(watched, select.POLLIN)
+            poller.poll(int(timeout * 1000))
+        finally:
+            os.close(watched)
 
     def read_output(self) -> bool:
         """Take what the worker wrote (without blocking) into the tail and the
@@ -158,10 +162,11 @@ class WorkerProcess:
         else:
             code = self.fork_server.exit_code(self.pid)  # type: ignore[union-attr]
         self.read_output()
-        for fd in (self.pidfd, self.output_fd):
-            if fd >= 0:
-                os.close(fd)
-        self.pidfd = self.output_fd = -1
+        with self._fd_lock:
+            for fd in (self.pidfd, self.output_fd):
+                if fd >= 0:
+                    os.close(fd)
+            self.pidfd = self.output_fd = -1
         self.page.close()
         return code
 
