@@ -146,17 +146,13 @@ class Pool:
         are written into shared memory here, by the calling thread."""
         future = request.future  # (answered, the request lets go of it)
         try:
-            request.frames = self._encode(request)
-            request.nbytes = len(request.frames[0]) + sum(a.nbytes for a in request.frames[1:])
+            self._encode_into(request)
             with self._gate:
-                if self._io_state == "new":
-                    self._start()
-                if self._io_state == "running":
+                if self._open():
                     self._inbox.append(request)
                     os.eventfd_write(self._wake_fd, 1)
                     return future
-            raise PoolFailedError(f"the driver is closed; pool {self.backend!r} takes no "
-                                  "more work", "Create a new vyre Driver.", backend=self.backend)
+            raise self._closed_error()
         except VyreError as exc:
             self._release(request)
             future.set_exception(exc)
@@ -164,6 +160,20 @@ class Pool:
         except BaseException:  # interrupted (Ctrl-C) while copying: nothing leaks
             self._release(request)
             raise
+
+    def _encode_into(self, request: Request) -> None:
+        request.frames = self._encode(request)
+        request.nbytes = len(request.frames[0]) + sum(a.nbytes for a in request.frames[1:])
+
+    def _open(self) -> bool:
+        """(Under the gate.) Start the pool if it is new; whether it takes work."""
+        if self._io_state == "new":
+            self._start()
+        return self._io_state == "running"
+
+    def _closed_error(self) -> PoolFailedError:
+        return PoolFailedError(f"the driver is closed; pool {self.backend!r} takes no more "
+                               "work", "Create a new vyre Driver.", backend=self.backend)
 
     def _encode(self, request: Request) -> list[Any]:
         """The request's frames, its large inputs placed in shared memory and a segment
@@ -253,16 +263,11 @@ class Pool:
         future = request.future
         request.waker = waker()
         try:
-            request.frames = self._encode(request)
-            request.nbytes = len(request.frames[0]) + sum(a.nbytes for a in request.frames[1:])
+            self._encode_into(request)
             with self._gate:
-                if self._io_state == "new":
-                    self._start()
-                running = self._io_state == "running"
+                running = self._open()
             if not running:
-                raise PoolFailedError(f"the driver is closed; pool {self.backend!r} takes no "
-                                      "more work", "Create a new vyre Driver.",
-                                      backend=self.backend)
+                raise self._closed_error()
         except BaseException:  # a refusal, or interrupted while copying: nothing leaks
             self._release(request)
             raise
