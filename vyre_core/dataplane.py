@@ -1,5 +1,5 @@
 """The data plane: arrays cross to a worker and back through shared memory, and only a
-descriptor of each travels over ZeroMQ (the control plane).
+descriptor of each travels on the worker's lane (``framing.py``).
 
 The parent owns every *segment*: a memfd (so nothing is ever left in ``/dev/shm``, even
 after SIGKILL), allocated in full when made (``posix_fallocate``: a full tmpfs or a memory

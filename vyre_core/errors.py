@@ -252,8 +252,8 @@ class MessageLostError(BackendFaultError):
     """A request or its reply was lost between the parent and a worker."""
 
     code = 1307
-    default_fix = ("Send less data per call, or give the worker more memory: a message it "
-                   "cannot allocate is dropped by the transport.")
+    default_fix = ("Call again: each worker that lost it was replaced. If it recurs, read "
+                   "the workers' output in `Driver.status()` and `vyre doctor`.")
 
 
 # -- Routing and plugins -----------------------------------------------------------------

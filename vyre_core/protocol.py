@@ -1,6 +1,7 @@
 """The parent <-> worker wire protocol: the one codec both sides use.
 
-A message is a msgpack header frame followed by one raw frame per array. The header is
+A message is a msgpack header frame followed by one raw frame per array (on a lane, framed
+by ``framing.py``; on the control socket, as ZeroMQ parts). The header is
 ``{"v", "op", "id", "gen", "meta", "arrays": [[dtype, count], ...]}``; an array in shared
 memory (``dataplane.Shared``) is ``[dtype, count, segment, fd, size]`` and has no frame.
 Arrays cross without pickle: received frames become read-only numpy arrays over the
@@ -8,7 +9,7 @@ message memory (``np.frombuffer``), and large frames are sent without copying. E
 received is checked (version, operation, field types, frame count, sizes against dtype and count,
 size caps); a bad message raises ``ProtocolError`` carrying the request id when known.
 
-Beside the socket, each worker shares a small ``ProgressPage`` with its parent: it hands
+Beside its sockets, each worker shares a small ``ProgressPage`` with its parent: it hands
 the worker its identity and hello token at start (never on the command line), and the
 worker's main thread writes into it the id of each request the moment it receives it
 and once it has answered, so the parent can tell a request that never arrived from one
@@ -30,7 +31,7 @@ import numpy as np
 import zmq
 
 from vyre_core.dataplane import Shared
-from vyre_core.errors import InvalidInputError, ProtocolError
+from vyre_core.errors import InvalidInputError, ProtocolError, VyreError
 from vyre_core.ir.wire import MAX_WIRE_BYTES
 
 PROTOCOL_VERSION = 3
@@ -38,6 +39,8 @@ PROTOCOL_VERSION = 3
 #: config, label and the envelope.
 MAX_HEADER_BYTES = MAX_WIRE_BYTES + (1 << 20)
 MAX_ARRAYS = 256
+#: Frames a lane takes in one message: a header with too many arrays is still answered.
+MAX_FRAMES = 4 * MAX_ARRAYS
 MAX_MESSAGE_BYTES = 1 << 36
 ZERO_COPY_THRESHOLD = 1 << 16  # frames at least this large are sent without copying
 
@@ -52,7 +55,6 @@ class Op(enum.StrEnum):
     REPLY = "reply"
     ERROR = "error"                  # meta["error"] is a VyreError dict
     HEARTBEAT = "heartbeat"
-    LANE = "lane"                    # first on a lane: meta["proof"] shows it is the worker
     # parent -> worker
     PING = "ping"
     DISPATCH = "dispatch"
@@ -297,6 +299,19 @@ def _bad(cause: str, request_id: int | None) -> ProtocolError:
     return ProtocolError(f"malformed message: {cause}",
                          "Use matching vyre versions in the parent and the workers; "
                          "never write to a worker socket by hand.", request_id=request_id)
+
+
+def dropped_error(dropped: Any, where: str,
+                  kind: type[VyreError] = ProtocolError) -> VyreError:
+    """The error for a message whose frame ``where`` could not allocate (a
+    ``framing.Dropped``): read through and dropped, so only its request fails."""
+    request_id = None if dropped.header is None else peek_request_id(dropped.header)
+    part = "its header" if dropped.index == 0 else f"array {dropped.index - 1}"
+    return kind(f"{where} could not allocate the {dropped.nbytes} bytes of {part} of a "
+                "message (out of memory), so the message was dropped",
+                "Free memory in that process (or raise its memory limit), or let large "
+                "arrays travel through shared memory (VYRE_SHARED_MEMORY=1).",
+                request_id=request_id)
 
 
 def error_message(error: Any, request_id: int, gen: int) -> Message:

@@ -11,8 +11,9 @@ workers are its children and not the pool's, it reaps them and reports each exit
 It talks to its pool only over an inherited socket pair (no name anyone else can reach):
 
     pool -> server   {"op": "spawn", "tag", "argv", "env", "cwd", "umask", "rlimits"}
-                     + fds [progress page, output]
-                     (argv: the worker's, but for --page-fd, which the server adds)
+                     + fds [progress page, lane, output]
+                     (argv: the worker's, but for --page-fd and --lane-fd, which the
+                     server adds)
     server -> pool   {"op": "ready", "pid"}
                      {"op": "spawned", "tag", "pid"}         + fd [the worker's pidfd]
                      {"op": "failed", "tag", "errno", "error"}
@@ -73,8 +74,8 @@ def _take_process_state(request: dict) -> None:
             resource.setrlimit(getattr(resource, name), tuple(value))
 
 
-def _become_worker(request: dict, page_fd: int, out_fd: int, inherited: list[int],
-                   server_pid: int) -> NoReturn:
+def _become_worker(request: dict, page_fd: int, lane_fd: int, out_fd: int,
+                   inherited: list[int], server_pid: int) -> NoReturn:
     """(In the forked child.) Drop what was the server's, take the pool's environment,
     process state and output pipe, and run the worker; never returns into the server's
     loop."""
@@ -90,8 +91,8 @@ def _become_worker(request: dict, page_fd: int, out_fd: int, inherited: list[int
         os.environ.update(request["env"])
         _take_process_state(request)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        code = worker_main(["--page-fd", str(page_fd), *request["argv"]],
-                           parent_pid=server_pid)
+        code = worker_main(["--page-fd", str(page_fd), "--lane-fd", str(lane_fd),
+                            *request["argv"]], parent_pid=server_pid)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -123,7 +124,7 @@ class _Server:
     def _take_request(self) -> bool:
         """Serve one request; False once the pool has gone."""
         try:
-            data, fds, flags, _ = socket.recv_fds(self.control, MAX_MESSAGE_BYTES, 2)
+            data, fds, flags, _ = socket.recv_fds(self.control, MAX_MESSAGE_BYTES, 3)
         except OSError:
             return False
         if not data:
@@ -131,7 +132,7 @@ class _Server:
         try:
             request = msgpack.unpackb(data, raw=False)
             tag = request["tag"]
-            if flags & socket.MSG_TRUNC or len(fds) != 2 or request.get("op") != "spawn":
+            if flags & socket.MSG_TRUNC or len(fds) != 3 or request.get("op") != "spawn":
                 raise ValueError("a malformed spawn request")
             if not isinstance(request.get("argv"), list) \
                     or not isinstance(request.get("env"), dict):
@@ -144,7 +145,8 @@ class _Server:
                 os.close(fd)
         return True
 
-    def _spawn(self, tag: int, request: dict, page_fd: int, out_fd: int) -> None:
+    def _spawn(self, tag: int, request: dict, page_fd: int, lane_fd: int,
+               out_fd: int) -> None:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
@@ -156,7 +158,7 @@ class _Server:
                                  "error": str(exc)})
             return
         if pid == 0:
-            _become_worker(request, page_fd, out_fd,
+            _become_worker(request, page_fd, lane_fd, out_fd,
                            [self.control.fileno(), *self.children], server_pid)
         try:  # before any wait: the pid is surely this child's
             pidfd = os.pidfd_open(pid)

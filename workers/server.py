@@ -1,5 +1,8 @@
-"""The worker's serve loop: one request at a time from the parent's ROUTER, each
-answered with a reply or an error for the same request id and this worker's generation.
+"""The worker's serve loop: one request at a time from its lane (``framing.py``), each
+answered on it with a reply or an error for the same request id and this worker's
+generation. After each reply the loop spins on the lane for a moment (``--spin``) before it
+sleeps: a caller's next request often comes within microseconds, and waking a sleeping
+process costs more than the whole round trip.
 
 The id of each request is written into the progress page the moment it arrives (before
 the backend runs) and again once it is answered, so the parent knows what this worker
@@ -14,14 +17,17 @@ from __future__ import annotations
 
 import functools
 import itertools
+import select
+import socket
+import sys
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import zmq
 
-from vyre_core import protocol
+from vyre_core import framing, protocol
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Timing
 from vyre_core.dataplane import SegmentMaps, Shared
@@ -30,6 +36,7 @@ from vyre_core.errors import (
     DeviceLostError,
     PipelineInvalidatedError,
     ProtocolError,
+    SystemResourceError,
     VyreError,
     as_vyre_error,
     plain_data,
@@ -51,11 +58,15 @@ Handler = Callable[[Message], tuple[dict[str, Any], list[Any]]]
 
 
 class WorkerServer:
-    def __init__(self, host: BackendHost, socket: zmq.Socket,
+    def __init__(self, host: BackendHost, lane: socket.socket,
                  max_message_bytes: int = protocol.MAX_MESSAGE_BYTES,
-                 page: ProgressPage | None = None, maps: SegmentMaps | None = None) -> None:
+                 page: ProgressPage | None = None, maps: SegmentMaps | None = None,
+                 spin: float = 0.0) -> None:
         self.host = host
-        self.socket = socket
+        self.lane = lane  # non-blocking
+        self.reader = framing.StreamReader(lane, protocol.MAX_FRAMES,
+                                           max_message_bytes + protocol.MAX_HEADER_BYTES)
+        self.spin = spin
         self.max_message_bytes = max_message_bytes
         self.page = page
         self.maps = maps
@@ -87,36 +98,57 @@ class WorkerServer:
         }
 
     def serve(self, wake_ms: int = 100) -> None:
-        """Answer requests until SHUTDOWN or ``stopping`` is set (e.g. by SIGTERM)."""
-        self.socket.setsockopt(zmq.RCVTIMEO, wake_ms)  # cheaper than poll-then-recv
+        """Answer requests until SHUTDOWN, ``stopping`` (set by SIGTERM) or the end of the
+        lane (the pool closed it, or went)."""
+        poller = select.poll()
+        poller.register(self.lane, select.POLLIN)
+        spin_until = 0.0
         while not self.stopping:
             try:
-                frames = self.socket.recv_multipart(copy=False)
-            except zmq.Again:
+                received = self.reader.messages()
+            except framing.BrokenStream as exc:  # the parent's bug: nothing can be framed
+                sys.stderr.write(f"vyre worker: its lane broke ({exc}); leaving\n")
+                return
+            if not received:
+                if self.reader.ended:
+                    return
+                if time.perf_counter() >= spin_until:
+                    poller.poll(wake_ms)
                 continue
-            reply = self.handle(frames)
-            if reply is None:
-                continue
-            try:
-                encoded = protocol.encode(reply)
-            except Exception as exc:  # an unencodable reply: say so rather than die
-                encoded = protocol.encode(protocol.error_message(
-                    as_vyre_error(exc, f"encoding the reply to {reply.id}"), reply.id,
-                    reply.gen))
-            if self.page is not None and reply.id:  # the parent allows it time to cross
-                self.page.answered(reply.id, sum(len(f) if isinstance(f, bytes) else f.nbytes
-                                                 for f in encoded))
-            protocol.send_frames(self.socket, encoded)
+            for frames in received:
+                reply = self.handle(frames)
+                if reply is not None and not self._send(reply):
+                    return
+            spin_until = time.perf_counter() + self.spin
 
-    def handle(self, frames: list[Any]) -> Message | None:
+    def _send(self, reply: Message) -> bool:
+        """Send ``reply`` whole on the lane; False when the parent's end is gone."""
+        try:
+            encoded = protocol.encode(reply)
+        except Exception as exc:  # an unencodable reply: say so rather than die
+            encoded = protocol.encode(protocol.error_message(
+                as_vyre_error(exc, f"encoding the reply to {reply.id}"), reply.id, reply.gen))
+        if self.page is not None and reply.id:  # the parent allows it time to cross
+            self.page.answered(reply.id, sum(len(f) if isinstance(f, bytes) else f.nbytes
+                                             for f in encoded))
+        try:
+            framing.send(self.lane, encoded)
+        except OSError:
+            return False
+        return True
+
+    def handle(self, frames: list[Any] | framing.Dropped) -> Message | None:
         """The answer to one request (None for a copy of one already received)."""
         generation = self.host.generation
         try:
+            if isinstance(frames, framing.Dropped):
+                raise protocol.dropped_error(frames, f"worker of {self.host.id()!r}",
+                                             SystemResourceError)
             msg = protocol.decode(frames, self.max_message_bytes)
             if msg.op not in protocol.REQUESTS:
                 raise ProtocolError(f"{msg.op} is not a request a worker serves",
                                     "Send requests only.", request_id=msg.id)
-        except ProtocolError as exc:
+        except (ProtocolError, SystemResourceError) as exc:
             return protocol.error_message(exc, exc.details.get("request_id") or 0,
                                           generation)
         if msg.id and msg.id == self._last_received:

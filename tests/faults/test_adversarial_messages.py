@@ -2,10 +2,10 @@
 reply (ProtocolError, code 1305, unless a more specific error applies) carrying the
 request id when the header was readable (0 otherwise), and the worker keeps serving.
 
-The worker says hello (and beats) to its parent's ROUTER and serves requests on the lane it
-binds, so this test plays the parent: it binds a ROUTER on an ipc path, starts
-``python -m vyre_workers`` itself, and sends on the worker's lane (a PAIR). No mocks: real
-sockets, real process, real codec.
+The worker says hello (and beats) to its parent's ROUTER and serves requests on its lane
+(an inherited end of a socket pair), so this test plays the parent: it binds a ROUTER on an
+ipc path, starts ``python -m vyre_workers`` itself with the other end of a lane, and sends
+on it. No mocks: real sockets, real process, real codec.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vyre_core
-from vyre_core import DispatchConfig, abi, ir, protocol
+from vyre_core import DispatchConfig, abi, framing, ir, protocol
 from vyre_core.errors import InvalidInputError, ProtocolError
 from vyre_core.protocol import Message, Op
 
@@ -34,7 +34,6 @@ from .support import saxpy
 
 IDENTITY = b"w0.1"
 TOKEN = b"hello-token"
-LANE_PROOF = b"lane-proof"
 GEN = 1
 REPLY_TIMEOUT = 15.0
 PROTOCOL_ERROR = 1305
@@ -61,42 +60,34 @@ def saxpy_inputs(seed: int) -> list[np.ndarray]:
 class Worker:
     """A worker process started by hand, and the ROUTER it answers to."""
 
-    def __init__(self, tmp: Path, before_connecting: Any = None) -> None:
-        """``before_connecting(lane_path)`` runs once the worker starts and before this
-        parent connects to its lane."""
+    def __init__(self, tmp: Path) -> None:
         self.endpoint = f"ipc://{tmp / 'adversary.sock'}"
         self.context = zmq.Context()
         self.router = self.context.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.router.bind(self.endpoint)
-        self.lane_endpoint = f"ipc://{tmp / 'adversary-lane.sock'}"
-        self.lane = self.context.socket(zmq.PAIR)
-        self.lane.setsockopt(zmq.LINGER, 0)
-        if before_connecting is None:
-            self.lane.connect(self.lane_endpoint)
+        self.lane, theirs = framing.pair()
+        self.reader = framing.StreamReader(self.lane, protocol.MAX_FRAMES, 1 << 36)
+        self.waiting: list[Any] = []  # replies read off the lane, not yet taken
         self.log_path = tmp / "worker.log"
         self._next_id = 1000
         # identity and hello token reach the worker in its progress page, as from the pool
         self.page = protocol.ProgressPage.create(
-            {"identity": IDENTITY, "token": TOKEN, "generation": GEN,
-             "lane": self.lane_endpoint, "lane_proof": LANE_PROOF})
-        with open(self.log_path, "wb") as log:
+            {"identity": IDENTITY, "token": TOKEN, "generation": GEN})
+        with open(self.log_path, "wb") as log, theirs:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "vyre_workers", "--page-fd", str(self.page.fd),
+                 "--lane-fd", str(theirs.fileno()),
                  "--backend", "reference", "--entry-point", "reference",
                  "--endpoint", self.endpoint,
                  "--parent-pid", str(os.getpid()),
                  "--heartbeat", "0.5"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                pass_fds=(self.page.fd,), env=dict(os.environ, VYRE_WORKER="reference/0/1"))
+                pass_fds=(self.page.fd, theirs.fileno()),
+                env=dict(os.environ, VYRE_WORKER="reference/0/1"))
         self.beats = 0
-        if before_connecting is not None:
-            before_connecting(self.lane_endpoint.removeprefix("ipc://"))
-            self.lane.connect(self.lane_endpoint)
-        first = {m.op: m for m in (self.receive(timeout=60), self.receive(timeout=60))}
-        assert first[Op.LANE].meta["proof"] == LANE_PROOF  # the lane's first message
-        self.hello = first[Op.HELLO]
+        self.hello = self.receive(timeout=60)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
@@ -105,7 +96,7 @@ class Worker:
         self._next_id += 1
         return self._next_id
 
-    def receive_raw(self, timeout: float = REPLY_TIMEOUT) -> list[zmq.Frame]:
+    def receive_raw(self, timeout: float = REPLY_TIMEOUT) -> list[Any]:
         """The frames of the next message from the worker: a reply on its lane, or its
         hello on the ROUTER (heartbeats from its ``:hb`` socket are counted and skipped)."""
         deadline = time.monotonic() + timeout
@@ -113,13 +104,17 @@ class Worker:
         poller.register(self.router, zmq.POLLIN)
         poller.register(self.lane, zmq.POLLIN)
         while True:
+            self.waiting += self.reader.messages()
+            if self.waiting:
+                return self.waiting.pop(0)
+            assert not self.reader.ended, f"the worker closed its lane; log:\n{self.log()}"
             left = deadline - time.monotonic()
             events = dict(poller.poll(int(left * 1000) + 1)) if left > 0 else {}
             if not events:
                 raise AssertionError(f"no message from the worker within {timeout} s "
                                      f"(alive: {self.proc.poll() is None}); log:\n{self.log()}")
-            if self.lane in events:
-                return self.lane.recv_multipart(copy=False)
+            if self.router not in events:
+                continue
             frames = self.router.recv_multipart(copy=False)
             identity = frames[0].bytes
             if identity == IDENTITY + b":hb":
@@ -144,10 +139,10 @@ class Worker:
         return protocol.decode(self.receive_raw(timeout))
 
     def send_frames(self, frames: list[Any]) -> None:
-        self.lane.send_multipart(frames)
+        framing.send(self.lane, frames, within=REPLY_TIMEOUT)
 
     def send(self, msg: Message) -> None:
-        protocol.send(self.lane, msg)
+        self.send_frames(protocol.encode(msg))
 
     def exchange(self, frames: list[Any]) -> Message:
         self.send_frames(frames)
@@ -159,14 +154,14 @@ class Worker:
                 try:
                     self.send(Message(Op.SHUTDOWN, self.next_id(), GEN))
                     self.proc.wait(timeout=10)
-                except (zmq.ZMQError, subprocess.TimeoutExpired):
+                except (OSError, subprocess.TimeoutExpired):
                     pass
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
             self.router.close(linger=0)
-            self.lane.close(linger=0)
+            self.lane.close()
             self.context.term()
             self.page.close()
 
@@ -504,45 +499,6 @@ def test_worker_still_serves_after_fuzzing(worker):
 
 
 # -- bugs ----------------------------------------------------------------------------------
-
-STRANGER = """
-import os, sys, time, zmq
-deadline = time.monotonic() + 30
-while not os.path.exists(sys.argv[1]):  # the worker has bound its lane
-    assert time.monotonic() < deadline, "the worker never bound its lane"
-    time.sleep(0.01)
-sock = zmq.Context().socket(zmq.PAIR)
-sock.setsockopt(zmq.LINGER, 0)
-sock.connect("ipc://" + sys.argv[1])
-print("heard" if sock.poll(1500) else "nothing", flush=True)
-"""
-
-
-@pytest.mark.timeout(60)
-def test_another_process_cannot_take_a_worker_lane_before_its_parent(tmp_path):
-    """Only the worker's parent may connect to its lane (the kernel's peer credentials):
-    another process of the same user that connects first is refused, so it does not
-    become the lane's peer, hears nothing (not even the proof), and the parent connecting
-    later gets the proof and is served."""
-    script = tmp_path / "stranger.py"
-    script.write_text(STRANGER)
-    heard = []
-
-    def stranger_first(path: str) -> None:
-        out = subprocess.run([sys.executable, str(script), path], capture_output=True,
-                             text=True, timeout=30)
-        heard.append(out.stdout.strip() or out.stderr)
-
-    w = Worker(tmp_path, before_connecting=stranger_first)
-    try:
-        assert heard == ["nothing"]
-        request_id = w.next_id()
-        w.send(Message(Op.PING, request_id, GEN, {}))
-        reply = w.receive()
-        assert (reply.op, reply.id) == (Op.REPLY, request_id)
-    finally:
-        w.close()
-
 
 def test_pool_option_max_message_bytes_refuses_oversized_dispatches():
     """PoolOptions.max_message_bytes bounds what crosses the process boundary: a dispatch

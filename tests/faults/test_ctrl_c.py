@@ -272,27 +272,27 @@ def test_uncaught_ctrl_c_ends_the_process_despite_waiting_threads(tmp_path, how)
 
 INTERRUPTED_SENDS = """
     import random
-    from vyre_core import protocol
+    from vyre_core import framing
     drv = vyre_core.Driver(kill_grace=0.5)
     drv.dispatch(PROGRAM, INPUTS, backend="faults")
     rundir = drv._rundir.path
     (w,) = workers(drv, "faults")
-    real_send = protocol.send_frames
+    real_send = framing.send
     cut = [True]
 
-    def send_then_interrupted(socket, frames, identity=None):  # out whole, then Ctrl-C
-        real_send(socket, frames, identity)
+    def send_then_interrupted(sock, frames, within=None):  # out whole, then Ctrl-C
+        real_send(sock, frames, within)
         if cut[0] and threading.current_thread() is threading.main_thread():
             cut[0] = False
             raise KeyboardInterrupt
 
-    protocol.send_frames = send_then_interrupted
+    framing.send = send_then_interrupted
     try:
         drv.dispatch(PROGRAM, INPUTS, backend="faults")
         first = "returned"
     except KeyboardInterrupt:
         first = "interrupted"
-    protocol.send_frames = real_send
+    framing.send = real_send
     start = time.monotonic()
     after_cut = drv.dispatch(PROGRAM, INPUTS, backend="faults")[0].tobytes() == EXPECTED
     after_cut_seconds = time.monotonic() - start
@@ -332,8 +332,8 @@ INTERRUPTED_SENDS = """
 def test_ctrl_c_while_a_call_sends_leaves_its_lane_and_worker_serving(tmp_path):
     """Found by a hostile pass: a Ctrl-C that cut a call short while it sent on its
     worker's lane left the lane held for good; the next call then waited and failed with
-    MessageLostError, and the lane's socket file stayed. Now the send finishes whole, the
-    lane is given back, the reply of the cut call is collected, and the worker serves on."""
+    MessageLostError. Now the send finishes whole, the lane is given back, the reply of the
+    cut call is collected, and the worker serves on."""
     child = Child(tmp_path, INTERRUPTED_SENDS)
     try:
         found = child.report(timeout=90)
@@ -344,4 +344,4 @@ def test_ctrl_c_while_a_call_sends_leaves_its_lane_and_worker_serving(tmp_path):
     assert found["after_cut"] and found["after_cut_seconds"] < 1.0, found
     assert found["exact"] and found["last"] and found["last_seconds"] < 1.0, found
     assert found["same_worker"] and found["lost"] == 0, found
-    assert found["files"] == ["p0-1", "p0.sock"], found  # the pool's socket, its one lane
+    assert found["files"] == ["p0.sock"], found  # the pool's socket (a lane has no name)

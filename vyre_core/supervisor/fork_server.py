@@ -109,7 +109,7 @@ class ForkServer:
         while self._receive(block=False) is not None:
             pass
 
-    def start(self, argv: list[str], env: Mapping[str, str], page_fd: int,
+    def start(self, argv: list[str], env: Mapping[str, str], page_fd: int, lane_fd: int,
               output_fd: int) -> tuple[int, int]:
         """Fork a worker: its (pid, pidfd). Raises ForkServerError when the server cannot;
         one that does not answer (or cannot be reached) is stopped."""
@@ -121,7 +121,7 @@ class ForkServer:
             raise ForkServerError(errno.E2BIG, "the worker's environment is too large to "
                                                "hand over")
         try:
-            socket.send_fds(self.control, [data], [page_fd, output_fd])
+            socket.send_fds(self.control, [data], [page_fd, lane_fd, output_fd])
         except OSError as exc:
             if exc.errno not in (errno.EMSGSIZE, errno.ENOBUFS, errno.ENOMEM):
                 self.stop()  # (too large a message is this spawn's problem, not the server's)

@@ -1,13 +1,12 @@
 """The hot path's two pieces of I/O: a worker's lane and a calling thread's waker.
 
-A *lane* is the socket requests to one worker process travel on (a PAIR connected to the
-one the worker binds), so the thread that carries a request sends it and receives its
-reply itself: no hop through the pool's I/O thread. The rules give a worker one request at
-a time, so one thread at a time uses its lane: the caller waiting on that request, or the
+A *lane* is the pool's end of the socket pair requests to one worker process travel on
+(``framing.py``), so the thread that carries a request sends it and receives its reply
+itself: no hop through the pool's I/O thread. The rules give a worker one request at a
+time, so one thread at a time uses its lane: the caller waiting on that request, or the
 I/O thread for requests nobody waits on (``dispatch_async``, internal ones). Taking and
-giving a lane goes through a mutex, which is also the memory barrier ZeroMQ asks for when
-a socket moves between threads. A lane whose worker exited is closed by whoever gives it
-back last.
+giving a lane goes through a mutex. A lane whose worker exited is closed by whoever gives
+it back last.
 
 A *waker* is an eventfd per calling thread: whoever answers that thread's request, or
 gives it a worker to send it to, writes it; the thread polls it beside its lane.
@@ -17,52 +16,43 @@ from __future__ import annotations
 
 import _signal
 import contextlib
-import hmac
 import os
+import select
 import signal
+import socket
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
 
-import zmq
-
-from vyre_core.protocol import Op
+from vyre_core.framing import StreamReader
 
 
 class Lane:
     """One worker process's request socket in the parent (see the module docstring)."""
 
-    def __init__(self, socket: zmq.Socket, identity: bytes, endpoint: str,
-                 proof: bytes) -> None:
-        self.socket = socket
+    def __init__(self, sock: socket.socket, identity: bytes, reader: StreamReader) -> None:
+        self.socket = sock
+        self.fd = sock.fileno()   # (kept: polled by number, also after the close)
         self.identity = identity  # the worker's, as the rules know it
-        self.endpoint = endpoint  # the socket the worker binds
-        self.path = endpoint.removeprefix("ipc://")
-        self._proof = proof       # what the worker's first message on it must carry
-        self.connected = False
-        self.proven = False
-        self.refused = False      # its first message was not the proof: never proven
+        self.reader = reader
+        self.broken = False       # a message was cut off on it: it carries no more
         self._cond = threading.Condition(threading.Lock())
         self._busy = False
         self._doomed = False
         self.closed = False
         self.on_free: Callable[[], None] | None = None  # told once, when it is given back
 
-    def connect(self) -> None:
-        self.connected = True
-        self.socket.connect(self.endpoint)
-
-    def accepts(self, first: Any) -> bool:
-        """Whether ``first`` (decoded), the first message on the lane, is its worker's
-        proof: then the lane is proven; else it is refused for good. Anything else came
-        from whoever holds the lane's path instead of the worker (it took the path)."""
-        meta = getattr(first, "meta", None)
-        self.proven = not self.refused and getattr(first, "op", None) is Op.LANE \
-            and isinstance(meta, dict) and isinstance(meta.get("proof"), bytes) \
-            and hmac.compare_digest(meta["proof"], self._proof)
-        self.refused = not self.proven
-        return self.proven
+    def spin(self, seconds: float) -> bool:
+        """Receive for up to ``seconds`` without sleeping; whether a message (or the end of
+        the stream) is ready. A reply that comes within microseconds is then taken
+        without the wake-up of a sleeping thread, which costs more than the round trip."""
+        until = time.perf_counter() + seconds
+        fill = self.reader.fill
+        while not fill():
+            if time.perf_counter() >= until:
+                return False
+        return True
 
     def take(self, timeout: float | None = None) -> bool:
         """Hold the lane; waits while another thread gives it back (False: closed, or
@@ -100,9 +90,7 @@ class Lane:
 
     def _close(self) -> None:
         self.closed = True
-        self.socket.close(linger=0)
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
+        self.socket.close()  # (the worker reads the end of its stream)
 
 
 class Waker:
@@ -111,19 +99,19 @@ class Waker:
     def __init__(self) -> None:
         self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         weakref.finalize(self, os.close, self.fd)
-        self._poller: zmq.Poller | None = None
-        self._polled: zmq.Socket | None = None
+        self._poller: select.poll | None = None
+        self._polled = -1
 
-    def poller(self, lane: Lane | None) -> zmq.Poller:
-        """A poller of this waker and ``lane``'s socket (kept while the lane is the same:
-        a thread's calls mostly go to one worker)."""
-        socket = None if lane is None else lane.socket
-        if self._polled is not socket or self._poller is None:
-            self._poller = zmq.Poller()
-            self._poller.register(self.fd, zmq.POLLIN)
-            if socket is not None:
-                self._poller.register(socket, zmq.POLLIN)
-            self._polled = socket
+    def poller(self, lane: Lane | None) -> select.poll:
+        """A poller of this waker and ``lane``'s socket, unless its stream has ended (kept
+        while the lane is the same: a thread's calls mostly go to one worker)."""
+        fd = -1 if lane is None or lane.reader.ended or lane.closed else lane.fd
+        if self._polled != fd or self._poller is None:
+            self._poller = select.poll()
+            self._poller.register(self.fd, select.POLLIN)
+            if fd >= 0:
+                self._poller.register(fd, select.POLLIN)
+            self._polled = fd
         return self._poller
 
     def wake(self) -> None:

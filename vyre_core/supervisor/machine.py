@@ -563,13 +563,6 @@ class PoolMachine:
         """The resident memory of the worker at ``index`` (for ``recycle_rss_bytes``)."""
         self.workers[index].rss = rss
 
-    def rejected(self, what: str, now: float) -> None:
-        """The shell dropped ``what``: it did not come from one of our workers."""
-        self.rejected_messages += 1
-        if self.rejected_messages & (self.rejected_messages - 1) == 0:  # 1, 2, 4...: no flood
-            self._log(logging.WARNING, f"pool {self.backend!r}: dropped {what} "
-                                       f"({self.rejected_messages} dropped in all)")
-
     def send_failed(self, index: int, req: Request, error: str, now: float) -> None:
         """The transport refused to send ``req`` (the worker is not connected)."""
         w = self.workers[index]
@@ -718,15 +711,13 @@ class PoolMachine:
                 return
             w.current = None
             if w.heard_at > req.sent_at:
-                # Alive, yet the request never reached its main thread: the transport
-                # dropped it (libzmq drops a message it cannot allocate and closes that
-                # connection for good), so this worker can no longer be reached.
+                # Alive, yet the request never reached its main thread (which takes each
+                # request the moment it is whole): its lane no longer carries messages.
                 self.lost_messages += 1
-                self._retire(w, "planned", f"{req.label} never reached it: its "
-                             "connection dropped the message", now, kill=True)
-                self._lost(req, f"never reached {w.name}: the worker stayed alive but the "
-                           "transport dropped the message (a message the worker cannot "
-                           "allocate is dropped without an error)", now, MessageLostError)
+                self._retire(w, "planned", f"{req.label} never reached it: its lane "
+                             "carries no messages", now, kill=True)
+                self._lost(req, f"never reached {w.name}: the worker stayed alive but never "
+                           "took the message off its lane", now, MessageLostError)
             else:  # silent since before the request arrived: frozen
                 self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s and never "
                              f"received {req.label} (frozen?)", now, kill=True)
@@ -738,8 +729,7 @@ class PoolMachine:
                 self.lost_messages += 1
                 self._resolve(req, MessageLostError(
                     f"the reply to {req.label} from {w.name} of {self.backend!r} was lost on "
-                    "its way: the worker answered, the answer never arrived (larger than "
-                    "max_message_bytes, or this process could not allocate it)",
+                    "its way: the worker answered, the answer never arrived whole",
                     "Return less data per call (split the dispatch), or raise "
                     "PoolOptions.max_message_bytes."))
         elif now - w.heard_at > self.options.heartbeat_timeout:

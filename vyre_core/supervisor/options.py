@@ -13,6 +13,8 @@ from vyre_core.errors import InvalidConfigError
 MAX_SECONDS = 365 * 24 * 3600.0
 #: The most spare workers a pool may keep (each is a whole prepared worker process).
 MAX_STANDBY = 16
+#: The longest a lane may be spun on: beyond it, sleeping costs less than the CPU burnt.
+MAX_SPIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class PoolOptions:
     recycle_after: int | None = None  # requests served
     max_message_bytes: int = protocol.MAX_MESSAGE_BYTES
     fork_server: bool = True        # fork workers from a pre-imported process (faster starts)
+    spin: float = 0.0002            # seconds a lane is polled busily before sleeping on it
 
     def __post_init__(self) -> None:
         positive = {name: getattr(self, name) for name in (
@@ -57,13 +60,17 @@ class PoolOptions:
                        f"{protocol.MAX_MESSAGE_BYTES})")
         if not isinstance(self.fork_server, bool):
             bad.append(f"fork_server={self.fork_server!r} (True or False)")
+        if isinstance(self.spin, bool) or not isinstance(self.spin, int | float) \
+                or not 0 <= self.spin <= MAX_SPIN:
+            bad.append(f"spin={self.spin!r} (0 to {MAX_SPIN:g} seconds)")
         if bad:
             raise InvalidConfigError(f"bad pool options: {', '.join(bad)}",
                                      f"Use workers >= 1, standby 0..{MAX_STANDBY}, "
                                      "max_restarts >= 0, times in seconds "
                                      f"above 0 and at most {MAX_SECONDS:g} (heartbeats more "
                                      "often than their timeout), and recycle limits >= 1 "
-                                     "or None, and fork_server True or False.")
+                                     f"or None, fork_server True or False, and spin 0 to "
+                                     f"{MAX_SPIN:g} seconds.")
 
     @property
     def silence_limit(self) -> float:

@@ -9,9 +9,9 @@ answer with; neither decides anything itself. Every machine call is made under o
   nobody waits on. Workers are spawned by this thread only: the kernel's parent-death
   signal is tied to the thread that forked, and this one outlives its workers.
 - A calling thread (``call``) submits its own request, sends it on the lane of the worker
-  the rules pick and receives the reply there itself (``lane.py``); what only the I/O
-  thread may do is handed to it. Its large arrays go into shared memory first
-  (``dataplane.py``).
+  the rules pick and receives the reply there itself (``lane.py``, ``framing.py``); what
+  only the I/O thread may do is handed to it. Its large arrays go into shared memory
+  first (``dataplane.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import errno
 import logging
 import os
 import secrets
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +33,7 @@ import blake3
 import psutil
 import zmq
 
-from vyre_core import protocol
+from vyre_core import framing, protocol
 from vyre_core.contract.types import Capabilities
 from vyre_core.dataplane import SHARE_THRESHOLD, Segment, SegmentPool, Shared
 from vyre_core.errors import (
@@ -70,7 +71,6 @@ __all__ = ["Pool", "PoolOptions", "Request"]
 _log = logging.getLogger("vyre.supervisor")
 _CLOSE = object()  # the inbox marker that asks the I/O thread to close
 FORK_SERVER_LOSSES = 3
-LANE_RECONNECT_MS = 24 * 3600 * 1000
 
 
 class Pool:
@@ -85,7 +85,6 @@ class Pool:
         self.options = options
         self._rundir = rundir
         self._name = name
-        self._spawns = 0
         self._endpoint = rundir.endpoint(name)  # short: ipc paths have a length limit
         self._on_change = on_change
         self._secret = secret
@@ -118,7 +117,6 @@ class Pool:
         self._io_lanes: dict[Lane, Request] = {}   # held by the I/O thread, for a request
         self._waiting_sends: list[Send] = []       # for the I/O thread, once a lane is free
         self._deferred: list[Any] = []             # handed to the I/O thread by callers
-        self._rejections: collections.deque[str] = collections.deque()  # for the rules
         self._wakers: set[Waker] = set()           # to wake once futures are complete
         self._routing_changed = False              # routing to be told, before waking
         self._handoffs: list[tuple[Request, Any]] = []  # sends for their callers, pending
@@ -281,11 +279,11 @@ class Pool:
                     self._machine.submit(request, time.monotonic())
                     self._carry_here(request)
                 self._deliver()
-                self._send_own(request, held)
+                sent = self._send_own(request, held)
             while not future.done():
-                events = self._wait(request, held[0] if held else None)
+                events = self._wait(request, held[0] if held else None, sent)
                 with interrupts_deferred():
-                    self._take_events(request, held, events)
+                    sent = self._take_events(request, held, events)
                     if future.done():
                         while held:
                             held.pop().give()
@@ -300,19 +298,20 @@ class Pool:
                             self._defer(("adopt", request))
         return future.result()
 
-    def _send_own(self, request: Request, held: list[Lane]) -> None:
+    def _send_own(self, request: Request, held: list[Lane]) -> bool:
         """(Interrupts deferred.) Send ``request`` where the rules last told it to go, if
-        not sent there yet; ``held`` is kept to the lane this thread holds."""
+        not sent there yet; ``held`` is kept to the lane this thread holds. Whether it
+        was sent just now."""
         with self._lock:
             pending, request.pending_send = request.pending_send, None
         if pending is None:
-            return
+            return False
         action, target = pending
         if held and held[0] is not target:
             held.pop().give()
         if not held:
             if not target.take(timeout=self.options.silence_limit):
-                return  # its worker is gone, or stuck: the rules hear of it
+                return False  # its worker is gone, or stuck: the rules hear of it
             held.append(target)
         error = self._send(action, target)
         if error is not None:
@@ -320,61 +319,69 @@ class Pool:
                 self._machine.send_failed(action.index, request, error, time.monotonic())
                 self._carry_here(request)
             self._deliver()
+        return error is None
 
-    def _wait(self, request: Request, lane: Lane | None) -> dict[Any, int]:
+    def _wait(self, request: Request, lane: Lane | None, sent: bool) -> dict[int, int]:
         """Wait for a message on ``lane`` or news from another thread (bounded: the I/O
-        thread wakes this one whenever the rules answer or move the request). The one
-        place a Ctrl-C reaches a calling thread."""
+        thread wakes this one whenever the rules answer or move the request); right after
+        a send, first spin on the lane for a moment (``PoolOptions.spin``). The one place
+        a Ctrl-C reaches a calling thread."""
+        if sent and lane is not None and self.options.spin > 0 \
+                and lane.spin(self.options.spin):
+            return {lane.fd: select.POLLIN}
         return dict(request.waker.poller(lane).poll(int(TICK_EVERY * 1000)))
 
-    def _take_events(self, request: Request, held: list[Lane], events: dict[Any, int]) -> None:
+    def _take_events(self, request: Request, held: list[Lane], events: dict[int, int]) -> bool:
         """(Interrupts deferred.) Read what ``_wait`` saw, then send the request if the
-        rules told it where."""
+        rules told it where (whether it was sent)."""
         if request.waker.fd in events:
             request.waker.clear()
-        if held and held[0].socket in events:
+        if held and held[0].fd in events:
             self._take_replies(held[0], request)
-        self._send_own(request, held)
+        return self._send_own(request, held)
 
     def _take_replies(self, lane: Lane, request: Request) -> None:
         """Hand every message waiting on ``lane`` to the rules; carry out what follows."""
         messages = self._read_lane(lane)
         with self._lock:
             now = time.monotonic()
-            self._tell_rejections(now)
             for msg in messages:
                 self._machine.message(lane.identity, msg, now)
             self._carry_here(request)
         self._deliver()
 
-    def _tell_rejections(self, now: float) -> None:
-        """(Under the lock.) What any thread dropped from a lane, for the rules to count."""
-        while self._rejections:
-            self._machine.rejected(self._rejections.popleft(), now)
-
     def _read_lane(self, lane: Lane) -> list[Message | ProtocolError]:
-        """The messages waiting on ``lane`` (held by this thread), decoded. Until the
-        worker's proof has come first on it, nothing on it is the worker's: dropped and
-        counted."""
+        """The messages waiting on ``lane`` (held by this thread), decoded. A stream that
+        cannot be framed any more is its worker's fault: the worker is stopped (its death
+        then handled as any other)."""
+        if lane.closed:
+            return []
+        try:
+            received = lane.reader.messages()
+        except framing.BrokenStream as exc:
+            lane.broken = True
+            _log.error("pool %r: the lane of worker %r broke (%s); the worker is stopped",
+                       self.backend, lane.identity, exc)
+            self._kill_worker_of(lane)
+            return []
         messages: list[Message | ProtocolError] = []
-        for _ in range(64):
-            try:
-                frames = lane.socket.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                break
-            try:
-                msg = protocol.decode(frames, self.options.max_message_bytes)
-            except ProtocolError as exc:
-                msg = exc
-            if not lane.proven:
-                if not lane.accepts(msg):  # (told to the rules under the lock, later)
-                    self._rejections.append(f"a message on the lane of {lane.identity!r} "
-                                            "that was not the worker's proof")
+        for frames in received:
+            if isinstance(frames, framing.Dropped):
+                messages.append(protocol.dropped_error(frames, "this process"))
                 continue
-            messages.append(msg)
+            try:
+                messages.append(protocol.decode(frames, self.options.max_message_bytes))
+            except ProtocolError as exc:
+                messages.append(exc)
         if messages and self.options.recycle_rss_bytes is not None:
             self._measure(lane.identity)
         return messages
+
+    def _kill_worker_of(self, lane: Lane) -> None:
+        index = self._index_of.get(lane.identity)
+        proc = None if index is None else self._processes.get(index)
+        if proc is not None:
+            proc.kill()
 
     def status(self) -> dict[str, Any]:
         """A snapshot: the rules' view, with every worker's progress page read right now."""
@@ -415,8 +422,11 @@ class Pool:
 
     def forget(self) -> None:
         """(In a forked child.) This pool is the parent's and is never used here: let go of
-        the child's copies of its free shared memory and of its fork server's socket."""
+        the child's copies of its free shared memory, of its lanes and of its fork server's
+        socket."""
         self._segments.forget()
+        for lane in list(self._lanes.values()):
+            lane.socket.close()
         if self._fork_server is not None:
             self._fork_server.forget()
 
@@ -491,12 +501,14 @@ class Pool:
                         self._take_inbox(now)
                     if self._router in events:
                         self._receive(now)
-                        self._connect_lanes()
                     if self._fork_server is not None:
                         self._hear_fork_server(self._fork_server_fd in events, now)
-                    for lane in [lane for lane in self._io_lanes if lane.socket in events]:
+                    for lane in [lane for lane in self._io_lanes if lane.fd in events]:
                         for msg in self._read_lane(lane):
                             self._machine.message(lane.identity, msg, now)
+                        if lane.reader.ended or lane.broken:  # (else it polls readable)
+                            with contextlib.suppress(KeyError):
+                                self._poller.unregister(lane.fd)
                     for proc in list(self._processes.values()):
                         output_fd = proc.output_fd
                         if output_fd in events and not proc.read_output():
@@ -505,7 +517,6 @@ class Pool:
                             self._poller.unregister(proc.pidfd)
                             self._exits_awaited[proc] = now + fork_server.ANSWER_WITHIN
                     self._settle_exits(now)
-                    self._tell_rejections(now)
                     self._read_pages(now)
                     self._machine.tick(now)
         except BaseException as exc:  # the I/O shell itself failed: leave nobody waiting
@@ -729,14 +740,14 @@ class Pool:
         if error is not None:
             if held:
                 del self._io_lanes[lane]
-                with contextlib.suppress(KeyError, zmq.ZMQError):
-                    self._poller.unregister(lane.socket)
+                with contextlib.suppress(KeyError):
+                    self._poller.unregister(lane.fd)
             lane.give()
             self._machine.send_failed(action.index, action.request, error, time.monotonic())
             return
         self._io_lanes[lane] = action.request
         if not held:
-            self._poller.register(lane.socket, zmq.POLLIN)
+            self._poller.register(lane.fd, zmq.POLLIN)
 
     def _adopt(self, request: Request) -> None:
         """(I/O thread.) The caller of ``request`` stopped waiting (interrupted): its send,
@@ -748,7 +759,7 @@ class Pool:
             self._io_send(pending[0], pending[1])
         elif request.sent_on is not None and request.sent_on.take(timeout=0):
             self._io_lanes[request.sent_on] = request
-            self._poller.register(request.sent_on.socket, zmq.POLLIN)
+            self._poller.register(request.sent_on.fd, zmq.POLLIN)
 
     def _let_go_of_answered_lanes(self) -> None:
         """(I/O thread, under the lock.) Give back the lanes of answered requests, and
@@ -756,8 +767,8 @@ class Pool:
         for lane, request in list(self._io_lanes.items()):
             if request.done or lane.doomed:
                 del self._io_lanes[lane]
-                with contextlib.suppress(KeyError, zmq.ZMQError):
-                    self._poller.unregister(lane.socket)
+                with contextlib.suppress(KeyError):
+                    self._poller.unregister(lane.fd)
                 lane.give()
         waiting, self._waiting_sends = self._waiting_sends, []
         for action in waiting:
@@ -796,12 +807,8 @@ class Pool:
         """Send ``action``'s request on ``lane`` (held by this thread): None, or why the
         transport refused."""
         req = action.request
-        if not lane.proven:  # nothing goes to a lane before its worker has proven itself
-            if not lane.refused and lane.socket.poll(int(self.options.silence_limit * 1000)
-                                                     + 1):
-                self._read_lane(lane)  # (the proof comes first, and alone: nothing is lost)
-            if not lane.proven:
-                return "the process at the other end of its lane did not prove it is the worker"
+        if lane.broken or lane.reader.ended:
+            return "its lane is broken" if lane.broken else "its worker closed its lane"
         frames = req.frames or protocol.encode(
             Message(req.op, req.id, 0, req.meta, req.arrays))
         if req.socket_only and req.shared:  # the worker cannot open shared memory
@@ -821,9 +828,11 @@ class Pool:
                 held.popitem(last=False)
         req.sent_on = lane  # (first: should the send be cut short, its reply is still read)
         try:
-            protocol.send_frames(lane.socket, frames)
-        except zmq.ZMQError as exc:  # the worker's socket is gone: it cannot be reached
-            return str(exc)
+            # (a live worker reads a whole request before it does anything else)
+            framing.send(lane.socket, frames, within=self.options.silence_limit)
+        except OSError as exc:  # gone, or stuck with part of the message taken
+            lane.broken = True  # (the rules retire the worker: it is killed)
+            return f"{type(exc).__name__}: {exc}"
         return None
 
     def _launch_fork_server(self) -> None:
@@ -912,38 +921,36 @@ class Pool:
         reg = self.registration
         identity = secrets.token_hex(16).encode()
         token = blake3.blake3(identity, key=self._secret).digest()
-        lane_proof = blake3.blake3(b"lane:" + identity, key=self._secret).digest()
         name = f"{reg.id} worker {action.index}.{action.generation}"
-        page = lane = None
+        page = lane = theirs = None
         try:
             ensure_descriptors()
-            # A new name per process, no longer than the pool's own socket ("p0.sock"): it
-            # fits wherever that does. (Its proof, not its name, keeps strangers out.)
-            self._spawns += 1
-            lane_endpoint = self._rundir.endpoint(f"{self._name}-{self._spawns:x}", suffix="")
-            handover = {"identity": identity, "token": token, "generation": action.generation,
-                        "lane": lane_endpoint, "lane_proof": lane_proof}
+            handover = {"identity": identity, "token": token, "generation": action.generation}
             page = ProgressPage.create(handover)
-            lane = self._lane(lane_endpoint, identity, lane_proof)
+            lane, theirs = self._new_lane(identity)
             args = ["--backend", reg.id, "--entry-point", reg.entry_point.split(" = ")[0],
                     "--endpoint", self._endpoint,
                     "--parent-pid", str(os.getpid()),
                     "--heartbeat", str(self.options.heartbeat_interval),
+                    "--spin", str(self.options.spin),
                     "--max-message-bytes", str(self.options.max_message_bytes)]
             env = dict(os.environ,
                        VYRE_WORKER=f"{reg.id}/{action.index}/{action.generation}")
             server = self._fork_server
             if server is not None and server.can_start(env):
                 try:
-                    proc = WorkerProcess(args, env, page, name, server)
-                except ForkServerError as exc:  # the plain way, with a page of its own
+                    proc = WorkerProcess(args, env, page, theirs.fileno(), name, server)
+                except ForkServerError as exc:  # the plain way, with a page and lane of its
                     _log.warning("pool %r: %s could not be forked (%s); starting it the "
                                  "plain way", self.backend, name, exc)
-                    page.close()  # (a child forked before the server failed may have read it)
-                    page = ProgressPage.create(handover)
-                    proc = WorkerProcess(args, env, page, name)
+                    page.close()  # own (a child forked before the server failed may hold
+                    page = ProgressPage.create(handover)  # the first ones)
+                    lane.doom()
+                    theirs.close()
+                    lane, theirs = self._new_lane(identity)
+                    proc = WorkerProcess(args, env, page, theirs.fileno(), name)
             else:
-                proc = WorkerProcess(args, env, page, name)
+                proc = WorkerProcess(args, env, page, theirs.fileno(), name)
         except Exception as exc:  # never a slot left spawning (VyreError: a path too long)
             if page is not None:
                 page.close()
@@ -955,6 +962,9 @@ class Pool:
             self._machine.spawn_failed(action.index, action.generation, error,
                                        time.monotonic())
             return
+        finally:
+            if theirs is not None:
+                theirs.close()  # (the worker's now, or nobody's)
         self._processes[action.index] = proc
         self._index_of[identity] = action.index
         self._lanes[action.index] = lane
@@ -964,29 +974,12 @@ class Pool:
         self._machine.spawned(action.index, action.generation, identity, token, proc.pid,
                               time.monotonic())
 
-    def _lane(self, endpoint: str, identity: bytes, proof: bytes) -> Lane:
-        """A lane to the worker that binds ``endpoint``, connected once the worker's hello
-        (sent after the bind) was accepted (``_connect_lanes``)."""
-        socket = self._context_of_driver().socket(zmq.PAIR)
-        socket.setsockopt(zmq.LINGER, 0)
-        # One connection: once its worker is gone, a process that took the path must not
-        # become the lane's peer before the lane is closed (when the death is heard, within
-        # seconds). Reconnection stays on (a connection that cannot come back would take
-        # what the worker sent last with it) but only after LANE_RECONNECT_MS.
-        socket.setsockopt(zmq.RECONNECT_IVL, LANE_RECONNECT_MS)
-        socket.setsockopt(zmq.SNDHWM, 0)
-        socket.setsockopt(zmq.RCVHWM, 0)
-        socket.setsockopt(zmq.MAXMSGSIZE, max(self.options.max_message_bytes,
-                                              protocol.MAX_HEADER_BYTES))
-        return Lane(socket, identity, endpoint, proof)
-
-    def _connect_lanes(self) -> None:
-        """(I/O thread, under the lock, right after hellos were heard.) Connect the lanes
-        of workers whose hello the rules accepted: before any send to them is carried out."""
-        for index, lane in self._lanes.items():
-            w = self._machine.workers[index]
-            if not lane.connected and w.proven and w.identity == lane.identity:
-                lane.connect()
+    def _new_lane(self, identity: bytes) -> tuple[Lane, Any]:
+        """A lane for the worker ``identity``, and the end of it to hand to that worker."""
+        ours, theirs = framing.pair()
+        return Lane(ours, identity, framing.StreamReader(
+            ours, protocol.MAX_FRAMES,
+            self.options.max_message_bytes + protocol.MAX_HEADER_BYTES)), theirs
 
     def _abandon(self, exc: BaseException) -> None:
         """The shell failed (a bug in vyre): every waiting caller gets an error."""
@@ -1026,8 +1019,8 @@ class Pool:
                 self._release(request)
             worker.holding.clear()
         for lane in list(self._io_lanes):
-            with contextlib.suppress(KeyError, zmq.ZMQError):
-                self._poller.unregister(lane.socket)
+            with contextlib.suppress(KeyError):
+                self._poller.unregister(lane.fd)
             lane.give()
         self._io_lanes.clear()
         for lane in self._lanes.values():

@@ -55,9 +55,10 @@ class WorkerProcess:
     Raises OSError (cleaning up what it opened) when the OS refuses any of them."""
 
     def __init__(self, args: list[str], env: dict[str, str], page: ProgressPage,
-                 name: str, fork_server: ForkServer | None = None) -> None:
-        """Start it: forked by ``fork_server`` when given (raising ForkServerError when it
-        cannot: the caller may then start it the plain way), else as a new interpreter."""
+                 lane_fd: int, name: str, fork_server: ForkServer | None = None) -> None:
+        """Start it, handing it ``page`` and its end of its lane: forked by ``fork_server``
+        when given (raising ForkServerError when it cannot: the caller may then start it
+        the plain way), else as a new interpreter."""
         self.page = page
         self.name = name
         self._tail = bytearray()
@@ -71,12 +72,14 @@ class WorkerProcess:
             fcntl.fcntl(read_fd, fcntl.F_SETFL, fcntl.fcntl(read_fd, fcntl.F_GETFL)
                         | os.O_NONBLOCK)
             if fork_server is not None:
-                self.pid, self.pidfd = fork_server.start(args, env, page.fd, write_fd)
+                self.pid, self.pidfd = fork_server.start(args, env, page.fd, lane_fd,
+                                                         write_fd)
             else:
                 self._popen = subprocess.Popen(
-                    [sys.executable, "-m", "vyre_workers", "--page-fd", str(page.fd), *args],
+                    [sys.executable, "-m", "vyre_workers", "--page-fd", str(page.fd),
+                     "--lane-fd", str(lane_fd), *args],
                     stdin=subprocess.DEVNULL, stdout=write_fd, stderr=subprocess.STDOUT,
-                    pass_fds=(page.fd,), close_fds=True, env=env, process_group=0)
+                    pass_fds=(page.fd, lane_fd), close_fds=True, env=env, process_group=0)
                 self.pid = self._popen.pid
                 self.pidfd = -1
         except BaseException:

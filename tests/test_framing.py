@@ -1,0 +1,138 @@
+"""Messages on a lane's byte stream (``vyre_core.framing``): real socket pairs, in-process."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from vyre_core import framing, protocol
+from vyre_core.protocol import Message, Op
+
+MAX_FRAMES = 8
+MAX_BYTES = 64 << 20
+
+
+@pytest.fixture
+def lane():
+    ours, theirs = framing.pair()
+    theirs.setblocking(False)
+    yield ours, theirs, framing.StreamReader(theirs, MAX_FRAMES, MAX_BYTES)
+    ours.close()
+    theirs.close()
+
+
+def wait_for(reader: framing.StreamReader, count: int, within: float = 10.0) -> list:
+    """Poll ``reader`` (with a deadline) until ``count`` messages came."""
+    found: list = []
+    deadline = time.monotonic() + within
+    while len(found) < count:
+        assert time.monotonic() < deadline, f"only {len(found)} of {count} messages came"
+        found += reader.messages()
+    return found
+
+
+def as_bytes(frames: list) -> list[bytes]:
+    return [bytes(f) for f in frames]
+
+
+def test_messages_arrive_whole_and_in_order(lane):
+    ours, _, reader = lane
+    sent = [[b"header-%d" % i, np.arange(i, dtype=np.uint32), b""] for i in range(50)]
+    for frames in sent:
+        framing.send(ours, frames)
+    got = wait_for(reader, len(sent))
+    assert [as_bytes(f) for f in got] == [as_bytes(f) for f in sent]
+    assert reader.messages() == []
+
+
+def test_a_message_cut_into_single_bytes_is_put_back_together(lane):
+    ours, _, reader = lane
+    frames = [b"header", np.arange(1000, dtype=np.uint32).tobytes()]
+    wire = framing.prefix(frames) + b"".join(frames)
+    for i in range(len(wire)):
+        ours.sendall(wire[i:i + 1])
+        ready = reader.messages()
+        assert ready == [] if i < len(wire) - 1 else as_bytes(ready[0]) == frames
+
+
+def test_a_large_frame_is_received_into_memory_of_its_own(lane):
+    ours, _, reader = lane
+    big = np.random.default_rng(0).integers(0, 2**32, 4 << 20, dtype=np.uint32)  # 16 MiB
+    writer = threading.Thread(target=framing.send, args=(ours, [b"h", big]))
+    writer.start()
+    (got,) = wait_for(reader, 1)
+    writer.join()
+    assert isinstance(got[1], bytearray) and np.array_equal(
+        np.frombuffer(got[1], dtype=np.uint32), big)
+
+
+def test_a_frame_that_cannot_be_allocated_is_dropped_and_the_stream_goes_on(lane, monkeypatch):
+    ours, _, reader = lane
+    header = protocol.encode(Message(Op.DISPATCH, 77, 0, {}, []))[0]
+
+    def allocate(size: int) -> bytearray:
+        if size > 1 << 20:
+            raise MemoryError
+        return bytearray(size)
+
+    monkeypatch.setattr(framing, "bytearray", allocate, raising=False)
+    writer = threading.Thread(target=lambda: [
+        framing.send(ours, [header, np.zeros(2 << 20, dtype=np.uint8)]),
+        framing.send(ours, [b"next", b"x" * 10])])
+    writer.start()
+    dropped, following = wait_for(reader, 2)
+    writer.join()
+    assert dropped == framing.Dropped(header, 1, 2 << 20)
+    assert as_bytes(following) == [b"next", b"x" * 10]
+    error = protocol.dropped_error(dropped, "the worker")
+    assert error.details["request_id"] == 77 and "2097152 bytes of array 0 " in error.cause
+    assert "Fix:" in str(error)
+
+
+@pytest.mark.parametrize("wire, why", [
+    (framing.prefix([b""] * (MAX_FRAMES + 1)), "frames"),
+    (b"\0\0\0\0", "0 frames"),
+    (framing.prefix([b"x", np.zeros(MAX_BYTES + 1, dtype=np.uint8)]), "bytes"),
+])
+def test_a_prefix_outside_the_limits_breaks_the_stream(lane, wire, why):
+    ours, _, reader = lane
+    ours.sendall(wire)
+    with pytest.raises(framing.BrokenStream, match=why):
+        wait_for(reader, 1)
+
+
+def test_the_end_of_the_stream_between_messages_is_an_end(lane):
+    ours, _, reader = lane
+    framing.send(ours, [b"last"])
+    ours.close()
+    assert as_bytes(wait_for(reader, 1)[0]) == [b"last"]
+    assert reader.ended and reader.fill() and reader.messages() == []
+
+
+def test_the_end_of_the_stream_inside_a_message_breaks_it(lane):
+    ours, _, reader = lane
+    frames = [b"header", b"0123456789"]
+    ours.sendall((framing.prefix(frames) + b"".join(frames))[:-3])
+    ours.close()
+    with pytest.raises(framing.BrokenStream, match="middle of a message"):
+        wait_for(reader, 1)
+
+
+def test_a_send_nobody_reads_ends_within_its_bound(lane):
+    ours, _, _ = lane
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"within 0\.2 s"):
+        framing.send(ours, [b"h", np.zeros(8 << 20, dtype=np.uint8)], within=0.2)
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_send_to_a_closed_peer_raises(lane):
+    ours, theirs, _ = lane
+    theirs.close()
+    with pytest.raises(OSError):
+        framing.send(ours, [b"header"])
