@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import select
 import socket
 import sys
@@ -114,6 +115,8 @@ class WorkerServer:
                     return
                 if time.perf_counter() >= spin_until:
                     poller.poll(wake_ms)
+                else:
+                    os.sched_yield()
                 continue
             for frames in received:
                 reply = self.handle(frames)
@@ -334,6 +337,17 @@ def _config(meta: dict[str, Any]) -> DispatchConfig:
     raw = meta.get("config", {})
     if not isinstance(raw, dict):
         raise ProtocolError("request config must be a map", "Send DispatchConfig.to_dict().")
+    if raw == _last_config[0]:  # (a caller's calls mostly repeat one config)
+        return _last_config[1]
+    config = _config_of(raw)
+    _last_config[:] = [raw, config]
+    return config
+
+
+_last_config: list[Any] = [None, None]
+
+
+def _config_of(raw: dict[str, Any]) -> DispatchConfig:
     try:
         key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in raw.items()))
         return _cached_config(key)

@@ -90,14 +90,14 @@ class Program:
                 return b
         raise KeyError(name)
 
-    @property
+    @cached_property
     def inputs(self) -> tuple[Buffer, ...]:
-        """Buffers the caller passes, in declaration order."""
+        """Buffers the caller passes, in declaration order (asked on every dispatch)."""
         return tuple(b for b in self.buffers if b.is_input)
 
-    @property
+    @cached_property
     def outputs(self) -> tuple[Buffer, ...]:
-        """Buffers the dispatch returns, in declaration order."""
+        """Buffers the dispatch returns, in declaration order (asked on every dispatch)."""
         return tuple(b for b in self.buffers if b.is_output)
 
     @property

@@ -52,6 +52,7 @@ class Lane:
         while not fill():
             if time.perf_counter() >= until:
                 return False
+            os.sched_yield()
         return True
 
     def take(self, timeout: float | None = None) -> bool:
