@@ -12,6 +12,8 @@ import pytest
 from vyre_core import framing, protocol
 from vyre_core.protocol import Message, Op
 
+pytestmark = pytest.mark.fast  # the fast tier: no process (make test-fast)
+
 MAX_FRAMES = 8
 MAX_BYTES = 64 << 20
 

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 
 from vyre_core.framing import StreamReader
 
+_PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT
+
 
 class Lane:
     """One worker process's request socket in the parent (see the module docstring)."""
@@ -44,16 +46,24 @@ class Lane:
         self.on_free: Callable[[], None] | None = None  # told once, when it is given back
 
     def spin(self, seconds: float) -> bool:
-        """Receive for up to ``seconds`` without sleeping; whether a message (or the end of
-        the stream) is ready. A reply that comes within microseconds is then taken
-        without the wake-up of a sleeping thread, which costs more than the round trip."""
+        """Look for up to ``seconds`` without sleeping (yielding the CPU to whoever else
+        needs it); whether something has arrived to be read. A reply that comes within
+        microseconds is then taken without the wake-up of a sleeping thread, which costs
+        more than the round trip. It only peeks, so a Ctrl-C in it leaves the stream as it
+        was."""
         until = time.perf_counter() + seconds
-        fill = self.reader.fill
-        while not fill():
+        peek = self.socket.recv
+        while True:
+            try:
+                peek(1, _PEEK)
+                return True
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                return True  # (the reader says what happened)
             if time.perf_counter() >= until:
                 return False
             os.sched_yield()
-        return True
 
     def take(self, timeout: float | None = None) -> bool:
         """Hold the lane; waits while another thread gives it back (False: closed, or

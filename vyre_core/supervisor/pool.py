@@ -45,7 +45,7 @@ from vyre_core.errors import (
 )
 from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import BackendRegistration
-from vyre_core.supervisor import fork_server
+from vyre_core.supervisor import fork_server, published
 from vyre_core.supervisor.fork_server import ForkServer, ForkServerError
 from vyre_core.supervisor.lane import Lane, Waker, interrupts_deferred, waker
 from vyre_core.supervisor.machine import (
@@ -86,6 +86,9 @@ class Pool:
         self._rundir = rundir
         self._name = name
         self._endpoint = rundir.endpoint(name)  # short: ipc paths have a length limit
+        self._snapshot = rundir.path / f"{name}{published.SUFFIX}"  # for `vyre status`
+        self._publish_at = 0.0
+        self._publish_failing = False
         self._on_change = on_change
         self._secret = secret
         self._context_of_driver = context  # one zmq context (and I/O thread) per driver
@@ -519,6 +522,8 @@ class Pool:
                     self._settle_exits(now)
                     self._read_pages(now)
                     self._machine.tick(now)
+                if now >= self._publish_at:
+                    self._publish(now)
         except BaseException as exc:  # the I/O shell itself failed: leave nobody waiting
             _log.exception("the supervisor of pool %r crashed", self.backend)
             self._abandon(exc)
@@ -528,6 +533,20 @@ class Pool:
             finally:
                 self._close_io()  # (else later calls would wait on a thread that is gone)
                 self._io_ended.set()
+
+    def _publish(self, now: float) -> None:
+        """(I/O thread.) Rewrite this pool's snapshot for ``vyre status``; a failure (a
+        full disk) is logged once, and the pool goes on without."""
+        self._publish_at = now + published.EVERY
+        try:
+            published.publish(self._snapshot, {**self.status(), "published": time.time()})
+        except OSError as exc:
+            if not self._publish_failing:
+                _log.warning("pool %r: cannot publish its status for `vyre status` (%s); "
+                             "it serves on without", self.backend, exc)
+            self._publish_failing = True
+        else:
+            self._publish_failing = False
 
     def _take_inbox(self, now: float) -> None:
         with contextlib.suppress(BlockingIOError):

@@ -132,17 +132,29 @@ def _own_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def stale_dirs(base: Path) -> list[Path]:
-    """Run directories under ``base`` whose driver process is gone, even if its pid was
-    reused since. Only this user's real directories named ``<pid>-<start>-<token>``
-    count: symlinks and anything else are never followed nor touched."""
-    stale = []
+def _run_dirs(base: Path) -> list[tuple[Path, int, bool]]:
+    """(path, driver pid, whether that driver still runs) of each run directory under
+    ``base``, alive meaning the same process, not a reuse of its pid. Only this user's
+    real directories named ``<pid>-<start>-<token>`` count: symlinks and anything else
+    are never followed nor touched."""
+    found = []
     with os.scandir(base) as entries:
         for entry in entries:
             name = _RUN_DIR_NAME.fullmatch(entry.name)
-            if name and _own_dir(entry) and _started(int(name[1])) != name[2]:
-                stale.append(Path(entry.path))
-    return stale
+            if name and _own_dir(entry):
+                found.append((Path(entry.path), int(name[1]),
+                              _started(int(name[1])) == name[2]))
+    return found
+
+
+def stale_dirs(base: Path) -> list[Path]:
+    """Run directories under ``base`` whose driver process is gone."""
+    return [path for path, _, alive in _run_dirs(base) if not alive]
+
+
+def live_dirs(base: Path) -> list[tuple[Path, int]]:
+    """(run directory, driver pid) of each driver under ``base`` that still runs."""
+    return [(path, pid) for path, pid, alive in _run_dirs(base) if alive]
 
 
 def remove_stale(base: Path) -> list[Path]:
