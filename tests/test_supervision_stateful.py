@@ -396,8 +396,8 @@ class PoolModel(RuleBasedStateMachine):
     def fault(self, data, kind, code) -> None:
         """A worker dies (starting, idle, busy, frozen or stopping), freezes (SIGSTOP: it
         says nothing from now on), loses its connection (sends to it fail, what it sends is
-        lost; its heartbeats go on), or the transport drops a request sent to it (libzmq
-        drops a message it cannot allocate and closes that connection)."""
+        lost; its heartbeats go on), or a request sent to it never reaches its main thread
+        (what a broken lane looks like)."""
         proc = self.pick(data, lambda p: True)
         if kind == "die":
             self.exit(proc, code)
@@ -491,8 +491,8 @@ class PoolModel(RuleBasedStateMachine):
     @event
     def answer(self, data, how, error) -> None:
         """The worker answers the request it is running: its reply, an ERROR with any map,
-        a lost device, a reply this process cannot decode, or one lost on its way (libzmq
-        drops a message it cannot allocate and closes that connection)."""
+        a lost device, a reply this process cannot decode, or one lost on its way (its
+        lane broke)."""
         self.give_answer(self.pick(data, lambda p: p.beats and p.running), how, error)
 
     def give_answer(self, proc: Process, how: str, error: Any = None) -> None:
@@ -504,7 +504,7 @@ class PoolModel(RuleBasedStateMachine):
             proc.exiting = 0
         if req.op in (Op.SHUTDOWN, Op.TRY_RECOVER) and how not in ("error", "lost"):
             how = "reply"
-        if how == "lost":  # the parent's libzmq drops it and closes that connection
+        if how == "lost":  # its lane broke: nothing more crosses it
             proc.cut_off = True
         if req.op is Op.TRY_RECOVER and how in ("reply", "lost"):  # recovered in place
             proc.generation = req.meta["generation"]

@@ -20,9 +20,11 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 _COUNT = struct.Struct("<I")
 _LENGTH = struct.Struct("<Q")
@@ -56,29 +58,40 @@ def prefix(frames: Sequence[Any]) -> bytes:
     return struct.pack(f"<I{len(sizes)}Q", len(sizes), *sizes)
 
 
-def send(sock: socket.socket, frames: Sequence[Any], within: float | None = None) -> None:
+def send(sock: socket.socket, frames: Sequence[Any], within: float | None = None,
+         cut: Callable[[], None] | None = None) -> None:
     """Write one message whole on a non-blocking ``sock``, waiting for room at most
     ``within`` seconds at a time (None: as long as it takes): a peer that takes nothing
     for that long is stuck. Raises TimeoutError, or OSError from the socket; either way
-    with part of the message written, the stream is broken."""
+    with part of the message written, the stream is broken. ``cut`` is called when any
+    other exception (a signal handler's, say) leaves part of the message written."""
     buffers: list[Any] = [prefix(frames), *frames]
+    begun = False
     deadline = None
-    while True:
-        try:
-            sent = sock.sendmsg(buffers)
-        except BlockingIOError:
-            sent = 0
-        buffers = _after(buffers, sent)
-        if not buffers:
-            return
-        if deadline is None or sent:
-            deadline = None if within is None else time.monotonic() + within
-        wait = None if deadline is None else deadline - time.monotonic()
-        if wait is not None and wait <= 0:
-            raise TimeoutError(f"the peer took no more of the message within {within:g} s")
-        poller = select.poll()
-        poller.register(sock, select.POLLOUT)
-        poller.poll(None if wait is None else max(1, int(wait * 1000)))
+    try:
+        while True:
+            try:  # (no SIGPIPE: a peer that is gone is an error here, not this process's end)
+                sent = sock.sendmsg(buffers, (), socket.MSG_NOSIGNAL)
+            except BlockingIOError:
+                sent = 0
+            begun |= sent > 0
+            buffers = _after(buffers, sent)
+            if not buffers:
+                return
+            if deadline is None or sent:
+                deadline = None if within is None else time.monotonic() + within
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise TimeoutError(f"the peer took no more of the message within {within:g} s")
+            poller = select.poll()
+            poller.register(sock, select.POLLOUT)
+            poller.poll(None if wait is None else max(1, int(wait * 1000)))
+    except OSError:
+        raise
+    except BaseException:
+        if begun and buffers and cut is not None:
+            cut()
+        raise
 
 
 def _after(buffers: list[Any], sent: int) -> list[Any]:
@@ -103,48 +116,60 @@ class StreamReader:
         self._pending = b""           # bytes received and not yet placed in a frame
         self._lengths: tuple[int, ...] | None = None  # of the message being received
         self._frames: list[Any] = []  # its frames received so far
-        self._large: bytearray | None = None  # its frame being received in place
+        self._large: np.ndarray | None = None  # its frame being received in place
         self._filled = 0
         self._skip = 0                # bytes left of a frame that could not be allocated
         self._dropped: Dropped | None = None
         self._ready: list[list[Any] | Dropped] = []
         self.ended = False            # the peer closed its end
 
-    def fill(self) -> bool:
-        """Receive what has arrived, without waiting; whether a whole message (or the end
-        of the stream) is ready. Raises BrokenStream."""
-        while not self.ended:
+    def fill(self, budget: int | None = None) -> bool:
+        """Receive what has arrived, without waiting (and, given a ``budget``, once about
+        that many bytes came: the rest is read on the next call); whether a whole message
+        (or the end of the stream) is ready. Raises BrokenStream (with ``ended`` set when
+        the peer went in the middle of a message)."""
+        taken = 0
+        while not self.ended and (budget is None or taken < budget):
             try:
-                if self._skip:
-                    got = self._sock.recv_into(_scratch(), min(self._skip, CHUNK))
-                    self._skip -= got
-                    if got and not self._skip:
-                        self._frame_done(None)
-                elif self._large is not None:
-                    got = self._sock.recv_into(memoryview(self._large)[self._filled:])
-                    self._filled += got
-                    if self._filled == len(self._large):
-                        self._frame_done(self._large)
-                else:
-                    chunk = self._sock.recv(CHUNK)
-                    got = len(chunk)
-                    if got:
-                        self._pending = self._pending + chunk if self._pending else chunk
-                        self._parse()
+                got = self._receive()
             except (BlockingIOError, InterruptedError):
                 break
             except ConnectionResetError:
                 got = 0
+            except MemoryError:  # (a chunk, not a frame: what was read may be lost)
+                raise BrokenStream("out of memory while receiving") from None
+            taken += got
             if not got:
                 self.ended = True
                 if self._lengths is not None or self._pending:
                     raise BrokenStream("the stream ended in the middle of a message")
         return bool(self._ready) or self.ended
 
-    def messages(self) -> list[list[Any] | Dropped]:
+    def _receive(self) -> int:
+        if self._skip:
+            got = self._sock.recv_into(_scratch(), min(self._skip, CHUNK))
+            self._skip -= got
+            if got and not self._skip:
+                self._frame_done(None)
+                self._parse()  # (empty frames may follow)
+        elif self._large is not None:
+            got = self._sock.recv_into(memoryview(self._large)[self._filled:])
+            self._filled += got
+            if self._filled == len(self._large):
+                self._frame_done(self._large)
+                self._parse()
+        else:
+            chunk = self._sock.recv(CHUNK)
+            got = len(chunk)
+            if got:
+                self._pending = self._pending + chunk if self._pending else chunk
+                self._parse()
+        return got
+
+    def messages(self, budget: int | None = None) -> list[list[Any] | Dropped]:
         """The whole messages received so far, oldest first (receiving first what has
-        arrived). Raises BrokenStream."""
-        self.fill()
+        arrived, as ``fill``). Raises BrokenStream."""
+        self.fill(budget)
         ready, self._ready = self._ready, []
         return ready
 
@@ -166,9 +191,11 @@ class StreamReader:
                     raise BrokenStream(f"a message of {sum(lengths)} bytes (at most "
                                        f"{self._max_bytes})")
                 self._lengths, offset = lengths, end
-            length = self._lengths[len(self._frames)]
-            if len(data) - offset >= length:  # here whole: a view of it
-                self._frame_done(memoryview(data)[offset:offset + length])
+            index = len(self._frames)
+            length = self._lengths[index]
+            if len(data) - offset >= length:  # here whole: the header as a view of it, an
+                view = memoryview(data)[offset:offset + length]  # array copied (aligned,
+                self._frame_done(view if index == 0 else bytes(view))  # not holding data)
                 offset += length
                 continue
             self._begin_large(length, memoryview(data)[offset:])
@@ -180,10 +207,11 @@ class StreamReader:
         """Receive the rest of a frame into memory of its own, or read it through and drop
         it when there is none to be had."""
         try:
-            self._large = bytearray(length)
+            self._large = _allocate(length)
         except MemoryError:
-            header = bytes(self._frames[0]) if self._frames else None
-            self._dropped = Dropped(header, len(self._frames), length)
+            header = self._frames[0] if self._frames else None
+            self._dropped = self._dropped or Dropped(
+                None if header is None else bytes(header), len(self._frames), length)
             self._skip = length - len(begun)
             return
         self._large[:len(begun)] = begun
@@ -196,6 +224,11 @@ class StreamReader:
         if len(self._frames) == len(self._lengths):
             self._ready.append(self._frames if self._dropped is None else self._dropped)
             self._lengths, self._frames, self._dropped = None, [], None
+
+
+def _allocate(length: int) -> np.ndarray:
+    """Memory of its own for a large frame (aligned; not zeroed: it is received into)."""
+    return np.empty(length, dtype=np.uint8)
 
 
 _scratch_buffer: list[memoryview] = []

@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     generation = handover["generation"]
     lane = socket.socket(fileno=args.lane_fd)
     lane.setblocking(False)
+    for fd in (args.page_fd, args.lane_fd):  # the backend's own subprocesses get neither
+        os.set_inheritable(fd, False)
 
     context = zmq.Context()
     control = context.socket(zmq.DEALER)

@@ -280,8 +280,8 @@ INTERRUPTED_SENDS = """
     real_send = framing.send
     cut = [True]
 
-    def send_then_interrupted(sock, frames, within=None):  # out whole, then Ctrl-C
-        real_send(sock, frames, within)
+    def send_then_interrupted(sock, frames, **how):  # out whole, then Ctrl-C
+        real_send(sock, frames, **how)
         if cut[0] and threading.current_thread() is threading.main_thread():
             cut[0] = False
             raise KeyboardInterrupt
@@ -322,7 +322,7 @@ INTERRUPTED_SENDS = """
     report(first=first, after_cut=after_cut, after_cut_seconds=after_cut_seconds,
            interrupted=interrupted, exact=exact, last=last,
            last_seconds=time.monotonic() - start, same_worker=after["pid"] == w["pid"],
-           files=sorted(p.name for p in rundir.iterdir()),
+           files=sorted(p.name for p in rundir.iterdir() if p.suffix != ".new"),
            lost=drv.status()["pools"]["faults"]["lost_messages"])
     drv.close()
 """
@@ -344,4 +344,5 @@ def test_ctrl_c_while_a_call_sends_leaves_its_lane_and_worker_serving(tmp_path):
     assert found["after_cut"] and found["after_cut_seconds"] < 1.0, found
     assert found["exact"] and found["last"] and found["last_seconds"] < 1.0, found
     assert found["same_worker"] and found["lost"] == 0, found
-    assert found["files"] == ["p0.sock"], found  # the pool's socket (a lane has no name)
+    # the pool's socket (a lane has no name) and its status snapshot
+    assert found["files"] == ["p0.sock", "p0.status.json"], found

@@ -564,7 +564,7 @@ class PoolMachine:
         self.workers[index].rss = rss
 
     def send_failed(self, index: int, req: Request, error: str, now: float) -> None:
-        """The transport refused to send ``req`` (the worker is not connected)."""
+        """``req`` could not be sent (the worker's lane is gone, broken or stuck)."""
         w = self.workers[index]
         if w.current is not req or req.done:
             return
@@ -730,8 +730,8 @@ class PoolMachine:
                 self._resolve(req, MessageLostError(
                     f"the reply to {req.label} from {w.name} of {self.backend!r} was lost on "
                     "its way: the worker answered, the answer never arrived whole",
-                    "Return less data per call (split the dispatch), or raise "
-                    "PoolOptions.max_message_bytes."))
+                    "Call again; if it recurs, return less data per call (split the "
+                    "dispatch) and read the worker's output in Driver.status()."))
         elif now - w.heard_at > self.options.heartbeat_timeout:
             if not req.internal:
                 self._resolve(req, WorkerCrashedError(

@@ -71,6 +71,9 @@ __all__ = ["Pool", "PoolOptions", "Request"]
 _log = logging.getLogger("vyre.supervisor")
 _CLOSE = object()  # the inbox marker that asks the I/O thread to close
 FORK_SERVER_LOSSES = 3
+#: What the I/O thread reads from one lane per round at most (it holds the pool's lock):
+#: a large reply to a request nobody waits on is taken a slice at a time.
+IO_READ_BUDGET = 1 << 20
 
 
 class Pool:
@@ -353,20 +356,27 @@ class Pool:
             self._carry_here(request)
         self._deliver()
 
-    def _read_lane(self, lane: Lane) -> list[Message | ProtocolError]:
-        """The messages waiting on ``lane`` (held by this thread), decoded. A stream that
-        cannot be framed any more is its worker's fault: the worker is stopped (its death
-        then handled as any other)."""
-        if lane.closed:
+    def _read_lane(self, lane: Lane, budget: int | None = None) -> list[Message | ProtocolError]:
+        """The messages waiting on ``lane`` (held by this thread), decoded; at most about
+        ``budget`` bytes read. A stream that cannot be framed any more is its worker's
+        fault, unless the worker went in the middle of a message: either way nothing more
+        is read from it, and a live worker is stopped (its death then handled as any
+        other). So is one whose stream was left in an unknown state by an exception in the
+        middle of reading (a signal handler's)."""
+        if lane.closed or lane.broken:
             return []
         try:
-            received = lane.reader.messages()
+            received = lane.reader.messages(budget)
         except framing.BrokenStream as exc:
             lane.broken = True
-            _log.error("pool %r: the lane of worker %r broke (%s); the worker is stopped",
-                       self.backend, lane.identity, exc)
-            self._kill_worker_of(lane)
+            if not lane.reader.ended:  # (else it died while sending: its exit tells)
+                _log.error("pool %r: the lane of worker %r broke (%s); the worker is "
+                           "stopped", self.backend, lane.identity, exc)
+                self._kill_worker_of(lane)
             return []
+        except BaseException:
+            self._break(lane)
+            raise
         messages: list[Message | ProtocolError] = []
         for frames in received:
             if isinstance(frames, framing.Dropped):
@@ -379,6 +389,12 @@ class Pool:
         if messages and self.options.recycle_rss_bytes is not None:
             self._measure(lane.identity)
         return messages
+
+    def _break(self, lane: Lane) -> None:
+        """An exception (a signal handler's) cut lane I/O short: what is on the stream is
+        unknown, so nothing more crosses it and its worker is stopped."""
+        lane.broken = True
+        self._kill_worker_of(lane)
 
     def _kill_worker_of(self, lane: Lane) -> None:
         index = self._index_of.get(lane.identity)
@@ -428,7 +444,7 @@ class Pool:
         the child's copies of its free shared memory, of its lanes and of its fork server's
         socket."""
         self._segments.forget()
-        for lane in list(self._lanes.values()):
+        for lane in {*self._lanes.values(), *self._io_lanes}:
             lane.socket.close()
         if self._fork_server is not None:
             self._fork_server.forget()
@@ -507,7 +523,7 @@ class Pool:
                     if self._fork_server is not None:
                         self._hear_fork_server(self._fork_server_fd in events, now)
                     for lane in [lane for lane in self._io_lanes if lane.fd in events]:
-                        for msg in self._read_lane(lane):
+                        for msg in self._read_lane(lane, IO_READ_BUDGET):
                             self._machine.message(lane.identity, msg, now)
                         if lane.reader.ended or lane.broken:  # (else it polls readable)
                             with contextlib.suppress(KeyError):
@@ -848,7 +864,8 @@ class Pool:
         req.sent_on = lane  # (first: should the send be cut short, its reply is still read)
         try:
             # (a live worker reads a whole request before it does anything else)
-            framing.send(lane.socket, frames, within=self.options.silence_limit)
+            framing.send(lane.socket, frames, within=self.options.silence_limit,
+                         cut=lambda: self._break(lane))
         except OSError as exc:  # gone, or stuck with part of the message taken
             lane.broken = True  # (the rules retire the worker: it is killed)
             return f"{type(exc).__name__}: {exc}"

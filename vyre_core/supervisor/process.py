@@ -28,9 +28,10 @@ from vyre_core.supervisor.fork_server import ForkServer
 OUTPUT_TAIL_BYTES = 64 * 1024
 #: How much of that tail a crash error carries.
 ERROR_TAIL_BYTES = 4096
-#: Descriptors that must be free before a worker starts: its page, pipe and pidfd here,
-#: and the two connections ZeroMQ accepts from it (libzmq aborts the whole process when
-#: an accept meets EMFILE, so a worker must never connect to a parent without them).
+#: Descriptors that must be free before a worker starts: its page, lane (both ends for a
+#: moment), pipe and pidfd here, and the two connections ZeroMQ accepts from it (libzmq
+#: aborts the whole process when an accept meets EMFILE, so a worker must never connect
+#: to a parent without them).
 DESCRIPTOR_HEADROOM = 8
 #: How long reaping a process that should have ended may wait (one stuck in the kernel).
 REAP_WITHIN = 5.0
