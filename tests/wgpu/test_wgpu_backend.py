@@ -326,3 +326,33 @@ def test_a_one_dimensional_grid_past_the_per_dimension_limit_is_split_and_exact(
     assert host.plan(prog, []).grid == (limit + 5, 1, 1)
     got, = host.dispatch(prog, [])
     assert got.tobytes() == (np.arange(limit + 5, dtype=np.uint32) * 3 + 1).tobytes()
+
+
+def where_nonzero(n: int) -> ir.Program:
+    """out[i] = x[i] only where x[i] is not zero: the rest of ``out`` is never written."""
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.u32)
+    out = k.output("out", ir.u32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        with k.if_(x[i] != 0):
+            out[i] = x[i]
+    return k.build()
+
+
+def test_a_launch_reuses_its_buffers_and_still_starts_from_zeros(host) -> None:
+    """Non-resident dispatches keep the buffers and bind group of a (kernel, sizes, grid)
+    for the next one like it (issue 13): outputs nobody uploads still start as zeros,
+    never as what the previous dispatch left there."""
+    n = 512
+    dev = backend.device()
+    kept = len(dev._kept)
+    ones = np.ones(n, dtype=np.uint32)
+    assert host.dispatch(where_nonzero(n), [ones])[0].tolist() == ones.tolist()
+    assert len(dev._kept) == kept + 1
+    for _ in range(3):  # the same launch again: kept buffers, zeroed output
+        assert host.dispatch(where_nonzero(n), [np.zeros(n, np.uint32)])[0].tolist() == [0] * n
+    assert len(dev._kept) == kept + 1
+    half = np.arange(n, dtype=np.uint32) % 2
+    (got,) = host.dispatch(where_nonzero(n), [half])
+    assert got.tobytes() == reference_run(where_nonzero(n), [half])[0].tobytes()

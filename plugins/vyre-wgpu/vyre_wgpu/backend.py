@@ -20,6 +20,7 @@ from vyre_wgpu import __version__
 
 if TYPE_CHECKING:
     from vyre_wgpu.device import Device, Kernel
+    from vyre_wgpu.resident import Resident
 
 VYRE_CONTRACT = 1
 BACKEND_ID = "wgpu"
@@ -38,6 +39,7 @@ CLAIMS = {
 
 _lock = threading.Lock()
 _device: Device | None = None
+_resident: Resident | None = None
 
 
 def device() -> Device:
@@ -49,6 +51,18 @@ def device() -> Device:
 
             _device = Device()
         return _device
+
+
+def resident() -> Resident:
+    """The resident buffers of the worker's device."""
+    global _resident
+    dev = device()
+    with _lock:
+        if _resident is None or _resident.device is not dev:
+            from vyre_wgpu.resident import Resident
+
+            _resident = Resident(dev)
+        return _resident
 
 
 # -- identity (pure) ---------------------------------------------------------------------
@@ -121,6 +135,37 @@ class WgpuPipeline:
 @hookimpl
 def vyre_compile(program, config) -> WgpuPipeline:
     return WgpuPipeline(program, device().compile_program(program, config, __version__))
+
+
+# -- resident buffers --------------------------------------------------------------------
+
+@hookimpl
+def vyre_allocate_resident(byte_len: int) -> int:
+    return resident().allocate(byte_len)
+
+
+@hookimpl
+def vyre_upload_resident(handle: int, data: bytes) -> None:
+    resident().upload(handle, data)
+
+
+@hookimpl
+def vyre_download_resident(handle: int) -> bytes:
+    return resident().download(handle)
+
+
+@hookimpl
+def vyre_free_resident(handle: int) -> None:
+    resident().free(handle)
+
+
+@hookimpl
+def vyre_dispatch_resident(program, handles, config) -> TimedDispatch:
+    start = wall_clock_ns()
+    kernel = device().compile_program(program, config, __version__)
+    device_ns = resident().dispatch(kernel, program, handles, config.grid_override,
+                                    timed=config.profile)
+    return TimedDispatch([], Timing(wall_clock_ns() - start, device_ns, config.label))
 
 
 @hookimpl
@@ -201,9 +246,9 @@ def vyre_flush() -> None:
 
 @hookimpl
 def vyre_shutdown() -> None:
-    global _device
+    global _device, _resident
     with _lock:
-        dev, _device = _device, None
+        dev, _device, _resident = _device, None, None
     if dev is not None:
         dev.close()
 

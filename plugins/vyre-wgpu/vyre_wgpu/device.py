@@ -105,10 +105,16 @@ fn main() {
 _SOFTWARE_NAMES = ("llvmpipe", "lavapipe", "swiftshader", "softpipe")
 _LOST = re.compile(r"device (?:is |was |has been )?(?:lost|destroyed)|lost device", re.I)
 _READBACK_KEEP = 64 << 20   # readback buffers larger than this are not kept between calls
+#: The buffers and bind group of a launch are kept for the next launch of the same kernel
+#: with the same sizes and grid when they take at most KEEP_BYTES; at most KEEP_LAUNCHES
+#: launches and KEEP_TOTAL_BYTES of them are kept (the least recently used go first).
+KEEP_BYTES = 16 << 20
+KEEP_TOTAL_BYTES = 64 << 20
+KEEP_LAUNCHES = 64
 _generations = itertools.count(1)  # process-wide: a kernel never matches another device
 
 
-def _wgpu():
+def wgpu_module():
     import wgpu  # only here: registration never imports wgpu
 
     return wgpu
@@ -138,7 +144,7 @@ _NO_ADAPTER_FIX = ("Install a Vulkan driver: on Debian `apt-get install mesa-vul
 def request_adapter(power_preference: str = "high-performance") -> Any:
     """The wgpu adapter vyre uses; UnsupportedFeatureError when there is none."""
     shader_cache_dir()
-    wgpu = _wgpu()
+    wgpu = wgpu_module()
     try:
         adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
     except Exception as exc:  # wgpu raises RuntimeError when no backend has an adapter
@@ -209,6 +215,29 @@ class Kernel:
     key: str | None = None
 
 
+@dataclass
+class _Transient:
+    """The buffers and bind group of one launch shape, kept for the next one like it."""
+
+    storage: list[Any]  # one per lowered buffer
+    params: Any
+    status: Any
+    bind_group: Any
+
+    @property
+    def nbytes(self) -> int:
+        return sum(buf.size for buf in self.buffers())
+
+    def buffers(self) -> list[Any]:
+        return [*self.storage, self.params, self.status]
+
+
+def _destroy(buffers: Sequence[Any]) -> None:
+    for buf in buffers:
+        with contextlib.suppress(Exception):  # best effort: the device may be gone
+            buf.destroy()
+
+
 def _summary(exc: BaseException) -> str:
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     return lines[-1] if lines else type(exc).__name__
@@ -259,6 +288,8 @@ class Device:
         self._cache.clear()
         self._readback: Any = None
         self._query: tuple[Any, Any] | None = None
+        self._kept: OrderedDict[tuple, _Transient] = OrderedDict()  # (of this device)
+        self._kept_bytes = 0
         self._timestamp_period = self._read_timestamp_period()
 
     def _read_timestamp_period(self) -> float:
@@ -306,7 +337,7 @@ class Device:
             "features": sorted(self.features),
             "probes": dict(self.probes),
             "timestamp_query": self.timestamps,
-            "wgpu_version": str(getattr(_wgpu(), "__version__", "unknown")),
+            "wgpu_version": str(getattr(wgpu_module(), "__version__", "unknown")),
             "mesa_shader_cache_dir": os.environ.get("MESA_SHADER_CACHE_DIR", ""),
             "device_generation": self.generation,
             # 1-D grids past the per-dimension limit are split (see launch_grid)
@@ -381,7 +412,7 @@ class Device:
 
     # -- errors ---------------------------------------------------------------------------
 
-    def _fail(self, exc: BaseException, during: str, *, compiling: bool = False,
+    def fail(self, exc: BaseException, during: str, *, compiling: bool = False,
               wgsl: str | None = None) -> VyreError:
         """``exc`` from wgpu as a VyreError; marks the device lost when it says so."""
         if isinstance(exc, VyreError):
@@ -484,7 +515,7 @@ class Device:
             return kernel
 
     def _build(self, lowered: Lowered, label: str = "") -> Kernel:
-        wgpu = _wgpu()
+        wgpu = wgpu_module()
         with self._lock:
             self._check_usable()
             missing = sorted(lowered.features - self.features)
@@ -525,7 +556,7 @@ class Device:
                                                               bind_group_layouts=[layout]),
                     compute={"module": module, "entry_point": "main"})
             except Exception as exc:
-                raise self._fail(exc, stage, compiling=True, wgsl=lowered.wgsl) from exc
+                raise self.fail(exc, stage, compiling=True, wgsl=lowered.wgsl) from exc
             return Kernel(lowered, module, layout, pipeline, self.generation)
 
     def cache_snapshot(self) -> CacheSnapshot:
@@ -579,14 +610,7 @@ class Device:
         When the kernel's status word says the adapter cut a loop short, the outputs are
         discarded and UnsupportedFeatureError is raised."""
         with self._lock:
-            self._check_usable()
-            if kernel.generation != self.generation:
-                raise PipelineInvalidatedError(
-                    f"backend 'wgpu': kernel {str(kernel.key)[:12]} was compiled for device "
-                    f"generation {kernel.generation}, the device is now generation "
-                    f"{self.generation} (it was lost and recovered)",
-                    "Compile the program again (Driver.compile) and use the new handle.",
-                    generation=kernel.generation, backend=BACKEND_ID)
+            self.check_kernel(kernel)
             logical = tuple(int(a) for a in grid)
             dispatch, stride = launch_grid(logical,
                                            self.limit("max-compute-workgroups-per-dimension"))
@@ -599,67 +623,139 @@ class Device:
                 raise
             except Exception as exc:
                 self._readback = None  # it may be left mapped: a fresh one next time
-                raise self._fail(exc, "dispatch") from exc
+                raise self.fail(exc, "dispatch") from exc
             finally:
                 for buf in created:
                     with contextlib.suppress(Exception):  # best effort: the device may be gone
                         buf.destroy()
         if status:
-            trips = self.max_loop_trip
-            raise UnsupportedFeatureError(
-                f"backend 'wgpu' on {self.name!r} cut a loop short"
-                + (f" (it stops an invocation after {trips} loop iterations in total)"
-                   if trips else "") + "; the outputs were discarded",
-                "Run the program on another backend (backend='reference'), or bound its "
-                "loops to fewer iterations per invocation.",
-                loop_cut_short=True, max_loop_trip=trips)
+            raise self.loop_cut_short("the outputs were discarded")
         return results, device_ns
+
+    def check_kernel(self, kernel: Kernel) -> None:
+        """(Under the lock.) The device is usable and ``kernel`` is of its generation."""
+        self._check_usable()
+        if kernel.generation != self.generation:
+            raise PipelineInvalidatedError(
+                f"backend 'wgpu': kernel {str(kernel.key)[:12]} was compiled for device "
+                f"generation {kernel.generation}, the device is now generation "
+                f"{self.generation} (it was lost and recovered)",
+                "Compile the program again (Driver.compile) and use the new handle.",
+                generation=kernel.generation, backend=BACKEND_ID)
+
+    def loop_cut_short(self, outcome: str) -> UnsupportedFeatureError:
+        """The error for a dispatch whose status word says the adapter cut a loop short."""
+        trips = self.max_loop_trip
+        return UnsupportedFeatureError(
+            f"backend 'wgpu' on {self.name!r} cut a loop short"
+            + (f" (it stops an invocation after {trips} loop iterations in total)"
+               if trips else "") + f"; {outcome}",
+            "Run the program on another backend (backend='reference'), or bound its "
+            "loops to fewer iterations per invocation.",
+            loop_cut_short=True, max_loop_trip=trips)
 
     def _submit(self, kernel: Kernel, data: Sequence[np.ndarray | None],
                 lengths: Sequence[int], read: Sequence[bool], logical: tuple[int, ...],
                 dispatch: tuple[int, int, int], stride: int, timed: bool,
                 created: list[Any]) -> tuple[list[bytearray], int, int | None]:
-        """Buffers, bind group, one command buffer (compute pass, timestamps, copies into
-        the readback buffer), then map and copy out. ``created`` collects the per-call
-        buffers for the caller to destroy."""
-        wgpu = _wgpu()
-        usage = wgpu.BufferUsage
-        lowered = kernel.lowered
-        binding_max = self.limit("max-storage-buffer-binding-size")
-
-        def buffer(label: str, size: int, flags: int) -> Any:
-            buf = self.device.create_buffer(label=label, size=size, usage=flags)
-            created.append(buf)
-            return buf
-
-        entries, reads = [], []
-        for b, array, n, rd in zip(lowered.buffers, data, lengths, read, strict=True):
-            size = padded_size(n * b.element_bytes)
-            if size > binding_max:
-                raise LaunchLimitError(
-                    f"backend 'wgpu': buffer {b.name!r} is {size} bytes, the device binds at "
-                    f"most {binding_max}", "Split the data across several dispatches.")
-            upload = array is not None and array.nbytes > 0
-            buf = buffer(b.name, size, usage.STORAGE | (usage.COPY_SRC if rd else 0)
-                         | (usage.COPY_DST if upload else 0))
-            if upload:
-                self.queue.write_buffer(buf, 0, _words(array))
-            entries.append({"binding": b.binding,
-                            "resource": {"buffer": buf, "offset": 0, "size": size}})
+        """The buffers and bind group of this (kernel, sizes, grid), made on first use and
+        kept while small (``_kept``), then ``submit_pass``: uploads overwrite their
+        buffers, every other buffer and the status word are zeroed first, as fresh ones
+        would be. ``created`` collects what is not kept, for the caller to destroy."""
+        key = None if kernel.key is None else (
+            kernel.key, kernel.generation, tuple(lengths), tuple(read), logical)
+        kept = None if key is None else self._kept.get(key)
+        if kept is None:
+            kept = self._transient(kernel, lengths, read, logical, stride)
+            if key is not None and kept.nbytes <= KEEP_BYTES:
+                self._keep(key, kept)
+            else:
+                created.extend(kept.buffers())
+        else:
+            self._kept.move_to_end(key)
+        zeroed = [kept.status]
+        reads = []
+        for b, buf, array, n, rd in zip(kernel.lowered.buffers, kept.storage, data, lengths,
+                                        read, strict=True):
+            if array is not None and array.nbytes > 0:
+                self.queue.write_buffer(buf, 0, as_words(array))
+            else:
+                zeroed.append(buf)
             if rd:
                 reads.append((buf, n * b.element_bytes))
-        params = _words(params_data(lowered, list(lengths), logical, stride))
-        pbuf = buffer("vyre-params", params.nbytes, usage.UNIFORM | usage.COPY_DST)
-        self.queue.write_buffer(pbuf, 0, params)
-        status = buffer("vyre-status", 4, usage.STORAGE | usage.COPY_SRC)  # zero-filled
-        entries.append({"binding": lowered.params_binding,
-                        "resource": {"buffer": pbuf, "offset": 0, "size": params.nbytes}})
-        entries.append({"binding": lowered.status_binding,
-                        "resource": {"buffer": status, "offset": 0, "size": 4}})
-        bind_group = self.device.create_bind_group(layout=kernel.layout, entries=entries)
+        return self.submit_pass(kernel, kept.bind_group, dispatch, kept.status, reads, timed,
+                                created, zeroed)
 
+    def _transient(self, kernel: Kernel, lengths: Sequence[int], read: Sequence[bool],
+                   logical: tuple[int, ...], stride: int) -> _Transient:
+        """New buffers (storage, params, status) and their bind group for one launch."""
+        usage = wgpu_module().BufferUsage
+        lowered = kernel.lowered
+        storage, entries = [], []
+        try:
+            for b, n, rd in zip(lowered.buffers, lengths, read, strict=True):
+                size = self.binding_size(b, n)
+                buf = self.device.create_buffer(
+                    label=b.name, size=size,
+                    usage=usage.STORAGE | usage.COPY_DST | (usage.COPY_SRC if rd else 0))
+                storage.append(buf)
+                entries.append({"binding": b.binding,
+                                "resource": {"buffer": buf, "offset": 0, "size": size}})
+            params = as_words(params_data(lowered, list(lengths), logical, stride))
+            pbuf = self.device.create_buffer(label="vyre-params", size=params.nbytes,
+                                             usage=usage.UNIFORM | usage.COPY_DST)
+            storage.append(pbuf)
+            self.queue.write_buffer(pbuf, 0, params)
+            status = self.device.create_buffer(
+                label="vyre-status", size=4,
+                usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+            storage.append(status)
+            bind_group = self.device.create_bind_group(
+                layout=kernel.layout, entries=entries + self.own_entries(lowered, pbuf, status))
+        except BaseException:
+            _destroy(storage)
+            raise
+        storage = storage[:-2]
+        return _Transient(storage, pbuf, status, bind_group)
+
+    def _keep(self, key: tuple, kept: _Transient) -> None:
+        self._kept[key] = kept
+        self._kept_bytes += kept.nbytes
+        while self._kept_bytes > KEEP_TOTAL_BYTES or len(self._kept) > KEEP_LAUNCHES:
+            _, old = self._kept.popitem(last=False)
+            self._kept_bytes -= old.nbytes
+            _destroy(old.buffers())
+
+    def binding_size(self, binding: BufferBinding, count: int) -> int:
+        """Bytes bound for ``count`` elements of ``binding``, within the device's limit."""
+        size = padded_size(count * binding.element_bytes)
+        binding_max = self.limit("max-storage-buffer-binding-size")
+        if size > binding_max:
+            raise LaunchLimitError(
+                f"backend 'wgpu': buffer {binding.name!r} is {size} bytes, the device binds at "
+                f"most {binding_max}", "Split the data across several dispatches.")
+        return size
+
+    @staticmethod
+    def own_entries(lowered: Lowered, params: Any, status: Any) -> list[dict[str, Any]]:
+        """The bind group entries of the params uniform and the status word."""
+        return [{"binding": lowered.params_binding,
+                 "resource": {"buffer": params, "offset": 0, "size": params.size}},
+                {"binding": lowered.status_binding,
+                 "resource": {"buffer": status, "offset": 0, "size": 4}}]
+
+    def submit_pass(self, kernel: Kernel, bind_group: Any, dispatch: tuple[int, int, int],
+                    status: Any, reads: Sequence[tuple[Any, int]], timed: bool,
+                    created: list[Any], zeroed: Sequence[Any] = (),
+                    ) -> tuple[list[bytearray], int, int | None]:
+        """One command buffer (zeroing ``zeroed`` buffers, the compute pass, timestamps,
+        copies into the readback buffer), submitted; then map and copy out: the bytes of
+        ``reads`` (buffer, bytes to keep), the status word and device nanoseconds."""
+        wgpu = wgpu_module()
         timed = timed and self.timestamps
         encoder = self.device.create_command_encoder()
+        for buf in zeroed:
+            encoder.clear_buffer(buf, 0, buf.size)
         if timed:
             query_set, resolve = self._queries()
             compute = encoder.begin_compute_pass(timestamp_writes={
@@ -705,8 +801,25 @@ class Device:
             created.append(readback)
         return results, flag, device_ns
 
+    def read_buffer(self, buf: Any, nbytes: int) -> bytes:
+        """(Under the lock.) The first ``nbytes`` of ``buf`` (a COPY_SRC buffer)."""
+        size = padded_size(nbytes)
+        readback = self._readback_buffer(size)
+        encoder = self.device.create_command_encoder()
+        encoder.copy_buffer_to_buffer(buf, 0, readback, 0, size)
+        self.queue.submit([encoder.finish()])
+        readback.map_sync(wgpu_module().MapMode.READ, 0, size)
+        try:
+            data = bytes(readback.read_mapped(0, size, copy=False)[:nbytes])
+        finally:
+            readback.unmap()
+        if readback.size > _READBACK_KEEP:
+            self._readback = None
+            readback.destroy()
+        return data
+
     def _readback_buffer(self, nbytes: int) -> Any:
-        usage = _wgpu().BufferUsage
+        usage = wgpu_module().BufferUsage
         if self._readback is None or self._readback.size < nbytes:
             size = max(4096, 1 << (int(nbytes) - 1).bit_length())
             self._readback = self.device.create_buffer(
@@ -715,7 +828,7 @@ class Device:
 
     def _queries(self) -> tuple[Any, Any]:
         if self._query is None:
-            usage = _wgpu().BufferUsage
+            usage = wgpu_module().BufferUsage
             self._query = (self.device.create_query_set(type="timestamp", count=2),
                            self.device.create_buffer(label="timestamps", size=16,
                                                      usage=usage.QUERY_RESOLVE | usage.COPY_SRC))
@@ -734,7 +847,7 @@ class Device:
             try:
                 wait()
             except Exception as exc:
-                raise self._fail(exc, "flush") from exc
+                raise self.fail(exc, "flush") from exc
 
     def is_lost(self) -> bool:
         """Whether the device is lost: known from a failed call, or found by touching it."""
@@ -744,10 +857,10 @@ class Device:
             if self.lost_reason is None:
                 try:
                     buf = self.device.create_buffer(label="alive", size=4,
-                                                    usage=_wgpu().BufferUsage.COPY_DST)
+                                                    usage=wgpu_module().BufferUsage.COPY_DST)
                     buf.destroy()
                 except Exception as exc:
-                    self._fail(exc, "a liveness check")
+                    self.fail(exc, "a liveness check")
                     if self.lost_reason is None:  # failed, but not for loss: say so
                         self.lost_reason = _summary(exc)
             return self.lost_reason is not None
@@ -794,11 +907,13 @@ class Device:
         with self._lock:
             self.closed = True
             self._cache.clear()
+            _destroy([buf for kept in self._kept.values() for buf in kept.buffers()])
+            self._kept.clear()
             self._readback = self._query = None
             self.device = self.queue = None
 
 
-def _words(array: np.ndarray) -> memoryview | np.ndarray:
+def as_words(array: np.ndarray) -> memoryview | np.ndarray:
     """``array``'s bytes padded to whole 4-byte words (write_buffer copies multiples of 4)."""
     array = np.ascontiguousarray(array)
     if array.nbytes % 4 == 0:
