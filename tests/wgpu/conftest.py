@@ -53,3 +53,15 @@ def _require_adapter(adapter_facts) -> None:
     problem = adapter_problem(adapter_facts)
     if problem is not None:
         pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def host():
+    """The wgpu backend behind BackendHost in this process, prepared once per module."""
+    import vyre_wgpu.backend as backend
+    from vyre_workers.backend_host import BackendHost
+
+    host = BackendHost(backend)
+    host.prepare()
+    yield host
+    host.shutdown()

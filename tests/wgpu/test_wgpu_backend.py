@@ -61,14 +61,6 @@ def counting_loop(trips) -> ir.Program:
     return k.build()
 
 
-@pytest.fixture(scope="module")
-def host():
-    host = BackendHost(backend)
-    host.prepare()
-    yield host
-    host.shutdown()
-
-
 def assert_matches_reference(program, inputs, outputs, ulp=0):
     expected = reference_run(program, inputs)
     for buffer, want, got in zip(program.outputs, expected, outputs, strict=True):
@@ -313,7 +305,6 @@ def test_a_one_dimensional_grid_past_the_per_dimension_limit_is_split_and_exact(
 
     import vyre_wgpu.backend
     from vyre_core import ir
-    from vyre_workers.backend_host import BackendHost
 
     host = BackendHost(vyre_wgpu.backend)
     limit = host.capabilities().max_workgroups_per_dimension
@@ -334,9 +325,8 @@ def where_nonzero(n: int) -> ir.Program:
     x = k.read("x", ir.u32)
     out = k.output("out", ir.u32, count=n)
     i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        with k.if_(x[i] != 0):
-            out[i] = x[i]
+    with k.if_(i < x.len), k.if_(x[i] != 0):
+        out[i] = x[i]
     return k.build()
 
 

@@ -49,14 +49,6 @@ from vyre_workers.backend_host import BackendHost
 LAVAPIPE_LOOP_TRIP = 65535
 
 
-@pytest.fixture(scope="module")
-def host():
-    host = BackendHost(backend)
-    host.prepare()
-    yield host
-    host.shutdown()
-
-
 @pytest.fixture
 def caps(host):
     return host.capabilities()

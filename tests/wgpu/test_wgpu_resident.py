@@ -13,7 +13,6 @@ import vyre_wgpu.backend as backend
 from vyre_core import ir
 from vyre_core.errors import InvalidInputError, UnsupportedFeatureError
 from vyre_reference import run as reference_run
-from vyre_workers.backend_host import BackendHost
 
 N = 1000
 
@@ -38,14 +37,6 @@ def square(n: int) -> ir.Program:
     with k.if_(i < v.len):
         out[i] = v[i] * v[i]
     return k.build()
-
-
-@pytest.fixture(scope="module")
-def host():
-    host = BackendHost(backend)
-    host.prepare()
-    yield host
-    host.shutdown()
 
 
 def upload(host, array: np.ndarray) -> int:
