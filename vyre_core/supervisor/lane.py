@@ -114,9 +114,9 @@ class Waker:
         self._polled = -1
 
     def poller(self, lane: Lane | None) -> select.poll:
-        """A poller of this waker and ``lane``'s socket, unless its stream has ended (kept
+        """A poller of this waker and ``lane``'s socket, unless its stream ended or broke (kept
         while the lane is the same: a thread's calls mostly go to one worker)."""
-        fd = -1 if lane is None or lane.reader.ended or lane.closed else lane.fd
+        fd = -1 if lane is None or lane.reader.ended or lane.broken or lane.closed else lane.fd
         if self._polled != fd or self._poller is None:
             self._poller = select.poll()
             self._poller.register(self.fd, select.POLLIN)
