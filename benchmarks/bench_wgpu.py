@@ -11,7 +11,10 @@ transport in any figure), each next to a baseline measured in the same run:
   dispatch, not at pipeline creation, so the compile alone hides most of the cold cost;
 - achieved bandwidth of the saxpy kernel on the device (``profile=True``: timestamp
   queries around the compute pass) against a 64 MiB ``copy_buffer_to_buffer`` timed on
-  the same device the same way (both count bytes read + written).
+  the same device the same way (both count bytes read + written);
+- a resident dispatch (``y += a * x`` over two resident 4 KiB buffers, p50) against raw
+  wgpu-py dispatching the same WGSL with its buffers and bind group prepared once: a
+  pass, a submit and the 4-byte status readback vyre also waits on.
 
 Mesa's on-disk shader cache would turn a "cold" first dispatch into a cache load: Mesa
 reads ``MESA_SHADER_CACHE_DISABLE`` once, when the process first opens a Vulkan
@@ -298,5 +301,107 @@ def device_bandwidth() -> Result:
                   f"copy_buffer_to_buffer 64 MiB ({how})", copy)
 
 
+
+# -- 5. resident dispatch against raw wgpu-py -----------------------------------------------
+
+
+def axpy_into(n: int) -> ir.Program:
+    """``y[i] = y[i] + 0.5 * x[i]``: y read_write, so repeated dispatches chain."""
+    k = ir.Kernel(workgroup=(256,))
+    x = k.read("x", ir.f32)
+    y = k.read_write("y", ir.f32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        y[i] = y[i] + x[i] * 0.5
+    return k.build()
+
+
+def _raw_resident_seconds(program: ir.Program, x: np.ndarray, y: np.ndarray) -> list[float]:
+    """Raw wgpu-py on the backend's device: the pipeline vyre compiled ``program`` to
+    (same WGSL, same layout), its buffers, params and bind group made once; each call
+    encodes one pass, submits and maps the status word back. Checks the result against
+    numpy."""
+    import wgpu
+
+    import vyre_wgpu.backend as backend
+    from vyre_wgpu import __version__
+    from vyre_wgpu.device import launch_grid
+    from vyre_wgpu.lowering import params_data
+
+    dev = backend.device()
+    gpu, usage = dev.device, wgpu.BufferUsage
+    kernel = dev.compile_program(program, DispatchConfig(), __version__)  # (cached: shared)
+    lowered, pipeline = kernel.lowered, kernel.pipeline
+    n = len(x)
+    grid = (-(-n // 256), 1, 1)
+    dispatch, stride = launch_grid(grid, dev.limit("max-compute-workgroups-per-dimension"))
+    made = []
+
+    def buffer(size: int, flags: int, data: np.ndarray | None = None) -> Any:
+        buf = gpu.create_buffer(size=size, usage=flags)
+        made.append(buf)
+        if data is not None:
+            gpu.queue.write_buffer(buf, 0, data)
+        return buf
+
+    store = usage.STORAGE | usage.COPY_DST | usage.COPY_SRC
+    bx, by = buffer(x.nbytes, store, x), buffer(y.nbytes, store, y)
+    params = params_data(lowered, [n, n], grid, stride)
+    bparams = buffer(params.nbytes, usage.UNIFORM | usage.COPY_DST, params)
+    status = buffer(4, usage.STORAGE | usage.COPY_SRC)
+    readback = buffer(4, usage.MAP_READ | usage.COPY_DST)
+    bound = dict(zip((b.binding for b in lowered.buffers), (bx, by), strict=True))
+    bound.update({lowered.params_binding: bparams, lowered.status_binding: status})
+    bind_group = gpu.create_bind_group(layout=kernel.layout, entries=[
+        {"binding": k, "resource": {"buffer": b, "offset": 0, "size": b.size}}
+        for k, b in sorted(bound.items())])
+
+    def once() -> None:
+        encoder = gpu.create_command_encoder()
+        compute = encoder.begin_compute_pass()
+        compute.set_pipeline(pipeline)
+        compute.set_bind_group(0, bind_group)
+        compute.dispatch_workgroups(*dispatch)
+        compute.end()
+        encoder.copy_buffer_to_buffer(status, 0, readback, 0, 4)
+        gpu.queue.submit([encoder.finish()])
+        readback.map_sync(wgpu.MapMode.READ)
+        readback.unmap()
+
+    try:
+        once()
+        expected = y + x * np.float32(0.5)
+        got = np.frombuffer(dev.read_buffer(by, y.nbytes), np.float32)
+        if got.tobytes() != expected.tobytes():
+            raise AssertionError("raw wgpu-py result differs from numpy")
+        return samples(once, reps(SMALL_CALLS, 20), reps(SMALL_WARMUP, 5))
+    finally:
+        for buf in made:
+            buf.destroy()
+
+
+def resident_dispatch() -> Result:
+    host, adapter, _ = _wgpu()
+    program = axpy_into(SMALL)
+    x, y = saxpy_inputs(SMALL)[:2]
+    handles = []
+    for array in (x, y):
+        handles.append(host.allocate_resident(array.nbytes))
+        host.upload_resident(handles[-1], array.tobytes())
+    try:
+        host.dispatch_resident(program, handles)
+        got = np.frombuffer(host.download_resident(handles[1]), np.float32)
+        if got.tobytes() != (y + x * np.float32(0.5)).tobytes():
+            raise AssertionError("resident dispatch result differs from numpy")
+        vyre = samples(lambda: host.dispatch_resident(program, handles),
+                       reps(SMALL_CALLS, 20), reps(SMALL_WARMUP, 5))
+    finally:
+        for handle in handles:
+            host.free_resident(handle)
+    raw = _raw_resident_seconds(program, x, y)
+    return Result(f"wgpu[{adapter}] resident dispatch 4 KiB p50", statistics.median(vyre) * 1e6,
+                  "us", "raw wgpu-py, prepared bind group p50", statistics.median(raw) * 1e6)
+
+
 BENCHMARKS = [small_dispatch_overhead, big_throughput, compile_cached_vs_cold,
-              first_result_cached_vs_cold, device_bandwidth]
+              first_result_cached_vs_cold, device_bandwidth, resident_dispatch]
