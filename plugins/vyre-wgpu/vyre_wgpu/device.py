@@ -665,7 +665,8 @@ class Device:
         key = None if kernel.key is None else (
             kernel.key, kernel.generation, tuple(lengths), tuple(read), logical)
         kept = None if key is None else self._kept.get(key)
-        if kept is None:
+        fresh = kept is None  # (new buffers are zeros already)
+        if fresh:
             kept = self._transient(kernel, lengths, read, logical, stride)
             if key is not None and kept.nbytes <= KEEP_BYTES:
                 self._keep(key, kept)
@@ -673,13 +674,13 @@ class Device:
                 created.extend(kept.buffers())
         else:
             self._kept.move_to_end(key)
-        zeroed = [kept.status]
+        zeroed = [] if fresh else [kept.status]
         reads = []
         for b, buf, array, n, rd in zip(kernel.lowered.buffers, kept.storage, data, lengths,
                                         read, strict=True):
             if array is not None and array.nbytes > 0:
                 self.queue.write_buffer(buf, 0, as_words(array))
-            else:
+            elif not fresh:
                 zeroed.append(buf)
             if rd:
                 reads.append((buf, n * b.element_bytes))
