@@ -52,6 +52,10 @@ from vyre_core.ir.nodes import (
 
 MAX_LANES = 1 << 26
 MAX_WORKGROUP_MEMORY_BYTES = 1 << 30
+#: A loop whose bound differs between lanes goes on with its running lanes alone once
+#: fewer than 1/COMPACT_BELOW of them run (in dispatches of at least COMPACT_MIN_LANES).
+COMPACT_BELOW = 4
+COMPACT_MIN_LANES = 64
 
 Value = Any  # np.generic (uniform) or np.ndarray of shape (lanes,)
 Mask = np.ndarray | None
@@ -165,6 +169,7 @@ class _Dispatch:
                 self.mem[b.name] = inputs[b.name]
         self.vars: dict[str, Value] = {}
         self.alive: Mask = None
+        self.lane_index = _lane_ids(self.lanes)  # each lane's number (a subset's: a gather)
         self.ids: dict[tuple[IdKind, int], np.ndarray] = {}
         self.used_vars = _used_vars(program)
         # With a 1-D extent, global_id(0) is exactly arange(lanes): loads and stores
@@ -222,16 +227,62 @@ class _Dispatch:
                 self.block(body, mask)
         else:
             i = np.broadcast_to(start, (self.lanes,)).astype(np.uint32)
-            running = _and(mask, i < end)
-            while True:
-                running = _and(running, self.alive)
-                if not running.any():
-                    break
-                self.vars[var] = i
-                self.block(body, running)
-                i = i + np.uint32(1)
-                running &= i < end
+            self.loop_lanes(var, i, end, body, _and(mask, i < end))
         self.vars.pop(var, None)
+
+    def loop_lanes(self, var: str, i: np.ndarray, end: Value, body: tuple[Stmt, ...],
+                   running: np.ndarray) -> None:
+        """A loop whose bound differs between lanes, from iteration ``i`` of each lane on.
+        Once fewer than 1/COMPACT_BELOW of the lanes still run, the rest of it runs on
+        those lanes alone (``subset``), so a few long-running lanes do not cost the work
+        of every lane for their whole trip count."""
+        while True:
+            running = _and(running, self.alive)
+            count = int(np.count_nonzero(running))
+            if not count:
+                return
+            if count * COMPACT_BELOW < self.lanes and self.lanes >= COMPACT_MIN_LANES:
+                idx = np.nonzero(running)[0]
+                sub = self.subset(idx)
+                sub.loop_lanes(var, i[idx], end[idx] if np.ndim(end) else end, body,
+                               np.ones(len(idx), dtype=bool))
+                self.merge(sub, idx)
+                return
+            self.vars[var] = i
+            self.block(body, running)
+            i = i + np.uint32(1)
+            running &= i < end
+
+    def subset(self, idx: np.ndarray) -> _Dispatch:
+        """This dispatch restricted to lanes ``idx`` (ascending): same memory, those lanes'
+        variables, ids and liveness."""
+        sub = object.__new__(_Dispatch)
+        sub.__dict__.update(self.__dict__)
+        sub.lanes = len(idx)
+        sub.lane_index = self.lane_index[idx]
+        sub.ids = {}
+        sub.iota = None
+        sub.alive = None if self.alive is None else self.alive[idx]
+        sub.vars = {name: value[idx] if np.ndim(value) else value
+                    for name, value in self.vars.items()}
+        return sub
+
+    def merge(self, sub: _Dispatch, idx: np.ndarray) -> None:
+        """Take back what lanes ``idx`` did in ``sub``: their variables and liveness (new
+        arrays: a variable may be a view of a buffer)."""
+        for name, value in sub.vars.items():
+            before = self.vars.get(name)
+            if value is before:
+                continue  # (uniform, and untouched)
+            merged = np.zeros(self.lanes, dtype=np.asarray(value).dtype)
+            if before is not None:
+                merged[:] = before
+            merged[idx] = value
+            self.vars[name] = merged
+        if sub.alive is not None:
+            alive = np.ones(self.lanes, dtype=bool) if self.alive is None else self.alive.copy()
+            alive[idx] = sub.alive
+            self.alive = alive
 
     # -- memory ------------------------------------------------------------------------
 
@@ -334,7 +385,7 @@ class _Dispatch:
         key = (kind, axis)
         if key not in self.ids:
             if kind is IdKind.GLOBAL:
-                lane = _lane_ids(self.lanes)
+                lane = self.lane_index
                 if axis or self.extent[1:] != (1, 1):
                     lane = lane // np.uint32(math.prod(self.extent[:axis])) \
                         % np.uint32(self.extent[axis])
