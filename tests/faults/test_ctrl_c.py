@@ -346,3 +346,77 @@ def test_ctrl_c_while_a_call_sends_leaves_its_lane_and_worker_serving(tmp_path):
     assert found["same_worker"] and found["lost"] == 0, found
     # the pool's socket (a lane has no name) and its status snapshot
     assert found["files"] == ["p0.sock", "p0.status.json"], found
+
+
+# -- a program's own SIGINT handler, raising its own exception ----------------------------------
+
+OWN_HANDLER = """
+    import random
+    os.environ["VYRE_SHARED_MEMORY"] = "0"  # 16 MB arrays ride the lane: long lane I/O
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel(signum, frame):  # what a CLI or an event loop installs
+        raise Cancelled
+
+    signal.signal(signal.SIGINT, cancel)
+    n = 4_000_000
+    x = np.random.default_rng(3).random(n, dtype=np.float32)
+    y = np.ones(n, dtype=np.float32)
+    inputs = [x, y, np.array([2.0], dtype=np.float32)]
+    expected = (np.float32(2.0) * x + y).tobytes()
+    k = ir.Kernel(workgroup=(256,))
+    xs, ys, a = k.read("x", ir.f32), k.read("y", ir.f32), k.uniform("a", ir.f32)
+    out = k.output("out", ir.f32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < xs.len):
+        out[i] = a[0] * xs[i] + ys[i]
+    program = k.build()
+    drv = vyre_core.Driver(kill_grace=0.5)
+    drv.dispatch(program, inputs, backend="faults")
+    (w,) = workers(drv, "faults")
+    cancelled, exact, rng = 0, True, random.Random(11)
+    for _ in range(20):
+        sent = threading.Event()
+
+        def ctrl_c():
+            os.kill(os.getpid(), signal.SIGINT)
+            sent.set()
+
+        timer = threading.Timer(rng.uniform(0.002, 0.03), ctrl_c)
+        try:
+            try:
+                timer.start()
+                out = drv.dispatch(program, inputs, backend="faults",
+                                   config=DispatchConfig(timeout=30))
+                exact &= out[0].tobytes() == expected
+            finally:
+                sent.wait(5)
+        except Cancelled:
+            cancelled += 1
+        timer.join()
+    last = drv.dispatch(program, inputs, backend="faults")[0].tobytes() == expected
+    pool = drv.status()["pools"]["faults"]
+    report(cancelled=cancelled, exact=exact, last=last, restarts=pool["restarts"],
+           same_worker=pool["workers"][0]["pid"] == w["pid"])
+    drv.close()
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_programs_own_sigint_handler_never_costs_a_worker(tmp_path):
+    """Found by a hostile pass: with a program's own SIGINT handler (one that raises its
+    own exception, as CLIs and event loops install), an interrupt that landed in the
+    middle of lane I/O broke the lane and killed the worker, and a few of them failed the
+    pool. The deferral now holds for any Python handler: it runs once the step is whole,
+    and the worker serves on."""
+    child = Child(tmp_path, OWN_HANDLER)
+    try:
+        found = child.report(timeout=150)
+        assert child.proc.wait(timeout=30) == 0, child.stderr()
+    finally:
+        child.stop()
+    assert found["cancelled"] > 0, found  # (the handler's exception reached the caller)
+    assert found["exact"] and found["last"], found
+    assert found["restarts"] == 0 and found["same_worker"], found

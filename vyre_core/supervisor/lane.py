@@ -24,6 +24,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from vyre_core.framing import StreamReader
 
@@ -140,23 +141,28 @@ _SIGINT = int(signal.SIGINT)
 
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """On the main thread, a Ctrl-C (SIGINT with Python's default handler) that arrives
-    inside the block is raised when it ends: a lane taken must be recorded as held, and a
-    message begun must go out whole. Elsewhere (other threads, other handlers): as is."""
+    """On the main thread, a SIGINT that arrives inside the block is handled when it ends,
+    by whatever Python handler was set (Python's default raises KeyboardInterrupt; a
+    program's own may raise anything): a lane taken must be recorded as held, and a
+    message begun must go out, or be read, whole. Elsewhere (other threads, no Python
+    handler): as is."""
     # (``_signal``: the C functions ``signal`` wraps; its enum conversions cost 10x more,
     # twice per call on the hot path)
-    if threading.current_thread() is not threading.main_thread() \
-            or _signal.getsignal(_SIGINT) is not signal.default_int_handler:
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    caught: list[int] = []
-    _signal.signal(_SIGINT, lambda signum, frame: caught.append(signum))
+    handler = _signal.getsignal(_SIGINT)
+    if not callable(handler):  # ignored, the default action, or set outside Python
+        yield
+        return
+    caught: list[Any] = []
+    _signal.signal(_SIGINT, lambda signum, frame: caught.append(frame))
     try:
         yield
     finally:
-        _signal.signal(_SIGINT, signal.default_int_handler)
+        _signal.signal(_SIGINT, handler)
     if caught:
-        raise KeyboardInterrupt
+        handler(_SIGINT, caught[0])
 
 
 def waker() -> Waker:
