@@ -165,3 +165,64 @@ def test_a_refused_thread_is_a_clear_error_and_the_pool_starts_later(tmp_path) -
         assert "starting pool 'faults'" in cause and "EAGAIN" in cause
         assert "processes" in fix
     assert report["after"] == [0, 1, 2, 3]
+
+
+FIRST_CALL_CHILD = textwrap.dedent('''
+    import json, os, resource, threading
+    import numpy as np
+    import vyre_core
+    from vyre_core import DispatchConfig, ir
+
+    k = ir.Kernel(workgroup=(4,))
+    out = k.output("out", ir.u32, count=4)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < out.len):
+        out[i] = i
+    prog = k.build()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def attempt(drv):
+        try:
+            drv.dispatch(prog, [], backend="reference", config=DispatchConfig(timeout=10))
+            return "ok"
+        except vyre_core.VyreError as exc:
+            return type(exc).__name__ if "ulimit -n" in exc.fix else str(exc)
+
+    report = {}
+    for headroom in range(0, 14):  # a new driver's first call with this many fds to spare
+        drv = vyre_core.Driver(kill_grace=0.5)
+        resource.setrlimit(resource.RLIMIT_NOFILE,
+                           (len(os.listdir("/proc/self/fd")) + headroom, hard))
+        first = attempt(drv)
+        found = []  # a new thread's first call, out of descriptors as well
+        thread = threading.Thread(target=lambda: found.append(attempt(drv)))
+        thread.start()
+        thread.join()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        out = drv.dispatch(prog, [], backend="reference", config=DispatchConfig(timeout=30))
+        report[headroom] = [first, found[0], out[0].tolist()]
+        drv.close()
+    print(json.dumps(report), flush=True)
+''')
+
+
+@pytest.mark.timeout(240)
+def test_out_of_descriptors_at_a_first_call_is_a_clear_error_never_an_abort(tmp_path) -> None:
+    """Found by a hostile pass: with no descriptor to spare at a new driver's first call,
+    libzmq aborted the whole process (its first thread found no fd for epoll); with a few,
+    the pool's I/O thread died making an eventfd it never needed (the pool was gone for
+    good, and said the driver was closed); a new thread's first call raised a bare
+    OSError. Now every headroom gives a SystemResourceError naming the limit or a
+    result, and once the limit is back the same driver serves."""
+    script = tmp_path / "child.py"
+    script.write_text(FIRST_CALL_CHILD)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(report) == 14
+    for headroom, (first, other_thread, after) in report.items():
+        assert first in ("ok", "SystemResourceError"), (headroom, first)
+        assert other_thread in ("ok", "SystemResourceError"), (headroom, other_thread)
+        assert after == [0, 1, 2, 3], (headroom, after)
+    assert any(first == "SystemResourceError" for first, _, _ in report.values())

@@ -33,10 +33,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for driver in drivers:
         pools = driver["pools"]
-        title = f"driver pid {driver['pid']}: {len(pools)} pool(s) started"
+        title = f"driver pid {driver['pid']}: {len(pools)} pool(s) published"
         if pools:
             age = time.time() - max(p.get("published", 0) for p in pools.values())
             title += f", as of {age:.1f} s ago"
+        else:
+            title += (" (none started yet, or none can write its snapshot: that pool's "
+                      "log says so)")
         print_table(COLUMNS, rows(pools), title=title)
     return 0
 

@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from vyre_core.errors import system_resource_error
 from vyre_core.framing import StreamReader
 
 _PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT
@@ -166,11 +167,21 @@ def interrupts_deferred() -> Iterator[None]:
 
 
 def waker() -> Waker:
-    """This thread's waker (made on first use, closed when the thread's locals go)."""
+    """This thread's waker (made on first use, closed when the thread's locals go).
+    Raises SystemResourceError when the OS has no descriptor for it."""
     found = getattr(_local, "waker", None)
     if found is None:
-        found = _local.waker = Waker()
+        try:
+            found = _local.waker = Waker()
+        except OSError as exc:
+            raise system_resource_error(exc, "making this thread's waker (an eventfd)") \
+                from exc
     return found
+
+
+def own_waker() -> Waker | None:
+    """This thread's waker if it has one (never made here: the I/O thread has none)."""
+    return getattr(_local, "waker", None)
 
 
 def _forget_in_child() -> None:

@@ -47,7 +47,7 @@ from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import BackendRegistration
 from vyre_core.supervisor import fork_server, published
 from vyre_core.supervisor.fork_server import ForkServer, ForkServerError
-from vyre_core.supervisor.lane import Lane, Waker, interrupts_deferred, waker
+from vyre_core.supervisor.lane import Lane, Waker, interrupts_deferred, own_waker, waker
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
     Log,
@@ -265,8 +265,8 @@ class Pool:
         answers the request otherwise. The rules guarantee the wait ends (a deadline, or a
         live worker actually running the request)."""
         future = request.future
-        request.waker = waker()
         try:
+            request.waker = waker()
             self._encode_into(request)
             with self._gate:
                 running = self._open()
@@ -467,6 +467,7 @@ class Pool:
         """Open the socket and the wake fd and start the I/O thread (under the gate). The
         OS may refuse any of them: the pool then stays new, and the next call tries again."""
         try:
+            ensure_descriptors()  # (libzmq aborts the process when its first thread has none)
             self._router = self._context_of_driver().socket(zmq.ROUTER)
             self._router.setsockopt(zmq.LINGER, 0)
             self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
@@ -756,7 +757,7 @@ class Pool:
     def _wake(self, request: Request) -> None:
         """(Under the lock.) Wake ``request``'s waiting thread once futures are complete,
         unless that is this thread."""
-        if request.waker is not None and request.waker is not waker():
+        if request.waker is not None and request.waker is not own_waker():
             self._wakers.add(request.waker)
 
     def _io_send(self, action: Send, lane: Lane | None) -> None:
