@@ -30,6 +30,8 @@ _COUNT = struct.Struct("<I")
 _LENGTH = struct.Struct("<Q")
 #: How much a read asks for at a time: a small message arrives whole in one read.
 CHUNK = 1 << 16
+#: The longest a send waits for room at a time before it looks again.
+POLL_SLICE_MS = 100
 
 
 class BrokenStream(Exception):
@@ -85,7 +87,10 @@ def send(sock: socket.socket, frames: Sequence[Any], within: float | None = None
                 raise TimeoutError(f"the peer took no more of the message within {within:g} s")
             poller = select.poll()
             poller.register(sock, select.POLLOUT)
-            poller.poll(None if wait is None else max(1, int(wait * 1000)))
+            # (in slices: a signal delivered to another thread of this process is handled
+            # here only once the poll returns)
+            poller.poll(POLL_SLICE_MS if wait is None else min(POLL_SLICE_MS,
+                                                               max(1, int(wait * 1000))))
     except OSError:
         raise
     except BaseException:

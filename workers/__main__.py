@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
                           SegmentMaps(args.parent_pid), spin=args.spin)
 
     def on_sigterm(signum, frame):  # finish the current request, then leave
-        server.stopping = True
+        server.stop()
 
     signal.signal(signal.SIGTERM, on_sigterm)
     stop = threading.Event()

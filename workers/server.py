@@ -54,8 +54,15 @@ _DEVICE_OPS = frozenset({Op.DISPATCH, Op.PIPELINE_DISPATCH, Op.COMPILE, Op.DISPA
 #: Compiled pipelines a worker keeps (the most recently used); an older handle is refused
 #: with PipelineInvalidatedError, a compile of the same pipeline key reuses its entry.
 PIPELINE_LIMIT = 1024
+#: How long a reply may wait for room once the worker was asked to stop (SIGTERM: the
+#: parent is closing, or the request ran past its deadline, and nobody may read it).
+STOPPING_SEND_WITHIN = 0.25
 
 Handler = Callable[[Message], tuple[dict[str, Any], list[Any]]]
+
+
+class Stopped(Exception):
+    """SIGTERM arrived while a reply was going out."""
 
 
 class WorkerServer:
@@ -72,6 +79,7 @@ class WorkerServer:
         self.page = page
         self.maps = maps
         self.stopping = False
+        self.sending = False  # a reply is going out (SIGTERM then cuts it short)
         self._last_received = 0
         self._programs: OrderedDict[str | bytes, Program] = OrderedDict()
         self._pipelines: OrderedDict[int, CompiledPipeline] = OrderedDict()
@@ -134,11 +142,23 @@ class WorkerServer:
         if self.page is not None and reply.id:  # the parent allows it time to cross
             self.page.answered(reply.id, sum(len(f) if isinstance(f, bytes) else f.nbytes
                                              for f in encoded))
-        try:
-            framing.send(self.lane, encoded)
-        except OSError:
+        self.sending = True
+        try:  # (asked to stop, it waits little for a parent that may no longer read)
+            framing.send(self.lane, encoded, within=STOPPING_SEND_WITHIN if self.stopping
+                         else None)
+        except (OSError, Stopped):
             return False
+        finally:
+            self.sending = False
         return True
+
+    def stop(self) -> None:
+        """(SIGTERM.) Leave after the current request; a reply that is going out to a
+        parent that no longer reads it (closing) is cut short, so the worker leaves now
+        instead of at the SIGKILL."""
+        self.stopping = True
+        if self.sending:
+            raise Stopped
 
     def handle(self, frames: list[Any] | framing.Dropped) -> Message | None:
         """The answer to one request (None for a copy of one already received)."""

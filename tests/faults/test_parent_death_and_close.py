@@ -448,3 +448,45 @@ def test_forked_child_exit_leaves_the_parents_driver_alone(tmp_path):
         stop_child(child)
     assert info["kept"], f"the forked child's exit removed the parent's run dir; then: {info}"
     assert info["after"] == "ok", info
+
+
+def test_close_does_not_wait_out_the_grace_for_replies_nobody_reads(monkeypatch) -> None:
+    """Found by a hostile pass: with large replies riding the lanes (shared memory off), a
+    worker that got SIGTERM while computing went on to send its reply to a parent that no
+    longer read it, and sat there until the SIGKILL: every close() took the whole kill
+    grace. Once asked to stop, a worker waits little for room (0.25 s)."""
+    monkeypatch.setenv("VYRE_SHARED_MEMORY", "0")
+    n = 2_000_000
+    program = saxpy(n, workgroup=256)
+    rng = np.random.default_rng(4)
+    inputs = [rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32),
+              np.array([1.5], dtype=np.float32)]
+    durations = []
+    for _ in range(3):
+        drv = vyre_core.Driver(workers=2, kill_grace=5.0)
+        drv.dispatch(program, inputs, backend="faults")
+        stop = threading.Event()
+        done: list[int] = []
+
+        def caller(drv=drv, stop=stop, done=done) -> None:
+            while not stop.is_set():
+                try:
+                    drv.dispatch(program, inputs, backend="faults")
+                    done.append(1)
+                except PoolFailedError:
+                    return  # closed under it
+
+        callers = [threading.Thread(target=caller) for _ in range(4)]
+        for t in callers:
+            t.start()
+        busy = time.monotonic() + 30
+        while len(done) < 8:  # both workers busy computing and replying, over and over
+            assert time.monotonic() < busy, "the calls never got going"
+            time.sleep(0.01)
+        started = time.monotonic()
+        drv.close()
+        durations.append(time.monotonic() - started)
+        stop.set()
+        for t in callers:
+            t.join(10)
+    assert max(durations) < 2.5, durations  # (before: the 5 s grace, nearly every time)
