@@ -16,6 +16,7 @@ means the stream cannot be framed any more: ``BrokenStream``.
 
 from __future__ import annotations
 
+import functools
 import select
 import socket
 import struct
@@ -236,11 +237,7 @@ def _allocate(length: int) -> np.ndarray:
     return np.empty(length, dtype=np.uint8)
 
 
-_scratch_buffer: list[memoryview] = []
-
-
+@functools.cache
 def _scratch() -> memoryview:
     """Where the bytes of a dropped frame are read through (one per process)."""
-    if not _scratch_buffer:
-        _scratch_buffer.append(memoryview(bytearray(CHUNK)))
-    return _scratch_buffer[0]
+    return memoryview(bytearray(CHUNK))

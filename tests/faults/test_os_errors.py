@@ -89,6 +89,14 @@ def test_emfile_while_restarting_fails_the_call_clearly_and_the_pool_recovers(tm
     assert report["state_after"] == "running"
 
 
+#: The child scripts' program: out[i] = i over 4 elements, no inputs.
+IOTA = ("k = ir.Kernel(workgroup=(4,))\n"
+        "out = k.output('out', ir.u32, count=4)\n"
+        "i = k.let('i', ir.global_id(0))\n"
+        "with k.if_(i < out.len):\n"
+        "    out[i] = i\n"
+        "prog = k.build()\n")
+
 THREADS_CHILD = textwrap.dedent('''
     import json, os, sys
     import numpy as np
@@ -96,12 +104,7 @@ THREADS_CHILD = textwrap.dedent('''
     from vyre_core import DispatchConfig, ir
 
     group = sys.argv[1]
-    k = ir.Kernel(workgroup=(4,))
-    out = k.output("out", ir.u32, count=4)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < out.len):
-        out[i] = i
-    prog = k.build()
+    {IOTA}
     report = {}
     with vyre_core.Driver() as drv:
         drv.dispatch(prog, [], backend="reference")  # the driver's zmq threads exist
@@ -124,7 +127,7 @@ THREADS_CHILD = textwrap.dedent('''
         out = drv.dispatch(prog, [], backend="faults", config=DispatchConfig(timeout=30))
         report["after"] = out[0].tolist()
     print(json.dumps(report), flush=True)
-''')
+''').replace("{IOTA}\n", IOTA)
 
 
 def pids_cgroup(tmp_name: str):
@@ -173,12 +176,7 @@ FIRST_CALL_CHILD = textwrap.dedent('''
     import vyre_core
     from vyre_core import DispatchConfig, ir
 
-    k = ir.Kernel(workgroup=(4,))
-    out = k.output("out", ir.u32, count=4)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < out.len):
-        out[i] = i
-    prog = k.build()
+    {IOTA}
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 
     def attempt(drv):
@@ -203,7 +201,7 @@ FIRST_CALL_CHILD = textwrap.dedent('''
         report[headroom] = [first, found[0], out[0].tolist()]
         drv.close()
     print(json.dumps(report), flush=True)
-''')
+''').replace("{IOTA}\n", IOTA)
 
 
 @pytest.mark.timeout(240)

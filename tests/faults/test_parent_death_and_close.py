@@ -466,23 +466,21 @@ def test_close_does_not_wait_out_the_grace_for_replies_nobody_reads(monkeypatch)
         drv = vyre_core.Driver(workers=2, kill_grace=5.0)
         drv.dispatch(program, inputs, backend="faults")
         stop = threading.Event()
-        done: list[int] = []
+        done = threading.Semaphore(0)  # released once per finished call
 
         def caller(drv=drv, stop=stop, done=done) -> None:
             while not stop.is_set():
                 try:
                     drv.dispatch(program, inputs, backend="faults")
-                    done.append(1)
+                    done.release()
                 except PoolFailedError:
                     return  # closed under it
 
         callers = [threading.Thread(target=caller) for _ in range(4)]
         for t in callers:
             t.start()
-        busy = time.monotonic() + 30
-        while len(done) < 8:  # both workers busy computing and replying, over and over
-            assert time.monotonic() < busy, "the calls never got going"
-            time.sleep(0.01)
+        for _ in range(8):  # both workers busy computing and replying, over and over
+            assert done.acquire(timeout=30), "the calls never got going"
         started = time.monotonic()
         drv.close()
         durations.append(time.monotonic() - started)

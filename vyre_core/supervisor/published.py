@@ -38,7 +38,7 @@ def publish(path: Path, snapshot: dict[str, Any]) -> None:
 
 def running_drivers(base: Path) -> list[dict[str, Any]]:
     """Every live driver under ``base`` with what its pools published: ``{"pid",
-    "run_dir", "pools": {backend: snapshot}}``, oldest driver first. A pool that has not
+    "run_dir", "pools": {backend: snapshot}}``, by pid. A pool that has not
     published yet, or a file being replaced right now, is simply absent."""
     found = []
     for run_dir, pid in rundir.live_dirs(base):

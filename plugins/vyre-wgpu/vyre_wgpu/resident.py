@@ -59,7 +59,6 @@ class Resident:
 
     def __init__(self, device: Device) -> None:
         self.device = device
-        self._device = device
         self._generation = device.generation
         self._buffers: dict[int, _Buffer] = {}
         self._bindings: OrderedDict[tuple, _Binding] = OrderedDict()
@@ -74,7 +73,7 @@ class Resident:
     # -- the hooks -------------------------------------------------------------------------
 
     def allocate(self, byte_len: int) -> int:
-        dev = self._device
+        dev = self.device
         limit = min(dev.limit("max-buffer-size"), dev.limit("max-storage-buffer-binding-size"))
         if not 0 <= byte_len <= limit:
             raise UnsupportedFeatureError(
@@ -95,7 +94,7 @@ class Resident:
         return handle
 
     def upload(self, handle: int, data: bytes) -> None:
-        dev = self._device
+        dev = self.device
         with dev._lock:
             target = self._get(handle)
             if len(data) != target.byte_len:
@@ -110,7 +109,7 @@ class Resident:
                     raise dev.fail(exc, "uploading a resident buffer") from exc
 
     def download(self, handle: int) -> bytes:
-        dev = self._device
+        dev = self.device
         with dev._lock:
             source = self._get(handle)
             if not source.byte_len:
@@ -123,7 +122,7 @@ class Resident:
                 raise dev.fail(exc, "downloading a resident buffer") from exc
 
     def free(self, handle: int) -> None:
-        with self._device._lock:
+        with self.device._lock:
             buf = self._get(handle)
             with self._lock:
                 del self._buffers[handle]
@@ -137,7 +136,7 @@ class Resident:
         """Run ``kernel`` over resident buffers (one handle per non-workgroup buffer of
         ``program``, declaration order); outputs stay in their buffers. Returns device
         nanoseconds when ``timed`` and measurable."""
-        dev = self._device
+        dev = self.device
         bound = [b for b in program.buffers if b.access.value != "workgroup"]
         if len(handles) != len(bound):
             raise InvalidInputError(
@@ -195,11 +194,11 @@ class Resident:
 
     def _current(self) -> None:
         """Forget the buffers of an earlier device generation (lost with that device)."""
-        if self._generation != self._device.generation:
+        if self._generation != self.device.generation:
             with self._lock:
                 self._buffers.clear()
                 self._bindings.clear()
-                self._generation = self._device.generation
+                self._generation = self.device.generation
 
     def _get(self, handle: int) -> _Buffer:
         self._current()
@@ -213,7 +212,7 @@ class Resident:
 
     def _binding(self, kernel: Kernel, handles: list[int], buffers: list[_Buffer],
                  lengths: list[int], logical: tuple[int, ...]) -> _Binding:
-        dev = self._device
+        dev = self.device
         key = (kernel.key, kernel.generation, tuple(handles), logical)  # (compiled: keyed)
         with self._lock:
             found = self._bindings.get(key)
