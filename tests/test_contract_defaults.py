@@ -23,6 +23,7 @@ from vyre_core.contract import (
     Capabilities,
     LoadedBackend,
     ReadyPending,
+    SequenceRun,
     TimedDispatch,
     Timing,
     hookimpl,
@@ -31,6 +32,7 @@ from vyre_core.contract.defaults import CAPABILITY_HOOKS
 from vyre_core.errors import (
     DispatchError,
     InvalidInputError,
+    InvalidSequenceError,
     LaunchLimitError,
     PipelineInvalidatedError,
     PluginLoadError,
@@ -38,6 +40,7 @@ from vyre_core.errors import (
     VyreError,
 )
 from vyre_core.pipeline import CompiledPipeline, pipeline_cache_key
+from vyre_core.sequence import Sequence, SequenceBuilder
 from vyre_reference import run as reference_run
 from vyre_workers.backend_host import BackendHost
 
@@ -269,6 +272,47 @@ def test_default_dispatch_resident_hook_is_unsupported(minimal):
     assert plugin.received == []
 
 
+def serial_xor_program() -> ir.Program:
+    """One invocation xors all 8 elements (the minimal backend's limits: one of each)."""
+    k = ir.Kernel(workgroup=(1,))
+    a, b = k.read("a", ir.u32, 8), k.read("b", ir.u32, 8)
+    out = k.output("out", ir.u32, 8)
+    with k.loop("j", 0, 8) as j:
+        out[j] = a[j] ^ b[j]
+    return k.build()
+
+
+def test_default_sequence_runs_each_step_through_borrowed_dispatch(minimal):
+    """The default runs the steps one by one in the worker, through the backend's own
+    dispatch (which scribbles over its owned inputs: the default's copies absorb that)."""
+    plugin, host = minimal
+    b = SequenceBuilder()
+    b.input("a", ir.u32, 8)
+    b.input("b", ir.u32, 8)
+    b.transient("t", ir.u32, 8)
+    b.transient("out", ir.u32, 8)
+    b.step(serial_xor_program(), {"out": "t"}, grid=1)
+    b.step(serial_xor_program(), {"a": "t", "out": "out"}, grid=1)  # (a ^ b) ^ b == a
+    run = host.dispatch_sequence(b.build(returns=["out", "t"]), [A8, B8], {})
+    assert [o.tolist() for o in run.outputs] == [A8.tolist(), XOR8]
+    assert len(plugin.received) == 2 and run.loops == []
+    assert A8.tolist() == [3 * i for i in range(8)]  # the caller's input is untouched
+
+
+def test_default_sequence_without_resident_support_refuses_resident_buffers(minimal):
+    _, host = minimal
+    with pytest.raises(InvalidSequenceError, match="resident buffer 'r' is bound to handle 1"):
+        host.dispatch_sequence(resident_sequence(), [], {"r": 1})
+
+
+def resident_sequence() -> Sequence:
+    b = SequenceBuilder()
+    b.resident("r", ir.u32, 8)
+    b.constant("k", ir.u32, np.arange(8))
+    b.step(serial_xor_program(), {"a": "k", "b": "k", "out": "r"}, grid=1)
+    return b.build()
+
+
 def test_dispatch_resident_on_a_backend_without_resident_support_is_unsupported():
     """Without resident support the contract's default answers (UnsupportedFeatureError),
     before any handle is looked at."""
@@ -488,6 +532,12 @@ class FullBackend:
         a, b = (np.frombuffer(self.resident[h], dtype=np.uint32) for h in handles[:2])
         self.resident[handles[2]] = (a ^ b).tobytes()
         return TimedDispatch([], Timing(wall_ns=11, device_ns=5, label=config.label))
+
+    @hookimpl
+    def vyre_dispatch_sequence(self, sequence, inputs, resident, config):
+        self._seen("vyre_dispatch_sequence")
+        a, b = inputs["a"], inputs["b"]
+        return SequenceRun([(a ^ b) + np.uint32(6000)], [], Timing(7, None, config.label))
 
     # capabilities
     @hookimpl
@@ -735,6 +785,22 @@ def check_dispatch_resident(host, backend):
     assert backend.calls.count("vyre_dispatch_resident") == 1
 
 
+def xor_sequence() -> Sequence:
+    b = SequenceBuilder()
+    b.input("a", ir.u32, 8)
+    b.input("b", ir.u32, 8)
+    b.transient("out", ir.u32, 8)
+    b.step(xor_program())
+    return b.build(returns=["out"])
+
+
+def check_dispatch_sequence(host, backend):
+    run = host.dispatch_sequence(xor_sequence(), [A8, B8], {}, DispatchConfig(label="s"))
+    assert [o.tolist() for o in run.outputs] == [[x + 6000 for x in XOR8]]
+    assert run.timing == Timing(7, None, "s")
+    assert "vyre_dispatch_borrowed" not in backend.calls
+
+
 def check_device_profile(host, backend):
     assert host.device_profile() == FULL_PROFILE
     assert host.capabilities().extra == FULL_PROFILE  # none of its keys is a capability
@@ -809,6 +875,7 @@ FULL_CHECKS = {
     "vyre_download_resident": check_download_resident,
     "vyre_free_resident": check_free_resident,
     "vyre_dispatch_resident": check_dispatch_resident,
+    "vyre_dispatch_sequence": check_dispatch_sequence,
     **{f"vyre_{name}": _capability_check(name) for name in CAPABILITY_HOOKS
        if name != "supported_ops"},
     "vyre_device_profile": check_device_profile,

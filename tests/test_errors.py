@@ -29,6 +29,7 @@ FROZEN_CODES: dict[str, int] = {
     "VyreError": 1000,
     "InvalidProgramError": 1001,
     "ValidationError": 1002,
+    "InvalidSequenceError": 1003,
     "InvalidInputError": 1101,
     "UnsupportedFeatureError": 1102,
     "InvalidConfigError": 1103,
@@ -84,8 +85,9 @@ def test_every_error_class_in_the_module_is_in_the_catalog_or_a_group():
 
 # What a caller can do about each error: the groups are part of the public surface.
 GROUP_OF = {
-    errors.CallerError: {"InvalidProgramError", "ValidationError", "InvalidInputError",
-                         "InvalidConfigError", "LaunchLimitError", "PipelineInvalidatedError"},
+    errors.CallerError: {"InvalidProgramError", "ValidationError", "InvalidSequenceError",
+                         "InvalidInputError", "InvalidConfigError", "LaunchLimitError",
+                         "PipelineInvalidatedError"},
     errors.BackendFaultError: {"DeviceOutOfMemoryError", "DeviceLostError",
                                "KernelCompileError", "DispatchError", "DispatchTimeoutError",
                                "WorkerCrashedError", "ProtocolError", "MessageLostError"},

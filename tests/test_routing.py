@@ -21,6 +21,7 @@ from vyre_core.routing import (
     format_explanation,
     rejection_reasons,
 )
+from vyre_core.sequence import SequenceBuilder
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
@@ -447,3 +448,29 @@ def test_from_registry_uses_static_claims():
 
 def test_rejection_is_a_plain_record():
     assert Rejection("gpu", ("x",)) == Rejection("gpu", ("x",))
+
+
+def test_a_sequence_routes_as_a_whole_with_reasons_per_step():
+    """Every step must run on the chosen backend; a rejection says which steps need what."""
+    def wide(x: int) -> ir.Program:
+        k = ir.Kernel(workgroup=(x,))
+        out = k.output("out", ir.u32, 4)
+        out[0] = ir.u32(1)
+        return k.build()
+
+    b = SequenceBuilder()
+    b.transient("out", ir.u32, 4)
+    b.step(wide(64), grid=1)
+    b.step(wide(512), grid=1)
+    b.step(wide(512), grid=1)
+    seq = b.build(returns=["out"])
+    r = router(GPU, REFERENCE)  # the GPU takes 256 invocations, the reference 1024
+    assert r.route(seq).backend == "reference"
+    with pytest.raises(NoCapableBackendError) as err:
+        r.route(seq, "gpu")
+    assert "cannot run sequence " in err.value.cause
+    assert err.value.details["rejections"] == {"gpu": [
+        "steps 1, 2: workgroup axis x is 512, max 256",
+        "steps 1, 2: workgroup has 512 invocations, max 256"]}
+    assert [(e.backend, e.chosen) for e in r.explain(seq)] == [("gpu", False),
+                                                                ("reference", True)]

@@ -18,13 +18,15 @@ _LAZY = {
     "errors": "vyre_core.errors", "ir": "vyre_core.ir",
     "DispatchConfig": "vyre_core.config", "Driver": "vyre_core.driver",
     "VyreError": "vyre_core.errors", "Example": "vyre_core.example",
-    "Program": "vyre_core.ir.program",
+    "Program": "vyre_core.ir.program", "Sequence": "vyre_core.sequence",
+    "SequenceBuilder": "vyre_core.sequence",
 }
 
 # A library logs, the application decides where it goes (logging's own convention).
 logging.getLogger("vyre").addHandler(logging.NullHandler())
 __all__ = [
-    "DispatchConfig", "Driver", "Example", "Program", "VyreError", "__version__", "errors", "ir",
+    "DispatchConfig", "Driver", "Example", "Program", "Sequence", "SequenceBuilder", "VyreError",
+    "__version__", "errors", "ir",
 ]
 
 

@@ -84,7 +84,7 @@ def check_outputs(program, outputs: Sequence[Any], lengths: dict[str, int],
     if not isinstance(outputs, list | tuple) or len(outputs) != len(expected):
         got = len(outputs) if isinstance(outputs, list | tuple) else type(outputs).__name__
         raise DispatchError(f"backend {backend!r} returned {got} outputs, program has "
-                            f"{len(expected)}", _BACKEND_BUG)
+                            f"{len(expected)}", BACKEND_BUG_FIX)
     checked = []
     for b, out in zip(expected, outputs, strict=True):
         storage = b.dtype.storage_np
@@ -93,16 +93,17 @@ def check_outputs(program, outputs: Sequence[Any], lengths: dict[str, int],
         if not isinstance(out, np.ndarray) or out.dtype != storage:
             raise DispatchError(f"backend {backend!r} returned output {b.name!r} as "
                                 f"{getattr(out, 'dtype', type(out).__name__)}, not {storage}",
-                                _BACKEND_BUG)
+                                BACKEND_BUG_FIX)
         out = out.reshape(-1)
         if len(out) != lengths[b.name]:
             raise DispatchError(f"backend {backend!r} returned {len(out)} elements for output "
-                                f"{b.name!r}, expected {lengths[b.name]}", _BACKEND_BUG)
+                                f"{b.name!r}, expected {lengths[b.name]}", BACKEND_BUG_FIX)
         checked.append(out)
     return checked
 
 
-_BACKEND_BUG = "This is a bug in the backend; report it with the program's wire bytes."
+#: The Fix of an error in what a backend returned.
+BACKEND_BUG_FIX = "This is a bug in the backend; report it with the program's wire bytes."
 
 
 def buffer_lengths(program, bound_inputs: Sequence[np.ndarray]) -> dict[str, int]:

@@ -34,11 +34,13 @@ import zmq
 
 from vyre_core import abi
 from vyre_core.config import DispatchConfig
-from vyre_core.contract.types import Capabilities, Outputs, Timing
+from vyre_core.contract.types import Capabilities, LoopRun, Outputs, Timing
 from vyre_core.errors import (
     DispatchTimeoutError,
     InvalidConfigError,
     InvalidInputError,
+    InvalidSequenceError,
+    LaunchLimitError,
     NoCapableBackendError,
     PipelineInvalidatedError,
     PoolFailedError,
@@ -46,10 +48,12 @@ from vyre_core.errors import (
 )
 from vyre_core.ir import Program
 from vyre_core.launch import effective_program
-from vyre_core.pipeline import CompiledPipeline
+from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op
 from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import Explanation, RouteDecision, Router
+from vyre_core.sequence import Role
+from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.supervisor.pool import Pool, PoolOptions, Request
 from vyre_core.supervisor.rundir import RunDir
 
@@ -188,6 +192,94 @@ class ResidentBuffer:
     def free(self, timeout: float | None = None) -> None:
         if self.valid:
             self._call(Op.FREE, {"handle": self.handle}, (), timeout)
+
+
+def _sequence_config(config: Any) -> DispatchConfig:
+    """The config of a whole sequence: launch shape belongs to its steps."""
+    config = _config(config)
+    per_step = [name for name, value in (
+        ("grid_override", config.grid_override),
+        ("workgroup_override", config.workgroup_override),
+        ("dispatch_elements", config.dispatch_elements)) if value is not None]
+    if config.fixpoint_iterations != 1:
+        per_step.append("fixpoint_iterations")
+    if per_step:
+        raise InvalidConfigError(
+            f"a sequence's config sets {', '.join(per_step)}, which belong to its steps",
+            "Give each step its grid (SequenceBuilder.step(..., grid=...)), apply workgroup "
+            "sizes to the programs, and loop with SequenceBuilder.loop(...).")
+    return config
+
+
+def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
+                      resident: Mapping[str, ResidentBuffer] | None,
+                      config: DispatchConfig) -> Request:
+    """The request that runs ``sequence``, checked before any work: inputs bound, the
+    resident buffers exactly those declared, of one live worker and the declared sizes,
+    and the returns within ``max_output_bytes``. Pinned to that worker when any."""
+    if not isinstance(sequence, StepSequence):
+        raise InvalidSequenceError(f"expected a Sequence, got {type(sequence).__name__}",
+                                   "Build one with vyre_core.SequenceBuilder.")
+    sequence.check()
+    bound = sequence.bind_inputs(inputs)
+    handles, slot, generation = _resident_handles(sequence, resident or {})
+    shapes = sequence.return_shapes()
+    if config.max_output_bytes is not None:
+        total = sum(dtype.itemsize * count for dtype, count in shapes)
+        if total > config.max_output_bytes:
+            raise LaunchLimitError(f"the sequence would return {total} bytes, over "
+                                   f"max_output_bytes={config.max_output_bytes}",
+                                   "Return fewer buffers, or raise max_output_bytes.")
+    meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
+            "config": config.to_dict(), "label": config.label, "resident": handles}
+    return Request(Op.SEQUENCE, meta, bound, deadline=_deadline(config.timeout),
+                   timeout=config.timeout, retries=0 if handles else config.retries,
+                   slot=slot, generation=generation, outputs=shapes)
+
+
+def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
+                      ) -> tuple[dict[str, int], int | None, int | None]:
+    declared = {b.name: b for b in sequence.of_role(Role.RESIDENT)}
+    if not isinstance(resident, Mapping) or set(resident) != set(declared):
+        got = sorted(resident) if isinstance(resident, Mapping) else type(resident).__name__
+        raise InvalidSequenceError(
+            f"the sequence's resident buffers are {sorted(declared)}, resident= names {got}",
+            "Pass resident={name: ResidentBuffer} for exactly its resident buffers.")
+    places = set()
+    for name, buf in resident.items():
+        want = declared[name].nbytes
+        if not isinstance(buf, ResidentBuffer):
+            raise InvalidSequenceError(f"resident {name!r} is a {type(buf).__name__}, not a "
+                                       "ResidentBuffer", "Pass Driver.allocate_resident(...).")
+        if buf.byte_len != want:
+            raise InvalidSequenceError(
+                f"resident {name!r} holds {buf.byte_len} bytes, the sequence declares {want}",
+                f"Allocate it with Driver.allocate_resident({want}, ...).")
+        if not buf.valid:
+            raise PipelineInvalidatedError(
+                f"resident {name!r} lived in worker generation {buf.generation} of "
+                f"{buf.pool.backend!r}, which has since restarted",
+                "Allocate the buffer again and upload its data.",
+                generation=buf.generation, backend=buf.pool.backend)
+        places.add((buf.pool, buf.slot, buf.generation))
+    if len(places) > 1:
+        raise InvalidSequenceError("the sequence's resident buffers live in different workers",
+                                   "Allocate every resident buffer of a sequence on one "
+                                   "backend's pool with one worker, or pin them to one.")
+    if not places:
+        return {}, None, None
+    _, slot, generation = places.pop()
+    return {name: buf.handle for name, buf in resident.items()}, slot, generation
+
+
+def _resident_pool(resident: Mapping[str, ResidentBuffer]) -> Pool:
+    return next(iter(resident.values())).pool
+
+
+def _sequence_outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
+    out = _outputs(meta, arrays)
+    out.loops = [LoopRun(int(n), bool(done)) for n, done in meta.get("loops", [])]
+    return out
 
 
 _DRIVERS: weakref.WeakSet[Driver] = weakref.WeakSet()
@@ -569,6 +661,66 @@ class Driver:
             "handles": [b.handle for b in buffers], "label": config.label},
             timeout=config.timeout)
         return Timing(meta["wall_ns"], meta.get("device_ns"), config.label)
+
+    # -- sequences -------------------------------------------------------------------------
+
+    def dispatch_sequence(self, sequence: StepSequence, inputs: Sequence[Any] = (),
+                          resident: Mapping[str, ResidentBuffer] | None = None,
+                          backend: str | None = None,
+                          config: DispatchConfig | None = None) -> Outputs:
+        """Run every step of ``sequence`` in one request to one worker, and return its
+        ``returns`` in order (``outputs.loops`` says how each loop ran). ``inputs``: one
+        per input buffer, in declaration order; ``resident``: a ResidentBuffer per
+        resident buffer, all of one worker, which then runs the sequence. Routing takes
+        the sequence as a whole: every step must run on the backend it picks."""
+        config = _sequence_config(config)
+        request = _sequence_request(sequence, inputs, resident, config)
+        if request.slot is not None:  # resident buffers: their worker runs it
+            pool = _resident_pool(resident)
+            if backend not in (None, pool.backend):
+                raise InvalidSequenceError(
+                    f"backend={backend!r}, but the resident buffers live in "
+                    f"{pool.backend!r}", "Leave backend out, or allocate the buffers there.")
+            self.router.route(sequence, pool.backend)  # capable, or every reason why not
+            return _sequence_outputs(*pool.call(request))
+        _, _, reply = self._routed_call(sequence, backend, lambda pool: request.renewed(),
+                                        request.deadline, request.timeout)
+        return _sequence_outputs(*reply)
+
+    def compile_sequence(self, sequence: StepSequence, backend: str | None = None,
+                         config: DispatchConfig | None = None,
+                         timeout: float | None = None) -> CompiledSequence:
+        """Check ``sequence`` against the routed (or named) backend and compile its programs
+        in one worker; the handle runs it there until that worker restarts."""
+        config = _sequence_config(config)
+        sequence.check()
+        meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire()}
+        deadline = _deadline(timeout)
+
+        def request(pool: Pool) -> Request:
+            own = time.monotonic() + pool.options.compile_timeout
+            return Request(Op.COMPILE_SEQUENCE, meta, [],
+                           timeout=timeout or pool.options.compile_timeout,
+                           deadline=own if deadline is None else min(own, deadline))
+
+        pool, ran, _ = self._routed_call(sequence, backend, request, deadline, timeout)
+        slot, generation = ran.served_by
+
+        def run(inputs: Sequence[Any], resident: Mapping[str, ResidentBuffer],
+                cfg: DispatchConfig) -> Outputs:
+            cfg = _sequence_config(cfg)
+            req = _sequence_request(sequence, inputs, resident, cfg)
+            if req.slot is not None and (_resident_pool(resident), req.slot,
+                                         req.generation) != (pool, slot, generation):
+                raise InvalidSequenceError(
+                    "the resident buffers live in another worker than this compiled sequence",
+                    "Allocate them on the backend and worker the sequence was compiled for, "
+                    "or run it with Driver.dispatch_sequence.")
+            req.slot, req.generation = slot, generation
+            return _sequence_outputs(*pool.call(req))
+
+        return CompiledSequence(sequence, config, pool.backend, generation, run,
+                                lambda g: pool.holds(slot, g))
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -143,6 +143,13 @@ class ValidationError(CallerError):
         return self.details["findings"]
 
 
+class InvalidSequenceError(CallerError):
+    """A sequence is malformed (bindings, sizes, loops, read before write), or its run is."""
+
+    code = 1003
+    default_fix = "Build sequences with vyre_core.SequenceBuilder; see docs/sequences.md."
+
+
 class InvalidInputError(CallerError):
     """Dispatch inputs do not match the program's input ABI."""
 
@@ -275,8 +282,8 @@ class PluginLoadError(UnavailableError):
 
 _CATALOG: dict[int, type[VyreError]] = {
     cls.code: cls
-    for cls in (VyreError, InvalidProgramError, ValidationError, InvalidInputError,
-                InvalidConfigError, UnsupportedFeatureError, LaunchLimitError,
+    for cls in (VyreError, InvalidProgramError, ValidationError, InvalidSequenceError,
+                InvalidInputError, InvalidConfigError, UnsupportedFeatureError, LaunchLimitError,
                 DeviceOutOfMemoryError, DeviceLostError, KernelCompileError, DispatchError,
                 DispatchTimeoutError, WorkerCrashedError, PoolFailedError,
                 PipelineInvalidatedError, ProtocolError, SystemResourceError, MessageLostError,

@@ -7,7 +7,7 @@ IR built differently shares a pipeline and any change to those parts gets a new 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import blake3
@@ -17,6 +17,8 @@ from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Outputs
 from vyre_core.errors import InvalidConfigError, PipelineInvalidatedError
 from vyre_core.ir import Program
+from vyre_core.ir.dtypes import DType
+from vyre_core.sequence import Sequence as StepSequence
 
 
 def pipeline_cache_key(program: Program, config: DispatchConfig, backend_id: str,
@@ -63,6 +65,14 @@ class CompiledPipeline:
     def valid(self) -> bool:
         return self._is_current(self.generation)
 
+    @property
+    def fingerprint(self) -> str:
+        return self.program.fingerprint()
+
+    def output_buffers(self) -> list[tuple[str, DType]]:
+        """Name and dtype of each output, in order (what ``dispatch`` returns)."""
+        return [(b.name, b.dtype) for b in self.program.outputs]
+
     def dispatch(self, inputs: Sequence[Any], config: DispatchConfig | None = None) -> Outputs:
         """Run the compiled program; ``config`` defaults to the one it was compiled with."""
         if not self.valid:
@@ -79,3 +89,51 @@ class CompiledPipeline:
                 f"workgroup {self.program.workgroup} this pipeline was compiled for",
                 "Compile the program again with that workgroup_override.")
         return self._runner(inputs, config)
+
+
+SequenceRunner = Callable[[Sequence[Any], Mapping[str, Any], DispatchConfig], Outputs]
+
+
+class CompiledSequence:
+    """A sequence compiled in one worker generation of one backend. ``dispatch`` runs it
+    there (one request per run); after that worker restarts it raises
+    PipelineInvalidatedError, as a compiled pipeline does."""
+
+    def __init__(self, sequence: StepSequence, config: DispatchConfig, backend: str,
+                 generation: int, runner: SequenceRunner,
+                 is_current: Callable[[int], bool]) -> None:
+        self.sequence = sequence
+        self.config = config
+        self.backend = backend
+        self.generation = generation
+        self._runner = runner
+        self._is_current = is_current
+
+    def __repr__(self) -> str:
+        return (f"CompiledSequence({self.backend!r}, sequence={self.fingerprint[:12]}, "
+                f"generation={self.generation})")
+
+    @property
+    def valid(self) -> bool:
+        return self._is_current(self.generation)
+
+    @property
+    def fingerprint(self) -> str:
+        return self.sequence.fingerprint()
+
+    def output_buffers(self) -> list[tuple[str, DType]]:
+        """Name and dtype of each returned buffer, in order."""
+        return [(name, self.sequence.buffer(name).dtype) for name in self.sequence.returns]
+
+    def dispatch(self, inputs: Sequence[Any] = (), config: DispatchConfig | None = None,
+                 resident: Mapping[str, Any] | None = None) -> Outputs:
+        """Run the sequence: ``inputs`` one per input buffer in declaration order,
+        ``resident`` a ResidentBuffer of this handle's worker per resident buffer."""
+        if not self.valid:
+            raise PipelineInvalidatedError(
+                f"sequence {self.fingerprint[:12]} for backend {self.backend!r} was compiled "
+                f"in worker generation {self.generation}, which has since restarted",
+                "Compile the sequence again (Driver.compile_sequence) and use the new "
+                "handle; Driver.dispatch_sequence recompiles by itself.",
+                generation=self.generation, backend=self.backend)
+        return self._runner(inputs, resident or {}, config or self.config)

@@ -65,6 +65,8 @@ class Op(enum.StrEnum):
     DOWNLOAD = "download"
     FREE = "free"
     DISPATCH_RESIDENT = "dispatch_resident"
+    SEQUENCE = "sequence"            # a Sequence's steps, run as one request
+    COMPILE_SEQUENCE = "compile_sequence"
     CAPABILITIES = "capabilities"
     FLUSH = "flush"
     DEVICE_LOST = "device_lost"
@@ -86,7 +88,8 @@ PROGRAM_NOT_HELD = "program_not_held"
 SHARED_REFUSED = "shared_refused"
 
 REQUESTS = frozenset({Op.PING, Op.DISPATCH, Op.COMPILE, Op.PIPELINE_DISPATCH, Op.ALLOCATE,
-                      Op.UPLOAD, Op.DOWNLOAD, Op.FREE, Op.DISPATCH_RESIDENT, Op.CAPABILITIES,
+                      Op.UPLOAD, Op.DOWNLOAD, Op.FREE, Op.DISPATCH_RESIDENT, Op.SEQUENCE,
+                      Op.COMPILE_SEQUENCE, Op.CAPABILITIES,
                       Op.FLUSH, Op.DEVICE_LOST, Op.TRY_RECOVER, Op.ADOPT, Op.SHUTDOWN})
 
 

@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import NoCapableBackendError, PluginLoadError
 from vyre_core.registry import BackendRegistration
+from vyre_core.sequence import Sequence as StepSequence
 
 if TYPE_CHECKING:
     from vyre_core.ir.program import Program
     from vyre_core.ir.requirements import Requirements
     from vyre_core.registry import Registry
+
+    Routable = Program | StepSequence  # what routing places: a program, or a sequence whole
 
 Candidates = Callable[[], list[tuple[BackendRegistration, Capabilities]]]
 Skip = Callable[[str, str], str | None]  # (backend, program fingerprint) -> reason
@@ -169,7 +172,7 @@ class Router:
             self._version += 1
             self._cache.clear()
 
-    def route(self, program: Program, backend: str | None = None) -> RouteDecision:
+    def route(self, program: Routable, backend: str | None = None) -> RouteDecision:
         """The backend to run ``program`` on: ``backend`` when given (it must be registered
         and capable), else the first capable candidate in routing order.
 
@@ -194,10 +197,10 @@ class Router:
                     self._cache.popitem(last=False)
         return decision
 
-    def explain(self, program: Program, backend: str | None = None) -> list[Explanation]:
+    def explain(self, program: Routable, backend: str | None = None) -> list[Explanation]:
         """Every candidate in routing order, accepted or with its exact reasons, and which
         one ``route`` would choose (none when it would raise). Not cached."""
-        req = program.requirements()
+        req = _requirements(program)
         found: list[Explanation] = []
         chosen_done = False
         for reg, caps, demoted in _routing_order(self._candidates()):
@@ -210,14 +213,14 @@ class Router:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _reasons(self, req: Requirements, backend: str, caps: Capabilities,
+    def _reasons(self, req: list[tuple[str, Requirements]], backend: str, caps: Capabilities,
                  fingerprint: str) -> list[str]:
         skipped = None if self._skip is None else self._skip(backend, fingerprint)
-        reasons = rejection_reasons(req, caps)
+        reasons = [f"{where}{r}" for where, part in req for r in rejection_reasons(part, caps)]
         return reasons if skipped is None else [skipped, *reasons]
 
-    def _decide(self, program: Program, backend: str | None) -> RouteDecision:
-        req = program.requirements()
+    def _decide(self, program: Routable, backend: str | None) -> RouteDecision:
+        req = _requirements(program)
         order = _routing_order(self._candidates())
         if backend is not None:
             cand = next((c for c in order if c[0].id == backend), None)
@@ -249,8 +252,23 @@ class Router:
         raise no_capable_backend(_label(program), rejections)
 
 
-def _label(program: Program) -> str:
-    return f"program {program.fingerprint()[:12]}"
+def _requirements(target: Routable) -> list[tuple[str, Requirements]]:
+    """What ``target`` needs: a program's requirements; for a sequence, each distinct
+    program's, each reason then saying which steps it holds for (one backend runs all)."""
+    if isinstance(target, StepSequence):
+        return [(f"step{'s' if len(steps) > 1 else ''} {_numbers(steps)}: ",
+                 program.requirements()) for program, steps in target.programs()]
+    return [("", target.requirements())]
+
+
+def _numbers(steps: list[int]) -> str:
+    shown = ", ".join(map(str, steps[:8]))
+    return shown + (f" (+{len(steps) - 8} more)" if len(steps) > 8 else "")
+
+
+def _label(program: Routable) -> str:
+    kind = "sequence" if isinstance(program, StepSequence) else "program"
+    return f"{kind} {program.fingerprint()[:12]}"
 
 
 def format_explanation(expl: list[Explanation]) -> str:

@@ -12,7 +12,8 @@ import numpy as np
 
 from vyre_core.compare import Divergence, first_divergence
 from vyre_core.config import DispatchConfig
-from vyre_core.pipeline import CompiledPipeline
+from vyre_core.errors import InvalidInputError
+from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,19 @@ class ShadowReport:
         return f"{self.backend} diverges from {self.reference}: {self.divergence}"
 
 
-def shadow(candidate: CompiledPipeline, reference: CompiledPipeline,
-           cases: Iterable[ShadowCase], ulp_budget: int | None = None) -> ShadowReport:
-    """Dispatch every case on both; stop at the first output that differs beyond the
+Handle = CompiledPipeline | CompiledSequence
+
+
+def shadow(candidate: Handle, reference: Handle, cases: Iterable[ShadowCase],
+           ulp_budget: int | None = None) -> ShadowReport:
+    """Dispatch every case on both (compiled pipelines, or compiled sequences compared as
+    a whole by what they return); stop at the first output that differs beyond the
     ULP budget (``ulp_budget``, else the case's config, else the candidate's config)."""
-    program = candidate.program
+    if candidate.fingerprint != reference.fingerprint:
+        raise InvalidInputError(
+            f"the candidate runs {candidate.fingerprint[:12]}, the reference "
+            f"{reference.fingerprint[:12]}: they are not the same work",
+            "Compile the same program (or sequence) on both backends.")
     run = 0
     for case in cases:
         config = case.config or candidate.config
@@ -68,10 +77,11 @@ def shadow(candidate: CompiledPipeline, reference: CompiledPipeline,
         expected = reference.dispatch(case.inputs, config)
         actual = candidate.dispatch(case.inputs, config)
         run += 1
-        for buffer, want, got in zip(program.outputs, expected, actual, strict=True):
-            at = first_divergence(want, got, buffer.dtype, budget)
+        for (name, dtype), want, got in zip(candidate.output_buffers(), expected, actual,
+                                            strict=True):
+            at = first_divergence(want, got, dtype, budget)
             if at is not None:
                 return ShadowReport(candidate.backend, reference.backend, run, ShadowDivergence(
-                    case.label, program.fingerprint(), buffer.name, buffer.dtype.value, budget,
-                    at, want, got))
+                    case.label, candidate.fingerprint, name, dtype.value, budget, at, want,
+                    got))
     return ShadowReport(candidate.backend, reference.backend, run, None)

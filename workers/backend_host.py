@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from vyre_core import abi
-from vyre_core.abi import check_outputs
+from vyre_core.abi import BACKEND_BUG_FIX, check_outputs
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.defaults import CAPABILITY_HOOKS
 from vyre_core.contract.manager import LoadedBackend
@@ -27,14 +27,30 @@ from vyre_core.contract.types import (
     Outputs,
     PendingDispatch,
     ReadyPending,
+    SequenceRun,
     TimedDispatch,
     Timing,
 )
-from vyre_core.errors import DispatchError, InvalidInputError, as_vyre_error
+from vyre_core.errors import (
+    DispatchError,
+    InvalidInputError,
+    InvalidSequenceError,
+    LaunchLimitError,
+    as_vyre_error,
+)
 from vyre_core.ir import Program
 from vyre_core.ir.nodes import Access
-from vyre_core.launch import LaunchPlan, effective_program, plan_grid, plan_launch, run_launch
+from vyre_core.launch import (
+    LaunchPlan,
+    check_limits,
+    effective_program,
+    plan_grid,
+    plan_launch,
+    run_launch,
+)
 from vyre_core.pipeline import CompiledPipeline
+from vyre_core.sequence import Role
+from vyre_core.sequence import Sequence as StepSequence
 
 _CAPABILITY_FIELDS = {f.name for f in fields(Capabilities)}
 #: Launch plans a host keeps (the most recently used).
@@ -61,6 +77,7 @@ class BackendHost:
         self._prepared = False
         self._resident_bytes: dict[int, int] = {}
         self._plans: OrderedDict[tuple, LaunchPlan] = OrderedDict()
+        self._fitting: OrderedDict[str, None] = OrderedDict()  # sequences within the limits
 
     def _call(self, hook: str, **kwargs: Any) -> Any:
         try:
@@ -110,6 +127,7 @@ class BackendHost:
         self.generation += 1
         self._caps = None
         self._plans.clear()  # planned against the old capabilities
+        self._fitting.clear()
 
     # -- capabilities --------------------------------------------------------------------
 
@@ -263,6 +281,68 @@ class BackendHost:
         _, config = plan_grid(program, lengths, config, self.capabilities(), self._id)
         return self._call("vyre_dispatch_resident", program=program, handles=list(handles),
                           config=config)
+
+
+    # -- sequences -----------------------------------------------------------------------
+
+    def check_sequence(self, sequence: StepSequence) -> None:
+        """Refuse a sequence a step of which exceeds this backend's limits (once per
+        sequence and generation), naming the step."""
+        key = sequence.fingerprint()
+        if key in self._fitting:
+            self._fitting.move_to_end(key)
+            return
+        caps = self.capabilities()
+        for n, step in sequence.steps():
+            try:
+                check_limits(step.program, step.grid, sequence.lengths(step), caps, self._id)
+            except LaunchLimitError as exc:
+                raise LaunchLimitError(f"step {n}: {exc.cause}", exc.fix) from None
+        self._fitting[key] = None
+        if len(self._fitting) > PLAN_CACHE:
+            self._fitting.popitem(last=False)
+
+    def compile_sequence(self, sequence: StepSequence) -> None:
+        """Check the sequence here and compile each of its programs once (a backend that
+        compiles keeps them in its own cache)."""
+        self.check_sequence(sequence)
+        for program, _ in sequence.programs():
+            self._call("vyre_compile", program=program, config=DispatchConfig())
+
+    def dispatch_sequence(self, sequence: StepSequence, inputs: Sequence[np.ndarray],
+                          resident: dict[str, int],
+                          config: DispatchConfig | None = None) -> SequenceRun:
+        """Run ``sequence`` (inputs in declaration order, resident handles by buffer
+        name) and check what the backend returns."""
+        config = config or DispatchConfig()
+        self.check_sequence(sequence)
+        for b in sequence.of_role(Role.RESIDENT):
+            handle = resident.get(b.name)
+            held = self._resident_bytes.get(handle) if isinstance(handle, int) else None
+            if held is None:
+                raise InvalidSequenceError(f"resident buffer {b.name!r} is bound to handle "
+                                           f"{handle!r}, which this worker does not hold",
+                                           "Pass a ResidentBuffer of the worker that runs it.")
+            if held != b.nbytes:
+                raise InvalidSequenceError(
+                    f"resident buffer {b.name!r} holds {held} bytes; the sequence declares "
+                    f"{b.count} {b.dtype.value} elements ({b.nbytes} bytes)",
+                    f"Allocate it with {b.nbytes} bytes.")
+        named = dict(zip((b.name for b in sequence.of_role(Role.INPUT)), _read_only(inputs),
+                         strict=True))
+        run = self._call("vyre_dispatch_sequence", sequence=sequence, inputs=named,
+                         resident=dict(resident), config=config)
+        if not isinstance(run, SequenceRun):
+            raise DispatchError(f"backend {self._id!r} vyre_dispatch_sequence returned "
+                                f"{type(run).__name__}, not a SequenceRun", BACKEND_BUG_FIX)
+        shapes = sequence.return_shapes()
+        outputs = list(run.outputs)
+        if len(outputs) != len(shapes) or any(
+                not isinstance(o, np.ndarray) or o.dtype != dtype or o.size != count
+                for o, (dtype, count) in zip(outputs, shapes, strict=False)):
+            raise DispatchError(f"backend {self._id!r} returned sequence outputs that do not "
+                                f"match its returns {list(sequence.returns)}", BACKEND_BUG_FIX)
+        return SequenceRun([o.reshape(-1) for o in outputs], list(run.loops), run.timing)
 
 
 class _CheckedPending:

@@ -45,12 +45,14 @@ from vyre_core.errors import (
 from vyre_core.ir import Program
 from vyre_core.pipeline import CompiledPipeline
 from vyre_core.protocol import PROGRAM_NOT_HELD, Message, Op, ProgressPage
+from vyre_core.sequence import Sequence as StepSequence
 from vyre_workers.backend_host import BackendHost
 
 #: Errors about the request itself: the device was never touched, so never "lost".
 _CALLER_ERRORS = (CallerError, ProtocolError)
 _DEVICE_OPS = frozenset({Op.DISPATCH, Op.PIPELINE_DISPATCH, Op.COMPILE, Op.DISPATCH_RESIDENT,
-                         Op.UPLOAD, Op.DOWNLOAD, Op.ALLOCATE, Op.FLUSH})
+                         Op.UPLOAD, Op.DOWNLOAD, Op.ALLOCATE, Op.FLUSH, Op.SEQUENCE,
+                         Op.COMPILE_SEQUENCE})
 #: Compiled pipelines a worker keeps (the most recently used); an older handle is refused
 #: with PipelineInvalidatedError, a compile of the same pipeline key reuses its entry.
 PIPELINE_LIMIT = 1024
@@ -96,6 +98,9 @@ class WorkerServer:
             Op.DOWNLOAD: lambda m: ({}, [self.host.download_resident(_int(m.meta, "handle"))]),
             Op.FREE: lambda m: (self.host.free_resident(_int(m.meta, "handle")) or {}, []),
             Op.DISPATCH_RESIDENT: self._dispatch_resident,
+            Op.SEQUENCE: self._sequence,
+            Op.COMPILE_SEQUENCE: lambda m: (self.host.compile_sequence(
+                self._sequence_of(m.meta)) or {}, []),
             Op.CAPABILITIES: lambda m: ({"capabilities": self.host.capabilities().to_dict(),
                                          "profile": plain_data(self.host.device_profile())},
                                         []),
@@ -242,14 +247,19 @@ class WorkerServer:
 
     # -- handlers ------------------------------------------------------------------------
 
-    def _program(self, meta: dict[str, Any]) -> Program:
-        """The request's program, decoded once and kept by fingerprint (``fp``): the parent
-        sends its wire form only to a worker that does not hold it yet, and sends it again
-        when this worker answers that it does not (PROGRAM_NOT_HELD)."""
+    def _program(self, meta: dict[str, Any], kind: type = Program) -> Any:
+        """The request's program (or sequence: ``kind``), decoded once and kept by
+        fingerprint (``fp``): the parent sends its wire form only to a worker that does not
+        hold it yet, and sends it again when this worker answers that it does not
+        (PROGRAM_NOT_HELD)."""
         fp, wire = meta.get("fp"), meta.get("program")
         key = fp if isinstance(fp, str) else wire
         program = self._programs.get(key) if isinstance(key, str | bytes) else None
         if program is not None:
+            if not isinstance(program, kind):
+                raise ProtocolError(f"{key!r:.20} names a {type(program).__name__}, not a "
+                                    f"{kind.__name__}", "Use matching vyre versions in the "
+                                    "parent and the workers.")
             self._programs.move_to_end(key)
             return program
         if not isinstance(wire, bytes):
@@ -258,7 +268,7 @@ class WorkerServer:
                                     "The parent sends it again.",
                                     **{PROGRAM_NOT_HELD: True})
             raise ProtocolError("request carries no program bytes", "Send Program.to_wire().")
-        program = self._programs[key] = Program.from_wire(wire)
+        program = self._programs[key] = kind.from_wire(wire)
         if len(self._programs) > protocol.PROGRAM_CACHE:
             self._programs.popitem(last=False)
         return program
@@ -296,9 +306,14 @@ class WorkerServer:
                 generation=self.host.generation)
         self._pipelines.move_to_end(pipeline_id)
         outputs = pipeline.dispatch(m.arrays, _config(m.meta))
-        into = self._outputs(m.meta)
+        return _timing_meta(outputs), self._placed(m.meta, outputs)
+
+    def _placed(self, meta: dict[str, Any], outputs: list[np.ndarray]) -> list[Any]:
+        """The reply's arrays: each output copied into its shared slot when the parent
+        placed one there (``meta["out"]``), else the output itself."""
+        into = self._outputs(meta)
         if into is None:
-            return _timing_meta(outputs), list(outputs)
+            return list(outputs)
         if len(into) != len(outputs):
             raise ProtocolError(f"{len(into)} output slots for {len(outputs)} outputs",
                                 "Use matching vyre versions in the parent and the workers.")
@@ -309,7 +324,22 @@ class WorkerServer:
             else:
                 np.copyto(target, out.reshape(target.shape), casting="no")
                 replies.append(shared)
-        return _timing_meta(outputs), replies
+        return replies
+
+    def _sequence_of(self, meta: dict[str, Any]) -> StepSequence:
+        return self._program(meta, StepSequence)
+
+    def _sequence(self, m: Message):
+        resident = m.meta.get("resident", {})
+        if not isinstance(resident, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) for k, v in resident.items()):
+            raise ProtocolError("sequence field 'resident' must map names to handles",
+                                "Use matching vyre versions in the parent and the workers.")
+        run = self.host.dispatch_sequence(self._sequence_of(m.meta), m.arrays, resident,
+                                          _config(m.meta))
+        meta = _timing_meta(run.timing)
+        meta["loops"] = [[loop.iterations, loop.converged] for loop in run.loops]
+        return meta, self._placed(m.meta, run.outputs)
 
     def _upload(self, m: Message):
         if len(m.arrays) != 1:

@@ -5,16 +5,18 @@ from vyre_core.contract.manager import HOOK_NAMES, REQUIRED_HOOKS, LoadedBackend
 from vyre_core.contract.types import (
     CacheSnapshot,
     Capabilities,
+    LoopRun,
     NativePipeline,
     Outputs,
     PendingDispatch,
     ReadyPending,
+    SequenceRun,
     TimedDispatch,
     Timing,
 )
 
 __all__ = [
     "CONTRACT_MAJOR", "HOOK_NAMES", "REQUIRED_HOOKS", "CacheSnapshot", "Capabilities",
-    "LoadedBackend", "NativePipeline", "Outputs", "PendingDispatch", "ReadyPending",
-    "TimedDispatch", "Timing", "hookimpl",
+    "LoadedBackend", "LoopRun", "NativePipeline", "Outputs", "PendingDispatch", "ReadyPending",
+    "SequenceRun", "TimedDispatch", "Timing", "hookimpl",
 ]

@@ -13,16 +13,19 @@ from typing import Any
 
 import numpy as np
 
+from vyre_core.abi import check_outputs
 from vyre_core.contract.hookspec import hookimpl
 from vyre_core.contract.types import (
     Capabilities,
     ReadyPending,
+    SequenceRun,
     TimedDispatch,
     Timing,
     wall_clock_ns,
 )
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir.requirements import ALL_OPS
+from vyre_core.sequence.run import run_sequence, step_config
 
 DEFAULT_PRECEDENCE = 1000
 
@@ -79,6 +82,26 @@ class ConservativeDefaults:
         for target, result in zip(outputs, results, strict=True):
             np.copyto(target, np.frombuffer(result, dtype=target.dtype)
                       if isinstance(result, bytes) else result)
+
+    @hookimpl(trylast=True)
+    def vyre_dispatch_sequence(self, sequence, inputs, resident, config) -> SequenceRun:
+        start = wall_clock_ns()
+        held = {name: np.frombuffer(self.call("vyre_download_resident", handle=handle),
+                                    dtype=sequence.buffer(name).dtype.storage_np)
+                for name, handle in resident.items()}
+        backend = self.call("vyre_backend_id")
+
+        def run_step(step, step_inputs):
+            outputs = self.call("vyre_dispatch_borrowed", program=step.program,
+                                inputs=step_inputs, config=step_config(config, step.grid))
+            return check_outputs(step.program, outputs, sequence.lengths(step), backend)
+
+        arrays, loops = run_sequence(sequence, inputs, held, run_step)
+        for name, handle in resident.items():
+            if arrays[name] is not held[name]:
+                self.call("vyre_upload_resident", handle=handle, data=arrays[name].tobytes())
+        return SequenceRun([arrays[name] for name in sequence.returns], loops,
+                           Timing(wall_clock_ns() - start, None, config.label))
 
     @hookimpl(trylast=True)
     def vyre_compile(self, program, config) -> None:

@@ -29,7 +29,13 @@ from typing import Any
 import numpy as np
 import pluggy
 
-from vyre_core.contract.types import CacheSnapshot, NativePipeline, PendingDispatch, TimedDispatch
+from vyre_core.contract.types import (
+    CacheSnapshot,
+    NativePipeline,
+    PendingDispatch,
+    SequenceRun,
+    TimedDispatch,
+)
 
 PROJECT = "vyre"
 CONTRACT_MAJOR = 1
@@ -124,6 +130,17 @@ def vyre_pipeline_cache_snapshot() -> CacheSnapshot | None:
 def vyre_dispatch_async(program: Any, inputs: list[np.ndarray], config: Any) -> PendingDispatch:
     """Start a dispatch and return a handle with ``is_ready()`` and ``result(timeout)``.
     Default: run ``vyre_dispatch_borrowed`` now and return an already-ready handle."""
+
+
+@hookspec(firstresult=True)
+def vyre_dispatch_sequence(sequence: Any, inputs: dict[str, np.ndarray],
+                           resident: dict[str, int], config: Any) -> SequenceRun:
+    """Run a ``vyre_core.sequence.Sequence`` (checked, every step within this backend's
+    limits) as one unit: ``inputs`` maps each input buffer's name to a read-only array,
+    ``resident`` each resident buffer's name to its handle (written back in place).
+    Results must equal running the steps one by one (docs/sequences.md).
+    Default: run each step through ``vyre_dispatch_borrowed`` over arrays in the worker,
+    resident buffers downloaded first and the written ones uploaded at the end."""
 
 
 # -- Resident buffers -----------------------------------------------------------------------

@@ -27,10 +27,31 @@ class TimedDispatch:
     timing: Timing
 
 
+@dataclass(frozen=True)
+class LoopRun:
+    """How one loop of a sequence ran. ``converged`` is False only for a flag loop that
+    stopped at its ``max_iterations`` with the flag still set."""
+
+    iterations: int
+    converged: bool
+
+
+@dataclass(frozen=True)
+class SequenceRun:
+    """What ``vyre_dispatch_sequence`` returns: the returned buffers in order, each loop's
+    run, and the time the whole sequence took."""
+
+    outputs: list[np.ndarray]
+    loops: list[LoopRun]
+    timing: Timing
+
+
 class Outputs(list):
-    """The outputs of a dispatch, in ABI order; ``timing`` is set when profiling."""
+    """The outputs of a dispatch, in ABI order; ``timing`` is set when profiling. A
+    sequence's outputs also say how each of its loops ran (``loops``)."""
 
     timing: Timing | None = None
+    loops: list[LoopRun] | None = None
 
 
 @dataclass(frozen=True)

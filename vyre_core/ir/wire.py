@@ -53,7 +53,8 @@ MAX_NAME_LEN = 64
 MAX_BUFFERS = 64
 
 # Stable tags. Append only: a tag is never renumbered or reused.
-_DTYPE_TAGS = {DType.U32: 0, DType.I32: 1, DType.F32: 2, DType.BOOL: 3, DType.F16: 4, DType.F64: 5}
+#: Stable dtype tags, shared by every canonical byte form (programs, sequences).
+DTYPE_TAGS = {DType.U32: 0, DType.I32: 1, DType.F32: 2, DType.BOOL: 3, DType.F16: 4, DType.F64: 5}
 _ACCESS_TAGS = {Access.READ: 0, Access.READ_WRITE: 1, Access.OUTPUT: 2, Access.UNIFORM: 3,
                 Access.WORKGROUP: 4}
 # Op tags follow declaration order in nodes.py, so new enum members go at the end.
@@ -72,7 +73,7 @@ def _inverse(table: dict) -> dict:
 
 
 _DTYPES, _ACCESSES, _BINOPS, _UNOPS, _ATOMICS, _IDS = map(
-    _inverse, (_DTYPE_TAGS, _ACCESS_TAGS, _BINOP_TAGS, _UNOP_TAGS, _ATOMIC_TAGS, _ID_TAGS))
+    _inverse, (DTYPE_TAGS, _ACCESS_TAGS, _BINOP_TAGS, _UNOP_TAGS, _ATOMIC_TAGS, _ID_TAGS))
 
 
 # -- Encoding --------------------------------------------------------------------------
@@ -91,7 +92,7 @@ def encode(program: Any) -> bytes:
 
 def _encode(program: Any) -> bytes:
     body = [
-        [[b.name, b.binding, _DTYPE_TAGS[b.dtype], _ACCESS_TAGS[b.access], b.count]
+        [[b.name, b.binding, DTYPE_TAGS[b.dtype], _ACCESS_TAGS[b.access], b.count]
          for b in program.buffers],
         list(program.workgroup),
         [_enc_stmt(s, 1) for s in program.body],
@@ -138,7 +139,7 @@ def _enc_expr(e: Expr, depth: int) -> list:
     d = depth + 1
     match e:
         case Lit(dtype, bits):
-            return [E_LIT, _DTYPE_TAGS[dtype], bits]
+            return [E_LIT, DTYPE_TAGS[dtype], bits]
         case Var(name):
             return [E_VAR, name]
         case Load(buffer, index):
@@ -154,7 +155,7 @@ def _enc_expr(e: Expr, depth: int) -> list:
         case Select(cond, if_true, if_false):
             return [E_SELECT, _enc_expr(cond, d), _enc_expr(if_true, d), _enc_expr(if_false, d)]
         case Cast(dtype, value):
-            return [E_CAST, _DTYPE_TAGS[dtype], _enc_expr(value, d)]
+            return [E_CAST, DTYPE_TAGS[dtype], _enc_expr(value, d)]
         case Fma(a, b, c):
             return [E_FMA, _enc_expr(a, d), _enc_expr(b, d), _enc_expr(c, d)]
         case Atomic(op, buffer, index, value, comparand):

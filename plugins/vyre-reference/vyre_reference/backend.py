@@ -9,9 +9,10 @@ import threading
 import numpy as np
 
 from vyre_core import abi
-from vyre_core.contract import TimedDispatch, Timing, hookimpl
+from vyre_core.contract import SequenceRun, TimedDispatch, Timing, hookimpl
 from vyre_core.contract.types import wall_clock_ns
 from vyre_core.errors import InvalidInputError, UnsupportedFeatureError
+from vyre_core.sequence.run import run_sequence
 from vyre_reference import __version__
 from vyre_reference.interpreter import execute, run
 
@@ -170,3 +171,20 @@ def vyre_dispatch_resident(program, handles, config) -> TimedDispatch:
                                     f"buffer {len(target)}", "Allocate outputs at full size.")
         target[:] = data
     return TimedDispatch([], Timing(wall_clock_ns() - start, None, config.label))
+
+
+@hookimpl
+def vyre_dispatch_sequence(sequence, inputs, resident, config) -> SequenceRun:
+    """Every step straight through the interpreter over arrays in this process; resident
+    buffers are read in place and written back once at the end."""
+    start = wall_clock_ns()
+    held = {name: np.frombuffer(_buffer(handle), dtype=sequence.buffer(name).dtype.storage_np)
+            for name, handle in resident.items()}
+    arrays, loops = run_sequence(sequence, inputs, held,
+                                 lambda step, step_inputs: execute(step.program, step_inputs,
+                                                                   step.grid))
+    for name, handle in resident.items():
+        if arrays[name] is not held[name]:
+            _buffer(handle)[:] = arrays[name].tobytes()
+    return SequenceRun([arrays[name] for name in sequence.returns], loops,
+                       Timing(wall_clock_ns() - start, None, config.label))

@@ -318,9 +318,13 @@ class _Dispatch:
     def store(self, name: str, index: Value, value: Value, mask: Mask) -> None:
         buf = self.buffers[name]
         value = np.asarray(value).astype(buf.dtype.storage_np, copy=False)
-        if mask is None and index is self.iota and buf.access is not Access.WORKGROUP:
+        if index is self.iota and buf.access is not Access.WORKGROUP:
             n = min(self.lanes, len(self.mem[name]))
-            self.mem[name][:n] = value if value.ndim == 0 else value[:n]
+            if mask is None:
+                self.mem[name][:n] = value if value.ndim == 0 else value[:n]
+            else:  # (lane i stores to element i: a masked slice, no gather)
+                kept = mask[:n]
+                self.mem[name][:n][kept] = value if value.ndim == 0 else value[:n][kept]
             return
         if mask is None and value.ndim == 0 and _is_uniform(index) \
                 and buf.access is not Access.WORKGROUP:

@@ -1,0 +1,329 @@
+"""Sequences without processes: the rules a sequence must keep (each a clear error with a
+Fix, before any work runs), its canonical bytes, routing it as a whole, and what running
+it means, step by step over the reference interpreter in this process."""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+import pytest
+
+import vyre_reference.backend as reference
+from vyre_core import DispatchConfig, ir
+from vyre_core.contract.types import LoopRun
+from vyre_core.errors import InvalidSequenceError, LaunchLimitError
+from vyre_core.sequence import MAX_ITERATIONS, Sequence, SequenceBuilder
+from vyre_core.sequence import wire as sequence_wire
+from vyre_workers.backend_host import BackendHost
+
+pytestmark = pytest.mark.fast
+
+N = 100
+
+
+def scale(n: int = N, factor: float = 2.0) -> ir.Program:
+    """out[i] = x[i] * factor over f32 (``x`` runtime-sized)."""
+    k = ir.Kernel(workgroup=(32,))
+    x = k.read("x", ir.f32)
+    out = k.output("out", ir.f32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        out[i] = x[i] * factor
+    return k.build()
+
+
+def halve_until_small() -> ir.Program:
+    """v[i] = v[i] / 2 while any v[i] >= 1; flag[0] = 1 when another halving is needed."""
+    k = ir.Kernel(workgroup=(32,))
+    v = k.read_write("v", ir.f32)
+    flag = k.read_write("flag", ir.u32, 1)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < v.len), k.if_(v[i] >= 1.0):
+        v[i] = v[i] * 0.5
+        with k.if_(v[i] >= 1.0):
+            flag[0] = ir.u32(1)
+    return k.build()
+
+
+@pytest.fixture(scope="module")
+def host() -> BackendHost:
+    return BackendHost(reference)
+
+
+def chain() -> Sequence:
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.transient("t", ir.f32, N)
+    b.transient("u", ir.f32, N)
+    b.step(scale(), {"out": "t"})
+    with b.loop(times=3):
+        b.step(scale(), {"x": "t", "out": "u"})
+        b.step(scale(), {"x": "u", "out": "t"})
+    return b.build(returns=["t", "u"])
+
+
+X = np.linspace(-3, 3, N, dtype=np.float32)
+
+
+# -- running it --------------------------------------------------------------------------
+
+
+def test_a_chain_runs_every_step_in_order_and_returns_the_named_buffers(host):
+    run = host.dispatch_sequence(chain(), [X], {})
+    t, u = run.outputs
+    assert t.tobytes() == (X * np.float32(128)).tobytes()  # 1 + 2 * 3 doublings
+    assert u.tobytes() == (X * np.float32(64)).tobytes()
+    assert run.loops == [LoopRun(3, True)]
+
+
+def test_a_flag_loop_stops_after_the_first_iteration_that_leaves_the_flag_zero(host):
+    b = SequenceBuilder()
+    b.input("start", ir.f32, 4)
+    b.transient("v", ir.f32, 4)
+    b.transient("flag", ir.u32, 1)
+    b.step(scale(4, 1.0), {"x": "start", "out": "v"})
+    with b.loop(until_zero="flag", max_iterations=50):
+        b.step(halve_until_small())
+    seq = b.build(returns=["v", "flag"])
+    start = np.array([0.5, 3.0, 17.0, 1000.0], np.float32)
+    run = host.dispatch_sequence(seq, [start], {})
+    v, flag = run.outputs
+    expect = start.copy()
+    rounds = 0
+    while (expect >= 1).any():
+        expect = np.where(expect >= 1, expect * np.float32(0.5), expect)
+        rounds += 1
+    assert v.tobytes() == expect.tobytes() and flag.tolist() == [0]
+    assert run.loops == [LoopRun(rounds, True)] and rounds == 10
+
+
+def test_a_flag_loop_that_reaches_its_maximum_says_so_and_keeps_what_it_did(host):
+    b = SequenceBuilder()
+    b.transient("v", ir.f32, 1)
+    b.constant("big", ir.f32, [2.0**20])
+    b.transient("flag", ir.u32, 1)
+    b.step(scale(1, 1.0), {"x": "big", "out": "v"})
+    with b.loop(until_zero="flag", max_iterations=3):
+        b.step(halve_until_small())
+    run = host.dispatch_sequence(b.build(returns=["v", "flag"]), [], {})
+    assert run.outputs[0].tolist() == [2.0**17] and run.outputs[1].tolist() == [1]
+    assert run.loops == [LoopRun(3, False)]
+
+
+def test_an_output_binding_is_zero_filled_as_a_dispatch_output_is(host):
+    """A buffer bound to an output sees only what that step writes: elements it skips are
+    zero, not what an earlier step left there."""
+    k = ir.Kernel(workgroup=(32,))
+    out = k.output("out", ir.u32, 8)
+    with k.if_(ir.global_id(0) == 0):
+        out[0] = ir.u32(7)
+    first_only = k.build()
+    b = SequenceBuilder()
+    b.constant("ones", ir.u32, np.ones(8))
+    b.transient("t", ir.u32, 8)
+    b.step(_copy_u32(), {"src": "ones", "dst": "t"})
+    b.step(first_only, {"out": "t"})
+    assert host.dispatch_sequence(b.build(returns=["t"]), [], {}).outputs[0].tolist() == \
+        [7, 0, 0, 0, 0, 0, 0, 0]
+
+
+def _copy_u32() -> ir.Program:
+    k = ir.Kernel(workgroup=(32,))
+    src, dst = k.read("src", ir.u32), k.read_write("dst", ir.u32)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < src.len):
+        dst[i] = src[i]
+    return k.build()
+
+
+def test_a_step_beyond_the_backends_limits_is_refused_naming_the_step(host):
+    k = ir.Kernel(workgroup=(2048,))  # the reference takes 1024 invocations per workgroup
+    out = k.output("out", ir.u32, 4)
+    out[0] = ir.u32(1)
+    b = SequenceBuilder()
+    b.transient("out", ir.u32, 4)
+    b.constant("c", ir.u32, [1, 2, 3, 4])
+    b.step(_copy_u32(), {"src": "c", "dst": "out"})
+    b.step(k.build())
+    with pytest.raises(LaunchLimitError, match=r"step 1: backend 'reference': workgroup"):
+        host.dispatch_sequence(b.build(returns=["out"]), [], {})
+
+
+# -- bad input: each refused when built, with a Fix ------------------------------------------
+
+
+def _refused(match: str, build) -> None:
+    with pytest.raises(InvalidSequenceError, match=match) as err:
+        build()
+    assert "\nFix: " in str(err.value)
+
+
+def test_a_sequence_of_zero_steps_is_refused():
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    _refused("has no steps", lambda: b.build(returns=["x"]))
+
+
+def test_a_transient_read_before_any_step_writes_it_is_refused():
+    b = SequenceBuilder()
+    b.transient("t", ir.f32, N)
+    b.transient("u", ir.f32, N)
+    b.step(scale(), {"x": "t", "out": "u"})
+    _refused(r"step 0 reads transient 't' \(as 'x'\) before any step writes it",
+             lambda: b.build(returns=["u"]))
+
+
+def test_a_read_in_a_loop_before_the_write_later_in_its_body_is_refused():
+    b = SequenceBuilder()
+    b.transient("t", ir.f32, N)
+    b.transient("u", ir.f32, N)
+    b.input("x", ir.f32, N)
+    with b.loop(times=2):
+        b.step(scale(), {"x": "u", "out": "t"})
+        b.step(scale(), {"x": "x", "out": "u"})
+    _refused("step 0 reads transient 'u'", lambda: b.build(returns=["t"]))
+
+
+def test_sizes_that_disagree_between_steps_are_refused():
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.transient("t", ir.f32, N + 1)
+    b.step(scale(), {"out": "t"})
+    _refused(rf"binds 'out' of {N} elements to 't' of {N + 1}: the sizes disagree",
+             lambda: b.build(returns=["t"]))
+
+
+def test_a_dtype_mismatch_is_refused():
+    b = SequenceBuilder()
+    b.input("x", ir.u32, N)
+    b.transient("t", ir.f32, N)
+    b.step(scale(), {"out": "t"})
+    _refused(r"binds 'x' \(f32\) to 'x' \(u32\)", lambda: b.build(returns=["t"]))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"times": MAX_ITERATIONS + 1}, "times=1000001, not 1 to 1000000"),
+    ({"times": 0}, "times=0"),
+    ({"until_zero": "flag", "max_iterations": MAX_ITERATIONS + 1}, "max_iterations=1000001"),
+    ({"times": 2, "until_zero": "flag"}, "exactly one of times= or until_zero="),
+    ({}, "exactly one of times= or until_zero="),
+    ({"until_zero": "nope"}, "waits on 'nope', which the sequence does not declare"),
+    ({"until_zero": "x"}, "waits on 'x', an input the loop would overwrite"),
+])
+def test_a_loop_bound_past_the_maximum_or_malformed_is_refused(kwargs, match):
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.transient("t", ir.f32, N)
+    b.transient("flag", ir.u32, 1)
+    with b.loop(**kwargs):
+        b.step(scale(), {"out": "t"})
+    _refused(match, lambda: b.build(returns=["t"]))
+
+
+def test_a_flag_loop_whose_body_never_writes_the_flag_is_refused():
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.transient("t", ir.f32, N)
+    b.transient("flag", ir.u32, 1)
+    with b.loop(until_zero="flag"):
+        b.step(scale(), {"out": "t"})
+    _refused("no step of its body writes it", lambda: b.build(returns=["t"]))
+
+
+@pytest.mark.parametrize("declare, bind, match", [
+    (lambda b: b.input("x", ir.f32, N), {"out": "x"}, "step 0 writes input 'x'"),
+    (lambda b: b.constant("x", ir.f32, np.zeros(N)), {"out": "x"}, "writes constant 'x'"),
+    (lambda b: b.input("x", ir.f32, N), {"out": "missing"}, "'missing', which the sequence"),
+])
+def test_bad_bindings_are_refused(declare, bind, match):
+    b = SequenceBuilder()
+    declare(b)
+    b.step(scale(), bind)
+    _refused(match, lambda: b.build())
+
+
+def test_one_buffer_bound_to_two_buffers_of_a_step_that_writes_one_is_refused():
+    b = SequenceBuilder()
+    b.transient("x", ir.f32, N)
+    b.constant("c", ir.f32, np.zeros(N))
+    b.step(scale(), {"x": "c", "out": "x"})
+    b.step(_copy_f32(), {"src": "x", "dst": "x"})
+    _refused("step 1 binds 'x' to both 'src' and 'dst', and writes one of them",
+             lambda: b.build(returns=["x"]))
+
+
+def _copy_f32() -> ir.Program:
+    k = ir.Kernel(workgroup=(32,))
+    src, dst = k.read("src", ir.f32), k.read_write("dst", ir.f32)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < src.len):
+        dst[i] = src[i]
+    return k.build()
+
+
+def test_unknown_bind_keys_and_bad_returns_are_refused():
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    _refused(r"bind names \['y'\]", lambda: b.step(scale(), {"y": "x"}))
+    b.transient("t", ir.f32, N)
+    b.step(scale(), {"out": "t"})
+    _refused("returns names 'nope'", lambda: b.build(returns=["nope"]))
+    _refused("returns names 't' twice", lambda: b.build(returns=["t", "t"]))
+
+
+@pytest.mark.parametrize("name, count, match", [
+    ("1bad", 4, "not an identifier"), ("ok", 0, "count 0"), ("ok", 2**32, "count 4294967296"),
+])
+def test_bad_buffer_declarations_are_refused(name, count, match):
+    b = SequenceBuilder()
+    b.transient(name, ir.f32, count)
+    _refused(match, lambda: b.build())
+
+
+def test_inputs_that_do_not_match_the_declared_inputs_are_refused():
+    seq = chain()
+    _refused(r"takes 1 input\(s\), got 2", lambda: seq.bind_inputs([X, X]))
+    with pytest.raises(Exception, match="dtype float64"):
+        seq.bind_inputs([X.astype(np.float64)])
+
+
+# -- bytes and identity ------------------------------------------------------------------------
+
+
+def test_the_wire_form_round_trips_and_names_each_program_once():
+    seq = chain()
+    again = Sequence.from_wire(seq.to_wire())
+    assert again == seq and again.fingerprint() == seq.fingerprint()
+    body = msgpack.unpackb(seq.to_wire()[5:])
+    assert len(body[1]) == 1  # five steps of one program: its bytes appear once
+    other = SequenceBuilder()
+    other.input("x", ir.f32, N)
+    other.transient("t", ir.f32, N)
+    other.step(scale(factor=3.0), {"out": "t"})
+    assert other.build(returns=["t"]).fingerprint() != seq.fingerprint()
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"VYSQ", b"VYSQ\x02" + msgpack.packb([]), b"VYSQ\x01\xc1",
+    b"VYSQ\x01" + msgpack.packb([[], [], [], []]),                      # no steps
+    b"VYSQ\x01" + msgpack.packb([[["x", 99, 4, 0, None]], [], [], []]),  # bad dtype tag
+    b"VYSQ\x01" + msgpack.packb([[], [b"junk"], [[0, 0, [], [1, 1, 1]]], []]),
+    b"VYSQ\x01" + msgpack.packb([[], [], [[0, 5, [], [1, 1, 1]]], []]),   # no such program
+    b"VYSQ\x01" + msgpack.packb("text"),
+])
+def test_malformed_bytes_are_refused_cleanly(data):
+    with pytest.raises(InvalidSequenceError, match=r"malformed|no steps"):
+        sequence_wire.decode(data)
+
+
+# -- config -----------------------------------------------------------------------------------
+
+
+def test_a_sequence_config_with_per_step_launch_fields_is_refused():
+    from vyre_core.driver import _sequence_config
+    from vyre_core.errors import InvalidConfigError
+
+    for config in (DispatchConfig(grid_override=(4,)), DispatchConfig(fixpoint_iterations=3),
+                   DispatchConfig(workgroup_override=(8,))):
+        with pytest.raises(InvalidConfigError, match="belong to its steps"):
+            _sequence_config(config)

@@ -1,0 +1,17 @@
+"""Sequences of steps that run as one request: the model and its rules (``model``), the
+canonical bytes (``wire``), and the in-worker executor every backend can fall back on
+(``run``)."""
+
+from vyre_core.sequence.model import (
+    MAX_ITERATIONS,
+    MAX_STEPS,
+    Role,
+    Sequence,
+    SequenceBuffer,
+    SequenceBuilder,
+    Step,
+    StepLoop,
+)
+
+__all__ = ["MAX_ITERATIONS", "MAX_STEPS", "Role", "Sequence", "SequenceBuffer",
+           "SequenceBuilder", "Step", "StepLoop"]

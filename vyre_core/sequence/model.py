@@ -1,0 +1,431 @@
+"""``Sequence``: an ordered list of steps that runs as one request in one worker.
+
+A sequence names its buffers once: *inputs* (passed by the caller at each run),
+*constants* (bytes fixed in the sequence, e.g. a pass's parameters), *transients* (live
+only inside one run, zero-filled at its start) and *residents* (bound at each run to a
+``ResidentBuffer`` of the worker that runs it). A step is a program with one sequence
+buffer bound to each of its non-workgroup buffers, and the grid it launches; a loop
+repeats its steps a fixed number of times, or until a flag buffer is zero. Every rule of
+what makes a sequence valid lives here and is checked when it is built, before any work
+runs: the worker only executes.
+
+Semantics, the same on every backend: steps run in order, each seeing everything earlier
+steps wrote; a buffer bound to an ``output`` buffer is zero-filled before the step writes
+it (as a dispatch's output is); a loop with ``until_zero`` zero-fills its flag before each
+iteration and stops after the first iteration that leaves every byte of it zero, or
+after ``max_iterations`` (reported, not raised).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import blake3
+import numpy as np
+
+from vyre_core import abi
+from vyre_core.errors import InvalidSequenceError, ValidationError
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import Access, Buffer
+from vyre_core.ir.program import Program
+
+#: Steps in one sequence, counting each step of a loop body once.
+MAX_STEPS = 4096
+#: The most a loop may run (``times``, or ``max_iterations`` of a flag loop).
+MAX_ITERATIONS = 1_000_000
+#: Iterations of a flag loop when ``max_iterations`` is not given.
+DEFAULT_MAX_ITERATIONS = 10_000
+MAX_BUFFERS = 1024
+#: Bytes of one constant; larger data is an input or a resident.
+MAX_CONSTANT_BYTES = 1 << 16
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+_READS = (Access.READ, Access.UNIFORM, Access.READ_WRITE)
+_WRITES = (Access.OUTPUT, Access.READ_WRITE)
+
+
+class Role(enum.StrEnum):
+    INPUT = "input"           # the caller passes it at each run
+    CONSTANT = "constant"     # fixed bytes, part of the sequence
+    TRANSIENT = "transient"   # lives only inside one run, zero-filled at its start
+    RESIDENT = "resident"     # a ResidentBuffer bound at each run
+
+
+@dataclass(frozen=True)
+class SequenceBuffer:
+    name: str
+    dtype: DType
+    count: int
+    role: Role
+    data: bytes | None = None  # a constant's bytes
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.storage_bytes
+
+    def as_ir_buffer(self) -> Buffer:
+        """This buffer as a read buffer of its dtype and count (for ABI coercion)."""
+        return Buffer(self.name, 0, self.dtype, Access.READ, self.count)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One dispatch: ``bindings`` names the sequence buffer bound to each non-workgroup
+    buffer of ``program``, in declaration order; ``grid`` is the workgroups it launches."""
+
+    program: Program
+    bindings: tuple[str, ...]
+    grid: tuple[int, int, int]
+
+    @cached_property
+    def bound(self) -> tuple[tuple[Buffer, str], ...]:
+        """(program buffer, sequence buffer name) per binding."""
+        own = [b for b in self.program.buffers if b.access is not Access.WORKGROUP]
+        return tuple(zip(own, self.bindings, strict=True))
+
+    def inputs(self) -> list[str]:
+        """The sequence buffers passed as the program's inputs, in its input ABI order."""
+        return [name for b, name in self.bound if b.is_input]
+
+    def outputs(self) -> list[str]:
+        """The sequence buffers that take the program's outputs, in its output ABI order."""
+        return [name for b, name in self.bound if b.is_output]
+
+
+@dataclass(frozen=True)
+class StepLoop:
+    """``body`` run ``times`` times, or until every byte of ``until_zero`` is zero after an
+    iteration (at most ``max_iterations``)."""
+
+    body: tuple[Step, ...]
+    times: int | None = None
+    until_zero: str | None = None
+    max_iterations: int | None = None
+
+    @property
+    def bound(self) -> int:
+        return self.times if self.times is not None else self.max_iterations  # type: ignore
+
+
+Item = Step | StepLoop
+
+
+@dataclass(frozen=True)
+class Sequence:
+    buffers: tuple[SequenceBuffer, ...]
+    items: tuple[Item, ...]
+    returns: tuple[str, ...]
+    _by_name: dict[str, SequenceBuffer] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {b.name: b for b in self.buffers})
+
+    # -- identity ------------------------------------------------------------------------
+
+    @cached_property
+    def _wire(self) -> bytes:
+        from vyre_core.sequence.wire import encode
+
+        return encode(self)
+
+    def to_wire(self) -> bytes:
+        """Canonical bytes: equal sequences give equal bytes however they were built."""
+        return self._wire
+
+    @classmethod
+    def from_wire(cls, data: bytes) -> Sequence:
+        """Decode untrusted bytes and check them; raise InvalidSequenceError if malformed."""
+        from vyre_core.sequence.wire import decode
+
+        return decode(data)
+
+    @cached_property
+    def _fingerprint(self) -> str:
+        return blake3.blake3(b"vyre-sequence\x00" + self._wire).hexdigest()
+
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    # -- shape ---------------------------------------------------------------------------
+
+    def buffer(self, name: str) -> SequenceBuffer:
+        return self._by_name[name]
+
+    def of_role(self, role: Role) -> list[SequenceBuffer]:
+        return [b for b in self.buffers if b.role is role]
+
+    def steps(self) -> Iterator[tuple[int, Step]]:
+        """Every step with its number, in order (a loop's body once)."""
+        n = 0
+        for item in self.items:
+            for step in (item.body if isinstance(item, StepLoop) else (item,)):
+                yield n, step
+                n += 1
+
+    def programs(self) -> list[tuple[Program, list[int]]]:
+        """Each distinct program with the numbers of the steps that run it."""
+        found: dict[str, tuple[Program, list[int]]] = {}
+        for n, step in self.steps():
+            found.setdefault(step.program.fingerprint(), (step.program, []))[1].append(n)
+        return list(found.values())
+
+    def lengths(self, step: Step) -> dict[str, int]:
+        """Element count of each non-workgroup buffer of ``step``'s program, by its name."""
+        return {b.name: self._by_name[name].count for b, name in step.bound}
+
+    def return_shapes(self) -> list[tuple[np.dtype, int]]:
+        return [(self._by_name[r].dtype.storage_np, self._by_name[r].count)
+                for r in self.returns]
+
+    def bind_inputs(self, inputs: Any) -> list[np.ndarray]:
+        """One array per input buffer, in declaration order, checked like a dispatch's."""
+        expected = [b.as_ir_buffer() for b in self.of_role(Role.INPUT)]
+        names = ", ".join(f"{b.name} ({b.dtype.value}[{b.count}])" for b in expected)
+        if not isinstance(inputs, list | tuple) or len(inputs) != len(expected):
+            got = len(inputs) if isinstance(inputs, list | tuple) else type(inputs).__name__
+            raise InvalidSequenceError(
+                f"the sequence takes {len(expected)} input(s), got {got}",
+                f"Pass a list with exactly these inputs, in order: {names or 'none'}.")
+        return [abi.coerce_input(b, data) for b, data in zip(expected, inputs, strict=True)]
+
+    def check(self) -> Sequence:
+        check(self)
+        return self
+
+
+# -- rules ---------------------------------------------------------------------------------
+
+
+def _refuse(cause: str, fix: str) -> InvalidSequenceError:
+    return InvalidSequenceError(cause, fix)
+
+
+def check(seq: Sequence) -> None:
+    """Raise InvalidSequenceError for the first rule ``seq`` breaks."""
+    _check_buffers(seq.buffers)
+    if not seq.items:
+        raise _refuse("the sequence has no steps", "Add at least one step with .step(...).")
+    total = sum(len(i.body) if isinstance(i, StepLoop) else 1 for i in seq.items)
+    if total > MAX_STEPS:
+        raise _refuse(f"the sequence has {total} steps, more than {MAX_STEPS}",
+                      "Split it into several sequences, or loop over repeated steps.")
+    written = {b.name for b in seq.buffers if b.role is not Role.TRANSIENT}
+    n = 0
+    for item in seq.items:
+        if isinstance(item, StepLoop):
+            _check_loop(seq, item, n)
+            body = item.body
+        else:
+            body = (item,)
+        for step in body:
+            _check_step(seq, step, n, written)
+            n += 1
+        if isinstance(item, StepLoop) and item.until_zero is not None:
+            writers = [s for s in item.body if item.until_zero in s.outputs()]
+            if not writers:
+                raise _refuse(f"the loop ending at step {n - 1} waits for {item.until_zero!r} "
+                              "to be zero, and no step of its body writes it",
+                              "Bind the flag to an output or read_write buffer of a step in "
+                              "the loop, which sets it while another iteration is needed.")
+    seen: set[str] = set()
+    for name in seq.returns:
+        if name not in seq._by_name:
+            raise _refuse(f"returns names {name!r}, which the sequence does not declare",
+                          f"Return declared buffers: {', '.join(seq._by_name)}.")
+        if name in seen:
+            raise _refuse(f"returns names {name!r} twice", "Name each buffer once.")
+        seen.add(name)
+
+
+def _check_buffers(buffers: tuple[SequenceBuffer, ...]) -> None:
+    if len(buffers) > MAX_BUFFERS:
+        raise _refuse(f"the sequence declares {len(buffers)} buffers, more than {MAX_BUFFERS}",
+                      "Use fewer, larger buffers.")
+    names: set[str] = set()
+    for b in buffers:
+        if not isinstance(b.name, str) or not _NAME.match(b.name):
+            raise _refuse(f"buffer name {b.name!r} is not an identifier of 1 to 64 characters",
+                          "Name buffers like Python variables, e.g. 'partial_sums'.")
+        if b.name in names:
+            raise _refuse(f"buffer {b.name!r} is declared twice", "Give each buffer one name.")
+        names.add(b.name)
+        if not isinstance(b.dtype, DType):
+            raise _refuse(f"buffer {b.name!r} has dtype {b.dtype!r}, not an IR dtype",
+                          "Pass an IR dtype such as ir.f32 or ir.u32.")
+        if isinstance(b.count, bool) or not isinstance(b.count, int) \
+                or not 1 <= b.count <= abi.MAX_ELEMENTS:
+            raise _refuse(f"buffer {b.name!r} has count {b.count!r}, not 1 to 2**32-1",
+                          "Declare every sequence buffer with its element count.")
+        if (b.role is Role.CONSTANT) != (b.data is not None):
+            raise _refuse(f"buffer {b.name!r}: only a constant carries data",
+                          "Declare fixed data with .constant(name, array).")
+        if b.data is not None and len(b.data) != b.nbytes:
+            raise _refuse(f"constant {b.name!r} has {len(b.data)} bytes, its dtype and count "
+                          f"need {b.nbytes}", "Pass the constant's array unchanged.")
+        if b.data is not None and b.nbytes > MAX_CONSTANT_BYTES:
+            raise _refuse(f"constant {b.name!r} is {b.nbytes} bytes, over "
+                          f"{MAX_CONSTANT_BYTES}", "Pass large data as an input instead.")
+
+
+def _check_loop(seq: Sequence, loop: StepLoop, first: int) -> None:
+    where = f"the loop starting at step {first}"
+    if not loop.body:
+        raise _refuse(f"{where} has no steps", "Add steps inside the loop, or remove it.")
+    if (loop.times is None) == (loop.until_zero is None):
+        raise _refuse(f"{where} needs exactly one of times= or until_zero=",
+                      "Pass times=N for a fixed count, or until_zero='flag'.")
+    bound = loop.times if loop.times is not None else loop.max_iterations
+    label = "times" if loop.times is not None else "max_iterations"
+    if isinstance(bound, bool) or not isinstance(bound, int) \
+            or not 1 <= bound <= MAX_ITERATIONS:
+        raise _refuse(f"{where} has {label}={bound!r}, not 1 to {MAX_ITERATIONS}",
+                      f"Pass {label} from 1 to {MAX_ITERATIONS}; longer work is several runs.")
+    if loop.times is not None and loop.max_iterations is not None:
+        raise _refuse(f"{where} has both times= and max_iterations=",
+                      "max_iterations bounds an until_zero loop; drop it with times=.")
+    if loop.until_zero is not None and loop.until_zero not in seq._by_name:
+        raise _refuse(f"{where} waits on {loop.until_zero!r}, which the sequence does not "
+                      "declare", "Declare the flag, e.g. .transient('flag', ir.u32, 1).")
+    if loop.until_zero is not None and seq._by_name[loop.until_zero].role in (Role.INPUT,
+                                                                              Role.CONSTANT):
+        raise _refuse(f"{where} waits on {loop.until_zero!r}, an "
+                      f"{seq._by_name[loop.until_zero].role.value} the loop would overwrite",
+                      "Use a transient (or resident) buffer as the flag.")
+
+
+def _check_step(seq: Sequence, step: Step, n: int, written: set[str]) -> None:
+    where = f"step {n}"
+    if not isinstance(step.program, Program):
+        raise _refuse(f"{where} runs a {type(step.program).__name__}, not a Program",
+                      "Pass a program built with vyre_core.ir.")
+    try:
+        step.program.check()
+    except ValidationError as exc:
+        raise _refuse(f"{where}: its program is not valid: {exc.cause}",
+                      "Fix the program's findings (Program.validate()).") from None
+    own = [b for b in step.program.buffers if b.access is not Access.WORKGROUP]
+    if len(step.bindings) != len(own):
+        raise _refuse(f"{where} binds {len(step.bindings)} buffers, its program has "
+                      f"{len(own)}", "Bind every non-workgroup buffer of the program.")
+    used: dict[str, Buffer] = {}
+    for b, name in zip(own, step.bindings, strict=True):
+        found = seq._by_name.get(name)
+        if found is None:
+            raise _refuse(f"{where} binds {b.name!r} to {name!r}, which the sequence does not "
+                          "declare", f"Declare {name!r} (input, constant, transient or "
+                          "resident), or bind another buffer.")
+        if found.dtype is not b.dtype:
+            raise _refuse(f"{where} binds {b.name!r} ({b.dtype.value}) to {name!r} "
+                          f"({found.dtype.value})", "Bind a buffer of the same dtype.")
+        if b.count is not None and b.count != found.count:
+            raise _refuse(f"{where} binds {b.name!r} of {b.count} elements to {name!r} of "
+                          f"{found.count}: the sizes disagree",
+                          f"Declare {name!r} with {b.count} elements, or make the program's "
+                          "buffer runtime-sized.")
+        if b.access in _WRITES and found.role in (Role.INPUT, Role.CONSTANT):
+            raise _refuse(f"{where} writes {found.role.value} {name!r} (through {b.name!r})",
+                          "Copy it into a transient first, or declare it resident.")
+        twice = used.get(name)
+        if twice is not None and (b.access in _WRITES or twice.access in _WRITES):
+            raise _refuse(f"{where} binds {name!r} to both {twice.name!r} and {b.name!r}, "
+                          "and writes one of them",
+                          "Bind a buffer a step writes to one of its program's buffers only.")
+        used[name] = b
+        if b.access in (Access.READ, Access.UNIFORM) and name not in written:
+            raise _refuse(f"{where} reads transient {name!r} (as {b.name!r}) before any step "
+                          "writes it", "Write it in an earlier step, or make it an input.")
+    written.update(name for b, name in zip(own, step.bindings, strict=True)
+                   if b.access in _WRITES)
+
+
+# -- builder -------------------------------------------------------------------------------
+
+
+class SequenceBuilder:
+    """Builds a Sequence: declare buffers, add steps (and loops of steps), then
+    ``build(returns=[...])``, which checks every rule.
+
+    >>> b = SequenceBuilder()
+    >>> b.input("x", ir.f32, n); b.transient("partial", ir.f32, groups)
+    >>> b.step(partial_sums, {"src": "x", "dst": "partial"})
+    >>> seq = b.build(returns=["partial"])
+    """
+
+    def __init__(self) -> None:
+        self._buffers: list[SequenceBuffer] = []
+        self._items: list[Item] = []
+        self._loop: list[Step] | None = None
+
+    def _declare(self, name: str, dtype: DType, count: int, role: Role,
+                 data: bytes | None = None) -> str:
+        self._buffers.append(SequenceBuffer(name, dtype, count, role, data))
+        return name
+
+    def input(self, name: str, dtype: DType, count: int) -> str:
+        """A buffer the caller passes at each run, in declaration order among inputs."""
+        return self._declare(name, dtype, count, Role.INPUT)
+
+    def transient(self, name: str, dtype: DType, count: int) -> str:
+        """A buffer that lives only inside one run, zero-filled at its start."""
+        return self._declare(name, dtype, count, Role.TRANSIENT)
+
+    def resident(self, name: str, dtype: DType, count: int) -> str:
+        """A buffer bound at each run to a ResidentBuffer of ``count`` elements."""
+        return self._declare(name, dtype, count, Role.RESIDENT)
+
+    def constant(self, name: str, dtype: DType, values: Any) -> str:
+        """Fixed data, part of the sequence (and of its fingerprint)."""
+        array = np.ascontiguousarray(values, dtype=dtype.storage_np).reshape(-1)
+        return self._declare(name, dtype, int(array.size), Role.CONSTANT, array.tobytes())
+
+    def step(self, program: Program, bind: Mapping[str, str] | None = None,
+             grid: tuple[int, ...] | int | None = None) -> None:
+        """Run ``program``. A program buffer binds to the sequence buffer named in ``bind``,
+        else to the one of its own name. ``grid`` (workgroups per axis) defaults to one
+        invocation per element of the longest output, as a dispatch infers it."""
+        bind = dict(bind or {})
+        own = [b for b in getattr(program, "buffers", ()) if b.access is not Access.WORKGROUP]
+        unknown = set(bind) - {b.name for b in own}
+        if unknown:
+            raise _refuse(f"bind names {sorted(unknown)}, which the program does not have "
+                          f"(it has {[b.name for b in own]})",
+                          "Key bind by the program's own buffer names.")
+        bindings = tuple(bind.get(b.name, b.name) for b in own)
+        if grid is None:
+            lengths = {}
+            for b, name in zip(own, bindings, strict=True):
+                found = next((s for s in self._buffers if s.name == name), None)
+                lengths[b.name] = found.count if found is not None else (b.count or 0)
+            grid = abi.infer_grid(program, lengths)
+        else:
+            grid = abi.normalize_grid(grid if isinstance(grid, tuple | list) else (grid,))
+        made = Step(program, bindings, grid)
+        (self._loop if self._loop is not None else self._items).append(made)
+
+    @contextmanager
+    def loop(self, times: int | None = None, until_zero: str | None = None,
+             max_iterations: int | None = None) -> Iterator[None]:
+        """Steps added inside run ``times`` times, or until ``until_zero`` (zero-filled
+        before each iteration) is still all zero after one, at most ``max_iterations``
+        (default 10,000) times."""
+        if self._loop is not None:
+            raise _refuse("loops do not nest", "Unroll the inner loop into steps.")
+        if until_zero is not None and max_iterations is None:
+            max_iterations = DEFAULT_MAX_ITERATIONS
+        self._loop = []
+        try:
+            yield
+            body, self._loop = tuple(self._loop), None
+            self._items.append(StepLoop(body, times, until_zero, max_iterations))
+        finally:
+            self._loop = None
+
+    def build(self, returns: list[str] | tuple[str, ...] = ()) -> Sequence:
+        if self._loop is not None:
+            raise _refuse("build() inside a loop", "Close the loop's with-block first.")
+        return Sequence(tuple(self._buffers), tuple(self._items), tuple(returns)).check()

@@ -1,0 +1,79 @@
+"""Running a sequence step by step over arrays in the worker: the executor every backend
+falls back on (the contract's default ``vyre_dispatch_sequence``), and the semantics any
+native implementation must match byte for byte (docs/sequences.md)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from vyre_core.config import DispatchConfig
+from vyre_core.contract.types import LoopRun
+from vyre_core.sequence.model import Role, Sequence, Step, StepLoop
+
+#: Runs one step's program on its input arrays (input ABI order) and returns its outputs
+#: as arrays (output ABI order, checked).
+StepRunner = Callable[[Step, list[np.ndarray]], list[np.ndarray]]
+
+
+@functools.lru_cache(maxsize=1024)
+def step_config(config: DispatchConfig, grid: tuple[int, int, int]) -> DispatchConfig:
+    """The config one step's dispatch gets: the sequence's, with the step's grid."""
+    return config.evolve(grid_override=grid)
+
+
+def run_sequence(seq: Sequence, inputs: Mapping[str, np.ndarray],
+                 resident: Mapping[str, np.ndarray],
+                 run_step: StepRunner) -> tuple[dict[str, np.ndarray], list[LoopRun]]:
+    """Run ``seq`` over arrays: every buffer's final array (a resident's is a new array
+    when a step wrote it), and how each loop ran."""
+    arrays = _initial_arrays(seq, inputs, resident)
+    return arrays, _run_items(seq, arrays, run_step)
+
+
+def _initial_arrays(seq: Sequence, inputs: Mapping[str, np.ndarray],
+                    resident: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every buffer's content at the start of a run."""
+    arrays: dict[str, np.ndarray] = {}
+    for b in seq.buffers:
+        if b.role is Role.INPUT:
+            arrays[b.name] = inputs[b.name]
+        elif b.role is Role.RESIDENT:
+            arrays[b.name] = resident[b.name]
+        elif b.role is Role.CONSTANT:
+            arrays[b.name] = np.frombuffer(b.data, dtype=b.dtype.storage_np)
+        else:
+            arrays[b.name] = np.zeros(b.count, dtype=b.dtype.storage_np)
+    return arrays
+
+
+def _run_items(seq: Sequence, arrays: dict[str, np.ndarray],
+               run_step: StepRunner) -> list[LoopRun]:
+    """Run every step in order, updating ``arrays`` (a step's outputs replace the arrays
+    of the buffers they are bound to); how each loop ran, in order."""
+    loops = []
+    for item in seq.items:
+        if not isinstance(item, StepLoop):
+            _run(item, arrays, run_step)
+            continue
+        ran, done = 0, item.until_zero is None
+        while ran < item.bound:
+            if item.until_zero is not None:
+                flag = arrays[item.until_zero]
+                arrays[item.until_zero] = np.zeros(flag.shape, flag.dtype)
+            for step in item.body:
+                _run(step, arrays, run_step)
+            ran += 1
+            if item.until_zero is not None and not arrays[item.until_zero].view(np.uint8).any():
+                done = True
+                break
+        loops.append(LoopRun(ran, done))
+    return loops
+
+
+def _run(step: Step, arrays: dict[str, np.ndarray], run_step: StepRunner) -> None:
+    outputs = run_step(step, [arrays[name] for name in step.inputs()])
+    for name, out in zip(step.outputs(), outputs, strict=True):
+        arrays[name] = out

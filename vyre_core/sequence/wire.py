@@ -1,0 +1,144 @@
+"""The canonical byte form of a Sequence: ``b"VYSQ"``, a format byte, one msgpack array.
+
+``[buffers, programs, items, returns]``: each distinct program's wire bytes appear once
+and steps name them by index. Decoding treats bytes as untrusted: size, counts and
+every field are checked, programs decode through their own bounded decoder, and the
+result passes the same rules as a built sequence; any malformation raises
+``InvalidSequenceError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from vyre_core.errors import InvalidProgramError, InvalidSequenceError
+from vyre_core.ir.program import Program
+from vyre_core.ir.wire import DTYPE_TAGS, MAX_WIRE_BYTES
+from vyre_core.sequence.model import (
+    MAX_BUFFERS,
+    MAX_STEPS,
+    Role,
+    Sequence,
+    SequenceBuffer,
+    Step,
+    StepLoop,
+)
+
+MAGIC = b"VYSQ"
+FORMAT_VERSION = 1
+_ROLES = {Role.INPUT: 0, Role.CONSTANT: 1, Role.TRANSIENT: 2, Role.RESIDENT: 3}
+_DTYPE_OF = {v: k for k, v in DTYPE_TAGS.items()}
+_ROLE_OF = {v: k for k, v in _ROLES.items()}
+_STEP, _LOOP = 0, 1
+
+
+def encode(seq: Sequence) -> bytes:
+    programs: dict[str, int] = {}
+    wires: list[bytes] = []
+
+    def step(s: Step) -> list:
+        fp = s.program.fingerprint()
+        if fp not in programs:
+            programs[fp] = len(wires)
+            wires.append(s.program.to_wire())
+        return [_STEP, programs[fp], list(s.bindings), list(s.grid)]
+
+    items = []
+    for item in seq.items:
+        if isinstance(item, StepLoop):
+            items.append([_LOOP, [step(s) for s in item.body], item.times, item.until_zero,
+                          item.max_iterations])
+        else:
+            items.append(step(item))
+    body = [[[b.name, DTYPE_TAGS[b.dtype], b.count, _ROLES[b.role], b.data] for b in seq.buffers],
+            wires, items, list(seq.returns)]
+    return MAGIC + bytes([FORMAT_VERSION]) + msgpack.packb(body, use_bin_type=True)
+
+
+def _bad(what: str) -> InvalidSequenceError:
+    return InvalidSequenceError(f"sequence bytes are malformed: {what}",
+                                "Pass the bytes of Sequence.to_wire() unchanged.")
+
+
+def decode(data: bytes) -> Sequence:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise _bad(f"got {type(data).__name__}, not bytes")
+    data = bytes(data)
+    if len(data) > MAX_WIRE_BYTES:
+        raise _bad(f"{len(data)} bytes, over {MAX_WIRE_BYTES}")
+    if data[:4] != MAGIC or data[4:5] != bytes([FORMAT_VERSION]):
+        raise _bad("no VYSQ header of format 1")
+    try:
+        body = msgpack.unpackb(data[5:], raw=False, strict_map_key=True,
+                               max_array_len=max(MAX_STEPS, MAX_BUFFERS) * 2, max_map_len=0,
+                               max_ext_len=0)
+    except Exception as exc:  # msgpack raises several kinds for bad bytes
+        raise _bad(f"not msgpack ({type(exc).__name__})") from None
+    try:
+        buffers_raw, wires, items_raw, returns = _fields(body, 4, "sequence")
+        buffers = tuple(_buffer(b) for b in _list(buffers_raw, "buffers"))
+        programs = [Program.from_wire(w) if isinstance(w, bytes) else _fail("program")
+                    for w in _list(wires, "programs")]
+        items = tuple(_item(i, programs) for i in _list(items_raw, "items"))
+        names = tuple(r if isinstance(r, str) else _fail("returns") for r in
+                      _list(returns, "returns"))
+    except InvalidProgramError as exc:
+        raise _bad(f"a step's program: {exc.cause}") from None
+    except (TypeError, ValueError, KeyError, IndexError) as exc:
+        raise _bad(str(exc) or type(exc).__name__) from None
+    seq = Sequence(buffers, items, names).check()
+    return seq
+
+
+def _fail(what: str) -> Any:
+    raise ValueError(f"field {what} has the wrong type")
+
+
+def _list(value: Any, what: str) -> list:
+    return value if isinstance(value, list) else _fail(what)
+
+
+def _fields(value: Any, n: int, what: str) -> list:
+    if not isinstance(value, list) or len(value) != n:
+        _fail(what)
+    return value
+
+
+def _int(value: Any, what: str) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else _fail(what)
+
+
+def _opt_int(value: Any, what: str) -> int | None:
+    return None if value is None else _int(value, what)
+
+
+def _buffer(raw: Any) -> SequenceBuffer:
+    name, dtype, count, role, payload = _fields(raw, 5, "buffer")
+    if payload is not None and not isinstance(payload, bytes):
+        _fail("constant data")
+    return SequenceBuffer(name, _DTYPE_OF[dtype], _int(count, "count"), _ROLE_OF[role],
+                          payload)
+
+
+def _step(raw: Any, programs: list[Program]) -> Step:
+    tag, index, bindings, grid = _fields(raw, 4, "step")
+    if tag != _STEP:
+        _fail("step tag")
+    grid = tuple(_int(a, "grid") for a in _list(grid, "grid"))
+    if len(grid) != 3 or min(grid) < 1:
+        _fail("grid")
+    return Step(programs[_int(index, "program index")],
+                tuple(b if isinstance(b, str) else _fail("binding")
+                      for b in _list(bindings, "bindings")), grid)
+
+
+def _item(raw: Any, programs: list[Program]) -> Step | StepLoop:
+    if isinstance(raw, list) and raw and raw[0] == _LOOP:
+        _, body, times, flag, most = _fields(raw, 5, "loop")
+        if flag is not None and not isinstance(flag, str):
+            _fail("until_zero")
+        return StepLoop(tuple(_step(s, programs) for s in _list(body, "loop body")),
+                        _opt_int(times, "times"), flag, _opt_int(most, "max_iterations"))
+    return _step(raw, programs)
