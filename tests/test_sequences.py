@@ -1,0 +1,235 @@
+"""Sequences through real worker processes: one request runs every step, the handle of a
+compiled sequence is pinned to its worker generation, resident buffers take part, shadow
+compares a whole sequence, and every bad run is refused before any work."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+from waiting import wait_for, workers
+
+from vyre_core import DispatchConfig, Driver, SequenceBuilder, ir
+from vyre_core.contract.types import LoopRun
+from vyre_core.errors import (
+    InvalidSequenceError,
+    LaunchLimitError,
+    NoCapableBackendError,
+    PipelineInvalidatedError,
+)
+from vyre_core.shadow import ShadowCase, shadow
+
+N = 1000
+
+
+def affine(a: float, b: float) -> ir.Program:
+    """out[i] = x[i] * a + b over f32."""
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.f32)
+    out = k.output("out", ir.f32, count=N)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        out[i] = x[i] * a + b
+    return k.build()
+
+
+def accumulate() -> ir.Program:
+    """acc[i] += x[i] over f32 (read_write)."""
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.f32)
+    acc = k.read_write("acc", ir.f32)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        acc[i] = acc[i] + x[i]
+    return k.build()
+
+
+def chain(times: int = 4):
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.transient("t", ir.f32, N)
+    b.transient("u", ir.f32, N)
+    b.step(affine(0.5, 1.0), {"out": "t"})
+    with b.loop(times=times):
+        b.step(affine(2.0, -1.0), {"x": "t", "out": "u"})
+        b.step(affine(0.5, 0.25), {"x": "u", "out": "t"})
+    return b.build(returns=["t", "u"])
+
+
+def chain_in_numpy(x: np.ndarray, times: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    f = np.float32
+    t = x * f(0.5) + f(1.0)
+    u = t
+    for _ in range(times):
+        u = t * f(2.0) + f(-1.0)
+        t = u * f(0.5) + f(0.25)
+    return t, u
+
+
+X = np.random.default_rng(7).standard_normal(N).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def drv():
+    with Driver() as driver:
+        yield driver
+
+
+@pytest.mark.parametrize("backend", ["reference", "wgpu"])
+def test_a_chain_runs_in_one_request_with_the_bytes_numpy_gives(drv, backend):
+    drv.probe(backend)
+    served = sum(w["served"] for w in workers(drv, backend))
+    out = drv.dispatch_sequence(chain(), [X], backend=backend)
+    t, u = out
+    want_t, want_u = chain_in_numpy(X)
+    assert t.tobytes() == want_t.tobytes() and u.tobytes() == want_u.tobytes()
+    assert sum(w["served"] for w in workers(drv, backend)) == served + 1  # one request
+    assert out.loops == [LoopRun(4, True)]
+
+
+def test_routing_picks_a_backend_for_the_whole_sequence_and_refusals_name_steps(drv):
+    assert drv.route(chain()).backend == "reference"  # (the software adapter is demoted)
+    limit = drv.probe("wgpu").max_workgroup_memory_bytes
+    k = ir.Kernel(workgroup=(64,))
+    out = k.output("out", ir.f32, count=N)
+    shared = k.workgroup_buffer("shared", ir.f32, count=limit // 2)  # twice the limit
+    shared[ir.local_id(0)] = ir.f32(1.0)
+    out[0] = shared[0]
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.transient("t", ir.f32, N)
+    b.step(affine(1.0, 0.0), {"out": "t"})
+    b.step(k.build(), {"out": "t"}, grid=1)
+    seq = b.build(returns=["t"])
+    with pytest.raises(NoCapableBackendError,
+                       match=rf"step 1: needs {limit * 2} bytes of workgroup memory, max {limit}"):
+        drv.dispatch_sequence(seq, [X], backend="wgpu")
+    assert drv.dispatch_sequence(seq, [X])[0][:2].tolist() == [1.0, 0.0]  # the reference
+
+
+def test_a_compiled_sequence_reruns_in_its_worker_and_is_invalidated_by_a_restart(drv):
+    seq = chain(2)
+    compiled = drv.compile_sequence(seq, backend="reference")
+    assert compiled.valid and compiled.backend == "reference"
+    for seed in (1, 2):
+        x = np.random.default_rng(seed).standard_normal(N).astype(np.float32)
+        t, u = compiled.dispatch([x])
+        assert (t.tobytes(), u.tobytes()) == tuple(a.tobytes() for a in chain_in_numpy(x, 2))
+    before = workers(drv, "reference")[0]
+    os.kill(before["pid"], signal.SIGKILL)
+    wait_for(lambda: workers(drv, "reference")[0]["generation"] > before["generation"]
+             and workers(drv, "reference")[0]["state"] == "idle", 10.0, "a new worker")
+    assert not compiled.valid
+    with pytest.raises(PipelineInvalidatedError, match="Compile the sequence again"):
+        compiled.dispatch([X])
+    fresh = drv.compile_sequence(seq, backend="reference")
+    assert fresh.dispatch([X])[0].tobytes() == chain_in_numpy(X, 2)[0].tobytes()
+
+
+def test_resident_buffers_stay_in_the_worker_across_runs(drv):
+    """acc += x three times in one run, twice: the resident keeps what each run wrote."""
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.resident("acc", ir.f32, N)
+    with b.loop(times=3):
+        b.step(accumulate())
+    seq = b.build()
+    acc = drv.allocate_resident(N * 4, "reference")
+    acc.upload(np.ones(N, np.float32))
+    for _ in range(2):
+        assert list(drv.dispatch_sequence(seq, [X], resident={"acc": acc})) == []
+    want = np.ones(N, np.float32)
+    for _ in range(6):
+        want = want + X
+    assert acc.download() == want.tobytes()
+    compiled = drv.compile_sequence(seq, backend="reference")
+    compiled.dispatch([X], resident={"acc": acc})
+    assert acc.download() == (want + X + X + X).tobytes()
+
+
+def test_bad_resident_bindings_are_refused_before_any_work(drv):
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.resident("acc", ir.f32, N)
+    b.resident("other", ir.f32, N)
+    b.step(accumulate())
+    b.step(accumulate(), {"acc": "other"})
+    seq = b.build()
+    right = drv.allocate_resident(N * 4, "reference")
+    small = drv.allocate_resident(N * 4 - 4, "reference")
+    right.upload(np.zeros(N, np.float32))
+    served = sum(w["served"] for w in workers(drv, "reference"))
+    cases = [
+        ({"acc": right}, "resident buffers are \\['acc', 'other'\\], resident= names \\['acc'\\]"),
+        ({"acc": right, "other": small}, "'other' holds 3996 bytes, the sequence declares 4000"),
+        ({"acc": right, "other": np.zeros(N, np.float32)}, "'other' is a ndarray"),
+    ]
+    for resident, match in cases:
+        with pytest.raises(InvalidSequenceError, match=match) as err:
+            drv.dispatch_sequence(seq, [X], resident=resident)
+        assert "\nFix: " in str(err.value)
+    assert sum(w["served"] for w in workers(drv, "reference")) == served
+    with pytest.raises(InvalidSequenceError, match="backend='wgpu', but the resident"):
+        drv.dispatch_sequence(seq, [X], resident={"acc": right, "other": right},
+                              backend="wgpu")
+
+
+def test_resident_buffers_of_two_workers_or_an_old_generation_are_refused():
+    with Driver(workers=2) as driver:
+        pool_bufs = [driver.allocate_resident(N * 4, "reference") for _ in range(6)]
+        slots = {buf.slot for buf in pool_bufs}
+        b = SequenceBuilder()
+        b.input("x", ir.f32, N)
+        b.resident("acc", ir.f32, N)
+        b.resident("other", ir.f32, N)
+        b.step(accumulate())
+        b.step(accumulate(), {"acc": "other"})
+        seq = b.build()
+        if len(slots) > 1:
+            first = pool_bufs[0]
+            elsewhere = next(buf for buf in pool_bufs if buf.slot != first.slot)
+            with pytest.raises(InvalidSequenceError, match="live in different workers"):
+                driver.dispatch_sequence(seq, [X], resident={"acc": first, "other": elsewhere})
+        acc = pool_bufs[0]
+        same = next(buf for buf in pool_bufs[1:] if buf.slot == acc.slot)
+        pid = next(w["pid"] for w in workers(driver, "reference") if w["index"] == acc.slot)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not acc.valid, 10.0, "the generation to end")
+        with pytest.raises(PipelineInvalidatedError, match="Allocate the buffer again"):
+            driver.dispatch_sequence(seq, [X], resident={"acc": acc, "other": same})
+
+
+def test_bad_inputs_and_configs_are_refused_before_any_work(drv):
+    seq = chain()
+    with pytest.raises(InvalidSequenceError, match=r"takes 1 input\(s\), got 0"):
+        drv.dispatch_sequence(seq, [])
+    with pytest.raises(InvalidSequenceError, match="expected a Sequence, got Program"):
+        drv.dispatch_sequence(affine(1.0, 0.0), [X])
+    with pytest.raises(LaunchLimitError, match="would return 8000 bytes"):
+        drv.dispatch_sequence(seq, [X], config=DispatchConfig(max_output_bytes=4000))
+
+
+def test_shadow_compares_a_whole_sequence_against_the_reference(drv):
+    seq = chain(3)
+    candidate = drv.compile_sequence(seq, backend="wgpu")
+    reference = drv.compile_sequence(seq, backend="reference")
+    cases = [ShadowCase(f"seed {s}", [np.random.default_rng(s).standard_normal(N)
+                                      .astype(np.float32)]) for s in range(3)]
+    report = shadow(candidate, reference, cases, ulp_budget=0)
+    assert report.ok and report.cases_run == 3, str(report)
+    other = chain(2)
+    with pytest.raises(Exception, match="not the same work"):
+        shadow(drv.compile_sequence(other, backend="reference"), reference, cases)
+
+
+def test_a_step_the_backend_cannot_fit_is_refused_naming_the_step(drv):
+    big = ir.Kernel(workgroup=(64,))
+    out = big.output("out", ir.f32, count=N)
+    out[0] = ir.f32(1.0)
+    b = SequenceBuilder()
+    b.transient("out", ir.f32, N)
+    b.step(big.build(), grid=(70000,))  # the reference takes 65535 workgroups per axis
+    with pytest.raises(LaunchLimitError, match="step 0: backend 'reference': grid axis x"):
+        drv.dispatch_sequence(b.build(returns=["out"]), [], backend="reference")
