@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vyre_core.config import DispatchConfig
-from vyre_core.contract import CacheSnapshot, Capabilities, TimedDispatch, Timing, hookimpl
+from vyre_core.contract import (
+    CacheSnapshot,
+    Capabilities,
+    SequenceRun,
+    TimedDispatch,
+    Timing,
+    hookimpl,
+)
 from vyre_core.contract.types import wall_clock_ns
 from vyre_core.errors import PipelineInvalidatedError
 from vyre_core.ir import Program
@@ -21,6 +28,7 @@ from vyre_wgpu import __version__
 if TYPE_CHECKING:
     from vyre_wgpu.device import Device, Kernel
     from vyre_wgpu.resident import Resident
+    from vyre_wgpu.sequence import SequenceRunner
 
 VYRE_CONTRACT = 1
 BACKEND_ID = "wgpu"
@@ -40,6 +48,7 @@ CLAIMS = {
 _lock = threading.Lock()
 _device: Device | None = None
 _resident: Resident | None = None
+_sequences: SequenceRunner | None = None
 
 
 def device() -> Device:
@@ -63,6 +72,18 @@ def resident() -> Resident:
 
             _resident = Resident(dev)
         return _resident
+
+
+def sequences() -> SequenceRunner:
+    """The sequence runner of the worker's device."""
+    global _sequences
+    res = resident()
+    with _lock:
+        if _sequences is None or _sequences.resident is not res:
+            from vyre_wgpu.sequence import SequenceRunner
+
+            _sequences = SequenceRunner(res.device, res)
+        return _sequences
 
 
 # -- identity (pure) ---------------------------------------------------------------------
@@ -169,6 +190,14 @@ def vyre_dispatch_resident(program, handles, config) -> TimedDispatch:
 
 
 @hookimpl
+def vyre_dispatch_sequence(sequence, inputs, resident, config) -> SequenceRun:
+    dev = device()
+    kernels = {program.fingerprint(): dev.compile_program(program, config, __version__)
+               for program, _ in sequence.programs()}
+    return sequences().run(sequence, kernels, inputs, resident, config.label)
+
+
+@hookimpl
 def vyre_pipeline_cache_snapshot() -> CacheSnapshot:
     return device().cache_snapshot()
 
@@ -246,9 +275,9 @@ def vyre_flush() -> None:
 
 @hookimpl
 def vyre_shutdown() -> None:
-    global _device, _resident
+    global _device, _resident, _sequences
     with _lock:
-        dev, _device, _resident = _device, None, None
+        dev, _device, _resident, _sequences = _device, None, None, None
     if dev is not None:
         dev.close()
 

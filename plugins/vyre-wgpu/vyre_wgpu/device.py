@@ -619,10 +619,10 @@ class Device:
                 results, status, device_ns = self._submit(kernel, data, lengths, read, logical,
                                                           dispatch, stride, timed, created)
             except VyreError:
-                self._readback = None
+                self.forget_readback()
                 raise
             except Exception as exc:
-                self._readback = None  # it may be left mapped: a fresh one next time
+                self.forget_readback()
                 raise self.fail(exc, "dispatch") from exc
             finally:
                 for buf in created:
@@ -752,13 +752,12 @@ class Device:
         """One command buffer (zeroing ``zeroed`` buffers, the compute pass, timestamps,
         copies into the readback buffer), submitted; then map and copy out: the bytes of
         ``reads`` (buffer, bytes to keep), the status word and device nanoseconds."""
-        wgpu = wgpu_module()
         timed = timed and self.timestamps
         encoder = self.device.create_command_encoder()
         for buf in zeroed:
             encoder.clear_buffer(buf, 0, buf.size)
         if timed:
-            query_set, resolve = self._queries()
+            query_set = self._queries()[0]
             compute = encoder.begin_compute_pass(timestamp_writes={
                 "query_set": query_set, "beginning_of_pass_write_index": 0,
                 "end_of_pass_write_index": 1})
@@ -769,6 +768,18 @@ class Device:
         compute.dispatch_workgroups(*dispatch)
         compute.end()
 
+        return self.submit_and_read(encoder, status, reads, created,
+                                    query_set if timed else None)
+
+    def submit_and_read(self, encoder: Any, status: Any, reads: Sequence[tuple[Any, int]],
+                        created: list[Any], query_set: Any = None,
+                        ) -> tuple[list[bytearray], int, int | None]:
+        """(Under the lock.) Finish ``encoder`` with copies of the status word, the pass
+        timestamps (when ``query_set``) and ``reads`` (buffer, bytes to keep) into the
+        readback buffer, submit it, map once and copy out: their bytes, the status word
+        and device nanoseconds. ``created`` takes a readback buffer too large to keep."""
+        wgpu = wgpu_module()
+        timed = query_set is not None
         # readback layout: [status word, pad][timestamps: 2 x u64][outputs, 8-aligned]
         cursor = 8 + (16 if timed else 0)
         offsets = []
@@ -778,6 +789,7 @@ class Device:
         readback = self._readback_buffer(cursor)
         encoder.copy_buffer_to_buffer(status, 0, readback, 0, 4)
         if timed:
+            resolve = self._queries()[1]
             encoder.resolve_query_set(query_set, 0, 2, resolve, 0)
             encoder.copy_buffer_to_buffer(resolve, 0, readback, 8, 16)
         for (buf, _), offset in zip(reads, offsets, strict=True):
@@ -818,6 +830,11 @@ class Device:
             self._readback = None
             readback.destroy()
         return data
+
+    def forget_readback(self) -> None:
+        """(Under the lock.) After a failed submission the readback buffer may be left
+        mapped: the next one is made fresh."""
+        self._readback = None
 
     def _readback_buffer(self, nbytes: int) -> Any:
         usage = wgpu_module().BufferUsage

@@ -190,6 +190,10 @@ class Resident:
             raise dev.loop_cut_short("what its resident outputs hold is unspecified")
         return device_ns
 
+    def buffer(self, handle: int) -> Any:
+        """The device buffer of ``handle`` (refused when freed or of an older device)."""
+        return self._get(handle).gpu
+
     # -- inside ----------------------------------------------------------------------------
 
     def _current(self) -> None:

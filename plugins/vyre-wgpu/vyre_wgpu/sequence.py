@@ -1,0 +1,264 @@
+"""Sequences on the device: every step of a run recorded as compute passes in one command
+encoder, submitted once and read back once.
+
+A run's buffers live on the device: inputs are written before the passes, constants once
+when the plan is made, transients are zeroed at the start of each run and a buffer bound
+to an ``output`` is zeroed just before its step (as a dispatch's output is). Resident
+buffers are bound directly and written in place. The buffers, params and bind groups of
+a sequence are made once per (sequence, resident handles, device generation) and kept
+for the next run while small. A loop with ``until_zero`` needs the flag on the host after
+every iteration: each iteration is its own submit with a 4-byte readback of the flag;
+every other loop is recorded whole (in submits of at most ``PASSES_PER_SUBMIT`` passes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from vyre_core.contract.types import LoopRun, SequenceRun, Timing, wall_clock_ns
+from vyre_core.errors import VyreError
+from vyre_core.ir.nodes import Access
+from vyre_core.sequence import Role, Sequence, Step, StepLoop
+from vyre_wgpu.device import as_words, launch_grid, padded_size, wgpu_module
+from vyre_wgpu.lowering import params_data
+
+if TYPE_CHECKING:
+    from vyre_wgpu.device import Device, Kernel
+    from vyre_wgpu.resident import Resident
+
+#: Plans (buffers and bind groups of one sequence) kept between runs, and their size cap.
+KEEP_PLANS = 16
+KEEP_PLAN_BYTES = 64 << 20
+#: Passes recorded into one command buffer before it is submitted (a long fixed loop).
+PASSES_PER_SUBMIT = 1024
+
+
+@dataclass
+class _Pass:
+    kernel: Kernel
+    bind_group: Any
+    dispatch: tuple[int, int, int]
+    zeroed: list[Any]        # buffers bound to an output: zeroed before the pass
+
+
+@dataclass
+class _Plan:
+    buffers: dict[str, Any]  # sequence buffer name -> device buffer (residents: theirs)
+    owned: list[Any]         # what the plan made (and destroys)
+    passes: dict[int, _Pass]  # id(step) -> its pass
+    status: Any
+    nbytes: int
+
+    def destroy(self) -> None:
+        for buf in self.owned:
+            with contextlib.suppress(Exception):  # best effort: the device may be gone
+                buf.destroy()
+
+
+class SequenceRunner:
+    """Runs sequences on one :class:`Device` (through its lock)."""
+
+    def __init__(self, device: Device, resident: Resident) -> None:
+        self.device = device
+        self.resident = resident
+        self._plans: OrderedDict[tuple, _Plan] = OrderedDict()
+        self._generation = device.generation
+
+    def run(self, seq: Sequence, kernels: Mapping[str, Kernel],
+            inputs: Mapping[str, np.ndarray], resident: Mapping[str, int],
+            label: str | None) -> SequenceRun:
+        """Run ``seq`` (``kernels`` by program fingerprint) and return its returns."""
+        dev = self.device
+        start = wall_clock_ns()
+        with dev._lock:
+            for kernel in kernels.values():
+                dev.check_kernel(kernel)
+            if self._generation != dev.generation:  # recovered: the old plans are dead
+                self.forget()
+                self._generation = dev.generation
+            bound = {name: self.resident.buffer(handle) for name, handle in resident.items()}
+            key = (seq.fingerprint(), tuple(sorted(resident.items())))
+            plan = self._plans.pop(key, None)
+            created: list[Any] = []
+            try:
+                if plan is None:
+                    plan = self._plan(seq, kernels, bound)
+                outputs, loops = self._record(seq, plan, inputs, created)
+            except VyreError:
+                _destroy(plan)
+                dev.forget_readback()
+                raise
+            except Exception as exc:
+                _destroy(plan)
+                dev.forget_readback()
+                raise dev.fail(exc, "a sequence") from exc
+            finally:
+                for buf in created:
+                    with contextlib.suppress(Exception):
+                        buf.destroy()
+            self._keep(key, plan)
+        return SequenceRun(outputs, loops, Timing(wall_clock_ns() - start, None, label))
+
+    def forget(self) -> None:
+        """Destroy every kept plan (the device is going, or was recovered)."""
+        while self._plans:
+            self._plans.popitem(last=False)[1].destroy()
+
+    # -- inside (under the device lock) ----------------------------------------------------
+
+    def _plan(self, seq: Sequence, kernels: Mapping[str, Kernel],
+              resident: Mapping[str, Any]) -> _Plan:
+        dev = self.device
+        usage = wgpu_module().BufferUsage
+        buffers: dict[str, Any] = {}
+        owned: list[Any] = []
+        plan = _Plan(buffers, owned, {}, None, 0)
+        try:
+            for b in seq.buffers:
+                if b.role is Role.RESIDENT:
+                    buffers[b.name] = resident[b.name]
+                    continue
+                buf = dev.device.create_buffer(
+                    label=f"vyre-seq-{b.name}", size=padded_size(b.nbytes),
+                    usage=usage.STORAGE | usage.COPY_DST | usage.COPY_SRC)
+                owned.append(buf)
+                buffers[b.name] = buf
+                if b.role is Role.CONSTANT:
+                    dev.queue.write_buffer(buf, 0, as_words(np.frombuffer(b.data, np.uint8)))
+            plan.status = dev.device.create_buffer(
+                label="vyre-status", size=4,
+                usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+            owned.append(plan.status)
+            for _, step in seq.steps():
+                plan.passes[id(step)] = self._pass(seq, step, kernels[
+                    step.program.fingerprint()], plan)
+        except BaseException:
+            plan.destroy()
+            raise
+        plan.nbytes = sum(buf.size for buf in owned)
+        return plan
+
+    def _pass(self, seq: Sequence, step: Step, kernel: Kernel, plan: _Plan) -> _Pass:
+        dev = self.device
+        usage = wgpu_module().BufferUsage
+        lowered = kernel.lowered
+        names = {b.name: name for b, name in step.bound}
+        lengths = [seq.buffer(names[bb.name]).count for bb in lowered.buffers]
+        dispatch, stride = launch_grid(step.grid,
+                                       dev.limit("max-compute-workgroups-per-dimension"))
+        params = as_words(params_data(lowered, lengths, step.grid, stride))
+        pbuf = dev.device.create_buffer(label="vyre-params", size=params.nbytes,
+                                        usage=usage.UNIFORM | usage.COPY_DST)
+        plan.owned.append(pbuf)
+        dev.queue.write_buffer(pbuf, 0, params)
+        entries = [{"binding": bb.binding,
+                    "resource": {"buffer": plan.buffers[names[bb.name]], "offset": 0,
+                                 "size": dev.binding_size(bb, n)}}
+                   for bb, n in zip(lowered.buffers, lengths, strict=True)]
+        bind_group = dev.device.create_bind_group(
+            layout=kernel.layout, entries=entries + dev.own_entries(lowered, pbuf, plan.status))
+        zeroed = [plan.buffers[name] for b, name in step.bound if b.access is Access.OUTPUT]
+        return _Pass(kernel, bind_group, dispatch, zeroed)
+
+    def _record(self, seq: Sequence, plan: _Plan, inputs: Mapping[str, np.ndarray],
+                created: list[Any]) -> tuple[list[np.ndarray], list[LoopRun]]:
+        dev = self.device
+        for name, data in inputs.items():
+            if data.nbytes:
+                dev.queue.write_buffer(plan.buffers[name], 0, as_words(data))
+        recorder = _Recorder(dev, plan.status, created)
+        recorder.clear(plan.status)
+        for b in seq.of_role(Role.TRANSIENT):
+            recorder.clear(plan.buffers[b.name])
+        loops = []
+        for item in seq.items:
+            if isinstance(item, Step):
+                recorder.step(plan.passes[id(item)])
+            elif item.until_zero is None:
+                for _ in range(item.bound):
+                    for step in item.body:
+                        recorder.step(plan.passes[id(step)])
+                loops.append(LoopRun(item.bound, True))
+            else:
+                loops.append(self._until_zero(item, plan, recorder))
+        reads = [(plan.buffers[name], seq.buffer(name).nbytes) for name in seq.returns]
+        raw = recorder.read(reads)
+        outputs = [np.frombuffer(data, dtype=seq.buffer(name).dtype.storage_np)
+                   for name, data in zip(seq.returns, raw, strict=True)]
+        return outputs, loops
+
+    def _until_zero(self, loop: StepLoop, plan: _Plan, recorder: _Recorder) -> LoopRun:
+        """Run ``loop`` an iteration at a time, reading its flag back after each."""
+        flag = plan.buffers[loop.until_zero]
+        for ran in range(1, loop.bound + 1):
+            recorder.clear(flag)
+            for step in loop.body:
+                recorder.step(plan.passes[id(step)])
+            (value,) = recorder.read([(flag, flag.size)])
+            if not any(value):
+                return LoopRun(ran, True)
+        return LoopRun(loop.bound, False)
+
+    def _keep(self, key: tuple, plan: _Plan) -> None:
+        if plan.nbytes > KEEP_PLAN_BYTES:
+            plan.destroy()
+            return
+        self._plans[key] = plan
+        while len(self._plans) > KEEP_PLANS or \
+                sum(p.nbytes for p in self._plans.values()) > KEEP_PLAN_BYTES:
+            self._plans.popitem(last=False)[1].destroy()
+
+
+
+def _destroy(plan: _Plan | None) -> None:
+    if plan is not None:
+        plan.destroy()
+
+
+class _Recorder:
+    """One command encoder at a time: passes and clears go in, a submit goes out when it
+    is full, and with each readback (a flag now, the returns at the end)."""
+
+    def __init__(self, dev: Device, status: Any, created: list[Any]) -> None:
+        self.dev = dev
+        self.status = status
+        self.created = created
+        self.encoder = dev.device.create_command_encoder()
+        self.passes = 0
+
+    def clear(self, buf: Any) -> None:
+        self.encoder.clear_buffer(buf, 0, buf.size)
+
+    def step(self, p: _Pass) -> None:
+        for buf in p.zeroed:
+            self.encoder.clear_buffer(buf, 0, buf.size)
+        compute = self.encoder.begin_compute_pass()
+        compute.set_pipeline(p.kernel.pipeline)
+        compute.set_bind_group(0, p.bind_group)
+        compute.dispatch_workgroups(*p.dispatch)
+        compute.end()
+        self.passes += 1
+        if self.passes >= PASSES_PER_SUBMIT:
+            self.dev.queue.submit([self.encoder.finish()])
+            self._fresh()
+
+    def read(self, reads: list[tuple[Any, int]]) -> list[bytearray]:
+        """Submit what is recorded with copies of ``reads`` (buffer, bytes) and the status
+        word, and read them back in one mapping; a status word that says the adapter cut
+        a loop short discards everything."""
+        results, status, _ = self.dev.submit_and_read(self.encoder, self.status, reads,
+                                                      self.created)
+        if status:
+            raise self.dev.loop_cut_short("the sequence's results were discarded")
+        self._fresh()
+        return results
+
+    def _fresh(self) -> None:
+        self.encoder = self.dev.device.create_command_encoder()
+        self.passes = 0

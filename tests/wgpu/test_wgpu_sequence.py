@@ -1,0 +1,175 @@
+"""Sequences on wgpu (issue 13, part 2): every step recorded into one command encoder,
+one submit and one readback per run (a flag loop reads its flag once per iteration),
+buffers and bind groups made once per sequence, resident buffers written in place.
+Results are compared as exact bytes with the reference backend running the same
+sequence in this process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vyre_reference.backend as reference
+import vyre_wgpu.backend as backend
+import vyre_wgpu.sequence as wgpu_sequence
+from vyre_core import DispatchConfig, SequenceBuilder, ir
+from vyre_core.contract.types import LoopRun
+from vyre_core.errors import InvalidInputError, InvalidSequenceError
+from vyre_workers.backend_host import BackendHost
+
+N = 1000
+
+
+def axpy_into(a: float) -> ir.Program:
+    """y[i] = y[i] + a * x[i] (x read-only, y read_write)."""
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.f32)
+    y = k.read_write("y", ir.f32)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        y[i] = y[i] + x[i] * a
+    return k.build()
+
+
+def head_only() -> ir.Program:
+    """out[0] = v[0]: every other element of the output stays zero."""
+    k = ir.Kernel(workgroup=(64,))
+    v = k.read("v", ir.f32)
+    out = k.output("out", ir.f32, count=N)
+    with k.if_(ir.global_id(0) == 0):
+        out[0] = v[0]
+    return k.build()
+
+
+def halve() -> ir.Program:
+    """v[i] /= 2 where v[i] >= 1; flag[0] = 1 while any element is still >= 1."""
+    k = ir.Kernel(workgroup=(64,))
+    v = k.read_write("v", ir.f32)
+    flag = k.read_write("flag", ir.u32, 1)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < v.len), k.if_(v[i] >= 1.0):
+        v[i] = v[i] * 0.5
+        with k.if_(v[i] >= 1.0):
+            flag[0] = ir.u32(1)
+    return k.build()
+
+
+@pytest.fixture(scope="module")
+def oracle() -> BackendHost:
+    return BackendHost(reference)
+
+
+class Counting:
+    """Counts calls of some methods of a real wgpu object and passes them through."""
+
+    def __init__(self, real, *names: str) -> None:
+        self._real = real
+        self.calls = dict.fromkeys(names, 0)
+
+    def __getattr__(self, name):
+        attr = getattr(self._real, name)
+        if name in self.calls:
+            def counted(*args, **kwargs):
+                self.calls[name] += 1
+                return attr(*args, **kwargs)
+            return counted
+        return attr
+
+
+@pytest.fixture
+def counted(host, monkeypatch):
+    """The device's queue and device, counting submits, buffers and bind groups made."""
+    dev = backend.device()
+    queue = Counting(dev.queue, "submit")
+    device = Counting(dev.device, "create_buffer", "create_bind_group")
+    monkeypatch.setattr(dev, "queue", queue)
+    monkeypatch.setattr(dev, "device", device)
+    return queue.calls, device.calls
+
+
+def chain(times: int = 3):
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.input("y0", ir.f32, N)
+    b.transient("y", ir.f32, N)
+    b.transient("head", ir.f32, N)
+    b.step(axpy_into(1.0), {"x": "y0", "y": "y"})
+    with b.loop(times=times):
+        b.step(axpy_into(0.5), {"y": "y"})
+        b.step(axpy_into(-0.25), {"y": "y"})
+    b.step(head_only(), {"v": "y", "out": "head"})
+    return b.build(returns=["y", "head"])
+
+
+RNG = np.random.default_rng(3)
+X, Y0 = RNG.standard_normal(N).astype(np.float32), RNG.standard_normal(N).astype(np.float32)
+
+
+def test_a_chain_is_one_submit_and_matches_the_reference(host, oracle, counted):
+    submits, made = counted
+    seq = chain()
+    run = host.dispatch_sequence(seq, [X, Y0], {})
+    want = oracle.dispatch_sequence(seq, [X, Y0], {})
+    assert [o.tobytes() for o in run.outputs] == [o.tobytes() for o in want.outputs]
+    assert run.outputs[1][1:].tolist() == [0.0] * (N - 1)  # an output binding starts at zero
+    assert run.loops == [LoopRun(3, True)]
+    assert submits["submit"] == 1
+    made["create_buffer"] = made["create_bind_group"] = 0
+    again = host.dispatch_sequence(seq, [Y0, X], {})  # the same sequence, other inputs
+    assert submits["submit"] == 2
+    assert made == {"create_buffer": 0, "create_bind_group": 0}  # its plan was kept
+    want = oracle.dispatch_sequence(seq, [Y0, X], {})
+    assert [o.tobytes() for o in again.outputs] == [o.tobytes() for o in want.outputs]
+
+
+def test_a_long_fixed_loop_is_recorded_in_bounded_command_buffers(host, oracle, counted,
+                                                                  monkeypatch):
+    monkeypatch.setattr(wgpu_sequence, "PASSES_PER_SUBMIT", 4)
+    submits, _ = counted
+    seq = chain(times=5)  # 1 + 10 + 1 passes: three full command buffers, then the readback
+    run = host.dispatch_sequence(seq, [X, Y0], {})
+    assert submits["submit"] == 4
+    want = oracle.dispatch_sequence(seq, [X, Y0], {})
+    assert [o.tobytes() for o in run.outputs] == [o.tobytes() for o in want.outputs]
+
+
+def test_a_flag_loop_reads_its_flag_each_iteration_and_stops_where_the_reference_does(
+        host, oracle, counted):
+    submits, _ = counted
+    b = SequenceBuilder()
+    b.input("start", ir.f32, N)
+    b.transient("v", ir.f32, N)
+    b.transient("flag", ir.u32, 1)
+    b.step(axpy_into(1.0), {"x": "start", "y": "v"})
+    with b.loop(until_zero="flag", max_iterations=100):
+        b.step(halve())
+    seq = b.build(returns=["v"])
+    start = np.abs(RNG.standard_normal(N).astype(np.float32)) * np.float32(300)
+    run = host.dispatch_sequence(seq, [start], {})
+    want = oracle.dispatch_sequence(seq, [start], {})
+    assert run.outputs[0].tobytes() == want.outputs[0].tobytes()
+    assert run.loops == want.loops and run.loops[0].converged
+    assert submits["submit"] == run.loops[0].iterations + 1  # each iteration, then the end
+
+
+def test_resident_buffers_are_written_in_place(host, oracle):
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.resident("y", ir.f32, N)
+    with b.loop(times=4):
+        b.step(axpy_into(0.75))
+    seq = b.build()
+    y = host.allocate_resident(N * 4)
+    host.upload_resident(y, Y0.tobytes())
+    ref_y = oracle.allocate_resident(N * 4)
+    oracle.upload_resident(ref_y, Y0.tobytes())
+    for _ in range(2):
+        assert host.dispatch_sequence(seq, [X], {"y": y}).outputs == []
+        oracle.dispatch_sequence(seq, [X], {"y": ref_y})
+    assert host.download_resident(y) == oracle.download_resident(ref_y)
+    host.free_resident(y)
+    with pytest.raises(InvalidSequenceError, match="which this worker does not hold"):
+        host.dispatch_sequence(seq, [X], {"y": y})
+    with pytest.raises(InvalidInputError, match="is not allocated on this device"):
+        # the backend itself refuses it too, although the sequence's plan was kept
+        backend.vyre_dispatch_sequence(seq, {"x": X}, {"y": y}, DispatchConfig())
