@@ -17,6 +17,7 @@ import vyre_reference.backend
 import vyre_wgpu.backend
 from vyre_core import DispatchConfig, Example
 from vyre_core.cli.targets import bundled_examples, load_target
+from vyre_core.sequence import Sequence
 from vyre_workers.backend_host import BackendHost
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
@@ -55,7 +56,7 @@ def test_every_example_is_bundled():
     on_disk = {p.stem for p in EXAMPLES_DIR.glob("*.py") if not p.stem.startswith("_")}
     assert set(EXAMPLES) == on_disk
     assert {"saxpy", "xor", "histogram", "reduction", "matmul", "mandelbrot", "f64_kernel",
-            "fault_tolerance"} <= set(EXAMPLES)
+            "fault_tolerance", "reduce", "scan", "sort", "chain", "jacobi"} <= set(EXAMPLES)
     assert set(LAVAPIPE_DIVERGES) <= set(EXAMPLES)
 
 
@@ -71,20 +72,35 @@ def test_example_module_says_what_it_shows_and_runs_as_a_script(name):
         assert "main(['run', __file__, *sys.argv[1:]])" in ast.unparse(last)
 
 
+def run_on(host: BackendHost, example: Example) -> list:
+    """The example's outputs from ``host`` in this process (a sequence's resident buffers
+    allocated there, filled, and freed)."""
+    config = example.config or DispatchConfig()
+    if not isinstance(example.program, Sequence):
+        return host.dispatch(example.program, example.inputs, config)
+    handles = {}
+    try:
+        for name, data in example.resident.items():
+            handles[name] = host.allocate_resident(data.nbytes)
+            host.upload_resident(handles[name], data.tobytes())
+        return host.dispatch_sequence(example.program, list(example.inputs), handles,
+                                      config).outputs
+    finally:
+        for handle in handles.values():
+            host.free_resident(handle)
+
+
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_reference_reproduces_expected(reference_host, name):
     example = _example(name)
     assert example.expected is not None, "every bundled example ships a numpy oracle"
-    outputs = reference_host.dispatch(example.program, example.inputs,
-                                      example.config or DispatchConfig())
-    assert example.mismatch(outputs) is None
+    assert example.mismatch(run_on(reference_host, example)) is None
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_wgpu_reproduces_expected(wgpu_host, name):
     example = _example(name)
-    outputs = wgpu_host.dispatch(example.program, example.inputs,
-                                 example.config or DispatchConfig())
+    outputs = run_on(wgpu_host, example)
     mismatch = example.mismatch(outputs)
     adapter = str(wgpu_host.capabilities().extra.get("device", "")).lower()
     if name in LAVAPIPE_DIVERGES and ("llvmpipe" in adapter or "lavapipe" in adapter):
@@ -95,6 +111,7 @@ def test_wgpu_reproduces_expected(wgpu_host, name):
 
 @pytest.mark.parametrize("script, expect", [
     ("xor.py", "expected outputs (numpy): match"),
+    ("chain.py", "expected outputs (numpy): match"),
     ("fault_tolerance.py", "PipelineInvalidatedError [E1304]"),
 ])
 def test_example_runs_as_a_script(script, expect):

@@ -77,10 +77,17 @@ def outputs_divergence(program, expected: Sequence[np.ndarray], actual: Sequence
                        ulp_budget: int = 0) -> str | None:
     """None when every output of ``program`` matches; else the first output that differs
     and where, as one line."""
+    return buffers_divergence([(b.name, b.dtype) for b in program.outputs], expected, actual,
+                              ulp_budget)
+
+
+def buffers_divergence(buffers: Sequence[tuple[str, DType]], expected: Sequence[np.ndarray],
+                       actual: Sequence[np.ndarray], ulp_budget: int = 0) -> str | None:
+    """``outputs_divergence`` over named buffers (name, dtype): a sequence's returns."""
     if len(expected) != len(actual):
         return f"expected {len(expected)} output(s), got {len(actual)}"
-    for buffer, want, got in zip(program.outputs, expected, actual, strict=True):
-        divergence = first_divergence(want, got, buffer.dtype, ulp_budget)
+    for (name, dtype), want, got in zip(buffers, expected, actual, strict=True):
+        divergence = first_divergence(want, got, dtype, ulp_budget)
         if divergence is not None:
-            return f"output {buffer.name!r} ({buffer.dtype.value}): {divergence}"
+            return f"output {name!r} ({dtype.value}): {divergence}"
     return None

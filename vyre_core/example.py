@@ -1,4 +1,5 @@
-"""``Example``: a runnable sample — a program, its inputs, and what it must produce.
+"""``Example``: a runnable sample — a program (or a sequence of steps), its inputs, and what
+it must produce.
 
 An example module (``examples/*.py``, or any file ``vyre run`` is pointed at) exposes
 ``build() -> Example``. ``expected`` is worked out without vyre (plain numpy), so every
@@ -7,27 +8,62 @@ run of an example is also a check of the backend that ran it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vyre_core.compare import outputs_divergence
+from vyre_core.compare import buffers_divergence
 from vyre_core.config import DispatchConfig
 from vyre_core.ir import Program
+from vyre_core.ir.dtypes import DType
+from vyre_core.sequence import Sequence as StepSequence
+
+if TYPE_CHECKING:
+    from vyre_core.contract.types import Outputs
+    from vyre_core.driver import Driver
 
 
 @dataclass(frozen=True)
 class Example:
-    program: Program
+    program: Program | StepSequence           # one dispatch, or steps run as one request
     inputs: Sequence[np.ndarray | bytes]     # one per input buffer, ABI order
-    expected: Sequence[np.ndarray] | None = None  # one per output buffer; None: no oracle
+    expected: Sequence[np.ndarray] | None = None  # one per output; None: no oracle
     ulp: int = 0                              # float outputs may differ by this many ULPs
     config: DispatchConfig | None = None      # e.g. a grid for a 2-D launch
+    #: a sequence's resident buffers: their contents, uploaded before each run
+    resident: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def output_buffers(self) -> list[tuple[str, DType]]:
+        """Name and dtype of each output (a sequence's: its returns), in order."""
+        if isinstance(self.program, StepSequence):
+            return [(name, self.program.buffer(name).dtype) for name in self.program.returns]
+        return [(b.name, b.dtype) for b in self.program.outputs]
+
+    def run(self, drv: Driver, backend: str | None = None) -> Outputs:
+        """Run it through ``drv`` on the routed (or named) backend. A sequence's resident
+        buffers are allocated there, filled from ``resident``, and freed afterwards."""
+        if not isinstance(self.program, StepSequence):
+            return drv.dispatch(self.program, self.inputs, backend, self.config)
+        if not self.resident:
+            return drv.dispatch_sequence(self.program, self.inputs, backend=backend,
+                                         config=self.config)
+        chosen = drv.route(self.program, backend).backend
+        buffers: dict[str, Any] = {}
+        try:
+            for name, data in self.resident.items():
+                buffers[name] = drv.allocate_resident(data.nbytes, chosen)
+                buffers[name].upload(data)
+            return drv.dispatch_sequence(self.program, self.inputs, buffers, chosen,
+                                         self.config)
+        finally:
+            for buf in buffers.values():
+                buf.free()
 
     def mismatch(self, outputs: Sequence[np.ndarray]) -> str | None:
         """None when ``outputs`` match ``expected`` (exact bytes, floats within ``ulp``);
         else which output differs and where first."""
         if self.expected is None:
             return None
-        return outputs_divergence(self.program, self.expected, outputs, self.ulp)
+        return buffers_divergence(self.output_buffers(), self.expected, outputs, self.ulp)

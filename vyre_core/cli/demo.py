@@ -37,11 +37,10 @@ def run_example(drv: Driver, name: str) -> dict[str, Any]:
                               "error": None}
     try:
         example = load_target(name).example
-        program = example.program
-        decision = drv.route(program)
+        decision = drv.route(example.program)
         record.update(backend=decision.backend, reason=decision.reason)
         start = time.perf_counter()
-        outputs = drv.dispatch(program, example.inputs, config=example.config)
+        outputs = example.run(drv)
         record["ms"] = round((time.perf_counter() - start) * 1e3, 3)
         record["reference"] = against_reference(drv, example, outputs)
         if example.expected is not None:

@@ -11,6 +11,7 @@ from vyre_core.cli.run import add_target_argument
 from vyre_core.cli.targets import load_target
 from vyre_core.driver import Driver
 from vyre_core.routing import format_explanation
+from vyre_core.sequence import Sequence as StepSequence
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +36,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _requirements(program) -> dict:
-    req = program.requirements()
+def _requirements(work) -> dict | list[dict]:
+    """A program's requirements; a sequence's, per distinct program with its steps."""
+    if isinstance(work, StepSequence):
+        return [{"steps": steps, **_requirements(program)} for program, steps in
+                work.programs()]
+    req = work.requirements()
     return {k: sorted(str(getattr(x, "value", x)) for x in v)
             if isinstance(v, frozenset | set) else v for k, v in asdict(req).items()}

@@ -1,4 +1,4 @@
-"""``vyre run TARGET``: one program through the Driver — which backend ran it and why,
+"""``vyre run TARGET``: one program (or sequence) through the Driver — which backend ran it and why,
 a summary of every output, the time it took, and (``--shadow``) the reference's verdict."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import numpy as np
 
 from vyre_core.cli.output import console, ok, print_json, print_table
 from vyre_core.cli.targets import load_target, save_target
-from vyre_core.compare import outputs_divergence
+from vyre_core.compare import buffers_divergence
 from vyre_core.driver import Driver
 from vyre_core.example import Example
-from vyre_core.ir import Program
+from vyre_core.sequence import Sequence as StepSequence
 
 HEAD = 6  # output values shown per buffer
 
@@ -41,11 +41,11 @@ def add_target_argument(p: argparse.ArgumentParser) -> None:
                         "(.vyir)")
 
 
-def summarize(program: Program, outputs: list[np.ndarray]) -> list[dict[str, Any]]:
+def summarize(example: Example, outputs: list[np.ndarray]) -> list[dict[str, Any]]:
     """Per output: name, dtype, length, the first values and a blake3 of the bytes."""
-    return [{"name": b.name, "dtype": b.dtype.value, "count": len(a),
+    return [{"name": name, "dtype": dtype.value, "count": len(a),
              "head": a[:HEAD].tolist(), "blake3": blake3.blake3(a.tobytes()).hexdigest()[:16]}
-            for b, a in zip(program.outputs, outputs, strict=True)]
+            for (name, dtype), a in zip(example.output_buffers(), outputs, strict=True)]
 
 
 def against_reference(drv: Driver, example: Example, outputs: list[np.ndarray]
@@ -56,25 +56,26 @@ def against_reference(drv: Driver, example: Example, outputs: list[np.ndarray]
     if reference is None:
         return {"reference": None, "ok": False,
                 "divergence": "no reference backend is installed"}
-    ref_out = drv.dispatch(example.program, example.inputs, reference.id, example.config)
-    divergence = outputs_divergence(example.program, ref_out, outputs, example.ulp)
+    ref_out = example.run(drv, reference.id)
+    divergence = buffers_divergence(example.output_buffers(), ref_out, outputs, example.ulp)
     return {"reference": reference.id, "ok": divergence is None, "divergence": divergence}
 
 
 def run(args: argparse.Namespace) -> int:
     target = load_target(args.target, args.inputs)
     example = target.example
-    record: dict[str, Any] = {"target": target.name,
+    kind = "sequence" if isinstance(example.program, StepSequence) else "program"
+    record: dict[str, Any] = {"target": target.name, "kind": kind,
                               "program": example.program.fingerprint()[:16]}
     if args.save:
         record["saved"] = [str(args.save), str(save_target(target, args.save))]
     with Driver() as drv:
         decision = drv.route(example.program, args.backend)
         start = time.perf_counter()
-        outputs = drv.dispatch(example.program, example.inputs, args.backend, example.config)
+        outputs = example.run(drv, args.backend)
         seconds = time.perf_counter() - start
         record.update(backend=decision.backend, reason=decision.reason, seconds=seconds,
-                      outputs=summarize(example.program, outputs))
+                      outputs=summarize(example, outputs))
         failures = []
         mismatch = example.mismatch(outputs)
         record["oracle"] = None if example.expected is None else {"ok": mismatch is None,
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(record: dict[str, Any]) -> None:
-    console.print(f"[bold]{record['target']}[/]  program {record['program']}")
+    console.print(f"[bold]{record['target']}[/]  {record['kind']} {record['program']}")
     console.print(f"  ran on [bold]{record['backend']}[/]: {record['reason']}")
     console.print(f"  {record['seconds'] * 1e3:.2f} ms for the dispatch through its worker")
     print_table(["output", "dtype", "count", "first values", "blake3"],

@@ -120,8 +120,12 @@ def load_inputs(program: Program, npz: Path) -> list[np.ndarray]:
 
 def save_target(target: Target, program_path: Path) -> Path:
     """Write the program's wire bytes to ``program_path`` and its inputs next to it
-    (``.npz``); returns the inputs path."""
+    (``.npz``); returns the inputs path. Saved targets are programs: a sequence is
+    refused."""
     program = target.example.program
+    if not isinstance(program, Program):
+        raise InvalidInputError(f"{target.name!r} is a sequence; --save writes one program",
+                                "Run it without --save (its module is how it is shared).")
     npz = program_path.with_suffix(".npz")
     try:
         program_path.write_bytes(program.to_wire())

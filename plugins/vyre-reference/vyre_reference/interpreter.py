@@ -332,6 +332,9 @@ class _Dispatch:
                 self.mem[name][index] = value
             return
         data, flat, inside = self.address(name, index)
+        if mask is None and np.ndim(flat) == 1 and inside.all():  # every lane, in bounds
+            data[flat] = value
+            return
         lanes = self.active_lanes(_and(mask, np.broadcast_to(inside, (self.lanes,))))
         data[np.broadcast_to(flat, (self.lanes,))[lanes]] = \
             np.broadcast_to(value, (self.lanes,))[lanes]
@@ -443,6 +446,13 @@ def _scalar(v: Value) -> Value:
 
 def _int_div_rem(a: Value, b: Value, dtype: DType) -> tuple[Value, Value]:
     """Truncating quotient and remainder with vyre's total rules (x/0 all ones, x%0 0)."""
+    if dtype is DType.U32:  # (unsigned: numpy's floor division truncates; no widening)
+        if np.ndim(b) == 0 and b:
+            return a // b, a % b
+        zero = b == 0
+        safe = np.where(zero, np.uint32(1), b)
+        return (_scalar(np.where(zero, np.uint32(0xFFFFFFFF), a // safe)),
+                _scalar(np.where(zero, np.uint32(0), a % safe)))
     a64, b64 = np.asarray(a, np.int64), np.asarray(b, np.int64)
     zero = b64 == 0
     safe = np.where(zero, 1, b64)
