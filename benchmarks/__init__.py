@@ -6,4 +6,4 @@ Each suite module ``bench_<name>`` has ``BENCHMARKS`` (functions returning a
 ``facts()`` (machine facts it learned while running)."""
 
 #: Suite names in run order; the module of ``name`` is ``vyre_benchmarks.bench_<name>``.
-SUITES = ("foundation", "contract", "routing", "workers", "wgpu")
+SUITES = ("foundation", "contract", "routing", "workers", "wgpu", "sequences")

@@ -27,6 +27,8 @@ REQUIRED = {
     "wgpu.big_throughput": "reference",
     "contract.hook_call": "direct function call",
     "routing.warm_route": "dict lookup",
+    "sequences.chain_step_reference": "one more pass as its own dispatch",
+    "sequences.example_reduce_reference": "numpy",
 }
 
 

@@ -307,6 +307,8 @@ class _Dispatch:
             data, flat, inside = self.address(name, index)
             if _is_uniform(flat) and _is_uniform(inside):
                 out = data[flat] if inside else data.dtype.type(0)
+            elif np.ndim(flat) == 1 and inside.all():  # every lane in bounds: one gather
+                out = data[flat]
             else:
                 flat = np.broadcast_to(flat, (self.lanes,))
                 inside = np.broadcast_to(inside, (self.lanes,))

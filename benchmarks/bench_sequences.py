@@ -1,0 +1,186 @@
+"""Sequence figures: work that stays in the worker, each next to a baseline measured in
+the same run, through a real Driver and its workers.
+
+- a chain of ``STEPS`` small elementwise kernels (f32 x1024) as one sequence against the
+  same chain as one dispatch per pass (each intermediate back to the caller and out
+  again), on the reference and on wgpu: the whole chain, and the cost of one more step
+  inside a sequence (``(t(STEPS) - t(1)) / (STEPS - 1)``, p50s) against one more pass as
+  its own dispatch: the issue's target is a quarter of a round trip on the reference;
+- every sequence example (reduce, scan, sort, chain, jacobi) run through the Driver on
+  each backend (inputs sent, the sequence run, the returns received) against its numpy
+  counterpart on the same data (``numpy.sum``, ``numpy.cumsum``, ``numpy.sort``, the
+  chain's three array expressions, jacobi's sweeps as array slices).
+
+Every figure's bytes are checked against numpy before it is timed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+
+import numpy as np
+
+from vyre_benchmarks.harness import Result, percentile, reps, samples, seconds_per_call
+from vyre_core import SequenceBuilder, ir
+from vyre_core.cli.targets import BUNDLED, load_target
+from vyre_core.driver import Driver
+
+REQUIRES = ("reference", "wgpu")
+BACKENDS = ("reference", "wgpu")
+N = 1024
+STEPS = 16
+CALLS = 300
+WARMUP = 30
+EXAMPLE_REPEAT = {"reduce": 5, "scan": 5, "sort": 3, "chain": 5, "jacobi": 5}
+
+
+def step_program() -> ir.Program:
+    """out[i] = x[i] * 0.5 + 1 over f32 (an exact chain: the same bits however it runs)."""
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.f32)
+    out = k.output("out", ir.f32, count=N)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        out[i] = x[i] * 0.5 + 1.0
+    return k.build()
+
+
+def chain(steps: int):
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.transient("a", ir.f32, N)
+    b.transient("b", ir.f32, N)
+    program = step_program()
+    b.step(program, {"out": "a"})
+    for s in range(steps - 1):
+        src, dst = ("a", "b") if s % 2 == 0 else ("b", "a")
+        b.step(program, {"x": src, "out": dst})
+    return b.build(returns=["a" if steps % 2 else "b"])
+
+
+X = np.linspace(-4, 4, N, dtype=np.float32)
+
+
+def chain_in_numpy(steps: int) -> np.ndarray:
+    x = X
+    for _ in range(steps):
+        x = x * np.float32(0.5) + np.float32(1.0)
+    return x
+
+
+@functools.cache
+def _driver() -> Driver:
+    return Driver()  # (closed at exit by the driver's own atexit hook)
+
+
+def _p50(fn: Callable[[], object]) -> float:
+    return percentile(samples(fn, reps(CALLS, 20), reps(WARMUP, 5)), 50)
+
+
+@functools.cache
+def _chain_figures(backend: str) -> dict[str, float]:
+    """p50 seconds: the sequence of STEPS and of 1, and STEPS dispatches of one pass."""
+    drv = _driver()
+    program = step_program()
+    long, short = chain(STEPS), chain(1)
+    got = drv.dispatch_sequence(long, [X], backend=backend)[0]
+    if got.tobytes() != chain_in_numpy(STEPS).tobytes():
+        raise AssertionError(f"the chain on {backend} differs from numpy")
+
+    def per_pass() -> np.ndarray:
+        x = X
+        for _ in range(STEPS):
+            (x,) = drv.dispatch(program, [x], backend)
+        return x
+
+    if per_pass().tobytes() != got.tobytes():
+        raise AssertionError(f"the per-pass chain on {backend} differs from the sequence")
+    return {"long": _p50(lambda: drv.dispatch_sequence(long, [X], backend=backend)),
+            "short": _p50(lambda: drv.dispatch_sequence(short, [X], backend=backend)),
+            "per_pass": _p50(per_pass)}
+
+
+def _chain_whole(backend: str) -> Result:
+    f = _chain_figures(backend)
+    return Result(f"{backend}: a chain of {STEPS} steps (f32 x{N}) as one sequence, p50",
+                  f["long"] * 1e3, "ms", f"the same chain as {STEPS} dispatches",
+                  f["per_pass"] * 1e3)
+
+
+def _chain_step(backend: str) -> Result:
+    f = _chain_figures(backend)
+    return Result(f"{backend}: one more step inside a sequence", (f["long"] - f["short"])
+                  / (STEPS - 1) * 1e6, "us", "one more pass as its own dispatch",
+                  f["per_pass"] / STEPS * 1e6)
+
+
+def chain_reference() -> Result:
+    return _chain_whole("reference")
+
+
+def chain_step_reference() -> Result:
+    return _chain_step("reference")
+
+
+def chain_wgpu() -> Result:
+    return _chain_whole("wgpu")
+
+
+def chain_step_wgpu() -> Result:
+    return _chain_step("wgpu")
+
+
+# -- examples against numpy ---------------------------------------------------------------------
+
+
+def _numpy_counterpart(name: str, example) -> Callable[[], object]:
+    module = importlib.import_module(f"{BUNDLED}.{name}")
+    if name == "reduce":
+        return lambda: np.sum(example.inputs[0])
+    if name == "scan":
+        return lambda: np.cumsum(example.inputs[0], dtype=np.uint32)
+    if name == "sort":
+        return lambda: np.sort(example.inputs[0])
+    if name == "chain":
+        x, y = example.resident["x"], example.resident["y"]
+
+        def chain_numpy() -> tuple[np.ndarray, np.ndarray]:
+            t = x * np.float32(module.A) + y
+            y2 = t * t
+            return y2, y2 - x
+        return chain_numpy
+    if name == "jacobi":
+        side = int(np.sqrt(example.inputs[0].size))
+        return lambda: module.in_numpy(example.inputs[0], side)
+    raise KeyError(name)
+
+
+def _example(name: str, backend: str) -> Result:
+    example = load_target(name).example
+    drv = _driver()
+    mismatch = example.mismatch(example.run(drv, backend))
+    if mismatch:
+        raise AssertionError(f"{name} on {backend}: {mismatch}")
+    repeat = reps(EXAMPLE_REPEAT[name], 1)
+    value = seconds_per_call(lambda: example.run(drv, backend), repeat)
+    counterpart = _numpy_counterpart(name, example)
+    base = seconds_per_call(counterpart, max(repeat, 5))
+    return Result(f"{backend}: example {name} through the Driver", value * 1e3, "ms",
+                  f"numpy ({name})", base * 1e3)
+
+
+def _example_benchmarks() -> list[Callable[[], Result]]:
+    found = []
+    for name in EXAMPLE_REPEAT:
+        for backend in BACKENDS:
+            def bench(name: str = name, backend: str = backend) -> Result:
+                return _example(name, backend)
+            bench.__name__ = f"example_{name}_{backend}"
+            found.append(bench)
+    return found
+
+
+BENCHMARKS = [chain_reference, chain_step_reference, chain_wgpu, chain_step_wgpu,
+              *_example_benchmarks()]
