@@ -72,6 +72,12 @@ def test_ir_page_python_blocks_run_as_written(capsys):
     assert "V008: stores i32 into f32 buffer 'dst'" in capsys.readouterr().out
 
 
+def test_sequences_page_block_runs_and_prints_what_it_says(capsys):
+    (block,) = re.findall(r"```python\n(.*?)```", (DOCS / "sequences.md").read_text(), re.S)
+    exec(compile(block, "docs/sequences.md", "exec"), {})
+    assert capsys.readouterr().out == "[16. 16. 16.] [LoopRun(iterations=3, converged=True)]\n"
+
+
 def test_ir_page_op_table_is_exactly_all_ops():
     from vyre_core.ir import ALL_OPS
 
