@@ -4,12 +4,15 @@ the same run, through a real Driver and its workers.
 - a chain of ``STEPS`` small elementwise kernels (f32 x1024) as one sequence against the
   same chain as one dispatch per pass (each intermediate back to the caller and out
   again), on the reference and on wgpu: the whole chain, and the cost of one more step
-  inside a sequence (``(t(STEPS) - t(1)) / (STEPS - 1)``, p50s) against one more pass as
-  its own dispatch: the issue's target is a quarter of a round trip on the reference;
+  inside a sequence (``(t(STEPS) - t(1)) / (STEPS - 1)``, p50s, the three timed in turns)
+  against one more pass as its own dispatch, and (on the reference) against an empty
+  dispatch's round trip, timed in the same turns: the issue's target is a quarter of a
+  round trip on the reference;
 - every sequence example (reduce, scan, sort, chain, jacobi) run through the Driver on
-  each backend (inputs sent, the sequence run, the returns received) against its numpy
-  counterpart on the same data (``numpy.sum``, ``numpy.cumsum``, ``numpy.sort``, the
-  chain's three array expressions, jacobi's sweeps as array slices).
+  each backend (inputs sent, the sequence run, the returns received; chain's resident
+  buffers uploaded once, before the timing) against its numpy counterpart on the same
+  data (``numpy.sum``, ``numpy.cumsum``, ``numpy.sort``, the chain's three array
+  expressions, jacobi's sweeps as array slices).
 
 Every figure's bytes are checked against numpy before it is timed.
 """
@@ -18,11 +21,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import time
 from collections.abc import Callable
 
 import numpy as np
 
-from vyre_benchmarks.harness import Result, percentile, reps, samples, seconds_per_call
+from vyre_benchmarks.harness import Result, percentile, reps, seconds_per_call
 from vyre_core import SequenceBuilder, ir
 from vyre_core.cli.targets import BUNDLED, load_target
 from vyre_core.driver import Driver
@@ -34,6 +38,14 @@ STEPS = 16
 CALLS = 300
 WARMUP = 30
 EXAMPLE_REPEAT = {"reduce": 5, "scan": 5, "sort": 3, "chain": 5, "jacobi": 5}
+
+
+def empty_program() -> ir.Program:
+    """One invocation that writes one word: a round trip with (almost) no work."""
+    k = ir.Kernel(workgroup=(1,))
+    out = k.output("out", ir.u32, 1)
+    out[0] = ir.u32(1)
+    return k.build()
 
 
 def step_program() -> ir.Program:
@@ -75,8 +87,17 @@ def _driver() -> Driver:
     return Driver()  # (closed at exit by the driver's own atexit hook)
 
 
-def _p50(fn: Callable[[], object]) -> float:
-    return percentile(samples(fn, reps(CALLS, 20), reps(WARMUP, 5)), 50)
+def _interleaved_p50s(fns: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """p50 seconds of each function, timed in turns (one call of each per round), so a
+    machine that speeds up or slows down during the run moves every figure alike."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for round_ in range(reps(WARMUP, 5) + reps(CALLS, 20)):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            if round_ >= reps(WARMUP, 5):
+                times[name].append(time.perf_counter() - start)
+    return {name: percentile(found, 50) for name, found in times.items()}
 
 
 @functools.cache
@@ -97,9 +118,12 @@ def _chain_figures(backend: str) -> dict[str, float]:
 
     if per_pass().tobytes() != got.tobytes():
         raise AssertionError(f"the per-pass chain on {backend} differs from the sequence")
-    return {"long": _p50(lambda: drv.dispatch_sequence(long, [X], backend=backend)),
-            "short": _p50(lambda: drv.dispatch_sequence(short, [X], backend=backend)),
-            "per_pass": _p50(per_pass)}
+    empty = empty_program()
+    return _interleaved_p50s({
+        "long": lambda: drv.dispatch_sequence(long, [X], backend=backend),
+        "short": lambda: drv.dispatch_sequence(short, [X], backend=backend),
+        "per_pass": per_pass,
+        "empty": lambda: drv.dispatch(empty, [], backend)})
 
 
 def _chain_whole(backend: str) -> Result:
@@ -116,12 +140,23 @@ def _chain_step(backend: str) -> Result:
                   f["per_pass"] / STEPS * 1e6)
 
 
+def _chain_step_vs_empty(backend: str) -> Result:
+    f = _chain_figures(backend)
+    return Result(f"{backend}: one more step inside a sequence", (f["long"] - f["short"])
+                  / (STEPS - 1) * 1e6, "us", "an empty dispatch's round trip",
+                  f["empty"] * 1e6)
+
+
 def chain_reference() -> Result:
     return _chain_whole("reference")
 
 
 def chain_step_reference() -> Result:
     return _chain_step("reference")
+
+
+def chain_step_reference_vs_empty() -> Result:
+    return _chain_step_vs_empty("reference")
 
 
 def chain_wgpu() -> Result:
@@ -164,7 +199,14 @@ def _example(name: str, backend: str) -> Result:
     if mismatch:
         raise AssertionError(f"{name} on {backend}: {mismatch}")
     repeat = reps(EXAMPLE_REPEAT[name], 1)
-    value = seconds_per_call(lambda: example.run(drv, backend), repeat)
+    resident = {}
+    for buffer, data in example.resident.items():  # uploaded once: the run is what is timed
+        resident[buffer] = drv.allocate_resident(data.nbytes, backend)
+        resident[buffer].upload(data)
+    value = seconds_per_call(lambda: drv.dispatch_sequence(
+        example.program, example.inputs, resident, backend, example.config), repeat)
+    for buf in resident.values():
+        buf.free()
     counterpart = _numpy_counterpart(name, example)
     base = seconds_per_call(counterpart, max(repeat, 5))
     return Result(f"{backend}: example {name} through the Driver", value * 1e3, "ms",
@@ -182,5 +224,6 @@ def _example_benchmarks() -> list[Callable[[], Result]]:
     return found
 
 
-BENCHMARKS = [chain_reference, chain_step_reference, chain_wgpu, chain_step_wgpu,
+BENCHMARKS = [chain_reference, chain_step_reference, chain_step_reference_vs_empty,
+              chain_wgpu, chain_step_wgpu,
               *_example_benchmarks()]

@@ -122,7 +122,9 @@ def _is_uniform(v: Value) -> bool:
     return np.ndim(v) == 0
 
 
+@functools.lru_cache(maxsize=4096)
 def _literal(node: Lit) -> Value:
+    """A literal's value (a numpy scalar: immutable, so shared between dispatches)."""
     if node.dtype in _FLOAT_BITS:
         return np.array(node.bits, dtype=_FLOAT_BITS[node.dtype]).view(node.dtype.value_np)[()]
     if node.dtype is DType.I32:
