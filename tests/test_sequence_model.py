@@ -7,6 +7,7 @@ from __future__ import annotations
 import msgpack
 import numpy as np
 import pytest
+from kernels import halve_while_big
 
 import vyre_reference.backend as reference
 from vyre_core import DispatchConfig, ir
@@ -29,19 +30,6 @@ def scale(n: int = N, factor: float = 2.0) -> ir.Program:
     i = k.let("i", ir.global_id(0))
     with k.if_(i < x.len):
         out[i] = x[i] * factor
-    return k.build()
-
-
-def halve_until_small() -> ir.Program:
-    """v[i] = v[i] / 2 while any v[i] >= 1; flag[0] = 1 when another halving is needed."""
-    k = ir.Kernel(workgroup=(32,))
-    v = k.read_write("v", ir.f32)
-    flag = k.read_write("flag", ir.u32, 1)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < v.len), k.if_(v[i] >= 1.0):
-        v[i] = v[i] * 0.5
-        with k.if_(v[i] >= 1.0):
-            flag[0] = ir.u32(1)
     return k.build()
 
 
@@ -83,7 +71,7 @@ def test_a_flag_loop_stops_after_the_first_iteration_that_leaves_the_flag_zero(h
     b.transient("flag", ir.u32, 1)
     b.step(scale(4, 1.0), {"x": "start", "out": "v"})
     with b.loop(until_zero="flag", max_iterations=50):
-        b.step(halve_until_small())
+        b.step(halve_while_big())
     seq = b.build(returns=["v", "flag"])
     start = np.array([0.5, 3.0, 17.0, 1000.0], np.float32)
     run = host.dispatch_sequence(seq, [start], {})
@@ -104,7 +92,7 @@ def test_a_flag_loop_that_reaches_its_maximum_says_so_and_keeps_what_it_did(host
     b.transient("flag", ir.u32, 1)
     b.step(scale(1, 1.0), {"x": "big", "out": "v"})
     with b.loop(until_zero="flag", max_iterations=3):
-        b.step(halve_until_small())
+        b.step(halve_while_big())
     run = host.dispatch_sequence(b.build(returns=["v", "flag"]), [], {})
     assert run.outputs[0].tolist() == [2.0**17] and run.outputs[1].tolist() == [1]
     assert run.loops == [LoopRun(3, False)]

@@ -149,14 +149,19 @@ def test_resident_buffers_stay_in_the_worker_across_runs(drv):
     assert acc.download() == (want + X + X + X).tobytes()
 
 
-def test_bad_resident_bindings_are_refused_before_any_work(drv):
+def two_residents():
+    """acc += x, then other += x: a sequence of two resident buffers."""
     b = SequenceBuilder()
     b.input("x", ir.f32, N)
     b.resident("acc", ir.f32, N)
     b.resident("other", ir.f32, N)
     b.step(accumulate())
     b.step(accumulate(), {"acc": "other"})
-    seq = b.build()
+    return b.build()
+
+
+def test_bad_resident_bindings_are_refused_before_any_work(drv):
+    seq = two_residents()
     right = drv.allocate_resident(N * 4, "reference")
     small = drv.allocate_resident(N * 4 - 4, "reference")
     right.upload(np.zeros(N, np.float32))
@@ -176,29 +181,19 @@ def test_bad_resident_bindings_are_refused_before_any_work(drv):
                               backend="wgpu")
 
 
-def test_resident_buffers_of_two_workers_or_an_old_generation_are_refused():
-    with Driver(workers=2) as driver:
-        pool_bufs = [driver.allocate_resident(N * 4, "reference") for _ in range(6)]
-        slots = {buf.slot for buf in pool_bufs}
-        b = SequenceBuilder()
-        b.input("x", ir.f32, N)
-        b.resident("acc", ir.f32, N)
-        b.resident("other", ir.f32, N)
-        b.step(accumulate())
-        b.step(accumulate(), {"acc": "other"})
-        seq = b.build()
-        if len(slots) > 1:
-            first = pool_bufs[0]
-            elsewhere = next(buf for buf in pool_bufs if buf.slot != first.slot)
-            with pytest.raises(InvalidSequenceError, match="live in different workers"):
-                driver.dispatch_sequence(seq, [X], resident={"acc": first, "other": elsewhere})
-        acc = pool_bufs[0]
-        same = next(buf for buf in pool_bufs[1:] if buf.slot == acc.slot)
-        pid = next(w["pid"] for w in workers(driver, "reference") if w["index"] == acc.slot)
-        os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not acc.valid, 10.0, "the generation to end")
-        with pytest.raises(PipelineInvalidatedError, match="Allocate the buffer again"):
-            driver.dispatch_sequence(seq, [X], resident={"acc": acc, "other": same})
+def test_resident_buffers_of_two_workers_or_an_old_generation_are_refused(drv):
+    seq = two_residents()
+    acc = drv.allocate_resident(N * 4, "reference")
+    same = drv.allocate_resident(N * 4, "reference")
+    elsewhere = drv.allocate_resident(N * 4, "wgpu")
+    with pytest.raises(InvalidSequenceError, match="live in different workers"):
+        drv.dispatch_sequence(seq, [X], resident={"acc": acc, "other": elsewhere})
+    pid = next(w["pid"] for w in workers(drv, "reference") if w["index"] == acc.slot)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not acc.valid, 10.0, "the generation to end")
+    with pytest.raises(PipelineInvalidatedError, match="Allocate the buffer again"):
+        drv.dispatch_sequence(seq, [X], resident={"acc": acc, "other": same})
+    wait_for(lambda: workers(drv, "reference")[0]["state"] == "idle", 10.0, "a new worker")
 
 
 def test_bad_inputs_and_configs_are_refused_before_any_work(drv):

@@ -19,6 +19,7 @@ from vyre_core.config import DispatchConfig
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_core.sequence import Sequence as StepSequence
+from vyre_core.sequence import output_buffers
 
 if TYPE_CHECKING:
     from vyre_core.contract.types import Outputs
@@ -37,9 +38,7 @@ class Example:
 
     def output_buffers(self) -> list[tuple[str, DType]]:
         """Name and dtype of each output (a sequence's: its returns), in order."""
-        if isinstance(self.program, StepSequence):
-            return [(name, self.program.buffer(name).dtype) for name in self.program.returns]
-        return [(b.name, b.dtype) for b in self.program.outputs]
+        return output_buffers(self.program)
 
     def run(self, drv: Driver, backend: str | None = None) -> Outputs:
         """Run it through ``drv`` on the routed (or named) backend. A sequence's resident

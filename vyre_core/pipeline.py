@@ -19,6 +19,7 @@ from vyre_core.errors import InvalidConfigError, PipelineInvalidatedError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_core.sequence import Sequence as StepSequence
+from vyre_core.sequence import output_buffers
 
 
 def pipeline_cache_key(program: Program, config: DispatchConfig, backend_id: str,
@@ -38,28 +39,24 @@ def pipeline_cache_key(program: Program, config: DispatchConfig, backend_id: str
 Runner = Callable[[Sequence[Any], DispatchConfig], Outputs]
 
 
-class CompiledPipeline:
-    """A program compiled for one backend, in one worker generation.
+class _PinnedHandle:
+    """What a compiled handle shares: it belongs to one worker generation of one backend,
+    and once ``is_current`` says that generation is gone (the worker restarted or the
+    device was lost) it refuses to run on state that no longer exists."""
 
-    ``dispatch`` runs it; once ``is_current`` says the generation it was made in is
-    gone (the worker restarted or the device was lost), it raises
-    PipelineInvalidatedError instead of running on state that no longer exists.
-    """
-
-    def __init__(self, program: Program, config: DispatchConfig, backend: str,
-                 backend_version: str, generation: int, runner: Runner,
-                 is_current: Callable[[int], bool] = lambda _generation: True) -> None:
-        self.program = program
+    def __init__(self, work: Program | StepSequence, config: DispatchConfig, backend: str,
+                 generation: int, is_current: Callable[[int], bool]) -> None:
         self.config = config
         self.backend = backend
         self.generation = generation
-        self.key = pipeline_cache_key(program, config, backend, backend_version)
-        self._runner = runner
+        self._work = work
         self._is_current = is_current
 
     def __repr__(self) -> str:
-        return (f"CompiledPipeline({self.backend!r}, program={self.program.fingerprint()[:12]}, "
-                f"generation={self.generation})")
+        return (f"{type(self).__name__}({self.backend!r}, {self._kind}="
+                f"{self.fingerprint[:12]}, generation={self.generation})")
+
+    _kind = "program"
 
     @property
     def valid(self) -> bool:
@@ -67,21 +64,37 @@ class CompiledPipeline:
 
     @property
     def fingerprint(self) -> str:
-        return self.program.fingerprint()
+        return self._work.fingerprint()
 
     def output_buffers(self) -> list[tuple[str, DType]]:
         """Name and dtype of each output, in order (what ``dispatch`` returns)."""
-        return [(b.name, b.dtype) for b in self.program.outputs]
+        return output_buffers(self._work)
+
+    def _refuse_if_stale(self, what: str, fix: str) -> None:
+        if not self.valid:
+            raise PipelineInvalidatedError(
+                f"{what} for backend {self.backend!r} was compiled in worker generation "
+                f"{self.generation}, which has since restarted", fix,
+                generation=self.generation, backend=self.backend)
+
+
+class CompiledPipeline(_PinnedHandle):
+    """A program compiled for one backend, in one worker generation; ``dispatch`` runs it
+    there until that generation is gone."""
+
+    def __init__(self, program: Program, config: DispatchConfig, backend: str,
+                 backend_version: str, generation: int, runner: Runner,
+                 is_current: Callable[[int], bool] = lambda _generation: True) -> None:
+        super().__init__(program, config, backend, generation, is_current)
+        self.program = program
+        self.key = pipeline_cache_key(program, config, backend, backend_version)
+        self._runner = runner
 
     def dispatch(self, inputs: Sequence[Any], config: DispatchConfig | None = None) -> Outputs:
         """Run the compiled program; ``config`` defaults to the one it was compiled with."""
-        if not self.valid:
-            raise PipelineInvalidatedError(
-                f"pipeline {self.key[:12]} for backend {self.backend!r} was compiled in worker "
-                f"generation {self.generation}, which has since restarted",
-                "Compile the program again (Driver.compile) and use the new handle; "
-                "Driver.dispatch recompiles by itself.",
-                generation=self.generation, backend=self.backend)
+        self._refuse_if_stale(f"pipeline {self.key[:12]}",
+                              "Compile the program again (Driver.compile) and use the new "
+                              "handle; Driver.dispatch recompiles by itself.")
         config = config or self.config
         if config.workgroup_override not in (None, self.program.workgroup):
             raise InvalidConfigError(
@@ -94,46 +107,24 @@ class CompiledPipeline:
 SequenceRunner = Callable[[Sequence[Any], Mapping[str, Any], DispatchConfig], Outputs]
 
 
-class CompiledSequence:
+class CompiledSequence(_PinnedHandle):
     """A sequence compiled in one worker generation of one backend. ``dispatch`` runs it
-    there (one request per run); after that worker restarts it raises
-    PipelineInvalidatedError, as a compiled pipeline does."""
+    there (one request per run) until that generation is gone."""
+
+    _kind = "sequence"
 
     def __init__(self, sequence: StepSequence, config: DispatchConfig, backend: str,
                  generation: int, runner: SequenceRunner,
                  is_current: Callable[[int], bool]) -> None:
+        super().__init__(sequence, config, backend, generation, is_current)
         self.sequence = sequence
-        self.config = config
-        self.backend = backend
-        self.generation = generation
         self._runner = runner
-        self._is_current = is_current
-
-    def __repr__(self) -> str:
-        return (f"CompiledSequence({self.backend!r}, sequence={self.fingerprint[:12]}, "
-                f"generation={self.generation})")
-
-    @property
-    def valid(self) -> bool:
-        return self._is_current(self.generation)
-
-    @property
-    def fingerprint(self) -> str:
-        return self.sequence.fingerprint()
-
-    def output_buffers(self) -> list[tuple[str, DType]]:
-        """Name and dtype of each returned buffer, in order."""
-        return [(name, self.sequence.buffer(name).dtype) for name in self.sequence.returns]
 
     def dispatch(self, inputs: Sequence[Any] = (), config: DispatchConfig | None = None,
                  resident: Mapping[str, Any] | None = None) -> Outputs:
         """Run the sequence: ``inputs`` one per input buffer in declaration order,
         ``resident`` a ResidentBuffer of this handle's worker per resident buffer."""
-        if not self.valid:
-            raise PipelineInvalidatedError(
-                f"sequence {self.fingerprint[:12]} for backend {self.backend!r} was compiled "
-                f"in worker generation {self.generation}, which has since restarted",
-                "Compile the sequence again (Driver.compile_sequence) and use the new "
-                "handle; Driver.dispatch_sequence recompiles by itself.",
-                generation=self.generation, backend=self.backend)
+        self._refuse_if_stale(f"sequence {self.fingerprint[:12]}",
+                              "Compile the sequence again (Driver.compile_sequence) and use "
+                              "the new handle; Driver.dispatch_sequence recompiles by itself.")
         return self._runner(inputs, resident or {}, config or self.config)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kernels import axpy_into
 
 import vyre_core
 import vyre_wgpu.backend as backend
@@ -15,17 +16,6 @@ from vyre_core.errors import InvalidInputError, UnsupportedFeatureError
 from vyre_reference import run as reference_run
 
 N = 1000
-
-
-def axpy_into(a: float) -> ir.Program:
-    """y[i] = y[i] + a * x[i] (x read-only, y read_write)."""
-    k = ir.Kernel(workgroup=(64,))
-    x = k.read("x", ir.f32)
-    y = k.read_write("y", ir.f32)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        y[i] = y[i] + x[i] * a
-    return k.build()
 
 
 def square(n: int) -> ir.Program:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kernels import axpy_into, halve_while_big
 
 import vyre_reference.backend as reference
 import vyre_wgpu.backend as backend
@@ -20,17 +21,6 @@ from vyre_workers.backend_host import BackendHost
 N = 1000
 
 
-def axpy_into(a: float) -> ir.Program:
-    """y[i] = y[i] + a * x[i] (x read-only, y read_write)."""
-    k = ir.Kernel(workgroup=(64,))
-    x = k.read("x", ir.f32)
-    y = k.read_write("y", ir.f32)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        y[i] = y[i] + x[i] * a
-    return k.build()
-
-
 def head_only() -> ir.Program:
     """out[0] = v[0]: every other element of the output stays zero."""
     k = ir.Kernel(workgroup=(64,))
@@ -38,19 +28,6 @@ def head_only() -> ir.Program:
     out = k.output("out", ir.f32, count=N)
     with k.if_(ir.global_id(0) == 0):
         out[0] = v[0]
-    return k.build()
-
-
-def halve() -> ir.Program:
-    """v[i] /= 2 where v[i] >= 1; flag[0] = 1 while any element is still >= 1."""
-    k = ir.Kernel(workgroup=(64,))
-    v = k.read_write("v", ir.f32)
-    flag = k.read_write("flag", ir.u32, 1)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < v.len), k.if_(v[i] >= 1.0):
-        v[i] = v[i] * 0.5
-        with k.if_(v[i] >= 1.0):
-            flag[0] = ir.u32(1)
     return k.build()
 
 
@@ -142,7 +119,7 @@ def test_a_flag_loop_reads_its_flag_each_iteration_and_stops_where_the_reference
     b.transient("flag", ir.u32, 1)
     b.step(axpy_into(1.0), {"x": "start", "y": "v"})
     with b.loop(until_zero="flag", max_iterations=100):
-        b.step(halve())
+        b.step(halve_while_big())
     seq = b.build(returns=["v"])
     start = np.abs(RNG.standard_normal(N).astype(np.float32)) * np.float32(300)
     run = host.dispatch_sequence(seq, [start], {})

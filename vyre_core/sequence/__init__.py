@@ -11,7 +11,8 @@ from vyre_core.sequence.model import (
     SequenceBuilder,
     Step,
     StepLoop,
+    output_buffers,
 )
 
 __all__ = ["MAX_ITERATIONS", "MAX_STEPS", "Role", "Sequence", "SequenceBuffer",
-           "SequenceBuilder", "Step", "StepLoop"]
+           "SequenceBuilder", "Step", "StepLoop", "output_buffers"]

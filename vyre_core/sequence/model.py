@@ -198,6 +198,14 @@ class Sequence:
         return self
 
 
+def output_buffers(work: Program | Sequence) -> list[tuple[str, DType]]:
+    """What a program (its outputs) or a sequence (its returns) gives back, in order:
+    each buffer's name and dtype."""
+    if isinstance(work, Sequence):
+        return [(name, work.buffer(name).dtype) for name in work.returns]
+    return [(b.name, b.dtype) for b in work.outputs]
+
+
 # -- rules ---------------------------------------------------------------------------------
 
 
