@@ -201,7 +201,8 @@ def _example(name: str, backend: str) -> Result:
     repeat = reps(EXAMPLE_REPEAT[name], 1)
     resident = {}
     for buffer, data in example.resident.items():  # uploaded once: the run is what is timed
-        resident[buffer] = drv.allocate_resident(data.nbytes, backend)
+        first = next(iter(resident.values()), None)
+        resident[buffer] = drv.allocate_resident(data.nbytes, backend, near=first)
         resident[buffer].upload(data)
     value = seconds_per_call(lambda: drv.dispatch_sequence(
         example.program, example.inputs, resident, backend, example.config), repeat)

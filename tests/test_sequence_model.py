@@ -12,8 +12,8 @@ from kernels import halve_while_big
 import vyre_reference.backend as reference
 from vyre_core import DispatchConfig, ir
 from vyre_core.contract.types import LoopRun
-from vyre_core.errors import InvalidSequenceError, LaunchLimitError
-from vyre_core.sequence import MAX_ITERATIONS, Sequence, SequenceBuilder
+from vyre_core.errors import InvalidInputError, InvalidSequenceError, LaunchLimitError
+from vyre_core.sequence import MAX_ITERATIONS, Sequence, SequenceBuilder, Step
 from vyre_core.sequence import wire as sequence_wire
 from vyre_workers.backend_host import BackendHost
 
@@ -221,7 +221,6 @@ def test_a_flag_loop_whose_body_never_writes_the_flag_is_refused():
 @pytest.mark.parametrize("declare, bind, match", [
     (lambda b: b.input("x", ir.f32, N), {"out": "x"}, "step 0 writes input 'x'"),
     (lambda b: b.constant("x", ir.f32, np.zeros(N)), {"out": "x"}, "writes constant 'x'"),
-    (lambda b: b.input("x", ir.f32, N), {"out": "missing"}, "'missing', which the sequence"),
 ])
 def test_bad_bindings_are_refused(declare, bind, match):
     b = SequenceBuilder()
@@ -268,6 +267,74 @@ def test_bad_buffer_declarations_are_refused(name, count, match):
     _refused(match, lambda: b.build())
 
 
+def test_a_step_before_its_buffers_are_declared_is_refused():
+    """Its grid would be inferred from buffers nobody declared (and silently too small)."""
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    _refused(r"binds \['out'\], not declared \(yet\)", lambda: b.step(scale()))
+
+
+@pytest.mark.parametrize("grid", [(0, 1, 1), (1, 1), (2**32, 1, 1), ("a", 1, 1), (1.5, 1, 1)])
+def test_a_grid_that_is_not_three_workgroup_counts_is_refused(grid):
+    seq = chain()
+    bad = Step(seq.items[0].program, seq.items[0].bindings, grid)
+    _refused("launches grid", lambda: Sequence(seq.buffers, (bad,), seq.returns).check())
+    if len(grid) == 3:  # the builder pads shorter grids, and refuses the same axes
+        b = SequenceBuilder()
+        b.input("x", ir.f32, N)
+        b.transient("t", ir.f32, N)
+        b.step(scale(), {"out": "t"}, grid=grid[:1])
+        _refused("launches grid", lambda: b.build(returns=["t"]))
+
+
+def test_a_run_of_more_dispatches_than_the_bound_is_refused():
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.transient("t", ir.f32, N)
+    with b.loop(times=MAX_ITERATIONS):
+        for _ in range(17):
+            b.step(scale(), {"out": "t"})
+    _refused("one run would make 17000000 dispatches, more than 16777216",
+             lambda: b.build(returns=["t"]))
+
+
+def test_something_that_is_not_a_step_in_a_sequence_is_refused():
+    seq = chain()
+    _refused("holds a str where a step", lambda: Sequence(seq.buffers, ("step",),
+                                                          seq.returns).check())
+
+
+def test_the_host_checks_inputs_and_resident_names_itself(host):
+    seq = chain()
+    _refused(r"takes 1 input\(s\), got 2", lambda: host.dispatch_sequence(seq, [X, X], {}))
+    with pytest.raises(InvalidInputError, match="dtype float64"):
+        host.dispatch_sequence(seq, [X.astype(np.float64)], {})
+    _refused(r"resident handles for \['r'\]", lambda: host.dispatch_sequence(seq, [X],
+                                                                          {"r": 1}))
+
+
+def test_two_resident_names_on_one_buffer_are_refused_by_the_host(host):
+    b = SequenceBuilder()
+    b.resident("a", ir.f32, N)
+    b.resident("b", ir.f32, N)
+    b.step(scale(), {"x": "a", "out": "b"})
+    handle = host.allocate_resident(N * 4)
+    _refused("one resident buffer is bound to two names",
+             lambda: host.dispatch_sequence(b.build(), [], {"a": handle, "b": handle}))
+
+
+def test_a_returned_resident_nobody_wrote_is_a_copy_not_a_live_view(host):
+    b = SequenceBuilder()
+    b.resident("r", ir.f32, 2)
+    b.transient("t", ir.f32, 2)
+    b.step(scale(2), {"x": "r", "out": "t"})
+    handle = host.allocate_resident(8)
+    host.upload_resident(handle, np.ones(2, np.float32).tobytes())
+    returned = host.dispatch_sequence(b.build(returns=["r"]), [], {"r": handle}).outputs[0]
+    host.upload_resident(handle, np.full(2, 5, np.float32).tobytes())
+    assert returned.tolist() == [1.0, 1.0]
+
+
 def test_inputs_that_do_not_match_the_declared_inputs_are_refused():
     seq = chain()
     _refused(r"takes 1 input\(s\), got 2", lambda: seq.bind_inputs([X, X]))
@@ -298,10 +365,24 @@ def test_the_wire_form_round_trips_and_names_each_program_once():
     b"VYSQ\x01" + msgpack.packb([[], [b"junk"], [[0, 0, [], [1, 1, 1]]], []]),
     b"VYSQ\x01" + msgpack.packb([[], [], [[0, 5, [], [1, 1, 1]]], []]),   # no such program
     b"VYSQ\x01" + msgpack.packb("text"),
+    b"VYSQ\x01" + msgpack.packb([[[["x"], 2, 4, 2, None]], [], [], []]),  # a list as a name
 ])
 def test_malformed_bytes_are_refused_cleanly(data):
+    """Every malformation is an InvalidSequenceError (never a TypeError, never a hang)."""
     with pytest.raises(InvalidSequenceError, match=r"malformed|no steps"):
         sequence_wire.decode(data)
+
+
+def test_bytes_not_in_canonical_form_are_refused():
+    """One sequence has one byte form: an unused program, or a step naming its program by
+    a negative index, is refused rather than given a second fingerprint."""
+    body = msgpack.unpackb(chain().to_wire()[5:])
+    unused = [body[0], [*body[1], body[1][0]], body[2], body[3]]
+    with pytest.raises(InvalidSequenceError, match="canonical"):
+        sequence_wire.decode(b"VYSQ\x01" + msgpack.packb(unused, use_bin_type=True))
+    body[2][0][1] = -1
+    with pytest.raises(InvalidSequenceError, match="program index"):
+        sequence_wire.decode(b"VYSQ\x01" + msgpack.packb(body, use_bin_type=True))
 
 
 # -- config -----------------------------------------------------------------------------------

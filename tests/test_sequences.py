@@ -176,9 +176,33 @@ def test_bad_resident_bindings_are_refused_before_any_work(drv):
             drv.dispatch_sequence(seq, [X], resident=resident)
         assert "\nFix: " in str(err.value)
     assert sum(w["served"] for w in workers(drv, "reference")) == served
+    other = drv.allocate_resident(N * 4, near=right)
     with pytest.raises(InvalidSequenceError, match="backend='wgpu', but the resident"):
-        drv.dispatch_sequence(seq, [X], resident={"acc": right, "other": right},
+        drv.dispatch_sequence(seq, [X], resident={"acc": right, "other": other},
                               backend="wgpu")
+
+
+def test_buffers_allocated_near_another_share_its_worker_and_names_need_their_own():
+    with Driver(workers=2) as driver:
+        first = driver.allocate_resident(N * 4, "reference")
+        others = [driver.allocate_resident(N * 4, near=first) for _ in range(4)]
+        assert {(b.slot, b.generation) for b in others} == {(first.slot, first.generation)}
+        seq = two_residents()
+        for buf in (first, others[0]):
+            buf.upload(np.zeros(N, np.float32))
+        driver.dispatch_sequence(seq, [X], resident={"acc": first, "other": others[0]})
+        assert first.download() == others[0].download() == X.tobytes()
+        with pytest.raises(InvalidSequenceError, match="bound to two resident names"):
+            driver.dispatch_sequence(seq, [X], resident={"acc": first, "other": first})
+        with pytest.raises(Exception, match="near= lives in 'reference'"):
+            driver.allocate_resident(4, "wgpu", near=first)
+        with pytest.raises(Exception, match="needs backend= or near="):
+            driver.allocate_resident(4)
+
+
+def test_compile_sequence_refuses_what_is_not_a_sequence(drv):
+    with pytest.raises(InvalidSequenceError, match="expected a Sequence, got Program"):
+        drv.compile_sequence(affine(1.0, 0.0))
 
 
 def test_resident_buffers_of_two_workers_or_an_old_generation_are_refused(drv):

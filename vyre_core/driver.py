@@ -217,10 +217,7 @@ def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
     """The request that runs ``sequence``, checked before any work: inputs bound, the
     resident buffers exactly those declared, of one live worker and the declared sizes,
     and the returns within ``max_output_bytes``. Pinned to that worker when any."""
-    if not isinstance(sequence, StepSequence):
-        raise InvalidSequenceError(f"expected a Sequence, got {type(sequence).__name__}",
-                                   "Build one with vyre_core.SequenceBuilder.")
-    sequence.check()
+    _checked_sequence(sequence)
     bound = sequence.bind_inputs(inputs)
     handles, slot, generation = _resident_handles(sequence, resident or {})
     shapes = sequence.return_shapes()
@@ -235,6 +232,13 @@ def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
     return Request(Op.SEQUENCE, meta, bound, deadline=_deadline(config.timeout),
                    timeout=config.timeout, retries=0 if handles else config.retries,
                    slot=slot, generation=generation, outputs=shapes)
+
+
+def _checked_sequence(sequence: Any) -> StepSequence:
+    if not isinstance(sequence, StepSequence):
+        raise InvalidSequenceError(f"expected a Sequence, got {type(sequence).__name__}",
+                                   "Build one with vyre_core.SequenceBuilder.")
+    return sequence.check()
 
 
 def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
@@ -264,8 +268,12 @@ def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
         places.add((buf.pool, buf.slot, buf.generation))
     if len(places) > 1:
         raise InvalidSequenceError("the sequence's resident buffers live in different workers",
-                                   "Allocate every resident buffer of a sequence on one "
-                                   "backend's pool with one worker, or pin them to one.")
+                                   "Allocate them in one worker: "
+                                   "drv.allocate_resident(nbytes, near=first_buffer).")
+    if len({buf.handle for buf in resident.values()}) < len(resident):
+        raise InvalidSequenceError("one ResidentBuffer is bound to two resident names",
+                                   "Bind a distinct ResidentBuffer to each name (a step that "
+                                   "reads one and writes the other would see either).")
     if not places:
         return {}, None, None
     _, slot, generation = places.pop()
@@ -629,14 +637,29 @@ class Driver:
 
     # -- resident buffers ------------------------------------------------------------------
 
-    def allocate_resident(self, byte_len: int, backend: str,
-                          timeout: float | None = None) -> ResidentBuffer:
-        """Device memory of ``byte_len`` bytes in a worker of ``backend`` (``timeout``:
-        seconds for the whole call, default None)."""
+    def allocate_resident(self, byte_len: int, backend: str | None = None,
+                          timeout: float | None = None,
+                          near: ResidentBuffer | None = None) -> ResidentBuffer:
+        """Device memory of ``byte_len`` bytes in a worker of ``backend``, or in the worker
+        that holds ``near`` (buffers a sequence uses together must share a worker).
+        ``timeout``: seconds for the whole call, default None."""
         if isinstance(byte_len, bool) or not isinstance(byte_len, int | np.integer) \
                 or not 0 <= byte_len < 2**62:
             raise InvalidInputError(f"byte_len={byte_len!r} is not a byte count",
                                     "Pass an int from 0 to 2**62.")
+        if near is not None:
+            if not isinstance(near, ResidentBuffer):
+                raise InvalidInputError(f"near= is a {type(near).__name__}, not a "
+                                        "ResidentBuffer", "Pass a buffer of allocate_resident.")
+            if backend not in (None, near.pool.backend):
+                raise InvalidInputError(f"backend={backend!r}, but near= lives in "
+                                        f"{near.pool.backend!r}", "Leave backend out.")
+            meta, _ = near._call(Op.ALLOCATE, {"byte_len": int(byte_len)}, (), timeout)
+            return ResidentBuffer(near.pool, near.slot, near.generation, meta["handle"],
+                                  int(byte_len))
+        if backend is None:
+            raise InvalidInputError("allocate_resident needs backend= or near=",
+                                    "Name the backend, e.g. backend='wgpu'.")
         deadline = _deadline(timeout)
         pool = self._pool(backend)
         request = Request(Op.ALLOCATE, {"byte_len": int(byte_len)}, [], deadline=deadline,
@@ -693,8 +716,9 @@ class Driver:
         """Check ``sequence`` against the routed (or named) backend and compile its programs
         in one worker; the handle runs it there until that worker restarts."""
         config = _sequence_config(config)
-        sequence.check()
-        meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire()}
+        _checked_sequence(sequence)
+        meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
+                "config": config.to_dict()}
         deadline = _deadline(timeout)
 
         def request(pool: Pool) -> Request:

@@ -51,8 +51,9 @@ class Example:
         chosen = drv.route(self.program, backend).backend
         buffers: dict[str, Any] = {}
         try:
-            for name, data in self.resident.items():
-                buffers[name] = drv.allocate_resident(data.nbytes, chosen)
+            for name, data in self.resident.items():  # (all in one worker)
+                first = next(iter(buffers.values()), None)
+                buffers[name] = drv.allocate_resident(data.nbytes, chosen, near=first)
                 buffers[name].upload(data)
             return drv.dispatch_sequence(self.program, self.inputs, buffers, chosen,
                                          self.config)

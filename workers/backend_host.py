@@ -302,22 +302,32 @@ class BackendHost:
         if len(self._fitting) > PLAN_CACHE:
             self._fitting.popitem(last=False)
 
-    def compile_sequence(self, sequence: StepSequence) -> None:
+    def compile_sequence(self, sequence: StepSequence,
+                         config: DispatchConfig | None = None) -> None:
         """Check the sequence here and compile each of its programs once (a backend that
-        compiles keeps them in its own cache)."""
+        compiles keeps them in its own cache), with the config its runs will use."""
         self.check_sequence(sequence)
         for program, _ in sequence.programs():
-            self._call("vyre_compile", program=program, config=DispatchConfig())
+            self._call("vyre_compile", program=program, config=config or DispatchConfig())
 
-    def dispatch_sequence(self, sequence: StepSequence, inputs: Sequence[np.ndarray],
+    def dispatch_sequence(self, sequence: StepSequence, inputs: Sequence[Any],
                           resident: dict[str, int],
                           config: DispatchConfig | None = None) -> SequenceRun:
         """Run ``sequence`` (inputs in declaration order, resident handles by buffer
         name) and check what the backend returns."""
         config = config or DispatchConfig()
         self.check_sequence(sequence)
-        for b in sequence.of_role(Role.RESIDENT):
-            handle = resident.get(b.name)
+        bound = sequence.bind_inputs(inputs)
+        declared = sequence.of_role(Role.RESIDENT)
+        if set(resident) != {b.name for b in declared}:
+            raise InvalidSequenceError(f"resident handles for {sorted(resident)}; the sequence's "
+                                       f"resident buffers are {[b.name for b in declared]}",
+                                       "Pass one handle per resident buffer.")
+        if len(set(resident.values())) != len(resident):
+            raise InvalidSequenceError("one resident buffer is bound to two names",
+                                       "Bind a distinct resident buffer to each name.")
+        for b in declared:
+            handle = resident[b.name]
             held = self._resident_bytes.get(handle) if isinstance(handle, int) else None
             if held is None:
                 raise InvalidSequenceError(f"resident buffer {b.name!r} is bound to handle "
@@ -328,7 +338,7 @@ class BackendHost:
                     f"resident buffer {b.name!r} holds {held} bytes; the sequence declares "
                     f"{b.count} {b.dtype.value} elements ({b.nbytes} bytes)",
                     f"Allocate it with {b.nbytes} bytes.")
-        named = dict(zip((b.name for b in sequence.of_role(Role.INPUT)), _read_only(inputs),
+        named = dict(zip((b.name for b in sequence.of_role(Role.INPUT)), _read_only(bound),
                          strict=True))
         run = self._call("vyre_dispatch_sequence", sequence=sequence, inputs=named,
                          resident=dict(resident), config=config)

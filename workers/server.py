@@ -100,7 +100,7 @@ class WorkerServer:
             Op.DISPATCH_RESIDENT: self._dispatch_resident,
             Op.SEQUENCE: self._sequence,
             Op.COMPILE_SEQUENCE: lambda m: (self.host.compile_sequence(
-                self._sequence_of(m.meta)) or {}, []),
+                self._sequence_of(m.meta), _config(m.meta)) or {}, []),
             Op.CAPABILITIES: lambda m: ({"capabilities": self.host.capabilities().to_dict(),
                                          "profile": plain_data(self.host.device_profile())},
                                         []),

@@ -13,7 +13,7 @@ from kernels import axpy_into, halve_while_big
 import vyre_reference.backend as reference
 import vyre_wgpu.backend as backend
 import vyre_wgpu.sequence as wgpu_sequence
-from vyre_core import DispatchConfig, SequenceBuilder, ir
+from vyre_core import DispatchConfig, Sequence, SequenceBuilder, ir
 from vyre_core.contract.types import LoopRun
 from vyre_core.errors import InvalidInputError, InvalidSequenceError
 from vyre_workers.backend_host import BackendHost
@@ -150,3 +150,27 @@ def test_resident_buffers_are_written_in_place(host, oracle):
     with pytest.raises(InvalidInputError, match="is not allocated on this device"):
         # the backend itself refuses it too, although the sequence's plan was kept
         backend.vyre_dispatch_sequence(seq, {"x": X}, {"y": y}, DispatchConfig())
+
+
+def test_a_kept_plan_serves_the_same_sequence_decoded_again(host, oracle, counted):
+    """A worker decodes a sequence again once it left its cache: new objects, the same
+    sequence. The kept plan must serve it (it is found by fingerprint, its passes by step
+    number), alternating with the old object, and give the same bytes."""
+    seq = chain(times=2)
+    want = [o.tobytes() for o in oracle.dispatch_sequence(seq, [X, Y0], {}).outputs]
+    host.dispatch_sequence(seq, [X, Y0], {})
+    _, made = counted
+    made["create_buffer"] = 0
+    for again in (Sequence.from_wire(seq.to_wire()), seq, Sequence.from_wire(seq.to_wire())):
+        assert [o.tobytes() for o in host.dispatch_sequence(again, [X, Y0], {}).outputs] == want
+    assert made["create_buffer"] == 0
+
+
+def test_compiling_a_sequence_compiles_its_programs_with_the_runs_config(host):
+    config = DispatchConfig(ulp_budget=2)
+    seq = chain(times=1)
+    host.compile_sequence(seq, config)
+    before = host.pipeline_cache_snapshot()
+    host.dispatch_sequence(seq, [X, Y0], {}, config)
+    after = host.pipeline_cache_snapshot()
+    assert after.misses == before.misses and after.hits > before.hits

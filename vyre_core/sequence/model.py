@@ -44,8 +44,10 @@ DEFAULT_MAX_ITERATIONS = 10_000
 MAX_BUFFERS = 1024
 #: Bytes of one constant; larger data is an input or a resident.
 MAX_CONSTANT_BYTES = 1 << 16
+#: Dispatches one run may make, counting every iteration of every loop.
+MAX_PASSES = 1 << 24
+_U32_MAX = 2**32 - 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
-_READS = (Access.READ, Access.UNIFORM, Access.READ_WRITE)
 _WRITES = (Access.OUTPUT, Access.READ_WRITE)
 
 
@@ -85,8 +87,7 @@ class Step:
     @cached_property
     def bound(self) -> tuple[tuple[Buffer, str], ...]:
         """(program buffer, sequence buffer name) per binding."""
-        own = [b for b in self.program.buffers if b.access is not Access.WORKGROUP]
-        return tuple(zip(own, self.bindings, strict=True))
+        return tuple(zip(bindable(self.program), self.bindings, strict=True))
 
     def inputs(self) -> list[str]:
         """The sequence buffers passed as the program's inputs, in its input ABI order."""
@@ -108,7 +109,8 @@ class StepLoop:
     max_iterations: int | None = None
 
     @property
-    def bound(self) -> int:
+    def limit(self) -> int:
+        """The most iterations it runs."""
         return self.times if self.times is not None else self.max_iterations  # type: ignore
 
 
@@ -198,6 +200,11 @@ class Sequence:
         return self
 
 
+def bindable(program: Program) -> list[Buffer]:
+    """The buffers of ``program`` a step binds: every one but workgroup memory."""
+    return [b for b in program.buffers if b.access is not Access.WORKGROUP]
+
+
 def output_buffers(work: Program | Sequence) -> list[tuple[str, DType]]:
     """What a program (its outputs) or a sequence (its returns) gives back, in order:
     each buffer's name and dtype."""
@@ -218,6 +225,11 @@ def check(seq: Sequence) -> None:
     _check_buffers(seq.buffers)
     if not seq.items:
         raise _refuse("the sequence has no steps", "Add at least one step with .step(...).")
+    for item in seq.items:
+        if not isinstance(item, Step | StepLoop) or (isinstance(item, StepLoop) and not all(
+                isinstance(s, Step) for s in item.body)):
+            raise _refuse(f"the sequence holds a {type(item).__name__} where a step or a loop "
+                          "of steps belongs", "Build sequences with SequenceBuilder.")
     total = sum(len(i.body) if isinstance(i, StepLoop) else 1 for i in seq.items)
     if total > MAX_STEPS:
         raise _refuse(f"the sequence has {total} steps, more than {MAX_STEPS}",
@@ -240,6 +252,10 @@ def check(seq: Sequence) -> None:
                               "to be zero, and no step of its body writes it",
                               "Bind the flag to an output or read_write buffer of a step in "
                               "the loop, which sets it while another iteration is needed.")
+    passes = sum(len(i.body) * i.limit if isinstance(i, StepLoop) else 1 for i in seq.items)
+    if passes > MAX_PASSES:
+        raise _refuse(f"one run would make {passes} dispatches, more than {MAX_PASSES}",
+                      "Loop fewer times, or split the work into several runs.")
     seen: set[str] = set()
     for name in seq.returns:
         if name not in seq._by_name:
@@ -316,7 +332,13 @@ def _check_step(seq: Sequence, step: Step, n: int, written: set[str]) -> None:
     except ValidationError as exc:
         raise _refuse(f"{where}: its program is not valid: {exc.cause}",
                       "Fix the program's findings (Program.validate()).") from None
-    own = [b for b in step.program.buffers if b.access is not Access.WORKGROUP]
+    grid = step.grid
+    if not isinstance(grid, tuple) or len(grid) != 3 or not all(
+            isinstance(a, int) and not isinstance(a, bool) and 1 <= a <= _U32_MAX
+            for a in grid):
+        raise _refuse(f"{where} launches grid {grid!r}, not three workgroup counts from 1 to "
+                      "2**32-1", "Pass grid= as e.g. (64,) or (8, 8); every axis >= 1.")
+    own = bindable(step.program)
     if len(step.bindings) != len(own):
         raise _refuse(f"{where} binds {len(step.bindings)} buffers, its program has "
                       f"{len(own)}", "Bind every non-workgroup buffer of the program.")
@@ -397,21 +419,29 @@ class SequenceBuilder:
         else to the one of its own name. ``grid`` (workgroups per axis) defaults to one
         invocation per element of the longest output, as a dispatch infers it."""
         bind = dict(bind or {})
-        own = [b for b in getattr(program, "buffers", ()) if b.access is not Access.WORKGROUP]
+        if not isinstance(program, Program):
+            raise _refuse(f"step() takes a Program, got {type(program).__name__}",
+                          "Pass a program built with vyre_core.ir.")
+        own = bindable(program)
         unknown = set(bind) - {b.name for b in own}
         if unknown:
             raise _refuse(f"bind names {sorted(unknown)}, which the program does not have "
                           f"(it has {[b.name for b in own]})",
                           "Key bind by the program's own buffer names.")
         bindings = tuple(bind.get(b.name, b.name) for b in own)
+        declared = {s.name: s for s in self._buffers}
+        undeclared = sorted(set(bindings) - set(declared))
+        if undeclared:
+            raise _refuse(f"the step binds {undeclared}, not declared (yet)",
+                          "Declare every buffer (input, constant, transient, resident) before "
+                          "the steps that use it.")
         if grid is None:
-            lengths = {}
-            for b, name in zip(own, bindings, strict=True):
-                found = next((s for s in self._buffers if s.name == name), None)
-                lengths[b.name] = found.count if found is not None else (b.count or 0)
-            grid = abi.infer_grid(program, lengths)
+            grid = abi.infer_grid(program, {b.name: declared[name].count
+                                            for b, name in zip(own, bindings, strict=True)})
         else:
-            grid = abi.normalize_grid(grid if isinstance(grid, tuple | list) else (grid,))
+            axes = tuple(grid) if isinstance(grid, tuple | list) else (grid,)
+            grid = tuple(int(a) if isinstance(a, np.integer) else a for a in axes)
+            grid += (1,) * (3 - len(grid)) if len(grid) < 3 else ()
         made = Step(program, bindings, grid)
         (self._loop if self._loop is not None else self._items).append(made)
 

@@ -59,7 +59,7 @@ def _run_items(seq: Sequence, arrays: dict[str, np.ndarray],
             _run(item, arrays, run_step)
             continue
         ran, done = 0, item.until_zero is None
-        while ran < item.bound:
+        while ran < item.limit:
             if item.until_zero is not None:
                 flag = arrays[item.until_zero]
                 arrays[item.until_zero] = np.zeros(flag.shape, flag.dtype)
@@ -71,6 +71,12 @@ def _run_items(seq: Sequence, arrays: dict[str, np.ndarray],
                 break
         loops.append(LoopRun(ran, done))
     return loops
+
+
+def replaced(arrays: Mapping[str, np.ndarray],
+             held: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The resident buffers a run wrote (its array replaced), to write back."""
+    return {name: arrays[name] for name, start in held.items() if arrays[name] is not start}
 
 
 def _run(step: Step, arrays: dict[str, np.ndarray], run_step: StepRunner) -> None:

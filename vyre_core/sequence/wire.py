@@ -84,11 +84,13 @@ def decode(data: bytes) -> Sequence:
         items = tuple(_item(i, programs) for i in _list(items_raw, "items"))
         names = tuple(r if isinstance(r, str) else _fail("returns") for r in
                       _list(returns, "returns"))
+        seq = Sequence(buffers, items, names).check()
     except InvalidProgramError as exc:
         raise _bad(f"a step's program: {exc.cause}") from None
-    except (TypeError, ValueError, KeyError, IndexError) as exc:
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
         raise _bad(str(exc) or type(exc).__name__) from None
-    seq = Sequence(buffers, items, names).check()
+    if seq.to_wire() != data:  # (unused programs, other orders: one sequence, one form)
+        raise _bad("not in canonical form")
     return seq
 
 
@@ -116,8 +118,8 @@ def _opt_int(value: Any, what: str) -> int | None:
 
 def _buffer(raw: Any) -> SequenceBuffer:
     name, dtype, count, role, payload = _fields(raw, 5, "buffer")
-    if payload is not None and not isinstance(payload, bytes):
-        _fail("constant data")
+    if not isinstance(name, str) or (payload is not None and not isinstance(payload, bytes)):
+        _fail("buffer")
     return SequenceBuffer(name, _DTYPE_OF[dtype], _int(count, "count"), _ROLE_OF[role],
                           payload)
 
@@ -126,12 +128,13 @@ def _step(raw: Any, programs: list[Program]) -> Step:
     tag, index, bindings, grid = _fields(raw, 4, "step")
     if tag != _STEP:
         _fail("step tag")
-    grid = tuple(_int(a, "grid") for a in _list(grid, "grid"))
-    if len(grid) != 3 or min(grid) < 1:
-        _fail("grid")
-    return Step(programs[_int(index, "program index")],
+    index = _int(index, "program index")
+    if not 0 <= index < len(programs):
+        _fail("program index")
+    return Step(programs[index],
                 tuple(b if isinstance(b, str) else _fail("binding")
-                      for b in _list(bindings, "bindings")), grid)
+                      for b in _list(bindings, "bindings")),
+                tuple(_int(a, "grid") for a in _list(grid, "grid")))
 
 
 def _item(raw: Any, programs: list[Program]) -> Step | StepLoop:

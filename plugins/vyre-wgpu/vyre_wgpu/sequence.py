@@ -7,7 +7,7 @@ to an ``output`` is zeroed just before its step (as a dispatch's output is). Res
 buffers are bound directly and written in place. The buffers, params and bind groups of
 a sequence are made once per (sequence, resident handles, device generation) and kept
 for the next run while small. A loop with ``until_zero`` needs the flag on the host after
-every iteration: each iteration is its own submit with a 4-byte readback of the flag;
+every iteration: each iteration is its own submit with a readback of the flag;
 every other loop is recorded whole (in submits of at most ``PASSES_PER_SUBMIT`` passes).
 """
 
@@ -51,7 +51,7 @@ class _Pass:
 class _Plan:
     buffers: dict[str, Any]  # sequence buffer name -> device buffer (residents: theirs)
     owned: list[Any]         # what the plan made (and destroys)
-    passes: dict[int, _Pass]  # id(step) -> its pass
+    passes: list[_Pass]      # one per step, by step number
     status: Any
     nbytes: int
 
@@ -118,7 +118,7 @@ class SequenceRunner:
         usage = wgpu_module().BufferUsage
         buffers: dict[str, Any] = {}
         owned: list[Any] = []
-        plan = _Plan(buffers, owned, {}, None, 0)
+        plan = _Plan(buffers, owned, [], None, 0)
         try:
             for b in seq.buffers:
                 if b.role is Role.RESIDENT:
@@ -136,8 +136,8 @@ class SequenceRunner:
                 usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
             owned.append(plan.status)
             for _, step in seq.steps():
-                plan.passes[id(step)] = self._pass(seq, step, kernels[
-                    step.program.fingerprint()], plan)
+                plan.passes.append(self._pass(seq, step, kernels[step.program.fingerprint()],
+                                              plan))
         except BaseException:
             plan.destroy()
             raise
@@ -177,33 +177,40 @@ class SequenceRunner:
         for b in seq.of_role(Role.TRANSIENT):
             recorder.clear(plan.buffers[b.name])
         loops = []
+        first = 0  # the number of the item's first step (plan.passes is by step number)
         for item in seq.items:
             if isinstance(item, Step):
-                recorder.step(plan.passes[id(item)])
-            elif item.until_zero is None:
-                for _ in range(item.bound):
-                    for step in item.body:
-                        recorder.step(plan.passes[id(step)])
-                loops.append(LoopRun(item.bound, True))
+                recorder.step(plan.passes[first])
+                first += 1
+                continue
+            body = plan.passes[first:first + len(item.body)]
+            first += len(item.body)
+            if item.until_zero is None:
+                for _ in range(item.limit):
+                    for p in body:
+                        recorder.step(p)
+                loops.append(LoopRun(item.limit, True))
             else:
-                loops.append(self._until_zero(item, plan, recorder))
+                loops.append(self._until_zero(item, body, plan, recorder))
         reads = [(plan.buffers[name], seq.buffer(name).nbytes) for name in seq.returns]
         raw = recorder.read(reads)
         outputs = [np.frombuffer(data, dtype=seq.buffer(name).dtype.storage_np)
                    for name, data in zip(seq.returns, raw, strict=True)]
         return outputs, loops
 
-    def _until_zero(self, loop: StepLoop, plan: _Plan, recorder: _Recorder) -> LoopRun:
-        """Run ``loop`` an iteration at a time, reading its flag back after each."""
+    def _until_zero(self, loop: StepLoop, body: list[_Pass], plan: _Plan,
+                    recorder: _Recorder) -> LoopRun:
+        """Run ``loop`` (its passes: ``body``) an iteration at a time, reading its flag back
+        after each."""
         flag = plan.buffers[loop.until_zero]
-        for ran in range(1, loop.bound + 1):
+        for ran in range(1, loop.limit + 1):
             recorder.clear(flag)
-            for step in loop.body:
-                recorder.step(plan.passes[id(step)])
+            for p in body:
+                recorder.step(p)
             (value,) = recorder.read([(flag, flag.size)])
             if not any(value):
                 return LoopRun(ran, True)
-        return LoopRun(loop.bound, False)
+        return LoopRun(loop.limit, False)
 
     def _keep(self, key: tuple, plan: _Plan) -> None:
         if plan.nbytes > KEEP_PLAN_BYTES:
@@ -215,8 +222,8 @@ class SequenceRunner:
             self._plans.popitem(last=False)[1].destroy()
 
 
-
 def _destroy(plan: _Plan | None) -> None:
+    """Destroy a plan that failed half made or half run (None: it was never made)."""
     if plan is not None:
         plan.destroy()
 
