@@ -12,7 +12,8 @@ from kernels import axpy_into, halve_while_big
 
 import vyre_reference.backend as reference
 import vyre_wgpu.backend as backend
-import vyre_wgpu.sequence as wgpu_sequence
+import vyre_wgpu.flag_loop as flag_loop
+import vyre_wgpu.passes as passes
 from vyre_core import DispatchConfig, Sequence, SequenceBuilder, ir
 from vyre_core.contract.types import LoopRun
 from vyre_core.errors import InvalidInputError, InvalidSequenceError
@@ -101,7 +102,7 @@ def test_a_chain_is_one_submit_and_matches_the_reference(host, oracle, counted):
 
 def test_a_long_fixed_loop_is_recorded_in_bounded_command_buffers(host, oracle, counted,
                                                                   monkeypatch):
-    monkeypatch.setattr(wgpu_sequence, "PASSES_PER_SUBMIT", 4)
+    monkeypatch.setattr(passes, "PASSES_PER_SUBMIT", 4)
     submits, _ = counted
     seq = chain(times=5)  # 1 + 10 + 1 passes: three full command buffers, then the readback
     run = host.dispatch_sequence(seq, [X, Y0], {})
@@ -110,23 +111,56 @@ def test_a_long_fixed_loop_is_recorded_in_bounded_command_buffers(host, oracle, 
     assert [o.tobytes() for o in run.outputs] == [o.tobytes() for o in want.outputs]
 
 
-def test_a_flag_loop_reads_its_flag_each_iteration_and_stops_where_the_reference_does(
-        host, oracle, counted):
-    submits, _ = counted
+def flag_loop_sequence(most: int):
+    """Halve v until no element is >= 1; each iteration also writes head = v[0] into an
+    output binding (zeroed before the step: after the loop is done, nothing may zero it)."""
     b = SequenceBuilder()
     b.input("start", ir.f32, N)
     b.transient("v", ir.f32, N)
+    b.transient("head", ir.f32, N)
     b.transient("flag", ir.u32, 1)
     b.step(axpy_into(1.0), {"x": "start", "y": "v"})
-    with b.loop(until_zero="flag", max_iterations=100):
+    with b.loop(until_zero="flag", max_iterations=most):
         b.step(halve_while_big())
-    seq = b.build(returns=["v"])
+        b.step(head_only(), {"v": "v", "out": "head"})
+    return b.build(returns=["v", "head", "flag"])
+
+
+def batches_until(iterations: int) -> int:
+    """Readbacks of a device-side flag loop that stops after ``iterations``."""
+    recorded, batch, reads = 0, 1, 0
+    while recorded < iterations:
+        recorded += batch
+        reads += 1
+        batch = min(batch * 2, flag_loop.MAX_BATCH)
+    return reads
+
+
+@pytest.mark.parametrize("device_side", [True, False], ids=["on-device", "on-host"])
+@pytest.mark.parametrize("most", [100, 4])
+def test_a_flag_loop_stops_where_the_reference_does(host, oracle, counted, monkeypatch,
+                                                    most, device_side):
+    """On the device (a GPU's way), iterations are recorded in growing batches with one
+    small readback each, and those recorded after the loop is done dispatch nothing (the
+    output binding keeps what the last iteration wrote); on the host (a software
+    adapter's way), each iteration reads its flag back. At its maximum, the loop says it
+    did not converge."""
+    monkeypatch.setattr(backend.sequences(), "device_side_loops", device_side)
+    submits, _ = counted
+    seq = flag_loop_sequence(most)
     start = np.abs(RNG.standard_normal(N).astype(np.float32)) * np.float32(300)
     run = host.dispatch_sequence(seq, [start], {})
     want = oracle.dispatch_sequence(seq, [start], {})
-    assert run.outputs[0].tobytes() == want.outputs[0].tobytes()
-    assert run.loops == want.loops and run.loops[0].converged
-    assert submits["submit"] == run.loops[0].iterations + 1  # each iteration, then the end
+    assert [o.tobytes() for o in run.outputs] == [o.tobytes() for o in want.outputs]
+    assert run.loops == want.loops
+    ran = run.loops[0].iterations
+    assert run.loops[0].converged == (most == 100) and run.outputs[1][0] != 0
+    readbacks = batches_until(ran) if device_side else ran
+    assert submits["submit"] == readbacks + 1  # and then the returns
+    again = host.dispatch_sequence(seq, [start * np.float32(2)], {})  # its plan, reset
+    want = oracle.dispatch_sequence(seq, [start * np.float32(2)], {})
+    assert [o.tobytes() for o in again.outputs] == [o.tobytes() for o in want.outputs]
+    assert again.loops == want.loops
 
 
 def test_resident_buffers_are_written_in_place(host, oracle):

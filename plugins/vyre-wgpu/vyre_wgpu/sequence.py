@@ -6,9 +6,10 @@ when the plan is made, transients are zeroed at the start of each run and a buff
 to an ``output`` is zeroed just before its step (as a dispatch's output is). Resident
 buffers are bound directly and written in place. The buffers, params and bind groups of
 a sequence are made once per (sequence, resident handles, device generation) and kept
-for the next run while small. A loop with ``until_zero`` needs the flag on the host after
-every iteration: each iteration is its own submit with a readback of the flag;
-every other loop is recorded whole (in submits of at most ``PASSES_PER_SUBMIT`` passes).
+for the next run while small. A loop with ``until_zero`` is decided on the device of a
+GPU (its iterations recorded in growing batches, one small readback per batch) and on the
+host on a software adapter (``flag_loop.py``); every other loop is recorded whole (in
+submits of at most ``passes.PASSES_PER_SUBMIT`` passes).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,7 +27,9 @@ from vyre_core.errors import VyreError
 from vyre_core.ir.nodes import Access
 from vyre_core.sequence import Role, Sequence, Step, StepLoop
 from vyre_wgpu.device import as_words, launch_grid, padded_size, wgpu_module
+from vyre_wgpu.flag_loop import FlagLoop, run_on_host
 from vyre_wgpu.lowering import params_data
+from vyre_wgpu.passes import Pass, Recorder
 
 if TYPE_CHECKING:
     from vyre_wgpu.device import Device, Kernel
@@ -35,25 +38,15 @@ if TYPE_CHECKING:
 #: Plans (buffers and bind groups of one sequence) kept between runs, and their size cap.
 KEEP_PLANS = 16
 KEEP_PLAN_BYTES = 64 << 20
-#: Passes recorded into one command buffer before it is submitted (a long fixed loop).
-PASSES_PER_SUBMIT = 1024
-
-
-@dataclass
-class _Pass:
-    kernel: Kernel
-    bind_group: Any
-    dispatch: tuple[int, int, int]
-    zeroed: list[Any]        # buffers bound to an output: zeroed before the pass
-
 
 @dataclass
 class _Plan:
     buffers: dict[str, Any]  # sequence buffer name -> device buffer (residents: theirs)
     owned: list[Any]         # what the plan made (and destroys)
-    passes: list[_Pass]      # one per step, by step number
+    passes: list[Pass]       # one per step, by step number
     status: Any
     nbytes: int
+    loops: dict[int, FlagLoop] = field(default_factory=dict)  # by item index
 
     def destroy(self) -> None:
         for buf in self.owned:
@@ -67,6 +60,8 @@ class SequenceRunner:
     def __init__(self, device: Device, resident: Resident) -> None:
         self.device = device
         self.resident = resident
+        #: flag loops decided on the device (see flag_loop.py for why not on software)
+        self.device_side_loops = not device.software
         self._plans: OrderedDict[tuple, _Plan] = OrderedDict()
         self._generation = device.generation
 
@@ -83,7 +78,7 @@ class SequenceRunner:
                 self.forget()
                 self._generation = dev.generation
             bound = {name: self.resident.buffer(handle) for name, handle in resident.items()}
-            key = (seq.fingerprint(), tuple(sorted(resident.items())))
+            key = (seq.fingerprint(), tuple(sorted(resident.items())), self.device_side_loops)
             plan = self._plans.pop(key, None)
             created: list[Any] = []
             try:
@@ -138,13 +133,22 @@ class SequenceRunner:
             for _, step in seq.steps():
                 plan.passes.append(self._pass(seq, step, kernels[step.program.fingerprint()],
                                               plan))
+            first = 0
+            for index, item in enumerate(seq.items):
+                size = len(item.body) if isinstance(item, StepLoop) else 1
+                if isinstance(item, StepLoop) and item.until_zero is not None \
+                        and self.device_side_loops:
+                    plan.loops[index] = FlagLoop(dev, buffers[item.until_zero],
+                                                 plan.passes[first:first + size], plan.status,
+                                                 owned)
+                first += size
         except BaseException:
             plan.destroy()
             raise
         plan.nbytes = sum(buf.size for buf in owned)
         return plan
 
-    def _pass(self, seq: Sequence, step: Step, kernel: Kernel, plan: _Plan) -> _Pass:
+    def _pass(self, seq: Sequence, step: Step, kernel: Kernel, plan: _Plan) -> Pass:
         dev = self.device
         usage = wgpu_module().BufferUsage
         lowered = kernel.lowered
@@ -164,7 +168,7 @@ class SequenceRunner:
         bind_group = dev.device.create_bind_group(
             layout=kernel.layout, entries=entries + dev.own_entries(lowered, pbuf, plan.status))
         zeroed = [plan.buffers[name] for b, name in step.bound if b.access is Access.OUTPUT]
-        return _Pass(kernel, bind_group, dispatch, zeroed)
+        return Pass(kernel, bind_group, dispatch, zeroed)
 
     def _record(self, seq: Sequence, plan: _Plan, inputs: Mapping[str, np.ndarray],
                 created: list[Any]) -> tuple[list[np.ndarray], list[LoopRun]]:
@@ -172,13 +176,15 @@ class SequenceRunner:
         for name, data in inputs.items():
             if data.nbytes:
                 dev.queue.write_buffer(plan.buffers[name], 0, as_words(data))
-        recorder = _Recorder(dev, plan.status, created)
+        for loop in plan.loops.values():
+            loop.reset(dev)
+        recorder = Recorder(dev, plan.status, created)
         recorder.clear(plan.status)
         for b in seq.of_role(Role.TRANSIENT):
             recorder.clear(plan.buffers[b.name])
         loops = []
         first = 0  # the number of the item's first step (plan.passes is by step number)
-        for item in seq.items:
+        for index, item in enumerate(seq.items):
             if isinstance(item, Step):
                 recorder.step(plan.passes[first])
                 first += 1
@@ -190,27 +196,16 @@ class SequenceRunner:
                     for p in body:
                         recorder.step(p)
                 loops.append(LoopRun(item.limit, True))
+            elif index in plan.loops:
+                loops.append(plan.loops[index].run(recorder, item.limit))
             else:
-                loops.append(self._until_zero(item, body, plan, recorder))
+                loops.append(run_on_host(plan.buffers[item.until_zero], body, recorder,
+                                         item.limit))
         reads = [(plan.buffers[name], seq.buffer(name).nbytes) for name in seq.returns]
         raw = recorder.read(reads)
         outputs = [np.frombuffer(data, dtype=seq.buffer(name).dtype.storage_np)
                    for name, data in zip(seq.returns, raw, strict=True)]
         return outputs, loops
-
-    def _until_zero(self, loop: StepLoop, body: list[_Pass], plan: _Plan,
-                    recorder: _Recorder) -> LoopRun:
-        """Run ``loop`` (its passes: ``body``) an iteration at a time, reading its flag back
-        after each."""
-        flag = plan.buffers[loop.until_zero]
-        for ran in range(1, loop.limit + 1):
-            recorder.clear(flag)
-            for p in body:
-                recorder.step(p)
-            (value,) = recorder.read([(flag, flag.size)])
-            if not any(value):
-                return LoopRun(ran, True)
-        return LoopRun(loop.limit, False)
 
     def _keep(self, key: tuple, plan: _Plan) -> None:
         if plan.nbytes > KEEP_PLAN_BYTES:
@@ -226,46 +221,3 @@ def _destroy(plan: _Plan | None) -> None:
     """Destroy a plan that failed half made or half run (None: it was never made)."""
     if plan is not None:
         plan.destroy()
-
-
-class _Recorder:
-    """One command encoder at a time: passes and clears go in, a submit goes out when it
-    is full, and with each readback (a flag now, the returns at the end)."""
-
-    def __init__(self, dev: Device, status: Any, created: list[Any]) -> None:
-        self.dev = dev
-        self.status = status
-        self.created = created
-        self.encoder = dev.device.create_command_encoder()
-        self.passes = 0
-
-    def clear(self, buf: Any) -> None:
-        self.encoder.clear_buffer(buf, 0, buf.size)
-
-    def step(self, p: _Pass) -> None:
-        for buf in p.zeroed:
-            self.encoder.clear_buffer(buf, 0, buf.size)
-        compute = self.encoder.begin_compute_pass()
-        compute.set_pipeline(p.kernel.pipeline)
-        compute.set_bind_group(0, p.bind_group)
-        compute.dispatch_workgroups(*p.dispatch)
-        compute.end()
-        self.passes += 1
-        if self.passes >= PASSES_PER_SUBMIT:
-            self.dev.queue.submit([self.encoder.finish()])
-            self._fresh()
-
-    def read(self, reads: list[tuple[Any, int]]) -> list[bytearray]:
-        """Submit what is recorded with copies of ``reads`` (buffer, bytes) and the status
-        word, and read them back in one mapping; a status word that says the adapter cut
-        a loop short discards everything."""
-        results, status, _ = self.dev.submit_and_read(self.encoder, self.status, reads,
-                                                      self.created)
-        if status:
-            raise self.dev.loop_cut_short("the sequence's results were discarded")
-        self._fresh()
-        return results
-
-    def _fresh(self) -> None:
-        self.encoder = self.dev.device.create_command_encoder()
-        self.passes = 0
