@@ -776,6 +776,7 @@ def test_a_worker_killed_mid_dispatch_of_a_large_request_is_retried_exactly() ->
     iterations = 400_000  # about a second on the reference backend
     x = np.random.default_rng(5).integers(0, 2**32, BIG, dtype=np.uint32)
     with vyre_core.Driver(kill_grace=0.5, max_restarts=5) as drv:
+        drv.probe("reference")  # (else the kill may land on the routing probe, not on it)
         pending = drv.dispatch_async(program, [np.array([iterations], np.uint32), x],
                                      backend="reference", config=DispatchConfig(retries=1))
         victim = wait_running(drv, timeout=30.0)[0]["pid"]

@@ -208,3 +208,19 @@ def test_compiling_a_sequence_compiles_its_programs_with_the_runs_config(host):
     host.dispatch_sequence(seq, [X, Y0], {}, config)
     after = host.pipeline_cache_snapshot()
     assert after.misses == before.misses and after.hits > before.hits
+
+
+def test_a_flag_loop_too_large_for_its_control_kernel_is_decided_on_the_host(
+        host, oracle, counted, monkeypatch):
+    """A flag (or a loop) so large that one control invocation would read it serially for
+    long, or past a driver's loop budget, is read back per iteration instead."""
+    monkeypatch.setattr(backend.sequences(), "device_side_loops", True)
+    monkeypatch.setattr(flag_loop, "MAX_CONTROL_WORDS", 8)
+    submits, _ = counted
+    seq = flag_loop_sequence(99)  # (a sequence no earlier test left a kept plan for)
+    start = np.full(N, 64.0, np.float32)
+    run = host.dispatch_sequence(seq, [start], {})
+    want = oracle.dispatch_sequence(seq, [start], {})
+    assert [o.tobytes() for o in run.outputs] == [o.tobytes() for o in want.outputs]
+    assert run.loops == want.loops == [LoopRun(7, True)]
+    assert submits["submit"] == 7 + 1  # a readback per iteration, then the returns

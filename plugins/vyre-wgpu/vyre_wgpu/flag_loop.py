@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 
 #: Iterations recorded between two readbacks of the loop state, at most.
 MAX_BATCH = 64
+#: Words of flag and indirect counts one control invocation reads or writes serially, at
+#: most: a larger loop is decided on the host (the control kernel stays quick, and far
+#: inside any driver's loop budget).
+MAX_CONTROL_WORDS = 4096
 #: Workgroups a fill pass launches, at most (each invocation then zeroes a strided run).
 FILL_GROUPS = 4096
 FILL_WORKGROUP = 64
@@ -73,6 +77,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 """
+
+
+def fits_on_device(flag: Any, body: list[Pass]) -> bool:
+    """Whether a loop is small enough for its control kernel: its flag and the indirect
+    counts of its passes (and their fills) within ``MAX_CONTROL_WORDS``."""
+    passes = sum(1 + len(p.zeroed) for p in body)
+    return flag.size // 4 + 3 * passes <= MAX_CONTROL_WORDS
 
 
 class FlagLoop:

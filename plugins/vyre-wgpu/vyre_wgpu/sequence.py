@@ -27,7 +27,7 @@ from vyre_core.errors import VyreError
 from vyre_core.ir.nodes import Access
 from vyre_core.sequence import Role, Sequence, Step, StepLoop
 from vyre_wgpu.device import as_words, launch_grid, padded_size, wgpu_module
-from vyre_wgpu.flag_loop import FlagLoop, run_on_host
+from vyre_wgpu.flag_loop import FlagLoop, fits_on_device, run_on_host
 from vyre_wgpu.lowering import params_data
 from vyre_wgpu.passes import Pass, Recorder
 
@@ -60,8 +60,9 @@ class SequenceRunner:
     def __init__(self, device: Device, resident: Resident) -> None:
         self.device = device
         self.resident = resident
-        #: flag loops decided on the device (see flag_loop.py for why not on software)
-        self.device_side_loops = not device.software
+        #: flag loops decided on the device (see flag_loop.py for why not on software);
+        #: never where the driver cuts loops short (the control kernel loops too)
+        self.device_side_loops = not device.software and device.max_loop_trip is None
         self._plans: OrderedDict[tuple, _Plan] = OrderedDict()
         self._generation = device.generation
 
@@ -136,11 +137,12 @@ class SequenceRunner:
             first = 0
             for index, item in enumerate(seq.items):
                 size = len(item.body) if isinstance(item, StepLoop) else 1
+                body = plan.passes[first:first + size]
                 if isinstance(item, StepLoop) and item.until_zero is not None \
-                        and self.device_side_loops:
-                    plan.loops[index] = FlagLoop(dev, buffers[item.until_zero],
-                                                 plan.passes[first:first + size], plan.status,
-                                                 owned)
+                        and self.device_side_loops \
+                        and fits_on_device(buffers[item.until_zero], body):
+                    plan.loops[index] = FlagLoop(dev, buffers[item.until_zero], body,
+                                                 plan.status, owned)
                 first += size
         except BaseException:
             plan.destroy()
