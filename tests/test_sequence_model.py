@@ -14,7 +14,6 @@ from vyre_core import DispatchConfig, ir
 from vyre_core.contract.types import LoopRun
 from vyre_core.errors import InvalidInputError, InvalidSequenceError, LaunchLimitError
 from vyre_core.sequence import MAX_ITERATIONS, Sequence, SequenceBuilder, Step
-from vyre_core.sequence import wire as sequence_wire
 from vyre_workers.backend_host import BackendHost
 
 pytestmark = pytest.mark.fast
@@ -370,7 +369,7 @@ def test_the_wire_form_round_trips_and_names_each_program_once():
 def test_malformed_bytes_are_refused_cleanly(data):
     """Every malformation is an InvalidSequenceError (never a TypeError, never a hang)."""
     with pytest.raises(InvalidSequenceError, match=r"malformed|no steps"):
-        sequence_wire.decode(data)
+        Sequence.from_wire(data)
 
 
 def test_bytes_not_in_canonical_form_are_refused():
@@ -379,10 +378,10 @@ def test_bytes_not_in_canonical_form_are_refused():
     body = msgpack.unpackb(chain().to_wire()[5:])
     unused = [body[0], [*body[1], body[1][0]], body[2], body[3]]
     with pytest.raises(InvalidSequenceError, match="canonical"):
-        sequence_wire.decode(b"VYSQ\x01" + msgpack.packb(unused, use_bin_type=True))
+        Sequence.from_wire(b"VYSQ\x01" + msgpack.packb(unused, use_bin_type=True))
     body[2][0][1] = -1
     with pytest.raises(InvalidSequenceError, match="program index"):
-        sequence_wire.decode(b"VYSQ\x01" + msgpack.packb(body, use_bin_type=True))
+        Sequence.from_wire(b"VYSQ\x01" + msgpack.packb(body, use_bin_type=True))
 
 
 # -- config -----------------------------------------------------------------------------------

@@ -171,14 +171,18 @@ class ResidentBuffer:
     def valid(self) -> bool:
         return self.pool.holds(self.slot, self.generation)
 
-    def _call(self, op: Op, meta: dict[str, Any], arrays: Sequence[Any] = (),
-              timeout: float | None = None) -> Reply:
+    def refuse_if_stale(self, name: str | None = None) -> None:
+        """PipelineInvalidatedError when the worker generation it lived in is gone."""
         if not self.valid:
             raise PipelineInvalidatedError(
-                f"resident buffer {self.handle} of {self.pool.backend!r} lived in worker "
-                f"generation {self.generation}, which has since restarted",
+                f"resident buffer {name or self.handle!r} of {self.pool.backend!r} lived in "
+                f"worker generation {self.generation}, which has since restarted",
                 "Allocate the buffer again and upload its data.",
                 generation=self.generation, backend=self.pool.backend)
+
+    def _call(self, op: Op, meta: dict[str, Any], arrays: Sequence[Any] = (),
+              timeout: float | None = None) -> Reply:
+        self.refuse_if_stale()
         return self.pool.call(Request(op, meta, list(arrays), deadline=_deadline(timeout),
                                       timeout=timeout, slot=self.slot,
                                       generation=self.generation))
@@ -259,12 +263,7 @@ def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
             raise InvalidSequenceError(
                 f"resident {name!r} holds {buf.byte_len} bytes, the sequence declares {want}",
                 f"Allocate it with Driver.allocate_resident({want}, ...).")
-        if not buf.valid:
-            raise PipelineInvalidatedError(
-                f"resident {name!r} lived in worker generation {buf.generation} of "
-                f"{buf.pool.backend!r}, which has since restarted",
-                "Allocate the buffer again and upload its data.",
-                generation=buf.generation, backend=buf.pool.backend)
+        buf.refuse_if_stale(name)
         places.add((buf.pool, buf.slot, buf.generation))
     if len(places) > 1:
         raise InvalidSequenceError("the sequence's resident buffers live in different workers",

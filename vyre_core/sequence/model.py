@@ -18,7 +18,6 @@ after ``max_iterations`` (reported, not raised).
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -34,14 +33,22 @@ from vyre_core.errors import InvalidSequenceError, ValidationError
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Access, Buffer
 from vyre_core.ir.program import Program
+from vyre_core.sequence import wire
+from vyre_core.sequence.nodes import (
+    MAX_BUFFERS,
+    MAX_STEPS,
+    Item,
+    Role,
+    SequenceBuffer,
+    Step,
+    StepLoop,
+    bindable,
+)
 
-#: Steps in one sequence, counting each step of a loop body once.
-MAX_STEPS = 4096
 #: The most a loop may run (``times``, or ``max_iterations`` of a flag loop).
 MAX_ITERATIONS = 1_000_000
 #: Iterations of a flag loop when ``max_iterations`` is not given.
 DEFAULT_MAX_ITERATIONS = 10_000
-MAX_BUFFERS = 1024
 #: Bytes of one constant; larger data is an input or a resident.
 MAX_CONSTANT_BYTES = 1 << 16
 #: Dispatches one run may make, counting every iteration of every loop.
@@ -49,72 +56,6 @@ MAX_PASSES = 1 << 24
 _U32_MAX = 2**32 - 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 _WRITES = (Access.OUTPUT, Access.READ_WRITE)
-
-
-class Role(enum.StrEnum):
-    INPUT = "input"           # the caller passes it at each run
-    CONSTANT = "constant"     # fixed bytes, part of the sequence
-    TRANSIENT = "transient"   # lives only inside one run, zero-filled at its start
-    RESIDENT = "resident"     # a ResidentBuffer bound at each run
-
-
-@dataclass(frozen=True)
-class SequenceBuffer:
-    name: str
-    dtype: DType
-    count: int
-    role: Role
-    data: bytes | None = None  # a constant's bytes
-
-    @property
-    def nbytes(self) -> int:
-        return self.count * self.dtype.storage_bytes
-
-    def as_ir_buffer(self) -> Buffer:
-        """This buffer as a read buffer of its dtype and count (for ABI coercion)."""
-        return Buffer(self.name, 0, self.dtype, Access.READ, self.count)
-
-
-@dataclass(frozen=True)
-class Step:
-    """One dispatch: ``bindings`` names the sequence buffer bound to each non-workgroup
-    buffer of ``program``, in declaration order; ``grid`` is the workgroups it launches."""
-
-    program: Program
-    bindings: tuple[str, ...]
-    grid: tuple[int, int, int]
-
-    @cached_property
-    def bound(self) -> tuple[tuple[Buffer, str], ...]:
-        """(program buffer, sequence buffer name) per binding."""
-        return tuple(zip(bindable(self.program), self.bindings, strict=True))
-
-    def inputs(self) -> list[str]:
-        """The sequence buffers passed as the program's inputs, in its input ABI order."""
-        return [name for b, name in self.bound if b.is_input]
-
-    def outputs(self) -> list[str]:
-        """The sequence buffers that take the program's outputs, in its output ABI order."""
-        return [name for b, name in self.bound if b.is_output]
-
-
-@dataclass(frozen=True)
-class StepLoop:
-    """``body`` run ``times`` times, or until every byte of ``until_zero`` is zero after an
-    iteration (at most ``max_iterations``)."""
-
-    body: tuple[Step, ...]
-    times: int | None = None
-    until_zero: str | None = None
-    max_iterations: int | None = None
-
-    @property
-    def limit(self) -> int:
-        """The most iterations it runs."""
-        return self.times if self.times is not None else self.max_iterations  # type: ignore
-
-
-Item = Step | StepLoop
 
 
 @dataclass(frozen=True)
@@ -131,9 +72,7 @@ class Sequence:
 
     @cached_property
     def _wire(self) -> bytes:
-        from vyre_core.sequence.wire import encode
-
-        return encode(self)
+        return wire.encode(self.buffers, self.items, self.returns)
 
     def to_wire(self) -> bytes:
         """Canonical bytes: equal sequences give equal bytes however they were built."""
@@ -142,9 +81,7 @@ class Sequence:
     @classmethod
     def from_wire(cls, data: bytes) -> Sequence:
         """Decode untrusted bytes and check them; raise InvalidSequenceError if malformed."""
-        from vyre_core.sequence.wire import decode
-
-        return decode(data)
+        return cls(*wire.decode(data)).check()
 
     @cached_property
     def _fingerprint(self) -> str:
@@ -198,11 +135,6 @@ class Sequence:
     def check(self) -> Sequence:
         check(self)
         return self
-
-
-def bindable(program: Program) -> list[Buffer]:
-    """The buffers of ``program`` a step binds: every one but workgroup memory."""
-    return [b for b in program.buffers if b.access is not Access.WORKGROUP]
 
 
 def output_buffers(work: Program | Sequence) -> list[tuple[str, DType]]:

@@ -4,7 +4,8 @@
 and steps name them by index. Decoding treats bytes as untrusted: size, counts and
 every field are checked, programs decode through their own bounded decoder, and the
 result passes the same rules as a built sequence; any malformation raises
-``InvalidSequenceError``.
+``InvalidSequenceError``. Only the parts: ``model.Sequence`` holds them and checks
+the rules.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import msgpack
 from vyre_core.errors import InvalidProgramError, InvalidSequenceError
 from vyre_core.ir.program import Program
 from vyre_core.ir.wire import DTYPE_TAGS, MAX_WIRE_BYTES
-from vyre_core.sequence.model import (
+from vyre_core.sequence.nodes import (
     MAX_BUFFERS,
     MAX_STEPS,
+    Item,
     Role,
-    Sequence,
     SequenceBuffer,
     Step,
     StepLoop,
@@ -34,7 +35,9 @@ _ROLE_OF = {v: k for k, v in _ROLES.items()}
 _STEP, _LOOP = 0, 1
 
 
-def encode(seq: Sequence) -> bytes:
+def encode(buffers: tuple[SequenceBuffer, ...], items: tuple[Item, ...],
+           returns: tuple[str, ...]) -> bytes:
+    """The canonical bytes of a sequence's parts."""
     programs: dict[str, int] = {}
     wires: list[bytes] = []
 
@@ -45,15 +48,15 @@ def encode(seq: Sequence) -> bytes:
             wires.append(s.program.to_wire())
         return [_STEP, programs[fp], list(s.bindings), list(s.grid)]
 
-    items = []
-    for item in seq.items:
+    encoded = []
+    for item in items:
         if isinstance(item, StepLoop):
-            items.append([_LOOP, [step(s) for s in item.body], item.times, item.until_zero,
-                          item.max_iterations])
+            encoded.append([_LOOP, [step(s) for s in item.body], item.times, item.until_zero,
+                            item.max_iterations])
         else:
-            items.append(step(item))
-    body = [[[b.name, DTYPE_TAGS[b.dtype], b.count, _ROLES[b.role], b.data] for b in seq.buffers],
-            wires, items, list(seq.returns)]
+            encoded.append(step(item))
+    body = [[[b.name, DTYPE_TAGS[b.dtype], b.count, _ROLES[b.role], b.data] for b in buffers],
+            wires, encoded, list(returns)]
     return MAGIC + bytes([FORMAT_VERSION]) + msgpack.packb(body, use_bin_type=True)
 
 
@@ -62,7 +65,10 @@ def _bad(what: str) -> InvalidSequenceError:
                                 "Pass the bytes of Sequence.to_wire() unchanged.")
 
 
-def decode(data: bytes) -> Sequence:
+def decode(data: bytes) -> tuple[tuple[SequenceBuffer, ...], tuple[Item, ...],
+                                 tuple[str, ...]]:
+    """The parts of a sequence from untrusted bytes, in canonical form (the rules they
+    must keep are checked by ``Sequence.check``)."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise _bad(f"got {type(data).__name__}, not bytes")
     data = bytes(data)
@@ -84,14 +90,14 @@ def decode(data: bytes) -> Sequence:
         items = tuple(_item(i, programs) for i in _list(items_raw, "items"))
         names = tuple(r if isinstance(r, str) else _fail("returns") for r in
                       _list(returns, "returns"))
-        seq = Sequence(buffers, items, names).check()
+        canonical = encode(buffers, items, names)
     except InvalidProgramError as exc:
         raise _bad(f"a step's program: {exc.cause}") from None
     except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
         raise _bad(str(exc) or type(exc).__name__) from None
-    if seq.to_wire() != data:  # (unused programs, other orders: one sequence, one form)
+    if canonical != data:  # (unused programs, other orders: one sequence, one form)
         raise _bad("not in canonical form")
-    return seq
+    return buffers, items, names
 
 
 def _fail(what: str) -> Any:
