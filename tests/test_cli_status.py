@@ -104,7 +104,7 @@ def test_a_snapshot_that_cannot_be_written_is_logged_once_and_the_pool_serves_on
         base: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="vyre.supervisor")
     with Driver() as drv:
-        blocker = drv._rundir.path / f"p0{published.SUFFIX}.new"
+        blocker = drv.pools.rundir.path / f"p0{published.SUFFIX}.new"
         blocker.mkdir()  # where the snapshot is written aside: a directory now
         for _ in range(3):
             assert drv.dispatch(one_store(), [], backend="reference")[0].tolist() == [7]

@@ -255,7 +255,7 @@ def test_timeout_kills_the_dispatch_and_the_pool_recovers():
 
 def test_timeout_and_retries_reach_the_worker_request(drv):
     drv.dispatch(spin(1), [])
-    pool = drv._pools["reference"]
+    pool = drv.pools.existing("reference")
     seen = []
     call = pool.call
 
@@ -513,7 +513,7 @@ def test_close_is_idempotent_and_leaves_nothing():
     with driver:
         driver.dispatch(saxpy(4), saxpy_inputs(4))
         pids = worker_pids(driver)
-        rundir = driver._rundir.path
+        rundir = driver.pools.rundir.path
         assert rundir.is_dir() and set(pids) <= children()
     driver.close()  # again: nothing happens
     assert driver.status()["closed"] is True
@@ -544,7 +544,7 @@ def test_close_fails_pending_dispatches_and_stops_busy_workers():
 
 def test_close_of_a_driver_never_started():
     with Driver() as driver:
-        rundir = driver._rundir.path
+        rundir = driver.pools.rundir.path
     assert not rundir.exists()
     driver.close()
 
@@ -552,7 +552,7 @@ def test_close_of_a_driver_never_started():
 def _recycled_generations(driver: Driver, dispatches: int) -> list[int]:
     """The worker generation that served each of ``dispatches`` dispatches."""
     driver.dispatch(spin(1), [])
-    pool = driver._pools["reference"]
+    pool = driver.pools.existing("reference")
     seen = []
     call = pool.call
     pool.call = lambda request: seen.append(request) or call(request)
@@ -583,7 +583,7 @@ def test_compile_uses_the_backends_own_compile_timeout():
     """Driver.compile takes its deadline from the backend's own PoolOptions."""
     with Driver(backend_options={"reference": PoolOptions(compile_timeout=7.0)}) as driver:
         driver.dispatch(spin(1), [])
-        pool = driver._pools["reference"]
+        pool = driver.pools.existing("reference")
         seen = []
         call = pool.call
         pool.call = lambda request: seen.append(request) or call(request)

@@ -264,7 +264,7 @@ def test_the_second_dispatch_of_a_program_names_it_by_fingerprint_only():
     program = affine(salt=5)
     fp = program.fingerprint()
     with Driver() as drv:
-        pool = drv._pool("reference")
+        pool = drv.pools.open("reference")
         seen = recording(pool)
         first = run_exact(pool, drv, program, [data(1)])
         meta = seen[0][1]
@@ -289,7 +289,7 @@ def test_a_program_the_worker_evicted_is_sent_again_without_restart_or_error():
     worker holds; its next dispatch is named lean, refused, and sent again with it."""
     program = affine(salt=9)
     with Driver() as drv:
-        pool = drv._pool("reference")
+        pool = drv.pools.open("reference")
         run_exact(pool, drv, program, [data(1)])
         before = one_worker(drv)
         for salt in range(PROGRAM_CACHE + 1):
@@ -325,7 +325,7 @@ def test_a_long_dispatch_sent_again_after_a_miss_is_not_judged_lost():
     take the refused first attempt's progress for the resend's."""
     program = spin_for()
     with Driver() as drv:
-        pool = drv._pool("reference")
+        pool = drv.pools.open("reference")
         run_exact(pool, drv, program, [np.array([3], np.uint32)])
         for salt in range(PROGRAM_CACHE + 1):
             drv.compile(affine(salt=3000 + salt), backend="reference")
@@ -345,7 +345,7 @@ def test_a_long_dispatch_sent_again_after_a_miss_is_not_judged_lost():
 def test_a_restarted_worker_gets_the_program_again():
     program = affine(salt=11)
     with Driver() as drv:
-        pool = drv._pool("reference")
+        pool = drv.pools.open("reference")
         run_exact(pool, drv, program, [data(1)])
         assert run_exact(pool, drv, program, [data(2)]).lean
         old = one_worker(drv)
@@ -367,7 +367,7 @@ def test_a_lean_request_queued_across_a_restart_reaches_the_new_worker_with_its_
     it is sent: the I/O thread sees the new process holds nothing and sends the program."""
     program = affine(salt=13)
     with Driver() as drv:
-        pool = drv._pool("reference")
+        pool = drv.pools.open("reference")
         run_exact(pool, drv, program, [data(1)])
         slow = request(drv, spin(5_000_000), [], DispatchConfig(retries=0))
         slow_future = pool.submit(slow)
@@ -391,7 +391,7 @@ def test_a_lean_request_whose_program_left_the_mirror_before_it_was_sent_carries
     worker, and the parent's mirror, evict it meanwhile): it is sent with its program."""
     program = affine(salt=17)
     with Driver() as drv:
-        pool = drv._pool("reference")
+        pool = drv.pools.open("reference")
         run_exact(pool, drv, program, [data(1)])
         others = [affine(salt=2000 + s) for s in range(PROGRAM_CACHE)]
         queued = [request(drv, p, [data(salt)]) for salt, p in enumerate(others)]
@@ -415,7 +415,7 @@ def test_two_workers_and_four_threads_stay_exact():
     program = affine(salt=19)
     errors: list[str] = []
     with Driver(workers=2) as drv:
-        pool = drv._pool("reference")
+        pool = drv.pools.open("reference")
         run_exact(pool, drv, spin(1), [])
         wait_for(lambda: [w["state"] for w in workers(drv, "reference")] == ["idle", "idle"],
                  30.0, "both workers started")

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from vyre_core import ir, routing
+from vyre_core import ir
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import NoCapableBackendError, PluginLoadError, VyreError
 from vyre_core.ir.requirements import ALL_OPS
@@ -19,6 +19,7 @@ from vyre_core.routing import (
     RouteDecision,
     Router,
     format_explanation,
+    rank,
     rejection_reasons,
 )
 from vyre_core.sequence import SequenceBuilder
@@ -345,13 +346,13 @@ def test_demoted_adapter_is_shown_as_such():
 @pytest.fixture
 def counted(monkeypatch):
     calls = []
-    real = routing.rejection_reasons
+    real = rank.rejection_reasons
 
     def counting(req, c):
         calls.append(c)
         return real(req, c)
 
-    monkeypatch.setattr(routing, "rejection_reasons", counting)
+    monkeypatch.setattr(rank, "rejection_reasons", counting)
     return calls
 
 

@@ -19,18 +19,16 @@ import atexit
 import contextlib
 import math
 import os
-import secrets
 import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import numpy as np
-import zmq
 
 from vyre_core import abi
 from vyre_core.config import DispatchConfig
@@ -41,20 +39,19 @@ from vyre_core.errors import (
     InvalidInputError,
     InvalidSequenceError,
     LaunchLimitError,
-    NoCapableBackendError,
     PipelineInvalidatedError,
     PoolFailedError,
-    UnsupportedFeatureError,
 )
 from vyre_core.ir import Program
 from vyre_core.launch import effective_program
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op
 from vyre_core.registry import BackendRegistration, Registry
-from vyre_core.routing import Explanation, RouteDecision, Router
+from vyre_core.routing import Explanation, RouteDecision, RoutingPolicy
 from vyre_core.sequence import Role
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.supervisor.pool import Pool, PoolOptions, Request
+from vyre_core.supervisor.pools import Pools
 from vyre_core.supervisor.rundir import RunDir
 
 Reply = tuple[dict[str, Any], list[Any]]
@@ -305,115 +302,32 @@ class Driver:
         self.registry = registry if registry is not None else Registry.discover()
         self.options = options or PoolOptions(**option_fields)
         self._backend_options = dict(backend_options or {})
-        self._closed = False
-        # program fingerprint -> {backend: its refusal}: routing passes over these
-        self._refusals: dict[str, dict[str, str]] = {}
-        self._own_process()
-        self._rundir: RunDir | None = RunDir()
+        self._own_process(RunDir())
+        self.routing = RoutingPolicy(self.registry, self.pools)
         _DRIVERS.add(self)
         atexit.register(self.close)
 
-    def _own_process(self) -> None:
+    def _own_process(self, rundir: RunDir | None) -> None:
         """State that belongs to one process: made at construction, and made again in a
         forked child, which must never touch the parent's sockets, workers or locks."""
         self._owner_pid = os.getpid()
         self._lock = threading.Lock()
-        self._pools: dict[str, Pool] = {}
-        self._secret = secrets.token_bytes(32)  # workers prove it in their hello
         self._executor: ThreadPoolExecutor | None = None
-        self._zmq: zmq.Context | None = None
-        self.router = Router(self._candidates, self._skip)
+        self.pools = Pools(self.registry, self._options_for,
+                           lambda: self.routing.router.invalidate(), rundir,
+                           self._finalize_in_multiprocessing_child)
 
     def _forked(self) -> None:
         # the parent's pools: kept (never collected, never used), across nested forks too
-        self._inherited = [*getattr(self, "_inherited", []), *self._pools.values()]
-        for pool in self._pools.values():
-            pool.forget()
-        self._own_process()
-        self._rundir = None  # made on first use in this process
+        self._inherited = [*getattr(self, "_inherited", []), *self.pools.forget()]
+        self._own_process(None)  # (the run directory is made on first use in this process)
+        self.routing.attach(self.pools)
 
     def __enter__(self) -> Driver:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- routing ---------------------------------------------------------------------------
-
-    def backends(self) -> list[BackendRegistration]:
-        """Registered backends in precedence order."""
-        return self.registry.backends()
-
-    def _candidates(self) -> list[tuple[BackendRegistration, Capabilities]]:
-        pairs = []
-        for reg in self.registry.backends():
-            pool = self._pools.get(reg.id)
-            probed = pool.capabilities if pool is not None else None
-            pairs.append((reg, probed or reg.claims))
-        return pairs
-
-    def _skip(self, backend: str, fingerprint: str) -> str | None:
-        pool = self._pools.get(backend)
-        unavailable = pool.unavailable() if pool is not None else None
-        if unavailable is not None:
-            return unavailable
-        refusal = self._refusals.get(fingerprint, {}).get(backend)
-        return None if refusal is None else f"it refused this program at compile: {refusal}"
-
-    def route(self, program: Program, backend: str | None = None,
-              timeout: float | None = None) -> RouteDecision:
-        """The backend ``dispatch`` would use. A backend chosen on static claims is started
-        and probed first, exactly as ``dispatch`` does (within ``timeout`` seconds)."""
-        self._routed_pool(program.check(), backend, _deadline(timeout), timeout)
-        return self.router.route(program, backend)
-
-    def explain(self, program: Program, timeout: float | None = None) -> list[Explanation]:
-        """Every backend, accepted or why not, as ``dispatch`` would see them (the winner
-        probed first), also when none can run it."""
-        with contextlib.suppress(NoCapableBackendError):
-            self._routed_pool(program.check(), None, _deadline(timeout), timeout)
-        return self.router.explain(program)
-
-    def probe(self, backend: str, timeout: float | None = None) -> Capabilities:
-        """What ``backend``'s worker probed on its device, starting its pool if needed.
-        Raises PoolFailedError (with the worker's traceback) when it cannot start, and
-        DispatchTimeoutError past ``timeout`` (default None: wait while workers start, up
-        to the pool's startup_timeout per try)."""
-        return self._probe(backend, _deadline(timeout), _checked_timeout(timeout))
-
-    def _probe(self, backend: str, deadline: float | None,
-               timeout: float | None = None) -> Capabilities:
-        pool = self._pool(backend)
-        if pool.capabilities is None:
-            pool.call(Request(Op.PING, {"label": f"routing probe of {backend!r}"}, [],
-                              deadline=deadline, timeout=timeout))
-        caps = pool.capabilities
-        if caps is None:  # answered, yet no hello was recorded: cannot happen
-            raise PoolFailedError(f"backend {backend!r} answered without saying hello",
-                                  backend=backend)
-        return caps
-
-    def _pool(self, backend: str) -> Pool:
-        with self._lock:
-            if self._closed:
-                raise PoolFailedError("the driver is closed", "Create a new vyre Driver.")
-            pool = self._pools.get(backend)
-            if pool is None:
-                if self._rundir is None:
-                    self._rundir = RunDir()
-                    self._finalize_in_multiprocessing_child()
-                pool = self._pools[backend] = Pool(
-                    self.registry.get(backend), self._rundir, f"p{len(self._pools)}",
-                    self._options_for(backend), self.router.invalidate, self._secret,
-                    self._zmq_context)
-            return pool
-
-    def _zmq_context(self) -> zmq.Context:
-        """This driver's one zmq context (its I/O thread starts with the first socket)."""
-        with self._lock:
-            if self._zmq is None:
-                self._zmq = zmq.Context()
-            return self._zmq
 
     def _finalize_in_multiprocessing_child(self) -> None:
         """A multiprocessing child leaves with os._exit (no atexit): close there too."""
@@ -424,88 +338,29 @@ class Driver:
     def _options_for(self, backend: str) -> PoolOptions:
         return self._backend_options.get(backend, self.options)
 
-    def _routed_call(self, program: Program, backend: str | None,
-                     make_request: Callable[[Pool], Request], deadline: float | None,
-                     timeout: float | None) -> tuple[Pool, Request, Reply]:
-        """Run a request (built for the pool that serves it) on the routed backend. A pool
-        that fails makes routing fall over to the next capable backend, unless the backend
-        was named. Returns the pool, the request that ran, and its reply."""
-        while True:
-            pool = None
-            try:
-                pool = self._routed_pool(program, backend, deadline, timeout)
-                request = make_request(pool)
-                return pool, request, pool.call(request)
-            except PoolFailedError as exc:
-                if not self._falls_over(exc, backend):
-                    raise
-            except UnsupportedFeatureError as exc:
-                if backend is not None or pool is None:
-                    raise
-                self._remember_refusal(program, pool, exc)
+    # -- routing ---------------------------------------------------------------------------
 
-    def _falls_over(self, exc: PoolFailedError, backend: str | None) -> bool:
-        """Whether a routed call that got ``exc`` may try the next capable backend."""
-        failed = self._pools.get(exc.details.get("backend", ""))
-        return (backend is None and not self._closed and failed is not None
-                and failed.unavailable() is not None)
+    def backends(self) -> list[BackendRegistration]:
+        """Registered backends in precedence order."""
+        return self.registry.backends()
 
-    def _remember_refusal(self, program: Program, pool: Pool,
-                          exc: UnsupportedFeatureError) -> None:
-        """The backend refused this program (e.g. an op it cannot lower for one dtype): a
-        routing rejection found late. Routing passes it over for this program from now."""
-        with self._lock:
-            self._refusals.setdefault(program.fingerprint(), {})[pool.backend] = \
-                exc.cause.splitlines()[0]
+    def route(self, program: Program, backend: str | None = None,
+              timeout: float | None = None) -> RouteDecision:
+        """The backend ``dispatch`` would use. A backend chosen on static claims is started
+        and probed first, exactly as ``dispatch`` does (within ``timeout`` seconds)."""
+        return self.routing.route(program.check(), backend, _deadline(timeout), timeout)
 
-    def _route_step(self, program: Program, backend: str | None) -> tuple[Pool | None,
-                                                                           list[str]]:
-        """One routing decision that never blocks: the pool to run ``program`` on, or the
-        backends to start and probe before deciding again. Backends never started are
-        judged on their static claims, a floor: the chosen one, and any ranked ahead of it
-        that the claims reject, are probed first (a software adapter, say, is then demoted
-        below the reference)."""
-        if self._closed:
-            raise PoolFailedError("the driver is closed", "Create a new vyre Driver.")
-        if backend is not None:
-            named = self._pools.get(backend)
-            if named is not None and named.unavailable() is not None:
-                return named, []  # its pool answers with its own error, and when to retry
-        try:
-            chosen = self.router.route(program, backend).backend
-        except NoCapableBackendError:
-            ahead = [] if backend is not None else self._unprobed_ahead(None)
-            if not ahead:
-                raise
-            return None, ahead
-        unprobed = [] if backend is not None else self._unprobed_ahead(chosen)
-        if chosen not in self._pools:
-            unprobed.append(chosen)
-        return (self._pool(chosen), []) if not unprobed else (None, unprobed)
+    def explain(self, program: Program, timeout: float | None = None) -> list[Explanation]:
+        """Every backend, accepted or why not, as ``dispatch`` would see them (the winner
+        probed first), also when none can run it."""
+        return self.routing.explain(program.check(), _deadline(timeout), timeout)
 
-    def _routed_pool(self, program: Program, backend: str | None, deadline: float | None,
-                     timeout: float | None = None) -> Pool:
-        while True:
-            pool, unprobed = self._route_step(program, backend)
-            if pool is not None:
-                return pool
-            for name in unprobed:
-                try:
-                    self._probe(name, deadline, timeout)  # its hello: routing decides again
-                except PoolFailedError:
-                    if self._closed or backend is not None:
-                        raise  # a named backend's failure is the caller's answer
-                    # it never started: routing skips the failed pool now; decide again
-
-    def _unprobed_ahead(self, chosen: str | None) -> list[str]:
-        """Backends ranked ahead of ``chosen`` (all, for None) whose workers never started."""
-        ahead = []
-        for reg in self.registry.backends():
-            if reg.id == chosen:
-                break
-            if reg.id not in self._pools:
-                ahead.append(reg.id)
-        return ahead
+    def probe(self, backend: str, timeout: float | None = None) -> Capabilities:
+        """What ``backend``'s worker probed on its device, starting its pool if needed.
+        Raises PoolFailedError (with the worker's traceback) when it cannot start, and
+        DispatchTimeoutError past ``timeout`` (default None: wait while workers start, up
+        to the pool's startup_timeout per try)."""
+        return self.pools.probe(backend, _deadline(timeout), _checked_timeout(timeout))
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -528,7 +383,7 @@ class Driver:
         request = self._dispatch_request(program, inputs, config)
         if out is not None:
             _check_out(program, request.outputs, out)
-        _, _, (meta, arrays) = self._routed_call(
+        _, _, (meta, arrays) = self.routing.call(
             program, backend, lambda pool: request.renewed(), request.deadline,
             request.timeout)
         if out is not None:
@@ -544,7 +399,7 @@ class Driver:
         claim. Everything else (ABI binding, supervision, timeouts) is as ``dispatch``."""
         config = _config(config)
         request = self._dispatch_request(program, inputs, config)
-        return _outputs(*self._pool(backend).call(request))
+        return _outputs(*self.pools.open(backend).call(request))
 
     def dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                        config: DispatchConfig | None = None) -> PendingResult:
@@ -555,7 +410,7 @@ class Driver:
         config = _config(config)
         request = self._dispatch_request(program, inputs, config)
         outcome: Future = Future()
-        pool, _ = self._route_step(program, backend)
+        pool, _ = self.routing.decide(program, backend)
         if pool is None:
             self._in_background(outcome, program, backend, request)
         else:
@@ -569,10 +424,7 @@ class Driver:
         """Runs in the pool's I/O thread: pass the answer on, or hand the call to a
         background thread when routing must try again."""
         exc = done.exception()
-        if isinstance(exc, PoolFailedError) and self._falls_over(exc, backend):
-            self._in_background(outcome, program, backend, request)
-        elif isinstance(exc, UnsupportedFeatureError) and backend is None:
-            self._remember_refusal(program, pool, exc)
+        if exc is not None and self.routing.again(exc, program, backend, pool):
             self._in_background(outcome, program, backend, request)
         elif exc is not None:
             outcome.set_exception(exc)
@@ -583,7 +435,7 @@ class Driver:
                        request: Request) -> None:
         def run() -> None:
             try:
-                _, _, reply = self._routed_call(program, backend,
+                _, _, reply = self.routing.call(program, backend,
                                                 lambda pool: request.renewed(),
                                                 request.deadline, request.timeout)
                 outcome.set_result(reply)
@@ -617,7 +469,7 @@ class Driver:
             return Request(Op.COMPILE, meta, [], timeout=timeout or pool.options.compile_timeout,
                            deadline=own if deadline is None else min(own, deadline))
 
-        pool, ran, (meta, _) = self._routed_call(program, backend, request, deadline,
+        pool, ran, (meta, _) = self.routing.call(program, backend, request, deadline,
                                                  timeout)
         slot, generation = ran.served_by
         pipeline_id = meta["pipeline"]
@@ -660,7 +512,7 @@ class Driver:
             raise InvalidInputError("allocate_resident needs backend= or near=",
                                     "Name the backend, e.g. backend='wgpu'.")
         deadline = _deadline(timeout)
-        pool = self._pool(backend)
+        pool = self.pools.open(backend)
         request = Request(Op.ALLOCATE, {"byte_len": int(byte_len)}, [], deadline=deadline,
                           timeout=timeout)
         meta, _ = pool.call(request)
@@ -703,9 +555,9 @@ class Driver:
                 raise InvalidSequenceError(
                     f"backend={backend!r}, but the resident buffers live in "
                     f"{pool.backend!r}", "Leave backend out, or allocate the buffers there.")
-            self.router.route(sequence, pool.backend)  # capable, or every reason why not
+            self.routing.router.route(sequence, pool.backend)  # capable, or every reason why not
             return _sequence_outputs(*pool.call(request))
-        _, _, reply = self._routed_call(sequence, backend, lambda pool: request.renewed(),
+        _, _, reply = self.routing.call(sequence, backend, lambda pool: request.renewed(),
                                         request.deadline, request.timeout)
         return _sequence_outputs(*reply)
 
@@ -726,7 +578,7 @@ class Driver:
                            timeout=timeout or pool.options.compile_timeout,
                            deadline=own if deadline is None else min(own, deadline))
 
-        pool, ran, _ = self._routed_call(sequence, backend, request, deadline, timeout)
+        pool, ran, _ = self.routing.call(sequence, backend, request, deadline, timeout)
         slot, generation = ran.served_by
 
         def run(inputs: Sequence[Any], resident: Mapping[str, ResidentBuffer],
@@ -751,10 +603,9 @@ class Driver:
         """Every registered backend's pool: workers with pid, generation, state, restarts,
         in-flight requests and their last outputs; messages dropped or rejected; plus
         plugins that failed to load."""
-        with self._lock:
-            pools = dict(self._pools)
+        pools = {pool.backend: pool for pool in self.pools.all()}
         return {
-            "closed": self._closed,
+            "closed": self.pools.closed,
             "pools": {reg.id: (pools[reg.id].status() if reg.id in pools
                                else {"backend": reg.id, "state": "not started", "workers": []})
                       for reg in self.registry.backends()},
@@ -769,26 +620,14 @@ class Driver:
         if os.getpid() != self._owner_pid:
             return  # forked without Python's fork hooks: nothing here is this process's
         timeout = _checked_timeout(timeout, "close timeout", zero=True)
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            pools = list(self._pools.values())
         try:
-            for pool in pools:  # every pool told first: an interruption cannot skip one
-                pool.begin_close()
-            for pool in pools:
-                pool.wait_closed(timeout)
+            if not self.pools.close(timeout):
+                return
         finally:
-            for pool in pools:
-                pool.begin_close()
-                pool.force_stop()
-            if self._rundir is not None:
-                self._rundir.remove()
-            if self._zmq is not None and not any(p.running for p in pools):
-                self._zmq.term()  # (a pool thread still running keeps it: term would wait)
-            if self._executor is not None:  # queued routing still runs: it fails fast now
-                self._executor.shutdown(wait=False)
+            with self._lock:
+                executor = self._executor
+            if executor is not None and self.pools.closed:  # queued routing fails fast now
+                executor.shutdown(wait=False)
             atexit.unregister(self.close)
 
 

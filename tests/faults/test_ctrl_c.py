@@ -118,7 +118,7 @@ SLOW_CLOSE = """
     pending = drv.dispatch_async(PROGRAM, INPUTS, backend="faults",
                                  config=DispatchConfig(label="fault:hang_python"))
     wait_until(lambda: workers(drv, "faults")[0]["running"], "the hang to run")
-    rundir = drv._rundir.path
+    rundir = drv.pools.rundir.path
     report(pids=[w["pid"] for w in workers(drv, "faults")], rundir=str(rundir))
 
     def announce():  # once close() is under way (the pool is closed), say so
@@ -234,7 +234,7 @@ UNCAUGHT = """
     thread = threading.Thread(target=waits, name="long-dispatch")  # not a daemon
     thread.start()
     wait_until(lambda: workers(drv, "faults")[0]["running"], "the long dispatch to run")
-    report(pids=[w["pid"] for w in workers(drv, "faults")], rundir=str(drv._rundir.path))
+    report(pids=[w["pid"] for w in workers(drv, "faults")], rundir=str(drv.pools.rundir.path))
     if how == "raise":
         raise KeyboardInterrupt
     signal.pause()  # the test's SIGINT raises KeyboardInterrupt here, uncaught
@@ -275,7 +275,7 @@ INTERRUPTED_SENDS = """
     from vyre_core import framing
     drv = vyre_core.Driver(kill_grace=0.5)
     drv.dispatch(PROGRAM, INPUTS, backend="faults")
-    rundir = drv._rundir.path
+    rundir = drv.pools.rundir.path
     (w,) = workers(drv, "faults")
     real_send = framing.send
     cut = [True]

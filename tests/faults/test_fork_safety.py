@@ -76,7 +76,7 @@ def _in_forked_child(drv: vyre_core.Driver, write_fd: int) -> None:
         out = drv.dispatch(PROGRAM, data, backend="faults")
         report["exact"] = out[0].tobytes() == expected(data)
         report["pids"] = _worker_pids(drv, "faults")
-        report["rundir"] = str(drv._rundir.path)
+        report["rundir"] = str(drv.pools.rundir.path)
         more = [inputs(20 + i) for i in range(4)]
         report["exact_again"] = all(drv.dispatch(PROGRAM, d, backend="faults")[0].tobytes()
                                     == expected(d) for d in more)

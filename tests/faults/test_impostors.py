@@ -64,7 +64,7 @@ def test_impostors_receive_nothing_deliver_nothing_and_are_counted() -> None:
         with driver(max_restarts=10) as drv:
             data = inputs(1)
             assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
-            endpoint = drv._pools["faults"]._endpoint
+            endpoint = drv.pools.existing("faults")._endpoint
             before = wait_idle(drv)
             sent = 0
             for identity in GUESSES:
@@ -127,8 +127,9 @@ def test_a_worker_binds_no_name_anyone_could_reach() -> None:
             assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
             live = wait_idle(drv)
             assert named_sockets(live["pid"]) == [], named_sockets(live["pid"])
-            name = drv._pools["faults"]._name
-            assert sorted(p.name for p in drv._rundir.path.iterdir() if p.suffix != ".new") == [
+            name = drv.pools.existing("faults")._name
+            found = drv.pools.rundir.path.iterdir()
+            assert sorted(p.name for p in found if p.suffix != ".new") == [
                 f"{name}.sock", f"{name}.status.json"]  # (the snapshot for `vyre status`)
             os.kill(live["pid"], signal.SIGKILL)
 
@@ -139,7 +140,7 @@ def test_no_identity_or_token_on_a_command_line_or_in_the_environment() -> None:
         data = inputs(9)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
         live = wait_idle(drv)
-        worker = drv._pools["faults"]._machine.workers[0]
+        worker = drv.pools.existing("faults")._machine.workers[0]
         secrets_of_it = [worker.identity, worker.proof]
         proc = psutil.Process(live["pid"])
         cmdline = " ".join(proc.cmdline()).encode()
@@ -159,7 +160,7 @@ def test_the_supervisor_survives_random_frames_from_strangers() -> None:
         with driver() as drv:
             data = inputs(10)
             assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
-            sock = connect(context, drv._pools["faults"]._endpoint, b"fuzzer")
+            sock = connect(context, drv.pools.existing("faults")._endpoint, b"fuzzer")
             sent = [0]
 
             @settings(max_examples=150, deadline=None,

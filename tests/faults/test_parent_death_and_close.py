@@ -143,7 +143,7 @@ SIGKILLED_CHILD = """
     workers = drv.status()["pools"]["faults"]["workers"]
     report(pids=[w["pid"] for w in workers], states=[w["state"] for w in workers],
            busy=[w["pid"] for w in workers if w["state"] == "busy"],
-           rundir=str(drv._rundir.path))
+           rundir=str(drv.pools.rundir.path))
     time.sleep(3600)
 """
 
@@ -298,7 +298,7 @@ ATEXIT_CHILD = """
             assert time.monotonic() < deadline, "the dispatch never reached its worker"
             time.sleep(0.01)
     workers = drv.status()["pools"]["faults"]["workers"]
-    report(pids=[w["pid"] for w in workers if w["pid"]], rundir=str(drv._rundir.path),
+    report(pids=[w["pid"] for w in workers if w["pid"]], rundir=str(drv.pools.rundir.path),
            ok=out[0].tobytes() == (2.0 * INPUTS[0] + INPUTS[1]).tobytes())
     deadline = time.monotonic() + 30
     while not os.path.exists(os.environ["GO_FILE"]) and time.monotonic() < deadline:
@@ -413,7 +413,7 @@ def test_close_while_the_pool_is_still_starting(tmp_path, monkeypatch):
 FORKING_CHILD = """
     drv = vyre_core.Driver(kill_grace=0.5, startup_timeout=10)
     drv.dispatch(PROGRAM, INPUTS, backend="faults")
-    rundir = drv._rundir.path
+    rundir = drv.pools.rundir.path
     pid = os.fork()
     if pid == 0:
         sys.exit(0)  # an ordinary exit of a forked child runs the inherited atexit hooks

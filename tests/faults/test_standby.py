@@ -214,7 +214,7 @@ def test_serving_worker_and_spare_dying_together_leave_a_working_pool() -> None:
         dispatch_exact(drv, 500, "reference")
         (spare,) = spare_ready(drv, "reference")
         before = serving_idle(drv, "reference")
-        pool = drv._pools["reference"]
+        pool = drv.pools.existing("reference")
         frames = sys._current_frames
 
         def between_polls() -> bool:
@@ -253,7 +253,7 @@ def test_a_death_first_seen_as_an_unreachable_send_still_counts() -> None:
         dispatch_exact(drv, 550, "reference")
         spare_ready(drv, "reference")
         before = serving_idle(drv, "reference")
-        pool = drv._pools["reference"]
+        pool = drv.pools.existing("reference")
         frames = sys._current_frames
 
         def woken_for_it() -> bool:

@@ -34,7 +34,7 @@ def _close_under_load(round_: int) -> None:
     so their submits straddle the moment the fd is closed."""
     drv = driver(workers=2)
     pipeline = drv.compile(PROGRAM, backend="reference")
-    io_thread = drv._pools["reference"]._thread
+    io_thread = drv.pools.existing("reference")._thread
     assert io_thread is not None
     warm = threading.Barrier(SUBMITTERS + 1)
     outcomes: list[list[object]] = [[] for _ in range(SUBMITTERS)]
@@ -113,7 +113,7 @@ def test_a_submit_paused_at_its_wake_write_never_writes_a_closed_fd(monkeypatch)
     be the one it meant (not closed, not reused), and its call must end."""
     drv = driver(workers=2)
     drv.dispatch(PROGRAM, inputs(1), backend="reference")
-    io_thread = drv._pools["reference"]._thread
+    io_thread = drv.pools.existing("reference")._thread
     assert io_thread is not None
     at_write = threading.Event()
     stale: list[str] = []
@@ -205,7 +205,7 @@ def test_restarts_keep_capabilities_so_a_demoted_backend_stays_demoted() -> None
         assert drv.route(PROGRAM).backend == "reference"
         data = inputs(1)
         assert drv.dispatch(PROGRAM, data)[0].tobytes() == expected(data)
-        wgpu = drv._pools["wgpu"]
+        wgpu = drv.pools.existing("wgpu")
         probed = wgpu.capabilities
         assert probed is not None and is_software_adapter(probed)
 
@@ -274,7 +274,7 @@ def test_probe_right_after_a_worker_was_killed_answers() -> None:
             assert worker(drv, 1 - index, "reference")["pid"] == other["pid"]
             wait_for(lambda i=index: worker(drv, i, "reference")["state"] == "idle", 30,
                      "the replacement to say hello")
-        stays_true(lambda: drv._pools["reference"].capabilities is not None, 0.2,
+        stays_true(lambda: drv.pools.existing("reference").capabilities is not None, 0.2,
                    "the reference pool keeps its capabilities")
         data = inputs(5)
         assert drv.dispatch(PROGRAM, data, backend="reference")[0].tobytes() == expected(data)

@@ -134,7 +134,7 @@ def test_faults_wgpu_is_registered_last_and_never_routed() -> None:
         assert registration.precedence == 6000
         assert registration.entry_point == "faults-wgpu = vyre_faults_wgpu"
         assert registration.claims == drv.registry.get("wgpu").claims
-        assert drv.router.route(PROGRAM).backend != BACKEND
+        assert drv.routing.router.route(PROGRAM).backend != BACKEND
         assert pool_status(drv)["state"] == "not started"
 
 

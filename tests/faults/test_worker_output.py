@@ -39,9 +39,9 @@ def test_chatty_dispatches_cost_no_memory_and_no_disk() -> None:
         growth = psutil.Process().memory_info().rss - rss_before
         assert growth < 15 * 2**20, f"the parent grew by {growth / 2**20:.1f} MiB"
 
-        sockets = [p for p in drv._rundir.path.iterdir() if stat.S_ISSOCK(p.lstat().st_mode)]
+        sockets = [p for p in drv.pools.rundir.path.iterdir() if stat.S_ISSOCK(p.lstat().st_mode)]
         assert [p.name for p in sockets] == ["p0.sock"]  # the pool's only (lanes: no name)
-        assert sorted(p.name for p in drv._rundir.path.iterdir() if p.suffix != ".new") == [
+        assert sorted(p.name for p in drv.pools.rundir.path.iterdir() if p.suffix != ".new") == [
             "p0.sock", "p0.status.json"]  # and no output on disk (.new: a snapshot written)
         assert worker(drv)["history"] == []  # no generation has ended yet
 

@@ -1,4 +1,4 @@
-"""Routing: pick the backend that runs a program, from its requirements and each backend's
+"""Ranking: pick the backend that runs a program, from its requirements and each backend's
 capabilities, walking candidates in precedence order; every rejection can be explained.
 Decisions are cached per program fingerprint until the candidate set is invalidated."""
 

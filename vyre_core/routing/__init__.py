@@ -1,0 +1,20 @@
+"""Routing: which backend runs a piece of work. ``rank`` orders the candidates by
+precedence and capability and explains every rejection (pure); ``policy`` owns every
+decision around it (probe before committing, remembered refusals, failed pools,
+fall-over), used the same way by every Driver call."""
+
+from vyre_core.routing.policy import RoutingPolicy
+from vyre_core.routing.rank import (
+    Explanation,
+    Rejection,
+    RouteDecision,
+    Router,
+    format_explanation,
+    is_software_adapter,
+    no_capable_backend,
+    rejection_reasons,
+)
+
+__all__ = ["Explanation", "Rejection", "RouteDecision", "Router", "RoutingPolicy",
+           "format_explanation", "is_software_adapter", "no_capable_backend",
+           "rejection_reasons"]

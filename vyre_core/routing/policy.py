@@ -1,0 +1,179 @@
+"""Every routing decision of a Driver in one place: rank the candidates (``rank.Router``
+over static claims, or what a started pool probed), probe a backend before committing
+to it on claims alone, pass over a pool that failed and a backend that refused this
+work, and fall over to the next capable backend when a call fails that way. Every Driver
+call (dispatch, dispatch_async, compile, sequences, route, explain) goes through it."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from vyre_core.errors import (
+    NoCapableBackendError,
+    PoolFailedError,
+    UnsupportedFeatureError,
+)
+from vyre_core.routing.rank import Explanation, RouteDecision, Router
+
+if TYPE_CHECKING:
+    from vyre_core.contract.types import Capabilities
+    from vyre_core.registry import BackendRegistration, Registry
+    from vyre_core.routing.rank import Routable
+    from vyre_core.supervisor.pool import Pool, Request
+
+Reply = tuple[dict[str, Any], list[Any]]
+
+
+class PoolSource(Protocol):
+    """What routing needs of the pools (``supervisor.pools.Pools``)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def existing(self, backend: str) -> Pool | None: ...
+
+    def open(self, backend: str) -> Pool: ...
+
+    def probe(self, backend: str, deadline: float | None,
+              timeout: float | None) -> Capabilities: ...
+
+
+class RoutingPolicy:
+    """Routing decisions over ``registry``'s backends and the pools of ``pools``."""
+
+    def __init__(self, registry: Registry, pools: PoolSource) -> None:
+        self.registry = registry
+        self.pools = pools
+        self._lock = threading.Lock()
+        # work fingerprint -> {backend: its refusal}: routing passes over these
+        self._refusals: dict[str, dict[str, str]] = {}
+        self.router = Router(self._candidates, self._skip)
+
+    def attach(self, pools: PoolSource) -> None:
+        """Route over other pools (a forked child's own): cached decisions are dropped,
+        what backends refused is kept."""
+        self.pools = pools
+        self.router = Router(self._candidates, self._skip)
+
+    # -- questions ----------------------------------------------------------------------
+
+    def route(self, work: Routable, backend: str | None, deadline: float | None,
+              timeout: float | None) -> RouteDecision:
+        """The backend a call would use, its pool started and probed as the call would."""
+        self.pool_for(work, backend, deadline, timeout)
+        return self.router.route(work, backend)
+
+    def explain(self, work: Routable, deadline: float | None,
+                timeout: float | None) -> list[Explanation]:
+        """Every backend, accepted or why not, after probing the winner as a call would;
+        also when none can run it."""
+        with contextlib.suppress(NoCapableBackendError):
+            self.pool_for(work, None, deadline, timeout)
+        return self.router.explain(work)
+
+    # -- a routed call --------------------------------------------------------------------
+
+    def call(self, work: Routable, backend: str | None,
+             make_request: Callable[[Pool], Request], deadline: float | None,
+             timeout: float | None) -> tuple[Pool, Request, Reply]:
+        """Run a request (built for the pool that serves it) on the routed backend, routing
+        again after a failure that allows it (``again``). Returns the pool, the request
+        that ran, and its reply."""
+        while True:
+            pool = None
+            try:
+                pool = self.pool_for(work, backend, deadline, timeout)
+                request = make_request(pool)
+                return pool, request, pool.call(request)
+            except (PoolFailedError, UnsupportedFeatureError) as exc:
+                if not self.again(exc, work, backend, pool):
+                    raise
+
+    def again(self, exc: BaseException, work: Routable, backend: str | None,
+              pool: Pool | None) -> bool:
+        """Whether a routed call that failed with ``exc`` on ``pool`` may be routed again:
+        its pool failed (fall over to the next capable backend), or its backend refused
+        this work (remembered: routing passes it over for this work from now). Never when
+        the backend was named."""
+        if backend is not None:
+            return False
+        if isinstance(exc, PoolFailedError):
+            failed = self.pools.existing(exc.details.get("backend", ""))
+            return (not self.pools.closed and failed is not None
+                    and failed.unavailable() is not None)
+        if isinstance(exc, UnsupportedFeatureError) and pool is not None:
+            with self._lock:
+                self._refusals.setdefault(work.fingerprint(), {})[pool.backend] = \
+                    exc.cause.splitlines()[0]
+            return True  # (a cached decision skip now rejects is made again: Router)
+        return False
+
+    def decide(self, work: Routable, backend: str | None) -> tuple[Pool | None, list[str]]:
+        """One routing decision that never blocks: the pool to run ``work`` on, or the
+        backends to start and probe before deciding again. Backends never started are
+        judged on their static claims, a floor: the chosen one, and any ranked ahead of it
+        that the claims reject, are probed first (a software adapter, say, is then demoted
+        below the reference)."""
+        if self.pools.closed:
+            raise PoolFailedError("the driver is closed", "Create a new vyre Driver.")
+        if backend is not None:
+            named = self.pools.existing(backend)
+            if named is not None and named.unavailable() is not None:
+                return named, []  # its pool answers with its own error, and when to retry
+        try:
+            chosen = self.router.route(work, backend).backend
+        except NoCapableBackendError:
+            ahead = [] if backend is not None else self._unprobed_ahead(None)
+            if not ahead:
+                raise
+            return None, ahead
+        unprobed = [] if backend is not None else self._unprobed_ahead(chosen)
+        if self.pools.existing(chosen) is None:
+            unprobed.append(chosen)
+        return (self.pools.open(chosen), []) if not unprobed else (None, unprobed)
+
+    def pool_for(self, work: Routable, backend: str | None, deadline: float | None,
+                 timeout: float | None = None) -> Pool:
+        """The pool to run ``work`` on, probing backends first as ``decide`` asks."""
+        while True:
+            pool, unprobed = self.decide(work, backend)
+            if pool is not None:
+                return pool
+            for name in unprobed:
+                try:
+                    self.pools.probe(name, deadline, timeout)  # its hello: decide again
+                except PoolFailedError:
+                    if self.pools.closed or backend is not None:
+                        raise  # a named backend's failure is the caller's answer
+                    # it never started: routing skips the failed pool now; decide again
+
+    # -- inside ---------------------------------------------------------------------------
+
+    def _candidates(self) -> list[tuple[BackendRegistration, Capabilities]]:
+        pairs = []
+        for reg in self.registry.backends():
+            pool = self.pools.existing(reg.id)
+            probed = pool.capabilities if pool is not None else None
+            pairs.append((reg, probed or reg.claims))
+        return pairs
+
+    def _skip(self, backend: str, fingerprint: str) -> str | None:
+        pool = self.pools.existing(backend)
+        unavailable = pool.unavailable() if pool is not None else None
+        if unavailable is not None:
+            return unavailable
+        refusal = self._refusals.get(fingerprint, {}).get(backend)
+        return None if refusal is None else f"it refused this program at compile: {refusal}"
+
+    def _unprobed_ahead(self, chosen: str | None) -> list[str]:
+        """Backends ranked ahead of ``chosen`` (all, for None) whose workers never started."""
+        ahead = []
+        for reg in self.registry.backends():
+            if reg.id == chosen:
+                break
+            if self.pools.existing(reg.id) is None:
+                ahead.append(reg.id)
+        return ahead
