@@ -162,3 +162,24 @@ def test_pool_options_table_lists_every_option():
     listed = {option for name, _, _ in rows for option in re.findall(r"`(\w+)`", name)}
     missing = {f.name for f in fields(PoolOptions)} - listed
     assert not missing, f"PoolOptions fields missing from docs/operations.md: {missing}"
+
+
+def test_the_public_surface_is_exactly_what_vyre_core_exports():
+    """docs/architecture.md lists every name of ``vyre_core.__all__``, and nothing else;
+    every name importable from it resolves."""
+    import vyre_core
+
+    listed = {name.strip("`") for name, _ in table_rows("architecture.md", "| `")}
+    assert listed == set(vyre_core.__all__)
+    for name in vyre_core.__all__:
+        assert getattr(vyre_core, name) is not None
+
+
+def test_what_the_docs_import_from_vyre_core_is_exported():
+    import vyre_core
+
+    text = "\n".join(p.read_text() for p in [*DOCS.glob("*.md"), DOCS.parent / "README.md"])
+    used = set(re.findall(r"\bvyre\.([A-Z]\w+)", text))  # (not loggers, entry points)
+    for names in re.findall(r"from vyre_core import ([A-Za-z_, ]+)", text):
+        used |= {n.strip() for n in names.split(",")}
+    assert used <= set(vyre_core.__all__), sorted(used - set(vyre_core.__all__))

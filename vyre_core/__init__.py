@@ -14,28 +14,39 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+#: The public surface: every name here is documented in docs/architecture.md ("The
+#: public surface"); everything else in vyre_core is private and free to change.
+_MODULES = {"errors": "vyre_core.errors", "ir": "vyre_core.ir"}
 _LAZY = {
-    "errors": "vyre_core.errors", "ir": "vyre_core.ir",
     "DispatchConfig": "vyre_core.config", "Driver": "vyre_core.driver",
+    "PendingResult": "vyre_core.driver", "ResidentBuffer": "vyre_core.driver",
+    "PoolOptions": "vyre_core.supervisor.options",
     "VyreError": "vyre_core.errors", "Example": "vyre_core.example",
     "Program": "vyre_core.ir.program", "Sequence": "vyre_core.sequence",
     "SequenceBuilder": "vyre_core.sequence",
+    "CompiledPipeline": "vyre_core.pipeline", "CompiledSequence": "vyre_core.pipeline",
+    "Capabilities": "vyre_core.contract.types", "LoopRun": "vyre_core.contract.types",
+    "Outputs": "vyre_core.contract.types", "Timing": "vyre_core.contract.types",
+    "format_explanation": "vyre_core.routing", "ShadowCase": "vyre_core.shadow",
 }
 
 # A library logs, the application decides where it goes (logging's own convention).
 logging.getLogger("vyre").addHandler(logging.NullHandler())
 __all__ = [
-    "DispatchConfig", "Driver", "Example", "Program", "Sequence", "SequenceBuilder", "VyreError",
-    "__version__", "errors", "ir",
+    "Capabilities", "CompiledPipeline", "CompiledSequence", "DispatchConfig", "Driver",
+    "Example", "LoopRun", "Outputs", "PendingResult", "PoolOptions", "Program",
+    "ResidentBuffer", "Sequence", "SequenceBuilder", "ShadowCase", "Timing", "VyreError",
+    "__version__", "errors", "format_explanation", "ir",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
         raise AttributeError(f"module 'vyre_core' has no attribute {name!r}")
-    found = importlib.import_module(module)
-    value = found if module.endswith(f".{name}") else getattr(found, name)
     globals()[name] = value
     return value
 

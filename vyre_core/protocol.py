@@ -67,9 +67,6 @@ class Op(enum.StrEnum):
     DISPATCH_RESIDENT = "dispatch_resident"
     SEQUENCE = "sequence"            # a Sequence's steps, run as one request
     COMPILE_SEQUENCE = "compile_sequence"
-    CAPABILITIES = "capabilities"
-    FLUSH = "flush"
-    DEVICE_LOST = "device_lost"
     TRY_RECOVER = "try_recover"
     ADOPT = "adopt"                  # a spare process now serves a slot: its generation
     SHUTDOWN = "shutdown"
@@ -89,8 +86,7 @@ SHARED_REFUSED = "shared_refused"
 
 REQUESTS = frozenset({Op.PING, Op.DISPATCH, Op.COMPILE, Op.PIPELINE_DISPATCH, Op.ALLOCATE,
                       Op.UPLOAD, Op.DOWNLOAD, Op.FREE, Op.DISPATCH_RESIDENT, Op.SEQUENCE,
-                      Op.COMPILE_SEQUENCE, Op.CAPABILITIES,
-                      Op.FLUSH, Op.DEVICE_LOST, Op.TRY_RECOVER, Op.ADOPT, Op.SHUTDOWN})
+                      Op.COMPILE_SEQUENCE, Op.TRY_RECOVER, Op.ADOPT, Op.SHUTDOWN})
 
 
 @dataclass

@@ -40,7 +40,6 @@ from vyre_core.errors import (
     SystemResourceError,
     VyreError,
     as_vyre_error,
-    plain_data,
 )
 from vyre_core.ir import Program
 from vyre_core.pipeline import CompiledPipeline
@@ -51,7 +50,7 @@ from vyre_workers.backend_host import BackendHost
 #: Errors about the request itself: the device was never touched, so never "lost".
 _CALLER_ERRORS = (CallerError, ProtocolError)
 _DEVICE_OPS = frozenset({Op.DISPATCH, Op.PIPELINE_DISPATCH, Op.COMPILE, Op.DISPATCH_RESIDENT,
-                         Op.UPLOAD, Op.DOWNLOAD, Op.ALLOCATE, Op.FLUSH, Op.SEQUENCE,
+                         Op.UPLOAD, Op.DOWNLOAD, Op.ALLOCATE, Op.SEQUENCE,
                          Op.COMPILE_SEQUENCE})
 #: Compiled pipelines a worker keeps (the most recently used); an older handle is refused
 #: with PipelineInvalidatedError, a compile of the same pipeline key reuses its entry.
@@ -101,11 +100,6 @@ class WorkerServer:
             Op.SEQUENCE: self._sequence,
             Op.COMPILE_SEQUENCE: lambda m: (self.host.compile_sequence(
                 self._sequence_of(m.meta), _config(m.meta)) or {}, []),
-            Op.CAPABILITIES: lambda m: ({"capabilities": self.host.capabilities().to_dict(),
-                                         "profile": plain_data(self.host.device_profile())},
-                                        []),
-            Op.FLUSH: lambda m: (self.host.flush() or {}, []),
-            Op.DEVICE_LOST: lambda m: ({"lost": self.host.device_lost()}, []),
             Op.TRY_RECOVER: self._try_recover,
             Op.ADOPT: self._adopt,
             Op.SHUTDOWN: self._shutdown,

@@ -437,8 +437,9 @@ class Device:
                 "with this message. Meanwhile run the program on another backend "
                 "(backend='reference').", **details)
         return DispatchError(f"backend 'wgpu': {during} failed: {type(exc).__name__}: {text}",
-                             "Run it with shadow=True against the reference and report the "
-                             "program's wire bytes with this message.")
+                             "Check it against the reference (`vyre run TARGET --backend wgpu "
+                             "--shadow`) and report the program's wire bytes with this "
+                             "message.")
 
     def _check_usable(self) -> None:
         if self.closed:
