@@ -132,8 +132,15 @@ class Sequence:
                 f"Pass a list with exactly these inputs, in order: {names or 'none'}.")
         return [abi.coerce_input(b, data) for b, data in zip(expected, inputs, strict=True)]
 
+    @cached_property
+    def _checked(self) -> bool:
+        check(self)  # (raises: nothing is cached, the next call checks again)
+        return True
+
     def check(self) -> Sequence:
-        check(self)
+        """Raise InvalidSequenceError for the first rule broken; return self when valid.
+        A sequence is immutable: it is checked once (every run asks)."""
+        self._checked  # noqa: B018
         return self
 
 
