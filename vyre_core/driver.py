@@ -555,7 +555,8 @@ class Driver:
                 raise InvalidSequenceError(
                     f"backend={backend!r}, but the resident buffers live in "
                     f"{pool.backend!r}", "Leave backend out, or allocate the buffers there.")
-            self.routing.router.route(sequence, pool.backend)  # capable, or every reason why not
+            # (capable, or every reason why not)
+            self.routing.route(sequence, pool.backend, request.deadline, request.timeout)
             return _sequence_outputs(*pool.call(request))
         _, _, reply = self.routing.call(sequence, backend, lambda pool: request.renewed(),
                                         request.deadline, request.timeout)
