@@ -297,6 +297,13 @@ def test_a_run_of_more_dispatches_than_the_bound_is_refused():
              lambda: b.build(returns=["t"]))
 
 
+def test_a_sequence_too_large_to_send_is_refused_when_built(monkeypatch):
+    from vyre_core.sequence import model
+
+    monkeypatch.setattr(model, "MAX_WIRE_BYTES", 64)
+    _refused(r"bytes as sent to a worker, over 64", chain)
+
+
 def test_something_that_is_not_a_step_in_a_sequence_is_refused():
     seq = chain()
     _refused("holds a str where a step", lambda: Sequence(seq.buffers, ("step",),

@@ -33,6 +33,7 @@ from vyre_core.errors import InvalidSequenceError, ValidationError
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Access, Buffer
 from vyre_core.ir.program import Program
+from vyre_core.ir.wire import MAX_WIRE_BYTES
 from vyre_core.sequence import wire
 from vyre_core.sequence.nodes import (
     MAX_BUFFERS,
@@ -191,6 +192,10 @@ def check(seq: Sequence) -> None:
                               "to be zero, and no step of its body writes it",
                               "Bind the flag to an output or read_write buffer of a step in "
                               "the loop, which sets it while another iteration is needed.")
+    size = len(seq.to_wire())
+    if size > MAX_WIRE_BYTES:
+        raise _refuse(f"the sequence is {size} bytes as sent to a worker, over {MAX_WIRE_BYTES}",
+                      "Split it into several sequences, or pass large constants as inputs.")
     passes = sum(len(i.body) * i.limit if isinstance(i, StepLoop) else 1 for i in seq.items)
     if passes > MAX_PASSES:
         raise _refuse(f"one run would make {passes} dispatches, more than {MAX_PASSES}",
