@@ -199,11 +199,7 @@ def _example(name: str, backend: str) -> Result:
     if mismatch:
         raise AssertionError(f"{name} on {backend}: {mismatch}")
     repeat = reps(EXAMPLE_REPEAT[name], 1)
-    resident = {}
-    for buffer, data in example.resident.items():  # uploaded once: the run is what is timed
-        first = next(iter(resident.values()), None)
-        resident[buffer] = drv.allocate_resident(data.nbytes, backend, near=first)
-        resident[buffer].upload(data)
+    resident = example.upload_resident(drv, backend)  # once: the run is what is timed
     value = seconds_per_call(lambda: drv.dispatch_sequence(
         example.program, example.inputs, resident, backend, example.config), repeat)
     for buf in resident.values():

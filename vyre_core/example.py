@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from vyre_core.sequence import output_buffers
 
 if TYPE_CHECKING:
     from vyre_core.contract.types import Outputs
-    from vyre_core.driver import Driver
+    from vyre_core.driver import Driver, ResidentBuffer
 
 
 @dataclass(frozen=True)
@@ -49,17 +49,23 @@ class Example:
             return drv.dispatch_sequence(self.program, self.inputs, backend=backend,
                                          config=self.config)
         chosen = drv.route(self.program, backend).backend
-        buffers: dict[str, Any] = {}
+        buffers = self.upload_resident(drv, chosen)
         try:
-            for name, data in self.resident.items():  # (all in one worker)
-                first = next(iter(buffers.values()), None)
-                buffers[name] = drv.allocate_resident(data.nbytes, chosen, near=first)
-                buffers[name].upload(data)
             return drv.dispatch_sequence(self.program, self.inputs, buffers, chosen,
                                          self.config)
         finally:
             for buf in buffers.values():
                 buf.free()
+
+    def upload_resident(self, drv: Driver, backend: str) -> dict[str, ResidentBuffer]:
+        """The sequence's resident buffers, allocated in one worker of ``backend`` and
+        filled from ``resident``."""
+        buffers: dict[str, ResidentBuffer] = {}
+        for name, data in self.resident.items():
+            first = next(iter(buffers.values()), None)
+            buffers[name] = drv.allocate_resident(data.nbytes, backend, near=first)
+            buffers[name].upload(data)
+        return buffers
 
     def mismatch(self, outputs: Sequence[np.ndarray]) -> str | None:
         """None when ``outputs`` match ``expected`` (exact bytes, floats within ``ulp``);

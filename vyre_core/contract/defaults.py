@@ -25,7 +25,7 @@ from vyre_core.contract.types import (
 )
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir.requirements import ALL_OPS
-from vyre_core.sequence.run import replaced, run_sequence, step_config
+from vyre_core.sequence.run import run_sequence, step_config
 
 DEFAULT_PRECEDENCE = 1000
 
@@ -96,11 +96,10 @@ class ConservativeDefaults:
                                 inputs=step_inputs, config=step_config(config, step.grid))
             return check_outputs(step.program, outputs, sequence.lengths(step), backend)
 
-        arrays, loops = run_sequence(sequence, inputs, held, run_step)
-        for name, array in replaced(arrays, held).items():
-            self.call("vyre_upload_resident", handle=resident[name], data=array.tobytes())
-        return SequenceRun([arrays[name] for name in sequence.returns], loops,
-                           Timing(wall_clock_ns() - start, None, config.label))
+        outputs, loops = run_sequence(
+            sequence, inputs, held, run_step, lambda name, array: self.call(
+                "vyre_upload_resident", handle=resident[name], data=array.tobytes()))
+        return SequenceRun(outputs, loops, Timing(wall_clock_ns() - start, None, config.label))
 
     @hookimpl(trylast=True)
     def vyre_compile(self, program, config) -> None:

@@ -26,12 +26,20 @@ def step_config(config: DispatchConfig, grid: tuple[int, int, int]) -> DispatchC
 
 
 def run_sequence(seq: Sequence, inputs: Mapping[str, np.ndarray],
-                 resident: Mapping[str, np.ndarray],
-                 run_step: StepRunner) -> tuple[dict[str, np.ndarray], list[LoopRun]]:
-    """Run ``seq`` over arrays: every buffer's final array (a resident's is a new array
-    when a step wrote it), and how each loop ran."""
+                 resident: Mapping[str, np.ndarray], run_step: StepRunner,
+                 write_back: Callable[[str, np.ndarray], None],
+                 ) -> tuple[list[np.ndarray], list[LoopRun]]:
+    """Run ``seq`` over arrays (``resident``: each resident buffer's current content):
+    the returned buffers in order, and how each loop ran. ``write_back(name, array)`` is
+    called for each resident buffer a step wrote; a returned resident nobody wrote is a
+    copy (its array may be a view of live memory)."""
     arrays = _initial_arrays(seq, inputs, resident)
-    return arrays, _run_items(seq, arrays, run_step)
+    loops = _run_items(seq, arrays, run_step)
+    for name, start in resident.items():
+        if arrays[name] is not start:
+            write_back(name, arrays[name])
+    return [arrays[name].copy() if arrays[name] is resident.get(name) else arrays[name]
+            for name in seq.returns], loops
 
 
 def _initial_arrays(seq: Sequence, inputs: Mapping[str, np.ndarray],
@@ -72,12 +80,6 @@ def _run_items(seq: Sequence, arrays: dict[str, np.ndarray],
                 break
         loops.append(LoopRun(ran, done))
     return loops
-
-
-def replaced(arrays: Mapping[str, np.ndarray],
-             held: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The resident buffers a run wrote (its array replaced), to write back."""
-    return {name: arrays[name] for name, start in held.items() if arrays[name] is not start}
 
 
 def _run(step: Step, arrays: dict[str, np.ndarray], run_step: StepRunner) -> None:

@@ -12,7 +12,7 @@ from vyre_core import abi
 from vyre_core.contract import SequenceRun, TimedDispatch, Timing, hookimpl
 from vyre_core.contract.types import wall_clock_ns
 from vyre_core.errors import InvalidInputError, UnsupportedFeatureError
-from vyre_core.sequence.run import replaced, run_sequence
+from vyre_core.sequence.run import run_sequence
 from vyre_reference import __version__
 from vyre_reference.interpreter import execute, run
 
@@ -180,12 +180,11 @@ def vyre_dispatch_sequence(sequence, inputs, resident, config) -> SequenceRun:
     start = wall_clock_ns()
     held = {name: np.frombuffer(_buffer(handle), dtype=sequence.buffer(name).dtype.storage_np)
             for name, handle in resident.items()}
-    arrays, loops = run_sequence(sequence, inputs, held,
-                                 lambda step, step_inputs: execute(step.program, step_inputs,
-                                                                   step.grid))
-    for name, array in replaced(arrays, held).items():
+
+    def write_back(name: str, array: np.ndarray) -> None:
         _buffer(resident[name])[:] = array.tobytes()
-    # (a resident nobody wrote is still a view of its live bytes: return a copy)
-    return SequenceRun([arrays[name].copy() if arrays[name] is held.get(name)
-                        else arrays[name] for name in sequence.returns], loops,
-                       Timing(wall_clock_ns() - start, None, config.label))
+
+    outputs, loops = run_sequence(
+        sequence, inputs, held,
+        lambda step, step_inputs: execute(step.program, step_inputs, step.grid), write_back)
+    return SequenceRun(outputs, loops, Timing(wall_clock_ns() - start, None, config.label))
