@@ -258,3 +258,23 @@ def test_dispatch_resident_checks_launch_limits():
         assert host.download_resident(handle) == bytes(4)  # nothing ran
     finally:
         host.free_resident(handle)
+
+
+# -- one wording ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("program", [
+    marking_kernel(workgroup=(65,)),
+    marking_kernel(workgroup=(16, 16, 2)),
+    shared_kernel(257),
+    copy_kernel(count=1025, out_count=1025),
+], ids=["axis", "invocations", "workgroup-memory", "storage-buffer"])
+def test_routing_and_the_launch_refuse_a_limit_in_the_same_words(program):
+    """A limit routing sees in a program's declarations is refused at launch with the same
+    cause (after the backend's name), so a user reads one message whichever caught it."""
+    from vyre_core.routing.rank import rejection_reasons
+
+    reasons = rejection_reasons(program.requirements(), CAPS)
+    cause = refused(program, [np.zeros(1025, np.uint32)] if program.inputs else [],
+                    DispatchConfig(grid_override=(1, 1, 1)))
+    assert cause == f"backend 'x': {reasons[0]}"

@@ -113,11 +113,12 @@ def test_f64_and_f16_are_capability_gated():
 
 def test_workgroup_axes_and_invocations_are_checked_separately():
     req = f32_program(workgroup=(2, 512)).requirements()
-    assert rejection_reasons(req, caps()) == ["workgroup axis y is 512, max 256",
-                                              "workgroup has 1024 invocations, max 256"]
+    assert rejection_reasons(req, caps()) == [
+        "workgroup axis y is 512, the limit is 256",
+        "workgroup (2, 512, 1) has 1024 invocations, the limit is 256"]
     req = f32_program(workgroup=(4, 4, 128)).requirements()
     assert rejection_reasons(req, caps(max_invocations_per_workgroup=4096)) == [
-        "workgroup axis z is 128, max 64"]
+        "workgroup axis z is 128, the limit is 64"]
 
 
 def test_atomics_and_barriers_are_ops():
@@ -132,11 +133,11 @@ def test_workgroup_memory_against_its_limit():
     req = atomic_barrier_program(tile=8192).requirements()   # 8192 u32 = 32768 bytes
     assert req.workgroup_memory_bytes == 32768
     assert rejection_reasons(req, caps()) == [
-        "needs 32768 bytes of workgroup memory, max 16384"]
+        "workgroup memory is 32768 bytes, the limit is 16384"]
     assert rejection_reasons(req, caps(max_workgroup_memory_bytes=32768)) == []
     small = atomic_barrier_program(tile=64).requirements()
     assert rejection_reasons(small, caps(max_workgroup_memory_bytes=0)) == [
-        "needs 256 bytes of workgroup memory, max 0"]
+        "workgroup memory is 256 bytes, the limit is 0"]
     assert rejection_reasons(f32_program().requirements(), caps(max_workgroup_memory_bytes=0)) \
         == []
 
@@ -146,7 +147,7 @@ def test_storage_buffer_limit_only_when_reported():
     assert rejection_reasons(req, caps(max_storage_buffer_bytes=0)) == []
     assert rejection_reasons(req, caps(max_storage_buffer_bytes=4096)) == []
     assert rejection_reasons(req, caps(max_storage_buffer_bytes=4000)) == [
-        "largest buffer is 4096 bytes, max storage buffer 4000 bytes"]
+        "buffer 'out' is 4096 bytes, the limit is 4000"]
 
 
 def test_loop_trip_limit_hook():
@@ -168,9 +169,9 @@ def test_every_reason_is_listed_in_order():
     assert rejection_reasons(req, bad) == [
         "uses ops not supported: binop.add",
         "needs f64 (supports_f64 is false)",
-        "workgroup axis x is 64, max 32",
-        "workgroup has 64 invocations, max 32",
-        "largest buffer is 2048 bytes, max storage buffer 1024 bytes",
+        "workgroup axis x is 64, the limit is 32",
+        "workgroup (64, 1, 1) has 64 invocations, the limit is 32",
+        "buffer 'out' is 2048 bytes, the limit is 1024",
     ]
 
 
@@ -234,14 +235,14 @@ def test_no_capable_backend_lists_every_backend():
     assert str(err) == (
         f"[E1401] no backend can run program {prog.fingerprint()[:12]} (2 rejected):\n"
         "  - gpu: needs f64 (supports_f64 is false)\n"
-        "  - other: needs f64 (supports_f64 is false); workgroup axis x is 64, max 32; "
-        "workgroup has 64 invocations, max 32\n"
+        "  - other: needs f64 (supports_f64 is false); workgroup axis x is 64, the limit is 32; "
+        "workgroup (64, 1, 1) has 64 invocations, the limit is 32\n"
         "Fix: Install a backend with the missing capabilities, or change the program to "
         "avoid them (see the reasons above).")
     assert err.details == {"rejections": {
         "gpu": ["needs f64 (supports_f64 is false)"],
-        "other": ["needs f64 (supports_f64 is false)", "workgroup axis x is 64, max 32",
-                  "workgroup has 64 invocations, max 32"],
+        "other": ["needs f64 (supports_f64 is false)", "workgroup axis x is 64, the limit is 32",
+                  "workgroup (64, 1, 1) has 64 invocations, the limit is 32"],
     }}
     again = VyreError.from_dict(err.to_dict())   # crosses a process boundary intact
     assert isinstance(again, NoCapableBackendError) and again.details == err.details
@@ -471,7 +472,7 @@ def test_a_sequence_routes_as_a_whole_with_reasons_per_step():
         r.route(seq, "gpu")
     assert "cannot run sequence " in err.value.cause
     assert err.value.details["rejections"] == {"gpu": [
-        "steps 1, 2: workgroup axis x is 512, max 256",
-        "steps 1, 2: workgroup has 512 invocations, max 256"]}
+        "steps 1, 2: workgroup axis x is 512, the limit is 256",
+        "steps 1, 2: workgroup (512, 1, 1) has 512 invocations, the limit is 256"]}
     assert [(e.backend, e.chosen) for e in r.explain(seq)] == [("gpu", False),
                                                                 ("reference", True)]

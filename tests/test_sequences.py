@@ -103,8 +103,8 @@ def test_routing_picks_a_backend_for_the_whole_sequence_and_refusals_name_steps(
     b.step(affine(1.0, 0.0), {"out": "t"})
     b.step(k.build(), {"out": "t"}, grid=1)
     seq = b.build(returns=["t"])
-    with pytest.raises(NoCapableBackendError,
-                       match=rf"step 1: needs {limit * 2} bytes of workgroup memory, max {limit}"):
+    with pytest.raises(NoCapableBackendError, match=rf"step 1: workgroup memory is "
+                                                    rf"{limit * 2} bytes, the limit is {limit}"):
         drv.dispatch_sequence(seq, [X], backend="wgpu")
     assert drv.dispatch_sequence(seq, [X])[0][:2].tolist() == [1.0, 0.0]  # the reference
 

@@ -20,8 +20,7 @@ from vyre_core.contract.types import Capabilities, Outputs, TimedDispatch, Timin
 from vyre_core.errors import LaunchLimitError
 from vyre_core.ir import Program
 from vyre_core.ir.nodes import Access
-
-_AXES = "xyz"
+from vyre_core.limits import buffer_exceeded, grid_exceeded, workgroup_exceeded
 
 
 @dataclass(frozen=True)
@@ -71,37 +70,15 @@ def plan_grid(program: Program, lengths: dict[str, int], config: DispatchConfig,
 def check_limits(program: Program, grid: tuple[int, int, int], lengths: dict[str, int],
                  caps: Capabilities, backend: str) -> None:
     """Raise LaunchLimitError naming the first limit of ``backend`` the launch exceeds."""
-    def refuse(cause: str, fix: str) -> LaunchLimitError:
-        return LaunchLimitError(f"backend {backend!r}: {cause}", fix)
-
-    for axis, size, limit in zip(_AXES, program.workgroup, caps.max_workgroup_size, strict=True):
-        if size > limit:
-            raise refuse(f"workgroup axis {axis} is {size}, the limit is {limit}",
-                         f"Use a workgroup of at most {limit} along {axis}.")
-    if program.invocations_per_workgroup > caps.max_invocations_per_workgroup:
-        raise refuse(f"workgroup {program.workgroup} has {program.invocations_per_workgroup} "
-                     f"invocations, the limit is {caps.max_invocations_per_workgroup}",
-                     "Use a smaller workgroup.")
-    # A backend may take more workgroups along x for a 1-D grid (by splitting the launch);
-    # it says so with the device fact ``max_grid_x``.
-    per_axis = [caps.max_workgroups_per_dimension] * 3
-    if grid[1] == grid[2] == 1:
-        per_axis[0] = max(per_axis[0], int(caps.extra.get("max_grid_x", 0)))
-    for axis, count, limit in zip(_AXES, grid, per_axis, strict=True):
-        if count > limit:
-            raise refuse(f"grid axis {axis} has {count} workgroups, the limit is {limit}",
-                         "Spread the workgroups over more grid axes, or use larger workgroups.")
-    if caps.max_storage_buffer_bytes:
-        for b in program.buffers:
-            size = lengths.get(b.name, 0) * b.dtype.storage_bytes
-            if b.access is not Access.WORKGROUP and size > caps.max_storage_buffer_bytes:
-                raise refuse(f"buffer {b.name!r} is {size} bytes, the limit is "
-                             f"{caps.max_storage_buffer_bytes}",
-                             "Split the data across several dispatches.")
-    shared = program.requirements().workgroup_memory_bytes
-    if shared > caps.max_workgroup_memory_bytes:
-        raise refuse(f"workgroup memory is {shared} bytes, the limit is "
-                     f"{caps.max_workgroup_memory_bytes}", "Use less workgroup memory.")
+    req = program.requirements()
+    over = [*workgroup_exceeded(program.workgroup, req.workgroup_memory_bytes,
+                                "workgroup_memory" in req.features, caps),
+            *grid_exceeded(grid, caps),
+            *(buffer_exceeded(b.name, lengths.get(b.name, 0) * b.dtype.storage_bytes, caps)
+              for b in program.buffers if b.access is not Access.WORKGROUP)]
+    first = next((e for e in over if e is not None), None)
+    if first is not None:
+        raise LaunchLimitError(f"backend {backend!r}: {first.cause}", first.fix)
 
 
 Runner = Callable[[Program, list[np.ndarray], DispatchConfig], "list[Any] | TimedDispatch"]

@@ -59,7 +59,8 @@ class Requirements:
     features: frozenset[str]
     workgroup_size: tuple[int, int, int]
     invocations_per_workgroup: int
-    largest_buffer_bytes: int          # over storage buffers with a declared count
+    largest_buffer: str                # the largest storage buffer with a declared count
+    largest_buffer_bytes: int          # its size; 0 (and name "") when none has a count
     workgroup_memory_bytes: int
     loop_trip_bound: int | None        # largest static trip count; None when not static
 
@@ -99,15 +100,17 @@ def requirements_of(program) -> Requirements:
     if workgroup:
         features.add("workgroup_memory")
     features |= {t.value for t in dtypes if t in (DType.F16, DType.F64)}
-    sized = [b.count * b.dtype.storage_bytes for b in program.buffers
+    sized = [(b.count * b.dtype.storage_bytes, b.name) for b in program.buffers
              if b.count is not None and b.access is not Access.WORKGROUP]
+    largest_bytes, largest = max(sized, key=lambda s: s[0], default=(0, ""))
     return Requirements(
         ops=frozenset(ops),
         dtypes=frozenset(dtypes),
         features=frozenset(features),
         workgroup_size=program.workgroup,
         invocations_per_workgroup=program.invocations_per_workgroup,
-        largest_buffer_bytes=max(sized, default=0),
+        largest_buffer=largest,
+        largest_buffer_bytes=largest_bytes,
         workgroup_memory_bytes=sum(b.count * b.dtype.storage_bytes for b in workgroup
                                    if b.count is not None),
         loop_trip_bound=trip,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import NoCapableBackendError, PluginLoadError
+from vyre_core.limits import buffer_exceeded, workgroup_exceeded
 from vyre_core.registry import BackendRegistration
 from vyre_core.sequence import Sequence as StepSequence
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 Candidates = Callable[[], list[tuple[BackendRegistration, Capabilities]]]
 Skip = Callable[[str, str], str | None]  # (backend, program fingerprint) -> reason
 
-_AXES = "xyz"
 
 
 @dataclass(frozen=True)
@@ -68,20 +68,10 @@ def rejection_reasons(req: Requirements, caps: Capabilities) -> list[str]:
         reasons.append("needs f16 (supports_f16 is false)")
     if "f64" in req.features and not caps.supports_f64:
         reasons.append("needs f64 (supports_f64 is false)")
-    for axis, size, limit in zip(_AXES, req.workgroup_size, caps.max_workgroup_size,
-                                 strict=True):
-        if size > limit:
-            reasons.append(f"workgroup axis {axis} is {size}, max {limit}")
-    if req.invocations_per_workgroup > caps.max_invocations_per_workgroup:
-        reasons.append(f"workgroup has {req.invocations_per_workgroup} invocations, "
-                       f"max {caps.max_invocations_per_workgroup}")
-    wg_bytes, wg_max = req.workgroup_memory_bytes, caps.max_workgroup_memory_bytes
-    if ("workgroup_memory" in req.features or wg_bytes) and (wg_bytes > wg_max or wg_max == 0):
-        reasons.append(f"needs {wg_bytes} bytes of workgroup memory, max {wg_max}")
-    storage_max = caps.max_storage_buffer_bytes  # 0 means "not reported": no check
-    if 0 < storage_max < req.largest_buffer_bytes:
-        reasons.append(f"largest buffer is {req.largest_buffer_bytes} bytes, "
-                       f"max storage buffer {storage_max} bytes")
+    over = workgroup_exceeded(req.workgroup_size, req.workgroup_memory_bytes,
+                              "workgroup_memory" in req.features, caps)
+    over_storage = buffer_exceeded(req.largest_buffer, req.largest_buffer_bytes, caps)
+    reasons += [e.cause for e in over] + ([over_storage.cause] if over_storage else [])
     # A loop known to run past the adapter's trip limit is routed away; a loop whose
     # bound is only known at run time is guarded by the backend, which discards a
     # truncated result with an error instead of returning it.
