@@ -34,7 +34,7 @@ def adapter_problem(facts: dict | None) -> str | None:
 @pytest.fixture(scope="session")
 def adapter_facts() -> dict | None:
     from vyre_core.errors import UnsupportedFeatureError
-    from vyre_wgpu.device import adapter_facts, request_adapter
+    from vyre_wgpu.adapter import adapter_facts, request_adapter
 
     try:
         return adapter_facts(request_adapter())

@@ -43,7 +43,8 @@ from vyre_core.ir import ALL_OPS, AtomicOp, DType
 from vyre_core.registry import register_plugin
 from vyre_core.routing import Router, rejection_reasons
 from vyre_reference import run as reference_run
-from vyre_wgpu.device import Device, request_adapter
+from vyre_wgpu.adapter import request_adapter
+from vyre_wgpu.device import Device
 from vyre_workers.backend_host import BackendHost
 
 LAVAPIPE_LOOP_TRIP = 65535

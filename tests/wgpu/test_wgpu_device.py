@@ -16,8 +16,12 @@ from vyre_core.errors import (
     UnsupportedFeatureError,
     VyreError,
 )
-from vyre_wgpu.device import Device, launch_grid, padded_size, request_adapter
+from vyre_wgpu import capabilities
+from vyre_wgpu.adapter import request_adapter
+from vyre_wgpu.buffers import padded_size
+from vyre_wgpu.device import Device
 from vyre_wgpu.lowering import BufferBinding, Lowered
+from vyre_wgpu.submission import Launch, launch_grid
 
 #: out[i] = x[i] * 2 + 1 over a split-aware 1-D grid of 64-wide workgroups;
 #: params: [0] = (split stride, logical x, y, z), [1].x = len(x), [1].y = len(out).
@@ -55,8 +59,8 @@ def dev():
 
 def run_double(dev: Device, kernel, x: np.ndarray, n_out: int, grid=None, timed=False):
     grid = grid or (max(1, -(-n_out // 64)), 1, 1)
-    (out,), device_ns = dev.run(kernel, [x, None], [len(x), n_out], grid,
-                                read=[False, True], timed=timed)
+    (out,), device_ns = dev.run(Launch(kernel, [x, None], (len(x), n_out), grid,
+                                       (False, True)), timed=timed)
     return np.frombuffer(out, np.uint32), device_ns
 
 
@@ -75,7 +79,7 @@ def test_a_vulkan_adapter_is_present(adapter_facts, strict):
 
 def test_capabilities_are_the_device_limits(dev):
     limits = dict(dev.device.limits)
-    caps = dev.capabilities()
+    caps = capabilities.fields(dev)
     assert caps["max_workgroup_size"] == (limits["max-compute-workgroup-size-x"],
                                           limits["max-compute-workgroup-size-y"],
                                           limits["max-compute-workgroup-size-z"])
@@ -91,7 +95,7 @@ def test_capabilities_are_the_device_limits(dev):
 
 
 def test_f16_and_f64_are_reported_only_when_their_probe_passes(dev, strict):
-    caps = dev.capabilities()
+    caps = capabilities.fields(dev)
     for dtype, feature in (("f16", "shader-f16"), ("f64", "shader-f64")):
         assert caps[f"supports_{dtype}"] == (dev.probes[dtype] == "passed")
         if feature not in dev.features:
@@ -104,7 +108,7 @@ def test_the_loop_budget_probe(dev):
     """lavapipe stops an invocation's loops after 65,535 iterations, without an error."""
     if dev.software:
         assert dev.max_loop_trip == 65535, dev.probes["loop_trip"]
-        assert dev.profile()["max_loop_trip"] == 65535
+        assert capabilities.profile(dev)["max_loop_trip"] == 65535
     else:
         assert dev.max_loop_trip is None or dev.max_loop_trip > 0
 
@@ -112,7 +116,7 @@ def test_the_loop_budget_probe(dev):
 def test_profile_is_plain_data(dev):
     import msgpack
 
-    profile = dev.profile()
+    profile = capabilities.profile(dev)
     assert msgpack.unpackb(msgpack.packb(profile), strict_map_key=False) is not None
     for key in ("vendor", "device", "backend_type", "adapter_type", "software_adapter",
                 "limits", "features", "probes"):
@@ -201,7 +205,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
                       2, 8, 3, frozenset({"shader-f16"}))
     kernel = dev.compile_wgsl(lowered)
     x = np.array([1.5, -2.0, 0.25], np.float16)
-    (out,), _ = dev.run(kernel, [x, None], [3, 3], (1, 1, 1), read=[False, True])
+    (out,), _ = dev.run(Launch(kernel, [x, None], (3, 3), (1, 1, 1), (False, True)))
     assert len(out) == 6
     assert np.frombuffer(out, np.float16).tolist() == [3.0, -4.0, 0.5]
 
@@ -253,8 +257,8 @@ def test_a_buffer_over_the_binding_limit_is_refused(dev):
     kernel = dev.compile_wgsl(double_lowered(), key="double")
     too_many = dev.limit("max-storage-buffer-binding-size") // 4 + 1
     with pytest.raises(LaunchLimitError, match="binds at most"):
-        dev.run(kernel, [np.zeros(1, np.uint32), None], [1, too_many], (1, 1, 1),
-                read=[False, True])
+        dev.run(Launch(kernel, [np.zeros(1, np.uint32), None], (1, too_many), (1, 1, 1),
+                       (False, True)))
 
 
 # -- device loss ---------------------------------------------------------------------------
@@ -285,7 +289,7 @@ def test_device_loss_is_detected_and_recovered():
             run_double(dev, kernel, x, 256)
         kernel = dev.compile_wgsl(double_lowered(), key="double")
         assert run_double(dev, kernel, x, 256)[0].tolist() == (x * 2 + 1).tolist()
-        assert dev.capabilities()["max_workgroups_per_dimension"] > 0  # probed again
+        assert capabilities.fields(dev)["max_workgroups_per_dimension"] > 0  # probed again
     finally:
         dev.close()
 

@@ -13,7 +13,7 @@ from kernels import axpy_into, halve_while_big
 import vyre_reference.backend as reference
 import vyre_wgpu.backend as backend
 import vyre_wgpu.flag_loop as flag_loop
-import vyre_wgpu.passes as passes
+import vyre_wgpu.submission as submission
 from vyre_core import DispatchConfig, Sequence, SequenceBuilder, ir
 from vyre_core.contract.types import LoopRun
 from vyre_core.errors import InvalidInputError, InvalidSequenceError
@@ -102,7 +102,7 @@ def test_a_chain_is_one_submit_and_matches_the_reference(host, oracle, counted):
 
 def test_a_long_fixed_loop_is_recorded_in_bounded_command_buffers(host, oracle, counted,
                                                                   monkeypatch):
-    monkeypatch.setattr(passes, "PASSES_PER_SUBMIT", 4)
+    monkeypatch.setattr(submission, "PASSES_PER_SUBMIT", 4)
     submits, _ = counted
     seq = chain(times=5)  # 1 + 10 + 1 passes: three full command buffers, then the readback
     run = host.dispatch_sequence(seq, [X, Y0], {})

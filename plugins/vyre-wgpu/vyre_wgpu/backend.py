@@ -20,13 +20,13 @@ from vyre_core.contract import (
     hookimpl,
 )
 from vyre_core.contract.types import wall_clock_ns
-from vyre_core.errors import PipelineInvalidatedError
 from vyre_core.ir import Program
 from vyre_core.ir.requirements import ALL_OPS
 from vyre_wgpu import __version__
 
 if TYPE_CHECKING:
-    from vyre_wgpu.device import Device, Kernel
+    from vyre_wgpu.device import Device
+    from vyre_wgpu.pipelines import Kernel
     from vyre_wgpu.resident import Resident
     from vyre_wgpu.sequence import SequenceRunner
 
@@ -142,15 +142,8 @@ class WgpuPipeline:
         self.kernel = kernel
 
     def dispatch(self, inputs: list[np.ndarray], config: Any) -> list[np.ndarray]:
-        dev = device()
-        if self.kernel.generation != dev.generation:
-            raise PipelineInvalidatedError(
-                f"backend 'wgpu': this pipeline was compiled for device generation "
-                f"{self.kernel.generation}; the device was since recovered or reopened "
-                f"(generation {dev.generation})",
-                "Compile the program again (Driver.compile) and use the new handle.",
-                generation=self.kernel.generation, backend=BACKEND_ID)
-        return dev.run_program(self.kernel, self.program, inputs, config.grid_override)[0]
+        """(A kernel of a device generation since recovered is refused by the device.)"""
+        return device().run_program(self.kernel, self.program, inputs, config.grid_override)[0]
 
 
 @hookimpl
@@ -205,7 +198,9 @@ def vyre_pipeline_cache_snapshot() -> CacheSnapshot:
 # -- capabilities (probed) -----------------------------------------------------------------
 
 def _cap(name: str) -> Any:
-    return device().capabilities()[name]
+    from vyre_wgpu import capabilities
+
+    return capabilities.fields(device())[name]
 
 
 @hookimpl
@@ -255,9 +250,11 @@ def vyre_max_workgroup_memory_bytes() -> int:
 
 @hookimpl
 def vyre_device_profile() -> dict[str, Any]:
+    from vyre_wgpu import capabilities
+
     dev = device()
-    caps = Capabilities(supported_ops=ALL_OPS, **dev.capabilities())
-    return {"backend": BACKEND_ID, **caps.to_dict(), **dev.profile()}
+    caps = Capabilities(supported_ops=ALL_OPS, **capabilities.fields(dev))
+    return {"backend": BACKEND_ID, **caps.to_dict(), **capabilities.profile(dev)}
 
 
 # -- lifecycle -----------------------------------------------------------------------------

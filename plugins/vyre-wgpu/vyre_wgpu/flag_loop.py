@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vyre_core.contract.types import LoopRun
-from vyre_wgpu.device import padded_size, wgpu_module
+from vyre_wgpu.adapter import wgpu_module
+from vyre_wgpu.buffers import bind_group, padded_size, uniform
 from vyre_wgpu.lowering import BufferBinding, Lowered
-from vyre_wgpu.passes import Pass, Recorder
+from vyre_wgpu.submission import Pass, Recorder
 
 if TYPE_CHECKING:
-    from vyre_wgpu.device import Device, Kernel
+    from vyre_wgpu.device import Device
+    from vyre_wgpu.pipelines import Kernel
 
 #: Iterations recorded between two readbacks of the loop state, at most.
 MAX_BATCH = 64
@@ -110,8 +112,10 @@ class FlagLoop:
         self.state = self._buffer(dev, owned, "vyre-loop-state", 8,
                                   usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
         params = np.array([flag.size // 4, self.counts.size, 0, 0], np.uint32)
-        self.control = Pass(*_kernel_and_group(dev, "control", [flag, self.state, self.args],
-                                               params, status, owned), (1, 1, 1), [])
+        kernel, group, pbuf = _kernel_and_group(dev, "control", [flag, self.state, self.args],
+                                                params, status)
+        owned.append(pbuf)
+        self.control = Pass(kernel, group, (1, 1, 1), [])
 
     def reset(self, dev: Device) -> None:
         """Before a run: every pass dispatches its full counts, and nothing is done yet."""
@@ -147,8 +151,9 @@ class FlagLoop:
         words = target.size // 4
         groups = max(1, min(FILL_GROUPS, -(-words // FILL_WORKGROUP)))
         params = np.array([words, groups * FILL_WORKGROUP, 0, 0], np.uint32)
-        return Pass(*_kernel_and_group(dev, "fill", [target], params, status, owned),
-                    (groups, 1, 1), [])
+        kernel, group, pbuf = _kernel_and_group(dev, "fill", [target], params, status)
+        owned.append(pbuf)
+        return Pass(kernel, group, (groups, 1, 1), [])
 
 
 def run_on_host(flag: Any, body: list[Pass], recorder: Recorder, limit: int) -> LoopRun:
@@ -165,10 +170,10 @@ def run_on_host(flag: Any, body: list[Pass], recorder: Recorder, limit: int) -> 
 
 
 def _kernel_and_group(dev: Device, which: str, buffers: list[Any], params: np.ndarray,
-                      status: Any, owned: list[Any]) -> tuple[Kernel, Any]:
-    """The cached control or fill kernel, and a bind group of ``buffers``, ``params`` and
-    the plan's status word (bound, as every vyre kernel's layout has it; never written)."""
-    usage = wgpu_module().BufferUsage
+                      status: Any) -> tuple[Kernel, Any, Any]:
+    """The cached control or fill kernel, a bind group of ``buffers``, ``params`` and the
+    plan's status word (bound, as every vyre kernel's layout has it; never written), and
+    the params buffer made for it (the plan's to destroy)."""
     if which == "control":
         wgsl, bindings = _CONTROL, (BufferBinding("flag", 0, "read", 4),
                                     BufferBinding("state", 1, "read_write", 4),
@@ -178,13 +183,10 @@ def _kernel_and_group(dev: Device, which: str, buffers: list[Any], params: np.nd
     lowered = Lowered(wgsl, bindings, params_binding=len(bindings), params_words=4,
                       status_binding=len(bindings) + 1, features=frozenset())
     kernel = dev.compile_wgsl(lowered, key=f"vyre-flag-loop-{which}", label=f"loop {which}")
-    pbuf = dev.device.create_buffer(label=f"vyre-{which}-params", size=16,
-                                    usage=usage.UNIFORM | usage.COPY_DST)
-    owned.append(pbuf)
-    dev.queue.write_buffer(pbuf, 0, params)
-    entries = [{"binding": b.binding, "resource": {"buffer": buf, "offset": 0,
-                                                   "size": buf.size}}
-               for b, buf in zip(bindings, buffers, strict=True)]
-    group = dev.device.create_bind_group(layout=kernel.layout,
-                                         entries=entries + dev.own_entries(lowered, pbuf, status))
-    return kernel, group
+    pbuf = uniform(dev, params, f"vyre-{which}-params")
+    try:
+        group = bind_group(dev, kernel, [(buf, buf.size) for buf in buffers], pbuf, status)
+    except BaseException:
+        pbuf.destroy()
+        raise
+    return kernel, group, pbuf

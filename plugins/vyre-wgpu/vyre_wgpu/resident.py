@@ -9,7 +9,6 @@ is one compute pass, one submit and a 4-byte readback of the status word.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 from collections import OrderedDict
@@ -22,11 +21,23 @@ import numpy as np
 from vyre_core import abi
 from vyre_core.errors import InvalidInputError, UnsupportedFeatureError, VyreError
 from vyre_core.ir import Program
-from vyre_wgpu.device import as_words, launch_grid, padded_size, wgpu_module
-from vyre_wgpu.lowering import params_data
+from vyre_wgpu.adapter import wgpu_module
+from vyre_wgpu.buffers import (
+    as_words,
+    bind_group,
+    binding_size,
+    destroy,
+    padded_size,
+    params,
+    status_word,
+)
+from vyre_wgpu.loss import fail
+from vyre_wgpu.pipelines import check_current
+from vyre_wgpu.submission import Pass, Recorder, launch_grid, read_buffer
 
 if TYPE_CHECKING:
-    from vyre_wgpu.device import Device, Kernel
+    from vyre_wgpu.device import Device
+    from vyre_wgpu.pipelines import Kernel
 
 #: Bind groups (each with its params and status buffers) kept for reuse.
 BIND_GROUPS = 256
@@ -49,9 +60,7 @@ class _Binding:
     handles: frozenset[int]
 
     def destroy(self) -> None:
-        for buf in (self.params, self.status):
-            with contextlib.suppress(Exception):  # best effort: the device may be gone
-                buf.destroy()
+        destroy([self.params, self.status])
 
 
 class Resident:
@@ -87,7 +96,7 @@ class Resident:
                     label="vyre-resident", size=padded_size(byte_len),
                     usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
             except Exception as exc:
-                raise dev.fail(exc, "allocating a resident buffer") from exc
+                raise fail(dev, exc, "allocating a resident buffer") from exc
             with self._lock:
                 handle = next(self._handles)
                 self._buffers[handle] = _Buffer(gpu, byte_len)
@@ -106,7 +115,7 @@ class Resident:
                     dev.queue.write_buffer(target.gpu, 0,
                                            as_words(np.frombuffer(data, dtype=np.uint8)))
                 except Exception as exc:
-                    raise dev.fail(exc, "uploading a resident buffer") from exc
+                    raise fail(dev, exc, "uploading a resident buffer") from exc
 
     def download(self, handle: int) -> bytes:
         dev = self.device
@@ -115,11 +124,11 @@ class Resident:
             if not source.byte_len:
                 return b""
             try:
-                return dev.read_buffer(source.gpu, source.byte_len)
+                return read_buffer(dev, source.gpu, source.byte_len)
             except VyreError:
                 raise
             except Exception as exc:
-                raise dev.fail(exc, "downloading a resident buffer") from exc
+                raise fail(dev, exc, "downloading a resident buffer") from exc
 
     def free(self, handle: int) -> None:
         with self.device._lock:
@@ -128,8 +137,7 @@ class Resident:
                 del self._buffers[handle]
                 for key in [k for k, b in self._bindings.items() if handle in b.handles]:
                     self._bindings.pop(key).destroy()
-            with contextlib.suppress(Exception):
-                buf.gpu.destroy()
+            destroy([buf.gpu])
 
     def dispatch(self, kernel: Kernel, program: Program, handles: Sequence[int],
                  grid: Sequence[int] | None, timed: bool) -> int | None:
@@ -150,7 +158,7 @@ class Resident:
         by_name = dict(zip((b.name for b in bound), handles, strict=True))
         declared = {b.name: b for b in bound}
         with dev._lock:
-            dev.check_kernel(kernel)
+            check_current(dev, kernel)
             buffers, lengths = [], []
             for bb in kernel.lowered.buffers:
                 buf = self._get(by_name[bb.name])
@@ -163,7 +171,7 @@ class Resident:
                         f"resident buffer {by_name[bb.name]} bound to {bb.name!r} holds "
                         f"{buf.byte_len} bytes, not {need}",
                         f"Allocate {bb.name!r} as {need} ({bb.element_bytes} bytes each).")
-                dev.binding_size(bb, count)  # (within the device's binding limit)
+                binding_size(dev, bb, count)  # (within the device's binding limit)
                 buffers.append(buf)
                 lengths.append(count)
             if grid is None:
@@ -175,20 +183,18 @@ class Resident:
                 binding = self._binding(kernel, [by_name[bb.name] for bb in
                                                  kernel.lowered.buffers], buffers, lengths,
                                         logical)
-                _, status, device_ns = dev.submit_pass(
-                    kernel, binding.bind_group, binding.dispatch, binding.status, [], timed,
-                    created, [binding.status])
+                recorder = Recorder(dev, binding.status, created, timed=timed, cut_short=(
+                    "what its resident outputs hold is unspecified"))
+                recorder.step(Pass(kernel, binding.bind_group, binding.dispatch,
+                                   [binding.status]))
+                recorder.read([])
             except VyreError:
                 raise
             except Exception as exc:
-                raise dev.fail(exc, "a resident dispatch") from exc
+                raise fail(dev, exc, "a resident dispatch") from exc
             finally:
-                for buf in created:
-                    with contextlib.suppress(Exception):
-                        buf.destroy()
-        if status:
-            raise dev.loop_cut_short("what its resident outputs hold is unspecified")
-        return device_ns
+                destroy(created)
+        return recorder.device_ns
 
     def buffer(self, handle: int) -> Any:
         """The device buffer of ``handle`` (refused when freed or of an older device)."""
@@ -223,22 +229,13 @@ class Resident:
             if found is not None:
                 self._bindings.move_to_end(key)
                 return found
-        usage = wgpu_module().BufferUsage
-        lowered = kernel.lowered
         dispatch, stride = launch_grid(logical, dev.limit("max-compute-workgroups-per-dimension"))
-        params = as_words(params_data(lowered, lengths, logical, stride))
-        pbuf = dev.device.create_buffer(label="vyre-params", size=params.nbytes,
-                                        usage=usage.UNIFORM | usage.COPY_DST)
-        dev.queue.write_buffer(pbuf, 0, params)
-        status = dev.device.create_buffer(label="vyre-status", size=4,
-                                          usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
-        entries = [{"binding": bb.binding,
-                    "resource": {"buffer": buf.gpu, "offset": 0,
-                                 "size": padded_size(n * bb.element_bytes)}}
-                   for bb, buf, n in zip(lowered.buffers, buffers, lengths, strict=True)]
-        bind_group = dev.device.create_bind_group(
-            layout=kernel.layout, entries=entries + dev.own_entries(lowered, pbuf, status))
-        binding = _Binding(bind_group, pbuf, status, dispatch, frozenset(handles))
+        pbuf = params(dev, kernel, lengths, logical, stride)
+        status = status_word(dev)
+        bound = [(buf.gpu, padded_size(n * bb.element_bytes))
+                 for bb, buf, n in zip(kernel.lowered.buffers, buffers, lengths, strict=True)]
+        group = bind_group(dev, kernel, bound, pbuf, status)
+        binding = _Binding(group, pbuf, status, dispatch, frozenset(handles))
         with self._lock:
             self._bindings[key] = binding
             while len(self._bindings) > BIND_GROUPS:

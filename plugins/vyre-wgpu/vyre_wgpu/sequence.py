@@ -14,7 +14,6 @@ submits of at most ``passes.PASSES_PER_SUBMIT`` passes).
 
 from __future__ import annotations
 
-import contextlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,13 +25,24 @@ from vyre_core.contract.types import LoopRun, SequenceRun, Timing, wall_clock_ns
 from vyre_core.errors import VyreError
 from vyre_core.ir.nodes import Access
 from vyre_core.sequence import Role, Sequence, Step, StepLoop
-from vyre_wgpu.device import as_words, launch_grid, padded_size, wgpu_module
+from vyre_wgpu.adapter import wgpu_module
+from vyre_wgpu.buffers import (
+    as_words,
+    bind_group,
+    binding_size,
+    destroy,
+    padded_size,
+    params,
+    status_word,
+)
 from vyre_wgpu.flag_loop import FlagLoop, fits_on_device, run_on_host
-from vyre_wgpu.lowering import params_data
-from vyre_wgpu.passes import Pass, Recorder
+from vyre_wgpu.loss import fail
+from vyre_wgpu.pipelines import check_current
+from vyre_wgpu.submission import Pass, Recorder, launch_grid
 
 if TYPE_CHECKING:
-    from vyre_wgpu.device import Device, Kernel
+    from vyre_wgpu.device import Device
+    from vyre_wgpu.pipelines import Kernel
     from vyre_wgpu.resident import Resident
 
 #: Plans (buffers and bind groups of one sequence) kept between runs, and their size cap.
@@ -49,9 +59,7 @@ class _Plan:
     loops: dict[int, FlagLoop] = field(default_factory=dict)  # by item index
 
     def destroy(self) -> None:
-        for buf in self.owned:
-            with contextlib.suppress(Exception):  # best effort: the device may be gone
-                buf.destroy()
+        destroy(self.owned)
 
 
 class SequenceRunner:
@@ -74,7 +82,7 @@ class SequenceRunner:
         start = wall_clock_ns()
         with dev._lock:
             for kernel in kernels.values():
-                dev.check_kernel(kernel)
+                check_current(dev, kernel)
             if self._generation != dev.generation:  # recovered: the old plans are dead
                 self.forget()
                 self._generation = dev.generation
@@ -88,16 +96,14 @@ class SequenceRunner:
                 outputs, loops = self._record(seq, plan, inputs, created)
             except VyreError:
                 _destroy(plan)
-                dev.forget_readback()
+                dev.readback.forget()
                 raise
             except Exception as exc:
                 _destroy(plan)
-                dev.forget_readback()
-                raise dev.fail(exc, "a sequence") from exc
+                dev.readback.forget()
+                raise fail(dev, exc, "a sequence") from exc
             finally:
-                for buf in created:
-                    with contextlib.suppress(Exception):
-                        buf.destroy()
+                destroy(created)
             self._keep(key, plan)
         return SequenceRun(outputs, loops, Timing(wall_clock_ns() - start, None, label))
 
@@ -127,9 +133,7 @@ class SequenceRunner:
                 buffers[b.name] = buf
                 if b.role is Role.CONSTANT:
                     dev.queue.write_buffer(buf, 0, as_words(np.frombuffer(b.data, np.uint8)))
-            plan.status = dev.device.create_buffer(
-                label="vyre-status", size=4,
-                usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+            plan.status = status_word(dev)
             owned.append(plan.status)
             for _, step in seq.steps():
                 plan.passes.append(self._pass(seq, step, kernels[step.program.fingerprint()],
@@ -152,25 +156,17 @@ class SequenceRunner:
 
     def _pass(self, seq: Sequence, step: Step, kernel: Kernel, plan: _Plan) -> Pass:
         dev = self.device
-        usage = wgpu_module().BufferUsage
-        lowered = kernel.lowered
         names = {b.name: name for b, name in step.bound}
-        lengths = [seq.buffer(names[bb.name]).count for bb in lowered.buffers]
+        lengths = [seq.buffer(names[bb.name]).count for bb in kernel.lowered.buffers]
         dispatch, stride = launch_grid(step.grid,
                                        dev.limit("max-compute-workgroups-per-dimension"))
-        params = as_words(params_data(lowered, lengths, step.grid, stride))
-        pbuf = dev.device.create_buffer(label="vyre-params", size=params.nbytes,
-                                        usage=usage.UNIFORM | usage.COPY_DST)
+        pbuf = params(dev, kernel, lengths, step.grid, stride)
         plan.owned.append(pbuf)
-        dev.queue.write_buffer(pbuf, 0, params)
-        entries = [{"binding": bb.binding,
-                    "resource": {"buffer": plan.buffers[names[bb.name]], "offset": 0,
-                                 "size": dev.binding_size(bb, n)}}
-                   for bb, n in zip(lowered.buffers, lengths, strict=True)]
-        bind_group = dev.device.create_bind_group(
-            layout=kernel.layout, entries=entries + dev.own_entries(lowered, pbuf, plan.status))
+        bound = [(plan.buffers[names[bb.name]], binding_size(dev, bb, n))
+                 for bb, n in zip(kernel.lowered.buffers, lengths, strict=True)]
+        group = bind_group(dev, kernel, bound, pbuf, plan.status)
         zeroed = [plan.buffers[name] for b, name in step.bound if b.access is Access.OUTPUT]
-        return Pass(kernel, bind_group, dispatch, zeroed)
+        return Pass(kernel, group, dispatch, zeroed)
 
     def _record(self, seq: Sequence, plan: _Plan, inputs: Mapping[str, np.ndarray],
                 created: list[Any]) -> tuple[list[np.ndarray], list[LoopRun]]:
@@ -180,7 +176,8 @@ class SequenceRunner:
                 dev.queue.write_buffer(plan.buffers[name], 0, as_words(data))
         for loop in plan.loops.values():
             loop.reset(dev)
-        recorder = Recorder(dev, plan.status, created)
+        recorder = Recorder(dev, plan.status, created,
+                            cut_short="the sequence's results were discarded")
         recorder.clear(plan.status)
         for b in seq.of_role(Role.TRANSIENT):
             recorder.clear(plan.buffers[b.name])

@@ -88,7 +88,7 @@ def destroy_device() -> None:
 
 def destroy_then_submit() -> None:
     """The hard loss: submit work to a destroyed device; wgpu-native aborts the process."""
-    import wgpu  # only here, as in vyre_wgpu.device
+    import wgpu  # only here, as in vyre_wgpu.adapter
 
     dev = wgpu_backend.device()
     usage = wgpu.BufferUsage

@@ -1,0 +1,92 @@
+"""The adapter vyre opens and what it says it is: identity, features and limits to ask
+for, and whether it is a CPU implementation. Worker-only; wgpu is imported on first use."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from vyre_core.errors import UnsupportedFeatureError
+
+#: Features requested whenever the adapter has them; the lowering emits f16/f64 only for
+#: programs that use them, and the probes decide whether they are reported.
+OPTIONAL_FEATURES = ("shader-f16", "shader-f64", "timestamp-query")
+
+#: Limits requested at the adapter's own values (the WebGPU defaults are far lower).
+USED_LIMITS = (
+    "max-compute-workgroup-size-x", "max-compute-workgroup-size-y",
+    "max-compute-workgroup-size-z", "max-compute-invocations-per-workgroup",
+    "max-compute-workgroups-per-dimension", "max-compute-workgroup-storage-size",
+    "max-storage-buffer-binding-size", "max-buffer-size",
+    "max-storage-buffers-per-shader-stage", "max-uniform-buffer-binding-size",
+    "max-bindings-per-bind-group",
+)
+
+_SOFTWARE_NAMES = ("llvmpipe", "lavapipe", "swiftshader", "softpipe")
+_NO_ADAPTER_FIX = ("Install a Vulkan driver: on Debian `apt-get install mesa-vulkan-drivers "
+                   "libvulkan1` (lavapipe runs on the CPU), or route to another backend "
+                   "(backend='reference').")
+
+
+def wgpu_module():
+    import wgpu  # only here: registration never imports wgpu
+
+    return wgpu
+
+
+def shader_cache_dir() -> str | None:
+    """Point Mesa's on-disk shader cache at a directory vyre owns, unless the user set
+    ``MESA_SHADER_CACHE_DIR``; must run before the first adapter is requested."""
+    current = os.environ.get("MESA_SHADER_CACHE_DIR")
+    if current:
+        return current
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "vyre", "mesa-shader-cache")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError:
+        return None  # Mesa falls back to its own default; nothing breaks
+    os.environ["MESA_SHADER_CACHE_DIR"] = path
+    return path
+
+
+def request_adapter(power_preference: str = "high-performance") -> Any:
+    """The wgpu adapter vyre uses; UnsupportedFeatureError when there is none."""
+    shader_cache_dir()
+    wgpu = wgpu_module()
+    try:
+        adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+    except Exception as exc:  # wgpu raises RuntimeError when no backend has an adapter
+        raise UnsupportedFeatureError(f"no WebGPU adapter: {type(exc).__name__}: {exc}",
+                                      _NO_ADAPTER_FIX) from exc
+    if adapter is None:
+        raise UnsupportedFeatureError("no WebGPU adapter was found", _NO_ADAPTER_FIX)
+    return adapter
+
+
+def adapter_facts(adapter: Any) -> dict[str, Any]:
+    """The adapter's identity as plain data (crosses the process boundary)."""
+    info = dict(adapter.info)
+    facts: dict[str, Any] = {k: str(info.get(k, "") or "") for k in (
+        "vendor", "architecture", "device", "description", "backend_type", "adapter_type")}
+    for k in ("vendor_id", "device_id"):
+        try:
+            facts[k] = int(info.get(k, 0) or 0)
+        except (TypeError, ValueError):
+            facts[k] = 0
+    facts["software_adapter"] = is_software(facts)
+    return facts
+
+
+def is_software(facts: dict[str, Any]) -> bool:
+    """A CPU implementation of the GPU API (lavapipe, SwiftShader)."""
+    if str(facts.get("adapter_type", "")).lower() == "cpu":
+        return True
+    names = " ".join(str(facts.get(k, "")) for k in ("vendor", "device", "description"))
+    return any(n in names.lower() for n in _SOFTWARE_NAMES)
+
+
+def same_adapter(facts: dict[str, Any], before: dict[str, Any]) -> bool:
+    """Whether an adapter offered after a loss is the one the device was on."""
+    return all(facts[k] == before[k] for k in ("vendor", "device", "backend_type",
+                                                "adapter_type"))

@@ -1,0 +1,177 @@
+"""What the device really does: f16, f64 and loop-budget probes run on it, the capability
+fields and profile they decide, and the programs it refuses because it would run them wrongly."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from vyre_core.errors import UnsupportedFeatureError, VyreError
+from vyre_core.ir import Program
+from vyre_core.ir.dtypes import DType
+from vyre_wgpu.adapter import USED_LIMITS, wgpu_module
+from vyre_wgpu.lowering import BufferBinding, Lowered, lower
+from vyre_wgpu.submission import Launch
+
+if TYPE_CHECKING:
+    from vyre_wgpu.device import Device
+
+#: Loop budget assumed for a software adapter whose loop probe could not run: Mesa's
+#: llvmpipe (lavapipe) ends every loop of an invocation after 65,535 iterations in total,
+#: silently.
+SOFTWARE_LOOP_TRIP = 65535
+LOOP_PROBE_TRIPS = 1 << 20
+
+#: f16/f64 smoke cases: (a, b), checked against a + b computed in the type itself; the
+#: f64 cases come out wrong in f32.
+_FLOAT_CASES = {
+    DType.F16: ([1.0, 60000.0, -0.5], [2.0 ** -10, 10000.0, 0.25]),
+    DType.F64: ([1.0, 1e300, 0.1], [2.0 ** -40, 1e300, 0.2]),
+}
+
+#: One loop of trips[0] iterations counted; params[0].x (the split stride, 0) keeps the
+#: bound opaque to the compiler.
+_LOOP_PROBE = """
+@group(0) @binding(0) var<storage, read> trips: array<u32>;
+@group(0) @binding(1) var<storage, read_write> counted: array<u32>;
+@group(0) @binding(2) var<uniform> params: array<vec4<u32>, 1>;
+
+@compute @workgroup_size(1)
+fn main() {
+    var count = 0u;
+    let end = trips[0] + params[0].x;
+    for (var i = 0u; i < end; i = i + 1u) {
+        count = count + 1u;
+    }
+    counted[0] = count;
+}
+"""
+
+
+def assumed_loop_trip(software: bool) -> int | None:
+    """The loop budget before (or without) a probe: the known driver limit on software."""
+    return SOFTWARE_LOOP_TRIP if software else None
+
+
+def probe(dev: Device) -> tuple[dict[str, str], int | None]:
+    """Measure what ``dev`` really does: each probe's outcome, and the loop budget."""
+    probes = {"f16": _probe_float(dev, DType.F16, "shader-f16"),
+              "f64": _probe_float(dev, DType.F64, "shader-f64")}
+    limit, outcome = _probe_loop(dev)
+    probes["loop_trip"] = outcome
+    if limit is None and not outcome.startswith("no limit"):
+        limit = assumed_loop_trip(dev.software)  # the probe could not run
+    return probes, limit
+
+
+def fields(dev: Device) -> dict[str, Any]:
+    """Capabilities fields as probed on ``dev``."""
+    return {
+        "supports_subgroup_ops": False,  # the lowering emits no subgroup operations
+        "supports_f16": dev.probes.get("f16") == "passed",
+        "supports_f64": dev.probes.get("f64") == "passed",
+        "max_workgroup_size": (dev.limit("max-compute-workgroup-size-x"),
+                               dev.limit("max-compute-workgroup-size-y"),
+                               dev.limit("max-compute-workgroup-size-z")),
+        "max_invocations_per_workgroup": dev.limit("max-compute-invocations-per-workgroup"),
+        "max_workgroups_per_dimension": dev.limit("max-compute-workgroups-per-dimension"),
+        "subgroup_size": None,
+        "max_storage_buffer_bytes": min(dev.limit("max-storage-buffer-binding-size"),
+                                        dev.limit("max-buffer-size")),
+        "max_workgroup_memory_bytes": dev.limit("max-compute-workgroup-storage-size"),
+    }
+
+
+def profile(dev: Device) -> dict[str, Any]:
+    """Adapter identity, limits, features and probe results (plain data)."""
+    facts: dict[str, Any] = dict(dev.facts)
+    facts.update({
+        "limits": {k: int(dev.limits[k]) for k in USED_LIMITS if k in dev.limits},
+        "features": sorted(dev.features),
+        "probes": dict(dev.probes),
+        "timestamp_query": dev.timestamps,
+        "wgpu_version": str(getattr(wgpu_module(), "__version__", "unknown")),
+        "mesa_shader_cache_dir": os.environ.get("MESA_SHADER_CACHE_DIR", ""),
+        "device_generation": dev.generation,
+        # 1-D grids past the per-dimension limit are split (see submission.launch_grid)
+        "max_grid_x": dev.limit("max-compute-workgroups-per-dimension") ** 2,
+    })
+    if dev.max_loop_trip is not None:
+        facts["max_loop_trip"] = int(dev.max_loop_trip)
+    return facts
+
+
+def refuse_unsupported(dev: Device, program: Program) -> None:
+    """Refuse what ``dev`` would run wrongly: f16/f64 that failed the probe, and a loop
+    whose static trip count exceeds the driver's silent loop budget (as routing does).
+    Loops nested or in sequence share that budget, but how much of it they use depends on
+    the driver's unrolling, so those are caught at run time: the kernel's status word
+    flags a loop cut short (see ``submission.Recorder``)."""
+    req = program.requirements()
+    for dtype in ("f16", "f64"):
+        if dtype in req.features and dev.probes.get(dtype) != "passed":
+            raise UnsupportedFeatureError(
+                f"backend 'wgpu' on {dev.name!r} does not run {dtype} "
+                f"({dev.probes.get(dtype, 'not probed')})",
+                f"Route the program to a backend with supports_{dtype}, e.g. "
+                "backend='reference'.")
+    limit, bound = dev.max_loop_trip, req.loop_trip_bound
+    if limit is None or bound is None or bound <= limit:
+        return  # run-time bounds and shared budgets: guarded by the status word
+    raise UnsupportedFeatureError(
+        f"backend 'wgpu' on {dev.name!r} (a software adapter) silently stops every "
+        f"invocation after {limit} loop iterations; this program has a loop of {bound}",
+        "Route it to another backend (omit backend='wgpu' and routing does), or keep "
+        f"the loops of one invocation under {limit} iterations in total.")
+
+
+def _probe_float(dev: Device, dtype: DType, feature: str) -> str:
+    if feature not in dev.features:
+        return f"absent: the adapter has no {feature} feature"
+    from vyre_core import ir
+
+    k = ir.Kernel(workgroup=(1,))
+    a = k.read("a", dtype, count=3)
+    b = k.read("b", dtype, count=3)
+    out = k.output("out", dtype, count=3)
+    with k.loop("i", 0, 3) as i:
+        out[i] = a[i] + b[i]
+    program = k.build()
+    xs, ys = (np.array(v, dtype=dtype.storage_np) for v in _FLOAT_CASES[dtype])
+    with np.errstate(over="ignore"):  # 60000 + 10000 overflows f16 to inf, as it must
+        expected = (xs + ys).astype(dtype.storage_np)  # numpy adds in the type itself
+    try:
+        lowered = lower(program)
+    except NotImplementedError:
+        return "not run: the WGSL lowering is not available"
+    except VyreError as exc:
+        return f"failed: lowering refused it: {exc.cause}"
+    try:
+        kernel = dev.compile_wgsl(lowered, label=f"probe-{dtype.value}")
+        (got,), _ = dev.run_program(kernel, program, [xs, ys], (1, 1, 1))
+    except VyreError as exc:
+        return f"failed: {exc.cause}"
+    if got.tobytes() != expected.tobytes():
+        return f"failed: {xs} + {ys} gave {got}, expected {expected}"
+    return "passed"
+
+
+def _probe_loop(dev: Device) -> tuple[int | None, str]:
+    """Run one loop of LOOP_PROBE_TRIPS iterations: a driver that stops loops early
+    (lavapipe does, silently) shows its budget in the count."""
+    lowered = Lowered(_LOOP_PROBE, (BufferBinding("trips", 0, "read", 4),
+                                    BufferBinding("counted", 1, "read_write", 4)),
+                      params_binding=2, params_words=8, status_binding=3,
+                      features=frozenset())
+    try:
+        kernel = dev.compile_wgsl(lowered, label="probe-loop")
+        (counted,), _ = dev.run(Launch(kernel, [np.array([LOOP_PROBE_TRIPS], np.uint32), None],
+                                       (1, 1), (1, 1, 1), (False, True)))
+    except VyreError as exc:
+        return None, f"failed: {exc.cause}"
+    count = int(np.frombuffer(counted, np.uint32)[0])
+    if count >= LOOP_PROBE_TRIPS:
+        return None, f"no limit observed up to {LOOP_PROBE_TRIPS} iterations"
+    return count, f"a loop of {LOOP_PROBE_TRIPS} iterations stopped after {count}"
