@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from vyre_benchmarks.harness import Result, compare
-from vyre_benchmarks.programs import saxpy, saxpy_inputs
 from vyre_core.contract.manager import LoadedBackend
+from vyre_examples.saxpy import inputs as saxpy_inputs
+from vyre_examples.saxpy import program as saxpy
 from vyre_workers.backend_host import BackendHost
 
 REQUIRES = ("reference",)  # backend ids; the plugin modules are imported when a figure runs

@@ -6,8 +6,9 @@ from __future__ import annotations
 import blake3
 
 from vyre_benchmarks.harness import Result, compare, reps
-from vyre_benchmarks.programs import saxpy, saxpy_inputs
 from vyre_core import ir
+from vyre_examples.saxpy import inputs as saxpy_inputs
+from vyre_examples.saxpy import program as saxpy
 
 REQUIRES = ("reference",)
 ELEMENTS = 16 * 1024 * 1024

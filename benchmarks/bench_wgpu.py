@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 
 from vyre_benchmarks.harness import Result, reps, samples
-from vyre_benchmarks.programs import saxpy, saxpy_inputs
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
+from vyre_examples.saxpy import inputs as saxpy_inputs
+from vyre_examples.saxpy import program as saxpy
 from vyre_workers.backend_host import BackendHost
 
 REQUIRES = ("wgpu", "reference")
@@ -325,8 +326,8 @@ def _raw_resident_seconds(program: ir.Program, x: np.ndarray, y: np.ndarray) -> 
 
     import vyre_wgpu.backend as backend
     from vyre_wgpu import __version__
-    from vyre_wgpu.device import launch_grid
     from vyre_wgpu.lowering import params_data
+    from vyre_wgpu.submission import launch_grid, read_buffer
 
     dev = backend.device()
     gpu, usage = dev.device, wgpu.BufferUsage
@@ -371,7 +372,7 @@ def _raw_resident_seconds(program: ir.Program, x: np.ndarray, y: np.ndarray) -> 
     try:
         once()
         expected = y + x * np.float32(0.5)
-        got = np.frombuffer(dev.read_buffer(by, y.nbytes), np.float32)
+        got = np.frombuffer(read_buffer(dev, by, y.nbytes), np.float32)
         if got.tobytes() != expected.tobytes():
             raise AssertionError("raw wgpu-py result differs from numpy")
         return samples(once, reps(SMALL_CALLS, 20), reps(SMALL_WARMUP, 5))

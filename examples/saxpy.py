@@ -3,6 +3,9 @@
 Run it: ``python examples/saxpy.py [N]`` or ``vyre run saxpy``. It builds the program,
 routes it to the best backend, runs it in that backend's supervised worker process and
 checks every output against the same expression written in numpy.
+
+``program`` and ``inputs`` are also the saxpy the tests and benchmarks use
+(``from vyre_examples.saxpy import program``).
 """
 
 from __future__ import annotations
@@ -14,22 +17,31 @@ import numpy as np
 from vyre_core import Example, ir
 
 
-def program(n: int) -> ir.Program:
-    k = ir.Kernel(workgroup=(256,))
+def program(n: int, workgroup: int = 256, *, bias: float | None = None) -> ir.Program:
+    """``out[i] = a * x[i] + y[i]`` for ``n`` elements, ``workgroup`` invocations to a
+    workgroup; ``bias``, an f32 literal added to every element, makes a program that no
+    pipeline cache has seen (the compile benchmarks)."""
+    k = ir.Kernel(workgroup=(workgroup,))
     x = k.read("x", ir.f32)
     y = k.read("y", ir.f32)
     a = k.uniform("a", ir.f32)
     out = k.output("out", ir.f32, count=n)
     i = k.let("i", ir.global_id(0))
     with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
+        value = a[0] * x[i] + y[i]
+        out[i] = value if bias is None else value + ir.lit(bias, ir.f32)
     return k.build()
 
 
-def build(n: int = 1_000_000, seed: int = 0) -> Example:
+def inputs(n: int, seed: int = 0) -> list[np.ndarray]:
+    """Random ``x`` and ``y`` of ``n`` f32 each, and ``a = 2.5``."""
     rng = np.random.default_rng(seed)
-    x, y = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
-    a = np.array([2.5], dtype=np.float32)
+    return [rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32),
+            np.array([2.5], dtype=np.float32)]
+
+
+def build(n: int = 1_000_000, seed: int = 0) -> Example:
+    x, y, a = inputs(n, seed)
     # numpy rounds a*x, then the sum: the same two f32 roundings as the kernel
     return Example(program(n), [x, y, a], expected=[a[0] * x + y])
 

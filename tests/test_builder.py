@@ -42,6 +42,7 @@ from vyre_core.ir import (
     UnOp,
     Var,
 )
+from vyre_examples.saxpy import program as saxpy
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
@@ -467,20 +468,8 @@ def test_built_program_is_immutable_and_compares_by_content():
 
 # -- requirements ----------------------------------------------------------------------------
 
-def _saxpy(n: int = 1000) -> Program:
-    k = ir.Kernel(workgroup=(256,))
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    a = k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
-    return k.build()
-
-
 def test_requirements_of_saxpy():
-    r = _saxpy().requirements()
+    r = saxpy(1000).requirements()
     assert r.ops == frozenset({
         "stmt.let", "id.global", "stmt.if", "binop.lt", "expr.var", "expr.buffer_len",
         "stmt.store", "binop.add", "binop.mul", "expr.load", "expr.literal"})

@@ -26,29 +26,13 @@ from vyre_core.errors import (
 )
 from vyre_core.pipeline import pipeline_cache_key
 from vyre_core.supervisor.pool import PoolOptions
+from vyre_examples.saxpy import inputs as saxpy_inputs
+from vyre_examples.saxpy import program as saxpy
 from vyre_reference import run
 
 u32, f32 = ir.u32, ir.f32
 
 # -- programs ---------------------------------------------------------------------------------
-
-
-def saxpy(n: int) -> ir.Program:
-    k = ir.Kernel(workgroup=(256,))
-    x = k.read("x", f32)
-    y = k.read("y", f32)
-    a = k.uniform("a", f32)
-    out = k.output("out", f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
-    return k.build()
-
-
-def saxpy_inputs(n: int, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32),
-            np.array([2.5], dtype=np.float32)]
 
 
 def xor_u32(n: int) -> ir.Program:

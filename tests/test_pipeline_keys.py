@@ -30,6 +30,7 @@ from vyre_core.ir import (
     Var,
 )
 from vyre_core.pipeline import CompiledPipeline, pipeline_cache_key
+from vyre_examples.saxpy import program as saxpy
 from vyre_workers.backend_host import BackendHost
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
@@ -38,15 +39,8 @@ N = 64
 
 
 def saxpy_built(n: int = N) -> Program:
-    k = ir.Kernel(workgroup=(16,))
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    a = k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
-    return k.build()
+    """examples/saxpy.py's program, a workgroup of 16."""
+    return saxpy(n, workgroup=16)
 
 
 def saxpy_nodes(n: int = N) -> Program:

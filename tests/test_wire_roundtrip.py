@@ -47,6 +47,7 @@ from vyre_core.ir import (
     wire,
 )
 from vyre_core.ir.nodes import walk
+from vyre_examples.saxpy import program as saxpy
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
@@ -81,18 +82,6 @@ def test_decoding_accepts_bytearray_and_memoryview_of_the_same_bytes(p):
 
 # -- hand-built programs ---------------------------------------------------------------
 
-def _saxpy() -> Program:
-    k = ir.Kernel(workgroup=(256,))
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    a = k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=1000)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
-    return k.build()
-
-
 def _reduction() -> Program:
     k = ir.Kernel(workgroup=(8, 4))
     src = k.read("src", ir.u32)
@@ -115,7 +104,7 @@ def _reduction() -> Program:
 
 HAND_BUILT = {
     "empty": Program((), (1,), ()),
-    "saxpy": _saxpy(),
+    "saxpy": saxpy(1000),
     "reduction": _reduction(),
     "every_node": every_node_program(),
     "only_return": Program((), (64, 1, 1), (Return(),)),
@@ -200,7 +189,7 @@ def _saxpy_direct() -> Program:
 
 
 def test_builder_and_direct_node_construction_give_equal_bytes_and_fingerprint():
-    built, direct = _saxpy(), _saxpy_direct()
+    built, direct = saxpy(1000), _saxpy_direct()
     assert built == direct
     assert built.to_wire() == direct.to_wire()
     assert built.fingerprint() == direct.fingerprint()

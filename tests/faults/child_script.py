@@ -11,23 +11,13 @@ PRELUDE = textwrap.dedent("""
     import numpy as np
     import vyre_core
     from vyre_core import DispatchConfig, ir
+    from vyre_examples.saxpy import program as saxpy
 
     # Ctrl-C raises KeyboardInterrupt here even if the test runner was started with SIGINT
     # ignored (a background job of a non-interactive shell), which children would inherit.
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-    def saxpy(n=16):
-        k = ir.Kernel(workgroup=(16,))
-        x = k.read("x", ir.f32)
-        y = k.read("y", ir.f32)
-        a = k.uniform("a", ir.f32)
-        out = k.output("out", ir.f32, count=n)
-        i = k.let("i", ir.global_id(0))
-        with k.if_(i < x.len):
-            out[i] = a[0] * x[i] + y[i]
-        return k.build()
-
-    PROGRAM = saxpy()
+    PROGRAM = saxpy(16, workgroup=16)
     INPUTS = [np.arange(16, dtype=np.float32), np.ones(16, dtype=np.float32),
               np.array([2.0], dtype=np.float32)]
     EXPECTED = (np.float32(2.0) * INPUTS[0] + INPUTS[1]).tobytes()

@@ -11,22 +11,15 @@ from waiting import wait_for
 
 import vyre_core
 from vyre_core import ir
+from vyre_examples.saxpy import program
 
 N = 64
 MAX_RESTARTS = 3
 
 
 def saxpy(n: int = N, workgroup: int = 64) -> ir.Program:
-    """``out[i] = a * x[i] + y[i]`` (as examples/saxpy.py)."""
-    k = ir.Kernel(workgroup=(workgroup,))
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    a = k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
-    return k.build()
+    """``out[i] = a * x[i] + y[i]``: examples/saxpy.py's program, a workgroup of 64."""
+    return program(n, workgroup)
 
 
 PROGRAM = saxpy()

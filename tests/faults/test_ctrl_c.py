@@ -366,13 +366,7 @@ OWN_HANDLER = """
     y = np.ones(n, dtype=np.float32)
     inputs = [x, y, np.array([2.0], dtype=np.float32)]
     expected = (np.float32(2.0) * x + y).tobytes()
-    k = ir.Kernel(workgroup=(256,))
-    xs, ys, a = k.read("x", ir.f32), k.read("y", ir.f32), k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < xs.len):
-        out[i] = a[0] * xs[i] + ys[i]
-    program = k.build()
+    program = saxpy(n, workgroup=256)
     drv = vyre_core.Driver(kill_grace=0.5)
     drv.dispatch(program, inputs, backend="faults")
     (w,) = workers(drv, "faults")

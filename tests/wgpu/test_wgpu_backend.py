@@ -17,26 +17,10 @@ from vyre_core.errors import (
     UnsupportedFeatureError,
     VyreError,
 )
+from vyre_examples.saxpy import inputs as saxpy_inputs
+from vyre_examples.saxpy import program as saxpy
 from vyre_reference import run as reference_run
 from vyre_workers.backend_host import BackendHost
-
-
-def saxpy(n: int) -> ir.Program:
-    k = ir.Kernel(workgroup=(256,))
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    a = k.uniform("a", ir.f32)
-    out = k.output("out", ir.f32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = a[0] * x[i] + y[i]
-    return k.build()
-
-
-def saxpy_inputs(n: int, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32),
-            np.array([2.5], dtype=np.float32)]
 
 
 def increment(n: int) -> ir.Program:
@@ -336,13 +320,13 @@ def test_a_launch_reuses_its_buffers_and_still_starts_from_zeros(host) -> None:
     never as what the previous dispatch left there."""
     n = 512
     dev = backend.device()
-    kept = len(dev._kept)
+    kept = len(dev.launches)
     ones = np.ones(n, dtype=np.uint32)
     assert host.dispatch(where_nonzero(n), [ones])[0].tolist() == ones.tolist()
-    assert len(dev._kept) == kept + 1
+    assert len(dev.launches) == kept + 1
     for _ in range(3):  # the same launch again: kept buffers, zeroed output
         assert host.dispatch(where_nonzero(n), [np.zeros(n, np.uint32)])[0].tolist() == [0] * n
-    assert len(dev._kept) == kept + 1
+    assert len(dev.launches) == kept + 1
     half = np.arange(n, dtype=np.uint32) % 2
     (got,) = host.dispatch(where_nonzero(n), [half])
     assert got.tobytes() == reference_run(where_nonzero(n), [half])[0].tobytes()
