@@ -483,8 +483,8 @@ class Driver:
                 generation=generation, outputs=abi.output_shapes(program, bound)))
             return _outputs(reply, arrays)
 
-        return CompiledPipeline(program, config, pool.backend, pool.registration.version,
-                                generation, run, lambda g: pool.holds(slot, g))
+        return CompiledPipeline(program, config, pool.backend, meta["key"], generation, run,
+                                lambda g: pool.holds(slot, g))
 
     # -- resident buffers ------------------------------------------------------------------
 

@@ -80,14 +80,15 @@ class _PinnedHandle:
 
 class CompiledPipeline(_PinnedHandle):
     """A program compiled for one backend, in one worker generation; ``dispatch`` runs it
-    there until that generation is gone."""
+    there until that generation is gone. ``key`` is its pipeline cache key, computed once
+    where it was compiled (the worker) and carried back with the handle."""
 
-    def __init__(self, program: Program, config: DispatchConfig, backend: str,
-                 backend_version: str, generation: int, runner: Runner,
+    def __init__(self, program: Program, config: DispatchConfig, backend: str, key: str,
+                 generation: int, runner: Runner,
                  is_current: Callable[[int], bool] = lambda _generation: True) -> None:
         super().__init__(program, config, backend, generation, is_current)
         self.program = program
-        self.key = pipeline_cache_key(program, config, backend, backend_version)
+        self.key = key
         self._runner = runner
 
     def dispatch(self, inputs: Sequence[Any], config: DispatchConfig | None = None) -> Outputs:

@@ -48,7 +48,7 @@ from vyre_core.launch import (
     plan_launch,
     run_launch,
 )
-from vyre_core.pipeline import CompiledPipeline
+from vyre_core.pipeline import CompiledPipeline, pipeline_cache_key
 from vyre_core.sequence import Role
 from vyre_core.sequence import Sequence as StepSequence
 
@@ -67,7 +67,8 @@ def _read_only(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 class BackendHost:
-    """A loaded backend; ``generation`` counts the worker restarts it lives in."""
+    """A loaded backend. ``generation`` is the supervisor's number for the worker it lives
+    in (restarts, adoptions and recoveries advance it); only ``serve_as`` changes it."""
 
     def __init__(self, plugin: object, name: str | None = None, generation: int = 0) -> None:
         self.loaded = LoadedBackend(plugin, name)
@@ -120,11 +121,16 @@ class BackendHost:
     def device_lost(self) -> bool:
         return bool(self._call("vyre_device_lost"))
 
-    def try_recover(self) -> None:
+    def serve_as(self, generation: int) -> None:
+        """From now on this host is ``generation``: handles made before are refused."""
+        self.generation = generation
+
+    def try_recover(self, generation: int | None = None) -> None:
         """Recover a lost device; every pipeline and resident buffer made before is gone,
-        so the generation advances and the capabilities are probed again."""
+        so the host serves as ``generation`` (the supervisor's number; without one, in
+        process, the next) and the capabilities are probed again."""
         self._call("vyre_try_recover")
-        self.generation += 1
+        self.serve_as(self.generation + 1 if generation is None else generation)
         self._caps = None
         self._plans.clear()  # planned against the old capabilities
         self._fitting.clear()
@@ -236,8 +242,9 @@ class BackendHost:
                                self.capabilities(), self._id)
             return run_launch(plan, runner, self._id)
 
-        return CompiledPipeline(program, compile_config, self._id, self.version(),
-                                self.generation, run, lambda g: g == self.generation)
+        key = pipeline_cache_key(program, compile_config, self._id, self.version())
+        return CompiledPipeline(program, compile_config, self._id, key, self.generation, run,
+                                lambda g: g == self.generation)
 
     # -- resident buffers ----------------------------------------------------------------
 

@@ -351,18 +351,20 @@ class WorkerServer:
         return {"wall_ns": timed.timing.wall_ns, "device_ns": timed.timing.device_ns}, []
 
     def _try_recover(self, m: Message):
-        self.host.try_recover()
-        self.host.generation = _int(m.meta, "generation")
-        self._pipelines.clear()
-        self._pipeline_of_key.clear()
+        self.host.try_recover(_int(m.meta, "generation"))
+        self._forget_pipelines()
         return {"capabilities": self.host.capabilities().to_dict()}, []
 
     def _adopt(self, m: Message):
         """This spare process now serves a slot, as that slot's next generation."""
-        self.host.generation = _int(m.meta, "generation")
+        self.host.serve_as(_int(m.meta, "generation"))
+        self._forget_pipelines()
+        return {}, []
+
+    def _forget_pipelines(self) -> None:
+        """Pipelines compiled as an earlier generation are not this one's to serve."""
         self._pipelines.clear()
         self._pipeline_of_key.clear()
-        return {}, []
 
     def _shutdown(self, m: Message):
         self.stopping = True  # the entry point shuts the backend down after the reply
