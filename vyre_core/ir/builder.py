@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from vyre_core.ir import typerules
+from vyre_core.ir import dtypes, typerules
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
     Access,
@@ -137,6 +137,9 @@ def lit(value: Any, dtype: DType | None = None) -> Val:
         raise TypeError(f"{value!r} is not a {dtype.value} literal. Fix: pass "
                         f"{'True/False' if dtype is DType.BOOL else 'a number of that type'}")
     return Val(Lit.of(dtype, value), dtype)
+
+
+dtypes.make_literals_with(lit)
 
 
 def as_val(x: Operand, like: DType | None = None) -> Val:

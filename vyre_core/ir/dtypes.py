@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -79,10 +80,9 @@ class DType(enum.Enum):
         return float(np.array(bits, dtype=_BITS_NP[self]).view(self.value_np)[()])
 
     def __call__(self, value: Any) -> Any:
-        """``ir.f32(1.5)``: a typed literal for the builder."""
-        from vyre_core.ir.builder import lit
-
-        return lit(value, self)
+        """``ir.f32(1.5)``: a typed literal for the builder. The builder says how to make
+        one (``make_literals_with``), so this module, below it, never imports it."""
+        return _literal(value, self)
 
 
 _VALUE_NP = {
@@ -94,3 +94,16 @@ _BITS_NP = {DType.F16: np.uint16, DType.F32: np.uint32, DType.F64: np.uint64}
 
 u32, i32, f32, bool_, f16, f64 = (DType.U32, DType.I32, DType.F32, DType.BOOL,
                                   DType.F16, DType.F64)
+
+
+def _no_builder(value: Any, dtype: DType) -> Any:
+    raise RuntimeError(f"{dtype.value}({value!r}) needs the builder: import vyre_core.ir")
+
+
+_literal: Callable[[Any, DType], Any] = _no_builder
+
+
+def make_literals_with(make: Callable[[Any, DType], Any]) -> None:
+    """Called once by ``vyre_core.ir.builder``: ``DType(value)`` returns ``make(value, dtype)``."""
+    global _literal
+    _literal = make
