@@ -7,17 +7,15 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from vyre_core.errors import LaunchLimitError
 from vyre_wgpu.adapter import wgpu_module
 from vyre_wgpu.lowering import BufferBinding, params_data
-
-if TYPE_CHECKING:
-    from vyre_wgpu.device import Device
-    from vyre_wgpu.pipelines import Kernel
+from vyre_wgpu.pipelines import Kernel
+from vyre_wgpu.state import DeviceState
 
 #: The buffers and bind group of a launch are kept for the next launch of the same kernel
 #: with the same sizes and grid when they take at most KEEP_BYTES; at most KEEP_LAUNCHES
@@ -48,7 +46,7 @@ def destroy(buffers: Sequence[Any]) -> None:
             buf.destroy()
 
 
-def binding_size(dev: Device, binding: BufferBinding, count: int) -> int:
+def binding_size(dev: DeviceState, binding: BufferBinding, count: int) -> int:
     """Bytes bound for ``count`` elements of ``binding``, within the device's limit."""
     size = padded_size(count * binding.element_bytes)
     binding_max = dev.limit("max-storage-buffer-binding-size")
@@ -59,7 +57,7 @@ def binding_size(dev: Device, binding: BufferBinding, count: int) -> int:
     return size
 
 
-def uniform(dev: Device, data: np.ndarray, label: str = "vyre-params") -> Any:
+def uniform(dev: DeviceState, data: np.ndarray, label: str = "vyre-params") -> Any:
     """A uniform buffer holding ``data`` (a kernel's params)."""
     usage = wgpu_module().BufferUsage
     words = as_words(data)
@@ -69,20 +67,20 @@ def uniform(dev: Device, data: np.ndarray, label: str = "vyre-params") -> Any:
     return buf
 
 
-def params(dev: Device, kernel: Kernel, lengths: Sequence[int],
+def params(dev: DeviceState, kernel: Kernel, lengths: Sequence[int],
            grid: Sequence[int], stride: int) -> Any:
     """The params uniform of one launch of ``kernel``: buffer lengths, grid, split stride."""
     return uniform(dev, params_data(kernel.lowered, list(lengths), tuple(grid), stride))
 
 
-def status_word(dev: Device) -> Any:
+def status_word(dev: DeviceState) -> Any:
     """A status word: the kernel sets it when the adapter cut a loop short."""
     usage = wgpu_module().BufferUsage
     return dev.device.create_buffer(label="vyre-status", size=4,
                                     usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
 
 
-def bind_group(dev: Device, kernel: Kernel, bound: Sequence[tuple[Any, int]],
+def bind_group(dev: DeviceState, kernel: Kernel, bound: Sequence[tuple[Any, int]],
                params_buffer: Any, status: Any) -> Any:
     """A bind group of ``kernel``: ``bound`` is (buffer, bytes bound) per lowered buffer."""
     lowered = kernel.lowered
@@ -112,7 +110,7 @@ class LaunchBuffers:
         return [*self.storage, self.params, self.status]
 
 
-def launch_buffers(dev: Device, kernel: Kernel, lengths: Sequence[int],
+def launch_buffers(dev: DeviceState, kernel: Kernel, lengths: Sequence[int],
                    read: Sequence[bool], params_buffer: Any) -> LaunchBuffers:
     """New storage buffers (``read`` ones can be copied out), a status word and their bind
     group around ``params_buffer``; destroyed again if any step fails."""

@@ -4,7 +4,8 @@ fields and profile they decide, and the programs it refuses because it would run
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -13,10 +14,9 @@ from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_wgpu.adapter import USED_LIMITS, wgpu_module
 from vyre_wgpu.lowering import BufferBinding, Lowered, lower
+from vyre_wgpu.pipelines import Kernel
+from vyre_wgpu.state import DeviceState
 from vyre_wgpu.submission import Launch
-
-if TYPE_CHECKING:
-    from vyre_wgpu.device import Device
 
 #: Loop budget assumed for a software adapter whose loop probe could not run: Mesa's
 #: llvmpipe (lavapipe) ends every loop of an invocation after 65,535 iterations in total,
@@ -50,12 +50,27 @@ fn main() {
 """
 
 
+class Probed(DeviceState, Protocol):
+    """What the probes use of a device (``vyre_wgpu.device.Device`` is one): its state and
+    its way of compiling and running kernels."""
+
+    def compile_wgsl(self, lowered: Lowered, key: str | None = None,
+                     label: str = "") -> Kernel: ...
+
+    def run_program(self, kernel: Kernel, program: Program, inputs: Sequence[np.ndarray],
+                    grid: Sequence[int] | None, *, timed: bool = False,
+                    ) -> tuple[list[np.ndarray], int | None]: ...
+
+    def run(self, launch: Launch, *, timed: bool = False,
+            ) -> tuple[list[bytearray], int | None]: ...
+
+
 def assumed_loop_trip(software: bool) -> int | None:
     """The loop budget before (or without) a probe: the known driver limit on software."""
     return SOFTWARE_LOOP_TRIP if software else None
 
 
-def probe(dev: Device) -> tuple[dict[str, str], int | None]:
+def probe(dev: Probed) -> tuple[dict[str, str], int | None]:
     """Measure what ``dev`` really does: each probe's outcome, and the loop budget."""
     probes = {"f16": _probe_float(dev, DType.F16, "shader-f16"),
               "f64": _probe_float(dev, DType.F64, "shader-f64")}
@@ -66,7 +81,7 @@ def probe(dev: Device) -> tuple[dict[str, str], int | None]:
     return probes, limit
 
 
-def fields(dev: Device) -> dict[str, Any]:
+def fields(dev: DeviceState) -> dict[str, Any]:
     """Capabilities fields as probed on ``dev``."""
     return {
         "supports_subgroup_ops": False,  # the lowering emits no subgroup operations
@@ -84,7 +99,7 @@ def fields(dev: Device) -> dict[str, Any]:
     }
 
 
-def profile(dev: Device) -> dict[str, Any]:
+def profile(dev: DeviceState) -> dict[str, Any]:
     """Adapter identity, limits, features and probe results (plain data)."""
     facts: dict[str, Any] = dict(dev.facts)
     facts.update({
@@ -103,7 +118,7 @@ def profile(dev: Device) -> dict[str, Any]:
     return facts
 
 
-def refuse_unsupported(dev: Device, program: Program) -> None:
+def refuse_unsupported(dev: DeviceState, program: Program) -> None:
     """Refuse what ``dev`` would run wrongly: f16/f64 that failed the probe, and a loop
     whose static trip count exceeds the driver's silent loop budget (as routing does).
     Loops nested or in sequence share that budget, but how much of it they use depends on
@@ -127,7 +142,7 @@ def refuse_unsupported(dev: Device, program: Program) -> None:
         f"the loops of one invocation under {limit} iterations in total.")
 
 
-def _probe_float(dev: Device, dtype: DType, feature: str) -> str:
+def _probe_float(dev: Probed, dtype: DType, feature: str) -> str:
     if feature not in dev.features:
         return f"absent: the adapter has no {feature} feature"
     from vyre_core import ir
@@ -158,7 +173,7 @@ def _probe_float(dev: Device, dtype: DType, feature: str) -> str:
     return "passed"
 
 
-def _probe_loop(dev: Device) -> tuple[int | None, str]:
+def _probe_loop(dev: Probed) -> tuple[int | None, str]:
     """Run one loop of LOOP_PROBE_TRIPS iterations: a driver that stops loops early
     (lavapipe does, silently) shows its budget in the count."""
     lowered = Lowered(_LOOP_PROBE, (BufferBinding("trips", 0, "read", 4),

@@ -36,13 +36,14 @@ from vyre_wgpu.buffers import KeptLaunches, LaunchBuffers, as_words, destroy, la
 from vyre_wgpu.loss import check_usable, fail, summary, touch
 from vyre_wgpu.lowering import Lowered, lower
 from vyre_wgpu.pipelines import Kernel, PipelineCache, build_kernel, check_current
+from vyre_wgpu.state import DeviceState
 from vyre_wgpu.submission import Launch, Pass, Readback, Recorder, launch_grid
 
 BACKEND_ID = "wgpu"
 _generations = itertools.count(1)  # process-wide: a kernel never matches another device
 
 
-class Device:
+class Device(DeviceState):
     """One wgpu device with its probed capabilities and pipeline cache. Thread-safe."""
 
     def __init__(self, adapter: Any = None, *, cache_size: int = 256, probe: bool = True) -> None:
@@ -81,21 +82,10 @@ class Device:
         self.features = frozenset(str(f) for f in device.features)
         self.limits = {str(k): v for k, v in dict(device.limits).items()}
         self.generation = next(_generations)
-        self.lost_reason: str | None = None
+        self.lost_reason = None
         self.pipelines.clear()
         self.launches = KeptLaunches()
         self.readback = Readback(self)
-
-    @property
-    def name(self) -> str:
-        return self.facts.get("device") or self.facts.get("description") or "unknown"
-
-    @property
-    def timestamps(self) -> bool:
-        return "timestamp-query" in self.features
-
-    def limit(self, name: str) -> int:
-        return int(self.limits[name])
 
     def probe(self) -> None:
         """Measure what the device really does; the results decide the capabilities."""

@@ -4,7 +4,6 @@ has no lost promise) or found by touching the device; every failure leaves as a 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from vyre_core.errors import (
     DeviceLostError,
@@ -14,9 +13,7 @@ from vyre_core.errors import (
     VyreError,
 )
 from vyre_wgpu.adapter import wgpu_module
-
-if TYPE_CHECKING:
-    from vyre_wgpu.device import Device
+from vyre_wgpu.state import DeviceState
 
 _LOST = re.compile(r"device (?:is |was |has been )?(?:lost|destroyed)|lost device", re.I)
 _RECOVERS = "Dispatch again: the worker recovers the device (try_recover) or restarts."
@@ -28,7 +25,7 @@ def summary(exc: BaseException) -> str:
     return lines[-1] if lines else type(exc).__name__
 
 
-def fail(dev: Device, exc: BaseException, during: str, *, compiling: bool = False,
+def fail(dev: DeviceState, exc: BaseException, during: str, *, compiling: bool = False,
          wgsl: str | None = None) -> VyreError:
     """``exc`` from wgpu as a VyreError; marks ``dev`` lost when the text says so."""
     if isinstance(exc, VyreError):
@@ -54,13 +51,13 @@ def fail(dev: Device, exc: BaseException, during: str, *, compiling: bool = Fals
                          "message.")
 
 
-def lost(dev: Device, what: str) -> DeviceLostError:
+def lost(dev: DeviceState, what: str) -> DeviceLostError:
     """The error for a call on a lost device (``what``: "is lost", "was lost during X")."""
     return DeviceLostError(f"backend 'wgpu': the device on {dev.name!r} {what} "
                            f"({dev.lost_reason})", _RECOVERS, generation=dev.generation)
 
 
-def check_usable(dev: Device) -> None:
+def check_usable(dev: DeviceState) -> None:
     """(Under the device lock.) Refuse work on a closed or lost device."""
     if dev.closed:
         raise DispatchError("backend 'wgpu': the device was shut down",
@@ -69,7 +66,7 @@ def check_usable(dev: Device) -> None:
         raise lost(dev, "is lost")
 
 
-def touch(dev: Device) -> None:
+def touch(dev: DeviceState) -> None:
     """(Under the device lock.) Find a loss nobody has hit yet: make and drop a 4-byte
     buffer; a failure that does not say "lost" counts as a loss too (it is unusable)."""
     if dev.closed or dev.lost_reason is not None:

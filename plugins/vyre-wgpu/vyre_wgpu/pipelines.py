@@ -6,16 +6,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vyre_core.contract.types import CacheSnapshot
 from vyre_core.errors import KernelCompileError, PipelineInvalidatedError, UnsupportedFeatureError
 from vyre_wgpu.adapter import wgpu_module
 from vyre_wgpu.loss import check_usable, fail
 from vyre_wgpu.lowering import Lowered
-
-if TYPE_CHECKING:
-    from vyre_wgpu.device import Device
+from vyre_wgpu.state import DeviceState
 
 
 @dataclass(eq=False)
@@ -60,7 +58,7 @@ class PipelineCache:
         self._kernels.clear()
 
 
-def build_kernel(dev: Device, lowered: Lowered, label: str = "") -> Kernel:
+def build_kernel(dev: DeviceState, lowered: Lowered, label: str = "") -> Kernel:
     """(Under the device lock.) The pipeline of ``lowered`` with an explicit bind group
     layout: its buffers, the params uniform and vyre's status word."""
     wgpu = wgpu_module()
@@ -103,7 +101,7 @@ def build_kernel(dev: Device, lowered: Lowered, label: str = "") -> Kernel:
     return Kernel(lowered, module, layout, pipeline, dev.generation)
 
 
-def check_current(dev: Device, kernel: Kernel) -> None:
+def check_current(dev: DeviceState, kernel: Kernel) -> None:
     """(Under the device lock.) The device is usable and ``kernel`` is of its generation."""
     check_usable(dev)
     if kernel.generation != dev.generation:

@@ -6,17 +6,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError
 from vyre_wgpu.adapter import wgpu_module
 from vyre_wgpu.buffers import padded_size
-
-if TYPE_CHECKING:
-    from vyre_wgpu.device import Device
-    from vyre_wgpu.pipelines import Kernel
+from vyre_wgpu.pipelines import Kernel
+from vyre_wgpu.state import DeviceState
 
 #: Passes recorded into one command buffer before it is submitted (a long loop).
 PASSES_PER_SUBMIT = 1024
@@ -87,7 +85,7 @@ class Readback:
     """The mappable buffer results are copied into, and the timestamp queries, of one
     device generation (used under the device lock)."""
 
-    def __init__(self, dev: Device) -> None:
+    def __init__(self, dev: DeviceState) -> None:
         self.dev = dev
         self._buffer: Any = None
         self._queries: tuple[Any, Any] | None = None
@@ -139,7 +137,7 @@ class Recorder:
     leaves. ``timed``: the passes write timestamps (from the first one's start to the last
     one's end) where the device has them; ``device_ns`` holds that span after a read."""
 
-    def __init__(self, dev: Device, status: Any, created: list[Any], *, cut_short: str,
+    def __init__(self, dev: DeviceState, status: Any, created: list[Any], *, cut_short: str,
                  timed: bool = False) -> None:
         self.dev = dev
         self.status = status
@@ -225,7 +223,7 @@ class Recorder:
         self.passes = 0
 
 
-def read_buffer(dev: Device, buf: Any, nbytes: int) -> bytes:
+def read_buffer(dev: DeviceState, buf: Any, nbytes: int) -> bytes:
     """(Under the device lock.) The first ``nbytes`` of ``buf`` (a COPY_SRC buffer)."""
     size = padded_size(nbytes)
     readback = dev.readback
@@ -245,7 +243,7 @@ def read_buffer(dev: Device, buf: Any, nbytes: int) -> bytes:
     return data
 
 
-def loop_cut_short(dev: Device, outcome: str) -> UnsupportedFeatureError:
+def loop_cut_short(dev: DeviceState, outcome: str) -> UnsupportedFeatureError:
     """The error for work whose status word says the adapter cut a loop short."""
     trips = dev.max_loop_trip
     return UnsupportedFeatureError(
