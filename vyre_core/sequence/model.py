@@ -231,7 +231,7 @@ def _check_buffers(buffers: tuple[SequenceBuffer, ...]) -> None:
                           "Declare every sequence buffer with its element count.")
         if (b.role is Role.CONSTANT) != (b.data is not None):
             raise _refuse(f"buffer {b.name!r}: only a constant carries data",
-                          "Declare fixed data with .constant(name, array).")
+                          "Declare fixed data with .constant(name, dtype, values).")
         if b.data is not None and len(b.data) != b.nbytes:
             raise _refuse(f"constant {b.name!r} has {len(b.data)} bytes, its dtype and count "
                           f"need {b.nbytes}", "Pass the constant's array unchanged.")
