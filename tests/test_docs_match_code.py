@@ -183,3 +183,22 @@ def test_what_the_docs_import_from_vyre_core_is_exported():
     for names in re.findall(r"from vyre_core import ([A-Za-z_, ]+)", text):
         used |= {n.strip() for n in names.split(",")}
     assert used <= set(vyre_core.__all__), sorted(used - set(vyre_core.__all__))
+
+
+def test_every_room_docs_architecture_names_exists_and_every_module_has_a_room():
+    """The rooms of docs/architecture.md are real files, and every module of the package
+    and the wgpu plugin is named there (a newcomer finds the room for a change by reading
+    it, so a room missing from it is as wrong as one that is gone)."""
+    root = DOCS.parent
+    text = (DOCS / "architecture.md").read_text()
+    rooms = text[text.index("## The rooms"):text.index("## The public surface")]
+    named = set(re.findall(r"`([\w/.-]+\.py)`", rooms))
+    sources = [p for base in ("vyre_core", "workers", "plugins")
+               for p in (root / base).rglob("*.py")]
+    missing = sorted(n for n in named if not any(str(p).endswith("/" + n) for p in sources))
+    assert not missing, f"docs/architecture.md names rooms that do not exist: {missing}"
+    modules = [p for p in (root / "plugins/vyre-wgpu/vyre_wgpu").glob("*.py")]
+    modules += list((root / "vyre_core").glob("*.py"))
+    unnamed = sorted(str(p.relative_to(root)) for p in modules if p.name != "__init__.py"
+                     and not any(str(p).endswith("/" + n) for n in named))
+    assert not unnamed, f"modules without a room in docs/architecture.md: {unnamed}"
