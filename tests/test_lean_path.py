@@ -472,6 +472,30 @@ def test_a_worker_imports_neither_the_driver_nor_the_supervisor_nor_the_builder(
 
 @pytest.mark.processes
 @pytest.mark.timeout(120)
+def test_a_dtype_makes_literals_however_it_was_imported():
+    """``ir.f32(1.5)`` works as the first thing a program does (the builder, which makes
+    literals, is loaded with the dtypes), and a dtype taken from below the package says
+    how to get one that works."""
+    out = python("""
+        from vyre_core import ir
+        print(ir.f32(1.5).node, ir.u32(3).dtype)
+    """)
+    assert out.split() == ["Lit(dtype=<DType.F32:", "'f32'>,", "bits=1069547520)", "DType.U32"]
+    for line in ("from vyre_core.ir import u32; print(u32(3).dtype)",
+                 "from vyre_core.ir import DType; print(DType.U32(3).dtype)"):
+        assert python(line).strip() == "DType.U32"
+    out = python("""
+        from vyre_core.ir.dtypes import DType
+        try:
+            DType.F32(1.5)
+        except TypeError as exc:
+            print(exc)
+    """)
+    assert "Fix: take dtypes from vyre_core.ir" in out
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
 def test_vyre_core_and_its_ir_load_their_names_on_first_use():
     out = python("""
         import sys

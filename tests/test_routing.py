@@ -137,7 +137,7 @@ def test_workgroup_memory_against_its_limit():
     assert rejection_reasons(req, caps(max_workgroup_memory_bytes=32768)) == []
     small = atomic_barrier_program(tile=64).requirements()
     assert rejection_reasons(small, caps(max_workgroup_memory_bytes=0)) == [
-        "workgroup memory is 256 bytes, the limit is 0"]
+        "workgroup memory is 256 bytes, the limit is 0 (the backend has no workgroup memory)"]
     assert rejection_reasons(f32_program().requirements(), caps(max_workgroup_memory_bytes=0)) \
         == []
 

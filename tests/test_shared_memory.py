@@ -403,18 +403,20 @@ def test_closing_the_driver_mid_dispatch_leaves_no_segment_open() -> None:
     assert segments() - before == set()
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_results_dropped_are_released_while_an_earlier_deadline_is_pending() -> None:
     """Dropped results of dispatches that have a deadline go back to the pool like any
-    other, even while a request with an earlier deadline still runs on another worker."""
+    other, even while a request with an earlier deadline still runs on another worker
+    (one that would run for hours: it is still pending when the checks are done, however
+    slow the machine, and its deadline ends it)."""
     program = rw(MID)
     before = segments()
     with vyre_core.Driver(workers=2, kill_grace=0.5) as drv:
         out, want = dispatch_rw(drv, program, 0, MID)
         del out
         slow = drv.dispatch_async(spinning(1024, with_input=False),
-                                  [np.array([1_000_000], np.uint32)], backend="reference",
-                                  config=DispatchConfig(timeout=60))
+                                  [np.array([0xFFFFFFFF], np.uint32)], backend="reference",
+                                  config=DispatchConfig(timeout=30))
         wait_running(drv, timeout=30.0)
         counts = []
         for seed in range(1, 9):
@@ -426,7 +428,8 @@ def test_results_dropped_are_released_while_an_earlier_deadline_is_pending() -> 
             counts.append(len(segments() - before))
         assert not slow.is_ready(), "the earlier deadline was no longer pending: inconclusive"
         assert counts[-1] == counts[0], f"segments open after each dropped result: {counts}"
-        assert_exact(slow.result(timeout=60), [spin_expected(1024, 1_000_000)])
+        with pytest.raises(DispatchTimeoutError):
+            slow.result(timeout=60)
 
 
 # -- out= ----------------------------------------------------------------------------------

@@ -37,7 +37,11 @@ def workgroup_exceeded(workgroup: tuple[int, int, int], memory_bytes: int,
                               f"the limit is {caps.max_invocations_per_workgroup}",
                               "Use a smaller workgroup."))
     limit = caps.max_workgroup_memory_bytes
-    if (uses_memory or memory_bytes) and (memory_bytes > limit or limit == 0):
+    if (uses_memory or memory_bytes) and limit == 0:
+        found.append(Exceeded(f"workgroup memory is {memory_bytes} bytes, the limit is 0 (the "
+                              "backend has no workgroup memory)",
+                              "Run it on a backend with workgroup memory, or use none."))
+    elif memory_bytes > limit:
         found.append(Exceeded(f"workgroup memory is {memory_bytes} bytes, the limit is "
                               f"{limit}", "Use less workgroup memory, or a backend with more."))
     return found

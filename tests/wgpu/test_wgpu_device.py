@@ -18,10 +18,10 @@ from vyre_core.errors import (
 )
 from vyre_wgpu import capabilities
 from vyre_wgpu.adapter import request_adapter
-from vyre_wgpu.buffers import padded_size
+from vyre_wgpu.buffers import Launch, padded_size
 from vyre_wgpu.device import Device
 from vyre_wgpu.lowering import BufferBinding, Lowered
-from vyre_wgpu.submission import Launch, launch_grid
+from vyre_wgpu.submission import launch_grid
 
 #: out[i] = x[i] * 2 + 1 over a split-aware 1-D grid of 64-wide workgroups;
 #: params: [0] = (split stride, logical x, y, z), [1].x = len(x), [1].y = len(out).

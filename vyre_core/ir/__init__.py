@@ -41,6 +41,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'vyre_core.ir' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
+    if module == "vyre_core.ir.dtypes":  # a dtype called makes a builder literal (ir.f32(1.5))
+        importlib.import_module("vyre_core.ir.builder")
     globals()[name] = value
     return value
 

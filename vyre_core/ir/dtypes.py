@@ -97,7 +97,9 @@ u32, i32, f32, bool_, f16, f64 = (DType.U32, DType.I32, DType.F32, DType.BOOL,
 
 
 def _no_builder(value: Any, dtype: DType) -> Any:
-    raise RuntimeError(f"{dtype.value}({value!r}) needs the builder: import vyre_core.ir")
+    raise TypeError(f"{dtype.value}({value!r}) makes a builder literal, and the builder is not "
+                    "loaded (this dtype came from vyre_core.ir.dtypes). Fix: take dtypes from "
+                    "vyre_core.ir (from vyre_core import ir; ir.f32(1.5)), which loads it")
 
 
 _literal: Callable[[Any, DType], Any] = _no_builder

@@ -59,10 +59,10 @@ class Requirements:
     features: frozenset[str]
     workgroup_size: tuple[int, int, int]
     invocations_per_workgroup: int
-    largest_buffer: str                # the largest storage buffer with a declared count
-    largest_buffer_bytes: int          # its size; 0 (and name "") when none has a count
+    largest_buffer_bytes: int          # over storage buffers with a declared count
     workgroup_memory_bytes: int
     loop_trip_bound: int | None        # largest static trip count; None when not static
+    largest_buffer: str = ""           # the name of that buffer ("": none has a count)
 
 
 def _op_id(node) -> str:

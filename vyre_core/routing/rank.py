@@ -27,7 +27,6 @@ Candidates = Callable[[], list[tuple[BackendRegistration, Capabilities]]]
 Skip = Callable[[str, str], str | None]  # (backend, program fingerprint) -> reason
 
 
-
 @dataclass(frozen=True)
 class Rejection:
     """One backend that cannot run a program, with every reason."""

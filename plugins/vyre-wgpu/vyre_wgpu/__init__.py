@@ -3,3 +3,4 @@
 never imports wgpu and never opens a device: that happens in the worker, on first use."""
 
 __version__ = "0.1.0"
+BACKEND_ID = "wgpu"  # the id routing knows this backend by; every module takes it from here

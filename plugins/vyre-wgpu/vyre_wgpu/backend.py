@@ -22,7 +22,7 @@ from vyre_core.contract import (
 from vyre_core.contract.types import wall_clock_ns
 from vyre_core.ir import Program
 from vyre_core.ir.requirements import ALL_OPS
-from vyre_wgpu import __version__
+from vyre_wgpu import BACKEND_ID, __version__
 
 if TYPE_CHECKING:
     from vyre_wgpu.device import Device
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from vyre_wgpu.sequence import SequenceRunner
 
 VYRE_CONTRACT = 1
-BACKEND_ID = "wgpu"
 
 #: Claims before any device is seen: the WebGPU default limits, which every conformant
 #: adapter meets; f16/f64 are claimed only after a probe passes on the real device.

@@ -58,12 +58,17 @@ def binding_size(dev: DeviceState, binding: BufferBinding, count: int) -> int:
 
 
 def uniform(dev: DeviceState, data: np.ndarray, label: str = "vyre-params") -> Any:
-    """A uniform buffer holding ``data`` (a kernel's params)."""
+    """A uniform buffer holding ``data`` (a kernel's params); destroyed again if the
+    write fails."""
     usage = wgpu_module().BufferUsage
     words = as_words(data)
     buf = dev.device.create_buffer(label=label, size=words.nbytes,
                                    usage=usage.UNIFORM | usage.COPY_DST)
-    dev.queue.write_buffer(buf, 0, words)
+    try:
+        dev.queue.write_buffer(buf, 0, words)
+    except BaseException:
+        destroy([buf])
+        raise
     return buf
 
 
@@ -93,6 +98,30 @@ def bind_group(dev: DeviceState, kernel: Kernel, bound: Sequence[tuple[Any, int]
     return dev.device.create_bind_group(layout=kernel.layout, entries=entries)
 
 
+@dataclass(frozen=True)
+class Launch:
+    """One dispatch of ``kernel``, one entry of ``data``/``lengths``/``read`` per lowered
+    buffer: ``data`` is uploaded (None: zero-filled), ``lengths`` are element counts (into
+    the params), ``read`` buffers are read back, trimmed to their length."""
+
+    kernel: Kernel
+    data: Sequence[np.ndarray | None]
+    lengths: tuple[int, ...]
+    grid: tuple[int, int, int]      # the logical grid (split by launch_grid when too wide)
+    read: tuple[bool, ...]
+
+    def __post_init__(self) -> None:  # plain tuples, so that key() is hashable
+        object.__setattr__(self, "lengths", tuple(int(n) for n in self.lengths))
+        object.__setattr__(self, "grid", tuple(int(a) for a in self.grid))
+        object.__setattr__(self, "read", tuple(bool(r) for r in self.read))
+
+    def key(self) -> tuple | None:
+        """What launches that can share buffers have in common (None: never kept)."""
+        if self.kernel.key is None:
+            return None
+        return (self.kernel.key, self.kernel.generation, self.lengths, self.read, self.grid)
+
+
 @dataclass
 class LaunchBuffers:
     """The buffers and bind group of one launch shape, kept for the next one like it."""
@@ -110,27 +139,28 @@ class LaunchBuffers:
         return [*self.storage, self.params, self.status]
 
 
-def launch_buffers(dev: DeviceState, kernel: Kernel, lengths: Sequence[int],
-                   read: Sequence[bool], params_buffer: Any) -> LaunchBuffers:
-    """New storage buffers (``read`` ones can be copied out), a status word and their bind
-    group around ``params_buffer``; destroyed again if any step fails."""
+def launch_buffers(dev: DeviceState, launch: Launch, stride: int) -> LaunchBuffers:
+    """New storage buffers for ``launch`` (its read ones can be copied out; each checked
+    against the binding limit first), its params uniform (``stride``: the grid split), a
+    status word and their bind group; destroyed again if any step fails."""
+    kernel = launch.kernel
+    sizes = [binding_size(dev, b, n) for b, n in zip(kernel.lowered.buffers, launch.lengths,
+                                                      strict=True)]
     usage = wgpu_module().BufferUsage
-    made: list[Any] = [params_buffer]
+    made: list[Any] = []
     try:
-        bound = []
-        for b, n, rd in zip(kernel.lowered.buffers, lengths, read, strict=True):
-            size = binding_size(dev, b, n)
+        for b, size, rd in zip(kernel.lowered.buffers, sizes, launch.read, strict=True):
             made.append(dev.device.create_buffer(
                 label=b.name, size=size,
                 usage=usage.STORAGE | usage.COPY_DST | (usage.COPY_SRC if rd else 0)))
-            bound.append((made[-1], size))
-        status = status_word(dev)
-        made.append(status)
-        group = bind_group(dev, kernel, bound, params_buffer, status)
+        storage = list(made)
+        made.append(params(dev, kernel, launch.lengths, launch.grid, stride))
+        made.append(status_word(dev))
+        group = bind_group(dev, kernel, list(zip(storage, sizes, strict=True)), *made[-2:])
     except BaseException:
         destroy(made)
         raise
-    return LaunchBuffers([buf for buf, _ in bound], params_buffer, status, group)
+    return LaunchBuffers(storage, made[-2], made[-1], group)
 
 
 class KeptLaunches:

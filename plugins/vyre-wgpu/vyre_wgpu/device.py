@@ -21,10 +21,10 @@ import numpy as np
 from vyre_core import abi
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import CacheSnapshot
-from vyre_core.errors import DispatchError, UnsupportedFeatureError, VyreError
+from vyre_core.errors import DispatchError, UnsupportedFeatureError
 from vyre_core.ir import Program
 from vyre_core.pipeline import pipeline_cache_key
-from vyre_wgpu import __version__, capabilities
+from vyre_wgpu import BACKEND_ID, __version__, capabilities
 from vyre_wgpu.adapter import (
     OPTIONAL_FEATURES,
     USED_LIMITS,
@@ -32,14 +32,13 @@ from vyre_wgpu.adapter import (
     request_adapter,
     same_adapter,
 )
-from vyre_wgpu.buffers import KeptLaunches, LaunchBuffers, as_words, destroy, launch_buffers, params
+from vyre_wgpu.buffers import KeptLaunches, Launch, LaunchBuffers, as_words, launch_buffers
 from vyre_wgpu.loss import check_usable, fail, summary, touch
 from vyre_wgpu.lowering import Lowered, lower
 from vyre_wgpu.pipelines import Kernel, PipelineCache, build_kernel, check_current
 from vyre_wgpu.state import DeviceState
-from vyre_wgpu.submission import Launch, Pass, Readback, Recorder, launch_grid
+from vyre_wgpu.submission import Pass, Readback, Recorder, launch_grid, submitting
 
-BACKEND_ID = "wgpu"
 _generations = itertools.count(1)  # process-wide: a kernel never matches another device
 
 
@@ -170,8 +169,7 @@ class Device(DeviceState):
             check_current(self, launch.kernel)
             dispatch, stride = launch_grid(launch.grid,
                                            self.limit("max-compute-workgroups-per-dimension"))
-            created: list[Any] = []
-            try:
+            with submitting(self, "dispatch") as created:
                 buffers, fresh = self._launch_buffers(launch, stride, created)
                 zeroed = [] if fresh else [buffers.status]  # (new buffers are zeros already)
                 reads = []
@@ -188,14 +186,6 @@ class Device(DeviceState):
                                     cut_short="the outputs were discarded", timed=timed)
                 recorder.step(Pass(launch.kernel, buffers.bind_group, dispatch, zeroed))
                 return recorder.read(reads), recorder.device_ns
-            except VyreError:
-                self.readback.forget()
-                raise
-            except Exception as exc:
-                self.readback.forget()
-                raise fail(self, exc, "dispatch") from exc
-            finally:
-                destroy(created)
 
     def _launch_buffers(self, launch: Launch, stride: int,
                         created: list[Any]) -> tuple[LaunchBuffers, bool]:
@@ -205,8 +195,7 @@ class Device(DeviceState):
         kept = None if key is None else self.launches.get(key)
         if kept is not None:
             return kept, False
-        made = launch_buffers(self, launch.kernel, launch.lengths, launch.read,
-                              params(self, launch.kernel, launch.lengths, launch.grid, stride))
+        made = launch_buffers(self, launch, stride)
         if key is None or not self.launches.keep(key, made):
             created.extend(made.buffers())
         return made, True
@@ -274,5 +263,4 @@ class Device(DeviceState):
             self.closed = True
             self.pipelines.clear()
             self.launches.clear()
-            self.readback.forget()
-            self.device = self.queue = None
+            self.device = self.queue = self.readback = None

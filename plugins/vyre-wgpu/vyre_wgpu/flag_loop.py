@@ -25,7 +25,7 @@ import numpy as np
 
 from vyre_core.contract.types import LoopRun
 from vyre_wgpu.adapter import wgpu_module
-from vyre_wgpu.buffers import bind_group, padded_size, uniform
+from vyre_wgpu.buffers import bind_group, destroy, padded_size, uniform
 from vyre_wgpu.lowering import BufferBinding, Lowered
 from vyre_wgpu.submission import Pass, Recorder
 
@@ -187,6 +187,6 @@ def _kernel_and_group(dev: Device, which: str, buffers: list[Any], params: np.nd
     try:
         group = bind_group(dev, kernel, [(buf, buf.size) for buf in buffers], pbuf, status)
     except BaseException:
-        pbuf.destroy()
+        destroy([pbuf])
         raise
     return kernel, group, pbuf

@@ -10,6 +10,7 @@ from typing import Any
 
 from vyre_core.contract.types import CacheSnapshot
 from vyre_core.errors import KernelCompileError, PipelineInvalidatedError, UnsupportedFeatureError
+from vyre_wgpu import BACKEND_ID
 from vyre_wgpu.adapter import wgpu_module
 from vyre_wgpu.loss import check_usable, fail
 from vyre_wgpu.lowering import Lowered
@@ -102,12 +103,13 @@ def build_kernel(dev: DeviceState, lowered: Lowered, label: str = "") -> Kernel:
 
 
 def check_current(dev: DeviceState, kernel: Kernel) -> None:
-    """(Under the device lock.) The device is usable and ``kernel`` is of its generation."""
-    check_usable(dev)
+    """(Under the device lock.) ``kernel`` is of the device's generation, and the device
+    is usable."""
     if kernel.generation != dev.generation:
         raise PipelineInvalidatedError(
             f"backend 'wgpu': kernel {str(kernel.key)[:12]} was compiled for device "
-            f"generation {kernel.generation}, the device is now generation "
-            f"{dev.generation} (it was lost and recovered)",
+            f"generation {kernel.generation}; the device was since recovered or reopened "
+            f"(generation {dev.generation})",
             "Compile the program again (Driver.compile) and use the new handle.",
-            generation=kernel.generation, backend="wgpu")
+            generation=kernel.generation, backend=BACKEND_ID)
+    check_usable(dev)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vyre_core import abi
-from vyre_core.errors import InvalidInputError, UnsupportedFeatureError, VyreError
+from vyre_core.errors import InvalidInputError, UnsupportedFeatureError
 from vyre_core.ir import Program
 from vyre_wgpu.adapter import wgpu_module
 from vyre_wgpu.buffers import (
@@ -33,7 +33,7 @@ from vyre_wgpu.buffers import (
 )
 from vyre_wgpu.loss import fail
 from vyre_wgpu.pipelines import check_current
-from vyre_wgpu.submission import Pass, Recorder, launch_grid, read_buffer
+from vyre_wgpu.submission import Pass, Recorder, launch_grid, read_buffer, submitting
 
 if TYPE_CHECKING:
     from vyre_wgpu.device import Device
@@ -123,12 +123,8 @@ class Resident:
             source = self._get(handle)
             if not source.byte_len:
                 return b""
-            try:
+            with submitting(dev, "downloading a resident buffer"):
                 return read_buffer(dev, source.gpu, source.byte_len)
-            except VyreError:
-                raise
-            except Exception as exc:
-                raise fail(dev, exc, "downloading a resident buffer") from exc
 
     def free(self, handle: int) -> None:
         with self.device._lock:
@@ -159,7 +155,7 @@ class Resident:
         declared = {b.name: b for b in bound}
         with dev._lock:
             check_current(dev, kernel)
-            buffers, lengths = [], []
+            bound, lengths = [], []
             for bb in kernel.lowered.buffers:
                 buf = self._get(by_name[bb.name])
                 decl = declared[bb.name]
@@ -171,29 +167,21 @@ class Resident:
                         f"resident buffer {by_name[bb.name]} bound to {bb.name!r} holds "
                         f"{buf.byte_len} bytes, not {need}",
                         f"Allocate {bb.name!r} as {need} ({bb.element_bytes} bytes each).")
-                binding_size(dev, bb, count)  # (within the device's binding limit)
-                buffers.append(buf)
+                bound.append((buf.gpu, binding_size(dev, bb, count)))
                 lengths.append(count)
             if grid is None:
                 grid = abi.infer_grid(program, dict(zip(
                     (b.name for b in kernel.lowered.buffers), lengths, strict=True)))
             logical = tuple(int(a) for a in grid)
-            created: list[Any] = []
-            try:
+            with submitting(dev, "a resident dispatch") as created:
                 binding = self._binding(kernel, [by_name[bb.name] for bb in
-                                                 kernel.lowered.buffers], buffers, lengths,
+                                                 kernel.lowered.buffers], bound, lengths,
                                         logical)
                 recorder = Recorder(dev, binding.status, created, timed=timed, cut_short=(
                     "what its resident outputs hold is unspecified"))
                 recorder.step(Pass(kernel, binding.bind_group, binding.dispatch,
                                    [binding.status]))
                 recorder.read([])
-            except VyreError:
-                raise
-            except Exception as exc:
-                raise fail(dev, exc, "a resident dispatch") from exc
-            finally:
-                destroy(created)
         return recorder.device_ns
 
     def buffer(self, handle: int) -> Any:
@@ -220,8 +208,10 @@ class Resident:
                 "allocated, or lost with a device that was recovered)",
                 "Allocate it with allocate_resident first.") from None
 
-    def _binding(self, kernel: Kernel, handles: list[int], buffers: list[_Buffer],
+    def _binding(self, kernel: Kernel, handles: list[int], bound: list[tuple[Any, int]],
                  lengths: list[int], logical: tuple[int, ...]) -> _Binding:
+        """The bind group of ``kernel`` over ``bound`` (buffer, bytes bound) with its params
+        and status word: made once per (kernel, handles, grid) and kept."""
         dev = self.device
         key = (kernel.key, kernel.generation, tuple(handles), logical)  # (compiled: keyed)
         with self._lock:
@@ -232,8 +222,6 @@ class Resident:
         dispatch, stride = launch_grid(logical, dev.limit("max-compute-workgroups-per-dimension"))
         pbuf = params(dev, kernel, lengths, logical, stride)
         status = status_word(dev)
-        bound = [(buf.gpu, padded_size(n * bb.element_bytes))
-                 for bb, buf, n in zip(kernel.lowered.buffers, buffers, lengths, strict=True)]
         group = bind_group(dev, kernel, bound, pbuf, status)
         binding = _Binding(group, pbuf, status, dispatch, frozenset(handles))
         with self._lock:

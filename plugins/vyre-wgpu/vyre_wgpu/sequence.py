@@ -9,7 +9,7 @@ a sequence are made once per (sequence, resident handles, device generation) and
 for the next run while small. A loop with ``until_zero`` is decided on the device of a
 GPU (its iterations recorded in growing batches, one small readback per batch) and on the
 host on a software adapter (``flag_loop.py``); every other loop is recorded whole (in
-submits of at most ``passes.PASSES_PER_SUBMIT`` passes).
+submits of at most ``submission.PASSES_PER_SUBMIT`` passes).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vyre_core.contract.types import LoopRun, SequenceRun, Timing, wall_clock_ns
-from vyre_core.errors import VyreError
 from vyre_core.ir.nodes import Access
 from vyre_core.sequence import Role, Sequence, Step, StepLoop
 from vyre_wgpu.adapter import wgpu_module
@@ -36,9 +35,8 @@ from vyre_wgpu.buffers import (
     status_word,
 )
 from vyre_wgpu.flag_loop import FlagLoop, fits_on_device, run_on_host
-from vyre_wgpu.loss import fail
 from vyre_wgpu.pipelines import check_current
-from vyre_wgpu.submission import Pass, Recorder, launch_grid
+from vyre_wgpu.submission import Pass, Recorder, launch_grid, submitting
 
 if TYPE_CHECKING:
     from vyre_wgpu.device import Device
@@ -89,21 +87,14 @@ class SequenceRunner:
             bound = {name: self.resident.buffer(handle) for name, handle in resident.items()}
             key = (seq.fingerprint(), tuple(sorted(resident.items())), self.device_side_loops)
             plan = self._plans.pop(key, None)
-            created: list[Any] = []
-            try:
-                if plan is None:
-                    plan = self._plan(seq, kernels, bound)
-                outputs, loops = self._record(seq, plan, inputs, created)
-            except VyreError:
-                _destroy(plan)
-                dev.readback.forget()
-                raise
-            except Exception as exc:
-                _destroy(plan)
-                dev.readback.forget()
-                raise fail(dev, exc, "a sequence") from exc
-            finally:
-                destroy(created)
+            with submitting(dev, "a sequence") as created:
+                try:
+                    if plan is None:
+                        plan = self._plan(seq, kernels, bound)
+                    outputs, loops = self._record(seq, plan, inputs, created)
+                except BaseException:
+                    _destroy(plan)  # half made or half run: never kept
+                    raise
             self._keep(key, plan)
         return SequenceRun(outputs, loops, Timing(wall_clock_ns() - start, None, label))
 

@@ -3,16 +3,18 @@ batches, and read back with the status word and pass timestamps in one mapping."
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError
+from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError, VyreError
 from vyre_wgpu.adapter import wgpu_module
-from vyre_wgpu.buffers import padded_size
+from vyre_wgpu.buffers import destroy, padded_size
+from vyre_wgpu.loss import fail
 from vyre_wgpu.pipelines import Kernel
 from vyre_wgpu.state import DeviceState
 
@@ -42,35 +44,12 @@ def launch_grid(grid: Sequence[int], limit: int) -> tuple[tuple[int, int, int], 
         f"1, up to {limit * limit}), or use larger workgroups.")
 
 
-@dataclass(frozen=True)
-class Launch:
-    """One dispatch of ``kernel``, one entry of ``data``/``lengths``/``read`` per lowered
-    buffer: ``data`` is uploaded (None: zero-filled), ``lengths`` are element counts (into
-    the params), ``read`` buffers are read back, trimmed to their length."""
-
-    kernel: Kernel
-    data: Sequence[np.ndarray | None]
-    lengths: tuple[int, ...]
-    grid: tuple[int, int, int]      # the logical grid (split by launch_grid when too wide)
-    read: tuple[bool, ...]
-
-    def __post_init__(self) -> None:  # plain tuples: a launch is a cache key
-        object.__setattr__(self, "lengths", tuple(int(n) for n in self.lengths))
-        object.__setattr__(self, "grid", tuple(int(a) for a in self.grid))
-        object.__setattr__(self, "read", tuple(bool(r) for r in self.read))
-
-    def key(self) -> tuple | None:
-        """What launches that can share buffers have in common (None: never kept)."""
-        if self.kernel.key is None:
-            return None
-        return (self.kernel.key, self.kernel.generation, self.lengths, self.read, self.grid)
-
-
 @dataclass
 class Pass:
     """One compute pass: its kernel, bind group and workgroup counts, and the buffers it
-    zeroes before it runs (those bound to an ``output``). An indirect pass reads its counts
-    from ``args`` at ``offset`` and zeroes its outputs with its ``fills``, indirect too."""
+    zeroes before it runs (a sequence step's outputs; a reused launch's status word and
+    buffers not uploaded). An indirect pass reads its counts from ``args`` at ``offset``
+    and zeroes its outputs with its ``fills``, indirect too."""
 
     kernel: Kernel
     bind_group: Any
@@ -145,9 +124,15 @@ class Recorder:
         self.cut_short = cut_short
         self.timed = timed and dev.timestamps
         self.device_ns: int | None = None
-        self.encoder = dev.device.create_command_encoder()
+        self._encoder: Any = None  # made on first use: none is left over after the last read
         self.passes = 0
         self._started = False
+
+    @property
+    def encoder(self) -> Any:
+        if self._encoder is None:
+            self._encoder = self.dev.device.create_command_encoder()
+        return self._encoder
 
     def clear(self, buf: Any) -> None:
         self.encoder.clear_buffer(buf, 0, buf.size)
@@ -169,8 +154,7 @@ class Recorder:
         compute.end()
         self.passes += 1
         if self.passes >= PASSES_PER_SUBMIT:
-            self.dev.queue.submit([self.encoder.finish()])
-            self._fresh()
+            self._submit()
 
     def read(self, reads: Sequence[tuple[Any, int]]) -> list[bytearray]:
         """Submit what is recorded with copies of the status word, the timestamps and
@@ -191,7 +175,7 @@ class Recorder:
             self.encoder.copy_buffer_to_buffer(resolve, 0, target, 8, 16)
         for (buf, _), offset in zip(reads, offsets, strict=True):
             self.encoder.copy_buffer_to_buffer(buf, 0, target, offset, buf.size)
-        self.dev.queue.submit([self.encoder.finish()])
+        self._submit()
         target.map_sync(wgpu_module().MapMode.READ, 0, cursor)
         try:
             mapped = target.read_mapped(0, cursor, copy=False)
@@ -206,7 +190,6 @@ class Recorder:
         readback.release(target, self.created)
         if flag:
             raise loop_cut_short(self.dev, self.cut_short)
-        self._fresh()
         return results
 
     def _timestamps(self) -> dict[str, Any]:
@@ -218,9 +201,27 @@ class Recorder:
             self._started = True
         return {"timestamp_writes": writes}
 
-    def _fresh(self) -> None:
-        self.encoder = self.dev.device.create_command_encoder()
-        self.passes = 0
+    def _submit(self) -> None:
+        self.dev.queue.submit([self.encoder.finish()])
+        self._encoder, self.passes = None, 0
+
+
+@contextlib.contextmanager
+def submitting(dev: DeviceState, during: str) -> Iterator[list[Any]]:
+    """(Under the device lock.) Around recording and submitting work: yields the list of
+    buffers made for it alone, destroyed at the end; on failure the readback buffer is
+    made fresh (it may be left mapped) and a wgpu error leaves as a VyreError."""
+    created: list[Any] = []
+    try:
+        yield created
+    except VyreError:
+        dev.readback.forget()
+        raise
+    except Exception as exc:
+        dev.readback.forget()
+        raise fail(dev, exc, during) from exc
+    finally:
+        destroy(created)
 
 
 def read_buffer(dev: DeviceState, buf: Any, nbytes: int) -> bytes:
@@ -238,8 +239,7 @@ def read_buffer(dev: DeviceState, buf: Any, nbytes: int) -> bytes:
         target.unmap()
     created: list[Any] = []
     readback.release(target, created)
-    for big in created:
-        big.destroy()
+    destroy(created)
     return data
 
 
