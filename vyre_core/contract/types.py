@@ -10,6 +10,7 @@ import numpy as np
 
 from vyre_core.errors import InvalidConfigError
 from vyre_core.ir.requirements import ALL_OPS
+from vyre_core.sequence.nodes import LoopRun
 
 
 @dataclass(frozen=True)
@@ -25,15 +26,6 @@ class Timing:
 class TimedDispatch:
     outputs: list[np.ndarray]
     timing: Timing
-
-
-@dataclass(frozen=True)
-class LoopRun:
-    """How one loop of a sequence ran. ``converged`` is False only for a flag loop that
-    stopped at its ``max_iterations`` with the flag still set."""
-
-    iterations: int
-    converged: bool
 
 
 @dataclass(frozen=True)

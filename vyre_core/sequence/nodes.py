@@ -87,3 +87,13 @@ Item = Step | StepLoop
 def bindable(program: Program) -> list[Buffer]:
     """The buffers of ``program`` a step binds: every one but workgroup memory."""
     return [b for b in program.buffers if b.access is not Access.WORKGROUP]
+
+
+@dataclass(frozen=True)
+class LoopRun:
+    """How one loop of a sequence ran. ``converged`` is False only for a flag loop that
+    stopped at its ``max_iterations`` with the flag still set. (Part of the contract:
+    ``vyre_core.contract.LoopRun``.)"""
+
+    iterations: int
+    converged: bool

@@ -10,9 +10,8 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from vyre_core.config import DispatchConfig
-from vyre_core.contract.types import LoopRun
 from vyre_core.sequence.model import Sequence
-from vyre_core.sequence.nodes import Role, Step, StepLoop
+from vyre_core.sequence.nodes import LoopRun, Role, Step, StepLoop
 
 #: Runs one step's program on its input arrays (input ABI order) and returns its outputs
 #: as arrays (output ABI order, checked).
