@@ -111,9 +111,9 @@ class Launch:
     read: tuple[bool, ...]
 
     def __post_init__(self) -> None:  # plain tuples, so that key() is hashable
-        object.__setattr__(self, "lengths", tuple(int(n) for n in self.lengths))
-        object.__setattr__(self, "grid", tuple(int(a) for a in self.grid))
-        object.__setattr__(self, "read", tuple(bool(r) for r in self.read))
+        object.__setattr__(self, "lengths", tuple(map(int, self.lengths)))
+        object.__setattr__(self, "grid", tuple(map(int, self.grid)))
+        object.__setattr__(self, "read", tuple(map(bool, self.read)))
 
     def key(self) -> tuple | None:
         """What launches that can share buffers have in common (None: never kept)."""
