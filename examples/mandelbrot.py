@@ -10,9 +10,9 @@ Escape times are chaotic: one differently rounded operation can change a count. 
 kernel is written as separate f32 roundings (no ``fma``) and the numpy oracle performs the
 same operations in the same order in float32; the counts must match exactly. That makes
 it a sharp test of a backend: one whose compiler reorders float additions (Mesa's lavapipe
-evaluates ``(zx2 - zy2) + cx`` as ``(zx2 + cx) - zy2``) or fuses a multiply into an add
-gets some counts wrong, and the check against the reference says where (on this
-repository's CI: ``vyre run mandelbrot --backend wgpu --shadow``).
+would evaluate ``(zx2 - zy2) + cx`` as ``(zx2 + cx) - zy2`` if the wgpu lowering let it)
+or fuses a multiply into an add gets some counts wrong, and the check against the
+reference says where (``vyre run mandelbrot --backend wgpu --shadow``).
 
 Run it: ``python examples/mandelbrot.py`` or ``vyre run mandelbrot``.
 """

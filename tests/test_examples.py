@@ -23,15 +23,6 @@ from vyre_workers.backend_host import BackendHost
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
 EXAMPLES = bundled_examples()
 
-#: Examples the wgpu backend does not reproduce on Mesa's lavapipe, and why. Checked both
-#: ways there: the day the backend honours docs/semantics.md for one, its test fails until
-#: it is taken off this list.
-LAVAPIPE_DIVERGES = {
-    "mandelbrot": "lavapipe reassociates f32 add/sub ((a - b) + c runs as (a + c) - b), "
-                  "so chaotic escape counts differ from the IEEE-ordered reference",
-}
-
-
 def _example(name: str) -> Example:
     return load_target(name).example
 
@@ -57,7 +48,6 @@ def test_every_example_is_bundled():
     assert set(EXAMPLES) == on_disk
     assert {"saxpy", "xor", "histogram", "reduction", "matmul", "mandelbrot", "f64_kernel",
             "fault_tolerance", "reduce", "scan", "sort", "chain", "jacobi"} <= set(EXAMPLES)
-    assert set(LAVAPIPE_DIVERGES) <= set(EXAMPLES)
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -99,14 +89,10 @@ def test_reference_reproduces_expected(reference_host, name):
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_wgpu_reproduces_expected(wgpu_host, name):
+    """Every example, mandelbrot's chaotic escape counts included: the lowering keeps the
+    shader compiler from reassociating or folding float arithmetic (lowering.OPAQUE_ZERO)."""
     example = _example(name)
-    outputs = run_on(wgpu_host, example)
-    mismatch = example.mismatch(outputs)
-    adapter = str(wgpu_host.capabilities().extra.get("device", "")).lower()
-    if name in LAVAPIPE_DIVERGES and ("llvmpipe" in adapter or "lavapipe" in adapter):
-        assert mismatch is not None, f"{name} now matches on lavapipe: drop it from the list"
-        pytest.xfail(f"{LAVAPIPE_DIVERGES[name]}: {mismatch}")
-    assert mismatch is None
+    assert example.mismatch(run_on(wgpu_host, example)) is None
 
 
 @pytest.mark.parametrize("script, expect", [

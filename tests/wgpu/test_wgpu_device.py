@@ -24,7 +24,8 @@ from vyre_wgpu.lowering import BufferBinding, Lowered
 from vyre_wgpu.submission import launch_grid
 
 #: out[i] = x[i] * 2 + 1 over a split-aware 1-D grid of 64-wide workgroups;
-#: params: [0] = (split stride, logical x, y, z), [1].x = len(x), [1].y = len(out).
+#: params: [0] = (split stride, logical x, y, z), [1].x = 0 (the lowering's opaque zero),
+#: [1].y = len(x), [1].z = len(out).
 DOUBLE = """
 @group(0) @binding(0) var<storage, read> x: array<u32>;
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
@@ -39,7 +40,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         if (w >= params[0].y) { return; }
     }
     let i = w * 64u + li;
-    if (i < params[1].y) { out[i] = select(0u, x[i], i < params[1].x) * 2u + 1u; }
+    if (i < params[1].z) { out[i] = select(0u, x[i], i < params[1].y) * 2u + 1u; }
 }
 """
 
@@ -197,7 +198,7 @@ enable f16;
 @group(0) @binding(2) var<uniform> params: array<vec4<u32>, 2>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-    if (g.x < params[1].y) { out[g.x] = x[g.x] * 2.0h; }
+    if (g.x < params[1].z) { out[g.x] = x[g.x] * 2.0h; }
 }
 """
     lowered = Lowered(wgsl, (BufferBinding("x", 0, "read", 2),

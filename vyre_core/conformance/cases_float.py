@@ -21,6 +21,8 @@ def _float_cases(t: ir.DType) -> list[Case]:
     u = arr(t, [1.5, -1.5, 2.0, -2.5, 0.0, 0.75, -0.25, 3.0, -7.0, 100.5, INF, -INF, NAN])
     ca = arr(t, [1.0, 2.0, -1.0, NAN, 0.0, -0.0, INF, 1.0, -INF, NAN])
     cb = arr(t, [1.0, 1.0, 3.0, 1.0, -0.0, 0.0, INF, NAN, 5.0, NAN])
+    za = arr(t, [0.0, -0.0, 0.0, -0.0, -0.0, 1.0, -1.0, -1.0])
+    zb = arr(t, [0.0, 0.0, -0.0, -0.0, 0.0, -1.0, 1.0, 1.0])
     x = arr(t, [0.25, 0.5, 0.75, 1.25, 2.0, 2.5, 4.0, 5.5])
     fa = arr(t, [1.5, -2.0, 0.25, 3.0, 0.375, 10.0, -1.25])
     fb = arr(t, [2.0, 0.5, -8.0, 3.0, 12.0, 0.75, 1.75])
@@ -42,6 +44,26 @@ def _float_cases(t: ir.DType) -> list[Case]:
             ("select", t, lambda x, y: ir.select(x < y, x * 2.0, y), np.where(a < b, a * 2, b)),
         ]),
         map_case(f"{n}_ieee_specials", [("a", t, sa), ("b", t, sb)], binary_ops(sa, sb)),
+        # the sign of zero, written out (IEEE 754: x + (-x) and -0 + 0 are +0, -0 - 0 is
+        # -0, min/max order -0 below +0, fmod takes the dividend's sign), with operands and
+        # literals a shader compiler would otherwise fold
+        map_case(f"{n}_signed_zeros", [("a", t, za), ("b", t, zb)], [
+            ("add", t, lambda x, y: x + y, arr(t, [0.0, 0.0, 0.0, -0.0, 0.0, 0.0, 0.0, 0.0])),
+            ("sub", t, lambda x, y: x - y,
+             arr(t, [0.0, -0.0, 0.0, 0.0, -0.0, 2.0, -2.0, -2.0])),
+            ("mul", t, lambda x, y: x * y,
+             arr(t, [0.0, -0.0, -0.0, 0.0, -0.0, -1.0, -1.0, -1.0])),
+            ("min", t, ir.min, arr(t, [0.0, -0.0, -0.0, -0.0, -0.0, -1.0, -1.0, -1.0])),
+            ("max", t, ir.max, arr(t, [0.0, 0.0, 0.0, -0.0, 0.0, 1.0, 1.0, 1.0])),
+            ("plus_zero", t, lambda x, y: x + t(0.0),
+             arr(t, [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, -1.0, -1.0])),
+            ("zero_minus", t, lambda x, y: t(0.0) - x,
+             arr(t, [0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 1.0, 1.0])),
+            ("times_zero", t, lambda x, y: x * t(0.0),
+             arr(t, [0.0, -0.0, 0.0, -0.0, -0.0, 0.0, -0.0, -0.0])),
+            ("rem", t, lambda x, y: (x * 4.0) % (y * 2.0),
+             arr(t, [NAN, NAN, NAN, NAN, NAN, 0.0, -0.0, -0.0])),
+        ]),
         map_case(f"{n}_exact_unary", [("x", t, u)], [
             ("neg", t, lambda v: -v, -u), ("abs", t, abs, np.abs(u)),
             ("floor", t, ir.floor, np.floor(u)), ("ceil", t, ir.ceil, np.ceil(u)),

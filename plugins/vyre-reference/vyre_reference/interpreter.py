@@ -469,6 +469,18 @@ def _int_div_rem(a: Value, b: Value, dtype: DType) -> tuple[Value, Value]:
         _scalar(r.astype(t))
 
 
+
+def _float_extreme(pick: np.ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IEEE minimumNumber/maximumNumber: ``pick`` (fmin/fmax: a NaN loses to a number),
+    with -0 below +0 where both are zeros (numpy leaves that to chance)."""
+    out = pick(a, b)
+    zeros = (a == 0) & (b == 0)
+    if np.any(zeros):
+        negative = np.signbit(a) | np.signbit(b) if pick is np.fmin else \
+            np.signbit(a) & np.signbit(b)
+        out = np.where(zeros, np.where(negative, -0.0, 0.0).astype(out.dtype), out)
+    return out
+
 def _binary(op: BinOp, a: Value, b: Value) -> Value:
     dtype = _DTYPE_OF[a.dtype]
     match op:
@@ -483,9 +495,9 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
         case BinOp.REM:
             return _int_div_rem(a, b, dtype)[1] if dtype.is_int else np.fmod(a, b)
         case BinOp.MIN:
-            return np.fmin(a, b) if dtype.is_float else np.minimum(a, b)
+            return _float_extreme(np.fmin, a, b) if dtype.is_float else np.minimum(a, b)
         case BinOp.MAX:
-            return np.fmax(a, b) if dtype.is_float else np.maximum(a, b)
+            return _float_extreme(np.fmax, a, b) if dtype.is_float else np.maximum(a, b)
         case BinOp.AND | BinOp.LOGICAL_AND:
             return a & b
         case BinOp.OR | BinOp.LOGICAL_OR:

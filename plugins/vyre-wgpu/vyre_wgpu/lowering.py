@@ -49,9 +49,19 @@ from vyre_core.ir.nodes import (
 )
 
 #: Params uniform layout (u32 words): [0] grid split stride S (0 = no split), [1] logical
-#: workgroups along x, [2] along y, [3] along z, [4 + i] element count of the i-th
-#: non-workgroup buffer in declaration order. Padded to a multiple of 4 words.
-PARAMS_HEADER_WORDS = 4
+#: workgroups along x, [2] along y, [3] along z, [4] zero (see OPAQUE_ZERO), [5 + i]
+#: element count of the i-th non-workgroup buffer in declaration order. Padded to a
+#: multiple of 4 words.
+PARAMS_HEADER_WORDS = 5
+
+#: A u32 that is 0 at run time but unknown to the shader compiler. WGSL cannot mark float
+#: arithmetic exact, and compilers rewrite it in ways that change IEEE bits: Mesa folds
+#: ``x + 0.0`` to ``x`` (wrong for -0.0), ``0.0 - x`` to ``-x`` and ``x * 0.0`` to
+#: ``0.0``, reassociates ``(a - b) + 1.0`` and factors ``a * c + b * c`` into
+#: ``(a + b) * c``. So float literals are built from their bits xor'd with this word, and
+#: every float arithmetic result passes through a xor with it (``_Lowering.exact``): no
+#: rewrite can see a literal's value or match a pattern across two operations.
+OPAQUE_ZERO = "vyre_params[1].x"
 
 
 @dataclass(frozen=True)
@@ -147,15 +157,22 @@ class _Lowering:
         if t is DType.I32:
             return f"bitcast<i32>({lit.bits}u)"
         if t is DType.F32:
-            return f"bitcast<f32>({lit.bits}u)"
+            return f"bitcast<f32>({lit.bits}u ^ {OPAQUE_ZERO})"
+        if t is DType.F16:  # (f32 holds every f16 exactly)
+            f32_bits = int(np.float32(lit.value).view(np.uint32))
+            return f"f16(bitcast<f32>({f32_bits}u ^ {OPAQUE_ZERO}))"
         value = lit.value
-        if t is DType.F16:
-            if math.isfinite(value):
-                return f"{value!r}h"
-            return f"f16(bitcast<f32>({int(np.float32(value).view(np.uint32))}u))"
-        if math.isfinite(value):
-            return f"{value!r}lf"
-        return f"f64(bitcast<f32>({int(np.float32(value).view(np.uint32))}u))"
+        if not math.isfinite(value):  # inf and NaN: f32 holds them
+            f32_bits = int(np.float32(value).view(np.uint32))
+            return f"f64(bitcast<f32>({f32_bits}u ^ {OPAQUE_ZERO}))"
+        # (no 64-bit bitcast in WGSL) the significand's two halves as u32s, each exact in
+        # f64, scaled by ldexp: exact for every finite f64, subnormals and -0.0 included
+        mantissa, exponent = math.frexp(abs(value))
+        whole = int(math.ldexp(mantissa, 53))
+        hi, lo = whole >> 32, whole & 0xFFFFFFFF
+        magnitude = (f"ldexp(f64({hi}u ^ {OPAQUE_ZERO}) * 4294967296.0lf + "
+                     f"f64({lo}u ^ {OPAQUE_ZERO}), {exponent - 53}i)")
+        return f"(-{magnitude})" if math.copysign(1.0, value) < 0 else magnitude
 
     def type_of(self, e: Expr) -> DType:
         """Type of an expression of a validated program."""
@@ -201,7 +218,8 @@ class _Lowering:
             case Cast(dtype, value):
                 return self.cast(self.type_of(value), dtype, self.expr(value))
             case Fma(a, b, c):
-                return f"fma({self.expr(a)}, {self.expr(b)}, {self.expr(c)})"
+                return self.exact(self.type_of(a),
+                                  f"fma({self.expr(a)}, {self.expr(b)}, {self.expr(c)})")
             case Atomic():
                 raise AssertionError("atomics are lowered as let statements")
         raise AssertionError(e)
@@ -214,17 +232,13 @@ class _Lowering:
         if op is BinOp.NE and t.is_float:
             return f"(!({a} == {b}))"  # != may lower to an ordered compare: false for NaN
         if op in _ARITH:
-            return f"({a} {_ARITH[op]} {b})"
+            value = f"({a} {_ARITH[op]} {b})"
+            return self.exact(t, value) if op in (BinOp.ADD, BinOp.SUB, BinOp.MUL) else value
         ty = _TYPE[t]
         if op in (BinOp.DIV, BinOp.REM):
             if t.is_float:
-                return f"({a} / {b})" if op is BinOp.DIV else self.helper_call(
-                    f"vyre_fmod_{ty}", [a, b], f"""fn vyre_fmod_{ty}(a: {ty}, b: {ty}) -> {ty} {{
-    if (!(a == a) || !(b == b)) {{ return a + b; }}
-    if (!(abs(a) <= {_MAX_FINITE[t]}) || b == {ty}(0)) {{ return (b - b) / (b - b); }}
-    if (!(abs(b) <= {_MAX_FINITE[t]})) {{ return a; }}
-    return a - b * trunc(a / b);
-}}""")
+                return self.exact(t, f"({a} / {b})") if op is BinOp.DIV else self.float_rem(
+                    t, a, b)
             # WGSL: x / 0 == x and MIN / -1 == MIN; vyre: x / 0 == all ones, x % 0 == 0.
             ones = "4294967295u" if t is DType.U32 else "-1i"
             zero = "0u" if t is DType.U32 else "0i"
@@ -244,15 +258,60 @@ class _Lowering:
             fn = "min" if op is BinOp.MIN else "max"
             if not t.is_float:
                 return f"{fn}({a}, {b})"
+            # IEEE minimumNumber/maximumNumber: a NaN loses to a number, and -0 < +0
+            negative = "1u" if op is BinOp.MIN else "0u"
             return self.helper_call(f"vyre_f{fn}_{ty}", [a, b],
                                     f"""fn vyre_f{fn}_{ty}(a: {ty}, b: {ty}) -> {ty} {{
     if (!(a == a)) {{ return b; }}
     if (!(b == b)) {{ return a; }}
+    if (a == b) {{ return select(b, a, (bitcast<u32>(f32(a)) >> 31u) == {negative}); }}
     return {fn}(a, b);
 }}""")
         if op in (BinOp.SHL, BinOp.SHR):
             return f"({a} {'<<' if op is BinOp.SHL else '>>'} ({b} & 31u))"
         raise AssertionError(op)
+
+    def float_rem(self, t: DType, a: str, b: str) -> str:
+        """IEEE fmod, exact (as C's fmod): ``a - b * trunc(a / b)`` is not (its quotient
+        rounds). f32 works on the integer significands, reducing 8 exponent steps per
+        iteration (at most 32); f16 goes through f32, which is exact for it; f64, which
+        WGSL has no 64-bit integers for, keeps the rounded formula (docs/semantics.md)."""
+        if t is DType.F16:
+            return f"f16({self.float_rem(DType.F32, f'f32({a})', f'f32({b})')})"
+        if t is DType.F64:
+            return self.helper_call("vyre_fmod_f64", [a, b], f"""\
+fn vyre_fmod_f64(a: f64, b: f64) -> f64 {{
+    if (!(a == a) || !(b == b)) {{ return a + b; }}
+    if (!(abs(a) <= {_MAX_FINITE[t]}) || b == f64(0)) {{ return (b - b) / (b - b); }}
+    if (!(abs(b) <= {_MAX_FINITE[t]}) || a == f64(0)) {{ return a; }}
+    let r = a - b * trunc(a / b);
+    if (r == f64(0)) {{ return select(f64(0), f64(-0.0), a < f64(0)); }}  // a's sign
+    return r;
+}}""")
+        return self.helper_call("vyre_fmod_f32", [a, b], """\
+fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
+    if (!(a == a) || !(b == b)) { return a + b; }
+    let ua = bitcast<u32>(a);
+    let ub = bitcast<u32>(b) & 0x7fffffffu;
+    let sign = ua & 0x80000000u;
+    let ma = ua & 0x7fffffffu;
+    if (ma >= 0x7f800000u || ub == 0u) { return (b - b) / (b - b); }  // inf % y, x % 0
+    if (ma < ub) { return a; }  // |a| < |b| (b = inf included)
+    let ea = max(ma >> 23u, 1u);
+    let eb = max(ub >> 23u, 1u);
+    let sa = select(ma & 0x7fffffu, (ma & 0x7fffffu) | 0x800000u, ma >= 0x800000u);
+    let sb = select(ub & 0x7fffffu, (ub & 0x7fffffu) | 0x800000u, ub >= 0x800000u);
+    var r = sa % sb;
+    var d = ea - eb;  // |a| >= |b|: ea >= eb
+    loop {
+        if (d == 0u || r == 0u) { break; }
+        let s = min(d, 8u);
+        r = (r << s) % sb;  // r < 2^24: shifted by at most 8 it fits a u32
+        d = d - s;
+    }
+    if (r == 0u) { return bitcast<f32>(sign); }  // a zero of a's sign
+    return bitcast<f32>(bitcast<u32>(ldexp(f32(r), i32(eb) - 150)) | sign);
+}""")
 
     def unary(self, op: UnOp, operand: Expr) -> str:
         t = self.type_of(operand)
@@ -270,7 +329,18 @@ class _Lowering:
                 return f"countOneBits({x})"
         if t is DType.F64 and op not in (UnOp.SQRT, UnOp.FLOOR, UnOp.CEIL):
             raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
-        return f"{_FLOAT_FN[op]}({x})"
+        return self.exact(t, f"{_FLOAT_FN[op]}({x})")
+
+    @staticmethod
+    def exact(t: DType, x: str) -> str:
+        """``x`` (of type ``t``) as it is, behind a barrier the shader compiler cannot see
+        through (see OPAQUE_ZERO); integers need none (their arithmetic is exact)."""
+        if t is DType.F32:
+            return f"bitcast<f32>(bitcast<u32>({x}) ^ {OPAQUE_ZERO})"
+        if t in (DType.F16, DType.F64):  # (no bitcast of these to u32: x + -0.0 is x, and
+            # the compiler cannot see that this -0.0 is one)
+            return f"({x} + {_TYPE[t]}(bitcast<f32>(0x80000000u ^ {OPAQUE_ZERO})))"
+        return x
 
     def cast(self, src: DType, dst: DType, x: str) -> str:
         if src is dst:
