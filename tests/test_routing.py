@@ -4,13 +4,14 @@ decisions are cached until ``invalidate()``."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
 
 from vyre_core import ir
 from vyre_core.contract.types import Capabilities
-from vyre_core.errors import NoCapableBackendError, PluginLoadError, VyreError
+from vyre_core.errors import InvalidInputError, NoCapableBackendError, PluginLoadError, VyreError
 from vyre_core.ir.requirements import ALL_OPS
 from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import (
@@ -476,3 +477,21 @@ def test_a_sequence_routes_as_a_whole_with_reasons_per_step():
         "steps 1, 2: workgroup (512, 1, 1) has 512 invocations, the limit is 256"]}
     assert [(e.backend, e.chosen) for e in r.explain(seq)] == [("gpu", False),
                                                                 ("reference", True)]
+
+
+@pytest.mark.parametrize("change", [
+    {"features": frozenset({"subgroup_ops"})},
+    {"features": frozenset({"bf16", "f64"})},
+    {"ops": frozenset({"binop.add", "indirect_dispatch"})},
+], ids=["subgroup_ops", "bf16", "indirect_dispatch"])
+def test_a_requirement_routing_does_not_know_is_refused_with_the_known_ones(change):
+    """Fail closed: a requirement with no routing rule would pass every backend unchecked."""
+    req = dataclasses.replace(f32_program().requirements(), **change)
+    unknown = sorted((change.get("ops", frozenset()) - ALL_OPS)
+                     | (change.get("features", frozenset()) - {"f64"}))
+    with pytest.raises(InvalidInputError) as info:
+        rejection_reasons(req, caps())
+    assert info.value.details["unknown"] == unknown
+    assert "atomics, barriers, workgroup_memory, f16, f64" in info.value.fix
+    with pytest.raises(InvalidInputError):
+        rejection_reasons(req, caps(supports_f64=True, supports_f16=True))

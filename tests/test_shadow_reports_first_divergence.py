@@ -12,6 +12,7 @@ import vyre_reference.backend as reference_plugin
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_core.contract import hookimpl
+from vyre_core.errors import InvalidInputError
 from vyre_core.shadow import ShadowCase, shadow
 from vyre_reference import run as reference_run
 from vyre_workers.backend_host import BackendHost
@@ -112,3 +113,28 @@ def test_the_budget_comes_from_the_case_config_when_not_given():
     candidate, reference = pipelines(scale_program(ir.f32), one_ulp_up)
     strict = [ShadowCase("strict", [np.ones(8, np.float32)], DispatchConfig(ulp_budget=0))]
     assert not shadow(candidate, reference, strict).ok
+
+
+def test_a_zero_of_the_wrong_sign_is_a_divergence_whatever_the_budget():
+    """+0 and -0 are different bytes: 1 ULP apart, and named as the sign of zero, even
+    where a budget would forgive 1 ULP (no op vyre defines turns one into the other)."""
+    def flip_zeros(out):
+        return np.where(out == 0, -out, out).astype(out.dtype)
+
+    candidate, reference = pipelines(scale_program(ir.f32), flip_zeros)
+    report = shadow(candidate, reference, [ShadowCase("zeros", [np.zeros(8, np.float32)])],
+                    ulp_budget=1_000)
+    assert not report.ok
+    at = report.divergence.at
+    assert (at.index, at.expected, at.actual, at.ulp, at.sign_of_zero) == (0, 0.0, -0.0, 1, True)
+    assert str(at) == "element 0 (byte 3): expected 0.0, got -0.0, 1 ULP apart " \
+                      "(the sign of zero differs)"
+
+
+def test_shadow_over_no_cases_is_refused():
+    candidate, reference = pipelines(scale_program(ir.u32), lambda out: out)
+    with pytest.raises(InvalidInputError, match="no cases") as info:
+        shadow(candidate, reference, [])
+    assert "ShadowCase" in info.value.fix
+    with pytest.raises(InvalidInputError, match="no cases"):
+        shadow(candidate, reference, iter(()))

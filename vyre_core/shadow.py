@@ -70,6 +70,11 @@ def shadow(candidate: Handle, reference: Handle, cases: Iterable[ShadowCase],
             f"the candidate runs {candidate.fingerprint[:12]}, the reference "
             f"{reference.fingerprint[:12]}: they are not the same work",
             "Compile the same program (or sequence) on both backends.")
+    cases = list(cases)
+    if not cases:
+        raise InvalidInputError(
+            "shadow got no cases: a comparison over nothing proves nothing",
+            "Pass at least one ShadowCase(label, inputs), e.g. the inputs of a real dispatch.")
     run = 0
     for case in cases:
         config = case.config or candidate.config

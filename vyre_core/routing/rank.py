@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vyre_core.contract.types import Capabilities
-from vyre_core.errors import NoCapableBackendError, PluginLoadError
+from vyre_core.errors import InvalidInputError, NoCapableBackendError, PluginLoadError
+from vyre_core.ir.requirements import ALL_OPS, FEATURES
 from vyre_core.limits import buffer_exceeded, workgroup_exceeded
 from vyre_core.registry import BackendRegistration
 from vyre_core.sequence import Sequence as StepSequence
@@ -58,7 +59,9 @@ class Explanation:
 
 def rejection_reasons(req: Requirements, caps: Capabilities) -> list[str]:
     """Every reason a backend with ``caps`` cannot run a program with ``req``; empty when it
-    can. All reasons, not the first, so a user fixes them in one pass."""
+    can. All reasons, not the first, so a user fixes them in one pass. A requirement
+    routing does not know is refused outright (fail closed): no backend is checked for it."""
+    refuse_unknown(req)
     reasons: list[str] = []
     missing = req.ops - caps.supported_ops
     if missing:
@@ -80,6 +83,22 @@ def rejection_reasons(req: Requirements, caps: Capabilities) -> list[str]:
         reasons.append(f"loops run {req.loop_trip_bound} iterations, more than the "
                        f"{trip_max} this adapter allows")
     return reasons
+
+
+def refuse_unknown(req: Requirements) -> None:
+    """InvalidInputError naming every op or feature of ``req`` routing has no rule for,
+    with the known ones: passing it would route to a backend nobody checked for it."""
+    unknown_ops = sorted(req.ops - ALL_OPS)
+    unknown_features = sorted(req.features - set(FEATURES))
+    if not unknown_ops and not unknown_features:
+        return
+    names = ", ".join(unknown_ops + unknown_features)
+    raise InvalidInputError(
+        f"routing does not know the requirement(s) {names}",
+        f"Use only known names: features {', '.join(FEATURES)}; ops as in "
+        "vyre_core.ir.ALL_OPS (e.g. binop.add, atomic.add). A new capability needs a "
+        "routing rule first (vyre_core/routing/rank.py).",
+        unknown=unknown_ops + unknown_features, known_features=list(FEATURES))
 
 
 def is_software_adapter(caps: Capabilities) -> bool:
