@@ -526,6 +526,7 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
 
 _FLOAT_FUNCS = {UnOp.SQRT: np.sqrt, UnOp.EXP: np.exp, UnOp.LOG: np.log, UnOp.SIN: np.sin,
                 UnOp.COS: np.cos, UnOp.FLOOR: np.floor, UnOp.CEIL: np.ceil}
+_TRANSCENDENTAL = (UnOp.EXP, UnOp.LOG, UnOp.SIN, UnOp.COS)
 
 
 def _unary(op: UnOp, a: Value) -> Value:
@@ -541,6 +542,11 @@ def _unary(op: UnOp, a: Value) -> Value:
             return a if dtype is DType.U32 else np.abs(a)
         case UnOp.POPCOUNT:
             return _scalar(np.bitwise_count(np.asarray(a).astype(np.uint32)).astype(a.dtype))
+    if op in _TRANSCENDENTAL and dtype is not DType.F64:
+        # correctly rounded (as near as f64 gets): computed in f64, rounded once to the
+        # operand type; numpy's own f32 exp/log/sin/cos are off by up to a few ULPs
+        with np.errstate(all="ignore"):
+            return _scalar(_FLOAT_FUNCS[op](np.asarray(a, np.float64)).astype(a.dtype))
     return _FLOAT_FUNCS[op](a)
 
 

@@ -329,6 +329,12 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
                 return f"countOneBits({x})"
         if t is DType.F64 and op not in (UnOp.SQRT, UnOp.FLOOR, UnOp.CEIL):
             raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
+        if op in (UnOp.EXP, UnOp.LOG):  # the native ones are hundreds of ULPs out
+            name = f"vyre_{op.value}_f32"
+            self.helpers.setdefault("vyre_float_kit", _FLOAT_KIT)
+            call = self.helper_call(name, [x if t is DType.F32 else f"f32({x})"],
+                                    _EXP_F32 if op is UnOp.EXP else _LOG_F32)
+            return call if t is DType.F32 else f"{_TYPE[t]}({call})"
         return self.exact(t, f"{_FLOAT_FN[op]}({x})")
 
     @staticmethod
@@ -549,6 +555,92 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
         ])
         return Lowered(source, tuple(bindings), params_binding, words, params_binding + 1,
                        frozenset(features))
+
+
+#: What the float helpers below build on: ``vyre_x`` is a value behind the opaque-zero
+#: barrier (every operation's result passes through it, so the compiler keeps the order
+#: and roundings as written), ``vyre_k`` a constant it cannot see, ``vyre_scalbn`` exact
+#: scaling by 2^n (one rounding, subnormal results included).
+_FLOAT_KIT = f"""\
+fn vyre_x(v: f32) -> f32 {{ return bitcast<f32>(bitcast<u32>(v) ^ {OPAQUE_ZERO}); }}
+fn vyre_k(bits: u32) -> f32 {{ return bitcast<f32>(bits ^ {OPAQUE_ZERO}); }}
+fn vyre_pow2(n: i32) -> f32 {{ return bitcast<f32>(u32(n + 127) << 23u); }}
+fn vyre_scalbn(y0: f32, n0: i32) -> f32 {{
+    var y = y0;
+    var n = n0;
+    if (n > 127) {{ y = vyre_x(y * vyre_pow2(127)); n = n - 127; }}
+    else if (n < -126) {{ y = vyre_x(y * vyre_pow2(-102)); n = n + 102; }}
+    return vyre_x(y * vyre_pow2(n));
+}}"""
+
+#: e^x for f32 within 1 ULP (fdlibm's expf: Cody-Waite reduction by ln 2 in two parts, a
+#: rational approximation on [-ln2/2, ln2/2], exact scaling).
+_EXP_F32 = """fn vyre_exp_f32(x: f32) -> f32 {
+    let ux = bitcast<u32>(x);
+    let hx = ux & 0x7fffffffu;
+    let neg = (ux >> 31u) == 1u;
+    if (hx > 0x7f800000u) { return x; }
+    if (hx >= 0x42b17218u && !neg) { return vyre_k(0x7f800000u); }
+    if (hx >= 0x42cff1b5u && neg) { return vyre_k(0u); }
+    var k = 0;
+    var hi = x;
+    var lo = vyre_k(0u);
+    var r = x;
+    if (hx > 0x3eb17218u) {
+        if (hx > 0x3f851592u) {
+            let half = select(vyre_k(0x3f000000u), vyre_k(0xbf000000u), neg);
+            k = i32(vyre_x(vyre_x(vyre_k(0x3fb8aa3bu) * x) + half));
+        } else {
+            k = select(1, -1, neg);
+        }
+        let kf = f32(k);
+        hi = vyre_x(x - vyre_x(kf * vyre_k(0x3f317200u)));
+        lo = vyre_x(kf * vyre_k(0x35bfbe8eu));
+        r = vyre_x(hi - lo);
+    } else if (hx <= 0x39000000u) {
+        return vyre_x(vyre_k(0x3f800000u) + x);
+    }
+    let rr = vyre_x(r * r);
+    let p = vyre_x(vyre_k(0x3e2aaaa8u) + vyre_x(rr * vyre_k(0xbb355215u)));
+    let c = vyre_x(r - vyre_x(rr * p));
+    let q = vyre_x(vyre_x(r * c) / vyre_x(vyre_k(0x40000000u) - c));
+    let y = vyre_x(vyre_k(0x3f800000u) + vyre_x(vyre_x(q - lo) + hi));
+    if (k == 0) { return y; }
+    return vyre_scalbn(y, k);
+}"""
+
+#: log(x) for f32 within 1 ULP (fdlibm's logf: x = 2^k (1 + f) with 1 + f near 1,
+#: log(1 + f) from s = f / (2 + f) and a polynomial in s^2, ln 2 in two parts).
+_LOG_F32 = """fn vyre_log_f32(x0: f32) -> f32 {
+    var ix = bitcast<u32>(x0);
+    var k = 0;
+    var x = x0;
+    if (ix < 0x00800000u || (ix >> 31u) == 1u) {
+        if ((ix << 1u) == 0u) { return vyre_k(0xff800000u); }
+        if ((ix >> 31u) == 1u) { return vyre_k(0x7fc00000u); }
+        k = -25;
+        x = vyre_x(x * vyre_k(0x4c000000u));
+        ix = bitcast<u32>(x);
+    } else if (ix >= 0x7f800000u) {
+        return x;
+    } else if (ix == 0x3f800000u) {
+        return vyre_k(0u);
+    }
+    ix = ix + (0x3f800000u - 0x3f3504f3u);
+    k = k + i32(ix >> 23u) - 127;
+    ix = (ix & 0x007fffffu) + 0x3f3504f3u;
+    let f = vyre_x(bitcast<f32>(ix) - vyre_k(0x3f800000u));
+    let s = vyre_x(f / vyre_x(vyre_k(0x40000000u) + f));
+    let z = vyre_x(s * s);
+    let w = vyre_x(z * z);
+    let t1 = vyre_x(w * vyre_x(vyre_k(0x3eccce13u) + vyre_x(w * vyre_k(0x3e789e26u))));
+    let t2 = vyre_x(z * vyre_x(vyre_k(0x3f2aaaaau) + vyre_x(w * vyre_k(0x3e91e9eeu))));
+    let r = vyre_x(t2 + t1);
+    let hfsq = vyre_x(vyre_x(vyre_k(0x3f000000u) * f) * f);
+    let dk = f32(k);
+    let sum = vyre_x(vyre_x(s * vyre_x(hfsq + r)) + vyre_x(dk * vyre_k(0x3717f7d1u)));
+    return vyre_x(vyre_x(vyre_x(sum - hfsq) + f) + vyre_x(dk * vyre_k(0x3f317180u)));
+}"""
 
 
 def lower(program: Program) -> Lowered:
