@@ -329,11 +329,12 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
                 return f"countOneBits({x})"
         if t is DType.F64 and op not in (UnOp.SQRT, UnOp.FLOOR, UnOp.CEIL):
             raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
-        if op in (UnOp.EXP, UnOp.LOG):  # the native ones are hundreds of ULPs out
-            name = f"vyre_{op.value}_f32"
+        if op in _OWN_F32:  # the native ones are hundreds of ULPs out, or worse
+            name, args, source = _OWN_F32[op]
             self.helpers.setdefault("vyre_float_kit", _FLOAT_KIT)
-            call = self.helper_call(name, [x if t is DType.F32 else f"f32({x})"],
-                                    _EXP_F32 if op is UnOp.EXP else _LOG_F32)
+            self.helpers.setdefault(name, source)
+            arg = x if t is DType.F32 else f"f32({x})"
+            call = f"{name}({arg}{args})"
             return call if t is DType.F32 else f"{_TYPE[t]}({call})"
         return self.exact(t, f"{_FLOAT_FN[op]}({x})")
 
@@ -641,6 +642,130 @@ _LOG_F32 = """fn vyre_log_f32(x0: f32) -> f32 {
     let sum = vyre_x(vyre_x(s * vyre_x(hfsq + r)) + vyre_x(dk * vyre_k(0x3717f7d1u)));
     return vyre_x(vyre_x(vyre_x(sum - hfsq) + f) + vyre_x(dk * vyre_k(0x3f317180u)));
 }"""
+
+
+#: sin and cos for f32 over the whole domain: x = q (pi/2) + r with |r| <= pi/4, r from
+#: the bits of 2/pi (Payne-Hanek, 96 bits of 2/pi against the 24-bit significand, in u32
+#: limbs), then Taylor polynomials on r (their truncation error is below 2^-28).
+_TRIG_F32 = """struct VyreReduced { r: f32, lo: f32, q: u32 }
+
+fn vyre_mul_wide(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    return vec2<u32>(a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u),
+                     (p00 & 0xffffu) | (mid << 16u));
+}
+
+fn vyre_window(t: array<u32, 8>, i: u32, s: u32) -> u32 {
+    if (s == 0u) { return t[i]; }
+    return (t[i] << s) | (t[i + 1u] >> (32u - s));
+}
+
+fn vyre_reduce_pio2(x: f32) -> VyreReduced {
+    let ux = bitcast<u32>(x);
+    let m = (ux & 0x7fffffu) | 0x800000u;
+    let e = i32((ux >> 23u) & 0xffu) - 150;
+    let two_over_pi = array<u32, 8>(0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u,
+                                    0xdb629599u, 0x3c439041u, 0xfe5163abu);
+    let p = u32(e + 30);
+    let i = p >> 5u;
+    let s = p & 31u;
+    let w0 = vyre_window(two_over_pi, i, s);
+    let w1 = vyre_window(two_over_pi, i + 1u, s);
+    let w2 = vyre_window(two_over_pi, i + 2u, s);
+    let m2 = vyre_mul_wide(m, w2);
+    let m1 = vyre_mul_wide(m, w1);
+    let m0 = vyre_mul_wide(m, w0);
+    // m * window = limbs r2 r1 r0 (and a fourth, a multiple of 4 once scaled: dropped);
+    // x * 2/pi = that * 2^-94: the quadrant is r2's top two bits, the fraction the rest
+    let r0 = m2.y;
+    let r1 = m2.x + m1.y;
+    let r2 = m1.x + m0.y + select(0u, 1u, r1 < m2.x);
+    var q = r2 >> 30u;
+    var fh = (r2 << 2u) | (r1 >> 30u);
+    var fl = (r1 << 2u) | (r0 >> 30u);
+    let neg_frac = (fh >> 31u) == 1u;  // fraction >= 1/2: the next quadrant, r < 0
+    if (neg_frac) {
+        q = q + 1u;
+        fl = ~fl + 1u;
+        fh = ~fh + select(0u, 1u, fl == 0u);
+    }
+    var lz = countLeadingZeros(fh);
+    if (fh == 0u) {
+        fh = fl;
+        fl = 0u;
+        lz = 32u + countLeadingZeros(fh);
+    }
+    let sh = lz & 31u;
+    var top = fh;
+    var low = fl;
+    if (sh != 0u) {
+        top = (fh << sh) | (fl >> (32u - sh));
+        low = fl << sh;
+    }
+    let a = vyre_x(f32(top >> 8u) * vyre_pow2(-24 - i32(lz)));
+    let b = vyre_x(f32(((top & 0xffu) << 16u) | (low >> 16u)) * vyre_pow2(-48 - i32(lz)));
+    let p1 = vyre_k(0x3fc90fdbu);
+    let p2 = vyre_k(0xb33bbd2eu);
+    // r + lo = (a + b) (p1 + p2), with a * p1 split exactly (fma) and summed exactly
+    let t = vyre_x(fma(a, p2, vyre_x(b * p1)));
+    let ph = vyre_x(a * p1);
+    let pl = vyre_x(fma(a, p1, vyre_x(-ph)));
+    var r = vyre_x(ph + t);
+    var lo = vyre_x(vyre_x(vyre_x(ph - r) + t) + pl);
+    if (neg_frac != ((ux >> 31u) == 1u)) {
+        r = vyre_x(-r);
+        lo = vyre_x(-lo);
+    }
+    if ((ux >> 31u) == 1u) { q = 0u - q; }
+    return VyreReduced(r, lo, q & 3u);
+}
+
+// sin(r + lo) = r + (r s P(s) + lo (1 - s / 2)), the large term added last
+fn vyre_sin_poly(r: f32, lo: f32, s: f32) -> f32 {
+    var p = vyre_k(0x3638ef1du);
+    p = vyre_x(fma(p, s, vyre_k(0xb9500d01u)));
+    p = vyre_x(fma(p, s, vyre_k(0x3c088889u)));
+    p = vyre_x(fma(p, s, vyre_k(0xbe2aaaabu)));
+    let c = vyre_x(fma(vyre_k(0xbf000000u), s, vyre_k(0x3f800000u)));
+    return vyre_x(r + vyre_x(fma(vyre_x(r * s), p, vyre_x(lo * c))));
+}
+
+// cos(r + lo) = 1 + (s Q(s) - lo r)
+fn vyre_cos_poly(r: f32, lo: f32, s: f32) -> f32 {
+    var p = vyre_k(0xb493f27eu);
+    p = vyre_x(fma(p, s, vyre_k(0x37d00d01u)));
+    p = vyre_x(fma(p, s, vyre_k(0xbab60b61u)));
+    p = vyre_x(fma(p, s, vyre_k(0x3d2aaaabu)));
+    p = vyre_x(fma(p, s, vyre_k(0xbf000000u)));
+    return vyre_x(vyre_k(0x3f800000u) + vyre_x(fma(p, s, vyre_x(-vyre_x(lo * r)))));
+}
+
+fn vyre_trig_f32(x: f32, shift: u32) -> f32 {
+    let ax = bitcast<u32>(x) & 0x7fffffffu;
+    if (ax > 0x7f800000u) { return x; }
+    if (ax == 0x7f800000u) { return vyre_k(0x7fc00000u); }  // sin(inf), cos(inf): NaN
+    if (ax < 0x39800000u) { return select(x, vyre_k(0x3f800000u), shift == 1u); }
+    var red = VyreReduced(x, vyre_k(0u), 0u);
+    if (ax > 0x3f490fdbu) { red = vyre_reduce_pio2(x); }
+    let s = vyre_x(red.r * red.r);
+    let q = (red.q + shift) & 3u;
+    let v = select(vyre_sin_poly(red.r, red.lo, s), vyre_cos_poly(red.r, red.lo, s),
+                   (q & 1u) == 1u);
+    return select(v, vyre_x(-v), q >= 2u);
+}"""
+
+#: The float functions the lowering carries itself: (WGSL function, extra arguments,
+#: its source).
+_OWN_F32 = {UnOp.EXP: ("vyre_exp_f32", "", _EXP_F32), UnOp.LOG: ("vyre_log_f32", "", _LOG_F32),
+            UnOp.SIN: ("vyre_trig_f32", ", 0u", _TRIG_F32),
+            UnOp.COS: ("vyre_trig_f32", ", 1u", _TRIG_F32)}
 
 
 def lower(program: Program) -> Lowered:
