@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from dataclasses import asdict
 from typing import Any
 
 from vyre_core.cli.output import console, print_json, print_table, progress
-from vyre_core.conformance import honesty
+from vyre_core.conformance import honesty, sweep
 from vyre_core.conformance.corpus import CASES
 from vyre_core.conformance.runner import CaseResult, run_case
 from vyre_core.driver import Driver
@@ -24,10 +25,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("conform", help="run the conformance corpus on the installed backends")
     p.add_argument("--backend", metavar="ID", help="only this backend")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="the slow tier instead: every unary f32 op over --inputs values "
+                        "spread over all bit patterns, the largest ULP distance per op")
+    p.add_argument("--inputs", type=_count, default=sweep.DEFAULT_INPUTS, metavar="N",
+                   help=f"inputs per op of --exhaustive (default {sweep.DEFAULT_INPUTS})")
     p.set_defaults(func=run)
 
 
+def _count(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 1 << 32:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and 2^32")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.exhaustive:
+        return _exhaustive(args)
     with Driver() as drv:
         backends = [drv.registry.get(args.backend).id] if args.backend else drv.registry.ids()
         results: list[CaseResult] = []
@@ -60,6 +75,24 @@ def _conform(drv: Driver, backend: str, started: dict[str, str | None],
         results.append(run_case(drv, backend, caps, case))
         bar.advance(f"{backend} {case.name}")
     return results
+
+
+def _exhaustive(args: argparse.Namespace) -> int:
+    with Driver() as drv:
+        backends = [drv.registry.get(args.backend).id] if args.backend else drv.registry.ids()
+        results: list[sweep.SweepResult] = []
+        with progress("exhaustive sweep", len(backends) * len(sweep.OPS), not args.json) as bar:
+            for backend in backends:
+                results += sweep.run_on(drv, backend, args.inputs, bar.advance)
+    if args.json:
+        print_json({"results": [{**asdict(r), "ok": r.ok} for r in results]})
+    else:
+        print_table(["backend", "op", "inputs", "max ULP", "budget", "worst input",
+                     "correctly rounded", "got"],
+                    [[r.backend, r.op, r.inputs, r.max_ulp, r.budget, repr(r.worst_input),
+                      repr(r.expected), repr(r.actual)] for r in results],
+                    title="f32 unary ops against the correctly rounded result")
+    return 0 if all(r.ok for r in results) else 1
 
 
 def _print(backends: list[str], results: list[CaseResult], summary: dict[str, Any]) -> None:
