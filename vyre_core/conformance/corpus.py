@@ -15,6 +15,7 @@ from . import (
     cases_grid,
     cases_integer,
     cases_memory,
+    cases_special,
     cases_workgroup,
 )
 from .base import Case
@@ -24,7 +25,7 @@ __all__ = ["CASES", "Case", "case"]
 CASES: list[Case] = [
     *cases_integer.CASES, *cases_float.CASES, *cases_cast.CASES, *cases_bool.CASES,
     *cases_memory.CASES, *cases_grid.CASES, *cases_control.CASES, *cases_workgroup.CASES,
-    *cases_atomics.CASES,
+    *cases_atomics.CASES, *cases_special.CASES,
 ]
 
 _BY_NAME = {c.name: c for c in CASES}

@@ -274,20 +274,13 @@ class _Lowering:
     def float_rem(self, t: DType, a: str, b: str) -> str:
         """IEEE fmod, exact (as C's fmod): ``a - b * trunc(a / b)`` is not (its quotient
         rounds). f32 works on the integer significands, reducing 8 exponent steps per
-        iteration (at most 32); f16 goes through f32, which is exact for it; f64, which
-        WGSL has no 64-bit integers for, keeps the rounded formula (docs/semantics.md)."""
+        iteration (at most 32); f16 goes through f32, which is exact for it; f64 is
+        refused (WGSL has no 64-bit integers to do it exactly with)."""
         if t is DType.F16:
             return f"f16({self.float_rem(DType.F32, f'f32({a})', f'f32({b})')})"
         if t is DType.F64:
-            return self.helper_call("vyre_fmod_f64", [a, b], f"""\
-fn vyre_fmod_f64(a: f64, b: f64) -> f64 {{
-    if (!(a == a) || !(b == b)) {{ return a + b; }}
-    if (!(abs(a) <= {_MAX_FINITE[t]}) || b == f64(0)) {{ return (b - b) / (b - b); }}
-    if (!(abs(b) <= {_MAX_FINITE[t]}) || a == f64(0)) {{ return a; }}
-    let r = a - b * trunc(a / b);
-    if (r == f64(0)) {{ return select(f64(0), f64(-0.0), a < f64(0)); }}  // a's sign
-    return r;
-}}""")
+            raise _unsupported("rem on f64 (exact fmod needs 64-bit integers, which WGSL "
+                               "lacks; the rounded formula would differ from the reference)")
         return self.helper_call("vyre_fmod_f32", [a, b], """\
 fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
     if (!(a == a) || !(b == b)) { return a + b; }

@@ -1,0 +1,87 @@
+"""Float special values, every pair: ±0, ±smallest subnormal, ±smallest normal, ±1, ±largest,
+±inf and NaN through every binary float op and every unary one, in f32, f16 and f64; and
+each unary op over inputs stepping through all f32 bit patterns. Expected: numpy in the
+operand type (IEEE for add sub mul div and fmod), the min/max and sign-of-zero rules of
+docs/semantics.md written out here, transcendentals correctly rounded (f64, rounded once)
+within the budget docs/semantics.md gives them."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from vyre_core import ir
+
+from .base import Case, arr, map_case
+
+#: ULPs a transcendental may be from the correctly rounded result (docs/semantics.md)
+TRANSCENDENTAL_ULP = 4
+
+
+def _specials(t: ir.DType) -> list[float]:
+    info = np.finfo(t.storage_np)
+    values = [0.0, float(info.smallest_subnormal), float(info.tiny), 1.0, float(info.max),
+              float("inf")]
+    return [*values, *(-v for v in values), float("nan")]
+
+
+def _extreme(pick, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """minimumNumber/maximumNumber: a NaN loses to a number; -0 below +0."""
+    out = pick(p, q)
+    zeros = (p == 0) & (q == 0)
+    negative = (np.signbit(p) | np.signbit(q)) if pick is np.fmin else \
+        (np.signbit(p) & np.signbit(q))
+    return np.where(zeros, np.where(negative, -0.0, 0.0), out).astype(p.dtype)
+
+
+def _binary(t: ir.DType) -> list[Case]:
+    """Every pair through the arithmetic, and (its own case: a backend may refuse f64 rem)
+    through fmod."""
+    pairs = list(itertools.product(_specials(t), repeat=2))
+    a = arr(t, [x for x, _ in pairs])
+    b = arr(t, [y for _, y in pairs])
+    inputs = [("a", t, a), ("b", t, b)]
+    with np.errstate(all="ignore"):
+        return [
+            map_case(f"{t.value}_special_pairs", inputs, [
+                ("add", t, lambda x, y: x + y, a + b), ("sub", t, lambda x, y: x - y, a - b),
+                ("mul", t, lambda x, y: x * y, a * b), ("div", t, lambda x, y: x / y, a / b),
+                ("min", t, ir.min, _extreme(np.fmin, a, b)),
+                ("max", t, ir.max, _extreme(np.fmax, a, b)),
+            ]),
+            map_case(f"{t.value}_special_rem", inputs,
+                     [("rem", t, lambda x, y: x % y, np.fmod(a, b))]),
+        ]
+
+
+def _correctly_rounded(fn, x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return fn(x.astype(np.float64)).astype(x.dtype)
+
+
+def _unary(t: ir.DType, name: str, x: np.ndarray) -> list[Case]:
+    with np.errstate(all="ignore"):
+        exact = [("neg", t, lambda v: -v, -x), ("abs", t, abs, np.abs(x)),
+                 ("floor", t, ir.floor, np.floor(x)), ("ceil", t, ir.ceil, np.ceil(x)),
+                 ("sqrt", t, ir.sqrt, _correctly_rounded(np.sqrt, x))]
+    cases = [map_case(f"{t.value}_{name}_exact_unary", [("x", t, x)], exact)]
+    if t is not ir.f64:  # (f64 transcendentals: no backend but the reference has them)
+        rounded = [(op, t, getattr(ir, op), _correctly_rounded(getattr(np, op), x))
+                   for op in ("exp", "log", "sin", "cos")]
+        cases.append(map_case(f"{t.value}_{name}_transcendental", [("x", t, x)], rounded,
+                              ulp=TRANSCENDENTAL_ULP))
+    return cases
+
+
+def _f32_sweep(count: int) -> np.ndarray:
+    """``count`` f32 whose bit patterns step evenly through all 2^32."""
+    step = (1 << 32) // count
+    return (np.arange(count, dtype=np.uint64) * step).astype(np.uint32).view(np.float32)
+
+
+CASES: list[Case] = [
+    *(c for t in (ir.f32, ir.f16, ir.f64) for c in _binary(t)),
+    *(c for t in (ir.f32, ir.f16, ir.f64) for c in _unary(t, "special", arr(t, _specials(t)))),
+    *_unary(ir.f32, "bit_sweep", _f32_sweep(1 << 12)),
+]
