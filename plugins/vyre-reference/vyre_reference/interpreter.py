@@ -322,6 +322,10 @@ class _Dispatch:
     def store(self, name: str, index: Value, value: Value, mask: Mask) -> None:
         buf = self.buffers[name]
         value = np.asarray(value).astype(buf.dtype.storage_np, copy=False)
+        if buf.dtype.is_float:  # every NaN stored is the canonical quiet NaN (semantics.md)
+            nan = np.isnan(value)
+            if nan.any():
+                value = np.where(nan, buf.dtype.storage_np.type(np.nan), value)
         if index is self.iota and buf.access is not Access.WORKGROUP:
             n = min(self.lanes, len(self.mem[name]))
             if mask is None:

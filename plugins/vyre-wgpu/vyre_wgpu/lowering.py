@@ -485,6 +485,11 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
         if b.access in (Access.READ, Access.UNIFORM):
             return
         value = "select(0u, 1u, v)" if b.dtype is DType.BOOL else "v"
+        if b.dtype.is_float:  # every NaN stored is the canonical quiet NaN (semantics.md);
+            # tested on its bits (a compiler may assume v == v), through f32 for f16/f64
+            canonical = f"{ty}(bitcast<f32>(0x7fc00000u))"
+            bits = "bitcast<u32>(v)" if b.dtype is DType.F32 else "bitcast<u32>(f32(v))"
+            value = f"select(v, {canonical}, ({bits} & 0x7fffffffu) > 0x7f800000u)"
         write = (f"atomicStore(&{ref}[i], {value})" if b.name in self.atomic
                  else f"{ref}[i] = {value}")
         self.helpers[f"vyre_store_{b.name}"] = f"""fn vyre_store_{b.name}(i: u32, v: {ty}) {{
