@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,7 @@ from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import Explanation, RouteDecision, RoutingPolicy
 from vyre_core.sequence import Role
 from vyre_core.sequence import Sequence as StepSequence
+from vyre_core.shadow_sampler import Sample, ShadowSampler, default_dir
 from vyre_core.supervisor.pool import Pool, PoolOptions, Request
 from vyre_core.supervisor.pools import Pools
 from vyre_core.supervisor.rundir import RunDir
@@ -293,15 +295,21 @@ class Driver:
     """Routes programs to backends and runs them in supervised worker processes.
 
     ``options`` (or keyword fields of PoolOptions, e.g. ``workers=2``) apply to every
-    backend's pool; ``backend_options`` overrides them per backend id.
+    backend's pool; ``backend_options`` overrides them per backend id. ``shadow_every=N``
+    runs 1 in N dispatches that another backend served again on the reference, in the
+    background, and saves each divergence as a replay bundle in ``shadow_dir``
+    (``shadow_sampler.py``; ``shadow_report()`` counts them).
     """
 
     def __init__(self, registry: Registry | None = None, *, options: PoolOptions | None = None,
                  backend_options: Mapping[str, PoolOptions] | None = None,
+                 shadow_every: int | None = None, shadow_dir: str | os.PathLike | None = None,
                  **option_fields: Any) -> None:
         self.registry = registry if registry is not None else Registry.discover()
         self.options = options or PoolOptions(**option_fields)
         self._backend_options = dict(backend_options or {})
+        self._shadow = None if shadow_every is None else self._shadow_sampler(
+            shadow_every, shadow_dir)
         self._own_process(RunDir())
         self.routing = RoutingPolicy(self.registry, self.pools)
         _DRIVERS.add(self)
@@ -317,9 +325,29 @@ class Driver:
                            lambda: self.routing.router.invalidate(), rundir,
                            self._finalize_in_multiprocessing_child)
 
+    def _shadow_sampler(self, every: int, directory: str | os.PathLike | None) -> ShadowSampler:
+        reference = next((r.id for r in self.registry.backends() if r.is_reference), None)
+        if reference is None:
+            raise InvalidConfigError("shadow_every needs the reference backend, which is not "
+                                     "loaded", "Install vyre-reference, or leave shadow_every "
+                                     "out.")
+
+        def run_reference(program: Program, inputs: Sequence[Any],
+                          config: DispatchConfig) -> Outputs:
+            return self._dispatch(program, inputs, reference, config, None, sample=False)
+
+        return ShadowSampler(every, Path(directory) if directory else default_dir(),
+                             run_reference)
+
+    def shadow_report(self) -> dict[str, Any] | None:
+        """What the production shadow did (None without ``shadow_every``): samples taken,
+        compared, diverged, dropped (the reference fell behind), failed, and the bundles."""
+        return None if self._shadow is None else self._shadow.report()
+
     def _forked(self) -> None:
         # the parent's pools: kept (never collected, never used), across nested forks too
         self._inherited = [*getattr(self, "_inherited", []), *self.pools.forget()]
+        self._shadow = None  # (its thread stayed in the parent)
         self._own_process(None)  # (the run directory is made on first use in this process)
         self.routing.attach(self.pools)
 
@@ -379,18 +407,29 @@ class Driver:
         """Outputs of one dispatch, in ABI order, from the routed (or named) backend. With
         ``out`` (one writable, C-contiguous array per output, of its storage dtype and
         length), the outputs are written into those arrays, which are returned."""
-        config = _config(config)
+        return self._dispatch(program, inputs, backend, _config(config), out, sample=True)
+
+    def _dispatch(self, program: Program, inputs: Sequence[Any], backend: str | None,
+                  config: DispatchConfig, out: Sequence[np.ndarray] | None,
+                  sample: bool) -> Outputs:
         request = self._dispatch_request(program, inputs, config)
         if out is not None:
             _check_out(program, request.outputs, out)
-        _, _, (meta, arrays) = self.routing.call(
+        shadow = self._shadow if sample else None
+        copies = ([np.array(a, copy=True) for a in request.arrays]
+                  if shadow is not None and shadow.rule.due() else None)
+        pool, _, (meta, arrays) = self.routing.call(
             program, backend, lambda pool: request.renewed(), request.deadline,
             request.timeout)
         if out is not None:
             for target, array in zip(out, arrays, strict=True):
                 np.copyto(target.reshape(-1), array, casting="no")
             arrays = list(out)  # the shared results go back to the pool now
-        return _outputs(meta, arrays)
+        outputs = _outputs(meta, arrays)
+        if copies is not None and not pool.registration.is_reference:
+            shadow.offer(Sample(program, copies, config, [np.array(a, copy=out is not None)
+                                                          for a in outputs], pool.backend))
+        return outputs
 
     def dispatch_on(self, backend: str, program: Program, inputs: Sequence[Any],
                     config: DispatchConfig | None = None) -> Outputs:
@@ -621,6 +660,8 @@ class Driver:
         if os.getpid() != self._owner_pid:
             return  # forked without Python's fork hooks: nothing here is this process's
         timeout = _checked_timeout(timeout, "close timeout", zero=True)
+        if self._shadow is not None:  # (it needs the reference's pool: before the pools)
+            self._shadow.close(30.0 if timeout is None else timeout)
         try:
             if not self.pools.close(timeout):
                 return

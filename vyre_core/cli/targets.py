@@ -1,11 +1,13 @@
 """What ``vyre run`` and ``vyre route`` accept as TARGET: an example module (a path to a
 ``.py`` file exposing ``build() -> Example``, or the name of a bundled example), or a saved
-program (wire bytes, ``.vyir``) with an ``.npz`` of inputs named like its input buffers."""
+program (wire bytes, ``.vyir``) with an ``.npz`` of inputs named like its input buffers
+(and, from a shadow's replay bundle, a ``.json`` with its config)."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +15,7 @@ from types import ModuleType
 
 import numpy as np
 
+from vyre_core.config import DispatchConfig
 from vyre_core.errors import InvalidInputError
 from vyre_core.example import Example
 from vyre_core.ir import Program
@@ -59,7 +62,19 @@ def load_target(spec: str, inputs: str | None = None, with_inputs: bool = True) 
     if not with_inputs:
         return Target(path.stem, Example(program, []))
     npz = Path(inputs) if inputs else path.with_suffix(".npz")
-    return Target(path.stem, Example(program, load_inputs(program, npz)))
+    return Target(path.stem, Example(program, load_inputs(program, npz),
+                                     config=_bundle_config(path.with_suffix(".json"))))
+
+
+def _bundle_config(path: Path) -> DispatchConfig | None:
+    """The config a shadow replay bundle saved beside its program (None: there is none)."""
+    if not path.is_file():
+        return None
+    try:
+        return DispatchConfig.from_dict(json.loads(path.read_text())["config"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"{str(path)!r} is not a replay bundle's config ({exc})",
+                                "Remove it, or restore the .json the shadow saved.") from None
 
 
 def _load_module(path: Path) -> ModuleType:

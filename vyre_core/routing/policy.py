@@ -126,7 +126,11 @@ class RoutingPolicy:
         try:
             chosen = self.router.route(work, backend).backend
         except NoCapableBackendError:
-            ahead = [] if backend is not None else self._unprobed_ahead(None)
+            if backend is not None:  # a named backend is judged on its probe, not its claims
+                if self.pools.existing(backend) is None:
+                    return None, [backend]
+                raise
+            ahead = self._unprobed_ahead(None)
             if not ahead:
                 raise
             return None, ahead

@@ -1,0 +1,155 @@
+"""Shadow in production: 1 in N dispatches that ran on another backend run again on the
+reference in the background; a divergence is logged, counted and saved as a replay
+bundle (``.vyir`` program, ``.npz`` inputs, ``.json`` config) that ``vyre run`` replays
+anywhere. The caller never waits for it: a reference that falls behind drops samples
+(counted), and ``close`` waits a bounded time for what is queued.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vyre_core.compare import outputs_divergence
+from vyre_core.config import DispatchConfig
+from vyre_core.errors import InvalidConfigError
+from vyre_core.ir import Program
+
+log = logging.getLogger("vyre.shadow")
+
+#: Samples waiting for the reference; past this the newest is dropped (and counted).
+QUEUE = 4
+
+RunReference = Callable[[Program, Sequence[np.ndarray], DispatchConfig], Sequence[np.ndarray]]
+
+
+def default_dir() -> Path:
+    """Where bundles go unless told: ``$XDG_STATE_HOME/vyre/shadow``."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+                                                            "state")
+    return Path(base) / "vyre" / "shadow"
+
+
+@dataclass(frozen=True)
+class Sample:
+    program: Program
+    inputs: list[np.ndarray]   # copies, in ABI input order
+    config: DispatchConfig
+    outputs: list[np.ndarray]
+    backend: str
+
+
+class Every:
+    """The sampling rule, apart from any I/O: the 1st, (N+1)th, (2N+1)th... call is due."""
+
+    def __init__(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidConfigError(f"shadow_every={n!r} must be an int of at least 1",
+                                     "Pass shadow_every=N to shadow 1 in N dispatches "
+                                     "(1: every one), or leave it out.")
+        self.n = n
+        self._seen = 0
+        self._lock = threading.Lock()
+
+    def due(self) -> bool:
+        with self._lock:
+            self._seen += 1
+            return (self._seen - 1) % self.n == 0
+
+
+class ShadowSampler:
+    """One background thread comparing samples with ``run_reference``; see the module."""
+
+    def __init__(self, every: int, directory: Path, run_reference: RunReference) -> None:
+        self.rule = Every(every)
+        self.directory = Path(directory)
+        self._run = run_reference
+        self._queue: queue.Queue[Sample | None] = queue.Queue(QUEUE)
+        self._lock = threading.Lock()
+        self.counts = {"sampled": 0, "compared": 0, "diverged": 0, "dropped": 0, "failed": 0}
+        self.bundles: list[str] = []
+        self._thread = threading.Thread(target=self._work, name="vyre-shadow", daemon=True)
+        self._thread.start()
+
+    def offer(self, sample: Sample) -> None:
+        """Queue ``sample`` for the reference, or drop it (counted) when the queue is full."""
+        try:
+            self._queue.put_nowait(sample)
+            self._count("sampled")
+        except queue.Full:
+            self._count("dropped")
+
+    def report(self) -> dict[str, Any]:
+        with self._lock:
+            return {**self.counts, "bundles": list(self.bundles), "every": self.rule.n,
+                    "directory": str(self.directory)}
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Let queued samples finish within ``timeout`` seconds (those still waiting then
+        are dropped, counted), and stop the thread once its current sample is done."""
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:  # the reference is stuck: nothing more is started
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    self._queue.get_nowait()
+                    self._count("dropped")
+            with contextlib.suppress(queue.Full):  # (a dispatch may have offered meanwhile)
+                self._queue.put(None, timeout=1.0)
+        self._thread.join(timeout)
+
+    # -- the background thread -------------------------------------------------------------
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self.counts[what] += 1
+
+    def _work(self) -> None:
+        while (sample := self._queue.get()) is not None:
+            try:
+                expected = self._run(sample.program, sample.inputs, sample.config)
+            except Exception as exc:  # the reference failing is logged, never raised
+                self._count("failed")
+                log.warning("shadow: the reference could not run program %s: %s",
+                            sample.program.fingerprint()[:16], exc)
+                continue
+            self._count("compared")
+            divergence = outputs_divergence(sample.program, expected, sample.outputs,
+                                            sample.config.ulp_budget)
+            if divergence is not None:
+                self._count("diverged")
+                self._save(sample, divergence)
+
+    def _save(self, sample: Sample, divergence: str) -> None:
+        fingerprint = sample.program.fingerprint()[:16]
+        with self._lock:
+            stem = self.directory / f"{fingerprint}-{sample.backend}-{len(self.bundles) + 1}"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            stem.with_suffix(".vyir").write_bytes(sample.program.to_wire())
+            np.savez(stem.with_suffix(".npz"), **{b.name: a for b, a in
+                                                  zip(sample.program.inputs, sample.inputs,
+                                                      strict=True)})
+            stem.with_suffix(".json").write_text(json.dumps(
+                {"config": sample.config.to_dict(), "backend": sample.backend,
+                 "divergence": divergence}, indent=1))
+        except OSError as exc:
+            log.warning("shadow: program %s on %r diverges from the reference (%s); its "
+                        "bundle could not be saved in %s: %s", fingerprint, sample.backend,
+                        divergence, self.directory, exc)
+            return
+        with self._lock:
+            self.bundles.append(str(stem.with_suffix(".vyir")))
+        log.warning("shadow: program %s on %r diverges from the reference: %s; replay it "
+                    "with `vyre run %s --backend %s --shadow`", fingerprint, sample.backend,
+                    divergence, stem.with_suffix(".vyir"), sample.backend)
