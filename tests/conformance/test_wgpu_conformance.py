@@ -20,6 +20,7 @@ REFUSED = {
     "cast_f64_f16_rounding": "f64 -> f16",
     "f64_special_rem": "rem on f64",
     "f64_rem": "rem on f64",
+    "cast_f64_f16_special": "f64 -> f16",
 }
 
 

@@ -1,6 +1,6 @@
 """Float special values, every pair: ±0, ±smallest subnormal, ±smallest normal, ±1, ±largest,
-±inf and NaN through every binary float op and every unary one, in f32, f16 and f64; and
-each unary op over inputs stepping through all f32 bit patterns. Expected: numpy in the
+±inf and NaN through every binary float op, every unary one and every cast, in f32, f16
+and f64; and each unary op over inputs stepping through all f32 bit patterns. Expected: numpy in the
 operand type (IEEE for add sub mul div and fmod), the min/max and sign-of-zero rules of
 docs/semantics.md written out here, transcendentals correctly rounded (f64, rounded once)
 within the budget docs/semantics.md gives them."""
@@ -74,6 +74,35 @@ def _unary(t: ir.DType, name: str, x: np.ndarray) -> list[Case]:
     return cases
 
 
+def _to_int(x: np.ndarray, dtype: ir.DType) -> np.ndarray:
+    """docs/semantics.md: truncate toward zero, saturate to the range, NaN gives 0."""
+    low, high = (0, 2**32 - 1) if dtype is ir.u32 else (-(2**31), 2**31 - 1)
+    with np.errstate(all="ignore"):
+        wide = np.trunc(x.astype(np.float64))
+    out = np.where(np.isnan(wide), 0, np.clip(np.nan_to_num(wide, posinf=high, neginf=low),
+                                              low, high))
+    return arr(dtype, out.astype(np.int64))
+
+
+def _casts(t: ir.DType) -> list[Case]:
+    """Every special value of ``t`` to every other float type (f64 -> f16 a case of its
+    own: a backend may refuse it) and to both integer types."""
+    x = arr(t, _specials(t))
+    floats = [d for d in (ir.f32, ir.f16, ir.f64) if d is not t]
+    with np.errstate(all="ignore"):
+        to_float = [(f"to_{d.value}", d, lambda v, d=d: ir.cast(v, d), x.astype(d.storage_np))
+                    for d in floats if not (t is ir.f64 and d is ir.f16)]
+        cases = [map_case(f"cast_{t.value}_special", [("x", t, x)], [
+            *to_float,
+            ("to_i32", ir.i32, lambda v: ir.cast(v, ir.i32), _to_int(x, ir.i32)),
+            ("to_u32", ir.u32, lambda v: ir.cast(v, ir.u32), _to_int(x, ir.u32)),
+        ])]
+        if t is ir.f64:
+            cases.append(map_case("cast_f64_f16_special", [("x", t, x)], [
+                ("to_f16", ir.f16, lambda v: ir.cast(v, ir.f16), x.astype(np.float16))]))
+    return cases
+
+
 def _f32_sweep(count: int) -> np.ndarray:
     """``count`` f32 whose bit patterns step evenly through all 2^32."""
     step = (1 << 32) // count
@@ -84,4 +113,5 @@ CASES: list[Case] = [
     *(c for t in (ir.f32, ir.f16, ir.f64) for c in _binary(t)),
     *(c for t in (ir.f32, ir.f16, ir.f64) for c in _unary(t, "special", arr(t, _specials(t)))),
     *_unary(ir.f32, "bit_sweep", _f32_sweep(1 << 12)),
+    *(c for t in (ir.f32, ir.f16, ir.f64) for c in _casts(t)),
 ]
