@@ -14,7 +14,9 @@ transport in any figure), each next to a baseline measured in the same run:
   the same device the same way (both count bytes read + written);
 - a resident dispatch (``y += a * x`` over two resident 4 KiB buffers, p50) against raw
   wgpu-py dispatching the same WGSL with its buffers and bind group prepared once: a
-  pass, a submit and the 4-byte status readback vyre also waits on.
+  pass, a submit and the 4-byte status readback vyre also waits on;
+- the cost of IEEE-exact float arithmetic: device time of an ALU-bound f32 kernel as vyre
+  lowers it against the same work written as plain WGSL, which the compiler may fold.
 
 Mesa's on-disk shader cache would turn a "cold" first dispatch into a cache load: Mesa
 reads ``MESA_SHADER_CACHE_DISABLE`` once, when the process first opens a Vulkan
@@ -404,5 +406,78 @@ def resident_dispatch() -> Result:
                   "us", "raw wgpu-py, prepared bind group p50", statistics.median(raw) * 1e6)
 
 
+# -- 6. the cost of IEEE-exact float arithmetic ---------------------------------------------
+
+ALU_LANES = 1 << 18
+ALU_STEPS = 100
+
+#: The same float work as ``_alu_program``, written as plain WGSL: the shader compiler may
+#: fold and reassociate it (the baseline of what exactness costs).
+_NATIVE_ALU = f"""
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<uniform> params: array<vec4<u32>, 2>;
+@group(0) @binding(3) var<storage, read_write> status: array<atomic<u32>, 1>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {{
+    let i = g.x;
+    if (i >= {ALU_LANES}u) {{ return; }}
+    var v = x[i];
+    for (var j = 0u; j < {ALU_STEPS}u; j = j + 1u) {{
+        v = v * 0.999 + 0.001 - v * 0.5 * 0.01;
+    }}
+    out[i] = v;
+}}
+"""
+
+
+def _alu_program() -> ir.Program:
+    k = ir.Kernel(workgroup=(256,))
+    x = k.read("x", ir.f32, ALU_LANES)
+    out = k.output("out", ir.f32, ALU_LANES)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < ALU_LANES):
+        v = k.let("v", x[i])
+        with k.loop("j", 0, ALU_STEPS):
+            k.assign(v, v * ir.f32(0.999) + ir.f32(0.001) - v * ir.f32(0.5) * ir.f32(0.01))
+        out[i] = v
+    return k.build()
+
+
+def exact_float_cost() -> Result:
+    """Device time of an ALU-bound f32 kernel as vyre lowers it (every literal and result
+    behind the opaque-zero barrier, IEEE-exact) against the same work as plain WGSL that
+    the compiler may fold, both launched the same way on the same device."""
+    import vyre_wgpu.backend as backend
+    from vyre_wgpu.buffers import Launch
+    from vyre_wgpu.lowering import BufferBinding, Lowered
+
+    host, adapter, _ = _wgpu()
+    program = _alu_program()
+    x = np.random.default_rng(0).random(ALU_LANES, dtype=np.float32)
+    exact, = host.dispatch(program, [x])
+    if exact.tobytes() != _reference().dispatch(program, [x])[0].tobytes():
+        raise AssertionError("the exact kernel differs from the reference")
+    profiled = DispatchConfig(profile=True)
+    dev = backend.device()
+    kernel = dev.compile_wgsl(Lowered(_NATIVE_ALU, (BufferBinding("x", 0, "read", 4),
+                                                    BufferBinding("out", 1, "read_write", 4)),
+                                      params_binding=2, params_words=8, status_binding=3,
+                                      features=frozenset()), key="bench-native-alu")
+    launch = Launch(kernel, [x, None], (ALU_LANES, ALU_LANES), (ALU_LANES // 256, 1, 1),
+                    (False, True))
+    lowered, native = [], []
+    for _ in range(reps(15, 2)):  # in turns: the machine's drift moves both alike
+        lowered.append(host.dispatch(program, [x], profiled).timing.device_ns)
+        native.append(dev.run(launch, timed=True)[1])
+    if None in lowered or None in native:
+        raise RuntimeError(f"wgpu on {adapter!r} gave no device time (no timestamps)")
+    return Result(f"wgpu[{adapter}] f32 ALU kernel, IEEE-exact lowering, device p50",
+                  statistics.median(lowered) / 1e6, "ms",
+                  "the same as plain WGSL (compiler may fold)", statistics.median(native) / 1e6)
+
+
 BENCHMARKS = [small_dispatch_overhead, big_throughput, compile_cached_vs_cold,
-              first_result_cached_vs_cold, device_bandwidth, resident_dispatch]
+              first_result_cached_vs_cold, device_bandwidth, resident_dispatch,
+              exact_float_cost]
