@@ -308,10 +308,11 @@ class Driver:
         self.registry = registry if registry is not None else Registry.discover()
         self.options = options or PoolOptions(**option_fields)
         self._backend_options = dict(backend_options or {})
-        self._shadow = None if shadow_every is None else self._shadow_sampler(
-            shadow_every, shadow_dir)
+        self._shadow: ShadowSampler | None = None
         self._own_process(RunDir())
         self.routing = RoutingPolicy(self.registry, self.pools)
+        if shadow_every is not None:  # (last: nothing after it can fail and leave its thread)
+            self._shadow = self._shadow_sampler(shadow_every, shadow_dir)
         _DRIVERS.add(self)
         atexit.register(self.close)
 
@@ -415,9 +416,7 @@ class Driver:
         request = self._dispatch_request(program, inputs, config)
         if out is not None:
             _check_out(program, request.outputs, out)
-        shadow = self._shadow if sample else None
-        copies = ([np.array(a, copy=True) for a in request.arrays]
-                  if shadow is not None and shadow.rule.due() else None)
+        bound = list(request.arrays)  # (the caller's data, unchanged until this returns)
         pool, _, (meta, arrays) = self.routing.call(
             program, backend, lambda pool: request.renewed(), request.deadline,
             request.timeout)
@@ -426,9 +425,11 @@ class Driver:
                 np.copyto(target.reshape(-1), array, casting="no")
             arrays = list(out)  # the shared results go back to the pool now
         outputs = _outputs(meta, arrays)
-        if copies is not None and not pool.registration.is_reference:
-            shadow.offer(Sample(program, copies, config, [np.array(a, copy=out is not None)
-                                                          for a in outputs], pool.backend))
+        shadow = self._shadow if sample else None
+        if shadow is not None and not pool.registration.is_reference and shadow.rule.due():
+            shadow.offer(Sample(program, [np.array(a, copy=True) for a in bound], config,
+                                [np.array(a, copy=out is not None) for a in outputs],
+                                pool.backend))
         return outputs
 
     def dispatch_on(self, backend: str, program: Program, inputs: Sequence[Any],
@@ -660,11 +661,12 @@ class Driver:
         if os.getpid() != self._owner_pid:
             return  # forked without Python's fork hooks: nothing here is this process's
         timeout = _checked_timeout(timeout, "close timeout", zero=True)
-        if self._shadow is not None:  # (it needs the reference's pool: before the pools)
-            self._shadow.close(30.0 if timeout is None else timeout)
         try:
-            if not self.pools.close(timeout):
-                return
+            try:  # the shadow needs the reference's pool: it finishes first, at most timeout
+                if self._shadow is not None:
+                    self._shadow.close(30.0 if timeout is None else timeout)
+            finally:  # (a Ctrl-C there still stops every worker)
+                self.pools.close(timeout)
         finally:
             with self._lock:
                 executor = self._executor

@@ -12,7 +12,9 @@ import json
 import logging
 import os
 import queue
+import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from vyre_core.compare import outputs_divergence
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import InvalidConfigError
 from vyre_core.ir import Program
+from vyre_core.saved import save_inputs
 
 log = logging.getLogger("vyre.shadow")
 
@@ -78,6 +81,7 @@ class ShadowSampler:
         self._lock = threading.Lock()
         self.counts = {"sampled": 0, "compared": 0, "diverged": 0, "dropped": 0, "failed": 0}
         self.bundles: list[str] = []
+        self._saved = 0
         self._thread = threading.Thread(target=self._work, name="vyre-shadow", daemon=True)
         self._thread.start()
 
@@ -95,52 +99,59 @@ class ShadowSampler:
                     "directory": str(self.directory)}
 
     def close(self, timeout: float = 30.0) -> None:
-        """Let queued samples finish within ``timeout`` seconds (those still waiting then
-        are dropped, counted), and stop the thread once its current sample is done."""
+        """Let queued samples finish within ``timeout`` seconds in all; those still waiting
+        then are dropped (counted), and the thread stops after its current sample."""
+        deadline = time.monotonic() + timeout
         try:
             self._queue.put(None, timeout=timeout)
         except queue.Full:  # the reference is stuck: nothing more is started
             with contextlib.suppress(queue.Empty):
                 while True:
                     self._queue.get_nowait()
-                    self._count("dropped")
+                    self._count("dropped", "sampled")
             with contextlib.suppress(queue.Full):  # (a dispatch may have offered meanwhile)
-                self._queue.put(None, timeout=1.0)
-        self._thread.join(timeout)
+                self._queue.put_nowait(None)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
 
     # -- the background thread -------------------------------------------------------------
 
-    def _count(self, what: str) -> None:
+    def _count(self, what: str, undo: str | None = None) -> None:
         with self._lock:
             self.counts[what] += 1
+            if undo is not None:
+                self.counts[undo] -= 1
 
     def _work(self) -> None:
         while (sample := self._queue.get()) is not None:
             try:
-                expected = self._run(sample.program, sample.inputs, sample.config)
-            except Exception as exc:  # the reference failing is logged, never raised
+                self._compare(sample)
+            except Exception as exc:  # nothing may end the thread: logged, counted
                 self._count("failed")
-                log.warning("shadow: the reference could not run program %s: %s",
-                            sample.program.fingerprint()[:16], exc)
-                continue
-            self._count("compared")
-            divergence = outputs_divergence(sample.program, expected, sample.outputs,
-                                            sample.config.ulp_budget)
-            if divergence is not None:
-                self._count("diverged")
-                self._save(sample, divergence)
+                log.warning("shadow: program %s on %r could not be compared with the "
+                            "reference: %s: %s", sample.program.fingerprint()[:16],
+                            sample.backend, type(exc).__name__, exc)
+
+    def _compare(self, sample: Sample) -> None:
+        expected = self._run(sample.program, sample.inputs, sample.config)
+        self._count("compared")
+        divergence = outputs_divergence(sample.program, expected, sample.outputs,
+                                        sample.config.ulp_budget)
+        if divergence is not None:
+            self._count("diverged")
+            self._save(sample, divergence)
 
     def _save(self, sample: Sample, divergence: str) -> None:
         fingerprint = sample.program.fingerprint()[:16]
+        backend = re.sub(r"[^A-Za-z0-9_-]", "_", sample.backend)
         with self._lock:
-            stem = self.directory / f"{fingerprint}-{sample.backend}-{len(self.bundles) + 1}"
+            self._saved += 1
+            base = f"{fingerprint}-{backend}-{os.getpid()}-{int(time.time())}-{self._saved}"
+        program = self.directory / f"{base}.vyir"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            stem.with_suffix(".vyir").write_bytes(sample.program.to_wire())
-            np.savez(stem.with_suffix(".npz"), **{b.name: a for b, a in
-                                                  zip(sample.program.inputs, sample.inputs,
-                                                      strict=True)})
-            stem.with_suffix(".json").write_text(json.dumps(
+            program.write_bytes(sample.program.to_wire())
+            save_inputs(self.directory / f"{base}.npz", sample.program, sample.inputs)
+            (self.directory / f"{base}.json").write_text(json.dumps(
                 {"config": sample.config.to_dict(), "backend": sample.backend,
                  "divergence": divergence}, indent=1))
         except OSError as exc:
@@ -149,7 +160,7 @@ class ShadowSampler:
                         divergence, self.directory, exc)
             return
         with self._lock:
-            self.bundles.append(str(stem.with_suffix(".vyir")))
+            self.bundles.append(str(program))
         log.warning("shadow: program %s on %r diverges from the reference: %s; replay it "
                     "with `vyre run %s --backend %s --shadow`", fingerprint, sample.backend,
-                    divergence, stem.with_suffix(".vyir"), sample.backend)
+                    divergence, program, sample.backend)

@@ -189,3 +189,63 @@ def test_every_nan_stored_is_the_canonical_quiet_nan(host, oracle, np_type, cano
         nan = np.isnan(out)
         assert nan[[0, 1, 3, 4, 5, 6]].all()
         assert (out.view(bits)[nan] == canonical).all(), [hex(b) for b in out.view(bits)]
+
+
+@pytest.mark.parametrize("np_type", [np.float32, np.float16, np.float64],
+                         ids=["f32", "f16", "f64"])
+def test_a_value_less_itself_is_not_folded_to_zero(host, oracle, np_type):
+    """``v - v`` of one let-bound value is NaN for inf and NaN, not 0 (a compiler that
+    sees one SSA value on both sides folds it), and ``v + (-v)`` likewise."""
+    t = _DTYPES[np_type]
+    xs, ys = _grid(np_type)
+    n = len(xs)
+    k = ir.Kernel(workgroup=(64,))
+    x, y = k.read("x", t, n), k.read("y", t, n)
+    outs = [k.output(f"o{j}", t, n) for j in range(4)]
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < n):
+        v = k.let("v", x[i])
+        p = k.let("p", x[i] * y[i])
+        outs[0][i] = v - v
+        outs[1][i] = v + (-v)
+        outs[2][i] = (p - p) * t(2.0)
+        outs[3][i] = -v + v
+    program = k.build()
+    want = oracle.dispatch(program, [xs, ys], DispatchConfig())
+    got = host.dispatch(program, [xs, ys], DispatchConfig())
+    for j in range(4):
+        assert not _differences(np_type, want[j], got[j], xs, ys), f"output o{j}"
+
+
+def test_f64_literals_keep_their_bits_subnormals_included(host, oracle):
+    values = [5e-324, -5e-324, 2.2250738585072009e-308, 1e-310, 2.0 ** -1060, 1e-300,
+              1.7976931348623157e308, -0.0, 0.1, 123456789.123456789]
+    k = ir.Kernel(workgroup=(1,))
+    out = k.output("out", ir.f64, len(values))
+    for j, v in enumerate(values):
+        out[j] = ir.f64(v)
+    program = k.build()
+    want, = oracle.dispatch(program, [], DispatchConfig())
+    got, = host.dispatch(program, [], DispatchConfig())
+    assert want.tobytes() == np.array(values, np.float64).tobytes()
+    assert got.tobytes() == want.tobytes(), (got, want)
+
+
+@pytest.mark.parametrize("np_type", [np.float32, np.float16, np.float64],
+                         ids=["f32", "f16", "f64"])
+def test_fma_is_rounded_twice_where_c_cancels_the_product(host, oracle, np_type):
+    t = _DTYPES[np_type]
+    a = np.array([3.0, 1.0 + 2.0 ** -10, np.pi / 2], np_type)
+    b = np.array([1.0 / 3.0, 1.0 + 2.0 ** -10, 0.7], np_type)
+    c = -(a * b)  # the product rounded: fused, the result would be its rounding error
+    k = ir.Kernel(workgroup=(4,))
+    xa, xb, xc = k.read("a", t, 3), k.read("b", t, 3), k.read("c", t, 3)
+    out = k.output("out", t, 3)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < 3):
+        out[i] = ir.fma(xa[i], xb[i], xc[i])
+    program = k.build()
+    want, = oracle.dispatch(program, [a, b, c], DispatchConfig())
+    got, = host.dispatch(program, [a, b, c], DispatchConfig())
+    assert want.tobytes() == np.zeros(3, np_type).tobytes()
+    assert got.tobytes() == want.tobytes()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from types import ModuleType
 
 import numpy as np
 
-from vyre_core.config import DispatchConfig
+from vyre_core import saved
 from vyre_core.errors import InvalidInputError
 from vyre_core.example import Example
 from vyre_core.ir import Program
@@ -62,19 +61,8 @@ def load_target(spec: str, inputs: str | None = None, with_inputs: bool = True) 
     if not with_inputs:
         return Target(path.stem, Example(program, []))
     npz = Path(inputs) if inputs else path.with_suffix(".npz")
-    return Target(path.stem, Example(program, load_inputs(program, npz),
-                                     config=_bundle_config(path.with_suffix(".json"))))
-
-
-def _bundle_config(path: Path) -> DispatchConfig | None:
-    """The config a shadow replay bundle saved beside its program (None: there is none)."""
-    if not path.is_file():
-        return None
-    try:
-        return DispatchConfig.from_dict(json.loads(path.read_text())["config"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidInputError(f"{str(path)!r} is not a replay bundle's config ({exc})",
-                                "Remove it, or restore the .json the shadow saved.") from None
+    return Target(path.stem, Example(program, saved.load_inputs(program, npz),
+                                     config=saved.load_config(path.with_suffix(".json"))))
 
 
 def _load_module(path: Path) -> ModuleType:
@@ -106,33 +94,6 @@ def _example_of(module: ModuleType, spec: str) -> Example:
     return example
 
 
-def load_inputs(program: Program, npz: Path) -> list[np.ndarray]:
-    """The arrays of ``npz``, one per input buffer of ``program``, by buffer name."""
-    names = [b.name for b in program.inputs]
-    wanted = ", ".join(names) or "none"
-    fix = (f"Save the inputs with numpy.savez(FILE, {', '.join(f'{n}=...' for n in names)}) "
-           "and pass it with --inputs FILE.npz.")
-    if not names:
-        return []
-    if not npz.is_file():
-        raise InvalidInputError(f"inputs file {str(npz)!r} not found (the program's inputs: "
-                                f"{wanted})", fix)
-    try:
-        with np.load(npz, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
-    except (OSError, ValueError) as exc:
-        raise InvalidInputError(f"inputs file {str(npz)!r} is not a readable .npz ({exc})",
-                                fix) from None
-    missing = [n for n in names if n not in arrays]
-    extra = sorted(set(arrays) - set(names))
-    if missing or extra:
-        raise InvalidInputError(
-            f"inputs file {str(npz)!r} has arrays {sorted(arrays) or 'none'}; the program's "
-            f"inputs are {wanted}" + (f" (missing {', '.join(missing)})" if missing else "")
-            + (f" (unknown {', '.join(extra)})" if extra else ""), fix)
-    return [arrays[n] for n in names]
-
-
 def save_target(target: Target, program_path: Path) -> Path:
     """Write the program's wire bytes to ``program_path`` and its inputs next to it
     (``.npz``); returns the inputs path. Saved targets are programs: a sequence is
@@ -144,9 +105,10 @@ def save_target(target: Target, program_path: Path) -> Path:
     npz = program_path.with_suffix(".npz")
     try:
         program_path.write_bytes(program.to_wire())
-        np.savez(npz, **{b.name: np.asarray(a) if not isinstance(a, bytes | bytearray)
-                         else np.frombuffer(a, b.dtype.storage_np)
-                         for b, a in zip(program.inputs, target.example.inputs, strict=True)})
+        saved.save_inputs(npz, program, [np.asarray(a) if not isinstance(a, bytes | bytearray)
+                                         else np.frombuffer(a, b.dtype.storage_np)
+                                         for b, a in zip(program.inputs, target.example.inputs,
+                                                         strict=True)])
     except OSError as exc:
         raise InvalidInputError(f"cannot save to {str(program_path)!r}: {exc.strerror}",
                                 "Pass --save a path in an existing, writable folder.") from None

@@ -170,8 +170,12 @@ class _Lowering:
         mantissa, exponent = math.frexp(abs(value))
         whole = int(math.ldexp(mantissa, 53))
         hi, lo = whole >> 32, whole & 0xFFFFFFFF
-        magnitude = (f"ldexp(f64({hi}u ^ {OPAQUE_ZERO}) * 4294967296.0lf + "
-                     f"f64({lo}u ^ {OPAQUE_ZERO}), {exponent - 53}i)")
+        # whole * 2^e in two exact steps, each factor normal: one ldexp to a subnormal
+        # result gives 0 on some drivers
+        first = (exponent - 53) // 2
+        integer = f"(f64({hi}u ^ {OPAQUE_ZERO}) * 4294967296.0lf + f64({lo}u ^ {OPAQUE_ZERO}))"
+        scaled = _Lowering.exact(t, f"({integer} * ldexp(1.0lf, {first}i))")
+        magnitude = f"({scaled} * ldexp(1.0lf, {exponent - 53 - first}i))"
         return f"(-{magnitude})" if math.copysign(1.0, value) < 0 else magnitude
 
     def type_of(self, e: Expr) -> DType:
@@ -217,9 +221,10 @@ class _Lowering:
                 return f"select({self.expr(if_false)}, {self.expr(if_true)}, {self.expr(cond)})"
             case Cast(dtype, value):
                 return self.cast(self.type_of(value), dtype, self.expr(value))
-            case Fma(a, b, c):
-                return self.exact(self.type_of(a),
-                                  f"fma({self.expr(a)}, {self.expr(b)}, {self.expr(c)})")
+            case Fma(a, b, c):  # a * b + c, two roundings: fused is not on every device
+                t = self.type_of(a)
+                product = self.exact(t, f"({self.expr(a)} * {self.expr(b)})")
+                return self.exact(t, f"({product} + {self.hidden(self.expr(c))})")
             case Atomic():
                 raise AssertionError("atomics are lowered as let statements")
         raise AssertionError(e)
@@ -232,6 +237,8 @@ class _Lowering:
         if op is BinOp.NE and t.is_float:
             return f"(!({a} == {b}))"  # != may lower to an ordered compare: false for NaN
         if op in _ARITH:
+            if op in (BinOp.ADD, BinOp.SUB) and t.is_float:
+                b = self.hidden(b)  # (or v - v, v + (-v) of one value folds to 0)
             value = f"({a} {_ARITH[op]} {b})"
             return self.exact(t, value) if op in (BinOp.ADD, BinOp.SUB, BinOp.MUL) else value
         ty = _TYPE[t]
@@ -337,10 +344,16 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
         through (see OPAQUE_ZERO); integers need none (their arithmetic is exact)."""
         if t is DType.F32:
             return f"bitcast<f32>(bitcast<u32>({x}) ^ {OPAQUE_ZERO})"
-        if t in (DType.F16, DType.F64):  # (no bitcast of these to u32: x + -0.0 is x, and
-            # the compiler cannot see that this -0.0 is one)
-            return f"({x} + {_TYPE[t]}(bitcast<f32>(0x80000000u ^ {OPAQUE_ZERO})))"
+        if t in (DType.F16, DType.F64):  # (no bitcast of these to u32)
+            return _Lowering.hidden(x)
         return x
+
+    @staticmethod
+    def hidden(x: str) -> str:
+        """A float ``x`` or ``-x``, the choice made by a word the compiler cannot see: it
+        knows nothing of the value (a second xor with the same word would cancel the
+        first, so operands of a result already behind one take this form)."""
+        return f"select({x}, -({x}), {OPAQUE_ZERO} != 0u)"
 
     def cast(self, src: DType, dst: DType, x: str) -> str:
         if src is dst:
