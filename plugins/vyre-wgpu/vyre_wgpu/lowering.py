@@ -655,9 +655,10 @@ _LOG_F32 = """fn vyre_log_f32(x0: f32) -> f32 {
 }"""
 
 
-#: sin and cos for f32 over the whole domain: x = q (pi/2) + r with |r| <= pi/4, r from
-#: the bits of 2/pi (Payne-Hanek, 96 bits of 2/pi against the 24-bit significand, in u32
-#: limbs), then Taylor polynomials on r (their truncation error is below 2^-28).
+#: sin and cos for f32 over the whole domain, within 1 ULP: x = q (pi/2) + r with
+#: |r| <= pi/4, r from the bits of 2/pi (Payne-Hanek, 96 bits of 2/pi against the 24-bit
+#: significand, in u32 limbs) kept as r + lo, then Taylor polynomials on r (their
+#: truncation error is below 2^-28) with lo's first-order term.
 _TRIG_F32 = """struct VyreReduced { r: f32, lo: f32, q: u32 }
 
 fn vyre_mul_wide(a: u32, b: u32) -> vec2<u32> {
@@ -720,14 +721,23 @@ fn vyre_reduce_pio2(x: f32) -> VyreReduced {
         top = (fh << sh) | (fl >> (32u - sh));
         low = fl << sh;
     }
-    let a = vyre_x(f32(top >> 8u) * vyre_pow2(-24 - i32(lz)));
+    let scale = vyre_pow2(-24 - i32(lz));
+    let a = vyre_x(f32(top >> 8u) * scale);
+    let a_hi = vyre_x(f32((top >> 8u) & 0xfff000u) * scale);  // 12 bits each: exact
+    let a_lo = vyre_x(f32((top >> 8u) & 0xfffu) * scale);
     let b = vyre_x(f32(((top & 0xffu) << 16u) | (low >> 16u)) * vyre_pow2(-48 - i32(lz)));
     let p1 = vyre_k(0x3fc90fdbu);
     let p2 = vyre_k(0xb33bbd2eu);
-    // r + lo = (a + b) (p1 + p2), with a * p1 split exactly (fma) and summed exactly
+    // r + lo = (a + b) (p1 + p2): a * p1 = ph + pl exactly (Dekker's product over the
+    // 12-bit halves of a and of p1, so it holds where fma is not fused), summed exactly
     let t = vyre_x(fma(a, p2, vyre_x(b * p1)));
     let ph = vyre_x(a * p1);
-    let pl = vyre_x(fma(a, p1, vyre_x(-ph)));
+    let p1h = vyre_k(0x3fc90000u);
+    let p1l = vyre_k(0x39fdb000u);
+    let e1 = vyre_x(vyre_x(a_hi * p1h) - ph);
+    let e2 = vyre_x(e1 + vyre_x(a_hi * p1l));
+    let e3 = vyre_x(e2 + vyre_x(a_lo * p1h));
+    let pl = vyre_x(e3 + vyre_x(a_lo * p1l));
     var r = vyre_x(ph + t);
     var lo = vyre_x(vyre_x(vyre_x(ph - r) + t) + pl);
     if (neg_frac != ((ux >> 31u) == 1u)) {
