@@ -10,7 +10,7 @@ import pytest
 
 from vyre_core import ir, saved
 from vyre_core.config import DispatchConfig
-from vyre_core.shadow_sampler import Sample, ShadowSampler
+from vyre_core.shadow_sampler import Every, Sample, ShadowSampler
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
@@ -44,7 +44,7 @@ def test_a_divergence_is_saved_and_a_failing_reference_does_not_end_the_thread(t
             raise TypeError("a reference that breaks once")
         return [xs[0] + xs[1]]
 
-    sampler = ShadowSampler(1, tmp_path / "bundles", reference)
+    sampler = ShadowSampler(Every(1), tmp_path / "bundles", reference)
     wrong = [np.array([1, 2, 3, 5], np.uint32)]
     for backend in ("odd.v2/x", "odd.v2/x", "fine"):
         outputs = wrong if backend != "fine" else [inputs[0] + inputs[1]]
@@ -59,3 +59,17 @@ def test_a_divergence_is_saved_and_a_failing_reference_does_not_end_the_thread(t
     assert json.loads(bundle.with_suffix(".json").read_text())["backend"] == "odd.v2/x"
     assert [a.tolist() for a in saved.load_inputs(program, bundle.with_suffix(".npz"))] == \
         [a.tolist() for a in inputs]
+
+
+@pytest.mark.parametrize("every", [0, -1, 1.5, True])
+def test_a_bad_shadow_every_is_refused_before_the_driver_makes_a_run_directory(monkeypatch,
+                                                                              every):
+    import vyre_core.driver as driver
+    from vyre_core.errors import InvalidConfigError
+
+    def no_run_dir():
+        raise AssertionError("a run directory was made for a Driver that is refused")
+
+    monkeypatch.setattr(driver, "RunDir", no_run_dir)
+    with pytest.raises(InvalidConfigError, match="shadow_every="):
+        driver.Driver(shadow_every=every)

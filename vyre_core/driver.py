@@ -51,7 +51,7 @@ from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import Explanation, RouteDecision, RoutingPolicy
 from vyre_core.sequence import Role
 from vyre_core.sequence import Sequence as StepSequence
-from vyre_core.shadow_sampler import Sample, ShadowSampler, default_dir
+from vyre_core.shadow_sampler import Every, Sample, ShadowSampler, default_dir
 from vyre_core.supervisor.pool import Pool, PoolOptions, Request
 from vyre_core.supervisor.pools import Pools
 from vyre_core.supervisor.rundir import RunDir
@@ -308,11 +308,14 @@ class Driver:
         self.registry = registry if registry is not None else Registry.discover()
         self.options = options or PoolOptions(**option_fields)
         self._backend_options = dict(backend_options or {})
+        # checked before the run directory exists; its thread starts last, when nothing
+        # after it can fail and leave it behind
+        shadow = None if shadow_every is None else self._shadow_plan(shadow_every)
         self._shadow: ShadowSampler | None = None
         self._own_process(RunDir())
         self.routing = RoutingPolicy(self.registry, self.pools)
-        if shadow_every is not None:  # (last: nothing after it can fail and leave its thread)
-            self._shadow = self._shadow_sampler(shadow_every, shadow_dir)
+        if shadow is not None:
+            self._shadow = self._shadow_sampler(*shadow, shadow_dir)
         _DRIVERS.add(self)
         atexit.register(self.close)
 
@@ -326,18 +329,23 @@ class Driver:
                            lambda: self.routing.router.invalidate(), rundir,
                            self._finalize_in_multiprocessing_child)
 
-    def _shadow_sampler(self, every: int, directory: str | os.PathLike | None) -> ShadowSampler:
+    def _shadow_plan(self, every: int) -> tuple[Every, str]:
+        """The sampling rule and the reference backend's id, or the error saying why not."""
+        rule = Every(every)
         reference = next((r.id for r in self.registry.backends() if r.is_reference), None)
         if reference is None:
             raise InvalidConfigError("shadow_every needs the reference backend, which is not "
                                      "loaded", "Install vyre-reference, or leave shadow_every "
                                      "out.")
+        return rule, reference
 
+    def _shadow_sampler(self, rule: Every, reference: str,
+                        directory: str | os.PathLike | None) -> ShadowSampler:
         def run_reference(program: Program, inputs: Sequence[Any],
                           config: DispatchConfig) -> Outputs:
             return self._dispatch(program, inputs, reference, config, None, sample=False)
 
-        return ShadowSampler(every, Path(directory) if directory else default_dir(),
+        return ShadowSampler(rule, Path(directory) if directory else default_dir(),
                              run_reference)
 
     def shadow_report(self) -> dict[str, Any] | None:
@@ -416,7 +424,8 @@ class Driver:
         request = self._dispatch_request(program, inputs, config)
         if out is not None:
             _check_out(program, request.outputs, out)
-        bound = list(request.arrays)  # (the caller's data, unchanged until this returns)
+        shadow = self._shadow if sample else None
+        bound = None if shadow is None else list(request.arrays)  # (unchanged till return)
         pool, _, (meta, arrays) = self.routing.call(
             program, backend, lambda pool: request.renewed(), request.deadline,
             request.timeout)
@@ -425,8 +434,7 @@ class Driver:
                 np.copyto(target.reshape(-1), array, casting="no")
             arrays = list(out)  # the shared results go back to the pool now
         outputs = _outputs(meta, arrays)
-        shadow = self._shadow if sample else None
-        if shadow is not None and not pool.registration.is_reference and shadow.rule.due():
+        if bound is not None and not pool.registration.is_reference and shadow.rule.due():
             shadow.offer(Sample(program, [np.array(a, copy=True) for a in bound], config,
                                 [np.array(a, copy=out is not None) for a in outputs],
                                 pool.backend))

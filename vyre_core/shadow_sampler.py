@@ -73,8 +73,8 @@ class Every:
 class ShadowSampler:
     """One background thread comparing samples with ``run_reference``; see the module."""
 
-    def __init__(self, every: int, directory: Path, run_reference: RunReference) -> None:
-        self.rule = Every(every)
+    def __init__(self, rule: Every, directory: Path, run_reference: RunReference) -> None:
+        self.rule = rule
         self.directory = Path(directory)
         self._run = run_reference
         self._queue: queue.Queue[Sample | None] = queue.Queue(QUEUE)

@@ -94,13 +94,9 @@ _FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.EXP: "exp", UnOp.LOG: "log", UnOp.SIN: "sin
 _ATOMIC_FN = {AtomicOp.ADD: "atomicAdd", AtomicOp.SUB: "atomicSub", AtomicOp.MIN: "atomicMin",
               AtomicOp.MAX: "atomicMax", AtomicOp.AND: "atomicAnd", AtomicOp.OR: "atomicOr",
               AtomicOp.XOR: "atomicXor", AtomicOp.EXCHANGE: "atomicExchange"}
-# Ordered comparisons against these test finiteness (x - x == 0 tests get folded away).
-_MAX_FINITE = {DType.F16: "65504.0h", DType.F32: "bitcast<f32>(0x7f7fffffu)",
-               DType.F64: "1.7976931348623157e308lf"}
 _INT_LIMITS = {DType.U32: ("0u", "4294967295u", 0.0, 4294967296.0),
                DType.I32: ("bitcast<i32>(0x80000000u)", "2147483647i", -2147483648.0,
                            2147483648.0)}
-
 
 def _unsupported(what: str) -> UnsupportedFeatureError:
     return UnsupportedFeatureError(f"the wgpu backend cannot express {what} in WGSL",
