@@ -34,13 +34,14 @@ class Shell:
     ``auto_hello`` makes it say hello at once."""
 
     def __init__(self, auto_start: bool = True, auto_hello: bool = True,
-                 **options: Any) -> None:
+                 resolved: tuple[int, ...] | None = None, **options: Any) -> None:
+        """``resolved``: the devices the pool found for ``devices="all"``."""
         fields = {"heartbeat_interval": 0.5, "heartbeat_timeout": 30.0, "kill_grace": 2.0,
                   "startup_timeout": 10.0, "max_restarts": 3, "restart_window": 60.0,
                   "cooldown": 30.0}
         fields.update(options)
         self.options = PoolOptions(**fields)
-        self.machine = PoolMachine("b", self.options)
+        self.machine = PoolMachine("b", self.options, resolved)
         self.now = 0.0
         self.auto_start = auto_start
         self.auto_hello = auto_hello
@@ -82,10 +83,14 @@ class Shell:
 
     def submit(self, *, op: Op = Op.DISPATCH, timeout: float | None = None,
                retries: int = 1, slot: int | None = None,
-               generation: int | None = None, label: str = "") -> Request:
-        req = Request(op, {"label": label} if label else {}, [],
-                      deadline=None if timeout is None else self.now + timeout,
-                      timeout=timeout, retries=retries, slot=slot, generation=generation)
+               generation: int | None = None, label: str = "", fp: str | None = None,
+               devices: set[int] | None = None) -> Request:
+        meta: dict[str, Any] = {"label": label} if label else {}
+        if fp is not None:
+            meta["fp"] = fp
+        req = Request(op, meta, [], deadline=None if timeout is None else self.now + timeout,
+                      timeout=timeout, retries=retries, slot=slot, generation=generation,
+                      devices=None if devices is None else frozenset(devices))
         self.machine.submit(req, self.now)
         self.run()
         return req
@@ -120,10 +125,15 @@ class Shell:
         if self.auto_hello:
             self.hello(index)
 
-    def hello(self, index: int, proof: bytes = PROOF, caps: dict | None = None) -> None:
+    def hello(self, index: int, proof: bytes = PROOF, caps: dict | None = None,
+              **meta: Any) -> None:
+        """The worker says hello, on the device it was pinned to unless ``meta`` says
+        otherwise."""
         w = self.worker(index)
+        meta = {"device": w.device, **meta}
         self.machine.message(w.identity, Message(Op.HELLO, 0, w.generation, {
-            "capabilities": CAPS if caps is None else caps, "proof": proof}), self.now)
+            "capabilities": CAPS if caps is None else caps, "proof": proof, **meta}),
+            self.now)
         self.run()
 
     def receive(self, index: int, req: Request | None = None) -> None:

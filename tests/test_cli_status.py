@@ -52,11 +52,11 @@ def test_rows_show_spares_and_failures_and_escape_what_another_process_wrote() -
         {"index": 0, "pid": 11, "generation": 3, "state": "idle", "served": 5, "restarts": 2,
          "in_flight": 0, "spare": False},
         {"index": 1, "pid": 12, "generation": 1, "state": "spare", "served": 0,
-         "restarts": 0, "in_flight": 0, "spare": True}]}}
+         "restarts": 0, "in_flight": 0, "spare": True, "device": 2}]}}
     assert status_command.rows(pools) == [
-        ["\\[bold]evil", "0", "11", "3", "idle", "5", "2", "0"],
-        ["\\[bold]evil", "1", "12", "1", "spare", "0", "0", "0"],
-        ["\\[bold]evil", "-", "-", "-", "pool failed: it \\[red]broke", "", "", ""]]
+        ["\\[bold]evil", "0", "-", "11", "3", "idle", "5", "2", "0"],
+        ["\\[bold]evil", "1", "2", "12", "1", "spare", "0", "0", "0"],
+        ["\\[bold]evil", "-", "-", "-", "-", "pool failed: it \\[red]broke", "", "", ""]]
 
 
 def one_store() -> ir.Program:

@@ -21,6 +21,7 @@ from vyre_core.contract import (
     HOOK_NAMES,
     CacheSnapshot,
     Capabilities,
+    DeviceInfo,
     LoadedBackend,
     ReadyPending,
     SequenceRun,
@@ -31,6 +32,7 @@ from vyre_core.contract import (
 from vyre_core.contract.defaults import CAPABILITY_HOOKS
 from vyre_core.errors import (
     DispatchError,
+    InvalidConfigError,
     InvalidInputError,
     InvalidSequenceError,
     LaunchLimitError,
@@ -334,6 +336,75 @@ def test_default_lifecycle_hooks_are_no_ops(minimal):
     assert plugin.received == []
 
 
+def test_default_devices_are_one_device_that_only_0_selects(minimal):
+    plugin, host = minimal
+    assert host.devices() == [DeviceInfo(0, "minimal")]
+    host.select_device(0)
+    assert host.device == 0
+    with pytest.raises(UnsupportedFeatureError) as err:
+        host.select_device(2)
+    assert "has no device 2; its devices: 0 (minimal)" in str(err.value)
+    assert "\nFix: " in str(err.value) and host.device == 0
+    assert plugin.received == []
+
+
+def test_a_backend_that_lists_devices_but_cannot_select_one_runs_on_device_0_only():
+    class Lister:
+        VYRE_CONTRACT = 1
+
+        @hookimpl
+        def vyre_backend_id(self):
+            return "lister"
+
+        @hookimpl
+        def vyre_dispatch(self, program, inputs, config):
+            raise AssertionError("not called")
+
+        @hookimpl
+        def vyre_devices(self):
+            return [DeviceInfo(0, "a"), DeviceInfo(1, "b")]
+
+    host = BackendHost(Lister())
+    with pytest.raises(UnsupportedFeatureError) as err:
+        host.select_device(1)
+    assert "does not implement vyre_select_device" in str(err.value)
+    assert host.device is None
+    host.select_device(0)
+    assert host.device == 0
+
+
+@pytest.mark.parametrize("answer, words", [
+    ([], "not a list of devices"),
+    ("gpu0", "not a list of devices"),
+    ([{"id": 0, "name": "a"}, {"id": 0, "name": "b"}], "duplicate ids [0, 0]"),
+    ([{"id": -1, "name": "a"}], "id=-1"),
+    ([{"id": True, "name": "a"}], "id=True"),
+    ([{"name": "a"}], "bad device description"),
+    ([{"id": 0, "name": "a", "colour": "red"}], "bad device description"),
+    ([{"id": 0, "name": "a", "memory_bytes": 1.5}], "memory_bytes=1.5"),
+    ([{"id": 0, "name": "a", "software": "yes"}], "software='yes'"),
+])
+def test_a_malformed_device_list_is_refused_with_a_fix(answer, words):
+    class Lister:
+        VYRE_CONTRACT = 1
+
+        @hookimpl
+        def vyre_backend_id(self):
+            return "lister"
+
+        @hookimpl
+        def vyre_dispatch(self, program, inputs, config):
+            raise AssertionError("not called")
+
+        @hookimpl
+        def vyre_devices(self):
+            return answer
+
+    with pytest.raises(InvalidConfigError) as err:
+        BackendHost(Lister()).devices()
+    assert words in str(err.value) and "vyre_devices" in str(err.value)
+
+
 def test_default_try_recover_raises_and_keeps_the_generation(minimal):
     _, host = minimal
     pipeline = host.compile(sum4_program())
@@ -620,6 +691,17 @@ class FullBackend:
         self._seen("vyre_device_profile")
         return dict(FULL_PROFILE)
 
+    # devices
+    @hookimpl
+    def vyre_devices(self):
+        self._seen("vyre_devices")
+        return [DeviceInfo(0, "full zero", "vyre", 2**30), {"id": 3, "name": "full three"}]
+
+    @hookimpl
+    def vyre_select_device(self, device_id):
+        self._seen("vyre_select_device")
+        self.selected = device_id
+
     # lifecycle
     @hookimpl
     def vyre_prepare(self):
@@ -806,6 +888,26 @@ def check_device_profile(host, backend):
     assert host.capabilities().extra == FULL_PROFILE  # none of its keys is a capability
 
 
+def check_devices(host, backend):
+    assert host.devices() == [DeviceInfo(0, "full zero", "vyre", 2**30, False),
+                              DeviceInfo(3, "full three")]
+    host.devices()
+    assert backend.calls == ["vyre_devices"]  # listed once
+
+
+def check_select_device(host, backend):
+    host.select_device(3)
+    assert backend.selected == 3 and host.device == 3
+    with pytest.raises(UnsupportedFeatureError) as err:
+        host.select_device(1)
+    assert "no device 1; its devices: 0 (full zero), 3 (full three)" in str(err.value)
+    assert "PoolOptions(devices=...)" in str(err.value) and host.device == 3
+    host.prepare()
+    with pytest.raises(InvalidInputError, match="prepared on device 3"):
+        host.select_device(0)
+    assert backend.calls == ["vyre_devices", "vyre_select_device", "vyre_prepare"]
+
+
 def check_prepare(host, backend):
     host.prepare()
     host.prepare()
@@ -879,6 +981,8 @@ FULL_CHECKS = {
     **{f"vyre_{name}": _capability_check(name) for name in CAPABILITY_HOOKS
        if name != "supported_ops"},
     "vyre_device_profile": check_device_profile,
+    "vyre_devices": check_devices,
+    "vyre_select_device": check_select_device,
     "vyre_prepare": check_prepare,
     "vyre_flush": check_flush,
     "vyre_shutdown": check_shutdown,

@@ -15,6 +15,7 @@ from vyre_core.errors import InvalidInputError, NoCapableBackendError, PluginLoa
 from vyre_core.ir.requirements import ALL_OPS
 from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import (
+    Candidate,
     Explanation,
     Rejection,
     RouteDecision,
@@ -257,7 +258,7 @@ def test_no_backends_at_all():
 
 
 def test_skip_falls_over_to_the_next_capable_backend():
-    r = router(GPU, REFERENCE, skip=lambda b, _: {"gpu": "pool failed"}.get(b))
+    r = router(GPU, REFERENCE, skip=lambda b, _, d: {"gpu": "pool failed"}.get(b))
     assert r.route(f32_program()).backend == "reference"
     assert [(e.backend, e.accepted, e.reasons) for e in r.explain(f64_program())] == [
         ("gpu", False, ("pool failed", "needs f64 (supports_f64 is false)")),
@@ -270,7 +271,7 @@ def test_skip_falls_over_to_the_next_capable_backend():
 
 def test_cached_decision_is_not_returned_for_a_newly_skipped_backend():
     failed: set[str] = set()
-    r = router(GPU, REFERENCE, skip=lambda b, _: "pool failed" if b in failed else None)
+    r = router(GPU, REFERENCE, skip=lambda b, _, d: "pool failed" if b in failed else None)
     prog = f32_program()
     assert r.route(prog).backend == "gpu"
     failed.add("gpu")                      # no invalidate(): the safety net still holds
@@ -495,3 +496,40 @@ def test_a_requirement_routing_does_not_know_is_refused_with_the_known_ones(chan
     assert "atomics, barriers, workgroup_memory, f16, f64" in info.value.fix
     with pytest.raises(InvalidInputError):
         rejection_reasons(req, caps(supports_f64=True, supports_f16=True))
+
+
+# -- per-device capabilities (a pool with one worker set per device) ------------------------
+
+
+def test_routing_keeps_a_program_to_the_devices_that_can_run_it():
+    f64 = caps(supports_f64=True)
+    r = Router(lambda: [Candidate(GPU, caps(), 0), Candidate(GPU, f64, 1),
+                        Candidate(GPU, f64, 2), (REFERENCE, REFERENCE.claims)])
+    assert r.route(f64_program()).devices == (1, 2)
+    assert r.route(f64_program(), backend="gpu").devices == (1, 2)
+    assert r.route(f32_program()).devices == (0, 1, 2)
+    assert r.route(f32_program(), backend="reference").devices is None
+    text = format_explanation(r.explain(f64_program()))
+    assert "gpu device 0 (rank 10): rejected" in text
+    assert "gpu device 1 (rank 10): chosen" in text
+
+
+def test_a_software_device_is_demoted_while_the_backends_hardware_device_keeps_its_place():
+    soft = caps(extra={"software_adapter": True})
+    r = Router(lambda: [Candidate(GPU, soft, 0), Candidate(GPU, caps(), 1),
+                        Candidate(REFERENCE, REFERENCE.claims)])
+    decision = r.route(f32_program())
+    assert (decision.backend, decision.devices) == ("gpu", (1,))
+    only_soft = Router(lambda: [Candidate(GPU, soft, 0), Candidate(REFERENCE, REFERENCE.claims)])
+    assert only_soft.route(f32_program()).backend == "reference"
+    assert only_soft.route(f32_program(), backend="gpu").devices == (0,)
+
+
+def test_a_backend_none_of_whose_devices_can_run_a_program_names_each_device():
+    r = Router(lambda: [Candidate(GPU, caps(), 0), Candidate(GPU, caps(), 1)])
+    with pytest.raises(NoCapableBackendError) as err:
+        r.route(f64_program(), backend="gpu")
+    assert "device 0: " in str(err.value) and "device 1: " in str(err.value)
+    with pytest.raises(NoCapableBackendError) as err:
+        r.route(f64_program())
+    assert len(err.value.details["rejections"]["gpu"]) == 2

@@ -26,6 +26,7 @@ _LAZY = {
     "SequenceBuilder": "vyre_core.sequence",
     "CompiledPipeline": "vyre_core.pipeline", "CompiledSequence": "vyre_core.pipeline",
     "Capabilities": "vyre_core.contract.types", "LoopRun": "vyre_core.contract.types",
+    "DeviceInfo": "vyre_core.contract.types",
     "Outputs": "vyre_core.contract.types", "Timing": "vyre_core.contract.types",
     "format_explanation": "vyre_core.routing", "ShadowCase": "vyre_core.shadow",
 }
@@ -33,8 +34,8 @@ _LAZY = {
 # A library logs, the application decides where it goes (logging's own convention).
 logging.getLogger("vyre").addHandler(logging.NullHandler())
 __all__ = [
-    "Capabilities", "CompiledPipeline", "CompiledSequence", "DispatchConfig", "Driver",
-    "Example", "LoopRun", "Outputs", "PendingResult", "PoolOptions", "Program",
+    "Capabilities", "CompiledPipeline", "CompiledSequence", "DeviceInfo", "DispatchConfig",
+    "Driver", "Example", "LoopRun", "Outputs", "PendingResult", "PoolOptions", "Program",
     "ResidentBuffer", "Sequence", "SequenceBuilder", "ShadowCase", "Timing", "VyreError",
     "__version__", "errors", "format_explanation", "ir",
 ]

@@ -33,13 +33,14 @@ import numpy as np
 
 from vyre_core import abi
 from vyre_core.config import DispatchConfig
-from vyre_core.contract.types import Capabilities, LoopRun, Outputs, Timing
+from vyre_core.contract.types import Capabilities, DeviceInfo, LoopRun, Outputs, Timing
 from vyre_core.errors import (
     DispatchTimeoutError,
     InvalidConfigError,
     InvalidInputError,
     InvalidSequenceError,
     LaunchLimitError,
+    NoCapableBackendError,
     PipelineInvalidatedError,
     PoolFailedError,
 )
@@ -399,6 +400,12 @@ class Driver:
         to the pool's startup_timeout per try)."""
         return self.pools.probe(backend, _deadline(timeout), _checked_timeout(timeout))
 
+    def devices(self, backend: str, timeout: float | None = None) -> list[DeviceInfo]:
+        """The devices ``backend`` lists (``PoolOptions(devices=...)`` names them by id), as
+        its worker reported them: probed first, as ``probe`` does."""
+        self.probe(backend, timeout)
+        return self.pools.open(backend).devices
+
     # -- dispatch --------------------------------------------------------------------------
 
     def _dispatch_request(self, program: Program, inputs: Sequence[Any],
@@ -462,17 +469,19 @@ class Driver:
         if pool is None:
             self._in_background(outcome, program, backend, request)
         else:
-            first = request.renewed()
+            first = self.routing.place(request.renewed(), program, backend, pool)
             pool.submit(first).add_done_callback(
-                lambda done: self._async_done(done, outcome, program, backend, request, pool))
+                lambda done: self._async_done(done, outcome, program, backend, request, pool,
+                                              first))
         return PendingResult(outcome)
 
     def _async_done(self, done: Future, outcome: Future, program: Program,
-                    backend: str | None, request: Request, pool: Pool) -> None:
-        """Runs in the pool's I/O thread: pass the answer on, or hand the call to a
-        background thread when routing must try again."""
+                    backend: str | None, request: Request, pool: Pool, ran: Request) -> None:
+        """Runs in the pool's I/O thread: pass the answer on (of ``ran``, the copy of
+        ``request`` that ran), or hand the call to a background thread when routing must
+        try again."""
         exc = done.exception()
-        if exc is not None and self.routing.again(exc, program, backend, pool):
+        if exc is not None and self.routing.again(exc, program, backend, pool, ran):
             self._in_background(outcome, program, backend, request)
         elif exc is not None:
             outcome.set_exception(exc)
@@ -577,12 +586,31 @@ class Driver:
                                     "worker (same backend, worker and generation)",
                                     "Allocate them on the same backend, one after another.")
         first = buffers[0]
+        self._check_device(program.check(), first, config.timeout)
         meta, _ = first._call(Op.DISPATCH_RESIDENT, {
             "fp": program.check().fingerprint(), "program": program.to_wire(),
             "config": config.to_dict(),
             "handles": [b.handle for b in buffers], "label": config.label},
             timeout=config.timeout)
         return Timing(meta["wall_ns"], meta.get("device_ns"), config.label)
+
+    def _check_device(self, work: Program | StepSequence, buffer: ResidentBuffer,
+                      timeout: float | None) -> None:
+        """Refuse work for resident buffers whose device cannot run it (a pool with one
+        worker set per device: capabilities differ per device)."""
+        pool = buffer.pool
+        if not pool.pinned:
+            return
+        device = pool.device_of(buffer.slot)
+        devices = self.routing.route(work, pool.backend, _deadline(timeout), timeout).devices
+        if devices is not None and device not in devices:
+            raise NoCapableBackendError(
+                f"the resident buffers live on device {device} of {pool.backend!r}, which "
+                f"cannot run {type(work).__name__.lower()} {work.fingerprint()[:12]} (its "
+                f"devices that can: {', '.join(map(str, devices))})",
+                "Allocate the buffers with allocate_resident(near=...) next to a buffer on a "
+                "capable device, or run the work without resident buffers.",
+                rejections={pool.backend: [f"device {device} cannot run it"]})
 
     # -- sequences -------------------------------------------------------------------------
 
@@ -605,6 +633,7 @@ class Driver:
                     f"{pool.backend!r}", "Leave backend out, or allocate the buffers there.")
             # (capable, or every reason why not)
             self.routing.route(sequence, pool.backend, request.deadline, request.timeout)
+            self._check_device(sequence, next(iter(resident.values())), request.timeout)
             return _sequence_outputs(*pool.call(request))
         _, _, reply = self.routing.call(sequence, backend, lambda pool: request.renewed(),
                                         request.deadline, request.timeout)

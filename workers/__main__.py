@@ -4,9 +4,10 @@ Started only by the supervisor. It ignores SIGINT (a terminal's Ctrl-C is the ca
 and the worker dies with its parent or at close), dies with its parent (the kernel's
 parent-death signal works even while this process is stuck in native code), takes its
 identity and hello token from the progress page it inherited, loads exactly one backend
-entry point, prepares it, says hello with its probed capabilities and token on the pool's
-ZeroMQ socket, and serves requests on its lane: the inherited end of a socket pair
-(``--lane-fd``), on which whichever parent thread carries a request sends it.
+entry point, pins it to its device (``--device``), prepares it, says hello with its
+probed capabilities, devices and token on the pool's ZeroMQ socket, and serves requests
+on its lane: the inherited end of a socket pair (``--lane-fd``), on which whichever
+parent thread carries a request sends it.
 """
 
 from __future__ import annotations
@@ -20,16 +21,14 @@ import sys
 import threading
 import time
 import traceback
-from importlib import metadata
 
 import zmq
 
 from vyre_core import protocol
 from vyre_core.dataplane import SegmentMaps
-from vyre_core.errors import PluginLoadError, as_vyre_error
+from vyre_core.errors import VyreError, as_vyre_error
 from vyre_core.protocol import Message, Op, ProgressPage
-from vyre_core.registry import ENTRY_POINT_GROUP
-from vyre_workers.backend_host import BackendHost
+from vyre_workers.backend_host import BackendHost, load_backend
 from vyre_workers.server import WorkerServer
 
 _PR_SET_PDEATHSIG = 1
@@ -44,16 +43,16 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
-def load_backend(entry_point: str, backend: str, generation: int) -> BackendHost:
-    matches = metadata.entry_points(group=ENTRY_POINT_GROUP, name=entry_point)
-    if not matches:
-        raise PluginLoadError(f"no entry point {entry_point!r} in group {ENTRY_POINT_GROUP}",
-                              "Install the backend's distribution in the worker's Python.")
-    host = BackendHost(next(iter(matches)).load(), entry_point, generation)
-    if host.id() != backend:
-        raise PluginLoadError(f"entry point {entry_point!r} is backend {host.id()!r}, "
-                              f"expected {backend!r}", "Reinstall the backend distribution.")
-    return host
+def listed_devices(host: BackendHost) -> list[dict]:
+    """The backend's devices for the hello. A worker pinned to a device has listed them
+    already (an error there fails its start); for an unpinned one the list is only shown,
+    so a backend that cannot list its devices still starts, and says why on stderr."""
+    try:
+        return [d.to_dict() for d in host.devices()]
+    except VyreError as exc:
+        sys.stderr.write(f"vyre worker: backend {host.id()!r} could not list its devices: "
+                         f"{exc}\n")
+        return []
 
 
 def heartbeat(context: zmq.Context, endpoint: str, identity: bytes, interval: float,
@@ -84,6 +83,7 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--spin", type=float, default=0.0)
     parser.add_argument("--max-message-bytes", type=int, default=protocol.MAX_MESSAGE_BYTES)
+    parser.add_argument("--device", type=int, default=None)
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid if parent_pid is None else parent_pid)
     page = ProgressPage(args.page_fd)
@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     control.connect(args.endpoint)
     try:
         host = load_backend(args.entry_point, args.backend, generation)
+        if args.device is not None:
+            host.select_device(args.device)  # before prepare: it opens only this device
+        devices = listed_devices(host)
         host.prepare()
         caps = host.capabilities()
     except BaseException as exc:  # report why we cannot start, then leave
@@ -130,7 +133,8 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     beat.start()
     protocol.send(control, Message(Op.HELLO, 0, generation, {
         "pid": os.getpid(), "backend": host.id(), "version": host.version(),
-        "capabilities": caps.to_dict(), "started": time.time(), "proof": token}))
+        "capabilities": caps.to_dict(), "device": host.device, "devices": devices,
+        "started": time.time(), "proof": token}))
     try:
         server.serve()
         host.shutdown()  # after SHUTDOWN or SIGTERM: release the device cleanly

@@ -11,6 +11,7 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import fields
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from vyre_core.contract.manager import LoadedBackend
 from vyre_core.contract.types import (
     CacheSnapshot,
     Capabilities,
+    DeviceInfo,
     NativePipeline,
     Outputs,
     PendingDispatch,
@@ -30,12 +32,15 @@ from vyre_core.contract.types import (
     SequenceRun,
     TimedDispatch,
     Timing,
+    device_list,
 )
 from vyre_core.errors import (
     DispatchError,
     InvalidInputError,
     InvalidSequenceError,
     LaunchLimitError,
+    PluginLoadError,
+    UnsupportedFeatureError,
     as_vyre_error,
 )
 from vyre_core.ir import Program
@@ -49,6 +54,7 @@ from vyre_core.launch import (
     run_launch,
 )
 from vyre_core.pipeline import CompiledPipeline, pipeline_cache_key
+from vyre_core.registry import ENTRY_POINT_GROUP
 from vyre_core.sequence import Role
 from vyre_core.sequence import Sequence as StepSequence
 
@@ -75,6 +81,8 @@ class BackendHost:
         self.generation = generation
         self._id: str = self.loaded.call("vyre_backend_id")
         self._caps: Capabilities | None = None
+        self._devices: list[DeviceInfo] | None = None
+        self.device: int | None = None  # the device it is pinned to (None: the default)
         self._prepared = False
         self._resident_bytes: dict[int, int] = {}
         self._plans: OrderedDict[tuple, LaunchPlan] = OrderedDict()
@@ -102,6 +110,31 @@ class BackendHost:
 
     def supported_ops(self) -> frozenset[str]:
         return frozenset(self._call("vyre_supported_ops"))
+
+    # -- devices -------------------------------------------------------------------------
+
+    def devices(self) -> list[DeviceInfo]:
+        """The backend's devices, listed once and without opening any."""
+        if self._devices is None:
+            self._devices = device_list(self._call("vyre_devices"))
+        return self._devices
+
+    def select_device(self, device_id: int) -> None:
+        """Pin this host to ``device_id`` before it is prepared; refused when the backend
+        does not list that device."""
+        if self._prepared:
+            raise InvalidInputError(f"backend {self._id!r} is prepared on device "
+                                    f"{self.device}; it cannot move to {device_id}",
+                                    "Select the device before the first request.")
+        devices = self.devices()
+        if device_id not in {d.id for d in devices}:
+            listed = ", ".join(f"{d.id} ({d.name})" for d in devices)
+            raise UnsupportedFeatureError(
+                f"backend {self._id!r} has no device {device_id!r}; its devices: {listed}",
+                "Name one of these ids in PoolOptions(devices=...), or devices='all'; `vyre "
+                "backends --probe` lists every backend's devices.")
+        self._call("vyre_select_device", device_id=device_id)
+        self.device = device_id
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -380,3 +413,16 @@ class _CheckedPending:
             raise as_vyre_error(exc, f"backend {self._backend!r} async dispatch") from exc
         return Outputs(check_outputs(self._plan.program, outputs, self._plan.lengths,
                                      self._backend))
+
+
+def load_backend(entry_point: str, backend: str, generation: int) -> BackendHost:
+    """The backend of ``entry_point``, which must say it is ``backend``."""
+    matches = metadata.entry_points(group=ENTRY_POINT_GROUP, name=entry_point)
+    if not matches:
+        raise PluginLoadError(f"no entry point {entry_point!r} in group {ENTRY_POINT_GROUP}",
+                              "Install the backend's distribution in the worker's Python.")
+    host = BackendHost(next(iter(matches)).load(), entry_point, generation)
+    if host.id() != backend:
+        raise PluginLoadError(f"entry point {entry_point!r} is backend {host.id()!r}, "
+                              f"expected {backend!r}", "Reinstall the backend distribution.")
+    return host

@@ -67,7 +67,18 @@ def _probed(drv: Driver, backend: str) -> dict[str, Any]:
     return {"capabilities": caps.to_dict(),
             "adapter": extra.get("device") or extra.get("description"),
             "adapter_type": extra.get("adapter_type"), "api": extra.get("backend_type"),
-            "software_adapter": is_software_adapter(caps)}
+            "software_adapter": is_software_adapter(caps),
+            "devices": [d.to_dict() for d in drv.devices(backend)]}
+
+
+def describe_devices(devices: list[dict[str, Any]]) -> str:
+    """A backend's devices, one line each: the ids ``PoolOptions(devices=...)`` takes."""
+    lines = []
+    for d in devices:
+        memory = "" if d["memory_bytes"] is None else f", {d['memory_bytes'] / 2**30:.1f} GiB"
+        lines.append(f"{d['id']}: {d['name']}{memory}"
+                     + (" [yellow](software)[/]" if d["software"] else ""))
+    return "\n".join(lines) or "-"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     columns = ["id", "version", "distribution", "precedence", "status"]
     if args.probe:
-        columns.append("adapter")
+        columns += ["adapter", "devices"]
     table = []
     for row in rows:
         status = {"loaded": "[green]loaded[/]", "disabled": "[yellow]disabled[/]"}.get(
@@ -92,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
             adapter = row.get("adapter") or ("-" if row.get("capabilities") is None else "host")
             cells.append(adapter + (" [yellow](software)[/]" if row.get("software_adapter")
                                     else ""))
+            cells.append(describe_devices(row.get("devices") or []))
         table.append(cells)
     print_table(columns, table, title="vyre backends (routing order: lowest precedence first)")
     return 0

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vyre_core import __version__
-from vyre_core.cli.backends import listing
+from vyre_core.cli.backends import describe_devices, listing
 from vyre_core.cli.output import console, err_console, ok, print_json, print_table
 from vyre_core.errors import SystemResourceError
 from vyre_core.registry import SELECT_ENV, Registry
@@ -171,7 +171,7 @@ def adapters(registry: Registry, show_progress: bool) -> list[dict[str, Any]]:
     return [{"backend": r["id"], "device": r.get("adapter"), "adapter_type": r.get("adapter_type"),
              "backend_type": r.get("api"), "software_adapter": r.get("software_adapter", False),
              "error": r["reason"] if r["status"] == "failed to start" else None,
-             "fix": r.get("fix")}
+             "fix": r.get("fix"), "devices": r.get("devices") or []}
             for r in rows if r["status"] in ("loaded", "failed to start")]
 
 
@@ -271,11 +271,13 @@ def _print(report: dict[str, Any]) -> None:
                 [["loader", vk["loader"] or "[bold red]not found[/]"],
                  [f"drivers ({vk['icd_source']})", "\n".join(icds) or "[bold red]none[/]"]],
                 title="Vulkan")
-    print_table(["backend", "adapter", "type", "API", "software"],
+    print_table(["backend", "adapter", "type", "API", "software", "devices"],
                 [[a["backend"], a.get("device") or ("-" if a["error"] else "host"),
                   a.get("adapter_type") or "-", a.get("backend_type") or "-",
-                  "-" if a["error"] else ("[yellow]yes[/]" if a["software_adapter"] else "no")]
-                 if not a["error"] else [a["backend"], f"[bold red]{a['error']}[/]", "-", "-", "-"]
+                  "-" if a["error"] else ("[yellow]yes[/]" if a["software_adapter"] else "no"),
+                  describe_devices(a["devices"])]
+                 if not a["error"] else [a["backend"], f"[bold red]{a['error']}[/]", "-", "-", "-",
+                                         "-"]
                  for a in report["adapters"]], title="adapters (probed in each backend's worker)")
     dirs = report["run_dirs"]
     for entry in dirs["removed"]:

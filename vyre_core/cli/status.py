@@ -13,7 +13,8 @@ from rich.markup import escape
 from vyre_core.cli.output import console, print_json, print_table
 from vyre_core.supervisor import published, rundir
 
-COLUMNS = ("backend", "slot", "pid", "gen", "state", "served", "restarts", "in flight")
+COLUMNS = ("backend", "slot", "device", "pid", "gen", "state", "served", "restarts",
+           "in flight")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,10 +55,11 @@ def rows(pools: dict[str, Any]) -> list[list[str]]:
             if w.get("spare") and state != "spare":
                 state += " (spare slot)"
             found.append([escape(str(cell)) for cell in (
-                backend, w.get("index"), w.get("pid") or "-", w.get("generation"), state,
+                backend, w.get("index"), "-" if w.get("device") is None else w["device"],
+                w.get("pid") or "-", w.get("generation"), state,
                 w.get("served"), w.get("restarts"), w.get("in_flight"))])
         if pool.get("state") != "running":
             why = f": {pool['failure']}" if pool.get("failure") else ""
-            found.append([escape(backend), "-", "-", "-",
+            found.append([escape(backend), "-", "-", "-", "-",
                           escape(f"pool {pool.get('state')}{why}"), "", "", ""])
     return found

@@ -5,6 +5,7 @@ from vyre_core.contract.manager import HOOK_NAMES, REQUIRED_HOOKS, LoadedBackend
 from vyre_core.contract.types import (
     CacheSnapshot,
     Capabilities,
+    DeviceInfo,
     LoopRun,
     NativePipeline,
     Outputs,
@@ -17,6 +18,6 @@ from vyre_core.contract.types import (
 
 __all__ = [
     "CONTRACT_MAJOR", "HOOK_NAMES", "REQUIRED_HOOKS", "CacheSnapshot", "Capabilities",
-    "LoadedBackend", "LoopRun", "NativePipeline", "Outputs", "PendingDispatch", "ReadyPending",
-    "SequenceRun", "TimedDispatch", "Timing", "hookimpl",
+    "DeviceInfo", "LoadedBackend", "LoopRun", "NativePipeline", "Outputs", "PendingDispatch",
+    "ReadyPending", "SequenceRun", "TimedDispatch", "Timing", "hookimpl",
 ]

@@ -17,6 +17,7 @@ from vyre_core.abi import check_outputs
 from vyre_core.contract.hookspec import hookimpl
 from vyre_core.contract.types import (
     Capabilities,
+    DeviceInfo,
     ReadyPending,
     SequenceRun,
     TimedDispatch,
@@ -201,6 +202,20 @@ class ConservativeDefaults:
     def vyre_device_profile(self) -> dict[str, Any]:
         caps = {name: self.call(f"vyre_{name}") for name in CAPABILITY_HOOKS}
         return {"backend": self.call("vyre_backend_id"), **Capabilities(**caps).to_dict()}
+
+    # devices
+    @hookimpl(trylast=True)
+    def vyre_devices(self) -> list[DeviceInfo]:
+        return [DeviceInfo(0, str(self.call("vyre_backend_id")))]
+
+    @hookimpl(trylast=True)
+    def vyre_select_device(self, device_id: int) -> None:
+        if device_id != 0:
+            raise UnsupportedFeatureError(
+                f"backend {self.call('vyre_backend_id')!r} does not implement "
+                f"vyre_select_device: it runs on its device 0 only, not on {device_id!r}",
+                "Name device 0 in PoolOptions(devices=...), or leave devices unset (or, as "
+                "the backend's author, implement vyre_select_device).")
 
     # lifecycle
     @hookimpl(trylast=True)

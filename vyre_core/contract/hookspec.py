@@ -262,6 +262,25 @@ def vyre_device_profile() -> dict[str, Any]:
     the adapter name). Default: built from the individual queries above."""
 
 
+# -- Devices (worker only; before vyre_prepare) ------------------------------------------
+
+
+@hookspec(firstresult=True)
+def vyre_devices() -> list[Any]:
+    """The devices this backend can run on, in a stable order, as ``DeviceInfo`` values
+    (or dicts of their fields). Called in the worker before ``vyre_prepare`` and must not
+    open any device: a pool asks it to place one worker per device.
+    Default: one device, id 0, named after the backend."""
+
+
+@hookspec(firstresult=True)
+def vyre_select_device(device_id: int) -> None:
+    """Called once in the worker, before ``vyre_prepare``, when its pool pins it to the
+    device ``device_id`` (one of ``vyre_devices``): every later hook uses that device
+    only, and ``vyre_prepare`` opens no other. Default: accept 0, refuse any other id
+    with ``UnsupportedFeatureError``."""
+
+
 # -- Lifecycle ---------------------------------------------------------------------------------
 
 

@@ -138,3 +138,64 @@ class Capabilities:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Capabilities:
         return cls.from_claims(data)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One device a backend can run on, as ``vyre_devices`` reports it: found without being
+    opened, so that listing devices costs no device. ``id`` is what ``PoolOptions(devices=
+    ...)`` names; ``software`` marks a CPU implementation of a device API (lavapipe)."""
+
+    id: int
+    name: str
+    vendor: str = ""
+    memory_bytes: int | None = None
+    software: bool = False
+
+    def __post_init__(self) -> None:
+        bad = []
+        if isinstance(self.id, bool) or not isinstance(self.id, int) or self.id < 0:
+            bad.append(f"id={self.id!r}")
+        if not isinstance(self.name, str) or not isinstance(self.vendor, str):
+            bad.append(f"name={self.name!r}, vendor={self.vendor!r}")
+        if self.memory_bytes is not None and (isinstance(self.memory_bytes, bool) or not
+                                              isinstance(self.memory_bytes, int)
+                                              or self.memory_bytes < 0):
+            bad.append(f"memory_bytes={self.memory_bytes!r}")
+        if not isinstance(self.software, bool):
+            bad.append(f"software={self.software!r}")
+        if bad:
+            raise InvalidConfigError(
+                f"bad device description: {', '.join(bad)}",
+                "Report each device as DeviceInfo(id=int >= 0, name=str, vendor=str, "
+                "memory_bytes=int >= 0 or None, software=bool) from vyre_devices.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> DeviceInfo:
+        """A device description from plain data (a worker's hello); refused when malformed."""
+        if isinstance(data, DeviceInfo):
+            return data
+        known = {f.name for f in fields(cls)}
+        if not isinstance(data, dict) or set(data) - known or not {"id", "name"} <= set(data):
+            raise InvalidConfigError(
+                f"bad device description: {data!r}",
+                "Report each device as DeviceInfo(id=..., name=...) from vyre_devices.")
+        return cls(**data)
+
+
+def device_list(found: Any) -> list[DeviceInfo]:
+    """What a ``vyre_devices`` hook answered, checked: a non-empty list of devices with
+    distinct ids."""
+    if not isinstance(found, list | tuple) or not found:
+        raise InvalidConfigError(f"vyre_devices answered {found!r}, not a list of devices",
+                                 "Return a non-empty list of DeviceInfo from vyre_devices.")
+    devices = [DeviceInfo.from_dict(d) for d in found]
+    ids = [d.id for d in devices]
+    if len(set(ids)) != len(ids):
+        raise InvalidConfigError(f"vyre_devices answered duplicate ids {ids}",
+                                 "Give each device its own id (its position in a stable "
+                                 "order).")
+    return devices

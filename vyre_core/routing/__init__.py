@@ -5,6 +5,7 @@ fall-over), used the same way by every Driver call."""
 
 from vyre_core.routing.policy import RoutingPolicy
 from vyre_core.routing.rank import (
+    Candidate,
     Explanation,
     Rejection,
     RouteDecision,
@@ -15,6 +16,6 @@ from vyre_core.routing.rank import (
     rejection_reasons,
 )
 
-__all__ = ["Explanation", "Rejection", "RouteDecision", "Router", "RoutingPolicy",
+__all__ = ["Candidate", "Explanation", "Rejection", "RouteDecision", "Router", "RoutingPolicy",
            "format_explanation", "is_software_adapter", "no_capable_backend",
            "rejection_reasons"]

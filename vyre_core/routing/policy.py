@@ -15,12 +15,13 @@ from vyre_core.errors import (
     NoCapableBackendError,
     PoolFailedError,
     UnsupportedFeatureError,
+    VyreError,
 )
-from vyre_core.routing.rank import Explanation, RouteDecision, Router
+from vyre_core.routing.rank import Candidate, Explanation, RouteDecision, Router
 
 if TYPE_CHECKING:
     from vyre_core.contract.types import Capabilities
-    from vyre_core.registry import BackendRegistration, Registry
+    from vyre_core.registry import Registry
     from vyre_core.routing.rank import Routable
     from vyre_core.supervisor.pool import Pool, Request
 
@@ -84,20 +85,22 @@ class RoutingPolicy:
         that ran, and its reply."""
         while True:
             pool = None
+            request = None
             try:
                 pool = self.pool_for(work, backend, deadline, timeout)
-                request = make_request(pool)
+                request = self.place(make_request(pool), work, backend, pool)
                 return pool, request, pool.call(request)
             except (PoolFailedError, UnsupportedFeatureError) as exc:
-                if not self.again(exc, work, backend, pool):
+                if not self.again(exc, work, backend, pool, request):
                     raise
 
     def again(self, exc: BaseException, work: Routable, backend: str | None,
-              pool: Pool | None) -> bool:
+              pool: Pool | None, request: Request | None = None) -> bool:
         """Whether a routed call that failed with ``exc`` on ``pool`` may be routed again:
         its pool failed (fall over to the next capable backend), or its backend refused
-        this work (remembered: routing passes it over for this work from now). Never when
-        the backend was named."""
+        this work (remembered: routing passes it over for this work from now; on the
+        device that refused, when ``request`` ran on a pool with devices). Never when the
+        backend was named."""
         if backend is not None:
             return False
         if isinstance(exc, PoolFailedError):
@@ -105,11 +108,27 @@ class RoutingPolicy:
             return (not self.pools.closed and failed is not None
                     and failed.unavailable() is not None)
         if isinstance(exc, UnsupportedFeatureError) and pool is not None:
+            served = None if request is None else request.served_by
+            device = pool.device_of(served[0]) if served is not None else None
             with self._lock:
-                self._refusals.setdefault(work.fingerprint(), {})[pool.backend] = \
-                    exc.cause.splitlines()[0]
-            return True  # (a cached decision skip now rejects is made again: Router)
+                self._refusals.setdefault(work.fingerprint(), {}).setdefault(
+                    pool.backend, {})[device] = exc.cause.splitlines()[0]
+            self.router.invalidate()  # (decisions naming that device are made again)
+            return True
         return False
+
+    def place(self, request: Request, work: Routable, backend: str | None,
+              pool: Pool) -> Request:
+        """``request`` limited to the devices of ``pool`` that can run ``work``, for a pool
+        with one worker set per device (the decision is cached)."""
+        if request.slot is None and pool.pinned:
+            try:
+                decision = self.router.route(work, backend)
+            except VyreError:  # (its pool failed meanwhile: it answers with its own error)
+                return request
+            if decision.backend == pool.backend and decision.devices is not None:
+                request.devices = frozenset(decision.devices)
+        return request
 
     def decide(self, work: Routable, backend: str | None) -> tuple[Pool | None, list[str]]:
         """One routing decision that never blocks: the pool to run ``work`` on, or the
@@ -156,20 +175,28 @@ class RoutingPolicy:
 
     # -- inside ---------------------------------------------------------------------------
 
-    def _candidates(self) -> list[tuple[BackendRegistration, Capabilities]]:
-        pairs = []
+    def _candidates(self) -> list[Candidate]:
+        """Each backend with what its pool probed (per device when it runs one worker set
+        per device: only the devices probed so far), or its static claims."""
+        found = []
         for reg in self.registry.backends():
             pool = self.pools.existing(reg.id)
-            probed = pool.capabilities if pool is not None else None
-            pairs.append((reg, probed or reg.claims))
-        return pairs
+            probed = pool.device_capabilities if pool is not None else {}
+            if not probed:
+                found.append(Candidate(reg, reg.claims))
+            else:
+                found.extend(Candidate(reg, caps, device) for device, caps in probed.items())
+        return found
 
-    def _skip(self, backend: str, fingerprint: str) -> str | None:
+    def _skip(self, backend: str, fingerprint: str, device: int | None) -> str | None:
+        """Why routing must pass ``backend`` (on ``device``; None: as a whole) over for
+        this work: its pool failed, or it refused the work there."""
         pool = self.pools.existing(backend)
         unavailable = pool.unavailable() if pool is not None else None
         if unavailable is not None:
             return unavailable
-        refusal = self._refusals.get(fingerprint, {}).get(backend)
+        refused = self._refusals.get(fingerprint, {}).get(backend, {})
+        refusal = refused.get(device) or refused.get(None)
         return None if refusal is None else f"it refused this program at compile: {refusal}"
 
     def _unprobed_ahead(self, chosen: str | None) -> list[str]:

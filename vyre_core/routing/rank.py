@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import InvalidInputError, NoCapableBackendError, PluginLoadError
@@ -24,8 +24,19 @@ if TYPE_CHECKING:
 
     Routable = Program | StepSequence  # what routing places: a program, or a sequence whole
 
-Candidates = Callable[[], list[tuple[BackendRegistration, Capabilities]]]
-Skip = Callable[[str, str], str | None]  # (backend, program fingerprint) -> reason
+class Candidate(NamedTuple):
+    """A backend as routing sees it: its capabilities, on one of its devices when its pool
+    runs one worker set per device (a backend is then listed once per device)."""
+
+    registration: BackendRegistration
+    capabilities: Capabilities
+    device: int | None = None
+
+
+# (registration, capabilities) pairs, or Candidates naming a device
+Candidates = Callable[[], list[tuple]]
+# (backend, program fingerprint, device or None for the backend as a whole) -> reason
+Skip = Callable[[str, str, int | None], str | None]
 
 
 @dataclass(frozen=True)
@@ -38,10 +49,12 @@ class Rejection:
 
 @dataclass(frozen=True)
 class RouteDecision:
-    """The backend a program runs on, and why that one (for logs and ``explain``)."""
+    """The backend a program runs on, and why that one (for logs and ``explain``);
+    ``devices``: the ones of its devices that can run it (None: any)."""
 
     backend: str
     reason: str
+    devices: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,7 @@ class Explanation:
     reasons: tuple[str, ...]
     chosen: bool
     demoted: bool = False
+    device: int | None = None
 
 
 def rejection_reasons(req: Requirements, caps: Capabilities) -> list[str]:
@@ -121,23 +135,24 @@ def no_capable_backend(program_label: str, rejections: list[Rejection]) -> NoCap
         rejections={r.backend: list(r.reasons) for r in rejections})
 
 
-# (registration, capabilities, demoted): a plain tuple, built on every uncached route
-_Candidate = tuple[BackendRegistration, Capabilities, bool]
+# (registration, capabilities, demoted, device): built on every uncached route
+_Ranked = tuple[BackendRegistration, Capabilities, bool, int | None]
 
 
-def _routing_order(pairs: list[tuple[BackendRegistration, Capabilities]]) -> list[_Candidate]:
-    """Precedence then id, with software adapters moved to just below the reference backend
-    (to the end when there is no reference): a CPU Vulkan driver is slower than the
-    reference and no more trustworthy, so it runs only when asked for or nothing else can."""
-    ordered = sorted(pairs, key=lambda p: (p[0].precedence, p[0].id))
-    ref = next((i for i, (r, _) in enumerate(ordered) if r.is_reference), len(ordered))
-    moved = [i for i, (r, c) in enumerate(ordered[:ref])
-             if is_software_adapter(c) and not r.is_reference]
-    if not moved:
-        return [(r, c, False) for r, c in ordered]
-    kept = [(r, c, False) for i, (r, c) in enumerate(ordered[:ref + 1]) if i not in moved]
-    return (kept + [(*ordered[i], True) for i in moved]
-            + [(r, c, False) for r, c in ordered[ref + 1:]])
+def _routing_order(found: list[tuple]) -> list[_Ranked]:
+    """Precedence then id (then device), with software adapters moved to just below the
+    reference backend (to the end when there is no reference): a CPU Vulkan driver is
+    slower than the reference and no more trustworthy, so it runs only when asked for or
+    nothing else can. A backend's hardware devices keep their place when its software
+    ones move."""
+    ordered = sorted((Candidate(*c) for c in found),
+                     key=lambda c: (c[0].precedence, c[0].id, c.device or 0))
+    ref = next((i for i, c in enumerate(ordered) if c[0].is_reference), len(ordered))
+    moved = [i for i, c in enumerate(ordered[:ref])
+             if is_software_adapter(c[1]) and not c[0].is_reference]
+    kept = [(r, c, False, d) for i, (r, c, d) in enumerate(ordered[:ref + 1]) if i not in moved]
+    return (kept + [(ordered[i][0], ordered[i][1], True, ordered[i][2]) for i in moved]
+            + [(r, c, False, d) for r, c, d in ordered[ref + 1:]])
 
 
 class Router:
@@ -194,7 +209,7 @@ class Router:
             if hit is not None:
                 self._cache.move_to_end(key)
         if hit is not None and (self._skip is None
-                                or self._skip(hit.backend, fingerprint) is None):
+                                or self._skip(hit.backend, fingerprint, None) is None):
             return hit
         decision = self._decide(program, backend)
         with self._lock:
@@ -211,19 +226,19 @@ class Router:
         req = _requirements(program)
         found: list[Explanation] = []
         chosen_done = False
-        for reg, caps, demoted in _routing_order(self._candidates()):
-            reasons = tuple(self._reasons(req, reg.id, caps, program.fingerprint()))
+        for reg, caps, demoted, device in _routing_order(self._candidates()):
+            reasons = tuple(self._reasons(req, reg.id, caps, program.fingerprint(), device))
             chosen = not reasons and not chosen_done and backend in (None, reg.id)
             chosen_done = chosen_done or chosen
             found.append(Explanation(reg.id, reg.precedence, not reasons, reasons, chosen,
-                                     demoted))
+                                     demoted, device))
         return found
 
     # -- internals -----------------------------------------------------------------------
 
     def _reasons(self, req: list[tuple[str, Requirements]], backend: str, caps: Capabilities,
-                 fingerprint: str) -> list[str]:
-        skipped = None if self._skip is None else self._skip(backend, fingerprint)
+                 fingerprint: str, device: int | None = None) -> list[str]:
+        skipped = None if self._skip is None else self._skip(backend, fingerprint, device)
         reasons = [f"{where}{r}" for where, part in req for r in rejection_reasons(part, caps)]
         return reasons if skipped is None else [skipped, *reasons]
 
@@ -231,16 +246,20 @@ class Router:
         req = _requirements(program)
         order = _routing_order(self._candidates())
         if backend is not None:
-            cand = next((c for c in order if c[0].id == backend), None)
-            if cand is None:
+            named = [c for c in order if c[0].id == backend]
+            if not named:
                 ids = ", ".join(r.id for r in sorted((c[0] for c in order),
                                                      key=lambda r: r.sort_key))
                 raise PluginLoadError(
                     f"no backend {backend!r} is registered (registered: {ids or 'none'})",
                     "Request one of the registered ids, or install the backend's distribution "
                     "with pip; `vyre doctor` lists plugins that failed to load.")
-            reasons = self._reasons(req, backend, cand[1], program.fingerprint())
-            if reasons:
+            judged = [(d, self._reasons(req, backend, caps, program.fingerprint(), d))
+                      for _, caps, _, d in named]
+            accepted = tuple(d for d, reasons in judged if not reasons)
+            if not accepted:
+                reasons = list(dict.fromkeys(
+                    f"{_on(d)}{r}" for d, found in judged for r in found))
                 lines = "\n".join(f"  - {backend}: {r}" for r in reasons)
                 raise NoCapableBackendError(
                     f"backend {backend!r} was requested but cannot run {_label(program)}:\n"
@@ -248,16 +267,32 @@ class Router:
                     "Omit the backend to let routing pick a capable one, or change the "
                     "program to avoid the reasons above.",
                     rejections={backend: reasons})
-            return RouteDecision(backend, "requested explicitly")
-        rejections: list[Rejection] = []
-        for reg, caps, demoted in order:
-            reasons = self._reasons(req, reg.id, caps, program.fingerprint())
+            return RouteDecision(backend, "requested explicitly", _devices(accepted))
+        rejections: dict[str, list[str]] = {}
+        for i, (reg, caps, demoted, device) in enumerate(order):
+            reasons = self._reasons(req, reg.id, caps, program.fingerprint(), device)
             if not reasons:
                 note = "; software adapter, demoted" if demoted else ""
+                devices = (device, *(d for r, c, m, d in order[i + 1:]
+                                     if r.id == reg.id and m == demoted and not
+                                     self._reasons(req, r.id, c, program.fingerprint(), d)))
                 return RouteDecision(
-                    reg.id, f"first capable backend by precedence (rank {reg.precedence}{note})")
-            rejections.append(Rejection(reg.id, tuple(reasons)))
-        raise no_capable_backend(_label(program), rejections)
+                    reg.id, f"first capable backend by precedence (rank {reg.precedence}{note})",
+                    _devices(devices))
+            rejections.setdefault(reg.id, []).extend(f"{_on(device)}{r}" for r in reasons)
+        raise no_capable_backend(_label(program), [
+            Rejection(b, tuple(dict.fromkeys(r))) for b, r in rejections.items()])
+
+
+def _on(device: int | None) -> str:
+    return "" if device is None else f"device {device}: "
+
+
+def _devices(accepted: tuple[int | None, ...]) -> tuple[int, ...] | None:
+    """The devices a decision names: None when its backend has no per-device candidates."""
+    if any(d is None for d in accepted):
+        return None
+    return tuple(d for d in accepted if d is not None)
 
 
 def _requirements(target: Routable) -> list[tuple[str, Requirements]]:
@@ -287,7 +322,8 @@ def format_explanation(expl: list[Explanation]) -> str:
     for e in expl:
         status = "chosen" if e.chosen else "capable" if e.accepted else "rejected"
         demoted = ", software adapter, demoted" if e.demoted else ""
-        lines.append(f"{'*' if e.chosen else ' '} {e.backend} (rank {e.precedence}{demoted}): "
-                     f"{status}")
+        device = "" if e.device is None else f" device {e.device}"
+        lines.append(f"{'*' if e.chosen else ' '} {e.backend}{device} (rank {e.precedence}"
+                     f"{demoted}): {status}")
         lines.extend(f"    - {r}" for r in e.reasons)
     return "\n".join(lines)

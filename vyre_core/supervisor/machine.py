@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from vyre_core.contract.types import Capabilities
+from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.errors import (
     DeviceLostError,
     DispatchTimeoutError,
@@ -35,7 +35,7 @@ from vyre_core.errors import (
     VyreError,
     WorkerCrashedError,
 )
-from vyre_core.protocol import PROGRAM_NOT_HELD, SHARED_REFUSED, Message, Op
+from vyre_core.protocol import PROGRAM_CACHE, PROGRAM_NOT_HELD, SHARED_REFUSED, Message, Op
 from vyre_core.supervisor.options import PoolOptions
 
 #: A request that never reached a worker is sent again (to a fresh or another worker) at
@@ -62,7 +62,8 @@ class Request:
     def __init__(self, op: Op, meta: dict[str, Any], arrays: list[Any], *,
                  deadline: float | None = None, timeout: float | None = None,
                  retries: int = 0, slot: int | None = None, generation: int | None = None,
-                 internal: bool = False, outputs: list[tuple[Any, int]] | None = None) -> None:
+                 internal: bool = False, outputs: list[tuple[Any, int]] | None = None,
+                 devices: frozenset[int] | None = None) -> None:
         self.id = next(_ids)
         self.op = op
         self.meta = meta
@@ -74,6 +75,7 @@ class Request:
         self.generation = generation
         self.internal = internal
         self.outputs = outputs          # (dtype, count) per output, when known
+        self.devices = devices          # the devices it may run on (None: any), by routing
         self.future: Future | None = Future()  # let go of once answered (by the shell)
         self.frames: list[Any] | None = None  # the encoded message: the shell's, opaque here
         self.nbytes = 0                       # its size, set by the shell when encoded
@@ -112,7 +114,7 @@ class Request:
         return Request(self.op, self.meta, self.arrays, deadline=self.deadline,
                        timeout=self.timeout, retries=self.retries, slot=self.slot,
                        generation=self.generation, internal=self.internal,
-                       outputs=self.outputs)
+                       outputs=self.outputs, devices=self.devices)
 
 
 # -- actions: what the I/O shell must do -------------------------------------------------
@@ -129,12 +131,14 @@ class Spawn:
 @dataclass(frozen=True)
 class Send:
     """Send ``request`` to the worker at ``index`` (its ``identity``, ``generation``);
-    answer ``send_failed`` when the transport refuses."""
+    answer ``send_failed`` when the transport refuses. ``holds_program``: the worker held
+    the request's program before this send (it may be named by fingerprint alone)."""
 
     index: int
     generation: int
     identity: bytes
     request: Request
+    holds_program: bool = False
 
 
 @dataclass(frozen=True)
@@ -202,8 +206,9 @@ class Worker:
     """One worker slot as the rules see it; a slot holds one process at a time, each a
     new generation."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, device: int | None = None) -> None:
         self.index = index
+        self.device = device            # the device its processes are pinned to, or None
         self.generation = 0
         # stopped, spawning, starting, idle, busy, spare (ready, in a standby slot),
         # stopping (asked to), killing, backoff
@@ -215,6 +220,8 @@ class Worker:
         self.current: Request | None = None
         self.pinned: collections.deque[Request] = collections.deque()
         self.holding: list[Request] = []  # answered requests whose memory it may still write
+        # the fingerprints of the programs its process holds: its cache, mirrored (LRU)
+        self.held: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.heard_at = 0.0             # last message of any kind
         self.startup_deadline = 0.0
         self.kill_at: float | None = None
@@ -245,15 +252,28 @@ class Failure:
 class PoolMachine:
     """The supervision rules of one backend's pool (see the module docstring)."""
 
-    def __init__(self, backend: str, options: PoolOptions) -> None:
+    def __init__(self, backend: str, options: PoolOptions,
+                 devices: tuple[int, ...] | None = None) -> None:
         self.backend = backend
         self.options = options
         self.state = "new"  # new, running, failed, closed
-        # slots 0..workers-1 serve; the ``standby`` slots after them hold spare processes
-        self.workers = [Worker(i) for i in range(options.workers + options.standby)]
-        self.serving = options.workers
+        # the devices its workers are pinned to (None: each worker on the backend's
+        # preferred device): ``devices``, else the ids the options name
+        if devices is None and isinstance(options.devices, tuple):
+            devices = options.devices
+        self.devices = devices
+        # slots 0..serving-1 serve, ``options.workers`` per device; the ``standby`` slots
+        # after them hold spare processes, spread over the devices
+        serving = [d for d in devices for _ in range(options.workers)] if devices \
+            else [None] * options.workers
+        spares = [devices[j % len(devices)] if devices else None
+                  for j in range(options.standby)]
+        self.workers = [Worker(i, d) for i, d in enumerate(serving + spares)]
+        self.serving = len(serving)
         self.queue: collections.deque[Request] = collections.deque()
-        self.capabilities: Capabilities | None = None  # the latest probed: kept on restarts
+        # what workers probed, per device (None: unpinned): kept on restarts
+        self.device_capabilities: dict[int | None, Capabilities] = {}
+        self.device_list: list[DeviceInfo] = []  # the backend's devices, as last reported
         self.failure: Failure | None = None
         self.half_open = False  # restarted after a cool-down: one death fails it again
         self.dropped_replies = 0      # late or stray replies from our own workers
@@ -314,6 +334,30 @@ class PoolMachine:
             times.append(self.failure.retry_at)
         return min(times) if times else None
 
+    @property
+    def capabilities(self) -> Capabilities | None:
+        """What the first slot's device probed (any device's, until it has)."""
+        first = self.device_capabilities.get(self.workers[0].device)
+        return first if first is not None else next(iter(self.device_capabilities.values()),
+                                                    None)
+
+    @property
+    def unprobed_devices(self) -> list[int | None]:
+        """The devices none of whose workers has said what it can do yet (None stands
+        for the unpinned workers of a pool without devices)."""
+        return [d for d in (self.devices or (None,)) if d not in self.device_capabilities]
+
+    def holds_everywhere(self, req: Request) -> bool:
+        """Whether every serving worker that may run ``req`` holds its program (a guess for
+        the encoder: a wrong one costs a refusal and a resend)."""
+        fp = req.meta.get("fp")
+        return fp is not None and all(fp in w.held for w in self._eligible(req))
+
+    def _eligible(self, req: Request) -> list[Worker]:
+        """The serving workers on the devices ``req`` may run on."""
+        return [w for w in self.workers[:self.serving]
+                if req.devices is None or w.device in req.devices]
+
     def holds(self, slot: int, generation: int) -> bool:
         """Whether worker ``slot`` is still ``generation`` and serving (handles made there
         are valid); false as soon as it is being stopped, even for recycling. Once the
@@ -345,7 +389,7 @@ class PoolMachine:
                                     and not w.current.done),
                     "silent_for": round(now - w.heard_at, 3) if w.pid else None,
                     "served": w.served, "queued": sum(not r.done for r in w.pinned),
-                    "spare": w.index >= self.serving}
+                    "spare": w.index >= self.serving, "device": w.device}
                    for w in self.workers]
         return {"backend": self.backend, "state": state,
                 "queued": sum(not r.done for r in self.queue),
@@ -353,6 +397,7 @@ class PoolMachine:
                 "dropped_replies": self.dropped_replies,
                 "rejected_messages": self.rejected_messages,
                 "lost_messages": self.lost_messages, "workers": workers,
+                "devices": [d.to_dict() for d in self.device_list],
                 "standby": sum(w.state == "spare" for w in self.workers),
                 "failure": None if self.failure is None else self.failure.cause,
                 "retry_in": (None if self.failure is None
@@ -377,6 +422,12 @@ class PoolMachine:
             self.state = "running"
             for w in self.workers:
                 self._spawn(w)
+        if req.slot is None and not self._eligible(req):
+            self._resolve(req, InvalidInputError(
+                f"{req.label} may run only on device(s) {sorted(req.devices or ())} of "
+                f"{self.backend!r}, which has workers on {self._device_names()}",
+                "Route through Driver calls (they name only devices the pool has)."))
+            return
         if req.slot is not None:
             if not 0 <= req.slot < self.serving:
                 self._resolve(req, InvalidInputError(
@@ -433,8 +484,8 @@ class PoolMachine:
         w = self.workers[index]
         if generation != w.generation or w.state != "spawning":
             return
-        spare = self._ready_spare() if index < self.serving and self.state == "running" \
-            else None
+        spare = self._ready_spare(w.device) if index < self.serving \
+            and self.state == "running" else None
         if spare is not None:  # a prepared process stands by: it serves instead
             self._log(logging.WARNING, f"pool {self.backend!r}: worker {index} could not "
                                        f"start ({error.cause}); a spare takes its place")
@@ -448,8 +499,9 @@ class PoolMachine:
                                    f"{w.backoff_until - now:.1f} s")
         for req in list(w.pinned):
             self._resolve(req, self._invalidated(req, w))
-        if not any(v.state in ("spawning", "starting", "idle", "busy") for v in self.workers):
-            for req in self.queue:
+        for req in self.queue:  # (a spare is no live worker: it serves only once promoted)
+            if not any(v.state in ("spawning", "starting", "idle", "busy")
+                       for v in self._eligible(req)):
                 self._resolve(req, type(error)(
                     f"no worker of pool {self.backend!r} could start for {req.label}: "
                     f"{error.cause}", error.fix, **error.details))
@@ -498,7 +550,7 @@ class PoolMachine:
                 self._fail_pool(w, output, now)
                 return
         if self.state == "running":
-            spare = self._ready_spare() if w.index < self.serving else None
+            spare = self._ready_spare(w.device) if w.index < self.serving else None
             if spare is None:
                 self._spawn(w)
             else:
@@ -627,21 +679,27 @@ class PoolMachine:
             return
         try:
             caps = Capabilities.from_dict(msg.meta["capabilities"])
+            devices = [DeviceInfo.from_dict(d) for d in msg.meta.get("devices") or []]
+            if msg.meta.get("device") != w.device:
+                raise ValueError(f"it runs on device {msg.meta.get('device')!r}, not "
+                                 f"{w.device!r}")
         except Exception as exc:  # a worker we cannot route on is a worker that failed
             w.hello_error = f"its hello carried unreadable capabilities: {exc}"
             self._retire(w, "fault", "unreadable hello", now, kill=True)
             return
         w.proven, w.heard_at = True, now
         w.state = "idle" if w.index < self.serving else "spare"
-        self._learned(caps)
+        self.device_list = devices or self.device_list
+        self._learned(caps, w.device)
         if self.half_open:
             self.half_open = False
             self._deaths.clear()
             self._log(logging.INFO, f"pool {self.backend!r} is back after its cool-down")
         self._schedule(now)
 
-    def _ready_spare(self) -> Worker | None:
-        return next((v for v in self.workers[self.serving:] if v.state == "spare"), None)
+    def _ready_spare(self, device: int | None) -> Worker | None:
+        return next((v for v in self.workers[self.serving:]
+                     if v.state == "spare" and v.device == device), None)
 
     def _promote(self, spare: Worker, w: Worker, now: float) -> None:
         """Slot ``w`` lost its process: the ready spare's process serves it at once, as
@@ -653,6 +711,7 @@ class PoolMachine:
         w.kill_at, w.hello_error, w.served_generation = None, None, 0
         self._by_identity[w.identity] = w
         spare.identity, spare.pid, spare.proven, spare.state = b"", None, False, "stopped"
+        w.held.clear()  # (a spare has served nothing)
         self._actions.append(Promote(spare.index, w.index))
         self._log(logging.INFO, f"pool {self.backend!r}: spare process {w.pid} serves "
                                 f"worker {w.index} as generation {w.generation}")
@@ -669,38 +728,80 @@ class PoolMachine:
         w.current, w.kill_at, w.retiring, w.rss = None, None, None, None
         w.retire_reason = ""
         w.hello_error, w.served_generation = None, 0
+        w.held.clear()  # a new process holds no program yet
         self._actions.append(Spawn(w.index, w.generation))
 
     def _schedule(self, now: float) -> None:
+        """Give idle workers work: each its own pinned requests first (they can run
+        nowhere else), then the queue in order, each request to the idle worker that suits
+        it best (``_pick``); a request no idle worker may take waits, without holding up
+        those behind it."""
         if self.state != "running":
             return
-        while self.queue and self.queue[0].done:
-            self.queue.popleft()
         for w in self.workers:
-            if w.state != "idle":
+            while w.state == "idle" and w.pinned:
+                if w.pinned[0].done:
+                    w.pinned.popleft()
+                    continue
+                if self._frozen(w, now):
+                    break
+                req = w.pinned.popleft()
+                if req.generation != w.generation:
+                    self._resolve(req, self._invalidated(req, w))
+                    continue
+                self._send(w, req, now)
+        waiting: list[Request] = []
+        while self.queue:
+            req = self.queue.popleft()
+            if req.done:
                 continue
-            while w.pinned and w.pinned[0].done:
-                w.pinned.popleft()
-            if not w.pinned and not self.queue:
-                continue
-            if now - w.heard_at > self.options.silence_limit:
-                self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s with work "
-                             "waiting for it (frozen?)", now, kill=True)
-                continue
-            req = w.pinned.popleft() if w.pinned else self.queue.popleft()
-            if req.slot is not None and req.generation != w.generation:
-                self._resolve(req, self._invalidated(req, w))
+            w = self._pick(req, now)
+            if w is None:
+                waiting.append(req)
+                if not any(v.state == "idle" for v in self.workers):
+                    break
                 continue
             self._send(w, req, now)
-            while self.queue and self.queue[0].done:
-                self.queue.popleft()
+        self.queue.extendleft(reversed(waiting))
+
+    def _pick(self, req: Request, now: float) -> Worker | None:
+        """The idle worker to run ``req``: on one of its devices, holding its program
+        when one does (no second compile), else the lowest-numbered (its work, compiled
+        programs and resident buffers stay together while one worker keeps up; work
+        spreads over workers and devices as soon as it does not: busy ones are not idle).
+        A worker silent too long with work waiting is retired instead."""
+        fp = req.meta.get("fp")
+        best: Worker | None = None
+        for w in self.workers[:self.serving]:
+            if w.state != "idle" or (req.devices is not None and w.device not in req.devices):
+                continue
+            if self._frozen(w, now):
+                continue
+            if best is None or (fp in w.held and fp not in best.held):
+                best = w
+        return best
+
+    def _frozen(self, w: Worker, now: float) -> bool:
+        """An idle worker silent too long to be given work is retired (frozen?)."""
+        if now - w.heard_at <= self.options.silence_limit:
+            return False
+        self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s with work waiting "
+                     "for it (frozen?)", now, kill=True)
+        return True
 
     def _send(self, w: Worker, req: Request, now: float) -> None:
         req.state, req.worker, req.sent_at = "sent", w.index, now
         req.acked, req.finished_seen_at = False, None
         req.served_by = (w.index, w.generation)
         w.current, w.state = req, "busy"
-        self._actions.append(Send(w.index, w.generation, w.identity, req))
+        fp = req.meta.get("fp")
+        had = fp in w.held
+        if fp is not None:  # it holds the program once this arrives (its cache, mirrored)
+            w.held[fp] = None
+            w.held.move_to_end(fp)
+            if len(w.held) > PROGRAM_CACHE:
+                w.held.popitem(last=False)
+        self._actions.append(Send(w.index, w.generation, w.identity, req, had))
 
     def _check_busy(self, w: Worker, now: float) -> None:
         req = w.current
@@ -845,16 +946,18 @@ class PoolMachine:
             self._resolve(req, self._invalidated(req, w))
         w.pinned.clear()
         with contextlib.suppress(Exception):  # unreadable: keep what routing knows
-            self._learned(Capabilities.from_dict(result[0]["capabilities"]))
+            self._learned(Capabilities.from_dict(result[0]["capabilities"]), w.device)
         self._log(logging.INFO, f"pool {self.backend!r}: worker {w.index} recovered its "
                                 f"device in place as generation {w.generation}")
         self._schedule(now)
 
-    def _learned(self, caps: Capabilities) -> None:
-        """A worker probed ``caps``: routing keeps what it knew until a probe differs
-        (adapter facts included), so a restart never sends it back to static claims."""
-        if self.capabilities is None or caps.to_dict() != self.capabilities.to_dict():
-            self.capabilities = caps
+    def _learned(self, caps: Capabilities, device: int | None) -> None:
+        """A worker on ``device`` probed ``caps``: routing keeps what it knew until a probe
+        differs (adapter facts included), so a restart never sends it back to static
+        claims."""
+        known = self.device_capabilities.get(device)
+        if known is None or caps.to_dict() != known.to_dict():
+            self.device_capabilities[device] = caps
             self._actions.append(RoutingChanged())
 
     def _recycle_reason(self, w: Worker) -> str | None:
@@ -884,13 +987,21 @@ class PoolMachine:
                 req, f"while running; worker {w.index} was killed"))
             self._retire(w, "planned", f"{req.label} ran past its deadline", now)
         else:
-            self._resolve(req, self._timeout(req, f"waiting for a worker ({self._why_waiting()})"))
+            self._resolve(req, self._timeout(
+                req, f"waiting for a worker ({self._why_waiting(req)})"))
 
-    def _why_waiting(self) -> str:
-        states = collections.Counter(w.state for w in self.workers)
+    def _why_waiting(self, req: Request | None = None) -> str:
+        workers = self.workers if req is None or req.devices is None else self._eligible(req)
+        states = collections.Counter(w.state for w in workers)
         ahead = sum(not r.done for r in self.queue)
         parts = [f"{n} {state}" for state, n in sorted(states.items())]
-        return f"workers: {', '.join(parts)}; {ahead} request(s) queued"
+        where = "" if req is None or req.devices is None else \
+            f" on device(s) {sorted(req.devices)}"
+        return f"workers{where}: {', '.join(parts)}; {ahead} request(s) queued"
+
+    def _device_names(self) -> str:
+        return "no device (unpinned)" if self.devices is None else \
+            f"device(s) {sorted(self.devices)}"
 
     def _retire(self, w: Worker, kind: str, reason: str, now: float, kill: bool = False) -> None:
         """Stop the worker at ``w``: ``planned`` stops (recycling, deadlines, close) do not

@@ -15,13 +15,15 @@ MAX_SECONDS = 365 * 24 * 3600.0
 MAX_STANDBY = 16
 #: The longest a lane may be spun on: beyond it, sleeping costs less than the CPU burnt.
 MAX_SPIN = 0.01
+#: The most devices one pool may name (each gets ``workers`` processes).
+MAX_DEVICES = 64
 
 
 @dataclass(frozen=True)
 class PoolOptions:
     """How a backend's workers are run; see docs/operations.md for each field."""
 
-    workers: int = 1
+    workers: int = 1                # per device, when ``devices`` is set
     standby: int = 0                # prepared spare workers, promoted at once on a death
     max_restarts: int = 5           # restart intensity: more than this many deaths ...
     restart_window: float = 60.0    # ... in this many seconds fails the pool
@@ -36,8 +38,13 @@ class PoolOptions:
     max_message_bytes: int = protocol.MAX_MESSAGE_BYTES
     fork_server: bool = True        # fork workers from a pre-imported process (faster starts)
     spin: float = 0.0002            # seconds a lane is polled busily before sleeping on it
+    # None: the backend's preferred device; "all": one worker set per device it lists; or
+    # the ids of the devices to run on (``vyre backends --probe`` lists them)
+    devices: str | tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.devices, list):
+            object.__setattr__(self, "devices", tuple(self.devices))
         positive = {name: getattr(self, name) for name in (
             "kill_grace", "startup_timeout", "compile_timeout", "heartbeat_interval",
             "heartbeat_timeout", "restart_window", "cooldown")}
@@ -63,14 +70,21 @@ class PoolOptions:
         if isinstance(self.spin, bool) or not isinstance(self.spin, int | float) \
                 or not 0 <= self.spin <= MAX_SPIN:
             bad.append(f"spin={self.spin!r} (0 to {MAX_SPIN:g} seconds)")
+        devices = self.devices
+        if not (devices is None or devices == "all" or (
+                isinstance(devices, tuple) and 0 < len(devices) <= MAX_DEVICES
+                and all(_is_int(d, 0) for d in devices) and len(set(devices)) == len(devices))):
+            bad.append(f"devices={devices!r} (None, 'all', or distinct device ids >= 0, at "
+                       f"most {MAX_DEVICES})")
         if bad:
             raise InvalidConfigError(f"bad pool options: {', '.join(bad)}",
                                      f"Use workers >= 1, standby 0..{MAX_STANDBY}, "
                                      "max_restarts >= 0, times in seconds "
                                      f"above 0 and at most {MAX_SECONDS:g} (heartbeats more "
                                      "often than their timeout), and recycle limits >= 1 "
-                                     f"or None, fork_server True or False, and spin 0 to "
-                                     f"{MAX_SPIN:g} seconds.")
+                                     f"or None, fork_server True or False, spin 0 to "
+                                     f"{MAX_SPIN:g} seconds, and devices None, 'all' or a "
+                                     "list of the ids `vyre backends --probe` shows.")
 
     @property
     def silence_limit(self) -> float:

@@ -34,7 +34,7 @@ import psutil
 import zmq
 
 from vyre_core import framing, protocol
-from vyre_core.contract.types import Capabilities
+from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.dataplane import SHARE_THRESHOLD, Segment, SegmentPool, Shared
 from vyre_core.errors import (
     PoolFailedError,
@@ -82,7 +82,8 @@ class Pool:
 
     def __init__(self, registration: BackendRegistration, rundir: RunDir, name: str,
                  options: PoolOptions, on_change: Callable[[], None], secret: bytes,
-                 context: Callable[[], zmq.Context]) -> None:
+                 context: Callable[[], zmq.Context],
+                 devices: tuple[int, ...] | None = None) -> None:
         self.registration = registration
         self.backend = registration.id
         self.options = options
@@ -95,7 +96,7 @@ class Pool:
         self._on_change = on_change
         self._secret = secret
         self._context_of_driver = context  # one zmq context (and I/O thread) per driver
-        self._machine = PoolMachine(self.backend, options)
+        self._machine = PoolMachine(self.backend, options, devices)
         self._lock = threading.Lock()   # the machine: the I/O thread, and status readers
         self._gate = threading.Lock()   # the hand-over: inbox, wake fd, I/O state
         self._io_state = "new"          # new, running, stopped
@@ -115,8 +116,7 @@ class Pool:
         self._exits_awaited: dict[WorkerProcess, float] = {}  # dead; their status due by
         self._pages: dict[int, tuple[int, int]] = {}
         self._index_of: dict[bytes, int] = {}
-        slots = options.workers + options.standby
-        self._history = [OutputHistory() for _ in range(slots)]
+        self._history = [OutputHistory() for _ in self._machine.workers]
         self._resolved: list[tuple[Future, Any]] = []
         self._segments = SegmentPool(f"pool {self.backend!r}")
         self._lanes: dict[int, Lane] = {}          # per slot: its process's lane
@@ -127,15 +127,42 @@ class Pool:
         self._routing_changed = False              # routing to be told, before waking
         self._handoffs: list[tuple[Request, Any]] = []  # sends for their callers, pending
         self._io_wakes_at = 0.0                    # when the I/O thread looks next at latest
-        # per worker slot: the fingerprints of the programs its process holds (mirrored)
-        self._held = {i: collections.OrderedDict() for i in range(slots)}
 
     # -- caller side -----------------------------------------------------------------------
 
     @property
     def capabilities(self) -> Capabilities | None:
-        """What the latest worker probed; kept across restarts until a new probe differs."""
-        return self._machine.capabilities
+        """What a worker probed (the first slot's device's); kept across restarts until a
+        new probe differs."""
+        with self._lock:
+            return self._machine.capabilities
+
+    @property
+    def device_capabilities(self) -> dict[int | None, Capabilities]:
+        """What its workers probed, per device (None: unpinned workers), as a copy."""
+        with self._lock:
+            return dict(self._machine.device_capabilities)
+
+    @property
+    def pinned(self) -> bool:
+        """Whether its workers are pinned to devices (``PoolOptions(devices=...)``)."""
+        return self._machine.devices is not None
+
+    def device_of(self, slot: int) -> int | None:
+        """The device worker ``slot`` is pinned to (None: unpinned)."""
+        return self._machine.workers[slot].device
+
+    @property
+    def devices(self) -> list[DeviceInfo]:
+        """The backend's devices, as its latest worker listed them (empty before)."""
+        with self._lock:
+            return list(self._machine.device_list)
+
+    @property
+    def unprobed_devices(self) -> list[int | None]:
+        """Its devices that no worker has probed yet (``[None]``: none has, unpinned)."""
+        with self._lock:
+            return self._machine.unprobed_devices
 
     def holds(self, slot: int, generation: int) -> bool:
         """Whether handles made in worker ``slot`` as ``generation`` are still valid."""
@@ -205,8 +232,7 @@ class Pool:
                                         (dtype, count), slot in zip(request.outputs, slots,
                                                                     strict=True)]}
         request.wire = (meta, arrays)
-        fp = meta.get("fp")
-        if fp is not None and all(fp in self._held[i] for i in range(self.options.workers)):
+        if self._machine.holds_everywhere(request):
             request.lean = True  # every worker holds the program: name it, do not send it
             meta = {k: v for k, v in meta.items() if k != "program"}
         return protocol.encode_checked(Message(request.op, request.id, 0, meta, arrays),
@@ -825,7 +851,6 @@ class Pool:
         self._pages.pop(action.index, None)
         self._index_of = {k: (action.index if v == action.spare else v)
                           for k, v in self._index_of.items()}
-        self._held[action.index].clear()  # (a spare has served nothing)
 
     def _failed(self, action: Any, exc: Exception) -> None:
         """An action could not be carried out (a bug, or this process out of a resource):
@@ -852,16 +877,10 @@ class Pool:
             req.out_slots = []
             meta = {k: v for k, v in req.wire[0].items() if k != "out"}
             frames = protocol.encode(Message(req.op, req.id, 0, meta, req.arrays))
-        fp = req.meta.get("fp")
-        if fp is not None:  # a program named by fingerprint: what does this worker hold?
-            held = self._held[action.index]
-            if not req.socket_only and (req.with_program or (req.lean and fp not in held)):
-                meta, arrays = req.wire
-                frames = protocol.encode(Message(req.op, req.id, 0, meta, arrays))
-            held[fp] = None  # the worker's cache, mirrored: it holds the program now
-            held.move_to_end(fp)
-            if len(held) > protocol.PROGRAM_CACHE:
-                held.popitem(last=False)
+        if req.meta.get("fp") is not None and not req.socket_only \
+                and (req.with_program or (req.lean and not action.holds_program)):
+            meta, arrays = req.wire  # named by fingerprint to a worker without the program
+            frames = protocol.encode(Message(req.op, req.id, 0, meta, arrays))
         req.sent_on = lane  # (first: should the send be cut short, its reply is still read)
         try:
             # (a live worker reads a whole request before it does anything else)
@@ -971,6 +990,8 @@ class Pool:
                     "--heartbeat", str(self.options.heartbeat_interval),
                     "--spin", str(self.options.spin),
                     "--max-message-bytes", str(self.options.max_message_bytes)]
+            if w.device is not None:
+                args += ["--device", str(w.device)]
             env = dict(os.environ,
                        VYRE_WORKER=f"{reg.id}/{action.index}/{action.generation}")
             server = self._fork_server
@@ -1005,7 +1026,6 @@ class Pool:
         self._processes[action.index] = proc
         self._index_of[identity] = action.index
         self._lanes[action.index] = lane
-        self._held[action.index].clear()  # a new process holds no program yet
         self._poller.register(proc.pidfd, zmq.POLLIN)
         self._poller.register(proc.output_fd, zmq.POLLIN)
         self._machine.spawned(action.index, action.generation, identity, token, proc.pid,

@@ -4,19 +4,25 @@ routing, closed together. A forked child makes pools of its own (``forget``)."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable
+from concurrent import futures
 
 import zmq
 
 from vyre_core.contract.types import Capabilities
-from vyre_core.errors import PoolFailedError
+from vyre_core.errors import DispatchTimeoutError, PoolFailedError, VyreError
 from vyre_core.protocol import Op
 from vyre_core.registry import Registry
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.pool import Pool, Request
+from vyre_core.supervisor.process import list_devices
 from vyre_core.supervisor.rundir import RunDir
+
+_log = logging.getLogger("vyre.supervisor")
 
 
 class Pools:
@@ -38,6 +44,7 @@ class Pools:
         self._pools: dict[str, Pool] = {}
         self._secret = secrets.token_bytes(32)  # workers prove it in their hello
         self._zmq: zmq.Context | None = None
+        self._listing: dict[str, threading.Lock] = {}  # per backend: its devices listed once
 
     def existing(self, backend: str) -> Pool | None:
         return self._pools.get(backend)
@@ -46,8 +53,16 @@ class Pools:
         with self._lock:
             return list(self._pools.values())
 
-    def open(self, backend: str) -> Pool:
-        """``backend``'s pool, made now if it has none (its workers start lazily)."""
+    def open(self, backend: str, deadline: float | None = None) -> Pool:
+        """``backend``'s pool, made now if it has none (its workers start lazily; for
+        ``devices="all"`` the backend's devices are listed first, by a process of its own,
+        once, within ``deadline`` and the start-up bound)."""
+        options = self._options_for(backend)
+        devices = None
+        if options.devices == "all" and self._pools.get(backend) is None:
+            with self._listing.setdefault(backend, threading.Lock()):
+                if self._pools.get(backend) is None:  # (else another thread made it)
+                    devices = self._all_devices(backend, options, deadline)
         with self._lock:
             if self.closed:
                 raise PoolFailedError("the driver is closed", "Create a new vyre Driver.")
@@ -58,17 +73,56 @@ class Pools:
                     self._on_late_rundir()
                 pool = self._pools[backend] = Pool(
                     self.registry.get(backend), self.rundir, f"p{len(self._pools)}",
-                    self._options_for(backend), self._invalidate, self._secret,
-                    self._zmq_context)
+                    options, self._invalidate, self._secret, self._zmq_context, devices)
             return pool
+
+    def _all_devices(self, backend: str, options: PoolOptions,
+                     deadline: float | None) -> tuple[int, ...]:
+        """Every device ``backend`` lists; device 0 alone when they cannot be listed (its
+        worker then fails to start with the backend's own error, which routing sees).
+        DispatchTimeoutError when the caller's deadline comes first (nothing is made)."""
+        reg = self.registry.get(backend)
+        limit = options.startup_timeout
+        if deadline is not None:
+            if deadline <= time.monotonic():
+                raise _listing_timeout(backend)
+            limit = min(limit, deadline - time.monotonic())
+        try:
+            found = list_devices(backend, reg.entry_point.split(" = ")[0], limit)
+        except VyreError as exc:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise _listing_timeout(backend) from exc
+            _log.warning("pool %r: devices='all', but %s; running on device 0 alone",
+                         backend, exc.cause)
+            return (0,)
+        _log.info("pool %r: one worker set per device: %s", backend,
+                  ", ".join(f"{d.id} {d.name}" for d in found))
+        return tuple(d.id for d in found)
 
     def probe(self, backend: str, deadline: float | None,
               timeout: float | None = None) -> Capabilities:
-        """What ``backend``'s worker probed, starting its pool if needed."""
-        pool = self.open(backend)
-        if pool.capabilities is None:
-            pool.call(Request(Op.PING, {"label": f"routing probe of {backend!r}"}, [],
-                              deadline=deadline, timeout=timeout))
+        """What ``backend``'s worker probed, starting its pool if needed. A pool with one
+        worker set per device is probed on each: the first answer is awaited as any call
+        (bounded by ``deadline``, else by the workers' start-up and restarts), the others
+        at most ``startup_timeout`` more, so that routing keeps no work off a device only
+        because it started a little later, and a device that never starts delays only
+        this first probe."""
+        pool = self.open(backend, deadline)
+        label = {"label": f"routing probe of {backend!r}"}
+        pings = [pool.submit(Request(Op.PING, label, [], deadline=deadline, timeout=timeout,
+                                     devices=None if d is None else frozenset({d})))
+                 for d in pool.unprobed_devices]
+        waiting = set(pings)
+        while waiting:  # the first answer: failures only when every device failed
+            done, waiting = futures.wait(waiting, return_when=futures.FIRST_COMPLETED)
+            if any(f.exception() is None for f in done):
+                break
+            if not waiting:
+                raise next(iter(done)).exception()
+        if waiting:
+            futures.wait(waiting, pool.options.startup_timeout if deadline is None
+                         else max(0.0, min(deadline - time.monotonic(),
+                                           pool.options.startup_timeout)))
         caps = pool.capabilities
         if caps is None:  # answered, yet no hello was recorded: cannot happen
             raise PoolFailedError(f"backend {backend!r} answered without saying hello",
@@ -112,3 +166,10 @@ class Pools:
             if self._zmq is None:
                 self._zmq = zmq.Context()
             return self._zmq
+
+
+def _listing_timeout(backend: str) -> DispatchTimeoutError:
+    return DispatchTimeoutError(
+        f"the call's deadline passed while the devices of backend {backend!r} were being "
+        "listed (devices='all')", "Give the first call a longer timeout, or name the device "
+        "ids in PoolOptions(devices=[...]).")

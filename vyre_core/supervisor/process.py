@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import select
@@ -21,6 +22,8 @@ import subprocess
 import sys
 import threading
 
+from vyre_core.contract.types import DeviceInfo, device_list
+from vyre_core.errors import PoolFailedError, VyreError, system_resource_error
 from vyre_core.protocol import ProgressPage
 from vyre_core.supervisor.fork_server import ForkServer
 
@@ -186,3 +189,42 @@ class OutputHistory:
 
     def list(self) -> list[dict[str, object]]:
         return list(self._kept)
+
+
+def list_devices(backend: str, entry_point: str, timeout: float) -> list[DeviceInfo]:
+    """``backend``'s devices, listed by a short-lived worker process of its own (the parent
+    never touches a device), within ``timeout`` seconds. Raises a VyreError saying why not."""
+    command = [sys.executable, "-m", "vyre_workers.devices", "--backend", backend,
+               "--entry-point", entry_point, "--parent-pid", str(os.getpid())]
+    during = f"listing the devices of backend {backend!r}"
+    try:
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=timeout, start_new_session=True, check=False)
+    except subprocess.TimeoutExpired:  # (killed and reaped by run)
+        raise PoolFailedError(f"{during} took over {timeout:g} s",
+                              "Raise PoolOptions(startup_timeout=...), or name the device "
+                              "ids in PoolOptions(devices=[...]).", backend=backend) from None
+    except OSError as exc:
+        raise system_resource_error(exc, during) from exc
+    answer = _answer(done.stdout.decode(errors="replace"))
+    try:
+        if "error" in answer:
+            raise VyreError.from_dict(answer["error"])
+        return device_list(answer["devices"])
+    except VyreError:
+        raise
+    except Exception:  # no answer: it died before it gave one
+        tail = done.stderr.decode(errors="replace")[-ERROR_TAIL_BYTES:]
+        raise PoolFailedError(f"{during} gave no answer (exit status {done.returncode}):"
+                              f"\n{tail}", "See the output above; `vyre doctor` checks "
+                              "each backend.", backend=backend) from None
+
+
+def _answer(output: str) -> dict:
+    """The lister's answer: its last line that is one (a backend may print too)."""
+    for line in reversed(output.splitlines()):
+        with contextlib.suppress(ValueError):
+            found = json.loads(line)
+            if isinstance(found, dict) and ({"devices", "error"} & set(found)):
+                return found
+    return {}

@@ -4,12 +4,14 @@ no device, so every capability below is exactly what the interpreter honours."""
 from __future__ import annotations
 
 import itertools
+import os
+import platform
 import threading
 
 import numpy as np
 
 from vyre_core import abi
-from vyre_core.contract import SequenceRun, TimedDispatch, Timing, hookimpl
+from vyre_core.contract import DeviceInfo, SequenceRun, TimedDispatch, Timing, hookimpl
 from vyre_core.contract.types import wall_clock_ns
 from vyre_core.errors import InvalidInputError, UnsupportedFeatureError
 from vyre_core.sequence.run import run_sequence
@@ -54,6 +56,14 @@ def vyre_backend_claims() -> dict:
 @hookimpl
 def vyre_is_reference_oracle() -> bool:
     return True
+
+
+@hookimpl
+def vyre_devices() -> list[DeviceInfo]:
+    """The host's CPU: the interpreter runs on it (one core) in host memory."""
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return [DeviceInfo(0, f"CPU ({os.cpu_count()} cores), interpreted",
+                       platform.machine(), pages if pages > 0 else None, False)]
 
 
 @hookimpl

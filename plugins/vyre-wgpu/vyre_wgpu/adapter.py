@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from vyre_core.contract import DeviceInfo
 from vyre_core.errors import UnsupportedFeatureError
 
 #: Features requested whenever the adapter has them; the lowering emits f16/f64 only for
@@ -22,6 +23,9 @@ USED_LIMITS = (
     "max-bindings-per-bind-group",
 )
 
+#: Graphics APIs whose adapters are devices; OpenGL adapters are devices only where none of
+#: these has one (through GL, wgpu offers again the GPUs Vulkan offers: the same devices).
+_PRIMARY_APIS = ("Vulkan", "Metal", "D3D12")
 _SOFTWARE_NAMES = ("llvmpipe", "lavapipe", "swiftshader", "softpipe")
 _NO_ADAPTER_FIX = ("Install a Vulkan driver: on Debian `apt-get install mesa-vulkan-drivers "
                    "libvulkan1` (lavapipe runs on the CPU), or route to another backend "
@@ -62,6 +66,44 @@ def request_adapter(power_preference: str = "high-performance") -> Any:
     if adapter is None:
         raise UnsupportedFeatureError("no WebGPU adapter was found", _NO_ADAPTER_FIX)
     return adapter
+
+
+def enumerate_adapters() -> list[Any]:
+    """The adapters that are devices: those of the primary APIs (OpenGL's only where they
+    have none), hardware before software, each group in wgpu's order. A device id is a
+    position in this list. Lists adapters only; no device is opened."""
+    shader_cache_dir()
+    try:
+        adapters = list(wgpu_module().gpu.enumerate_adapters_sync())
+    except Exception as exc:
+        raise UnsupportedFeatureError(f"no WebGPU adapter: {type(exc).__name__}: {exc}",
+                                      _NO_ADAPTER_FIX) from exc
+    if not adapters:
+        raise UnsupportedFeatureError("no WebGPU adapter was found", _NO_ADAPTER_FIX)
+    primary = [a for a in adapters if dict(a.info).get("backend_type") in _PRIMARY_APIS]
+    return sorted(primary or adapters, key=lambda a: is_software(dict(a.info)))
+
+
+def devices() -> list[DeviceInfo]:
+    """The adapters as devices (wgpu reports no memory size)."""
+    found = []
+    for index, adapter in enumerate(enumerate_adapters()):
+        facts = adapter_facts(adapter)
+        found.append(DeviceInfo(index, f"{facts['device']} ({facts['backend_type']})",
+                                facts["vendor"], None, facts["software_adapter"]))
+    return found
+
+
+def adapter_for(device_id: int | None) -> Any:
+    """The adapter of device ``device_id``; the preferred one for None."""
+    if device_id is None:
+        return request_adapter()
+    adapters = enumerate_adapters()
+    if not 0 <= device_id < len(adapters):
+        raise UnsupportedFeatureError(
+            f"backend 'wgpu' has no device {device_id} ({len(adapters)} adapters now)",
+            "Name a device `vyre backends --probe` lists in PoolOptions(devices=...).")
+    return adapters[device_id]
 
 
 def adapter_facts(adapter: Any) -> dict[str, Any]:

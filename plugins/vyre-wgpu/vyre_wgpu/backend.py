@@ -45,6 +45,7 @@ CLAIMS = {
 }
 
 _lock = threading.Lock()
+_selected: int | None = None  # the device this worker is pinned to (None: the preferred)
 _device: Device | None = None
 _resident: Resident | None = None
 _sequences: SequenceRunner | None = None
@@ -57,7 +58,7 @@ def device() -> Device:
         if _device is None:
             from vyre_wgpu.device import Device
 
-            _device = Device()
+            _device = Device(device_id=_selected)
         return _device
 
 
@@ -105,6 +106,22 @@ def vyre_backend_precedence() -> int:
 @hookimpl
 def vyre_backend_claims() -> dict:
     return dict(CLAIMS)
+
+
+# -- devices (listed without opening; one selected before prepare) -----------------------
+
+@hookimpl
+def vyre_devices() -> list:
+    from vyre_wgpu.adapter import devices
+
+    return devices()
+
+
+@hookimpl
+def vyre_select_device(device_id: int) -> None:
+    global _selected
+    with _lock:
+        _selected = device_id
 
 
 # -- dispatch ----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from vyre_wgpu.adapter import (
     OPTIONAL_FEATURES,
     USED_LIMITS,
     adapter_facts,
-    request_adapter,
+    adapter_for,
     same_adapter,
 )
 from vyre_wgpu.buffers import KeptLaunches, Launch, LaunchBuffers, as_words, launch_buffers
@@ -45,9 +45,11 @@ _generations = itertools.count(1)  # process-wide: a kernel never matches anothe
 class Device(DeviceState):
     """One wgpu device with its probed capabilities and pipeline cache. Thread-safe."""
 
-    def __init__(self, adapter: Any = None, *, cache_size: int = 256, probe: bool = True) -> None:
+    def __init__(self, adapter: Any = None, *, device_id: int | None = None,
+                 cache_size: int = 256, probe: bool = True) -> None:
         self._lock = threading.RLock()
-        self.adapter = adapter if adapter is not None else request_adapter()
+        self.device_id = device_id  # the adapter's position in the device list (None: the
+        self.adapter = adapter if adapter is not None else adapter_for(device_id)  # preferred)
         self.facts = adapter_facts(self.adapter)
         self.software = bool(self.facts["software_adapter"])
         self.requested_features = tuple(f for f in OPTIONAL_FEATURES
@@ -239,7 +241,7 @@ class Device(DeviceState):
             try:
                 self._open()
             except UnsupportedFeatureError:
-                adapter = request_adapter()  # the old adapter may be gone with the device
+                adapter = adapter_for(self.device_id)  # the old one may be gone with the device
                 facts = adapter_facts(adapter)
                 if not same_adapter(facts, self.facts):
                     raise UnsupportedFeatureError(

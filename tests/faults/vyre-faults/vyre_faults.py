@@ -5,15 +5,21 @@ It computes like the reference backend, except when told to fail:
 * per dispatch, by ``DispatchConfig.label`` = ``"fault:<kind>[:<arg>]"``:
   ``exit`` (hard exit), ``segfault``, ``abort``, ``hang_python``, ``hang_native`` (blocks in
   C while holding the GIL), ``sleep:<seconds>``, ``leak:<MiB>`` (keeps that much memory),
-  ``device_lost``, ``unsupported`` (refuses the program), ``malformed`` (returns
+  ``device_lost``, ``unsupported`` (refuses the program),
+  ``unsupported_on:<device>`` (refuses it on that device only), ``malformed`` (returns
   garbage outputs), ``crash_once:<path>`` (exits
   unless <path> exists, creating it: the retry then succeeds), ``chatter:<MiB>`` (writes
   that much to stderr, then computes), ``numpy_error`` (raises an error whose details
-  hold numpy scalars and an object);
+  hold numpy scalars and an object), ``device[:<seconds>]`` (sleeps that long, then
+  every word of a sized u32 output is the id of the device the worker was pinned to, or
+  2**32-1 when it was not);
 * at start-up in a worker, by ``VYRE_FAULTS`` (comma-separated): ``crash_import``,
   ``crash_prepare``, ``exit_prepare``, ``hang_prepare`` (never says hello),
   ``no_recover``, ``memory_limit:<MiB>`` (caps the worker's address space at its size
-  after start-up plus that much, so a larger message cannot be allocated);
+  after start-up plus that much, so a larger message cannot be allocated),
+  ``devices:<N>`` (it lists N devices, 0 to N-1: pools can pin workers to them; else one),
+  ``slow_devices`` (listing its devices outside a worker never ends),
+  ``no_f64_on:<device>`` (a worker pinned to that device has no f64);
 * ``VYRE_FAULTS_PRECEDENCE`` sets its routing rank (default 5000: after the reference).
 """
 
@@ -28,7 +34,7 @@ import time
 import numpy as np
 
 import vyre_reference.backend as _reference
-from vyre_core.contract import hookimpl
+from vyre_core.contract import DeviceInfo, hookimpl
 from vyre_core.errors import DispatchError, UnsupportedFeatureError
 from vyre_reference import run
 from vyre_reference.backend import CLAIMS
@@ -40,17 +46,23 @@ _IN_WORKER = "VYRE_WORKER" in os.environ
 if _IN_WORKER and "crash_import" in _STARTUP:
     raise ImportError("vyre_faults: injected crash at import (VYRE_FAULTS=crash_import)")
 
-# The reference's honest capability hooks serve as this backend's own.
+# The reference's honest capability hooks serve as this backend's own (f64 aside) ...
 vyre_supports_f16 = _reference.vyre_supports_f16
-vyre_supports_f64 = _reference.vyre_supports_f64
 vyre_max_workgroup_size = _reference.vyre_max_workgroup_size
 vyre_max_invocations_per_workgroup = _reference.vyre_max_invocations_per_workgroup
 vyre_max_workgroups_per_dimension = _reference.vyre_max_workgroups_per_dimension
 vyre_max_storage_buffer_bytes = _reference.vyre_max_storage_buffer_bytes
 vyre_max_workgroup_memory_bytes = _reference.vyre_max_workgroup_memory_bytes
+# ... and its resident buffers
+vyre_allocate_resident = _reference.vyre_allocate_resident
+vyre_upload_resident = _reference.vyre_upload_resident
+vyre_download_resident = _reference.vyre_download_resident
+vyre_free_resident = _reference.vyre_free_resident
+vyre_dispatch_resident = _reference.vyre_dispatch_resident
 
 _leaked: list[np.ndarray] = []
 _device_lost = False
+_selected: int | None = None
 
 
 @hookimpl
@@ -71,6 +83,28 @@ def vyre_backend_precedence() -> int:
 @hookimpl
 def vyre_backend_claims() -> dict:
     return dict(CLAIMS)
+
+
+@hookimpl
+def vyre_supports_f64() -> bool:
+    return _selected is None or f"no_f64_on:{_selected}" not in _STARTUP
+
+
+@hookimpl
+def vyre_devices() -> list[DeviceInfo]:
+    if "slow_devices" in _STARTUP and not _IN_WORKER:
+        while True:
+            time.sleep(1)
+    count = next((int(item.partition(":")[2]) for item in _STARTUP
+                  if item.startswith("devices:")), 1)
+    return [DeviceInfo(i, f"fault device {i}", "vyre", 2**30, i % 2 == 1)
+            for i in range(count)]
+
+
+@hookimpl
+def vyre_select_device(device_id: int) -> None:
+    global _selected
+    _selected = device_id
 
 
 @hookimpl
@@ -115,6 +149,9 @@ def vyre_dispatch(program, inputs, config):
     elif kind == "device_lost":
         _device_lost = True
         raise RuntimeError("vyre_faults: the device is lost (injected)")
+    elif kind == "unsupported_on" and _selected == int(arg):
+        raise UnsupportedFeatureError(f"vyre_faults: refused on device {arg} (injected)",
+                                      "Route it to another device.")
     elif kind == "unsupported":
         raise UnsupportedFeatureError("vyre_faults: this program is refused (injected)",
                                       "Route it to another backend.")
@@ -128,6 +165,10 @@ def vyre_dispatch(program, inputs, config):
         for _ in range(int(float(arg) * 2**20) // len(line)):
             sys.stderr.buffer.write(line)
         sys.stderr.flush()
+    elif kind == "device":
+        time.sleep(float(arg or 0))
+        return [np.full(b.count, 2**32 - 1 if _selected is None else _selected, np.uint32)
+                for b in program.outputs]  # (a program whose outputs are sized u32)
     elif kind == "numpy_error":
         raise DispatchError("vyre_faults: an error with numpy details (injected)",
                             count=np.uint32(7), ratio=np.float32(0.5), flag=np.bool_(True),

@@ -1,0 +1,159 @@
+"""Devices, on the pure rules (no process): one worker set per device, requests kept to the
+devices routing allows, work spread over devices and sent where its program already is,
+spares promoted only onto their own device, capabilities kept per device (routing over
+them: tests/test_routing.py). Under real workers: tests/faults/test_devices.py."""
+
+from __future__ import annotations
+
+import pytest
+from supervision_harness import CAPS, Shell
+
+from vyre_core.contract.types import DeviceInfo
+from vyre_core.errors import InvalidConfigError, InvalidInputError, SystemResourceError
+from vyre_core.supervisor.machine import Spawn
+from vyre_core.supervisor.options import PoolOptions
+
+pytestmark = pytest.mark.fast
+
+
+def test_each_device_gets_its_workers_and_spares_are_spread_over_the_devices():
+    shell = Shell(auto_start=False, devices=(0, 2), workers=2, standby=3)
+    assert [w.device for w in shell.machine.workers] == [0, 0, 2, 2, 0, 2, 0]
+    assert shell.machine.serving == 4
+    shell.submit()
+    assert [s.index for s in shell.spawns] == list(range(7))
+    assert all(isinstance(s, Spawn) for s in shell.spawns)
+
+
+def test_all_devices_are_the_ones_the_pool_found_and_none_leaves_workers_unpinned():
+    shell = Shell(auto_start=False, devices="all", resolved=(1, 3))
+    assert [w.device for w in shell.machine.workers] == [1, 3]
+    assert [w.device for w in Shell(auto_start=False).machine.workers] == [None]
+
+
+def test_a_request_runs_only_on_the_devices_routing_allowed_and_waits_without_blocking():
+    shell = Shell(devices=(0, 1))
+    busy = shell.submit()  # takes one worker
+    first = shell.sent_to(busy.worker)
+    other = 1 - busy.worker
+    for_busy_device = shell.submit(devices={shell.worker(busy.worker).device})
+    anywhere = shell.submit()
+    assert for_busy_device.state == "queued"  # waits for its device ...
+    assert shell.sent_to(other) == [anywhere]  # ... without holding up the one behind it
+    shell.reply(busy.worker)
+    assert shell.sent_to(busy.worker) == [*first, for_busy_device]
+
+
+def test_work_goes_to_the_worker_that_holds_its_program_else_to_the_lowest_idle_one():
+    shell = Shell(devices=(0, 1, 2))
+    alone = shell.submit()
+    shell.reply(alone.worker)
+    assert alone.worker == 0  # one at a time: it stays together on the first worker
+    spread = [shell.submit() for _ in range(3)]  # together: over every device
+    assert [r.worker for r in spread] == [0, 1, 2]
+    for r in spread:
+        shell.reply(r.worker)
+    compiled = shell.submit(fp="abc", devices={2})
+    shell.reply(2)
+    assert not shell.sends[-1].holds_program
+    again = shell.submit(fp="abc")  # worker 0 is idle too, but the program is on 2
+    assert again.worker == 2 and shell.sends[-1].holds_program
+    shell.reply(2)
+    assert compiled.worker == 2
+    assert shell.machine.holds_everywhere(again) is False  # (workers 0 and 1 do not)
+
+
+def test_a_spare_is_promoted_only_onto_a_slot_of_its_own_device():
+    shell = Shell(devices=(0, 1), standby=1)  # the spare (slot 2) is on device 0
+    shell.reply(shell.submit().worker)
+    assert shell.worker(2).state == "spare" and shell.worker(2).device == 0
+    shell.die(1)  # device 1's worker: no spare of its own, so a fresh process
+    assert shell.worker(2).state == "spare"
+    assert [s.index for s in shell.spawns[-1:]] == [1]
+    spare_pid = shell.worker(2).pid
+    shell.die(0)  # device 0's worker: the spare serves at once
+    assert shell.worker(0).pid == spare_pid
+
+
+def test_a_hello_from_another_device_is_refused_and_the_worker_stopped():
+    shell = Shell(auto_hello=False, devices=(0, 1))
+    shell.submit()
+    shell.hello(1, device=0)
+    assert shell.worker(1).state == "killing"
+    assert "device 0, not 1" in shell.worker(1).hello_error
+    assert 1 not in shell.machine.device_capabilities
+
+
+def test_capabilities_are_kept_per_device_and_routing_told_of_each_new_one():
+    shell = Shell(auto_hello=False, devices=(0, 1))
+    shell.submit()
+    with_f64 = {**CAPS, "supports_f64": True}
+    shell.hello(1, caps=with_f64, devices=[{"id": 0, "name": "a"}, {"id": 1, "name": "b"}])
+    assert shell.machine.capabilities.supports_f64  # device 0 has not said: device 1's
+    shell.hello(0)
+    caps = shell.machine.device_capabilities
+    assert caps[1].supports_f64 and not caps[0].supports_f64
+    assert not shell.machine.capabilities.supports_f64  # the first slot's device now
+    assert shell.routing_changes == 2
+    assert shell.machine.device_list == [DeviceInfo(0, "a"), DeviceInfo(1, "b")]
+    status = shell.machine.status(shell.now)
+    assert [w["device"] for w in status["workers"]] == [0, 1]
+    assert status["devices"][1] == {"id": 1, "name": "b", "vendor": "", "memory_bytes": None,
+                                    "software": False}
+    shell.die(1)  # a restart keeps what the device probed
+    assert shell.machine.device_capabilities[1].supports_f64
+
+
+@pytest.mark.parametrize("devices", [(), "some", (0, 0), (-1,), (True,), (1.5,),
+                                     tuple(range(65))])
+def test_bad_devices_are_refused_with_a_fix(devices):
+    with pytest.raises(InvalidConfigError) as err:
+        PoolOptions(devices=devices)
+    assert "devices=" in str(err.value) and "vyre backends --probe" in str(err.value)
+
+
+def test_a_device_list_becomes_a_tuple():
+    assert PoolOptions(devices=[2, 0]).devices == (2, 0)
+    assert PoolOptions(devices="all").devices == "all"
+
+
+def test_a_refused_start_fails_the_requests_only_that_device_could_serve():
+    shell = Shell(auto_start=False, devices=(0, 1))
+    for_one = shell.submit(devices={1})
+    anywhere = shell.submit()
+    shell.start(0, 1)  # device 0's worker starts; device 1's cannot
+    refusal = SystemResourceError("starting worker 1 failed: EMFILE", "Raise ulimit -n.")
+    shell.machine.spawn_failed(1, 1, refusal, shell.now)
+    shell.run()
+    assert isinstance(shell.result(for_one), SystemResourceError)
+    assert anywhere.id not in shell.results or anywhere.worker == 0
+    assert shell.sent_to(0)[0] is anywhere
+
+
+def test_a_request_for_devices_the_pool_does_not_have_is_refused_at_once():
+    shell = Shell(devices=(0, 1))
+    req = shell.submit(devices={7})
+    assert isinstance(shell.result(req), InvalidInputError)
+    assert "device(s) [7]" in str(shell.result(req)) and "device(s) [0, 1]" \
+        in str(shell.result(req))
+
+
+def test_a_request_waiting_for_its_device_says_which_at_its_deadline():
+    shell = Shell(devices=(0, 1))
+    busy = shell.submit(devices={1})
+    assert busy.worker == 1
+    shell.receive(1)
+    late = shell.submit(devices={1}, timeout=1.0)
+    shell.advance(0.5)
+    shell.beat(1)
+    shell.advance(1.0)
+    assert "on device(s) [1]" in str(shell.result(late))
+
+
+def test_the_encoder_names_a_program_only_when_every_worker_it_may_reach_holds_it():
+    shell = Shell(devices=(0, 1))
+    first = shell.submit(fp="p", devices={1})
+    shell.reply(1)
+    assert shell.machine.holds_everywhere(first)  # (its only possible worker holds it)
+    anywhere = shell.submit(fp="p")
+    assert shell.machine.holds_everywhere(anywhere) is (anywhere.worker == 0)
