@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) .ci/system-deps
 	bash .ci/system-deps
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]' $(addprefix -e ,$(PLUGINS))
+	$(BIN)/python -m pip install --quiet -e '.[test,ray]' $(addprefix -e ,$(PLUGINS))
 	touch $@
 
 run: setup

@@ -3,7 +3,8 @@ baseline measured in the same run.
 
 Each suite module ``bench_<name>`` has ``BENCHMARKS`` (functions returning a
 ``harness.Result``), ``REQUIRES`` (backend ids it needs registered) and optionally
-``facts()`` (machine facts it learned while running)."""
+``facts()`` (machine facts it learned while running) and ``unavailable()`` (why it cannot
+run here, say an optional dependency missing; None when it can)."""
 
 #: Suite names in run order; the module of ``name`` is ``vyre_benchmarks.bench_<name>``.
-SUITES = ("foundation", "contract", "routing", "workers", "wgpu", "sequences")
+SUITES = ("foundation", "contract", "routing", "workers", "wgpu", "sequences", "ray")

@@ -12,10 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from vyre_benchmarks import SUITES
 from vyre_core.registry import SELECT_ENV
 
-TIMEOUT = 110
+TIMEOUT = 170  # (the ray suite starts two local clusters)
 #: The comparisons the benchmarks exist for: id -> words of its baseline's name.
 REQUIRED = {
     "workers.empty_dispatch_p50": "raw zmq ipc echo",
@@ -46,6 +48,7 @@ def every_benchmark_id() -> set[str]:
             for fn in importlib.import_module(f"vyre_benchmarks.bench_{name}").BENCHMARKS}
 
 
+@pytest.mark.timeout(TIMEOUT + 30)
 def test_quick_bench_reports_every_benchmark_with_its_baseline(tmp_path):
     proc = bench("--quick", "--json", "-", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -146,7 +146,7 @@ def test_error_tree_on_the_errors_page_matches_the_groups():
     tree = (DOCS / "errors.md").read_text().split("## Catching by meaning")[1]
     block = tree.split("```")[1]
     for group in errors.GROUPS:
-        branch = block.split(group.__name__)[1].split("──", 3)
+        branch = block.split(f"── {group.__name__}")[1].split("──", 3)
         listed = {name.strip(" ,\n│├└") for part in branch[1:3] for name in part.split(",")}
         listed = {n.split()[0] for n in listed if n}
         members = {c.__name__ for c in catalog().values() if issubclass(c, group)}

@@ -47,6 +47,7 @@ FROZEN_CODES: dict[str, int] = {
     "MessageLostError": 1307,
     "NoCapableBackendError": 1401,
     "PluginLoadError": 1402,
+    "ClusterUnavailableError": 1403,
 }
 
 CLASSES = sorted(catalog().values(), key=lambda cls: cls.code)
@@ -93,7 +94,7 @@ GROUP_OF = {
                                "WorkerCrashedError", "ProtocolError", "MessageLostError"},
     errors.UnavailableError: {"UnsupportedFeatureError", "PoolFailedError",
                               "SystemResourceError", "NoCapableBackendError",
-                              "PluginLoadError"},
+                              "PluginLoadError", "ClusterUnavailableError"},
 }
 
 

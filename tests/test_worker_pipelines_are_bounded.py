@@ -15,7 +15,7 @@ from vyre_core.config import DispatchConfig
 from vyre_core.errors import PipelineInvalidatedError, VyreError
 from vyre_core.ir import Kernel, global_id, u32
 from vyre_core.protocol import Message, Op
-from vyre_workers import server
+from vyre_workers import handlers
 from vyre_workers.backend_host import BackendHost
 from vyre_workers.server import WorkerServer
 
@@ -59,18 +59,18 @@ def test_compiling_the_same_pipeline_again_reuses_its_entry() -> None:
     worker = Worker()
     first = worker.compile(1)
     assert worker.compile(1) == first
-    assert len(worker.server._pipelines) == 1
+    assert len(worker.server.handlers._pipelines) == 1
     assert worker.run(first).arrays[0].tolist() == [1, 2, 3, 4]
 
 
 def test_the_table_keeps_the_most_recently_used_and_refuses_dropped_handles(
         monkeypatch) -> None:
-    monkeypatch.setattr(server, "PIPELINE_LIMIT", 4)
+    monkeypatch.setattr(handlers, "PIPELINE_LIMIT", 4)
     worker = Worker()
     ids = [worker.compile(n) for n in range(4)]
     assert worker.run(ids[0]).op is Op.REPLY  # used: now the most recent
     worker.compile(10)                        # over the limit: ids[1] is dropped
-    assert len(worker.server._pipelines) == 4
+    assert len(worker.server.handlers._pipelines) == 4
     reply = worker.run(ids[1])
     assert reply.op is Op.ERROR
     error = VyreError.from_dict(reply.meta["error"])
@@ -79,5 +79,5 @@ def test_the_table_keeps_the_most_recently_used_and_refuses_dropped_handles(
     assert worker.run(ids[0]).arrays[0].tolist() == [0, 1, 2, 3]
     for n in range(100, 300):
         worker.compile(n)
-    assert len(worker.server._pipelines) == 4
-    assert len(worker.server._pipeline_of_key) == 4
+    assert len(worker.server.handlers._pipelines) == 4
+    assert len(worker.server.handlers._pipeline_of_key) == 4

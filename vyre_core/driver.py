@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from vyre_core import abi
+from vyre_core.cluster import connect
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Capabilities, DeviceInfo, LoopRun, Outputs, Timing
 from vyre_core.errors import (
@@ -296,7 +297,10 @@ class Driver:
     """Routes programs to backends and runs them in supervised worker processes.
 
     ``options`` (or keyword fields of PoolOptions, e.g. ``workers=2``) apply to every
-    backend's pool; ``backend_options`` overrides them per backend id. ``shadow_every=N``
+    backend's pool; ``backend_options`` overrides them per backend id. ``cluster`` (else
+    ``VYRE_CLUSTER``) says where workers run: ``"local"`` processes (the default), or Ray
+    actors: ``"ray"`` (a private Ray instance), ``"auto"`` (the cluster running here),
+    ``"HOST:PORT"`` / ``"ray://HOST:PORT"`` (cluster/connect.py). ``shadow_every=N``
     runs 1 in N dispatches that another backend served again on the reference, in the
     background, and saves each divergence as a replay bundle in ``shadow_dir``
     (``shadow_sampler.py``; ``shadow_report()`` counts them).
@@ -305,14 +309,16 @@ class Driver:
     def __init__(self, registry: Registry | None = None, *, options: PoolOptions | None = None,
                  backend_options: Mapping[str, PoolOptions] | None = None,
                  shadow_every: int | None = None, shadow_dir: str | os.PathLike | None = None,
-                 **option_fields: Any) -> None:
+                 cluster: str | None = None, **option_fields: Any) -> None:
         self.registry = registry if registry is not None else Registry.discover()
         self.options = options or PoolOptions(**option_fields)
         self._backend_options = dict(backend_options or {})
+        spec = connect.parse(cluster)  # (checked before anything is made)
         # checked before the run directory exists; its thread starts last, when nothing
         # after it can fail and leave it behind
         shadow = None if shadow_every is None else self._shadow_plan(shadow_every)
         self._shadow: ShadowSampler | None = None
+        self.cluster = None if spec.local else connect.RayCluster(spec)
         self._own_process(RunDir())
         self.routing = RoutingPolicy(self.registry, self.pools)
         if shadow is not None:
@@ -328,7 +334,7 @@ class Driver:
         self._executor: ThreadPoolExecutor | None = None
         self.pools = Pools(self.registry, self._options_for,
                            lambda: self.routing.router.invalidate(), rundir,
-                           self._finalize_in_multiprocessing_child)
+                           self._finalize_in_multiprocessing_child, self.cluster)
 
     def _shadow_plan(self, every: int) -> tuple[Every, str]:
         """The sampling rule and the reference backend's id, or the error saying why not."""
@@ -703,7 +709,11 @@ class Driver:
                 if self._shadow is not None:
                     self._shadow.close(30.0 if timeout is None else timeout)
             finally:  # (a Ctrl-C there still stops every worker)
-                self.pools.close(timeout)
+                try:
+                    self.pools.close(timeout)
+                finally:
+                    if self.cluster is not None:
+                        self.cluster.close()
         finally:
             with self._lock:
                 executor = self._executor

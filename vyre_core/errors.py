@@ -280,6 +280,14 @@ class PluginLoadError(UnavailableError):
     default_fix = "Fix or uninstall the plugin; `vyre doctor` shows its traceback."
 
 
+class ClusterUnavailableError(UnavailableError):
+    """The cluster for the workers cannot be used (Ray missing, or nothing answers there)."""
+
+    code = 1403
+    default_fix = ("Check the cluster (`ray status`), or run locally: leave cluster unset "
+                   "(VYRE_CLUSTER unset or 'local').")
+
+
 _CATALOG: dict[int, type[VyreError]] = {
     cls.code: cls
     for cls in (VyreError, InvalidProgramError, ValidationError, InvalidSequenceError,
@@ -287,7 +295,7 @@ _CATALOG: dict[int, type[VyreError]] = {
                 DeviceOutOfMemoryError, DeviceLostError, KernelCompileError, DispatchError,
                 DispatchTimeoutError, WorkerCrashedError, PoolFailedError,
                 PipelineInvalidatedError, ProtocolError, SystemResourceError, MessageLostError,
-                NoCapableBackendError, PluginLoadError)
+                NoCapableBackendError, PluginLoadError, ClusterUnavailableError)
 }
 
 #: The groups a caller catches by meaning; never raised themselves.

@@ -68,7 +68,16 @@ def _probed(drv: Driver, backend: str) -> dict[str, Any]:
             "adapter": extra.get("device") or extra.get("description"),
             "adapter_type": extra.get("adapter_type"), "api": extra.get("backend_type"),
             "software_adapter": is_software_adapter(caps),
-            "devices": [d.to_dict() for d in drv.devices(backend)]}
+            "devices": [d.to_dict() for d in drv.devices(backend)],
+            "nodes": _nodes(drv.status()["pools"][backend])}
+
+
+def _nodes(pool: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """On a Ray cluster: each node, and how many of the backend's workers run there."""
+    if "nodes" not in pool:
+        return None
+    placed = [w.get("node") for w in pool["workers"]]
+    return [{**n, "workers": placed.count(n["node"])} for n in pool["nodes"]]
 
 
 def describe_devices(devices: list[dict[str, Any]]) -> str:
@@ -106,4 +115,11 @@ def run(args: argparse.Namespace) -> int:
             cells.append(describe_devices(row.get("devices") or []))
         table.append(cells)
     print_table(columns, table, title="vyre backends (routing order: lowest precedence first)")
+    nodes = [(row["id"], n) for row in rows for n in row.get("nodes") or []]
+    if nodes:
+        print_table(["backend", "node", "address", "alive", "CPU", "GPU", "workers"],
+                    [[b, n["node"][:12], n["address"] or "-", "yes" if n["alive"] else
+                      "[red]no[/]", f"{n['resources'].get('CPU', 0):g}",
+                      f"{n['resources'].get('GPU', 0):g}", n["workers"]] for b, n in nodes],
+                    title="Ray cluster nodes (VYRE_CLUSTER)")
     return 0

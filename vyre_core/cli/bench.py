@@ -54,7 +54,8 @@ def select(only: str | None, registry: Registry) -> tuple[list[Benchmark], list[
         ids = [(i, fn) for i, fn in ids if only is None or only.lower() in i.lower()]
         if not ids:
             continue
-        reason = _missing_backends(suite.REQUIRES, registry)
+        reason = _missing_backends(suite.REQUIRES, registry) \
+            or getattr(suite, "unavailable", lambda: None)()
         if reason:
             skipped.append({"suite": name, "benchmarks": [i for i, _ in ids], "reason": reason})
         else:

@@ -688,6 +688,8 @@ class PoolMachine:
             self._retire(w, "fault", "unreadable hello", now, kill=True)
             return
         w.proven, w.heard_at = True, now
+        if isinstance(msg.meta.get("pid"), int) and msg.meta["pid"] > 0:
+            w.pid = msg.meta["pid"]  # (a Ray actor's pid is known only from its hello)
         w.state = "idle" if w.index < self.serving else "spare"
         self.device_list = devices or self.device_list
         self._learned(caps, w.device)

@@ -41,6 +41,7 @@ class PoolOptions:
     # None: the backend's preferred device; "all": one worker set per device it lists; or
     # the ids of the devices to run on (``vyre backends --probe`` lists them)
     devices: str | tuple[int, ...] | None = None
+    gpus_per_worker: float = 0.0    # on a Ray cluster: the GPUs each worker actor requests
 
     def __post_init__(self) -> None:
         if isinstance(self.devices, list):
@@ -76,6 +77,9 @@ class PoolOptions:
                 and all(_is_int(d, 0) for d in devices) and len(set(devices)) == len(devices))):
             bad.append(f"devices={devices!r} (None, 'all', or distinct device ids >= 0, at "
                        f"most {MAX_DEVICES})")
+        if isinstance(self.gpus_per_worker, bool) or not isinstance(
+                self.gpus_per_worker, int | float) or not 0 <= self.gpus_per_worker <= 64:
+            bad.append(f"gpus_per_worker={self.gpus_per_worker!r} (0 to 64)")
         if bad:
             raise InvalidConfigError(f"bad pool options: {', '.join(bad)}",
                                      f"Use workers >= 1, standby 0..{MAX_STANDBY}, "
@@ -83,8 +87,9 @@ class PoolOptions:
                                      f"above 0 and at most {MAX_SECONDS:g} (heartbeats more "
                                      "often than their timeout), and recycle limits >= 1 "
                                      f"or None, fork_server True or False, spin 0 to "
-                                     f"{MAX_SPIN:g} seconds, and devices None, 'all' or a "
-                                     "list of the ids `vyre backends --probe` shows.")
+                                     f"{MAX_SPIN:g} seconds, devices None, 'all' or a list of "
+                                     "the ids `vyre backends --probe` shows, and "
+                                     "gpus_per_worker 0 to 64.")
 
     @property
     def silence_limit(self) -> float:

@@ -13,6 +13,8 @@ from concurrent import futures
 
 import zmq
 
+from vyre_core.cluster.connect import RayCluster
+from vyre_core.cluster.ray_pool import RayPool
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError, VyreError
 from vyre_core.protocol import Op
@@ -33,8 +35,9 @@ class Pools:
 
     def __init__(self, registry: Registry, options_for: Callable[[str], PoolOptions],
                  invalidate: Callable[[], None], rundir: RunDir | None,
-                 on_late_rundir: Callable[[], None]) -> None:
+                 on_late_rundir: Callable[[], None], cluster: RayCluster | None = None) -> None:
         self.registry = registry
+        self.cluster = cluster  # None: worker processes here; else Ray actors there
         self.rundir = rundir
         self.closed = False
         self._options_for = options_for
@@ -71,9 +74,14 @@ class Pools:
                 if self.rundir is None:
                     self.rundir = RunDir()
                     self._on_late_rundir()
-                pool = self._pools[backend] = Pool(
-                    self.registry.get(backend), self.rundir, f"p{len(self._pools)}",
-                    options, self._invalidate, self._secret, self._zmq_context, devices)
+                if self.cluster is not None:
+                    pool = RayPool(self.registry.get(backend), self.cluster, options,
+                                   self._invalidate, devices)
+                else:
+                    pool = Pool(self.registry.get(backend), self.rundir,
+                                f"p{len(self._pools)}", options, self._invalidate,
+                                self._secret, self._zmq_context, devices)
+                self._pools[backend] = pool
             return pool
 
     def _all_devices(self, backend: str, options: PoolOptions,
@@ -87,8 +95,9 @@ class Pools:
             if deadline <= time.monotonic():
                 raise _listing_timeout(backend)
             limit = min(limit, deadline - time.monotonic())
+        lister = list_devices if self.cluster is None else self.cluster.list_devices
         try:
-            found = list_devices(backend, reg.entry_point.split(" = ")[0], limit)
+            found = lister(backend, reg.entry_point.split(" = ")[0], limit)
         except VyreError as exc:
             if deadline is not None and time.monotonic() >= deadline:
                 raise _listing_timeout(backend) from exc

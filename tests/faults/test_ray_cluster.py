@@ -1,0 +1,193 @@
+"""Pools on Ray, for real: a local Ray cluster of a head (no CPUs: it runs no worker) and two
+worker nodes, started here with Ray's own cluster utilities, and Drivers joined to it
+(``Driver(cluster=address)``). Dispatches give the local bytes; an actor killed mid-call,
+a node removed mid-call and a hang past the deadline behave as with worker processes;
+bad cluster settings fail fast with a Fix; and a private instance (``cluster="ray"``)
+leaves no process behind. Ray is the optional ``ray`` extra: `make test` installs it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+from child_process import Child
+
+from vyre_core import Driver
+from vyre_core.config import DispatchConfig
+from vyre_core.errors import (
+    ClusterUnavailableError,
+    DispatchTimeoutError,
+    NoCapableBackendError,
+)
+from vyre_examples.saxpy import inputs as saxpy_inputs
+from vyre_examples.saxpy import program as saxpy
+
+from .support import wait_for
+
+ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="the ray extra")
+ray_utils = pytest.importorskip("ray._private.utils", reason="the ray extra")
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+
+N = 1 << 16
+#: Nodes are judged dead within about a second and a half, not Ray's default 15 s.
+FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3,
+               "health_check_timeout_ms": 500, "health_check_initial_delay_ms": 1000,
+               "enable_worker_prestart": False, "enable_metrics_collection": False}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    temp = tempfile.mkdtemp(prefix="vyre-rt-")  # (short: Ray's socket paths)
+    # Ray's cluster utilities write the head's address to a file in Ray's default temp
+    # directory, whatever temp_dir says; it is removed at the end (a plain ray.init()
+    # elsewhere on this machine would join a cluster it names)
+    address_file = Path(ray_utils.get_ray_address_file(None))
+    made_dir = not address_file.parent.exists()
+    address_file.parent.mkdir(parents=True, exist_ok=True)
+    made = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "include_dashboard": False, "_system_config": FAST_HEALTH,
+        "object_store_memory": 200 << 20, "temp_dir": temp})
+    try:
+        for _ in range(2):
+            made.add_node(num_cpus=1, object_store_memory=200 << 20)
+        made.wait_for_nodes()
+        yield made
+    finally:
+        made.shutdown()
+        wait_for(lambda: not [p for p in psutil.Process().children(recursive=True)
+                              if p.is_running() and p.status() != psutil.STATUS_ZOMBIE],
+                 30.0, "every Ray process of the test cluster to end")
+        shutil.rmtree(temp, ignore_errors=True)
+        address_file.unlink(missing_ok=True)
+        if made_dir:
+            shutil.rmtree(address_file.parent, ignore_errors=True)
+
+
+def on(cluster, **options) -> Driver:
+    fields = {"kill_grace": 0.5, "heartbeat_timeout": 5.0, "max_restarts": 5,
+              "restart_window": 30.0}
+    fields.update(options)
+    return Driver(cluster=cluster.address, **fields)
+
+
+def node_of(drv: Driver, backend: str, index: int = 0) -> str:
+    return drv.status()["pools"][backend]["workers"][index]["node"]
+
+
+def test_dispatch_through_ray_gives_the_local_bytes(cluster):
+    program, data = saxpy(N), saxpy_inputs(N, 3)
+    with Driver() as local:
+        expected = local.dispatch(program, data, backend="reference")[0].tobytes()
+    with on(cluster) as drv:
+        out, = drv.dispatch(program, data, backend="reference")
+        assert out.tobytes() == expected
+        assert not out.flags.writeable  # (read in place from Ray's object store)
+        pipeline = drv.compile(program, backend="reference")
+        assert pipeline.dispatch(data)[0].tobytes() == expected
+        pending = [drv.dispatch_async(program, saxpy_inputs(N, s), backend="faults")
+                   for s in range(3)]
+        for s, p in enumerate(pending):
+            x, y, a = saxpy_inputs(N, s)
+            assert p.result(60)[0].tobytes() == (a[0] * x + y).astype(np.float32).tobytes()
+        status = drv.status()["pools"]["reference"]
+        alive = {n["node"] for n in status["nodes"] if n["alive"]}
+        assert status["cluster"] == cluster.address and len(alive) == 3
+        assert status["workers"][0]["node"] in alive
+
+
+def test_an_actor_killed_mid_dispatch_is_replaced_and_the_call_retried(cluster):
+    program, data = saxpy(N), saxpy_inputs(N, 5)
+    with on(cluster) as drv:
+        drv.dispatch(program, data, backend="faults")
+        pid = drv.status()["pools"]["faults"]["workers"][0]["pid"]
+        pending = drv.dispatch_async(program, data, backend="faults",
+                                     config=DispatchConfig(label="fault:sleep:3"))
+        wait_for(lambda: drv.status()["pools"]["faults"]["workers"][0]["running"], 20,
+                 "the actor to be running the call")
+        os.kill(pid, signal.SIGKILL)
+        x, y, a = data
+        assert pending.result(60)[0].tobytes() == (a[0] * x + y).astype(np.float32).tobytes()
+        worker = drv.status()["pools"]["faults"]["workers"][0]
+        assert worker["generation"] == 2 and worker["pid"] != pid and worker["restarts"] == 1
+
+
+def test_a_node_removed_mid_dispatch_moves_its_work_to_another_node(cluster):
+    program, data = saxpy(N), saxpy_inputs(N, 7)
+    with on(cluster) as drv:
+        drv.dispatch(program, data, backend="faults")
+        first = node_of(drv, "faults")
+        node = next(n for n in cluster.list_all_nodes() if n.node_id == first)
+        pending = drv.dispatch_async(program, data, backend="faults",
+                                     config=DispatchConfig(label="fault:sleep:3"))
+        wait_for(lambda: drv.status()["pools"]["faults"]["workers"][0]["running"], 20,
+                 "the actor to be running the call")
+        cluster.remove_node(node)
+        try:
+            x, y, a = data
+            out = pending.result(60)[0]
+            assert out.tobytes() == (a[0] * x + y).astype(np.float32).tobytes()
+            assert node_of(drv, "faults") not in (first, None)
+        finally:
+            cluster.add_node(num_cpus=1, object_store_memory=200 << 20)
+            cluster.wait_for_nodes()
+
+
+def test_a_hang_past_the_deadline_fails_on_time_and_the_actor_is_replaced(cluster):
+    program, data = saxpy(N), saxpy_inputs(N, 9)
+    with on(cluster) as drv:
+        drv.dispatch(program, data, backend="faults")
+        started = time.monotonic()
+        with pytest.raises(DispatchTimeoutError):
+            drv.dispatch(program, data, backend="faults",
+                         config=DispatchConfig(label="fault:hang_native", timeout=1.5))
+        assert time.monotonic() - started < 5
+        wait_for(lambda: drv.status()["pools"]["faults"]["workers"][0]["generation"] == 2
+                 and drv.status()["pools"]["faults"]["workers"][0]["state"] == "idle", 30,
+                 "the replacement actor")
+        assert drv.dispatch(program, data, backend="faults")[0].nbytes == 4 * N
+
+
+def test_a_worker_that_needs_gpus_no_node_has_is_refused_naming_the_nodes(cluster):
+    with on(cluster, gpus_per_worker=1) as drv, pytest.raises(NoCapableBackendError) as err:
+        drv.dispatch(saxpy(64), saxpy_inputs(64), backend="reference",
+                     config=DispatchConfig(timeout=30))
+    text = str(err.value)
+    assert "no node of the Ray cluster" in text and "0 GPU" in text and "Fix:" in text
+
+
+def test_an_address_that_does_not_answer_fails_within_seconds_with_a_fix():
+    started = time.monotonic()
+    with pytest.raises(ClusterUnavailableError) as err:
+        Driver(cluster="127.0.0.1:1")
+    assert time.monotonic() - started < 10
+    assert "nothing answers at the Ray cluster address 127.0.0.1:1" in str(err.value)
+    assert "Fix: Check that a Ray head runs at 127.0.0.1:1" in str(err.value)
+
+
+def test_a_private_instance_leaves_no_process_behind(tmp_path):
+    child = Child(tmp_path, """
+import json, psutil
+from vyre_core import Driver
+from vyre_examples.saxpy import inputs, program
+with Driver(cluster="ray") as drv:
+    out, = drv.dispatch(program(256), inputs(256), backend="reference")
+    ray_pids = [p.pid for p in psutil.Process().children(recursive=True)]
+print(json.dumps({"ray": len(ray_pids), "after": [
+    p.pid for p in psutil.Process().children(recursive=True) if p.is_running()
+    and p.status() != psutil.STATUS_ZOMBIE]}), flush=True)
+""")
+    try:
+        report = child.report(120)
+    finally:
+        child.stop()
+    assert report["ray"] >= 3 and report["after"] == []

@@ -1,0 +1,451 @@
+"""A pool of one backend's workers as Ray actors: the same rules (``supervisor/machine.py``)
+as a local pool, with Ray as the transport. Ray places each actor on a node (requesting
+``PoolOptions.gpus_per_worker`` GPUs), carries arrays through its object store (outputs
+come back as zero-copy read-only arrays) and says when an actor dies (killed, crashed, or
+its node gone); the rules then restart it as a new generation, retry what it was running,
+and keep deadlines and restart intensity as for worker processes.
+
+One thread per pool carries out what only it does (hellos, heartbeats, replies to requests
+nobody waits on, ticks); a caller's own request is sent and its reply taken by the
+caller's thread, so a call costs one Ray actor call and a little bookkeeping."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import threading
+import time
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+from vyre_core import protocol
+from vyre_core.cluster.connect import RayCluster
+from vyre_core.contract.types import Capabilities, DeviceInfo
+from vyre_core.errors import (
+    NoCapableBackendError,
+    PoolFailedError,
+    VyreError,
+    as_vyre_error,
+)
+from vyre_core.protocol import Message, Op
+from vyre_core.registry import BackendRegistration
+from vyre_core.supervisor.machine import (
+    TICK_EVERY,
+    Log,
+    PoolMachine,
+    Promote,
+    Release,
+    Request,
+    Resolve,
+    RoutingChanged,
+    Send,
+    Signal,
+    Spawn,
+)
+from vyre_core.supervisor.options import PoolOptions
+
+_log = logging.getLogger("vyre.cluster")
+#: The longest the pool's thread waits on Ray before it looks again (hellos, heartbeats
+#: and replies nobody waits on are noticed within it; a caller's reply is not delayed).
+LOOK_EVERY = 0.05
+
+
+class RayPool:
+    """One backend's workers as Ray actors; used by the Driver exactly as a local ``Pool``."""
+
+    def __init__(self, registration: BackendRegistration, cluster: RayCluster,
+                 options: PoolOptions, on_change: Any,
+                 devices: tuple[int, ...] | None = None) -> None:
+        self.registration = registration
+        self.backend = registration.id
+        self.options = options
+        self._cluster = cluster
+        self._ray = cluster.ray
+        self._on_change = on_change
+        self._machine = PoolMachine(self.backend, options, devices)
+        self._lock = threading.RLock()
+        self._actors: dict[int, Any] = {}          # slot -> actor handle
+        self._identity: dict[int, bytes] = {}      # slot -> the identity of its actor
+        self._node: dict[int, str] = {}            # slot -> the node its actor runs on
+        self._pending: dict[Any, tuple[str, int, bytes, Request | None]] = {}
+        self._beating: set[int] = set()            # slots with a heartbeat outstanding
+        self._beat_at: dict[int, float] = {}
+        self._resolved: list[tuple[Future, Any]] = []
+        self._changed = False
+        self._state = "new"                        # new, running, closing, stopped
+        self._thread: threading.Thread | None = None
+        self._stopped = threading.Event()
+        self._actor_class = None
+
+    # -- what routing and the Driver read ----------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities | None:
+        with self._lock:
+            return self._machine.capabilities
+
+    @property
+    def device_capabilities(self) -> dict[int | None, Capabilities]:
+        with self._lock:
+            return dict(self._machine.device_capabilities)
+
+    @property
+    def unprobed_devices(self) -> list[int | None]:
+        with self._lock:
+            return self._machine.unprobed_devices
+
+    @property
+    def pinned(self) -> bool:
+        return self._machine.devices is not None
+
+    def device_of(self, slot: int) -> int | None:
+        return self._machine.workers[slot].device
+
+    @property
+    def devices(self) -> list[DeviceInfo]:
+        with self._lock:
+            return list(self._machine.device_list)
+
+    def holds(self, slot: int, generation: int) -> bool:
+        with self._lock:
+            return self._machine.holds(slot, generation)
+
+    def unavailable(self) -> str | None:
+        with self._lock:
+            return self._machine.unavailable(time.monotonic())
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            status = self._machine.status(time.monotonic())
+            for w in status["workers"]:
+                w["node"] = self._node.get(w["index"])
+        status["cluster"] = str(self._cluster.spec)
+        with contextlib.suppress(Exception):  # (a cluster that went away: no nodes to show)
+            status["nodes"] = self._cluster.nodes()
+        return status
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def submit(self, request: Request) -> Future:
+        """Hand ``request`` to the rules; its future always resolves."""
+        future = request.future
+        self._start()
+        with self._lock:
+            self._machine.submit(request, time.monotonic())
+            self._carry(self._machine.take_actions())
+        self._deliver()
+        return future
+
+    def call(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
+        """Run ``request`` and wait for its answer: its first send is this thread's, and
+        so is taking its reply; deadlines, deaths and retries are the rules' as always."""
+        future = request.future
+        request.waker = own = object()
+        self._start()
+        with self._lock:
+            self._machine.submit(request, time.monotonic())
+            mine = self._carry(self._machine.take_actions(), own)
+        self._deliver()
+        while not future.done():
+            if mine is not None and mine in self._pending:
+                ready, _ = self._ray.wait([mine], timeout=LOOK_EVERY)
+                if ready:
+                    self._take(mine)
+                    self._deliver()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    future.result(LOOK_EVERY)
+        return future.result()
+
+    # -- the pool's thread ---------------------------------------------------------------
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._state != "new":
+                if self._state != "running":
+                    raise PoolFailedError(f"the driver is closed; pool {self.backend!r} takes "
+                                          "no more work", "Create a new vyre Driver.",
+                                          backend=self.backend)
+                return
+            self._state = "running"
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name=f"vyre-ray-{self.backend}")
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                now = time.monotonic()
+                with self._lock:
+                    if self._machine.stopped or (self._state == "closing" and not self._actors):
+                        break
+                    self._machine.tick(now)
+                    self._beat(now)
+                    self._carry(self._machine.take_actions())
+                    refs = list(self._pending)
+                self._deliver()
+                if refs:
+                    ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=LOOK_EVERY)
+                    for ref in ready:
+                        self._take(ref)
+                    self._deliver()
+                else:
+                    self._stopped.wait(LOOK_EVERY)
+        except Exception:  # a bug: every caller gets an answer, never a wait
+            _log.exception("pool %r (ray): its thread failed", self.backend)
+            with self._lock:
+                self._machine.close(time.monotonic())
+                self._carry(self._machine.take_actions())
+            self._deliver()
+        finally:
+            with self._lock:
+                for index in list(self._actors):
+                    self._kill(index)
+            self._stopped.set()
+
+    def _beat(self, now: float) -> None:
+        """(Locked.) Ask each live actor for a heartbeat every heartbeat interval."""
+        for index, actor in self._actors.items():
+            if index in self._beating or now < self._beat_at.get(index, 0.0):
+                continue
+            self._beat_at[index] = now + self.options.heartbeat_interval
+            self._beating.add(index)
+            ref = actor.heartbeat.options(concurrency_group="ctl").remote()
+            self._pending[ref] = ("beat", index, self._identity[index], None)
+
+    def _take(self, ref: Any) -> None:
+        """An answer from an actor: a hello, a heartbeat or a reply (or its death)."""
+        with self._lock:
+            found = self._pending.pop(ref, None)
+            if found is None:
+                return
+            kind, index, identity, request = found
+            if kind == "beat":
+                self._beating.discard(index)
+            try:
+                value = self._ray.get(ref, timeout=0)
+            except self._ray.exceptions.RayActorError as exc:
+                self._died(index, identity, None, _first_line(exc))
+                self._carry(self._machine.take_actions())
+                return
+            except Exception as exc:  # a task error: the actor cannot run our methods
+                self._died(index, identity, None, _first_line(exc), kill=True)
+                self._carry(self._machine.take_actions())
+                return
+            now = time.monotonic()
+            if kind == "hello":
+                self._hello(index, identity, value, now)
+            elif kind == "beat":
+                received, finished, rss = value
+                self._machine.message(identity, Message(Op.HEARTBEAT), now)
+                self._machine.progress(index, received, finished, now)
+                self._machine.measured(index, rss)
+            else:
+                op, gen, meta, arrays = value
+                self._machine.message(identity, Message(Op(op), request.id, gen, meta,
+                                                        list(arrays)), now)
+            self._carry(self._machine.take_actions())
+
+    def _hello(self, index: int, identity: bytes, meta: dict[str, Any], now: float) -> None:
+        w = self._machine.workers[index]
+        if meta.get("failed"):
+            self._machine.message(identity, Message(Op.HELLO_FAILED, 0, w.generation, meta),
+                                  now)
+            self._died(index, identity, 3, "could not start", kill=True)
+            return
+        self._node[index] = str(meta.pop("node", ""))
+        self._machine.message(identity, Message(Op.HELLO, 0, w.generation, meta), now)
+
+    # -- actions -------------------------------------------------------------------------
+
+    def _carry(self, actions: list[Any], own: object | None = None) -> Any:
+        """(Locked.) Carry out the rules' actions; the reference of the send of the caller
+        ``own`` is returned (that caller takes its reply)."""
+        mine = None
+        for action in actions:
+            try:
+                if isinstance(action, Send):
+                    ref = self._send(action)
+                    if ref is not None and own is not None and action.request.waker is own:
+                        mine = ref
+                elif isinstance(action, Resolve):
+                    request = action.request
+                    future, request.future = request.future, None
+                    if future is not None:
+                        self._resolved.append((future, action.value))
+                elif isinstance(action, Spawn):
+                    self._spawn(action)
+                elif isinstance(action, Signal):
+                    self._kill(action.index)
+                elif isinstance(action, Promote):
+                    self._promote(action)
+                elif isinstance(action, Log):
+                    _log.log(action.level, action.text)
+                elif isinstance(action, RoutingChanged):
+                    self._changed = True
+                elif isinstance(action, Release):
+                    pass  # (arrays live in Ray's object store: nothing of ours to reuse)
+            except Exception as exc:  # never strand a caller on a failed action
+                _log.error("pool %r (ray): carrying out %s failed", self.backend,
+                           type(action).__name__, exc_info=exc)
+                if isinstance(action, Send):
+                    self._machine.send_failed(action.index, action.request, str(exc),
+                                              time.monotonic())
+                elif isinstance(action, Spawn):
+                    self._machine.spawn_failed(action.index, action.generation,
+                                               as_vyre_error(exc, "starting a Ray actor"),
+                                               time.monotonic())
+        if len(actions) and (more := self._machine.take_actions()):
+            found = self._carry(more, own)
+            mine = mine or found
+        return mine
+
+    def _send(self, action: Send) -> Any:
+        actor = self._actors.get(action.index)
+        if actor is None or self._identity.get(action.index) != action.identity:
+            self._machine.send_failed(action.index, action.request, "its actor is gone",
+                                      time.monotonic())
+            return None
+        req = action.request
+        ref = actor.handle.options(concurrency_group="work").remote(
+            req.op.value, req.id, req.meta, [protocol.as_frame_array(a) for a in req.arrays])
+        self._pending[ref] = ("reply", action.index, action.identity, req)
+        return ref
+
+    def _spawn(self, action: Spawn) -> None:
+        w = self._machine.workers[action.index]
+        if w.generation != action.generation or w.state != "spawning":
+            return
+        resources = self._resources()
+        if resources is not None:
+            self._machine.spawn_failed(action.index, action.generation, resources,
+                                       time.monotonic())
+            return
+        identity = secrets.token_hex(16).encode()
+        proof = secrets.token_bytes(16)
+        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0}
+        if self.options.gpus_per_worker:
+            options["num_gpus"] = self.options.gpus_per_worker
+        env = self._cluster.worker_env()
+        if env:
+            options["runtime_env"] = {"env_vars": env}
+        actor = self._actor().options(**options).remote(
+            self.backend, self.registration.entry_point.split(" = ")[0], action.generation,
+            w.device, proof, self.options.max_message_bytes)
+        self._actors[action.index] = actor
+        self._identity[action.index] = identity
+        self._beat_at[action.index] = time.monotonic() + self.options.heartbeat_interval
+        self._pending[actor.hello.remote()] = ("hello", action.index, identity, None)
+        self._machine.spawned(action.index, action.generation, identity, proof, 0,
+                              time.monotonic())
+
+    def _resources(self) -> VyreError | None:
+        """Why no node can take a worker of this pool (None: some node can)."""
+        need = self.options.gpus_per_worker
+        if not need:
+            return None
+        nodes = [n for n in self._cluster.nodes() if n["alive"]]
+        if any(n["resources"].get("GPU", 0) >= need for n in nodes):
+            return None
+        listed = "; ".join(f"{n['address']}: {n['resources'].get('CPU', 0):g} CPU, "
+                           f"{n['resources'].get('GPU', 0):g} GPU" for n in nodes)
+        return NoCapableBackendError(
+            f"no node of the Ray cluster {self._cluster.spec} has {need:g} GPU(s) for a "
+            f"worker of {self.backend!r} (nodes: {listed or 'none'})",
+            "Add a node with GPUs to the cluster, or lower PoolOptions(gpus_per_worker=...) "
+            "(0 for a CPU backend).", rejections={self.backend: [f"no node has {need:g} GPU"]},
+            nodes=nodes)
+
+    def _actor(self) -> Any:
+        if self._actor_class is None:
+            from vyre_workers.ray_actor import RayWorker
+
+            self._actor_class = self._ray.remote(
+                concurrency_groups={"ctl": 1, "work": 1})(RayWorker)
+        return self._actor_class
+
+    def _kill(self, index: int) -> None:
+        """(Locked.) Kill the actor of ``index`` and tell the rules at once."""
+        identity = self._identity.get(index)
+        if identity is not None:
+            self._died(index, identity, -9, "killed", kill=True)
+
+    def _died(self, index: int, identity: bytes, code: int | None, how: str,
+              kill: bool = False) -> None:
+        """(Locked.) The actor of ``index`` is gone (or ``kill``: is ended now): the rules
+        are told once, whichever thread saw it first."""
+        if self._identity.get(index) != identity:
+            return  # (an actor this slot no longer has)
+        actor = self._actors.pop(index)
+        del self._identity[index]
+        self._beating.discard(index)
+        self._node.pop(index, None)
+        for ref, found in list(self._pending.items()):
+            if found[1] == index and found[2] == identity:
+                del self._pending[ref]
+        if kill:
+            with contextlib.suppress(Exception):
+                self._ray.kill(actor, no_restart=True)
+        self._machine.exited(index, code, how, time.monotonic())
+
+    def _promote(self, action: Promote) -> None:
+        for table in (self._actors, self._identity, self._node):
+            if action.spare in table:
+                table[action.index] = table.pop(action.spare)
+        for ref, (kind, index, identity, request) in list(self._pending.items()):
+            if index == action.spare:
+                self._pending[ref] = (kind, action.index, identity, request)
+        if action.spare in self._beating:
+            self._beating.discard(action.spare)
+            self._beating.add(action.index)
+
+    def _deliver(self) -> None:
+        """Outside the lock: tell routing, then complete the answered futures."""
+        with self._lock:
+            resolved, self._resolved = self._resolved, []
+            changed, self._changed = self._changed, False
+        if changed:
+            self._on_change()
+        for future, value in resolved:
+            with contextlib.suppress(InvalidStateError):
+                if isinstance(value, BaseException):
+                    future.set_exception(value)
+                else:
+                    future.set_result(value)
+
+    # -- closing -------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._stopped.is_set()
+
+    def begin_close(self) -> None:
+        with self._lock:
+            if self._state in ("closing", "stopped"):
+                return
+            started = self._state == "running"
+            self._state = "closing"
+            self._machine.close(time.monotonic())
+            self._carry(self._machine.take_actions())
+            for index in list(self._actors):
+                self._kill(index)
+            self._carry(self._machine.take_actions())
+        self._deliver()
+        if not started:
+            self._stopped.set()
+
+    def wait_closed(self, timeout: float | None = None) -> None:
+        self._stopped.wait(TICK_EVERY * 5 if timeout is None else timeout)
+
+    def force_stop(self) -> None:
+        self.begin_close()
+
+    def forget(self) -> None:
+        """In a forked child: Ray's connection is the parent's; nothing here is used."""
+        self._state = "stopped"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

@@ -1,0 +1,313 @@
+"""What a worker does with a request, whatever carried it: the handler of each operation
+over one ``BackendHost``, the programs and compiled pipelines it keeps, and the rule that
+every failure becomes an error reply (DeviceLostError when the device went with it). The
+process worker (``server.py``, a lane) and the Ray actor (``ray_actor.py``) both use it."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from vyre_core import protocol
+from vyre_core.config import DispatchConfig
+from vyre_core.contract.types import Timing
+from vyre_core.dataplane import SegmentMaps, Shared
+from vyre_core.errors import (
+    CallerError,
+    DeviceLostError,
+    PipelineInvalidatedError,
+    ProtocolError,
+    VyreError,
+    as_vyre_error,
+)
+from vyre_core.ir import Program
+from vyre_core.pipeline import CompiledPipeline
+from vyre_core.protocol import PROGRAM_NOT_HELD, Message, Op
+from vyre_core.sequence import Sequence as StepSequence
+from vyre_workers.backend_host import BackendHost
+
+#: Errors about the request itself: the device was never touched, so never "lost".
+_CALLER_ERRORS = (CallerError, ProtocolError)
+_DEVICE_OPS = frozenset({Op.DISPATCH, Op.PIPELINE_DISPATCH, Op.COMPILE, Op.DISPATCH_RESIDENT,
+                         Op.UPLOAD, Op.DOWNLOAD, Op.ALLOCATE, Op.SEQUENCE,
+                         Op.COMPILE_SEQUENCE})
+#: Compiled pipelines a worker keeps (the most recently used); an older handle is refused
+#: with PipelineInvalidatedError, a compile of the same pipeline key reuses its entry.
+PIPELINE_LIMIT = 1024
+
+Handler = Callable[[Message], tuple[dict[str, Any], list[Any]]]
+
+
+class Handlers:
+    """The operations of one worker. ``maps`` opens the parent's shared memory (a process
+    worker's); ``stopping`` is set by a SHUTDOWN request."""
+
+    def __init__(self, host: BackendHost, max_message_bytes: int = protocol.MAX_MESSAGE_BYTES,
+                 maps: SegmentMaps | None = None) -> None:
+        self.host = host
+        self.max_message_bytes = max_message_bytes
+        self.maps = maps
+        self.stopping = False
+        self._programs: OrderedDict[str | bytes, Program] = OrderedDict()
+        self._pipelines: OrderedDict[int, CompiledPipeline] = OrderedDict()
+        self._pipeline_of_key: dict[str, int] = {}
+        self._pipeline_ids = itertools.count(1)
+        self._handlers: dict[Op, Handler] = {
+            Op.PING: lambda m: ({}, []),
+            Op.DISPATCH: self._dispatch,
+            Op.COMPILE: self._compile,
+            Op.PIPELINE_DISPATCH: self._pipeline_dispatch,
+            Op.ALLOCATE: lambda m: ({"handle": self.host.allocate_resident(
+                _int(m.meta, "byte_len"))}, []),
+            Op.UPLOAD: self._upload,
+            Op.DOWNLOAD: lambda m: ({}, [self.host.download_resident(_int(m.meta, "handle"))]),
+            Op.FREE: lambda m: (self.host.free_resident(_int(m.meta, "handle")) or {}, []),
+            Op.DISPATCH_RESIDENT: self._dispatch_resident,
+            Op.SEQUENCE: self._sequence,
+            Op.COMPILE_SEQUENCE: lambda m: (self.host.compile_sequence(
+                self._sequence_of(m.meta), _config(m.meta)) or {}, []),
+            Op.TRY_RECOVER: self._try_recover,
+            Op.ADOPT: self._adopt,
+            Op.SHUTDOWN: self._shutdown,
+        }
+
+    def answer(self, msg: Message, generation: int) -> Message:
+        """The reply to ``msg`` (a request), as ``generation``: its result, or the error it
+        raised as an error reply."""
+        try:
+            if any(isinstance(a, Shared) for a in msg.arrays):
+                msg.arrays = [self._shared(a) if isinstance(a, Shared) else a
+                              for a in msg.arrays]
+            meta, arrays = self._handlers[msg.op](msg)
+            reply = Message(Op.REPLY, msg.id, generation, meta, arrays)
+            self._check_size(reply)
+            return reply
+        except Exception as exc:  # the worker boundary: every failure becomes a reply
+            error = as_vyre_error(exc, f"worker {msg.op}")
+            if msg.op in _DEVICE_OPS and not isinstance(error, _CALLER_ERRORS) \
+                    and self._device_lost():
+                error = DeviceLostError(
+                    f"backend {self.host.id()!r} lost its device in worker generation "
+                    f"{generation} ({error.cause})", generation=generation)
+            return protocol.error_message(error, msg.id, generation)
+
+    def _shared(self, shared: Shared, writable: bool = False) -> np.ndarray:
+        if self.maps is None:
+            raise ProtocolError("a request names shared memory, and this worker has none",
+                                "Start workers through the vyre supervisor.")
+        return self.maps.array(shared, writable)
+
+    def _outputs(self, meta: dict[str, Any]) -> list[tuple[np.ndarray, Shared | None]] | None:
+        """The arrays to write a dispatch's outputs into, when the parent placed any in
+        shared memory (``meta["out"]``): a writable view of each shared one, a new array
+        for each small one."""
+        specs = meta.get("out")
+        if specs is None:
+            return None
+        if not isinstance(specs, list):
+            raise ProtocolError("request field 'out' must be a list of array specs",
+                                "Use matching vyre versions in the parent and the workers.")
+        outputs = []
+        for spec in specs:
+            shared = protocol.describe_shared(spec)
+            if shared is not None:
+                outputs.append((self._shared(shared, writable=True), shared))
+            elif isinstance(spec, list) and len(spec) == 2 and spec[0] in protocol.DTYPES \
+                    and isinstance(spec[1], int) and spec[1] >= 0 \
+                    and spec[1] * protocol.DTYPES[spec[0]].itemsize <= self.max_message_bytes:
+                outputs.append((np.empty(spec[1], dtype=protocol.DTYPES[spec[0]]), None))
+            else:
+                raise ProtocolError(f"output spec {spec!r} is not [dtype, count] or [dtype, "
+                                    "count, segment, fd, size]",
+                                    "Use matching vyre versions in the parent and the workers.")
+        return outputs
+
+    def _check_size(self, reply: Message) -> None:
+        protocol.check_output_bytes(sum(a.nbytes if isinstance(a, Shared)
+                                        else protocol.as_frame_array(a).nbytes
+                                        for a in reply.arrays), self.max_message_bytes)
+
+    def _device_lost(self) -> bool:
+        try:
+            return self.host.device_lost()
+        except VyreError:
+            return True  # a backend that cannot even answer has lost its device
+
+    # -- handlers ------------------------------------------------------------------------
+
+    def _program(self, meta: dict[str, Any], kind: type = Program) -> Any:
+        """The request's program (or sequence: ``kind``), decoded once and kept by
+        fingerprint (``fp``): the parent sends its wire form only to a worker that does not
+        hold it yet, and sends it again when this worker answers that it does not
+        (PROGRAM_NOT_HELD)."""
+        fp, wire = meta.get("fp"), meta.get("program")
+        key = fp if isinstance(fp, str) else wire
+        program = self._programs.get(key) if isinstance(key, str | bytes) else None
+        if program is not None:
+            if not isinstance(program, kind):
+                raise ProtocolError(f"{key!r:.20} names a {type(program).__name__}, not a "
+                                    f"{kind.__name__}", "Use matching vyre versions in the "
+                                    "parent and the workers.")
+            self._programs.move_to_end(key)
+            return program
+        if not isinstance(wire, bytes):
+            if isinstance(fp, str):
+                raise ProtocolError(f"program {fp[:16]} is not held by this worker",
+                                    "The parent sends it again.",
+                                    **{PROGRAM_NOT_HELD: True})
+            raise ProtocolError("request carries no program bytes", "Send Program.to_wire().")
+        program = self._programs[key] = kind.from_wire(wire)
+        if len(self._programs) > protocol.PROGRAM_CACHE:
+            self._programs.popitem(last=False)
+        return program
+
+    def _dispatch(self, m: Message):
+        program, config = self._program(m.meta), _config(m.meta)
+        into = self._outputs(m.meta)
+        if into is None:
+            outputs = self.host.dispatch(program, m.arrays, config)
+            return _timing_meta(outputs), list(outputs)
+        timing = self.host.dispatch_into(program, m.arrays, [a for a, _ in into], config)
+        return _timing_meta(timing), [a if shared is None else shared for a, shared in into]
+
+    def _compile(self, m: Message):
+        pipeline = self.host.compile(self._program(m.meta), _config(m.meta))
+        pipeline_id = self._pipeline_of_key.get(pipeline.key)
+        if pipeline_id is None:
+            pipeline_id = next(self._pipeline_ids)
+            self._pipeline_of_key[pipeline.key] = pipeline_id
+        self._pipelines[pipeline_id] = pipeline
+        self._pipelines.move_to_end(pipeline_id)
+        if len(self._pipelines) > PIPELINE_LIMIT:
+            _, oldest = self._pipelines.popitem(last=False)
+            self._pipeline_of_key.pop(oldest.key, None)
+        return {"pipeline": pipeline_id, "key": pipeline.key}, []
+
+    def _pipeline_dispatch(self, m: Message):
+        pipeline_id = _int(m.meta, "pipeline")
+        pipeline = self._pipelines.get(pipeline_id)
+        if pipeline is None:
+            raise PipelineInvalidatedError(
+                f"pipeline {pipeline_id} is not held by this worker (a worker keeps its "
+                f"{PIPELINE_LIMIT} most recently used pipelines, and none from before a "
+                "restart)",
+                generation=self.host.generation)
+        self._pipelines.move_to_end(pipeline_id)
+        outputs = pipeline.dispatch(m.arrays, _config(m.meta))
+        return _timing_meta(outputs), self._placed(m.meta, outputs)
+
+    def _placed(self, meta: dict[str, Any], outputs: list[np.ndarray]) -> list[Any]:
+        """The reply's arrays: each output copied into its shared slot when the parent
+        placed one there (``meta["out"]``), else the output itself."""
+        into = self._outputs(meta)
+        if into is None:
+            return list(outputs)
+        if len(into) != len(outputs):
+            raise ProtocolError(f"{len(into)} output slots for {len(outputs)} outputs",
+                                "Use matching vyre versions in the parent and the workers.")
+        replies = []
+        for (target, shared), out in zip(into, outputs, strict=True):
+            if shared is None:
+                replies.append(out)
+            else:
+                np.copyto(target, out.reshape(target.shape), casting="no")
+                replies.append(shared)
+        return replies
+
+    def _sequence_of(self, meta: dict[str, Any]) -> StepSequence:
+        return self._program(meta, StepSequence)
+
+    def _sequence(self, m: Message):
+        resident = m.meta.get("resident", {})
+        if not isinstance(resident, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) for k, v in resident.items()):
+            raise ProtocolError("sequence field 'resident' must map names to handles",
+                                "Use matching vyre versions in the parent and the workers.")
+        run = self.host.dispatch_sequence(self._sequence_of(m.meta), m.arrays, resident,
+                                          _config(m.meta))
+        meta = _timing_meta(run.timing)
+        meta["loops"] = [[loop.iterations, loop.converged] for loop in run.loops]
+        return meta, self._placed(m.meta, run.outputs)
+
+    def _upload(self, m: Message):
+        if len(m.arrays) != 1:
+            raise ProtocolError("upload carries no data frame", "Send exactly one frame.",
+                                request_id=m.id)
+        self.host.upload_resident(_int(m.meta, "handle"), m.arrays[0].tobytes())
+        return {}, []
+
+    def _dispatch_resident(self, m: Message):
+        handles = m.meta.get("handles")
+        if not isinstance(handles, list) or not all(isinstance(h, int) for h in handles):
+            raise ProtocolError("dispatch_resident needs a list of integer handles",
+                                "Pass the handles of Driver.allocate_resident.", request_id=m.id)
+        timed = self.host.dispatch_resident(self._program(m.meta), handles, _config(m.meta))
+        return {"wall_ns": timed.timing.wall_ns, "device_ns": timed.timing.device_ns}, []
+
+    def _try_recover(self, m: Message):
+        self.host.try_recover(_int(m.meta, "generation"))
+        self._forget_pipelines()
+        return {"capabilities": self.host.capabilities().to_dict()}, []
+
+    def _adopt(self, m: Message):
+        """This spare process now serves a slot, as that slot's next generation."""
+        self.host.serve_as(_int(m.meta, "generation"))
+        self._forget_pipelines()
+        return {}, []
+
+    def _forget_pipelines(self) -> None:
+        """Pipelines compiled as an earlier generation are not this one's to serve."""
+        self._pipelines.clear()
+        self._pipeline_of_key.clear()
+
+    def _shutdown(self, m: Message):
+        self.stopping = True  # the worker shuts the backend down after the reply
+        return {}, []
+
+
+def _int(meta: dict[str, Any], key: str) -> int:
+    value = meta.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(f"request field {key!r} must be an integer, got {value!r}",
+                            "Use matching vyre versions in the parent and the workers.")
+    return value
+
+
+def _config(meta: dict[str, Any]) -> DispatchConfig:
+    raw = meta.get("config", {})
+    if not isinstance(raw, dict):
+        raise ProtocolError("request config must be a map", "Send DispatchConfig.to_dict().")
+    if raw == _last_config[0]:  # (a caller's calls mostly repeat one config)
+        return _last_config[1]
+    config = _config_of(raw)
+    _last_config[:] = [raw, config]
+    return config
+
+
+_last_config: list[Any] = [None, None]
+
+
+def _config_of(raw: dict[str, Any]) -> DispatchConfig:
+    try:
+        key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in raw.items()))
+        return _cached_config(key)
+    except TypeError:  # unhashable values: not a config we could have sent
+        return DispatchConfig.from_dict(raw)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_config(items: tuple) -> DispatchConfig:
+    """Configs repeat from request to request; build and check each one once."""
+    return DispatchConfig.from_dict(dict(items))
+
+
+def _timing_meta(found: Any) -> dict[str, Any]:
+    """The reply fields of a Timing (or of the ``timing`` of outputs), if any."""
+    timing = found if isinstance(found, Timing) else getattr(found, "timing", None)
+    return {} if timing is None else {"wall_ns": timing.wall_ns, "device_ns": timing.device_ns,
+                                      "label": timing.label}

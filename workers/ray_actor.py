@@ -1,0 +1,81 @@
+"""A backend's worker as a Ray actor: the same host and request handlers as the process
+worker (``__main__.py``), reached through Ray instead of a lane. Ray places it on a node
+(requesting a GPU when the pool asks), carries its arrays through the object store, and
+tells the parent when it dies; the parent's rules (``supervisor/machine.py``) do the rest.
+
+Two concurrency groups: requests run one at a time in ``work``; ``heartbeat`` answers in
+``ctl`` while one runs, unless the request holds the GIL (then it is judged frozen, as a
+process worker is)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+from typing import Any
+
+import psutil
+
+from vyre_core import protocol
+from vyre_core.errors import as_vyre_error
+from vyre_core.protocol import Message, Op
+from vyre_workers.__main__ import listed_devices
+from vyre_workers.backend_host import load_backend
+from vyre_workers.handlers import Handlers
+
+
+class RayWorker:
+    """Made by ``vyre_core.cluster.ray_pool`` as ``ray.remote(...)(RayWorker)``; never
+    imported by the parent's code paths otherwise."""
+
+    def __init__(self, backend: str, entry_point: str, generation: int, device: int | None,
+                 proof: bytes, max_message_bytes: int) -> None:
+        self._proof = proof
+        self._lock = threading.Lock()
+        self._received = self._finished = 0
+        self._hello: dict[str, Any]
+        try:  # an error here is said in the hello: the actor itself stays up to say it
+            host = load_backend(entry_point, backend, generation)
+            if device is not None:
+                host.select_device(device)
+            devices = listed_devices(host)
+            host.prepare()
+            caps = host.capabilities()
+        except BaseException as exc:
+            self._hello = {"failed": True, "proof": proof, "traceback": traceback.format_exc(),
+                           "error": as_vyre_error(exc, f"starting backend {backend!r}").to_dict()}
+            return
+        self.handlers = Handlers(host, max_message_bytes)
+        import ray
+
+        self._hello = {"pid": os.getpid(), "backend": host.id(), "version": host.version(),
+                       "capabilities": caps.to_dict(), "device": host.device,
+                       "devices": devices, "proof": proof,
+                       "node": ray.get_runtime_context().get_node_id()}
+
+    def hello(self) -> dict[str, Any]:
+        return self._hello
+
+    def heartbeat(self) -> tuple[int, int, int]:
+        """(the last request received, the last answered, resident bytes)."""
+        with self._lock:
+            return self._received, self._finished, psutil.Process().memory_info().rss
+
+    def handle(self, op: str, request_id: int, meta: dict[str, Any],
+               arrays: list[Any]) -> tuple[str, int, dict[str, Any], list[Any]]:
+        with self._lock:
+            self._received = request_id
+        msg = Message(Op(op), request_id, 0, meta, list(arrays))
+        generation = self.handlers.host.generation
+        if msg.op is Op.ADOPT and isinstance(meta.get("generation"), int):
+            generation = meta["generation"]  # answered as its new self
+        reply = self.handlers.answer(msg, generation)
+        with self._lock:
+            self._finished = request_id
+        return (reply.op.value, reply.gen, reply.meta,
+                [protocol.as_frame_array(a) for a in reply.arrays])
+
+
+def backend_devices(backend: str, entry_point: str) -> list[dict[str, Any]]:
+    """(A Ray task.) The devices ``backend`` lists on the node this runs on."""
+    return [d.to_dict() for d in load_backend(entry_point, backend, 0).devices()]
