@@ -422,7 +422,7 @@ _SNAKE_NAME = re.compile(rf"(?<![\w.'\"/$`{{-])({_SNAKE})\b(?![=(\w'\"/-]|\.\w)"
 _REPO_PATH = re.compile(
     r"(?<![\w/.-])((?:docs|vyre_core|workers|plugins|benchmarks|examples)/(?:[\w.-]*[\w/])?)")
 _SENTENCE_END = re.compile(r"[.;](?:\s|$)|$")
-_FOREIGN_COMMAND = re.compile(r"(?<![\w-])(?:pip|apt|apt-get|sudo|dpkg|ulimit|python3?|git)\s")
+_FOREIGN_COMMAND = re.compile(r"(?<![\w-])(?:pip|apt|apt-get|sudo|dpkg|ulimit|python3?|git|ray)\s")
 _CLAUSE_END = re.compile(r"[.;,)`](?:\s|$)|[)`]|$")
 
 

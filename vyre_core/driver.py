@@ -318,11 +318,19 @@ class Driver:
         # after it can fail and leave it behind
         shadow = None if shadow_every is None else self._shadow_plan(shadow_every)
         self._shadow: ShadowSampler | None = None
-        self.cluster = None if spec.local else connect.RayCluster(spec)
-        self._own_process(RunDir())
-        self.routing = RoutingPolicy(self.registry, self.pools)
-        if shadow is not None:
-            self._shadow = self._shadow_sampler(*shadow, shadow_dir)
+        self.cluster: connect.RayCluster | None = None
+        rundir = RunDir()
+        try:  # (what was made is let go of when a later step fails)
+            self.cluster = None if spec.local else connect.RayCluster(spec)
+            self._own_process(rundir)
+            self.routing = RoutingPolicy(self.registry, self.pools)
+            if shadow is not None:
+                self._shadow = self._shadow_sampler(*shadow, shadow_dir)
+        except BaseException:
+            if self.cluster is not None:
+                self.cluster.close()
+            rundir.remove()
+            raise
         _DRIVERS.add(self)
         atexit.register(self.close)
 

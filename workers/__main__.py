@@ -26,9 +26,9 @@ import zmq
 
 from vyre_core import protocol
 from vyre_core.dataplane import SegmentMaps
-from vyre_core.errors import VyreError, as_vyre_error
+from vyre_core.errors import as_vyre_error
 from vyre_core.protocol import Message, Op, ProgressPage
-from vyre_workers.backend_host import BackendHost, load_backend
+from vyre_workers.backend_host import listed_devices, load_backend
 from vyre_workers.server import WorkerServer
 
 _PR_SET_PDEATHSIG = 1
@@ -41,18 +41,6 @@ def die_with_parent(parent_pid: int) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(0)
-
-
-def listed_devices(host: BackendHost) -> list[dict]:
-    """The backend's devices for the hello. A worker pinned to a device has listed them
-    already (an error there fails its start); for an unpinned one the list is only shown,
-    so a backend that cannot list its devices still starts, and says why on stderr."""
-    try:
-        return [d.to_dict() for d in host.devices()]
-    except VyreError as exc:
-        sys.stderr.write(f"vyre worker: backend {host.id()!r} could not list its devices: "
-                         f"{exc}\n")
-        return []
 
 
 def heartbeat(context: zmq.Context, endpoint: str, identity: bytes, interval: float,

@@ -8,6 +8,7 @@ outputs checked), and every failure of the plugin leaves here as a ``VyreError``
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import fields
@@ -41,6 +42,7 @@ from vyre_core.errors import (
     LaunchLimitError,
     PluginLoadError,
     UnsupportedFeatureError,
+    VyreError,
     as_vyre_error,
 )
 from vyre_core.ir import Program
@@ -426,3 +428,15 @@ def load_backend(entry_point: str, backend: str, generation: int) -> BackendHost
         raise PluginLoadError(f"entry point {entry_point!r} is backend {host.id()!r}, "
                               f"expected {backend!r}", "Reinstall the backend distribution.")
     return host
+
+
+def listed_devices(host: BackendHost) -> list[dict]:
+    """The backend's devices for the hello. A worker pinned to a device has listed them
+    already (an error there fails its start); for an unpinned one the list is only shown,
+    so a backend that cannot list its devices still starts, and says why on stderr."""
+    try:
+        return [d.to_dict() for d in host.devices()]
+    except VyreError as exc:
+        sys.stderr.write(f"vyre worker: backend {host.id()!r} could not list its devices: "
+                         f"{exc}\n")
+        return []

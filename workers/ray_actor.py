@@ -19,8 +19,7 @@ import psutil
 from vyre_core import protocol
 from vyre_core.errors import as_vyre_error
 from vyre_core.protocol import Message, Op
-from vyre_workers.__main__ import listed_devices
-from vyre_workers.backend_host import load_backend
+from vyre_workers.backend_host import listed_devices, load_backend
 from vyre_workers.handlers import Handlers
 
 
@@ -32,8 +31,10 @@ class RayWorker:
                  proof: bytes, max_message_bytes: int) -> None:
         self._proof = proof
         self._lock = threading.Lock()
-        self._received = self._finished = 0
+        self._received = self._finished = self._reply_bytes = 0
         self._hello: dict[str, Any]
+        # (as in every worker: backends and the fault-injection kit read it)
+        os.environ["VYRE_WORKER"] = f"{backend}/ray/{generation}"
         try:  # an error here is said in the hello: the actor itself stays up to say it
             host = load_backend(entry_point, backend, generation)
             if device is not None:
@@ -56,10 +57,12 @@ class RayWorker:
     def hello(self) -> dict[str, Any]:
         return self._hello
 
-    def heartbeat(self) -> tuple[int, int, int]:
-        """(the last request received, the last answered, resident bytes)."""
+    def heartbeat(self) -> tuple[int, int, int, int]:
+        """(the last request received, the last answered, that answer's bytes (the parent
+        allows them time to arrive), resident bytes)."""
         with self._lock:
-            return self._received, self._finished, psutil.Process().memory_info().rss
+            return (self._received, self._finished, self._reply_bytes,
+                    psutil.Process().memory_info().rss)
 
     def handle(self, op: str, request_id: int, meta: dict[str, Any],
                arrays: list[Any]) -> tuple[str, int, dict[str, Any], list[Any]]:
@@ -70,10 +73,12 @@ class RayWorker:
         if msg.op is Op.ADOPT and isinstance(meta.get("generation"), int):
             generation = meta["generation"]  # answered as its new self
         reply = self.handlers.answer(msg, generation)
+        if self.handlers.stopping:  # SHUTDOWN: release the device before the answer
+            self.handlers.host.shutdown()
+        arrays = [protocol.as_frame_array(a) for a in reply.arrays]
         with self._lock:
-            self._finished = request_id
-        return (reply.op.value, reply.gen, reply.meta,
-                [protocol.as_frame_array(a) for a in reply.arrays])
+            self._finished, self._reply_bytes = request_id, sum(a.nbytes for a in arrays)
+        return reply.op.value, reply.gen, reply.meta, arrays
 
 
 def backend_devices(backend: str, entry_point: str) -> list[dict[str, Any]]:

@@ -24,8 +24,12 @@ from vyre_core.config import DispatchConfig
 from vyre_core.errors import (
     ClusterUnavailableError,
     DispatchTimeoutError,
+    InvalidConfigError,
     NoCapableBackendError,
+    PipelineInvalidatedError,
+    PoolFailedError,
 )
+from vyre_core.supervisor import published, rundir
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
 
@@ -103,6 +107,15 @@ def test_dispatch_through_ray_gives_the_local_bytes(cluster):
         alive = {n["node"] for n in status["nodes"] if n["alive"]}
         assert status["cluster"] == cluster.address and len(alive) == 3
         assert status["workers"][0]["node"] in alive
+
+        def snapshot() -> dict | None:  # what `vyre status` reads
+            mine = [d for d in published.running_drivers(rundir.base_dir())
+                    if d["pid"] == os.getpid()]
+            pool = mine[0]["pools"].get("reference") if mine else None
+            return pool if pool and pool.get("workers") and pool["workers"][0]["pid"] \
+                else None
+
+        assert wait_for(snapshot, 10, "the Ray pool's snapshot")["cluster"] == cluster.address
 
 
 def test_an_actor_killed_mid_dispatch_is_replaced_and_the_call_retried(cluster):
@@ -191,3 +204,78 @@ print(json.dumps({"ray": len(ray_pids), "after": [
     finally:
         child.stop()
     assert report["ray"] >= 3 and report["after"] == []
+
+
+def test_drivers_of_one_process_share_its_connection_and_only_the_last_lets_go(cluster):
+    program, data = saxpy(64), saxpy_inputs(64)
+    first, second = on(cluster), on(cluster)
+    try:
+        with pytest.raises(InvalidConfigError, match="already runs Drivers on the Ray cluster"):
+            Driver(cluster="ray")
+        first.dispatch(program, data, backend="reference")
+        first.close()
+        assert second.dispatch(program, data, backend="reference")[0].nbytes == 4 * 64
+        with pytest.raises(PoolFailedError, match="the driver is closed"):
+            first.dispatch(program, data, backend="faults")
+    finally:
+        first.close()
+        second.close()
+    import ray
+
+    assert not ray.is_initialized()
+
+
+def test_resident_buffers_out_arrays_and_a_standby_spare_on_ray(cluster):
+    n = 64
+    program, data = saxpy(n), saxpy_inputs(n, 11)
+    x, y, a = data
+    expected = (a[0] * x + y).astype(np.float32)
+    with on(cluster, standby=1) as drv:
+        mine = np.empty(n, np.float32)
+        drv.dispatch(program, data, backend="faults", out=[mine])
+        assert mine.tobytes() == expected.tobytes()
+        buffer = drv.allocate_resident(4 * n, "faults")
+        buffer.upload(x)
+        assert buffer.download() == x.tobytes()
+        wait_for(lambda: drv.status()["pools"]["faults"]["standby"] == 1, 30, "the spare")
+        serving = drv.status()["pools"]["faults"]["workers"][0]
+        os.kill(serving["pid"], signal.SIGKILL)
+        promoted = wait_for(lambda: (w := drv.status()["pools"]["faults"]["workers"][0])[
+            "generation"] == 2 and w["state"] == "idle" and w, 30, "the spare to take over")
+        assert promoted["pid"] != serving["pid"]
+        assert drv.dispatch(program, data, backend="faults")[0].tobytes() == expected.tobytes()
+        with pytest.raises(PipelineInvalidatedError):
+            buffer.download()
+
+
+def test_a_forked_child_is_refused_the_parents_connection_and_closes_without_hanging(
+        cluster, tmp_path):
+    child = Child(tmp_path, f"""
+import json, os
+from vyre_core import Driver
+from vyre_core.errors import ClusterUnavailableError
+from vyre_examples.saxpy import inputs, program
+drv = Driver(cluster={cluster.address!r})
+drv.dispatch(program(64), inputs(64), backend="reference")
+pid = os.fork()
+if pid == 0:
+    try:
+        drv.dispatch(program(64), inputs(64), backend="faults")
+        said = "it ran"
+    except ClusterUnavailableError as exc:
+        said = str(exc)
+    drv.close()
+    print(json.dumps({{"child": said}}), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+out, = drv.dispatch(program(64), inputs(64), backend="reference")
+drv.close()
+print(json.dumps({{"parent": int(out.nbytes)}}), flush=True)
+""")
+    try:
+        said = child.report(60)["child"]
+        parent = child.report(60)["parent"]
+    finally:
+        child.stop()
+    assert "forked child cannot use it" in said and "spawn" in said
+    assert parent == 4 * 64

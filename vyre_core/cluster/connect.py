@@ -19,9 +19,9 @@ import re
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +44,7 @@ _INSTALL_FIX = ("Install Ray: pip install 'vyre[ray]' (or pip install ray), or r
 _BOUNDED_CONNECT = {"RAY_py_gcs_connect_timeout_s": "5",
                     "RAY_gcs_rpc_server_connect_timeout_s": "2",
                     "RAY_gcs_server_port_wait_time_s": "2",
-                    "RAY_NUM_REDIS_GET_RETRIES": "2",
-                    "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+                    "RAY_NUM_REDIS_GET_RETRIES": "2"}
 _ADDRESS = re.compile(r"(?:ray://)?([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})")
 _log = logging.getLogger("vyre.cluster")
 
@@ -87,49 +86,89 @@ def parse(value: str | None) -> ClusterSpec:
     return ClusterSpec("ray", text)
 
 
+@dataclass
+class _Connection:
+    """This process's one connection to Ray (Ray has one per process): the cluster it is
+    to, how many Drivers use it, and what vyre must undo when the last lets go."""
+
+    spec: ClusterSpec
+    pid: int
+    users: int = 0
+    owned: bool = False             # ray.init was vyre's: ray.shutdown is too
+    temp_dir: str | None = None     # a private instance's session files
+
+
+_connection: _Connection | None = None
+_connecting = threading.Lock()
+
+
 class RayCluster:
-    """A connection to Ray made by one Driver: started (``"ray"``) or joined, and let go
-    of at ``close``: a Ray instance this Driver started is stopped with it."""
+    """One Driver's use of this process's Ray connection: made (a private instance
+    started, or a cluster joined) by the first Driver, shared by the next ones for the same
+    cluster, and let go of by the last one's ``close`` (a private instance stops then)."""
 
     def __init__(self, spec: ClusterSpec) -> None:
+        global _connection
         self.spec = spec
-        self.ray = _import_ray()
-        self.owned = False
         self._closed = False
-        self._temp_dir: str | None = None  # a private instance's session files
-        if spec.address not in (None, "auto"):
-            _check_answers(spec.address)
-        previous = signal.getsignal(signal.SIGTERM) if _main_thread() else None
-        started = time.monotonic()
-        try:
-            self._connect()
-        finally:  # ray.init replaces SIGTERM's handler with sys.exit: the host's stays
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
-        _log.info("joined Ray cluster %s in %.1f s (%d node(s))", spec,
-                  time.monotonic() - started, len(self.nodes()))
+        with _connecting:
+            known = _connection
+            if known is not None and known.pid != os.getpid():
+                known = _connection = None  # (a forked parent's: not this process's)
+            self.ray = _import_ray(bounded=spec.address not in (None, "auto"))
+            if known is not None:
+                if known.spec != spec:
+                    raise InvalidConfigError(
+                        f"this process already runs Drivers on the Ray cluster {known.spec}; "
+                        f"cluster={str(spec)!r} was asked for",
+                        "Run every Driver of a process on one cluster, or close the others "
+                        "first.")
+            elif self.ray.is_initialized():  # the program called ray.init itself
+                known = _Connection(spec, os.getpid())
+            else:
+                known = _Connection(spec, os.getpid(), owned=True)
+                self._connect(known)
+            known.users += 1
+            _connection = self._connection = known
+        with contextlib.suppress(Exception):  # (only a log line)
+            _log.info("on Ray cluster %s (%d node(s))", spec, len(self.nodes()))
 
-    def _connect(self) -> None:
-        ray = self.ray
-        if ray.is_initialized():  # this process is connected already: use it, own nothing
-            return
+    def check_usable(self) -> None:
+        """Raise unless this process may use the connection: a forked child may not (it is
+        its parent's, and Ray is not fork-safe), nor may a Driver that let go of it."""
+        if self._connection.pid != os.getpid():
+            raise ClusterUnavailableError(
+                "this Driver's Ray connection belongs to the process it was made in (a "
+                "forked child cannot use it)", "Make the Driver in the child, after the "
+                "fork, or use the 'spawn' start method of multiprocessing.",
+                cluster=str(self.spec))
+        if self._closed:
+            raise ClusterUnavailableError(f"this Driver let go of the Ray cluster {self.spec}",
+                                          "Create a new vyre Driver.", cluster=str(self.spec))
+
+    def _connect(self, connection: _Connection) -> None:
+        if self.spec.address not in (None, "auto"):
+            _check_answers(self.spec.address)
+        previous = signal.getsignal(signal.SIGTERM) if _main_thread() else None
         try:
             if self.spec.address is None:
-                self._temp_dir = tempfile.mkdtemp(prefix="vyre-ray-")  # (short: socket paths)
-                ray.init(address="local", include_dashboard=False, log_to_driver=False,
-                         configure_logging=False, _temp_dir=self._temp_dir, _system_config={
-                             "enable_worker_prestart": False,
-                             "prestart_worker_first_driver": False,
-                             "enable_metrics_collection": False})
+                connection.temp_dir = tempfile.mkdtemp(prefix="vyre-ray-")  # (short paths)
+                self.ray.init(address="local", include_dashboard=False, log_to_driver=False,
+                              configure_logging=False, _temp_dir=connection.temp_dir,
+                              _system_config={"enable_worker_prestart": False,
+                                              "prestart_worker_first_driver": False,
+                                              "enable_metrics_collection": False})
             else:
-                ray.init(address=self.spec.address, log_to_driver=False,
-                         configure_logging=False)
+                self.ray.init(address=self.spec.address, log_to_driver=False,
+                              configure_logging=False)
         except Exception as exc:  # ConnectionError, ValueError (ray[client] missing) ...
-            self._remove_temp_dir()
+            _remove(connection)
             raise ClusterUnavailableError(
                 f"cannot reach the Ray cluster {self.spec}: {type(exc).__name__}: {exc}",
                 _fix_for(self.spec), cluster=str(self.spec)) from None
-        self.owned = True
+        finally:  # ray.init replaces SIGTERM's handler with sys.exit: the host's stays
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     def nodes(self) -> list[dict[str, Any]]:
         """The cluster's nodes: id, address, alive, and what each offers (CPU, GPU, ...)."""
@@ -140,11 +179,14 @@ class RayCluster:
                 for n in self.ray.nodes()]
 
     def list_devices(self, backend: str, entry_point: str, timeout: float) -> list[DeviceInfo]:
-        """``backend``'s devices as a node of the cluster lists them (a Ray task there)."""
+        """``backend``'s devices as a node of the cluster lists them (a Ray task there,
+        placed and set up as a worker is)."""
         from vyre_workers.ray_actor import backend_devices
 
-        task = self.ray.remote(num_cpus=0, max_retries=0)(backend_devices)
-        ref = task.remote(backend, entry_point)
+        options: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
+        if self.worker_env():
+            options["runtime_env"] = {"env_vars": self.worker_env()}
+        ref = self.ray.remote(**options)(backend_devices).remote(backend, entry_point)
         try:
             return device_list(self.ray.get(ref, timeout=timeout))
         except self.ray.exceptions.GetTimeoutError:
@@ -158,35 +200,55 @@ class RayCluster:
             cause = getattr(exc, "cause", None) or exc
             raise as_vyre_error(cause, f"listing the devices of {backend!r}") from None
 
-    def close(self) -> None:
-        """Disconnect (stopping the instance this Driver started); idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self.owned:
-            with contextlib.suppress(Exception):
-                self.ray.shutdown()
-        self._remove_temp_dir()
-
-    def _remove_temp_dir(self) -> None:
-        if self._temp_dir is not None:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
-            self._temp_dir = None
-
     def worker_env(self) -> dict[str, str]:
         """What a worker actor's environment gets from this process: its ``VYRE_`` settings
         (as a local worker inherits them), not the cluster's own choice."""
         return {k: v for k, v in os.environ.items() if k.startswith("VYRE_") and k != ENV}
 
+    def close(self) -> None:
+        """This Driver lets go; the last one disconnects (stopping the instance vyre
+        started). Idempotent; nothing in a forked child (the connection is the parent's)."""
+        global _connection
+        if self._closed or self._connection.pid != os.getpid():
+            self._closed = True
+            return
+        self._closed = True
+        with _connecting:
+            connection = self._connection
+            connection.users -= 1
+            if connection.users > 0:
+                return
+            if _connection is connection:
+                _connection = None
+            if connection.owned:
+                with contextlib.suppress(Exception):
+                    self.ray.shutdown()
+            _remove(connection)
 
-def _import_ray() -> Any:
-    for key, value in _BOUNDED_CONNECT.items():
-        os.environ.setdefault(key, value)
+
+def _remove(connection: _Connection) -> None:
+    if connection.temp_dir is not None:
+        shutil.rmtree(connection.temp_dir, ignore_errors=True)
+        connection.temp_dir = None
+
+
+def _import_ray(bounded: bool) -> Any:
+    """Ray, imported here only. Ray never connects by itself (a call after the last
+    Driver let go would start an instance of its own); ``bounded``: connecting to an
+    address, whose waits Ray reads at import, is given up on within seconds."""
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    tightened = [k for k in _BOUNDED_CONNECT if bounded and "ray" not in sys.modules
+                 and k not in os.environ]
+    os.environ.update({k: _BOUNDED_CONNECT[k] for k in tightened})
     try:
         import ray
     except ImportError as exc:
         raise ClusterUnavailableError(f"cluster runs on Ray, which is not installed ({exc})",
                                       _INSTALL_FIX) from None
+    finally:  # (read at import: this process's children and later imports keep theirs)
+        for key in tightened:
+            os.environ.pop(key, None)
     return ray
 
 

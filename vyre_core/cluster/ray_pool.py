@@ -17,19 +17,24 @@ import secrets
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
+from pathlib import Path
 from typing import Any
 
 from vyre_core import protocol
 from vyre_core.cluster.connect import RayCluster
 from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.errors import (
+    ClusterUnavailableError,
     NoCapableBackendError,
     PoolFailedError,
+    SystemResourceError,
     VyreError,
     as_vyre_error,
 )
 from vyre_core.protocol import Message, Op
 from vyre_core.registry import BackendRegistration
+from vyre_core.supervisor import published
+from vyre_core.supervisor.lane import interrupts_deferred
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
     Log,
@@ -49,13 +54,16 @@ _log = logging.getLogger("vyre.cluster")
 #: The longest the pool's thread waits on Ray before it looks again (hellos, heartbeats
 #: and replies nobody waits on are noticed within it; a caller's reply is not delayed).
 LOOK_EVERY = 0.05
+#: Inputs of this many bytes or more go into the object store once per call, by the
+#: caller; smaller ones ride inside each send (Ray inlines them).
+PUT_FROM = 1 << 20
 
 
 class RayPool:
     """One backend's workers as Ray actors; used by the Driver exactly as a local ``Pool``."""
 
     def __init__(self, registration: BackendRegistration, cluster: RayCluster,
-                 options: PoolOptions, on_change: Any,
+                 options: PoolOptions, on_change: Any, snapshot: Path,
                  devices: tuple[int, ...] | None = None) -> None:
         self.registration = registration
         self.backend = registration.id
@@ -77,6 +85,8 @@ class RayPool:
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._actor_class = None
+        self._broken: str | None = None  # the pool's thread failed (a bug): why
+        self._publisher = published.Publisher(snapshot, self.backend)  # for `vyre status`
 
     # -- what routing and the Driver read ----------------------------------------------
 
@@ -112,17 +122,24 @@ class RayPool:
             return self._machine.holds(slot, generation)
 
     def unavailable(self) -> str | None:
+        if self._broken is not None:
+            return f"its Ray pool failed ({self._broken})"
         with self._lock:
             return self._machine.unavailable(time.monotonic())
 
-    def status(self) -> dict[str, Any]:
+    def status(self, nodes: bool = True) -> dict[str, Any]:
+        """As a local pool's, with each worker's node, the cluster and (``nodes``) each of
+        its nodes: one call to Ray's control store."""
         with self._lock:
             status = self._machine.status(time.monotonic())
             for w in status["workers"]:
                 w["node"] = self._node.get(w["index"])
         status["cluster"] = str(self._cluster.spec)
-        with contextlib.suppress(Exception):  # (a cluster that went away: no nodes to show)
-            status["nodes"] = self._cluster.nodes()
+        if self._broken is not None:
+            status["state"], status["failure"] = "failed", self._broken
+        if nodes:
+            with contextlib.suppress(Exception):  # (a cluster gone: no nodes to show)
+                status["nodes"] = self._cluster.nodes()
         return status
 
     # -- calls ---------------------------------------------------------------------------
@@ -130,8 +147,13 @@ class RayPool:
     def submit(self, request: Request) -> Future:
         """Hand ``request`` to the rules; its future always resolves."""
         future = request.future
-        self._start()
-        with self._lock:
+        try:
+            self._start()
+            self._place_arrays(request)
+        except VyreError as exc:
+            future.set_exception(exc)
+            return future
+        with interrupts_deferred(), self._lock:
             self._machine.submit(request, time.monotonic())
             self._carry(self._machine.take_actions())
         self._deliver()
@@ -139,11 +161,13 @@ class RayPool:
 
     def call(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
         """Run ``request`` and wait for its answer: its first send is this thread's, and
-        so is taking its reply; deadlines, deaths and retries are the rules' as always."""
+        so (mostly: whichever thread looks first) is taking its reply; deadlines, deaths
+        and retries are the rules' as always."""
         future = request.future
         request.waker = own = object()
         self._start()
-        with self._lock:
+        self._place_arrays(request)
+        with interrupts_deferred(), self._lock:
             self._machine.submit(request, time.monotonic())
             mine = self._carry(self._machine.take_actions(), own)
         self._deliver()
@@ -158,9 +182,32 @@ class RayPool:
                     future.result(LOOK_EVERY)
         return future.result()
 
+    def _place_arrays(self, request: Request) -> None:
+        """(The caller's thread, outside the lock.) Large inputs go into Ray's object store
+        once, here: every send of the request (a retry too) names them, and a store that
+        cannot take them is this caller's error, not a worker's fault."""
+        arrays = [protocol.as_frame_array(a) for a in request.arrays]
+        request.nbytes = sum(a.nbytes for a in arrays)  # (its transfer is allowed time)
+        if request.nbytes < PUT_FROM:
+            request.wire = arrays
+            return
+        try:
+            request.wire = self._ray.put(arrays)
+        except Exception as exc:
+            raise SystemResourceError(
+                f"Ray's object store could not take the {request.nbytes} bytes of "
+                f"{request.label}: {type(exc).__name__}: {_text(exc)}",
+                "Give the cluster's nodes more object store memory (ray start "
+                "--object-store-memory), or send less per call.") from None
+
     # -- the pool's thread ---------------------------------------------------------------
 
     def _start(self) -> None:
+        self._cluster.check_usable()
+        if self._broken is not None:
+            raise PoolFailedError(f"the Ray pool of {self.backend!r} failed: {self._broken}",
+                                  "Report this as a bug in vyre; create a new Driver.",
+                                  backend=self.backend)
         with self._lock:
             if self._state != "new":
                 if self._state != "running":
@@ -185,6 +232,8 @@ class RayPool:
                     self._carry(self._machine.take_actions())
                     refs = list(self._pending)
                 self._deliver()
+                if self._publisher.due(now):
+                    self._publisher.publish(now, self.status(nodes=False))
                 if refs:
                     ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=LOOK_EVERY)
                     for ref in ready:
@@ -192,26 +241,45 @@ class RayPool:
                     self._deliver()
                 else:
                     self._stopped.wait(LOOK_EVERY)
-        except Exception:  # a bug: every caller gets an answer, never a wait
+        except Exception as exc:  # a bug: every caller gets an answer, never a wait
             _log.exception("pool %r (ray): its thread failed", self.backend)
-            with self._lock:
-                self._machine.close(time.monotonic())
-                self._carry(self._machine.take_actions())
-            self._deliver()
+            self._abandon(exc)
         finally:
             with self._lock:
                 for index in list(self._actors):
                     self._kill(index)
             self._stopped.set()
 
+    def _abandon(self, exc: BaseException) -> None:
+        """The pool's thread failed (a bug in vyre): every waiting caller gets an error,
+        and the pool takes no more work (routing passes it over)."""
+        self._broken = f"{type(exc).__name__}: {exc}"
+        error = PoolFailedError(f"the Ray pool of {self.backend!r} crashed: {self._broken}",
+                                "Report this as a bug in vyre; create a new Driver.",
+                                backend=self.backend)
+        with self._lock:
+            machine = self._machine
+            waiting = [*machine.queue, *(r for w in machine.workers
+                                         for r in (*w.pinned, w.current) if r is not None)]
+            for req in waiting:
+                future, req.future = req.future, None
+                if future is not None:
+                    self._resolved.append((future, error))
+        self._deliver()
+        self._on_change()
+
     def _beat(self, now: float) -> None:
         """(Locked.) Ask each live actor for a heartbeat every heartbeat interval."""
-        for index, actor in self._actors.items():
+        for index, actor in list(self._actors.items()):
             if index in self._beating or now < self._beat_at.get(index, 0.0):
                 continue
             self._beat_at[index] = now + self.options.heartbeat_interval
+            try:
+                ref = actor.heartbeat.options(concurrency_group="ctl").remote()
+            except Exception as exc:  # (Ray refuses calls to an actor it knows is gone)
+                self._died(index, self._identity[index], None, _text(exc), kill=True)
+                continue
             self._beating.add(index)
-            ref = actor.heartbeat.options(concurrency_group="ctl").remote()
             self._pending[ref] = ("beat", index, self._identity[index], None)
 
     def _take(self, ref: Any) -> None:
@@ -225,26 +293,33 @@ class RayPool:
                 self._beating.discard(index)
             try:
                 value = self._ray.get(ref, timeout=0)
+            except self._ray.exceptions.GetTimeoutError:  # (not here after all: look again)
+                self._pending[ref] = found
+                if kind == "beat":
+                    self._beating.add(index)
+                return
             except self._ray.exceptions.RayActorError as exc:
-                self._died(index, identity, None, _first_line(exc))
+                self._died(index, identity, None, _text(exc))
                 self._carry(self._machine.take_actions())
                 return
             except Exception as exc:  # a task error: the actor cannot run our methods
-                self._died(index, identity, None, _first_line(exc), kill=True)
+                self._died(index, identity, None, _text(exc), kill=True)
                 self._carry(self._machine.take_actions())
                 return
             now = time.monotonic()
             if kind == "hello":
                 self._hello(index, identity, value, now)
             elif kind == "beat":
-                received, finished, rss = value
+                received, finished, reply_bytes, rss = value
                 self._machine.message(identity, Message(Op.HEARTBEAT), now)
-                self._machine.progress(index, received, finished, now)
+                self._machine.progress(index, received, finished, now, reply_bytes)
                 self._machine.measured(index, rss)
             else:
                 op, gen, meta, arrays = value
                 self._machine.message(identity, Message(Op(op), request.id, gen, meta,
                                                         list(arrays)), now)
+                if request.op is Op.SHUTDOWN:  # it released its device: the actor goes
+                    self._died(index, identity, 0, "stopped", kill=True)
             self._carry(self._machine.take_actions())
 
     def _hello(self, index: int, identity: bytes, meta: dict[str, Any], now: float) -> None:
@@ -294,7 +369,10 @@ class RayPool:
                                               time.monotonic())
                 elif isinstance(action, Spawn):
                     self._machine.spawn_failed(action.index, action.generation,
-                                               as_vyre_error(exc, "starting a Ray actor"),
+                                               ClusterUnavailableError(
+                                                   f"Ray could not start a worker of "
+                                                   f"{self.backend!r}: {_text(exc)}",
+                                                   backend=self.backend),
                                                time.monotonic())
         if len(actions) and (more := self._machine.take_actions()):
             found = self._carry(more, own)
@@ -308,8 +386,20 @@ class RayPool:
                                       time.monotonic())
             return None
         req = action.request
-        ref = actor.handle.options(concurrency_group="work").remote(
-            req.op.value, req.id, req.meta, [protocol.as_frame_array(a) for a in req.arrays])
+        if req.wire is None:  # (internal requests: recovery, adoption, shutdown)
+            req.wire = [protocol.as_frame_array(a) for a in req.arrays]
+        try:
+            ref = actor.handle.options(concurrency_group="work").remote(
+                req.op.value, req.id, req.meta, req.wire)
+        except self._ray.exceptions.RayActorError as exc:
+            self._machine.send_failed(action.index, req, _text(exc), time.monotonic())
+            return None
+        except Exception as exc:  # the request itself cannot go (unserialisable, say)
+            error = as_vyre_error(exc, f"sending {req.label} to a Ray actor")
+            self._machine.message(action.identity, Message(
+                Op.ERROR, req.id, action.generation, {"error": error.to_dict()}),
+                time.monotonic())
+            return None
         self._pending[ref] = ("reply", action.index, action.identity, req)
         return ref
 
@@ -341,21 +431,21 @@ class RayPool:
                               time.monotonic())
 
     def _resources(self) -> VyreError | None:
-        """Why no node can take a worker of this pool (None: some node can)."""
+        """Why no node of the cluster can ever take a worker of this pool (None: some
+        node can; one that is only busy now is Ray's to wait for)."""
         need = self.options.gpus_per_worker
-        if not need:
-            return None
         nodes = [n for n in self._cluster.nodes() if n["alive"]]
-        if any(n["resources"].get("GPU", 0) >= need for n in nodes):
+        if any(n["resources"].get("CPU", 0) >= 1 and n["resources"].get("GPU", 0) >= need
+               for n in nodes):
             return None
         listed = "; ".join(f"{n['address']}: {n['resources'].get('CPU', 0):g} CPU, "
                            f"{n['resources'].get('GPU', 0):g} GPU" for n in nodes)
         return NoCapableBackendError(
-            f"no node of the Ray cluster {self._cluster.spec} has {need:g} GPU(s) for a "
-            f"worker of {self.backend!r} (nodes: {listed or 'none'})",
-            "Add a node with GPUs to the cluster, or lower PoolOptions(gpus_per_worker=...) "
-            "(0 for a CPU backend).", rejections={self.backend: [f"no node has {need:g} GPU"]},
-            nodes=nodes)
+            f"no node of the Ray cluster {self._cluster.spec} has 1 CPU and {need:g} GPU(s) "
+            f"for a worker of {self.backend!r} (nodes: {listed or 'none'})",
+            "Add a node with the CPUs and GPUs a worker needs (ray start --address ...), or "
+            "lower PoolOptions(gpus_per_worker=...) (0 for a CPU backend).",
+            rejections={self.backend: [f"no node has 1 CPU and {need:g} GPU"]}, nodes=nodes)
 
     def _actor(self) -> Any:
         if self._actor_class is None:
@@ -390,7 +480,7 @@ class RayPool:
         self._machine.exited(index, code, how, time.monotonic())
 
     def _promote(self, action: Promote) -> None:
-        for table in (self._actors, self._identity, self._node):
+        for table in (self._actors, self._identity, self._node, self._beat_at):
             if action.spare in table:
                 table[action.index] = table.pop(action.spare)
         for ref, (kind, index, identity, request) in list(self._pending.items()):
@@ -446,6 +536,7 @@ class RayPool:
         self._state = "stopped"
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
+def _text(exc: BaseException, limit: int = 4000) -> str:
+    """What Ray said, whole (its first line seldom names the cause), within ``limit``."""
+    text = f"{type(exc).__name__}: {str(exc).strip()}"
+    return text if len(text) <= limit else text[:limit] + " [...]"

@@ -90,9 +90,8 @@ class Pool:
         self._rundir = rundir
         self._name = name
         self._endpoint = rundir.endpoint(name)  # short: ipc paths have a length limit
-        self._snapshot = rundir.path / f"{name}{published.SUFFIX}"  # for `vyre status`
-        self._publish_at = 0.0
-        self._publish_failing = False
+        self._publisher = published.Publisher(rundir.path / f"{name}{published.SUFFIX}",
+                                              self.backend)  # for `vyre status`
         self._on_change = on_change
         self._secret = secret
         self._context_of_driver = context  # one zmq context (and I/O thread) per driver
@@ -565,8 +564,8 @@ class Pool:
                     self._settle_exits(now)
                     self._read_pages(now)
                     self._machine.tick(now)
-                if now >= self._publish_at:
-                    self._publish(now)
+                if self._publisher.due(now):
+                    self._publisher.publish(now, self.status())
         except BaseException as exc:  # the I/O shell itself failed: leave nobody waiting
             _log.exception("the supervisor of pool %r crashed", self.backend)
             self._abandon(exc)
@@ -576,20 +575,6 @@ class Pool:
             finally:
                 self._close_io()  # (else later calls would wait on a thread that is gone)
                 self._io_ended.set()
-
-    def _publish(self, now: float) -> None:
-        """(I/O thread.) Rewrite this pool's snapshot for ``vyre status``; a failure (a
-        full disk) is logged once, and the pool goes on without."""
-        self._publish_at = now + published.EVERY
-        try:
-            published.publish(self._snapshot, {**self.status(), "published": time.time()})
-        except OSError as exc:
-            if not self._publish_failing:
-                _log.warning("pool %r: cannot publish its status for `vyre status` (%s); "
-                             "it serves on without", self.backend, exc)
-            self._publish_failing = True
-        else:
-            self._publish_failing = False
 
     def _take_inbox(self, now: float) -> None:
         with contextlib.suppress(BlockingIOError):

@@ -22,6 +22,7 @@ from vyre_core.registry import Registry
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.pool import Pool, Request
 from vyre_core.supervisor.process import list_devices
+from vyre_core.supervisor.published import SUFFIX
 from vyre_core.supervisor.rundir import RunDir
 
 _log = logging.getLogger("vyre.supervisor")
@@ -62,6 +63,8 @@ class Pools:
         once, within ``deadline`` and the start-up bound)."""
         options = self._options_for(backend)
         devices = None
+        if self.cluster is not None and self._pools.get(backend) is None:
+            self.cluster.check_usable()  # (a forked child's is its parent's)
         if options.devices == "all" and self._pools.get(backend) is None:
             with self._listing.setdefault(backend, threading.Lock()):
                 if self._pools.get(backend) is None:  # (else another thread made it)
@@ -74,13 +77,14 @@ class Pools:
                 if self.rundir is None:
                     self.rundir = RunDir()
                     self._on_late_rundir()
+                name = f"p{len(self._pools)}"
                 if self.cluster is not None:
                     pool = RayPool(self.registry.get(backend), self.cluster, options,
-                                   self._invalidate, devices)
+                                   self._invalidate, self.rundir.path / f"{name}{SUFFIX}",
+                                   devices)
                 else:
-                    pool = Pool(self.registry.get(backend), self.rundir,
-                                f"p{len(self._pools)}", options, self._invalidate,
-                                self._secret, self._zmq_context, devices)
+                    pool = Pool(self.registry.get(backend), self.rundir, name, options,
+                                self._invalidate, self._secret, self._zmq_context, devices)
                 self._pools[backend] = pool
             return pool
 

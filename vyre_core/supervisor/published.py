@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from vyre_core.supervisor import rundir
 
+_log = logging.getLogger("vyre.supervisor")
 SUFFIX = ".status.json"
 #: How often a pool rewrites its snapshot (seconds).
 EVERY = 1.0
@@ -34,6 +37,32 @@ def publish(path: Path, snapshot: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(aside)
         raise
+
+
+class Publisher:
+    """One pool's snapshot, rewritten at most every ``EVERY`` seconds by its thread; a
+    failure (a full disk) is logged once, and the pool serves on without."""
+
+    def __init__(self, path: Path, backend: str) -> None:
+        self.path = path
+        self._backend = backend
+        self._next = 0.0
+        self._failing = False
+
+    def due(self, now: float) -> bool:
+        return now >= self._next
+
+    def publish(self, now: float, status: dict[str, Any]) -> None:
+        self._next = now + EVERY
+        try:
+            publish(self.path, {**status, "published": time.time()})
+        except OSError as exc:
+            if not self._failing:
+                _log.warning("pool %r: cannot publish its status for `vyre status` (%s); "
+                             "it serves on without", self._backend, exc)
+            self._failing = True
+        else:
+            self._failing = False
 
 
 def running_drivers(base: Path) -> list[dict[str, Any]]:
