@@ -348,23 +348,29 @@ def test_default_devices_are_one_device_that_only_0_selects(minimal):
     assert plugin.received == []
 
 
+class Lister:
+    """A backend that lists ``devices`` and implements nothing else of them."""
+
+    VYRE_CONTRACT = 1
+
+    def __init__(self, devices) -> None:
+        self.devices = devices
+
+    @hookimpl
+    def vyre_backend_id(self):
+        return "lister"
+
+    @hookimpl
+    def vyre_dispatch(self, program, inputs, config):
+        raise AssertionError("not called")
+
+    @hookimpl
+    def vyre_devices(self):
+        return self.devices
+
+
 def test_a_backend_that_lists_devices_but_cannot_select_one_runs_on_device_0_only():
-    class Lister:
-        VYRE_CONTRACT = 1
-
-        @hookimpl
-        def vyre_backend_id(self):
-            return "lister"
-
-        @hookimpl
-        def vyre_dispatch(self, program, inputs, config):
-            raise AssertionError("not called")
-
-        @hookimpl
-        def vyre_devices(self):
-            return [DeviceInfo(0, "a"), DeviceInfo(1, "b")]
-
-    host = BackendHost(Lister())
+    host = BackendHost(Lister([DeviceInfo(0, "a"), DeviceInfo(1, "b")]))
     with pytest.raises(UnsupportedFeatureError) as err:
         host.select_device(1)
     assert "does not implement vyre_select_device" in str(err.value)
@@ -385,23 +391,8 @@ def test_a_backend_that_lists_devices_but_cannot_select_one_runs_on_device_0_onl
     ([{"id": 0, "name": "a", "software": "yes"}], "software='yes'"),
 ])
 def test_a_malformed_device_list_is_refused_with_a_fix(answer, words):
-    class Lister:
-        VYRE_CONTRACT = 1
-
-        @hookimpl
-        def vyre_backend_id(self):
-            return "lister"
-
-        @hookimpl
-        def vyre_dispatch(self, program, inputs, config):
-            raise AssertionError("not called")
-
-        @hookimpl
-        def vyre_devices(self):
-            return answer
-
     with pytest.raises(InvalidConfigError) as err:
-        BackendHost(Lister()).devices()
+        BackendHost(Lister(answer)).devices()
     assert words in str(err.value) and "vyre_devices" in str(err.value)
 
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from vyre_core import protocol
 from vyre_core.cluster.connect import RayCluster
-from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.errors import (
     ClusterUnavailableError,
     NoCapableBackendError,
@@ -34,6 +33,7 @@ from vyre_core.errors import (
 from vyre_core.protocol import Message, Op
 from vyre_core.registry import BackendRegistration
 from vyre_core.supervisor import published
+from vyre_core.supervisor.facts import PoolFacts
 from vyre_core.supervisor.lane import interrupts_deferred
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
@@ -59,7 +59,7 @@ LOOK_EVERY = 0.05
 PUT_FROM = 1 << 20
 
 
-class RayPool:
+class RayPool(PoolFacts):
     """One backend's workers as Ray actors; used by the Driver exactly as a local ``Pool``."""
 
     def __init__(self, registration: BackendRegistration, cluster: RayCluster,
@@ -88,44 +88,12 @@ class RayPool:
         self._broken: str | None = None  # the pool's thread failed (a bug): why
         self._publisher = published.Publisher(snapshot, self.backend)  # for `vyre status`
 
-    # -- what routing and the Driver read ----------------------------------------------
-
-    @property
-    def capabilities(self) -> Capabilities | None:
-        with self._lock:
-            return self._machine.capabilities
-
-    @property
-    def device_capabilities(self) -> dict[int | None, Capabilities]:
-        with self._lock:
-            return dict(self._machine.device_capabilities)
-
-    @property
-    def unprobed_devices(self) -> list[int | None]:
-        with self._lock:
-            return self._machine.unprobed_devices
-
-    @property
-    def pinned(self) -> bool:
-        return self._machine.devices is not None
-
-    def device_of(self, slot: int) -> int | None:
-        return self._machine.workers[slot].device
-
-    @property
-    def devices(self) -> list[DeviceInfo]:
-        with self._lock:
-            return list(self._machine.device_list)
-
-    def holds(self, slot: int, generation: int) -> bool:
-        with self._lock:
-            return self._machine.holds(slot, generation)
+    # -- what routing and the Driver read (the rest: PoolFacts) ------------------------
 
     def unavailable(self) -> str | None:
         if self._broken is not None:
             return f"its Ray pool failed ({self._broken})"
-        with self._lock:
-            return self._machine.unavailable(time.monotonic())
+        return super().unavailable()
 
     def status(self, nodes: bool = True) -> dict[str, Any]:
         """As a local pool's, with each worker's node, the cluster and (``nodes``) each of

@@ -34,7 +34,6 @@ import psutil
 import zmq
 
 from vyre_core import framing, protocol
-from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.dataplane import SHARE_THRESHOLD, Segment, SegmentPool, Shared
 from vyre_core.errors import (
     PoolFailedError,
@@ -46,6 +45,7 @@ from vyre_core.errors import (
 from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import BackendRegistration
 from vyre_core.supervisor import fork_server, published
+from vyre_core.supervisor.facts import PoolFacts
 from vyre_core.supervisor.fork_server import ForkServer, ForkServerError
 from vyre_core.supervisor.lane import Lane, Waker, interrupts_deferred, own_waker, waker
 from vyre_core.supervisor.machine import (
@@ -76,7 +76,7 @@ FORK_SERVER_LOSSES = 3
 IO_READ_BUDGET = 1 << 20
 
 
-class Pool:
+class Pool(PoolFacts):
     """One backend's workers. ``submit`` and ``call`` may be used from any thread;
     ``on_change`` is called (from the I/O thread) whenever routing must decide again."""
 
@@ -128,48 +128,6 @@ class Pool:
         self._io_wakes_at = 0.0                    # when the I/O thread looks next at latest
 
     # -- caller side -----------------------------------------------------------------------
-
-    @property
-    def capabilities(self) -> Capabilities | None:
-        """What a worker probed (the first slot's device's); kept across restarts until a
-        new probe differs."""
-        with self._lock:
-            return self._machine.capabilities
-
-    @property
-    def device_capabilities(self) -> dict[int | None, Capabilities]:
-        """What its workers probed, per device (None: unpinned workers), as a copy."""
-        with self._lock:
-            return dict(self._machine.device_capabilities)
-
-    @property
-    def pinned(self) -> bool:
-        """Whether its workers are pinned to devices (``PoolOptions(devices=...)``)."""
-        return self._machine.devices is not None
-
-    def device_of(self, slot: int) -> int | None:
-        """The device worker ``slot`` is pinned to (None: unpinned)."""
-        return self._machine.workers[slot].device
-
-    @property
-    def devices(self) -> list[DeviceInfo]:
-        """The backend's devices, as its latest worker listed them (empty before)."""
-        with self._lock:
-            return list(self._machine.device_list)
-
-    @property
-    def unprobed_devices(self) -> list[int | None]:
-        """Its devices that no worker has probed yet (``[None]``: none has, unpinned)."""
-        with self._lock:
-            return self._machine.unprobed_devices
-
-    def holds(self, slot: int, generation: int) -> bool:
-        """Whether handles made in worker ``slot`` as ``generation`` are still valid."""
-        return self._machine.holds(slot, generation)
-
-    def unavailable(self) -> str | None:
-        """Why routing must pass this pool over now (failed and cooling down, closed)."""
-        return self._machine.unavailable(time.monotonic())
 
     def submit(self, request: Request) -> Future:
         """Hand ``request`` to the I/O thread; its future always resolves. Its large arrays

@@ -1,0 +1,61 @@
+"""What routing and the Driver read of a pool, answered from its rules (``PoolMachine``)
+the same way whichever I/O shell runs it: worker processes here (``pool.py``) or Ray
+actors (``cluster/ray_pool.py``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from vyre_core.contract.types import Capabilities, DeviceInfo
+from vyre_core.supervisor.machine import PoolMachine
+
+
+class PoolFacts:
+    """A pool's facts; the shell sets ``_machine`` and ``_lock`` (held while the rules
+    change)."""
+
+    _machine: PoolMachine
+    _lock: threading.Lock | threading.RLock
+
+    @property
+    def capabilities(self) -> Capabilities | None:
+        """What a worker probed (the first slot's device's); kept across restarts until a
+        new probe differs."""
+        with self._lock:
+            return self._machine.capabilities
+
+    @property
+    def device_capabilities(self) -> dict[int | None, Capabilities]:
+        """What its workers probed, per device (None: unpinned workers), as a copy."""
+        with self._lock:
+            return dict(self._machine.device_capabilities)
+
+    @property
+    def pinned(self) -> bool:
+        """Whether its workers are pinned to devices (``PoolOptions(devices=...)``)."""
+        return self._machine.devices is not None
+
+    def device_of(self, slot: int) -> int | None:
+        """The device worker ``slot`` is pinned to (None: unpinned)."""
+        return self._machine.workers[slot].device
+
+    @property
+    def devices(self) -> list[DeviceInfo]:
+        """The backend's devices, as its latest worker listed them (empty before)."""
+        with self._lock:
+            return list(self._machine.device_list)
+
+    @property
+    def unprobed_devices(self) -> list[int | None]:
+        """Its devices that no worker has probed yet (``[None]``: none has, unpinned)."""
+        with self._lock:
+            return self._machine.unprobed_devices
+
+    def holds(self, slot: int, generation: int) -> bool:
+        """Whether handles made in worker ``slot`` as ``generation`` are still valid."""
+        return self._machine.holds(slot, generation)
+
+    def unavailable(self) -> str | None:
+        """Why routing must pass this pool over now (failed and cooling down, closed)."""
+        return self._machine.unavailable(time.monotonic())
