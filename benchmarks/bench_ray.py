@@ -61,18 +61,20 @@ def _start_cluster(nodes: int, cpus: int) -> Iterator[Any]:
     address_file = get_ray_address_file(None)  # (written by the cluster utilities)
     made_dir = not os.path.isdir(os.path.dirname(address_file))
     os.makedirs(os.path.dirname(address_file), exist_ok=True)
-    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "include_dashboard": False, "temp_dir": temp,
-        "object_store_memory": 600 << 20,
-        "_system_config": {"enable_worker_prestart": False,
-                           "enable_metrics_collection": False}})
-    try:
+    cluster = None
+    try:  # (a failed start is stopped and removed too)
+        cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 0, "include_dashboard": False, "temp_dir": temp,
+            "object_store_memory": 600 << 20,
+            "_system_config": {"enable_worker_prestart": False,
+                               "enable_metrics_collection": False}})
         for _ in range(nodes):
             cluster.add_node(num_cpus=cpus, object_store_memory=600 << 20)
         cluster.wait_for_nodes()
         yield cluster
     finally:
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
         with contextlib.suppress(OSError):
             os.unlink(address_file)

@@ -58,16 +58,18 @@ def cluster():
     address_file = Path(ray_utils.get_ray_address_file(None))
     made_dir = not address_file.parent.exists()
     address_file.parent.mkdir(parents=True, exist_ok=True)
-    made = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "include_dashboard": False, "_system_config": FAST_HEALTH,
-        "object_store_memory": 200 << 20, "temp_dir": temp})
-    try:
+    made = None
+    try:  # (from here on: whatever was made is stopped and removed, a failed start too)
+        made = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 0, "include_dashboard": False, "_system_config": FAST_HEALTH,
+            "object_store_memory": 200 << 20, "temp_dir": temp})
         for _ in range(2):
             made.add_node(num_cpus=1, object_store_memory=200 << 20)
         made.wait_for_nodes()
         yield made
     finally:
-        made.shutdown()
+        if made is not None:
+            made.shutdown()
         wait_for(lambda: not [p for p in psutil.Process().children(recursive=True)
                               if p.is_running() and p.status() != psutil.STATUS_ZOMBIE],
                  30.0, "every Ray process of the test cluster to end")
