@@ -21,6 +21,9 @@ from child_process import Child
 
 from vyre_core import Driver
 from vyre_core.config import DispatchConfig
+from vyre_core.conformance import honesty
+from vyre_core.conformance.corpus import CASES
+from vyre_core.conformance.runner import run_case
 from vyre_core.errors import (
     ClusterUnavailableError,
     DispatchTimeoutError,
@@ -281,3 +284,12 @@ print(json.dumps({{"parent": int(out.nbytes)}}), flush=True)
         child.stop()
     assert "forked child cannot use it" in said and "spawn" in said
     assert parent == 4 * 64
+
+
+def test_the_conformance_corpus_passes_through_a_ray_pool(cluster):
+    with on(cluster) as drv:
+        caps = drv.probe("faults")
+        results = [run_case(drv, "faults", caps, case)
+                   for case in [*CASES, *honesty.probes(caps)]]
+    failed = [r.to_dict() for r in results if not r.ok]
+    assert len(results) > 100 and failed == []
