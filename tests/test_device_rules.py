@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from supervision_harness import CAPS, Shell
 
-from vyre_core.contract.types import DeviceInfo
+from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.errors import InvalidConfigError, InvalidInputError, SystemResourceError
 from vyre_core.supervisor.machine import Spawn
 from vyre_core.supervisor.options import PoolOptions
@@ -157,3 +157,37 @@ def test_the_encoder_names_a_program_only_when_every_worker_it_may_reach_holds_i
     assert shell.machine.holds_everywhere(first)  # (its only possible worker holds it)
     anywhere = shell.submit(fp="p")
     assert shell.machine.holds_everywhere(anywhere) is (anywhere.worker == 0)
+
+
+def test_a_devices_capabilities_are_what_all_its_workers_can_do():
+    """On a cluster the workers of one device may run on unlike nodes: routing must not
+    count on what only some of them can do (f64 here), and learns more once the weaker
+    one is gone."""
+    shell = Shell(auto_hello=False, workers=2)
+    shell.submit()
+    with_f64 = {**CAPS, "supports_f64": True, "max_workgroup_size": [64, 1, 1]}
+    shell.hello(1, caps={**CAPS, "max_workgroup_size": [32, 1, 1],
+                         "max_invocations_per_workgroup": 32})
+    shell.hello(0, caps=with_f64)  # (the latest probe, yet not what worker 1 can do)
+    caps = shell.machine.capabilities
+    assert not caps.supports_f64 and caps.max_workgroup_size == (32, 1, 1)
+    shell.die(1)
+    shell.hello(1, caps=with_f64)  # its replacement lands where f64 is
+    assert shell.machine.capabilities.supports_f64
+
+
+def test_the_common_capabilities_of_unlike_workers():
+    a = Capabilities(supports_f64=True, supports_f16=True, max_workgroup_size=(64, 8, 1),
+                     max_invocations_per_workgroup=256, subgroup_size=32,
+                     supported_ops=frozenset({"add", "mul"}),
+                     extra={"device": "gpu", "software_adapter": False})
+    b = Capabilities(supports_f16=True, max_workgroup_size=(32, 16, 1),
+                     max_invocations_per_workgroup=128, subgroup_size=64,
+                     supported_ops=frozenset({"add"}),
+                     extra={"device": "gpu", "software_adapter": True})
+    both = Capabilities.common([a, b])
+    assert (both.supports_f64, both.supports_f16) == (False, True)
+    assert both.max_workgroup_size == (32, 8, 1) and both.max_invocations_per_workgroup == 128
+    assert both.subgroup_size is None and both.supported_ops == frozenset({"add"})
+    assert both.extra == {"device": "gpu", "software_adapter": True}
+    assert Capabilities.common([a]) is a

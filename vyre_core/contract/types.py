@@ -139,6 +139,35 @@ class Capabilities:
     def from_dict(cls, data: dict[str, Any]) -> Capabilities:
         return cls.from_claims(data)
 
+    @classmethod
+    def common(cls, found: list[Capabilities]) -> Capabilities:
+        """What every one of ``found`` can do (workers of one device on different nodes of
+        a cluster, say): a feature only where all have it, the smallest of each limit, the
+        operations all support; a subgroup size and adapter facts only where all agree,
+        and a software adapter if any is one (routing then demotes it)."""
+        first, *rest = found
+        if not rest:
+            return first
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            each = [getattr(c, f.name) for c in found]
+            if f.name == "supported_ops":
+                values[f.name] = frozenset.intersection(*each)
+            elif f.name == "max_workgroup_size":
+                values[f.name] = tuple(min(axis) for axis in zip(*each, strict=True))
+            elif f.name == "extra":
+                values[f.name] = {k: v for k, v in first.extra.items()
+                                  if all(c.extra.get(k) == v for c in rest)}
+                if any(c.extra.get("software_adapter") for c in found):
+                    values[f.name]["software_adapter"] = True
+            elif f.name == "subgroup_size":
+                values[f.name] = each[0] if all(v == each[0] for v in each) else None
+            elif isinstance(each[0], bool):
+                values[f.name] = all(each)
+            else:
+                values[f.name] = min(each)
+        return cls(**values)
+
 
 @dataclass(frozen=True)
 class DeviceInfo:

@@ -209,6 +209,7 @@ class Worker:
     def __init__(self, index: int, device: int | None = None) -> None:
         self.index = index
         self.device = device            # the device its processes are pinned to, or None
+        self.caps: Capabilities | None = None  # what its current process probed
         self.generation = 0
         # stopped, spawning, starting, idle, busy, spare (ready, in a standby slot),
         # stopping (asked to), killing, backoff
@@ -271,7 +272,8 @@ class PoolMachine:
         self.workers = [Worker(i, d) for i, d in enumerate(serving + spares)]
         self.serving = len(serving)
         self.queue: collections.deque[Request] = collections.deque()
-        # what workers probed, per device (None: unpinned): kept on restarts
+        # what the serving workers of each device (None: unpinned) can all do, from what
+        # each probed: kept on restarts
         self.device_capabilities: dict[int | None, Capabilities] = {}
         self.device_list: list[DeviceInfo] = []  # the backend's devices, as last reported
         self.failure: Failure | None = None
@@ -692,7 +694,8 @@ class PoolMachine:
             w.pid = msg.meta["pid"]  # (a Ray actor's pid is known only from its hello)
         w.state = "idle" if w.index < self.serving else "spare"
         self.device_list = devices or self.device_list
-        self._learned(caps, w.device)
+        w.caps = caps
+        self._learned(w.device)
         if self.half_open:
             self.half_open = False
             self._deaths.clear()
@@ -713,6 +716,7 @@ class PoolMachine:
         w.kill_at, w.hello_error, w.served_generation = None, None, 0
         self._by_identity[w.identity] = w
         spare.identity, spare.pid, spare.proven, spare.state = b"", None, False, "stopped"
+        w.caps, spare.caps = spare.caps, None
         w.held.clear()  # (a spare has served nothing)
         self._actions.append(Promote(spare.index, w.index))
         self._log(logging.INFO, f"pool {self.backend!r}: spare process {w.pid} serves "
@@ -729,7 +733,7 @@ class PoolMachine:
         w.identity, w.proof, w.pid, w.proven = b"", b"", None, False
         w.current, w.kill_at, w.retiring, w.rss = None, None, None, None
         w.retire_reason = ""
-        w.hello_error, w.served_generation = None, 0
+        w.hello_error, w.served_generation, w.caps = None, 0, None
         w.held.clear()  # a new process holds no program yet
         self._actions.append(Spawn(w.index, w.generation))
 
@@ -948,15 +952,22 @@ class PoolMachine:
             self._resolve(req, self._invalidated(req, w))
         w.pinned.clear()
         with contextlib.suppress(Exception):  # unreadable: keep what routing knows
-            self._learned(Capabilities.from_dict(result[0]["capabilities"]), w.device)
+            w.caps = Capabilities.from_dict(result[0]["capabilities"])
+            self._learned(w.device)
         self._log(logging.INFO, f"pool {self.backend!r}: worker {w.index} recovered its "
                                 f"device in place as generation {w.generation}")
         self._schedule(now)
 
-    def _learned(self, caps: Capabilities, device: int | None) -> None:
-        """A worker on ``device`` probed ``caps``: routing keeps what it knew until a probe
-        differs (adapter facts included), so a restart never sends it back to static
-        claims."""
+    def _learned(self, device: int | None) -> None:
+        """A worker on ``device`` probed what it can do: the device's capabilities are what
+        its proven workers can all do (on a cluster they may sit on unlike nodes), kept
+        until a probe differs (adapter facts included), so a restart never sends routing
+        back to static claims."""
+        probed = [w.caps for w in self.workers if w.device == device and w.proven
+                  and w.caps is not None and w.state in ("idle", "busy", "spare")]
+        if not probed:
+            return
+        caps = Capabilities.common(probed)
         known = self.device_capabilities.get(device)
         if known is None or caps.to_dict() != known.to_dict():
             self.device_capabilities[device] = caps
