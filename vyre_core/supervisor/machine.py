@@ -271,6 +271,8 @@ class PoolMachine:
                   for j in range(options.standby)]
         self.workers = [Worker(i, d) for i, d in enumerate(serving + spares)]
         self.serving = len(serving)
+        self._serving = tuple(self.workers[:self.serving])  # (the hot path walks them)
+        self._silence = options.silence_limit
         self.queue: collections.deque[Request] = collections.deque()
         # what the serving workers of each device (None: unpinned) can all do, from what
         # each probed: kept on restarts
@@ -355,10 +357,11 @@ class PoolMachine:
         fp = req.meta.get("fp")
         return fp is not None and all(fp in w.held for w in self._eligible(req))
 
-    def _eligible(self, req: Request) -> list[Worker]:
+    def _eligible(self, req: Request) -> tuple[Worker, ...] | list[Worker]:
         """The serving workers on the devices ``req`` may run on."""
-        return [w for w in self.workers[:self.serving]
-                if req.devices is None or w.device in req.devices]
+        if req.devices is None:
+            return self._serving
+        return [w for w in self._serving if w.device in req.devices]
 
     def holds(self, slot: int, generation: int) -> bool:
         """Whether worker ``slot`` is still ``generation`` and serving (handles made there
@@ -756,19 +759,22 @@ class PoolMachine:
                     self._resolve(req, self._invalidated(req, w))
                     continue
                 self._send(w, req, now)
-        waiting: list[Request] = []
+        waiting: list[Request] | None = None
         while self.queue:
             req = self.queue.popleft()
             if req.done:
                 continue
             w = self._pick(req, now)
             if w is None:
+                if waiting is None:
+                    waiting = []
                 waiting.append(req)
-                if not any(v.state == "idle" for v in self.workers):
+                if not any(v.state == "idle" for v in self._serving):
                     break
                 continue
             self._send(w, req, now)
-        self.queue.extendleft(reversed(waiting))
+        if waiting:
+            self.queue.extendleft(reversed(waiting))
 
     def _pick(self, req: Request, now: float) -> Worker | None:
         """The idle worker to run ``req``: on one of its devices, holding its program
@@ -777,9 +783,10 @@ class PoolMachine:
         spreads over workers and devices as soon as it does not: busy ones are not idle).
         A worker silent too long with work waiting is retired instead."""
         fp = req.meta.get("fp")
+        devices = req.devices
         best: Worker | None = None
-        for w in self.workers[:self.serving]:
-            if w.state != "idle" or (req.devices is not None and w.device not in req.devices):
+        for w in self._serving:
+            if w.state != "idle" or (devices is not None and w.device not in devices):
                 continue
             if self._frozen(w, now):
                 continue
@@ -789,7 +796,7 @@ class PoolMachine:
 
     def _frozen(self, w: Worker, now: float) -> bool:
         """An idle worker silent too long to be given work is retired (frozen?)."""
-        if now - w.heard_at <= self.options.silence_limit:
+        if now - w.heard_at <= self._silence:
             return False
         self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s with work waiting "
                      "for it (frozen?)", now, kill=True)
