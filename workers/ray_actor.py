@@ -43,7 +43,8 @@ class RayWorker:
             host.prepare()
             caps = host.capabilities()
         except BaseException as exc:
-            self._hello = {"failed": True, "proof": proof, "traceback": traceback.format_exc(),
+            self._hello = {"failed": True, "proof": proof, "pid": os.getpid(),
+                           "traceback": traceback.format_exc(),
                            "error": as_vyre_error(exc, f"starting backend {backend!r}").to_dict()}
             return
         self.handlers = Handlers(host, max_message_bytes)

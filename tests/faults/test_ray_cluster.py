@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socketserver
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -190,6 +192,31 @@ def test_an_address_that_does_not_answer_fails_within_seconds_with_a_fix():
     assert time.monotonic() - started < 10
     assert "nothing answers at the Ray cluster address 127.0.0.1:1" in str(err.value)
     assert "Fix: Check that a Ray head runs at 127.0.0.1:1" in str(err.value)
+
+
+def test_a_port_where_something_else_answers_is_refused_at_once():
+    """An HTTP server, not a Ray head: Ray itself would try for twenty seconds."""
+
+    class Hello(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.recv(64)
+            self.request.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+
+    with socketserver.TCPServer(("127.0.0.1", 0), Hello) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        address = f"127.0.0.1:{server.server_address[1]}"
+        started = time.monotonic()
+        try:
+            with pytest.raises(ClusterUnavailableError) as err:
+                Driver(cluster=address)
+        finally:
+            server.shutdown()
+            thread.join(10)
+    assert time.monotonic() - started < 5
+    assert f"something answers at {address}, but not a Ray head" in str(err.value)
+    assert "it said b'HTTP/1.0 '" in str(err.value) and "Fix: Name the Ray head's own port" \
+        in str(err.value)
 
 
 def test_a_private_instance_leaves_no_process_behind(tmp_path):

@@ -13,6 +13,7 @@ Ray is optional: imported here only, when asked for, with its connection waits b
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import re
@@ -258,13 +259,30 @@ def _check_answers(address: str) -> None:
     assert match is not None  # (parsed)
     host, port = match.group(1).strip("[]"), int(match.group(2))
     try:
-        with socket.create_connection((host, port), timeout=CONNECT_WITHIN):
-            pass
+        conn = socket.create_connection((host, port), timeout=CONNECT_WITHIN)
     except OSError as exc:
         raise ClusterUnavailableError(
             f"nothing answers at the Ray cluster address {address} ({exc.strerror or exc}, "
             f"within {CONNECT_WITHIN:g} s)", _fix_for(ClusterSpec("ray", address)),
             cluster=address) from None
+    with conn:
+        try:
+            conn.sendall(_HTTP2_HELLO)
+            answer = conn.recv(9)
+        except OSError:  # (silent, or it hung up)
+            answer = b""
+    if len(answer) < 9 or answer[3] != _HTTP2_SETTINGS:  # a Ray head speaks gRPC: HTTP/2
+        raise ClusterUnavailableError(
+            f"something answers at {address}, but not a Ray head (it does not speak gRPC; "
+            f"it said {answer[:16]!r})", "Name the Ray head's own port (`ray start --head "
+            "--port`, 6379 by default; 10001 for ray://), not another service's. "
+            + _fix_for(ClusterSpec("ray", address)), cluster=address)
+
+
+#: The HTTP/2 connection preface and an empty SETTINGS frame: a gRPC server (a Ray head)
+#: answers with a SETTINGS frame of its own (frame type 4, the header's fourth byte).
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_HTTP2_SETTINGS = 4
 
 
 def _fix_for(spec: ClusterSpec) -> str:
@@ -274,6 +292,10 @@ def _fix_for(spec: ClusterSpec) -> str:
     if spec.address == "auto":
         return ("Start the cluster first (`ray start --head`), or use cluster='ray' for a "
                 "private instance, or leave cluster unset to run locally.")
+    if spec.address.startswith("ray://") and importlib.util.find_spec("ray.util.client") \
+            is not None and importlib.util.find_spec("grpc") is None:
+        return ("Install Ray Client for ray:// addresses: pip install 'ray[client]', or name "
+                "the head's GCS address HOST:PORT instead (from a node of the cluster).")
     return (f"Check that a Ray head runs at {spec.address} (`ray status --address "
             f"{spec.address}`) and that this machine can reach it, or leave cluster unset "
             "to run locally.")

@@ -674,6 +674,8 @@ class PoolMachine:
             self._log(logging.WARNING, f"pool {self.backend!r}: a peer claiming to be "
                                        f"worker {w.index} failed the handshake; dropped")
             return
+        if isinstance(msg.meta.get("pid"), int) and msg.meta["pid"] > 0:
+            w.pid = msg.meta["pid"]  # (a Ray actor's pid is known only from its hello)
         if msg.op is Op.HELLO_FAILED:
             error = VyreError.from_dict(msg.meta.get("error"))
             tb = msg.meta.get("traceback")
@@ -693,8 +695,6 @@ class PoolMachine:
             self._retire(w, "fault", "unreadable hello", now, kill=True)
             return
         w.proven, w.heard_at = True, now
-        if isinstance(msg.meta.get("pid"), int) and msg.meta["pid"] > 0:
-            w.pid = msg.meta["pid"]  # (a Ray actor's pid is known only from its hello)
         w.state = "idle" if w.index < self.serving else "spare"
         self.device_list = devices or self.device_list
         w.caps = caps
