@@ -341,7 +341,7 @@ def test_default_devices_are_one_device_that_only_0_selects(minimal):
     assert host.devices() == [DeviceInfo(0, "minimal")]
     host.select_device(0)
     assert host.device == 0
-    with pytest.raises(UnsupportedFeatureError) as err:
+    with pytest.raises(InvalidConfigError) as err:
         host.select_device(2)
     assert "has no device 2; its devices: 0 (minimal)" in str(err.value)
     assert "\nFix: " in str(err.value) and host.device == 0
@@ -889,7 +889,7 @@ def check_devices(host, backend):
 def check_select_device(host, backend):
     host.select_device(3)
     assert backend.selected == 3 and host.device == 3
-    with pytest.raises(UnsupportedFeatureError) as err:
+    with pytest.raises(InvalidConfigError) as err:
         host.select_device(1)
     assert "no device 1; its devices: 0 (full zero), 3 (full three)" in str(err.value)
     assert "PoolOptions(devices=...)" in str(err.value) and host.device == 3

@@ -110,6 +110,15 @@ def test_bad_devices_are_refused_with_a_fix(devices):
     with pytest.raises(InvalidConfigError) as err:
         PoolOptions(devices=devices)
     assert "devices=" in str(err.value) and "vyre backends --probe" in str(err.value)
+    assert err.value.fix.startswith("Use devices: ") and "workers" not in err.value.fix
+
+
+def test_each_bad_option_gets_its_own_fix_and_only_the_bad_ones_are_named():
+    with pytest.raises(InvalidConfigError) as err:
+        PoolOptions(workers=0, spin=1, gpus_per_worker=-1)
+    assert err.value.cause == "bad pool options: workers=0, spin=1, gpus_per_worker=-1"
+    assert err.value.fix == ("Use workers: a whole number >= 1; spin: 0 to 0.01 seconds; "
+                             "gpus_per_worker: 0 to 64 (fractions share a GPU).")
 
 
 def test_a_device_list_becomes_a_tuple():

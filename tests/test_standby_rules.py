@@ -77,7 +77,8 @@ def test_standby_out_of_range_or_not_an_int_is_refused_with_a_fix(standby):
     with pytest.raises(InvalidConfigError) as info:
         PoolOptions(standby=standby)
     assert f"standby={standby!r}" in info.value.cause
-    assert f"standby 0..{MAX_STANDBY}" in info.value.fix and "Fix:" in str(info.value)
+    assert f"standby: a whole number >= 0 and <= {MAX_STANDBY}" in info.value.fix
+    assert "Fix:" in str(info.value)
 
 
 @pytest.mark.parametrize("standby", [0, 1, MAX_STANDBY])

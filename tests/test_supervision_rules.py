@@ -9,11 +9,12 @@ from __future__ import annotations
 import signal
 
 import pytest
-from supervision_harness import CAPS, Shell
+from supervision_harness import CAPS, PROOF, Shell
 
 from vyre_core.errors import (
     DeviceLostError,
     DispatchTimeoutError,
+    InvalidConfigError,
     InvalidInputError,
     MessageLostError,
     PipelineInvalidatedError,
@@ -461,6 +462,45 @@ def test_a_refused_spawn_fails_waiting_requests_clearly_and_is_retried_with_back
     again = shell.submit()
     assert shell.sent_to(0) == [again]  # the pool came back by itself
 
+
+
+def test_a_start_refused_by_its_place_is_started_again_and_counts_as_no_death():
+    """A Ray node without the backend installed: the worker starts elsewhere; however many
+    nodes lack it, the pool's restart intensity is not spent and the request still runs."""
+    shell = Shell(auto_hello=False, max_restarts=0)
+    req = shell.submit()
+    for generation in (1, 2, 3):
+        shell.machine.start_refused(0, generation, "no entry point 'b'", shell.now)
+        shell.run()
+    assert [s.generation for s in shell.spawns] == [1, 2, 3, 4]
+    assert shell.machine.state == "running" and req.id not in shell.results
+    assert shell.worker(0).deaths == 0 and "could not start there" in shell.worker(0).last_exit
+    shell.machine.start_refused(0, 3, "late news of an older start", shell.now)
+    shell.run()
+    assert len(shell.spawns) == 4  # (only the current start can be refused)
+    shell.hello(0)
+    assert shell.sent_to(0) == [req]
+
+
+def test_a_start_that_fails_on_the_callers_configuration_spends_no_restart():
+    """PoolOptions(devices=[5]) on a backend with devices 0 and 1 burned every restart and
+    buried the backend's Fix under the pool's; now the call gets the backend's own error
+    at once, and the worker is tried again with backoff (a device may come back)."""
+    shell = Shell(auto_hello=False, max_restarts=0)
+    req = shell.submit()
+    w = shell.worker(0)
+    refusal = InvalidConfigError("backend 'b' has no device 5; its devices: 0, 1",
+                                 "Name one of these ids in PoolOptions(devices=...).")
+    shell.machine.message(w.identity, Message(Op.HELLO_FAILED, 0, w.generation, {
+        "proof": PROOF, "error": refusal.to_dict()}), shell.now)
+    shell.run()
+    error = shell.result(req)
+    assert isinstance(error, InvalidConfigError) and "no device 5" in error.cause
+    assert error.fix == refusal.fix
+    shell.die(0, 3)  # (the process exits by itself after saying why)
+    assert shell.machine.state == "running" and w.deaths == 0 and w.state == "backoff"
+    shell.advance(0.1)
+    assert [s.generation for s in shell.spawns] == [1, 2]
 
 # -- what routing keeps -------------------------------------------------------------------------
 

@@ -37,11 +37,11 @@ from vyre_core.contract.types import (
 )
 from vyre_core.errors import (
     DispatchError,
+    InvalidConfigError,
     InvalidInputError,
     InvalidSequenceError,
     LaunchLimitError,
     PluginLoadError,
-    UnsupportedFeatureError,
     VyreError,
     as_vyre_error,
 )
@@ -131,7 +131,7 @@ class BackendHost:
         devices = self.devices()
         if device_id not in {d.id for d in devices}:
             listed = ", ".join(f"{d.id} ({d.name})" for d in devices)
-            raise UnsupportedFeatureError(
+            raise InvalidConfigError(
                 f"backend {self._id!r} has no device {device_id!r}; its devices: {listed}",
                 "Name one of these ids in PoolOptions(devices=...), or devices='all'; `vyre "
                 "backends --probe` lists every backend's devices.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import traceback
+from importlib import metadata
 from typing import Any
 
 import psutil
@@ -19,6 +20,7 @@ import psutil
 from vyre_core import protocol
 from vyre_core.errors import as_vyre_error
 from vyre_core.protocol import Message, Op
+from vyre_core.registry import ENTRY_POINT_GROUP
 from vyre_workers.backend_host import listed_devices, load_backend
 from vyre_workers.handlers import Handlers
 
@@ -35,25 +37,32 @@ class RayWorker:
         self._hello: dict[str, Any]
         # (as in every worker: backends and the fault-injection kit read it)
         os.environ["VYRE_WORKER"] = f"{backend}/ray/{generation}"
-        try:  # an error here is said in the hello: the actor itself stays up to say it
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+        try:  # this node may lack the backend: then the parent starts it on another node
             host = load_backend(entry_point, backend, generation)
+        except BaseException as exc:
+            self._hello = {"failed": True, "proof": proof, "pid": os.getpid(), "node": node,
+                           "missing": True, "installed": installed_backends(),
+                           "traceback": traceback.format_exc(),
+                           "error": as_vyre_error(exc, f"loading backend {backend!r}").to_dict()}
+            return
+        try:  # an error here is said in the hello: the actor itself stays up to say it
             if device is not None:
                 host.select_device(device)
             devices = listed_devices(host)
             host.prepare()
             caps = host.capabilities()
         except BaseException as exc:
-            self._hello = {"failed": True, "proof": proof, "pid": os.getpid(),
+            self._hello = {"failed": True, "proof": proof, "pid": os.getpid(), "node": node,
                            "traceback": traceback.format_exc(),
                            "error": as_vyre_error(exc, f"starting backend {backend!r}").to_dict()}
             return
         self.handlers = Handlers(host, max_message_bytes)
-        import ray
-
         self._hello = {"pid": os.getpid(), "backend": host.id(), "version": host.version(),
                        "capabilities": caps.to_dict(), "device": host.device,
-                       "devices": devices, "proof": proof,
-                       "node": ray.get_runtime_context().get_node_id()}
+                       "devices": devices, "proof": proof, "node": node}
 
     def hello(self) -> dict[str, Any]:
         return self._hello
@@ -80,6 +89,11 @@ class RayWorker:
         with self._lock:
             self._finished, self._reply_bytes = request_id, sum(a.nbytes for a in arrays)
         return reply.op.value, reply.gen, reply.meta, arrays
+
+
+def installed_backends() -> list[str]:
+    """The names of the backends installed in this node's Python (its entry points)."""
+    return sorted({ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)})
 
 
 def backend_devices(backend: str, entry_point: str) -> list[dict[str, Any]]:

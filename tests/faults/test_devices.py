@@ -15,7 +15,7 @@ import pytest
 
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
-from vyre_core.errors import NoCapableBackendError, PoolFailedError, UnsupportedFeatureError
+from vyre_core.errors import InvalidConfigError, NoCapableBackendError
 from vyre_core.supervisor.options import PoolOptions
 
 from .support import driver, pool_status, wait_for
@@ -80,15 +80,18 @@ def test_without_devices_the_worker_is_not_pinned(monkeypatch):
         assert len(pool_status(drv)["devices"]) == 2  # listed all the same
 
 
-def test_a_device_the_backend_does_not_have_fails_its_pool_with_the_devices_it_has(monkeypatch):
+def test_a_device_the_backend_does_not_have_is_refused_with_the_devices_it_has(monkeypatch):
+    """A configuration error, not a fault: the call fails at the first start with the
+    backend's own Fix, and no restart is spent on it (max_restarts=0 would fail the pool)."""
     monkeypatch.setenv("VYRE_FAULTS", "devices:2")
     options = PoolOptions(devices=[5], max_restarts=0, startup_timeout=30)
-    with driver(backend_options={"faults": options}) as drv, \
-            pytest.raises(PoolFailedError) as err:
-        drv.dispatch(PROGRAM, DATA, backend="faults")
+    with driver(backend_options={"faults": options}) as drv:
+        with pytest.raises(InvalidConfigError) as err:
+            drv.dispatch(PROGRAM, DATA, backend="faults")
+        assert pool_status(drv)["state"] == "running"
     text = str(err.value)
     assert "no device 5; its devices: 0 (fault device 0), 1 (fault device 1)" in text
-    assert UnsupportedFeatureError.__name__ in text or "PoolOptions(devices=...)" in text
+    assert "Fix: Name one of these ids in PoolOptions(devices=...)" in text
 
 
 def test_a_backend_whose_devices_cannot_be_listed_runs_on_device_0(monkeypatch, caplog):

@@ -20,6 +20,7 @@ import numpy as np
 import psutil
 import pytest
 from child_process import Child
+from installed_dists import write_dist
 
 from vyre_core import Driver
 from vyre_core.config import DispatchConfig
@@ -183,6 +184,67 @@ def test_a_worker_that_needs_gpus_no_node_has_is_refused_naming_the_nodes(cluste
                      config=DispatchConfig(timeout=30))
     text = str(err.value)
     assert "no node of the Ray cluster" in text and "0 GPU" in text and "Fix:" in text
+
+
+DEMO_ON_RAY = """
+import json, sys, time
+sys.path.insert(0, {site!r})  # (this Python has the demo backend; Ray's workers do not)
+from vyre_core import Driver
+from vyre_core.config import DispatchConfig
+from vyre_core.errors import NoCapableBackendError
+from vyre_examples.saxpy import inputs, program
+with Driver(cluster={address!r}, max_restarts=0) as drv:  # (a failed start is no death)
+    started = time.monotonic()
+    try:
+        out, = drv.dispatch(program(64, 64), inputs(64, 3), backend="demo",
+                            config=DispatchConfig(timeout=60))
+        said = {{"bytes": out.tobytes().hex()}}
+    except NoCapableBackendError as exc:
+        said = {{"error": str(exc)}}
+    pool = drv.status()["pools"]["demo"]
+    said.update(seconds=time.monotonic() - started, state=pool["state"],
+                nodes=[w["node"] for w in pool["workers"]])
+print(json.dumps(said), flush=True)
+"""
+
+
+def demo_on_ray(cluster, tmp_path) -> dict:
+    site = write_dist(tmp_path / "site", "vyre-thirdparty-demo", {"demo": "vyre_demo_backend"},
+                      ("vyre_demo_backend",))
+    child = Child(tmp_path, DEMO_ON_RAY.format(site=str(site), address=cluster.address))
+    try:
+        return child.report(90)
+    finally:
+        child.stop()
+
+
+def test_a_backend_on_no_node_is_refused_naming_what_each_node_has(cluster, tmp_path):
+    said = demo_on_ray(cluster, tmp_path)
+    text = said["error"]
+    assert "backend 'demo' is on no node of the Ray cluster" in text
+    assert text.count(": has ") == 2 and "reference" in text and "'demo'" in text, text
+    assert "Fix: Install the distribution of 'demo' in the Python of the cluster's nodes" in text
+    # one failed start per node, counted as no death: the pool did not fail
+    assert said["state"] == "running" and said["seconds"] < 30
+
+
+def test_a_backend_on_one_node_only_runs_its_workers_there(cluster, tmp_path):
+    site = tmp_path / "site"
+    node = cluster.add_node(num_cpus=1, object_store_memory=200 << 20,
+                            env_vars={"PYTHONPATH": str(site)})
+    try:
+        cluster.wait_for_nodes()
+        said = demo_on_ray(cluster, tmp_path)
+        out, = saxpy_reference(64)
+        assert said.get("bytes") == out.tobytes().hex(), said
+        assert said["nodes"] == [node.node_id]
+    finally:
+        cluster.remove_node(node)
+
+
+def saxpy_reference(n: int) -> list[np.ndarray]:
+    with Driver() as local:
+        return local.dispatch(saxpy(n, 64), saxpy_inputs(n, 3), backend="reference")
 
 
 def test_an_address_that_does_not_answer_fails_within_seconds_with_a_fix():

@@ -76,6 +76,9 @@ class RayPool(PoolFacts):
         self._actors: dict[int, Any] = {}          # slot -> actor handle
         self._identity: dict[int, bytes] = {}      # slot -> the identity of its actor
         self._node: dict[int, str] = {}            # slot -> the node its actor runs on
+        #: node -> (the backends installed there, why ours could not load): nodes that
+        #: lack this backend, learnt from actors that failed to load it there
+        self._lacking: dict[str, tuple[list[str], str]] = {}
         self._pending: dict[Any, tuple[str, int, bytes, Request | None]] = {}
         self._beating: set[int] = set()            # slots with a heartbeat outstanding
         self._beat_at: dict[int, float] = {}
@@ -292,6 +295,13 @@ class RayPool(PoolFacts):
 
     def _hello(self, index: int, identity: bytes, meta: dict[str, Any], now: float) -> None:
         w = self._machine.workers[index]
+        if meta.get("failed") and meta.get("missing"):  # not on that node: try elsewhere
+            error = VyreError.from_dict(meta.get("error"))
+            self._lacking[str(meta.get("node"))] = (list(meta.get("installed") or []),
+                                                    error.cause)
+            if self._drop(index, identity):
+                self._machine.start_refused(index, w.generation, error.cause, now)
+            return
         if meta.get("failed"):
             self._machine.message(identity, Message(Op.HELLO_FAILED, 0, w.generation, meta),
                                   now)
@@ -375,14 +385,18 @@ class RayPool(PoolFacts):
         w = self._machine.workers[action.index]
         if w.generation != action.generation or w.state != "spawning":
             return
-        resources = self._resources()
-        if resources is not None:
-            self._machine.spawn_failed(action.index, action.generation, resources,
+        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0}
+        place = self._place()
+        if isinstance(place, VyreError):
+            self._machine.spawn_failed(action.index, action.generation, place,
                                        time.monotonic())
             return
+        if place is not None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(place, soft=False)
         identity = secrets.token_hex(16).encode()
         proof = secrets.token_bytes(16)
-        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0}
         if self.options.gpus_per_worker:
             options["num_gpus"] = self.options.gpus_per_worker
         env = self._cluster.worker_env()
@@ -398,22 +412,42 @@ class RayPool(PoolFacts):
         self._machine.spawned(action.index, action.generation, identity, proof, 0,
                               time.monotonic())
 
-    def _resources(self) -> VyreError | None:
-        """Why no node of the cluster can ever take a worker of this pool (None: some
-        node can; one that is only busy now is Ray's to wait for)."""
+    def _place(self) -> VyreError | str | None:
+        """Where the next worker may go: None (anywhere: Ray places it), a node (the one
+        with fewest of our workers, once some nodes are known to lack the backend), or
+        why no node of the cluster can ever take it (one only busy now is Ray's to wait
+        for)."""
         need = self.options.gpus_per_worker
         nodes = [n for n in self._cluster.nodes() if n["alive"]]
-        if any(n["resources"].get("CPU", 0) >= 1 and n["resources"].get("GPU", 0) >= need
-               for n in nodes):
-            return None
-        listed = "; ".join(f"{n['address']}: {n['resources'].get('CPU', 0):g} CPU, "
-                           f"{n['resources'].get('GPU', 0):g} GPU" for n in nodes)
+        fits = [n for n in nodes
+                if n["resources"].get("CPU", 0) >= 1 and n["resources"].get("GPU", 0) >= need]
+        having = [n for n in fits if n["node"] not in self._lacking]
+        if having:
+            if not self._lacking:
+                return None
+            ours = list(self._node.values())
+            return min(having, key=lambda n: ours.count(n["node"]))["node"]
+        if not fits:
+            listed = "; ".join(f"{n['address']}: {n['resources'].get('CPU', 0):g} CPU, "
+                               f"{n['resources'].get('GPU', 0):g} GPU" for n in nodes)
+            return NoCapableBackendError(
+                f"no node of the Ray cluster {self._cluster.spec} has 1 CPU and {need:g} "
+                f"GPU(s) for a worker of {self.backend!r} (nodes: {listed or 'none'})",
+                "Add a node with the CPUs and GPUs a worker needs (ray start --address ...), "
+                "or lower PoolOptions(gpus_per_worker=...) (0 for a CPU backend).",
+                rejections={self.backend: [f"no node has 1 CPU and {need:g} GPU"]},
+                nodes=nodes)
+        listed = "; ".join(
+            f"{n['address']} ({n['node'][:8]}): has "
+            f"{', '.join(self._lacking[n['node']][0]) or 'no backend'}"
+            f"; {self._lacking[n['node']][1]}" for n in fits)
         return NoCapableBackendError(
-            f"no node of the Ray cluster {self._cluster.spec} has 1 CPU and {need:g} GPU(s) "
-            f"for a worker of {self.backend!r} (nodes: {listed or 'none'})",
-            "Add a node with the CPUs and GPUs a worker needs (ray start --address ...), or "
-            "lower PoolOptions(gpus_per_worker=...) (0 for a CPU backend).",
-            rejections={self.backend: [f"no node has 1 CPU and {need:g} GPU"]}, nodes=nodes)
+            f"backend {self.backend!r} is on no node of the Ray cluster "
+            f"{self._cluster.spec} that can take its workers: {listed}",
+            f"Install the distribution of {self.backend!r} in the Python of the cluster's "
+            "nodes (the same version as here), or add a node that has it; then create a new "
+            "Driver.", rejections={self.backend: ["installed on no node"]},
+            nodes={n["node"]: self._lacking[n["node"]][0] for n in fits})
 
     def _actor(self) -> Any:
         if self._actor_class is None:
@@ -433,8 +467,14 @@ class RayPool(PoolFacts):
               kill: bool = False) -> None:
         """(Locked.) The actor of ``index`` is gone (or ``kill``: is ended now): the rules
         are told once, whichever thread saw it first."""
+        if self._drop(index, identity, kill):
+            self._machine.exited(index, code, how, time.monotonic())
+
+    def _drop(self, index: int, identity: bytes, kill: bool = True) -> bool:
+        """(Locked.) Forget (``kill``: and end) the actor of ``index``; False if the slot
+        no longer has that actor."""
         if self._identity.get(index) != identity:
-            return  # (an actor this slot no longer has)
+            return False
         actor = self._actors.pop(index)
         del self._identity[index]
         self._beating.discard(index)
@@ -445,7 +485,7 @@ class RayPool(PoolFacts):
         if kill:
             with contextlib.suppress(Exception):
                 self._ray.kill(actor, no_restart=True)
-        self._machine.exited(index, code, how, time.monotonic())
+        return True
 
     def _promote(self, action: Promote) -> None:
         for table in (self._actors, self._identity, self._node, self._beat_at):

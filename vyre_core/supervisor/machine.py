@@ -25,6 +25,7 @@ from typing import Any
 
 from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.errors import (
+    CallerError,
     DeviceLostError,
     DispatchTimeoutError,
     InvalidInputError,
@@ -470,7 +471,7 @@ class PoolMachine:
         if generation != w.generation or w.state != "spawning":
             return
         w.identity, w.proof, w.pid, w.proven = identity, proof, pid, False
-        w.state, w.heard_at, w.spawn_failures = "starting", now, 0
+        w.state, w.heard_at = "starting", now
         w.startup_deadline = now + self.options.startup_timeout
         self._by_identity[identity] = w
         if self.state in ("closed", "failed"):
@@ -496,10 +497,17 @@ class PoolMachine:
                                        f"start ({error.cause}); a spare takes its place")
             self._promote(spare, w, now)
             return
+        self._back_off(w, error, now)
+
+    def _back_off(self, w: Worker, error: VyreError, now: float) -> None:
+        """Worker ``w`` could not start for a reason no restart cures at once (the OS
+        refused a process, the configuration names what the backend lacks): it is tried
+        again later, no death is counted, and requests that no live worker can serve
+        fail now with that reason and its Fix."""
         w.spawn_failures += 1
         w.state = "backoff"
         w.backoff_until = now + min(0.1 * 2 ** (w.spawn_failures - 1), 10.0)
-        w.last_exit = f"worker {index} could not start: {error.cause}"
+        w.last_exit = f"worker {w.index} could not start: {error.cause}"
         self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}; trying again in "
                                    f"{w.backoff_until - now:.1f} s")
         for req in list(w.pinned):
@@ -510,6 +518,23 @@ class PoolMachine:
                 self._resolve(req, type(error)(
                     f"no worker of pool {self.backend!r} could start for {req.label}: "
                     f"{error.cause}", error.fix, **error.details))
+
+    def start_refused(self, index: int, generation: int, why: str, now: float) -> None:
+        """The place the worker at ``index`` was started on cannot run this backend (a
+        cluster node without it installed): the shell starts it elsewhere, and no death is
+        counted (the backend did nothing wrong; the shell stops offering that place)."""
+        w = self.workers[index]
+        if generation != w.generation or w.state != "starting":
+            return
+        self._by_identity.pop(w.identity, None)
+        self._former.append(w.identity)
+        w.state, w.pid, w.proven, w.kill_at = "stopped", None, False, None
+        w.last_exit = f"{w.name} could not start there: {why}"
+        self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}; starting it "
+                                   "elsewhere")
+        if self.state == "running":
+            self._spawn(w)
+        self._schedule(now)
 
     def exited(self, index: int, code: int | None, output: str, now: float,
                collateral: bool = False) -> None:
@@ -680,6 +705,13 @@ class PoolMachine:
             error = VyreError.from_dict(msg.meta.get("error"))
             tb = msg.meta.get("traceback")
             w.hello_error = f"{error}\n{tb if isinstance(tb, str) else ''}".strip()
+            if isinstance(error, CallerError) and w.state == "starting":
+                # the configuration asks for what the backend lacks (a device it does not
+                # have): no restart cures it, so none is spent; the process exits by itself
+                self._by_identity.pop(w.identity, None)
+                self._former.append(w.identity)
+                w.proven, w.kill_at = False, None
+                self._back_off(w, error, now)
             return
         if w.state != "starting" or msg.gen != w.generation:
             self.dropped_replies += 1
@@ -694,7 +726,7 @@ class PoolMachine:
             w.hello_error = f"its hello carried unreadable capabilities: {exc}"
             self._retire(w, "fault", "unreadable hello", now, kill=True)
             return
-        w.proven, w.heard_at = True, now
+        w.proven, w.heard_at, w.spawn_failures = True, now, 0
         w.state = "idle" if w.index < self.serving else "spare"
         self.device_list = devices or self.device_list
         w.caps = caps

@@ -46,50 +46,52 @@ class PoolOptions:
     def __post_init__(self) -> None:
         if isinstance(self.devices, list):
             object.__setattr__(self, "devices", tuple(self.devices))
-        positive = {name: getattr(self, name) for name in (
-            "kill_grace", "startup_timeout", "compile_timeout", "heartbeat_interval",
-            "heartbeat_timeout", "restart_window", "cooldown")}
-        bad = [f"{k}={v!r}" for k, v in positive.items()
-               if isinstance(v, bool) or not isinstance(v, int | float)
-               or not 0 < v <= MAX_SECONDS]
-        if not _is_int(self.workers, 1) or not _is_int(self.max_restarts, 0) \
-                or not _is_int(self.standby, 0) or self.standby > MAX_STANDBY:
-            bad.append(f"workers={self.workers!r}, standby={self.standby!r}, "
-                       f"max_restarts={self.max_restarts!r}")
+        bad: list[tuple[str, str]] = []  # (what is wrong, how to put it right)
+        for name in ("kill_grace", "startup_timeout", "compile_timeout", "heartbeat_interval",
+                     "heartbeat_timeout", "restart_window", "cooldown"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) \
+                    or not 0 < value <= MAX_SECONDS:
+                bad.append((f"{name}={value!r}", f"{name}: seconds above 0 and at most "
+                                                 f"{MAX_SECONDS:g}"))
+        for name, low, high in (("workers", 1, None), ("max_restarts", 0, None),
+                                ("standby", 0, MAX_STANDBY)):
+            value = getattr(self, name)
+            if not _is_int(value, low) or (high is not None and value > high):
+                bad.append((f"{name}={value!r}", f"{name}: a whole number >= {low}"
+                            + (f" and <= {high}" if high is not None else "")))
         if not bad and self.heartbeat_interval >= self.heartbeat_timeout:
-            bad.append(f"heartbeat_interval={self.heartbeat_interval} is not below "
-                       f"heartbeat_timeout={self.heartbeat_timeout}")
-        bad += [f"{k}={v!r}" for k, v in (("recycle_rss_bytes", self.recycle_rss_bytes),
-                                          ("recycle_after", self.recycle_after))
-                if v is not None and not _is_int(v, 1)]
+            bad.append((f"heartbeat_interval={self.heartbeat_interval} is not below "
+                        f"heartbeat_timeout={self.heartbeat_timeout}",
+                        "heartbeat_interval: well below heartbeat_timeout (a third or less)"))
+        for name in ("recycle_rss_bytes", "recycle_after"):
+            value = getattr(self, name)
+            if value is not None and not _is_int(value, 1):
+                bad.append((f"{name}={value!r}", f"{name}: None or a whole number >= 1"))
         if not _is_int(self.max_message_bytes, 1) \
                 or self.max_message_bytes > protocol.MAX_MESSAGE_BYTES:
-            bad.append(f"max_message_bytes={self.max_message_bytes!r} (at most "
-                       f"{protocol.MAX_MESSAGE_BYTES})")
+            bad.append((f"max_message_bytes={self.max_message_bytes!r}",
+                        f"max_message_bytes: 1 to {protocol.MAX_MESSAGE_BYTES}"))
         if not isinstance(self.fork_server, bool):
-            bad.append(f"fork_server={self.fork_server!r} (True or False)")
+            bad.append((f"fork_server={self.fork_server!r}", "fork_server: True or False"))
         if isinstance(self.spin, bool) or not isinstance(self.spin, int | float) \
                 or not 0 <= self.spin <= MAX_SPIN:
-            bad.append(f"spin={self.spin!r} (0 to {MAX_SPIN:g} seconds)")
+            bad.append((f"spin={self.spin!r}", f"spin: 0 to {MAX_SPIN:g} seconds"))
         devices = self.devices
         if not (devices is None or devices == "all" or (
                 isinstance(devices, tuple) and 0 < len(devices) <= MAX_DEVICES
                 and all(_is_int(d, 0) for d in devices) and len(set(devices)) == len(devices))):
-            bad.append(f"devices={devices!r} (None, 'all', or distinct device ids >= 0, at "
-                       f"most {MAX_DEVICES})")
+            bad.append((f"devices={devices!r}",
+                        f"devices: None (the backend's preferred device), 'all', or a list of "
+                        f"1 to {MAX_DEVICES} distinct ids, each an id `vyre backends --probe` "
+                        "shows (for example devices=[0, 1])"))
         if isinstance(self.gpus_per_worker, bool) or not isinstance(
                 self.gpus_per_worker, int | float) or not 0 <= self.gpus_per_worker <= 64:
-            bad.append(f"gpus_per_worker={self.gpus_per_worker!r} (0 to 64)")
+            bad.append((f"gpus_per_worker={self.gpus_per_worker!r}",
+                        "gpus_per_worker: 0 to 64 (fractions share a GPU)"))
         if bad:
-            raise InvalidConfigError(f"bad pool options: {', '.join(bad)}",
-                                     f"Use workers >= 1, standby 0..{MAX_STANDBY}, "
-                                     "max_restarts >= 0, times in seconds "
-                                     f"above 0 and at most {MAX_SECONDS:g} (heartbeats more "
-                                     "often than their timeout), and recycle limits >= 1 "
-                                     f"or None, fork_server True or False, spin 0 to "
-                                     f"{MAX_SPIN:g} seconds, devices None, 'all' or a list of "
-                                     "the ids `vyre backends --probe` shows, and "
-                                     "gpus_per_worker 0 to 64.")
+            raise InvalidConfigError(f"bad pool options: {', '.join(b for b, _ in bad)}",
+                                     "Use " + "; ".join(f for _, f in bad) + ".")
 
     @property
     def silence_limit(self) -> float:
