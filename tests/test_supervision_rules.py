@@ -502,6 +502,24 @@ def test_a_start_that_fails_on_the_callers_configuration_spends_no_restart():
     shell.advance(0.1)
     assert [s.generation for s in shell.spawns] == [1, 2]
 
+
+def test_a_worker_the_cluster_has_no_room_for_backs_off_and_counts_as_no_death():
+    """Ray keeps an actor that no node has room for pending for ever: the shell says so
+    before the start deadline, and the caller hears why instead of a pool failure."""
+    shell = Shell(auto_hello=False, max_restarts=0, startup_timeout=3.0)
+    req = shell.submit(timeout=30)
+    room = SystemResourceError("no node has 1 CPU free", "Free resources on the cluster.")
+    shell.advance(2.0)
+    shell.machine.unplaced(0, 1, room, shell.now)
+    shell.run()
+    assert isinstance(shell.result(req), SystemResourceError)
+    assert "no node has 1 CPU free" in shell.result(req).cause
+    assert [s.index for s in shell.signals] == [0]  # (the shell drops the pending attempt)
+    shell.die(0)
+    assert shell.machine.state == "running" and shell.worker(0).deaths == 0
+    shell.advance(0.1)
+    assert [s.generation for s in shell.spawns] == [1, 2]
+
 # -- what routing keeps -------------------------------------------------------------------------
 
 

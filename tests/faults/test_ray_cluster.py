@@ -34,6 +34,7 @@ from vyre_core.errors import (
     NoCapableBackendError,
     PipelineInvalidatedError,
     PoolFailedError,
+    SystemResourceError,
 )
 from vyre_core.supervisor import published, rundir
 from vyre_examples.saxpy import inputs as saxpy_inputs
@@ -245,6 +246,33 @@ def test_a_backend_on_one_node_only_runs_its_workers_there(cluster, tmp_path):
 def saxpy_reference(n: int) -> list[np.ndarray]:
     with Driver() as local:
         return local.dispatch(saxpy(n, 64), saxpy_inputs(n, 3), backend="reference")
+
+
+def test_a_worker_no_node_has_room_for_now_fails_the_call_clearly_and_spends_no_restart(
+        cluster):
+    """Every CPU of the cluster is held by someone else's actors: Ray would keep the
+    worker pending for ever; vyre says so at the start deadline, and starts it once room
+    is made."""
+    from ray.util import placement_group, remove_placement_group
+
+    with on(cluster, startup_timeout=3, max_restarts=0) as drv:
+        held = placement_group([{"CPU": 1}, {"CPU": 1}], strategy="SPREAD")
+        try:
+            held.wait(60)
+            started = time.monotonic()
+            with pytest.raises(SystemResourceError) as err:
+                drv.dispatch(saxpy(64), saxpy_inputs(64), backend="reference",
+                             config=DispatchConfig(timeout=30))
+            assert time.monotonic() - started < 10
+            text = str(err.value)
+            assert "Ray could not place a worker of 'reference'" in text
+            assert "free: 0 CPU" in text and "in all: 2 CPU" in text and "Fix: Free" in text
+            assert drv.status()["pools"]["reference"]["state"] == "running"
+        finally:
+            remove_placement_group(held)
+        out, = drv.dispatch(saxpy(64), saxpy_inputs(64, 3), backend="reference",
+                            config=DispatchConfig(timeout=30))
+        assert out.tobytes() == saxpy_reference(64)[0].tobytes()
 
 
 def test_an_address_that_does_not_answer_fails_within_seconds_with_a_fix():

@@ -79,6 +79,7 @@ class RayPool(PoolFacts):
         #: node -> (the backends installed there, why ours could not load): nodes that
         #: lack this backend, learnt from actors that failed to load it there
         self._lacking: dict[str, tuple[list[str], str]] = {}
+        self._placing: dict[int, int] = {}  # slot -> the generation asked "placed?"
         self._pending: dict[Any, tuple[str, int, bytes, Request | None]] = {}
         self._beating: set[int] = set()            # slots with a heartbeat outstanding
         self._beat_at: dict[int, float] = {}
@@ -202,7 +203,10 @@ class RayPool(PoolFacts):
                     self._beat(now)
                     self._carry(self._machine.take_actions())
                     refs = list(self._pending)
+                    unsure = self._unsure_of_place(now)
                 self._deliver()
+                if unsure:
+                    self._check_placed(unsure)
                 if self._publisher.due(now):
                     self._publisher.publish(now, self.status(nodes=False))
                 if refs:
@@ -448,6 +452,55 @@ class RayPool(PoolFacts):
             "nodes (the same version as here), or add a node that has it; then create a new "
             "Driver.", rejections={self.backend: ["installed on no node"]},
             nodes={n["node"]: self._lacking[n["node"]][0] for n in fits})
+
+    def _unsure_of_place(self, now: float) -> list[tuple[int, int, Any]]:
+        """(Locked.) The starting workers whose start deadline is near: each is asked
+        once whether Ray has placed it at all (an actor no node can take now waits for
+        one for ever; that is no fault of the backend's)."""
+        margin = min(1.0, self.options.startup_timeout / 2)
+        found = []
+        for w in self._machine.workers:
+            if w.state == "starting" and now >= w.startup_deadline - margin \
+                    and self._placing.get(w.index) != w.generation and w.index in self._actors:
+                self._placing[w.index] = w.generation
+                found.append((w.index, w.generation, self._actors[w.index]))
+        return found
+
+    def _check_placed(self, unsure: list[tuple[int, int, Any]]) -> None:
+        """(Outside the lock: Ray's control store answers.) Tell the rules of each worker
+        that Ray has not placed on any node."""
+        from ray._private import state  # (the actor table: no public API has it)
+
+        need = {"CPU": 1.0, "GPU": float(self.options.gpus_per_worker)}
+        free = {k: v for k, v in self._ray.available_resources().items() if k in need}
+        if all(free.get(k, 0.0) >= v for k, v in need.items()):
+            return  # (room enough: a slow start is the start deadline's to judge)
+        unplaced = []
+        for index, generation, actor in unsure:  # (no process yet: not placed anywhere)
+            with contextlib.suppress(Exception):
+                info = state.actors(actor_id=actor._actor_id.hex())
+                if info.get("State") in ("PENDING_CREATION", "DEPENDENCIES_UNREADY") \
+                        and not info.get("Pid"):
+                    unplaced.append((index, generation))
+        if not unplaced:
+            return
+        total = {k: v for k, v in self._ray.cluster_resources().items() if k in need}
+        need_text = "1 CPU" + (f" and {self.options.gpus_per_worker:g} GPU(s)"
+                               if self.options.gpus_per_worker else "")
+        error = SystemResourceError(
+            f"Ray could not place a worker of {self.backend!r} as its start deadline "
+            f"neared: no node of the Ray cluster "
+            f"{self._cluster.spec} has {need_text} free (free: "
+            f"{', '.join(f'{free.get(k, 0):g} {k}' for k in total) or 'nothing'}; in all: "
+            f"{', '.join(f'{v:g} {k}' for k, v in total.items()) or 'nothing'})",
+            "Free resources on the cluster (other actors and tasks hold them), add a node "
+            "(ray start --address ...), or ask for fewer workers (PoolOptions(workers=...)); "
+            "the pool tries again by itself.")
+        with self._lock:
+            for index, generation in unplaced:
+                self._machine.unplaced(index, generation, error, time.monotonic())
+            self._carry(self._machine.take_actions())
+        self._deliver()
 
     def _actor(self) -> Any:
         if self._actor_class is None:

@@ -536,6 +536,19 @@ class PoolMachine:
             self._spawn(w)
         self._schedule(now)
 
+    def unplaced(self, index: int, generation: int, error: VyreError, now: float) -> None:
+        """The shell found the worker at ``index`` still waiting for somewhere to run (a
+        cluster whose resources are all taken) as its start deadline nears: it is given up
+        on without a death counted, requests no live worker can serve fail with ``error``,
+        and it is tried again after a back-off."""
+        w = self.workers[index]
+        if generation != w.generation or w.state != "starting":
+            return
+        self._by_identity.pop(w.identity, None)
+        self._former.append(w.identity)
+        self._actions.append(Signal(w.index, kill=True))  # (the shell drops the attempt)
+        self._back_off(w, error, now)
+
     def exited(self, index: int, code: int | None, output: str, now: float,
                collateral: bool = False) -> None:
         """The worker process at ``index`` exited with ``code`` (negative: a signal; None:
