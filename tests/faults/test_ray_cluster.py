@@ -56,8 +56,9 @@ FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 
 
 @pytest.fixture(scope="module")
 def cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    patched = pytest.MonkeyPatch()  # (undone at the end: later modules see no Ray settings)
+    patched.setenv("RAY_AUTH_MODE", "disabled")
+    patched.setenv("RAY_USAGE_STATS_ENABLED", "0")
     temp = tempfile.mkdtemp(prefix="vyre-rt-")  # (short: Ray's socket paths)
     # Ray's cluster utilities write the head's address to a file in Ray's default temp
     # directory, whatever temp_dir says; it is removed at the end (a plain ray.init()
@@ -84,6 +85,7 @@ def cluster():
         address_file.unlink(missing_ok=True)
         if made_dir:
             shutil.rmtree(address_file.parent, ignore_errors=True)
+        patched.undo()
 
 
 def on(cluster, **options) -> Driver:
@@ -309,23 +311,34 @@ def test_a_port_where_something_else_answers_is_refused_at_once():
         in str(err.value)
 
 
-def test_a_private_instance_leaves_no_process_behind(tmp_path):
-    child = Child(tmp_path, """
-import json, psutil
+def test_a_private_instance_leaves_no_process_or_file_behind(tmp_path):
+    """Ray left to itself writes an authentication token into ~/.ray/auth_token for a
+    private instance, and leaves it; vyre gives the instance a token in its environment."""
+    home = tmp_path / "home"
+    home.mkdir()
+    child = Child(tmp_path, f"""
+import json, os, psutil
+for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+    os.environ.pop(key, None)
+os.environ["HOME"] = {str(home)!r}
 from vyre_core import Driver
 from vyre_examples.saxpy import inputs, program
 with Driver(cluster="ray") as drv:
     out, = drv.dispatch(program(256), inputs(256), backend="reference")
     ray_pids = [p.pid for p in psutil.Process().children(recursive=True)]
-print(json.dumps({"ray": len(ray_pids), "after": [
+    mode = os.environ.get("RAY_AUTH_MODE")
+print(json.dumps({{"ray": len(ray_pids), "mode": mode, "after": [
     p.pid for p in psutil.Process().children(recursive=True) if p.is_running()
-    and p.status() != psutil.STATUS_ZOMBIE]}), flush=True)
+    and p.status() != psutil.STATUS_ZOMBIE], "env": os.environ.get("RAY_AUTH_TOKEN")}}),
+    flush=True)
 """)
     try:
         report = child.report(120)
     finally:
         child.stop()
     assert report["ray"] >= 3 and report["after"] == []
+    assert report["mode"] == "token" and report["env"] is None  # (authenticated; undone)
+    assert list(home.iterdir()) == [] and "Token authentication" not in child.stderr()
 
 
 def test_drivers_of_one_process_share_its_connection_and_only_the_last_lets_go(cluster):

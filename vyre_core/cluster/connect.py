@@ -17,6 +17,7 @@ import importlib.util
 import logging
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -97,6 +98,7 @@ class _Connection:
     users: int = 0
     owned: bool = False             # ray.init was vyre's: ray.shutdown is too
     temp_dir: str | None = None     # a private instance's session files
+    token_env: tuple[str, ...] = ()  # the environment variables vyre set for its token
 
 
 _connection: _Connection | None = None
@@ -154,6 +156,7 @@ class RayCluster:
         try:
             if self.spec.address is None:
                 connection.temp_dir = tempfile.mkdtemp(prefix="vyre-ray-")  # (short paths)
+                connection.token_env = _private_token()
                 self.ray.init(address="local", include_dashboard=False, log_to_driver=False,
                               configure_logging=False, _temp_dir=connection.temp_dir,
                               _system_config={"enable_worker_prestart": False,
@@ -231,6 +234,32 @@ def _remove(connection: _Connection) -> None:
     if connection.temp_dir is not None:
         shutil.rmtree(connection.temp_dir, ignore_errors=True)
         connection.temp_dir = None
+    if connection.token_env:
+        for key in connection.token_env:
+            os.environ.pop(key, None)
+        connection.token_env = ()
+        _reread_auth()
+
+
+def _private_token() -> tuple[str, ...]:
+    """A private instance authenticates with a token of its own, held in this process's
+    environment (its Ray processes inherit it), unless the user configured Ray's
+    authentication: left to itself, Ray writes a token into ~/.ray/auth_token and leaves
+    it there. Returns the variables set (removed when the instance stops)."""
+    if any(k in os.environ for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
+        return ()
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    _reread_auth()
+    return ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
+
+
+def _reread_auth() -> None:
+    """Ray read its authentication settings at import: it reads them again (as its own
+    ``ray.init`` does when it turns tokens on)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _import_ray(bounded: bool) -> Any:
