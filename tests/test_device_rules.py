@@ -9,8 +9,13 @@ import pytest
 from supervision_harness import CAPS, Shell
 
 from vyre_core.contract.types import Capabilities, DeviceInfo
-from vyre_core.errors import InvalidConfigError, InvalidInputError, SystemResourceError
-from vyre_core.supervisor.machine import Spawn
+from vyre_core.errors import (
+    InvalidConfigError,
+    InvalidInputError,
+    NoCapableBackendError,
+    SystemResourceError,
+)
+from vyre_core.supervisor.machine import Request, Spawn
 from vyre_core.supervisor.options import PoolOptions
 
 pytestmark = pytest.mark.fast
@@ -183,6 +188,49 @@ def test_a_devices_capabilities_are_what_all_its_workers_can_do():
     shell.die(1)
     shell.hello(1, caps=with_f64)  # its replacement lands where f64 is
     assert shell.machine.capabilities.supports_f64
+
+
+def test_unlike_workers_of_one_device_are_told_apart_and_work_goes_where_it_can_run():
+    """Workers on unlike nodes: routing sees each distinct probe, and a request routing
+    limited to the f64 workers runs on one of them, never on the idle one without f64."""
+    shell = Shell(auto_hello=False, workers=2)
+    plain, f64 = CAPS, {**CAPS, "supports_f64": True}
+    req = shell.submit(label="any")
+    shell.hello(0, caps=plain)
+    shell.reply(0, req)  # (worker 0: idle again, and the lowest)
+    shell.hello(1, caps=f64)
+    weak, strong = (Capabilities.from_dict(c) for c in (plain, f64))
+    assert shell.machine.varied and shell.machine.device_variants == {None: (weak, strong)}
+    req_f64 = Request(req.op, {"label": "f64 only"}, [], capable=frozenset({strong}))
+    shell.machine.submit(req_f64, shell.now)
+    shell.run()
+    assert shell.sent_to(1) == [req_f64] and shell.sent_to(0) == [req]
+    assert req_f64.renewed().capable == frozenset({strong})
+
+
+def test_a_request_whose_capable_workers_are_gone_fails_instead_of_waiting_for_ever():
+    """The only f64 worker dies and its replacement lands where there is no f64: the
+    request limited to f64 workers fails at once, with a Fix, instead of waiting."""
+    shell = Shell(auto_hello=False, workers=2, max_restarts=5)
+    plain, f64 = CAPS, {**CAPS, "supports_f64": True}
+    busy = shell.submit()
+    shell.hello(0, caps=plain)  # (it takes ``busy``)
+    shell.hello(1, caps=f64)
+    strong = Capabilities.from_dict(f64)
+    first = Request(busy.op, {"label": "f64 a"}, [], capable=frozenset({strong}))
+    second = Request(busy.op, {"label": "f64 b"}, [], capable=frozenset({strong}))
+    for r in (first, second):
+        shell.machine.submit(r, shell.now)
+    shell.run()
+    assert shell.sent_to(1) == [first]
+    shell.die(1)  # (first is retried: it waits in the queue with second)
+    assert second.id not in shell.results
+    shell.hello(1, caps=plain)
+    for r in (first, second):
+        error = shell.result(r)
+        assert isinstance(error, NoCapableBackendError), error
+        assert "that could run it are gone" in error.cause and "Call again" in error.fix
+    assert not shell.machine.varied
 
 
 def test_the_common_capabilities_of_unlike_workers():

@@ -514,6 +514,19 @@ def test_routing_keeps_a_program_to_the_devices_that_can_run_it():
     assert "gpu device 1 (rank 10): chosen" in text
 
 
+def test_unlike_workers_of_one_backend_route_a_program_any_of_them_can_run():
+    """Workers of one backend on unlike nodes: the program goes to the backend when any
+    of them can run it, and ``capable`` names the probes that can (None: all can)."""
+    f64 = caps(supports_f64=True)
+    r = Router(lambda: [Candidate(GPU, caps(), None), Candidate(GPU, f64, None),
+                        (REFERENCE, REFERENCE.claims)])
+    assert r.route(f64_program()).backend == "gpu"
+    variants = {None: (caps(), f64)}
+    assert r.capable(f64_program(), variants) == frozenset({f64})
+    assert r.capable(f32_program(), variants) is None
+    assert r.capable(f64_program(), {0: (caps(),), 1: (f64,)}, frozenset({0})) == frozenset()
+
+
 def test_a_software_device_is_demoted_while_the_backends_hardware_device_keeps_its_place():
     soft = caps(extra={"software_adapter": True})
     r = Router(lambda: [Candidate(GPU, soft, 0), Candidate(GPU, caps(), 1),

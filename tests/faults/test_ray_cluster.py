@@ -22,7 +22,7 @@ import pytest
 from child_process import Child
 from installed_dists import write_dist
 
-from vyre_core import Driver
+from vyre_core import Driver, ir
 from vyre_core.config import DispatchConfig
 from vyre_core.conformance import honesty
 from vyre_core.conformance.corpus import CASES
@@ -37,6 +37,7 @@ from vyre_core.errors import (
     SystemResourceError,
 )
 from vyre_core.supervisor import published, rundir
+from vyre_core.supervisor.options import PoolOptions
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
 
@@ -243,6 +244,53 @@ def test_a_backend_on_one_node_only_runs_its_workers_there(cluster, tmp_path):
         assert said["nodes"] == [node.node_id]
     finally:
         cluster.remove_node(node)
+
+
+def test_work_goes_only_to_the_nodes_whose_workers_can_run_it(cluster):
+    """Routing by each node's own workers: a node whose workers have no f64 (its raylet
+    says VYRE_FAULTS=no_f64) still serves f32 work, and never gets an f64 program, which
+    the other nodes run (the pool's capabilities in common would refuse it outright)."""
+    node = cluster.add_node(num_cpus=1, object_store_memory=200 << 20,
+                            env_vars={"VYRE_FAULTS": "no_f64"})
+    try:
+        cluster.wait_for_nodes()
+        options = PoolOptions(workers=3, kill_grace=0.5, heartbeat_timeout=5.0)
+        with Driver(cluster=cluster.address, backend_options={"faults": options}) as drv:
+            drv.dispatch(saxpy(64), saxpy_inputs(64), backend="faults")
+            wait_for(lambda: [w["state"] for w in drv.status()["pools"]["faults"]["workers"]]
+                     == ["idle"] * 3, 60, "three workers, one per node")
+            workers = drv.status()["pools"]["faults"]["workers"]
+            weak = next(w["index"] for w in workers if w["node"] == node.node_id)
+            before = [w["served"] for w in workers]  # (the first saxpy ran on any one)
+            program, data = f64_double(), [np.arange(N, dtype=np.float64)]
+            assert drv.route(program, backend="faults").backend == "faults"
+            for _ in range(3):  # three at once: one more than the capable workers
+                pending = [drv.dispatch_async(program, data, backend="faults",
+                                              config=DispatchConfig(label="fault:sleep:0.2"))
+                           for _ in range(3)]
+                for p in pending:
+                    assert p.result(60)[0].tobytes() == (data[0] * 2).tobytes()
+            pool = drv.status()["pools"]["faults"]
+            served = [w["served"] - b for w, b in zip(pool["workers"], before, strict=True)]
+            assert served[weak] == 0 and sum(served) == 9, pool
+            pending = [drv.dispatch_async(saxpy(64), saxpy_inputs(64), backend="faults",
+                                          config=DispatchConfig(label="fault:sleep:0.3"))
+                       for _ in range(3)]
+            for p in pending:
+                p.result(60)
+            pool = drv.status()["pools"]["faults"]
+            assert pool["workers"][weak]["served"] > before[weak], pool
+    finally:
+        cluster.remove_node(node)
+
+
+def f64_double() -> ir.Program:
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.f64, N)
+    out = k.output("out", ir.f64, N)
+    i = k.let("i", ir.global_id(0))
+    out[i] = x[i] * 2.0
+    return k.build()
 
 
 def saxpy_reference(n: int) -> list[np.ndarray]:

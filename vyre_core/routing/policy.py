@@ -120,14 +120,20 @@ class RoutingPolicy:
     def place(self, request: Request, work: Routable, backend: str | None,
               pool: Pool) -> Request:
         """``request`` limited to the devices of ``pool`` that can run ``work``, for a pool
-        with one worker set per device (the decision is cached)."""
-        if request.slot is None and pool.pinned:
+        with one worker set per device (the decision is cached), and to the workers whose
+        own probe accepts it, where workers of one device probed unlike (unlike nodes)."""
+        if request.slot is None and (pool.pinned or pool.varied):
             try:
                 decision = self.router.route(work, backend)
             except VyreError:  # (its pool failed meanwhile: it answers with its own error)
                 return request
-            if decision.backend == pool.backend and decision.devices is not None:
+            if decision.backend != pool.backend:
+                return request
+            if decision.devices is not None:
                 request.devices = frozenset(decision.devices)
+            if pool.varied:
+                request.capable = self.router.capable(work, pool.device_variants,
+                                                      request.devices)
         return request
 
     def decide(self, work: Routable, backend: str | None) -> tuple[Pool | None, list[str]]:
@@ -184,8 +190,11 @@ class RoutingPolicy:
             probed = pool.device_capabilities if pool is not None else {}
             if not probed:
                 found.append(Candidate(reg, reg.claims))
-            else:
-                found.extend(Candidate(reg, caps, device) for device, caps in probed.items())
+                continue
+            variants = pool.device_variants if pool.varied else {}
+            for device, caps in probed.items():  # (unlike workers: routing takes any one)
+                found.extend(Candidate(reg, each, device)
+                             for each in variants.get(device) or (caps,))
         return found
 
     def _skip(self, backend: str, fingerprint: str, device: int | None) -> str | None:

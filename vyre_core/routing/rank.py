@@ -234,6 +234,18 @@ class Router:
                                      demoted, device))
         return found
 
+    def capable(self, program: Routable,
+                variants: dict[int | None, tuple[Capabilities, ...]],
+                devices: frozenset[int] | None = None) -> frozenset[Capabilities] | None:
+        """Of a pool's probed capability ``variants`` (per device; on ``devices`` only when
+        given), those that can run ``program``; None when all can (no limit needed)."""
+        req = _requirements(program)
+        considered = [c for d, each in variants.items() if devices is None or d in devices
+                      for c in each]
+        accepted = frozenset(c for c in considered
+                             if not any(rejection_reasons(part, c) for _, part in req))
+        return None if accepted == frozenset(considered) else accepted
+
     # -- internals -----------------------------------------------------------------------
 
     def _reasons(self, req: list[tuple[str, Requirements]], backend: str, caps: Capabilities,

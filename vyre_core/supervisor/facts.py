@@ -32,6 +32,19 @@ class PoolFacts:
             return dict(self._machine.device_capabilities)
 
     @property
+    def device_variants(self) -> dict[int | None, tuple[Capabilities, ...]]:
+        """Per device, each distinct set of capabilities its serving workers probed: more
+        than one where they run on unlike nodes of a cluster."""
+        with self._lock:
+            return dict(self._machine.device_variants)
+
+    @property
+    def varied(self) -> bool:
+        """Whether the workers of some device probed unlike (routing then limits each call
+        to the workers that can run it)."""
+        return self._machine.varied
+
+    @property
     def pinned(self) -> bool:
         """Whether its workers are pinned to devices (``PoolOptions(devices=...)``)."""
         return self._machine.devices is not None

@@ -30,6 +30,7 @@ from vyre_core.errors import (
     DispatchTimeoutError,
     InvalidInputError,
     MessageLostError,
+    NoCapableBackendError,
     PipelineInvalidatedError,
     PoolFailedError,
     ProtocolError,
@@ -64,7 +65,8 @@ class Request:
                  deadline: float | None = None, timeout: float | None = None,
                  retries: int = 0, slot: int | None = None, generation: int | None = None,
                  internal: bool = False, outputs: list[tuple[Any, int]] | None = None,
-                 devices: frozenset[int] | None = None) -> None:
+                 devices: frozenset[int] | None = None,
+                 capable: frozenset[Capabilities] | None = None) -> None:
         self.id = next(_ids)
         self.op = op
         self.meta = meta
@@ -77,6 +79,9 @@ class Request:
         self.internal = internal
         self.outputs = outputs          # (dtype, count) per output, when known
         self.devices = devices          # the devices it may run on (None: any), by routing
+        # the probed capabilities a worker must have to run it (None: any), by routing, for
+        # pools whose workers of one device probed unlike (on unlike cluster nodes)
+        self.capable = capable
         self.future: Future | None = Future()  # let go of once answered (by the shell)
         self.frames: list[Any] | None = None  # the encoded message: the shell's, opaque here
         self.nbytes = 0                       # its size, set by the shell when encoded
@@ -115,7 +120,7 @@ class Request:
         return Request(self.op, self.meta, self.arrays, deadline=self.deadline,
                        timeout=self.timeout, retries=self.retries, slot=self.slot,
                        generation=self.generation, internal=self.internal,
-                       outputs=self.outputs, devices=self.devices)
+                       outputs=self.outputs, devices=self.devices, capable=self.capable)
 
 
 # -- actions: what the I/O shell must do -------------------------------------------------
@@ -278,6 +283,10 @@ class PoolMachine:
         # what the serving workers of each device (None: unpinned) can all do, from what
         # each probed: kept on restarts
         self.device_capabilities: dict[int | None, Capabilities] = {}
+        # per device, each distinct set of capabilities its serving workers probed (one,
+        # unless they run on unlike nodes); ``varied``: some device has more than one
+        self.device_variants: dict[int | None, tuple[Capabilities, ...]] = {}
+        self.varied = False
         self.device_list: list[DeviceInfo] = []  # the backend's devices, as last reported
         self.failure: Failure | None = None
         self.half_open = False  # restarted after a cool-down: one death fails it again
@@ -828,10 +837,11 @@ class PoolMachine:
         spreads over workers and devices as soon as it does not: busy ones are not idle).
         A worker silent too long with work waiting is retired instead."""
         fp = req.meta.get("fp")
-        devices = req.devices
+        devices, capable = req.devices, req.capable
         best: Worker | None = None
         for w in self._serving:
-            if w.state != "idle" or (devices is not None and w.device not in devices):
+            if w.state != "idle" or (devices is not None and w.device not in devices) \
+                    or (capable is not None and w.caps not in capable):
                 continue
             if self._frozen(w, now):
                 continue
@@ -1021,9 +1031,35 @@ class PoolMachine:
             return
         caps = Capabilities.common(probed)
         known = self.device_capabilities.get(device)
-        if known is None or caps.to_dict() != known.to_dict():
+        changed = known is None or caps.to_dict() != known.to_dict()
+        if changed:
             self.device_capabilities[device] = caps
+        variants = tuple(dict.fromkeys(probed))
+        if variants != self.device_variants.get(device):
+            changed = True
+            self.device_variants[device] = variants
+            self.varied = any(len(v) > 1 for v in self.device_variants.values())
+            self._fail_unservable()
+        if changed:
             self._actions.append(RoutingChanged())
+
+    def _fail_unservable(self) -> None:
+        """Requests routing limited to workers of some capabilities, when no worker of
+        those remains and none is starting that might have them: they fail now (a call
+        again is routed on what serves now) rather than wait for a worker that may never
+        come back."""
+        for req in self.queue:
+            if req.capable is None or req.done:
+                continue
+            if not any(w.state in ("spawning", "starting", "backoff") or (
+                    w.state in ("idle", "busy") and w.caps in req.capable)
+                    for w in self._eligible(req)):
+                self._resolve(req, NoCapableBackendError(
+                    f"{req.label}: the workers of {self.backend!r} that could run it are "
+                    "gone, and those serving now cannot (they run where the device lacks "
+                    "what it needs)", "Call again: routing then decides on the workers "
+                    "serving now, and falls over to another backend where none can.",
+                    backend=self.backend))
 
     def _recycle_reason(self, w: Worker) -> str | None:
         """Why the worker is due for replacement between requests (None: it is not).

@@ -19,7 +19,8 @@ It computes like the reference backend, except when told to fail:
   after start-up plus that much, so a larger message cannot be allocated),
   ``devices:<N>`` (it lists N devices, 0 to N-1: pools can pin workers to them; else one),
   ``slow_devices`` (listing its devices outside a worker never ends),
-  ``no_f64_on:<device>`` (a worker pinned to that device has no f64);
+  ``no_f64_on:<device>`` (a worker pinned to that device has no f64), ``no_f64`` (no
+  worker has f64: set on one node of a cluster, its workers probe unlike the others);
 * ``VYRE_FAULTS_PRECEDENCE`` sets its routing rank (default 5000: after the reference).
 """
 
@@ -87,7 +88,8 @@ def vyre_backend_claims() -> dict:
 
 @hookimpl
 def vyre_supports_f64() -> bool:
-    return _selected is None or f"no_f64_on:{_selected}" not in _STARTUP
+    return "no_f64" not in _STARTUP and (
+        _selected is None or f"no_f64_on:{_selected}" not in _STARTUP)
 
 
 @hookimpl
