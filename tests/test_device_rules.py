@@ -201,11 +201,11 @@ def test_unlike_workers_of_one_device_are_told_apart_and_work_goes_where_it_can_
     shell.hello(1, caps=f64)
     weak, strong = (Capabilities.from_dict(c) for c in (plain, f64))
     assert shell.machine.varied and shell.machine.device_variants == {None: (weak, strong)}
-    req_f64 = Request(req.op, {"label": "f64 only"}, [], capable=frozenset({strong}))
+    req_f64 = Request(req.op, {"label": "f64 only"}, [], capable=frozenset({strong.identity}))
     shell.machine.submit(req_f64, shell.now)
     shell.run()
     assert shell.sent_to(1) == [req_f64] and shell.sent_to(0) == [req]
-    assert req_f64.renewed().capable == frozenset({strong})
+    assert req_f64.renewed().capable == frozenset({strong.identity})
 
 
 def test_a_request_whose_capable_workers_are_gone_fails_instead_of_waiting_for_ever():
@@ -217,8 +217,8 @@ def test_a_request_whose_capable_workers_are_gone_fails_instead_of_waiting_for_e
     shell.hello(0, caps=plain)  # (it takes ``busy``)
     shell.hello(1, caps=f64)
     strong = Capabilities.from_dict(f64)
-    first = Request(busy.op, {"label": "f64 a"}, [], capable=frozenset({strong}))
-    second = Request(busy.op, {"label": "f64 b"}, [], capable=frozenset({strong}))
+    first = Request(busy.op, {"label": "f64 a"}, [], capable=frozenset({strong.identity}))
+    second = Request(busy.op, {"label": "f64 b"}, [], capable=frozenset({strong.identity}))
     for r in (first, second):
         shell.machine.submit(r, shell.now)
     shell.run()
@@ -229,8 +229,42 @@ def test_a_request_whose_capable_workers_are_gone_fails_instead_of_waiting_for_e
     for r in (first, second):
         error = shell.result(r)
         assert isinstance(error, NoCapableBackendError), error
-        assert "that could run it are gone" in error.cause and "Call again" in error.fix
+        assert "that can run it remains" in error.cause and "Call again" in error.fix
     assert not shell.machine.varied
+
+
+def test_probes_unlike_only_in_adapter_facts_are_unlike_and_spares_are_not_counted():
+    """Routing reads adapter facts (the loop trip limit, a software adapter): workers
+    differing only there are two variants; a spare serves nothing, so is none."""
+    shell = Shell(auto_hello=False, workers=2, standby=1)
+    shell.submit()
+    shell.hello(0, caps={**CAPS, "extra": {"max_loop_trip": 10}})
+    shell.hello(1, caps={**CAPS, "extra": {"max_loop_trip": 1000}})
+    assert shell.machine.varied and len(shell.machine.device_variants[None]) == 2
+    shell.hello(2, caps={**CAPS, "supports_f64": True})  # the spare
+    assert not any(c.supports_f64 for c in shell.machine.device_variants[None])
+
+
+def test_a_call_no_worker_can_run_is_answered_at_submit_and_a_recycled_one_is_waited_for():
+    shell = Shell(auto_hello=False, workers=2, recycle_after=1)
+    plain, f64 = CAPS, {**CAPS, "supports_f64": True}
+    first = shell.submit()
+    shell.hello(0, caps=plain)
+    shell.hello(1, caps=f64)
+    strong = Capabilities.from_dict(f64).identity
+    none = Request(first.op, {"label": "nobody"}, [], capable=frozenset())
+    shell.machine.submit(none, shell.now)
+    shell.run()
+    assert isinstance(shell.result(none), NoCapableBackendError)
+    ran = Request(first.op, {"label": "f64"}, [], capable=frozenset({strong}))
+    shell.machine.submit(ran, shell.now)
+    shell.run()
+    shell.reply(1, ran)  # (served once: recycled, so stopping for a while)
+    assert shell.worker(1).state in ("stopping", "killing")
+    waits = Request(first.op, {"label": "f64 again"}, [], capable=frozenset({strong}))
+    shell.machine.submit(waits, shell.now)
+    shell.run()
+    assert waits.id not in shell.results  # its replacement may run it: it waits
 
 
 def test_the_common_capabilities_of_unlike_workers():

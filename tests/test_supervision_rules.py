@@ -497,10 +497,17 @@ def test_a_start_that_fails_on_the_callers_configuration_spends_no_restart():
     error = shell.result(req)
     assert isinstance(error, InvalidConfigError) and "no device 5" in error.cause
     assert error.fix == refusal.fix
+    shell.advance(1.0)
+    assert len(shell.spawns) == 1  # (no second process while the first is still there)
     shell.die(0, 3)  # (the process exits by itself after saying why)
     assert shell.machine.state == "running" and w.deaths == 0 and w.state == "backoff"
+    assert "cannot start (backend 'b' has no device 5" in shell.machine.unavailable(shell.now)
+    later = shell.submit()  # while it backs off: answered at once, with the same Fix
+    assert isinstance(shell.result(later), InvalidConfigError)
+    assert shell.result(later).fix == refusal.fix
     shell.advance(0.1)
     assert [s.generation for s in shell.spawns] == [1, 2]
+    assert shell.machine.unavailable(shell.now) is None  # (trying again)
 
 
 def test_a_worker_the_cluster_has_no_room_for_backs_off_and_counts_as_no_death():

@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 
 from vyre_core import protocol
-from vyre_core.errors import as_vyre_error
+from vyre_core.errors import PluginLoadError, as_vyre_error
 from vyre_core.protocol import Message, Op
 from vyre_core.registry import ENTRY_POINT_GROUP
 from vyre_workers.backend_host import listed_devices, load_backend
@@ -40,15 +40,17 @@ class RayWorker:
         import ray
 
         node = ray.get_runtime_context().get_node_id()
-        try:  # this node may lack the backend: then the parent starts it on another node
-            host = load_backend(entry_point, backend, generation)
-        except BaseException as exc:
-            self._hello = {"failed": True, "proof": proof, "pid": os.getpid(), "node": node,
-                           "missing": True, "installed": installed_backends(),
-                           "traceback": traceback.format_exc(),
-                           "error": as_vyre_error(exc, f"loading backend {backend!r}").to_dict()}
-            return
+        installed = installed_backends()
         try:  # an error here is said in the hello: the actor itself stays up to say it
+            if entry_point not in installed:  # the parent starts it on another node
+                self._hello = {"failed": True, "proof": proof, "pid": os.getpid(),
+                               "node": node, "missing": True, "installed": installed,
+                               "error": PluginLoadError(
+                                   f"no entry point {entry_point!r} in group "
+                                   f"{ENTRY_POINT_GROUP} on this node",
+                                   "Install the backend on the node.").to_dict()}
+                return
+            host = load_backend(entry_point, backend, generation)
             if device is not None:
                 host.select_device(device)
             devices = listed_devices(host)

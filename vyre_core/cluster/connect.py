@@ -244,12 +244,18 @@ def _remove(connection: _Connection) -> None:
 def _private_token() -> tuple[str, ...]:
     """A private instance authenticates with a token of its own, held in this process's
     environment (its Ray processes inherit it), unless the user configured Ray's
-    authentication: left to itself, Ray writes a token into ~/.ray/auth_token and leaves
-    it there. Returns the variables set (removed when the instance stops)."""
+    authentication or this Ray has none (before 2.52): left to itself, Ray writes a token
+    into ~/.ray/auth_token and leaves it there. Returns the variables set (removed when
+    the instance stops)."""
     if any(k in os.environ for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
         return ()
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-    _reread_auth()
+    try:
+        _reread_auth()
+    except Exception:  # (no such settings in this Ray: it runs as it would by itself)
+        for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
+            os.environ.pop(key, None)
+        return ()
     return ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
 
 

@@ -76,6 +76,7 @@ class RayPool(PoolFacts):
         self._actors: dict[int, Any] = {}          # slot -> actor handle
         self._identity: dict[int, bytes] = {}      # slot -> the identity of its actor
         self._node: dict[int, str] = {}            # slot -> the node its actor runs on
+        self._target: dict[int, str] = {}          # slot -> the node its actor is pinned to
         #: node -> (the backends installed there, why ours could not load): nodes that
         #: lack this backend, learnt from actors that failed to load it there
         self._lacking: dict[str, tuple[list[str], str]] = {}
@@ -399,6 +400,7 @@ class RayPool(PoolFacts):
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(place, soft=False)
+            self._target[action.index] = place
         identity = secrets.token_hex(16).encode()
         proof = secrets.token_bytes(16)
         if self.options.gpus_per_worker:
@@ -429,8 +431,10 @@ class RayPool(PoolFacts):
         if having:
             if not self._lacking:
                 return None
-            ours = list(self._node.values())
-            return min(having, key=lambda n: ours.count(n["node"]))["node"]
+            free = self._free_per_node()
+            ours = list({**self._node, **self._target}.values())  # (started ones too)
+            return min(having, key=lambda n: (not self._room(free.get(n["node"], {})),
+                                              ours.count(n["node"])))["node"]
         if not fits:
             listed = "; ".join(f"{n['address']}: {n['resources'].get('CPU', 0):g} CPU, "
                                f"{n['resources'].get('GPU', 0):g} GPU" for n in nodes)
@@ -451,7 +455,7 @@ class RayPool(PoolFacts):
             f"Install the distribution of {self.backend!r} in the Python of the cluster's "
             "nodes (the same version as here), or add a node that has it; then create a new "
             "Driver.", rejections={self.backend: ["installed on no node"]},
-            nodes={n["node"]: self._lacking[n["node"]][0] for n in fits})
+            nodes=[{**n, "backends": self._lacking[n["node"]][0]} for n in fits])
 
     def _unsure_of_place(self, now: float) -> list[tuple[int, int, Any]]:
         """(Locked.) The starting workers whose start deadline is near: each is asked
@@ -468,39 +472,62 @@ class RayPool(PoolFacts):
 
     def _check_placed(self, unsure: list[tuple[int, int, Any]]) -> None:
         """(Outside the lock: Ray's control store answers.) Tell the rules of each worker
-        that Ray has not placed on any node."""
+        that Ray has not placed because no node it may go to has room for it."""
         from ray._private import state  # (the actor table: no public API has it)
 
-        need = {"CPU": 1.0, "GPU": float(self.options.gpus_per_worker)}
-        free = {k: v for k, v in self._ray.available_resources().items() if k in need}
-        if all(free.get(k, 0.0) >= v for k, v in need.items()):
-            return  # (room enough: a slow start is the start deadline's to judge)
+        try:
+            everywhere = {k: v for k, v in self._ray.available_resources().items()
+                          if k in ("CPU", "GPU")}
+            total = {k: v for k, v in self._ray.cluster_resources().items()
+                     if k in ("CPU", "GPU")}
+        except Exception:  # (the control store did not answer: the start deadline judges)
+            return
+        per_node = self._free_per_node()
         unplaced = []
-        for index, generation, actor in unsure:  # (no process yet: not placed anywhere)
-            with contextlib.suppress(Exception):
+        for index, generation, actor in unsure:
+            target = self._target.get(index)
+            free = everywhere if target is None else per_node.get(target, everywhere)
+            if self._room(free):
+                continue  # (room enough: a slow start is the start deadline's to judge)
+            with contextlib.suppress(Exception):  # (no process yet: not placed anywhere)
                 info = state.actors(actor_id=actor._actor_id.hex())
                 if info.get("State") in ("PENDING_CREATION", "DEPENDENCIES_UNREADY") \
                         and not info.get("Pid"):
-                    unplaced.append((index, generation))
+                    unplaced.append((index, generation, target, free))
         if not unplaced:
             return
-        total = {k: v for k, v in self._ray.cluster_resources().items() if k in need}
-        need_text = "1 CPU" + (f" and {self.options.gpus_per_worker:g} GPU(s)"
-                               if self.options.gpus_per_worker else "")
-        error = SystemResourceError(
-            f"Ray could not place a worker of {self.backend!r} as its start deadline "
-            f"neared: no node of the Ray cluster "
-            f"{self._cluster.spec} has {need_text} free (free: "
-            f"{', '.join(f'{free.get(k, 0):g} {k}' for k in total) or 'nothing'}; in all: "
-            f"{', '.join(f'{v:g} {k}' for k, v in total.items()) or 'nothing'})",
-            "Free resources on the cluster (other actors and tasks hold them), add a node "
-            "(ray start --address ...), or ask for fewer workers (PoolOptions(workers=...)); "
-            "the pool tries again by itself.")
+        need = "1 CPU" + (f" and {self.options.gpus_per_worker:g} GPU(s)"
+                          if self.options.gpus_per_worker else "")
         with self._lock:
-            for index, generation in unplaced:
+            for index, generation, target, free in unplaced:
+                where = (f"node {target[:8]} (the one of the cluster {self._cluster.spec} "
+                         "with the backend)" if target is not None else
+                         f"no node of the Ray cluster {self._cluster.spec}")
+                error = SystemResourceError(
+                    f"Ray could not place a worker of {self.backend!r} as its start deadline "
+                    f"neared: {where} has {need} free (free: "
+                    f"{', '.join(f'{free.get(k, 0):g} {k}' for k in total) or 'nothing'}; "
+                    "in all: "
+                    f"{', '.join(f'{v:g} {k}' for k, v in total.items()) or 'nothing'})",
+                    "Free resources on the cluster (other actors and tasks hold them), add a "
+                    "node (ray start --address ...), or ask for fewer workers "
+                    "(PoolOptions(workers=...)); the pool tries again by itself.")
                 self._machine.unplaced(index, generation, error, time.monotonic())
             self._carry(self._machine.take_actions())
         self._deliver()
+
+    def _room(self, free: dict[str, float]) -> bool:
+        """Whether ``free`` resources take one more worker."""
+        return free.get("CPU", 0.0) >= 1 and free.get("GPU", 0.0) >= self.options.gpus_per_worker
+
+    def _free_per_node(self) -> dict[str, dict[str, float]]:
+        """What each node has free now ({} when Ray cannot say)."""
+        from ray._private import state
+
+        try:
+            return dict(state.available_resources_per_node())
+        except Exception:
+            return {}
 
     def _actor(self) -> Any:
         if self._actor_class is None:
@@ -532,6 +559,7 @@ class RayPool(PoolFacts):
         del self._identity[index]
         self._beating.discard(index)
         self._node.pop(index, None)
+        self._target.pop(index, None)
         for ref, found in list(self._pending.items()):
             if found[1] == index and found[2] == identity:
                 del self._pending[ref]
@@ -541,7 +569,7 @@ class RayPool(PoolFacts):
         return True
 
     def _promote(self, action: Promote) -> None:
-        for table in (self._actors, self._identity, self._node, self._beat_at):
+        for table in (self._actors, self._identity, self._node, self._target, self._beat_at):
             if action.spare in table:
                 table[action.index] = table.pop(action.spare)
         for ref, (kind, index, identity, request) in list(self._pending.items()):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
@@ -138,6 +140,13 @@ class Capabilities:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Capabilities:
         return cls.from_claims(data)
+
+    @functools.cached_property
+    def identity(self) -> str:
+        """Every field, ``extra`` included (equality leaves it out, yet routing reads its
+        facts: the loop trip limit, a software adapter), as one canonical string: what
+        tells the probes of unlike workers apart."""
+        return json.dumps(self.to_dict(), sort_keys=True, default=repr)
 
     @classmethod
     def common(cls, found: list[Capabilities]) -> Capabilities:

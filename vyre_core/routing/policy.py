@@ -132,8 +132,9 @@ class RoutingPolicy:
             if decision.devices is not None:
                 request.devices = frozenset(decision.devices)
             if pool.varied:
-                request.capable = self.router.capable(work, pool.device_variants,
-                                                      request.devices)
+                accepted = self.router.capable(work, pool.device_variants, request.devices)
+                request.capable = None if accepted is None else frozenset(
+                    c.identity for c in accepted)  # (none: the pool answers at once)
         return request
 
     def decide(self, work: Routable, backend: str | None) -> tuple[Pool | None, list[str]]:

@@ -242,9 +242,9 @@ class Router:
         req = _requirements(program)
         considered = [c for d, each in variants.items() if devices is None or d in devices
                       for c in each]
-        accepted = frozenset(c for c in considered
-                             if not any(rejection_reasons(part, c) for _, part in req))
-        return None if accepted == frozenset(considered) else accepted
+        accepted = [c for c in considered
+                    if not any(rejection_reasons(part, c) for _, part in req)]
+        return None if len(accepted) == len(considered) else frozenset(accepted)
 
     # -- internals -----------------------------------------------------------------------
 
@@ -304,7 +304,7 @@ def _devices(accepted: tuple[int | None, ...]) -> tuple[int, ...] | None:
     """The devices a decision names: None when its backend has no per-device candidates."""
     if any(d is None for d in accepted):
         return None
-    return tuple(d for d in accepted if d is not None)
+    return tuple(dict.fromkeys(d for d in accepted if d is not None))  # (once per variant)
 
 
 def _requirements(target: Routable) -> list[tuple[str, Requirements]]:

@@ -66,7 +66,7 @@ class Request:
                  retries: int = 0, slot: int | None = None, generation: int | None = None,
                  internal: bool = False, outputs: list[tuple[Any, int]] | None = None,
                  devices: frozenset[int] | None = None,
-                 capable: frozenset[Capabilities] | None = None) -> None:
+                 capable: frozenset[str] | None = None) -> None:
         self.id = next(_ids)
         self.op = op
         self.meta = meta
@@ -79,8 +79,9 @@ class Request:
         self.internal = internal
         self.outputs = outputs          # (dtype, count) per output, when known
         self.devices = devices          # the devices it may run on (None: any), by routing
-        # the probed capabilities a worker must have to run it (None: any), by routing, for
-        # pools whose workers of one device probed unlike (on unlike cluster nodes)
+        # the identities of the probed capabilities a worker must have to run it (None:
+        # any), by routing, for pools whose workers of one device probed unlike (on
+        # unlike cluster nodes)
         self.capable = capable
         self.future: Future | None = Future()  # let go of once answered (by the shell)
         self.frames: list[Any] | None = None  # the encoded message: the shell's, opaque here
@@ -241,6 +242,10 @@ class Worker:
         self.served_generation = 0
         self.rss: int | None = None
         self.hello_error: str | None = None
+        # why its latest start can never serve (the configuration names what the backend
+        # lacks): no death is counted, and while it backs off calls fail at once with
+        # this, and routing passes the pool over
+        self.refusal: VyreError | None = None
         self.last_exit = ""
 
     @property
@@ -391,6 +396,8 @@ class PoolMachine:
         if self.failure is not None and now < self.failure.retry_at:
             return (f"its worker pool failed ({self.failure.cause.splitlines()[0]}); next try "
                     f"in {self.failure.retry_at - now:.0f} s")
+        if self.state == "running" and all(w.refusal is not None for w in self._serving):
+            return f"its workers cannot start ({self._serving[0].refusal.cause})"
         return None
 
     def status(self, now: float) -> dict[str, Any]:
@@ -442,6 +449,10 @@ class PoolMachine:
                 f"{req.label} may run only on device(s) {sorted(req.devices or ())} of "
                 f"{self.backend!r}, which has workers on {self._device_names()}",
                 "Route through Driver calls (they name only devices the pool has)."))
+            return
+        unservable = None if req.slot is not None else self._unservable(req, None)
+        if unservable is not None:
+            self._resolve(req, unservable)
             return
         if req.slot is not None:
             if not 0 <= req.slot < self.serving:
@@ -510,9 +521,9 @@ class PoolMachine:
 
     def _back_off(self, w: Worker, error: VyreError, now: float) -> None:
         """Worker ``w`` could not start for a reason no restart cures at once (the OS
-        refused a process, the configuration names what the backend lacks): it is tried
-        again later, no death is counted, and requests that no live worker can serve
-        fail now with that reason and its Fix."""
+        refused a process, the configuration names what the backend lacks, no room on the
+        cluster): it is tried again later, no death is counted, and requests no other
+        worker may serve fail now with that reason and its Fix."""
         w.spawn_failures += 1
         w.state = "backoff"
         w.backoff_until = now + min(0.1 * 2 ** (w.spawn_failures - 1), 10.0)
@@ -521,12 +532,51 @@ class PoolMachine:
                                    f"{w.backoff_until - now:.1f} s")
         for req in list(w.pinned):
             self._resolve(req, self._invalidated(req, w))
-        for req in self.queue:  # (a spare is no live worker: it serves only once promoted)
-            if not any(v.state in ("spawning", "starting", "idle", "busy")
-                       for v in self._eligible(req)):
-                self._resolve(req, type(error)(
-                    f"no worker of pool {self.backend!r} could start for {req.label}: "
-                    f"{error.cause}", error.fix, **error.details))
+        self._fail_waiting(error)
+
+    def _refuse_start(self, w: Worker, error: VyreError) -> None:
+        """Worker ``w``'s start can never serve (``error`` says why): calls no other
+        worker may serve fail now; it backs off once its process is gone (``exited``)."""
+        w.refusal = error
+        self._fail_waiting(error)
+
+    def _may_serve(self, w: Worker, req: Request) -> bool:
+        """Whether ``w`` serves ``req`` now, or may once it has started."""
+        if w.state in ("idle", "busy"):
+            return req.capable is None or (w.caps is not None
+                                           and w.caps.identity in req.capable)
+        return w.state in ("spawning", "starting", "stopping", "killing") \
+            and w.refusal is None
+
+    def _fail_waiting(self, error: VyreError | None) -> None:
+        """Queued requests that no worker may serve fail now (``_unservable``)."""
+        for req in self.queue:
+            if not req.done and (why := self._unservable(req, error)) is not None:
+                self._resolve(req, why)
+
+    def _unservable(self, req: Request, error: VyreError | None) -> VyreError | None:
+        """Why no worker may ever serve ``req`` as things stand (None: one may): routing
+        kept it to workers of some capabilities and none of those remains, or its workers
+        could not start (``error``, else what a backing-off worker said)."""
+        eligible = self._eligible(req)
+        if any(self._may_serve(v, req) for v in eligible):
+            return None
+        if req.capable is not None and any(v.state in ("idle", "busy") for v in eligible):
+            return NoCapableBackendError(
+                f"{req.label}: no worker of {self.backend!r} that can run it remains (those "
+                "serving now run where the device lacks what it needs)",
+                "Call again: routing then decides on the workers serving now, and falls over "
+                "to another backend where none can.", backend=self.backend)
+        error = error or next((v.refusal for v in eligible if v.refusal is not None), None)
+        if error is None:
+            return None  # (the OS refused processes: the next try may start one)
+        return type(error)(f"no worker of pool {self.backend!r} could start for {req.label}: "
+                           f"{error.cause}", error.fix, **error.details)
+
+    def _forget(self, w: Worker) -> None:
+        """``w``'s process is gone: a message still arriving from it is dropped."""
+        self._by_identity.pop(w.identity, None)
+        self._former.append(w.identity)
 
     def start_refused(self, index: int, generation: int, why: str, now: float) -> None:
         """The place the worker at ``index`` was started on cannot run this backend (a
@@ -535,8 +585,7 @@ class PoolMachine:
         w = self.workers[index]
         if generation != w.generation or w.state != "starting":
             return
-        self._by_identity.pop(w.identity, None)
-        self._former.append(w.identity)
+        self._forget(w)
         w.state, w.pid, w.proven, w.kill_at = "stopped", None, False, None
         w.last_exit = f"{w.name} could not start there: {why}"
         self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}; starting it "
@@ -553,10 +602,9 @@ class PoolMachine:
         w = self.workers[index]
         if generation != w.generation or w.state != "starting":
             return
-        self._by_identity.pop(w.identity, None)
-        self._former.append(w.identity)
-        self._actions.append(Signal(w.index, kill=True))  # (the shell drops the attempt)
-        self._back_off(w, error, now)
+        self._forget(w)  # (the shell drops the attempt: its actor holds nothing yet)
+        self._actions.append(Signal(w.index, kill=True))
+        self._back_off(w, error, now)  # (room may come: later calls wait for the next try)
 
     def exited(self, index: int, code: int | None, output: str, now: float,
                collateral: bool = False) -> None:
@@ -570,8 +618,14 @@ class PoolMachine:
         for held in w.holding:
             self._actions.append(Release(held))
         w.holding.clear()
-        self._by_identity.pop(w.identity, None)
-        self._former.append(w.identity)
+        self._forget(w)
+        if w.refusal is not None and w.state == "starting":  # (it said why it could not)
+            w.pid, w.kill_at, w.proven = None, None, False
+            if self.state == "running":
+                self._back_off(w, w.refusal, now)
+            else:
+                w.state = "stopped"
+            return
         counted = w.retiring != "planned" and not collateral
         w.last_exit = f"{w.name} {describe_exit(code)}" + (
             " with its fork server" if collateral else "")
@@ -729,11 +783,8 @@ class PoolMachine:
             w.hello_error = f"{error}\n{tb if isinstance(tb, str) else ''}".strip()
             if isinstance(error, CallerError) and w.state == "starting":
                 # the configuration asks for what the backend lacks (a device it does not
-                # have): no restart cures it, so none is spent; the process exits by itself
-                self._by_identity.pop(w.identity, None)
-                self._former.append(w.identity)
-                w.proven, w.kill_at = False, None
-                self._back_off(w, error, now)
+                # have): no restart cures it, so none is spent (its process exits by itself)
+                self._refuse_start(w, error)
             return
         if w.state != "starting" or msg.gen != w.generation:
             self.dropped_replies += 1
@@ -748,7 +799,7 @@ class PoolMachine:
             w.hello_error = f"its hello carried unreadable capabilities: {exc}"
             self._retire(w, "fault", "unreadable hello", now, kill=True)
             return
-        w.proven, w.heard_at, w.spawn_failures = True, now, 0
+        w.proven, w.heard_at, w.spawn_failures, w.refusal = True, now, 0, None
         w.state = "idle" if w.index < self.serving else "spare"
         self.device_list = devices or self.device_list
         w.caps = caps
@@ -774,6 +825,7 @@ class PoolMachine:
         self._by_identity[w.identity] = w
         spare.identity, spare.pid, spare.proven, spare.state = b"", None, False, "stopped"
         w.caps, spare.caps = spare.caps, None
+        w.spawn_failures, w.refusal = 0, None
         w.held.clear()  # (a spare has served nothing)
         self._actions.append(Promote(spare.index, w.index))
         self._log(logging.INFO, f"pool {self.backend!r}: spare process {w.pid} serves "
@@ -790,7 +842,7 @@ class PoolMachine:
         w.identity, w.proof, w.pid, w.proven = b"", b"", None, False
         w.current, w.kill_at, w.retiring, w.rss = None, None, None, None
         w.retire_reason = ""
-        w.hello_error, w.served_generation, w.caps = None, 0, None
+        w.hello_error, w.served_generation, w.caps, w.refusal = None, 0, None, None
         w.held.clear()  # a new process holds no program yet
         self._actions.append(Spawn(w.index, w.generation))
 
@@ -841,7 +893,7 @@ class PoolMachine:
         best: Worker | None = None
         for w in self._serving:
             if w.state != "idle" or (devices is not None and w.device not in devices) \
-                    or (capable is not None and w.caps not in capable):
+                    or (capable is not None and w.caps.identity not in capable):
                 continue
             if self._frozen(w, now):
                 continue
@@ -1034,32 +1086,16 @@ class PoolMachine:
         changed = known is None or caps.to_dict() != known.to_dict()
         if changed:
             self.device_capabilities[device] = caps
-        variants = tuple(dict.fromkeys(probed))
-        if variants != self.device_variants.get(device):
+        serving = {w.caps.identity: w.caps for w in self._serving if w.device == device
+                   and w.caps is not None and w.state in ("idle", "busy")}
+        known_variants = self.device_variants.get(device, ())
+        if serving and set(serving) != {c.identity for c in known_variants}:
             changed = True
-            self.device_variants[device] = variants
+            self.device_variants[device] = tuple(serving.values())
             self.varied = any(len(v) > 1 for v in self.device_variants.values())
-            self._fail_unservable()
+            self._fail_waiting(None)
         if changed:
             self._actions.append(RoutingChanged())
-
-    def _fail_unservable(self) -> None:
-        """Requests routing limited to workers of some capabilities, when no worker of
-        those remains and none is starting that might have them: they fail now (a call
-        again is routed on what serves now) rather than wait for a worker that may never
-        come back."""
-        for req in self.queue:
-            if req.capable is None or req.done:
-                continue
-            if not any(w.state in ("spawning", "starting", "backoff") or (
-                    w.state in ("idle", "busy") and w.caps in req.capable)
-                    for w in self._eligible(req)):
-                self._resolve(req, NoCapableBackendError(
-                    f"{req.label}: the workers of {self.backend!r} that could run it are "
-                    "gone, and those serving now cannot (they run where the device lacks "
-                    "what it needs)", "Call again: routing then decides on the workers "
-                    "serving now, and falls over to another backend where none can.",
-                    backend=self.backend))
 
     def _recycle_reason(self, w: Worker) -> str | None:
         """Why the worker is due for replacement between requests (None: it is not).
