@@ -6,6 +6,13 @@ import psutil
 import pytest
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _KERNEL_CACHE is not None:
+        import shutil
+
+        shutil.rmtree(_KERNEL_CACHE, ignore_errors=True)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     leftovers = psutil.Process().children(recursive=True)
     if not leftovers:
@@ -26,12 +33,22 @@ def _cmdline(proc: psutil.Process) -> str:
         return "?"
 
 
+_KERNEL_CACHE: str | None = None
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Under ``make test-fast`` (``-m "fast and not processes"``) nothing may start a
-    process: the fast tier stays fast and honest, a test that starts one there fails
-    instead of slowing it."""
+    """The cpu backend's compiled kernels go to a directory of the session's own (workers
+    inherit it), never the user's cache. Under ``make test-fast`` (``-m "fast and not
+    processes"``) nothing may start a process: the fast tier stays fast and honest, a test
+    that starts one there fails instead of slowing it."""
+    global _KERNEL_CACHE
+    import os
+    import tempfile
+
+    if "VYRE_CPU_CACHE_DIR" not in os.environ:
+        _KERNEL_CACHE = os.environ["VYRE_CPU_CACHE_DIR"] = tempfile.mkdtemp(
+            prefix="vyre-test-kernels-")
     if config.getoption("markexpr", "").startswith("fast"):
-        import os
         import subprocess
 
         def refuse(*args, **kwargs):

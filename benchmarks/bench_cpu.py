@@ -1,0 +1,136 @@
+"""The cpu backend (numba) against numpy and the reference interpreter in one run: a 64 MiB
+elementwise kernel against the same numpy expression; each example it runs against the
+reference; compiling a kernel cold against loading it from the disk cache; and the same
+kernel on two cores against one. Kernels run in this process (``BackendHost``), as in a
+worker, so the figures are the backend's own, without the process boundary."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from vyre_benchmarks.harness import Result, compare, reps
+from vyre_core.config import DispatchConfig
+from vyre_core.example import Example
+from vyre_examples.saxpy import inputs as saxpy_inputs
+from vyre_examples.saxpy import program as saxpy
+from vyre_workers.backend_host import BackendHost
+
+REQUIRES = ("cpu", "reference")
+BIG = 16 << 20  # elements: 64 MiB per f32 array
+#: The examples that are one program the cpu backend runs today. Not yet: matmul and
+#: reduction (workgroup memory), and the sequences (chain, jacobi, reduce, scan, sort).
+EXAMPLES = ("f64_kernel", "histogram", "mandelbrot", "saxpy", "xor")
+
+
+@functools.cache
+def _host(backend: str) -> BackendHost:
+    module = importlib.import_module(f"vyre_{backend}.backend")
+    host = BackendHost(module)
+    host.prepare()
+    return host
+
+
+def elementwise_64mib_vs_numpy() -> Result:
+    """saxpy over 16 Mi f32 (64 MiB per array) against ``a * x + y`` in numpy."""
+    cpu = _host("cpu")
+    program, data = saxpy(BIG, 1024), saxpy_inputs(BIG, 5)  # (65536 groups of 256: over the limit)
+    x, y, a = data
+    out, = cpu.dispatch(program, data)
+    if out.tobytes() != (a[0] * x + y).tobytes():
+        raise AssertionError("the cpu backend's saxpy differs from numpy's")
+    return compare("saxpy, 16 Mi f32 (64 MiB per array), cpu backend",
+                   lambda: cpu.dispatch(program, data), "numpy a * x + y",
+                   lambda: a[0] * x + y, repeat=reps(7, 2))
+
+
+def _example(name: str) -> Example:
+    return importlib.import_module(f"vyre_examples.{name}").build()
+
+
+def _vs_reference(name: str) -> Callable[[], Result]:
+    def bench() -> Result:
+        example = _example(name)
+        cpu, ref = _host("cpu"), _host("reference")
+        config = example.config or DispatchConfig()
+        outputs = cpu.dispatch(example.program, example.inputs, config)
+        wrong = example.mismatch(outputs)
+        if wrong:
+            raise AssertionError(f"example {name} on the cpu backend: {wrong}")
+        return compare(f"example {name}, cpu backend",
+                       lambda: cpu.dispatch(example.program, example.inputs, config),
+                       "the reference interpreter on it",
+                       lambda: ref.dispatch(example.program, example.inputs, config),
+                       repeat=reps(5, 1))
+    bench.__name__ = f"example_{name}_vs_reference"
+    return bench
+
+
+def compile_cold_vs_cached() -> Result:
+    """A kernel compiled with an empty disk cache, against the same loaded from it (what a
+    restarted worker, or the next run, pays)."""
+    from vyre_cpu import backend, compiler
+
+    saved = os.environ.get(compiler.ENV)
+    where = tempfile.mkdtemp(prefix="vyre-bench-kernels-")
+    os.environ[compiler.ENV] = where
+    programs = iter(saxpy(4096, bias=0.5 + i) for i in range(10_000))
+    made: list[Any] = []
+
+    def cold() -> None:
+        shutil.rmtree(where, ignore_errors=True)
+        made.append(next(programs))
+        backend.Pipeline(made[-1], DispatchConfig())
+
+    def cached() -> None:
+        compiler._loaded.clear()  # (a new process: nothing in memory, all on disk)
+        for name in [m for m in compiler.sys.modules if m.startswith("vyre_cpu_kernel_")]:
+            del compiler.sys.modules[name]
+        backend.Pipeline(made[-1], DispatchConfig())
+
+    try:
+        return compare("compile a kernel, empty disk cache", cold,
+                       "the same kernel loaded from the disk cache", cached,
+                       repeat=reps(5, 1), unit="s")
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+        if saved is None:
+            os.environ.pop(compiler.ENV, None)
+        else:
+            os.environ[compiler.ENV] = saved
+
+
+def two_cores_vs_one() -> Result:
+    """The 64 MiB saxpy with every core against one (numba's thread count)."""
+    import numba
+
+    cpu = _host("cpu")
+    program, data = saxpy(BIG, 1024), saxpy_inputs(BIG, 5)  # (65536 groups of 256: over the limit)
+    everyone = numba.get_num_threads()
+
+    def on(threads: int) -> Callable[[], Any]:
+        def run() -> Any:
+            numba.set_num_threads(threads)
+            try:
+                return cpu.dispatch(program, data)
+            finally:
+                numba.set_num_threads(everyone)
+        return run
+
+    return compare(f"saxpy 64 MiB on {everyone} cores", on(everyone), "the same on 1 core",
+                   on(1), repeat=reps(7, 2))
+
+
+BENCHMARKS = [elementwise_64mib_vs_numpy, *(_vs_reference(n) for n in EXAMPLES),
+              compile_cold_vs_cached, two_cores_vs_one]
+
+
+def facts() -> dict[str, Any]:
+    if not _host.cache_info().currsize:
+        return {}
+    return {"cpu_backend": _host("cpu").device_profile()}

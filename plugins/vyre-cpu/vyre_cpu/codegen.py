@@ -1,0 +1,348 @@
+"""A Program as the Python source of a numba kernel: one function per invocation, called
+for every invocation of every workgroup, workgroups in parallel (``prange``) unless the
+program has atomics on storage buffers (then in turn: numba has no atomic memory
+operations, and the final memory of an atomic is only defined when they apply one at a
+time). Pure text: this module neither imports numba nor compiles anything.
+
+Every operation is a call into ``runtime.py``, which keeps the IR's semantics exactly;
+values keep their IR type (np.uint32, np.int32, np.float32, np.float64, bool) at every
+step. What this backend does not run yet (barriers, workgroup memory, f16) is refused
+here, before anything is compiled, with the reason routing shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vyre_core.errors import UnsupportedFeatureError
+from vyre_core.ir import Program
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import (
+    Access,
+    Assign,
+    Atomic,
+    AtomicOp,
+    Barrier,
+    Binary,
+    BinOp,
+    Block,
+    BufLen,
+    Cast,
+    Expr,
+    Fma,
+    IdKind,
+    If,
+    InvocationId,
+    Let,
+    Lit,
+    Load,
+    Loop,
+    Return,
+    Select,
+    Stmt,
+    Store,
+    Unary,
+    UnOp,
+    Var,
+    walk,
+)
+from vyre_core.ir.typerules import binop_result
+
+#: The types this backend computes in (f16 has no exact scalar arithmetic in numba).
+DTYPES = (DType.U32, DType.I32, DType.F32, DType.F64, DType.BOOL)
+_NP = {DType.U32: "np.uint32", DType.I32: "np.int32", DType.F32: "np.float32",
+       DType.F64: "np.float64"}
+_SUFFIX = {DType.U32: "u32", DType.I32: "i32", DType.F32: "f32", DType.F64: "f64"}
+_ATOMIC_CODE = {AtomicOp.ADD: 0, AtomicOp.SUB: 1, AtomicOp.MIN: 2, AtomicOp.MAX: 3,
+                AtomicOp.AND: 4, AtomicOp.OR: 5, AtomicOp.XOR: 6, AtomicOp.EXCHANGE: 7,
+                AtomicOp.COMPARE_EXCHANGE: 8}
+_COMPARE = {BinOp.EQ: "==", BinOp.NE: "!=", BinOp.LT: "<", BinOp.LE: "<=", BinOp.GT: ">",
+            BinOp.GE: ">="}
+#: Every this many levels of an expression, a subexpression is written as a variable.
+HOIST_EVERY = 48
+_FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.EXP: "exp", UnOp.LOG: "log", UnOp.SIN: "sin",
+             UnOp.COS: "cos", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil"}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The generated source and what running it needs to know."""
+
+    source: str
+    parallel: bool          # workgroups run in parallel (no atomics on storage buffers)
+
+
+def refusal(program: Program) -> str | None:
+    """Why this backend cannot run ``program`` (None: it can)."""
+    for b in program.buffers:
+        if b.dtype not in DTYPES:
+            return f"buffer {b.name!r} is {b.dtype.value}, which the cpu backend does not run"
+        if b.access is Access.WORKGROUP:
+            return (f"workgroup buffer {b.name!r}: the cpu backend does not run workgroup "
+                    "memory yet")
+    for node in walk(program.body):
+        if isinstance(node, Barrier):
+            return "a barrier: the cpu backend does not run workgroup barriers yet"
+        if isinstance(node, Lit | Cast) and node.dtype not in DTYPES:
+            return f"a {node.dtype.value} value, which the cpu backend does not run"
+    return None
+
+
+def generate(program: Program) -> Kernel:
+    """The kernel source of ``program`` (validated); UnsupportedFeatureError if refused."""
+    why = refusal(program)
+    if why is not None:
+        raise UnsupportedFeatureError(f"the cpu backend cannot run this program: {why}",
+                                      "Let routing pick another backend (omit backend=).")
+    return _Writer(program).write()
+
+
+class _Writer:
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.buffers = {b.name: b for b in program.buffers}
+        self.arg = {b.name: f"b{i}" for i, b in enumerate(program.buffers)}
+        self.consts: list[str] = []
+        self.lines: list[str] = []
+        self.scopes: list[dict[str, tuple[str, DType]]] = [{}]
+        self.names = 0
+        self.ids: set[tuple[IdKind, int]] = set()
+        self.at = 1       # the indentation of the statement being written
+        self.nesting = 0  # how deep in an expression the writer is
+
+    # -- the module ------------------------------------------------------------------------
+
+    def write(self) -> Kernel:
+        self.block(self.program.body, 1)
+        wx, wy, wz = self.program.workgroup
+        args = ", ".join(self.arg[b.name] for b in self.program.buffers)
+        parallel = not any(isinstance(n, Atomic) for n in walk(self.program.body))
+        ids = []
+        for kind, axis in sorted(self.ids, key=lambda k: (k[0].value, k[1])):
+            group, local, size = f"w{'xyz'[axis]}", f"l{'xyz'[axis]}", (wx, wy, wz)[axis]
+            value = {IdKind.GLOBAL: f"{group} * {size} + {local}", IdKind.LOCAL: local,
+                     IdKind.WORKGROUP: group}[kind]
+            ids.append(f"    {_id_name(kind, axis)} = np.uint32({value})")
+        source = "\n".join([
+            "# generated by vyre_cpu.codegen: do not edit",
+            "import numpy as np",
+            "from numba import njit, prange",
+            "from vyre_cpu.runtime import *  # noqa: F403",
+            *self.consts,
+            "",
+            "",
+            "@njit(cache=True, nogil=True, inline='always')",
+            f"def invocation(wx, wy, wz, lx, ly, lz, {args}):",
+            *ids,
+            *self.lines,
+            "",
+            "",
+            f"@njit(cache=True, nogil=True, parallel={parallel})",
+            f"def kernel(gx, gy, gz, {args}):",
+            "    per_plane = gx * gy",
+            f"    for wg in {'prange' if parallel else 'range'}(gx * gy * gz):",
+            "        wz = wg // per_plane",
+            "        wy = (wg - wz * per_plane) // gx",
+            "        wx = wg - wz * per_plane - wy * gx",
+            f"        for lz in range({wz}):",
+            f"            for ly in range({wy}):",
+            f"                for lx in range({wx}):",
+            f"                    invocation(wx, wy, wz, lx, ly, lz, {args})",
+            "",
+        ])
+        return Kernel(source, parallel)
+
+    # -- statements ------------------------------------------------------------------------
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    def block(self, stmts: tuple[Stmt, ...], depth: int) -> None:
+        self.scopes.append({})
+        start = len(self.lines)
+        for s in stmts:
+            self.stmt(s, depth)
+        if len(self.lines) == start:
+            self.emit(depth, "pass")
+        self.scopes.pop()
+
+    def stmt(self, s: Stmt, depth: int) -> None:
+        self.at = depth
+        match s:
+            case Let(name, value):
+                code, dtype = self.expr(value)
+                py = self.fresh(name)
+                self.emit(depth, f"{py} = {code}")
+                self.scopes[-1][name] = (py, dtype)
+            case Assign(name, value):
+                code, _ = self.expr(value)
+                self.emit(depth, f"{self.var(name)[0]} = {code}")
+            case Store(buffer, index, value):
+                buf = self.buffers[buffer]
+                idx, _ = self.expr(index)
+                val, _ = self.expr(value)
+                fn = {DType.F32: "store_f32", DType.F64: "store_f64",
+                      DType.BOOL: "store_bool"}.get(buf.dtype, "store")
+                self.emit(depth, f"{fn}({self.arg[buffer]}, {idx}, {val})")
+            case If(cond, then, orelse):
+                code, _ = self.expr(cond)
+                self.emit(depth, f"if {code}:")
+                self.block(then, depth + 1)
+                if orelse:
+                    self.emit(depth, "else:")
+                    self.block(orelse, depth + 1)
+            case Loop(var, start, end, body):
+                lo, _ = self.expr(start)
+                hi, _ = self.expr(end)
+                counter = self.fresh("k")
+                self.emit(depth, f"for {counter} in range(np.int64({lo}), np.int64({hi})):")
+                self.scopes.append({var: (self.fresh(var), DType.U32)})
+                self.emit(depth + 1, f"{self.var(var)[0]} = np.uint32({counter})")
+                self.block(body, depth + 1)
+                self.scopes.pop()
+            case Return():
+                self.emit(depth, "return")
+            case Block(body):
+                self.block(body, depth)
+            case _:
+                raise UnsupportedFeatureError(f"the cpu backend cannot run {type(s).__name__}",
+                                              "Let routing pick another backend.")
+
+    def fresh(self, name: str) -> str:
+        self.names += 1
+        return f"v{self.names}_{''.join(c if c.isalnum() else '_' for c in name)}"
+
+    def var(self, name: str) -> tuple[str, DType]:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        raise AssertionError(f"unbound variable {name!r}")  # (validated)
+
+    # -- expressions -----------------------------------------------------------------------
+
+    def expr(self, e: Expr) -> tuple[str, DType]:
+        """``e`` as source; every HOIST_EVERY levels a subexpression goes into a variable
+        of its own first (Python's parser stops at 200 nested parentheses, and the IR
+        allows expressions that deep; expressions are pure, so evaluating early is
+        the same)."""
+        self.nesting += 1
+        try:
+            code, dtype = self._expr(e)
+        finally:
+            self.nesting -= 1
+        if self.nesting and self.nesting % HOIST_EVERY == 0:
+            name = self.fresh("t")
+            self.emit(self.at, f"{name} = {code}")
+            return name, dtype
+        return code, dtype
+
+    def _expr(self, e: Expr) -> tuple[str, DType]:
+        match e:
+            case Lit(dtype, bits):
+                return self.literal(dtype, bits), dtype
+            case Var(name):
+                return self.var(name)
+            case Load(buffer, index):
+                buf = self.buffers[buffer]
+                idx, _ = self.expr(index)
+                if buf.dtype is DType.BOOL:
+                    return f"load_bool({self.arg[buffer]}, {idx})", buf.dtype
+                return f"load({self.arg[buffer]}, {idx}, {_NP[buf.dtype]}(0))", buf.dtype
+            case BufLen(buffer):
+                return f"np.uint32({self.arg[buffer]}.shape[0])", DType.U32
+            case InvocationId(kind, axis):
+                self.ids.add((kind, axis))
+                return _id_name(kind, axis), DType.U32
+            case Binary(op, lhs, rhs):
+                a, ta = self.expr(lhs)
+                b, tb = self.expr(rhs)
+                return self.binary(op, a, b, ta), binop_result(op, ta, tb)
+            case Unary(op, operand):
+                a, t = self.expr(operand)
+                return self.unary(op, a, t), t
+            case Select(cond, if_true, if_false):
+                c, _ = self.expr(cond)
+                a, t = self.expr(if_true)
+                b, _ = self.expr(if_false)
+                return f"({a} if {c} else {b})", t
+            case Cast(dtype, value):
+                a, t = self.expr(value)
+                return self.cast(a, t, dtype), dtype
+            case Fma(a, b, c):
+                x, t = self.expr(a)
+                y, _ = self.expr(b)
+                z, _ = self.expr(c)
+                s = _SUFFIX[t]
+                return f"add_{s}(mul_{s}({x}, {y}), {z})", t
+            case Atomic(op, buffer, index, value, comparand):
+                buf = self.buffers[buffer]
+                idx, _ = self.expr(index)
+                val, _ = self.expr(value)
+                cmp = self.expr(comparand)[0] if comparand is not None else \
+                    f"{_NP[buf.dtype]}(0)"
+                return (f"atomic_{_SUFFIX[buf.dtype]}({self.arg[buffer]}, {idx}, "
+                        f"{_ATOMIC_CODE[op]}, {val}, {cmp})"), buf.dtype
+        raise AssertionError(f"unhandled node {e!r}")  # (validated)
+
+    def literal(self, dtype: DType, bits: int) -> str:
+        if dtype is DType.BOOL:
+            return "True" if bits else "False"
+        name = f"K{len(self.consts)}"
+        if dtype is DType.U32:
+            value = f"np.uint32({bits})"
+        elif dtype is DType.I32:
+            value = f"np.int32({np.uint32(bits).view(np.int32)})"
+        else:  # floats by bit pattern: -0.0, infinities and NaN exact
+            width = "np.uint32" if dtype is DType.F32 else "np.uint64"
+            value = f"{width}({bits}).view({_NP[dtype]})"
+        self.consts.append(f"{name} = {value}")
+        return name
+
+    def binary(self, op: BinOp, a: str, b: str, t: DType) -> str:
+        if op in _COMPARE:
+            return f"({a} {_COMPARE[op]} {b})"
+        if t is DType.BOOL:
+            return {BinOp.AND: f"({a} and {b})", BinOp.LOGICAL_AND: f"({a} and {b})",
+                    BinOp.OR: f"({a} or {b})", BinOp.LOGICAL_OR: f"({a} or {b})",
+                    BinOp.XOR: f"({a} != {b})"}[op]
+        s = _SUFFIX[t]
+        if op in (BinOp.AND, BinOp.OR, BinOp.XOR):
+            sym = {BinOp.AND: "&", BinOp.OR: "|", BinOp.XOR: "^"}[op]
+            return f"{_NP[t]}({a} {sym} {b})"
+        if op in (BinOp.MIN, BinOp.MAX) and t.is_int:
+            return f"{'min' if op is BinOp.MIN else 'max'}({a}, {b})"
+        return f"{op.value}_{s}({a}, {b})"
+
+    def unary(self, op: UnOp, a: str, t: DType) -> str:
+        if op is UnOp.NOT:
+            return f"(not {a})"
+        if op is UnOp.ABS and t is DType.U32:
+            return a
+        if t.is_int:
+            name = {UnOp.NEG: "neg", UnOp.BIT_NOT: "not", UnOp.ABS: "abs",
+                    UnOp.POPCOUNT: "popcount"}[op]
+            return f"{name}_{_SUFFIX[t]}({a})"
+        if op is UnOp.NEG:
+            return f"(-{a})"
+        if op is UnOp.ABS:
+            return f"abs({a})"
+        fn = f"{_FLOAT_FN[op]}_f64"
+        return f"{fn}({a})" if t is DType.F64 else f"np.float32({fn}(np.float64({a})))"
+
+    def cast(self, a: str, src: DType, dst: DType) -> str:
+        if src is dst:
+            return a
+        if dst is DType.BOOL:
+            return f"({a} != 0)"
+        if src is DType.BOOL:
+            return f"({_NP[dst]}(1) if {a} else {_NP[dst]}(0))"
+        if src.is_float and dst.is_int:
+            return f"float_to_{_SUFFIX[dst]}({a})"
+        if src.is_int and dst.is_int:
+            return f"{_SUFFIX[src]}_to_{_SUFFIX[dst]}({a})"
+        return f"{_NP[dst]}({a})"  # int -> float, float -> float: rounded to nearest
+
+
+def _id_name(kind: IdKind, axis: int) -> str:
+    return f"{kind.value[0].upper()}ID{axis}"

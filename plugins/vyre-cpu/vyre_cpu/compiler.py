@@ -1,0 +1,114 @@
+"""Generated kernels compiled once with numba and kept on disk: the source is written to
+the cache directory under the program's pipeline-cache key, and numba's own cache sits
+beside it, so a second process (a restarted worker, the next run) loads the machine code
+instead of compiling again. A kernel numba cannot compile is refused with its reason;
+a cache directory that cannot be written (read-only, full) costs a compile per process,
+never a failure."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib.util
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from vyre_core.errors import UnsupportedFeatureError
+from vyre_core.ir import Program
+from vyre_cpu.codegen import Kernel, generate
+
+ENV = "VYRE_CPU_CACHE_DIR"
+_log = logging.getLogger("vyre.cpu")
+_lock = threading.Lock()
+#: Kernels this process holds, by key, least recently used first (the worker's pipeline
+#: cache bounds what it holds; this only saves a lookup on disk).
+_loaded: collections.OrderedDict[str, Compiled] = collections.OrderedDict()
+HELD = 256
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A kernel ready to run: ``kernel(gx, gy, gz, *buffers)``."""
+
+    kernel: Any
+    parallel: bool
+    seconds: float          # what compiling (or loading it from the cache) took
+    cached: bool            # loaded from numba's cache on disk (no compile)
+
+
+def cache_dir() -> Path:
+    """``VYRE_CPU_CACHE_DIR``, else the user's cache directory."""
+    explicit = os.environ.get(ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "vyre" / "cpu-kernels"
+
+
+def compiled(program: Program, key: str, signature: tuple[Any, ...]) -> Compiled:
+    """The kernel of ``program`` (pipeline-cache ``key``) compiled for ``signature``: from
+    this process's memory, numba's cache on disk, or compiled now."""
+    with _lock:
+        found = _loaded.get(key)
+        if found is not None:
+            _loaded.move_to_end(key)
+            return found
+        kernel = generate(program)  # (refusals first: nothing is written for them)
+        started = time.perf_counter()
+        try:
+            dispatcher = _module(kernel, key).kernel
+            dispatcher.compile(signature)
+        except Exception as exc:  # Python, numba's typing or LLVM refused it: say so
+            first = str(exc).strip().splitlines()
+            raise UnsupportedFeatureError(
+                f"the cpu backend could not compile program {program.fingerprint()[:12]}: "
+                f"{type(exc).__name__}: {' '.join(first[:6])[:800]}",
+                "Let routing run it on another backend (omit backend=); report it with the "
+                "program (Program.to_wire) as a bug in vyre-cpu.",
+                fingerprint=program.fingerprint()) from None
+        stats = dispatcher.stats
+        done = Compiled(dispatcher, kernel.parallel, time.perf_counter() - started,
+                        bool(stats.cache_hits) and not stats.cache_misses)
+        _loaded[key] = done
+        if len(_loaded) > HELD:
+            _loaded.popitem(last=False)
+        return done
+
+
+def _module(kernel: Kernel, key: str) -> ModuleType:
+    """The kernel's module, from its source file in the cache directory (written once,
+    atomically); in memory, without numba's cache, where the directory cannot be used."""
+    name = f"vyre_cpu_kernel_{key[:40]}"
+    path = cache_dir() / f"{name}.py"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != kernel.source:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".kernel-", suffix=".py")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(kernel.source)
+                os.replace(tmp, path)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # (numba's cache finds the kernel's callees through it)
+        spec.loader.exec_module(module)
+        return module
+    except OSError as exc:
+        _log.warning("vyre-cpu: kernel cache %s unusable (%s); compiling in memory",
+                     path.parent, exc)
+    module = ModuleType(name)
+    exec(compile(kernel.source.replace("cache=True", "cache=False"), name, "exec"),
+         module.__dict__)
+    sys.modules.setdefault(name, module)
+    return module

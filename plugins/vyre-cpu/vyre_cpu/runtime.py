@@ -1,0 +1,430 @@
+"""The IR's operations as small numba functions, each with the exact total semantics of
+docs/semantics.md (the reference interpreter is the oracle): integer arithmetic wraps,
+division by zero and shifts are defined, float results are rounded once in their own
+type, float-to-int casts saturate, NaN stores are canonical, out-of-bounds loads read 0
+and stores are dropped. Generated kernels (``codegen.py``) call them by name; LLVM
+inlines them.
+
+f32 arithmetic is computed in f64 and rounded once to f32: for + - * / and sqrt that is
+the correctly rounded f32 result (f64 carries more than twice f32's precision), and it
+keeps numba's own typing out of the question."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+_FAST = {"cache": True, "nogil": True}
+
+F32_NAN = np.float32(np.nan)
+F64_NAN = np.float64(np.nan)
+
+# -- u32 -----------------------------------------------------------------------------------
+
+
+@njit(**_FAST)
+def add_u32(a, b):
+    return np.uint32((np.uint64(a) + np.uint64(b)) & np.uint64(0xFFFFFFFF))
+
+
+@njit(**_FAST)
+def sub_u32(a, b):
+    return np.uint32((np.uint64(a) - np.uint64(b)) & np.uint64(0xFFFFFFFF))
+
+
+@njit(**_FAST)
+def mul_u32(a, b):
+    return np.uint32((np.uint64(a) * np.uint64(b)) & np.uint64(0xFFFFFFFF))
+
+
+@njit(**_FAST)
+def div_u32(a, b):
+    if b == 0:
+        return np.uint32(0xFFFFFFFF)
+    return np.uint32(np.uint64(a) // np.uint64(b))
+
+
+@njit(**_FAST)
+def rem_u32(a, b):
+    if b == 0:
+        return np.uint32(0)
+    return np.uint32(np.uint64(a) % np.uint64(b))
+
+
+@njit(**_FAST)
+def shl_u32(a, b):
+    return np.uint32((np.uint64(a) << np.uint64(b & np.uint32(31))) & np.uint64(0xFFFFFFFF))
+
+
+@njit(**_FAST)
+def shr_u32(a, b):
+    return np.uint32(np.uint64(a) >> np.uint64(b & np.uint32(31)))
+
+
+@njit(**_FAST)
+def not_u32(a):
+    return np.uint32(np.uint64(a) ^ np.uint64(0xFFFFFFFF))
+
+
+@njit(**_FAST)
+def popcount_u32(a):
+    x = np.uint64(a)
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x55555555))
+    x = (x & np.uint64(0x33333333)) + ((x >> np.uint64(2)) & np.uint64(0x33333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F)
+    return np.uint32(((x * np.uint64(0x01010101)) & np.uint64(0xFFFFFFFF)) >> np.uint64(24))
+
+
+# -- i32 (computed in i64, wrapped back to 32 bits) -----------------------------------------
+
+
+@njit(**_FAST)
+def wrap_i32(x):
+    """The low 32 bits of the integer ``x``, as i32."""
+    return np.int32(np.uint32(np.int64(x) & np.int64(0xFFFFFFFF)))
+
+
+@njit(**_FAST)
+def add_i32(a, b):
+    return wrap_i32(np.int64(a) + np.int64(b))
+
+
+@njit(**_FAST)
+def sub_i32(a, b):
+    return wrap_i32(np.int64(a) - np.int64(b))
+
+
+@njit(**_FAST)
+def mul_i32(a, b):
+    return wrap_i32(np.int64(a) * np.int64(b))
+
+
+@njit(**_FAST)
+def div_i32(a, b):
+    if b == 0:
+        return np.int32(-1)
+    x, y = np.int64(a), np.int64(b)
+    q = abs(x) // abs(y)
+    if (x < 0) != (y < 0):
+        q = -q
+    return wrap_i32(q)  # (MIN / -1 wraps to MIN)
+
+
+@njit(**_FAST)
+def rem_i32(a, b):
+    if b == 0:
+        return np.int32(0)
+    x, y = np.int64(a), np.int64(b)
+    q = abs(x) // abs(y)
+    if (x < 0) != (y < 0):
+        q = -q
+    return wrap_i32(x - q * y)
+
+
+@njit(**_FAST)
+def neg_i32(a):
+    return wrap_i32(-np.int64(a))
+
+
+@njit(**_FAST)
+def abs_i32(a):
+    return wrap_i32(abs(np.int64(a)))
+
+
+@njit(**_FAST)
+def shl_i32(a, b):
+    bits = np.uint64(np.uint32(np.int64(a) & np.int64(0xFFFFFFFF)))
+    return np.int32(np.uint32((bits << np.uint64(b & np.uint32(31))) & np.uint64(0xFFFFFFFF)))
+
+
+@njit(**_FAST)
+def shr_i32(a, b):
+    return np.int32(np.int64(a) >> np.int64(b & np.uint32(31)))
+
+
+@njit(**_FAST)
+def not_i32(a):
+    return wrap_i32(~np.int64(a))
+
+
+@njit(**_FAST)
+def popcount_i32(a):
+    return np.int32(popcount_u32(np.uint32(np.int64(a) & np.int64(0xFFFFFFFF))))
+
+
+# -- floats --------------------------------------------------------------------------------
+
+
+@njit(**_FAST)
+def add_f32(a, b):
+    return np.float32(np.float64(a) + np.float64(b))
+
+
+@njit(**_FAST)
+def sub_f32(a, b):
+    return np.float32(np.float64(a) - np.float64(b))
+
+
+@njit(**_FAST)
+def mul_f32(a, b):
+    return np.float32(np.float64(a) * np.float64(b))
+
+
+@njit(**_FAST)
+def add_f64(a, b):
+    return a + b
+
+
+@njit(**_FAST)
+def sub_f64(a, b):
+    return a - b
+
+
+@njit(**_FAST)
+def mul_f64(a, b):
+    return a * b
+
+
+@njit(**_FAST)
+def div_f32(a, b):
+    return np.float32(div_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
+def div_f64(a, b):
+    if b == 0.0:  # (IEEE: ±inf, or NaN for 0/0 and NaN/0; numba would raise)
+        if a != a or a == 0.0:
+            return np.float64(np.nan)
+        negative = (math.copysign(1.0, a) < 0) != (math.copysign(1.0, b) < 0)
+        return np.float64(-np.inf) if negative else np.float64(np.inf)
+    return a / b
+
+
+@njit(**_FAST)
+def rem_f64(a, b):
+    """fmod, computed exactly (sign of the dividend)."""
+    if a != a or b != b or b == 0.0 or math.isinf(a):
+        return np.float64(np.nan)
+    if math.isinf(b):
+        return a
+    return np.fmod(a, b)
+
+
+@njit(**_FAST)
+def rem_f32(a, b):
+    return np.float32(rem_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
+def min_f64(a, b):
+    """IEEE minimumNumber: a NaN loses to a number; -0 is below +0."""
+    if a != a:
+        return b
+    if b != b:
+        return a
+    if a < b:
+        return a
+    if b < a:
+        return b
+    return a if math.copysign(1.0, a) < 0 else b
+
+
+@njit(**_FAST)
+def max_f64(a, b):
+    """IEEE maximumNumber: a NaN loses to a number; +0 is above -0."""
+    if a != a:
+        return b
+    if b != b:
+        return a
+    if a > b:
+        return a
+    if b > a:
+        return b
+    return b if math.copysign(1.0, a) < 0 else a
+
+
+@njit(**_FAST)
+def min_f32(a, b):
+    return np.float32(min_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
+def max_f32(a, b):
+    return np.float32(max_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
+def sqrt_f64(a):
+    if a < 0.0:
+        return np.float64(np.nan)
+    return math.sqrt(a)
+
+
+@njit(**_FAST)
+def exp_f64(a):
+    if a != a:
+        return a
+    return math.exp(a)
+
+
+@njit(**_FAST)
+def log_f64(a):
+    if a != a or a < 0.0:
+        return np.float64(np.nan)
+    if a == 0.0:
+        return np.float64(-np.inf)
+    return math.log(a)
+
+
+@njit(**_FAST)
+def sin_f64(a):
+    if math.isinf(a):
+        return np.float64(np.nan)
+    return math.sin(a)
+
+
+@njit(**_FAST)
+def cos_f64(a):
+    if math.isinf(a):
+        return np.float64(np.nan)
+    return math.cos(a)
+
+
+@njit(**_FAST)
+def floor_f64(a):
+    return np.floor(a)
+
+
+@njit(**_FAST)
+def ceil_f64(a):
+    return np.ceil(a)
+
+
+# -- casts ---------------------------------------------------------------------------------
+
+
+@njit(**_FAST)
+def float_to_u32(x):
+    """Truncate toward zero, then saturate; NaN gives 0."""
+    if x != x:
+        return np.uint32(0)
+    t = np.trunc(np.float64(x))
+    if t <= 0.0:
+        return np.uint32(0)
+    if t >= 4294967295.0:
+        return np.uint32(0xFFFFFFFF)
+    return np.uint32(np.int64(t))
+
+
+@njit(**_FAST)
+def float_to_i32(x):
+    if x != x:
+        return np.int32(0)
+    t = np.trunc(np.float64(x))
+    if t <= -2147483648.0:
+        return np.int32(-2147483648)
+    if t >= 2147483647.0:
+        return np.int32(2147483647)
+    return np.int32(np.int64(t))
+
+
+@njit(**_FAST)
+def u32_to_i32(a):
+    return np.int32(np.int64(a) - np.int64(4294967296)) if a >= np.uint32(2147483648) \
+        else np.int32(a)
+
+
+@njit(**_FAST)
+def i32_to_u32(a):
+    return np.uint32(np.int64(a) & np.int64(0xFFFFFFFF))
+
+
+# -- memory --------------------------------------------------------------------------------
+
+
+@njit(**_FAST)
+def load(arr, i, zero):
+    """``arr[i]``, or ``zero`` (0 of its type) past the end."""
+    if np.int64(i) < arr.shape[0]:
+        return arr[np.int64(i)]
+    return zero
+
+
+@njit(**_FAST)
+def load_bool(arr, i):
+    return np.int64(i) < arr.shape[0] and arr[np.int64(i)] != 0
+
+
+@njit(**_FAST)
+def store(arr, i, value):
+    """``arr[i] = value``; dropped past the end."""
+    if np.int64(i) < arr.shape[0]:
+        arr[np.int64(i)] = value
+
+
+@njit(**_FAST)
+def store_f32(arr, i, value):
+    """A float store: every NaN becomes the canonical quiet NaN."""
+    if np.int64(i) < arr.shape[0]:
+        arr[np.int64(i)] = value if value == value else F32_NAN
+
+
+@njit(**_FAST)
+def store_f64(arr, i, value):
+    if np.int64(i) < arr.shape[0]:
+        arr[np.int64(i)] = value if value == value else F64_NAN
+
+
+@njit(**_FAST)
+def store_bool(arr, i, value):
+    if np.int64(i) < arr.shape[0]:
+        arr[np.int64(i)] = np.uint32(1) if value else np.uint32(0)
+
+
+# -- atomics (kernels with atomics on storage buffers run their workgroups in turn) --------
+
+
+@njit(**_FAST)
+def _updated(op, old, value, comparand):
+    """What an atomic writes (op: 0 add, 1 sub, 2 min, 3 max, 4 and, 5 or, 6 xor,
+    7 exchange, 8 compare-exchange), as a 64-bit integer to wrap."""
+    if op == 0:
+        return np.int64(old) + np.int64(value)
+    if op == 1:
+        return np.int64(old) - np.int64(value)
+    if op == 2:
+        return np.int64(min(old, value))
+    if op == 3:
+        return np.int64(max(old, value))
+    if op == 4:
+        return np.int64(old) & np.int64(value)
+    if op == 5:
+        return np.int64(old) | np.int64(value)
+    if op == 6:
+        return np.int64(old) ^ np.int64(value)
+    if op == 7 or old == comparand:
+        return np.int64(value)
+    return np.int64(old)
+
+
+@njit(**_FAST)
+def atomic_u32(arr, i, op, value, comparand):
+    """Read-modify-write of ``arr[i]``: the value before, or 0 (and nothing) past the end."""
+    if np.int64(i) >= arr.shape[0]:
+        return np.uint32(0)
+    j = np.int64(i)
+    old = arr[j]
+    arr[j] = np.uint32(_updated(op, old, value, comparand) & np.int64(0xFFFFFFFF))
+    return old
+
+
+@njit(**_FAST)
+def atomic_i32(arr, i, op, value, comparand):
+    if np.int64(i) >= arr.shape[0]:
+        return np.int32(0)
+    j = np.int64(i)
+    old = arr[j]
+    arr[j] = wrap_i32(_updated(op, old, value, comparand))
+    return old

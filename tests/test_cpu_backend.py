@@ -1,0 +1,126 @@
+"""The cpu backend (plugins/vyre-cpu): every corpus program compiled with numba against its
+expected outputs, the ones it does not run yet refused before anything compiles; the
+kernel cache on disk reused by a second compile and left alone when it cannot be
+written; a program numba cannot take refused with its fingerprint, never a crash; and,
+through a Driver, routing picks it ahead of the reference with the same bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import vyre_cpu.backend
+from vyre_cpu import codegen, compiler
+
+from vyre_core import Driver, ir
+from vyre_core.compare import first_divergence
+from vyre_core.config import DispatchConfig
+from vyre_core.conformance.corpus import CASES
+from vyre_core.errors import InvalidProgramError, LaunchLimitError, UnsupportedFeatureError
+from vyre_examples.saxpy import inputs as saxpy_inputs
+from vyre_examples.saxpy import program as saxpy
+from vyre_workers.backend_host import BackendHost
+
+
+def _refused(case) -> str | None:
+    return codegen.refusal(case.program)
+
+
+@pytest.fixture(scope="module")
+def host():
+    host = BackendHost(vyre_cpu.backend)
+    host.prepare()
+    yield host
+    host.shutdown()
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
+def test_cpu_matches_corpus(host, c):
+    why = _refused(c)
+    if why is not None:  # f16, workgroup memory, barriers: not yet (routing goes elsewhere)
+        with pytest.raises((UnsupportedFeatureError, LaunchLimitError)):
+            host.dispatch(c.program, c.inputs, DispatchConfig(grid_override=c.grid))
+        return
+    actual = host.dispatch(c.program, c.inputs, DispatchConfig(grid_override=c.grid))
+    for buffer, expected, got in zip(c.program.outputs, c.expected, actual, strict=True):
+        divergence = first_divergence(expected, got, buffer.dtype, c.ulp)
+        assert divergence is None, (
+            f"case {c.name}, output {buffer.name!r} ({buffer.dtype.value}): {divergence}")
+
+
+def test_what_it_runs_today_is_most_of_the_corpus():
+    refused = {c.name: _refused(c) for c in CASES if _refused(c) is not None}
+    assert all("f16" in why or "workgroup" in why or "barrier" in why
+               for why in refused.values()), refused
+    assert len(refused) < len(CASES) / 4
+
+
+def test_a_kernel_compiled_once_is_loaded_from_the_disk_cache_after(monkeypatch, tmp_path):
+    monkeypatch.setenv(compiler.ENV, str(tmp_path))
+    monkeypatch.setattr(compiler, "_loaded", compiler.collections.OrderedDict())
+    program = saxpy(256, bias=1.25)  # (a program no other test compiles)
+    first = vyre_cpu.backend.Pipeline(program, DispatchConfig())
+    assert not first.compiled.cached and first.compile_seconds > 0
+    assert [p.name for p in tmp_path.glob("vyre_cpu_kernel_*.py")]
+    compiler._loaded.clear()  # (as a new process would: nothing in memory)
+    compiler.sys.modules.pop(next(iter(tmp_path.glob("*.py"))).stem, None)
+    second = vyre_cpu.backend.Pipeline(program, DispatchConfig())
+    assert second.compiled.cached and second.compile_seconds < first.compile_seconds
+
+
+def test_a_cache_directory_that_cannot_be_written_costs_a_compile_not_a_failure(
+        monkeypatch, tmp_path, caplog):
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the directory should be")
+    monkeypatch.setenv(compiler.ENV, str(blocked / "kernels"))
+    monkeypatch.setattr(compiler, "_loaded", compiler.collections.OrderedDict())
+    program = saxpy(256, bias=2.5)
+    data = saxpy_inputs(256, 1)
+    out, = vyre_cpu.backend.Pipeline(program, DispatchConfig()).dispatch(
+        data, DispatchConfig(grid_override=(1, 1, 1)))
+    from vyre_reference import run
+
+    assert out.tobytes() == run(program, data)[0].tobytes()
+    assert "compiling in memory" in caplog.text
+
+
+def test_an_expression_as_deep_as_the_ir_allows_compiles(host):
+    """The IR allows 200 levels; Python's parser stops at 200 nested parentheses, and the
+    kernel's source nests up to three calls per level (an f32 sqrt)."""
+
+    def chain(depth: int) -> ir.Program:
+        k = ir.Kernel(workgroup=(64,))
+        x = k.read("x", ir.f32, 64)
+        out = k.output("out", ir.f32, 64)
+        i = k.let("i", ir.global_id(0))
+        value = x[i]
+        for step in range(depth):
+            value = ir.sqrt(value) if step % 2 else value + 1.0
+        out[i] = value
+        return k.build()
+
+    depth = 150
+    while True:  # (the deepest chain the IR takes)
+        try:
+            chain(depth + 1).to_wire()
+        except InvalidProgramError:
+            break
+        depth += 1
+    program = chain(depth)
+    data = [np.arange(64, dtype=np.float32)]
+    got, = host.dispatch(program, data, DispatchConfig(grid_override=(1, 1, 1)))
+    from vyre_reference import run
+
+    assert got.tobytes() == run(program, data)[0].tobytes()
+
+
+def test_through_a_driver_it_runs_when_named_with_the_reference_bytes():
+    """Until it runs the whole corpus it ranks after the reference (PRECEDENCE)."""
+    program, data = saxpy(1 << 16), saxpy_inputs(1 << 16, 7)
+    with Driver() as drv:
+        assert drv.route(program).backend in ("reference", "wgpu")
+        assert vyre_cpu.backend.PRECEDENCE > 900
+        out, = drv.dispatch(program, data, backend="cpu")
+        ref, = drv.dispatch(program, data, backend="reference")
+        assert out.tobytes() == ref.tobytes()
+        compiled = drv.compile(program, backend="cpu")
+        assert compiled.dispatch(data)[0].tobytes() == ref.tobytes()
