@@ -6,6 +6,8 @@ through a Driver, routing picks it ahead of the reference with the same bytes.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import vyre_cpu.backend
@@ -60,11 +62,22 @@ def test_a_kernel_compiled_once_is_loaded_from_the_disk_cache_after(monkeypatch,
     program = saxpy(256, bias=1.25)  # (a program no other test compiles)
     first = vyre_cpu.backend.Pipeline(program, DispatchConfig())
     assert not first.compiled.cached and first.compile_seconds > 0
-    assert [p.name for p in tmp_path.glob("vyre_cpu_kernel_*.py")]
+    made, = tmp_path.glob("vyre_cpu_kernel_*.py")
+    assert made.stem.endswith(compiler._generator_digest())
     compiler._loaded.clear()  # (as a new process would: nothing in memory)
     compiler.sys.modules.pop(next(iter(tmp_path.glob("*.py"))).stem, None)
     second = vyre_cpu.backend.Pipeline(program, DispatchConfig())
     assert second.compiled.cached and second.compile_seconds < first.compile_seconds
+
+
+def test_a_changed_helper_names_new_kernels_instead_of_loading_stale_ones(monkeypatch):
+    """numba's cache checks only the kernel file's stamp; the helpers compiled into it
+    (runtime.py) and the code that writes it are part of its name."""
+    before = compiler._generator_digest.__wrapped__()
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
+        b"# changed" if self.name == "runtime.py" else b""))
+    assert compiler._generator_digest.__wrapped__() != before
 
 
 def test_a_cache_directory_that_cannot_be_written_costs_a_compile_not_a_failure(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import importlib.util
 import logging
 import os
@@ -20,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import blake3
+import numba
 
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Program
@@ -83,10 +87,21 @@ def compiled(program: Program, key: str, signature: tuple[Any, ...]) -> Compiled
         return done
 
 
+@functools.cache
+def _generator_digest() -> str:
+    """What the kernels are made of besides the program: the code that writes them and the
+    helpers compiled into them, and numba's version. numba's cache checks only the kernel
+    file's own stamp, so a changed helper must change the kernel's name."""
+    digest = blake3.blake3(numba.__version__.encode())
+    for module in ("codegen.py", "runtime.py"):
+        digest.update((Path(__file__).parent / module).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _module(kernel: Kernel, key: str) -> ModuleType:
     """The kernel's module, from its source file in the cache directory (written once,
     atomically); in memory, without numba's cache, where the directory cannot be used."""
-    name = f"vyre_cpu_kernel_{key[:40]}"
+    name = f"vyre_cpu_kernel_{key[:32]}_{_generator_digest()}"
     path = cache_dir() / f"{name}.py"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
