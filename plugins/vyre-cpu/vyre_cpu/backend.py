@@ -20,10 +20,10 @@ from vyre_cpu import __version__
 
 VYRE_CONTRACT = 1
 
-#: What the compiled kernels honour. No f16 (numba has no exact binary16 scalar
-#: arithmetic), no barriers and no workgroup memory yet: routing sends such programs to
-#: another backend.
+#: What the compiled kernels honour: f16 (rounded to binary16 after every operation) and
+#: f64; no barriers and no workgroup memory yet: routing sends such programs elsewhere.
 CLAIMS = {
+    "supports_f16": True,
     "supports_f64": True,
     "max_workgroup_size": (1024, 1024, 64),
     "max_invocations_per_workgroup": 1024,
@@ -45,9 +45,9 @@ def vyre_backend_version() -> str:
 
 
 #: Where routing tries it. Its place is between the device backends (wgpu: 100) and the
-#: reference interpreter (900), at 500; until it runs the whole corpus (workgroup memory,
-#: barriers and f16 are not built yet) it ranks after the reference, so routing picks it
-#: only when named (``backend="cpu"``) or when the reference cannot run a program.
+#: reference interpreter (900), at 500; until it runs the whole corpus (workgroup memory
+#: and barriers are not built yet) it ranks after the reference, so routing picks it only
+#: when named (``backend="cpu"``) or when the reference cannot run a program.
 PRECEDENCE = 950
 
 
@@ -99,6 +99,11 @@ def vyre_dispatch_timed(program, inputs, config) -> TimedDispatch:
     start = wall_clock_ns()
     outputs = Pipeline(program, config).dispatch(inputs, config)
     return TimedDispatch(outputs, Timing(wall_clock_ns() - start, None, config.label))
+
+
+@hookimpl
+def vyre_supports_f16() -> bool:
+    return CLAIMS["supports_f16"]
 
 
 @hookimpl
@@ -172,15 +177,14 @@ class Pipeline:
                                                    strict=True))
         arrays = []
         for b in program.buffers:
+            target = targets.get(b.name)
             if b.access is Access.OUTPUT:
-                target = targets.get(b.name)
                 if target is None:
                     target = np.zeros(b.count, dtype=b.dtype.storage_np)
                 else:
                     target.fill(0)
                 arrays.append(target)
             elif b.access is Access.READ_WRITE:
-                target = targets.get(b.name)
                 if target is None:
                     target = np.array(inputs_by_name[b.name], dtype=b.dtype.storage_np)
                 else:
@@ -191,9 +195,14 @@ class Pipeline:
                 view.flags.writeable = False  # (the kernel's signature: read-only inputs)
                 arrays.append(view)
         gx, gy, gz = config.grid_override
-        self.compiled.kernel(gx, gy, gz, *arrays)
+        self.compiled.kernel(gx, gy, gz, *(_words(a) for a in arrays))
         by_name = dict(zip((b.name for b in program.buffers), arrays, strict=True))
         return [by_name[b.name] for b in program.outputs]
+
+
+def _words(array: np.ndarray) -> np.ndarray:
+    """What the kernel takes: the array itself, or an f16 array's 16-bit words."""
+    return array.view(np.uint16) if array.dtype == np.float16 else array
 
 
 def signature(program: Program) -> tuple[Any, ...]:
@@ -202,7 +211,8 @@ def signature(program: Program) -> tuple[Any, ...]:
     from numba import types
 
     scalar = {np.dtype(np.uint32): types.uint32, np.dtype(np.int32): types.int32,
-              np.dtype(np.float32): types.float32, np.dtype(np.float64): types.float64}
+              np.dtype(np.float32): types.float32, np.dtype(np.float64): types.float64,
+              np.dtype(np.float16): types.uint16}
     arrays = [types.Array(scalar[b.dtype.storage_np], 1, "C",
                           readonly=b.access in (Access.READ, Access.UNIFORM))
               for b in program.buffers]

@@ -5,8 +5,9 @@ operations, and the final memory of an atomic is only defined when they apply on
 time). Pure text: this module neither imports numba nor compiles anything.
 
 Every operation is a call into ``runtime.py``, which keeps the IR's semantics exactly;
-values keep their IR type (np.uint32, np.int32, np.float32, np.float64, bool) at every
-step. What this backend does not run yet (barriers, workgroup memory, f16) is refused
+values keep their IR type (np.uint32, np.int32, np.float32, np.float64, bool; an f16
+value is the f32 that holds it exactly, rounded to binary16 after every operation) at
+every step. What this backend does not run yet (barriers, workgroup memory) is refused
 here, before anything is compiled, with the reason routing shows."""
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ from vyre_core.ir.nodes import (
 )
 from vyre_core.ir.typerules import binop_result
 
-#: The types this backend computes in (f16 has no exact scalar arithmetic in numba).
-DTYPES = (DType.U32, DType.I32, DType.F32, DType.F64, DType.BOOL)
+#: The types this backend computes in. numba has no binary16: f16 buffers are passed as
+#: their 16-bit words, and f16 values are carried as the f32 that holds each exactly.
+DTYPES = (DType.U32, DType.I32, DType.F32, DType.F64, DType.BOOL, DType.F16)
 _NP = {DType.U32: "np.uint32", DType.I32: "np.int32", DType.F32: "np.float32",
-       DType.F64: "np.float64"}
-_SUFFIX = {DType.U32: "u32", DType.I32: "i32", DType.F32: "f32", DType.F64: "f64"}
+       DType.F64: "np.float64", DType.F16: "np.float32"}
+_SUFFIX = {DType.U32: "u32", DType.I32: "i32", DType.F32: "f32", DType.F64: "f64",
+           DType.F16: "f16"}
 _ATOMIC_CODE = {AtomicOp.ADD: 0, AtomicOp.SUB: 1, AtomicOp.MIN: 2, AtomicOp.MAX: 3,
                 AtomicOp.AND: 4, AtomicOp.OR: 5, AtomicOp.XOR: 6, AtomicOp.EXCHANGE: 7,
                 AtomicOp.COMPARE_EXCHANGE: 8}
@@ -182,7 +185,7 @@ class _Writer:
                 buf = self.buffers[buffer]
                 idx, _ = self.expr(index)
                 val, _ = self.expr(value)
-                fn = {DType.F32: "store_f32", DType.F64: "store_f64",
+                fn = {DType.F32: "store_f32", DType.F64: "store_f64", DType.F16: "store_f16",
                       DType.BOOL: "store_bool"}.get(buf.dtype, "store")
                 self.emit(depth, f"{fn}({self.arg[buffer]}, {idx}, {val})")
             case If(cond, then, orelse):
@@ -246,8 +249,8 @@ class _Writer:
             case Load(buffer, index):
                 buf = self.buffers[buffer]
                 idx, _ = self.expr(index)
-                if buf.dtype is DType.BOOL:
-                    return f"load_bool({self.arg[buffer]}, {idx})", buf.dtype
+                if buf.dtype in (DType.BOOL, DType.F16):
+                    return f"load_{buf.dtype.value}({self.arg[buffer]}, {idx})", buf.dtype
                 return f"load({self.arg[buffer]}, {idx}, {_NP[buf.dtype]}(0))", buf.dtype
             case BufLen(buffer):
                 return f"np.uint32({self.arg[buffer]}.shape[0])", DType.U32
@@ -293,6 +296,8 @@ class _Writer:
             value = f"np.uint32({bits})"
         elif dtype is DType.I32:
             value = f"np.int32({np.uint32(bits).view(np.int32)})"
+        elif dtype is DType.F16:  # (its f32 carrier: exact)
+            value = f"np.uint16({bits}).view(np.float16).astype(np.float32)"
         else:  # floats by bit pattern: -0.0, infinities and NaN exact
             width = "np.uint32" if dtype is DType.F32 else "np.uint64"
             value = f"{width}({bits}).view({_NP[dtype]})"
@@ -328,7 +333,10 @@ class _Writer:
         if op is UnOp.ABS:
             return f"abs({a})"
         fn = f"{_FLOAT_FN[op]}_f64"
-        return f"{fn}({a})" if t is DType.F64 else f"np.float32({fn}(np.float64({a})))"
+        if t is DType.F64:
+            return f"{fn}({a})"
+        rounded = "to_f16" if t is DType.F16 else "np.float32"
+        return f"{rounded}({fn}(np.float64({a})))"
 
     def cast(self, a: str, src: DType, dst: DType) -> str:
         if src is dst:
@@ -341,6 +349,8 @@ class _Writer:
             return f"float_to_{_SUFFIX[dst]}({a})"
         if src.is_int and dst.is_int:
             return f"{_SUFFIX[src]}_to_{_SUFFIX[dst]}({a})"
+        if dst is DType.F16:  # (from f64, where every source value is exact: one rounding)
+            return f"to_f16(np.float64({a}))"
         return f"{_NP[dst]}({a})"  # int -> float, float -> float: rounded to nearest
 
 

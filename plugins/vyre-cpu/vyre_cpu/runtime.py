@@ -428,3 +428,113 @@ def atomic_i32(arr, i, op, value, comparand):
     old = arr[j]
     arr[j] = wrap_i32(_updated(op, old, value, comparand))
     return old
+
+
+# -- f16: stored as its 16 bits (numba has no binary16), computed as f32 values that are
+# -- always exactly binary16 ones: every result is computed in f64 (exact for + - *, one
+# -- rounding for / and sqrt, which then round to binary16 without double-rounding error)
+# -- and rounded once to binary16 here.
+
+_F16_MIN_NORMAL = 2.0 ** -14
+_F16_QUANTUM = 2.0 ** -24  # the spacing of subnormals
+
+
+@njit(**_FAST)
+def to_f16(x):
+    """``x`` (f64) rounded to the nearest binary16 value, ties to even; overflow gives
+    ±inf, NaN stays NaN, -0 stays -0. Returned as the f32 that holds it exactly."""
+    if x != x:
+        return np.float32(np.nan)
+    ax = abs(x)
+    if ax >= 65520.0:  # (65504 + half its spacing: the tie rounds to even, past the max)
+        r = np.inf
+    elif ax < _F16_MIN_NORMAL:
+        r = np.rint(ax / _F16_QUANTUM) * _F16_QUANTUM
+    else:
+        _, e = math.frexp(ax)  # ax = m * 2**e, 0.5 <= m < 1
+        quantum = 2.0 ** (e - 11)
+        r = np.rint(ax / quantum) * quantum
+    return np.float32(math.copysign(r, x))
+
+
+@njit(**_FAST)
+def add_f16(a, b):
+    return to_f16(np.float64(a) + np.float64(b))
+
+
+@njit(**_FAST)
+def sub_f16(a, b):
+    return to_f16(np.float64(a) - np.float64(b))
+
+
+@njit(**_FAST)
+def mul_f16(a, b):
+    return to_f16(np.float64(a) * np.float64(b))
+
+
+@njit(**_FAST)
+def div_f16(a, b):
+    return to_f16(div_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
+def rem_f16(a, b):
+    return to_f16(rem_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
+def min_f16(a, b):
+    return np.float32(min_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
+def max_f16(a, b):
+    return np.float32(max_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
+def f16_value(bits):
+    """The binary16 value of 16 ``bits``, as an f32 (exact)."""
+    b = np.int64(bits)
+    sign = -1.0 if b & 0x8000 else 1.0
+    exponent = (b >> 10) & 0x1F
+    mantissa = b & 0x3FF
+    if exponent == 0:
+        value = mantissa * _F16_QUANTUM
+    elif exponent == 31:
+        value = np.inf if mantissa == 0 else np.nan
+    else:
+        value = (1024 + mantissa) * 2.0 ** (exponent - 25)
+    return np.float32(math.copysign(value, sign))
+
+
+@njit(**_FAST)
+def f16_bits(value):
+    """The 16 bits of ``value``, a binary16 value held in an f32; every NaN gives the
+    canonical quiet NaN (0x7e00)."""
+    if value != value:
+        return np.uint16(0x7E00)
+    x = np.float64(value)
+    sign = 0x8000 if math.copysign(1.0, x) < 0 else 0
+    ax = abs(x)
+    if ax == np.inf:
+        return np.uint16(sign | 0x7C00)
+    if ax < _F16_MIN_NORMAL:
+        return np.uint16(sign | np.int64(ax / _F16_QUANTUM))
+    _, e = math.frexp(ax)
+    exponent = e + 14  # (biased: ax in [2**(e-1), 2**e), bias 15)
+    mantissa = np.int64(ax / 2.0 ** (e - 11)) - 1024
+    return np.uint16(sign | (exponent << 10) | mantissa)
+
+
+@njit(**_FAST)
+def load_f16(arr, i):
+    if np.int64(i) < arr.shape[0]:
+        return f16_value(arr[np.int64(i)])
+    return np.float32(0.0)
+
+
+@njit(**_FAST)
+def store_f16(arr, i, value):
+    if np.int64(i) < arr.shape[0]:
+        arr[np.int64(i)] = f16_bits(value)
