@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from installed_dists import write_dist
-from vyre_cpu import codegen
 
 from vyre_core.conformance import sweep
 from vyre_core.conformance.corpus import CASES
@@ -137,11 +136,8 @@ def test_conform_reports_the_whole_corpus_passing_on_every_backend():
                                                          "unclaimed": 1}
     assert report["backends"]["wgpu"]["counts"] == {"pass": len(CASES) + len(PROBES) - 6,
                                                     "refused": 5, "unclaimed": 1}
-    # the cpu backend claims no workgroup memory or barriers yet: it leaves those cases and
-    # their probe unclaimed, with the probe every backend leaves (oversized)
-    unclaimed = len([c for c in CASES if codegen.refusal(c.program)]) + 2
-    assert report["backends"]["cpu"]["counts"] == {
-        "pass": len(CASES) + len(PROBES) - unclaimed, "unclaimed": unclaimed}
+    assert report["backends"]["cpu"]["counts"] == {"pass": len(CASES) + len(PROBES) - 1,
+                                                   "unclaimed": 1}
     assert len(report["results"]) == 3 * (len(CASES) + len(PROBES))
 
 
