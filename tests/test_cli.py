@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fresh_env import fresh_env
 from installed_dists import write_dist
 
 from vyre_core.conformance import sweep
@@ -25,8 +26,7 @@ SAXPY = REPO / "examples" / "saxpy.py"
 
 def vyre(*args: str | Path, cwd: Path | None = None, sites: tuple[Path, ...] = (),
          **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("VYRE_")}
-    environ.update(env)
+    environ = fresh_env(**env)
     if sites:
         environ["PYTHONPATH"] = os.pathsep.join(str(s) for s in sites)
     return subprocess.run([str(VYRE), *map(str, args)], cwd=cwd, env=environ,

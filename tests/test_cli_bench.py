@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fresh_env import fresh_env
 
 from vyre_benchmarks import SUITES
 from vyre_core.registry import SELECT_ENV
@@ -94,9 +95,8 @@ def test_only_that_matches_nothing_is_an_error_with_a_fix(tmp_path):
 
 
 def test_only_benchmarks_of_a_skipped_suite_is_an_error_not_an_empty_table():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VYRE_")}
     proc = subprocess.run([sys.executable, "-m", "vyre_core.cli", "bench", "--quick",
-                           "--only", "wgpu."], env={**env, "VYRE_LOAD_PLUGINS": "reference"},
+                           "--only", "wgpu."], env=fresh_env(VYRE_LOAD_PLUGINS="reference"),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "nothing to run: the wgpu suite is skipped" in proc.stderr

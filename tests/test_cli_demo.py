@@ -4,12 +4,12 @@ processes, a real SIGKILL in the fault-tolerance walk-through."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fresh_env import fresh_env
 
 from vyre_core.cli.targets import bundled_examples
 
@@ -20,7 +20,7 @@ VYRE = Path(sys.executable).with_name("vyre")
 def test_demo_json_every_check_passes():
     proc = subprocess.run([str(VYRE), "demo", "--json"], capture_output=True, text=True,
                           timeout=170,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("VYRE_")})
+                          env=fresh_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert report["ok"] is True

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fresh_env import fresh_env
 from installed_dists import write_dist
 
 from vyre_core.conformance.corpus import CASES
@@ -21,7 +22,7 @@ KIT_TESTS = len(CASES) + len(PROBES) + 5  # corpus, honesty probes, contract che
 
 def run_kit(backend: str, cwd: Path, *sites: Path, **env: str) -> tuple[int, str, dict]:
     """Exit code, output, and the verdict counts of the kit's summary."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("VYRE_")}
+    environ = fresh_env()
     environ.update(env, PYTHONPATH=os.pathsep.join(str(s) for s in sites))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            f"--vyre-backend={backend}"], cwd=cwd, env=environ,

@@ -6,12 +6,12 @@ script exactly as its docstring says."""
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fresh_env import fresh_env
 
 import vyre_reference.backend
 import vyre_wgpu.backend
@@ -111,5 +111,5 @@ def test_example_runs_as_a_script(script, expect):
 def _environment() -> dict[str, str]:
     """This environment without VYRE_* steering (no test inherits another's), and wide
     enough that rich does not wrap the lines the checks look for."""
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("VYRE_")},
+    return {**fresh_env(),
             "COLUMNS": "200"}

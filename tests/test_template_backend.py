@@ -6,13 +6,13 @@ the ``vyre`` command run against it."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fresh_env import fresh_env
 from test_conformance_kit import KIT_TESTS, run_kit
 
 from vyre_core.conformance.corpus import CASES
@@ -54,7 +54,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def vyre(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python -m vyre_core.cli ARGS`` with the template installed; no VYRE_* settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VYRE_")}
+    env = fresh_env()
     env["PYTHONPATH"] = str(site)
     return subprocess.run([sys.executable, "-m", "vyre_core.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
