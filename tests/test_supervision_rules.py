@@ -527,6 +527,25 @@ def test_a_worker_the_cluster_has_no_room_for_backs_off_and_counts_as_no_death()
     shell.advance(0.1)
     assert [s.generation for s in shell.spawns] == [1, 2]
 
+
+def test_a_send_that_failed_on_a_process_the_slot_no_longer_has_costs_the_new_one_nothing():
+    """A caller took worker 0's lane, worker 0 died, a spare took its place and the
+    request went to it; the caller's send on the dead lane then failed. That failure is
+    about the old process: the spare serving the request now must not be retired."""
+    shell = Shell(standby=1)
+    req = shell.submit()
+    assert shell.sent_to(0) == [req] and shell.worker(0).generation == 1
+    shell.die(0)  # (before it took the request: sent again, to the promoted spare)
+    w = shell.worker(0)
+    shell.reply(0)  # (the spare answers its adoption first)
+    assert w.generation == 2 and w.current is req
+    shell.machine.send_failed(0, req, "BrokenPipeError", shell.now, generation=1)
+    shell.run()
+    assert w.state == "busy" and w.current is req and not shell.signals
+    shell.machine.send_failed(0, req, "BrokenPipeError", shell.now, generation=2)
+    shell.run()
+    assert w.state == "killing"  # (the slot's own send failing still counts)
+
 # -- what routing keeps -------------------------------------------------------------------------
 
 

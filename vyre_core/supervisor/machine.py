@@ -721,10 +721,16 @@ class PoolMachine:
         """The resident memory of the worker at ``index`` (for ``recycle_rss_bytes``)."""
         self.workers[index].rss = rss
 
-    def send_failed(self, index: int, req: Request, error: str, now: float) -> None:
-        """``req`` could not be sent (the worker's lane is gone, broken or stuck)."""
+    def send_failed(self, index: int, req: Request, error: str, now: float,
+                    generation: int | None = None) -> None:
+        """``req`` could not be sent (the worker's lane is gone, broken or stuck) to the
+        worker at ``index`` as ``generation`` (the Send's). A send that failed on a process
+        the slot no longer has is old news: its death was handled, and the request, sent
+        on since, must not cost the slot's new process (a caller thread may send on a lane
+        it took before the slot's worker died and a spare took its place)."""
         w = self.workers[index]
-        if w.current is not req or req.done:
+        if w.current is not req or req.done or (
+                generation is not None and generation != w.generation):
             return
         w.current = None
         self.lost_messages += 1

@@ -305,7 +305,8 @@ class Pool(PoolFacts):
         error = self._send(action, target)
         if error is not None:
             with self._lock:
-                self._machine.send_failed(action.index, request, error, time.monotonic())
+                self._machine.send_failed(action.index, request, error, time.monotonic(),
+                                          action.generation)
                 self._carry_here(request)
             self._deliver()
         return error is None
@@ -734,7 +735,7 @@ class Pool(PoolFacts):
         A lane its last holder has not given back yet is tried again once it has."""
         if lane is None or lane.closed:
             self._machine.send_failed(action.index, action.request, "its worker is gone",
-                                      time.monotonic())
+                                      time.monotonic(), action.generation)
             return
         held = lane in self._io_lanes  # (this thread holds it already: a resend, say)
         if not held and not lane.take(timeout=0):
@@ -748,7 +749,8 @@ class Pool(PoolFacts):
                 with contextlib.suppress(KeyError):
                     self._poller.unregister(lane.fd)
             lane.give()
-            self._machine.send_failed(action.index, action.request, error, time.monotonic())
+            self._machine.send_failed(action.index, action.request, error, time.monotonic(),
+                                      action.generation)
             return
         self._io_lanes[lane] = action.request
         if not held:
