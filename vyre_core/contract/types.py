@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import platform
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
@@ -189,6 +191,14 @@ class DeviceInfo:
     vendor: str = ""
     memory_bytes: int | None = None
     software: bool = False
+
+    @classmethod
+    def host_cpu(cls, how: str) -> DeviceInfo:
+        """This machine's CPU as device 0 (for backends that run on it): its cores, its
+        architecture and its physical memory; ``how`` says how the backend runs there."""
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return cls(0, f"CPU ({os.cpu_count()} cores), {how}", platform.machine(),
+                   memory if memory > 0 else None, False)
 
     def __post_init__(self) -> None:
         bad = []

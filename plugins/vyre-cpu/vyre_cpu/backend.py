@@ -5,7 +5,6 @@ Registration imports numpy only; numba is imported in the worker, at the first c
 from __future__ import annotations
 
 import os
-import platform
 from typing import Any
 
 import numpy as np
@@ -70,9 +69,7 @@ def vyre_supported_ops() -> frozenset[str]:
 @hookimpl
 def vyre_devices() -> list[DeviceInfo]:
     """The host's CPU: every core runs the kernels, in host memory."""
-    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return [DeviceInfo(0, f"CPU ({os.cpu_count()} cores), numba", platform.machine(),
-                       pages if pages > 0 else None, False)]
+    return [DeviceInfo.host_cpu("numba")]
 
 
 @hookimpl

@@ -74,10 +74,9 @@ _FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.EXP: "exp", UnOp.LOG: "log", UnOp.SIN: "sin
 
 @dataclass(frozen=True)
 class Kernel:
-    """The generated source and what running it needs to know."""
+    """The generated source of a program's kernel."""
 
     source: str
-    parallel: bool          # workgroups run in parallel (no atomics on storage buffers)
 
 
 def refusal(program: Program) -> str | None:
@@ -161,7 +160,7 @@ class _Writer:
             f"                    invocation(wx, wy, wz, lx, ly, lz, {args})",
             "",
         ])
-        return Kernel(source, parallel)
+        return Kernel(source)
 
     def write_lockstep(self) -> Kernel:
         """Per workgroup: its workgroup buffers and one array per variable (a value per
@@ -203,7 +202,7 @@ class _Writer:
                 "        wy = (wg - wz * per_plane) // gx",
                 "        wx = wg - wz * per_plane - wy * gx",
                 f"        workgroup(wx, wy, wz, {storage_args})", ""]
-        return Kernel("\n".join(out).replace("STATE", state), parallel)
+        return Kernel("\n".join(out).replace("STATE", state))
 
     def uniform(self, stmts: tuple[Stmt, ...], depth: int) -> None:
         """(Lockstep.) ``stmts`` at workgroup level: stretches without barriers become a

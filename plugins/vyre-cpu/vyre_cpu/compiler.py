@@ -43,7 +43,6 @@ class Compiled:
     """A kernel ready to run: ``kernel(gx, gy, gz, *buffers)``."""
 
     kernel: Any
-    parallel: bool
     seconds: float          # what compiling (or loading it from the cache) took
     cached: bool            # loaded from numba's cache on disk (no compile)
 
@@ -79,7 +78,7 @@ def compiled(program: Program, key: str, signature: tuple[Any, ...]) -> Compiled
                 "program (Program.to_wire) as a bug in vyre-cpu.",
                 fingerprint=program.fingerprint()) from None
         stats = dispatcher.stats
-        done = Compiled(dispatcher, kernel.parallel, time.perf_counter() - started,
+        done = Compiled(dispatcher, time.perf_counter() - started,
                         bool(stats.cache_hits) and not stats.cache_misses)
         _loaded[key] = done
         if len(_loaded) > HELD:

@@ -4,8 +4,6 @@ no device, so every capability below is exactly what the interpreter honours."""
 from __future__ import annotations
 
 import itertools
-import os
-import platform
 import threading
 
 import numpy as np
@@ -61,9 +59,7 @@ def vyre_is_reference_oracle() -> bool:
 @hookimpl
 def vyre_devices() -> list[DeviceInfo]:
     """The host's CPU: the interpreter runs on it (one core) in host memory."""
-    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return [DeviceInfo(0, f"CPU ({os.cpu_count()} cores), interpreted",
-                       platform.machine(), pages if pages > 0 else None, False)]
+    return [DeviceInfo.host_cpu("interpreted")]
 
 
 @hookimpl
