@@ -17,7 +17,7 @@ from vyre_core import Driver, ir
 from vyre_core.compare import first_divergence
 from vyre_core.config import DispatchConfig
 from vyre_core.conformance.corpus import CASES
-from vyre_core.errors import InvalidProgramError
+from vyre_core.errors import InvalidInputError, InvalidProgramError
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
 from vyre_workers.backend_host import BackendHost
@@ -129,6 +129,66 @@ def test_through_a_driver_it_runs_when_named_with_the_reference_bytes():
         assert out.tobytes() == ref.tobytes()
         compiled = drv.compile(program, backend="cpu")
         assert compiled.dispatch(data)[0].tobytes() == ref.tobytes()
+
+
+def _affine() -> ir.Program:
+    """``out = 3 x + acc`` and ``acc += x``: a read buffer, a read_write one, an output."""
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.f32)
+    acc = k.read_write("acc", ir.f32)
+    out = k.output("out", ir.f32, count=1000)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        out[i] = x[i] * ir.lit(3.0, ir.f32) + acc[i]
+        acc[i] = acc[i] + x[i]
+    return k.build()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_resident_buffers_run_in_place_in_the_worker_with_the_reference_bytes(backend):
+    """The kernel runs on the worker's memory: acc keeps what each dispatch wrote, and a
+    buffer bound both as the read x and the written out is read as it was before."""
+    rng = np.random.default_rng(3)
+    x0, acc0 = rng.standard_normal(1000, np.float32), rng.standard_normal(1000, np.float32)
+    program = _affine()
+    with Driver() as drv:
+        x, acc, out = (drv.allocate_resident(4000, backend) for _ in range(3))
+        x.upload(x0)
+        acc.upload(acc0)
+        out.upload(np.full(1000, 7, np.float32))
+        for _ in range(2):
+            drv.dispatch_resident(program, [x, acc, out])
+        assert out.download() == (x0 * np.float32(3) + (acc0 + x0)).tobytes()
+        assert acc.download() == (acc0 + x0 + x0).tobytes()
+        drv.dispatch_resident(program, [out, acc, out])  # x is out: read before written
+        before = x0 * np.float32(3) + (acc0 + x0)
+        assert out.download() == (before * np.float32(3) + (acc0 + x0 + x0)).tobytes()
+
+
+def test_resident_buffers_of_the_wrong_size_or_bound_twice_where_written_are_refused():
+    program = _affine()
+    with Driver() as drv:
+        x, acc = (drv.allocate_resident(4000, "cpu") for _ in range(2))
+        out = drv.allocate_resident(4000, near=x)
+        odd = drv.allocate_resident(3999, near=x)
+        short = drv.allocate_resident(3996, near=x)
+        cases = [([x, odd, out], "'acc' holds 3999 bytes, not a whole number of f32"),
+                 ([x, acc, short], "'out' holds 3996 bytes, not exactly 1000 f32"),
+                 ([x, out, out], "bind one buffer to two of the buffers")]
+        for buffers, match in cases:
+            with pytest.raises(InvalidInputError, match=match) as err:
+                drv.dispatch_resident(program, buffers)
+            assert "\nFix: " in str(err.value)
+        drv.dispatch_resident(program, [x, acc, out])  # the worker serves on
+        assert out.download() == bytes(4000)
+
+
+def test_the_chain_example_runs_on_resident_buffers_through_a_driver():
+    from vyre_core.cli.targets import load_target
+
+    example = load_target("chain").example
+    with Driver() as drv:
+        assert example.mismatch(example.run(drv, "cpu")) is None
 
 
 def test_binary16_rounding_and_bits_match_numpy_for_every_pattern():

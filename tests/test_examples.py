@@ -1,6 +1,6 @@
 """The bundled examples keep their promise: each one's outputs equal the numpy oracle it
-ships (exact bytes, floats within its ULP budget) on the reference backend and on the wgpu
-backend (lavapipe here), so they are known to be portable; and an example runs as a
+ships (exact bytes, floats within its ULP budget) on the reference backend, the wgpu
+backend (lavapipe here) and the cpu backend (numba), so they are known to be portable; and an example runs as a
 script exactly as its docstring says."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from fresh_env import fresh_env
 
+import vyre_cpu.backend
 import vyre_reference.backend
 import vyre_wgpu.backend
 from vyre_core import DispatchConfig, Example
@@ -27,17 +28,13 @@ def _example(name: str) -> Example:
     return load_target(name).example
 
 
-@pytest.fixture(scope="module")
-def reference_host():
-    host = BackendHost(vyre_reference.backend)
-    host.prepare()
-    yield host
-    host.shutdown()
+BACKENDS = {"reference": vyre_reference.backend, "wgpu": vyre_wgpu.backend,
+            "cpu": vyre_cpu.backend}
 
 
-@pytest.fixture(scope="module")
-def wgpu_host():
-    host = BackendHost(vyre_wgpu.backend)
+@pytest.fixture(scope="module", params=list(BACKENDS))
+def host(request):
+    host = BackendHost(BACKENDS[request.param])
     host.prepare()
     yield host
     host.shutdown()
@@ -81,18 +78,13 @@ def run_on(host: BackendHost, example: Example) -> list:
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_reference_reproduces_expected(reference_host, name):
+def test_every_backend_reproduces_expected(host, name):
+    """Every example on every backend, mandelbrot's chaotic escape counts included (wgpu's
+    lowering keeps the shader compiler from reassociating or folding float arithmetic:
+    lowering.OPAQUE_ZERO), chain's resident buffers included."""
     example = _example(name)
     assert example.expected is not None, "every bundled example ships a numpy oracle"
-    assert example.mismatch(run_on(reference_host, example)) is None
-
-
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_wgpu_reproduces_expected(wgpu_host, name):
-    """Every example, mandelbrot's chaotic escape counts included: the lowering keeps the
-    shader compiler from reassociating or folding float arithmetic (lowering.OPAQUE_ZERO)."""
-    example = _example(name)
-    assert example.mismatch(run_on(wgpu_host, example)) is None
+    assert example.mismatch(run_on(host, example)) is None
 
 
 @pytest.mark.parametrize("script, expect", [

@@ -10,11 +10,14 @@ from typing import Any
 import numpy as np
 
 from vyre_core.config import DispatchConfig
-from vyre_core.contract import DeviceInfo, TimedDispatch, Timing, hookimpl
+from vyre_core.contract import DeviceInfo, SequenceRun, TimedDispatch, Timing, hookimpl
 from vyre_core.contract.types import wall_clock_ns
+from vyre_core.errors import InvalidInputError
+from vyre_core.host_memory import HostMemory
 from vyre_core.ir import Access, Program
 from vyre_core.ir.requirements import ALL_OPS
 from vyre_core.pipeline import pipeline_cache_key
+from vyre_core.sequence.run import step_config
 from vyre_cpu import __version__
 
 VYRE_CONTRACT = 1
@@ -99,6 +102,62 @@ def vyre_dispatch_timed(program, inputs, config) -> TimedDispatch:
     return TimedDispatch(outputs, Timing(wall_clock_ns() - start, None, config.label))
 
 
+# -- Resident buffers: the worker's host memory, which the kernels run on in place --------
+
+_memory = HostMemory(CLAIMS["max_storage_buffer_bytes"])
+
+
+@hookimpl
+def vyre_allocate_resident(byte_len: int) -> int:
+    return _memory.allocate(byte_len)
+
+
+@hookimpl
+def vyre_upload_resident(handle: int, data: bytes) -> None:
+    _memory.upload(handle, data)
+
+
+@hookimpl
+def vyre_download_resident(handle: int) -> bytes:
+    return _memory.download(handle)
+
+
+@hookimpl
+def vyre_free_resident(handle: int) -> None:
+    _memory.free(handle)
+
+
+@hookimpl
+def vyre_dispatch_resident(program, handles, config) -> TimedDispatch:
+    """The kernel runs on the buffers' own memory: nothing is copied in or out. A buffer
+    the program writes must be bound once; a buffer it only reads that is also bound to a
+    written one is read as it was before the dispatch (as the reference reads it)."""
+    bound = _memory.bind(program, handles)
+    by_name = dict(zip(bound, handles, strict=True))
+    written = [by_name[b.name] for b in program.outputs]
+    if len(set(written)) != len(written):
+        raise InvalidInputError(
+            f"resident handles {list(handles)} bind one buffer to two of the buffers "
+            f"{[b.name for b in program.outputs]} the program writes (which write wins is "
+            "not defined)", "Pass a distinct resident buffer for each buffer it writes.")
+    inputs = [bound[b.name].copy() if b.access is not Access.READ_WRITE
+              and by_name[b.name] in written else bound[b.name] for b in program.inputs]
+    start = wall_clock_ns()
+    Pipeline(program, config).dispatch(inputs, config,
+                                       into=[bound[b.name] for b in program.outputs])
+    return TimedDispatch([], Timing(wall_clock_ns() - start, None, config.label))
+
+
+@hookimpl
+def vyre_dispatch_sequence(sequence, inputs, resident, config) -> SequenceRun:
+    """Every step's kernel over arrays in this process; resident buffers are read in place
+    and written back once, at the end."""
+    return _memory.run_sequence(
+        sequence, inputs, resident, config,
+        lambda step, step_inputs: Pipeline(step.program, config).dispatch(
+            step_inputs, step_config(config, step.grid)))
+
+
 @hookimpl
 def vyre_supports_f16() -> bool:
     return CLAIMS["supports_f16"]
@@ -156,19 +215,20 @@ class Pipeline:
     backend: dispatches run its kernel over the bound inputs."""
 
     def __init__(self, program: Program, config: Any) -> None:
-        from vyre_cpu.codegen import generate
         from vyre_cpu.compiler import compiled
 
-        generate(program)  # (refused before anything else: f16, barriers, ...)
         self.program = program
         # (the program as it runs, workgroup override applied; nothing else of the config
         # changes its code)
         key = pipeline_cache_key(program, DispatchConfig(), "cpu", __version__)
-        self.compiled = compiled(program, key, signature(program))
+        self.compiled = compiled(program, key)
         self.compile_seconds = self.compiled.seconds
 
     def dispatch(self, inputs: list[np.ndarray], config: Any,
                  into: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        """Run the kernel over ``inputs`` (input ABI order) with ``config``'s grid; outputs
+        are new arrays, or ``into`` (output ABI order) written in place. A read_write
+        buffer whose target is its input itself is updated in place, with no copy."""
         program = self.program
         inputs_by_name = dict(zip((b.name for b in program.inputs), inputs, strict=True))
         targets = {} if into is None else dict(zip((b.name for b in program.outputs), into,
@@ -184,10 +244,11 @@ class Pipeline:
                     target.fill(0)
                 arrays.append(target)
             elif b.access is Access.READ_WRITE:
+                source = inputs_by_name[b.name]
                 if target is None:
-                    target = np.array(inputs_by_name[b.name], dtype=b.dtype.storage_np)
-                else:
-                    np.copyto(target, inputs_by_name[b.name])
+                    target = np.array(source, dtype=b.dtype.storage_np)
+                elif target is not source:
+                    np.copyto(target, source)
                 arrays.append(target)
             else:
                 view = np.asarray(inputs_by_name[b.name], dtype=b.dtype.storage_np).view()
@@ -202,17 +263,3 @@ class Pipeline:
 def _words(array: np.ndarray) -> np.ndarray:
     """What the kernel takes: the array itself, or an f16 array's 16-bit words."""
     return array.view(np.uint16) if array.dtype == np.float16 else array
-
-
-def signature(program: Program) -> tuple[Any, ...]:
-    """The numba signature of ``program``'s kernel: the grid, then one 1-D array per
-    storage buffer (read-only for pure inputs; workgroup buffers are the kernel's own)."""
-    from numba import types
-
-    scalar = {np.dtype(np.uint32): types.uint32, np.dtype(np.int32): types.int32,
-              np.dtype(np.float32): types.float32, np.dtype(np.float64): types.float64,
-              np.dtype(np.float16): types.uint16}
-    arrays = [types.Array(scalar[b.dtype.storage_np], 1, "C",
-                          readonly=b.access in (Access.READ, Access.UNIFORM))
-              for b in program.buffers if b.access is not Access.WORKGROUP]
-    return (types.int64, types.int64, types.int64, *arrays)

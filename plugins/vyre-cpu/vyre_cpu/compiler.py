@@ -24,9 +24,11 @@ from typing import Any
 
 import blake3
 import numba
+import numpy as np
+from numba import types
 
 from vyre_core.errors import UnsupportedFeatureError
-from vyre_core.ir import Program
+from vyre_core.ir import Access, Program
 from vyre_cpu.codegen import Kernel, generate
 
 ENV = "VYRE_CPU_CACHE_DIR"
@@ -56,9 +58,10 @@ def cache_dir() -> Path:
     return Path(base) / "vyre" / "cpu-kernels"
 
 
-def compiled(program: Program, key: str, signature: tuple[Any, ...]) -> Compiled:
-    """The kernel of ``program`` (pipeline-cache ``key``) compiled for ``signature``: from
-    this process's memory, numba's cache on disk, or compiled now."""
+def compiled(program: Program, key: str) -> Compiled:
+    """The kernel of ``program`` (pipeline-cache ``key``): from this process's memory
+    (nothing generated: the warm path of every dispatch), numba's cache on disk, or
+    compiled now."""
     with _lock:
         found = _loaded.get(key)
         if found is not None:
@@ -68,7 +71,7 @@ def compiled(program: Program, key: str, signature: tuple[Any, ...]) -> Compiled
         started = time.perf_counter()
         try:
             dispatcher = _module(kernel, key).kernel
-            dispatcher.compile(signature)
+            dispatcher.compile(signature(program))
         except Exception as exc:  # Python, numba's typing or LLVM refused it: say so
             first = str(exc).strip().splitlines()
             raise UnsupportedFeatureError(
@@ -84,6 +87,18 @@ def compiled(program: Program, key: str, signature: tuple[Any, ...]) -> Compiled
         if len(_loaded) > HELD:
             _loaded.popitem(last=False)
         return done
+
+
+def signature(program: Program) -> tuple[Any, ...]:
+    """The numba signature of ``program``'s kernel: the grid, then one 1-D array per
+    storage buffer (read-only for pure inputs; workgroup buffers are the kernel's own)."""
+    scalar = {np.dtype(np.uint32): types.uint32, np.dtype(np.int32): types.int32,
+              np.dtype(np.float32): types.float32, np.dtype(np.float64): types.float64,
+              np.dtype(np.float16): types.uint16}
+    arrays = [types.Array(scalar[b.dtype.storage_np], 1, "C",
+                          readonly=b.access in (Access.READ, Access.UNIFORM))
+              for b in program.buffers if b.access is not Access.WORKGROUP]
+    return (types.int64, types.int64, types.int64, *arrays)
 
 
 @functools.cache

@@ -3,16 +3,12 @@ no device, so every capability below is exactly what the interpreter honours."""
 
 from __future__ import annotations
 
-import itertools
-import threading
-
 import numpy as np
 
 from vyre_core import abi
 from vyre_core.contract import DeviceInfo, SequenceRun, TimedDispatch, Timing, hookimpl
 from vyre_core.contract.types import wall_clock_ns
-from vyre_core.errors import InvalidInputError, UnsupportedFeatureError
-from vyre_core.sequence.run import run_sequence
+from vyre_core.host_memory import HostMemory
 from vyre_reference import __version__
 from vyre_reference.interpreter import execute, run
 
@@ -114,83 +110,45 @@ def vyre_max_workgroup_memory_bytes() -> int:
 
 # -- Resident buffers: host memory standing in for device memory ---------------------------
 
-_resident: dict[int, bytearray] = {}
-_handles = itertools.count(1)
-_lock = threading.Lock()
-
-
-def _buffer(handle: int) -> bytearray:
-    try:
-        return _resident[handle]
-    except KeyError:
-        raise InvalidInputError(f"resident handle {handle} is not allocated",
-                                "Allocate it with allocate_resident first.") from None
+_memory = HostMemory(CLAIMS["max_storage_buffer_bytes"])
 
 
 @hookimpl
 def vyre_allocate_resident(byte_len: int) -> int:
-    if byte_len < 0 or byte_len > CLAIMS["max_storage_buffer_bytes"]:
-        raise UnsupportedFeatureError(f"resident buffer of {byte_len} bytes",
-                                      f"Allocate 0..{CLAIMS['max_storage_buffer_bytes']} bytes.")
-    with _lock:
-        handle = next(_handles)
-        _resident[handle] = bytearray(byte_len)
-    return handle
+    return _memory.allocate(byte_len)
 
 
 @hookimpl
 def vyre_upload_resident(handle: int, data: bytes) -> None:
-    target = _buffer(handle)
-    if len(data) != len(target):
-        raise InvalidInputError(f"upload of {len(data)} bytes into a {len(target)}-byte "
-                                f"resident buffer", "Upload exactly the allocated length.")
-    target[:] = data
+    _memory.upload(handle, data)
 
 
 @hookimpl
 def vyre_download_resident(handle: int) -> bytes:
-    return bytes(_buffer(handle))
+    return _memory.download(handle)
 
 
 @hookimpl
 def vyre_free_resident(handle: int) -> None:
-    with _lock:
-        _buffer(handle)
-        del _resident[handle]
+    _memory.free(handle)
 
 
 @hookimpl
 def vyre_dispatch_resident(program, handles, config) -> TimedDispatch:
-    bound = [b for b in program.buffers if b.access.value != "workgroup"]
-    if len(handles) != len(bound):
-        raise InvalidInputError(f"{len(handles)} resident handles for {len(bound)} buffers",
-                                "Pass one handle per non-workgroup buffer, in declaration order.")
-    by_name = dict(zip((b.name for b in bound), handles, strict=True))
+    """Inputs are read as they were before the dispatch (a handle bound twice reads its old
+    content), then each output is written into its buffer."""
+    bound = _memory.bind(program, handles)
     start = wall_clock_ns()
-    inputs = [bytes(_buffer(by_name[b.name])) for b in program.inputs]
+    inputs = [bound[b.name].copy() for b in program.inputs]
     outputs = run(program, inputs, grid=config.grid_override)
     for b, out in zip(program.outputs, outputs, strict=True):
-        target = _buffer(by_name[b.name])
-        data = abi.coerce_input(b, out).tobytes()
-        if len(data) != len(target):
-            raise InvalidInputError(f"output {b.name!r} is {len(data)} bytes, its resident "
-                                    f"buffer {len(target)}", "Allocate outputs at full size.")
-        target[:] = data
+        bound[b.name][:] = abi.coerce_input(b, out)
     return TimedDispatch([], Timing(wall_clock_ns() - start, None, config.label))
 
 
 @hookimpl
 def vyre_dispatch_sequence(sequence, inputs, resident, config) -> SequenceRun:
-    """Every step straight through the interpreter over arrays in this process; resident
-    buffers are read in place and written back once at the end."""
-    start = wall_clock_ns()
-    held = {name: np.frombuffer(_buffer(handle), dtype=sequence.buffer(name).dtype.storage_np)
-            for name, handle in resident.items()}
-
-    def write_back(name: str, array: np.ndarray) -> None:
-        _buffer(resident[name])[:] = array.tobytes()
-
-    outputs, loops = run_sequence(
-        sequence, inputs, held,
-        lambda step, step_inputs: execute(step.program, step_inputs, step.grid), write_back)
-    return SequenceRun(outputs, loops, Timing(wall_clock_ns() - start, None, config.label))
+    """Every step straight through the interpreter over arrays in this process."""
+    return _memory.run_sequence(
+        sequence, inputs, resident, config,
+        lambda step, step_inputs: execute(step.program, step_inputs, step.grid))
