@@ -191,6 +191,32 @@ def test_the_chain_example_runs_on_resident_buffers_through_a_driver():
         assert example.mismatch(example.run(drv, "cpu")) is None
 
 
+def test_lanes_that_return_inside_loops_of_a_lockstep_program_stop_there(host):
+    """Returns nested in loops and ifs after the last barrier (V016 allows none before
+    one): each lane leaves at its own iteration and the others go on (the reference's
+    bytes)."""
+    k = ir.Kernel(workgroup=(32,))
+    out = k.output("out", ir.u32, count=64)
+    shared = k.workgroup_buffer("shared", ir.u32, count=32)
+    lid = k.let("lid", ir.local_id(0))
+    gid = k.let("gid", ir.global_id(0))
+    shared[lid] = lid * ir.u32(7) + ir.workgroup_id(0)
+    k.barrier()
+    with k.loop("i", 0, 8) as i:
+        with k.loop("j", 0, 3) as j:
+            out[gid] = out[gid] + shared[(lid + i + j) % ir.u32(32)]
+            with k.if_((i == lid % ir.u32(7)) & (j == ir.u32(1))):
+                k.ret()
+    out[gid] = out[gid] + ir.u32(1_000_000)
+    program = k.build()
+    got, = host.dispatch(program, [], DispatchConfig(grid_override=(2, 1, 1)))
+    from vyre_reference import run
+
+    want, = run(program, [], grid=(2, 1, 1))
+    assert got.tobytes() == want.tobytes()
+    assert len(set(want.tolist())) > 10  # (lanes left at different points)
+
+
 def test_binary16_rounding_and_bits_match_numpy_for_every_pattern():
     """numba has no binary16: the backend's own rounding (ties to even, subnormals,
     overflow) and bit conversions, against numpy's, over every f16 pattern and f64 values
