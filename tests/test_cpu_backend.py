@@ -202,11 +202,10 @@ def test_lanes_that_return_inside_loops_of_a_lockstep_program_stop_there(host):
     gid = k.let("gid", ir.global_id(0))
     shared[lid] = lid * ir.u32(7) + ir.workgroup_id(0)
     k.barrier()
-    with k.loop("i", 0, 8) as i:
-        with k.loop("j", 0, 3) as j:
-            out[gid] = out[gid] + shared[(lid + i + j) % ir.u32(32)]
-            with k.if_((i == lid % ir.u32(7)) & (j == ir.u32(1))):
-                k.ret()
+    with k.loop("i", 0, 8) as i, k.loop("j", 0, 3) as j:
+        out[gid] = out[gid] + shared[(lid + i + j) % ir.u32(32)]
+        with k.if_((i == lid % ir.u32(7)) & (j == ir.u32(1))):
+            k.ret()
     out[gid] = out[gid] + ir.u32(1_000_000)
     program = k.build()
     got, = host.dispatch(program, [], DispatchConfig(grid_override=(2, 1, 1)))

@@ -1,7 +1,7 @@
 """The bundled examples keep their promise: each one's outputs equal the numpy oracle it
 ships (exact bytes, floats within its ULP budget) on the reference backend, the wgpu
-backend (lavapipe here) and the cpu backend (numba), so they are known to be portable; and an example runs as a
-script exactly as its docstring says."""
+backend (lavapipe here) and the cpu backend (numba), so they are known to be portable;
+and an example runs as a script exactly as its docstring says."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import vyre_cpu.backend
 from fresh_env import fresh_env
 
-import vyre_cpu.backend
 import vyre_reference.backend
 import vyre_wgpu.backend
 from vyre_core import DispatchConfig, Example

@@ -26,7 +26,6 @@ from vyre_core.ir.nodes import (
     Cast,
     Expr,
     Fma,
-    IdKind,
     If,
     InvocationId,
     Let,
@@ -41,6 +40,7 @@ from vyre_core.ir.nodes import (
     Var,
     walk,
 )
+from vyre_core.ir.uniformity import is_uniform
 from vyre_core.ir.wire import MAX_BUFFERS
 
 # code -> the Fix shown with every finding of that code.
@@ -415,23 +415,4 @@ class _Validator:
         return None
 
     def is_uniform(self, e: Expr) -> bool:
-        """Same value for every invocation of a workgroup (conservatively)."""
-        match e:
-            case Lit() | BufLen():
-                return True
-            case InvocationId(kind):
-                return kind is IdKind.WORKGROUP
-            case Var(name):
-                return name in self.uniform_vars
-            case Load(buffer, index):
-                buf = self.buffers.get(buffer)
-                return buf is not None and buf.access is Access.UNIFORM and self.is_uniform(index)
-            case Atomic():
-                return False
-            case Binary(_, a, b):
-                return self.is_uniform(a) and self.is_uniform(b)
-            case Unary(_, a) | Cast(_, a):
-                return self.is_uniform(a)
-            case Select(a, b, c) | Fma(a, b, c):
-                return self.is_uniform(a) and self.is_uniform(b) and self.is_uniform(c)
-        return False
+        return is_uniform(e, self.uniform_vars, self.buffers)

@@ -52,6 +52,7 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.ir.typerules import binop_result
+from vyre_core.ir.uniformity import is_uniform
 
 #: The types this backend computes in. numba has no binary16: f16 buffers are passed as
 #: their 16-bit words, and f16 values are carried as the f32 that holds each exactly.
@@ -65,6 +66,11 @@ _ATOMIC_CODE = {AtomicOp.ADD: 0, AtomicOp.SUB: 1, AtomicOp.MIN: 2, AtomicOp.MAX:
                 AtomicOp.COMPARE_EXCHANGE: 8}
 _COMPARE = {BinOp.EQ: "==", BinOp.NE: "!=", BinOp.LT: "<", BinOp.LE: "<=", BinOp.GT: ">",
             BinOp.GE: ">="}
+#: A plain program with a loop whose bounds are the same in every lane runs in lockstep
+#: when its workgroup has at least this many lanes: the loop runs once for the
+#: workgroup, each statement in it over the lanes (independent work the core overlaps,
+#: where one lane's loop is a chain of dependent steps), instead of once per lane.
+HOIST_LANES = 32
 #: Every this many levels of an expression, a subexpression is written as a variable.
 HOIST_EVERY = 48
 _FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.EXP: "exp", UnOp.LOG: "log", UnOp.SIN: "sin",
@@ -95,11 +101,17 @@ def generate(program: Program) -> Kernel:
     if why is not None:
         raise UnsupportedFeatureError(f"the cpu backend cannot run this program: {why}",
                                       "Let routing pick another backend (omit backend=).")
+    if not _needs_lockstep(program) and math.prod(program.workgroup) >= HOIST_LANES and \
+            any(isinstance(n, Loop) for n in walk(program.body)):
+        hoisting = _Writer(program, hoist=True)
+        kernel = hoisting.write()
+        if hoisting.hoisted:
+            return kernel
     return _Writer(program).write()
 
 
 class _Writer:
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, hoist: bool = False) -> None:
         self.program = program
         self.buffers = {b.name: b for b in program.buffers}
         self.arg = {b.name: f"b{i}" for i, b in enumerate(program.buffers)}
@@ -110,11 +122,17 @@ class _Writer:
         self.ids: set[tuple[IdKind, int]] = set()
         self.at = 1       # the indentation of the statement being written
         self.nesting = 0  # how deep in an expression the writer is
-        # lockstep: the program has workgroup memory or barriers, so a workgroup's lanes
-        # run each stretch between barriers in turn, their variables kept in arrays
-        self.lockstep = any(b.access is Access.WORKGROUP for b in program.buffers) or \
-            any(isinstance(n, Barrier) for n in walk(program.body))
+        # lockstep: the program has workgroup memory or barriers (or ``hoist``: loops to
+        # run once per workgroup), so a workgroup's lanes run each stretch in turn, their
+        # variables kept in arrays
+        self.lockstep = hoist or _needs_lockstep(program)
         self.arrays: list[tuple[str, DType]] = []  # (lockstep) each variable's lane array
+        self.scalars: set[str] = set()   # (lockstep) uniform loop variables: one value
+        self.uniform_vars: set[str] = set()  # (lockstep) IR variables the same in all lanes
+        self.assigned = {n.name for n in walk(program.body) if isinstance(n, Assign)}
+        self.returns = any(isinstance(n, Return) for n in walk(program.body))
+        self.mask: str | None = None     # (lockstep) the lanes the current branch runs on
+        self.hoisted = 0                 # (lockstep) loops run once for the workgroup
 
     # -- the module ------------------------------------------------------------------------
 
@@ -165,7 +183,8 @@ class _Writer:
         lane), then the program's statements, where every stretch without a barrier runs
         for each live lane in turn before the next starts: what a barrier promises. The
         statements that hold barriers are workgroup-uniform (V016): they run once, on the
-        values of the first live lane."""
+        values of the first live lane. So do loops whose bounds are uniform (``hoist``),
+        their statements run over the lanes of the branch they are in (``mask``)."""
         wx, wy, wz = self.program.workgroup
         lanes = wx * wy * wz
         storage = [b for b in self.program.buffers if b.access is not Access.WORKGROUP]
@@ -185,7 +204,9 @@ class _Writer:
                 for b in shared]
         out += [f"    {name} = np.zeros({lanes}, {_lane_type(dtype)})"
                 for name, dtype in self.arrays]
-        out += [f"    alive = np.ones({lanes}, np.bool_)", *body, "",
+        if self.returns:
+            out.append(f"    alive = np.ones({lanes}, np.bool_)")
+        out += [*body, "",
                 "", f"@njit(cache=True, nogil=True, parallel={parallel})",
                 f"def kernel(gx, gy, gz, {storage_args}):",
                 "    per_plane = gx * gy",
@@ -197,12 +218,12 @@ class _Writer:
         return Kernel("\n".join(out))
 
     def uniform(self, stmts: tuple[Stmt, ...], depth: int) -> None:
-        """(Lockstep.) ``stmts`` at workgroup level: stretches without barriers become a
-        loop over the live lanes; a statement holding barriers runs once."""
+        """(Lockstep.) ``stmts`` at workgroup level: stretches become a loop over the live
+        lanes; a statement holding barriers, or a uniform loop, runs once."""
         self.scopes.append({})
         stretch: list[Stmt] = []
         for s in stmts:
-            if not _has_barrier(s):
+            if not self.workgroup_level(s):
                 stretch.append(s)
                 continue
             self.run_stretch(stretch, depth)
@@ -212,7 +233,7 @@ class _Writer:
                     pass
                 case Block(body):
                     self.uniform(body, depth)
-                case If(cond, then, orelse):
+                case If(cond, then, orelse) if _has_barrier(s):
                     self.first_live(depth)
                     self.at = depth + 1
                     code, _ = self.expr(cond)
@@ -221,31 +242,93 @@ class _Writer:
                     if orelse:
                         self.emit(depth + 1, "else:")
                         self.uniform(orelse, depth + 2)
+                case If(cond, then, orelse):
+                    self.masked_if(cond, then, orelse, depth)
                 case Loop(var, start, end, body):
+                    self.hoisted += not _has_barrier(s)
                     self.first_live(depth)
                     self.at = depth + 1
                     lo, _ = self.expr(start)
                     hi, _ = self.expr(end)
                     counter, name = self.fresh("k"), self.fresh(var)
-                    self.arrays.append((name, DType.U32))
+                    self.scalars.add(name)
                     self.emit(depth + 1, f"for {counter} in range(np.int64({lo}), "
                                          f"np.int64({hi})):")
-                    self.emit(depth + 2, f"{name}[:] = np.uint32({counter})")
+                    self.emit(depth + 2, f"{name} = np.uint32({counter})")
                     self.scopes.append({var: (name, DType.U32)})
+                    self.uniform_vars.add(var)
                     self.uniform(body, depth + 2)
+                    self.uniform_vars.discard(var)
                     self.scopes.pop()
+                    if _has_return(s):  # (every lane returned: the rest is for nobody)
+                        self.first_live(depth + 2, negate=True)
+                        self.emit(depth + 3, "break")
         self.run_stretch(stretch, depth)
         self.scopes.pop()
 
-    def first_live(self, depth: int) -> None:
-        """Sets ``l`` to the first live lane; what follows runs only if there is one."""
+    def workgroup_level(self, s: Stmt) -> bool:
+        """(Lockstep.) Whether ``s`` runs once for the workgroup rather than per lane: it
+        holds a barrier, or a loop whose bounds are the same in every lane it runs on."""
+        if _has_barrier(s):
+            return True
+        match s:
+            case Loop(_, start, end, _):
+                return self.is_uniform(start) and self.is_uniform(end)
+            case If() | Block():
+                return any(isinstance(n, Loop) for n in walk((s,)))
+        return False
+
+    def is_uniform(self, e: Expr) -> bool:
+        return is_uniform(e, self.uniform_vars, self.buffers)
+
+    def masked_if(self, cond: Expr, then: tuple[Stmt, ...], orelse: tuple[Stmt, ...],
+                  depth: int) -> None:
+        """(Lockstep.) An ``if`` whose branches hold uniform loops: each branch runs at
+        workgroup level on the lanes that take it (a mask per branch)."""
         lanes = math.prod(self.program.workgroup)
+        taken, other = self.fresh("m"), self.fresh("m")
+        masks = [taken, other] if orelse else [taken]
+        self.arrays += [(mask, DType.BOOL) for mask in masks]
+        self.emit(depth, f"for l in range({lanes}):")
+        self.at = depth + 1
+        guard = self.guard("l")
+        if guard:  # (a lane that does not run here takes neither branch)
+            for mask in masks:
+                self.emit(self.at, f"{mask}[l] = False")
+            self.emit(self.at, f"if {guard}:")
+            self.at += 1
+        code, _ = self.expr(cond)
+        self.emit(self.at, f"{taken}[l] = {code}")
+        if orelse:
+            self.emit(self.at, f"{other}[l] = not {taken}[l]")
+        outer = self.mask
+        for mask, branch in ((taken, then), (other, orelse)):
+            self.mask = mask
+            self.uniform(branch, depth)
+        self.mask = outer
+
+    def guard(self, lane: str) -> str:
+        """(Lockstep.) The condition for ``lane`` to run a statement here ("": every
+        lane)."""
+        parts = ([f"alive[{lane}]"] if self.returns else []) + \
+            ([f"{self.mask}[{lane}]"] if self.mask else [])
+        return " and ".join(parts)
+
+    def first_live(self, depth: int, negate: bool = False) -> None:
+        """Sets ``l`` to the first lane that runs here; what follows runs only if there
+        is one (``negate``: only if there is none)."""
+        lanes = math.prod(self.program.workgroup)
+        guard = self.guard("q")
+        if not guard:
+            self.emit(depth, "l = 0")
+            self.emit(depth, "if False:" if negate else "if True:")
+            return
         self.emit(depth, "l = -1")
         self.emit(depth, f"for q in range({lanes}):")
-        self.emit(depth + 1, "if alive[q]:")
+        self.emit(depth + 1, f"if {guard}:")
         self.emit(depth + 2, "l = q")
         self.emit(depth + 2, "break")
-        self.emit(depth, "if l >= 0:")
+        self.emit(depth, "if l < 0:" if negate else "if l >= 0:")
 
     def run_stretch(self, stmts: list[Stmt], depth: int) -> None:
         """The statements of a stretch, written inline in a loop over the live lanes (a
@@ -255,8 +338,11 @@ class _Writer:
         if not stmts:
             return
         self.emit(depth, f"for l in range({math.prod(self.program.workgroup)}):")
-        self.emit(depth + 1, "if alive[l]:")
-        depth += 2
+        depth += 1
+        guard = self.guard("l")
+        if guard:
+            self.emit(depth, f"if {guard}:")
+            depth += 1
         if any(_has_return(s) for s in stmts):
             self.emit(depth, "for _once in range(1):")
             depth += 1
@@ -285,6 +371,10 @@ class _Writer:
                 py = self.fresh(name)
                 if self.lockstep:
                     self.arrays.append((py, dtype))
+                    if self.is_uniform(value) and name not in self.assigned:
+                        self.uniform_vars.add(name)
+                    else:
+                        self.uniform_vars.discard(name)
                 self.emit(depth, f"{self.lane(py)} = {code}")
                 self.scopes[-1][name] = (py, dtype)
             case Assign(name, value):
@@ -310,6 +400,7 @@ class _Writer:
                 counter, name = self.fresh("k"), self.fresh(var)
                 if self.lockstep:
                     self.arrays.append((name, DType.U32))
+                    self.uniform_vars.discard(var)
                 self.emit(depth, f"for {counter} in range(np.int64({lo}), np.int64({hi})):")
                 self.scopes.append({var: (name, DType.U32)})
                 self.emit(depth + 1, f"{self.lane(name)} = np.uint32({counter})")
@@ -336,7 +427,7 @@ class _Writer:
 
     def lane(self, py: str) -> str:
         """A variable as written: its lane's element in lockstep, else itself."""
-        return f"{py}[l]" if self.lockstep else py
+        return f"{py}[l]" if self.lockstep and py not in self.scalars else py
 
     def var(self, name: str) -> tuple[str, DType]:
         for scope in reversed(self.scopes):
@@ -492,6 +583,12 @@ class _Writer:
 
 def _has_barrier(s: Stmt) -> bool:
     return any(isinstance(n, Barrier) for n in walk((s,)))
+
+
+def _needs_lockstep(program: Program) -> bool:
+    """Workgroup memory or barriers: lanes must run side by side."""
+    return any(b.access is Access.WORKGROUP for b in program.buffers) or \
+        any(isinstance(n, Barrier) for n in walk(program.body))
 
 
 def _has_return(s: Stmt) -> bool:

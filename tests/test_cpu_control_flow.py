@@ -1,0 +1,180 @@
+"""The cpu backend's control flow against the reference, on random well-typed programs:
+ifs, loops with bounds the same in every lane (run once per workgroup, the lanes inside)
+or different per lane, returns at any depth, variables assigned in branches, workgroup
+memory behind a barrier. Every lane writes only its own output slots, so the result is
+defined and must be the reference's, byte for byte."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import vyre_cpu.backend
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from vyre_cpu import codegen
+
+from vyre_core.config import DispatchConfig
+from vyre_core.ir import (
+    Access,
+    Assign,
+    Barrier,
+    Binary,
+    BinOp,
+    Buffer,
+    DType,
+    IdKind,
+    If,
+    InvocationId,
+    Let,
+    Lit,
+    Load,
+    Loop,
+    Program,
+    Return,
+    Select,
+    Store,
+    Var,
+)
+from vyre_workers.backend_host import BackendHost
+
+U32 = DType.U32
+SLOTS = 4
+GROUPS = 2
+ARITH = [BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.XOR, BinOp.AND, BinOp.SHR, BinOp.DIV,
+         BinOp.REM]
+COMPARE = [BinOp.LT, BinOp.EQ, BinOp.NE, BinOp.GE]
+
+
+@pytest.fixture(scope="module")
+def cpu_host():
+    host = BackendHost(vyre_cpu.backend)
+    host.prepare()
+    yield host
+    host.shutdown()
+
+
+def lit(v: int) -> Lit:
+    return Lit(U32, v)
+
+
+class _Draw:
+    """Draws one program: names are fresh, loop variables never assigned, a return only
+    ends a block, stores go to the lane's own slots of ``out``."""
+
+    def __init__(self, draw, lanes: int, shared: bool) -> None:
+        self.draw, self.lanes, self.shared = draw, lanes, shared
+        self.names = itertools.count()
+        self.gid = InvocationId(IdKind.GLOBAL, 0)
+        self.lid = InvocationId(IdKind.LOCAL, 0)
+
+    def expr(self, scope: list[str], depth: int = 2):
+        d = self.draw
+        leaves = [lambda: lit(d(st.integers(0, 9))), lambda: self.lid, lambda: self.lid,
+                  lambda: self.gid, lambda: InvocationId(IdKind.WORKGROUP, 0)]
+        leaves += [lambda: Load("x", self.expr(scope, 0))] if depth else []
+        if self.shared and depth:
+            leaves.append(lambda: Load("shared", self.expr(scope, 0)))
+        if scope:
+            leaves.append(lambda: Var(d(st.sampled_from(scope))))
+        if depth and d(st.booleans()):
+            kind = d(st.integers(0, 2))
+            if kind == 2:
+                return Select(self.cond(scope, depth - 1), self.expr(scope, depth - 1),
+                              self.expr(scope, depth - 1))
+            return Binary(d(st.sampled_from(ARITH)), self.expr(scope, depth - 1),
+                          self.expr(scope, depth - 1))
+        return d(st.sampled_from(leaves))()
+
+    def cond(self, scope: list[str], depth: int = 1):
+        """A condition that splits lanes about evenly: ``e % k < j`` and the like."""
+        d = self.draw
+        wrapped = Binary(BinOp.REM, self.expr(scope, depth), lit(d(st.integers(2, 4))))
+        return Binary(d(st.sampled_from(COMPARE)), wrapped, lit(d(st.integers(0, 2))))
+
+    def block(self, scope: list[str], assignable: list[str], depth: int) -> tuple:
+        d = self.draw
+        scope, assignable = list(scope), list(assignable)
+        out = []
+        for _ in range(d(st.integers(1, 4))):
+            kind = d(st.sampled_from(["let", "assign", "store", "store", "if", "if", "loop",
+                                      "loop"] if depth else ["let", "assign", "store"]))
+            if kind == "let" or (kind == "assign" and not assignable):
+                name = f"v{next(self.names)}"
+                out.append(Let(name, self.expr(scope)))
+                scope.append(name)
+                assignable.append(name)
+            elif kind == "assign":
+                out.append(Assign(d(st.sampled_from(assignable)), self.expr(scope)))
+            elif kind == "store":
+                slot = Binary(BinOp.ADD, Binary(BinOp.MUL, self.gid, lit(SLOTS)),
+                              lit(d(st.integers(0, SLOTS - 1))))
+                out.append(Store("out", slot, self.expr(scope)))
+            elif kind == "if":
+                out.append(If(self.cond(scope), self.block(scope, assignable, depth - 1),
+                              self.block(scope, assignable, depth - 1)
+                              if d(st.integers(0, 3)) else ()))
+            else:
+                var = f"i{next(self.names)}"
+                end = lit(d(st.integers(0, 5))) if d(st.booleans()) else \
+                    Binary(BinOp.REM, self.expr(scope, 1), lit(5))  # (per lane)
+                out.append(Loop(var, lit(d(st.integers(0, 2))), end,
+                                self.block([*scope, var], assignable, depth - 1)))
+        if d(st.integers(0, 3)) == 0:
+            out.append(If(self.cond(scope), (Return(),), ()) if d(st.booleans())
+                       else Return())
+        return tuple(out)
+
+
+@st.composite
+def programs(draw) -> Program:
+    lanes = draw(st.sampled_from([32, 64, 8]))
+    shared = draw(st.booleans())
+    maker = _Draw(draw, lanes, shared)
+    buffers = [Buffer("x", 0, U32, Access.READ), Buffer("out", 1, U32, Access.OUTPUT,
+                                                       GROUPS * lanes * SLOTS)]
+    body: list = []
+    if shared:  # each lane fills its slot; after the barrier any lane may read any slot
+        buffers.append(Buffer("shared", 2, U32, Access.WORKGROUP, lanes))
+        maker.shared = False
+        body += [Store("shared", maker.lid, maker.expr([])), Barrier()]
+        maker.shared = True
+    body += maker.block([], [], 2)
+    return Program(tuple(buffers), (lanes,), tuple(body)).check()
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          phases=[Phase.generate],  # (no shrinking: each try compiles; the source is shown)
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(programs(), st.integers(0, 2**32 - 1))
+def test_random_control_flow_gives_the_reference_bytes(cpu_host, program, seed):
+    from vyre_reference import run
+
+    x = np.random.default_rng(seed).integers(0, 2**32, 100, dtype=np.uint32)
+    config = DispatchConfig(grid_override=(GROUPS, 1, 1))
+    want, = run(program, [x], grid=(GROUPS, 1, 1))
+    got, = cpu_host.dispatch(program, [x], config)
+    assert got.tobytes() == want.tobytes(), codegen.generate(program).source
+
+
+def test_the_draws_reach_every_way_a_kernel_is_written():
+    """The strategy above is only a test of the lockstep writer if it makes programs that
+    hoist loops, mask branches and return inside them, and plain ones."""
+    seen = set()
+
+    @settings(max_examples=40, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(programs())
+    def look(program):
+        source = codegen.generate(program).source
+        seen.add("lockstep" if "def workgroup" in source else "plain")
+        if "for q in range" in source and "np.uint32(v" in source:
+            seen.add("hoisted")
+        if "_m[l] = not" in source:
+            seen.add("masked else")
+        if "alive[l] = False" in source and "def workgroup" in source:
+            seen.add("lockstep return")
+
+    look()
+    assert seen == {"lockstep", "plain", "hoisted", "masked else", "lockstep return"}
