@@ -55,9 +55,9 @@ def test_backends_lists_in_precedence_order_with_broken_and_disabled(tmp_path):
                       ("vyre_broken_import",))
     rows = json_of(vyre("backends", "--json", sites=(site,)))
     assert [(r["id"], r["status"], r["precedence"]) for r in rows] == [
-        ("wgpu", "loaded", 100), ("reference", "loaded", 900), ("cpu", "loaded", 950),
+        ("wgpu", "loaded", 100), ("cpu", "loaded", 500), ("reference", "loaded", 900),
         ("broken", "broken", None)]
-    assert rows[1]["reference"] and rows[1]["distribution"] == "vyre-reference"
+    assert rows[2]["reference"] and rows[2]["distribution"] == "vyre-reference"
     assert rows[3]["reason"] == ("ImportError: vyre_broken_import cannot find "
                                  "libvyre_missing_device.so")
     rows = json_of(vyre("backends", "--json", VYRE_LOAD_PLUGINS="reference"))
@@ -81,8 +81,8 @@ def test_backends_probe_starts_each_worker_and_reports_its_adapter():
 
 def test_run_routes_checks_and_shadows_an_example():
     record = json_of(vyre("run", "saxpy", "--shadow", "--json"))
-    assert record["backend"] == "reference"  # wgpu is on a software adapter here: demoted
-    assert record["reason"] == "first capable backend by precedence (rank 900)"
+    assert record["backend"] == "cpu"  # wgpu is on a software adapter here: demoted
+    assert record["reason"] == "first capable backend by precedence (rank 500)"
     assert record["oracle"] == {"ok": True, "mismatch": None}
     assert record["shadow"] == {"reference": "reference", "ok": True, "divergence": None}
     out, = record["outputs"]
@@ -119,7 +119,8 @@ def test_run_exits_1_when_the_outputs_diverge_from_the_oracle(tmp_path):
 def test_route_explains_every_backend():
     report = json_of(vyre("route", "saxpy", "--json"))
     by_id = {b["backend"]: b for b in report["backends"]}
-    assert by_id["reference"]["chosen"] and by_id["wgpu"]["demoted"]
+    assert by_id["cpu"]["chosen"] and by_id["wgpu"]["demoted"]
+    assert by_id["reference"]["accepted"] and not by_id["reference"]["chosen"]
     assert by_id["wgpu"]["accepted"] and not by_id["wgpu"]["chosen"]
     assert "f32" in report["requirements"]["dtypes"]
     text = vyre("route", "saxpy")

@@ -51,7 +51,7 @@ def test_readme_tour_runs_as_written(capsys):
     assert namespace["result"].tobytes() == (a[0] * x + y).tobytes()
     assert namespace["again"].tobytes() == namespace["result"].tobytes()
     printed = capsys.readouterr().out.splitlines()
-    assert "* reference (rank 900): chosen" in printed
+    assert "* cpu (rank 500): chosen" in printed
     assert printed[-2:] == ["2", "Compile the program again (Driver.compile) and use the new "
                             "handle; Driver.dispatch recompiles by itself."]
 

@@ -25,6 +25,7 @@ from vyre_core.errors import (
     ValidationError,
 )
 from vyre_core.pipeline import pipeline_cache_key
+from vyre_core.registry import Registry
 from vyre_core.supervisor.pool import PoolOptions
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
@@ -124,9 +125,15 @@ def worker_pids(driver: Driver, backend: str = "reference") -> list[int]:
     return [w["pid"] for w in driver.status()["pools"][backend]["workers"]]
 
 
+def reference_driver(**options) -> Driver:
+    """A Driver whose one backend is the reference (what this module is about: default
+    routing would pick the cpu backend, whose compiled kernels outrun the timeouts)."""
+    return Driver(Registry.discover("reference"), **options)
+
+
 @pytest.fixture(scope="module")
 def drv():
-    with Driver() as driver:
+    with reference_driver() as driver:
         yield driver
 
 
@@ -189,7 +196,7 @@ def test_dispatch_outputs_are_read_only_views(drv):
 
 def test_input_errors_raised_before_any_worker_exists():
     before = children()
-    with Driver() as driver:
+    with reference_driver() as driver:
         with pytest.raises(InvalidInputError) as err:
             driver.dispatch(saxpy(8), saxpy_inputs(8)[:2])
         assert "Fix:" in str(err.value) and "x (f32), y (f32), a (f32)" in err.value.fix
@@ -221,7 +228,7 @@ def test_input_errors_leave_a_running_pool_usable(drv):
 
 def test_timeout_kills_the_dispatch_and_the_pool_recovers():
     grace = 0.5
-    with Driver(kill_grace=grace) as driver:
+    with reference_driver(kill_grace=grace) as driver:
         driver.dispatch(spin(1), [])
         old_pid, = worker_pids(driver)
         start = time.monotonic()
@@ -362,7 +369,7 @@ def test_resident_buffers_round_trip(drv):
 def test_resident_buffers_of_different_workers_are_refused(drv):
     n = 8
     mine = drv.allocate_resident(4 * n, "reference")
-    with Driver() as other_driver:
+    with reference_driver() as other_driver:
         theirs = other_driver.allocate_resident(4 * n, "reference")
         with pytest.raises(InvalidInputError) as err:
             drv.dispatch_resident(affine(n), [mine, theirs])
@@ -382,7 +389,7 @@ def test_resident_buffers_of_two_workers_of_one_pool_are_refused():
         ws = workers(driver, "reference")
         return len(ws) == 2 and all(w["state"] == "idle" for w in ws)
 
-    with Driver(workers=2) as driver:
+    with reference_driver(workers=2) as driver:
         driver.dispatch(spin(1), [])
         wait_for(both_idle, 30.0, "both workers started and idle")
         busy = driver.dispatch_async(spin(1_000_000), [])  # ~2 s on worker 0 ...
@@ -430,7 +437,7 @@ def test_many_threads_get_their_own_results(drv):
 def test_two_workers_serve_two_dispatches_at_the_same_time():
     """Both workers hold a request at once (their progress pages say so): requests run in
     parallel across a pool's workers. (How much faster that is, is measured in benchmarks.)"""
-    with Driver(workers=2) as driver:
+    with reference_driver(workers=2) as driver:
         driver.dispatch(spin(1), [])
         wait_for(lambda: all(w["state"] == "idle" for w in workers(driver, "reference")),
                  30.0, "both workers started")
@@ -448,7 +455,7 @@ def test_two_workers_serve_two_dispatches_at_the_same_time():
 
 def test_status_lazy_start_and_live_pids():
     before = children()
-    with Driver() as driver:
+    with reference_driver() as driver:
         status = driver.status()
         assert status["closed"] is False and status["broken_plugins"] == []
         assert status["pools"]["reference"] == {"backend": "reference", "state": "not started",
@@ -493,7 +500,7 @@ def test_backends_in_precedence_order(drv):
 
 def test_close_is_idempotent_and_leaves_nothing():
     before = children()
-    driver = Driver(workers=2)
+    driver = reference_driver(workers=2)
     with driver:
         driver.dispatch(saxpy(4), saxpy_inputs(4))
         pids = worker_pids(driver)
@@ -513,7 +520,7 @@ def test_close_is_idempotent_and_leaves_nothing():
 
 def test_close_fails_pending_dispatches_and_stops_busy_workers():
     before = children()
-    with Driver(kill_grace=0.5) as driver:
+    with reference_driver(kill_grace=0.5) as driver:
         driver.dispatch(spin(1), [])
         pending = driver.dispatch_async(spin(10**6), [])
         wait_running(driver)
@@ -527,7 +534,7 @@ def test_close_fails_pending_dispatches_and_stops_busy_workers():
 
 
 def test_close_of_a_driver_never_started():
-    with Driver() as driver:
+    with reference_driver() as driver:
         rundir = driver.pools.rundir.path
     assert not rundir.exists()
     driver.close()
@@ -548,7 +555,7 @@ def _recycled_generations(driver: Driver, dispatches: int) -> list[int]:
 
 
 def test_recycle_after_restarts_workers_without_failure():
-    with Driver(recycle_after=2) as driver:
+    with reference_driver(recycle_after=2) as driver:
         gens = _recycled_generations(driver, 7)
         pool = driver.status()["pools"]["reference"]
         assert pool["state"] == "running" and pool["failure"] is None
@@ -558,14 +565,15 @@ def test_recycle_after_restarts_workers_without_failure():
 
 def test_recycle_after_counts_requests_per_worker_generation():
     """recycle_after counts caller requests served by the current worker process only."""
-    with Driver(recycle_after=2) as driver:
+    with reference_driver(recycle_after=2) as driver:
         gens = _recycled_generations(driver, 7)
     assert gens == [1, 1, 2, 2, 3, 3, 4]
 
 
 def test_compile_uses_the_backends_own_compile_timeout():
     """Driver.compile takes its deadline from the backend's own PoolOptions."""
-    with Driver(backend_options={"reference": PoolOptions(compile_timeout=7.0)}) as driver:
+    options = {"reference": PoolOptions(compile_timeout=7.0)}
+    with reference_driver(backend_options=options) as driver:
         driver.dispatch(spin(1), [])
         pool = driver.pools.existing("reference")
         seen = []

@@ -90,7 +90,7 @@ def test_a_chain_runs_in_one_request_with_the_bytes_numpy_gives(drv, backend):
 
 
 def test_routing_picks_a_backend_for_the_whole_sequence_and_refusals_name_steps(drv):
-    assert drv.route(chain()).backend == "reference"  # (the software adapter is demoted)
+    assert drv.route(chain()).backend == "cpu"  # (before the reference; lavapipe demoted)
     limit = drv.probe("wgpu").max_workgroup_memory_bytes
     k = ir.Kernel(workgroup=(64,))
     out = k.output("out", ir.f32, count=N)
@@ -106,7 +106,7 @@ def test_routing_picks_a_backend_for_the_whole_sequence_and_refusals_name_steps(
     with pytest.raises(NoCapableBackendError, match=rf"step 1: workgroup memory is "
                                                     rf"{limit * 2} bytes, the limit is {limit}"):
         drv.dispatch_sequence(seq, [X], backend="wgpu")
-    assert drv.dispatch_sequence(seq, [X])[0][:2].tolist() == [1.0, 0.0]  # the reference
+    assert drv.dispatch_sequence(seq, [X])[0][:2].tolist() == [1.0, 0.0]  # on the cpu
 
 
 def test_a_compiled_sequence_reruns_in_its_worker_and_is_invalidated_by_a_restart(drv):

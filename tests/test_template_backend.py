@@ -108,4 +108,4 @@ def test_an_f64_program_named_onto_the_template_is_refused(site, tmp_path):
     routed = vyre(site, "run", "--json", str(example), cwd=tmp_path)
     assert routed.returncode == 0, routed.stdout + routed.stderr
     record = json.loads(routed.stdout)
-    assert record["backend"] == "reference" and record["oracle"]["ok"] is True
+    assert record["backend"] == "cpu" and record["oracle"]["ok"] is True

@@ -127,9 +127,9 @@ def test_dispatch_async_returns_while_routing_still_starts_and_probes_a_pool(
         pending = drv.dispatch_async(PROGRAM, data)
         assert not pending.is_ready()
         assert pool_status(drv)["state"] in ("not started", "running")  # still starting
-        assert_saxpy(pending.result(timeout=30), data)  # ... on the reference, in the end
+        assert_saxpy(pending.result(timeout=30), data)  # ... on the cpu backend, in the end
         assert pool_status(drv)["state"] == "failed"
-        assert pool_status(drv, "reference")["state"] == "running"
+        assert pool_status(drv, "cpu")["state"] == "running"
 
 
 @pytest.mark.timeout(60)

@@ -193,7 +193,7 @@ def test_a_probe_returns_only_once_routing_was_told(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(Router, "invalidate", slow_invalidate)
     with vyre_core.Driver(kill_grace=0.5) as drv:
-        assert drv.route(PROGRAM).backend == "reference"
+        assert drv.route(PROGRAM).backend == "cpu"
 
 
 @pytest.mark.timeout(180)
@@ -202,7 +202,7 @@ def test_restarts_keep_capabilities_so_a_demoted_backend_stays_demoted() -> None
                            restart_window=60)
     with drv:
         _software_wgpu(drv)
-        assert drv.route(PROGRAM).backend == "reference"
+        assert drv.route(PROGRAM).backend == "cpu"
         data = inputs(1)
         assert drv.dispatch(PROGRAM, data)[0].tobytes() == expected(data)
         wgpu = drv.pools.existing("wgpu")
@@ -222,7 +222,7 @@ def test_restarts_keep_capabilities_so_a_demoted_backend_stays_demoted() -> None
                 except BaseException as exc:
                     wrong.append(f"routing raised {exc!r}")
                     return
-                if chosen != "reference":
+                if chosen != "cpu":
                     wrong.append(f"routed to {chosen!r} while wgpu was in state "
                                  f"{[w['state'] for w in status['workers']]}")
                 if caps is None:
@@ -247,7 +247,7 @@ def test_restarts_keep_capabilities_so_a_demoted_backend_stays_demoted() -> None
         assert not wrong, wrong[:3]
         assert checks[0] > 0
         assert drv.status()["pools"]["wgpu"]["restarts"] == KILLS
-        assert drv.route(PROGRAM).backend == "reference"
+        assert drv.route(PROGRAM).backend == "cpu"
         data = inputs(2)
         assert drv.dispatch(PROGRAM, data)[0].tobytes() == expected(data)
 

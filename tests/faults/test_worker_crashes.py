@@ -319,11 +319,11 @@ def test_startup_crash_loop_fails_the_pool(monkeypatch: pytest.MonkeyPatch, mode
         assert output in str(again.value) and "omit backend=" in again.value.fix
 
         # routing skips it, and says why
-        assert drv.route(PROGRAM).backend == "reference"
+        assert drv.route(PROGRAM).backend == "cpu"
         by_id = {e.backend: e for e in drv.explain(PROGRAM)}
         assert not by_id["faults"].accepted and not by_id["faults"].chosen
         assert any("pool failed" in reason for reason in by_id["faults"].reasons)
-        assert by_id["reference"].chosen
+        assert by_id["cpu"].chosen
 
 
 @pytest.mark.timeout(30)
@@ -335,14 +335,14 @@ def test_startup_crash_loop_routing_falls_over(monkeypatch: pytest.MonkeyPatch) 
         # faults routes first on its claims, is probed, crash-loops, and routing falls over
         assert_saxpy(drv.dispatch(PROGRAM, data), data)
         assert pool_status(drv)["state"] == "failed"
-        assert pool_status(drv, "reference")["state"] == "running"
-        assert drv.route(PROGRAM).backend == "reference"
+        assert pool_status(drv, "cpu")["state"] == "running"
+        assert drv.route(PROGRAM).backend == "cpu"
         explained = drv.explain(PROGRAM)
-        assert [e.backend for e in explained][:2] == ["faults", "reference"]
-        faults, reference = explained[0], explained[1]
+        assert [e.backend for e in explained][:2] == ["faults", "cpu"]
+        faults, cpu = explained[0], explained[1]
         assert not faults.accepted and not faults.chosen
         assert any("pool failed" in reason for reason in faults.reasons)
-        assert reference.accepted and reference.chosen
+        assert cpu.accepted and cpu.chosen
         data = inputs(71)
         assert_saxpy(drv.dispatch(PROGRAM, data), data)
         # naming the failed backend does not fall over: its pool says why and when
@@ -401,6 +401,6 @@ def test_compile_falls_over_after_pool_failure(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
     with driver(max_restarts=1) as drv:
         pipeline = drv.compile(PROGRAM)
-        assert pipeline.backend == "reference"
+        assert pipeline.backend == "cpu"
         data = inputs(90)
         assert_saxpy(pipeline.dispatch(data), data)
