@@ -1,8 +1,9 @@
 """The cpu backend (numba) against numpy and the reference interpreter in one run: a 64 MiB
-elementwise kernel against the same numpy expression; each example it runs against the
-reference; compiling a kernel cold against loading it from the disk cache; and the same
-kernel on two cores against one. Kernels run in this process (``BackendHost``), as in a
-worker, so the figures are the backend's own, without the process boundary."""
+elementwise kernel against the same numpy expression; the reduce example against
+``numpy.sum``; every example (sequences included) against the reference; compiling a
+kernel cold against loading it from the disk cache; and the same kernel on two cores
+against one. Kernels run in this process (``BackendHost``), as in a worker, so the figures
+are the backend's own, without the process boundary."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from vyre_workers.backend_host import BackendHost
 
 REQUIRES = ("cpu", "reference")
 BIG = 16 << 20  # elements: 64 MiB per f32 array
-#: The examples that are one program (the sequences chain, jacobi, reduce, scan and sort
-#: are several: not yet measured here).
-EXAMPLES = ("f64_kernel", "histogram", "mandelbrot", "matmul", "reduction", "saxpy", "xor")
+#: Every bundled example with a numpy oracle (the sequences chain, jacobi, reduce, scan and
+#: sort run as one request each).
+EXAMPLES = ("chain", "f64_kernel", "histogram", "jacobi", "mandelbrot", "matmul", "reduce",
+            "reduction", "saxpy", "scan", "sort", "xor")
 
 
 @functools.cache
@@ -57,18 +59,27 @@ def _vs_reference(name: str) -> Callable[[], Result]:
     def bench() -> Result:
         example = _example(name)
         cpu, ref = _host("cpu"), _host("reference")
-        config = example.config or DispatchConfig()
-        outputs = cpu.dispatch(example.program, example.inputs, config)
-        wrong = example.mismatch(outputs)
+        wrong = example.mismatch(example.run_in(cpu))
         if wrong:
             raise AssertionError(f"example {name} on the cpu backend: {wrong}")
-        return compare(f"example {name}, cpu backend",
-                       lambda: cpu.dispatch(example.program, example.inputs, config),
-                       "the reference interpreter on it",
-                       lambda: ref.dispatch(example.program, example.inputs, config),
+        return compare(f"example {name}, cpu backend", lambda: example.run_in(cpu),
+                       "the reference interpreter on it", lambda: example.run_in(ref),
                        repeat=reps(5, 1))
     bench.__name__ = f"example_{name}_vs_reference"
     return bench
+
+
+def reduce_vs_numpy_sum() -> Result:
+    """The reduce example (16 Mi f32, three passes as one sequence) against ``numpy.sum``
+    of the same array (pairwise, another order: the time is compared, not the bits)."""
+    example = _example("reduce")
+    cpu = _host("cpu")
+    wrong = example.mismatch(example.run_in(cpu))
+    if wrong:
+        raise AssertionError(f"the reduce example on the cpu backend: {wrong}")
+    x = example.inputs[0]
+    return compare("reduce 16 Mi f32, cpu backend", lambda: example.run_in(cpu),
+                   "numpy.sum", lambda: x.sum(), repeat=reps(7, 2))
 
 
 def compile_cold_vs_cached() -> Result:
@@ -126,7 +137,8 @@ def two_cores_vs_one() -> Result:
                    on(1), repeat=reps(7, 2))
 
 
-BENCHMARKS = [elementwise_64mib_vs_numpy, *(_vs_reference(n) for n in EXAMPLES),
+BENCHMARKS = [elementwise_64mib_vs_numpy, reduce_vs_numpy_sum,
+              *(_vs_reference(n) for n in EXAMPLES),
               compile_cold_vs_cached, two_cores_vs_one]
 
 

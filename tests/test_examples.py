@@ -16,9 +16,8 @@ from fresh_env import fresh_env
 
 import vyre_reference.backend
 import vyre_wgpu.backend
-from vyre_core import DispatchConfig, Example
+from vyre_core import Example
 from vyre_core.cli.targets import bundled_examples, load_target
-from vyre_core.sequence import Sequence
 from vyre_workers.backend_host import BackendHost
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
@@ -59,24 +58,6 @@ def test_example_module_says_what_it_shows_and_runs_as_a_script(name):
         assert "main(['run', __file__, *sys.argv[1:]])" in ast.unparse(last)
 
 
-def run_on(host: BackendHost, example: Example) -> list:
-    """The example's outputs from ``host`` in this process (a sequence's resident buffers
-    allocated there, filled, and freed)."""
-    config = example.config or DispatchConfig()
-    if not isinstance(example.program, Sequence):
-        return host.dispatch(example.program, example.inputs, config)
-    handles = {}
-    try:
-        for name, data in example.resident.items():
-            handles[name] = host.allocate_resident(data.nbytes)
-            host.upload_resident(handles[name], data.tobytes())
-        return host.dispatch_sequence(example.program, list(example.inputs), handles,
-                                      config).outputs
-    finally:
-        for handle in handles.values():
-            host.free_resident(handle)
-
-
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_every_backend_reproduces_expected(host, name):
     """Every example on every backend, mandelbrot's chaotic escape counts included (wgpu's
@@ -84,7 +65,7 @@ def test_every_backend_reproduces_expected(host, name):
     lowering.OPAQUE_ZERO), chain's resident buffers included."""
     example = _example(name)
     assert example.expected is not None, "every bundled example ships a numpy oracle"
-    assert example.mismatch(run_on(host, example)) is None
+    assert example.mismatch(example.run_in(host)) is None
 
 
 @pytest.mark.parametrize("script, expect", [

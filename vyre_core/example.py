@@ -24,6 +24,7 @@ from vyre_core.sequence import output_buffers
 if TYPE_CHECKING:
     from vyre_core.contract.types import Outputs
     from vyre_core.driver import Driver, ResidentBuffer
+    from vyre_workers.backend_host import BackendHost
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,24 @@ class Example:
             buffers[name] = drv.allocate_resident(data.nbytes, backend, near=first)
             buffers[name].upload(data)
         return buffers
+
+    def run_in(self, host: BackendHost) -> list[np.ndarray]:
+        """Its outputs from a backend host in this process, as a worker would run it but
+        without the process boundary (tests, benchmarks): a sequence's resident buffers
+        are allocated there, filled, and freed."""
+        config = self.config or DispatchConfig()
+        if not isinstance(self.program, StepSequence):
+            return host.dispatch(self.program, self.inputs, config)
+        handles: dict[str, int] = {}
+        try:
+            for name, data in self.resident.items():
+                handles[name] = host.allocate_resident(data.nbytes)
+                host.upload_resident(handles[name], data.tobytes())
+            return host.dispatch_sequence(self.program, list(self.inputs), handles,
+                                          config).outputs
+        finally:
+            for handle in handles.values():
+                host.free_resident(handle)
 
     def mismatch(self, outputs: Sequence[np.ndarray]) -> str | None:
         """None when ``outputs`` match ``expected`` (exact bytes, floats within ``ulp``);
