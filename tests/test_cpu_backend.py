@@ -165,10 +165,13 @@ def test_resident_buffers_run_in_place_in_the_worker_with_the_reference_bytes(ba
         assert out.download() == (before * np.float32(3) + (acc0 + x0 + x0)).tobytes()
 
 
-def test_resident_buffers_of_the_wrong_size_or_bound_twice_where_written_are_refused():
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_resident_buffers_of_the_wrong_size_or_bound_twice_where_written_are_refused(backend):
+    """Both keep resident buffers in host memory (vyre_core/host_memory.py), by wgpu's
+    rules: whole elements, a fixed-size buffer exactly its count, a written one once."""
     program = _affine()
     with Driver() as drv:
-        x, acc = (drv.allocate_resident(4000, "cpu") for _ in range(2))
+        x, acc = (drv.allocate_resident(4000, backend) for _ in range(2))
         out = drv.allocate_resident(4000, near=x)
         odd = drv.allocate_resident(3999, near=x)
         short = drv.allocate_resident(3996, near=x)

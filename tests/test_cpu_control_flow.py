@@ -1,8 +1,9 @@
 """The cpu backend's control flow against the reference, on random well-typed programs:
 ifs, loops with bounds the same in every lane (run once per workgroup, the lanes inside)
-or different per lane, returns at any depth, variables assigned in branches, workgroup
-memory behind a barrier. Every lane writes only its own output slots, so the result is
-defined and must be the reference's, byte for byte."""
+or different per lane, returns at any depth, variables assigned in branches, names that
+sibling scopes declare again, workgroup memory behind a barrier. Every lane writes only
+its own output slots, so the result is defined and must be the reference's, byte for
+byte."""
 
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ from vyre_core.config import DispatchConfig
 from vyre_core.ir import (
     Access,
     Assign,
+    Atomic,
+    AtomicOp,
     Barrier,
     Binary,
     BinOp,
+    Block,
     Buffer,
     DType,
     IdKind,
@@ -96,12 +100,14 @@ class _Draw:
     def block(self, scope: list[str], assignable: list[str], depth: int) -> tuple:
         d = self.draw
         scope, assignable = list(scope), list(assignable)
-        out = []
+        out: list = []
         for _ in range(d(st.integers(1, 4))):
             kind = d(st.sampled_from(["let", "assign", "store", "store", "if", "if", "loop",
                                       "loop"] if depth else ["let", "assign", "store"]))
             if kind == "let" or (kind == "assign" and not assignable):
-                name = f"v{next(self.names)}"
+                free = [n for n in ("p", "q", "r") if n not in scope]
+                name = d(st.sampled_from(free)) if free and d(st.booleans()) else \
+                    f"v{next(self.names)}"  # (p, q, r: names sibling scopes reuse)
                 out.append(Let(name, self.expr(scope)))
                 scope.append(name)
                 assignable.append(name)
@@ -178,3 +184,58 @@ def test_the_draws_reach_every_way_a_kernel_is_written():
 
     look()
     assert seen == {"lockstep", "plain", "hoisted", "masked else", "lockstep return"}
+
+
+def _run_both(cpu_host, program: Program, groups: int = 1) -> None:
+    from vyre_reference import run
+
+    want, = run(program, [np.arange(100, dtype=np.uint32)], grid=(groups, 1, 1))
+    got, = cpu_host.dispatch(program, [np.arange(100, dtype=np.uint32)],
+                             DispatchConfig(grid_override=(groups, 1, 1)))
+    assert got.tobytes() == want.tobytes(), codegen.generate(program).source
+
+
+def test_a_name_a_sibling_scope_declared_uniform_does_not_make_a_later_bound_uniform(
+        cpu_host):
+    """x is 3 in the first block, the lane's id later: the last loop runs lid times in
+    each lane, not lane 0's count in all (found in review)."""
+    gid, lid = InvocationId(IdKind.GLOBAL, 0), InvocationId(IdKind.LOCAL, 0)
+    inc = Store("out", gid, Binary(BinOp.ADD, Load("out", gid), lit(1)))
+    program = Program((Buffer("x", 0, U32, Access.READ),
+                       Buffer("out", 1, U32, Access.OUTPUT, 32)), (32,), (
+        Block((Let("x", lit(3)), Store("out", gid, Var("x")))),
+        Loop("a", lit(0), lit(1), (inc,)),
+        Let("x", lid),
+        Loop("i", lit(0), Var("x"), (inc,)),
+    )).check()
+    _run_both(cpu_host, program)
+
+
+def test_a_uniform_branch_that_is_only_a_barrier_compiles(cpu_host):
+    wid, lid = InvocationId(IdKind.WORKGROUP, 0), InvocationId(IdKind.LOCAL, 0)
+    program = Program((Buffer("x", 0, U32, Access.READ),
+                       Buffer("out", 1, U32, Access.OUTPUT, 64)), (32,), (
+        If(Binary(BinOp.EQ, wid, lit(0)), (Barrier(),), (Barrier(),)),
+        Store("out", InvocationId(IdKind.GLOBAL, 0), Binary(BinOp.MUL, lid, lit(3))),
+    )).check()
+    _run_both(cpu_host, program, groups=2)
+
+
+def test_atomics_in_a_uniform_loop_return_what_the_reference_returns(cpu_host):
+    """Their return values depend on the order (unspecified). The reference runs a loop
+    iteration by iteration over the lanes, in order; so does a loop run once per
+    workgroup (run per lane, lane 0 would take slots 0 and 1)."""
+    gid = InvocationId(IdKind.GLOBAL, 0)
+    program = Program((Buffer("x", 0, U32, Access.READ),
+                       Buffer("out", 1, U32, Access.OUTPUT, 64),
+                       Buffer("count", 2, U32, Access.READ_WRITE, 1)), (32,), (
+        Loop("k", lit(0), lit(2), (
+            Let("s", Atomic(AtomicOp.ADD, "count", lit(0), lit(1), None)),
+            Store("out", Var("s"), gid))),
+    )).check()
+    from vyre_reference import run
+
+    inputs = [np.arange(100, dtype=np.uint32), np.zeros(1, np.uint32)]
+    want = run(program, inputs, grid=(1, 1, 1))
+    got = cpu_host.dispatch(program, inputs, DispatchConfig(grid_override=(1, 1, 1)))
+    assert [g.tobytes() for g in got] == [w.tobytes() for w in want]

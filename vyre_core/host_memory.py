@@ -79,12 +79,19 @@ class HostMemory:
 
     def bind(self, program: Program, handles: list[int]) -> dict[str, np.ndarray]:
         """Each non-workgroup buffer of ``program`` (one handle each, declaration order)
-        as the live array of its handle."""
+        as the live array of its handle. A buffer the program writes must be bound once
+        (which write would win is not defined); one it only reads may share a handle."""
         bound = [b for b in program.buffers if b.access.value != "workgroup"]
         if len(handles) != len(bound):
             raise InvalidInputError(f"{len(handles)} resident handles for {len(bound)} buffers",
                                     "Pass one handle per non-workgroup buffer, in declaration "
                                     "order.")
+        written = [h for b, h in zip(bound, handles, strict=True) if b.is_output]
+        if len(set(written)) != len(written):
+            raise InvalidInputError(
+                f"resident handles {list(handles)} bind one buffer to two of the buffers "
+                f"{[b.name for b in program.outputs]} the program writes",
+                "Pass a distinct resident buffer for each buffer it writes.")
         return {b.name: self.array(handle, b) for b, handle in zip(bound, handles, strict=True)}
 
     def run_sequence(self, sequence: Sequence, inputs: Mapping[str, np.ndarray],

@@ -12,7 +12,6 @@ import numpy as np
 from vyre_core.config import DispatchConfig
 from vyre_core.contract import DeviceInfo, SequenceRun, TimedDispatch, Timing, hookimpl
 from vyre_core.contract.types import wall_clock_ns
-from vyre_core.errors import InvalidInputError
 from vyre_core.host_memory import HostMemory
 from vyre_core.ir import Access, Program
 from vyre_core.ir.requirements import ALL_OPS
@@ -127,16 +126,11 @@ def vyre_free_resident(handle: int) -> None:
 @hookimpl
 def vyre_dispatch_resident(program, handles, config) -> TimedDispatch:
     """The kernel runs on the buffers' own memory: nothing is copied in or out. A buffer
-    the program writes must be bound once; a buffer it only reads that is also bound to a
-    written one is read as it was before the dispatch (as the reference reads it)."""
+    it only reads that is also bound to a written one is read as it was before the
+    dispatch (as the reference reads it)."""
     bound = _memory.bind(program, handles)
     by_name = dict(zip(bound, handles, strict=True))
-    written = [by_name[b.name] for b in program.outputs]
-    if len(set(written)) != len(written):
-        raise InvalidInputError(
-            f"resident handles {list(handles)} bind one buffer to two of the buffers "
-            f"{[b.name for b in program.outputs]} the program writes (which write wins is "
-            "not defined)", "Pass a distinct resident buffer for each buffer it writes.")
+    written = {by_name[b.name] for b in program.outputs}
     inputs = [bound[b.name].copy() if b.access is not Access.READ_WRITE
               and by_name[b.name] in written else bound[b.name] for b in program.inputs]
     start = wall_clock_ns()

@@ -69,7 +69,8 @@ _COMPARE = {BinOp.EQ: "==", BinOp.NE: "!=", BinOp.LT: "<", BinOp.LE: "<=", BinOp
 #: A plain program with a loop whose bounds are the same in every lane runs in lockstep
 #: when its workgroup has at least this many lanes: the loop runs once for the
 #: workgroup, each statement in it over the lanes (independent work the core overlaps,
-#: where one lane's loop is a chain of dependent steps), instead of once per lane.
+#: where one lane's loop is a chain of dependent steps), instead of once per lane. Atomics
+#: in such a loop then apply iteration by iteration, lanes in order: as on the reference.
 HOIST_LANES = 32
 #: Every this many levels of an expression, a subexpression is written as a variable.
 HOIST_EVERY = 48
@@ -223,6 +224,10 @@ class _Writer:
         self.scopes.append({})
         stretch: list[Stmt] = []
         for s in stmts:
+            if isinstance(s, Loop) and _reads((s.start, s.end)) & \
+                    {p.name for p in stretch if isinstance(p, Let)}:
+                self.run_stretch(stretch, depth)  # (its lets decide whether the bounds
+                stretch = []                      # are uniform)
             if not self.workgroup_level(s):
                 stretch.append(s)
                 continue
@@ -238,10 +243,10 @@ class _Writer:
                     self.at = depth + 1
                     code, _ = self.expr(cond)
                     self.emit(depth + 1, f"if {code}:")
-                    self.uniform(then, depth + 2)
+                    self.uniform_branch(then, depth + 2)
                     if orelse:
                         self.emit(depth + 1, "else:")
-                        self.uniform(orelse, depth + 2)
+                        self.uniform_branch(orelse, depth + 2)
                 case If(cond, then, orelse):
                     self.masked_if(cond, then, orelse, depth)
                 case Loop(var, start, end, body):
@@ -258,13 +263,25 @@ class _Writer:
                     self.scopes.append({var: (name, DType.U32)})
                     self.uniform_vars.add(var)
                     self.uniform(body, depth + 2)
-                    self.uniform_vars.discard(var)
-                    self.scopes.pop()
+                    self.leave_scope()
                     if _has_return(s):  # (every lane returned: the rest is for nobody)
                         self.first_live(depth + 2, negate=True)
                         self.emit(depth + 3, "break")
         self.run_stretch(stretch, depth)
-        self.scopes.pop()
+        self.leave_scope()
+
+    def leave_scope(self) -> None:
+        """Its variables are gone: a sibling scope may declare the names again."""
+        for name in self.scopes.pop():
+            self.uniform_vars.discard(name)
+
+    def uniform_branch(self, stmts: tuple[Stmt, ...], depth: int) -> None:
+        """(Lockstep.) A branch of a uniform ``if``: ``pass`` when it writes nothing (a
+        lone barrier)."""
+        start = len(self.lines)
+        self.uniform(stmts, depth)
+        if len(self.lines) == start:
+            self.emit(depth, "pass")
 
     def workgroup_level(self, s: Stmt) -> bool:
         """(Lockstep.) Whether ``s`` runs once for the workgroup rather than per lane: it
@@ -361,7 +378,7 @@ class _Writer:
             self.stmt(s, depth)
         if len(self.lines) == start:
             self.emit(depth, "pass")
-        self.scopes.pop()
+        self.leave_scope()
 
     def stmt(self, s: Stmt, depth: int) -> None:
         self.at = depth
@@ -405,7 +422,7 @@ class _Writer:
                 self.scopes.append({var: (name, DType.U32)})
                 self.emit(depth + 1, f"{self.lane(name)} = np.uint32({counter})")
                 self.block(body, depth + 1)
-                self.scopes.pop()
+                self.leave_scope()
                 if self.lockstep and _has_return(s):
                     self.emit(depth, "if not alive[l]:")  # (the lane returned in the loop)
                     self.emit(depth + 1, "break")
@@ -589,6 +606,11 @@ def _needs_lockstep(program: Program) -> bool:
     """Workgroup memory or barriers: lanes must run side by side."""
     return any(b.access is Access.WORKGROUP for b in program.buffers) or \
         any(isinstance(n, Barrier) for n in walk(program.body))
+
+
+def _reads(exprs: tuple[Expr, ...]) -> set[str]:
+    """The variables ``exprs`` read."""
+    return {n.name for n in walk(exprs) if isinstance(n, Var)}
 
 
 def _has_return(s: Stmt) -> bool:
