@@ -7,6 +7,7 @@ reference with the same bytes."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +130,29 @@ def test_through_a_driver_routing_picks_it_before_the_reference_with_the_same_by
         compiled = drv.compile(program)
         assert compiled.backend == "cpu"
         assert compiled.dispatch(data)[0].tobytes() == ref.tobytes()
+
+
+def test_a_second_process_loads_the_kernel_a_first_compiled_and_compile_says_how_long():
+    """Driver.compile reports the worker's compile time; a new Driver (new workers) finds
+    the kernel in the disk cache and writes nothing there."""
+    program = saxpy(512, bias=0.123456)  # (a program no other test compiles)
+    cache = Path(os.environ[compiler.ENV])
+    with Driver() as drv:
+        first = drv.compile(program, backend="cpu")
+    assert first.compile_seconds is not None and first.compile_seconds > 0
+    def kernel_files() -> dict[str, int]:  # (the source, and numba's index and code)
+        return {p.name: p.stat().st_mtime_ns for p in cache.rglob("*")
+                if p.name.startswith(f"vyre_cpu_kernel_{first.key[:32]}")}
+
+    files = kernel_files()
+    assert {Path(name).suffix for name in files} >= {".py", ".nbi", ".nbc"}
+    with Driver() as drv:
+        second = drv.compile(program, backend="cpu")
+        out, = second.dispatch(saxpy_inputs(512, 1))
+    assert second.compile_seconds is not None and second.key == first.key
+    assert kernel_files() == files
+    x, y, a = saxpy_inputs(512, 1)
+    assert out.tobytes() == (a[0] * x + y + np.float32(0.123456)).tobytes()
 
 
 def _affine() -> ir.Program:

@@ -554,8 +554,10 @@ class Driver:
                 generation=generation, outputs=abi.output_shapes(program, bound)))
             return _outputs(reply, arrays)
 
+        took = meta.get("compile_ns")
         return CompiledPipeline(program, config, pool.backend, meta["key"], generation, run,
-                                lambda g: pool.holds(slot, g))
+                                lambda g: pool.holds(slot, g),
+                                took / 1e9 if isinstance(took, int) else None)
 
     # -- resident buffers ------------------------------------------------------------------
 

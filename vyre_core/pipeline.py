@@ -81,14 +81,18 @@ class _PinnedHandle:
 class CompiledPipeline(_PinnedHandle):
     """A program compiled for one backend, in one worker generation; ``dispatch`` runs it
     there until that generation is gone. ``key`` is its pipeline cache key, computed once
-    where it was compiled (the worker) and carried back with the handle."""
+    where it was compiled (the worker) and carried back with the handle;
+    ``compile_seconds`` what compiling took there (a backend that caches compiled code on
+    disk, as cpu does, pays little in a second process), None where not measured."""
 
     def __init__(self, program: Program, config: DispatchConfig, backend: str, key: str,
                  generation: int, runner: Runner,
-                 is_current: Callable[[int], bool] = lambda _generation: True) -> None:
+                 is_current: Callable[[int], bool] = lambda _generation: True,
+                 compile_seconds: float | None = None) -> None:
         super().__init__(program, config, backend, generation, is_current)
         self.program = program
         self.key = key
+        self.compile_seconds = compile_seconds
         self._runner = runner
 
     def dispatch(self, inputs: Sequence[Any], config: DispatchConfig | None = None) -> Outputs:

@@ -15,7 +15,7 @@ import numpy as np
 
 from vyre_core import protocol
 from vyre_core.config import DispatchConfig
-from vyre_core.contract.types import Timing
+from vyre_core.contract.types import Timing, wall_clock_ns
 from vyre_core.dataplane import SegmentMaps, Shared
 from vyre_core.errors import (
     CallerError,
@@ -176,7 +176,10 @@ class Handlers:
         return _timing_meta(timing), [a if shared is None else shared for a, shared in into]
 
     def _compile(self, m: Message):
-        pipeline = self.host.compile(self._program(m.meta), _config(m.meta))
+        program, config = self._program(m.meta), _config(m.meta)
+        started = wall_clock_ns()
+        pipeline = self.host.compile(program, config)
+        took = wall_clock_ns() - started
         pipeline_id = self._pipeline_of_key.get(pipeline.key)
         if pipeline_id is None:
             pipeline_id = next(self._pipeline_ids)
@@ -186,7 +189,7 @@ class Handlers:
         if len(self._pipelines) > PIPELINE_LIMIT:
             _, oldest = self._pipelines.popitem(last=False)
             self._pipeline_of_key.pop(oldest.key, None)
-        return {"pipeline": pipeline_id, "key": pipeline.key}, []
+        return {"pipeline": pipeline_id, "key": pipeline.key, "compile_ns": took}, []
 
     def _pipeline_dispatch(self, m: Message):
         pipeline_id = _int(m.meta, "pipeline")
