@@ -8,6 +8,7 @@ byte."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -27,6 +28,7 @@ from vyre_core.ir import (
     BinOp,
     Block,
     Buffer,
+    Cast,
     DType,
     IdKind,
     If,
@@ -43,7 +45,7 @@ from vyre_core.ir import (
 )
 from vyre_workers.backend_host import BackendHost
 
-U32 = DType.U32
+U32, F32 = DType.U32, DType.F32
 SLOTS = 4
 GROUPS = 2
 ARITH = [BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.XOR, BinOp.AND, BinOp.SHR, BinOp.DIV,
@@ -91,20 +93,40 @@ class _Draw:
                           self.expr(scope, depth - 1))
         return d(st.sampled_from(leaves))()
 
+    def slot(self):
+        """One of the lane's own output slots."""
+        return Binary(BinOp.ADD, Binary(BinOp.MUL, self.gid, lit(SLOTS)),
+                      lit(self.draw(st.integers(0, SLOTS - 1))))
+
     def cond(self, scope: list[str], depth: int = 1):
         """A condition that splits lanes about evenly: ``e % k < j`` and the like."""
         d = self.draw
         wrapped = Binary(BinOp.REM, self.expr(scope, depth), lit(d(st.integers(2, 4))))
         return Binary(d(st.sampled_from(COMPARE)), wrapped, lit(d(st.integers(0, 2))))
 
-    def block(self, scope: list[str], assignable: list[str], depth: int) -> tuple:
+    def block(self, scope: list[str], assignable: list[str], depth: int,
+              floats: tuple[str, ...] = ()) -> tuple:
+        """Statements; ``floats``: the f32 variables in scope (assigned ``f * 1.5 + e``,
+        stored through a saturating cast: chains a loop may carry)."""
         d = self.draw
-        scope, assignable = list(scope), list(assignable)
+        scope, assignable, floats = list(scope), list(assignable), list(floats)
         out: list = []
         for _ in range(d(st.integers(1, 4))):
             kind = d(st.sampled_from(["let", "assign", "store", "store", "if", "if", "loop",
                                       "loop"] if depth else ["let", "assign", "store"]))
-            if kind == "let" or (kind == "assign" and not assignable):
+            if kind == "let" and d(st.integers(0, 2)) == 0:
+                name = f"f{next(self.names)}"
+                out.append(Let(name, Cast(F32, self.expr(scope))))
+                floats.append(name)
+            elif kind == "assign" and floats and d(st.booleans()):
+                name = d(st.sampled_from(floats))
+                out.append(Assign(name, Binary(BinOp.ADD, Binary(
+                    BinOp.MUL, Var(name), Lit(F32, F32.to_bits(1.5))),
+                    Cast(F32, self.expr(scope)))))
+            elif kind == "store" and floats and d(st.booleans()):
+                out.append(Store("out", self.slot(), Cast(U32, Var(d(st.sampled_from(
+                    floats))))))
+            elif kind == "let" or (kind == "assign" and not assignable):
                 free = [n for n in ("p", "q", "r") if n not in scope]
                 name = d(st.sampled_from(free)) if free and d(st.booleans()) else \
                     f"v{next(self.names)}"  # (p, q, r: names sibling scopes reuse)
@@ -114,19 +136,18 @@ class _Draw:
             elif kind == "assign":
                 out.append(Assign(d(st.sampled_from(assignable)), self.expr(scope)))
             elif kind == "store":
-                slot = Binary(BinOp.ADD, Binary(BinOp.MUL, self.gid, lit(SLOTS)),
-                              lit(d(st.integers(0, SLOTS - 1))))
-                out.append(Store("out", slot, self.expr(scope)))
+                out.append(Store("out", self.slot(), self.expr(scope)))
             elif kind == "if":
-                out.append(If(self.cond(scope), self.block(scope, assignable, depth - 1),
-                              self.block(scope, assignable, depth - 1)
+                out.append(If(self.cond(scope),
+                              self.block(scope, assignable, depth - 1, floats),
+                              self.block(scope, assignable, depth - 1, floats)
                               if d(st.integers(0, 3)) else ()))
             else:
                 var = f"i{next(self.names)}"
                 end = lit(d(st.integers(0, 5))) if d(st.booleans()) else \
                     Binary(BinOp.REM, self.expr(scope, 1), lit(5))  # (per lane)
                 out.append(Loop(var, lit(d(st.integers(0, 2))), end,
-                                self.block([*scope, var], assignable, depth - 1)))
+                                self.block([*scope, var], assignable, depth - 1, floats)))
         if d(st.integers(0, 3)) == 0:
             out.append(If(self.cond(scope), (Return(),), ()) if d(st.booleans())
                        else Return())
@@ -146,7 +167,8 @@ def programs(draw) -> Program:
         maker.shared = False
         body += [Store("shared", maker.lid, maker.expr([])), Barrier()]
         maker.shared = True
-    body += maker.block([], [], 2)
+    body.append(Let("acc", Cast(F32, maker.expr([]))))  # (a float loops may carry)
+    body += maker.block([], [], 2, ("acc",))
     return Program(tuple(buffers), (lanes,), tuple(body)).check()
 
 
@@ -175,8 +197,8 @@ def test_the_draws_reach_every_way_a_kernel_is_written():
     def look(program):
         source = codegen.generate(program).source
         seen.add("lockstep" if "def workgroup" in source else "plain")
-        if "for q in range" in source and "np.uint32(v" in source:
-            seen.add("hoisted")
+        if re.search(r"^\s+v\d+_\w+ = np\.uint32\(v\d+_k\)$", source, re.M):
+            seen.add("hoisted")  # (a loop variable that is one value, not a lane array)
         if "_m[l] = not" in source:
             seen.add("masked else")
         if "alive[l] = False" in source and "def workgroup" in source:

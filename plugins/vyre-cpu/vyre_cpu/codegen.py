@@ -66,11 +66,11 @@ _ATOMIC_CODE = {AtomicOp.ADD: 0, AtomicOp.SUB: 1, AtomicOp.MIN: 2, AtomicOp.MAX:
                 AtomicOp.COMPARE_EXCHANGE: 8}
 _COMPARE = {BinOp.EQ: "==", BinOp.NE: "!=", BinOp.LT: "<", BinOp.LE: "<=", BinOp.GT: ">",
             BinOp.GE: ">="}
-#: A plain program with a loop whose bounds are the same in every lane runs in lockstep
+#: A plain program with a loop whose bounds are the same in every lane may run in lockstep
 #: when its workgroup has at least this many lanes: the loop runs once for the
 #: workgroup, each statement in it over the lanes (independent work the core overlaps,
-#: where one lane's loop is a chain of dependent steps), instead of once per lane. Atomics
-#: in such a loop then apply iteration by iteration, lanes in order: as on the reference.
+#: where one lane's loop is a chain of dependent steps), instead of once per lane
+#: (``_Writer.workgroup_level`` says which loops).
 HOIST_LANES = 32
 #: Every this many levels of an expression, a subexpression is written as a variable.
 HOIST_EVERY = 48
@@ -224,10 +224,10 @@ class _Writer:
         self.scopes.append({})
         stretch: list[Stmt] = []
         for s in stmts:
-            if isinstance(s, Loop) and _reads((s.start, s.end)) & \
+            if isinstance(s, Loop) and (_reads((s.start, s.end)) | _carried(s)) & \
                     {p.name for p in stretch if isinstance(p, Let)}:
                 self.run_stretch(stretch, depth)  # (its lets decide whether the bounds
-                stretch = []                      # are uniform)
+                stretch = []                      # are uniform, and what the loop carries)
             if not self.workgroup_level(s):
                 stretch.append(s)
                 continue
@@ -285,15 +285,28 @@ class _Writer:
 
     def workgroup_level(self, s: Stmt) -> bool:
         """(Lockstep.) Whether ``s`` runs once for the workgroup rather than per lane: it
-        holds a barrier, or a loop whose bounds are the same in every lane it runs on."""
+        holds a barrier, or a loop whose bounds are the same in every lane it runs on and
+        that carries a float from one pass to the next (``chains_floats``) or holds an
+        atomic (which then apply pass by pass, lanes in order, as on the reference)."""
         if _has_barrier(s):
             return True
         match s:
-            case Loop(_, start, end, _):
-                return self.is_uniform(start) and self.is_uniform(end)
+            case Loop(_, start, end, body):
+                return self.is_uniform(start) and self.is_uniform(end) and \
+                    (self.chains_floats(s) or _has_atomic(body))
             case If() | Block():
-                return any(isinstance(n, Loop) for n in walk((s,)))
+                return any(isinstance(n, Loop) and (_carried(n) or _has_atomic(n.body))
+                           for n in walk((s,)))
         return False
+
+    def chains_floats(self, loop: Loop) -> bool:
+        """Whether ``loop`` assigns a float variable declared before it: a chain of
+        dependent float operations, bound by their latency in one lane, that lanes side
+        by side overlap (the reduce example: 23 ms per lane, 6 ms side by side). An
+        integer chain is cheap in one lane, and lanes side by side may read memory at a
+        stride that thrashes the cache (the scan example: 6x slower)."""
+        return any(found is not None and found[1].is_float
+                   for found in map(self.lookup, _carried(loop)))
 
     def is_uniform(self, e: Expr) -> bool:
         return is_uniform(e, self.uniform_vars, self.buffers)
@@ -447,10 +460,16 @@ class _Writer:
         return f"{py}[l]" if self.lockstep and py not in self.scalars else py
 
     def var(self, name: str) -> tuple[str, DType]:
+        found = self.lookup(name)
+        if found is None:
+            raise AssertionError(f"unbound variable {name!r}")  # (validated)
+        return found
+
+    def lookup(self, name: str) -> tuple[str, DType] | None:
         for scope in reversed(self.scopes):
             if name in scope:
                 return scope[name]
-        raise AssertionError(f"unbound variable {name!r}")  # (validated)
+        return None
 
     # -- expressions -----------------------------------------------------------------------
 
@@ -611,6 +630,17 @@ def _needs_lockstep(program: Program) -> bool:
 def _reads(exprs: tuple[Expr, ...]) -> set[str]:
     """The variables ``exprs`` read."""
     return {n.name for n in walk(exprs) if isinstance(n, Var)}
+
+
+def _has_atomic(stmts: tuple[Stmt, ...]) -> bool:
+    return any(isinstance(n, Atomic) for n in walk(stmts))
+
+
+def _carried(loop: Loop) -> set[str]:
+    """The variables ``loop`` assigns that are declared before it: what one pass hands the
+    next."""
+    inner = {n.name for n in walk(loop.body) if isinstance(n, Let)}
+    return {n.name for n in walk(loop.body) if isinstance(n, Assign)} - inner
 
 
 def _has_return(s: Stmt) -> bool:
