@@ -704,7 +704,7 @@ def test_the_collector_finds_the_fix_texts_and_their_options():
     files = {f.path for f in fixes}
     for path in ("vyre_core/errors.py", "vyre_core/config.py", "vyre_core/sequence/model.py",
                  "vyre_core/ir/validate.py", "vyre_core/cli/doctor.py", "workers/server.py",
-                 "vyre_core/host_memory.py", "plugins/vyre-cpu/vyre_cpu/backend.py"):
+                 "vyre_core/host_memory.py", "plugins/vyre-cpu/vyre_cpu/compiler.py"):
         assert path in files, f"no Fix text collected from {path}"
     texts = {f.text for f in fixes}
     assert {cls.default_fix for cls in errors.catalog().values()} <= texts
