@@ -320,8 +320,9 @@ class _Writer:
 
     def masked_if(self, cond: Expr, then: tuple[Stmt, ...], orelse: tuple[Stmt, ...],
                   depth: int) -> None:
-        """(Lockstep.) An ``if`` whose branches hold uniform loops: each branch runs at
-        workgroup level on the lanes that take it (a mask per branch)."""
+        """(Lockstep.) An ``if`` whose branches hold loops that may run once per
+        workgroup: each branch runs at workgroup level on the lanes that take it (a mask
+        per branch)."""
         lanes = math.prod(self.program.workgroup)
         taken, other = self.fresh("m"), self.fresh("m")
         masks = [taken, other] if orelse else [taken]
@@ -371,7 +372,8 @@ class _Writer:
         """The statements of a stretch, written inline in a loop over the live lanes (a
         function per stretch, even inlined by numba, kept its arrays' reference counts:
         50x slower). A ``return`` kills the lane and leaves the stretch by ``break``, from
-        a one-pass loop around it, and from every loop it is in (``leave_if_dead``)."""
+        a one-pass loop around it, and from every loop it is in (``stmt`` checks after
+        each loop)."""
         if not stmts:
             return
         self.emit(depth, f"for l in range({math.prod(self.program.workgroup)}):")
