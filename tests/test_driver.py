@@ -320,6 +320,7 @@ def test_result_timeout_does_not_cancel(drv):
 def test_compiled_pipeline_equals_dispatch(drv):
     program = saxpy(300)
     pipeline = drv.compile(program)
+    assert pipeline.compile_seconds is not None and pipeline.compile_seconds >= 0
     for seed in range(4):
         inputs = saxpy_inputs(300, seed)
         assert_exact(pipeline.dispatch(inputs), drv.dispatch(program, inputs))
