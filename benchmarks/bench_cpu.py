@@ -12,6 +12,7 @@ import importlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -62,9 +63,14 @@ def _vs_reference(name: str) -> Callable[[], Result]:
         wrong = example.mismatch(example.run_in(cpu))
         if wrong:
             raise AssertionError(f"example {name} on the cpu backend: {wrong}")
+        start = time.perf_counter()
+        example.run_in(ref)
+        once = time.perf_counter() - start
+        # (rounds of at least 50 ms: a single call of a fraction of a millisecond moves
+        # with whatever else the machine did at that moment)
         return compare(f"example {name}, cpu backend", lambda: example.run_in(cpu),
                        "the reference interpreter on it", lambda: example.run_in(ref),
-                       repeat=reps(5, 1))
+                       repeat=reps(5, 1), number=max(1, round(0.05 / once)))
     bench.__name__ = f"example_{name}_vs_reference"
     return bench
 

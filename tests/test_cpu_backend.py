@@ -243,6 +243,87 @@ def test_lanes_that_return_inside_loops_of_a_lockstep_program_stop_there(host):
     assert len(set(want.tolist())) > 10  # (lanes left at different points)
 
 
+def test_a_load_every_lane_shares_is_read_once_unless_the_program_writes_its_buffer(host):
+    """``a[0]`` of a buffer the program only reads is read once, before the workgroups
+    start (saxpy: LLVM reads it again after every store otherwise); ``acc[0]``, which an
+    invocation writes before it reads it, is read where the program reads it."""
+    k = ir.Kernel(workgroup=(64,))
+    a = k.uniform("a", ir.u32)
+    acc = k.read_write("acc", ir.u32)
+    out = k.output("out", ir.u32, count=64)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i == ir.u32(0)):
+        acc[0] = a[0] + ir.u32(40)
+    out[i] = acc[0] + a[0] * ir.u32(1000)
+    program = k.build()
+    source = codegen.generate(program).source
+    assert source.count("load(b0, K") == 1 and "    v" in source.split("per_plane")[0]
+    acc_after, out_after = host.dispatch(
+        program, [np.array([2], np.uint32), np.array([5], np.uint32)],
+        DispatchConfig(grid_override=(1, 1, 1)))
+    assert acc_after.tolist() == [42]
+    assert out_after[0] == 42 + 2 * 1000  # (its own store, then its load: program order)
+
+
+@pytest.mark.parametrize("short", [31, 32, 33, 63, 64, 65])
+def test_accesses_at_the_global_id_past_a_buffers_end_read_zero_and_are_dropped(host, short):
+    """Workgroups wholly inside the buffers they read and write at the global id run
+    without bounds checks; the one a buffer ends in keeps them, to the element (``y``
+    is a view of a longer array whose next elements are not zero)."""
+    k = ir.Kernel(workgroup=(32,))
+    x = k.read("x", ir.u32)
+    y = k.read("y", ir.u32)
+    out = k.output("out", ir.u32, count=96)
+    short_out = k.output("short_out", ir.u32, count=short)
+    i = k.let("i", ir.global_id(0))
+    out[i] = x[i] + y[i]
+    short_out[i] = x[i] * ir.u32(3)
+    program = k.build()
+    assert "load_in(" in codegen.generate(program).source
+    x_data = np.arange(1, 97, dtype=np.uint32)
+    longer = np.full(200, 7_000_000, np.uint32)
+    longer[:short] = np.arange(short, dtype=np.uint32) * 1000
+    got = host.dispatch(program, [x_data, longer[:short]],
+                        DispatchConfig(grid_override=(3, 1, 1)))
+    assert got[0].tolist() == [int(v) + (j * 1000 if j < short else 0)
+                               for j, v in enumerate(x_data)]
+    assert got[1].tolist() == (x_data[:short] * 3).tolist()
+    assert longer[short:].tolist() == [7_000_000] * (200 - short)
+
+
+def test_u32_division_by_a_divisor_every_lane_shares_is_exact_at_the_edges(host):
+    """``x / d`` and ``x % d`` with ``d`` read once for the dispatch run as a product with
+    its reciprocal, corrected by one: the quotient and remainder of every edge (0, 1,
+    multiples of d and their neighbours, 2**32 - 1) match numpy's, and division by 0
+    gives the IR's 0xFFFFFFFF and 0."""
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.u32)
+    d = k.uniform("d", ir.u32)
+    quotient = k.output("quotient", ir.u32, count=4096)
+    remainder = k.output("remainder", ir.u32, count=4096)
+    i = k.let("i", ir.global_id(0))
+    quotient[i] = x[i] / d[0]
+    remainder[i] = x[i] % d[0]
+    program = k.build()
+    assert "rem_u32_by(" in codegen.generate(program).source
+    rng = np.random.default_rng(7)
+    top = 2**32 - 1
+    for divisor in [0, 1, 2, 3, 7, 10, 255, 65537, 2**20 + 1, 2**31 - 1, 2**31, top - 4, top,
+                    *rng.integers(1, 2**32, 8).tolist()]:
+        near = [m * divisor + e for m in (1, 2, 3, top // max(divisor, 1) - 1,
+                                          top // max(divisor, 1)) for e in (-1, 0, 1)]
+        values = np.array([0, 1, top, top - 1, *near, *rng.integers(0, 2**32, 4000)],
+                          dtype=np.int64)
+        data = np.resize((values % 2**32).astype(np.uint32), 4096)
+        got_q, got_r = host.dispatch(program, [data, np.array([divisor], np.uint32)],
+                                     DispatchConfig(grid_override=(64, 1, 1)))
+        if divisor == 0:
+            assert set(got_q.tolist()) == {top} and set(got_r.tolist()) == {0}
+            continue
+        assert got_q.tolist() == (data // np.uint32(divisor)).tolist(), divisor
+        assert got_r.tolist() == (data % np.uint32(divisor)).tolist(), divisor
+
+
 def test_binary16_rounding_and_bits_match_numpy_for_every_pattern():
     """numba has no binary16: the backend's own rounding (ties to even, subnormals,
     overflow) and bit conversions, against numpy's, over every f16 pattern and f64 values

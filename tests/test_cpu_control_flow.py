@@ -188,10 +188,12 @@ def test_random_control_flow_gives_the_reference_bytes(cpu_host, program, seed):
 
 def test_the_draws_reach_every_way_a_kernel_is_written():
     """The strategy above is only a test of the lockstep writer if it makes programs that
-    hoist loops, mask branches and return inside them, and plain ones."""
+    hoist loops, mask branches and return inside them, and plain ones, and loads every
+    lane shares, read once before the workgroups start, and accesses at the global id
+    without bounds checks."""
     seen = set()
 
-    @settings(max_examples=40, derandomize=True, database=None,
+    @settings(max_examples=150, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(programs())
     def look(program):
@@ -203,9 +205,14 @@ def test_the_draws_reach_every_way_a_kernel_is_written():
             seen.add("masked else")
         if "alive[l] = False" in source and "def workgroup" in source:
             seen.add("lockstep return")
+        if re.search(r"^    v\d+_c = load\(", source, re.M):  # (x[literal], read once)
+            seen.add("entry value " + ("lockstep" if "def workgroup" in source else "plain"))
+        if "load_in(" in source:  # (x[gid] in workgroups wholly inside x)
+            seen.add("in-bounds version")
 
     look()
-    assert seen == {"lockstep", "plain", "hoisted", "masked else", "lockstep return"}
+    assert seen == {"lockstep", "plain", "hoisted", "masked else", "lockstep return",
+                    "entry value plain", "entry value lockstep", "in-bounds version"}
 
 
 def _run_both(cpu_host, program: Program, groups: int = 1) -> None:

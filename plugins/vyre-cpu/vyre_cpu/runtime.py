@@ -54,6 +54,43 @@ def rem_u32(a, b):
 
 
 @njit(**_FAST)
+def reciprocal_u32(d):
+    """``1 / d`` in f64 for ``div_u32_by`` and ``rem_u32_by`` (0 for 0, never used)."""
+    return 1.0 / np.float64(d) if d != 0 else 0.0
+
+
+@njit(**_FAST)
+def div_u32_by(a, d, inv):
+    """``div_u32(a, d)`` with ``inv = reciprocal_u32(d)``, for a divisor the whole
+    dispatch shares: x86 has no vector integer division, so a loop of them runs one at a
+    time, where this vectorises. ``a * inv`` is within 2**-19 of ``a / d`` (a < 2**32,
+    53-bit mantissa), so its floor is the quotient or one off either way, which the
+    remainder's sign and size correct: exact for every ``a`` and ``d``."""
+    if d == 0:
+        return np.uint32(0xFFFFFFFF)
+    q = np.int64(np.float64(a) * inv)
+    r = np.int64(a) - q * np.int64(d)
+    if r < 0:
+        q -= 1
+    elif r >= np.int64(d):
+        q += 1
+    return np.uint32(q)
+
+
+@njit(**_FAST)
+def rem_u32_by(a, d, inv):
+    """``rem_u32(a, d)`` with ``inv = reciprocal_u32(d)`` (see ``div_u32_by``)."""
+    if d == 0:
+        return np.uint32(0)
+    r = np.int64(a) - np.int64(np.float64(a) * inv) * np.int64(d)
+    if r < 0:
+        r += np.int64(d)
+    elif r >= np.int64(d):
+        r -= np.int64(d)
+    return np.uint32(r)
+
+
+@njit(**_FAST)
 def shl_u32(a, b):
     return np.uint32((np.uint64(a) << np.uint64(b & np.uint32(31))) & np.uint64(0xFFFFFFFF))
 
@@ -375,6 +412,28 @@ def store_f32(arr, i, value):
 def store_f64(arr, i, value):
     if np.int64(i) < arr.shape[0]:
         arr[np.int64(i)] = value if value == value else F64_NAN
+
+
+@njit(**_FAST)
+def load_in(arr, i):
+    """``arr[i]`` where the kernel knows ``i`` is inside ``arr`` (no check: a loop of
+    them vectorises without masks, twice as fast)."""
+    return arr[np.int64(i)]
+
+
+@njit(**_FAST)
+def store_in(arr, i, value):
+    arr[np.int64(i)] = value
+
+
+@njit(**_FAST)
+def store_f32_in(arr, i, value):
+    arr[np.int64(i)] = value if value == value else F32_NAN
+
+
+@njit(**_FAST)
+def store_f64_in(arr, i, value):
+    arr[np.int64(i)] = value if value == value else F64_NAN
 
 
 @njit(**_FAST)
