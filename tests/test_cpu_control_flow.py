@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 import vyre_cpu.backend
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from vyre_cpu import codegen
 
@@ -186,33 +186,35 @@ def test_random_control_flow_gives_the_reference_bytes(cpu_host, program, seed):
     assert got.tobytes() == want.tobytes(), codegen.generate(program).source
 
 
-def test_the_draws_reach_every_way_a_kernel_is_written():
-    """The strategy above is only a test of the lockstep writer if it makes programs that
-    hoist loops, mask branches and return inside them, and plain ones, and loads every
-    lane shares, read once before the workgroups start, and accesses at the global id
-    without bounds checks."""
-    seen = set()
+#: How a program's kernel may be written, each recognised in its source.
+WAYS = {
+    "plain": lambda src: "def workgroup" not in src,
+    "lockstep": lambda src: "def workgroup" in src,
+    # (a loop variable that is one value, not a lane array)
+    "hoisted": lambda src: re.search(r"^\s+v\d+_\w+ = np\.uint32\(v\d+_k\)$", src, re.M),
+    "masked else": lambda src: "_m[l] = not" in src,
+    "lockstep return": lambda src: "alive[l] = False" in src and "def workgroup" in src,
+    # (x[literal], read once before the workgroups start)
+    "entry value plain": lambda src: "def workgroup" not in src and
+    re.search(r"^    v\d+_c = load\(", src, re.M),
+    "entry value lockstep": lambda src: "def workgroup" in src and
+    re.search(r"^    v\d+_c = load\(", src, re.M),
+    # (x[gid] in workgroups wholly inside x)
+    "in-bounds version": lambda src: "load_in(" in src,
+    # (x[loop variable], read before the lane loop)
+    "stretch value": lambda src: re.search(r"^\s+v\d+_s = load\(", src, re.M),
+    "select": lambda src: re.search(r" if \S+\[l\]( and \S+\[l\])? else v\d+_\w+\[l\]$", src, re.M),
+}
 
-    @settings(max_examples=150, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(programs())
-    def look(program):
-        source = codegen.generate(program).source
-        seen.add("lockstep" if "def workgroup" in source else "plain")
-        if re.search(r"^\s+v\d+_\w+ = np\.uint32\(v\d+_k\)$", source, re.M):
-            seen.add("hoisted")  # (a loop variable that is one value, not a lane array)
-        if "_m[l] = not" in source:
-            seen.add("masked else")
-        if "alive[l] = False" in source and "def workgroup" in source:
-            seen.add("lockstep return")
-        if re.search(r"^    v\d+_c = load\(", source, re.M):  # (x[literal], read once)
-            seen.add("entry value " + ("lockstep" if "def workgroup" in source else "plain"))
-        if "load_in(" in source:  # (x[gid] in workgroups wholly inside x)
-            seen.add("in-bounds version")
 
-    look()
-    assert seen == {"lockstep", "plain", "hoisted", "masked else", "lockstep return",
-                    "entry value plain", "entry value lockstep", "in-bounds version"}
+@pytest.mark.parametrize("way", WAYS)
+def test_the_draws_reach_every_way_a_kernel_is_written(way):
+    """The strategy above is only a test of the kernel writer if it makes programs that
+    it writes each way it can (``find`` looks for one)."""
+    find(programs(), lambda program: bool(WAYS[way](codegen.generate(program).source)),
+         settings=settings(max_examples=2000, derandomize=True, database=None,
+                           deadline=None, phases=[Phase.generate],
+                           suppress_health_check=list(HealthCheck)))
 
 
 def _run_both(cpu_host, program: Program, groups: int = 1) -> None:
@@ -268,3 +270,24 @@ def test_atomics_in_a_uniform_loop_return_what_the_reference_returns(cpu_host):
     want = run(program, inputs, grid=(1, 1, 1))
     got = cpu_host.dispatch(program, inputs, DispatchConfig(grid_override=(1, 1, 1)))
     assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
+
+
+def test_a_hoisted_loop_under_a_branch_changes_only_the_lanes_that_took_it(cpu_host):
+    """A loop carrying a float runs once for the workgroup, its assignments written as
+    selects on the branch's mask: lanes that did not take the branch, or returned
+    before it, keep their values; the coefficient ``x[k]`` is read once per pass."""
+    gid, lid = InvocationId(IdKind.GLOBAL, 0), InvocationId(IdKind.LOCAL, 0)
+    half = Binary(BinOp.LT, Binary(BinOp.REM, lid, lit(3)), lit(2))
+    acc = Var("acc")
+    program = Program((Buffer("x", 0, U32, Access.READ),
+                       Buffer("out", 1, U32, Access.OUTPUT, 64)), (32,), (
+        If(Binary(BinOp.EQ, lid, lit(5)), (Return(),), ()),
+        Let("acc", Cast(F32, lid)),
+        If(half, (Loop("k", lit(0), lit(9), (
+            Assign("acc", Binary(BinOp.ADD, Binary(BinOp.MUL, acc, Lit(F32, 0x3FC00000)),
+                                 Cast(F32, Load("x", Var("k"))))),)),), ()),
+        Store("out", gid, Cast(U32, acc)),
+    )).check()
+    source = codegen.generate(program).source
+    assert WAYS["select"](source) and WAYS["stretch value"](source), source
+    _run_both(cpu_host, program, groups=2)
