@@ -9,13 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from vyre_core.config import DispatchConfig
 from vyre_core.contract import DeviceInfo, SequenceRun, TimedDispatch, Timing, hookimpl
 from vyre_core.contract.types import wall_clock_ns
 from vyre_core.host_memory import HostMemory
 from vyre_core.ir import Access, Program
 from vyre_core.ir.requirements import ALL_OPS
-from vyre_core.pipeline import pipeline_cache_key
 from vyre_core.sequence.run import step_config
 from vyre_cpu import __version__
 
@@ -208,11 +206,8 @@ class Pipeline:
     def __init__(self, program: Program, config: Any) -> None:
         from vyre_cpu.compiler import compiled
 
-        self.program = program
-        # (the program as it runs, workgroup override applied; nothing else of the config
-        # changes its code)
-        key = pipeline_cache_key(program, DispatchConfig(), "cpu", __version__)
-        self.compiled = compiled(program, key)
+        self.program = program  # (as it runs: nothing else of the config changes its code)
+        self.compiled = compiled(program)
         self.compile_seconds = self.compiled.seconds
 
     def dispatch(self, inputs: list[np.ndarray], config: Any,

@@ -27,15 +27,18 @@ import numba
 import numpy as np
 from numba import types
 
+from vyre_core.config import DispatchConfig
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Access, Program
+from vyre_core.pipeline import pipeline_cache_key
+from vyre_cpu import __version__
 from vyre_cpu.codegen import Kernel, generate
 
 ENV = "VYRE_CPU_CACHE_DIR"
 _log = logging.getLogger("vyre.cpu")
 _lock = threading.Lock()
-#: Kernels this process holds, by key, least recently used first (the worker's pipeline
-#: cache bounds what it holds; this only saves a lookup on disk).
+#: Kernels this process holds, by program fingerprint (a cached property: a sequence's
+#: thousands of steps look theirs up without hashing anything), least recently used first.
 _loaded: collections.OrderedDict[str, Compiled] = collections.OrderedDict()
 HELD = 256
 
@@ -58,16 +61,18 @@ def cache_dir() -> Path:
     return Path(base) / "vyre" / "cpu-kernels"
 
 
-def compiled(program: Program, key: str) -> Compiled:
-    """The kernel of ``program`` (pipeline-cache ``key``): from this process's memory
-    (nothing generated: the warm path of every dispatch), numba's cache on disk, or
-    compiled now."""
+def compiled(program: Program) -> Compiled:
+    """The kernel of ``program`` (as it runs: any workgroup override applied): from this
+    process's memory (nothing generated: the warm path of every dispatch), numba's cache
+    on disk (under the program's pipeline-cache key), or compiled now."""
+    fingerprint = program.fingerprint()
     with _lock:
-        found = _loaded.get(key)
+        found = _loaded.get(fingerprint)
         if found is not None:
-            _loaded.move_to_end(key)
+            _loaded.move_to_end(fingerprint)
             return found
         kernel = generate(program)  # (refusals first: nothing is written for them)
+        key = pipeline_cache_key(program, DispatchConfig(), "cpu", __version__)
         started = time.perf_counter()
         try:
             dispatcher = _module(kernel, key).kernel
@@ -83,7 +88,7 @@ def compiled(program: Program, key: str) -> Compiled:
         stats = dispatcher.stats
         done = Compiled(dispatcher, time.perf_counter() - started,
                         bool(stats.cache_hits) and not stats.cache_misses)
-        _loaded[key] = done
+        _loaded[fingerprint] = done
         if len(_loaded) > HELD:
             _loaded.popitem(last=False)
         return done
