@@ -124,3 +124,22 @@ def test_stale_run_dirs_are_reported_and_clean_removes_only_them(runtime_dir, mo
         assert report["run_dirs"]["stale"] == []
         assert not stale.exists()
         assert live_dir.is_dir()
+
+
+def test_text_from_a_plugin_is_printed_as_it_is_not_read_as_markup(runtime_dir, tmp_path):
+    """An import error with square brackets (pip's extras, a closing ``[/]``) crashed
+    ``vyre backends`` and ``vyre doctor``: rich took it for markup. Tables print what a
+    plugin says verbatim."""
+    site = write_dist(tmp_path / "site", "vyre-markup", {"markup": "vyre_markup_import"},
+                      ("vyre_markup_import",))
+    message = ("vyre_markup_import needs the [cuda] extra: pip install 'vyre-markup[cuda]' "
+               "([/] [bold red]x[/bold red] [link=file://x])")
+    env = {k: v for k, v in os.environ.items() if k not in (SELECT_ENV, "PYTHONPATH")}
+    env.update(VYRE_RUNTIME_DIR=str(runtime_dir), PYTHONPATH=str(site), COLUMNS="2000",
+               **{SELECT_ENV: "reference,markup"})
+    for command in ("backends", "doctor"):
+        proc = subprocess.run([sys.executable, "-m", "vyre_core.cli", command], env=env,
+                              capture_output=True, text=True, timeout=TIMEOUT, cwd=runtime_dir)
+        # (doctor prints the plugin's own traceback on stderr; nothing of rich's)
+        assert proc.returncode in (0, 1) and "rich" not in proc.stderr, proc.stderr
+        assert message in proc.stdout, proc.stdout

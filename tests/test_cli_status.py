@@ -16,6 +16,7 @@ import pytest
 from waiting import wait_for
 
 from vyre_core import ir
+from vyre_core.cli import output
 from vyre_core.cli import status as status_command
 from vyre_core.driver import Driver
 from vyre_core.supervisor import published, rundir
@@ -47,16 +48,20 @@ def test_a_live_drivers_snapshots_are_found_and_a_dead_ones_are_not(base: Path) 
 
 
 @pytest.mark.fast
-def test_rows_show_spares_and_failures_and_escape_what_another_process_wrote() -> None:
-    pools = {"[bold]evil": {"state": "failed", "failure": "it [red]broke", "workers": [
+def test_rows_show_spares_and_failures_and_print_what_another_process_wrote_as_it_is() -> None:
+    pools = {"[bold]evil": {"state": "failed", "failure": "it [red]broke[/]", "workers": [
         {"index": 0, "pid": 11, "generation": 3, "state": "idle", "served": 5, "restarts": 2,
          "in_flight": 0, "spare": False},
         {"index": 1, "pid": 12, "generation": 1, "state": "spare", "served": 0,
          "restarts": 0, "in_flight": 0, "spare": True, "device": 2}]}}
-    assert status_command.rows(pools) == [
-        ["\\[bold]evil", "0", "-", "11", "3", "idle", "5", "2", "0"],
-        ["\\[bold]evil", "1", "2", "12", "1", "spare", "0", "0", "0"],
-        ["\\[bold]evil", "-", "-", "-", "-", "pool failed: it \\[red]broke", "", "", ""]]
+    rows = status_command.rows(pools)
+    assert rows == [
+        ["[bold]evil", "0", "-", "11", "3", "idle", "5", "2", "0"],
+        ["[bold]evil", "1", "2", "12", "1", "spare", "0", "0", "0"],
+        ["[bold]evil", "-", "-", "-", "-", "pool failed: it [red]broke[/]", "", "", ""]]
+    with output.console.capture() as printed:  # (two columns: no wrapping at 80)
+        output.print_table(["backend", "state"], [[rows[2][0], rows[2][5]]])
+    assert "[bold]evil" in printed.get() and "it [red]broke[/]" in printed.get()
 
 
 def one_store() -> ir.Program:

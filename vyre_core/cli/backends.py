@@ -7,7 +7,7 @@ import argparse
 from importlib import metadata
 from typing import Any
 
-from vyre_core.cli.output import print_json, print_table, progress
+from vyre_core.cli.output import print_json, print_table, progress, styled
 from vyre_core.driver import Driver
 from vyre_core.errors import VyreError
 from vyre_core.registry import Registry
@@ -86,7 +86,7 @@ def describe_devices(devices: list[dict[str, Any]]) -> str:
     for d in devices:
         memory = "" if d["memory_bytes"] is None else f", {d['memory_bytes'] / 2**30:.1f} GiB"
         lines.append(f"{d['id']}: {d['name']}{memory}"
-                     + (" [yellow](software)[/]" if d["software"] else ""))
+                     + (" (software)" if d["software"] else ""))
     return "\n".join(lines) or "-"
 
 
@@ -100,18 +100,16 @@ def run(args: argparse.Namespace) -> int:
         columns += ["adapter", "devices"]
     table = []
     for row in rows:
-        status = {"loaded": "[green]loaded[/]", "disabled": "[yellow]disabled[/]"}.get(
-            row["status"], f"[red]{row['status']}[/]")
-        if row["reason"]:
-            status += f": {row['reason']}"
-        if row["reference"]:
-            status += " (reference oracle)"
+        status = styled({"loaded": ("loaded", "green"), "disabled": ("disabled", "yellow")}.get(
+            row["status"], (row["status"], "red")),
+            f": {row['reason']}" if row["reason"] else "",
+            " (reference oracle)" if row["reference"] else "")
         cells = [row["id"], row["version"] or "-", row["distribution"] or "-",
                  "-" if row["precedence"] is None else row["precedence"], status]
         if args.probe:
             adapter = row.get("adapter") or ("-" if row.get("capabilities") is None else "host")
-            cells.append(adapter + (" [yellow](software)[/]" if row.get("software_adapter")
-                                    else ""))
+            cells.append(styled(adapter, (" (software)", "yellow") if row.get("software_adapter")
+                                else ""))
             cells.append(describe_devices(row.get("devices") or []))
         table.append(cells)
     print_table(columns, table, title="vyre backends (routing order: lowest precedence first)")
@@ -119,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if nodes:
         print_table(["backend", "node", "address", "alive", "CPU", "GPU", "workers"],
                     [[b, n["node"][:12], n["address"] or "-", "yes" if n["alive"] else
-                      "[red]no[/]", f"{n['resources'].get('CPU', 0):g}",
+                      styled(("no", "red")), f"{n['resources'].get('CPU', 0):g}",
                       f"{n['resources'].get('GPU', 0):g}", n["workers"]] for b, n in nodes],
                     title="Ray cluster nodes (VYRE_CLUSTER)")
     return 0

@@ -17,11 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from rich.markup import escape
 
 from vyre_benchmarks import SUITES, harness
 from vyre_core import __version__
-from vyre_core.cli.output import console, err_console, print_json, print_table, progress
+from vyre_core.cli.output import (
+    console,
+    err_console,
+    print_json,
+    print_table,
+    progress,
+    styled,
+)
 from vyre_core.errors import InvalidInputError
 from vyre_core.registry import Registry
 
@@ -122,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
             "Pass part of a suite.function id: " + ", ".join(
                 f"{s}.*" for s in SUITES) + " (see benchmarks/ for the functions).")
     for skip in skipped:
-        err_console.print(f"[yellow]skipped[/] {skip['suite']} suite: {skip['reason']}")
+        err_console.print(styled(("skipped", "yellow"),
+                                 f" {skip['suite']} suite: {skip['reason']}"))
     harness.set_quick(args.quick)
     started, clock = datetime.now(UTC), time.perf_counter()
     results, failed = [], []
@@ -133,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
                 results.append(_record(bench_id, fn()))
             except Exception as exc:  # one broken figure must not lose the others
                 failed.append({"id": bench_id, "error": f"{type(exc).__name__}: {exc}"})
-                err_console.print(f"[bold red]failed[/] {bench_id}: {type(exc).__name__}: {exc}")
+                err_console.print(styled(("failed", "bold red"),
+                                         f" {bench_id}: {type(exc).__name__}: {exc}"))
             bar.advance(after)
     facts = machine_facts()
     for name in SUITES:
@@ -169,13 +177,13 @@ def _print(doc: dict[str, Any]) -> None:
     adapter = machine.get("wgpu_adapter")
     title = (f"vyre bench: {machine['cpu']}, {machine['cpus_usable']} usable CPUs, "
              f"{machine['python']}"
-             + (f"; wgpu on {escape(adapter['device'])}" if adapter else ""))
-    rows = [[f"{escape(r['name'])}\n[dim]{r['id']}[/]", _figure(r["value"], r["unit"]),
-             escape(r["baseline"]), _figure(r["baseline_value"], r["unit"]),
+             + (f"; wgpu on {adapter['device']}" if adapter else ""))
+    rows = [[styled(f"{r['name']}\n", (r["id"], "dim")), _figure(r["value"], r["unit"]),
+             r["baseline"], _figure(r["baseline_value"], r["unit"]),
              "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"]
             for r in doc["results"]]
     print_table(["benchmark", "value", "baseline", "baseline value", "ratio"], rows, title=title)
     console.print(f"{len(doc['results'])} figures in {doc['seconds']:.0f} s; ratio = value / "
                   "baseline (for rates, above 1 is faster; for times, below 1 is faster)")
     if doc["quick"]:
-        console.print(f"[yellow]{QUICK_NOTE}[/]")
+        console.print(QUICK_NOTE, style="yellow")

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-from vyre_core.cli.output import console, print_json, print_table, progress
+from vyre_core.cli.output import console, ok, print_json, print_table, progress, styled
 from vyre_core.conformance import honesty, sweep
 from vyre_core.conformance.corpus import CASES
 from vyre_core.conformance.runner import CaseResult, run_case
@@ -17,8 +17,9 @@ from vyre_core.driver import Driver
 from vyre_core.errors import VyreError
 
 VERDICTS = ("pass", "refused", "unclaimed", "fail", "error")
-CELL = {"pass": "[green]pass[/]", "refused": "[yellow]refused[/]", "unclaimed": "[dim]n/a[/]",
-        "fail": "[bold red]FAIL[/]", "error": "[bold red]ERROR[/]"}
+CELL = {"pass": styled(("pass", "green")), "refused": styled(("refused", "yellow")),
+        "unclaimed": styled(("n/a", "dim")), "fail": styled(("FAIL", "bold red")),
+        "error": styled(("ERROR", "bold red"))}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -105,11 +106,11 @@ def _print(backends: list[str], results: list[CaseResult], summary: dict[str, An
                 title="conformance matrix (n/a: not claimed, and refused as it must be)")
     print_table(["backend", *VERDICTS, "result"],
                 [[b, *(s["counts"].get(v, 0) for v in VERDICTS),
-                  "[green]ok[/]" if s["ok"] else
-                  f"[bold red]FAILED[/]{': ' + s['start_error'] if s['start_error'] else ''}"]
+                  ok(True) if s["ok"] else
+                  styled(("FAILED", "bold red"),
+                         f": {s['start_error']}" if s["start_error"] else "")]
                  for b, s in summary.items()])
     for r in results:
         if r.verdict != "pass":
             style = "red" if not r.ok else "dim"
-            console.print(f"[{style}]{r.backend} {r.verdict} {r.case}: {r.detail}[/]",
-                          markup=True, highlight=False)
+            console.print(f"{r.backend} {r.verdict} {r.case}: {r.detail}", style=style)

@@ -11,7 +11,9 @@ import importlib
 import time
 from typing import Any
 
-from vyre_core.cli.output import console, ok, print_json, print_table, progress
+from rich.text import Text
+
+from vyre_core.cli.output import console, ok, print_json, print_table, progress, styled
 from vyre_core.cli.run import against_reference
 from vyre_core.cli.targets import BUNDLED, bundled_examples, load_target
 from vyre_core.driver import Driver
@@ -83,14 +85,14 @@ def run(args: argparse.Namespace) -> int:
     return 0 if passed else 1
 
 
-def _check(check: dict[str, Any] | None) -> str:
+def _check(check: dict[str, Any] | None) -> str | Text:
     return "-" if check is None else ok(check["ok"], "match", "DIVERGES")
 
 
 def _print(rows: list[dict[str, Any]], steps: list[dict[str, Any]], passed: bool) -> None:
     if not rows:
-        console.print("[bold red]no bundled examples are installed[/] (package "
-                      f"{BUNDLED!r}); reinstall vyre")
+        console.print(styled(("no bundled examples are installed", "bold red"),
+                             f" (package {BUNDLED!r}); reinstall vyre"))
     else:
         print_table(["example", "backend", "reference", "numpy", "ms"],
                     [[r["example"], r["backend"] or "-", _check(r["reference"]),
@@ -99,14 +101,14 @@ def _print(rows: list[dict[str, Any]], steps: list[dict[str, Any]], passed: bool
                     title="examples, each routed to the best backend in its own worker")
         for backend, reason in dict.fromkeys((r["backend"], r["reason"]) for r in rows
                                              if r["backend"]):
-            console.print(f"  routed to [bold]{backend}[/]: {reason}")
+            console.print(styled("  routed to ", (backend, "bold"), f": {reason}"))
     for r in rows:
         details = [r["error"], (r["reference"] or {}).get("divergence"),
                    (r["numpy"] or {}).get("mismatch")]
         for label, detail in zip(("error", "against the reference", "against numpy"), details,
                                  strict=True):
             if detail:
-                console.print(f"  [bold]{r['example']}[/] {label}: {detail}", markup=True)
+                console.print(styled("  ", (r["example"], "bold"), f" {label}: {detail}"))
     print_table(["step", "ok"], [[s["step"], ok(s["ok"])] for s in steps],
                 title="fault tolerance: SIGKILL mid-dispatch")
     console.print(ok(passed, "every check passed", "some checks FAILED"))

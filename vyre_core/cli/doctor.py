@@ -24,7 +24,7 @@ from typing import Any
 
 from vyre_core import __version__
 from vyre_core.cli.backends import describe_devices, listing
-from vyre_core.cli.output import console, err_console, ok, print_json, print_table
+from vyre_core.cli.output import console, err_console, ok, print_json, print_table, styled
 from vyre_core.errors import SystemResourceError
 from vyre_core.registry import SELECT_ENV, Registry
 from vyre_core.supervisor import rundir
@@ -256,41 +256,43 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(report: dict[str, Any]) -> None:
     py = report["python"]
-    console.print(f"[bold]vyre {report['vyre']}[/] on Python {py['version']} "
-                  f"({py['executable']})")
-    status = {"loaded": "[green]loaded[/]", "disabled": "[yellow]disabled[/]",
-              "broken": "[bold red]broken[/]"}
+    console.print(styled((f"vyre {report['vyre']}", "bold"),
+                         f" on Python {py['version']} ({py['executable']})"))
+    status = {"loaded": ("loaded", "green"), "disabled": ("disabled", "yellow"),
+              "broken": ("broken", "bold red")}
     print_table(["entry point", "backend", "distribution", "version", "status"],
                 [[p["name"], p["id"] if p["status"] == "loaded" else "-",
                   p["distribution"] or "-", p["distribution_version"] or "-",
-                  status[p["status"]] + (f": {p['reason']}" if p["reason"] else "")]
+                  styled(status[p["status"]], f": {p['reason']}" if p["reason"] else "")]
                  for p in report["plugins"]], title="plugins")
     vk = report["vulkan"]
     icds = [f"{i['path']} -> {i['library'] or i['error']}" for i in vk["icds"]]
     print_table(["what", "found"],
-                [["loader", vk["loader"] or "[bold red]not found[/]"],
-                 [f"drivers ({vk['icd_source']})", "\n".join(icds) or "[bold red]none[/]"]],
+                [["loader", vk["loader"] or styled(("not found", "bold red"))],
+                 [f"drivers ({vk['icd_source']})",
+                  "\n".join(icds) or styled(("none", "bold red"))]],
                 title="Vulkan")
     print_table(["backend", "adapter", "type", "API", "software", "devices"],
                 [[a["backend"], a.get("device") or ("-" if a["error"] else "host"),
                   a.get("adapter_type") or "-", a.get("backend_type") or "-",
-                  "-" if a["error"] else ("[yellow]yes[/]" if a["software_adapter"] else "no"),
+                  "-" if a["error"] else (styled(("yes", "yellow")) if a["software_adapter"]
+                                          else "no"),
                   describe_devices(a["devices"])]
-                 if not a["error"] else [a["backend"], f"[bold red]{a['error']}[/]", "-", "-", "-",
-                                         "-"]
+                 if not a["error"] else [a["backend"], styled((a["error"], "bold red")), "-", "-",
+                                         "-", "-"]
                  for a in report["adapters"]], title="adapters (probed in each backend's worker)")
     dirs = report["run_dirs"]
     for entry in dirs["removed"]:
         console.print(f"removed stale run directory {entry['path']}")
     for note in report["notes"]:
-        console.print(f"[yellow]note[/] {note['what']}: {note['detail']}")
+        console.print(styled(("note", "yellow"), f" {note['what']}: {note['detail']}"))
     if not report["problems"]:
         console.print(ok(True, "no problems found"))
         return
     print_table(["problem", "detail", "Fix"],
-                [[f"[bold red]{p['what']}[/]", p["detail"], p["fix"]]
+                [[styled((p["what"], "bold red")), p["detail"], p["fix"]]
                  for p in report["problems"]], title="problems")
     for plugin in report["plugins"]:
         if plugin["traceback"]:
-            err_console.print(f"[bold]{plugin['name']}[/] failed to load:")
-            err_console.print(plugin["traceback"], markup=False)
+            err_console.print(styled((plugin["name"], "bold"), " failed to load:"))
+            err_console.print(plugin["traceback"])

@@ -12,13 +12,16 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from vyre_core.errors import VyreError
 
-#: Human output; ``highlight=False`` so numbers in messages keep the colour they are given.
-console = Console(highlight=False)
+#: Human output; ``highlight=False`` so numbers in messages keep the colour they are given,
+#: ``markup=False`` so text from plugins, devices and errors is printed as it is (an
+#: import error may read ``[cuda]``): styles come from ``styled`` and ``ok``.
+console = Console(highlight=False, markup=False)
 #: Errors and progress go to stderr, so ``--json`` output on stdout stays parseable.
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, markup=False)
 
 
 def print_json(data: Any) -> None:
@@ -35,19 +38,26 @@ def _plain(value: Any) -> Any:
 
 def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]],
                 title: str | None = None) -> None:
-    """A rich table of ``rows``; cells may carry rich markup (``[green]ok[/]``)."""
+    """A rich table of ``rows``. A cell is printed as it is, never read as markup (a
+    plugin's error may hold ``[cuda]``); style a cell with ``styled``."""
     table = Table(*columns, title=title, title_justify="left", header_style="bold")
     for row in rows:
-        table.add_row(*(str(cell) for cell in row))
+        table.add_row(*(cell if isinstance(cell, Text) else Text(str(cell)) for cell in row))
     console.print(table)
+
+
+def styled(*parts: str | tuple[str, str] | Text) -> Text:
+    """A table cell or line from plain strings and ``(text, style)`` pairs: styles
+    without markup, so nothing a plugin or a device says is taken for it."""
+    return Text.assemble(*parts)
 
 
 def print_error(exc: VyreError, as_json: bool) -> None:
     """The error's cause on one line and its Fix on the next (stderr); as JSON on stdout
     too when the caller asked for JSON."""
-    err_console.print(f"[bold red]error[/] [E{exc.code}] {_one_line(exc.cause)}",
-                      markup=True, soft_wrap=True)
-    err_console.print(f"[bold]Fix:[/] {exc.fix}", soft_wrap=True)
+    err_console.print(styled(("error", "bold red"), f" [E{exc.code}] {_one_line(exc.cause)}"),
+                      soft_wrap=True)
+    err_console.print(styled(("Fix:", "bold"), f" {exc.fix}"), soft_wrap=True)
     if as_json:
         print_json({"error": exc.to_dict()})
 
@@ -80,6 +90,6 @@ def progress(description: str, total: int, enabled: bool = True,
         yield _Advance()
 
 
-def ok(flag: bool, yes: str = "ok", no: str = "FAIL") -> str:
-    """A coloured verdict cell."""
-    return f"[green]{yes}[/]" if flag else f"[bold red]{no}[/]"
+def ok(flag: bool, yes: str = "ok", no: str = "FAIL") -> Text:
+    """A coloured verdict."""
+    return Text(yes, style="green") if flag else Text(no, style="bold red")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict
 
-from vyre_core.cli.output import console, print_json
+from vyre_core.cli.output import console, print_json, styled
 from vyre_core.cli.run import add_target_argument
 from vyre_core.cli.targets import load_target
 from vyre_core.driver import Driver
@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
                     "requirements": _requirements(program),
                     "backends": [asdict(e) for e in explanation]})
     else:
-        console.print(f"[bold]{target.name}[/]  program {program.fingerprint()[:16]}")
-        console.print(format_explanation(explanation), markup=False)
+        console.print(styled((target.name, "bold"), f"  program {program.fingerprint()[:16]}"))
+        console.print(format_explanation(explanation))
     return 0
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import blake3
 import numpy as np
 
-from vyre_core.cli.output import console, ok, print_json, print_table
+from vyre_core.cli.output import console, ok, print_json, print_table, styled
 from vyre_core.cli.targets import load_target, save_target
 from vyre_core.compare import buffers_divergence
 from vyre_core.driver import Driver
@@ -94,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(record: dict[str, Any]) -> None:
-    console.print(f"[bold]{record['target']}[/]  {record['kind']} {record['program']}")
-    console.print(f"  ran on [bold]{record['backend']}[/]: {record['reason']}")
+    console.print(styled((record["target"], "bold"), f"  {record['kind']} {record['program']}"))
+    console.print(styled("  ran on ", (record["backend"], "bold"), f": {record['reason']}"))
     console.print(f"  {record['seconds'] * 1e3:.2f} ms for the dispatch through its worker")
     print_table(["output", "dtype", "count", "first values", "blake3"],
                 [[o["name"], o["dtype"], o["count"],
@@ -106,7 +106,7 @@ def _print(record: dict[str, Any]) -> None:
         check = record.get(key)
         if check:
             detail = check.get("mismatch") or check.get("divergence") or "match"
-            console.print(f"  {label}: {ok(check['ok'], 'match', 'DIVERGES')}"
-                          + ("" if check["ok"] else f" — {detail}"))
+            console.print(styled(f"  {label}: ", ok(check["ok"], "match", "DIVERGES"),
+                                 "" if check["ok"] else f" — {detail}"))
     for path in record.get("saved", []):
         console.print(f"  saved {path}")

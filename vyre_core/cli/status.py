@@ -8,8 +8,6 @@ import argparse
 import time
 from typing import Any
 
-from rich.markup import escape
-
 from vyre_core.cli.output import console, print_json, print_table
 from vyre_core.supervisor import published, rundir
 
@@ -30,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
         print_json({"base": str(base), "drivers": drivers})
         return 0
     if not drivers:
-        console.print(f"no running vyre driver of this user (looked in {escape(str(base))})")
+        console.print(f"no running vyre driver of this user (looked in {base})")
         return 0
     for driver in drivers:
         pools = driver["pools"]
@@ -46,20 +44,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def rows(pools: dict[str, Any]) -> list[list[str]]:
-    """One row per worker slot; a pool that failed or waits also says why. Every cell is
-    escaped: the snapshots come from another process."""
+    """One row per worker slot; a pool that failed or waits also says why."""
     found = []
     for backend, pool in sorted(pools.items()):
         for w in pool.get("workers", []):
             state = str(w.get("state"))
             if w.get("spare") and state != "spare":
                 state += " (spare slot)"
-            found.append([escape(str(cell)) for cell in (
+            found.append([str(cell) for cell in (
                 backend, w.get("index"), "-" if w.get("device") is None else w["device"],
                 w.get("pid") or "-", w.get("generation"), state,
                 w.get("served"), w.get("restarts"), w.get("in_flight"))])
         if pool.get("state") != "running":
             why = f": {pool['failure']}" if pool.get("failure") else ""
-            found.append([escape(backend), "-", "-", "-", "-",
-                          escape(f"pool {pool.get('state')}{why}"), "", "", ""])
+            found.append([backend, "-", "-", "-", "-", f"pool {pool.get('state')}{why}", "",
+                          "", ""])
     return found
