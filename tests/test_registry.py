@@ -23,6 +23,7 @@ import pytest
 from installed_dists import write_dist
 
 from vyre_core.contract import Capabilities, hookimpl
+from vyre_core.driver import Driver
 from vyre_core.errors import PluginLoadError
 from vyre_core.registry import (
     ENTRY_POINT_GROUP,
@@ -86,6 +87,24 @@ def test_select_by_name(monkeypatch):
     assert Registry.discover().ids() == ["reference"]
     monkeypatch.setenv(SELECT_ENV, "")
     assert Registry.discover(select="reference").ids() == ["reference"]  # argument wins
+
+
+def test_a_selection_naming_plugins_that_are_not_installed_is_refused_with_the_closest(
+        monkeypatch):
+    """A typo in VYRE_LOAD_PLUGINS left the plugin out in silence, and the driver then said
+    only that no backend can run the program."""
+    registry = Registry.discover(select="refrence, cpu, not-installed")
+    assert registry.ids() == ["cpu"] and registry.not_installed == ["not-installed", "refrence"]
+    with pytest.raises(PluginLoadError) as caught:
+        registry.check_selection()
+    assert caught.value.cause == (
+        f"{SELECT_ENV} names plugins that are not installed: 'not-installed', 'refrence' "
+        "(did you mean 'refrence' -> 'reference'?)")
+    assert "installed: cpu, reference, wgpu" in caught.value.fix
+    Registry.discover(select="reference").check_selection()  # (all installed: nothing said)
+    monkeypatch.setenv(SELECT_ENV, "refrence")
+    with pytest.raises(PluginLoadError, match="'refrence' -> 'reference'"):
+        Driver()
 
 
 # -- add / order / get ------------------------------------------------------------------------

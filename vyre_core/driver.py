@@ -310,7 +310,10 @@ class Driver:
                  backend_options: Mapping[str, PoolOptions] | None = None,
                  shadow_every: int | None = None, shadow_dir: str | os.PathLike | None = None,
                  cluster: str | None = None, **option_fields: Any) -> None:
-        self.registry = registry if registry is not None else Registry.discover()
+        if registry is None:
+            registry = Registry.discover()
+            registry.check_selection()  # (a registry passed in is the caller's: vyre doctor)
+        self.registry = registry
         self.options = options or PoolOptions(**option_fields)
         self._backend_options = dict(backend_options or {})
         spec = connect.parse(cluster)  # (checked before anything is made)

@@ -8,6 +8,7 @@ A broken plugin is recorded with its traceback in ``Registry.broken`` and skippe
 
 from __future__ import annotations
 
+import difflib
 import os
 import threading
 import traceback
@@ -86,6 +87,7 @@ class Registry:
         self._backends: dict[str, BackendRegistration] = {}
         self.broken: list[BrokenPlugin] = []
         self.disabled: list[DisabledPlugin] = []  # installed, not selected by VYRE_LOAD_PLUGINS
+        self.not_installed: list[str] = []  # selected by VYRE_LOAD_PLUGINS, not installed
         self._lock = threading.Lock()
 
     @classmethod
@@ -95,7 +97,9 @@ class Registry:
         registry = cls()
         selected = os.environ.get(SELECT_ENV) if select is None else select
         names = None if selected is None else {n.strip() for n in selected.split(",") if n.strip()}
-        for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        installed = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+        registry.not_installed = sorted((names or set()) - {ep.name for ep in installed})
+        for ep in installed:
             dist = ep.dist.name if ep.dist is not None else None
             if names is not None and ep.name not in names:
                 registry.disabled.append(DisabledPlugin(ep.name, dist, f"{ep.name} = {ep.value}"))
@@ -109,6 +113,23 @@ class Registry:
                     ep.name, dist, str(exc) if isinstance(exc, VyreError)
                     else f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         return registry
+
+    def check_selection(self) -> None:
+        """Refuse a ``VYRE_LOAD_PLUGINS`` that names plugins that are not installed (a typo
+        would otherwise leave them out in silence, and routing would only say that no
+        backend can run the program)."""
+        if not self.not_installed:
+            return
+        installed = sorted({r.entry_point.partition(" = ")[0] for r in self.backends()}
+                           | {p.name for p in self.broken} | {p.name for p in self.disabled})
+        hints = [f"{name!r} -> {close[0]!r}" for name in self.not_installed
+                 if (close := difflib.get_close_matches(name, installed, n=1))]
+        raise PluginLoadError(
+            f"{SELECT_ENV} names plugins that are not installed: "
+            f"{', '.join(map(repr, self.not_installed))}"
+            + (f" (did you mean {', '.join(hints)}?)" if hints else ""),
+            f"Name installed plugins in {SELECT_ENV} (installed: "
+            f"{', '.join(installed) or 'none'}), or install the missing ones with pip.")
 
     def add(self, registration: BackendRegistration) -> None:
         """Register a backend; a second backend with the same id is refused."""

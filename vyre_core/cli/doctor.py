@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 # -- plugins ------------------------------------------------------------------------------
 
 
-def plugin_findings(rows: list[dict[str, Any]]) -> list[Finding]:
+def plugin_findings(rows: list[dict[str, Any]], not_installed: list[str]) -> list[Finding]:
     out = []
     for row in rows:
         if row["status"] == "broken":
@@ -70,12 +70,9 @@ def plugin_findings(rows: list[dict[str, Any]]) -> list[Finding]:
         elif row["status"] == "disabled":
             out.append(Finding(f"plugin {row['name']!r} is disabled",
                                "left out by VYRE_LOAD_PLUGINS"))
-    selected = os.environ.get(SELECT_ENV)
-    unknown = sorted({n.strip() for n in (selected or "").split(",") if n.strip()}
-                     - {row["name"] for row in rows})
-    if unknown:
+    if not_installed:
         out.append(Finding(f"{SELECT_ENV} names plugins that are not installed",
-                           ", ".join(unknown), f"correct {SELECT_ENV} (installed: "
+                           ", ".join(not_installed), f"correct {SELECT_ENV} (installed: "
                            + ", ".join(row["name"] for row in rows) + ")"))
     if not any(row["status"] == "loaded" for row in rows):
         out.append(Finding("no backend is loaded", "nothing can run a program",
@@ -236,7 +233,7 @@ def examine(clean: bool, show_progress: bool = False) -> dict[str, Any]:
     report["adapters"] = adapters(registry, show_progress)
     wants_vulkan = any(row["name"] in VULKAN_BACKENDS or row["id"] in VULKAN_BACKENDS
                        for row in report["plugins"])
-    findings = (plugin_findings(report["plugins"])
+    findings = (plugin_findings(report["plugins"], registry.not_installed)
                 + vulkan_findings(report["vulkan"], wants_vulkan)
                 + adapter_findings(report["adapters"]) + run_dir_findings(report["run_dirs"]))
     report["problems"] = [asdict(f) for f in findings if f.fix]
