@@ -1096,7 +1096,18 @@ def test_refused_with_an_unknown_hook(marked):
     typo = {"vyre_dispatchh": (marked, vyre_dispatchh)}
     message = str(_refused(_plugin(**BOTH, **typo)))
     assert "unknown hooks ['vyre_dispatchh']" in message
-    assert "vyre_dispatch," in message  # the Fix lists the contract's hooks
+    # the closest hook, not all of them (39 names were dumped)
+    assert "Did you mean vyre_dispatchh -> vyre_dispatch? " in message
+    assert "vyre_free_resident" not in message
+
+
+def test_an_unknown_hook_like_no_contract_hook_is_refused_without_a_guess():
+    def vyre_make_coffee(program):
+        return []
+
+    message = str(_refused(_plugin(**BOTH, vyre_make_coffee=(True, vyre_make_coffee))))
+    assert "unknown hooks ['vyre_make_coffee']" in message
+    assert "Did you mean" not in message and "hookspec.py lists them" in message
 
 
 def test_refused_with_an_argument_not_in_the_spec():

@@ -7,6 +7,7 @@ host (every hook). It never calls a device hook itself.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from typing import Any
 
@@ -61,10 +62,13 @@ class LoadedBackend:
         unknown = sorted(n for n, caller in vars(self.pm.hook).items()
                          if caller.spec is None and caller.get_hookimpls())
         if unknown:
+            hints = [f"{name} -> {close[0]}" for name in unknown
+                     if (close := difflib.get_close_matches(name, HOOK_NAMES, n=1))]
             raise PluginLoadError(
                 f"plugin {self.name!r} implements unknown hooks {unknown}",
-                f"Rename them to contract hooks (a typo?) or remove them; contract "
-                f"{CONTRACT_MAJOR} has: {', '.join(HOOK_NAMES)}.")
+                (f"Did you mean {', '.join(hints)}? " if hints else "")
+                + f"Rename each to a hook of contract {CONTRACT_MAJOR} "
+                "(vyre_core/contract/hookspec.py lists them) or remove it.")
         missing = [h for h in REQUIRED_HOOKS if not getattr(self.pm.hook, h).get_hookimpls()]
         if missing:
             raise PluginLoadError(f"plugin {self.name!r} does not implement {missing}",
