@@ -1,29 +1,68 @@
-"""What a wheel of vyre holds: every package of the source tree, so that an install that is
-not editable (``pip install .``) imports everything an editable one does. (The routing and
-sequence packages were once missing from the list, and only editable installs worked.)"""
+"""What pip installs: a wheel built from a copy of the sources ships the typing marker
+(``py.typed``) and the files the code reads at run time, and says vyre is for Linux;
+imported elsewhere, vyre says so and stops (it needs pidfds, prctl and /proc)."""
 
 from __future__ import annotations
 
-import tomllib
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.fast
-
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.processes
 
 
-def test_every_package_of_the_tree_is_in_the_wheel():
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(config["packages"])
-    where = {name: ROOT / path for name, path in config["package-dir"].items()}
-    found = set()
-    for top in ("vyre_core", *where):
-        base = where.get(top, ROOT / top)
-        for init in base.rglob("__init__.py"):
-            parts = init.parent.relative_to(base).parts
-            # (a folder that is no identifier is another distribution: template-backend)
-            if all(p.isidentifier() and p != "__pycache__" for p in parts):
-                found.add(".".join((top, *parts)))
-    assert found and found <= listed, f"missing from pyproject's packages: {found - listed}"
+def _wheel(sources: list[str], base: Path, tmp_path: Path) -> zipfile.ZipFile:
+    """The wheel pip builds (offline, the venv's setuptools) from a copy of ``sources``
+    under ``base``: the checkout itself gets no build folder."""
+    copy = tmp_path / "src"
+    for name in sources:
+        source = base / name
+        if source.is_dir():
+            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            copy.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, copy / name)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "--no-build-isolation", "--no-index", "--disable-pip-version-check",
+                           "--quiet", "--wheel-dir", str(tmp_path / "dist"), str(copy)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wheel, = (tmp_path / "dist").glob("*.whl")
+    return zipfile.ZipFile(wheel)
+
+
+def _metadata(wheel: zipfile.ZipFile) -> str:
+    name, = (n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+    return wheel.read(name).decode()
+
+
+def test_the_vyre_wheel_is_typed_linux_only_and_carries_its_data(tmp_path):
+    wheel = _wheel(["pyproject.toml", "README.md", "vyre_core", "workers", "benchmarks",
+                    "examples"], ROOT, tmp_path)
+    names = set(wheel.namelist())
+    assert {"vyre_core/py.typed", "vyre_core/contract/contract.json"} <= names
+    metadata = _metadata(wheel)
+    assert "Classifier: Operating System :: POSIX :: Linux" in metadata
+    assert "Requires-Python: >=3.11" in metadata
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference", "wgpu"])
+def test_each_backend_wheel_is_typed(backend, tmp_path):
+    dist = ROOT / "plugins" / f"vyre-{backend}"
+    wheel = _wheel(["pyproject.toml", f"vyre_{backend}"], dist, tmp_path)
+    assert f"vyre_{backend}/py.typed" in wheel.namelist()
+    assert "Classifier: Operating System :: POSIX :: Linux" in _metadata(wheel)
+
+
+def test_imported_on_another_system_vyre_says_it_needs_linux():
+    proc = subprocess.run([sys.executable, "-c",
+                           "import sys; sys.platform = 'darwin'; import vyre_core"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "ImportError: vyre runs on Linux only (this is darwin)" in proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("Fix: run vyre on Linux")

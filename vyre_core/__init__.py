@@ -10,9 +10,16 @@ the supervisor or the IR builder.
 
 import importlib
 import logging
+import sys
 from typing import Any
 
 __version__ = "0.1.0"
+
+if not sys.platform.startswith("linux"):  # (pidfd, prctl, /proc: the supervisor needs them)
+    raise ImportError(
+        f"vyre runs on Linux only (this is {sys.platform}): its supervisor watches workers "
+        "through pidfds, ties them to their parent with prctl and reads /proc.\n"
+        "Fix: run vyre on Linux (a container or WSL 2 on other systems).")
 
 #: The public surface: every name here is documented in docs/architecture.md ("The
 #: public surface"); everything else in vyre_core is private and free to change.
