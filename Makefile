@@ -10,11 +10,14 @@ PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 
 setup: $(STAMP)
 
+# setuptools tells every editable install of a mapped layout to "be careful with folders"
+# named like the package, as a warning (information only: each of ours is that folder).
 $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) .ci/system-deps
 	bash .ci/system-deps
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,ray]' $(addprefix -e ,$(PLUGINS))
+	PYTHONWARNINGS="ignore:Editable installation" \
+	    $(BIN)/python -m pip install --quiet -e '.[test,ray]' $(addprefix -e ,$(PLUGINS))
 	touch $@
 
 run: setup
