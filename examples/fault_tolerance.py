@@ -18,9 +18,10 @@ The kernel advances one linear congruential generator per invocation ``rounds`` 
 same program is quick for the checks and slow enough to be killed mid-run. numpy checks it
 without iterating: ``rounds`` steps of an affine map compose into one affine map.
 
-The walk-through runs on the reference backend, whose numpy interpreter takes long
-enough for the kill to land mid-dispatch on any machine; the supervision is the same for
-every backend.
+The walk-through runs on the reference backend where it is loaded, else on the backend
+routing picks; the supervision is the same for every backend. The killed dispatch gets
+as many rounds as keep that backend busy for a few tenths of a second (``slow_rounds``):
+15,000 on the reference's interpreter, tens of millions compiled with numba.
 
 Run it: ``python examples/fault_tolerance.py`` (the walk-through, also part of
 ``vyre demo``); ``vyre run fault_tolerance`` runs the kernel alone.
@@ -43,7 +44,8 @@ from vyre_core.errors import PipelineInvalidatedError, VyreError
 N = 1 << 16
 MUL, INC = 1664525, 1013904223
 QUICK = 64            # rounds of the checks: milliseconds
-SLOW = 15000          # rounds of the dispatch that is killed: a few tenths of a second
+SLOW = 15000          # rounds of the dispatch that is killed, at least (``slow_rounds``)
+BUSY = 0.2            # seconds that dispatch must keep a worker busy for the kill to land
 
 
 def program(n: int = N) -> ir.Program:
@@ -85,6 +87,19 @@ def build(rounds: int = QUICK) -> Example:
 
 # -- the walk-through -----------------------------------------------------------------------
 
+def slow_rounds(driver: Driver, backend: str) -> int:
+    """Rounds that keep a worker of ``backend`` busy for BUSY seconds: SLOW, ten times
+    more until a dispatch takes that long (at most 2**31)."""
+    rounds = SLOW
+    while rounds < 2**31:
+        start = time.monotonic()
+        driver.dispatch(program(), inputs(rounds), backend)
+        if time.monotonic() - start >= BUSY:
+            break
+        rounds = min(rounds * 10, 2**31)
+    return rounds
+
+
 def walkthrough(driver: Driver, backend: str | None = None) -> list[tuple[str, bool]]:
     """Kill a worker of ``backend`` (default: the reference) mid-dispatch and check what
     the caller sees. Returns every step as (what happened, as it should); stops at the
@@ -118,7 +133,8 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
                 matches and example.mismatch(pipeline.dispatch(quick)) is None):
         return
 
-    slow = inputs(SLOW)
+    rounds = slow_rounds(driver, backend)
+    slow = inputs(rounds)
     restarts = driver.status()["pools"][backend]["restarts"]
     pending = driver.dispatch_async(prog, slow, backend,
                                     DispatchConfig(label="killed mid-run", retries=1))
@@ -135,7 +151,7 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
     if not step(f"the dispatch completed anyway and matches numpy: the supervisor re-ran it "
                 f"in the restarted worker (pid {worker['pid']}, generation "
                 f"{worker['generation']})",
-                outputs[0].tobytes() == advanced(slow[0], SLOW).tobytes()
+                outputs[0].tobytes() == advanced(slow[0], rounds).tobytes()
                 and worker["generation"] == busy["generation"] + 1
                 and worker["pid"] != busy["pid"]):
         return

@@ -89,6 +89,11 @@ def test_run_routes_checks_and_shadows_an_example():
     assert (out["name"], out["dtype"], out["count"]) == ("out", "f32", 1_000_000)
 
 
+def test_run_shadow_without_the_reference_is_refused_with_how_to_get_it():
+    refused(vyre("run", "saxpy", "--shadow", VYRE_LOAD_PLUGINS="cpu"), "E1402",
+            "no reference backend is loaded", "pip install vyre-reference")
+
+
 def test_run_on_a_named_backend_by_path_matches_the_example_oracle():
     record = json_of(vyre("run", SAXPY, "--backend", "wgpu", "--json"))
     assert (record["backend"], record["reason"]) == ("wgpu", "requested explicitly")

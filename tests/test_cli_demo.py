@@ -38,3 +38,19 @@ def test_demo_json_every_check_passes():
     assert len(steps) == 6 and all(s["ok"] for s in steps), steps
     text = " ".join(s["step"] for s in steps)
     assert "SIGKILL" in text and "PipelineInvalidatedError [E1304]" in text
+
+
+@pytest.mark.timeout(180)
+def test_demo_without_the_reference_checks_against_numpy_and_passes():
+    """With the reference left out, the demo reported DIVERGES for every example, and its
+    walk-through's kill landed after a compiled kernel had finished."""
+    proc = subprocess.run([str(VYRE), "demo", "--json"], capture_output=True, text=True,
+                          timeout=170, env=fresh_env(VYRE_LOAD_PLUGINS="cpu"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ok"] is True
+    for r in report["examples"]:
+        assert r["backend"] == "cpu" and r["reference"] is None and r["numpy"]["ok"], r
+    steps = report["fault_tolerance"]
+    assert len(steps) == 6 and all(s["ok"] for s in steps), steps
+    assert "'cpu'" in steps[0]["step"]

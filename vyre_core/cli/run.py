@@ -15,7 +15,9 @@ from vyre_core.cli.output import console, ok, print_json, print_table, styled
 from vyre_core.cli.targets import load_target, save_target
 from vyre_core.compare import buffers_divergence
 from vyre_core.driver import Driver
+from vyre_core.errors import PluginLoadError
 from vyre_core.example import Example
+from vyre_core.registry import SELECT_ENV
 from vyre_core.sequence import Sequence as StepSequence
 
 HEAD = 6  # output values shown per buffer
@@ -51,11 +53,13 @@ def summarize(example: Example, outputs: list[np.ndarray]) -> list[dict[str, Any
 def against_reference(drv: Driver, example: Example, outputs: list[np.ndarray]
                       ) -> dict[str, Any]:
     """``outputs`` held against the same program run on the reference backend:
-    ``{reference, ok, divergence}``."""
+    ``{reference, ok, divergence}``; PluginLoadError when no reference is loaded."""
     reference = drv.registry.reference()
     if reference is None:
-        return {"reference": None, "ok": False,
-                "divergence": "no reference backend is installed"}
+        raise PluginLoadError(
+            "no reference backend is loaded to hold the outputs against",
+            f"Install it (pip install vyre-reference), add 'reference' to {SELECT_ENV}, or "
+            "leave out --shadow.")
     ref_out = example.run(drv, reference.id)
     divergence = buffers_divergence(example.output_buffers(), ref_out, outputs, example.ulp)
     return {"reference": reference.id, "ok": divergence is None, "divergence": divergence}
