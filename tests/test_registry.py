@@ -138,6 +138,16 @@ def test_register_plugin_reads_identity_hooks_and_defaults():
     assert register_plugin(backend_module("anon")).entry_point == "vyre_anon_backend"
 
 
+def test_an_entry_point_named_otherwise_than_its_backend_is_refused_with_the_right_line():
+    """VYRE_LOAD_PLUGINS selects by the entry point's name, routing by the backend's id: a
+    plugin whose two names differ could be selected under one name and routed under the
+    other."""
+    with pytest.raises(PluginLoadError) as caught:
+        register_plugin(backend_module("gpu2"), name="gpu", entry_point="gpu = vyre_gpu2")
+    assert caught.value.cause == "entry point 'gpu' provides backend 'gpu2': the two names differ"
+    assert 'gpu2 = vyre_gpu2 under [project.entry-points."vyre.backends"]' in caught.value.fix
+
+
 def test_adding_a_duplicate_id_is_refused_naming_both_entry_points():
     registry = Registry()
     first = registration("reference", 900, entry_point="reference = vyre_reference.backend")
@@ -339,10 +349,14 @@ def test_broken_plugins_are_reported_not_fatal(demo_site, tmp_path):
                              ("vyre_broken_import",))
     write_dist(broken_site, "vyre-bad-signature", {"bad_signature": "vyre_bad_signature"},
                ("vyre_bad_signature",))
+    write_dist(broken_site, "vyre-misnamed", {"misnamed": "vyre_demo_backend"}, ())
     report = run_python(BROKEN_SCRIPT, broken_site, demo_site, cwd=tmp_path)
     assert report["order"] == venv_order_with((50, "demo"))  # the good backends are all there
     broken = {p["name"]: p for p in report["broken"]}
-    assert sorted(broken) == ["bad_signature", "broken_import", "missing_module"]
+    assert sorted(broken) == ["bad_signature", "broken_import", "misnamed", "missing_module"]
+    assert broken["misnamed"]["error"].startswith(
+        "[E1402] entry point 'misnamed' provides backend 'demo': the two names differ\nFix: "
+        "Name the entry point after the backend: demo = vyre_demo_backend")
 
     imp = broken["broken_import"]
     assert imp["distribution"] == "vyre-broken-import"
@@ -395,7 +409,7 @@ print(json.dumps(report))
 
 def test_discovery_imports_no_device_library_and_starts_nothing(tmp_path):
     site = write_dist(tmp_path / "lazy-site", "vyre-lazy-device",
-                      {"lazy": "vyre_lazy_device_backend"},
+                      {"lazy-device": "vyre_lazy_device_backend"},
                       ("vyre_lazy_device_backend", "vyre_fake_gpu_device"))
     report = run_python(SIDE_EFFECT_SCRIPT, site, cwd=tmp_path)
     assert report["order"] == venv_order_with((10, "lazy-device"))

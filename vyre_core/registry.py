@@ -62,12 +62,20 @@ class DisabledPlugin:
 
 def register_plugin(plugin: object, *, name: str | None = None, distribution: str | None = None,
                     entry_point: str = "") -> BackendRegistration:
-    """A registration for ``plugin``, read from its identity hooks only."""
+    """A registration for ``plugin``, read from its identity hooks only. An entry point
+    (``entry_point`` given) must be named after the backend's id: VYRE_LOAD_PLUGINS selects
+    by that name, and every other place (routing, ``backend=``) by the id."""
     loaded = LoadedBackend(plugin, name)
     backend_id = loaded.call("vyre_backend_id")
     if not isinstance(backend_id, str) or not backend_id:
         raise PluginLoadError(f"plugin {loaded.name!r} returned backend id {backend_id!r}",
                               "Return a non-empty string from vyre_backend_id.")
+    if entry_point and name is not None and name != backend_id:
+        raise PluginLoadError(
+            f"entry point {name!r} provides backend {backend_id!r}: the two names differ",
+            f"Name the entry point after the backend: {backend_id} = "
+            f"{entry_point.partition(' = ')[2]} under [project.entry-points.\"vyre.backends\"] "
+            "in the plugin's pyproject.toml, and reinstall it.")
     try:
         claims = Capabilities.from_claims(loaded.call("vyre_backend_claims"))
     except VyreError as exc:
