@@ -145,7 +145,7 @@ def test_an_entry_point_named_otherwise_than_its_backend_is_refused_with_the_rig
     with pytest.raises(PluginLoadError) as caught:
         register_plugin(backend_module("gpu2"), name="gpu", entry_point="gpu = vyre_gpu2")
     assert caught.value.cause == "entry point 'gpu' provides backend 'gpu2': the two names differ"
-    assert 'gpu2 = vyre_gpu2 under [project.entry-points."vyre.backends"]' in caught.value.fix
+    assert "pyproject.toml (gpu2 = vyre_gpu2)" in caught.value.fix
 
 
 def test_adding_a_duplicate_id_is_refused_naming_both_entry_points():
@@ -356,7 +356,8 @@ def test_broken_plugins_are_reported_not_fatal(demo_site, tmp_path):
     assert sorted(broken) == ["bad_signature", "broken_import", "misnamed", "missing_module"]
     assert broken["misnamed"]["error"].startswith(
         "[E1402] entry point 'misnamed' provides backend 'demo': the two names differ\nFix: "
-        "Name the entry point after the backend: demo = vyre_demo_backend")
+        "Name the entry point after the backend in the plugin's pyproject.toml (demo = "
+        "vyre_demo_backend)")
 
     imp = broken["broken_import"]
     assert imp["distribution"] == "vyre-broken-import"

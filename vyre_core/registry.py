@@ -73,9 +73,8 @@ def register_plugin(plugin: object, *, name: str | None = None, distribution: st
     if entry_point and name is not None and name != backend_id:
         raise PluginLoadError(
             f"entry point {name!r} provides backend {backend_id!r}: the two names differ",
-            f"Name the entry point after the backend: {backend_id} = "
-            f"{entry_point.partition(' = ')[2]} under [project.entry-points.\"vyre.backends\"] "
-            "in the plugin's pyproject.toml, and reinstall it.")
+            f"Name the entry point after the backend in the plugin's pyproject.toml "
+            f"({backend_id} = {entry_point.partition(' = ')[2]}), and reinstall it.")
     try:
         claims = Capabilities.from_claims(loaded.call("vyre_backend_claims"))
     except VyreError as exc:

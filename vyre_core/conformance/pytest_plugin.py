@@ -9,6 +9,7 @@ built), so it is harmless and free in every other test suite.
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    pass
+    from vyre_core.registry import Registry
 
 #: The kit's test module, added to the session's arguments when the option is given.
 KIT = Path(__file__).with_name("kit.py")
@@ -32,8 +33,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("vyre_backend"):
+    backend = config.getoption("vyre_backend")
+    if backend:
+        from vyre_core.registry import Registry
+
+        problem = kit_refusal(Registry.discover(), backend)
+        if problem is not None:  # (one error, not one per kit test)
+            raise pytest.UsageError(problem)
         config.args.append(str(KIT))
+
+
+def kit_refusal(registry: Registry, backend: str) -> str | None:
+    """Why the kit cannot run against ``backend`` (None: it can), with a Fix line."""
+    if backend in registry.ids():
+        return None
+    broken = next((b for b in registry.broken if b.name == backend), None)
+    if broken is not None:
+        return (f"--vyre-backend {backend!r}: the plugin is installed but failed to load: "
+                f"{broken.error}\nFix: see `vyre doctor` for its traceback, mend the plugin "
+                "and reinstall it.")
+    if any(d.name == backend for d in registry.disabled):
+        return (f"--vyre-backend {backend!r}: the plugin is left out by VYRE_LOAD_PLUGINS\n"
+                f"Fix: add {backend!r} to VYRE_LOAD_PLUGINS, or unset it.")
+    installed = registry.ids()
+    close = difflib.get_close_matches(backend, installed, n=1)
+    return (f"--vyre-backend {backend!r}: no such backend is installed (installed: "
+            f"{', '.join(installed) or 'none'})"
+            + (f"; did you mean {close[0]!r}?" if close else "")
+            + "\nFix: pip install the backend's distribution (pip install -e . in its "
+            "folder), or name an installed backend.")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
