@@ -582,3 +582,24 @@ def test_compile_uses_the_backends_own_compile_timeout():
         pool.call = lambda request: seen.append(request) or call(request)
         driver.compile(spin(2))
         assert [r.timeout for r in seen] == [7.0]
+
+
+@pytest.mark.timeout(120)
+def test_dispatch_routes_the_program_as_its_workgroup_override_makes_it():
+    """compile applied the override before routing, dispatch did not: a z of 128 went to
+    cpu (z at most 64) on the program's own workgroup, whose worker then refused it."""
+    k = ir.Kernel(workgroup=(1, 1, 1))
+    out = k.output("out", ir.u32, count=128)
+    z = k.let("z", ir.local_id(2))
+    out[z] = z * ir.u32(3)
+    program = k.build()
+    config = DispatchConfig(workgroup_override=(1, 1, 128), grid_override=(1, 1, 1))
+    want = np.arange(128, dtype=np.uint32) * 3
+    with Driver() as drv:
+        assert drv.compile(program, config=config).backend == "wgpu"  # (z up to 1024)
+        assert drv.dispatch(program, [], config=config)[0].tobytes() == want.tobytes()
+        assert drv.dispatch_async(program, [], config=config).result(60)[0].tobytes() == \
+            want.tobytes()
+        served = {b: sum(w["served"] for w in p["workers"])
+                  for b, p in drv.status()["pools"].items()}
+        assert served.get("cpu", 0) == 0 and served["wgpu"] == 3, served

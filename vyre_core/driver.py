@@ -451,8 +451,8 @@ class Driver:
         shadow = self._shadow if sample else None
         bound = None if shadow is None else list(request.arrays)  # (unchanged till return)
         pool, _, (meta, arrays) = self.routing.call(
-            program, backend, lambda pool: request.renewed(), request.deadline,
-            request.timeout)
+            effective_program(program, config), backend, lambda pool: request.renewed(),
+            request.deadline, request.timeout)
         if out is not None:
             for target, array in zip(out, arrays, strict=True):
                 np.copyto(target.reshape(-1), array, casting="no")
@@ -481,6 +481,7 @@ class Driver:
         thread. Errors in the program or inputs are raised here, at once."""
         config = _config(config)
         request = self._dispatch_request(program, inputs, config)
+        program = effective_program(program, config)  # (what routing weighs; sent as given)
         outcome: Future = Future()
         pool, _ = self.routing.decide(program, backend)
         if pool is None:
