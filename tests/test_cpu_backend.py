@@ -324,6 +324,27 @@ def test_u32_division_by_a_divisor_every_lane_shares_is_exact_at_the_edges(host)
         assert got_r.tolist() == (data % np.uint32(divisor)).tolist(), divisor
 
 
+def test_a_workgroup_buffers_length_is_not_taken_for_a_value_of_the_whole_dispatch(host):
+    """``x / len(shared)`` put ``shared``'s length before the workgroups start, where
+    ``shared`` (each workgroup's own array) does not exist: the kernel did not compile
+    (found in review)."""
+    k = ir.Kernel(workgroup=(4,))
+    x = k.read("x", ir.u32)
+    out = k.output("out", ir.u32, count=8)
+    shared = k.workgroup_buffer("shared", ir.u32, count=4)
+    lid = k.let("lid", ir.local_id(0))
+    gid = k.let("gid", ir.global_id(0))
+    shared[lid] = lid
+    k.barrier()
+    out[gid] = x[gid] / shared.len + x[shared.len]
+    program = k.build()
+    data = [np.arange(8, dtype=np.uint32) * 5]
+    got, = host.dispatch(program, data, DispatchConfig(grid_override=(2, 1, 1)))
+    from vyre_reference import run
+
+    assert got.tobytes() == run(program, data, grid=(2, 1, 1))[0].tobytes()
+
+
 def test_binary16_rounding_and_bits_match_numpy_for_every_pattern():
     """numba has no binary16: the backend's own rounding (ties to even, subnormals,
     overflow) and bit conversions, against numpy's, over every f16 pattern and f64 values

@@ -630,11 +630,14 @@ class _Writer:
         return self.in_bounds
 
     def invariant(self, e: Expr) -> bool:
-        """Whether ``e`` has one value in the whole dispatch: literals, lengths, and loads
-        of buffers the program never writes at such indices, combined."""
+        """Whether ``e`` has one value in the whole dispatch: literals, lengths of storage
+        buffers, and loads of buffers the program never writes at such indices, combined
+        (a workgroup buffer is each workgroup's own array: not there before they start)."""
         match e:
-            case Lit() | BufLen():
+            case Lit():
                 return True
+            case BufLen(buffer):
+                return self.buffers[buffer].access is not Access.WORKGROUP
             case Load(buffer, index):
                 return self.buffers[buffer].access is not Access.WORKGROUP and \
                     buffer not in self.written and self.invariant(index)
