@@ -49,6 +49,7 @@ from vyre_core.ir.nodes import (
     Unary,
     UnOp,
     Var,
+    children,
     walk,
 )
 from vyre_core.ir.typerules import binop_result
@@ -639,15 +640,16 @@ class _Writer:
             case BufLen(buffer):
                 return self.buffers[buffer].access is not Access.WORKGROUP
             case Load(buffer, index):
-                return self.buffers[buffer].access is not Access.WORKGROUP and \
-                    buffer not in self.written and self.invariant(index)
-            case Binary(_, a, b):
-                return self.invariant(a) and self.invariant(b)
-            case Unary(_, a) | Cast(_, a):
-                return self.invariant(a)
-            case Select(a, b, c) | Fma(a, b, c):
-                return all(map(self.invariant, (a, b, c)))
+                return self.read_only(buffer) and self.invariant(index)
+            case Binary() | Unary() | Cast() | Select() | Fma():
+                return all(map(self.invariant, children(e)))
         return False
+
+    def read_only(self, buffer: str) -> bool:
+        """A storage buffer the program never writes: its content is the same all through
+        the dispatch."""
+        return self.buffers[buffer].access is not Access.WORKGROUP and \
+            buffer not in self.written
 
     def entry_value(self, e: Expr) -> tuple[str, DType]:
         """An invariant value (``a[0]`` in saxpy), computed once before the workgroups
@@ -679,14 +681,9 @@ class _Writer:
             case Var(name):
                 return self.var(name)[0] in self.scalars
             case Load(buffer, index):
-                return self.buffers[buffer].access is not Access.WORKGROUP and \
-                    buffer not in self.written and self.lane_free(index)
-            case Binary(_, a, b):
-                return self.lane_free(a) and self.lane_free(b)
-            case Unary(_, a) | Cast(_, a):
-                return self.lane_free(a)
-            case Select(a, b, c) | Fma(a, b, c):
-                return all(map(self.lane_free, (a, b, c)))
+                return self.read_only(buffer) and self.lane_free(index)
+            case Binary() | Unary() | Cast() | Select() | Fma():
+                return all(map(self.lane_free, children(e)))
         return False
 
     def stretch_value(self, e: Load) -> tuple[str, DType]:
