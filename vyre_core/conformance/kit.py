@@ -20,13 +20,13 @@ from vyre_core import ir
 from vyre_core.conformance import honesty, runner
 from vyre_core.conformance.base import Case, arr, case_of
 from vyre_core.conformance.corpus import CASES
-from vyre_core.conformance.pytest_plugin import RESULTS
+from vyre_core.conformance.pytest_plugin import REGISTRY, RESULTS
 from vyre_core.contract.manager import LoadedBackend
 from vyre_core.contract.types import Capabilities
 from vyre_core.driver import Driver
 from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError
 from vyre_core.ir import ALL_OPS
-from vyre_core.registry import BackendRegistration, Registry, register_plugin
+from vyre_core.registry import BackendRegistration, register_plugin
 from vyre_core.routing import rejection_reasons
 
 
@@ -39,8 +39,8 @@ def backend_id(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def kit_driver() -> Iterator[Driver]:
-    with Driver(Registry.discover()) as driver:
+def kit_driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
+    with Driver(request.config.stash[REGISTRY]) as driver:  # (discovered at configure)
         yield driver
 
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 KIT = Path(__file__).with_name("kit.py")
 #: Where the kit keeps each case's verdict for the summary.
 RESULTS = pytest.StashKey["list[CaseResult]"]()
+#: The registry the backend was checked in, which the kit's driver then uses.
+REGISTRY = pytest.StashKey["Registry"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -37,7 +39,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if backend:
         from vyre_core.registry import Registry
 
-        problem = kit_refusal(Registry.discover(), backend)
+        registry = config.stash[REGISTRY] = Registry.discover()
+        problem = kit_refusal(registry, backend)
         if problem is not None:  # (one error, not one per kit test)
             raise pytest.UsageError(problem)
         config.args.append(str(KIT))
