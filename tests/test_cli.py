@@ -134,6 +134,7 @@ def test_route_explains_every_backend():
 
 # -- vyre conform ----------------------------------------------------------------------------
 
+@pytest.mark.timeout(400)  # run alone with cpu's kernel cache empty, it compiles ~100 kernels
 def test_conform_reports_the_whole_corpus_passing_on_every_backend():
     report = json_of(vyre("conform", "--json"))
     assert set(report["backends"]) == {"reference", "wgpu", "cpu"}

@@ -13,6 +13,7 @@ from supervision_harness import CAPS, PROOF, Shell
 
 from vyre_core.errors import (
     DeviceLostError,
+    DispatchError,
     DispatchTimeoutError,
     InvalidConfigError,
     InvalidInputError,
@@ -25,7 +26,13 @@ from vyre_core.errors import (
     WorkerCrashedError,
 )
 from vyre_core.protocol import Message, Op
-from vyre_core.supervisor.machine import MAX_RESENDS, Request, Send
+from vyre_core.supervisor.machine import (
+    MAX_RESENDS,
+    OUTPUT_IN_ERRORS,
+    START_TRIES,
+    Request,
+    Send,
+)
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
@@ -348,7 +355,7 @@ def test_a_failed_pool_answers_at_once_then_tries_again_after_its_cooldown():
     early = shell.submit()
     assert isinstance(shell.result(early), PoolFailedError)
     assert shell.result(early).details["retry_in"] == pytest.approx(20.0)
-    assert "Traceback: broken" in shell.result(early).cause
+    assert shell.result(early).details["worker_output"] == "Traceback: broken"
     spawns = len(shell.spawns)
     changes = shell.routing_changes
     shell.advance(20.0)
@@ -364,6 +371,7 @@ def test_a_failed_pool_answers_at_once_then_tries_again_after_its_cooldown():
 def test_one_death_right_after_the_cooldown_fails_the_pool_again():
     shell = Shell(max_restarts=0, cooldown=5.0, auto_hello=False)
     shell.submit()
+    shell.hello(0)  # (it served once: a pool that never started says so instead)
     shell.die(0, 3)
     shell.advance(5.0)
     req = shell.submit()
@@ -383,6 +391,63 @@ def test_a_worker_that_never_says_hello_is_killed_and_counted():
     shell.obey_signals()
     assert shell.machine.state == "failed"
     assert "no hello within 3 s" in shell.result(req).cause
+
+
+def hello_failed(shell: Shell, index: int, cause: str, tb: str) -> None:
+    w = shell.worker(index)
+    shell.machine.message(w.identity, Message(Op.HELLO_FAILED, 0, w.generation, {
+        "error": DispatchError(cause, "This is a bug in the backend.").to_dict(),
+        "traceback": tb, "proof": PROOF}), shell.now)
+
+
+TRACEBACK = ("Traceback (most recent call last):\n" + '  File "plugin.py", line 1\n' * 200
+             + "ImportError: no module named 'cuda'\n")
+
+
+def test_a_backend_that_never_started_is_given_up_after_two_tries_with_a_short_error():
+    """Before: a backend failing at import was started max_restarts + 1 times and the
+    error was one line of 3,000 characters (every traceback line) with a generic Fix."""
+    shell = Shell(auto_hello=False, max_restarts=5)
+    req = shell.submit()
+    for tries in range(1, START_TRIES + 1):
+        assert shell.worker(0).generation == tries and shell.machine.state == "running"
+        hello_failed(shell, 0, "starting backend 'b' failed: ImportError: no module named "
+                               "'cuda'", TRACEBACK)
+        shell.die(0, 3, output=TRACEBACK)
+    assert shell.machine.state == "failed" and shell.worker(0).generation == START_TRIES
+    error = shell.result(req)
+    assert isinstance(error, PoolFailedError)
+    first = error.cause.splitlines()[0]
+    assert f"cannot start ({START_TRIES} tries, none said hello); last: worker 0 (pid " in first
+    assert first.endswith("exited with status 3: starting backend 'b' failed: ImportError: "
+                          "no module named 'cuda'")
+    assert len(error.cause.splitlines()) == 2 and len(error.cause) < 400
+    assert "Make 'b' start" in error.fix and "vyre doctor" in error.fix
+    assert error.details["worker_output"].endswith(TRACEBACK[-OUTPUT_IN_ERRORS:])
+    assert len(error.details["worker_output"]) == OUTPUT_IN_ERRORS
+    shell.advance(1.0)
+    assert shell.worker(0).generation == START_TRIES  # and no third start
+
+
+def test_a_silent_start_failure_is_named_by_the_last_line_it_wrote():
+    shell = Shell(auto_hello=False, max_restarts=5)
+    req = shell.submit()
+    for _ in range(START_TRIES):
+        shell.die(0, -11, output="Fatal Python error: Segmentation fault\n\n")
+    first = shell.result(req).cause.splitlines()[0]
+    assert first.endswith("killed by SIGSEGV: Fatal Python error: Segmentation fault")
+
+
+def test_a_backend_that_started_once_gets_the_whole_restart_intensity():
+    shell = Shell(auto_hello=False, max_restarts=3, restart_window=60.0)
+    shell.submit()
+    shell.hello(0)
+    for death in range(3):  # dies, and its replacements die before their hello
+        shell.die(0, 3)
+        assert shell.machine.state == "running", death
+    shell.die(0, 3)
+    assert shell.machine.state == "failed"
+    assert "4 worker deaths" in shell.machine.failure.cause
 
 
 # -- who may talk to us ------------------------------------------------------------------------

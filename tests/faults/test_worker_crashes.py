@@ -25,6 +25,7 @@ from vyre_core.errors import (
     PoolFailedError,
     WorkerCrashedError,
 )
+from vyre_core.supervisor.machine import START_TRIES
 
 from .support import (
     PROGRAM,
@@ -283,31 +284,35 @@ def test_crash_once_succeeds_on_the_retry(tmp_path) -> None:
     ("crash_import", "injected crash at import"),
     ("exit_prepare", "exited with status 5"),
 ])
-def test_startup_crash_loop_fails_the_pool(monkeypatch: pytest.MonkeyPatch, mode: str,
-                                           output: str) -> None:
+def test_a_backend_that_cannot_start_fails_its_pool_after_two_tries(
+        monkeypatch: pytest.MonkeyPatch, mode: str, output: str) -> None:
+    """Before: such a backend was started max_restarts + 1 times, and its error was one
+    line of thousands of characters (the traceback) with a generic Fix."""
     monkeypatch.setenv("VYRE_FAULTS", mode)
-    max_restarts = 2
-    with driver(max_restarts=max_restarts, restart_window=30.0) as drv:
+    with driver(max_restarts=5, restart_window=30.0) as drv:
         with pytest.raises(PoolFailedError) as info:
             drv.dispatch(PROGRAM, inputs(60), backend="faults")
-        text = str(info.value)
-        assert output in text
-        assert "Fix:" in text
-        assert info.value.details.get("backend") == "faults"
+        error = info.value
+        first, second = error.cause.splitlines()
+        assert "cannot start (2 tries, none said hello)" in first and output in first
+        assert second.startswith("Next try in") and len(first) < 300
+        assert "Make 'faults' start" in error.fix
+        assert error.details.get("backend") == "faults"
         if mode != "exit_prepare":  # the worker's traceback travels with the error
-            assert "Traceback" in text and "vyre_faults" in text
+            assert "Traceback" in error.details["worker_output"]
+            assert "vyre_faults" in error.details["worker_output"]
 
         status = pool_status(drv)
         assert status["state"] == "failed"
         assert output in status["failure"]
         spawned = status["workers"][0]
-        assert spawned["generation"] == max_restarts + 1  # max_restarts + 1 spawns, no more
-        assert spawned["restarts"] == max_restarts + 1
+        assert spawned["generation"] == START_TRIES  # two spawns, no more
+        assert spawned["restarts"] == START_TRIES
         assert spawned["pid"] is None
 
         # no respawn storm: nothing new starts afterwards (the cool-down is 60 s)
         stays_true(lambda: worker_processes(backend="faults") == []
-                   and pool_status(drv)["workers"][0]["generation"] == max_restarts + 1,
+                   and pool_status(drv)["workers"][0]["generation"] == START_TRIES,
                    1.0, "no worker started during the cool-down")
 
         # the failed pool answers a call that names it at once, with its own error: the

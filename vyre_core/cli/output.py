@@ -53,11 +53,19 @@ def styled(*parts: str | tuple[str, str] | Text) -> Text:
 
 
 def print_error(exc: VyreError, as_json: bool) -> None:
-    """The error's cause on one line and its Fix on the next (stderr); as JSON on stdout
-    too when the caller asked for JSON."""
+    """The error's cause on one line and its Fix on the next (stderr), then the end of
+    a worker's output when the error carries it; as JSON on stdout too when the caller
+    asked for JSON."""
     err_console.print(styled(("error", "bold red"), f" [E{exc.code}] {_one_line(exc.cause)}"),
                       soft_wrap=True)
     err_console.print(styled(("Fix:", "bold"), f" {exc.fix}"), soft_wrap=True)
+    output = exc.details.get("worker_output")
+    if isinstance(output, str) and output.strip():
+        lines = output.strip().splitlines()
+        err_console.print(styled((f"The worker's output, its last {min(len(lines), 12)} "
+                                  "lines:", "dim")))
+        for line in lines[-12:]:
+            err_console.print(styled(("  " + line, "dim")), soft_wrap=True)
     if as_json:
         print_json({"error": exc.to_dict()})
 

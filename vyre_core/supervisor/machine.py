@@ -45,6 +45,12 @@ from vyre_core.supervisor.options import PoolOptions
 MAX_RESENDS = 2
 #: A request that killed this many workers is a poison request: it fails alone.
 POISON_KILLS = 2
+#: A pool none of whose workers has ever said hello fails after this many failed starts
+#: in a row: the first may be chance (a signal, a short moment without memory), a second
+#: is the backend itself (an import error, a device it cannot open).
+START_TRIES = 2
+#: The end of a worker's output that an error carries (its traceback's last frames).
+OUTPUT_IN_ERRORS = 4000
 #: The shell ticks at least this often (seconds). A longer gap between ticks means this
 #: process itself did not run (stopped with Ctrl-Z, starved): nobody could be heard then.
 TICK_EVERY = 1.0
@@ -241,7 +247,8 @@ class Worker:
         self.served = 0                 # caller requests, over every generation
         self.served_generation = 0
         self.rss: int | None = None
-        self.hello_error: str | None = None
+        self.hello_error: str | None = None  # why its latest start failed, in one line
+        self.start_output = ""          # the traceback its failed start reported
         # why its latest start can never serve (the configuration names what the backend
         # lacks): no death is counted, and while it backs off calls fail at once with
         # this, and routing passes the pool over
@@ -255,7 +262,9 @@ class Worker:
 
 @dataclass
 class Failure:
-    cause: str
+    cause: str                # short: its first line names what happened
+    fix: str
+    output: str               # the last worker's traceback or output tail
     failed_at: float
     retry_at: float
     announced: bool = False  # routing told that the cool-down is over
@@ -295,6 +304,8 @@ class PoolMachine:
         self.device_list: list[DeviceInfo] = []  # the backend's devices, as last reported
         self.failure: Failure | None = None
         self.half_open = False  # restarted after a cool-down: one death fails it again
+        self.started = False    # some worker has said hello since the pool was made
+        self._failed_starts = 0  # workers that died before their hello, while not started
         self.dropped_replies = 0      # late or stray replies from our own workers
         self.rejected_messages = 0    # messages from peers that are not our workers
         self.lost_messages = 0
@@ -627,6 +638,7 @@ class PoolMachine:
                 w.state = "stopped"
             return
         counted = w.retiring != "planned" and not collateral
+        died_starting = not w.proven
         w.last_exit = f"{w.name} {describe_exit(code)}" + (
             " with its fork server" if collateral else "")
         req, w.current = w.current, None
@@ -651,8 +663,11 @@ class PoolMachine:
                 self._deaths.popleft()
             self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}"
                       + ("" if w.retiring is None else f" ({w.retiring})"))
+            if died_starting and not self.started:
+                self._failed_starts += 1
             if self.state == "running" and (self.half_open
-                                            or len(self._deaths) > self.options.max_restarts):
+                                            or len(self._deaths) > self.options.max_restarts
+                                            or self._failed_starts >= START_TRIES):
                 self._fail_pool(w, output, now)
                 return
         if self.state == "running":
@@ -786,7 +801,8 @@ class PoolMachine:
         if msg.op is Op.HELLO_FAILED:
             error = VyreError.from_dict(msg.meta.get("error"))
             tb = msg.meta.get("traceback")
-            w.hello_error = f"{error}\n{tb if isinstance(tb, str) else ''}".strip()
+            w.hello_error = " ".join(error.cause.split())
+            w.start_output = tb if isinstance(tb, str) else ""
             if isinstance(error, CallerError) and w.state == "starting":
                 # the configuration asks for what the backend lacks (a device it does not
                 # have): no restart cures it, so none is spent (its process exits by itself)
@@ -806,6 +822,7 @@ class PoolMachine:
             self._retire(w, "fault", "unreadable hello", now, kill=True)
             return
         w.proven, w.heard_at, w.spawn_failures, w.refusal = True, now, 0, None
+        self.started = True
         w.state = "idle" if w.index < self.serving else "spare"
         self.device_list = devices or self.device_list
         w.caps = caps
@@ -827,7 +844,7 @@ class PoolMachine:
         w.generation += 1
         w.identity, w.proof, w.pid, w.proven = spare.identity, spare.proof, spare.pid, True
         w.heard_at, w.rss, w.retiring, w.retire_reason = spare.heard_at, spare.rss, None, ""
-        w.kill_at, w.hello_error, w.served_generation = None, None, 0
+        w.kill_at, w.hello_error, w.start_output, w.served_generation = None, None, "", 0
         self._by_identity[w.identity] = w
         spare.identity, spare.pid, spare.proven, spare.state = b"", None, False, "stopped"
         w.caps, spare.caps = spare.caps, None
@@ -849,6 +866,7 @@ class PoolMachine:
         w.current, w.kill_at, w.retiring, w.rss = None, None, None, None
         w.retire_reason = ""
         w.hello_error, w.served_generation, w.caps, w.refusal = None, 0, None, None
+        w.start_output = ""
         w.held.clear()  # a new process holds no program yet
         self._actions.append(Spawn(w.index, w.generation))
 
@@ -1167,13 +1185,29 @@ class PoolMachine:
 
     def _fail_pool(self, w: Worker, output: str, now: float) -> None:
         opts = self.options
-        why = w.hello_error or output or "(no output)"
-        first = (f"pool {self.backend!r} failed: {len(self._deaths)} worker deaths "
-                 + (f"in {opts.restart_window:g} s (more than max_restarts={opts.max_restarts})"
-                    if not self.half_open else "(it failed again right after its cool-down)")
-                 + f"; last: {w.last_exit}")
+        meanwhile = (f"Calls that name {self.backend!r} fail until the next try; omit "
+                     "backend= to let routing fall over to the next capable backend.")
+        if not self.started:
+            last_words = next((ln.strip() for ln in reversed(output.splitlines()) if ln.strip()),
+                              "it wrote nothing")
+            first = (f"pool {self.backend!r} failed: its workers cannot start "
+                     f"({self._failed_starts} tries, none said hello); last: {w.last_exit}: "
+                     f"{w.hello_error or last_words}")
+            fix = (f"Make {self.backend!r} start: it fails while importing its plugin or in "
+                   "vyre_prepare (this error's details carry the worker's traceback; `vyre "
+                   f"doctor` starts one and shows it), or uninstall it. {meanwhile}")
+        else:
+            first = (f"pool {self.backend!r} failed: {len(self._deaths)} worker deaths "
+                     + (f"in {opts.restart_window:g} s (more than "
+                        f"max_restarts={opts.max_restarts})" if not self.half_open
+                        else "(it failed again right after its cool-down)")
+                     + f"; last: {w.last_exit}")
+            fix = ("Fix the backend (this error's details carry its last worker's output) "
+                   f"or uninstall it. {meanwhile} PoolOptions.max_restarts, restart_window "
+                   "and cooldown tune this.")
         self.state, self.half_open = "failed", False
-        self.failure = Failure(f"{first}\nWorker output:\n{why}", now, now + opts.cooldown)
+        self.failure = Failure(first, fix, w.start_output or output or "(no output)", now,
+                               now + opts.cooldown)
         self._log(logging.ERROR, f"{first}; next try in {opts.cooldown:g} s")
         error = self._failed_error(now)
         for req in self._pending():
@@ -1274,11 +1308,8 @@ class PoolMachine:
         retry_in = max(0.0, failure.retry_at - now)
         return PoolFailedError(
             f"{failure.cause}\nNext try in {retry_in:.0f} s (PoolOptions.cooldown).",
-            f"Fix the backend (its output is above) or uninstall it. Calls that name "
-            f"{self.backend!r} fail until the next try; omit backend= to let routing fall "
-            "over to the next capable backend. PoolOptions.max_restarts, restart_window "
-            "and cooldown tune this.",
-            backend=self.backend, retry_in=round(retry_in, 3))
+            failure.fix, backend=self.backend, retry_in=round(retry_in, 3),
+            worker_output=failure.output[-OUTPUT_IN_ERRORS:])
 
     def _closed_error(self, req: Request) -> PoolFailedError:
         return PoolFailedError(f"the driver was closed while {req.label} to "
