@@ -25,6 +25,7 @@ from installed_dists import write_dist
 from vyre_core.contract import Capabilities, hookimpl
 from vyre_core.driver import Driver
 from vyre_core.errors import PluginLoadError
+from vyre_core.ir import ALL_OPS
 from vyre_core.registry import (
     ENTRY_POINT_GROUP,
     SELECT_ENV,
@@ -136,6 +137,30 @@ def test_register_plugin_reads_identity_hooks_and_defaults():
     assert reg.claims == Capabilities()
     assert reg.entry_point == "solo = vyre_solo"
     assert register_plugin(backend_module("anon")).entry_point == "vyre_anon_backend"
+
+
+def test_static_claims_hold_only_the_ops_the_plugin_says_it_supports():
+    """Before: claims left vyre_supported_ops out, so routing sent a program with an op
+    the backend does not execute to it until a worker had probed it."""
+    plugin = backend_module("narrow")
+    plugin.vyre_supported_ops = hookimpl(lambda: frozenset({"binop.add", "binop.mul"}))
+    assert register_plugin(plugin).claims.supported_ops == {"binop.add", "binop.mul"}
+    plugin.vyre_backend_claims = hookimpl(lambda: {"supported_ops": ["binop.add", "binop.sub"]})
+    assert register_plugin(plugin).claims.supported_ops == {"binop.add"}  # both say so
+    assert registration("wide").claims.supported_ops == ALL_OPS
+
+
+@pytest.mark.parametrize(("answer", "cause"), [
+    ("add", "returned 'add' from vyre_supported_ops"),
+    ([1, 2], "returned [1, 2] from vyre_supported_ops"),
+    ({"binop.add", "fma3"}, "supports ops vyre does not have: ['fma3']"),
+])
+def test_a_bad_supported_ops_answer_is_refused_at_registration(answer, cause):
+    plugin = backend_module("odd")
+    plugin.vyre_supported_ops = hookimpl(lambda: answer)
+    with pytest.raises(PluginLoadError) as caught:
+        register_plugin(plugin)
+    assert cause in caught.value.cause and "ALL_OPS" in caught.value.fix
 
 
 def test_an_entry_point_named_otherwise_than_its_backend_is_refused_with_the_right_line():

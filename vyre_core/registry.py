@@ -12,12 +12,13 @@ import difflib
 import os
 import threading
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 
 from vyre_core.contract.manager import LoadedBackend
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import PluginLoadError, VyreError
+from vyre_core.ir.requirements import ALL_OPS
 
 ENTRY_POINT_GROUP = "vyre.backends"
 SELECT_ENV = "VYRE_LOAD_PLUGINS"
@@ -80,11 +81,27 @@ def register_plugin(plugin: object, *, name: str | None = None, distribution: st
     except VyreError as exc:
         raise PluginLoadError(f"plugin {loaded.name!r} makes bad claims: {exc.cause}",
                               exc.fix) from None
+    claims = replace(claims, supported_ops=claims.supported_ops & _supported_ops(loaded))
     return BackendRegistration(
         id=backend_id, version=str(loaded.call("vyre_backend_version")),
         distribution=distribution, precedence=int(loaded.call("vyre_backend_precedence")),
         claims=claims, is_reference=bool(loaded.call("vyre_is_reference_oracle")),
         entry_point=entry_point or loaded.name, plugin=plugin)
+
+
+def _supported_ops(loaded: LoadedBackend) -> frozenset[str]:
+    """The ops the plugin says it executes (a pure hook, like its claims): routing must
+    not send a program with any other op to it before a worker has probed it."""
+    ops = loaded.call("vyre_supported_ops")
+    if isinstance(ops, str) or not all(isinstance(op, str) for op in ops or ()):
+        raise PluginLoadError(f"plugin {loaded.name!r} returned {ops!r} from "
+                              "vyre_supported_ops", "Return a frozenset of op names (the "
+                              "vocabulary of vyre_core.ir.ALL_OPS).")
+    unknown = sorted(set(ops) - ALL_OPS)
+    if unknown:
+        raise PluginLoadError(f"plugin {loaded.name!r} supports ops vyre does not have: "
+                              f"{unknown}", "Return only names of vyre_core.ir.ALL_OPS.")
+    return frozenset(ops)
 
 
 class Registry:
