@@ -20,12 +20,13 @@ from vyre_core.conformance.honesty import PROBES
 KIT_TESTS = len(CASES) + len(PROBES) + 5  # corpus, honesty probes, contract checks
 
 
-def run_kit(backend: str, cwd: Path, *sites: Path, **env: str) -> tuple[int, str, dict]:
+def run_kit(backend: str, cwd: Path, *sites: Path, args: tuple[str, ...] = (),
+            **env: str) -> tuple[int, str, dict]:
     """Exit code, output, and the verdict counts of the kit's summary."""
     environ = fresh_env()
     environ.update(env, PYTHONPATH=os.pathsep.join(str(s) for s in sites))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           f"--vyre-backend={backend}"], cwd=cwd, env=environ,
+                           f"--vyre-backend={backend}", *args], cwd=cwd, env=environ,
                           capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
     summary = re.search(r"vyre conformance kit: backend .*\n(.*)\n", out)
@@ -56,6 +57,28 @@ def test_the_wgpu_backend_passes_the_kit_listing_what_it_declines(tmp_path):
     assert "refused   f64_special_rem: declined at compile" in out
     assert "refused   f64_rem: declined at compile" in out
     assert "refused   cast_f64_f16_rounding: declined at compile" in out
+
+
+KIT_IMPORT = ('"""The kit, with node ids of this folder."""\n\n'
+              "from vyre_core.conformance.kit import *  # noqa: F403\n")
+
+
+def test_kit_cases_have_node_ids_that_select_them(tmp_path):
+    """Before: the kit's cases had node ids with no path (``::test_corpus[u32_arith]``),
+    which no command line can name. A module that imports the kit gives them its own,
+    and the copy the option adds is dropped: each case runs once."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_conformance.py").write_text(KIT_IMPORT)
+    case = f"tests/test_conformance.py::test_corpus[{CASES[3].name}]"
+    code, out, counts = run_kit("reference", tmp_path, args=(case, "-rA"))
+    assert code == 0, out
+    assert f"PASSED {case}" in out and "1 passed" in out and counts == {"pass": 1}, out
+    code, out, counts = run_kit("reference", tmp_path, args=("-k", "honesty and atomics"))
+    assert code == 0 and "1 passed" in out and counts == {"pass": 1}, out
+    code, out, _ = run_kit("reference", tmp_path, args=("--collect-only",))
+    ids = [line for line in out.splitlines() if "::" in line]
+    assert len(ids) == KIT_TESTS == len(set(ids)), out
+    assert all(line.startswith("tests/test_conformance.py::") for line in ids), out
 
 
 def test_running_what_it_does_not_claim_fails_the_kit(tmp_path, dishonest_site):

@@ -1,5 +1,10 @@
 """The conformance kit's tests, collected only with ``pytest --vyre-backend=ID``.
 
+A backend's own test folder may hold them too, for node ids of its own
+(``tests/test_conformance.py::test_corpus[add_u32]``): a module there that does
+``from vyre_core.conformance.kit import *`` is where they run then (the plugin stops adding
+this module to the session).
+
 Everything runs against the installed backend ID as users run it: discovered through
 its entry point, started in its own supervised worker process, driven by a ``Driver``.
 Three groups: the contract (it loads under the frozen hookspec, its identity is stable,
@@ -28,6 +33,20 @@ from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError
 from vyre_core.ir import ALL_OPS
 from vyre_core.registry import BackendRegistration, register_plugin
 from vyre_core.routing import rejection_reasons
+
+__all__ = [
+    "backend_id",
+    "caps",
+    "kit_driver",
+    "registration",
+    "test_capability_honesty",
+    "test_corpus",
+    "test_identity_is_stable",
+    "test_loads_under_the_frozen_contract",
+    "test_pipeline_and_async_agree_with_dispatch",
+    "test_survives_a_refusal",
+    "test_worker_reports_sane_capabilities",
+]
 
 
 @pytest.fixture(scope="module")

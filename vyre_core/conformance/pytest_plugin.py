@@ -1,7 +1,9 @@
 """The conformance kit as a pytest plugin (entry point ``pytest11``), for backend authors:
 ``pytest --vyre-backend=ID`` adds the kit's tests (``vyre_core.conformance.kit``) to the
 session, run against backend ID through its real worker process, and ends with a summary
-of every verdict that is not a plain pass.
+of every verdict that is not a plain pass. Their node ids are stable (``::test_corpus[add_u32]``:
+the kit lies outside the author's folder) and ``-k`` selects them; for node ids a path
+selects too, import the kit into a test module (see ``kit``).
 
 Without the option the plugin does nothing and imports nothing of the kit (no corpus is
 built), so it is harmless and free in every other test suite.
@@ -65,6 +67,19 @@ def kit_refusal(registry: Registry, backend: str) -> str | None:
             + (f"; did you mean {close[0]!r}?" if close else "")
             + "\nFix: pip install the backend's distribution (pip install -e . in its "
             "folder), or name an installed backend.")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Where a module of the session imports the kit (for node ids of its own), the copy
+    of the kit the option added is dropped: every case runs once."""
+    if not config.getoption("vyre_backend"):
+        return
+    added = [item for item in items if item.path == KIT]
+    if added and any(item.path != KIT and getattr(item, "function", None) is not None
+                     and item.function.__module__ == "vyre_core.conformance.kit"
+                     for item in items):
+        items[:] = [item for item in items if item.path != KIT]
+        config.hook.pytest_deselected(items=added)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
