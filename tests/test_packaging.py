@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from vyre_core.cli import new_backend
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.processes
 
@@ -46,6 +48,9 @@ def test_the_vyre_wheel_is_typed_linux_only_and_carries_its_data(tmp_path):
                     "examples"], ROOT, tmp_path)
     names = set(wheel.namelist())
     assert {"vyre_core/py.typed", "vyre_core/contract/contract.json"} <= names
+    template = {f"vyre_core/backend_template/{path}"
+                for path in new_backend.template_files()}  # what `vyre new-backend` reads
+    assert len(template) == 6 and template <= names
     metadata = _metadata(wheel)
     assert "Classifier: Operating System :: POSIX :: Linux" in metadata
     assert "Requires-Python: >=3.11" in metadata

@@ -1,12 +1,12 @@
-"""The template backend (examples/template-backend) as an author and a user meet it: the
-distribution really pip-installed (offline, into a temporary site), then, in
-subprocesses with that site on the path, its test folder run with the conformance kit and
-the ``vyre`` command run against it."""
+"""A backend written by ``vyre new-backend`` as an author and a user meet it: the command
+run for real, the package it wrote pip-installed (offline, into a temporary site), then,
+in subprocesses with that site on the path, its own tests run with the conformance kit
+and the ``vyre`` command run against it. The pure part of the command (names, the
+rendering, all-or-nothing writing) is tested in-process at the end."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +15,12 @@ import pytest
 from fresh_env import fresh_env
 from test_conformance_kit import KIT_TESTS, run_kit
 
+from vyre_core.cli import new_backend
 from vyre_core.conformance.corpus import CASES
+from vyre_core.errors import InvalidConfigError
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "examples" / "template-backend"
-OWN_TESTS = 3  # examples/template-backend/tests/test_template.py
+NAME = "my-gpu"
+OWN_TESTS = 3  # vyre_core/backend_template/tests/test_backend.py
 
 F64_EXAMPLE = '''
 import numpy as np
@@ -36,34 +38,42 @@ def build():
 '''
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The template installed as a user installs it, from a clean copy (pip builds in the
-    source tree; the repository's copy stays free of build artefacts)."""
-    root = tmp_path_factory.mktemp("template")
-    source = root / "template-backend"
-    shutil.copytree(TEMPLATE, source, ignore=shutil.ignore_patterns(
-        "build", "*.egg-info", "__pycache__", ".pytest_cache"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-         "--no-index", "--disable-pip-version-check", "--quiet", "--target",
-         str(root / "site"), str(source)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return root / "site"
-
-
-def vyre(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m vyre_core.cli ARGS`` with the template installed; no VYRE_* settings."""
+def vyre(site: Path | None, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m vyre_core.cli ARGS`` with ``site`` on the path; no VYRE_* settings."""
     env = fresh_env()
-    env["PYTHONPATH"] = str(site)
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
     return subprocess.run([sys.executable, "-m", "vyre_core.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
-def test_the_template_passes_the_kit_with_its_own_tests(site, tmp_path):
-    shutil.copytree(TEMPLATE / "tests", tmp_path / "tests",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    code, out, counts = run_kit("template", tmp_path, site)
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package ``vyre new-backend my-gpu`` writes, as the command writes it."""
+    root = tmp_path_factory.mktemp("new-backend")
+    proc = vyre(None, "new-backend", NAME, "--json", cwd=root)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    written = json.loads(proc.stdout)
+    assert written == {"backend": NAME, "path": str(root / "vyre-my-gpu"), "files": [
+        "README.md", "pyproject.toml", "tests/test_backend.py", "tests/test_conformance.py",
+        "vyre_my_gpu/__init__.py", "vyre_my_gpu/backend.py"]}
+    return root / "vyre-my-gpu"
+
+
+@pytest.fixture(scope="module")
+def site(package: Path) -> Path:
+    """The written package installed as a user installs it."""
+    site = package.parent / "site"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+         "--no-index", "--disable-pip-version-check", "--quiet", "--target", str(site),
+         str(package)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return site
+
+
+def test_the_written_backend_passes_the_kit_with_its_own_tests(package, site):
+    code, out, counts = run_kit(NAME, package, site)
     assert code == 0, out
     assert f"{KIT_TESTS + OWN_TESTS} passed" in out, out
     # f16 and f64 are not claimed: those cases, their two probes and the over-limit
@@ -71,41 +81,105 @@ def test_the_template_passes_the_kit_with_its_own_tests(site, tmp_path):
     unclaimed = sum(1 for c in CASES if {"f16", "f64"} & c.program.requirements().features)
     assert counts == {"pass": len(CASES) - unclaimed + 3, "unclaimed": unclaimed + 3}, out
     assert "unclaimed honesty_f64_arithmetic: not claimed (needs f64 (supports_f64 is " \
-           "false)), refused: backend 'template' does not run program" in out, out
+           "false)), refused: backend 'my-gpu' does not run program" in out, out
 
 
-def test_vyre_run_on_the_template_matches_numpy_and_the_reference(site, tmp_path):
-    proc = vyre(site, "run", "--backend", "template", "--shadow", "--json", "saxpy",
+def test_one_kit_case_of_the_written_backend_runs_by_its_node_id(package, site):
+    case = f"tests/test_conformance.py::test_corpus[{CASES[0].name}]"
+    code, out, counts = run_kit(NAME, package, site, args=(case,))
+    assert code == 0 and "1 passed" in out and counts == {"pass": 1}, out
+
+
+def test_vyre_run_on_the_written_backend_matches_numpy_and_the_reference(site, tmp_path):
+    proc = vyre(site, "run", "--backend", NAME, "--shadow", "--json", "saxpy",
                 cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads(proc.stdout)
-    assert (record["backend"], record["reason"]) == ("template", "requested explicitly")
+    assert (record["backend"], record["reason"]) == (NAME, "requested explicitly")
     assert record["oracle"] == {"ok": True, "mismatch": None}
     assert record["shadow"] == {"reference": "reference", "ok": True, "divergence": None}
 
 
-def test_vyre_backends_lists_the_template_between_wgpu_and_reference(site, tmp_path):
+def test_vyre_backends_lists_it_between_wgpu_and_reference(site, tmp_path):
     proc = vyre(site, "backends", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [(r["id"], r["precedence"], r["distribution"], r["status"])
-            for r in json.loads(proc.stdout) if r["id"] in {"wgpu", "template", "reference"}]
+            for r in json.loads(proc.stdout) if r["id"] in {"wgpu", NAME, "reference"}]
     assert rows == [("wgpu", 100, "vyre-wgpu", "loaded"),
-                    ("template", 500, "vyre-template-backend", "loaded"),
+                    (NAME, 500, "vyre-my-gpu", "loaded"),
                     ("reference", 900, "vyre-reference", "loaded")]
 
 
-def test_an_f64_program_named_onto_the_template_is_refused(site, tmp_path):
+def test_an_f64_program_named_onto_it_is_refused(site, tmp_path):
     example = tmp_path / "f64_half.py"
     example.write_text(F64_EXAMPLE)
-    proc = vyre(site, "run", "--backend", "template", "--json", str(example), cwd=tmp_path)
+    proc = vyre(site, "run", "--backend", NAME, "--json", str(example), cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     error = json.loads(proc.stdout)["error"]
     assert error["type"] == "NoCapableBackendError"
-    assert error["details"] == {"rejections": {"template": ["needs f64 (supports_f64 is false)"]}}
-    assert "backend 'template' was requested but cannot run program" in proc.stderr
+    assert error["details"] == {"rejections": {NAME: ["needs f64 (supports_f64 is false)"]}}
+    assert "backend 'my-gpu' was requested but cannot run program" in proc.stderr
     assert "Fix: Omit the backend to let routing pick a capable one" in proc.stderr
     # left to routing, the same program runs elsewhere and matches
     routed = vyre(site, "run", "--json", str(example), cwd=tmp_path)
     assert routed.returncode == 0, routed.stdout + routed.stderr
     record = json.loads(routed.stdout)
     assert record["backend"] == "cpu" and record["oracle"]["ok"] is True
+
+
+# -- the command's rules, in-process -----------------------------------------------------
+
+def test_the_written_package_keeps_no_name_of_the_template():
+    files = new_backend.rendered("my-gpu", new_backend.template_files())
+    text = "\n".join(files.values())
+    for left in ('"template"', "vyre_template", "vyre-template", "=template", "backend template",
+                 "\ntemplate = "):
+        assert left not in text and not any(left in path for path in files), left
+    assert '\nmy-gpu = "vyre_my_gpu.backend"' in files["pyproject.toml"]
+    assert 'BACKEND_ID = "my-gpu"' in files["vyre_my_gpu/backend.py"]
+
+
+@pytest.mark.parametrize("name", ["", "MyGPU", "1gpu", "my--gpu", "gpu-", "my gpu", "a/b",
+                                  "x" * 33, "ünï"])
+def test_a_name_that_cannot_be_an_id_a_package_and_a_distribution_is_refused(name):
+    with pytest.raises(InvalidConfigError) as caught:
+        new_backend.check_name(name, [])
+    assert "cannot name a backend" in caught.value.cause and "e.g. mygpu" in caught.value.fix
+
+
+def test_an_installed_name_is_refused():
+    with pytest.raises(InvalidConfigError, match="installed already"):
+        new_backend.check_name("cpu", ["reference", "cpu"])
+    new_backend.check_name("cpu2", ["reference", "cpu"])
+
+
+def test_a_folder_in_the_way_is_left_as_it_is(tmp_path):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "mine.txt").write_text("keep")
+    with pytest.raises(InvalidConfigError, match="not an empty folder") as caught:
+        new_backend.write_package({"a.py": "x"}, tmp_path / "taken")
+    assert "--dir" in caught.value.fix
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["mine.txt", "taken"]
+    with pytest.raises(InvalidConfigError, match="is not a folder"):
+        new_backend.write_package({"a.py": "x"}, tmp_path / "no" / "such")
+    new_backend.write_package({"a.py": "x", "b/c.py": "y"}, tmp_path / "empty")
+    assert (tmp_path / "empty" / "b" / "c.py").read_text() == "y"
+
+
+FULL_DISK = """
+import resource, signal, sys
+from pathlib import Path
+from vyre_core.cli import new_backend
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+new_backend.write_package({"small.py": "x", "large.py": "y" * 5000}, Path(sys.argv[1]))
+"""
+
+
+def test_a_write_that_fails_leaves_nothing_behind(tmp_path):
+    """A file the OS refuses (here: past the process's file size limit) leaves neither
+    the package nor its staging folder."""
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(tmp_path / "pkg")],
+                          capture_output=True, text=True, timeout=60, env=fresh_env())
+    assert proc.returncode == 1 and "File too large" in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []

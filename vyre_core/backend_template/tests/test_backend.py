@@ -1,4 +1,4 @@
-"""The template's own tests, run next to the conformance kit
+"""This backend's own tests, run next to the conformance kit
 (``pytest --vyre-backend=template``): what the kit cannot know about this backend. They
 run against the installed distribution, through real worker processes."""
 
@@ -15,7 +15,7 @@ from vyre_core import ir
 from vyre_core.driver import Driver
 from vyre_core.errors import UnsupportedFeatureError
 
-BACKEND = "template"
+BACKEND = "template"  # the backend id
 
 
 @pytest.fixture(scope="module")
