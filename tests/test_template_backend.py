@@ -20,7 +20,7 @@ from vyre_core.conformance.corpus import CASES
 from vyre_core.errors import InvalidConfigError
 
 NAME = "my-gpu"
-OWN_TESTS = 3  # vyre_core/backend_template/tests/test_backend.py
+OWN_TESTS = 3  # vyre_core/backend-template/tests/test_backend.py
 
 F64_EXAMPLE = '''
 import numpy as np

@@ -1,5 +1,5 @@
 """``vyre new-backend NAME``: a ready backend plugin package, from the template shipped
-inside vyre (``vyre_core/backend_template``): the distribution with its entry point, the
+inside vyre (``vyre_core/backend-template``): the distribution with its entry point, the
 plugin module around a stand-in device, its own tests and the conformance kit. As written
 it installs and passes ``pytest --vyre-backend=NAME``; the author replaces the device.
 
@@ -71,7 +71,7 @@ def check_name(name: str, installed: list[str]) -> None:
 
 def template_files(root: Traversable | None = None) -> dict[str, str]:
     """Every file of the shipped template, by its path relative to the template."""
-    root = root or resources.files("vyre_core") / "backend_template"
+    root = root or resources.files("vyre_core") / "backend-template"
     files: dict[str, str] = {}
 
     def walk(node: Traversable, prefix: str) -> None:
