@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.vyre-installed
-PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
+# Every bundled backend but vyre-faults, the fault-injection kit: installed, it adds two
+# backends that fail on request (the fault suite installs it into a temporary site).
+PLUGINS := $(filter-out plugins/vyre-faults/,$(sort $(dir $(wildcard plugins/*/pyproject.toml))))
 
 .PHONY: setup run test test-fast lint bench clean
 

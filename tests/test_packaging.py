@@ -48,7 +48,7 @@ def test_the_vyre_wheel_is_typed_linux_only_and_carries_its_data(tmp_path):
                     "examples"], ROOT, tmp_path)
     names = set(wheel.namelist())
     assert {"vyre_core/py.typed", "vyre_core/contract/contract.json"} <= names
-    template = {f"vyre_core/backend_template/{path}"
+    template = {f"vyre_core/backend-template/{path}"
                 for path in new_backend.template_files()}  # what `vyre new-backend` reads
     assert len(template) == 6 and template <= names
     metadata = _metadata(wheel)
@@ -56,7 +56,7 @@ def test_the_vyre_wheel_is_typed_linux_only_and_carries_its_data(tmp_path):
     assert "Requires-Python: >=3.11" in metadata
 
 
-@pytest.mark.parametrize("backend", ["cpu", "reference", "wgpu"])
+@pytest.mark.parametrize("backend", ["cpu", "reference", "wgpu", "faults"])
 def test_each_backend_wheel_is_typed(backend, tmp_path):
     dist = ROOT / "plugins" / f"vyre-{backend}"
     wheel = _wheel(["pyproject.toml", f"vyre_{backend}"], dist, tmp_path)

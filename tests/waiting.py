@@ -1,25 +1,15 @@
-"""Waiting in tests without sleeping blindly: poll a condition until it holds, with a
-deadline, and fail with what was awaited."""
+"""The suite's waiting helpers: ``wait_for`` and ``stays_true`` are vyre's own
+(``vyre_core.testing``, what users get); the two below are for tests that watch a
+pool's workers rows without the fault kit's ``Workers``."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import vyre_core
+from vyre_core.testing.waiting import stays_true, wait_for
 
-
-def wait_for(condition: Callable[[], Any], timeout: float = 5.0, what: str = "") -> Any:
-    """The first truthy value of ``condition()``, polled every 5 ms for ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.005)
+__all__ = ["stays_true", "wait_for", "wait_running", "workers"]
 
 
 def workers(drv: vyre_core.Driver, backend: str) -> list[dict[str, Any]]:
@@ -33,12 +23,3 @@ def wait_running(drv: vyre_core.Driver, backend: str = "reference", count: int =
     return wait_for(lambda: (found := [w for w in workers(drv, backend) if w["running"]])
                     and len(found) >= count and found, timeout,
                     f"{count} worker(s) of {backend!r} running a request")
-
-
-def stays_true(condition: Callable[[], Any], seconds: float, what: str = "") -> None:
-    """Check that ``condition()`` holds at every poll for ``seconds`` (something that must
-    not happen, e.g. a respawn, is watched for, not slept through)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert condition(), f"stopped holding: {what}"
-        time.sleep(0.005)

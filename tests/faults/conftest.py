@@ -1,27 +1,34 @@
 """The fault-injection suite: real worker processes misbehaving on request.
 
-The ``vyre-faults`` test distribution is pip-installed (offline) into a temporary folder
-once per session, and put on the path of this process and of every worker it starts."""
+The kit users get: the ``vyre-faults`` distribution (plugins/vyre-faults) pip-installed
+(offline) into a temporary folder once per session and put on the path of this process
+and of every worker it starts, and ``vyre_core.testing``."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-DISTRIBUTION = Path(__file__).parent / "vyre-faults"
+from vyre_core.testing.faults import PRECEDENCE_ENV, STARTUP_ENV
+
+DISTRIBUTION = Path(__file__).parents[2] / "plugins" / "vyre-faults"
 
 
 @pytest.fixture(scope="package", autouse=True)
 def faults_installed(tmp_path_factory) -> Path:
     site = tmp_path_factory.mktemp("faults-site")
+    source = tmp_path_factory.mktemp("faults-source") / "vyre-faults"
+    shutil.copytree(DISTRIBUTION, source, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__"))  # (pip builds in the tree it is given)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
          "--no-index", "--disable-pip-version-check", "--quiet", "--target", str(site),
-         str(DISTRIBUTION)], capture_output=True, text=True, timeout=300)
+         str(source)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     old_path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), old_path]))
@@ -37,5 +44,5 @@ def faults_installed(tmp_path_factory) -> Path:
 @pytest.fixture(autouse=True)
 def _clean_fault_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Start-up faults are steered by environment variables: no test inherits another's."""
-    monkeypatch.delenv("VYRE_FAULTS", raising=False)
-    monkeypatch.delenv("VYRE_FAULTS_PRECEDENCE", raising=False)
+    monkeypatch.delenv(STARTUP_ENV, raising=False)
+    monkeypatch.delenv(PRECEDENCE_ENV, raising=False)

@@ -7,14 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from waiting import wait_for
 
 import vyre_core
 from vyre_core import ir
+from vyre_core.testing import Workers, wait_for  # noqa: F401 (the suite imports it from here)
+from vyre_core.testing.pytest_plugin import TIGHT
 from vyre_examples.saxpy import program
 
 N = 64
-MAX_RESTARTS = 3
+MAX_RESTARTS = TIGHT["max_restarts"]
 
 
 def saxpy(n: int = N, workgroup: int = 64) -> ir.Program:
@@ -43,28 +44,24 @@ def assert_saxpy(outputs: Any, data: list[np.ndarray]) -> None:
 
 
 def driver(**options: Any) -> vyre_core.Driver:
-    fields = {"kill_grace": 0.5, "heartbeat_timeout": 5.0, "max_restarts": MAX_RESTARTS,
-              "restart_window": 30.0}
-    fields.update(options)
-    return vyre_core.Driver(**fields)
+    """A Driver with the kit's tight fault timings (``vyre_driver``'s), ``options`` over them."""
+    return vyre_core.Driver(**{**TIGHT, **options})
 
 
 def pool_status(drv: vyre_core.Driver, backend: str = "faults") -> dict[str, Any]:
-    return drv.status()["pools"][backend]
+    return Workers(drv, backend).pool()
 
 
 def worker(drv: vyre_core.Driver, index: int = 0, backend: str = "faults") -> dict[str, Any]:
-    return pool_status(drv, backend)["workers"][index]
+    return Workers(drv, backend).row(index)
 
 
 def wait_idle(drv: vyre_core.Driver, index: int = 0, backend: str = "faults",
               timeout: float = 5.0) -> dict[str, Any]:
-    return wait_for(lambda: (w := worker(drv, index, backend))["state"] == "idle" and w,
-                    timeout, f"worker {index} of {backend!r} to be idle")
+    return Workers(drv, backend).wait_idle(index, timeout=timeout)
 
 
 def wait_busy(drv: vyre_core.Driver, index: int = 0, backend: str = "faults") -> dict[str, Any]:
     """Worker ``index`` once its main thread holds a request (its progress page says so):
     killing it then cuts off a request that really runs, not one still on its way."""
-    return wait_for(lambda: (w := worker(drv, index, backend))["running"] and w,
-                    5.0, f"worker {index} of {backend!r} to be running a request")
+    return Workers(drv, backend).wait_running(index, timeout=5.0)

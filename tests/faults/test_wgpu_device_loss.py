@@ -1,6 +1,6 @@
 """Device loss on the real wgpu backend, in real worker processes: the ``faults-wgpu``
 backend of the vyre-faults distribution is ``vyre_wgpu.backend`` losing its device on
-request (see ``vyre-faults/vyre_faults_wgpu.py``).
+request (see ``plugins/vyre-faults/vyre_faults/wgpu.py``).
 
 * Soft loss (``fault:destroy_device``): the wgpu device is destroyed and the dispatch
   fails on it. The worker replies DeviceLostError, the pool sends TRY_RECOVER and the
@@ -132,15 +132,15 @@ def test_faults_wgpu_is_registered_last_and_never_routed() -> None:
     with driver() as drv:
         registration = drv.registry.get(BACKEND)
         assert registration.precedence == 6000
-        assert registration.entry_point == "faults-wgpu = vyre_faults_wgpu"
+        assert registration.entry_point == "faults-wgpu = vyre_faults.wgpu"
         assert registration.claims == drv.registry.get("wgpu").claims
         assert drv.routing.router.route(PROGRAM).backend != BACKEND
         assert pool_status(drv)["state"] == "not started"
 
 
 def test_registration_imports_no_wgpu() -> None:
-    code = ("import sys, vyre_faults_wgpu, vyre_core.registry as r; "
-            "r.register_plugin(vyre_faults_wgpu); assert 'wgpu' not in sys.modules, "
+    code = ("import sys, vyre_faults.wgpu as w, vyre_core.registry as r; "
+            "r.register_plugin(w); assert 'wgpu' not in sys.modules, "
             "sorted(m for m in sys.modules if 'wgpu' in m)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)

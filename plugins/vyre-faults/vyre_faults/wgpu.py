@@ -31,14 +31,16 @@ import numpy as np
 
 import vyre_wgpu.backend as wgpu_backend
 from vyre_core.contract import TimedDispatch, hookimpl
+from vyre_core.errors import InvalidConfigError
+from vyre_core.testing.faults import parse_label
 
 VYRE_CONTRACT = 1
 BACKEND_ID = "faults-wgpu"
 PRECEDENCE_ENV = "VYRE_FAULTS_WGPU_PRECEDENCE"
 DEFAULT_PRECEDENCE = 6000
 
-SOFT_LOSS = "fault:destroy_device"
-HARD_LOSS = "fault:destroy_then_submit"
+SOFT_LOSS = "destroy_device"
+HARD_LOSS = "destroy_then_submit"
 
 
 # -- the wgpu backend's hooks, verbatim (they carry their hookimpl markers) ---------------
@@ -109,11 +111,15 @@ def destroy_then_submit() -> None:
 
 
 def _inject(config: Any) -> None:
-    label = getattr(config, "label", None) or ""
-    if label == SOFT_LOSS:
+    kind, _ = parse_label(getattr(config, "label", None)) or ("", "")
+    if kind == SOFT_LOSS:
         destroy_device()
-    elif label == HARD_LOSS:
+    elif kind == HARD_LOSS:
         destroy_then_submit()
+    elif kind:
+        raise InvalidConfigError(f"backend {BACKEND_ID!r} injects only {SOFT_LOSS} and "
+                                 f"{HARD_LOSS}, not {kind!r}",
+                                 "Name the backend 'faults' for every other fault.")
 
 
 # -- dispatch: the wgpu backend's, after the fault ------------------------------------------

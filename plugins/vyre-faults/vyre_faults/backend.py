@@ -1,27 +1,12 @@
-"""A vyre backend that misbehaves on request, for fault-injection tests.
+"""Backend ``faults``: computes like the reference backend, except when told to fail.
 
-It computes like the reference backend, except when told to fail:
-
-* per dispatch, by ``DispatchConfig.label`` = ``"fault:<kind>[:<arg>]"``:
-  ``exit`` (hard exit), ``segfault``, ``abort``, ``hang_python``, ``hang_native`` (blocks in
-  C while holding the GIL), ``sleep:<seconds>``, ``leak:<MiB>`` (keeps that much memory),
-  ``device_lost``, ``unsupported`` (refuses the program),
-  ``unsupported_on:<device>`` (refuses it on that device only), ``malformed`` (returns
-  garbage outputs), ``crash_once:<path>`` (exits
-  unless <path> exists, creating it: the retry then succeeds), ``chatter:<MiB>`` (writes
-  that much to stderr, then computes), ``numpy_error`` (raises an error whose details
-  hold numpy scalars and an object), ``device[:<seconds>]`` (sleeps that long, then
-  every word of a sized u32 output is the id of the device the worker was pinned to, or
-  2**32-1 when it was not);
-* at start-up in a worker, by ``VYRE_FAULTS`` (comma-separated): ``crash_import``,
-  ``crash_prepare``, ``exit_prepare``, ``hang_prepare`` (never says hello),
-  ``no_recover``, ``memory_limit:<MiB>`` (caps the worker's address space at its size
-  after start-up plus that much, so a larger message cannot be allocated),
-  ``devices:<N>`` (it lists N devices, 0 to N-1: pools can pin workers to them; else one),
-  ``slow_devices`` (listing its devices outside a worker never ends),
-  ``no_f64_on:<device>`` (a worker pinned to that device has no f64), ``no_f64`` (no
-  worker has f64: set on one node of a cluster, its workers probe unlike the others);
+* Per dispatch, ``DispatchConfig.label`` = ``"fault:<kind>[:<arg>]"`` (build it with
+  ``vyre_core.testing.fault``); an unknown kind is refused, never ignored;
+* at a worker's start, ``VYRE_FAULTS`` (``vyre_core.testing.startup_faults``);
 * ``VYRE_FAULTS_PRECEDENCE`` sets its routing rank (default 5000: after the reference).
+
+The kinds and what each does are ``DISPATCH_FAULTS`` and ``STARTUP_FAULTS`` of
+``vyre_core.testing.faults``; this module is the one that obeys them.
 """
 
 from __future__ import annotations
@@ -36,12 +21,13 @@ import numpy as np
 
 import vyre_reference.backend as _reference
 from vyre_core.contract import DeviceInfo, hookimpl
-from vyre_core.errors import DispatchError, UnsupportedFeatureError
+from vyre_core.errors import DispatchError, InvalidConfigError, UnsupportedFeatureError
+from vyre_core.testing.faults import PRECEDENCE_ENV, active_startup_faults, parse_label
 from vyre_reference import run
 from vyre_reference.backend import CLAIMS
 
 VYRE_CONTRACT = 1
-_STARTUP = set(filter(None, os.environ.get("VYRE_FAULTS", "").split(",")))
+_STARTUP = active_startup_faults()
 _IN_WORKER = "VYRE_WORKER" in os.environ
 
 if _IN_WORKER and "crash_import" in _STARTUP:
@@ -78,7 +64,7 @@ def vyre_backend_version() -> str:
 
 @hookimpl
 def vyre_backend_precedence() -> int:
-    return int(os.environ.get("VYRE_FAULTS_PRECEDENCE", "5000"))
+    return int(os.environ.get(PRECEDENCE_ENV, "5000"))
 
 
 @hookimpl
@@ -129,9 +115,7 @@ def vyre_prepare() -> None:
 @hookimpl
 def vyre_dispatch(program, inputs, config):
     global _device_lost
-    label = config.label or ""
-    kind, _, arg = label.removeprefix("fault:").partition(":") if label.startswith("fault:") \
-        else ("", "", "")
+    kind, arg = parse_label(config.label) or ("", "")
     if kind == "exit":
         os._exit(17)
     elif kind == "segfault":
@@ -171,6 +155,9 @@ def vyre_dispatch(program, inputs, config):
         time.sleep(float(arg or 0))
         return [np.full(b.count, 2**32 - 1 if _selected is None else _selected, np.uint32)
                 for b in program.outputs]  # (a program whose outputs are sized u32)
+    elif kind in ("destroy_device", "destroy_then_submit"):
+        raise InvalidConfigError(f"backend 'faults' has no wgpu device to lose ({kind!r})",
+                                 "Name the backend 'faults-wgpu' for this fault.")
     elif kind == "numpy_error":
         raise DispatchError("vyre_faults: an error with numpy details (injected)",
                             count=np.uint32(7), ratio=np.float32(0.5), flag=np.bool_(True),

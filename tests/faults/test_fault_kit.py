@@ -1,0 +1,76 @@
+"""The fault-injection kit as its users meet it: the worked example of
+docs/fault-injection.md run as written (a pytest of its own, with the fixtures pytest
+loads from vyre and the vyre-faults distribution installed), and the kit's parts the
+example does not reach."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from fresh_env import fresh_env
+
+from vyre_core.config import DispatchConfig
+from vyre_core.errors import InvalidConfigError
+from vyre_core.testing import Workers, fault
+
+from .support import PROGRAM, assert_saxpy, driver, inputs
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "fault-injection.md"
+
+
+@pytest.mark.timeout(180)
+def test_the_worked_example_passes_as_written(tmp_path):
+    example, = [b for b in re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+                if "def double(" in b]
+    (tmp_path / "test_resilience.py").write_text(example)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                           "test_resilience.py"], cwd=tmp_path, env=fresh_env(),
+                          capture_output=True, text=True, timeout=170)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    if os.geteuid() == 0:  # (the full-disk test mounts a tmpfs)
+        assert "5 passed" in out, out
+    else:
+        assert "4 passed, 1 skipped" in out and "vyre_full_disk: mounting" in out, out
+
+
+@pytest.mark.timeout(30)
+def test_a_misspelt_fault_is_refused_and_the_worker_serves_on():
+    with driver() as drv:
+        workers = Workers(drv)
+        data = inputs(1)
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+        before = workers.wait_idle()
+        with pytest.raises(InvalidConfigError, match="unknown dispatch fault 'exitt'"):
+            drv.dispatch(PROGRAM, data, backend="faults",
+                         config=DispatchConfig(label="fault:exitt"))
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+        after = workers.wait_idle()
+        assert (after["pid"], after["generation"]) == (before["pid"], before["generation"])
+
+
+@pytest.mark.timeout(30)
+def test_a_frozen_worker_resumed_in_time_serves_on():
+    with driver(heartbeat_timeout=20.0) as drv:
+        workers = Workers(drv)
+        data = inputs(2)
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+        frozen = workers.freeze()
+        assert psutil.Process(frozen["pid"]).status() == psutil.STATUS_STOPPED
+        workers.resume(frozen)
+        assert psutil.Process(frozen["pid"]).status() != psutil.STATUS_STOPPED
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults",
+                                  config=fault("sleep", 0)), data)
+        assert workers.row()["pid"] == frozen["pid"]
+
+
+@pytest.mark.timeout(30)
+def test_losing_a_device_of_a_backend_without_fault_labels_says_so():
+    with driver() as drv, pytest.raises(AssertionError, match="does not obey fault labels"):
+        Workers(drv, "reference").lose_device()

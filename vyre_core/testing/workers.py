@@ -1,0 +1,114 @@
+"""A driver's worker processes as a fault-injection test handles them: find one, wait
+until it is idle or really running a request, kill it, freeze and resume it, make its
+device lost, and wait for its replacement. Everything waits on what the driver reports
+(``Driver.status()``) or on the process itself, with a deadline; nothing sleeps blindly."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from typing import Any
+
+import psutil
+
+from vyre_core import ir
+from vyre_core.driver import Driver
+from vyre_core.errors import DeviceLostError
+from vyre_core.testing.faults import fault
+from vyre_core.testing.waiting import wait_for
+
+Row = dict[str, Any]  # one worker slot of Driver.status()
+
+
+def one_word_program() -> ir.Program:
+    """The smallest program: one invocation writes 1 into a one-word output."""
+    k = ir.Kernel(workgroup=(1,))
+    out = k.output("out", ir.u32, count=1)
+    out[0] = 1
+    return k.build()
+
+
+class Workers:
+    """The workers of ``driver``'s pool for ``backend`` (each method may name another)."""
+
+    def __init__(self, driver: Driver, backend: str = "faults") -> None:
+        self.driver = driver
+        self.backend = backend
+
+    def pool(self, backend: str | None = None) -> dict[str, Any]:
+        """The pool's entry of ``Driver.status()`` (its state, restarts, failure...)."""
+        return self.driver.status()["pools"][backend or self.backend]
+
+    def row(self, index: int = 0, backend: str | None = None) -> Row:
+        """Worker slot ``index``: pid, generation, state, restarts, running..."""
+        return self.pool(backend)["workers"][index]
+
+    def wait_idle(self, index: int = 0, backend: str | None = None,
+                  timeout: float = 10.0) -> Row:
+        """Slot ``index`` once its process is up and idle."""
+        return wait_for(lambda: (w := self.row(index, backend))["state"] == "idle" and w,
+                        timeout, f"worker {index} of {backend or self.backend!r} to be idle")
+
+    def wait_running(self, index: int = 0, backend: str | None = None,
+                     timeout: float = 10.0) -> Row:
+        """Slot ``index`` once its main thread holds a request (its progress page says
+        so): a fault injected now cuts off a request that really runs."""
+        return wait_for(lambda: (w := self.row(index, backend))["running"] and w, timeout,
+                        f"worker {index} of {backend or self.backend!r} to run a request")
+
+    def wait_replaced(self, before: Row, backend: str | None = None,
+                      timeout: float = 10.0) -> Row:
+        """The slot of ``before`` once a later generation of it is idle."""
+        return wait_for(lambda: (w := self.row(before["index"], backend))["generation"]
+                        > before["generation"] and w["state"] == "idle" and w, timeout,
+                        f"worker {before['index']} to be replaced")
+
+    def kill(self, index: int = 0, backend: str | None = None,
+             sig: int = signal.SIGKILL, timeout: float = 10.0) -> Row:
+        """Send ``sig`` to slot ``index``'s process (waiting until it has one) and, for a
+        signal that ends it, wait until it is gone; the slot as it was."""
+        row = wait_for(lambda: (w := self.row(index, backend))["pid"] and w, timeout,
+                       f"worker {index} to have a process")
+        proc = psutil.Process(row["pid"])
+        os.kill(row["pid"], sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV, signal.SIGABRT):
+            wait_for(lambda: not _alive(proc), timeout, f"pid {row['pid']} to end")
+        return row
+
+    def freeze(self, index: int = 0, backend: str | None = None,
+               timeout: float = 10.0) -> Row:
+        """SIGSTOP slot ``index``'s process and wait until the kernel has stopped it: alive,
+        yet it neither beats nor answers. ``resume`` it, or let the supervisor act."""
+        row = wait_for(lambda: (w := self.row(index, backend))["pid"] and w, timeout,
+                       f"worker {index} to have a process")
+        proc = psutil.Process(row["pid"])
+        os.kill(row["pid"], signal.SIGSTOP)
+        wait_for(lambda: not _alive(proc) or proc.status() == psutil.STATUS_STOPPED, timeout,
+                 f"pid {row['pid']} to stop")
+        return row
+
+    def resume(self, row: Row) -> None:
+        """SIGCONT the process of ``row`` (a frozen worker), if it still exists."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(row["pid"], signal.SIGCONT)
+
+    def lose_device(self, backend: str | None = None, timeout: float = 30.0) -> DeviceLostError:
+        """Make the device of the backend's worker lost (a dispatch with the
+        ``device_lost`` fault) and return the DeviceLostError its caller got."""
+        name = backend or self.backend
+        try:
+            self.driver.dispatch(one_word_program(), [], backend=name,
+                                 config=fault("device_lost", timeout=timeout))
+        except DeviceLostError as exc:
+            return exc
+        raise AssertionError(f"backend {name!r} ran a dispatch labelled with a device loss: "
+                             "it does not obey fault labels (install vyre-faults and name "
+                             "its backend 'faults')")
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
