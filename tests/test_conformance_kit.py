@@ -79,6 +79,25 @@ def test_kit_cases_have_node_ids_that_select_them(tmp_path):
     ids = [line for line in out.splitlines() if "::" in line]
     assert len(ids) == KIT_TESTS == len(set(ids)), out
     assert all(line.startswith("tests/test_conformance.py::") for line in ids), out
+    # a module that imports part of the kit runs that part; the rest still runs
+    (tmp_path / "tests" / "test_conformance.py").write_text(
+        "from vyre_core.conformance.kit import backend_id, caps, kit_driver, registration, "
+        "test_corpus  # noqa: F401\n")
+    code, out, _ = run_kit("reference", tmp_path, args=("--collect-only",))
+    ids = [line for line in out.splitlines() if "::" in line]
+    assert len(ids) == KIT_TESTS, out
+    assert sum(line.startswith("tests/test_conformance.py::test_corpus[") for line in ids) \
+        == len(CASES), out
+
+
+def test_a_folder_importing_the_kit_skips_it_without_the_option(tmp_path):
+    """Found in review: the kit's driver read the registry the option leaves, so a plain
+    ``pytest`` in a backend's folder gave an error per kit test instead of skips."""
+    (tmp_path / "test_conformance.py").write_text(KIT_IMPORT)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                          cwd=tmp_path, env=fresh_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and f"{KIT_TESTS} skipped" in proc.stdout, proc.stdout
 
 
 def test_running_what_it_does_not_claim_fails_the_kit(tmp_path, dishonest_site):

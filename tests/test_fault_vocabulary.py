@@ -43,6 +43,7 @@ def test_every_label_reads_back_as_its_fault(kind):
 @pytest.mark.parametrize(("kind", "arg", "cause", "fix"), [
     ("exitt", None, "unknown dispatch fault 'exitt'", "Name one of: abort, chatter"),
     ("sleep", None, "the dispatch fault 'sleep' needs an argument", "Pass it: sleep:ARG."),
+    ("sleep", "", "the dispatch fault 'sleep' needs an argument", "Pass it: sleep:ARG."),
     ("exit", 3, "the dispatch fault 'exit' takes no argument, got 3", "Leave the argument"),
     ("crash_once", "a,b", "may not hold a comma: 'crash_once:a,b'", "without commas"),
 ])

@@ -150,10 +150,18 @@ def test_static_claims_hold_only_the_ops_the_plugin_says_it_supports():
     assert registration("wide").claims.supported_ops == ALL_OPS
 
 
+def test_supported_ops_may_come_as_any_iterable_and_name_ops_of_a_newer_vyre():
+    """Found in review: a generator was used up by the check, leaving no op at all; an
+    op this vyre does not know (a newer vyre's) made the plugin unloadable."""
+    plugin = backend_module("lazy")
+    plugin.vyre_supported_ops = hookimpl(lambda: (op for op in ("binop.add", "binop.fma3")))
+    assert register_plugin(plugin).claims.supported_ops == {"binop.add"}
+
+
 @pytest.mark.parametrize(("answer", "cause"), [
     ("add", "returned 'add' from vyre_supported_ops"),
     ([1, 2], "returned [1, 2] from vyre_supported_ops"),
-    ({"binop.add", "fma3"}, "supports ops vyre does not have: ['fma3']"),
+    (5, "returned 5 from vyre_supported_ops"),
 ])
 def test_a_bad_supported_ops_answer_is_refused_at_registration(answer, cause):
     plugin = backend_module("odd")

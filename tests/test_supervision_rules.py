@@ -29,6 +29,7 @@ from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.machine import (
     MAX_RESENDS,
     OUTPUT_IN_ERRORS,
+    START_ERROR_CHARS,
     START_TRIES,
     Request,
     Send,
@@ -355,7 +356,7 @@ def test_a_failed_pool_answers_at_once_then_tries_again_after_its_cooldown():
     early = shell.submit()
     assert isinstance(shell.result(early), PoolFailedError)
     assert shell.result(early).details["retry_in"] == pytest.approx(20.0)
-    assert shell.result(early).details["worker_output"] == "Traceback: broken"
+    assert shell.result(early).details["stderr"] == "Traceback: broken"
     spawns = len(shell.spawns)
     changes = shell.routing_changes
     shell.advance(20.0)
@@ -423,10 +424,46 @@ def test_a_backend_that_never_started_is_given_up_after_two_tries_with_a_short_e
                           "no module named 'cuda'")
     assert len(error.cause.splitlines()) == 2 and len(error.cause) < 400
     assert "Make 'b' start" in error.fix and "vyre doctor" in error.fix
-    assert error.details["worker_output"].endswith(TRACEBACK[-OUTPUT_IN_ERRORS:])
-    assert len(error.details["worker_output"]) == OUTPUT_IN_ERRORS
+    assert error.details["stderr"].endswith(TRACEBACK[-OUTPUT_IN_ERRORS:])
+    assert len(error.details["stderr"]) == OUTPUT_IN_ERRORS
     shell.advance(1.0)
     assert shell.worker(0).generation == START_TRIES  # and no third start
+
+
+def test_a_start_error_is_quoted_short_in_the_first_line():
+    shell = Shell(auto_hello=False, max_restarts=5)
+    req = shell.submit()
+    for _ in range(START_TRIES):
+        hello_failed(shell, 0, "ImportError: " + "numpy is broken " * 100, TRACEBACK)
+        shell.die(0, 3, output=TRACEBACK)
+    first = shell.result(req).cause.splitlines()[0]
+    assert first.endswith("...") and len(first) < START_ERROR_CHARS + 150
+    assert len(shell.machine.unavailable(shell.now)) < START_ERROR_CHARS + 200
+
+
+def test_start_failures_of_some_workers_do_not_fail_a_pool_others_may_start():
+    """Found in review: one counter for the whole pool failed four workers when two of
+    them failed once each (a signal during four simultaneous imports), or when one device
+    could not start while the others were about to say hello."""
+    shell = Shell(auto_hello=False, workers=4, max_restarts=5)
+    shell.submit()
+    shell.die(1, -9)
+    shell.die(2, -9)
+    assert shell.machine.state == "running"
+    for _ in range(START_TRIES):  # worker 3 (its device, say) cannot start at all
+        shell.die(3, 3)
+    assert shell.machine.state == "running"
+    shell.hello(0)
+    assert shell.machine.state == "running" and shell.worker(0).state in ("idle", "busy")
+    # every worker failing twice is the backend: the pool fails without using up the
+    # restart intensity
+    shell = Shell(auto_hello=False, workers=3, max_restarts=10)
+    req = shell.submit()
+    for _ in range(START_TRIES):
+        for index in range(3):
+            shell.die(index, 3)
+    assert shell.machine.state == "failed"
+    assert f"({3 * START_TRIES} tries, none said hello)" in shell.result(req).cause
 
 
 def test_a_silent_start_failure_is_named_by_the_last_line_it_wrote():

@@ -153,6 +153,30 @@ def test_an_installed_name_is_refused():
     new_backend.check_name("cpu2", ["reference", "cpu"])
 
 
+def test_a_name_whose_package_exists_is_refused():
+    """Found in review: ``core`` wrote a package vyre_core, which a non-editable install
+    would have laid over vyre's own."""
+    for name in ("core", "workers", "examples", "cpu"):
+        assert new_backend.clash(name) == f"a package vyre_{name} is importable already"
+    assert new_backend.clash("not-installed-anywhere") is None
+    with pytest.raises(InvalidConfigError, match="starts with 'vyre'") as caught:
+        new_backend.check_name("vyre_gpu", [])
+    assert "vyre new-backend gpu" in caught.value.fix
+
+
+def test_the_command_writes_into_an_empty_folder_the_shell_stands_in(tmp_path):
+    """Found in review: the empty folder was removed and replaced, so a shell standing in
+    it (``mkdir x && cd x && vyre new-backend x --dir .``) was left in a deleted folder."""
+    here = tmp_path / "vyre-x"
+    here.mkdir()
+    inode = here.stat().st_ino
+    proc = vyre(None, "new-backend", "x", "--dir", ".", cwd=here)
+    assert proc.returncode == 0, proc.stderr
+    assert here.stat().st_ino == inode and (here / "vyre_x" / "backend.py").is_file()
+    assert sorted(p.name for p in here.iterdir()) == ["README.md", "pyproject.toml", "tests",
+                                                      "vyre_x"]
+
+
 def test_a_folder_in_the_way_is_left_as_it_is(tmp_path):
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "mine.txt").write_text("keep")
@@ -179,7 +203,13 @@ new_backend.write_package({"small.py": "x", "large.py": "y" * 5000}, Path(sys.ar
 def test_a_write_that_fails_leaves_nothing_behind(tmp_path):
     """A file the OS refuses (here: past the process's file size limit) leaves neither
     the package nor its staging folder."""
-    proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(tmp_path / "pkg")],
-                          capture_output=True, text=True, timeout=60, env=fresh_env())
-    assert proc.returncode == 1 and "File too large" in proc.stderr, proc.stderr
-    assert list(tmp_path.iterdir()) == []
+    for target in (tmp_path / "pkg", tmp_path / "empty"):
+        if target.name == "empty":
+            target.mkdir()
+        proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(target)],
+                              capture_output=True, text=True, timeout=60, env=fresh_env())
+        assert proc.returncode == 1, proc.stderr
+        assert "SystemResourceError: [E1306] writing the package into" in proc.stderr
+        assert "EFBIG: File too large" in proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["empty"]
+    assert list((tmp_path / "empty").iterdir()) == []

@@ -76,7 +76,9 @@ def test_idle_deaths_fail_the_pool_until_its_cooldown_then_it_comes_back() -> No
 @pytest.mark.timeout(60)
 def test_routing_returns_to_a_recovered_backend_after_its_cooldown(monkeypatch) -> None:
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
-    with driver(max_restarts=0, cooldown=2.0) as drv:
+    # (a cool-down long enough that a loaded machine cannot outlast it between the crash
+    # and the next line: with 2 s it once did, and routing was already back)
+    with driver(max_restarts=0, cooldown=8.0) as drv:
         data = inputs(30)
         assert_saxpy(drv.dispatch(PROGRAM, data), data)
         assert drv.route(PROGRAM).backend == "faults"
@@ -84,7 +86,7 @@ def test_routing_returns_to_a_recovered_backend_after_its_cooldown(monkeypatch) 
             drv.dispatch(PROGRAM, inputs(31), config=CRASH.replace(retries=0))
         assert pool_status(drv)["state"] == "failed"
         assert drv.route(PROGRAM).backend == "cpu"  # routed around it meanwhile
-        wait_for(lambda: drv.route(PROGRAM).backend == "faults", 10.0,
+        wait_for(lambda: drv.route(PROGRAM).backend == "faults", 20.0,
                  "routing to consider the backend again after its cool-down")
         data = inputs(32)
         assert_saxpy(drv.dispatch(PROGRAM, data), data)

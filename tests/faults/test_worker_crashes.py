@@ -7,8 +7,11 @@ monkeypatch before the first request reach the workers) and closes it with ``wit
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -16,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from child_process import worker_processes
+from fresh_env import fresh_env
 from waiting import stays_true
 
 from vyre_core.config import DispatchConfig
@@ -299,8 +303,8 @@ def test_a_backend_that_cannot_start_fails_its_pool_after_two_tries(
         assert "Make 'faults' start" in error.fix
         assert error.details.get("backend") == "faults"
         if mode != "exit_prepare":  # the worker's traceback travels with the error
-            assert "Traceback" in error.details["worker_output"]
-            assert "vyre_faults" in error.details["worker_output"]
+            assert "Traceback" in error.details["stderr"]
+            assert "vyre_faults" in error.details["stderr"]
 
         status = pool_status(drv)
         assert status["state"] == "failed"
@@ -409,3 +413,21 @@ def test_compile_falls_over_after_pool_failure(monkeypatch: pytest.MonkeyPatch) 
         assert pipeline.backend == "cpu"
         data = inputs(90)
         assert_saxpy(pipeline.dispatch(data), data)
+
+
+@pytest.mark.timeout(120)
+def test_doctor_prints_the_traceback_of_a_backend_that_cannot_start(tmp_path) -> None:
+    """Found in review: the Fix of a pool that cannot start sent users to `vyre doctor`
+    for the worker's traceback, which doctor did not show."""
+    env = fresh_env(VYRE_FAULTS="crash_prepare", VYRE_LOAD_PLUGINS="faults", COLUMNS="400")
+    proc = subprocess.run([sys.executable, "-m", "vyre_core.cli", "doctor"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "backend 'faults' cannot start" in proc.stdout, proc.stdout
+    assert "faults's worker failed to start; it wrote:" in proc.stderr, proc.stderr
+    assert "Traceback" in proc.stderr and "injected failure in prepare" in proc.stderr
+    probed = subprocess.run([sys.executable, "-m", "vyre_core.cli", "backends", "--probe",
+                             "--json"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=110)
+    row, = (r for r in json.loads(probed.stdout) if r["status"] != "disabled")
+    assert row["status"] == "failed to start" and "Traceback" in row["traceback"]

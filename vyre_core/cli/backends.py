@@ -62,7 +62,8 @@ def _probed(drv: Driver, backend: str) -> dict[str, Any]:
         caps = drv.probe(backend)
     except VyreError as exc:
         return {"status": "failed to start", "reason": exc.cause.splitlines()[0],
-                "fix": exc.fix, "capabilities": None}
+                "fix": exc.fix, "capabilities": None,
+                "traceback": exc.details.get("stderr") or None}
     extra = caps.extra
     return {"capabilities": caps.to_dict(),
             "adapter": extra.get("device") or extra.get("description"),

@@ -168,7 +168,8 @@ def adapters(registry: Registry, show_progress: bool) -> list[dict[str, Any]]:
     return [{"backend": r["id"], "device": r.get("adapter"), "adapter_type": r.get("adapter_type"),
              "backend_type": r.get("api"), "software_adapter": r.get("software_adapter", False),
              "error": r["reason"] if r["status"] == "failed to start" else None,
-             "fix": r.get("fix"), "devices": r.get("devices") or []}
+             "fix": r.get("fix"), "devices": r.get("devices") or [],
+             "output": r.get("traceback") if r["status"] == "failed to start" else None}
             for r in rows if r["status"] in ("loaded", "failed to start")]
 
 
@@ -293,3 +294,8 @@ def _print(report: dict[str, Any]) -> None:
         if plugin["traceback"]:
             err_console.print(styled((plugin["name"], "bold"), " failed to load:"))
             err_console.print(plugin["traceback"])
+    for adapter in report["adapters"]:
+        if adapter["output"]:
+            err_console.print(styled((adapter["backend"], "bold"),
+                                     "'s worker failed to start; it wrote:"))
+            err_console.print(adapter["output"])

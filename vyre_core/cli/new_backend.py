@@ -9,16 +9,16 @@ the list of substitutions below (``rendered``, no I/O), so the rule lives in one
 from __future__ import annotations
 
 import argparse
-import os
+import importlib.util
 import re
 import shutil
 import tempfile
-from importlib import resources
+from importlib import metadata, resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from vyre_core.cli.output import console, print_json, styled
-from vyre_core.errors import InvalidConfigError
+from vyre_core.errors import InvalidConfigError, system_resource_error
 
 #: A backend id the command writes: lower case, digits, single ``-`` or ``_`` inside.
 NAME = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
@@ -63,10 +63,30 @@ def check_name(name: str, installed: list[str]) -> None:
             f"vyre_<name> and the distribution vyre-<name>",
             f"Use lower-case letters and digits, with single '-' or '_' inside, at most "
             f"{MAX_NAME} characters, starting with a letter (e.g. mygpu, my-gpu).")
+    if name.startswith("vyre"):
+        raise InvalidConfigError(f"{name!r} starts with 'vyre', which the command adds",
+                                 f"Leave the prefix out: vyre new-backend "
+                                 f"{name.removeprefix('vyre').strip('-_') or 'mygpu'}.")
     if name in installed:
         raise InvalidConfigError(
             f"a backend named {name!r} is installed already",
             "Choose another name: two backends with one id are refused at discovery.")
+
+
+def clash(name: str) -> str | None:
+    """What already installed the package or distribution ``name`` would become (vyre's
+    own ``vyre_core``, another backend's), or None: installing it would overwrite that."""
+    module = f"vyre_{name.replace('-', '_')}"
+    if importlib.util.find_spec(module) is not None:
+        return f"a package {module} is importable already"
+    wanted = _normalized(f"vyre-{name}")
+    taken = next((d.metadata["Name"] for d in metadata.distributions()
+                  if _normalized(d.metadata["Name"] or "") == wanted), None)
+    return None if taken is None else f"the distribution {taken} is installed already"
+
+
+def _normalized(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()  # (PEP 503)
 
 
 def template_files(root: Traversable | None = None) -> dict[str, str]:
@@ -88,33 +108,40 @@ def template_files(root: Traversable | None = None) -> dict[str, str]:
 
 
 def write_package(files: dict[str, str], target: Path) -> None:
-    """Write ``files`` into the new folder ``target``, all or nothing: they are written
-    into a sibling temporary folder first, which is renamed into place at the end."""
+    """Write ``files`` into ``target`` (a new folder, or an empty one: the folder itself is
+    kept, the shell may stand in it), all or nothing: they are written into a staging
+    folder inside it first and moved into place at the end; a failure removes what this
+    call made."""
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise InvalidConfigError(f"{target} exists and is not an empty folder",
                                  "Name a new folder with --dir, or remove that one.")
     if not target.parent.is_dir():
         raise InvalidConfigError(f"{target.parent} is not a folder",
                                  "Create the folder that is to hold the package first.")
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    created = not target.exists()
+    moved: list[Path] = []
+    staging: Path | None = None
     try:
+        if created:
+            target.mkdir()
+        staging = Path(tempfile.mkdtemp(prefix=".vyre-new-backend-", dir=target))
         for relative, text in files.items():
             path = staging / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-        staging.chmod(0o777 & ~_umask())
-        if target.exists():
-            target.rmdir()  # (empty, checked above)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        for entry in sorted(staging.iterdir()):
+            moved.append(entry.rename(target / entry.name))
+        staging.rmdir()
+    except BaseException as exc:
+        for path in moved:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        if created and target.is_dir():
+            target.rmdir()
+        if isinstance(exc, OSError):
+            raise system_resource_error(exc, f"writing the package into {target}") from exc
         raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -131,6 +158,10 @@ def run(args: argparse.Namespace) -> int:
 
     registry = Registry.discover()
     check_name(args.name, registry.ids() + [p.name for p in registry.broken + registry.disabled])
+    taken = clash(args.name)
+    if taken is not None:
+        raise InvalidConfigError(f"cannot name a backend {args.name!r}: {taken}",
+                                 "Choose another name: installing this one would replace it.")
     target = (args.dir or Path(f"vyre-{args.name}")).resolve()
     files = rendered(args.name, template_files())
     write_package(files, target)

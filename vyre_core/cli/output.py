@@ -59,7 +59,7 @@ def print_error(exc: VyreError, as_json: bool) -> None:
     err_console.print(styled(("error", "bold red"), f" [E{exc.code}] {_one_line(exc.cause)}"),
                       soft_wrap=True)
     err_console.print(styled(("Fix:", "bold"), f" {exc.fix}"), soft_wrap=True)
-    output = exc.details.get("worker_output")
+    output = exc.details.get("stderr")
     if isinstance(output, str) and output.strip():
         lines = output.strip().splitlines()
         err_console.print(styled((f"The worker's output, its last {min(len(lines), 12)} "

@@ -1,9 +1,9 @@
-"""The conformance kit's tests, collected only with ``pytest --vyre-backend=ID``.
+"""The conformance kit's tests, added to the session by ``pytest --vyre-backend=ID``.
 
 A backend's own test folder may hold them too, for node ids of its own
-(``tests/test_conformance.py::test_corpus[add_u32]``): a module there that does
-``from vyre_core.conformance.kit import *`` is where they run then (the plugin stops adding
-this module to the session).
+(``tests/test_conformance.py::test_corpus[u32_arith]``): a module there that does
+``from vyre_core.conformance.kit import *`` is where they run then (each kit test it holds
+is dropped from the copy the option adds); without the option they are skipped.
 
 Everything runs against the installed backend ID as users run it: discovered through
 its entry point, started in its own supervised worker process, driven by a ``Driver``.
@@ -58,7 +58,7 @@ def backend_id(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def kit_driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
+def kit_driver(request: pytest.FixtureRequest, backend_id: str) -> Iterator[Driver]:
     with Driver(request.config.stash[REGISTRY]) as driver:  # (discovered at configure)
         yield driver
 

@@ -69,17 +69,21 @@ def kit_refusal(registry: Registry, backend: str) -> str | None:
             "folder), or name an installed backend.")
 
 
+@pytest.hookimpl(trylast=True)  # (after -k and -m: dedupe what they kept)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Where a module of the session imports the kit (for node ids of its own), the copy
-    of the kit the option added is dropped: every case runs once."""
+    """A kit test that a module of the session imports (for node ids of its own) runs
+    there, and is dropped from the copy of the kit the option added: each runs once."""
     if not config.getoption("vyre_backend"):
         return
-    added = [item for item in items if item.path == KIT]
-    if added and any(item.path != KIT and getattr(item, "function", None) is not None
-                     and item.function.__module__ == "vyre_core.conformance.kit"
-                     for item in items):
-        items[:] = [item for item in items if item.path != KIT]
-        config.hook.pytest_deselected(items=added)
+    modules = {id(m): m for item in items if item.path != KIT
+               and (m := getattr(item, "module", None)) is not None}
+    imported = {value for module in modules.values() for value in vars(module).values()
+                if getattr(value, "__module__", None) == "vyre_core.conformance.kit"}
+    dropped = [item for item in items if item.path == KIT
+               and getattr(item, "function", None) in imported]
+    if dropped:
+        items[:] = [item for item in items if item not in dropped]
+        config.hook.pytest_deselected(items=dropped)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -45,10 +45,13 @@ from vyre_core.supervisor.options import PoolOptions
 MAX_RESENDS = 2
 #: A request that killed this many workers is a poison request: it fails alone.
 POISON_KILLS = 2
-#: A pool none of whose workers has ever said hello fails after this many failed starts
-#: in a row: the first may be chance (a signal, a short moment without memory), a second
-#: is the backend itself (an import error, a device it cannot open).
+#: A pool none of whose workers has ever said hello fails once every serving worker has
+#: failed this many starts in a row: the first may be chance (a signal, a short moment
+#: without memory), a second for every worker is the backend itself (an import error, a
+#: driver it cannot load). One device that cannot start is left to the restart intensity.
 START_TRIES = 2
+#: The longest start-up error a pool failure's first line quotes (the rest is in details).
+START_ERROR_CHARS = 300
 #: The end of a worker's output that an error carries (its traceback's last frames).
 OUTPUT_IN_ERRORS = 4000
 #: The shell ticks at least this often (seconds). A longer gap between ticks means this
@@ -248,6 +251,7 @@ class Worker:
         self.served_generation = 0
         self.rss: int | None = None
         self.hello_error: str | None = None  # why its latest start failed, in one line
+        self.failed_starts = 0          # starts in a row that ended before a hello
         self.start_output = ""          # the traceback its failed start reported
         # why its latest start can never serve (the configuration names what the backend
         # lacks): no death is counted, and while it backs off calls fail at once with
@@ -305,7 +309,6 @@ class PoolMachine:
         self.failure: Failure | None = None
         self.half_open = False  # restarted after a cool-down: one death fails it again
         self.started = False    # some worker has said hello since the pool was made
-        self._failed_starts = 0  # workers that died before their hello, while not started
         self.dropped_replies = 0      # late or stray replies from our own workers
         self.rejected_messages = 0    # messages from peers that are not our workers
         self.lost_messages = 0
@@ -433,6 +436,8 @@ class PoolMachine:
                 "devices": [d.to_dict() for d in self.device_list],
                 "standby": sum(w.state == "spare" for w in self.workers),
                 "failure": None if self.failure is None else self.failure.cause,
+                "failure_output": (None if self.failure is None
+                                   else self.failure.output[-OUTPUT_IN_ERRORS:]),
                 "retry_in": (None if self.failure is None
                              else max(0.0, round(self.failure.retry_at - now, 3)))}
 
@@ -663,11 +668,11 @@ class PoolMachine:
                 self._deaths.popleft()
             self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}"
                       + ("" if w.retiring is None else f" ({w.retiring})"))
-            if died_starting and not self.started:
-                self._failed_starts += 1
+            if died_starting:
+                w.failed_starts += 1
             if self.state == "running" and (self.half_open
                                             or len(self._deaths) > self.options.max_restarts
-                                            or self._failed_starts >= START_TRIES):
+                                            or self._cannot_start()):
                 self._fail_pool(w, output, now)
                 return
         if self.state == "running":
@@ -801,7 +806,9 @@ class PoolMachine:
         if msg.op is Op.HELLO_FAILED:
             error = VyreError.from_dict(msg.meta.get("error"))
             tb = msg.meta.get("traceback")
-            w.hello_error = " ".join(error.cause.split())
+            cause = " ".join(error.cause.split())
+            w.hello_error = cause if len(cause) <= START_ERROR_CHARS else \
+                cause[:START_ERROR_CHARS - 3] + "..."
             w.start_output = tb if isinstance(tb, str) else ""
             if isinstance(error, CallerError) and w.state == "starting":
                 # the configuration asks for what the backend lacks (a device it does not
@@ -822,7 +829,7 @@ class PoolMachine:
             self._retire(w, "fault", "unreadable hello", now, kill=True)
             return
         w.proven, w.heard_at, w.spawn_failures, w.refusal = True, now, 0, None
-        self.started = True
+        w.failed_starts, self.started = 0, True
         w.state = "idle" if w.index < self.serving else "spare"
         self.device_list = devices or self.device_list
         w.caps = caps
@@ -1183,6 +1190,10 @@ class PoolMachine:
         self._log(logging.INFO if kind == "planned" else logging.WARNING,
                   f"pool {self.backend!r}: stopping {w.name}: {reason}")
 
+    def _cannot_start(self) -> bool:
+        """No worker ever said hello, and each serving one failed START_TRIES starts."""
+        return not self.started and all(v.failed_starts >= START_TRIES for v in self._serving)
+
     def _fail_pool(self, w: Worker, output: str, now: float) -> None:
         opts = self.options
         meanwhile = (f"Calls that name {self.backend!r} fail until the next try; omit "
@@ -1191,11 +1202,12 @@ class PoolMachine:
             last_words = next((ln.strip() for ln in reversed(output.splitlines()) if ln.strip()),
                               "it wrote nothing")
             first = (f"pool {self.backend!r} failed: its workers cannot start "
-                     f"({self._failed_starts} tries, none said hello); last: {w.last_exit}: "
+                     f"({sum(v.failed_starts for v in self.workers)} tries, none said "
+                     f"hello); last: {w.last_exit}: "
                      f"{w.hello_error or last_words}")
             fix = (f"Make {self.backend!r} start: it fails while importing its plugin or in "
-                   "vyre_prepare (this error's details carry the worker's traceback; `vyre "
-                   f"doctor` starts one and shows it), or uninstall it. {meanwhile}")
+                   "vyre_prepare (this error's details carry the worker's traceback, and "
+                   f"`vyre doctor` prints it), or uninstall it. {meanwhile}")
         else:
             first = (f"pool {self.backend!r} failed: {len(self._deaths)} worker deaths "
                      + (f"in {opts.restart_window:g} s (more than "
@@ -1309,7 +1321,7 @@ class PoolMachine:
         return PoolFailedError(
             f"{failure.cause}\nNext try in {retry_in:.0f} s (PoolOptions.cooldown).",
             failure.fix, backend=self.backend, retry_in=round(retry_in, 3),
-            worker_output=failure.output[-OUTPUT_IN_ERRORS:])
+            stderr=failure.output[-OUTPUT_IN_ERRORS:])
 
     def _closed_error(self, req: Request) -> PoolFailedError:
         return PoolFailedError(f"the driver was closed while {req.label} to "

@@ -35,9 +35,14 @@ class SmallDisk:
         if shutil.which("mount") is None:
             raise DiskUnavailable("there is no mount command")
         self.path = Path(tempfile.mkdtemp(prefix="vyre-disk-"))
-        proc = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={self.size_kib}k,nr_inodes={self.inodes},"
-             "mode=0700", "tmpfs", str(self.path)], capture_output=True, text=True, timeout=30)
+        try:
+            proc = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={self.size_kib}k,nr_inodes="
+                 f"{self.inodes},mode=0700", "tmpfs", str(self.path)], capture_output=True,
+                text=True, timeout=30)
+        except BaseException:
+            self.path.rmdir()
+            raise
         if proc.returncode:
             self.path.rmdir()
             raise DiskUnavailable(f"mount refused: {proc.stderr.strip() or proc.returncode}")
@@ -72,6 +77,10 @@ class SmallDisk:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        subprocess.run(["umount", "--lazy", str(self.path)], capture_output=True, timeout=30,
-                       check=True)
+        self._fillers.clear()
+        proc = subprocess.run(["umount", "--lazy", str(self.path)], capture_output=True,
+                              text=True, timeout=30)
+        if proc.returncode:
+            raise RuntimeError(f"could not unmount the small disk at {self.path}: "
+                               f"{proc.stderr.strip()}; unmount it by hand (umount -l)")
         self.path.rmdir()

@@ -39,7 +39,8 @@ DISPATCH_FAULTS: dict[str, tuple[str, str]] = {
     "chatter": ("required", "writes ARG MiB to stderr, then computes"),
     "numpy_error": ("none", "raises an error whose details hold numpy scalars and an object"),
     "device": ("optional", "sleeps ARG seconds (default 0), then fills every (sized u32) "
-                           "output with the id of the device its worker is pinned to"),
+                           "output with the id of the device its worker is pinned to "
+                           "(2**32-1 when it is not pinned)"),
     "destroy_device": ("none", "faults-wgpu only: destroys the wgpu device, then dispatches "
                                "(a soft loss)"),
     "destroy_then_submit": ("none", "faults-wgpu only: submits work to a destroyed device: "
@@ -67,7 +68,7 @@ def _checked(kind: str, arg: Any, vocabulary: dict[str, tuple[str, str]], where:
         raise InvalidConfigError(f"unknown {where} fault {kind!r}",
                                  f"Name one of: {', '.join(sorted(vocabulary))}.")
     takes = vocabulary[kind][0]
-    if arg is None and takes == "required":
+    if (arg is None or arg == "") and takes == "required":
         raise InvalidConfigError(f"the {where} fault {kind!r} needs an argument "
                                  f"({vocabulary[kind][1]})", f"Pass it: {kind}:ARG.")
     if arg is not None and takes == "none":

@@ -6,7 +6,6 @@ device lost, and wait for its replacement. Everything waits on what the driver r
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 from typing import Any
 
@@ -35,6 +34,7 @@ class Workers:
     def __init__(self, driver: Driver, backend: str = "faults") -> None:
         self.driver = driver
         self.backend = backend
+        self._frozen: dict[int, psutil.Process] = {}
 
     def pool(self, backend: str | None = None) -> dict[str, Any]:
         """The pool's entry of ``Driver.status()`` (its state, restarts, failure...)."""
@@ -64,42 +64,61 @@ class Workers:
                         > before["generation"] and w["state"] == "idle" and w, timeout,
                         f"worker {before['index']} to be replaced")
 
+    def _process(self, index: int, backend: str | None,
+                 timeout: float) -> tuple[Row, psutil.Process]:
+        """Slot ``index`` once the driver reports a live process for it (not one that
+        already died and is not yet reaped), and that process."""
+        def live() -> tuple[Row, psutil.Process] | None:
+            row = self.row(index, backend)
+            if not row["pid"]:
+                return None
+            try:
+                proc = psutil.Process(row["pid"])
+            except psutil.NoSuchProcess:
+                return None
+            return (row, proc) if _alive(proc) else None
+
+        return wait_for(live, timeout, f"worker {index} of {backend or self.backend!r} to "
+                                       "have a live process")
+
     def kill(self, index: int = 0, backend: str | None = None,
              sig: int = signal.SIGKILL, timeout: float = 10.0) -> Row:
-        """Send ``sig`` to slot ``index``'s process (waiting until it has one) and, for a
-        signal that ends it, wait until it is gone; the slot as it was."""
-        row = wait_for(lambda: (w := self.row(index, backend))["pid"] and w, timeout,
-                       f"worker {index} to have a process")
-        proc = psutil.Process(row["pid"])
-        os.kill(row["pid"], sig)
+        """Send ``sig`` to slot ``index``'s live process; for a signal that ends it, wait
+        until it is gone and the driver has seen it go. Returns the slot as it was."""
+        row, proc = self._process(index, backend, timeout)
+        proc.send_signal(sig)  # (psutil: never a reused pid)
         if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV, signal.SIGABRT):
-            wait_for(lambda: not _alive(proc), timeout, f"pid {row['pid']} to end")
+            wait_for(lambda: not _alive(proc) and self.row(index, backend)["pid"]
+                     != row["pid"], timeout, f"pid {row['pid']} to end and be noticed")
         return row
 
     def freeze(self, index: int = 0, backend: str | None = None,
                timeout: float = 10.0) -> Row:
-        """SIGSTOP slot ``index``'s process and wait until the kernel has stopped it: alive,
-        yet it neither beats nor answers. ``resume`` it, or let the supervisor act."""
-        row = wait_for(lambda: (w := self.row(index, backend))["pid"] and w, timeout,
-                       f"worker {index} to have a process")
-        proc = psutil.Process(row["pid"])
-        os.kill(row["pid"], signal.SIGSTOP)
+        """SIGSTOP slot ``index``'s live process and wait until the kernel has stopped it:
+        alive, yet it neither beats nor answers. ``resume`` it, or let the supervisor act."""
+        row, proc = self._process(index, backend, timeout)
+        proc.send_signal(signal.SIGSTOP)
         wait_for(lambda: not _alive(proc) or proc.status() == psutil.STATUS_STOPPED, timeout,
                  f"pid {row['pid']} to stop")
+        self._frozen[row["pid"]] = proc
         return row
 
     def resume(self, row: Row) -> None:
-        """SIGCONT the process of ``row`` (a frozen worker), if it still exists."""
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(row["pid"], signal.SIGCONT)
+        """SIGCONT the process ``freeze`` returned ``row`` for, if it still exists."""
+        proc = self._frozen.pop(row["pid"], None)
+        if proc is not None and _alive(proc):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(signal.SIGCONT)
 
-    def lose_device(self, backend: str | None = None, timeout: float = 30.0) -> DeviceLostError:
-        """Make the device of the backend's worker lost (a dispatch with the
-        ``device_lost`` fault) and return the DeviceLostError its caller got."""
+    def lose_device(self, backend: str | None = None, kind: str = "device_lost",
+                    timeout: float = 30.0) -> DeviceLostError:
+        """Make the device of the backend's worker lost with a dispatch asking for fault
+        ``kind`` (on ``faults-wgpu``: ``destroy_device``) and return the DeviceLostError
+        its caller got."""
         name = backend or self.backend
         try:
             self.driver.dispatch(one_word_program(), [], backend=name,
-                                 config=fault("device_lost", timeout=timeout))
+                                 config=fault(kind, timeout=timeout))
         except DeviceLostError as exc:
             return exc
         raise AssertionError(f"backend {name!r} ran a dispatch labelled with a device loss: "
