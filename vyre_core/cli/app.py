@@ -18,7 +18,7 @@ from vyre_core.errors import VyreError
 
 #: Sub-command modules, in ``--help`` order; each has ``register(subparsers)``.
 COMMANDS = ("backends", "run", "route", "conform", "doctor", "status", "bench", "new_backend",
-            "demo")
+            "demo", "completion")
 
 OK, CHECK_FAILED, ERROR = 0, 1, 2
 
