@@ -6,6 +6,7 @@ tests/faults; here each is checked in microseconds."""
 
 from __future__ import annotations
 
+import logging
 import signal
 
 import pytest
@@ -53,6 +54,7 @@ def test_a_queued_request_times_out_at_its_own_deadline_not_when_the_one_ahead_e
     assert isinstance(error, DispatchTimeoutError) and error.details["timeout"] == 1.0
     assert "waiting for a worker" in error.cause and "1 busy" in error.cause
     assert long.id not in shell.results and shell.signals == []  # nobody killed for it
+    assert logged(shell, logging.WARNING, "ran past its 1 s deadline waiting for a worker")
 
 
 def test_a_pool_that_never_starts_cannot_hold_a_request_past_its_deadline():
@@ -234,10 +236,12 @@ def test_a_crash_while_running_is_retried_once_and_a_second_makes_it_poison():
     shell.receive(0)
     shell.die(0, -signal.SIGSEGV, "boom")
     assert req.id not in shell.results and shell.sent_to(0)[-1] is req
+    assert logged(shell, logging.INFO, "was cut off; running it again (retry 1 of 1)")
     shell.receive(0)
     shell.die(0, -signal.SIGSEGV, "boom")
     error = shell.result(req)
     assert isinstance(error, WorkerCrashedError) and "poison" in error.cause
+    assert logged(shell, logging.WARNING, "killed 2 workers: failed as a poison request")
     assert "SIGSEGV" in error.cause and error.details["stderr"] == "boom"
     assert shell.machine.state == "running"
 
@@ -259,9 +263,11 @@ def test_retries_zero_fails_at_the_first_crash_and_more_never_exceed_poison(retr
 def test_a_death_before_the_request_arrived_resends_it_without_spending_retries():
     shell = Shell(max_restarts=10)
     req = shell.submit(retries=0)
-    for _ in range(MAX_RESENDS):
+    for resend in range(1, MAX_RESENDS + 1):
         shell.die(0)  # killed before its main thread took the request
         assert req.id not in shell.results
+        assert logged(shell, logging.INFO, f"sending it again (resend {resend} of "
+                                           f"{MAX_RESENDS})")
     shell.receive(0)
     shell.reply(0, value=1)
     assert shell.result(req) == ({"value": 1}, [])
@@ -392,6 +398,19 @@ def test_a_worker_that_never_says_hello_is_killed_and_counted():
     shell.obey_signals()
     assert shell.machine.state == "failed"
     assert "no hello within 3 s" in shell.result(req).cause
+
+
+def logged(shell: Shell, level: int, text: str) -> bool:
+    """Whether the rules logged ``text`` at ``level`` (into ``vyre.supervisor``)."""
+    return any(log.level == level and text in log.text for log in shell.logs)
+
+
+def test_a_worker_that_says_hello_is_logged_as_up():
+    shell = Shell(workers=1, standby=1, devices=(3,))
+    shell.submit()
+    assert logged(shell, logging.INFO, "pool 'b': worker 0 (pid ")
+    assert logged(shell, logging.INFO, "generation 1 is up on device 3")
+    assert logged(shell, logging.INFO, "generation 1 is up on device 3 (a spare)")
 
 
 def hello_failed(shell: Shell, index: int, cause: str, tb: str) -> None:

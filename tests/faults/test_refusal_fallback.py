@@ -3,6 +3,8 @@ is a routing rejection found late: the Driver remembers it and routes again."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -21,13 +23,22 @@ def doubling_program() -> ir.Program:
 
 
 @pytest.mark.timeout(120)
-def test_a_refused_program_falls_over_to_the_next_capable_backend(monkeypatch):
+def test_a_refused_program_falls_over_to_the_next_capable_backend(monkeypatch, caplog):
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")  # faults routes first
+    caplog.set_level(logging.DEBUG, logger="vyre.routing")
     program, data = doubling_program(), [np.arange(16, dtype=np.uint32)]
     refuse = DispatchConfig(label="fault:unsupported")
     with Driver(kill_grace=0.5) as drv:
         out, = drv.dispatch(program, data, config=refuse)
         assert out.tobytes() == reference_run(program, data)[0].tobytes()
+        fp = program.fingerprint()[:12]
+        routing = [(r.levelname, r.getMessage()) for r in caplog.records
+                   if r.name == "vyre.routing"]
+        assert ("INFO", f"program {fp}: 'faults' refused it (vyre_faults: this program is "
+                "refused (injected)); routing passes it over for this program and falls "
+                "over") in routing, routing
+        assert any(level == "DEBUG" and text.startswith(f"program {fp} -> ")
+                   and "faults" not in text for level, text in routing), routing
         faults = drv.status()["pools"]["faults"]
         assert faults["state"] == "running" and faults["restarts"] == 0
         served = faults["workers"][0]["served"]

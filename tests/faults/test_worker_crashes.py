@@ -8,6 +8,7 @@ monkeypatch before the first request reach the workers) and closes it with ``wit
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -336,13 +337,18 @@ def test_a_backend_that_cannot_start_fails_its_pool_after_two_tries(
 
 
 @pytest.mark.timeout(30)
-def test_startup_crash_loop_routing_falls_over(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_startup_crash_loop_routing_falls_over(monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("VYRE_FAULTS", "crash_prepare")
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
+    caplog.set_level(logging.INFO, logger="vyre.routing")
     with driver(max_restarts=2) as drv:
         data = inputs(70)
         # faults routes first on its claims, is probed, crash-loops, and routing falls over
         assert_saxpy(drv.dispatch(PROGRAM, data), data)
+        assert any(r.name == "vyre.routing" and r.getMessage().startswith(
+            "'faults' could not start (pool 'faults' failed: its workers cannot start")
+            and r.getMessage().endswith("; routing passes it over") for r in caplog.records)
         assert pool_status(drv)["state"] == "failed"
         assert pool_status(drv, "cpu")["state"] == "running"
         assert drv.route(PROGRAM).backend == "cpu"

@@ -7,6 +7,7 @@ call (dispatch, dispatch_async, compile, sequences, route, explain) goes through
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from vyre_core.supervisor.pool import Pool, Request
 
 Reply = tuple[dict[str, Any], list[Any]]
+_log = logging.getLogger("vyre.routing")
 
 
 class PoolSource(Protocol):
@@ -105,15 +107,23 @@ class RoutingPolicy:
             return False
         if isinstance(exc, PoolFailedError):
             failed = self.pools.existing(exc.details.get("backend", ""))
-            return (not self.pools.closed and failed is not None
-                    and failed.unavailable() is not None)
+            again = (not self.pools.closed and failed is not None
+                     and failed.unavailable() is not None)
+            if again:
+                _log.info("program %s: the pool of %r failed; falling over to the next "
+                          "capable backend", work.fingerprint()[:12], failed.backend)
+            return again
         if isinstance(exc, UnsupportedFeatureError) and pool is not None:
             served = None if request is None else request.served_by
             device = pool.device_of(served[0]) if served is not None else None
+            why = exc.cause.splitlines()[0]
             with self._lock:
                 self._refusals.setdefault(work.fingerprint(), {}).setdefault(
-                    pool.backend, {})[device] = exc.cause.splitlines()[0]
+                    pool.backend, {})[device] = why
             self.router.invalidate()  # (decisions naming that device are made again)
+            _log.info("program %s: %r%s refused it (%s); routing passes it over for this "
+                      "program and falls over", work.fingerprint()[:12], pool.backend,
+                      "" if device is None else f" on device {device}", why)
             return True
         return False
 
@@ -175,10 +185,12 @@ class RoutingPolicy:
             for name in unprobed:
                 try:
                     self.pools.probe(name, deadline, timeout)  # its hello: decide again
-                except PoolFailedError:
+                except PoolFailedError as exc:
                     if self.pools.closed or backend is not None:
                         raise  # a named backend's failure is the caller's answer
                     # it never started: routing skips the failed pool now; decide again
+                    _log.info("%r could not start (%s); routing passes it over", name,
+                              exc.cause.splitlines()[0])
 
     # -- inside ---------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ Decisions are cached per program fingerprint until the candidate set is invalida
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from vyre_core.registry import Registry
 
     Routable = Program | StepSequence  # what routing places: a program, or a sequence whole
+
+_log = logging.getLogger("vyre.routing")
 
 class Candidate(NamedTuple):
     """A backend as routing sees it: its capabilities, on one of its devices when its pool
@@ -212,6 +215,9 @@ class Router:
                                 or self._skip(hit.backend, fingerprint, None) is None):
             return hit
         decision = self._decide(program, backend)
+        if _log.isEnabledFor(logging.DEBUG):  # (a new decision only: cache hits are silent)
+            _log.debug("program %s -> %s (%s)", fingerprint[:12], decision.backend,
+                       decision.reason)
         with self._lock:
             if key[2] == self._version:  # not invalidated while deciding
                 self._cache[key] = decision

@@ -831,6 +831,9 @@ class PoolMachine:
         w.proven, w.heard_at, w.spawn_failures, w.refusal = True, now, 0, None
         w.failed_starts, self.started = 0, True
         w.state = "idle" if w.index < self.serving else "spare"
+        self._log(logging.INFO, f"pool {self.backend!r}: {w.name} generation {w.generation} "
+                  f"is up" + ("" if w.device is None else f" on device {w.device}")
+                  + (" (a spare)" if w.state == "spare" else ""))
         self.device_list = devices or self.device_list
         w.caps = caps
         self._learned(w.device)
@@ -1011,6 +1014,8 @@ class PoolMachine:
             req.losses += 1
             req.state, req.worker = "queued", None
             self.queue.appendleft(req)
+            self._log(logging.INFO, f"pool {self.backend!r}: {req.label} {how}; sending it "
+                                    f"again (resend {req.losses} of {MAX_RESENDS})")
             self._schedule(now)
 
     def _cut_off(self, w: Worker, req: Request, code: int | None, output: str,
@@ -1032,6 +1037,8 @@ class PoolMachine:
         else:
             req.crashes += 1
             if req.crashes >= POISON_KILLS:
+                self._log(logging.WARNING, f"pool {self.backend!r}: {req.label} killed "
+                                           f"{req.crashes} workers: failed as a poison request")
                 self._resolve(req, WorkerCrashedError(
                     f"{what}; it killed {req.crashes} workers in a row, so it is a poison "
                     "request: it fails alone and the pool keeps serving", stderr=output))
@@ -1040,6 +1047,9 @@ class PoolMachine:
             else:
                 req.state, req.worker = "queued", None
                 self.queue.appendleft(req)
+                self._log(logging.INFO, f"pool {self.backend!r}: {req.label} was cut off; "
+                                        f"running it again (retry {req.crashes} of "
+                                        f"{req.retries})")
 
     def _finish(self, w: Worker, req: Request, result: Any, now: float) -> None:
         w.current = None
@@ -1155,8 +1165,9 @@ class PoolMachine:
                 req, f"while running; worker {w.index} was killed"))
             self._retire(w, "planned", f"{req.label} ran past its deadline", now)
         else:
-            self._resolve(req, self._timeout(
-                req, f"waiting for a worker ({self._why_waiting(req)})"))
+            error = self._timeout(req, f"waiting for a worker ({self._why_waiting(req)})")
+            self._log(logging.WARNING, f"pool {self.backend!r}: {error.cause}")
+            self._resolve(req, error)
 
     def _why_waiting(self, req: Request | None = None) -> str:
         workers = self.workers if req is None or req.devices is None else self._eligible(req)
