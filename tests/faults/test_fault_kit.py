@@ -106,3 +106,13 @@ def test_a_wgpu_device_is_lost_through_the_kit():
     with driver() as drv:
         error = Workers(drv, "faults-wgpu").lose_device(kind="destroy_device")
         assert error.code == 1202 and "Fix:" in str(error)
+
+
+@pytest.mark.timeout(30)
+def test_a_pool_not_started_yet_is_named_with_what_to_do():
+    with driver() as drv:
+        with pytest.raises(AssertionError, match="pool 'faults' has no worker 0 \\(it is "
+                                                 "not started\\): dispatch to it, or probe"):
+            Workers(drv).kill()
+        with pytest.raises(AssertionError, match="no backend 'fault' is registered"):
+            Workers(drv, "fault").row()

@@ -38,11 +38,22 @@ class Workers:
 
     def pool(self, backend: str | None = None) -> dict[str, Any]:
         """The pool's entry of ``Driver.status()`` (its state, restarts, failure...)."""
-        return self.driver.status()["pools"][backend or self.backend]
+        name = backend or self.backend
+        pools = self.driver.status()["pools"]
+        if name not in pools:
+            raise AssertionError(f"no backend {name!r} is registered (registered: "
+                                 f"{', '.join(pools) or 'none'}); the fault backends come "
+                                 "with the vyre-faults distribution")
+        return pools[name]
 
     def row(self, index: int = 0, backend: str | None = None) -> Row:
         """Worker slot ``index``: pid, generation, state, restarts, running..."""
-        return self.pool(backend)["workers"][index]
+        pool = self.pool(backend)
+        if index >= len(pool["workers"]):
+            raise AssertionError(f"pool {pool['backend']!r} has no worker {index} (it is "
+                                 f"{pool['state']}): dispatch to it, or probe it "
+                                 f"(driver.probe({pool['backend']!r})), first")
+        return pool["workers"][index]
 
     def wait_idle(self, index: int = 0, backend: str | None = None,
                   timeout: float = 10.0) -> Row:
