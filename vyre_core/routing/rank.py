@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger("vyre.routing")
 
+
 class Candidate(NamedTuple):
     """A backend as routing sees it: its capabilities, on one of its devices when its pool
     runs one worker set per device (a backend is then listed once per device)."""
