@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import argparse
 
-import shtab
-
 #: Arguments whose value is a path: the script completes file (or folder) names there.
 FILE_METAVARS = {"TARGET", "FILE", "FILE.npz", "FILE.vyir"}
 DIR_METAVARS = {"PATH"}
@@ -15,6 +13,8 @@ DIR_METAVARS = {"PATH"}
 
 def script(shell: str) -> str:
     """The completion script of ``vyre`` for ``shell``."""
+    import shtab  # (here: every other command starts without it)
+
     from vyre_core.cli.app import parser
 
     top = parser()
