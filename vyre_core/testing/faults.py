@@ -93,15 +93,20 @@ def parse_label(label: str | None) -> tuple[str, str] | None:
     asks for no fault. An unknown kind is refused: it would otherwise compute normally."""
     if not label or not label.startswith(LABEL_PREFIX):
         return None
-    kind, sep, arg = label[len(LABEL_PREFIX):].partition(":")
-    _checked(kind, arg if sep else None, DISPATCH_FAULTS, "dispatch")
-    return kind, arg
+    kind, arg = _split(label[len(LABEL_PREFIX):])
+    _checked(kind, arg, DISPATCH_FAULTS, "dispatch")
+    return kind, arg or ""
 
 
 def startup_faults(*items: str) -> str:
     """The value of ``VYRE_FAULTS`` for ``items`` (``"devices:2"``, ``"no_recover"``...)."""
-    return ",".join(_checked(*(item.partition(":")[0], item.partition(":")[2] or None),
-                             STARTUP_FAULTS, "start-up") for item in items)
+    return ",".join(_checked(*_split(item), STARTUP_FAULTS, "start-up") for item in items)
+
+
+def _split(item: str) -> tuple[str, str | None]:
+    """``"kind:arg"`` as ``(kind, arg)``; ``arg`` None without a colon."""
+    kind, sep, arg = item.partition(":")
+    return kind, arg if sep else None
 
 
 def active_startup_faults(environ: dict[str, str] | None = None) -> frozenset[str]:
