@@ -64,6 +64,8 @@ class Shell:
             for action in actions:
                 done.append(action)
                 if isinstance(action, Resolve):
+                    self.machine.answered(action.request, action.value, self.now)  # (as
+                    # the shells do, handing the answer over)
                     rid = action.request.id
                     self.results[rid] = action.value
                     self.resolved_count[rid] = self.resolved_count.get(rid, 0) + 1

@@ -710,6 +710,13 @@ class Driver:
             "broken_plugins": [{"name": b.name, "error": b.error} for b in self.registry.broken],
         }
 
+    def metrics(self) -> dict[str, Any]:
+        """What each started pool counted since the driver started it: calls by operation
+        and outcome, latency histograms, bytes in and out, worker restarts by reason, the
+        program and pipeline caches, with calls queued and in flight now. The fields are
+        listed in docs/operations.md; ``vyre_core.observability.prometheus`` exports them."""
+        return {"pools": {pool.backend: pool.metrics() for pool in self.pools.all()}}
+
     def close(self, timeout: float | None = None) -> None:
         """Fail pending calls, stop every worker (SIGTERM, SIGKILL after the kill grace)
         and remove the run directory. Idempotent, and safe against Ctrl-C: interrupted, it

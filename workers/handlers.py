@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +16,7 @@ import numpy as np
 
 from vyre_core import protocol
 from vyre_core.config import DispatchConfig
-from vyre_core.contract.types import Timing, wall_clock_ns
+from vyre_core.contract.types import CacheSnapshot, Timing, wall_clock_ns
 from vyre_core.dataplane import SegmentMaps, Shared
 from vyre_core.errors import (
     CallerError,
@@ -39,6 +40,9 @@ _DEVICE_OPS = frozenset({Op.DISPATCH, Op.PIPELINE_DISPATCH, Op.COMPILE, Op.DISPA
 #: Compiled pipelines a worker keeps (the most recently used); an older handle is refused
 #: with PipelineInvalidatedError, a compile of the same pipeline key reuses its entry.
 PIPELINE_LIMIT = 1024
+#: How often (seconds) a reply carries the backend's pipeline-cache counters (and every
+#: compile's reply does): the parent counts them for ``Driver.metrics()``.
+CACHE_REPORT_EVERY = 1.0
 
 Handler = Callable[[Message], tuple[dict[str, Any], list[Any]]]
 
@@ -57,6 +61,7 @@ class Handlers:
         self._pipelines: OrderedDict[int, CompiledPipeline] = OrderedDict()
         self._pipeline_of_key: dict[str, int] = {}
         self._pipeline_ids = itertools.count(1)
+        self._cache_report_at = 0.0  # (inf: the backend keeps no counters)
         self._handlers: dict[Op, Handler] = {
             Op.PING: lambda m: ({}, []),
             Op.DISPATCH: self._dispatch,
@@ -84,6 +89,8 @@ class Handlers:
                 msg.arrays = [self._shared(a) if isinstance(a, Shared) else a
                               for a in msg.arrays]
             meta, arrays = self._handlers[msg.op](msg)
+            if msg.op is Op.COMPILE or time.monotonic() >= self._cache_report_at:
+                meta = self._with_cache_report(meta)
             reply = Message(Op.REPLY, msg.id, generation, meta, arrays)
             self._check_size(reply)
             return reply
@@ -95,6 +102,20 @@ class Handlers:
                     f"backend {self.host.id()!r} lost its device in worker generation "
                     f"{generation} ({error.cause})", generation=generation)
             return protocol.error_message(error, msg.id, generation)
+
+    def _with_cache_report(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """``meta`` with the backend's pipeline-cache counters, when it keeps any."""
+        if self._cache_report_at == float("inf"):
+            return meta
+        self._cache_report_at = time.monotonic() + CACHE_REPORT_EVERY
+        try:
+            snapshot = self.host.pipeline_cache_snapshot()
+        except Exception:  # (counters are not worth failing a call for)
+            snapshot = None
+        if not isinstance(snapshot, CacheSnapshot):
+            self._cache_report_at = float("inf")
+            return meta
+        return {**meta, "pipeline_cache": [snapshot.hits, snapshot.misses, snapshot.entries]}
 
     def _shared(self, shared: Shared, writable: bool = False) -> np.ndarray:
         if self.maps is None:

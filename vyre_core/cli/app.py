@@ -17,7 +17,8 @@ from vyre_core.cli.output import err_console, print_error
 from vyre_core.errors import VyreError
 
 #: Sub-command modules, in ``--help`` order; each has ``register(subparsers)``.
-COMMANDS = ("backends", "run", "route", "conform", "doctor", "status", "bench", "new_backend",
+COMMANDS = ("backends", "run", "route", "conform", "doctor", "status", "top", "bench",
+            "new_backend",
             "demo", "completion")
 
 OK, CHECK_FAILED, ERROR = 0, 1, 2

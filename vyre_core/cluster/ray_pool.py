@@ -33,7 +33,7 @@ from vyre_core.errors import (
 from vyre_core.protocol import Message, Op
 from vyre_core.registry import BackendRegistration
 from vyre_core.supervisor import published
-from vyre_core.supervisor.facts import PoolFacts
+from vyre_core.supervisor.facts import PoolFacts, call_spans
 from vyre_core.supervisor.lane import interrupts_deferred
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
@@ -73,6 +73,7 @@ class RayPool(PoolFacts):
         self._on_change = on_change
         self._machine = PoolMachine(self.backend, options, devices)
         self._lock = threading.RLock()
+        self._spans = call_spans(self.backend, options)
         self._actors: dict[int, Any] = {}          # slot -> actor handle
         self._identity: dict[int, bytes] = {}      # slot -> the identity of its actor
         self._node: dict[int, str] = {}            # slot -> the node its actor runs on
@@ -120,6 +121,7 @@ class RayPool(PoolFacts):
     def submit(self, request: Request) -> Future:
         """Hand ``request`` to the rules; its future always resolves."""
         future = request.future
+        self._begin_span(request)
         try:
             self._start()
             self._place_arrays(request)
@@ -137,6 +139,7 @@ class RayPool(PoolFacts):
         so (mostly: whichever thread looks first) is taking its reply; deadlines, deaths
         and retries are the rules' as always."""
         future = request.future
+        self._begin_span(request)
         request.waker = own = object()
         self._start()
         self._place_arrays(request)
@@ -330,6 +333,7 @@ class RayPool(PoolFacts):
                 elif isinstance(action, Resolve):
                     request = action.request
                     future, request.future = request.future, None
+                    self._answered(request, action.value)
                     if future is not None:
                         self._resolved.append((future, action.value))
                 elif isinstance(action, Spawn):

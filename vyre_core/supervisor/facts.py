@@ -6,9 +6,23 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING, Any
 
 from vyre_core.contract.types import Capabilities, DeviceInfo
-from vyre_core.supervisor.machine import PoolMachine
+from vyre_core.supervisor.machine import PoolMachine, Request
+from vyre_core.supervisor.options import PoolOptions
+
+if TYPE_CHECKING:
+    from vyre_core.observability.tracing import CallSpans
+
+
+def call_spans(backend: str, options: PoolOptions) -> CallSpans | None:
+    """The spans a pool makes of its calls (None: tracing is off)."""
+    if not options.tracing:
+        return None
+    from vyre_core.observability.tracing import CallSpans
+
+    return CallSpans(backend)
 
 
 class PoolFacts:
@@ -17,6 +31,18 @@ class PoolFacts:
 
     _machine: PoolMachine
     _lock: threading.Lock | threading.RLock
+    _spans: CallSpans | None  # (PoolOptions.tracing)
+
+    def _begin_span(self, request: Request) -> None:
+        """(The caller's thread.) Note where ``request``'s span starts, when tracing."""
+        if self._spans is not None:
+            self._spans.begin(request)
+
+    def _answered(self, request: Request, value: Any) -> None:
+        """(Locked, as ``request``'s answer is handed over.) Count it; end its span."""
+        self._machine.answered(request, value, time.monotonic())
+        if self._spans is not None:
+            self._spans.end(request, value)
 
     @property
     def capabilities(self) -> Capabilities | None:
@@ -72,3 +98,8 @@ class PoolFacts:
     def unavailable(self) -> str | None:
         """Why routing must pass this pool over now (failed and cooling down, closed)."""
         return self._machine.unavailable(time.monotonic())
+
+    def metrics(self) -> dict[str, Any]:
+        """Its counters and gauges (``supervisor/metrics.py``), for ``Driver.metrics()``."""
+        with self._lock:
+            return self._machine.metrics_snapshot()

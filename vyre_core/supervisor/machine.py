@@ -38,6 +38,7 @@ from vyre_core.errors import (
     WorkerCrashedError,
 )
 from vyre_core.protocol import PROGRAM_CACHE, PROGRAM_NOT_HELD, SHARED_REFUSED, Message, Op
+from vyre_core.supervisor.metrics import PoolMetrics, data_bytes
 from vyre_core.supervisor.options import PoolOptions
 
 #: A request that never reached a worker is sent again (to a fresh or another worker) at
@@ -104,6 +105,7 @@ class Request:
         self.socket_only = False              # must carry its arrays on the socket
         self.lean = False                     # encoded naming its program by fingerprint
         self.wire: Any = None                 # (meta, arrays) as encoded (the shell's)
+        self.trace: Any = None                # its span's parent and start (the shell's)
         # what the rules have done with it
         self.state = "new"              # queued, sent, done
         self.worker: int | None = None
@@ -115,6 +117,8 @@ class Request:
         self.crashes = 0                # workers that died while running it
         self.losses = 0                 # sends that never reached a worker
         self.served_by: tuple[int, int] | None = None  # (worker index, generation)
+        self.submitted_at = 0.0         # when the rules first had it (for its latency)
+        self.input_bytes = 0            # its arrays' bytes (for the metrics)
 
     @property
     def done(self) -> bool:
@@ -244,6 +248,7 @@ class Worker:
         self.kill_at: float | None = None
         self.backoff_until = 0.0
         self.retire_reason = ""
+        self.retire_cause: str | None = None  # its word in metrics.RESTART_REASONS
         self.spawn_failures = 0
         self.retiring: str | None = None  # None: any exit is unexpected; planned; fault
         self.deaths = 0                 # counted toward the restart intensity
@@ -312,6 +317,7 @@ class PoolMachine:
         self.dropped_replies = 0      # late or stray replies from our own workers
         self.rejected_messages = 0    # messages from peers that are not our workers
         self.lost_messages = 0
+        self.metrics = PoolMetrics()  # (fed by the shell too: answers, with their latency)
         self._deaths: collections.deque[float] = collections.deque()
         self._deadlines: list[tuple[float, int, Request]] = []
         self._live_deadlines = 0  # entries of _deadlines whose request is not done
@@ -439,12 +445,32 @@ class PoolMachine:
                 "failure_output": (None if self.failure is None
                                    else self.failure.output[-OUTPUT_IN_ERRORS:]),
                 "retry_in": (None if self.failure is None
-                             else max(0.0, round(self.failure.retry_at - now, 3)))}
+                             else max(0.0, round(self.failure.retry_at - now, 3))),
+                "metrics": self.metrics.snapshot()}
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        """``Driver.metrics()``'s entry for this pool: its counters, and the gauges that
+        go with them (calls waiting, calls running, live worker processes)."""
+        return {"backend": self.backend, "state": self.state,
+                "queued": sum(not r.done for r in self.queue)
+                + sum(not r.done for w in self.workers for r in w.pinned),
+                "in_flight": sum(w.current is not None and not w.current.internal
+                                 and not w.current.done for w in self.workers),
+                "workers": sum(w.pid is not None for w in self.workers),
+                **self.metrics.snapshot()}
+
+    def answered(self, req: Request, value: Any, now: float) -> None:
+        """(The shell, handing ``req``'s answer to its caller.) Counted in the metrics,
+        with the time since it was submitted."""
+        self.metrics.answered(req.op.value, value, now - req.submitted_at,
+                              req.input_bytes, req.served_by)
 
     # -- events: callers -------------------------------------------------------------------
 
     def submit(self, req: Request, now: float) -> None:
         """A caller's request (or a retry re-routed here)."""
+        req.submitted_at = now
+        req.input_bytes = data_bytes(req.arrays)
         if self.state == "closed":
             self._resolve(req, self._closed_error(req))
             return
@@ -495,7 +521,7 @@ class PoolMachine:
         for req in self._pending():
             self._resolve(req, self._closed_error(req))
         for w in self.workers:
-            self._retire(w, "planned", "the driver is closing", now)
+            self._retire(w, "planned", "the driver is closing", now, cause=None)
 
     # -- events: the shell's process work --------------------------------------------------
 
@@ -511,7 +537,8 @@ class PoolMachine:
         w.startup_deadline = now + self.options.startup_timeout
         self._by_identity[identity] = w
         if self.state in ("closed", "failed"):
-            self._retire(w, "planned", "the pool stopped while it was starting", now)
+            self._retire(w, "planned", "the pool stopped while it was starting", now,
+                         cause=None)
 
     def spawn_dropped(self, index: int, generation: int) -> None:
         """The pool closed before the shell started the process for ``Spawn(index,
@@ -644,6 +671,9 @@ class PoolMachine:
             return
         counted = w.retiring != "planned" and not collateral
         died_starting = not w.proven
+        self.metrics.process_gone(w.index, None if self.state == "closed" else (
+            w.retire_cause if w.retiring is not None else "fork_server" if collateral
+            else "start_failed" if died_starting else "crashed"))
         w.last_exit = f"{w.name} {describe_exit(code)}" + (
             " with its fork server" if collateral else "")
         req, w.current = w.current, None
@@ -756,7 +786,8 @@ class PoolMachine:
         self.lost_messages += 1
         # Unreachable is how a worker that just died looks before its exit is read: a
         # fault, counted toward the restart intensity like the death it most likely is.
-        self._retire(w, "fault", f"unreachable: {error}", now, kill=True)
+        self._retire(w, "fault", f"unreachable: {error}", now, kill=True,
+                     cause="unresponsive")
         self._lost(req, f"could not be sent to {w.name} ({error})", now, MessageLostError)
 
     def tick(self, now: float) -> None:
@@ -778,7 +809,8 @@ class PoolMachine:
             if w.state == "starting" and now >= w.startup_deadline:
                 w.hello_error = w.hello_error or (
                     f"no hello within {self.options.startup_timeout:g} s of starting")
-                self._retire(w, "fault", "it did not start in time", now, kill=True)
+                self._retire(w, "fault", "it did not start in time", now, kill=True,
+                             cause="start_failed")
             elif w.state == "backoff" and now >= w.backoff_until and self.state == "running":
                 self._spawn(w)
             elif w.state == "busy":
@@ -786,7 +818,7 @@ class PoolMachine:
             elif w.state in ("idle", "spare") \
                     and now - w.heard_at > self.options.heartbeat_timeout:
                 self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s while "
-                             f"{w.state}", now, kill=True)
+                             f"{w.state}", now, kill=True, cause="unresponsive")
         self._schedule(now)
 
     # -- rules -----------------------------------------------------------------------------
@@ -826,7 +858,7 @@ class PoolMachine:
                                  f"{w.device!r}")
         except Exception as exc:  # a worker we cannot route on is a worker that failed
             w.hello_error = f"its hello carried unreadable capabilities: {exc}"
-            self._retire(w, "fault", "unreadable hello", now, kill=True)
+            self._retire(w, "fault", "unreadable hello", now, kill=True, cause="protocol")
             return
         w.proven, w.heard_at, w.spawn_failures, w.refusal = True, now, 0, None
         w.failed_starts, self.started = 0, True
@@ -940,7 +972,7 @@ class PoolMachine:
         if now - w.heard_at <= self._silence:
             return False
         self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s with work waiting "
-                     "for it (frozen?)", now, kill=True)
+                     "for it (frozen?)", now, kill=True, cause="unresponsive")
         return True
 
     def _send(self, w: Worker, req: Request, now: float) -> None:
@@ -951,6 +983,7 @@ class PoolMachine:
         fp = req.meta.get("fp")
         had = fp in w.held
         if fp is not None:  # it holds the program once this arrives (its cache, mirrored)
+            self.metrics.program_sent(had and not req.with_program)
             w.held[fp] = None
             w.held.move_to_end(fp)
             if len(w.held) > PROGRAM_CACHE:
@@ -970,12 +1003,13 @@ class PoolMachine:
                 # request the moment it is whole): its lane no longer carries messages.
                 self.lost_messages += 1
                 self._retire(w, "planned", f"{req.label} never reached it: its lane "
-                             "carries no messages", now, kill=True)
+                             "carries no messages", now, kill=True, cause="unresponsive")
                 self._lost(req, f"never reached {w.name}: the worker stayed alive but never "
                            "took the message off its lane", now, MessageLostError)
             else:  # silent since before the request arrived: frozen
                 self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s and never "
-                             f"received {req.label} (frozen?)", now, kill=True)
+                             f"received {req.label} (frozen?)", now, kill=True,
+                             cause="unresponsive")
                 self._lost(req, f"was sent to {w.name}, which was frozen", now,
                            WorkerCrashedError)
         elif req.finished_seen_at is not None:
@@ -994,7 +1028,8 @@ class PoolMachine:
                     f"{self.options.heartbeat_timeout:g} s while running {req.label}",
                     "The backend is stuck holding the GIL; set DispatchConfig.timeout, or "
                     "report the hang to its authors."))
-            self._retire(w, "fault", "stuck without heartbeats", now, kill=True)
+            self._retire(w, "fault", "stuck without heartbeats", now, kill=True,
+                         cause="unresponsive")
 
     def _lost(self, req: Request, how: str, now: float,
               error: type[VyreError] = WorkerCrashedError) -> None:
@@ -1077,7 +1112,7 @@ class PoolMachine:
             elif req.op is Op.ADOPT:
                 if isinstance(result, Exception):
                     self._retire(w, "fault", f"it could not take over the slot ({result})",
-                                 now, kill=True)
+                                 now, kill=True, cause="protocol")
                 self._schedule(now)
             return
         if req.op is not Op.PING:
@@ -1087,7 +1122,7 @@ class PoolMachine:
         if isinstance(result, DeviceLostError):
             self._request_recovery(w, now)
         elif w.state == "idle" and (why := self._recycle_reason(w)):
-            self._retire(w, "planned", why, now)
+            self._retire(w, "planned", why, now, cause="recycled")
         self._schedule(now)
 
     def _request_recovery(self, w: Worker, now: float) -> None:
@@ -1100,7 +1135,8 @@ class PoolMachine:
 
     def _recovered(self, w: Worker, result: Any, now: float) -> None:
         if isinstance(result, Exception):
-            self._retire(w, "planned", "its device could not be recovered", now)
+            self._retire(w, "planned", "its device could not be recovered", now,
+                         cause="device_lost")
             return
         w.generation += 1
         for req in list(w.pinned):
@@ -1159,11 +1195,13 @@ class PoolMachine:
                 # backend whose processes all hang there fails its pool); a recovery that
                 # runs long is the device's, planned
                 kind = "fault" if req.op is Op.ADOPT else "planned"
-                self._retire(w, kind, f"{req.label} ran past its deadline", now)
+                self._retire(w, kind, f"{req.label} ran past its deadline", now,
+                             cause="deadline")
                 return
             self._resolve(req, self._timeout(
                 req, f"while running; worker {w.index} was killed"))
-            self._retire(w, "planned", f"{req.label} ran past its deadline", now)
+            self._retire(w, "planned", f"{req.label} ran past its deadline", now,
+                         cause="deadline")
         else:
             error = self._timeout(req, f"waiting for a worker ({self._why_waiting(req)})")
             self._log(logging.WARNING, f"pool {self.backend!r}: {error.cause}")
@@ -1182,14 +1220,16 @@ class PoolMachine:
         return "no device (unpinned)" if self.devices is None else \
             f"device(s) {sorted(self.devices)}"
 
-    def _retire(self, w: Worker, kind: str, reason: str, now: float, kill: bool = False) -> None:
+    def _retire(self, w: Worker, kind: str, reason: str, now: float, kill: bool = False, *,
+                cause: str | None) -> None:
         """Stop the worker at ``w``: ``planned`` stops (recycling, deadlines, close) do not
-        count toward the restart intensity, ``fault`` stops (frozen, stuck) do."""
+        count toward the restart intensity, ``fault`` stops (frozen, stuck) do. ``cause``
+        is the reason's word in metrics.RESTART_REASONS (None: the driver closes)."""
         if w.state in ("stopped", "spawning", "backoff", "stopping", "killing"):
             if w.state in ("stopping", "killing") and kill and w.kill_at is not None:
                 w.kill_at = now  # escalate now
             return
-        w.retiring, w.retire_reason = kind, reason
+        w.retiring, w.retire_reason, w.retire_cause = kind, reason, cause
         if w.state in ("idle", "spare") and not kill and kind == "planned" \
                 and self.state == "running":
             self._send(w, Request(Op.SHUTDOWN, {}, [], internal=True), now)
@@ -1236,7 +1276,7 @@ class PoolMachine:
         for req in self._pending():
             self._resolve(req, error)
         for other in self.workers:
-            self._retire(other, "planned", "the pool failed", now)
+            self._retire(other, "planned", "the pool failed", now, cause="pool_failed")
         self._actions.append(RoutingChanged())
 
     def _restart_after_cooldown(self, now: float) -> None:

@@ -3,6 +3,7 @@ a bad value is refused with a Fix before any process starts; see docs/operations
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 from vyre_core import protocol
@@ -42,6 +43,7 @@ class PoolOptions:
     # the ids of the devices to run on (``vyre backends --probe`` lists them)
     devices: str | tuple[int, ...] | None = None
     gpus_per_worker: float = 0.0    # on a Ray cluster: the GPUs each worker actor requests
+    tracing: bool = False           # one OpenTelemetry span per call (observability/tracing)
 
     def __post_init__(self) -> None:
         if isinstance(self.devices, list):
@@ -89,6 +91,12 @@ class PoolOptions:
                 self.gpus_per_worker, int | float) or not 0 <= self.gpus_per_worker <= 64:
             bad.append((f"gpus_per_worker={self.gpus_per_worker!r}",
                         "gpus_per_worker: 0 to 64 (fractions share a GPU)"))
+        if not isinstance(self.tracing, bool):
+            bad.append((f"tracing={self.tracing!r}", "tracing: True or False"))
+        elif self.tracing and not _importable("opentelemetry.trace"):
+            bad.append(("tracing=True without OpenTelemetry installed",
+                        "tracing: False, or install its API first "
+                        "(pip install 'vyre[opentelemetry]')"))
         if bad:
             raise InvalidConfigError(f"bad pool options: {', '.join(b for b, _ in bad)}",
                                      "Use " + "; ".join(f for _, f in bad) + ".")
@@ -99,6 +107,13 @@ class PoolOptions:
         how long a request may go unacknowledged before it is judged lost: three heartbeats
         (never under a quarter second, for loaded machines)."""
         return max(3 * self.heartbeat_interval, 0.25)
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # (a parent package missing, or blocked)
+        return False
 
 
 def _is_int(value: object, minimum: int) -> bool:

@@ -45,7 +45,7 @@ from vyre_core.errors import (
 from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import BackendRegistration
 from vyre_core.supervisor import fork_server, published
-from vyre_core.supervisor.facts import PoolFacts
+from vyre_core.supervisor.facts import PoolFacts, call_spans
 from vyre_core.supervisor.fork_server import ForkServer, ForkServerError
 from vyre_core.supervisor.lane import Lane, Waker, interrupts_deferred, own_waker, waker
 from vyre_core.supervisor.machine import (
@@ -97,6 +97,7 @@ class Pool(PoolFacts):
         self._context_of_driver = context  # one zmq context (and I/O thread) per driver
         self._machine = PoolMachine(self.backend, options, devices)
         self._lock = threading.Lock()   # the machine: the I/O thread, and status readers
+        self._spans = call_spans(self.backend, options)
         self._gate = threading.Lock()   # the hand-over: inbox, wake fd, I/O state
         self._io_state = "new"          # new, running, stopped
         self._closing = False
@@ -133,6 +134,7 @@ class Pool(PoolFacts):
         """Hand ``request`` to the I/O thread; its future always resolves. Its large arrays
         are written into shared memory here, by the calling thread."""
         future = request.future  # (answered, the request lets go of it)
+        self._begin_span(request)
         try:
             self._encode_into(request)
             with self._gate:
@@ -248,6 +250,7 @@ class Pool(PoolFacts):
         answers the request otherwise. The rules guarantee the wait ends (a deadline, or a
         live worker actually running the request)."""
         future = request.future
+        self._begin_span(request)
         try:
             request.waker = waker()
             self._encode_into(request)
@@ -697,6 +700,7 @@ class Pool(PoolFacts):
                 value = self._results(request, action.value)
             except Exception as exc:  # a bug: the caller gets it, never a wait
                 value = as_vyre_error(exc, f"pool {self.backend!r} reading a reply")
+            self._answered(request, value)
             self._resolved.append((future, value))
             self._wake(request)
         elif isinstance(action, Release):

@@ -5,11 +5,19 @@ Registration imports numpy only; numba is imported in the worker, at the first c
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import numpy as np
 
-from vyre_core.contract import DeviceInfo, SequenceRun, TimedDispatch, Timing, hookimpl
+from vyre_core.contract import (
+    CacheSnapshot,
+    DeviceInfo,
+    SequenceRun,
+    TimedDispatch,
+    Timing,
+    hookimpl,
+)
 from vyre_core.contract.types import wall_clock_ns
 from vyre_core.host_memory import HostMemory
 from vyre_core.ir import Access, Program
@@ -56,6 +64,13 @@ def vyre_backend_precedence() -> int:
 @hookimpl
 def vyre_backend_claims() -> dict:
     return dict(CLAIMS)
+
+
+@hookimpl
+def vyre_pipeline_cache_snapshot() -> CacheSnapshot:
+    compiler = sys.modules.get("vyre_cpu.compiler")  # (not loaded: nothing compiled yet,
+    # and counting is no reason to import numba)
+    return CacheSnapshot(*compiler.cache_counts()) if compiler else CacheSnapshot(0, 0, 0)
 
 
 @hookimpl

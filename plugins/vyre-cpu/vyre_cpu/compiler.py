@@ -41,6 +41,8 @@ _lock = threading.Lock()
 #: thousands of steps look theirs up without hashing anything), least recently used first.
 _loaded: collections.OrderedDict[str, Compiled] = collections.OrderedDict()
 HELD = 256
+#: Kernels found (in memory or numba's cache on disk), and compiled, by this process.
+_counts = {"hits": 0, "misses": 0}
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ def compiled(program: Program) -> Compiled:
         found = _loaded.get(fingerprint)
         if found is not None:
             _loaded.move_to_end(fingerprint)
+            _counts["hits"] += 1
             return found
         kernel = generate(program)  # (refusals first: nothing is written for them)
         key = pipeline_cache_key(program, DispatchConfig(), "cpu", __version__)
@@ -89,9 +92,16 @@ def compiled(program: Program) -> Compiled:
         done = Compiled(dispatcher, time.perf_counter() - started,
                         bool(stats.cache_hits) and not stats.cache_misses)
         _loaded[fingerprint] = done
+        _counts["hits" if done.cached else "misses"] += 1
         if len(_loaded) > HELD:
             _loaded.popitem(last=False)
         return done
+
+
+def cache_counts() -> tuple[int, int, int]:
+    """(hits, misses, kernels held) of this process, for the pipeline-cache hook."""
+    with _lock:
+        return _counts["hits"], _counts["misses"], len(_loaded)
 
 
 def signature(program: Program) -> tuple[Any, ...]:

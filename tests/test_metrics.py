@@ -1,0 +1,288 @@
+"""What a pool counts (``supervisor/metrics.py``), fed by the supervision rules as the
+shells feed them, and what reads it: percentiles, the Prometheus families, and ``vyre
+top``'s frames. Pure: no process, socket or clock (the fast tier)."""
+
+from __future__ import annotations
+
+import math
+import signal
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from supervision_harness import Shell
+
+from vyre_core.cli import top
+from vyre_core.errors import DispatchTimeoutError, InvalidInputError
+from vyre_core.observability import prometheus
+from vyre_core.protocol import Op
+from vyre_core.supervisor.metrics import BOUNDS, Histogram, PoolMetrics, percentile, since
+
+pytestmark = pytest.mark.fast
+
+
+def test_a_latency_lands_in_the_first_bucket_whose_bound_holds_it() -> None:
+    h = Histogram()
+    for seconds in (0.0, BOUNDS[0], BOUNDS[0] * 1.01, BOUNDS[5], 1e9):
+        h.add(seconds)
+    assert h.counts[0] == 2 and h.counts[1] == 1 and h.counts[5] == 1
+    assert h.counts[-1] == 1 and h.count == 5 and sum(h.counts) == 5
+    assert h.sum == pytest.approx(BOUNDS[0] * 2.01 + BOUNDS[5] + 1e9)
+
+
+def test_percentiles_interpolate_inside_the_bucket_and_stay_within_a_factor_of_two() -> None:
+    h = Histogram()
+    rng = np.random.default_rng(7)
+    samples = rng.lognormal(math.log(3e-4), 0.6, 10_000)
+    for s in samples:
+        h.add(float(s))
+    for q in (0.5, 0.9, 0.99):
+        exact = float(np.quantile(samples, q))
+        got = percentile(h.to_dict(), q)
+        assert exact / 2 <= got <= exact * 2, (q, exact, got)
+    # all in one bucket (2^-12, 2^-11]: the median is halfway through it
+    one = Histogram()
+    for _ in range(10):
+        one.add(3e-4)
+    assert percentile(one.to_dict(), 0.5) == pytest.approx((2 ** -12 + 2 ** -11) / 2)
+    assert percentile(Histogram().to_dict(), 0.5) is None
+    top_only = Histogram()
+    top_only.add(1e6)
+    assert percentile(top_only.to_dict(), 0.99) == BOUNDS[-1]
+
+
+def test_since_subtracts_an_earlier_state_and_keeps_the_newer_one_after_a_reset() -> None:
+    h = Histogram()
+    h.add(1e-3)
+    older = h.to_dict()
+    h.add(1.0)
+    h.add(1.0)
+    window = since(h.to_dict(), older)
+    assert window["count"] == 2 and window["sum"] == pytest.approx(2.0)
+    assert percentile(window, 0.5) > 0.5
+    assert since(older, h.to_dict()) == older  # (a newer driver, counting from zero)
+    assert since(h.to_dict(), None) == h.to_dict()
+
+
+def test_answers_are_counted_by_op_and_outcome_with_bytes_and_latency() -> None:
+    m = PoolMetrics()
+    out = np.zeros(10, np.float32)
+    m.answered("dispatch", ({}, [out, out]), 0.002, 100, (0, 1))
+    m.answered("dispatch", InvalidInputError("x", "y"), 0.001, 30, None)
+    m.answered("compile", ({}, []), 0.5, 7, (0, 1))
+    snap = m.snapshot()
+    assert snap["calls"] == {"compile": {"ok": 1},
+                             "dispatch": {"InvalidInputError": 1, "ok": 1}}
+    assert snap["input_bytes"] == 137 and snap["output_bytes"] == 80
+    assert snap["latency"]["dispatch"]["count"] == 2
+    assert snap["latency"]["compile"]["sum"] == 0.5
+    assert snap["pipeline_cache"] is None  # (no worker reported one)
+
+
+def test_pipeline_cache_reports_add_up_over_slots_and_never_go_down_on_restarts() -> None:
+    m = PoolMetrics()
+
+    def report(slot: int, gen: int, hits: int, misses: int, entries: int) -> None:
+        m.answered("dispatch", ({"pipeline_cache": [hits, misses, entries]}, []), 0.0, 0,
+                   (slot, gen))
+
+    report(0, 1, 5, 2, 2)
+    report(1, 1, 3, 1, 1)
+    assert m.snapshot()["pipeline_cache"] == {"hits": 8, "misses": 3, "entries": 3}
+    m.process_gone(0, "crashed")   # its counts stay; its entries went with it
+    assert m.snapshot()["pipeline_cache"] == {"hits": 8, "misses": 3, "entries": 1}
+    report(0, 2, 1, 1, 1)          # the new process counts from zero
+    report(1, 2, 0, 1, 1)          # a restart the metrics heard of only by the generation
+    assert m.snapshot()["pipeline_cache"] == {"hits": 9, "misses": 5, "entries": 2}
+    m.answered("dispatch", ({"pipeline_cache": "garbage"}, []), 0.0, 0, (0, 2))
+    assert m.snapshot()["pipeline_cache"]["hits"] == 9
+    assert m.snapshot()["restarts"] == {"crashed": 1}
+
+
+def test_the_rules_count_answers_with_their_latency_from_submission() -> None:
+    shell = Shell()
+    req = shell.submit(label="a")
+    shell.now += 0.25
+    shell.reply(0, req, value=1)
+    late = shell.submit(timeout=1.0)
+    shell.receive(0, late)
+    shell.advance(1.5)
+    snap = shell.machine.metrics_snapshot()
+    assert snap["calls"] == {"dispatch": {"DispatchTimeoutError": 1, "ok": 1}}
+    assert isinstance(shell.result(late), DispatchTimeoutError)
+    histogram = snap["latency"]["dispatch"]
+    assert histogram["count"] == 2 and histogram["sum"] == pytest.approx(1.25, abs=0.06)
+    assert snap["queued"] == 0 and snap["in_flight"] == 0
+
+
+def _crash(shell: Shell) -> None:
+    shell.submit()
+    shell.receive(0)
+    shell.die(0, -signal.SIGSEGV)
+
+
+def _recycle(shell: Shell) -> None:
+    shell.submit()
+    shell.reply(0, value=1)
+    shell.die(0, 0)  # (it leaves on the SHUTDOWN it was sent)
+
+
+def _freeze(shell: Shell) -> None:
+    shell.submit()
+    shell.receive(0)
+    shell.advance(31.0)  # silent past heartbeat_timeout while running: killed
+
+
+def _never_start(shell: Shell) -> None:
+    shell.auto_hello = False
+    shell.submit()
+    shell.advance(4.0)  # no hello within startup_timeout: killed
+
+
+def _die_starting(shell: Shell) -> None:
+    shell.auto_hello = False
+    shell.submit()
+    shell.die(0, 1)
+
+
+def _overrun(shell: Shell) -> None:
+    shell.submit(timeout=1.0)
+    shell.receive(0)
+    shell.advance(1.5)
+
+
+def _lose_fork_server(shell: Shell) -> None:
+    shell.submit()
+    shell.die(0, -9, collateral=True)
+
+
+@pytest.mark.parametrize("cause, reason", [
+    (_crash, "crashed"), (_recycle, "recycled"), (_freeze, "unresponsive"),
+    (_never_start, "start_failed"), (_die_starting, "start_failed"), (_overrun, "deadline"),
+    (_lose_fork_server, "fork_server")])
+def test_the_rules_count_each_lost_process_by_its_reason(cause, reason: str) -> None:
+    shell = Shell(max_restarts=20, recycle_after=1, startup_timeout=3.0)
+    cause(shell)
+    shell.obey_signals()
+    assert shell.machine.metrics_snapshot()["restarts"] == {reason: 1}
+
+
+def test_closing_the_pool_is_not_counted_as_a_restart() -> None:
+    shell = Shell()
+    shell.submit()
+    shell.machine.close(shell.now)
+    shell.run()
+    shell.obey_signals()
+    assert shell.machine.metrics_snapshot()["restarts"] == {}
+
+
+def test_the_program_cache_counts_sends_to_workers_that_held_the_program() -> None:
+    shell = Shell()
+    for fp in ("p1", "p1", "p2", "p1"):
+        shell.submit(fp=fp)
+        shell.reply(0, value=1)
+    assert shell.machine.metrics_snapshot()["program_cache"] == {"hits": 2, "misses": 2}
+
+
+SNAPSHOT = {
+    "backend": "cpu", "state": "running", "queued": 2, "in_flight": 1, "workers": 2,
+    "calls": {"dispatch": {"ok": 3, "DispatchTimeoutError": 1}},
+    "latency": {"dispatch": {"counts": [0] * 10 + [3] + [0] * 13 + [1], "sum": 300.004,
+                             "count": 4}},
+    "latency_bounds": list(BOUNDS), "input_bytes": 400, "output_bytes": 96,
+    "restarts": {"crashed": 2}, "program_cache": {"hits": 3, "misses": 1},
+    "pipeline_cache": {"hits": 1, "misses": 1, "entries": 1},
+}
+
+
+def test_the_prometheus_families_carry_every_counter_and_gauge() -> None:
+    registry = CollectorRegistry()
+
+    class Fixed:  # (what register reads: a driver's metrics())
+        def metrics(self) -> dict:
+            return {"pools": {"cpu": SNAPSHOT}}
+
+    fixed = Fixed()
+    prometheus.register(fixed, registry)
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(generate_latest(registry).decode())
+               for s in family.samples}
+    cpu = ("backend", "cpu")
+    assert samples[("vyre_calls_total", (cpu, ("op", "dispatch"), ("outcome", "ok")))] == 3
+    assert samples[("vyre_calls_total", (cpu, ("op", "dispatch"),
+                                         ("outcome", "DispatchTimeoutError")))] == 1
+    le = repr(BOUNDS[10])
+    assert samples[("vyre_call_latency_seconds_bucket", (cpu, ("le", le),
+                                                          ("op", "dispatch")))] == 3
+    assert samples[("vyre_call_latency_seconds_bucket", (cpu, ("le", "+Inf"),
+                                                          ("op", "dispatch")))] == 4
+    assert samples[("vyre_call_latency_seconds_sum", (cpu, ("op", "dispatch")))] == 300.004
+    assert samples[("vyre_input_bytes_total", (cpu,))] == 400
+    assert samples[("vyre_output_bytes_total", (cpu,))] == 96
+    assert samples[("vyre_worker_restarts_total", (cpu, ("reason", "crashed")))] == 2
+    assert samples[("vyre_program_cache_total", (cpu, ("result", "hit")))] == 3
+    assert samples[("vyre_pipeline_cache_total", (cpu, ("result", "miss")))] == 1
+    assert samples[("vyre_queued", (cpu,))] == 2
+    assert samples[("vyre_in_flight", (cpu,))] == 1
+    assert samples[("vyre_workers", (cpu,))] == 2
+    del fixed  # (the collector holds the driver weakly: gone, it yields nothing)
+    assert "vyre_calls_total{" not in generate_latest(registry).decode()
+
+
+def _published(at: float, counts: list[int], calls: int) -> dict:
+    return {"backend": "cpu", "state": "running", "queued": 0, "published": at,
+            "workers": [{"index": 0, "pid": 9, "generation": 2, "state": "busy",
+                         "in_flight": 1, "served": calls, "restarts": 1, "silent_for": 0.0,
+                         "spare": False}],
+            "metrics": {"calls": {"dispatch": {"ok": calls}},
+                        "latency": {"dispatch": {"counts": counts, "sum": 1.0,
+                                                 "count": sum(counts)}},
+                        "restarts": {"crashed": 1}}}
+
+
+def test_top_rates_and_percentiles_are_over_the_time_between_snapshots() -> None:
+    watch = top.Watch()
+    slow = [0] * 25
+    slow[20] = 10                      # 10 calls of about 16 s
+    first = watch.frame([{"pid": 9, "pools": {"cpu": _published(100.0, slow, 10)}}])
+    op = first["drivers"][0]["pools"][0]["ops"][0]
+    assert op["calls"] == 10 and op["per_s"] is None and op["p50"] > 8
+    fast = list(slow)
+    fast[2] = 200                      # then 200 calls of under 61 us, in 2 s
+    same = watch.frame([{"pid": 9, "pools": {"cpu": _published(100.0, slow, 10)}}])
+    assert same["drivers"][0]["pools"][0]["ops"][0]["per_s"] is None  # (not republished)
+    later = watch.frame([{"pid": 9, "pools": {"cpu": _published(102.0, fast, 210)}}])
+    pool = later["drivers"][0]["pools"][0]
+    assert pool["ops"][0]["per_s"] == 100.0 and pool["ops"][0]["p99"] < 1e-4
+    assert pool["restarts"] == {"crashed": 1} and pool["workers"][0]["generation"] == 2
+    idle = watch.frame([{"pid": 9, "pools": {"cpu": _published(103.0, fast, 210)}}])
+    op = idle["drivers"][0]["pools"][0]["ops"][0]
+    assert op["per_s"] == 0.0 and op["p99"] > 8  # (no calls lately: the whole history)
+    assert watch.frame([])["drivers"] == []
+
+
+def test_top_renders_what_another_process_wrote_as_plain_text() -> None:
+    watch = top.Watch()
+    pool = _published(1.0, [1] + [0] * 24, 1)
+    pool["backend"], pool["state"], pool["failure"] = "[red]x", "failed", "it [bold]broke"
+    frame = watch.frame([{"pid": 9, "pools": {"[red]x": pool}}])
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(top.render(frame, "/base"))
+    text = console.export_text()
+    assert "[red]x" in text and "pool failed: it [bold]broke" in text and "8 us" in text
+
+
+@pytest.mark.parametrize("value, shown", [(None, "-"), (math.nan, "-"), (2e-5, "20 us"),
+                                          (0.0123, "12.3 ms"), (4.567, "4.57 s")])
+def test_top_shows_seconds_in_a_readable_unit(value: float | None, shown: str) -> None:
+    assert top._seconds(value) == shown
+
+
+def test_op_names_in_metrics_are_the_protocol_ops() -> None:
+    shell = Shell()
+    shell.submit(op=Op.COMPILE)
+    shell.reply(0, value=1)
+    assert list(shell.machine.metrics_snapshot()["calls"]) == ["compile"]

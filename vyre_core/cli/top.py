@@ -1,0 +1,188 @@
+"""``vyre top``: a live view of every vyre driver running as this user: its pools, their
+workers with generations and calls in flight, and each operation's calls per second,
+errors and latency percentiles. It reads what each pool publishes in its driver's run
+directory about once a second (``supervisor/published.py``), so it watches a program
+without touching it; rates and percentiles are over the time between the last two
+snapshots that saw calls (since the pool started, on the first frame)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Any
+
+from rich import box
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from vyre_core.cli.output import console
+from vyre_core.supervisor import published, rundir
+from vyre_core.supervisor.metrics import percentile, since
+
+WORKER_COLUMNS = ("backend", "slot", "pid", "gen", "state", "running", "served", "restarts",
+                  "silent")
+CALL_COLUMNS = ("backend", "op", "calls", "per s", "errors", "p50", "p90", "p99")
+QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("top", help="watch running vyre drivers live: pools, workers, "
+                                   "calls per second and latency percentiles")
+    p.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS",
+                   help="time between frames (0.1 to 60; default 1)")
+    p.add_argument("--iterations", type=_iterations, default=None, metavar="N",
+                   help="stop after N frames (default: until Ctrl-C)")
+    p.add_argument("--json", action="store_true",
+                   help="print each frame as one line of JSON instead of the live view")
+    p.set_defaults(func=run)
+
+
+def _interval(text: str) -> float:
+    value = float(text)
+    if not 0.1 <= value <= 60:  # (NaN fails too)
+        raise argparse.ArgumentTypeError(f"{text} is not between 0.1 and 60 seconds")
+    return value
+
+
+def _iterations(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not 1 or more")
+    return value
+
+
+class Watch:
+    """What the frames so far saw of each pool (by driver pid and backend): the newest
+    snapshot and the one before it that differs, so rates need no clock of their own."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, str], tuple[dict | None, dict]] = {}
+
+    def frame(self, drivers: list[dict[str, Any]]) -> dict[str, Any]:
+        """One frame of ``published.running_drivers()`` output, as plain data."""
+        seen: dict[tuple[int, str], tuple[dict | None, dict]] = {}
+        frame = []
+        for driver in drivers:
+            pools = []
+            for backend, pool in sorted(driver["pools"].items()):
+                key = (driver["pid"], backend)
+                older, newer = self._seen.get(key, (None, None))
+                if newer is None or pool.get("published") != newer.get("published"):
+                    older, newer = newer, pool
+                seen[key] = (older, newer)
+                pools.append(summary(newer, older))
+            frame.append({"pid": driver["pid"], "pools": pools})
+        self._seen = seen
+        return {"time": time.time(), "drivers": frame}
+
+
+def summary(pool: dict[str, Any], older: dict[str, Any] | None) -> dict[str, Any]:
+    """A pool's row data: its state and workers, and per operation the calls, their rate
+    and percentiles since ``older`` (the previous snapshot), or since the pool started."""
+    metrics = pool.get("metrics") or {}
+    before = (older or {}).get("metrics") or {}
+    span = pool.get("published", 0) - (older or {}).get("published", 0) if older else None
+    ops = []
+    for op, histogram in sorted(metrics.get("latency", {}).items()):
+        outcomes = metrics.get("calls", {}).get(op, {})
+        window = since(histogram, before.get("latency", {}).get(op))
+        if not window["count"] and older is not None:
+            window = histogram  # (no calls lately: show what it did before)
+        fresh = histogram["count"] - (before.get("latency", {}).get(op) or {"count": 0})["count"]
+        ops.append({"op": op, "calls": histogram["count"],
+                    "per_s": fresh / span if span and span > 0 and fresh >= 0 else None,
+                    "errors": sum(n for outcome, n in outcomes.items() if outcome != "ok"),
+                    **{name: percentile(window, q) for name, q in QUANTILES}})
+    return {"backend": pool.get("backend"), "state": pool.get("state"),
+            "failure": pool.get("failure"), "queued": pool.get("queued", 0),
+            "published": pool.get("published"),
+            "workers": [{k: w.get(k) for k in ("index", "pid", "generation", "state",
+                                               "in_flight", "served", "restarts",
+                                               "silent_for", "spare")}
+                        for w in pool.get("workers", [])],
+            "restarts": metrics.get("restarts", {}), "ops": ops}
+
+
+def run(args: argparse.Namespace) -> int:
+    base, watch = rundir.base_dir(), Watch()
+    frames = 0
+
+    def next_frame() -> dict[str, Any]:
+        nonlocal frames
+        frames += 1
+        return watch.frame(published.running_drivers(base))
+
+    def more() -> bool:
+        return args.iterations is None or frames < args.iterations
+
+    if args.json:
+        while more():
+            sys.stdout.write(json.dumps(next_frame()) + "\n")
+            sys.stdout.flush()
+            if more():
+                time.sleep(args.interval)  # (the pace of the frames, not a wait on an event)
+        return 0
+    with Live(render(next_frame(), base), console=console, auto_refresh=False) as live:
+        while more():
+            time.sleep(args.interval)
+            live.update(render(next_frame(), base), refresh=True)
+    return 0
+
+
+def render(frame: dict[str, Any], base: Any) -> Group:
+    """The frame as tables: per driver, its workers, then its calls by operation."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(frame["time"]))
+    if not frame["drivers"]:
+        return Group(Text(f"vyre top {stamp}: no running vyre driver of this user "
+                          f"(looked in {base}); waiting for one"))
+    parts: list[Any] = [Text(f"vyre top {stamp}: {len(frame['drivers'])} driver(s)",
+                             style="bold")]
+    for driver in frame["drivers"]:
+        pools = driver["pools"]
+        states = "; ".join(f"{p['backend']} {p['state']}"
+                           + (f", {p['queued']} queued" if p["queued"] else "")
+                           + "".join(f", {n} {why}" for why, n in p["restarts"].items())
+                           for p in pools) or "no pool started yet"
+        workers = _table(WORKER_COLUMNS, f"driver pid {driver['pid']}: {states}")
+        calls = _table(CALL_COLUMNS, None)
+        for pool in pools:
+            for w in pool["workers"]:
+                state = str(w["state"]) + (" (spare slot)" if w["spare"] and
+                                           w["state"] != "spare" else "")
+                workers.add_row(*map(Text, (
+                    pool["backend"], str(w["index"]), str(w["pid"] or "-"),
+                    str(w["generation"]), state, str(w["in_flight"]), str(w["served"]),
+                    str(w["restarts"]),
+                    "-" if w["silent_for"] is None else f"{w['silent_for']:.1f} s")))
+            if pool["failure"]:
+                workers.add_row(Text(pool["backend"]), *[Text("")] * 3,
+                                Text(f"pool {pool['state']}: {pool['failure']}",
+                                     style="red"), *[Text("")] * 4)
+            for op in pool["ops"]:
+                calls.add_row(*map(Text, (
+                    pool["backend"], op["op"], str(op["calls"]),
+                    "-" if op["per_s"] is None else f"{op['per_s']:,.1f}",
+                    str(op["errors"]), *(_seconds(op[name]) for name, _ in QUANTILES))))
+        parts += [workers, calls]
+    return Group(*parts)
+
+
+def _table(columns: tuple[str, ...], title: str | None) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in columns:
+        table.add_column(column, no_wrap=True)
+    return table
+
+
+def _seconds(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    if value < 1e-3:
+        return f"{value * 1e6:.0f} us"
+    return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"

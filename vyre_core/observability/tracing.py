@@ -1,0 +1,62 @@
+"""One OpenTelemetry span per call a pool answers, with ``PoolOptions(tracing=True)``:
+named ``vyre <op>`` (``vyre dispatch``, ``vyre compile``...), a child of the span that was
+current where the call was made, and carrying its label, backend, worker, generation,
+bytes each way and outcome; an error sets the span's status to ERROR with the error's
+cause. Spans go to the global TracerProvider, so the application decides where they go
+(an exporter of its own, or none: with only ``opentelemetry-api`` installed they cost
+little and go nowhere). Needs the ``opentelemetry`` extra."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from vyre_core import __version__
+from vyre_core.errors import VyreError
+from vyre_core.supervisor.machine import Request
+from vyre_core.supervisor.metrics import data_bytes
+
+
+class CallSpans:
+    """The spans of one pool's calls: ``begin`` on the caller's thread, ``end`` wherever
+    the answer is handed over."""
+
+    def __init__(self, backend: str) -> None:
+        from opentelemetry import context, trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        self._backend = backend
+        self._tracer = trace.get_tracer("vyre", __version__)
+        self._current = context.get_current
+        self._kind = SpanKind.CLIENT
+        self._error = lambda text: Status(StatusCode.ERROR, text)
+
+    def begin(self, request: Request) -> None:
+        request.trace = (self._current(), time.time_ns())
+
+    def end(self, request: Request, value: Any) -> None:
+        if request.trace is None:
+            return
+        parent, started = request.trace
+        request.trace = None
+        attributes: dict[str, Any] = {"vyre.backend": self._backend,
+                                      "vyre.op": request.op.value,
+                                      "vyre.input_bytes": request.input_bytes}
+        label = request.meta.get("label")
+        if isinstance(label, str) and label:
+            attributes["vyre.label"] = label
+        if request.served_by is not None:
+            attributes["vyre.worker"], attributes["vyre.generation"] = request.served_by
+        if isinstance(value, BaseException):
+            attributes["error.type"] = type(value).__name__
+            if isinstance(value, VyreError):
+                attributes["vyre.error_code"] = value.code
+        else:
+            attributes["vyre.output_bytes"] = data_bytes(value[1])
+        span = self._tracer.start_span(f"vyre {request.op.value}", context=parent,
+                                       kind=self._kind, attributes=attributes,
+                                       start_time=started)
+        if isinstance(value, BaseException):
+            cause = value.cause if isinstance(value, VyreError) else str(value)
+            span.set_status(self._error(f"{type(value).__name__}: {cause}"))
+        span.end(end_time=time.time_ns())
