@@ -5,19 +5,34 @@ top``'s frames. Pure: no process, socket or clock (the fast tier)."""
 from __future__ import annotations
 
 import math
+import re
 import signal
+from pathlib import Path
 
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from supervision_harness import Shell
+from supervision_harness import CAPS, Shell
 
 from vyre_core.cli import top
-from vyre_core.errors import DispatchTimeoutError, InvalidInputError
+from vyre_core.errors import (
+    DeviceLostError,
+    DispatchTimeoutError,
+    InvalidInputError,
+    ProtocolError,
+)
 from vyre_core.observability import prometheus
-from vyre_core.protocol import Op
-from vyre_core.supervisor.metrics import BOUNDS, Histogram, PoolMetrics, percentile, since
+from vyre_core.protocol import PROGRAM_NOT_HELD, Message, Op
+from vyre_core.supervisor import machine
+from vyre_core.supervisor.metrics import (
+    BOUNDS,
+    RESTART_REASONS,
+    Histogram,
+    PoolMetrics,
+    percentile,
+    since,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -68,9 +83,9 @@ def test_since_subtracts_an_earlier_state_and_keeps_the_newer_one_after_a_reset(
 def test_answers_are_counted_by_op_and_outcome_with_bytes_and_latency() -> None:
     m = PoolMetrics()
     out = np.zeros(10, np.float32)
-    m.answered("dispatch", ({}, [out, out]), 0.002, 100, (0, 1))
-    m.answered("dispatch", InvalidInputError("x", "y"), 0.001, 30, None)
-    m.answered("compile", ({}, []), 0.5, 7, (0, 1))
+    m.answered("dispatch", ({}, [out, out, "not an array"]), 0.002, 100)
+    m.answered("dispatch", InvalidInputError("x", "y"), 0.001, 30)
+    m.answered("compile", ({}, []), 0.5, 7)
     snap = m.snapshot()
     assert snap["calls"] == {"compile": {"ok": 1},
                              "dispatch": {"InvalidInputError": 1, "ok": 1}}
@@ -80,24 +95,61 @@ def test_answers_are_counted_by_op_and_outcome_with_bytes_and_latency() -> None:
     assert snap["pipeline_cache"] is None  # (no worker reported one)
 
 
-def test_pipeline_cache_reports_add_up_over_slots_and_never_go_down_on_restarts() -> None:
+def test_pipeline_cache_reports_add_up_over_slots_and_never_go_down() -> None:
     m = PoolMetrics()
-
-    def report(slot: int, gen: int, hits: int, misses: int, entries: int) -> None:
-        m.answered("dispatch", ({"pipeline_cache": [hits, misses, entries]}, []), 0.0, 0,
-                   (slot, gen))
-
-    report(0, 1, 5, 2, 2)
-    report(1, 1, 3, 1, 1)
+    m.cache_reported(0, [5, 2, 2])
+    m.cache_reported(1, [3, 1, 1])
     assert m.snapshot()["pipeline_cache"] == {"hits": 8, "misses": 3, "entries": 3}
-    m.process_gone(0, "crashed")   # its counts stay; its entries went with it
-    assert m.snapshot()["pipeline_cache"] == {"hits": 8, "misses": 3, "entries": 1}
-    report(0, 2, 1, 1, 1)          # the new process counts from zero
-    report(1, 2, 0, 1, 1)          # a restart the metrics heard of only by the generation
-    assert m.snapshot()["pipeline_cache"] == {"hits": 9, "misses": 5, "entries": 2}
-    m.answered("dispatch", ({"pipeline_cache": "garbage"}, []), 0.0, 0, (0, 2))
-    assert m.snapshot()["pipeline_cache"]["hits"] == 9
+    m.cache_reported(0, [6, 2, 2])     # the same process, counting on
+    assert m.snapshot()["pipeline_cache"] == {"hits": 9, "misses": 3, "entries": 3}
+    m.process_gone(0, "crashed")       # its counts stay; its entries went with it
+    assert m.snapshot()["pipeline_cache"] == {"hits": 9, "misses": 3, "entries": 1}
+    m.cache_reported(0, [1, 1, 1])     # the new process counts from zero
+    m.cache_reported(1, [0, 1, 1])     # a backend that started counting again
+    assert m.snapshot()["pipeline_cache"] == {"hits": 10, "misses": 5, "entries": 2}
+    for garbage in ("garbage", [1, 2], [1.0, 2, 3], [-1, 2, 3], [True, 2, 3], None):
+        m.cache_reported(0, garbage)
+    assert m.snapshot()["pipeline_cache"] == {"hits": 10, "misses": 5, "entries": 2}
     assert m.snapshot()["restarts"] == {"crashed": 1}
+
+
+def _reply_with_cache(shell: Shell, report: list[int]) -> None:
+    w = shell.worker(0)
+    shell.machine.progress(0, w.current.id, w.current.id, shell.now)
+    shell.machine.message(w.identity, Message(Op.REPLY, w.current.id, w.generation,
+                                              {"pipeline_cache": report}, []), shell.now)
+    shell.run()
+
+
+def test_a_device_recovered_in_place_keeps_counting_its_process_cache_once() -> None:
+    shell = Shell()
+    shell.submit()
+    _reply_with_cache(shell, [4, 1, 1])
+    req = shell.submit()
+    shell.reply(0, req, error=DeviceLostError("gone", generation=1))
+    shell.reply(0, value={"capabilities": CAPS})  # recovered: generation 2, same process
+    assert shell.worker(0).generation == 2
+    shell.submit()
+    _reply_with_cache(shell, [6, 1, 1])
+    assert shell.machine.metrics_snapshot()["pipeline_cache"] == {
+        "hits": 6, "misses": 1, "entries": 1}
+
+
+def test_a_dispatch_sent_again_with_its_program_counts_one_miss() -> None:
+    shell = Shell()
+    shell.submit(fp="p1")
+    shell.reply(0, value=1)
+    req = shell.submit(fp="p1")               # the rules think the worker holds p1 ...
+    shell.reply(0, req, error=ProtocolError("not held", "again", **{PROGRAM_NOT_HELD: True}))
+    shell.reply(0, req, value=1)              # ... it did not: sent again with it
+    assert shell.machine.metrics_snapshot()["program_cache"] == {"hits": 0, "misses": 2}
+    assert shell.machine.metrics_snapshot()["calls"] == {"dispatch": {"ok": 2}}
+
+
+def test_every_restart_cause_the_rules_name_is_in_the_vocabulary() -> None:
+    source = Path(machine.__file__).read_text()
+    named = set(re.findall(r'cause="(\w+)"', source))
+    assert named and named <= set(RESTART_REASONS), named - set(RESTART_REASONS)
 
 
 def test_the_rules_count_answers_with_their_latency_from_submission() -> None:
@@ -200,14 +252,21 @@ def test_the_prometheus_families_carry_every_counter_and_gauge() -> None:
     registry = CollectorRegistry()
 
     class Fixed:  # (what register reads: a driver's metrics())
-        def metrics(self) -> dict:
-            return {"pools": {"cpu": SNAPSHOT}}
+        def __init__(self, name: str) -> None:
+            self.name = name
 
-    fixed = Fixed()
+        def metrics(self) -> dict:
+            return {"driver": self.name, "pools": {"cpu": SNAPSHOT}}
+
+    fixed, other = Fixed("d1"), Fixed("d2")
     prometheus.register(fixed, registry)
+    prometheus.register(other, registry)  # (a second driver: its own series)
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in text_string_to_metric_families(generate_latest(registry).decode())
                for s in family.samples}
+    assert samples[("vyre_workers", (("backend", "cpu"), ("driver", "d2")))] == 2
+    samples = {(name, tuple(x for x in labels if x != ("driver", "d1"))): value
+               for (name, labels), value in samples.items() if ("driver", "d1") in labels}
     cpu = ("backend", "cpu")
     assert samples[("vyre_calls_total", (cpu, ("op", "dispatch"), ("outcome", "ok")))] == 3
     assert samples[("vyre_calls_total", (cpu, ("op", "dispatch"),
@@ -226,6 +285,7 @@ def test_the_prometheus_families_carry_every_counter_and_gauge() -> None:
     assert samples[("vyre_queued", (cpu,))] == 2
     assert samples[("vyre_in_flight", (cpu,))] == 1
     assert samples[("vyre_workers", (cpu,))] == 2
+    prometheus.unregister(other, registry)
     del fixed  # (the collector holds the driver weakly: gone, it yields nothing)
     assert "vyre_calls_total{" not in generate_latest(registry).decode()
 
@@ -235,38 +295,67 @@ def _published(at: float, counts: list[int], calls: int) -> dict:
             "workers": [{"index": 0, "pid": 9, "generation": 2, "state": "busy",
                          "in_flight": 1, "served": calls, "restarts": 1, "silent_for": 0.0,
                          "spare": False}],
-            "metrics": {"calls": {"dispatch": {"ok": calls}},
+            "metrics": {"calls": {"dispatch": {"ok": calls}}, "latency_bounds": list(BOUNDS),
                         "latency": {"dispatch": {"counts": counts, "sum": 1.0,
                                                  "count": sum(counts)}},
                         "restarts": {"crashed": 1}}}
+
+
+def _one(pool: dict) -> list[dict]:
+    """``running_drivers()`` with one driver publishing ``pool``."""
+    return [{"pid": 9, "run_dir": "/r/9-a", "pools": {"cpu": pool}}]
 
 
 def test_top_rates_and_percentiles_are_over_the_time_between_snapshots() -> None:
     watch = top.Watch()
     slow = [0] * 25
     slow[20] = 10                      # 10 calls of about 16 s
-    first = watch.frame([{"pid": 9, "pools": {"cpu": _published(100.0, slow, 10)}}])
+    first = watch.frame(_one(_published(100.0, slow, 10)))
     op = first["drivers"][0]["pools"][0]["ops"][0]
     assert op["calls"] == 10 and op["per_s"] is None and op["p50"] > 8
     fast = list(slow)
     fast[2] = 200                      # then 200 calls of under 61 us, in 2 s
-    same = watch.frame([{"pid": 9, "pools": {"cpu": _published(100.0, slow, 10)}}])
+    same = watch.frame(_one(_published(100.0, slow, 10)))
     assert same["drivers"][0]["pools"][0]["ops"][0]["per_s"] is None  # (not republished)
-    later = watch.frame([{"pid": 9, "pools": {"cpu": _published(102.0, fast, 210)}}])
+    later = watch.frame(_one(_published(102.0, fast, 210)))
     pool = later["drivers"][0]["pools"][0]
     assert pool["ops"][0]["per_s"] == 100.0 and pool["ops"][0]["p99"] < 1e-4
     assert pool["restarts"] == {"crashed": 1} and pool["workers"][0]["generation"] == 2
-    idle = watch.frame([{"pid": 9, "pools": {"cpu": _published(103.0, fast, 210)}}])
+    idle = watch.frame(_one(_published(103.0, fast, 210)))
     op = idle["drivers"][0]["pools"][0]["ops"][0]
     assert op["per_s"] == 0.0 and op["p99"] > 8  # (no calls lately: the whole history)
     assert watch.frame([])["drivers"] == []
+
+
+def test_top_keeps_two_drivers_of_one_process_apart_and_reads_each_ones_bounds() -> None:
+    watch = top.Watch()
+    mine, theirs = [0] * 25, [0] * 25
+    mine[2], theirs[20] = 10, 10
+    watch.frame([{"pid": 9, "run_dir": "/r/a", "pools": {"cpu": _published(1.0, [*mine], 10)}},
+                 {"pid": 9, "run_dir": "/r/b", "pools": {"cpu": _published(1.0, theirs, 10)}}])
+    mine[2] = 30
+    frame = watch.frame([
+        {"pid": 9, "run_dir": "/r/a", "pools": {"cpu": _published(2.0, mine, 30)}},
+        {"pid": 9, "run_dir": "/r/b", "pools": {"cpu": _published(2.0, theirs, 10)}}])
+    a, b = (d["pools"][0]["ops"][0] for d in frame["drivers"])
+    assert a["per_s"] == 20.0 and a["p99"] < 1e-4
+    assert b["per_s"] == 0.0 and b["p50"] > 8
+    other = _published(3.0, [1] * 40, 40)  # (a vyre with other bounds: no percentiles)
+    other["metrics"]["latency_bounds"] = [1.0] * 10  # (not its 40 buckets)
+    del other["metrics"]["restarts"]
+    (op,) = watch.frame([{"pid": 9, "run_dir": "/r/a", "pools": {"cpu": other}}])[
+        "drivers"][0]["pools"][0]["ops"]
+    assert op["per_s"] == 40.0 and op["p50"] is None  # (unlike snapshots: all of it)
+    old = {k: v for k, v in _published(4.0, mine, 1).items() if k != "metrics"}
+    assert watch.frame([{"pid": 9, "run_dir": "/r/a", "pools": {"cpu": old}}])[
+        "drivers"][0]["pools"][0]["ops"] == []  # (a vyre without metrics)
 
 
 def test_top_renders_what_another_process_wrote_as_plain_text() -> None:
     watch = top.Watch()
     pool = _published(1.0, [1] + [0] * 24, 1)
     pool["backend"], pool["state"], pool["failure"] = "[red]x", "failed", "it [bold]broke"
-    frame = watch.frame([{"pid": 9, "pools": {"[red]x": pool}}])
+    frame = watch.frame([{"pid": 9, "run_dir": "/r/9-a", "pools": {"[red]x": pool}}])
     from rich.console import Console
 
     console = Console(width=200, record=True)

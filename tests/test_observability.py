@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -77,29 +77,50 @@ def test_the_cpu_backend_reports_its_pipeline_cache_with_each_compile() -> None:
 
 
 def test_prometheus_scrapes_the_drivers_pools_as_they_are() -> None:
-    registry = CollectorRegistry()
-    with Driver() as drv:
+    registry = CollectorRegistry(auto_describe=True)  # (as the global one: names checked)
+    with Driver() as drv, Driver() as second:
         prometheus.register(drv, registry)
+        prometheus.register(second, registry)
         for _ in range(3):
             drv.dispatch(copy_program(), [np.zeros(WORDS, np.uint32)], backend="reference")
+        second.dispatch(copy_program(), [np.zeros(WORDS, np.uint32)], backend="reference")
         text = generate_latest(registry).decode()
+        name, other = drv.metrics()["driver"], second.metrics()["driver"]
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in text_string_to_metric_families(text) for s in family.samples}
-    ref = ("backend", "reference")
-    assert samples[("vyre_calls_total", (ref, ("op", "dispatch"), ("outcome", "ok")))] == 3
-    assert samples[("vyre_call_latency_seconds_count", (ref, ("op", "dispatch")))] == 3
-    assert samples[("vyre_output_bytes_total", (ref,))] == 3 * 4 * WORDS
-    assert samples[("vyre_workers", (ref,))] == 1
+    assert samples[("vyre_calls_total", (("backend", "reference"), ("driver", other),
+                                         ("op", "dispatch"), ("outcome", "ok")))] == 1
+    ref = ("backend", "reference"), ("driver", name)
+    assert samples[("vyre_calls_total", (*ref, ("op", "dispatch"), ("outcome", "ok")))] == 3
+    assert samples[("vyre_call_latency_seconds_count", (*ref, ("op", "dispatch")))] == 3
+    assert samples[("vyre_output_bytes_total", ref)] == 3 * 4 * WORDS
+    assert samples[("vyre_workers", ref)] == 1
+
+
+def sdk_provider() -> TracerProvider:
+    """The process's SDK tracer provider (a process sets one once: made if none is)."""
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+    return trace.get_tracer_provider()
 
 
 @pytest.fixture(scope="module")
 def spans() -> InMemorySpanExporter:
-    """The process's tracer provider (set once per process), exporting into memory."""
+    """The spans the process ends, exported into memory."""
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
+    sdk_provider().add_span_processor(SimpleSpanProcessor(exporter))
     return exporter
+
+
+class Broken(SpanProcessor):
+    """An exporter that fails as each span ends (a collector that is down, say)."""
+
+    def __init__(self) -> None:
+        self.on = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.on:
+            raise ConnectionError("the collector is down")
 
 
 def test_each_call_is_a_span_under_the_callers_span_with_its_label_and_outcome(
@@ -126,6 +147,44 @@ def test_each_call_is_a_span_under_the_callers_span_with_its_label_and_outcome(
     assert failed.attributes["error.type"] == "DispatchTimeoutError"
     assert failed.attributes["vyre.error_code"] == DispatchTimeoutError.code
     assert ok.start_time < ok.end_time <= failed.start_time
+
+
+def test_a_background_routed_call_is_still_a_child_of_the_callers_span(
+        spans: InMemorySpanExporter) -> None:
+    spans.clear()
+    with Driver(tracing=True) as drv, \
+            trace.get_tracer("test").start_as_current_span("job") as job:
+        pending = drv.dispatch_async(copy_program(), [np.zeros(WORDS, np.uint32)],
+                                     backend="reference")  # (its pool starts in background)
+        assert pending.result(timeout=TIMEOUT)[0].tobytes() == np.ones(WORDS, np.uint32).tobytes()
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "vyre dispatch"]
+    assert span.parent.span_id == job.get_span_context().span_id
+
+
+def test_a_failing_span_exporter_costs_spans_not_answers(
+        spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture) -> None:
+    broken = Broken()
+    sdk_provider().add_span_processor(broken)
+    data = np.arange(WORDS, dtype=np.uint32)
+    try:
+        with Driver(tracing=True) as drv:
+            broken.on = True
+            for _ in range(3):
+                assert drv.dispatch(copy_program(), [data], backend="reference")[0].tobytes() \
+                    == (data + 1).tobytes()
+    finally:
+        broken.on = False
+    warnings = [r for r in caplog.records if "could not record the span" in r.getMessage()]
+    assert len(warnings) == 1 and "the collector is down" in warnings[0].getMessage()
+
+
+def test_uploads_count_the_bytes_that_cross() -> None:
+    with Driver() as drv:
+        buffer = drv.allocate_resident(16, backend="reference")
+        buffer.upload([1.0, 2.0])  # (two float64)
+        buffer.upload(b"abcdefghijklmnop")
+        assert drv.metrics()["pools"]["reference"]["input_bytes"] == 32
+        assert buffer.download() == b"abcdefghijklmnop"
 
 
 def test_without_tracing_no_span_is_made(spans: InMemorySpanExporter) -> None:

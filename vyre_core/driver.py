@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import math
 import os
 import sys
@@ -483,31 +484,35 @@ class Driver:
         request = self._dispatch_request(program, inputs, config)
         program = effective_program(program, config)  # (what routing weighs; sent as given)
         outcome: Future = Future()
+        caller = contextvars.copy_context()  # (its span is the parent of the call's spans)
         pool, _ = self.routing.decide(program, backend)
         if pool is None:
-            self._in_background(outcome, program, backend, request)
+            self._in_background(outcome, program, backend, request, caller)
         else:
             first = self.routing.place(request.renewed(), program, backend, pool)
             pool.submit(first).add_done_callback(
                 lambda done: self._async_done(done, outcome, program, backend, request, pool,
-                                              first))
+                                              first, caller))
         return PendingResult(outcome)
 
     def _async_done(self, done: Future, outcome: Future, program: Program,
-                    backend: str | None, request: Request, pool: Pool, ran: Request) -> None:
+                    backend: str | None, request: Request, pool: Pool, ran: Request,
+                    caller: contextvars.Context) -> None:
         """Runs in the pool's I/O thread: pass the answer on (of ``ran``, the copy of
         ``request`` that ran), or hand the call to a background thread when routing must
         try again."""
         exc = done.exception()
         if exc is not None and self.routing.again(exc, program, backend, pool, ran):
-            self._in_background(outcome, program, backend, request)
+            self._in_background(outcome, program, backend, request, caller)
         elif exc is not None:
             outcome.set_exception(exc)
         else:
             outcome.set_result(done.result())
 
     def _in_background(self, outcome: Future, program: Program, backend: str | None,
-                       request: Request) -> None:
+                       request: Request, caller: contextvars.Context) -> None:
+        """Route and run the call on a background thread, in (a copy of) the caller's
+        context."""
         def run() -> None:
             try:
                 _, _, reply = self.routing.call(program, backend,
@@ -522,7 +527,7 @@ class Driver:
                 self._executor = ThreadPoolExecutor(4, thread_name_prefix="vyre-route")
             executor = self._executor
         try:
-            executor.submit(run)
+            executor.submit(caller.copy().run, run)
         except RuntimeError:  # shut down: the driver is closing
             outcome.set_exception(PoolFailedError("the driver was closed",
                                                   "Create a new vyre Driver."))
@@ -714,8 +719,11 @@ class Driver:
         """What each started pool counted since the driver started it: calls by operation
         and outcome, latency histograms, bytes in and out, worker restarts by reason, the
         program and pipeline caches, with calls queued and in flight now. The fields are
-        listed in docs/operations.md; ``vyre_core.observability.prometheus`` exports them."""
-        return {"pools": {pool.backend: pool.metrics() for pool in self.pools.all()}}
+        listed in docs/operations.md; ``vyre_core.observability.prometheus`` exports them.
+        ``driver`` names this driver as ``vyre top`` and Prometheus do: its run directory."""
+        rundir = self.pools.rundir
+        return {"driver": rundir.path.name if rundir is not None else str(os.getpid()),
+                "pools": {pool.backend: pool.metrics() for pool in self.pools.all()}}
 
     def close(self, timeout: float | None = None) -> None:
         """Fail pending calls, stop every worker (SIGTERM, SIGKILL after the kill grace)

@@ -43,6 +43,7 @@ PIPELINE_LIMIT = 1024
 #: How often (seconds) a reply carries the backend's pipeline-cache counters (and every
 #: compile's reply does): the parent counts them for ``Driver.metrics()``.
 CACHE_REPORT_EVERY = 1.0
+_COMPILE_OPS = frozenset({Op.COMPILE, Op.COMPILE_SEQUENCE})
 
 Handler = Callable[[Message], tuple[dict[str, Any], list[Any]]]
 
@@ -89,7 +90,7 @@ class Handlers:
                 msg.arrays = [self._shared(a) if isinstance(a, Shared) else a
                               for a in msg.arrays]
             meta, arrays = self._handlers[msg.op](msg)
-            if msg.op is Op.COMPILE or time.monotonic() >= self._cache_report_at:
+            if msg.op in _COMPILE_OPS or time.monotonic() >= self._cache_report_at:
                 meta = self._with_cache_report(meta)
             reply = Message(Op.REPLY, msg.id, generation, meta, arrays)
             self._check_size(reply)
@@ -110,10 +111,11 @@ class Handlers:
         self._cache_report_at = time.monotonic() + CACHE_REPORT_EVERY
         try:
             snapshot = self.host.pipeline_cache_snapshot()
-        except Exception:  # (counters are not worth failing a call for)
-            snapshot = None
-        if not isinstance(snapshot, CacheSnapshot):
+        except Exception:  # (counters are not worth failing a call for: skip this one)
+            return meta
+        if snapshot is None:  # (it keeps none: never ask again)
             self._cache_report_at = float("inf")
+        if not isinstance(snapshot, CacheSnapshot):
             return meta
         return {**meta, "pipeline_cache": [snapshot.hits, snapshot.misses, snapshot.entries]}
 

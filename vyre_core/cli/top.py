@@ -2,8 +2,9 @@
 workers with generations and calls in flight, and each operation's calls per second,
 errors and latency percentiles. It reads what each pool publishes in its driver's run
 directory about once a second (``supervisor/published.py``), so it watches a program
-without touching it; rates and percentiles are over the time between the last two
-snapshots that saw calls (since the pool started, on the first frame)."""
+without touching it. Rates and percentiles are over the time between a pool's last two
+snapshots; an operation without calls in that time shows the percentiles of its whole
+history, as the first frame does."""
 
 from __future__ import annotations
 
@@ -57,26 +58,27 @@ def _iterations(text: str) -> int:
 
 
 class Watch:
-    """What the frames so far saw of each pool (by driver pid and backend): the newest
-    snapshot and the one before it that differs, so rates need no clock of their own."""
+    """What the frames so far saw of each pool (by its driver's run directory, which two
+    drivers of one process do not share, and backend): the newest snapshot and the one
+    before it that differs, so rates need no clock of their own."""
 
     def __init__(self) -> None:
-        self._seen: dict[tuple[int, str], tuple[dict | None, dict]] = {}
+        self._seen: dict[tuple[str, str], tuple[dict | None, dict]] = {}
 
     def frame(self, drivers: list[dict[str, Any]]) -> dict[str, Any]:
         """One frame of ``published.running_drivers()`` output, as plain data."""
-        seen: dict[tuple[int, str], tuple[dict | None, dict]] = {}
+        seen: dict[tuple[str, str], tuple[dict | None, dict]] = {}
         frame = []
         for driver in drivers:
             pools = []
             for backend, pool in sorted(driver["pools"].items()):
-                key = (driver["pid"], backend)
+                key = (driver["run_dir"], backend)
                 older, newer = self._seen.get(key, (None, None))
                 if newer is None or pool.get("published") != newer.get("published"):
                     older, newer = newer, pool
                 seen[key] = (older, newer)
                 pools.append(summary(newer, older))
-            frame.append({"pid": driver["pid"], "pools": pools})
+            frame.append({"pid": driver["pid"], "run_dir": driver["run_dir"], "pools": pools})
         self._seen = seen
         return {"time": time.time(), "drivers": frame}
 
@@ -84,20 +86,21 @@ class Watch:
 def summary(pool: dict[str, Any], older: dict[str, Any] | None) -> dict[str, Any]:
     """A pool's row data: its state and workers, and per operation the calls, their rate
     and percentiles since ``older`` (the previous snapshot), or since the pool started."""
-    metrics = pool.get("metrics") or {}
+    metrics = pool.get("metrics") or {}  # (none from a vyre without metrics)
     before = (older or {}).get("metrics") or {}
     span = pool.get("published", 0) - (older or {}).get("published", 0) if older else None
+    bounds = metrics.get("latency_bounds", ())
     ops = []
     for op, histogram in sorted(metrics.get("latency", {}).items()):
         outcomes = metrics.get("calls", {}).get(op, {})
         window = since(histogram, before.get("latency", {}).get(op))
-        if not window["count"] and older is not None:
+        fresh = window["count"]
+        if not fresh:
             window = histogram  # (no calls lately: show what it did before)
-        fresh = histogram["count"] - (before.get("latency", {}).get(op) or {"count": 0})["count"]
         ops.append({"op": op, "calls": histogram["count"],
-                    "per_s": fresh / span if span and span > 0 and fresh >= 0 else None,
+                    "per_s": fresh / span if span and span > 0 else None,
                     "errors": sum(n for outcome, n in outcomes.items() if outcome != "ok"),
-                    **{name: percentile(window, q) for name, q in QUANTILES}})
+                    **{name: percentile(window, q, bounds) for name, q in QUANTILES}})
     return {"backend": pool.get("backend"), "state": pool.get("state"),
             "failure": pool.get("failure"), "queued": pool.get("queued", 0),
             "published": pool.get("published"),

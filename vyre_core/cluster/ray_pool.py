@@ -164,6 +164,7 @@ class RayPool(PoolFacts):
         cannot take them is this caller's error, not a worker's fault."""
         arrays = [protocol.as_frame_array(a) for a in request.arrays]
         request.nbytes = sum(a.nbytes for a in arrays)  # (its transfer is allowed time)
+        request.input_bytes = request.nbytes
         if request.nbytes < PUT_FROM:
             request.wire = arrays
             return
@@ -333,9 +334,9 @@ class RayPool(PoolFacts):
                 elif isinstance(action, Resolve):
                     request = action.request
                     future, request.future = request.future, None
-                    self._answered(request, action.value)
                     if future is not None:
                         self._resolved.append((future, action.value))
+                    self._answered(request, action.value)
                 elif isinstance(action, Spawn):
                     self._spawn(action)
                 elif isinstance(action, Signal):
@@ -596,6 +597,8 @@ class RayPool(PoolFacts):
                     future.set_exception(value)
                 else:
                     future.set_result(value)
+        if self._spans is not None:
+            self._spans.flush()
 
     # -- closing -------------------------------------------------------------------------
 

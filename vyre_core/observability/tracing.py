@@ -8,6 +8,8 @@ little and go nowhere). Needs the ``opentelemetry`` extra."""
 
 from __future__ import annotations
 
+import collections
+import logging
 import time
 from typing import Any
 
@@ -16,10 +18,15 @@ from vyre_core.errors import VyreError
 from vyre_core.supervisor.machine import Request
 from vyre_core.supervisor.metrics import data_bytes
 
+_log = logging.getLogger("vyre.supervisor")
+
 
 class CallSpans:
-    """The spans of one pool's calls: ``begin`` on the caller's thread, ``end`` wherever
-    the answer is handed over."""
+    """The spans of one pool's calls: ``begin`` on the caller's thread; ``answered`` as the
+    answer is handed over (under the pool's lock: it only notes the time); ``flush``, after
+    the callers have their answers and outside the lock, makes the spans, so a span
+    processor that exports as each span ends (slowly, or failing) never holds up the
+    pool."""
 
     def __init__(self, backend: str) -> None:
         from opentelemetry import context, trace
@@ -30,13 +37,33 @@ class CallSpans:
         self._current = context.get_current
         self._kind = SpanKind.CLIENT
         self._error = lambda text: Status(StatusCode.ERROR, text)
+        self._due: collections.deque[tuple[Request, Any, int]] = collections.deque()
+        self._failing = False
 
     def begin(self, request: Request) -> None:
         request.trace = (self._current(), time.time_ns())
 
-    def end(self, request: Request, value: Any) -> None:
-        if request.trace is None:
-            return
+    def answered(self, request: Request, value: Any) -> None:
+        if request.trace is not None:
+            self._due.append((request, value, time.time_ns()))
+
+    def flush(self) -> None:
+        """Make the spans of the calls answered so far (any thread; a failing processor is
+        logged once, and costs only its spans)."""
+        while self._due:
+            try:
+                request, value, ended = self._due.popleft()
+            except IndexError:  # (another thread took the last one)
+                return
+            try:
+                self._span(request, value, ended)
+            except Exception as exc:
+                if not self._failing:
+                    _log.warning("pool %r: could not record the span of a call (%s: %s); "
+                                 "calls go on", self._backend, type(exc).__name__, exc)
+                self._failing = True
+
+    def _span(self, request: Request, value: Any, ended: int) -> None:
         parent, started = request.trace
         request.trace = None
         attributes: dict[str, Any] = {"vyre.backend": self._backend,
@@ -59,4 +86,4 @@ class CallSpans:
         if isinstance(value, BaseException):
             cause = value.cause if isinstance(value, VyreError) else str(value)
             span.set_status(self._error(f"{type(value).__name__}: {cause}"))
-        span.end(end_time=time.time_ns())
+        span.end(end_time=ended)

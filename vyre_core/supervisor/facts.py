@@ -4,6 +4,7 @@ actors (``cluster/ray_pool.py``)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,8 @@ from vyre_core.supervisor.options import PoolOptions
 
 if TYPE_CHECKING:
     from vyre_core.observability.tracing import CallSpans
+
+_log = logging.getLogger("vyre.supervisor")
 
 
 def call_spans(backend: str, options: PoolOptions) -> CallSpans | None:
@@ -29,6 +32,7 @@ class PoolFacts:
     """A pool's facts; the shell sets ``_machine`` and ``_lock`` (held while the rules
     change)."""
 
+    backend: str
     _machine: PoolMachine
     _lock: threading.Lock | threading.RLock
     _spans: CallSpans | None  # (PoolOptions.tracing)
@@ -39,10 +43,15 @@ class PoolFacts:
             self._spans.begin(request)
 
     def _answered(self, request: Request, value: Any) -> None:
-        """(Locked, as ``request``'s answer is handed over.) Count it; end its span."""
-        self._machine.answered(request, value, time.monotonic())
+        """(Locked, once ``request``'s answer is queued for its caller.) Count it, and
+        note its span's end; counting never changes or holds up an answer."""
+        try:
+            self._machine.answered(request, value, time.monotonic())
+        except Exception as exc:  # (a bug: logged, the answer goes out as it is)
+            _log.error("pool %r: counting %s failed", self.backend, request.label,
+                       exc_info=exc)
         if self._spans is not None:
-            self._spans.end(request, value)
+            self._spans.answered(request, value)
 
     @property
     def capabilities(self) -> Capabilities | None:

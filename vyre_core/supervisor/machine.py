@@ -38,7 +38,7 @@ from vyre_core.errors import (
     WorkerCrashedError,
 )
 from vyre_core.protocol import PROGRAM_CACHE, PROGRAM_NOT_HELD, SHARED_REFUSED, Message, Op
-from vyre_core.supervisor.metrics import PoolMetrics, data_bytes
+from vyre_core.supervisor.metrics import PoolMetrics
 from vyre_core.supervisor.options import PoolOptions
 
 #: A request that never reached a worker is sent again (to a fresh or another worker) at
@@ -118,7 +118,8 @@ class Request:
         self.losses = 0                 # sends that never reached a worker
         self.served_by: tuple[int, int] | None = None  # (worker index, generation)
         self.submitted_at = 0.0         # when the rules first had it (for its latency)
-        self.input_bytes = 0            # its arrays' bytes (for the metrics)
+        self.program_held = False       # its last worker held its program when sent it
+        self.input_bytes = 0            # its arrays' bytes as sent (the shell's, counted)
 
     @property
     def done(self) -> bool:
@@ -462,15 +463,13 @@ class PoolMachine:
     def answered(self, req: Request, value: Any, now: float) -> None:
         """(The shell, handing ``req``'s answer to its caller.) Counted in the metrics,
         with the time since it was submitted."""
-        self.metrics.answered(req.op.value, value, now - req.submitted_at,
-                              req.input_bytes, req.served_by)
+        self.metrics.answered(req.op.value, value, now - req.submitted_at, req.input_bytes)
 
     # -- events: callers -------------------------------------------------------------------
 
     def submit(self, req: Request, now: float) -> None:
         """A caller's request (or a retry re-routed here)."""
         req.submitted_at = now
-        req.input_bytes = data_bytes(req.arrays)
         if self.state == "closed":
             self._resolve(req, self._closed_error(req))
             return
@@ -983,7 +982,7 @@ class PoolMachine:
         fp = req.meta.get("fp")
         had = fp in w.held
         if fp is not None:  # it holds the program once this arrives (its cache, mirrored)
-            self.metrics.program_sent(had and not req.with_program)
+            req.program_held = had and not req.with_program
             w.held[fp] = None
             w.held.move_to_end(fp)
             if len(w.held) > PROGRAM_CACHE:
@@ -1105,6 +1104,9 @@ class PoolMachine:
             (w.pinned if req.slot is not None else self.queue).appendleft(req)
             self._schedule(now)
             return
+        if isinstance(result, tuple) and isinstance(result[0], dict) \
+                and "pipeline_cache" in result[0]:
+            self.metrics.cache_reported(w.index, result[0]["pipeline_cache"])
         if req.internal:
             self._resolve(req, result)
             if req.op is Op.TRY_RECOVER:
@@ -1118,6 +1120,8 @@ class PoolMachine:
         if req.op is not Op.PING:
             w.served += 1
             w.served_generation += 1
+        if req.meta.get("fp") is not None:
+            self.metrics.program_answered(req.program_held)
         self._resolve(req, result)
         if isinstance(result, DeviceLostError):
             self._request_recovery(w, now)

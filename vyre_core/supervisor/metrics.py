@@ -31,8 +31,8 @@ RESTART_REASONS = (
 
 
 def data_bytes(arrays: list[Any]) -> int:
-    """The bytes of a call's arrays (numpy arrays, or bytes for an upload)."""
-    return sum(a.nbytes if hasattr(a, "nbytes") else len(a) for a in arrays)
+    """The bytes of a reply's arrays (anything else in it counts nothing)."""
+    return sum(getattr(a, "nbytes", 0) for a in arrays)
 
 
 class Histogram:
@@ -54,27 +54,30 @@ class Histogram:
         return {"counts": list(self.counts), "sum": self.sum, "count": self.count}
 
 
-def percentile(histogram: dict[str, Any], q: float) -> float | None:
-    """The ``q``-quantile (0..1) of a histogram as ``to_dict`` gives it, None when empty:
-    linear inside its bucket; in the top bucket, the highest bound."""
+def percentile(histogram: dict[str, Any], q: float,
+               bounds: tuple[float, ...] | list[float] = BOUNDS) -> float | None:
+    """The ``q``-quantile (0..1) of a histogram as ``to_dict`` gives it over ``bounds``
+    (a snapshot's ``latency_bounds``), None when empty or not over those bounds: linear
+    inside its bucket; in the top bucket, the highest bound."""
     counts, total = histogram["counts"], histogram["count"]
-    if not total:
+    if not total or len(counts) != len(bounds) + 1:
         return None
     rank, seen = q * total, 0
     for i, n in enumerate(counts):
         if n and seen + n >= rank:
-            if i == len(BOUNDS):
-                return BOUNDS[-1]
-            low = BOUNDS[i - 1] if i else 0.0
-            return low + (BOUNDS[i] - low) * max(0.0, rank - seen) / n
+            if i == len(bounds):
+                return bounds[-1]
+            low = bounds[i - 1] if i else 0.0
+            return low + (bounds[i] - low) * max(0.0, rank - seen) / n
         seen += n
-    return BOUNDS[-1]
+    return bounds[-1]
 
 
 def since(newer: dict[str, Any], older: dict[str, Any] | None) -> dict[str, Any]:
     """What ``newer`` counted after ``older`` (two snapshots of one histogram); ``newer``
     whole when there is no older one or it is not an earlier state of the same one."""
-    if older is None or older["count"] > newer["count"]:
+    if older is None or older["count"] > newer["count"] \
+            or len(older["counts"]) != len(newer["counts"]):
         return newer
     counts = [a - b for a, b in zip(newer["counts"], older["counts"], strict=True)]
     if min(counts) < 0:
@@ -93,25 +96,20 @@ class PoolMetrics:
         self.output_bytes = 0                           # the arrays of their replies
         self.restarts: dict[str, int] = {}              # reason -> worker processes lost
         self.program_cache = [0, 0]                     # hits, misses
-        # the backend's pipeline cache as each slot's process last reported it:
-        # slot -> (generation, hits, misses, entries); what replaced processes counted
-        # stays in _cache_gone, so the totals never go down
-        self._cache_now: dict[int, tuple[int, int, int, int]] = {}
+        # the backend's pipeline cache as each slot's live process last reported it:
+        # slot -> (hits, misses, entries); what gone processes counted stays in
+        # _cache_gone, so the totals never go down
+        self._cache_now: dict[int, tuple[int, int, int]] = {}
         self._cache_gone = [0, 0]
 
-    def answered(self, op: str, value: Any, seconds: float, input_bytes: int,
-                 served_by: tuple[int, int] | None) -> None:
+    def answered(self, op: str, value: Any, seconds: float, input_bytes: int) -> None:
         """A caller's request was answered with ``value`` (``(meta, arrays)`` or an error)
         ``seconds`` after it was submitted."""
         if isinstance(value, BaseException):
             outcome = type(value).__name__
         else:
             outcome = "ok"
-            meta, arrays = value
-            self.output_bytes += data_bytes(arrays)
-            report = meta.get("pipeline_cache") if isinstance(meta, dict) else None
-            if report is not None and served_by is not None:
-                self._cache_reported(served_by, report)
+            self.output_bytes += data_bytes(value[1])
         key = (op, outcome)
         self.calls[key] = self.calls.get(key, 0) + 1
         histogram = self.latency.get(op)
@@ -120,17 +118,17 @@ class PoolMetrics:
         histogram.add(seconds)
         self.input_bytes += input_bytes
 
-    def _cache_reported(self, served_by: tuple[int, int], report: Any) -> None:
-        slot, generation = served_by
-        try:
-            hits, misses, entries = (int(x) for x in report)
-        except (TypeError, ValueError):
+    def cache_reported(self, slot: int, report: Any) -> None:
+        """The process at ``slot`` reported its backend's pipeline-cache counters
+        ``[hits, misses, entries]``: what it has counted since it started."""
+        if not isinstance(report, list | tuple) or len(report) != 3 or not all(
+                isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in report):
             return  # (a worker's malformed report: not worth failing the call)
         held = self._cache_now.get(slot)
-        if held is not None and held[0] != generation:
-            self._cache_gone[0] += held[1]
-            self._cache_gone[1] += held[2]
-        self._cache_now[slot] = (generation, hits, misses, entries)
+        if held is not None and (report[0] < held[0] or report[1] < held[1]):
+            self._cache_gone[0] += held[0]  # (its backend started counting again)
+            self._cache_gone[1] += held[1]
+        self._cache_now[slot] = (report[0], report[1], report[2])
 
     def process_gone(self, slot: int, reason: str | None) -> None:
         """The process at ``slot`` exited: lost for ``reason`` (one of RESTART_REASONS),
@@ -139,12 +137,12 @@ class PoolMetrics:
             self.restarts[reason] = self.restarts.get(reason, 0) + 1
         held = self._cache_now.pop(slot, None)
         if held is not None:  # (its cache went with it; what it counted stays counted)
-            self._cache_gone[0] += held[1]
-            self._cache_gone[1] += held[2]
+            self._cache_gone[0] += held[0]
+            self._cache_gone[1] += held[1]
 
-    def program_sent(self, held: bool) -> None:
-        """A dispatch reached a worker that held its program (``held``: sent by name) or
-        had to be sent it."""
+    def program_answered(self, held: bool) -> None:
+        """A worker answered a dispatch whose program it already held (``held``), or had
+        to be sent."""
         self.program_cache[0 if held else 1] += 1
 
     def snapshot(self) -> dict[str, Any]:
@@ -162,7 +160,7 @@ class PoolMetrics:
             "program_cache": {"hits": self.program_cache[0],
                               "misses": self.program_cache[1]},
             "pipeline_cache": None if not self._cache_now and not any(self._cache_gone) else {
-                "hits": self._cache_gone[0] + sum(c[1] for c in now),
-                "misses": self._cache_gone[1] + sum(c[2] for c in now),
-                "entries": sum(c[3] for c in now)},
+                "hits": self._cache_gone[0] + sum(c[0] for c in now),
+                "misses": self._cache_gone[1] + sum(c[1] for c in now),
+                "entries": sum(c[2] for c in now)},
         }

@@ -173,8 +173,10 @@ class Pool(PoolFacts):
                                             for dtype, count in request.outputs),
                                         self.options.max_message_bytes)
         arrays: list[Any] = []
+        request.input_bytes = 0
         for data in request.arrays:
             array = protocol.as_frame_array(data)
+            request.input_bytes += array.nbytes
             segment = self._segments.place(array) if array.nbytes >= SHARE_THRESHOLD else None
             if segment is None:
                 arrays.append(array)
@@ -689,6 +691,8 @@ class Pool(PoolFacts):
                     future.set_result(value)
         for woken in wakers:
             woken.wake()
+        if self._spans is not None:
+            self._spans.flush()
 
     def _carry(self, action: Any, io: bool) -> None:
         """Carry out one action (``io``: on the I/O thread)."""
@@ -700,8 +704,8 @@ class Pool(PoolFacts):
                 value = self._results(request, action.value)
             except Exception as exc:  # a bug: the caller gets it, never a wait
                 value = as_vyre_error(exc, f"pool {self.backend!r} reading a reply")
-            self._answered(request, value)
             self._resolved.append((future, value))
+            self._answered(request, value)
             self._wake(request)
         elif isinstance(action, Release):
             self._release(action.request)
