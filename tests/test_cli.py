@@ -66,6 +66,12 @@ def test_backends_lists_in_precedence_order_with_broken_and_disabled(tmp_path):
                                                       ("wgpu", "disabled")]
     table = vyre("backends", sites=(site,))
     assert table.returncode == 0 and "broken: ImportError" in table.stdout
+    # a selection naming what is not installed: listed all the same, then refused
+    for args in (("backends",), ("backends", "--json")):
+        wrong = vyre(*args, VYRE_LOAD_PLUGINS="refrence")
+        refused(wrong, "E1402", "'refrence' (did you mean 'reference'?)")
+        assert "disabled" in wrong.stdout
+    assert len(json.loads(vyre("backends", "--json", VYRE_LOAD_PLUGINS="nope").stdout)) == 3
 
 
 def test_backends_probe_starts_each_worker_and_reports_its_adapter():

@@ -147,12 +147,14 @@ class Registry:
             return
         installed = sorted({r.entry_point.partition(" = ")[0] for r in self.backends()}
                            | {p.name for p in self.broken} | {p.name for p in self.disabled})
-        hints = [f"{name!r} -> {close[0]!r}" for name in self.not_installed
+        hints = [(name, close[0]) for name in self.not_installed
                  if (close := difflib.get_close_matches(name, installed, n=1))]
+        hint = "" if not hints else f" (did you mean {hints[0][1]!r}?)" if len(
+            self.not_installed) == 1 else " (did you mean " + ", ".join(
+            f"{close!r} for {name!r}" for name, close in hints) + "?)"
         raise PluginLoadError(
             f"{SELECT_ENV} names plugins that are not installed: "
-            f"{', '.join(map(repr, self.not_installed))}"
-            + (f" (did you mean {', '.join(hints)}?)" if hints else ""),
+            f"{', '.join(map(repr, self.not_installed))}{hint}",
             f"Name installed plugins in {SELECT_ENV} (installed: "
             f"{', '.join(installed) or 'none'}), or install the missing ones with pip.")
 

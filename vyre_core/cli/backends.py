@@ -7,9 +7,10 @@ import argparse
 from importlib import metadata
 from typing import Any
 
-from vyre_core.cli.output import print_json, print_table, progress, styled
+from vyre_core.cli.app import ERROR
+from vyre_core.cli.output import print_error, print_json, print_table, progress, styled
 from vyre_core.driver import Driver
-from vyre_core.errors import VyreError
+from vyre_core.errors import PluginLoadError, VyreError
 from vyre_core.registry import Registry
 from vyre_core.routing import is_software_adapter
 
@@ -92,10 +93,25 @@ def describe_devices(devices: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = listing(Registry.discover(), args.probe, show_progress=not args.json)
+    registry = Registry.discover()
+    rows = listing(registry, args.probe, show_progress=not args.json)
+    try:
+        registry.check_selection()
+    except PluginLoadError as exc:  # (listed anyway: what is installed is the answer)
+        refused: PluginLoadError | None = exc
+    else:
+        refused = None
     if args.json:
         print_json(rows)
-        return 0
+    else:
+        _print_rows(args, rows)
+    if refused is not None:
+        print_error(refused, as_json=False)  # (stdout holds the listing)
+        return ERROR
+    return 0
+
+
+def _print_rows(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     columns = ["id", "version", "distribution", "precedence", "status"]
     if args.probe:
         columns += ["adapter", "devices"]
@@ -121,4 +137,3 @@ def run(args: argparse.Namespace) -> int:
                       styled(("no", "red")), f"{n['resources'].get('CPU', 0):g}",
                       f"{n['resources'].get('GPU', 0):g}", n["workers"]] for b, n in nodes],
                     title="Ray cluster nodes (VYRE_CLUSTER)")
-    return 0

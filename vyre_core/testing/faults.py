@@ -33,7 +33,8 @@ DISPATCH_FAULTS: dict[str, tuple[str, str]] = {
     "device_lost": ("none", "reports its device lost (recovered in place unless no_recover)"),
     "unsupported": ("none", "refuses the program (UnsupportedFeatureError): routing moves on"),
     "unsupported_on": ("required", "refuses the program on device ARG only"),
-    "malformed": ("none", "returns garbage instead of its outputs"),
+    "malformed": ("none", "returns garbage instead of its outputs: the call fails with "
+                  "`DispatchError` (the backend's bug, said so), never returns wrong bytes"),
     "crash_once": ("required", "exits unless the file ARG exists, creating it: the retry "
                                "succeeds"),
     "chatter": ("required", "writes ARG MiB to stderr, then computes"),
