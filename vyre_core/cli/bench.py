@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write every result and the machine facts as JSON to FILE "
                         "('-': stdout, instead of the table)")
     p.add_argument("--quick", action="store_true",
-                   help="few repeats: rough figures in well under a minute (for tests)")
+                   help="few repeats: every figure rough, all of them in about two and a half "
+                        "minutes on two cores (for tests)")
     p.add_argument("--only", metavar="SUBSTRING",
                    help="run only the benchmarks whose id (suite.function, e.g. "
                         "workers.recovery_after_kill) contains SUBSTRING")
