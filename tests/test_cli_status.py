@@ -4,6 +4,7 @@ runs a real driver with a hot spare and the command as a user runs it."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -62,6 +63,27 @@ def test_rows_show_spares_and_failures_and_print_what_another_process_wrote_as_i
     with output.console.capture() as printed:  # (two columns: no wrapping at 80)
         output.print_table(["backend", "state"], [[rows[2][0], rows[2][5]]])
     assert "[bold]evil" in printed.get() and "it [red]broke[/]" in printed.get()
+
+
+@pytest.mark.fast
+def test_a_failed_pool_shows_the_end_of_what_its_last_worker_wrote(
+        base: Path, capsys: pytest.CaptureFixture) -> None:
+    mine = rundir.RunDir()
+    trace = "\n".join(f"line {i}" for i in range(30)) + "\nImportError: no [cuda] here"
+    published.publish(mine.path / f"p0{published.SUFFIX}", {
+        "backend": "gpu", "state": "failed", "failure": "its workers cannot start",
+        "failure_output": trace, "workers": [], "published": time.time()})
+    published.publish(mine.path / f"p1{published.SUFFIX}", {
+        "backend": "reference", "state": "running", "failure_output": None, "workers": [],
+        "published": time.time()})
+    try:
+        assert status_command.run(argparse.Namespace(json=False)) == 0
+    finally:
+        mine.remove()
+    out = capsys.readouterr().out
+    assert "pool 'gpu' failed; its last worker's output, its last 12 lines:" in out
+    assert "ImportError: no [cuda] here" in out and "line 19" in out
+    assert "line 18\n" not in out and "'reference' failed" not in out
 
 
 def one_store() -> ir.Program:

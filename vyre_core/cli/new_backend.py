@@ -89,9 +89,9 @@ def _normalized(distribution: str) -> str:
     return re.sub(r"[-_.]+", "-", distribution).lower()  # (PEP 503)
 
 
-def template_files(root: Traversable | None = None) -> dict[str, str]:
+def template_files() -> dict[str, str]:
     """Every file of the shipped template, by its path relative to the template."""
-    root = root or resources.files("vyre_core") / "backend-template"
+    root = resources.files("vyre_core") / "backend-template"
     files: dict[str, str] = {}
 
     def walk(node: Traversable, prefix: str) -> None:

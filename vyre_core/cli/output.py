@@ -59,15 +59,24 @@ def print_error(exc: VyreError, as_json: bool) -> None:
     err_console.print(styled(("error", "bold red"), f" [E{exc.code}] {_one_line(exc.cause)}"),
                       soft_wrap=True)
     err_console.print(styled(("Fix:", "bold"), f" {exc.fix}"), soft_wrap=True)
-    output = exc.details.get("stderr")
-    if isinstance(output, str) and output.strip():
-        lines = output.strip().splitlines()
-        err_console.print(styled((f"The worker's output, its last {min(len(lines), 12)} "
-                                  "lines:", "dim")))
-        for line in lines[-12:]:
-            err_console.print(styled(("  " + line, "dim")), soft_wrap=True)
+    print_output_tail(exc.details.get("stderr"), "The worker's output")
     if as_json:
         print_json({"error": exc.to_dict()})
+
+
+#: How much of a worker's output (its traceback, say) a person is shown.
+OUTPUT_LINES = 12
+
+
+def print_output_tail(output: Any, heading: str, to: Console = err_console) -> None:
+    """The last OUTPUT_LINES lines of a worker's ``output`` under ``heading``, dimmed and
+    printed as they are; nothing when there is none."""
+    if not isinstance(output, str) or not output.strip():
+        return
+    lines = output.strip().splitlines()
+    to.print(styled((f"{heading}, its last {min(len(lines), OUTPUT_LINES)} lines:", "dim")))
+    for line in lines[-OUTPUT_LINES:]:
+        to.print(styled(("  " + line, "dim")), soft_wrap=True)
 
 
 def _one_line(text: str) -> str:

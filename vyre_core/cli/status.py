@@ -8,7 +8,7 @@ import argparse
 import time
 from typing import Any
 
-from vyre_core.cli.output import console, print_json, print_table
+from vyre_core.cli.output import console, print_json, print_output_tail, print_table
 from vyre_core.supervisor import published, rundir
 
 COLUMNS = ("backend", "slot", "device", "pid", "gen", "state", "served", "restarts",
@@ -40,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
             title += (" (none started yet, or none can write its snapshot: that pool's "
                       "log says so)")
         print_table(COLUMNS, rows(pools), title=title)
+        for backend, pool in sorted(pools.items()):
+            print_output_tail(pool.get("failure_output"),
+                              f"pool {backend!r} failed; its last worker's output", console)
     return 0
 
 
