@@ -40,6 +40,8 @@ from vyre_core.ir import (
     Program,
     Return,
     Select,
+    SpecConstant,
+    SpecRef,
     Store,
     Unary,
     UnOp,
@@ -184,6 +186,9 @@ def every_node_program() -> Program:
             Block((Barrier(), If(Binary(BinOp.LT, Var("k"), one), (Return(),), ()))),
         )),
         If(Lit(DType.BOOL, 0), (Block(()),), (Store("b1", one, one), Barrier())),
+        Let("spec", SpecRef("K")),
         Return(),
     ]
-    return Program(bufs, (8, 4, 2), tuple(body))
+    constants = (SpecConstant("K", Lit(DType.U32, 3), Lit(DType.U32, 1), Lit(DType.U32, 8)),
+                 SpecConstant("F", Lit(DType.F32, 0x3F800000)))
+    return Program(bufs, (8, 4, 2), tuple(body), constants)

@@ -127,8 +127,8 @@ def test_an_unknown_backend_is_one_usage_error_with_the_closest_name(tmp_path):
     """It was an error per kit test: 91 of them in 3,008 lines."""
     code, out, _ = run_kit("refrence", tmp_path)
     assert code == 4, out  # (pytest's usage error)
-    assert "ERROR: --vyre-backend 'refrence': no such backend is installed (installed: " \
-        "wgpu, cpu, reference); did you mean 'reference'?" in out
+    assert "ERROR: --vyre-backend 'refrence': no such backend is installed (did you mean " \
+        "'reference'?) (installed: wgpu, cpu, reference)" in out
     assert "Fix: pip install the backend's distribution" in out
     assert len(out.strip().splitlines()) <= 3, out
 

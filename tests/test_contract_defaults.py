@@ -15,7 +15,7 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-from vyre_core import ir
+from vyre_core import deprecations, ir
 from vyre_core.config import DispatchConfig
 from vyre_core.contract import (
     HOOK_NAMES,
@@ -30,6 +30,7 @@ from vyre_core.contract import (
     hookimpl,
 )
 from vyre_core.contract.defaults import CAPABILITY_HOOKS
+from vyre_core.deprecations import VyreDeprecationWarning
 from vyre_core.errors import (
     DispatchError,
     InvalidConfigError,
@@ -46,7 +47,11 @@ from vyre_core.sequence import Sequence, SequenceBuilder
 from vyre_reference import run as reference_run
 from vyre_workers.backend_host import BackendHost
 
-pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
+pytestmark = [
+    pytest.mark.fast,  # the fast tier: pure, no process (make test-fast)
+    # FullBackend implements every hook, the deprecated vyre_subgroup_size too
+    pytest.mark.filterwarnings("ignore::vyre_core.deprecations.VyreDeprecationWarning"),
+]
 
 # -- programs ---------------------------------------------------------------------------------
 
@@ -445,7 +450,7 @@ FULL_CAPS = {
     "supports_indirect_dispatch": True, "supports_grid_sync": True, "is_distributed": True,
     "max_workgroup_size": (8, 2, 1), "max_workgroups_per_dimension": 4,
     "max_invocations_per_workgroup": 7,  # not 8 * 2 * 1: the override wins over the product
-    "subgroup_size": 32, "max_storage_buffer_bytes": 1 << 20,
+    "subgroup_size": 32, "subgroup_size_range": (8, 64), "max_storage_buffer_bytes": 1 << 20,
     "max_workgroup_memory_bytes": 4096,
 }
 FULL_PROFILE = {"backend": "full", "adapter": "FullCard 9000", "driver": "42.0"}
@@ -666,6 +671,11 @@ class FullBackend:
     def vyre_subgroup_size(self):
         self._seen("vyre_subgroup_size")
         return FULL_CAPS["subgroup_size"]
+
+    @hookimpl
+    def vyre_subgroup_size_range(self):
+        self._seen("vyre_subgroup_size_range")
+        return FULL_CAPS["subgroup_size_range"]
 
     @hookimpl
     def vyre_max_storage_buffer_bytes(self):
@@ -1025,7 +1035,18 @@ def test_a_backend_returning_none_is_not_overruled_by_a_default():
     assert host.loaded.implements("vyre_upload_resident")
     assert host.upload_resident(1, b"xy") is None  # the default would raise
     assert host.capabilities().subgroup_size is None
+    assert host.capabilities().subgroup_size_range is None
     assert host.compile(sum4_program()).dispatch([X4])[0].tolist() == [5]
+
+
+def test_the_subgroup_range_defaults_to_the_deprecated_width(monkeypatch):
+    """A backend still on vyre_subgroup_size gets (n, n) as its range, and is warned."""
+    monkeypatch.setattr(deprecations, "_warned", {})  # (as in a fresh process)
+    with pytest.warns(VyreDeprecationWarning, match="vyre_subgroup_size_range instead"):
+        host = BackendHost(minimal_backend(vyre_subgroup_size=lambda: 32))
+    caps = host.capabilities()
+    assert (caps.subgroup_size, caps.subgroup_size_range) == (32, (32, 32))
+    assert Capabilities.from_dict(caps.to_dict()) == caps
 
 
 # -- load-time refusals -----------------------------------------------------------------------

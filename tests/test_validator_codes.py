@@ -3,9 +3,12 @@ uniformity rules for barriers."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import pytest
 
-from vyre_core import ir
+from vyre_core import deprecations, ir
+from vyre_core.deprecations import Deprecation
 from vyre_core.errors import ValidationError
 from vyre_core.ir import (
     CODES,
@@ -32,6 +35,8 @@ from vyre_core.ir import (
     Program,
     Return,
     Select,
+    SpecConstant,
+    SpecRef,
     Store,
     Unary,
     UnOp,
@@ -51,8 +56,14 @@ def codes(p: Program) -> list[str]:
     return [f.code for f in p.validate()]
 
 
-def program(*body, buffers=(OUT,), workgroup=(64,)) -> Program:
-    return Program(tuple(buffers), workgroup, tuple(body))
+def program(*body, buffers=(OUT,), workgroup=(64,), constants=()) -> Program:
+    return Program(tuple(buffers), workgroup, tuple(body), tuple(constants))
+
+
+def constant(name: str, default: int, low: int | None = None, high: int | None = None,
+             dtype: DType = DType.U32) -> SpecConstant:
+    lit = lambda v: None if v is None else Lit.of(dtype, v)  # noqa: E731
+    return SpecConstant(name, lit(default), lit(low), lit(high))
 
 
 # -- one trigger per code ----------------------------------------------------------------
@@ -183,6 +194,22 @@ def v026_block_over_the_wire_limit() -> Program:
     return Program((Buffer("out", 0, DType.U32, Access.OUTPUT, 1),), (1,), (store,) * 70_000)
 
 
+def v027_undeclared_constant() -> Program:
+    return program(Let("x", SpecRef("TILE")), constants=(constant("TILES", 1),))
+
+
+def v028_constant_declared_twice() -> Program:
+    return program(constants=(constant("K", 1), constant("K", 2)))
+
+
+def v029_op_past_its_removal() -> Program:
+    """(With REGISTRY below in force: floor removed.)"""
+    return program(Let("x", Unary(UnOp.FLOOR, Lit.of(DType.F32, 2.5))), workgroup=(29,))
+
+
+#: Deprecations in force while a trigger is validated (none in vyre reaches removal).
+REGISTRY = {"V029": (Deprecation("op", "unop.floor", "0.0.1", "0.1.0", "Use trunc."),)}
+
 TRIGGERS = {
     "V001": v001_duplicate_buffer_name,
     "V002": v002_duplicate_binding,
@@ -210,10 +237,24 @@ TRIGGERS = {
     "V024": v024_binding_out_of_range,
     "V025": v025_too_many_buffers,
     "V026": v026_block_over_the_wire_limit,
+    "V027": v027_undeclared_constant,
+    "V028": v028_constant_declared_twice,
+    "V029": v029_op_past_its_removal,
 }
 
 # More triggers, reported with the same code (different rules under one code).
 MORE_TRIGGERS = {
+    "V027-no-constants-at-all": ("V027", lambda: program(Let("x", SpecRef("K")))),
+    "V028-default-below-low": ("V028", lambda: program(constants=(constant("K", 1, 2, 8),))),
+    "V028-default-above-high": ("V028", lambda: program(constants=(constant("K", 9, 2, 8),))),
+    "V028-low-above-high": ("V028", lambda: program(constants=(constant("K", 5, 8, 2),))),
+    "V028-nan-default-in-a-range": ("V028", lambda: program(constants=(
+        constant("F", float("nan"), 0.0, 1.0, DType.F32),))),
+    "V028-mixed-types": ("V028", lambda: program(constants=(
+        SpecConstant("K", Lit.of(DType.U32, 1), Lit.of(DType.I32, 0)),))),
+    "V021-constant-name": ("V021", lambda: program(constants=(constant("no-name", 1),))),
+    "V023-constant-bits": ("V023", lambda: program(constants=(
+        SpecConstant("K", Lit(DType.U32, 2**32)),))),
     "V003-store": ("V003", lambda: program(Store("missing", U0, U1))),
     "V003-buffer-len": ("V003", lambda: program(Let("n", BufLen("missing")))),
     "V003-atomic": ("V003", lambda: program(Let("a", Atomic(AtomicOp.ADD, "nope", U0, U1)))),
@@ -293,6 +334,16 @@ def test_codes_are_numbered_densely_from_v001_each_with_a_fix():
     assert all(fix.strip() for fix in CODES.values())
 
 
+@pytest.fixture
+def registry_for_code(request, monkeypatch):
+    """The deprecations ``REGISTRY`` names for the test's code, and an empty validation
+    cache (a verdict depends on them)."""
+    code = request.getfixturevalue("code")
+    if code in REGISTRY:
+        monkeypatch.setattr(deprecations, "DEPRECATIONS", REGISTRY[code])
+        monkeypatch.setattr(validate_module, "_CACHE", OrderedDict())
+
+
 def _assert_reported(code: str, p: Program, only: bool = True) -> None:
     found = codes(p)
     assert code in found
@@ -308,6 +359,7 @@ def _assert_reported(code: str, p: Program, only: bool = True) -> None:
 
 
 @pytest.mark.parametrize("code", sorted(TRIGGERS))
+@pytest.mark.usefixtures("registry_for_code")
 def test_trigger_program_reports_its_code_with_the_fix_text(code):
     _assert_reported(code, TRIGGERS[code]())
 

@@ -45,7 +45,7 @@ from vyre_core.ir.wire import (
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
-HEADER = wire.MAGIC + bytes([wire.FORMAT_VERSION])
+HEADER = wire.MAGIC + bytes([wire.PLAIN_FORMAT_VERSION])
 
 
 def packed(obj) -> bytes:
@@ -206,7 +206,7 @@ def _corpus() -> dict[str, object]:
         "wrong-magic": b"VYIS\x01" + body, "shifted-magic": b"\x00VYIR\x01" + body,
         "msgpack-without-header": body, "json": b'{"buffers": []}',
         "version-0": b"VYIR\x00" + body, "version-2": b"VYIR\x02" + body,
-        "version-255": b"VYIR\xff" + body,
+        "version-3": b"VYIR\x03" + body, "version-255": b"VYIR\xff" + body,
     }
     # msgpack-level malformation
     cases |= {
@@ -369,7 +369,7 @@ def test_whole_adversarial_corpus_is_rejected_within_10_seconds():
 # -- specific messages -----------------------------------------------------------------
 
 def test_newer_format_version_says_upgrade():
-    exc = assert_rejected(b"VYIR\x02" + VALID["base"][5:])
+    exc = assert_rejected(b"VYIR\x03" + VALID["base"][5:])
     assert "newer" in exc.cause
     assert "Upgrade vyre" in exc.fix
 
@@ -539,7 +539,8 @@ _MEMORY_SCRIPT = textwrap.dedent("""
     blocks = 130        # ~7.8 million empty arrays in ~7.8 MB, under wire.MAX_WIRE_BYTES
     empties = b"\\xdd" + per_block.to_bytes(4, "big") + b"\\x90" * per_block
     body = b"\\xdd" + blocks.to_bytes(4, "big") + (b"\\x92\\x47" + empties) * blocks
-    data = wire.MAGIC + bytes([wire.FORMAT_VERSION]) + b"\\x93\\x90\\x93\\x01\\x01\\x01" + body
+    header = wire.MAGIC + bytes([wire.PLAIN_FORMAT_VERSION])
+    data = header + b"\\x93\\x90\\x93\\x01\\x01\\x01" + body
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
         Program.from_wire(data)

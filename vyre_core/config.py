@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from vyre_core import deprecations
 from vyre_core.errors import InvalidConfigError
 
 _U32_MAX = 2**32 - 1
@@ -43,6 +44,8 @@ class DispatchConfig:
     label: str | None = None              # names the dispatch in errors and timings
     timeout: float | None = None          # seconds; enforced by the supervisor
     retries: int = 1                      # re-runs after a worker crash (pure work only)
+    constants: Any = ()  # specialization values by name: a dict, kept as sorted pairs
+
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workgroup_override",
@@ -77,6 +80,14 @@ class DispatchConfig:
                  "Pass e.g. timeout=30.0, or None for no deadline.")
         _require(_is_int(self.retries, 0), f"retries={self.retries!r} must be an int >= 0",
                  "Use 0 to never retry, 1 (default) to retry once after a worker crash.")
+        if self.constants != ():
+            from vyre_core.ir.specialize import canonical_values
+
+            object.__setattr__(self, "constants", canonical_values(self.constants))
+        for name, deprecation in deprecations.of_kind("config").items():
+            if getattr(self, name) != _DEFAULTS[name]:
+                deprecations.enforce(deprecation, "DispatchConfig", InvalidConfigError,
+                                     stacklevel=3)
 
     def replace(self, **changes: Any) -> DispatchConfig:
         """A copy with ``changes`` applied (and checked)."""
@@ -106,6 +117,7 @@ class DispatchConfig:
 
 
 _FIELDS = tuple(DispatchConfig.__dataclass_fields__)
+_DEFAULTS = {name: f.default for name, f in DispatchConfig.__dataclass_fields__.items()}
 
 
 def _encodable(text: str) -> bool:

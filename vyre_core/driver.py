@@ -209,11 +209,14 @@ def _sequence_config(config: Any) -> DispatchConfig:
         ("dispatch_elements", config.dispatch_elements)) if value is not None]
     if config.fixpoint_iterations != 1:
         per_step.append("fixpoint_iterations")
+    if config.constants:
+        per_step.append("constants")
     if per_step:
         raise InvalidConfigError(
             f"a sequence's config sets {', '.join(per_step)}, which belong to its steps",
-            "Give each step its grid (SequenceBuilder.step(..., grid=...)), apply workgroup "
-            "sizes to the programs, and loop with SequenceBuilder.loop(...).")
+            "Give each step its grid (SequenceBuilder.step(..., grid=...)) and constants "
+            "(SequenceBuilder.step(..., constants=...)), apply workgroup sizes to the "
+            "programs, and loop with SequenceBuilder.loop(...).")
     return config
 
 
@@ -539,8 +542,8 @@ class Driver:
         ``timeout`` bounds the whole call (default: routing unbounded, the compile itself
         bounded by the backend's PoolOptions.compile_timeout)."""
         config = _config(config)
-        program = effective_program(program, config)
-        config = config.replace(workgroup_override=None)
+        source, program = program, effective_program(program, config)
+        config = config.replace(workgroup_override=None, constants=())
         meta = {"program": program.to_wire(), "config": config.to_dict()}
         deadline = _deadline(timeout)
 
@@ -566,7 +569,7 @@ class Driver:
         took = meta.get("compile_ns")
         return CompiledPipeline(program, config, pool.backend, meta["key"], generation, run,
                                 lambda g: pool.holds(slot, g),
-                                took / 1e9 if isinstance(took, int) else None)
+                                took / 1e9 if isinstance(took, int) else None, source=source)
 
     # -- resident buffers ------------------------------------------------------------------
 

@@ -12,8 +12,10 @@ into the family.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import traceback
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 
@@ -305,6 +307,13 @@ GROUPS: tuple[type[VyreError], ...] = (CallerError, BackendFaultError, Unavailab
 def catalog() -> dict[int, type[VyreError]]:
     """Every error class by its stable code."""
     return dict(_CATALOG)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` to a mistyped ``name``, or
+    nothing when none is close: how every message names what was probably meant."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def as_vyre_error(exc: BaseException, during: str) -> VyreError:

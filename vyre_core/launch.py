@@ -20,20 +20,24 @@ from vyre_core.contract.types import Capabilities, Outputs, TimedDispatch, Timin
 from vyre_core.errors import LaunchLimitError
 from vyre_core.ir import Program
 from vyre_core.ir.nodes import Access
+from vyre_core.ir.specialize import specialize
 from vyre_core.limits import buffer_exceeded, grid_exceeded, workgroup_exceeded
 
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    program: Program            # the workgroup override applied
+    program: Program            # constants chosen, the workgroup override applied
     inputs: list[np.ndarray]    # bound per the input ABI
     lengths: dict[str, int]     # element count of every non-workgroup buffer
     grid: tuple[int, int, int]
-    config: DispatchConfig      # grid_override = grid, workgroup_override consumed
+    config: DispatchConfig      # grid_override = grid; workgroup_override, constants consumed
 
 
 def effective_program(program: Program, config: DispatchConfig) -> Program:
-    """``program`` with the config's workgroup override applied, validated."""
+    """``program`` as it runs: its constants given the config's values (or their
+    defaults), then the config's workgroup override applied; validated."""
+    if program.constants or config.constants:
+        program = specialize(program.check(), config.constants)
     if config.workgroup_override is not None:
         program = Program(program.buffers, config.workgroup_override, program.body)
     return program.check()
@@ -64,7 +68,7 @@ def plan_grid(program: Program, lengths: dict[str, int], config: DispatchConfig,
                 "Raise DispatchConfig.max_output_bytes, or shrink the output buffers.")
     if caps is not None:
         check_limits(program, grid, lengths, caps, backend)
-    return grid, config.evolve(grid_override=grid, workgroup_override=None)
+    return grid, config.evolve(grid_override=grid, workgroup_override=None, constants=())
 
 
 def check_limits(program: Program, grid: tuple[int, int, int], lengths: dict[str, int],

@@ -1,7 +1,7 @@
 """Compiled-pipeline handles and their cache keys.
 
 A key is blake3 over the canonical program bytes, the dispatch policy that changes
-compiled code (workgroup override, ULP budget) and the backend id and version, so equal
+compiled code (workgroup override, constants, ULP budget) and the backend id and version, so equal
 IR built differently shares a pipeline and any change to those parts gets a new one.
 """
 
@@ -18,17 +18,16 @@ from vyre_core.contract.types import Outputs
 from vyre_core.errors import InvalidConfigError, PipelineInvalidatedError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
+from vyre_core.launch import effective_program
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.sequence import output_buffers
 
 
 def pipeline_cache_key(program: Program, config: DispatchConfig, backend_id: str,
                        backend_version: str) -> str:
-    """The key of the program as it will run: the workgroup override is applied to the
-    program first, so an override equal to the program's own workgroup shares its key."""
-    workgroup = config.workgroup_override or program.workgroup
-    effective = program if workgroup == program.workgroup else \
-        Program(program.buffers, workgroup, program.body)
+    """The key of the program as it will run (``effective_program``): an override equal
+    to the program's own workgroup, or a constant given its default, shares the key."""
+    effective = effective_program(program, config)
     policy = msgpack.packb([config.ulp_budget, backend_id, backend_version])
     digest = blake3.blake3(effective.to_wire())
     digest.update(b"\x00vyre-pipeline\x00")
@@ -83,14 +82,17 @@ class CompiledPipeline(_PinnedHandle):
     there until that generation is gone. ``key`` is its pipeline cache key, computed once
     where it was compiled (the worker) and carried back with the handle;
     ``compile_seconds`` what compiling took there (a backend that caches compiled code on
-    disk, as cpu does, pays little in a second process), None where not measured."""
+    disk, as cpu does, pays little in a second process), None where not measured.
+    ``program`` is the program as it runs (constants chosen); ``source`` the one compiled,
+    which a dispatch's ``constants`` are checked against."""
 
     def __init__(self, program: Program, config: DispatchConfig, backend: str, key: str,
                  generation: int, runner: Runner,
                  is_current: Callable[[int], bool] = lambda _generation: True,
-                 compile_seconds: float | None = None) -> None:
+                 compile_seconds: float | None = None, source: Program | None = None) -> None:
         super().__init__(program, config, backend, generation, is_current)
         self.program = program
+        self.source = program if source is None else source
         self.key = key
         self.compile_seconds = compile_seconds
         self._runner = runner
@@ -106,6 +108,13 @@ class CompiledPipeline(_PinnedHandle):
                 f"workgroup_override={config.workgroup_override} differs from the "
                 f"workgroup {self.program.workgroup} this pipeline was compiled for",
                 "Compile the program again with that workgroup_override.")
+        if config.constants:
+            chosen = effective_program(self.source, config.evolve(workgroup_override=None))
+            if chosen.fingerprint() != self.program.fingerprint():
+                raise InvalidConfigError(
+                    f"constants {dict(config.constants)} differ from the values this pipeline "
+                    "was compiled with", "Compile the program again with those constants.")
+            config = config.evolve(constants=())
         return self._runner(inputs, config)
 
 

@@ -179,6 +179,8 @@ class BackendHost:
             answers = {name: self._call(f"vyre_{name}") for name in CAPABILITY_HOOKS}
             answers["supported_ops"] = frozenset(answers["supported_ops"])
             answers["max_workgroup_size"] = tuple(answers["max_workgroup_size"])
+            if answers["subgroup_size_range"] is not None:
+                answers["subgroup_size_range"] = tuple(answers["subgroup_size_range"])
             profile = self.device_profile()
             extra = {k: v for k, v in profile.items() if k not in _CAPABILITY_FIELDS}
             self._caps = Capabilities(**answers, extra=extra)
@@ -256,8 +258,8 @@ class BackendHost:
     def compile(self, program: Program, config: DispatchConfig | None = None) -> CompiledPipeline:
         """Compile once: the backend's native pipeline, or a passthrough over dispatch."""
         config = config or DispatchConfig()
-        program = effective_program(program, config)
-        compile_config = config.replace(workgroup_override=None)
+        source, program = program, effective_program(program, config)
+        compile_config = config.replace(workgroup_override=None, constants=())
         native = self._call("vyre_compile", program=program, config=compile_config)
         if native is not None and not isinstance(native, NativePipeline):
             raise DispatchError(f"backend {self._id!r} vyre_compile returned "
@@ -279,7 +281,7 @@ class BackendHost:
 
         key = pipeline_cache_key(program, compile_config, self._id, self.version())
         return CompiledPipeline(program, compile_config, self._id, key, self.generation, run,
-                                lambda g: g == self.generation)
+                                lambda g: g == self.generation, source=source)
 
     # -- resident buffers ----------------------------------------------------------------
 

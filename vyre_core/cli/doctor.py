@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from vyre_core import __version__
+from vyre_core import __version__, deprecations
 from vyre_core.cli.backends import describe_devices, listing
 from vyre_core.cli.output import console, err_console, ok, print_json, print_table, styled
 from vyre_core.errors import SystemResourceError
@@ -74,6 +74,11 @@ def plugin_findings(rows: list[dict[str, Any]], not_installed: list[str]) -> lis
         out.append(Finding(f"{SELECT_ENV} names plugins that are not installed",
                            ", ".join(not_installed), f"correct {SELECT_ENV} (installed: "
                            + ", ".join(row["name"] for row in rows) + ")"))
+    for row in rows:
+        for entry in row.get("deprecated", ()):
+            out.append(Finding(f"plugin {row['name']!r} uses a deprecated hook",
+                               f"{entry['name']} (deprecated since vyre {entry['since']}, "
+                               f"removed in {entry['removed_in']}): {entry['fix']}"))
     if not any(row["status"] == "loaded" for row in rows):
         out.append(Finding("no backend is loaded", "nothing can run a program",
                            "pip install vyre-reference (the oracle runs every program), "
@@ -230,6 +235,11 @@ def examine(clean: bool, show_progress: bool = False) -> dict[str, Any]:
         "vyre": __version__}
     report["run_dirs"] = run_dirs(clean)  # before probing: a new driver cleans them
     report["plugins"] = listing(registry, probe=False)
+    plugins = {r.entry_point.partition(" = ")[0]: r.plugin for r in registry.backends()}
+    for row in report["plugins"]:
+        row["deprecated"] = [d.to_dict() for d in deprecations.hooks_of(plugins[row["name"]])] \
+            if row["name"] in plugins else []
+    report["deprecations"] = [d.to_dict() for d in deprecations.DEPRECATIONS]
     report["vulkan"] = vulkan()
     report["adapters"] = adapters(registry, show_progress)
     wants_vulkan = any(row["name"] in VULKAN_BACKENDS or row["id"] in VULKAN_BACKENDS
@@ -279,6 +289,9 @@ def _print(report: dict[str, Any]) -> None:
                  if not a["error"] else [a["backend"], styled((a["error"], "bold red")), "-", "-",
                                          "-", "-"]
                  for a in report["adapters"]], title="adapters (probed in each backend's worker)")
+    print_table(["deprecated", "since", "removed in", "Fix"],
+                [[f"{d['kind']} {d['name']}", d["since"], d["removed_in"], d["fix"]]
+                 for d in report["deprecations"]], title="deprecations")
     dirs = report["run_dirs"]
     for entry in dirs["removed"]:
         console.print(f"removed stale run directory {entry['path']}")

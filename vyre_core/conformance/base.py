@@ -28,6 +28,7 @@ class Case:
     expected: tuple[np.ndarray, ...]
     grid: tuple[int, ...] | None = None
     ulp: int = 0
+    constants: tuple[tuple[str, Any], ...] = ()  # specialization values the case chooses
 
 
 def arr(dtype: ir.DType, values: Any) -> np.ndarray:
@@ -44,11 +45,13 @@ def wrap_i32(values: Any) -> np.ndarray:
 
 
 def case_of(name: str, kernel: ir.Kernel, inputs: Sequence[np.ndarray | bytes],
-            expected: Sequence[Any], grid: tuple[int, ...] | None = None, ulp: int = 0) -> Case:
+            expected: Sequence[Any], grid: tuple[int, ...] | None = None, ulp: int = 0,
+            constants: dict[str, Any] | None = None) -> Case:
     """Build ``kernel`` and pair it with data; expected values go to output storage dtypes."""
     program = kernel.build()
     outs = tuple(arr(b.dtype, e) for b, e in zip(program.outputs, expected, strict=True))
-    return Case(name, program, tuple(inputs), outs, grid, ulp)
+    return Case(name, program, tuple(inputs), outs, grid, ulp,
+                tuple(sorted((constants or {}).items())))
 
 
 def map_case(name: str, inputs: Sequence[tuple[str, ir.DType, np.ndarray]],

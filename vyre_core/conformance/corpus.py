@@ -10,6 +10,7 @@ from . import (
     cases_atomics,
     cases_bool,
     cases_cast,
+    cases_constants,
     cases_control,
     cases_float,
     cases_grid,
@@ -25,7 +26,7 @@ __all__ = ["CASES", "Case", "case"]
 CASES: list[Case] = [
     *cases_integer.CASES, *cases_float.CASES, *cases_cast.CASES, *cases_bool.CASES,
     *cases_memory.CASES, *cases_grid.CASES, *cases_control.CASES, *cases_workgroup.CASES,
-    *cases_atomics.CASES, *cases_special.CASES,
+    *cases_atomics.CASES, *cases_special.CASES, *cases_constants.CASES,
 ]
 
 _BY_NAME = {c.name: c for c in CASES}

@@ -103,6 +103,8 @@ def test_worker_reports_sane_capabilities(caps: Capabilities) -> None:
     assert caps.max_workgroups_per_dimension >= 1
     assert caps.max_workgroup_memory_bytes >= 0 and caps.max_storage_buffer_bytes >= 0
     assert caps.subgroup_size is None or caps.subgroup_size >= 1
+    assert caps.subgroup_size_range is None or 1 <= caps.subgroup_size_range[0] \
+        <= caps.subgroup_size_range[1]
 
 
 def _simple_case(caps: Capabilities) -> Case:

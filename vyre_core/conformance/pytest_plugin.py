@@ -11,12 +11,13 @@ built), so it is harmless and free in every other test suite.
 
 from __future__ import annotations
 
-import difflib
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from vyre_core.errors import did_you_mean
 
 if TYPE_CHECKING:
     from vyre_core.registry import Registry
@@ -61,11 +62,9 @@ def kit_refusal(registry: Registry, backend: str) -> str | None:
         return (f"--vyre-backend {backend!r}: the plugin is left out by VYRE_LOAD_PLUGINS\n"
                 f"Fix: add {backend!r} to VYRE_LOAD_PLUGINS, or unset it.")
     installed = registry.ids()
-    close = difflib.get_close_matches(backend, installed, n=1)
-    return (f"--vyre-backend {backend!r}: no such backend is installed (installed: "
-            f"{', '.join(installed) or 'none'})"
-            + (f"; did you mean {close[0]!r}?" if close else "")
-            + "\nFix: pip install the backend's distribution (pip install -e . in its "
+    return (f"--vyre-backend {backend!r}: no such backend is installed"
+            f"{did_you_mean(backend, installed)} (installed: {', '.join(installed) or 'none'})"
+            "\nFix: pip install the backend's distribution (pip install -e . in its "
             "folder), or name an installed backend.")
 
 

@@ -24,6 +24,7 @@ from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Capabilities
 from vyre_core.driver import Driver
 from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError, VyreError
+from vyre_core.launch import effective_program
 from vyre_core.routing import rejection_reasons
 
 from .base import Case
@@ -51,8 +52,9 @@ class CaseResult:
 
 def run_case(driver: Driver, backend: str, caps: Capabilities, case: Case) -> CaseResult:
     """``case`` on ``backend`` (whose worker reported ``caps``), judged as above."""
-    reasons = rejection_reasons(case.program.requirements(), caps)
-    config = DispatchConfig(grid_override=case.grid, timeout=CASE_TIMEOUT)
+    config = DispatchConfig(grid_override=case.grid, timeout=CASE_TIMEOUT,
+                            constants=case.constants)
+    reasons = rejection_reasons(effective_program(case.program, config).requirements(), caps)
     start = time.perf_counter()
 
     def verdict(name: str, detail: str | None = None) -> CaseResult:

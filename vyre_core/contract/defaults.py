@@ -191,6 +191,11 @@ class ConservativeDefaults:
         return None
 
     @hookimpl(trylast=True)
+    def vyre_subgroup_size_range(self) -> tuple[int, int] | None:
+        width = self.call("vyre_subgroup_size")
+        return None if width is None else (width, width)
+
+    @hookimpl(trylast=True)
     def vyre_max_storage_buffer_bytes(self) -> int:
         return 0
 
@@ -245,5 +250,5 @@ CAPABILITY_HOOKS = (
     "supports_tensor_cores", "supports_async_compute", "supports_indirect_dispatch",
     "supports_grid_sync", "is_distributed", "max_workgroup_size",
     "max_workgroups_per_dimension", "max_invocations_per_workgroup", "subgroup_size",
-    "max_storage_buffer_bytes", "max_workgroup_memory_bytes",
+    "subgroup_size_range", "max_storage_buffer_bytes", "max_workgroup_memory_bytes",
 )

@@ -16,8 +16,9 @@ pure and may be called in the parent to register the backend; every other hook r
 inside the backend's worker process, where the device lives.
 
 Arguments: ``program`` is a validated ``vyre_core.ir.Program`` whose workgroup already
-includes any override; ``inputs`` is one 1-D numpy array per input buffer, of the buffer's
-storage dtype and bound length (docs/semantics.md, "Input/output ABI"); ``config`` is a
+includes any override and whose specialization constants are already literals;
+``inputs`` is one 1-D numpy array per input buffer, of the buffer's storage dtype and
+bound length (docs/semantics.md, "Input/output ABI"); ``config`` is a
 ``vyre_core.DispatchConfig`` whose ``grid_override`` is always set to the grid to launch.
 Outputs are one 1-D array (or bytes) per output buffer, in ABI order.
 """
@@ -242,7 +243,15 @@ def vyre_max_invocations_per_workgroup() -> int:
 
 @hookspec(firstresult=True)
 def vyre_subgroup_size() -> int | None:
-    """Native subgroup width when known. Default: ``None``."""
+    """Native subgroup width when known. Default: ``None``. Deprecated since vyre 0.1.0,
+    removed in 1.0.0 (contract 2): implement ``vyre_subgroup_size_range``."""
+
+
+@hookspec(firstresult=True)
+def vyre_subgroup_size_range() -> tuple[int, int] | None:
+    """The smallest and largest subgroup width the device may run a pipeline with (one
+    device may pick per pipeline). Default: ``(n, n)`` when the backend still implements
+    the deprecated ``vyre_subgroup_size`` and it returns ``n``, else ``None``."""
 
 
 @hookspec(firstresult=True)

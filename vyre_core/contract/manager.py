@@ -13,6 +13,7 @@ from typing import Any
 
 import pluggy
 
+from vyre_core import deprecations
 from vyre_core.contract import hookspec
 from vyre_core.contract.defaults import ConservativeDefaults
 from vyre_core.contract.hookspec import CONTRACT_MAJOR, PROJECT
@@ -73,6 +74,8 @@ class LoadedBackend:
         if missing:
             raise PluginLoadError(f"plugin {self.name!r} does not implement {missing}",
                                   "Every backend implements vyre_backend_id and vyre_dispatch.")
+        for deprecation in deprecations.hooks_of(plugin):
+            deprecations.enforce(deprecation, f"plugin {self.name!r}", PluginLoadError)
         self.defaults = ConservativeDefaults(self.call)
         self.pm.register(self.defaults, "vyre-defaults")
         self._callers = {name: self._winner(name) for name in HOOK_NAMES}

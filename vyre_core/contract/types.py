@@ -111,7 +111,8 @@ class Capabilities:
     max_workgroup_size: tuple[int, int, int] = (1, 1, 1)
     max_workgroups_per_dimension: int = 1
     max_invocations_per_workgroup: int = 1
-    subgroup_size: int | None = None
+    subgroup_size: int | None = None  # deprecated: subgroup_size_range
+    subgroup_size_range: tuple[int, int] | None = None  # smallest and largest width
     max_storage_buffer_bytes: int = 0  # 0: not reported (not "unlimited")
     max_workgroup_memory_bytes: int = 0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)  # adapter facts etc.
@@ -127,6 +128,8 @@ class Capabilities:
         claims = dict(claims)
         if "supported_ops" in claims:
             claims["supported_ops"] = frozenset(claims["supported_ops"])
+        if claims.get("subgroup_size_range") is not None:
+            claims["subgroup_size_range"] = tuple(claims["subgroup_size_range"])
         if "max_workgroup_size" in claims:
             claims["max_workgroup_size"] = tuple(claims["max_workgroup_size"])
             claims.setdefault("max_invocations_per_workgroup",
@@ -137,6 +140,8 @@ class Capabilities:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["supported_ops"] = sorted(out["supported_ops"])
         out["max_workgroup_size"] = list(out["max_workgroup_size"])
+        if out["subgroup_size_range"] is not None:
+            out["subgroup_size_range"] = list(out["subgroup_size_range"])
         return out
 
     @classmethod
@@ -171,7 +176,7 @@ class Capabilities:
                                   if all(c.extra.get(k) == v for c in rest)}
                 if any(c.extra.get("software_adapter") for c in found):
                     values[f.name]["software_adapter"] = True
-            elif f.name == "subgroup_size":
+            elif f.name in ("subgroup_size", "subgroup_size_range"):
                 values[f.name] = each[0] if all(v == each[0] for v in each) else None
             elif isinstance(each[0], bool):
                 values[f.name] = all(each)

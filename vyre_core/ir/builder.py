@@ -39,6 +39,8 @@ from vyre_core.ir.nodes import (
     Loop,
     Return,
     Select,
+    SpecConstant,
+    SpecRef,
     Stmt,
     Store,
     Unary,
@@ -285,6 +287,7 @@ class Kernel:
     def __init__(self, workgroup: tuple[int, ...] = (64,)) -> None:
         self.workgroup = tuple(workgroup)
         self.buffers: list[Buffer] = []
+        self.constants: list[SpecConstant] = []
         self._blocks: list[list[Stmt]] = [[]]
         self._names = 0
 
@@ -310,6 +313,26 @@ class Kernel:
 
     def workgroup_buffer(self, name: str, dtype: DType, count: int) -> BufferRef:
         return self.buffer(name, dtype, Access.WORKGROUP, count)
+
+    # specialization constants
+    def constant(self, name: str, dtype: DType, default: Any, low: Any = None,
+                 high: Any = None) -> Val:
+        """A named compile-time value: ``default`` unless a dispatch or compile chooses
+        another (``DispatchConfig(constants={name: value})`` or ``Program.specialize``),
+        within ``[low, high]`` when given. Each choice compiles its own pipeline, so a
+        constant costs nothing at run time: use it for tile sizes and unroll counts."""
+        def literal(value: Any, what: str) -> Lit | None:
+            if value is None:
+                return None
+            try:
+                return Lit.of(dtype, value)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"constant {name!r}: {what} {value!r} is not a "
+                                f"{dtype.value} ({exc}). Fix: give a {dtype.value} value") from None
+
+        self.constants.append(SpecConstant(name, literal(default, "default"),
+                                           literal(low, "low"), literal(high, "high")))
+        return Val(SpecRef(name), dtype)
 
     # statements
     def emit(self, stmt: Stmt) -> None:
@@ -387,5 +410,6 @@ class Kernel:
         """The finished program; raises ``ValidationError`` with every finding if invalid."""
         if len(self._blocks) != 1:
             raise RuntimeError("build() called inside an open if_/loop block")
-        prog = Program(tuple(self.buffers), self.workgroup, tuple(self._blocks[0]))
+        prog = Program(tuple(self.buffers), self.workgroup, tuple(self._blocks[0]),
+                       tuple(self.constants))
         return prog.check() if validate else prog

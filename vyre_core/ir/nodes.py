@@ -132,6 +132,14 @@ class InvocationId(Expr):
 
 
 @dataclass(frozen=True, slots=True)
+class SpecRef(Expr):
+    """The value of the specialization constant ``name``, fixed before the program runs
+    (``Program.specialize``); a backend only ever sees programs with these substituted."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Binary(Expr):
     op: BinOp
     lhs: Expr
@@ -255,6 +263,22 @@ class Buffer:
     @property
     def is_output(self) -> bool:
         return self.access in (Access.OUTPUT, Access.READ_WRITE)
+
+
+@dataclass(frozen=True, slots=True)
+class SpecConstant:
+    """A named compile-time value with a default and an optional inclusive range, all
+    literals of one dtype. Choosing values is specializing: each choice is its own program
+    (and pipeline)."""
+
+    name: str
+    default: Lit
+    low: Lit | None = None
+    high: Lit | None = None
+
+    @property
+    def dtype(self) -> DType:
+        return self.default.dtype
 
 
 def children(node: Expr | Stmt) -> tuple[Expr | Stmt, ...]:

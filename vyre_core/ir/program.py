@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import blake3
 
 from vyre_core.errors import InvalidProgramError
 from vyre_core.ir import wire
-from vyre_core.ir.nodes import Buffer, Stmt
+from vyre_core.ir.nodes import Buffer, SpecConstant, Stmt
 
 if TYPE_CHECKING:
     from vyre_core.ir.requirements import Requirements
@@ -22,6 +23,7 @@ class Program:
     buffers: tuple[Buffer, ...]
     workgroup: tuple[int, int, int]
     body: tuple[Stmt, ...]
+    constants: tuple[SpecConstant, ...] = ()  # specialization constants, declaration order
 
     def __post_init__(self) -> None:
         wg = tuple(self.workgroup)
@@ -32,6 +34,7 @@ class Program:
         object.__setattr__(self, "buffers", tuple(self.buffers))
         object.__setattr__(self, "workgroup", wg)
         object.__setattr__(self, "body", tuple(self.body))
+        object.__setattr__(self, "constants", tuple(self.constants))
 
     # -- identity ----------------------------------------------------------------------
 
@@ -46,8 +49,7 @@ class Program:
     @classmethod
     def from_wire(cls, data: bytes | bytearray | memoryview) -> Program:
         """Decode untrusted bytes; any malformation raises ``InvalidProgramError``."""
-        buffers, workgroup, body = wire.decode(data)
-        return cls(buffers, workgroup, body)
+        return cls(*wire.decode(data))
 
     @cached_property
     def _fingerprint(self) -> str:
@@ -81,6 +83,15 @@ class Program:
     def requirements(self) -> Requirements:
         """What a backend must support to run this program."""
         return self._requirements
+
+    def specialize(self, values: Mapping[str, Any] | None = None, /, **named: Any) -> Program:
+        """This program with its constants fixed: each named value (checked against the
+        constant's type and declared range), the default for the rest. The result declares
+        no constants; the program itself is returned when it declares none."""
+        from vyre_core.ir.specialize import canonical_values, specialize
+
+        self.check()
+        return specialize(self, canonical_values({**(values or {}), **named})).check()
 
     # -- ABI ---------------------------------------------------------------------------
 

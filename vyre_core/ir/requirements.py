@@ -26,18 +26,21 @@ from vyre_core.ir.nodes import (
     Loop,
     Return,
     Select,
+    SpecRef,
     Store,
     Unary,
     UnOp,
     Var,
     walk,
 )
+from vyre_core.ir.specialize import specialize
 
 _NODE_OPS = {
     Let: "stmt.let", Assign: "stmt.assign", Store: "stmt.store", If: "stmt.if",
     Loop: "stmt.loop", Return: "stmt.return", Barrier: "stmt.barrier", Block: "stmt.block",
     Lit: "expr.literal", Var: "expr.var", Load: "expr.load", BufLen: "expr.buffer_len",
     Select: "expr.select", Cast: "expr.cast", Fma: "expr.fma",
+    SpecRef: "expr.literal",  # (a constant runs as the literal of its chosen value)
 }
 
 #: Every operation id of the IR; a backend that runs all of them runs every program.
@@ -79,6 +82,10 @@ def _op_id(node) -> str:
 
 
 def requirements_of(program) -> Requirements:
+    """What running ``program`` needs; a program with constants is weighed as it runs
+    with their defaults (each choice of values is checked again when it is made)."""
+    if program.constants:
+        program = specialize(program)
     ops: set[str] = set()
     dtypes = {b.dtype for b in program.buffers}
     features: set[str] = set()

@@ -20,16 +20,17 @@ from vyre_core.ir.nodes import (
     Lit,
     Load,
     Select,
+    SpecRef,
     Unary,
     Var,
 )
 
 
 def is_uniform(e: Expr, uniform_vars: Container[str], buffers: Mapping[str, Buffer]) -> bool:
-    """Conservatively: literals, buffer lengths, workgroup ids, the variables the caller
+    """Conservatively: literals, constants, buffer lengths, workgroup ids, the variables the caller
     knows to be uniform, and loads of uniform buffers at uniform indices, combined."""
     match e:
-        case Lit() | BufLen():
+        case Lit() | BufLen() | SpecRef():
             return True
         case InvocationId(kind):
             return kind is IdKind.WORKGROUP

@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from vyre_core import deprecations
 from vyre_core.errors import InvalidProgramError, ValidationError
 from vyre_core.ir import typerules, wire
 from vyre_core.ir.dtypes import DType
@@ -34,6 +35,7 @@ from vyre_core.ir.nodes import (
     Loop,
     Return,
     Select,
+    SpecRef,
     Stmt,
     Store,
     Unary,
@@ -75,6 +77,10 @@ CODES: dict[str, str] = {
             "the work into several programs",
     "V026": "keep a program within the wire form's limits (8 MiB, 250,000 nodes, 65,536 "
             "statements per block); split the work into several programs",
+    "V027": "declare the constant with ir.Kernel.constant before using it, or correct its name",
+    "V028": "give each constant a unique name, and a default and range bounds of its own "
+            "type with low <= default <= high",
+    "V029": "replace the removed op as the cause says (vyre doctor lists every deprecation)",
 }
 
 #: Programs smaller than this cannot reach the wire form's node or list limits.
@@ -167,6 +173,7 @@ class _Validator:
         self.findings: list[Finding] = []
         self.where = "program"
         self.buffers = {b.name: b for b in program.buffers}
+        self.constants = {c.name: c for c in program.constants}
         self.scopes: list[_Scope] = []
         # Variables ever assigned can differ per invocation after any assignment.
         self.reassigned = {n.name for n in walk(program.body) if isinstance(n, Assign)}
@@ -178,12 +185,28 @@ class _Validator:
 
     def run(self) -> list[Finding]:
         self.check_buffers()
+        self.check_constants()
         if any(not 1 <= axis <= _U32_MAX for axis in self.program.workgroup):
             self.report("V013", f"workgroup size {self.program.workgroup} has an axis out of "
                         "range")
         self.block(self.program.body, "body", uniform=True)
         self.check_wire_limits()
+        if not self.findings:
+            self.check_deprecated_ops()
         return self.findings
+
+    def check_deprecated_ops(self) -> None:
+        """A deprecated op warns (once per process), a removed one is a finding."""
+        deprecated = deprecations.of_kind("op")
+        if not deprecated:
+            return
+        self.where = "program"
+        for op in sorted(self.program.requirements().ops & deprecated.keys()):
+            entry = deprecated[op]
+            if entry.removed():
+                self.report("V029", f"{entry.describe('it')}: {entry.replacement}")
+            else:
+                deprecations.warn_once(entry, "a program", stacklevel=5)
 
     def check_wire_limits(self) -> None:
         """A worker decodes a program under bounds (size, nodes, list length): a program
@@ -220,6 +243,27 @@ class _Validator:
                 self.report("V014", f"{b.access.value} buffer {b.name!r} has no element count")
             elif b.count is not None and not 1 <= b.count <= _U32_MAX:
                 self.report("V014", f"buffer {b.name!r} declares count {b.count}, out of range")
+
+    def check_constants(self) -> None:
+        from vyre_core.ir.specialize import describe_range, in_range
+
+        seen: set[str] = set()
+        for c in self.program.constants:
+            self.where = f"constant {c.name!r}"
+            if not _is_name(c.name):
+                self.report("V021", f"constant name {c.name!r} is not an identifier")
+            if c.name in seen:
+                self.report("V028", f"constant {c.name!r} is declared twice")
+            seen.add(c.name)
+            lits = [x for x in (c.default, c.low, c.high) if x is not None]
+            if any(x.dtype is not c.dtype for x in lits):  # (non-literals: the wire refuses)
+                self.report("V028", f"constant {c.name!r} mixes types: "
+                            + ", ".join(x.dtype.value for x in lits))
+            elif all(self.expr(x) is not None for x in lits) and (
+                    not in_range(c, c.default) or (c.low is not None and c.high is not None
+                                                   and not c.low.value <= c.high.value)):
+                self.report("V028", f"constant {c.name!r} has default {c.default.value!r} "
+                            f"and range {describe_range(c)}")
 
     # -- statements --------------------------------------------------------------------
 
@@ -360,6 +404,12 @@ class _Validator:
                 if not self.declared(name):
                     self.report("V004", f"variable {name!r} is not declared")
                 return t
+            case SpecRef(name):
+                constant = self.constants.get(name)
+                if constant is None:
+                    self.report("V027", f"constant {name!r} is not declared")
+                    return None
+                return constant.dtype
             case Load(buffer, index):
                 buf = self.buffer(buffer)
                 self.index(index)

@@ -1,8 +1,11 @@
 """The canonical byte form of a Program: the identity that fingerprints and caches use.
 
 Layout: ``b"VYIR"``, one format-version byte, then one msgpack array with fixed tags
-and field order. Decoding treats bytes as untrusted: total size, nesting depth and node
-count are bounded, and every malformation raises ``InvalidProgramError``.
+and field order: ``[buffers, workgroup, body]`` (version 1), or ``[buffers, workgroup,
+body, constants]`` (version 2, written only for programs that declare specialization
+constants, so every other program keeps the bytes and fingerprint it always had).
+Decoding treats bytes as untrusted: total size, nesting depth and node count are
+bounded, and every malformation raises ``InvalidProgramError``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from vyre_core.ir.nodes import (
     Loop,
     Return,
     Select,
+    SpecConstant,
+    SpecRef,
     Stmt,
     Store,
     Unary,
@@ -44,7 +49,8 @@ from vyre_core.ir.nodes import (
 )
 
 MAGIC = b"VYIR"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2        # the newest this vyre reads and writes
+PLAIN_FORMAT_VERSION = 1  # what programs without constants are written as
 MAX_WIRE_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 200
 MAX_NODES = 250_000
@@ -64,7 +70,8 @@ _ATOMIC_TAGS = {op: i for i, op in enumerate(AtomicOp)}
 _ID_TAGS = {IdKind.GLOBAL: 0, IdKind.LOCAL: 1, IdKind.WORKGROUP: 2}
 
 # Expression tags 1..; statement tags 64..
-E_LIT, E_VAR, E_LOAD, E_BUFLEN, E_ID, E_BIN, E_UN, E_SELECT, E_CAST, E_FMA, E_ATOMIC = range(1, 12)
+(E_LIT, E_VAR, E_LOAD, E_BUFLEN, E_ID, E_BIN, E_UN, E_SELECT, E_CAST, E_FMA, E_ATOMIC,
+ E_SPEC) = range(1, 13)
 S_LET, S_ASSIGN, S_STORE, S_IF, S_LOOP, S_RETURN, S_BARRIER, S_BLOCK = range(64, 72)
 
 
@@ -97,7 +104,15 @@ def _encode(program: Any) -> bytes:
         list(program.workgroup),
         [_enc_stmt(s, 1) for s in program.body],
     ]
-    return MAGIC + bytes([FORMAT_VERSION]) + msgpack.packb(body, use_bin_type=True)
+    if program.constants:
+        body.append([[c.name, _enc_lit(c.default), _enc_lit(c.low), _enc_lit(c.high)]
+                     for c in program.constants])
+    version = FORMAT_VERSION if program.constants else PLAIN_FORMAT_VERSION
+    return MAGIC + bytes([version]) + msgpack.packb(body, use_bin_type=True)
+
+
+def _enc_lit(lit: Lit | None) -> list | None:
+    return None if lit is None else [DTYPE_TAGS[lit.dtype], lit.bits]
 
 
 def _too_deep() -> InvalidProgramError:
@@ -142,6 +157,8 @@ def _enc_expr(e: Expr, depth: int) -> list:
             return [E_LIT, DTYPE_TAGS[dtype], bits]
         case Var(name):
             return [E_VAR, name]
+        case SpecRef(name):
+            return [E_SPEC, name]
         case Load(buffer, index):
             return [E_LOAD, buffer, _enc_expr(index, d)]
         case BufLen(buffer):
@@ -170,9 +187,9 @@ def _enc_expr(e: Expr, depth: int) -> list:
 _FIX_BYTES = "Pass the exact bytes of Program.to_wire(); do not edit or truncate them."
 
 
-def decode(data: bytes | bytearray | memoryview) -> tuple[tuple[Buffer, ...], tuple[int, ...],
-                                                          tuple[Stmt, ...]]:
-    """Buffers, workgroup and body of untrusted program bytes."""
+def decode(data: bytes | bytearray | memoryview) -> tuple[
+        tuple[Buffer, ...], tuple[int, ...], tuple[Stmt, ...], tuple[SpecConstant, ...]]:
+    """Buffers, workgroup, body and constants of untrusted program bytes."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise InvalidProgramError(f"program bytes must be bytes, got {type(data).__name__}",
                                   _FIX_BYTES)
@@ -186,7 +203,7 @@ def decode(data: bytes | bytearray | memoryview) -> tuple[tuple[Buffer, ...], tu
     if len(data) < 5:
         raise InvalidProgramError("program bytes end before the format version", _FIX_BYTES)
     version = data[4]
-    if version != FORMAT_VERSION:
+    if not PLAIN_FORMAT_VERSION <= version <= FORMAT_VERSION:
         newer = version > FORMAT_VERSION
         raise InvalidProgramError(
             f"program format version {version} is {'newer' if newer else 'older'} than "
@@ -204,7 +221,7 @@ def decode(data: bytes | bytearray | memoryview) -> tuple[tuple[Buffer, ...], tu
     except Exception as exc:  # the msgpack boundary: map every failure to one class
         raise InvalidProgramError(f"program bytes are not well-formed msgpack ({exc})",
                                   _FIX_BYTES) from None
-    return _Decoder().program(body)
+    return _Decoder().program(body, version)
 
 
 class _TooManyNodes(Exception):
@@ -268,13 +285,31 @@ class _Decoder:
             raise self.fail(f"unknown {what} tag {_describe(v)}")
         return table[v]
 
-    def program(self, body: Any) -> tuple:
-        buffers, workgroup, stmts = self.arr(body, "program", 3)
+    def program(self, body: Any, version: int) -> tuple:
+        plain = version == PLAIN_FORMAT_VERSION
+        buffers, workgroup, stmts, *constants = self.arr(body, "program", 3 if plain else 4)
         if len(self.arr(buffers, "buffer list")) > MAX_BUFFERS:
             raise self.fail(f"more than {MAX_BUFFERS} buffers")
+        if not plain and not self.arr(constants[0], "constant list"):
+            raise self.fail(f"format version {version} without constants")
         return (tuple(self.buffer(b) for b in buffers),
                 tuple(self.int_(w, "workgroup axis") for w in self.arr(workgroup, "workgroup", 3)),
-                self.stmts(stmts, 1))
+                self.stmts(stmts, 1),
+                tuple(self.constant(c) for c in (constants[0] if constants else ())))
+
+    def constant(self, c: Any) -> SpecConstant:
+        self.count(1)
+        name, default, low, high = self.arr(c, "constant", 4)
+        lit = self.lit(default, "constant default")
+        return SpecConstant(self.name(name, "constant name"), lit,
+                            None if low is None else self.lit(low, "constant low"),
+                            None if high is None else self.lit(high, "constant high"))
+
+    def lit(self, v: Any, what: str) -> Lit:
+        dtype_tag, bits = self.arr(v, what, 2)
+        dtype = self.tag(_DTYPES, dtype_tag, "dtype")
+        hi = 1 if dtype is DType.BOOL else 2**dtype.bits - 1
+        return Lit(dtype, self.int_(bits, "literal bits", 0, hi))
 
     def buffer(self, b: Any) -> Buffer:
         name, binding, dtype, access, count = self.arr(b, "buffer", 5)
@@ -315,15 +350,15 @@ class _Decoder:
         v = self.arr(v, "expression")
         d = depth + 1
         shape = {E_LIT: 3, E_VAR: 2, E_LOAD: 3, E_BUFLEN: 2, E_ID: 3, E_BIN: 4, E_UN: 3,
-                 E_SELECT: 4, E_CAST: 3, E_FMA: 4, E_ATOMIC: 6}
+                 E_SELECT: 4, E_CAST: 3, E_FMA: 4, E_ATOMIC: 6, E_SPEC: 2}
         tag = self.tag({t: t for t in shape}, v[0] if v else None, "expression")
         self.arr(v, f"expression {tag}", shape[tag])
         if tag == E_LIT:
-            dtype = self.tag(_DTYPES, v[1], "dtype")
-            hi = 1 if dtype is DType.BOOL else 2**dtype.bits - 1
-            return Lit(dtype, self.int_(v[2], "literal bits", 0, hi))
+            return self.lit(v[1:], "literal")
         if tag == E_VAR:
             return Var(self.name(v[1], "variable"))
+        if tag == E_SPEC:
+            return SpecRef(self.name(v[1], "constant"))
         if tag == E_LOAD:
             return Load(self.name(v[1], "buffer"), self.expr(v[2], d))
         if tag == E_BUFLEN:

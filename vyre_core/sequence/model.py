@@ -276,6 +276,11 @@ def _check_step(seq: Sequence, step: Step, n: int, written: set[str]) -> None:
     except ValidationError as exc:
         raise _refuse(f"{where}: its program is not valid: {exc.cause}",
                       "Fix the program's findings (Program.validate()).") from None
+    if step.program.constants:
+        raise _refuse(f"{where}'s program declares constants "
+                      f"({', '.join(c.name for c in step.program.constants)}), unchosen",
+                      "Add the step with SequenceBuilder.step(program, constants=...), or "
+                      "specialize its program first (Program.specialize).")
     grid = step.grid
     if not isinstance(grid, tuple) or len(grid) != 3 or not all(
             isinstance(a, int) and not isinstance(a, bool) and 1 <= a <= _U32_MAX
@@ -358,14 +363,19 @@ class SequenceBuilder:
         return self._declare(name, dtype, int(array.size), Role.CONSTANT, array.tobytes())
 
     def step(self, program: Program, bind: Mapping[str, str] | None = None,
-             grid: tuple[int, ...] | int | None = None) -> None:
+             grid: tuple[int, ...] | int | None = None,
+             constants: Mapping[str, Any] | None = None) -> None:
         """Run ``program``. A program buffer binds to the sequence buffer named in ``bind``,
         else to the one of its own name. ``grid`` (workgroups per axis) defaults to one
-        invocation per element of the longest output, as a dispatch infers it."""
+        invocation per element of the longest output, as a dispatch infers it.
+        ``constants`` chooses the program's specialization values (defaults otherwise):
+        the step runs the specialized program."""
         bind = dict(bind or {})
         if not isinstance(program, Program):
             raise _refuse(f"step() takes a Program, got {type(program).__name__}",
                           "Pass a program built with vyre_core.ir.")
+        if program.constants or constants:
+            program = program.specialize(constants or {})
         own = bindable(program)
         unknown = set(bind) - {b.name for b in own}
         if unknown:

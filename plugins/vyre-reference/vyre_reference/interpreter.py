@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -69,10 +69,11 @@ _UFUNC_AT = {AtomicOp.MIN: np.minimum, AtomicOp.MAX: np.maximum, AtomicOp.AND: n
              AtomicOp.OR: np.bitwise_or, AtomicOp.XOR: np.bitwise_xor}
 
 
-def run(program: Program, inputs: Sequence[Any],
-        grid: Sequence[int] | None = None) -> list[np.ndarray]:
-    """Outputs of one dispatch, in ABI order (see docs/semantics.md)."""
-    program.check()
+def run(program: Program, inputs: Sequence[Any], grid: Sequence[int] | None = None,
+        constants: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+    """Outputs of one dispatch, in ABI order (see docs/semantics.md); ``constants`` chooses
+    the program's specialization values (defaults otherwise)."""
+    program = program.specialize(constants or {})
     bound = abi.bind_inputs(program, inputs)
     lengths = abi.buffer_lengths(program, bound)
     return execute(program, bound, abi.infer_grid(program, lengths, grid))

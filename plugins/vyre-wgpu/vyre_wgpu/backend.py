@@ -250,8 +250,8 @@ def vyre_max_workgroups_per_dimension() -> int:
 
 
 @hookimpl
-def vyre_subgroup_size() -> int | None:
-    return _cap("subgroup_size")
+def vyre_subgroup_size_range() -> tuple[int, int] | None:
+    return _cap("subgroup_size_range")
 
 
 @hookimpl

@@ -92,7 +92,7 @@ def fields(dev: DeviceState) -> dict[str, Any]:
                                dev.limit("max-compute-workgroup-size-z")),
         "max_invocations_per_workgroup": dev.limit("max-compute-invocations-per-workgroup"),
         "max_workgroups_per_dimension": dev.limit("max-compute-workgroups-per-dimension"),
-        "subgroup_size": None,
+        "subgroup_size_range": None,  # (the same: no subgroup operations)
         "max_storage_buffer_bytes": min(dev.limit("max-storage-buffer-binding-size"),
                                         dev.limit("max-buffer-size")),
         "max_workgroup_memory_bytes": dev.limit("max-compute-workgroup-storage-size"),

@@ -1,0 +1,105 @@
+"""What vyre has deprecated, and the one rule for each: warn once, then refuse.
+
+Every entry names a hook, a ``DispatchConfig`` field or an IR op id, the vyre version
+that deprecated it, the version that removes it, and what to use instead (the Fix). Until
+the removal version, using it warns once per process (``VyreDeprecationWarning``, shown
+by default, and a log record); from that version on it is refused with both versions
+named. Hooks are removed only with a new contract major (the freeze rule of
+contract/hookspec.py), so a hook's removal version is the vyre that ships that contract.
+
+Checked where each kind enters: plugins when they load (``contract/manager.py``), configs
+when they are made (``config.py``), programs when they are validated (``ir/validate.py``).
+``vyre doctor`` lists the entries and the installed plugins that still use one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from packaging.version import Version
+
+from vyre_core import __version__
+from vyre_core.errors import VyreError
+
+logger = logging.getLogger("vyre.deprecation")
+
+Kind = Literal["hook", "config", "op"]
+
+
+class VyreDeprecationWarning(FutureWarning):
+    """A deprecated hook, config field or op is in use. A FutureWarning, so Python shows
+    it by default: the person who must act runs the plugin or program, and may not be its
+    author."""
+
+
+@dataclass(frozen=True)
+class Deprecation:
+    kind: Kind
+    name: str          # the hook's name, the config field, or the op id ("unop.floor")
+    since: str         # the vyre version that deprecated it
+    removed_in: str    # the vyre version that refuses it
+    replacement: str   # what to do instead: the Fix
+
+    def removed(self, version: str | None = None) -> bool:
+        """Whether ``version`` (default: this vyre) no longer has it."""
+        return Version(version or __version__) >= Version(self.removed_in)
+
+    def describe(self, user: str) -> str:
+        """``user`` (e.g. "plugin 'zed'") and what it uses, with both versions."""
+        return (f"{user} uses {self.kind} {self.name!r}, deprecated since vyre {self.since} "
+                f"and removed in vyre {self.removed_in}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "name": self.name, "since": self.since,
+                "removed_in": self.removed_in, "fix": self.replacement}
+
+
+#: Everything deprecated, oldest first. Append; delete an entry only together with the
+#: thing itself, in its removal version.
+DEPRECATIONS: tuple[Deprecation, ...] = (
+    Deprecation("hook", "vyre_subgroup_size", "0.1.0", "1.0.0",
+                "Implement vyre_subgroup_size_range instead: the (smallest, largest) "
+                "subgroup width the device may use, which one width cannot describe."),
+)
+
+
+def of_kind(kind: Kind, entries: Iterable[Deprecation] | None = None) -> dict[str, Deprecation]:
+    """The deprecations of ``kind`` by name (``entries`` default: ``DEPRECATIONS``)."""
+    return {d.name: d for d in (DEPRECATIONS if entries is None else entries) if d.kind == kind}
+
+
+def hooks_of(plugin: object) -> list[Deprecation]:
+    """The deprecated hooks ``plugin`` implements (marked or not: the manager takes any
+    ``vyre_*`` function as an implementation)."""
+    return [d for name, d in of_kind("hook").items()
+            if inspect.isroutine(getattr(plugin, name, None))]
+
+
+def enforce(deprecation: Deprecation, user: str, refused: type[VyreError],
+            stacklevel: int = 2) -> None:
+    """Warn once that ``user`` uses ``deprecation``; raise ``refused`` from its removal
+    version on."""
+    if deprecation.removed():
+        raise refused(f"{deprecation.describe(user)}, and this is vyre {__version__}",
+                      deprecation.replacement)
+    warn_once(deprecation, user, stacklevel + 1)
+
+
+#: (kind, name, user) already warned about in this process. No lock (a fork could
+#: inherit one held): ``setdefault`` is the test-and-set.
+_warned: dict[tuple[str, str, str], object] = {}
+
+
+def warn_once(deprecation: Deprecation, user: str, stacklevel: int = 2) -> None:
+    """Warn (and log) that ``user`` uses ``deprecation``, the first time in this process."""
+    mine = object()
+    if _warned.setdefault((deprecation.kind, deprecation.name, user), mine) is not mine:
+        return
+    message = f"{deprecation.describe(user)}. Fix: {deprecation.replacement}"
+    logger.warning("%s", message)
+    warnings.warn(VyreDeprecationWarning(message), stacklevel=stacklevel + 1)
