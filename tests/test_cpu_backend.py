@@ -39,7 +39,8 @@ def host():
 
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
 def test_cpu_matches_corpus(host, c):
-    actual = host.dispatch(c.program, c.inputs, DispatchConfig(grid_override=c.grid))
+    actual = host.dispatch(c.program, c.inputs,
+                           DispatchConfig(grid_override=c.grid, constants=c.constants))
     for buffer, expected, got in zip(c.program.outputs, c.expected, actual, strict=True):
         divergence = first_divergence(expected, got, buffer.dtype, c.ulp)
         assert divergence is None, (

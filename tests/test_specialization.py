@@ -154,9 +154,11 @@ def test_a_bool_constant_takes_only_a_bool():
 @pytest.mark.fast
 def test_the_builder_refuses_a_default_of_the_wrong_type():
     k = ir.Kernel()
-    with pytest.raises(TypeError, match=r"constant 'TILE': default 1.5 is not a u32 .*Fix:"):
+    with pytest.raises(TypeError, match=r"constant 'TILE': default is given 1.5, a float\. "
+                                        r"Fix: Give it an int\."):
         k.constant("TILE", ir.u32, 1.5)
-    with pytest.raises(TypeError, match=r"constant 'TILE': high -1 is not a u32"):
+    with pytest.raises(TypeError, match=r"constant 'TILE': high cannot hold -1: -1 does not "
+                                        r"fit in u32"):
         k.constant("TILE", ir.u32, 1, high=-1)
 
 
@@ -367,3 +369,88 @@ def test_lit_of_a_constant_default_survives_a_worker_round_trip(driver):
     got = driver.dispatch(k.build(), [], "reference")[0]
     assert got.tobytes() == np.float32(-0.0).tobytes()
     assert SpecConstant("Z", Lit.of(ir.f32, -0.0)).default.bits == 0x80000000
+
+
+# -- what a review found ----------------------------------------------------------------
+
+def _reciprocal() -> ir.Program:
+    k = ir.Kernel(workgroup=(4,))
+    g = k.constant("G", ir.f32, 1.0)
+    out = k.output("out", ir.f32, 4)
+    out[ir.global_id()] = ir.f32(1.0) / g
+    return k.build()
+
+
+def test_a_worker_does_not_take_a_zero_of_one_sign_for_the_other(driver):
+    """The worker's config shortcut compared decoded dicts: [G, -0.0] == [G, 0.0]."""
+    for value, want in ((0.0, np.inf), (-0.0, -np.inf), (0.0, np.inf)):
+        got = driver.dispatch(_reciprocal(), [], "reference",
+                              DispatchConfig(constants={"G": value}))[0]
+        assert got.tobytes() == np.full(4, want, np.float32).tobytes(), value
+
+
+@pytest.mark.fast
+def test_a_pipeline_compiled_with_a_workgroup_override_keeps_its_constants():
+    host = BackendHost(reference_plugin)
+    config = DispatchConfig(workgroup_override=(2,), constants={"SCALE": 5})
+    pipeline = host.compile(scaled(), config)
+    same_bytes(pipeline.dispatch([], config), expected(5))
+    same_bytes(pipeline.dispatch([], DispatchConfig(constants={"SCALE": 5})), expected(5))
+    with pytest.raises(InvalidConfigError, match="differ from the values"):
+        pipeline.dispatch([], DispatchConfig(constants={"SCALE": 4}))
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(("dtype", "default", "low", "message"), [
+    (ir.u32, None, None, "constant 'C': default is given None"),
+    (ir.bool_, "no", None, "constant 'C': default is given 'no', a str"),
+    (ir.u32, True, None, "constant 'C': default is given True, a bool"),
+    (ir.f32, 2**1100, None, "constant 'C': default cannot hold"),
+    (ir.f32, 1e39, None, "rounds to inf in f32"),
+    (ir.u32, 1, 0.5, "constant 'C': low is given 0.5, a float"),
+])
+def test_the_builder_checks_a_declaration_as_a_dispatch_checks_a_value(dtype, default, low,
+                                                                        message):
+    with pytest.raises(TypeError) as caught:
+        ir.Kernel().constant("C", dtype, default, low=low)
+    assert message in str(caught.value) and "Fix:" in str(caught.value)
+
+
+@pytest.mark.fast
+def test_a_float_that_rounds_to_infinity_is_refused_as_a_value():
+    k = ir.Kernel()
+    half = k.constant("H", ir.f16, 1.0)
+    out = k.output("out", ir.f16, 1)
+    out[0] = half
+    with pytest.raises(InvalidConfigError, match=r"cannot hold 70000: it rounds to inf"):
+        k.build().specialize(H=70000)
+    assert k.build().specialize(H=float("inf")).body  # (an infinity asked for is fine)
+
+
+@pytest.mark.fast
+def test_nan_payloads_are_different_values():
+    nan1, nan2 = (float(np.frombuffer(np.uint32(bits).tobytes(), np.float32)[0])
+                  for bits in (0x7FC00000, 0x7FC00001))
+    program = _reciprocal()
+    first, second = program.specialize(G=nan1), program.specialize(G=nan2)
+    assert first is not second
+    assert DispatchConfig(constants={"G": nan1}) != DispatchConfig(constants={"G": nan2})
+
+
+@pytest.mark.fast
+def test_an_array_of_constants_is_refused_with_a_fix():
+    with pytest.raises(InvalidConfigError, match="is not a dict of values"):
+        DispatchConfig(constants=np.array([1, 2]))
+
+
+def test_routing_and_a_dispatch_on_weigh_the_chosen_values():
+    """route/explain take the config; dispatch_on refuses a bad value before any worker."""
+    with Driver() as drv:
+        with pytest.raises(InvalidConfigError, match="cannot hold -1"):
+            drv.dispatch_on("reference", scaled(), [],
+                            DispatchConfig(constants={"STEPS": -1}))
+        assert all(pool["state"] == "not started" for pool in drv.status()["pools"].values())
+        config = DispatchConfig(constants={"STEPS": 7})
+        assert drv.route(scaled(), "reference", config=config).backend == "reference"
+        weighed = [e for e in drv.explain(scaled(), config=config) if e.backend == "reference"]
+        assert weighed and weighed[0].accepted

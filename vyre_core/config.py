@@ -45,6 +45,7 @@ class DispatchConfig:
     timeout: float | None = None          # seconds; enforced by the supervisor
     retries: int = 1                      # re-runs after a worker crash (pure work only)
     constants: Any = ()  # specialization values by name: a dict, kept as sorted pairs
+    tuned: bool = False  # use the workgroup and constants Driver.tune chose
 
 
     def __post_init__(self) -> None:
@@ -80,14 +81,15 @@ class DispatchConfig:
                  "Pass e.g. timeout=30.0, or None for no deadline.")
         _require(_is_int(self.retries, 0), f"retries={self.retries!r} must be an int >= 0",
                  "Use 0 to never retry, 1 (default) to retry once after a worker crash.")
-        if self.constants != ():
+        _require(isinstance(self.tuned, bool), f"tuned={self.tuned!r} must be a bool",
+                 "Pass tuned=True to run with what Driver.tune chose, else leave it out.")
+        if not (isinstance(self.constants, tuple) and not self.constants):
             from vyre_core.ir.specialize import canonical_values
 
             object.__setattr__(self, "constants", canonical_values(self.constants))
         for name, deprecation in deprecations.of_kind("config").items():
             if getattr(self, name) != _DEFAULTS[name]:
-                deprecations.enforce(deprecation, "DispatchConfig", InvalidConfigError,
-                                     stacklevel=3)
+                deprecations.enforce(deprecation, "DispatchConfig", InvalidConfigError)
 
     def replace(self, **changes: Any) -> DispatchConfig:
         """A copy with ``changes`` applied (and checked)."""

@@ -14,11 +14,14 @@ when they are made (``config.py``), programs when they are validated (``ir/valid
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
+import sys
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from packaging.version import Version
@@ -80,14 +83,13 @@ def hooks_of(plugin: object) -> list[Deprecation]:
             if inspect.isroutine(getattr(plugin, name, None))]
 
 
-def enforce(deprecation: Deprecation, user: str, refused: type[VyreError],
-            stacklevel: int = 2) -> None:
+def enforce(deprecation: Deprecation, user: str, refused: type[VyreError]) -> None:
     """Warn once that ``user`` uses ``deprecation``; raise ``refused`` from its removal
     version on."""
     if deprecation.removed():
         raise refused(f"{deprecation.describe(user)}, and this is vyre {__version__}",
                       deprecation.replacement)
-    warn_once(deprecation, user, stacklevel + 1)
+    warn_once(deprecation, user)
 
 
 #: (kind, name, user) already warned about in this process. No lock (a fork could
@@ -95,11 +97,25 @@ def enforce(deprecation: Deprecation, user: str, refused: type[VyreError],
 _warned: dict[tuple[str, str, str], object] = {}
 
 
-def warn_once(deprecation: Deprecation, user: str, stacklevel: int = 2) -> None:
-    """Warn (and log) that ``user`` uses ``deprecation``, the first time in this process."""
+def warn_once(deprecation: Deprecation, user: str) -> None:
+    """Warn (and log) that ``user`` uses ``deprecation``, the first time in this process;
+    the warning names the first caller outside vyre (whichever public call led here)."""
     mine = object()
     if _warned.setdefault((deprecation.kind, deprecation.name, user), mine) is not mine:
         return
     message = f"{deprecation.describe(user)}. Fix: {deprecation.replacement}"
     logger.warning("%s", message)
-    warnings.warn(VyreDeprecationWarning(message), stacklevel=stacklevel + 1)
+    warnings.warn(VyreDeprecationWarning(message), stacklevel=_outside_vyre())
+
+
+#: Frames that are vyre's own, or made for it (dataclasses' generated methods).
+_OWN = (str(Path(__file__).parent), dataclasses.__file__, "<string>")
+
+
+def _outside_vyre() -> int:
+    """The ``stacklevel`` of the first frame, from ``warn_once``'s caller up, that is not
+    vyre's: the user's line that set the deprecated thing in motion."""
+    level, frame = 2, sys._getframe(2)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_OWN):
+        level, frame = level + 1, frame.f_back
+    return level

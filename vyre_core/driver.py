@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -58,6 +58,10 @@ from vyre_core.shadow_sampler import Every, Sample, ShadowSampler, default_dir
 from vyre_core.supervisor.pool import Pool, PoolOptions, Request
 from vyre_core.supervisor.pools import Pools
 from vyre_core.supervisor.rundir import RunDir
+from vyre_core.tuning import cache as tuning_cache
+from vyre_core.tuning.cache import Tuned, TuneKey
+from vyre_core.tuning.candidates import DEFAULT_LIMIT, candidates
+from vyre_core.tuning.tuner import DEFAULT_REPEATS, Measured, TuneResult, measure_all
 
 Reply = tuple[dict[str, Any], list[Any]]
 
@@ -198,6 +202,13 @@ class ResidentBuffer:
     def free(self, timeout: float | None = None) -> None:
         if self.valid:
             self._call(Op.FREE, {"handle": self.handle}, (), timeout)
+
+
+def _weighed(work: Program | StepSequence, config: DispatchConfig | None
+             ) -> Program | StepSequence:
+    """What routing weighs: a program as ``config`` runs it, a sequence as it is."""
+    return effective_program(work, _config(config)) if isinstance(work, Program) \
+        else work.check()
 
 
 def _sequence_config(config: Any) -> DispatchConfig:
@@ -347,6 +358,7 @@ class Driver:
         self._owner_pid = os.getpid()
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        self._tuned: dict[TuneKey, Tuned | None] = {}  # cache entries read, by key
         self.pools = Pools(self.registry, self._options_for,
                            lambda: self.routing.router.invalidate(), rundir,
                            self._finalize_in_multiprocessing_child, self.cluster)
@@ -404,15 +416,19 @@ class Driver:
         return self.registry.backends()
 
     def route(self, program: Program, backend: str | None = None,
-              timeout: float | None = None) -> RouteDecision:
-        """The backend ``dispatch`` would use. A backend chosen on static claims is started
-        and probed first, exactly as ``dispatch`` does (within ``timeout`` seconds)."""
-        return self.routing.route(program.check(), backend, _deadline(timeout), timeout)
+              timeout: float | None = None,
+              config: DispatchConfig | None = None) -> RouteDecision:
+        """The backend ``dispatch`` would use (with ``config``: its constants and workgroup
+        override weigh). A backend chosen on static claims is started and probed first,
+        exactly as ``dispatch`` does (within ``timeout`` seconds)."""
+        return self.routing.route(_weighed(program, config), backend, _deadline(timeout),
+                                  timeout)
 
-    def explain(self, program: Program, timeout: float | None = None) -> list[Explanation]:
+    def explain(self, program: Program, timeout: float | None = None,
+                config: DispatchConfig | None = None) -> list[Explanation]:
         """Every backend, accepted or why not, as ``dispatch`` would see them (the winner
         probed first), also when none can run it."""
-        return self.routing.explain(program.check(), _deadline(timeout), timeout)
+        return self.routing.explain(_weighed(program, config), _deadline(timeout), timeout)
 
     def probe(self, backend: str, timeout: float | None = None) -> Capabilities:
         """What ``backend``'s worker probed on its device, starting its pool if needed.
@@ -444,7 +460,10 @@ class Driver:
         """Outputs of one dispatch, in ABI order, from the routed (or named) backend. With
         ``out`` (one writable, C-contiguous array per output, of its storage dtype and
         length), the outputs are written into those arrays, which are returned."""
-        return self._dispatch(program, inputs, backend, _config(config), out, sample=True)
+        config = _config(config)
+        if config.tuned:
+            config = self.tuned_config(program, inputs, backend, config)
+        return self._dispatch(program, inputs, backend, config, out, sample=True)
 
     def _dispatch(self, program: Program, inputs: Sequence[Any], backend: str | None,
                   config: DispatchConfig, out: Sequence[np.ndarray] | None,
@@ -474,6 +493,7 @@ class Driver:
         check: how a conformance kit sees that a backend itself refuses what it did not
         claim. Everything else (ABI binding, supervision, timeouts) is as ``dispatch``."""
         config = _config(config)
+        effective_program(program, config)  # (a bad constant is refused here, not there)
         request = self._dispatch_request(program, inputs, config)
         return _outputs(*self.pools.open(backend).call(request))
 
@@ -484,6 +504,8 @@ class Driver:
         when a pool must be started or probed first, that happens off the caller's
         thread. Errors in the program or inputs are raised here, at once."""
         config = _config(config)
+        if config.tuned:
+            config = self.tuned_config(program, inputs, backend, config)
         request = self._dispatch_request(program, inputs, config)
         program = effective_program(program, config)  # (what routing weighs; sent as given)
         outcome: Future = Future()
@@ -542,6 +564,11 @@ class Driver:
         ``timeout`` bounds the whole call (default: routing unbounded, the compile itself
         bounded by the backend's PoolOptions.compile_timeout)."""
         config = _config(config)
+        if config.tuned:
+            raise InvalidConfigError(
+                "compile() has no inputs to find a tuned choice by (it is kept per input "
+                "size)", "Compile with Driver.tuned_config(program, inputs, backend, config), "
+                "or pass the workgroup_override and constants yourself.")
         source, program = program, effective_program(program, config)
         config = config.replace(workgroup_override=None, constants=())
         meta = {"program": program.to_wire(), "config": config.to_dict()}
@@ -570,6 +597,58 @@ class Driver:
         return CompiledPipeline(program, config, pool.backend, meta["key"], generation, run,
                                 lambda g: pool.holds(slot, g),
                                 took / 1e9 if isinstance(took, int) else None, source=source)
+
+    # -- tuning ----------------------------------------------------------------------------
+
+    def tune(self, program: Program, inputs: Sequence[Any], backend: str | None = None, *,
+             config: DispatchConfig | None = None,
+             workgroups: Sequence[Sequence[int]] | None = None,
+             constants: Mapping[str, Sequence[Any]] | None = None,
+             repeats: int = DEFAULT_REPEATS, limit: int = DEFAULT_LIMIT,
+             refresh: bool = False,
+             on_measured: Callable[[Measured], None] | None = None) -> TuneResult:
+        """Try workgroup sizes and specialization values (``vyre_core.tuning.candidates``)
+        on the routed (or named) backend with these inputs, each best of ``repeats`` timed
+        runs in its worker; keep the fastest whose output bytes equal the program's own
+        configuration's, in the tuning cache. A choice already cached for this program,
+        backend and version, device and input sizes is returned without measuring, unless
+        ``refresh``. ``on_measured`` sees each candidate as it is measured."""
+        config = _config(config).replace(tuned=False)
+        program.check()
+        backend = backend or self.route(program, config=config).backend
+        key = self._tune_key(program, inputs, backend)
+        if not refresh:
+            found = tuning_cache.load(key)
+            if found is not None:
+                self._tuned[key] = found
+                return TuneResult(key, found, [], tuning_cache.path_of(key))
+        listed = candidates(program, self.probe(backend), workgroups, constants, limit)
+        measured = measure_all(self, program, inputs, backend, listed, config, repeats,
+                               on_measured)
+        best = next(m for m in measured if m.verdict == "best")
+        entry = Tuned(best.candidate, best.seconds, measured[0].seconds)
+        path = tuning_cache.store(key, entry)
+        self._tuned[key] = entry
+        return TuneResult(key, entry, measured, path)
+
+    def tuned_config(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
+                     config: DispatchConfig | None = None) -> DispatchConfig:
+        """``config`` with the workgroup and constants tuning chose for this program,
+        backend, device and input sizes (``Driver.tune``); ``config`` as it is when none
+        was chosen. What a dispatch with ``DispatchConfig(tuned=True)`` runs with."""
+        config = _config(config).replace(tuned=False)
+        backend = backend or self.route(program, config=config).backend
+        key = self._tune_key(program, inputs, backend)
+        if key not in self._tuned:
+            self._tuned[key] = tuning_cache.load(key)
+        entry = self._tuned[key]
+        return config if entry is None else entry.best.config(config)
+
+    def _tune_key(self, program: Program, inputs: Sequence[Any], backend: str) -> TuneKey:
+        sizes = tuple(len(a) for a in abi.bind_inputs(program.check(), inputs))
+        return tuning_cache.key_for(program.fingerprint(), backend,
+                                    self.registry.get(backend).version,
+                                    self.probe(backend).identity, sizes)
 
     # -- resident buffers ------------------------------------------------------------------
 
@@ -614,7 +693,7 @@ class Driver:
                                     "worker (same backend, worker and generation)",
                                     "Allocate them on the same backend, one after another.")
         first = buffers[0]
-        self._check_device(program.check(), first, config.timeout)
+        self._check_device(effective_program(program, config), first, config.timeout)
         meta, _ = first._call(Op.DISPATCH_RESIDENT, {
             "fp": program.check().fingerprint(), "program": program.to_wire(),
             "config": config.to_dict(),

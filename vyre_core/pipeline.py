@@ -18,6 +18,7 @@ from vyre_core.contract.types import Outputs
 from vyre_core.errors import InvalidConfigError, PipelineInvalidatedError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.specialize import specialize
 from vyre_core.launch import effective_program
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.sequence import output_buffers
@@ -108,9 +109,8 @@ class CompiledPipeline(_PinnedHandle):
                 f"workgroup_override={config.workgroup_override} differs from the "
                 f"workgroup {self.program.workgroup} this pipeline was compiled for",
                 "Compile the program again with that workgroup_override.")
-        if config.constants:
-            chosen = effective_program(self.source, config.evolve(workgroup_override=None))
-            if chosen.fingerprint() != self.program.fingerprint():
+        if config.constants:  # (the bodies: a compile-time workgroup override stays)
+            if specialize(self.source, config.constants).body != self.program.body:
                 raise InvalidConfigError(
                     f"constants {dict(config.constants)} differ from the values this pipeline "
                     "was compiled with", "Compile the program again with those constants.")

@@ -53,6 +53,11 @@ def load_inputs(program: Program, npz: Path) -> list[np.ndarray]:
     return [arrays[n] for n in names]
 
 
+def save_config(path: Path, config: DispatchConfig) -> None:
+    """Write ``config`` as ``load_config`` reads it (a replay bundle's layout)."""
+    path.write_text(json.dumps({"config": config.to_dict()}))
+
+
 def load_config(path: Path) -> DispatchConfig | None:
     """The config a shadow replay bundle saved beside its program (None: there is none)."""
     if not path.is_file():

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import msgpack
 import numpy as np
 
 from vyre_core import protocol
@@ -308,28 +309,24 @@ def _config(meta: dict[str, Any]) -> DispatchConfig:
     raw = meta.get("config", {})
     if not isinstance(raw, dict):
         raise ProtocolError("request config must be a map", "Send DispatchConfig.to_dict().")
-    if raw == _last_config[0]:  # (a caller's calls mostly repeat one config)
+    try:  # its bytes are the exact key: -0.0 is not 0.0, True is not 1, NaN keeps its bits
+        key = msgpack.packb(raw, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError):  # not a config we could have sent
+        return DispatchConfig.from_dict(raw)
+    if key == _last_config[0]:  # (a caller's calls mostly repeat one config)
         return _last_config[1]
-    config = _config_of(raw)
-    _last_config[:] = [raw, config]
+    config = _cached_config(key)
+    _last_config[:] = [key, config]
     return config
 
 
 _last_config: list[Any] = [None, None]
 
 
-def _config_of(raw: dict[str, Any]) -> DispatchConfig:
-    try:
-        key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in raw.items()))
-        return _cached_config(key)
-    except TypeError:  # unhashable values: not a config we could have sent
-        return DispatchConfig.from_dict(raw)
-
-
 @functools.lru_cache(maxsize=256)
-def _cached_config(items: tuple) -> DispatchConfig:
+def _cached_config(key: bytes) -> DispatchConfig:
     """Configs repeat from request to request; build and check each one once."""
-    return DispatchConfig.from_dict(dict(items))
+    return DispatchConfig.from_dict(msgpack.unpackb(key, raw=False))
 
 
 def _timing_meta(found: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ reference = pytest.importorskip("vyre_reference")
 
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
 def test_reference_matches_corpus(c):
-    actual = reference.run(c.program, c.inputs, grid=c.grid)
+    actual = reference.run(c.program, c.inputs, grid=c.grid, constants=dict(c.constants))
     assert len(actual) == len(c.expected), f"{c.name}: wrong number of outputs"
     for buffer, expected, got in zip(c.program.outputs, c.expected, actual, strict=True):
         divergence = first_divergence(expected, got, buffer.dtype, c.ulp)

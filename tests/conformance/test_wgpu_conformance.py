@@ -21,6 +21,7 @@ REFUSED = {
     "f64_special_rem": "rem on f64",
     "f64_rem": "rem on f64",
     "cast_f64_f16_special": "f64 -> f16",
+    "f64_isinf": "isinf on f64",
 }
 
 
@@ -51,4 +52,4 @@ def test_the_refusal_list_names_real_cases():
 
 
 def _config(c) -> DispatchConfig:
-    return DispatchConfig(grid_override=c.grid)
+    return DispatchConfig(grid_override=c.grid, constants=c.constants)

@@ -17,7 +17,7 @@ from vyre_core.cli.output import err_console, print_error
 from vyre_core.errors import VyreError
 
 #: Sub-command modules, in ``--help`` order; each has ``register(subparsers)``.
-COMMANDS = ("backends", "run", "route", "conform", "doctor", "status", "top", "bench",
+COMMANDS = ("backends", "run", "route", "tune", "conform", "doctor", "status", "top", "bench",
             "new_backend",
             "demo", "completion")
 

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     target = load_target(args.target, with_inputs=False)
     program = target.example.program
     with Driver() as drv:
-        explanation = drv.explain(program)
+        explanation = drv.explain(program, config=target.example.config)
     if args.json:
         print_json({"target": target.name, "program": program.fingerprint()[:16],
                     "requirements": _requirements(program),

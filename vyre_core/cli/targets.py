@@ -95,9 +95,9 @@ def _example_of(module: ModuleType, spec: str) -> Example:
 
 
 def save_target(target: Target, program_path: Path) -> Path:
-    """Write the program's wire bytes to ``program_path`` and its inputs next to it
-    (``.npz``); returns the inputs path. Saved targets are programs: a sequence is
-    refused."""
+    """Write the program's wire bytes to ``program_path``, its inputs next to it
+    (``.npz``) and its config (``.json``) when it has one; returns the inputs path.
+    Saved targets are programs: a sequence is refused."""
     program = target.example.program
     if not isinstance(program, Program):
         raise InvalidInputError(f"{target.name!r} is a sequence; --save writes one program",
@@ -109,6 +109,8 @@ def save_target(target: Target, program_path: Path) -> Path:
                                          else np.frombuffer(a, b.dtype.storage_np)
                                          for b, a in zip(program.inputs, target.example.inputs,
                                                          strict=True)])
+        if target.example.config is not None:  # (its grid, its constants: what it ran with)
+            saved.save_config(program_path.with_suffix(".json"), target.example.config)
     except OSError as exc:
         raise InvalidInputError(f"cannot save to {str(program_path)!r}: {exc.strerror}",
                                 "Pass --save a path in an existing, writable folder.") from None

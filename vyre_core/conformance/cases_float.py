@@ -1,5 +1,6 @@
 """Float operations on f32, f16 and f64: arithmetic, IEEE specials, exact unary ops,
-compares with NaN, transcendentals (2 ULP) and fma. Expected: numpy in the operand type."""
+compares with NaN, transcendentals (2 ULP), fma, round/trunc (ties to even) and the
+NaN/infinity tests. Expected: numpy in the operand type."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def _float_cases(t: ir.DType) -> list[Case]:
     za = arr(t, [0.0, -0.0, 0.0, -0.0, -0.0, 1.0, -1.0, -1.0])
     zb = arr(t, [0.0, 0.0, -0.0, -0.0, 0.0, -1.0, 1.0, 1.0])
     x = arr(t, [0.25, 0.5, 0.75, 1.25, 2.0, 2.5, 4.0, 5.5])
+    ties = arr(t, [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.4, 3.7, -3.7, 0.0, -0.0, INF, -INF, NAN,
+                   100.5, 7.0])
     fa = arr(t, [1.5, -2.0, 0.25, 3.0, 0.375, 10.0, -1.25])
     fb = arr(t, [2.0, 0.5, -8.0, 3.0, 12.0, 0.75, 1.75])
     fc = arr(t, [0.5, 1.0, 1.0, -4.0, 0.25, -7.5, 3.0])
@@ -81,6 +84,18 @@ def _float_cases(t: ir.DType) -> list[Case]:
         map_case(f"{n}_exact_unary", [("x", t, u)], [
             ("neg", t, lambda v: -v, -u), ("abs", t, abs, np.abs(u)),
             ("floor", t, ir.floor, np.floor(u)), ("ceil", t, ir.ceil, np.ceil(u)),
+        ]),
+        # ties go to the even neighbour; the sign of a zero result is the operand's
+        map_case(f"{n}_round_trunc_isnan", [("x", t, ties)], [
+            ("round", t, ir.round, arr(t, [0.0, 2.0, 2.0, -0.0, -2.0, -2.0, -0.0, 4.0, -4.0, 0.0,
+                                            -0.0, INF, -INF, NAN, 100.0, 7.0])),
+            ("trunc", t, ir.trunc, arr(t, [0.0, 1.0, 2.0, -0.0, -1.0, -2.0, -0.0, 3.0, -3.0, 0.0,
+                                            -0.0, INF, -INF, NAN, 100.0, 7.0])),
+            ("isnan", b_, ir.isnan, [v != v for v in ties]),
+        ]),
+        # (its own case: a backend may refuse it on f64)
+        map_case(f"{n}_isinf", [("x", t, ties)], [
+            ("isinf", b_, ir.isinf, [abs(float(v)) == INF for v in ties]),
         ]),
         map_case(f"{n}_compare_nan", [("a", t, ca), ("b", t, cb)], [
             ("eq", b_, lambda x, y: x == y, ca == cb), ("ne", b_, lambda x, y: x != y, ca != cb),

@@ -27,6 +27,65 @@ def _popcount(values: np.ndarray) -> list[int]:
     return [bin(int(v) & UMAX).count("1") for v in values]
 
 
+# Bit operations worked out on Python ints, one element at a time (not the backends' way).
+
+def _bits(v: int) -> int:
+    return int(v) & UMAX
+
+
+def _as(dtype: ir.DType, values: list[int]) -> list[int]:
+    """32-bit patterns as values of ``dtype`` (i32: two's complement)."""
+    return values if dtype is u32 else [v - 2**32 if v >= 2**31 else v for v in values]
+
+
+def _clz(values: np.ndarray) -> list[int]:
+    return [32 - _bits(v).bit_length() for v in values]
+
+
+def _ctz(values: np.ndarray) -> list[int]:
+    return [32 if _bits(v) == 0 else (_bits(v) & -_bits(v)).bit_length() - 1 for v in values]
+
+
+def _reversed_bits(values: np.ndarray) -> list[int]:
+    return [int(f"{_bits(v):032b}"[::-1], 2) for v in values]
+
+
+def _rotl(values: np.ndarray, counts: np.ndarray) -> list[int]:
+    out = []
+    for v, n in zip(values, counts, strict=True):
+        text = f"{_bits(v):032b}"
+        n = int(n) % 32
+        out.append(int(text[n:] + text[:n], 2))
+    return out
+
+
+def _mulhi(a: np.ndarray, b: np.ndarray) -> list[int]:
+    return [(int(x) * int(y)) >> 32 for x, y in zip(a, b, strict=True)]
+
+
+def _saturate(dtype: ir.DType, values: list[int]) -> list[int]:
+    lo, hi = (0, UMAX) if dtype is u32 else (MIN, MAX)
+    return [min(max(v, lo), hi) for v in values]
+
+
+def _bit_ops(dtype: ir.DType, a: np.ndarray, b: np.ndarray, s: np.ndarray):
+    """The bit-counting, rotating, high-multiply and saturating ops of ``dtype``."""
+    name = dtype.value
+    pairs = list(zip(a.tolist(), b.tolist(), strict=True))
+    return map_case(f"{name}_bit_ops", [("a", dtype, a), ("b", dtype, b), ("s", u32, s)], [
+        ("clz", dtype, lambda a, b, s: ir.clz(a), _clz(a)),
+        ("ctz", dtype, lambda a, b, s: ir.ctz(a), _ctz(a)),
+        ("bit_reverse", dtype, lambda a, b, s: ir.bit_reverse(a), _as(dtype, _reversed_bits(a))),
+        ("rotl", dtype, lambda a, b, s: ir.rotl(a, s), _as(dtype, _rotl(a, s))),
+        ("rotr", dtype, lambda a, b, s: ir.rotr(a, s), _as(dtype, _rotl(a, (32 - s % 32) % 32))),
+        ("mulhi", dtype, lambda a, b, s: ir.mulhi(a, b), _mulhi(a, b)),
+        ("add_sat", dtype, lambda a, b, s: ir.add_sat(a, b),
+         _saturate(dtype, [x + y for x, y in pairs])),
+        ("sub_sat", dtype, lambda a, b, s: ir.sub_sat(a, b),
+         _saturate(dtype, [x - y for x, y in pairs])),
+    ])
+
+
 def _compares(a: np.ndarray, b: np.ndarray) -> list:
     return [
         ("eq", b_, lambda x, y: x == y, a == b), ("ne", b_, lambda x, y: x != y, a != b),
@@ -153,5 +212,27 @@ CASES = [
         ("u_abs", u32, lambda x, y: abs(x), [0, 1, UMAX, 0x80000000, 0xF0F0F0F0, 0x12345678]),
         ("i_abs", i32, lambda x, y: abs(y), [0, 1, MIN, MAX, 2, 255]),
         ("i_neg", i32, lambda x, y: -y, [0, 1, MIN, MIN + 1, 2, -255]),
+    ]),
+    _bit_ops(u32, UA, UB, SHIFT),
+    _bit_ops(i32, IA, IB, SHIFT),
+    map_case("bit_ops_edges", [
+        ("x", u32, arr(u32, [0, 1, UMAX, 0x80000000, 0x00010000, 3])),
+        ("y", i32, arr(i32, [0, -1, MIN, MAX, 1, -2])),
+    ], [
+        ("u_clz", u32, lambda x, y: ir.clz(x), [32, 31, 0, 0, 15, 30]),
+        ("u_ctz", u32, lambda x, y: ir.ctz(x), [32, 0, 0, 31, 16, 0]),
+        ("i_clz", i32, lambda x, y: ir.clz(y), [32, 0, 0, 1, 31, 0]),
+        ("i_ctz", i32, lambda x, y: ir.ctz(y), [32, 0, 31, 0, 0, 1]),
+        ("u_rev", u32, lambda x, y: ir.bit_reverse(x), [0, 0x80000000, UMAX, 1, 0x8000,
+                                                        0xC0000000]),
+        ("i_rev", i32, lambda x, y: ir.bit_reverse(y), [0, -1, 1, -2, MIN, 0x7FFFFFFF]),
+        ("u_mulhi_self", u32, lambda x, y: ir.mulhi(x, x), [0, 0, 0xFFFFFFFE, 0x40000000, 1, 0]),
+        ("i_mulhi_self", i32, lambda x, y: ir.mulhi(y, y), [0, 0, 0x40000000, 0x3FFFFFFF, 0,
+                                                            0]),
+        ("u_add_sat", u32, lambda x, y: ir.add_sat(x, x), [0, 2, UMAX, UMAX, 0x20000, 6]),
+        ("i_add_sat", i32, lambda x, y: ir.add_sat(y, y), [0, -2, MIN, MAX, 2, -4]),
+        ("u_sub_sat", u32, lambda x, y: ir.sub_sat(x, 2), [0, 0, UMAX - 2, 0x7FFFFFFE, 0xFFFE,
+                                                           1]),
+        ("i_sub_sat", i32, lambda x, y: ir.sub_sat(y, 2), [-2, -3, MIN, MAX - 2, -1, -4]),
     ]),
 ]

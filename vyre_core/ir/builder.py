@@ -240,6 +240,18 @@ def cos(x: Operand) -> Val: return unary(UnOp.COS, x)
 def floor(x: Operand) -> Val: return unary(UnOp.FLOOR, x)
 def ceil(x: Operand) -> Val: return unary(UnOp.CEIL, x)
 def popcount(x: Operand) -> Val: return unary(UnOp.POPCOUNT, x)
+def round(x: Operand) -> Val: return unary(UnOp.ROUND, x)
+def trunc(x: Operand) -> Val: return unary(UnOp.TRUNC, x)
+def isnan(x: Operand) -> Val: return unary(UnOp.ISNAN, x)
+def isinf(x: Operand) -> Val: return unary(UnOp.ISINF, x)
+def clz(x: Operand) -> Val: return unary(UnOp.CLZ, x)
+def ctz(x: Operand) -> Val: return unary(UnOp.CTZ, x)
+def bit_reverse(x: Operand) -> Val: return unary(UnOp.BIT_REVERSE, x)
+def rotl(x: Operand, n: Operand) -> Val: return binary(BinOp.ROTL, x, n)
+def rotr(x: Operand, n: Operand) -> Val: return binary(BinOp.ROTR, x, n)
+def mulhi(a: Operand, b: Operand) -> Val: return binary(BinOp.MULHI, a, b)
+def add_sat(a: Operand, b: Operand) -> Val: return binary(BinOp.ADD_SAT, a, b)
+def sub_sat(a: Operand, b: Operand) -> Val: return binary(BinOp.SUB_SAT, a, b)
 
 
 # -- Buffers and statements ------------------------------------------------------------
@@ -321,14 +333,16 @@ class Kernel:
         another (``DispatchConfig(constants={name: value})`` or ``Program.specialize``),
         within ``[low, high]`` when given. Each choice compiles its own pipeline, so a
         constant costs nothing at run time: use it for tile sizes and unroll counts."""
+        from vyre_core.errors import InvalidConfigError
+        from vyre_core.ir.specialize import typed_literal
+
         def literal(value: Any, what: str) -> Lit | None:
-            if value is None:
+            if value is None and what != "default":
                 return None
             try:
-                return Lit.of(dtype, value)
-            except (TypeError, ValueError) as exc:
-                raise TypeError(f"constant {name!r}: {what} {value!r} is not a "
-                                f"{dtype.value} ({exc}). Fix: give a {dtype.value} value") from None
+                return typed_literal(dtype, value, f"constant {name!r}: {what}")
+            except InvalidConfigError as exc:
+                raise TypeError(f"{exc.cause}. Fix: {exc.fix}") from None
 
         self.constants.append(SpecConstant(name, literal(default, "default"),
                                            literal(low, "low"), literal(high, "high")))

@@ -48,6 +48,11 @@ class BinOp(enum.Enum):
     GE = "ge"
     LOGICAL_AND = "logical_and"
     LOGICAL_OR = "logical_or"
+    ROTL = "rotl"
+    ROTR = "rotr"
+    MULHI = "mulhi"
+    ADD_SAT = "add_sat"
+    SUB_SAT = "sub_sat"
 
 
 class UnOp(enum.Enum):
@@ -63,6 +68,13 @@ class UnOp(enum.Enum):
     FLOOR = "floor"
     CEIL = "ceil"
     POPCOUNT = "popcount"
+    ROUND = "round"
+    TRUNC = "trunc"
+    ISNAN = "isnan"
+    ISINF = "isinf"
+    CLZ = "clz"
+    CTZ = "ctz"
+    BIT_REVERSE = "bit_reverse"
 
 
 class AtomicOp(enum.Enum):

@@ -8,6 +8,8 @@ them; substitution is the one every backend gets for free).
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import fields, replace
 from functools import lru_cache
@@ -44,7 +46,8 @@ class Values(tuple):
 
 def _exact_pairs(pairs: tuple) -> tuple:
     try:
-        return tuple((name, type(value), repr(value)) for name, value in pairs)
+        return tuple((name, type(value), struct.pack("<d", value) if isinstance(value, float)
+                      else repr(value)) for name, value in pairs)  # (floats: every bit)
     except (TypeError, ValueError):  # (not pairs: compares as itself)
         return pairs
 
@@ -80,11 +83,12 @@ def canonical_values(values: Mapping[str, Any] | Iterable[tuple[str, Any]] | Non
     return Values(sorted(out.items()))
 
 
-def literal_of(constant: SpecConstant, value: Any, what: str = "constant") -> Lit:
-    """``value`` as a literal of ``constant``'s type, refused when it has the wrong kind,
-    does not fit the type, or lies outside the declared range."""
-    dtype = constant.dtype
-    name = f"{what} {constant.name!r} ({dtype.value})"
+def typed_literal(dtype: DType, value: Any, name: str) -> Lit:
+    """``value`` as a literal of ``dtype``, refused (naming it ``name``) when it is of
+    another kind (a bool for an int, a float for an int, anything but a bool for a
+    bool) or does not fit the type (a finite float that would round to infinity)."""
+    if isinstance(value, np.generic):
+        value = value.item()
     kind_ok = isinstance(value, bool) if dtype is DType.BOOL else (
         isinstance(value, int) and not isinstance(value, bool) if dtype.is_int
         else isinstance(value, int | float) and not isinstance(value, bool))
@@ -93,10 +97,25 @@ def literal_of(constant: SpecConstant, value: Any, what: str = "constant") -> Li
         raise InvalidConfigError(f"{name} is given {value!r}, a {type(value).__name__}",
                                  f"Give it {wanted}.")
     try:
-        lit = Lit.of(dtype, value)
+        with np.errstate(over="ignore"):
+            lit = Lit.of(dtype, value)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise InvalidConfigError(f"{name} cannot hold {value!r}: {str(exc).split('. Fix')[0]}",
-                                 f"Give it a value of the {dtype.value} range.") from None
+        lit = None
+        why = str(exc).split(". Fix")[0]
+    else:
+        rounded = dtype.is_float and math.isfinite(value) and math.isinf(lit.value)
+        why = f"it rounds to {lit.value} in {dtype.value}" if rounded else ""
+    if lit is None or why:
+        raise InvalidConfigError(f"{name} cannot hold {value!r}: {why}",
+                                 f"Give it a value of the {dtype.value} range.")
+    return lit
+
+
+def literal_of(constant: SpecConstant, value: Any, what: str = "constant") -> Lit:
+    """``value`` as a literal of ``constant``'s type (``typed_literal``), refused also
+    when it lies outside the declared range."""
+    name = f"{what} {constant.name!r} ({constant.dtype.value})"
+    lit = typed_literal(constant.dtype, value, name)
     if not in_range(constant, lit):
         raise InvalidConfigError(
             f"{name} = {value!r} lies outside its declared range {describe_range(constant)}",

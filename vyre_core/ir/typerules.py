@@ -8,11 +8,11 @@ from vyre_core.ir.nodes import AtomicOp, BinOp, UnOp
 
 ARITH = {BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.REM, BinOp.MIN, BinOp.MAX}
 BITWISE = {BinOp.AND, BinOp.OR, BinOp.XOR}
-SHIFTS = {BinOp.SHL, BinOp.SHR}
+SHIFTS = {BinOp.SHL, BinOp.SHR, BinOp.ROTL, BinOp.ROTR}  # (the count is always u32)
+INTEGER_ONLY = {BinOp.MULHI, BinOp.ADD_SAT, BinOp.SUB_SAT}
 EQUALITY = {BinOp.EQ, BinOp.NE}
 ORDERING = {BinOp.LT, BinOp.LE, BinOp.GT, BinOp.GE}
 LOGICAL = {BinOp.LOGICAL_AND, BinOp.LOGICAL_OR}
-FLOAT_UNARY = {UnOp.SQRT, UnOp.EXP, UnOp.LOG, UnOp.SIN, UnOp.COS, UnOp.FLOOR, UnOp.CEIL}
 ATOMIC_DTYPES = (DType.U32, DType.I32)
 
 
@@ -23,6 +23,8 @@ def binop_result(op: BinOp, lhs: DType, rhs: DType) -> DType | None:
         return None
     if op in ARITH:
         return lhs if lhs.is_numeric else None
+    if op in INTEGER_ONLY:
+        return lhs if lhs.is_int else None
     if op in BITWISE:
         return lhs if lhs.is_int or lhs is DType.BOOL else None
     if op in EQUALITY:
@@ -33,12 +35,17 @@ def binop_result(op: BinOp, lhs: DType, rhs: DType) -> DType | None:
 
 
 def unop_result(op: UnOp, operand: DType) -> DType | None:
+    if op in (UnOp.ISNAN, UnOp.ISINF):
+        return DType.BOOL if operand.is_float else None
     allowed = {
         UnOp.NEG: operand is DType.I32 or operand.is_float,
         UnOp.BIT_NOT: operand.is_int,
         UnOp.NOT: operand is DType.BOOL,
         UnOp.ABS: operand.is_numeric,
         UnOp.POPCOUNT: operand.is_int,
+        UnOp.CLZ: operand.is_int,
+        UnOp.CTZ: operand.is_int,
+        UnOp.BIT_REVERSE: operand.is_int,
     }.get(op, operand.is_float)  # the float-only functions
     return operand if allowed else None
 

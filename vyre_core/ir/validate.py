@@ -206,7 +206,7 @@ class _Validator:
             if entry.removed():
                 self.report("V029", f"{entry.describe('it')}: {entry.replacement}")
             else:
-                deprecations.warn_once(entry, "a program", stacklevel=5)
+                deprecations.warn_once(entry, "a program")
 
     def check_wire_limits(self) -> None:
         """A worker decodes a program under bounds (size, nodes, list length): a program
@@ -256,7 +256,9 @@ class _Validator:
                 self.report("V028", f"constant {c.name!r} is declared twice")
             seen.add(c.name)
             lits = [x for x in (c.default, c.low, c.high) if x is not None]
-            if any(x.dtype is not c.dtype for x in lits):  # (non-literals: the wire refuses)
+            if not isinstance(c.default, Lit):
+                self.report("V028", f"constant {c.name!r} has no default")
+            elif any(x.dtype is not c.dtype for x in lits):  # (non-literals: wire refuses)
                 self.report("V028", f"constant {c.name!r} mixes types: "
                             + ", ".join(x.dtype.value for x in lits))
             elif all(self.expr(x) is not None for x in lits) and (
@@ -409,7 +411,7 @@ class _Validator:
                 if constant is None:
                     self.report("V027", f"constant {name!r} is not declared")
                     return None
-                return constant.dtype
+                return constant.dtype if isinstance(constant.default, Lit) else None
             case Load(buffer, index):
                 buf = self.buffer(buffer)
                 self.index(index)

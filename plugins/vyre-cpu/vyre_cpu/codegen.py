@@ -76,7 +76,8 @@ HOIST_LANES = 32
 #: Every this many levels of an expression, a subexpression is written as a variable.
 HOIST_EVERY = 48
 _FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.EXP: "exp", UnOp.LOG: "log", UnOp.SIN: "sin",
-             UnOp.COS: "cos", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil"}
+             UnOp.COS: "cos", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil", UnOp.ROUND: "round",
+             UnOp.TRUNC: "trunc"}
 
 
 @dataclass(frozen=True)
@@ -769,8 +770,11 @@ class _Writer:
             return a
         if t.is_int:
             name = {UnOp.NEG: "neg", UnOp.BIT_NOT: "not", UnOp.ABS: "abs",
-                    UnOp.POPCOUNT: "popcount"}[op]
+                    UnOp.POPCOUNT: "popcount", UnOp.CLZ: "clz", UnOp.CTZ: "ctz",
+                    UnOp.BIT_REVERSE: "bit_reverse"}[op]
             return f"{name}_{_SUFFIX[t]}({a})"
+        if op in (UnOp.ISNAN, UnOp.ISINF):  # (a bool; f64 holds every f16/f32 exactly)
+            return f"{op.value}_f64(np.float64({a}))"
         if op is UnOp.NEG:
             return f"(-{a})"
         if op is UnOp.ABS:

@@ -114,6 +114,59 @@ def popcount_u32(a):
     return np.uint32(((x * np.uint64(0x01010101)) & np.uint64(0xFFFFFFFF)) >> np.uint64(24))
 
 
+@njit(**_FAST)
+def clz_u32(a):
+    x = np.uint64(a)
+    for shift in (1, 2, 4, 8, 16):  # smear the highest set bit down
+        x = x | (x >> np.uint64(shift))
+    return np.uint32(32) - popcount_u32(np.uint32(x))
+
+
+@njit(**_FAST)
+def ctz_u32(a):
+    x = np.uint64(a)
+    return popcount_u32(np.uint32(((x & (np.uint64(0x100000000) - x)) - np.uint64(1))
+                                  & np.uint64(0xFFFFFFFF)))
+
+
+@njit(**_FAST)
+def bit_reverse_u32(a):
+    x = np.uint64(a)
+    for shift, mask in ((1, 0x55555555), (2, 0x33333333), (4, 0x0F0F0F0F), (8, 0x00FF00FF),
+                        (16, 0x0000FFFF)):  # swap ever larger neighbouring groups of bits
+        s, m = np.uint64(shift), np.uint64(mask)
+        x = ((x >> s) & m) | ((x & m) << s)
+    return np.uint32(x & np.uint64(0xFFFFFFFF))
+
+
+@njit(**_FAST)
+def rotl_u32(a, b):
+    n = np.uint64(b & np.uint32(31))
+    x = np.uint64(a)
+    return np.uint32(((x << n) | (x >> ((np.uint64(32) - n) & np.uint64(31))))
+                     & np.uint64(0xFFFFFFFF))
+
+
+@njit(**_FAST)
+def rotr_u32(a, b):
+    return rotl_u32(a, np.uint32((np.uint32(32) - (b & np.uint32(31))) & np.uint32(31)))
+
+
+@njit(**_FAST)
+def mulhi_u32(a, b):
+    return np.uint32((np.uint64(a) * np.uint64(b)) >> np.uint64(32))
+
+
+@njit(**_FAST)
+def add_sat_u32(a, b):
+    return np.uint32(min(np.uint64(a) + np.uint64(b), np.uint64(0xFFFFFFFF)))
+
+
+@njit(**_FAST)
+def sub_sat_u32(a, b):
+    return np.uint32(a - b) if a > b else np.uint32(0)
+
+
 # -- i32 (computed in i64, wrapped back to 32 bits) -----------------------------------------
 
 
@@ -189,6 +242,51 @@ def not_i32(a):
 @njit(**_FAST)
 def popcount_i32(a):
     return np.int32(popcount_u32(np.uint32(np.int64(a) & np.int64(0xFFFFFFFF))))
+
+
+@njit(**_FAST)
+def _bits_i32(a):
+    return np.uint32(np.int64(a) & np.int64(0xFFFFFFFF))
+
+
+@njit(**_FAST)
+def clz_i32(a):
+    return np.int32(clz_u32(_bits_i32(a)))
+
+
+@njit(**_FAST)
+def ctz_i32(a):
+    return np.int32(ctz_u32(_bits_i32(a)))
+
+
+@njit(**_FAST)
+def bit_reverse_i32(a):
+    return np.int32(bit_reverse_u32(_bits_i32(a)))
+
+
+@njit(**_FAST)
+def rotl_i32(a, b):
+    return np.int32(rotl_u32(_bits_i32(a), b))
+
+
+@njit(**_FAST)
+def rotr_i32(a, b):
+    return np.int32(rotr_u32(_bits_i32(a), b))
+
+
+@njit(**_FAST)
+def mulhi_i32(a, b):
+    return np.int32((np.int64(a) * np.int64(b)) >> np.int64(32))
+
+
+@njit(**_FAST)
+def add_sat_i32(a, b):
+    return np.int32(min(max(np.int64(a) + np.int64(b), -2147483648), 2147483647))
+
+
+@njit(**_FAST)
+def sub_sat_i32(a, b):
+    return np.int32(min(max(np.int64(a) - np.int64(b), -2147483648), 2147483647))
 
 
 # -- floats --------------------------------------------------------------------------------
@@ -337,6 +435,26 @@ def floor_f64(a):
 @njit(**_FAST)
 def ceil_f64(a):
     return np.ceil(a)
+
+
+@njit(**_FAST)
+def round_f64(a):
+    return np.rint(a)  # ties to even
+
+
+@njit(**_FAST)
+def trunc_f64(a):
+    return np.trunc(a)
+
+
+@njit(**_FAST)
+def isnan_f64(a):
+    return math.isnan(a)
+
+
+@njit(**_FAST)
+def isinf_f64(a):
+    return math.isinf(a)
 
 
 # -- casts ---------------------------------------------------------------------------------

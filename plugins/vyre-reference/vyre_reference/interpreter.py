@@ -511,6 +511,21 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
             return _scalar(bits.view(a.dtype) if dtype is DType.I32 else bits)
         case BinOp.SHR:
             return a >> (b & np.uint32(31)).astype(a.dtype)
+        case BinOp.ROTL | BinOp.ROTR:
+            n = b & np.uint32(31)
+            left = n if op is BinOp.ROTL else (np.uint32(32) - n) & np.uint32(31)
+            bits = np.asarray(a).astype(np.uint32)
+            bits = (bits << left) | (bits >> ((np.uint32(32) - left) & np.uint32(31)))
+            return _scalar(bits.view(a.dtype) if dtype is DType.I32 else bits)
+        case BinOp.MULHI:  # the high word of the exact 64-bit product
+            wide = np.int64 if dtype is DType.I32 else np.uint64
+            high = (np.asarray(a, wide) * np.asarray(b, wide)) >> wide(32)
+            return _scalar(high.astype(a.dtype))
+        case BinOp.ADD_SAT | BinOp.SUB_SAT:
+            lo, hi = (int(bound) for bound in _INT_RANGE[dtype])
+            exact = np.asarray(a, np.int64) + np.asarray(b, np.int64) * (
+                1 if op is BinOp.ADD_SAT else -1)
+            return _scalar(np.clip(exact, lo, hi).astype(a.dtype))
         case BinOp.EQ:
             return a == b
         case BinOp.NE:
@@ -527,7 +542,10 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
 
 
 _FLOAT_FUNCS = {UnOp.SQRT: np.sqrt, UnOp.EXP: np.exp, UnOp.LOG: np.log, UnOp.SIN: np.sin,
-                UnOp.COS: np.cos, UnOp.FLOOR: np.floor, UnOp.CEIL: np.ceil}
+                UnOp.COS: np.cos, UnOp.FLOOR: np.floor, UnOp.CEIL: np.ceil,
+                UnOp.ROUND: np.rint, UnOp.TRUNC: np.trunc}  # (rint: ties to even)
+#: Each byte with its bits in reverse order.
+_REVERSED_BYTE = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint32)
 _TRANSCENDENTAL = (UnOp.EXP, UnOp.LOG, UnOp.SIN, UnOp.COS)
 
 
@@ -544,6 +562,26 @@ def _unary(op: UnOp, a: Value) -> Value:
             return a if dtype is DType.U32 else np.abs(a)
         case UnOp.POPCOUNT:
             return _scalar(np.bitwise_count(np.asarray(a).astype(np.uint32)).astype(a.dtype))
+        case UnOp.CLZ:  # 32 minus the bits up to the highest set one (smeared down)
+            bits = np.asarray(a).astype(np.uint32)
+            for shift in (1, 2, 4, 8, 16):
+                bits = bits | (bits >> np.uint32(shift))
+            return _scalar((32 - np.bitwise_count(bits)).astype(a.dtype))
+        case UnOp.CTZ:  # the ones below the lowest set bit (all 32 for zero)
+            bits = np.asarray(a).astype(np.uint32)
+            below = (bits & (~bits + np.uint32(1))) - np.uint32(1)
+            return _scalar(np.bitwise_count(below).astype(a.dtype))
+        case UnOp.BIT_REVERSE:
+            bits = np.asarray(a).astype(np.uint32)
+            out = np.zeros_like(bits)
+            for byte in range(4):
+                out |= _REVERSED_BYTE[(bits >> np.uint32(8 * byte)) & np.uint32(255)] \
+                    << np.uint32(24 - 8 * byte)
+            return _scalar(out.view(a.dtype) if dtype is DType.I32 else out)
+        case UnOp.ISNAN:
+            return np.isnan(a)
+        case UnOp.ISINF:
+            return np.isinf(a)
     if op in _TRANSCENDENTAL and dtype is not DType.F64:
         # correctly rounded (as near as f64 gets): computed in f64, rounded once to the
         # operand type; numpy's own f32 exp/log/sin/cos are off by up to a few ULPs

@@ -90,7 +90,55 @@ _ARITH = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.AND: "&", BinOp.
           BinOp.XOR: "^", BinOp.EQ: "==", BinOp.NE: "!=", BinOp.LT: "<", BinOp.LE: "<=",
           BinOp.GT: ">", BinOp.GE: ">=", BinOp.LOGICAL_AND: "&&", BinOp.LOGICAL_OR: "||"}
 _FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.EXP: "exp", UnOp.LOG: "log", UnOp.SIN: "sin",
-             UnOp.COS: "cos", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil"}
+             UnOp.COS: "cos", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil",
+             UnOp.ROUND: "round", UnOp.TRUNC: "trunc"}  # (WGSL's round: ties to even)
+
+#: f64 round (ties to even) and trunc from floor and ceil, exact: ``x - floor(x)`` is
+#: exact below 2**52, where every larger double is already an integer (inf, NaN too).
+_ROUND_F64 = {
+    UnOp.TRUNC: """\
+fn {name}(x: f64) -> f64 {{ return select(floor(x), ceil(x), x < 0.0lf); }}""",
+    UnOp.ROUND: """\
+fn {name}(x: f64) -> f64 {{
+    if (!(abs(x) < 4503599627370496.0lf)) {{ return x; }}
+    let f = floor(x);
+    let d = x - f;
+    let odd = f - 2.0lf * floor(f * 0.5lf) == 1.0lf;
+    let r = select(f, f + 1.0lf, d > 0.5lf || (d == 0.5lf && odd));
+    return select(r, -r, r == 0.0lf && x < 0.0lf);  // (-0.5 rounds to -0)
+}}""",
+}
+
+#: The high word of a u32 product, from 16-bit halves (WGSL has no 64-bit integers).
+_MULHI_U32 = """\
+fn vyre_mulhi_u32(a: u32, b: u32) -> u32 {
+    let al = a & 0xffffu; let ah = a >> 16u; let bl = b & 0xffffu; let bh = b >> 16u;
+    let lh = al * bh; let hl = ah * bl;
+    let mid = ((al * bl) >> 16u) + (lh & 0xffffu) + (hl & 0xffffu);  // < 3 * 2^16
+    return ah * bh + (lh >> 16u) + (hl >> 16u) + (mid >> 16u);
+}"""
+
+#: Saturating add and subtract; i32 wraps through u32 (then compares with the operands).
+_SATURATING = {
+    (BinOp.ADD_SAT, DType.U32): """\
+fn {name}(a: u32, b: u32) -> u32 {{ return select(a + b, 0xffffffffu, a + b < a); }}""",
+    (BinOp.SUB_SAT, DType.U32): """\
+fn {name}(a: u32, b: u32) -> u32 {{ return select(a - b, 0u, b > a); }}""",
+    (BinOp.ADD_SAT, DType.I32): """\
+fn {name}(a: i32, b: i32) -> i32 {{
+    let s = bitcast<i32>(bitcast<u32>(a) + bitcast<u32>(b));
+    if (b > 0i && s < a) {{ return 2147483647i; }}
+    if (b < 0i && s > a) {{ return bitcast<i32>(0x80000000u); }}
+    return s;
+}}""",
+    (BinOp.SUB_SAT, DType.I32): """\
+fn {name}(a: i32, b: i32) -> i32 {{
+    let d = bitcast<i32>(bitcast<u32>(a) - bitcast<u32>(b));
+    if (b < 0i && d < a) {{ return 2147483647i; }}
+    if (b > 0i && d > a) {{ return bitcast<i32>(0x80000000u); }}
+    return d;
+}}""",
+}
 _ATOMIC_FN = {AtomicOp.ADD: "atomicAdd", AtomicOp.SUB: "atomicSub", AtomicOp.MIN: "atomicMin",
               AtomicOp.MAX: "atomicMax", AtomicOp.AND: "atomicAnd", AtomicOp.OR: "atomicOr",
               AtomicOp.XOR: "atomicXor", AtomicOp.EXCHANGE: "atomicExchange"}
@@ -272,7 +320,31 @@ class _Lowering:
 }}""")
         if op in (BinOp.SHL, BinOp.SHR):
             return f"({a} {'<<' if op is BinOp.SHL else '>>'} ({b} & 31u))"
+        if op in (BinOp.ROTL, BinOp.ROTR):  # on the bits (i32 >> would spread the sign)
+            n = f"({b} & 31u)" if op is BinOp.ROTL else f"((32u - ({b} & 31u)) & 31u)"
+            return self.on_bits(t, self.helper_call("vyre_rotl", [self.bits(t, a), n], """\
+fn vyre_rotl(a: u32, n: u32) -> u32 { return (a << n) | (a >> ((32u - n) & 31u)); }"""))
+        if op is BinOp.MULHI:
+            high = self.helper_call("vyre_mulhi_u32", [self.bits(t, a), self.bits(t, b)],
+                                    _MULHI_U32)
+            if t is DType.I32:  # signed: the unsigned high word less each negative's partner
+                high = (f"({high} - select(0u, bitcast<u32>({b}), {a} < 0i) "
+                        f"- select(0u, bitcast<u32>({a}), {b} < 0i))")
+            return self.on_bits(t, high)
+        if op in (BinOp.ADD_SAT, BinOp.SUB_SAT):
+            name = f"vyre_{op.value}_{ty}"
+            return self.helper_call(name, [a, b], _SATURATING[op, t].format(name=name))
         raise AssertionError(op)
+
+    @staticmethod
+    def bits(t: DType, x: str) -> str:
+        """An integer ``x`` as its u32 bits."""
+        return f"bitcast<u32>({x})" if t is DType.I32 else x
+
+    @staticmethod
+    def on_bits(t: DType, x: str) -> str:
+        """u32 bits ``x`` as an integer of type ``t``."""
+        return f"bitcast<i32>({x})" if t is DType.I32 else x
 
     def float_rem(self, t: DType, a: str, b: str) -> str:
         """IEEE fmod, exact (as C's fmod): ``a - b * trunc(a / b)`` is not (its quotient
@@ -323,6 +395,22 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
                 return x if t is DType.U32 else f"abs({x})"
             case UnOp.POPCOUNT:
                 return f"countOneBits({x})"
+            case UnOp.CLZ:
+                return f"countLeadingZeros({x})"
+            case UnOp.CTZ:
+                return f"countTrailingZeros({x})"
+            case UnOp.BIT_REVERSE:
+                return f"reverseBits({x})"
+            case UnOp.ISNAN | UnOp.ISINF:  # on the bits: a compiler may assume x == x
+                if op is UnOp.ISINF and t is DType.F64:  # (through f32 a huge one is inf)
+                    raise _unsupported("isinf on f64 (WGSL has no 64-bit bitcast to test "
+                                       "its bits with)")
+                bits = f"(bitcast<u32>({x if t is DType.F32 else f'f32({x})'}) & 0x7fffffffu)"
+                return f"({bits} {'>' if op is UnOp.ISNAN else '=='} 0x7f800000u)"
+        if t is DType.F64 and op in (UnOp.ROUND, UnOp.TRUNC):  # (drivers' own double
+            # round and trunc were seen rounding ties away and dropping -0: built on floor)
+            name = f"vyre_{op.value}_f64"
+            return self.helper_call(name, [x], _ROUND_F64[op].format(name=name))
         if t is DType.F64 and op not in (UnOp.SQRT, UnOp.FLOOR, UnOp.CEIL):
             raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
         if op in _OWN_F32:  # the native ones are hundreds of ULPs out, or worse

@@ -1,0 +1,135 @@
+"""The tuning cache: the best candidate per (program, backend and its version, device,
+vyre version, input sizes), one small JSON file each, in the user's cache directory.
+
+A file is written whole (a temporary file renamed over it), so a reader never sees half
+of one and two writers leave one of their two. A file this vyre cannot use (corrupt, or
+written by another format) raises ``InvalidConfigError`` naming it, with a Fix, and is
+left as it is: the cache never deletes what it did not just write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import blake3
+
+from vyre_core import __version__
+from vyre_core.errors import InvalidConfigError, SystemResourceError, system_resource_error
+from vyre_core.tuning.candidates import Candidate
+
+#: Bumped when the file layout changes; files of another format are refused, not read.
+FORMAT = 1
+#: Where the cache lives when set; else $XDG_CACHE_HOME/vyre/tuning, else ~/.cache/...
+CACHE_ENV = "VYRE_TUNING_CACHE"
+
+
+@dataclass(frozen=True)
+class TuneKey:
+    """What a tuned choice is valid for: change any part and it is tuned again."""
+
+    program: str           # the program's fingerprint (as written, constants declared)
+    backend: str
+    backend_version: str
+    device: str            # a digest of the capabilities the backend's worker probed
+    vyre_version: str
+    sizes: tuple[int, ...]  # the input lengths, in ABI order
+
+    @property
+    def digest(self) -> str:
+        return blake3.blake3(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """A cache entry: the best candidate, its time and the program's own time."""
+
+    best: Candidate
+    seconds: float
+    baseline_seconds: float
+
+
+def key_for(program: str, backend: str, backend_version: str, device_identity: str,
+            sizes: tuple[int, ...]) -> TuneKey:
+    device = blake3.blake3(device_identity.encode()).hexdigest()[:16]
+    return TuneKey(program, backend, backend_version, device, __version__, tuple(sizes))
+
+
+def directory() -> Path:
+    """The cache directory (not created here)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "vyre" / "tuning"
+
+
+def path_of(key: TuneKey, where: Path | None = None) -> Path:
+    return (where or directory()) / f"{key.digest}.json"
+
+
+def load(key: TuneKey, where: Path | None = None) -> Tuned | None:
+    """The entry for ``key``, None when there is none."""
+    path = path_of(key, where)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _os_error(exc, f"reading the tuning cache file {path}") from None
+    fix = (f"Delete {path} (vyre tune writes it again), or point {CACHE_ENV} at another "
+           "directory.")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise InvalidConfigError(f"tuning cache file {path} is not valid JSON", fix) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        found = data.get("format") if isinstance(data, dict) else None
+        raise InvalidConfigError(f"tuning cache file {path} has format {found!r}, this vyre "
+                                 f"reads format {FORMAT}", fix)
+    try:
+        if data["key"] != _key_dict(key):
+            raise InvalidConfigError(f"tuning cache file {path} holds another key's entry",
+                                     fix)
+        return Tuned(Candidate.from_dict(data["best"]), float(data["seconds"]),
+                     float(data["baseline_seconds"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        cause = exc.cause if isinstance(exc, InvalidConfigError) else \
+            f"tuning cache file {path} is malformed ({type(exc).__name__}: {exc})"
+        raise InvalidConfigError(cause, fix) from None
+
+
+def store(key: TuneKey, entry: Tuned, where: Path | None = None) -> Path:
+    """Write the entry for ``key`` (whole, or not at all); returns its path."""
+    path = path_of(key, where)
+    data = {"format": FORMAT, "key": _key_dict(key), "best": entry.best.to_dict(),
+            "seconds": entry.seconds, "baseline_seconds": entry.baseline_seconds}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix=f".{path.stem}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as out:
+                json.dump(data, out, indent=1)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError as exc:
+        raise _os_error(exc, f"writing the tuning cache file {path}") from None
+    return path
+
+
+def _os_error(exc: OSError, during: str) -> SystemResourceError:
+    """The OS's refusal, with a Fix about this cache (not the run directory)."""
+    found = system_resource_error(exc, during)
+    return SystemResourceError(found.cause, f"Make {directory()} writable and free space "
+                               f"there, or point {CACHE_ENV} at another directory.",
+                               errno=found.details.get("errno"))
+
+
+def _key_dict(key: TuneKey) -> dict[str, Any]:
+    return {**asdict(key), "sizes": list(key.sizes)}
+

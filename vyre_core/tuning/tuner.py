@@ -1,0 +1,123 @@
+"""Measuring candidates: each compiled in the backend's worker and timed there, best of
+N (device time where the backend measures it, else the worker's wall time), its output
+bytes held against those of the program's own configuration. A candidate that changes a
+single byte is rejected, never chosen: tuning changes speed, not results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from vyre_core.compare import outputs_divergence
+from vyre_core.config import DispatchConfig
+from vyre_core.errors import InvalidConfigError, VyreError
+from vyre_core.ir import Program
+from vyre_core.tuning.cache import Tuned, TuneKey
+from vyre_core.tuning.candidates import Candidate
+
+if TYPE_CHECKING:
+    from vyre_core.driver import Driver
+
+#: Timed runs per candidate unless the caller says otherwise (after one warm-up run).
+DEFAULT_REPEATS = 5
+
+
+@dataclass(frozen=True)
+class Measured:
+    candidate: Candidate
+    seconds: float | None   # best of the timed runs; None when rejected or failed
+    verdict: str            # "best", "ok", "rejected" (other bytes) or "failed" (refused)
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.candidate.to_dict(), "seconds": self.seconds, "verdict": self.verdict,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What tuning found (``measured`` empty when it came from the cache)."""
+
+    key: TuneKey
+    tuned: Tuned
+    measured: list[Measured]
+    path: Path | None
+
+    @property
+    def best(self) -> Candidate:
+        return self.tuned.best
+
+    @property
+    def cached(self) -> bool:
+        return not self.measured
+
+    @property
+    def speedup(self) -> float:
+        """The program's own time over the best candidate's."""
+        return self.tuned.baseline_seconds / self.tuned.seconds if self.tuned.seconds else 1.0
+
+    def config(self, base: DispatchConfig | None = None) -> DispatchConfig:
+        """``base`` with the best workgroup and constants."""
+        return self.best.config(base or DispatchConfig())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": {**self.key.__dict__, "sizes": list(self.key.sizes)},
+                "best": self.best.to_dict(), "seconds": self.tuned.seconds,
+                "baseline_seconds": self.tuned.baseline_seconds, "speedup": self.speedup,
+                "cached": self.cached, "path": None if self.path is None else str(self.path),
+                "candidates": [m.to_dict() for m in self.measured]}
+
+
+def measure_all(driver: Driver, program: Program, inputs: Sequence[Any], backend: str,
+                found: list[Candidate], base: DispatchConfig, repeats: int,
+                on_measured: Callable[[Measured], None] | None = None) -> list[Measured]:
+    """Every candidate measured; the first (the program's own) sets the bytes the others
+    must give. The fastest that gives them is marked ``best``."""
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise InvalidConfigError(f"repeats={repeats!r} must be an int >= 1",
+                                 "Pass how many timed runs each candidate gets, e.g. 5.")
+    out: list[Measured] = []
+    reference = None
+    for candidate in found:
+        try:
+            seconds, outputs = _time(driver, program, inputs, backend, candidate, base, repeats)
+        except VyreError as exc:
+            if reference is None:  # the program's own configuration must run
+                raise
+            row = Measured(candidate, None, "failed", exc.cause.splitlines()[0])
+        else:
+            if reference is None:
+                reference = outputs
+                row = Measured(candidate, seconds, "ok")
+            else:
+                divergence = outputs_divergence(program, reference, outputs, 0)
+                row = Measured(candidate, seconds, "ok") if divergence is None else \
+                    Measured(candidate, None, "rejected", f"other bytes: {divergence}")
+        out.append(row)
+        if on_measured is not None:
+            on_measured(row)
+    best = min((i for i, m in enumerate(out) if m.verdict == "ok"),
+               key=lambda i: out[i].seconds)
+    out[best] = Measured(out[best].candidate, out[best].seconds, "best")
+    return out
+
+
+def _time(driver: Driver, program: Program, inputs: Sequence[Any], backend: str,
+          candidate: Candidate, base: DispatchConfig, repeats: int
+          ) -> tuple[float, list[np.ndarray]]:
+    config = candidate.config(base).replace(profile=True)
+    pipeline = driver.compile(program, backend, config)
+    first = pipeline.dispatch(inputs, config)  # (warm-up: caches, first touch of memory)
+    outputs = [np.array(a, copy=True) for a in first]
+    best = None
+    for _ in range(repeats):
+        timing = pipeline.dispatch(inputs, config).timing
+        assert timing is not None  # (profile=True)
+        ns = timing.device_ns if timing.device_ns is not None else timing.wall_ns
+        best = ns if best is None else min(best, ns)
+    return best / 1e9, outputs
