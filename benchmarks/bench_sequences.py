@@ -8,6 +8,8 @@ the same run, through a real Driver and its workers.
   against one more pass as its own dispatch, and (on the reference) against an empty
   dispatch's round trip, timed in the same turns: the issue's target is a quarter of a
   round trip on the reference;
+- the same chain with a buffer per step (every seam fusable), fused into one dispatch
+  (``DispatchConfig(fuse=True)``) against the same sequence run step by step;
 - every sequence example (reduce, scan, sort, chain, jacobi) run through the Driver on
   each backend (inputs sent, the sequence run, the returns received; chain's resident
   buffers uploaded once, before the timing) against its numpy counterpart on the same
@@ -27,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from vyre_benchmarks.harness import Result, percentile, reps, seconds_per_call
-from vyre_core import SequenceBuilder, ir
+from vyre_core import DispatchConfig, SequenceBuilder, ir
 from vyre_core.cli.targets import BUNDLED, load_target
 from vyre_core.driver import Driver
 
@@ -167,6 +169,53 @@ def chain_step_wgpu() -> Result:
     return _chain_step("wgpu")
 
 
+# -- fusion -------------------------------------------------------------------------------------
+
+
+def fusable_chain(steps: int):
+    """The chain with a buffer of its own per step (t0 <- x, t1 <- t0, ...): every seam is
+    fusable, so ``Sequence.fused`` makes it one dispatch."""
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    for s in range(steps):
+        b.transient(f"t{s}", ir.f32, N)
+        b.step(step_program(), {"x": "x" if s == 0 else f"t{s - 1}", "out": f"t{s}"})
+    return b.build(returns=[f"t{steps - 1}"])
+
+
+@functools.cache
+def _fusion_figures(backend: str) -> dict[str, float]:
+    """p50 seconds of the fusable chain run as it is and fused, timed in turns."""
+    drv = _driver()
+    sequence = fusable_chain(STEPS)
+    fused = DispatchConfig(fuse=True)
+    if len(sequence.fused().items) != 1:
+        raise AssertionError("the fusable chain did not fuse into one step")
+    want = chain_in_numpy(STEPS).tobytes()
+    for config in (None, fused):
+        if drv.dispatch_sequence(sequence, [X], backend=backend, config=config)[0].tobytes() \
+                != want:
+            raise AssertionError(f"the chain on {backend} (fuse={config is fused}) differs "
+                                 "from numpy")
+    return _interleaved_p50s({
+        "fused": lambda: drv.dispatch_sequence(sequence, [X], backend=backend, config=fused),
+        "unfused": lambda: drv.dispatch_sequence(sequence, [X], backend=backend)})
+
+
+def _fusion(backend: str) -> Result:
+    f = _fusion_figures(backend)
+    return Result(f"{backend}: {STEPS} fusable steps (f32 x{N}) fused into one dispatch, p50",
+                  f["fused"] * 1e3, "ms", "the same sequence, step by step", f["unfused"] * 1e3)
+
+
+def fused_chain_reference() -> Result:
+    return _fusion("reference")
+
+
+def fused_chain_wgpu() -> Result:
+    return _fusion("wgpu")
+
+
 # -- examples against numpy ---------------------------------------------------------------------
 
 
@@ -222,5 +271,5 @@ def _example_benchmarks() -> list[Callable[[], Result]]:
 
 
 BENCHMARKS = [chain_reference, chain_step_reference, chain_step_reference_vs_empty,
-              chain_wgpu, chain_step_wgpu,
+              chain_wgpu, chain_step_wgpu, fused_chain_reference, fused_chain_wgpu,
               *_example_benchmarks()]

@@ -46,6 +46,7 @@ class DispatchConfig:
     retries: int = 1                      # re-runs after a worker crash (pure work only)
     constants: Any = ()  # specialization values by name: a dict, kept as sorted pairs
     tuned: bool = False  # use the workgroup and constants Driver.tune chose
+    fuse: bool = False   # a sequence runs with its fusable steps fused (Sequence.fused)
 
 
     def __post_init__(self) -> None:
@@ -83,6 +84,8 @@ class DispatchConfig:
                  "Use 0 to never retry, 1 (default) to retry once after a worker crash.")
         _require(isinstance(self.tuned, bool), f"tuned={self.tuned!r} must be a bool",
                  "Pass tuned=True to run with what Driver.tune chose, else leave it out.")
+        _require(isinstance(self.fuse, bool), f"fuse={self.fuse!r} must be a bool",
+                 "Pass fuse=True to fuse a sequence's fusable steps, else leave it out.")
         if not (isinstance(self.constants, tuple) and not self.constants):
             from vyre_core.ir.specialize import canonical_values
 

@@ -731,6 +731,8 @@ class Driver:
         resident buffer, all of one worker, which then runs the sequence. Routing takes
         the sequence as a whole: every step must run on the backend it picks."""
         config = _sequence_config(config)
+        if config.fuse:
+            sequence = _checked_sequence(sequence).fused()
         request = _sequence_request(sequence, inputs, resident, config)
         if request.slot is not None:  # resident buffers: their worker runs it
             pool = _resident_pool(resident)
@@ -753,6 +755,8 @@ class Driver:
         in one worker; the handle runs it there until that worker restarts."""
         config = _sequence_config(config)
         _checked_sequence(sequence)
+        if config.fuse:
+            sequence = sequence.fused()
         meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
                 "config": config.to_dict()}
         deadline = _deadline(timeout)

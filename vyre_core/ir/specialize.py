@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import fields, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,8 @@ import numpy as np
 
 from vyre_core.errors import InvalidConfigError, did_you_mean
 from vyre_core.ir.dtypes import DType
-from vyre_core.ir.nodes import Expr, Lit, SpecConstant, SpecRef, Stmt
+from vyre_core.ir.nodes import Lit, SpecConstant, SpecRef, Stmt
+from vyre_core.ir.rewrite import transform
 
 if TYPE_CHECKING:
     from vyre_core.ir.program import Program
@@ -190,18 +190,6 @@ def _specialized(key: _ByFingerprint, values: Values) -> Program:
                    tuple(_substitute(s, lits) for s in program.body))
 
 
-def _substitute(node: Any, lits: Mapping[str, Lit]) -> Any:
-    if isinstance(node, SpecRef):
-        return lits.get(node.name, node)  # (an undeclared one is the validator's to report)
-    changes = {}
-    for field in fields(node):
-        old = getattr(node, field.name)
-        if isinstance(old, Expr | Stmt):
-            new = _substitute(old, lits)
-        elif isinstance(old, tuple) and old and isinstance(old[0], Stmt):
-            new = tuple(_substitute(s, lits) for s in old)
-        else:
-            continue
-        if new is not old:
-            changes[field.name] = new
-    return replace(node, **changes) if changes else node
+def _substitute(node: Stmt, lits: Mapping[str, Lit]) -> Stmt:
+    # (an undeclared constant is left for the validator to report)
+    return transform(node, lambda n: lits.get(n.name, n) if isinstance(n, SpecRef) else n)

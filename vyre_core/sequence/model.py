@@ -134,6 +134,20 @@ class Sequence:
         return [abi.coerce_input(b, data) for b, data in zip(expected, inputs, strict=True)]
 
     @cached_property
+    def _fused(self) -> Sequence:
+        from vyre_core.sequence.fusion import fuse_all
+
+        items = fuse_all(self.check().items)
+        return self if items == self.items else Sequence(self.buffers, items,
+                                                         self.returns).check()
+
+    def fused(self) -> Sequence:
+        """This sequence with each run of consecutive steps that can share one dispatch
+        fused into one (``sequence/fusion.py`` has the rule); itself when none can. What
+        ``DispatchConfig(fuse=True)`` runs."""
+        return self._fused
+
+    @cached_property
     def _checked(self) -> bool:
         check(self)  # (raises: nothing is cached, the next call checks again)
         return True
