@@ -46,17 +46,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def worker_state(worker: dict[str, Any]) -> str:
+    """A worker row's state; a spare's slot serving as a regular worker says so."""
+    state = str(worker.get("state"))
+    return state + " (spare slot)" if worker.get("spare") and state != "spare" else state
+
+
 def rows(pools: dict[str, Any]) -> list[list[str]]:
     """One row per worker slot; a pool that failed or waits also says why."""
     found = []
     for backend, pool in sorted(pools.items()):
         for w in pool.get("workers", []):
-            state = str(w.get("state"))
-            if w.get("spare") and state != "spare":
-                state += " (spare slot)"
             found.append([str(cell) for cell in (
                 backend, w.get("index"), "-" if w.get("device") is None else w["device"],
-                w.get("pid") or "-", w.get("generation"), state,
+                w.get("pid") or "-", w.get("generation"), worker_state(w),
                 w.get("served"), w.get("restarts"), w.get("in_flight"))])
         if pool.get("state") != "running":
             why = f": {pool['failure']}" if pool.get("failure") else ""

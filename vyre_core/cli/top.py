@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vyre_core.cli.output import console
+from vyre_core.cli.status import worker_state
 from vyre_core.supervisor import published, rundir
 from vyre_core.supervisor.metrics import percentile, since
 
@@ -155,11 +156,9 @@ def render(frame: dict[str, Any], base: Any) -> Group:
         calls = _table(CALL_COLUMNS, None)
         for pool in pools:
             for w in pool["workers"]:
-                state = str(w["state"]) + (" (spare slot)" if w["spare"] and
-                                           w["state"] != "spare" else "")
                 workers.add_row(*map(Text, (
                     pool["backend"], str(w["index"]), str(w["pid"] or "-"),
-                    str(w["generation"]), state, str(w["in_flight"]), str(w["served"]),
+                    str(w["generation"]), worker_state(w), str(w["in_flight"]), str(w["served"]),
                     str(w["restarts"]),
                     "-" if w["silent_for"] is None else f"{w['silent_for']:.1f} s")))
             if pool["failure"]:
