@@ -150,3 +150,57 @@ def test_ties_round_to_even_with_the_sign_of_zero_kept(driver):
             [0.0, 2.0, 2.0, -0.0, -2.0, -0.0, 4503599627370496.0]).tobytes(), backend
         assert truncated[:len(x)].tobytes() == np.array(
             [0.0, 1.0, 2.0, -0.0, -2.0, -0.0, 4503599627370495.0]).tobytes(), backend
+
+
+# -- the bool results in every position (a let, a cast, logic, a lockstep kernel) ----------
+
+def classify(shared: bool) -> ir.Program:
+    """finite = !(isnan | isinf) through a let, a cast, xor and logic; ``shared`` adds
+    workgroup memory and a barrier (cpu's lockstep kernels, one wgpu path more)."""
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.f32)
+    finite = k.output("finite", ir.bool_, N)
+    counted = k.output("counted", ir.u32, N)
+    odd = k.output("odd", ir.bool_, N)
+    i = k.let("i", ir.global_id())
+    value = x[i]
+    if shared:
+        s = k.workgroup_buffer("s", ir.f32, 64)
+        s[ir.local_id()] = x[i]
+        k.barrier()
+        value = s[ir.local_id()]
+    nan = k.let("nan", ir.isnan(value))
+    inf = k.let("inf", ir.isinf(value))
+    finite[i] = ir.logical_not(ir.logical_or(nan, inf))
+    counted[i] = nan.cast(ir.u32) + ir.cast(ir.isinf(value), ir.u32) * 2
+    odd[i] = ir.isnan(value) ^ ir.isinf(value)
+    return k.build()
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["plain", "lockstep"])
+def test_bool_results_of_isnan_and_isinf_work_wherever_a_bool_does(driver, shared):
+    x = float_inputs(ir.f32)
+    program = classify(shared)
+    expected = driver.dispatch(program, [x], "reference")
+    assert expected[1].sum() > 0  # (some NaNs and infinities among the inputs)
+    for backend in ("cpu", "wgpu"):
+        got = driver.dispatch(program, [x], backend)
+        assert [a.tobytes() for a in got] == [a.tobytes() for a in expected], backend
+
+
+def test_nested_signed_mulhi_lowers_no_larger_than_unsigned():
+    """Each operand written once (a helper's parameter), not three times per level: the
+    i32 shader grew 6**depth where the u32 one grows 2**depth (the IR tree's own size)."""
+    from vyre_wgpu.lowering import lower
+
+    def nested(dtype: ir.DType) -> int:
+        k = ir.Kernel(workgroup=(64,))
+        x = k.read("x", dtype)
+        out = k.output("out", dtype, N)
+        h = x[ir.global_id()]
+        for _ in range(8):
+            h = ir.mulhi(h, h)
+        out[ir.global_id()] = h
+        return len(lower(k.build()).wgsl)
+
+    assert nested(ir.i32) < 1.5 * nested(ir.u32)

@@ -67,11 +67,20 @@ def test_the_programs_own_configuration_comes_first_then_every_combination():
 
 
 @pytest.mark.fast
+def test_what_the_callers_config_fixes_stays_fixed():
+    base = DispatchConfig(constants={"UNROLL": 2}, workgroup_override=(32,))
+    found = candidates(unrolled(), CAPS, base)
+    assert found == [Candidate((32, 1, 1), canonical_values({"UNROLL": 2}))]
+    asked = candidates(unrolled(), CAPS, base, constants={"UNROLL": [2, 8]})
+    assert [c.constants for c in asked] == [canonical_values({"UNROLL": v}) for v in (2, 8)]
+
+
+@pytest.mark.fast
 def test_sizes_past_the_backend_are_left_out():
     small = Capabilities(max_workgroup_size=(64, 1, 1), max_invocations_per_workgroup=64)
     assert {c.workgroup for c in candidates(unrolled(), small)} == {(64, 1, 1), (32, 1, 1)}
     with pytest.raises(InvalidConfigError, match="no workgroup size to try fits"):
-        candidates(unrolled(), small, workgroups=[(128,)])
+        candidates(unrolled(), small, None, workgroups=[(128,)])
 
 
 @pytest.mark.fast
@@ -83,13 +92,19 @@ def test_a_program_sharing_workgroup_memory_keeps_its_size_unless_asked():
     out[ir.global_id()] = shared[ir.local_id()]
     program = k.build()
     assert [c.workgroup for c in candidates(program, CAPS)] == [(16, 1, 1)]
-    assert len(candidates(program, CAPS, workgroups=[(16,), (8,)])) == 2
+    assert len(candidates(program, CAPS, None, workgroups=[(16,), (8,)])) == 2
 
 
 @pytest.mark.fast
 def test_asked_values_are_checked_and_too_many_refused():
     assert {c.constants[0][1] for c in candidates(unrolled(), CAPS, workgroups=[(64,)],
                                                   constants={"UNROLL": [2, 3]})} == {4, 2, 3}
+    with pytest.raises(InvalidConfigError, match="is not a list of sizes"):
+        candidates(unrolled(), CAPS, workgroups=[64, 128])
+    with pytest.raises(InvalidConfigError, match="is not a dict of value lists"):
+        candidates(unrolled(), CAPS, constants={"UNROLL": 8})
+    with pytest.raises(InvalidConfigError, match="is not a dict of value lists"):
+        candidates(unrolled(), CAPS, constants={"UNROLL": "16"})
     with pytest.raises(InvalidConfigError, match="lies outside its declared range"):
         candidates(unrolled(), CAPS, constants={"UNROLL": [32]})
     with pytest.raises(InvalidConfigError, match="has no constant 'UNROL'"):
@@ -101,7 +116,7 @@ def test_asked_values_are_checked_and_too_many_refused():
 
 # -- the cache --------------------------------------------------------------------------
 
-KEY = cache.key_for("f" * 64, "cpu", "0.1.0", "device facts", (N,))
+KEY = cache.key_for("f" * 64, "cpu", "0.1.0", "device facts", (N,), DispatchConfig())
 ENTRY = cache.Tuned(Candidate((128, 1, 1), canonical_values({"UNROLL": 8})), 1e-4, 2e-4)
 
 
@@ -110,8 +125,11 @@ def test_an_entry_round_trips_and_is_written_whole(tuning_dir):
     path = cache.store(KEY, ENTRY)
     assert path.parent == tuning_dir and cache.load(KEY) == ENTRY
     assert sorted(p.name for p in tuning_dir.iterdir()) == [path.name]  # (no temporaries)
-    other = cache.key_for("f" * 64, "cpu", "0.1.0", "device facts", (N + 1,))
+    other = cache.key_for("f" * 64, "cpu", "0.1.0", "device facts", (N + 1,), DispatchConfig())
     assert cache.load(other) is None
+    fixed = cache.key_for("f" * 64, "cpu", "0.1.0", "device facts", (N,),
+                          DispatchConfig(constants={"UNROLL": 2}))
+    assert cache.load(fixed) is None and fixed.config != KEY.config
 
 
 @pytest.mark.fast
@@ -172,6 +190,60 @@ def test_a_candidate_that_changes_bytes_is_rejected(driver, tuning_dir):
     assert verdicts == {(64, 1, 1): "best", (32, 1, 1): "rejected"}
     rejected = result.measured[1]
     assert rejected.seconds is None and rejected.reason.startswith("other bytes: output 'out'")
+
+
+def scaled_by_gain() -> ir.Program:
+    k = ir.Kernel(workgroup=(64,))
+    gain = k.constant("G", ir.f32, 1.0)
+    x = k.read("x", ir.f32)
+    out = k.output("out", ir.f32, N)
+    i = k.let("i", ir.global_id())
+    out[i] = x[i] * gain
+    return k.build()
+
+
+def test_tuned_true_keeps_the_callers_constants_and_grid(driver, tuning_dir):
+    """A review found tuned=True ran the defaults: G=2.0 came out as x * 1.0."""
+    x = np.arange(N, dtype=np.float32)
+    mine = DispatchConfig(constants={"G": 2.0})
+    result = driver.tune(scaled_by_gain(), [x], "reference", config=mine, repeats=1)
+    assert result.measured[0].candidate.constants == mine.constants
+    assert all(m.candidate.constants == mine.constants for m in result.measured)
+    tuned = driver.dispatch(scaled_by_gain(), [x], "reference", mine.replace(tuned=True))[0]
+    assert tuned.tobytes() == (x * 2).tobytes()
+    # another grid is another key: nothing tuned for it, so it runs as given
+    grid = mine.replace(grid_override=(4,), tuned=True)
+    assert driver.tuned_config(scaled_by_gain(), [x], "reference", grid) == grid.replace(
+        tuned=False)
+    covered = driver.dispatch(scaled_by_gain(), [x], "reference", grid)[0]
+    assert covered.tobytes() == np.concatenate([x[:256] * 2, np.zeros(N - 256,
+                                                                      np.float32)]).tobytes()
+
+
+def test_tuned_true_is_refused_where_there_is_no_choice_to_apply(driver, tuning_dir):
+    x = np.arange(N, dtype=np.float32)
+    tuned = DispatchConfig(tuned=True)
+    for call in (lambda: driver.compile(scaled_by_gain(), "reference", tuned),
+                 lambda: driver.dispatch_on("reference", scaled_by_gain(), [x], tuned),
+                 lambda: driver.compile(scaled_by_gain(), "reference").dispatch([x], tuned)):
+        with pytest.raises(InvalidConfigError, match="tuned=True has no tuned choice"):
+            call()
+
+
+def test_a_cached_choice_is_checked_against_the_request(driver, tuning_dir):
+    x = np.arange(N, dtype=np.uint32)
+    first = driver.tune(unrolled(), [x], "reference", workgroups=[(64,), (128,)],
+                        constants={"UNROLL": [4]}, repeats=1)
+    wide = cache.Tuned(Candidate((128, 1, 1), canonical_values({"UNROLL": 4})), 1e-9, 1.0)
+    cache.store(first.key, wide)  # (the cache now says 128, whatever was measured)
+    with pytest.raises(InvalidConfigError, match="repeats=0 must be an int >= 1"):
+        driver.tune(unrolled(), [x], "reference", workgroups=[(64,), (128,)], repeats=0)
+    again = driver.tune(unrolled(), [x], "reference", workgroups=[(64,), (128,)],
+                        constants={"UNROLL": [4]}, repeats=1)
+    assert again.cached and again.best == wide.best
+    narrowed = driver.tune(unrolled(), [x], "reference", workgroups=[(32,)],
+                           constants={"UNROLL": [4]}, repeats=1)
+    assert not narrowed.cached and narrowed.best.workgroup in {(32, 1, 1), (64, 1, 1)}
 
 
 def test_tuned_true_dispatches_with_the_choice(driver, tuning_dir):

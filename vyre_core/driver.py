@@ -61,7 +61,13 @@ from vyre_core.supervisor.rundir import RunDir
 from vyre_core.tuning import cache as tuning_cache
 from vyre_core.tuning.cache import Tuned, TuneKey
 from vyre_core.tuning.candidates import DEFAULT_LIMIT, candidates
-from vyre_core.tuning.tuner import DEFAULT_REPEATS, Measured, TuneResult, measure_all
+from vyre_core.tuning.tuner import (
+    DEFAULT_REPEATS,
+    Measured,
+    TuneResult,
+    check_repeats,
+    measure_all,
+)
 
 Reply = tuple[dict[str, Any], list[Any]]
 
@@ -211,9 +217,20 @@ def _weighed(work: Program | StepSequence, config: DispatchConfig | None
         else work.check()
 
 
+def _untuned(config: DispatchConfig, where: str) -> DispatchConfig:
+    """Refuse ``tuned=True`` where no tuned choice applies (only ``dispatch`` and
+    ``dispatch_async`` look one up), rather than run untuned without a word."""
+    if config.tuned:
+        raise InvalidConfigError(
+            f"tuned=True has no tuned choice to apply in {where}",
+            "Take Driver.tuned_config(program, inputs, backend, config) and pass that "
+            "config instead, or dispatch with Driver.dispatch.")
+    return config
+
+
 def _sequence_config(config: Any) -> DispatchConfig:
     """The config of a whole sequence: launch shape belongs to its steps."""
-    config = _config(config)
+    config = _untuned(_config(config), "a sequence")
     per_step = [name for name, value in (
         ("grid_override", config.grid_override),
         ("workgroup_override", config.workgroup_override),
@@ -492,7 +509,7 @@ class Driver:
         """Send ``program`` straight to ``backend``'s worker, skipping routing's capability
         check: how a conformance kit sees that a backend itself refuses what it did not
         claim. Everything else (ABI binding, supervision, timeouts) is as ``dispatch``."""
-        config = _config(config)
+        config = _untuned(_config(config), "dispatch_on")
         effective_program(program, config)  # (a bad constant is refused here, not there)
         request = self._dispatch_request(program, inputs, config)
         return _outputs(*self.pools.open(backend).call(request))
@@ -563,12 +580,7 @@ class Driver:
         """Compile once in one worker; dispatch many times through the returned handle.
         ``timeout`` bounds the whole call (default: routing unbounded, the compile itself
         bounded by the backend's PoolOptions.compile_timeout)."""
-        config = _config(config)
-        if config.tuned:
-            raise InvalidConfigError(
-                "compile() has no inputs to find a tuned choice by (it is kept per input "
-                "size)", "Compile with Driver.tuned_config(program, inputs, backend, config), "
-                "or pass the workgroup_override and constants yourself.")
+        config = _untuned(_config(config), "compile (a choice is kept per input size)")
         source, program = program, effective_program(program, config)
         config = config.replace(workgroup_override=None, constants=())
         meta = {"program": program.to_wire(), "config": config.to_dict()}
@@ -609,20 +621,23 @@ class Driver:
              on_measured: Callable[[Measured], None] | None = None) -> TuneResult:
         """Try workgroup sizes and specialization values (``vyre_core.tuning.candidates``)
         on the routed (or named) backend with these inputs, each best of ``repeats`` timed
-        runs in its worker; keep the fastest whose output bytes equal the program's own
-        configuration's, in the tuning cache. A choice already cached for this program,
-        backend and version, device and input sizes is returned without measuring, unless
-        ``refresh``. ``on_measured`` sees each candidate as it is measured."""
+        runs in its worker; keep the fastest whose output bytes equal those of ``config``
+        as given (what it fixes, constants or a workgroup override, stays fixed unless
+        ``workgroups``/``constants`` name it), in the tuning cache. A cached choice for
+        this program, config, backend and version, device and input sizes is returned
+        without measuring, unless ``refresh`` or it is not among the candidates asked
+        for. ``on_measured`` sees each candidate as it is measured."""
         config = _config(config).replace(tuned=False)
         program.check()
+        check_repeats(repeats)
         backend = backend or self.route(program, config=config).backend
-        key = self._tune_key(program, inputs, backend)
-        if not refresh:
-            found = tuning_cache.load(key)
-            if found is not None:
-                self._tuned[key] = found
-                return TuneResult(key, found, [], tuning_cache.path_of(key))
-        listed = candidates(program, self.probe(backend), workgroups, constants, limit)
+        key = self._tune_key(program, inputs, backend, config)
+        listed = candidates(program, self.probe(backend), config, workgroups, constants,
+                            limit)
+        found = None if refresh else tuning_cache.load(key)
+        if found is not None and found.best in listed:
+            self._tuned[key] = found
+            return TuneResult(key, found, [], tuning_cache.path_of(key))
         measured = measure_all(self, program, inputs, backend, listed, config, repeats,
                                on_measured)
         best = next(m for m in measured if m.verdict == "best")
@@ -633,22 +648,29 @@ class Driver:
 
     def tuned_config(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                      config: DispatchConfig | None = None) -> DispatchConfig:
-        """``config`` with the workgroup and constants tuning chose for this program,
-        backend, device and input sizes (``Driver.tune``); ``config`` as it is when none
-        was chosen. What a dispatch with ``DispatchConfig(tuned=True)`` runs with."""
+        """``config`` with the workgroup and constants tuning chose for this program, this
+        config, backend, device and input sizes (``Driver.tune``); ``config`` as it is
+        when none was chosen. What a dispatch with ``DispatchConfig(tuned=True)`` runs
+        with. Routing, probing and reading the cache happen here, on the caller's thread,
+        within ``config.timeout``."""
         config = _config(config).replace(tuned=False)
-        backend = backend or self.route(program, config=config).backend
-        key = self._tune_key(program, inputs, backend)
+        deadline = _deadline(config.timeout)
+        backend = backend or self.routing.route(_weighed(program, config), None, deadline,
+                                                config.timeout).backend
+        key = self._tune_key(program, inputs, backend, config)
         if key not in self._tuned:
             self._tuned[key] = tuning_cache.load(key)
         entry = self._tuned[key]
         return config if entry is None else entry.best.config(config)
 
-    def _tune_key(self, program: Program, inputs: Sequence[Any], backend: str) -> TuneKey:
+    def _tune_key(self, program: Program, inputs: Sequence[Any], backend: str,
+                  config: DispatchConfig) -> TuneKey:
         sizes = tuple(len(a) for a in abi.bind_inputs(program.check(), inputs))
+        caps = self.pools.probe(backend, _deadline(config.timeout),
+                                _checked_timeout(config.timeout))
         return tuning_cache.key_for(program.fingerprint(), backend,
-                                    self.registry.get(backend).version,
-                                    self.probe(backend).identity, sizes)
+                                    self.registry.get(backend).version, caps.identity, sizes,
+                                    config)
 
     # -- resident buffers ------------------------------------------------------------------
 
@@ -687,7 +709,7 @@ class Driver:
                           config: DispatchConfig | None = None) -> Timing:
         """Dispatch on resident buffers (one per non-workgroup buffer, declaration order);
         outputs are written into their buffers. All must live in the same worker."""
-        config = _config(config)
+        config = _untuned(_config(config), "dispatch_resident")
         if not buffers or len({(b.pool, b.slot, b.generation) for b in buffers}) != 1:
             raise InvalidInputError("resident buffers of one dispatch must all live in one "
                                     "worker (same backend, worker and generation)",

@@ -104,6 +104,10 @@ class CompiledPipeline(_PinnedHandle):
                               "Compile the program again (Driver.compile) and use the new "
                               "handle; Driver.dispatch recompiles by itself.")
         config = config or self.config
+        if config.tuned:
+            raise InvalidConfigError(
+                "tuned=True has no tuned choice to apply to a compiled pipeline",
+                "Compile with the config Driver.tuned_config(program, inputs) returns.")
         if config.workgroup_override not in (None, self.program.workgroup):
             raise InvalidConfigError(
                 f"workgroup_override={config.workgroup_override} differs from the "

@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     constants = dict(_values(c) for c in args.constant)
     with Driver() as drv:
         backend = args.backend or drv.route(example.program, config=example.config).backend
-        total = len(candidates(example.program, drv.probe(backend), workgroups,
-                               constants or None, args.limit))
+        total = len(candidates(example.program, drv.probe(backend), example.config,
+                               workgroups, constants or None, args.limit))
         with progress(f"tuning on {backend}", total, not args.json) as bar:
             def measured(row: Measured) -> None:
                 bar.advance(row.candidate.describe())

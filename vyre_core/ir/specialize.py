@@ -43,6 +43,10 @@ class Values(tuple):
     def __hash__(self) -> int:
         return hash(_exact_pairs(self))
 
+    def exact(self) -> tuple:
+        """The pairs as compared: each value with its type and (floats) every bit."""
+        return _exact_pairs(self)
+
 
 def _exact_pairs(pairs: tuple) -> tuple:
     try:

@@ -19,7 +19,9 @@ from typing import Any
 import blake3
 
 from vyre_core import __version__
+from vyre_core.config import DispatchConfig
 from vyre_core.errors import InvalidConfigError, SystemResourceError, system_resource_error
+from vyre_core.ir.specialize import Values
 from vyre_core.tuning.candidates import Candidate
 
 #: Bumped when the file layout changes; files of another format are refused, not read.
@@ -38,6 +40,7 @@ class TuneKey:
     device: str            # a digest of the capabilities the backend's worker probed
     vyre_version: str
     sizes: tuple[int, ...]  # the input lengths, in ABI order
+    config: str            # a digest of what the caller's config fixes (config_digest)
 
     @property
     def digest(self) -> str:
@@ -54,9 +57,19 @@ class Tuned:
 
 
 def key_for(program: str, backend: str, backend_version: str, device_identity: str,
-            sizes: tuple[int, ...]) -> TuneKey:
+            sizes: tuple[int, ...], base: DispatchConfig) -> TuneKey:
     device = blake3.blake3(device_identity.encode()).hexdigest()[:16]
-    return TuneKey(program, backend, backend_version, device, __version__, tuple(sizes))
+    return TuneKey(program, backend, backend_version, device, __version__, tuple(sizes),
+                   config_digest(base))
+
+
+def config_digest(base: DispatchConfig) -> str:
+    """What in the caller's config changes what runs or how much of it: its constants
+    (exactly: -0.0 is not 0.0), workgroup override, grid, invocations and fixpoint
+    runs. A choice tuned under one is not used under another."""
+    fixed = (Values(base.constants).exact(), base.workgroup_override, base.grid_override,
+             base.dispatch_elements, base.fixpoint_iterations)
+    return blake3.blake3(repr(fixed).encode()).hexdigest()[:16]
 
 
 def directory() -> Path:

@@ -50,15 +50,23 @@ class Candidate:
         return cls(tuple(data["workgroup"]), canonical_values(data["constants"]))
 
 
-def candidates(program: Program, caps: Capabilities,
+def candidates(program: Program, caps: Capabilities, base: DispatchConfig | None = None,
                workgroups: Sequence[Sequence[int]] | None = None,
                constants: Mapping[str, Sequence[Any]] | None = None,
                limit: int = DEFAULT_LIMIT) -> list[Candidate]:
-    """Every combination of the workgroups and constant values to try, the program's
-    own first; sizes past ``caps`` are left out. Raises ``InvalidConfigError`` (with a
-    Fix) for a value the program would refuse, or more than ``limit`` combinations."""
+    """Every combination of the workgroups and constant values to try, the caller's own
+    configuration first (``base``: its workgroup override and constants over the
+    program's); what ``base`` sets stays fixed unless ``workgroups`` or ``constants``
+    name it. Sizes past ``caps`` are left out. Raises ``InvalidConfigError`` (with a Fix)
+    for a malformed request, a value the program would refuse, or more than ``limit``
+    combinations."""
+    base = base or DispatchConfig()
+    chosen = dict(base.constants)
+    _check_shapes(workgroups, constants, limit)
+    if workgroups is None and base.workgroup_override is not None:
+        workgroups = [base.workgroup_override]
     sizes = _workgroups(program, caps, workgroups)
-    values = _values(program, constants or {})
+    values = _values(program, {**{n: [v] for n, v in chosen.items()}, **(constants or {})})
     names = sorted(values)
     combos = [Candidate(size, canonical_values(dict(zip(names, chosen, strict=True))))
               for size in sizes for chosen in itertools.product(*(values[n] for n in names))]
@@ -68,9 +76,23 @@ def candidates(program: Program, caps: Capabilities,
             + " x ".join(f"{len(values[n])} values of {n}" for n in names) + f") is more "
             f"than the limit of {limit}", "Pass fewer workgroups or constant values, or "
             "raise the limit.")
-    own = Candidate(program.workgroup, canonical_values(
-        {c.name: c.default.value for c in program.constants}))
+    own = Candidate(base.workgroup_override or program.workgroup, canonical_values(
+        {**{c.name: c.default.value for c in program.constants}, **chosen}))
     return [own, *(c for c in combos if c != own)]
+
+
+def _check_shapes(workgroups: Any, constants: Any, limit: Any) -> None:
+    if workgroups is not None and (not isinstance(workgroups, list | tuple) or not all(
+            isinstance(w, list | tuple) for w in workgroups)):
+        raise InvalidConfigError(f"workgroups={workgroups!r} is not a list of sizes",
+                                 "Pass e.g. workgroups=[(64,), (128,)] or [(8, 8)].")
+    if constants is not None and (not isinstance(constants, Mapping) or not all(
+            isinstance(v, list | tuple) for v in constants.values())):
+        raise InvalidConfigError(f"constants={constants!r} is not a dict of value lists",
+                                 "Pass e.g. constants={'TILE': [8, 16, 32]}.")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise InvalidConfigError(f"limit={limit!r} must be an int >= 1",
+                                 "Pass the most candidates to measure, e.g. 64.")
 
 
 def _workgroups(program: Program, caps: Capabilities,

@@ -78,9 +78,7 @@ def measure_all(driver: Driver, program: Program, inputs: Sequence[Any], backend
                 on_measured: Callable[[Measured], None] | None = None) -> list[Measured]:
     """Every candidate measured; the first (the program's own) sets the bytes the others
     must give. The fastest that gives them is marked ``best``."""
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        raise InvalidConfigError(f"repeats={repeats!r} must be an int >= 1",
-                                 "Pass how many timed runs each candidate gets, e.g. 5.")
+    check_repeats(repeats)
     out: list[Measured] = []
     reference = None
     for candidate in found:
@@ -105,6 +103,12 @@ def measure_all(driver: Driver, program: Program, inputs: Sequence[Any], backend
                key=lambda i: out[i].seconds)
     out[best] = Measured(out[best].candidate, out[best].seconds, "best")
     return out
+
+
+def check_repeats(repeats: Any) -> None:
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise InvalidConfigError(f"repeats={repeats!r} must be an int >= 1",
+                                 "Pass how many timed runs each candidate gets, e.g. 5.")
 
 
 def _time(driver: Driver, program: Program, inputs: Sequence[Any], backend: str,

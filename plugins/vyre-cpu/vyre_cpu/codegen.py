@@ -52,7 +52,7 @@ from vyre_core.ir.nodes import (
     children,
     walk,
 )
-from vyre_core.ir.typerules import binop_result
+from vyre_core.ir.typerules import binop_result, unop_result
 from vyre_core.ir.uniformity import is_uniform
 
 #: The types this backend computes in. numba has no binary16: f16 buffers are passed as
@@ -588,7 +588,7 @@ class _Writer:
                 return self.binary(op, a, b, ta), binop_result(op, ta, tb)
             case Unary(op, operand):
                 a, t = self.expr(operand)
-                return self.unary(op, a, t), t
+                return self.unary(op, a, t), unop_result(op, t)
             case Select(cond, if_true, if_false):
                 c, _ = self.expr(cond)
                 a, t = self.expr(if_true)

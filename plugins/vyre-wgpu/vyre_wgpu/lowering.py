@@ -47,6 +47,7 @@ from vyre_core.ir.nodes import (
     Var,
     walk,
 )
+from vyre_core.ir.typerules import binop_result, unop_result
 
 #: Params uniform layout (u32 words): [0] grid split stride S (0 = no split), [1] logical
 #: workgroups along x, [2] along y, [3] along z, [4] zero (see OPAQUE_ZERO), [5 + i]
@@ -116,6 +117,14 @@ fn vyre_mulhi_u32(a: u32, b: u32) -> u32 {
     let lh = al * bh; let hl = ah * bl;
     let mid = ((al * bl) >> 16u) + (lh & 0xffffu) + (hl & 0xffffu);  // < 3 * 2^16
     return ah * bh + (lh >> 16u) + (hl >> 16u) + (mid >> 16u);
+}"""
+
+#: Signed: the unsigned high word less each negative operand's partner (each operand's
+#: expression written once: a helper's parameters, not copies of the expression).
+_MULHI_I32 = """\
+fn vyre_mulhi_i32(a: i32, b: i32) -> i32 {
+    let ua = bitcast<u32>(a); let ub = bitcast<u32>(b);
+    return bitcast<i32>(vyre_mulhi_u32(ua, ub) - select(0u, ub, a < 0i) - select(0u, ua, b < 0i));
 }"""
 
 #: Saturating add and subtract; i32 wraps through u32 (then compares with the operands).
@@ -233,11 +242,11 @@ class _Lowering:
                 return self.buffers[b].dtype
             case BufLen() | InvocationId():
                 return DType.U32
-            case Binary(op, lhs, _):
-                return DType.BOOL if op in (BinOp.EQ, BinOp.NE, BinOp.LT, BinOp.LE, BinOp.GT,
-                                            BinOp.GE, BinOp.LOGICAL_AND,
-                                            BinOp.LOGICAL_OR) else self.type_of(lhs)
-            case Unary(operand=x) | Fma(a=x):
+            case Binary(op, lhs, rhs):
+                return binop_result(op, self.type_of(lhs), self.type_of(rhs))
+            case Unary(op, x):
+                return unop_result(op, self.type_of(x))
+            case Fma(a=x):
                 return self.type_of(x)
             case Select(if_true=x):
                 return self.type_of(x)
@@ -325,12 +334,9 @@ class _Lowering:
             return self.on_bits(t, self.helper_call("vyre_rotl", [self.bits(t, a), n], """\
 fn vyre_rotl(a: u32, n: u32) -> u32 { return (a << n) | (a >> ((32u - n) & 31u)); }"""))
         if op is BinOp.MULHI:
-            high = self.helper_call("vyre_mulhi_u32", [self.bits(t, a), self.bits(t, b)],
-                                    _MULHI_U32)
-            if t is DType.I32:  # signed: the unsigned high word less each negative's partner
-                high = (f"({high} - select(0u, bitcast<u32>({b}), {a} < 0i) "
-                        f"- select(0u, bitcast<u32>({a}), {b} < 0i))")
-            return self.on_bits(t, high)
+            self.helpers.setdefault("vyre_mulhi_u32", _MULHI_U32)
+            return self.helper_call(f"vyre_mulhi_{ty}", [a, b], _MULHI_I32) \
+                if t is DType.I32 else f"vyre_mulhi_u32({a}, {b})"
         if op in (BinOp.ADD_SAT, BinOp.SUB_SAT):
             name = f"vyre_{op.value}_{ty}"
             return self.helper_call(name, [a, b], _SATURATING[op, t].format(name=name))
