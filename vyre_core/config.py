@@ -48,7 +48,6 @@ class DispatchConfig:
     tuned: bool = False  # use the workgroup and constants Driver.tune chose
     fuse: bool = False   # a sequence runs with its fusable steps fused (Sequence.fused)
 
-
     def __post_init__(self) -> None:
         object.__setattr__(self, "workgroup_override",
                            _axes("workgroup_override", self.workgroup_override))
