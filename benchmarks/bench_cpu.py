@@ -1,9 +1,11 @@
 """The cpu backend (numba) against numpy and the reference interpreter in one run: a 64 MiB
 elementwise kernel against the same numpy expression; the reduce example against
-``numpy.sum``; every example (sequences included) against the reference; compiling a
+``numpy.sum``; the matmul example with the KTILE the tuner chose against
+``numpy.matmul``; every example (sequences included) against the reference; compiling a
 kernel cold against loading it from the disk cache; and the same kernel on two cores
 against one. Kernels run in this process (``BackendHost``), as in a worker, so the figures
-are the backend's own, without the process boundary."""
+are the backend's own, without the process boundary (but the tuned matmul, which a Driver
+tunes and runs in its worker)."""
 
 from __future__ import annotations
 
@@ -88,6 +90,39 @@ def reduce_vs_numpy_sum() -> Result:
                    "numpy.sum", lambda: x.sum(), repeat=reps(7, 2))
 
 
+def matmul_tuned_vs_numpy() -> Result:
+    """The matmul example at 256x256x256 on the cpu backend through a Driver (its worker),
+    with the KTILE the tuner chose for it on this machine (``tuned=True``; tuned afresh,
+    in a temporary cache), against ``numpy.matmul`` (BLAS) on the same arrays. The
+    inputs are small integers: the product is exact, checked bit for bit first."""
+    from vyre_core.driver import Driver
+    from vyre_core.tuning.cache import CACHE_ENV
+
+    example = importlib.import_module("vyre_examples.matmul").build(256, 256, 256)
+    a, b = example.inputs
+    saved = os.environ.get(CACHE_ENV)
+    where = tempfile.mkdtemp(prefix="vyre-bench-tuning-")
+    os.environ[CACHE_ENV] = where
+    try:
+        with Driver() as drv:
+            tuned = drv.tune(example.program, example.inputs, "cpu", config=example.config,
+                             repeats=reps(3, 1))
+            config = example.config.replace(tuned=True)
+            out = drv.dispatch(example.program, example.inputs, "cpu", config)[0]
+            if out.tobytes() != example.expected[0].tobytes():
+                raise AssertionError("the tuned matmul on the cpu backend differs from numpy")
+            chosen = dict(tuned.best.constants)["KTILE"]
+            return compare(f"matmul 256x256x256 f32, cpu backend, tuned KTILE={chosen}",
+                           lambda: drv.dispatch(example.program, example.inputs, "cpu", config),
+                           "numpy.matmul", lambda: a @ b, repeat=reps(5, 1))
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+        if saved is None:
+            os.environ.pop(CACHE_ENV, None)
+        else:
+            os.environ[CACHE_ENV] = saved
+
+
 def compile_cold_vs_cached() -> Result:
     """A kernel compiled with an empty disk cache, against the same loaded from it (what a
     restarted worker, or the next run, pays)."""
@@ -145,7 +180,7 @@ def two_cores_vs_one() -> Result:
 
 BENCHMARKS = [elementwise_64mib_vs_numpy, reduce_vs_numpy_sum,
               *(_vs_reference(n) for n in EXAMPLES),
-              compile_cold_vs_cached, two_cores_vs_one]
+              matmul_tuned_vs_numpy, compile_cold_vs_cached, two_cores_vs_one]
 
 
 def facts() -> dict[str, Any]:

@@ -1,12 +1,17 @@
 """matmul: ``C = A @ B`` over f32, tiled through workgroup memory.
 
-A 16x16 workgroup computes one 16x16 tile of C. For each 16-wide slice of the inner
-dimension it copies a tile of A and a tile of B into workgroup memory (each invocation one
-element of each), waits at a ``barrier``, accumulates its 16 products from the shared tiles,
-and waits again before the next slice overwrites them. Every global element is loaded once
-per workgroup instead of 16 times. Shapes need not be multiples of the tile: loads outside
-A or B are replaced by 0 and stores outside C are skipped. The grid is 2-D, one workgroup
-per tile of C, given with ``DispatchConfig(grid_override=...)``.
+A 16x16 workgroup computes one 16x16 tile of C. For each ``KTILE``-wide slice of the
+inner dimension it copies a 16 x ``KTILE`` tile of A and a ``KTILE`` x 16 tile of B into
+workgroup memory (each invocation at most one element of each), waits at a ``barrier``,
+accumulates its ``KTILE`` products from the shared tiles, and waits again before the next
+slice overwrites them. Every global element is loaded once per workgroup instead of 16
+times. ``KTILE`` is a specialization constant (1 to 16, default 16): each value is its
+own pipeline, and ``vyre tune matmul`` (or ``Driver.tune``) measures which is fastest on
+a backend. Every value adds each element's products in the same order, so every value
+gives the same bytes: the tuner's byte check accepts them all. Shapes need not be
+multiples of the tile: loads outside A or B are replaced by 0 and stores outside C are
+skipped. The grid is 2-D, one workgroup per tile of C, given with
+``DispatchConfig(grid_override=...)``.
 
 The inputs are small integers, so every product and partial sum is an integer below 2**24
 and exactly representable in f32: the result is exact in any summation order (fused or
@@ -23,11 +28,12 @@ import numpy as np
 
 from vyre_core import DispatchConfig, Example, ir
 
-TILE = 16
+TILE = 16  # the workgroup's edge, and the most KTILE may be
 
 
 def program(m: int, k_dim: int, n: int) -> ir.Program:
     k = ir.Kernel(workgroup=(TILE, TILE))
+    depth = k.constant("KTILE", ir.u32, TILE, low=1, high=TILE)
     a = k.read("a", ir.f32, count=m * k_dim)
     b = k.read("b", ir.f32, count=k_dim * n)
     c = k.output("c", ir.f32, count=m * n)
@@ -38,15 +44,15 @@ def program(m: int, k_dim: int, n: int) -> ir.Program:
     lx = k.let("lx", ir.local_id(0))
     ly = k.let("ly", ir.local_id(1))
     acc = k.let("acc", ir.f32(0.0))
-    with k.loop("t", 0, -(-k_dim // TILE)) as t:
-        a_col = k.let("a_col", t * TILE + lx)
-        b_row = k.let("b_row", t * TILE + ly)
-        a_tile[ly * TILE + lx] = ir.select((row < m) & (a_col < k_dim),
+    with k.loop("t", 0, (ir.u32(k_dim) + depth - 1) / depth) as t:
+        a_col = k.let("a_col", t * depth + lx)
+        b_row = k.let("b_row", t * depth + ly)
+        a_tile[ly * TILE + lx] = ir.select((row < m) & (a_col < k_dim) & (lx < depth),
                                            a[row * k_dim + a_col], ir.f32(0.0))
-        b_tile[ly * TILE + lx] = ir.select((b_row < k_dim) & (col < n),
+        b_tile[ly * TILE + lx] = ir.select((b_row < k_dim) & (col < n) & (ly < depth),
                                            b[b_row * n + col], ir.f32(0.0))
         k.barrier()
-        with k.loop("j", 0, TILE) as j:
+        with k.loop("j", 0, depth) as j:
             k.assign(acc, acc + a_tile[ly * TILE + j] * b_tile[j * TILE + lx])
         k.barrier()                      # the next slice overwrites the tiles
     with k.if_((row < m) & (col < n)):

@@ -263,6 +263,19 @@ def test_tuned_true_dispatches_with_the_choice(driver, tuning_dir):
                                DispatchConfig(tuned=True)).constants == ()
 
 
+def test_the_matmul_example_tunes_its_tile_depth_without_changing_a_byte(driver, tuning_dir):
+    """Item 7's example: KTILE is a constant; every value adds in the same order."""
+    from vyre_examples.matmul import build
+
+    example = build()
+    result = driver.tune(example.program, example.inputs, "cpu", config=example.config,
+                         constants={"KTILE": [4, 16]}, repeats=1)
+    assert sorted(m.verdict for m in result.measured) == ["best", "ok"]
+    out = driver.dispatch(example.program, example.inputs, "cpu",
+                          example.config.replace(tuned=True))[0]
+    assert out.tobytes() == example.expected[0].tobytes()
+
+
 def test_vyre_tune_prints_the_candidates_and_caches_the_choice(tmp_path):
     env = {**os.environ, cache.CACHE_ENV: str(tmp_path / "tuning")}
     command = [sys.executable, "-m", "vyre_core.cli", "tune", "saxpy", "--backend",
