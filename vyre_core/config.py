@@ -12,6 +12,7 @@ import numpy as np
 
 from vyre_core import deprecations
 from vyre_core.errors import InvalidConfigError
+from vyre_core.ir.specialize import canonical_values
 
 _U32_MAX = 2**32 - 1
 #: Labels name a dispatch in messages; longer ones are refused, not truncated.
@@ -86,8 +87,6 @@ class DispatchConfig:
         _require(isinstance(self.fuse, bool), f"fuse={self.fuse!r} must be a bool",
                  "Pass fuse=True to fuse a sequence's fusable steps, else leave it out.")
         if not (isinstance(self.constants, tuple) and not self.constants):
-            from vyre_core.ir.specialize import canonical_values
-
             object.__setattr__(self, "constants", canonical_values(self.constants))
         for name, deprecation in deprecations.of_kind("config").items():
             if getattr(self, name) != _DEFAULTS[name]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from vyre_core.errors import InvalidConfigError
 from vyre_core.ir import dtypes, typerules
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
@@ -48,6 +49,7 @@ from vyre_core.ir.nodes import (
     Var,
 )
 from vyre_core.ir.program import Program
+from vyre_core.ir.specialize import typed_literal
 
 Operand = Any  # a Val or a Python bool/int/float
 
@@ -333,9 +335,6 @@ class Kernel:
         another (``DispatchConfig(constants={name: value})`` or ``Program.specialize``),
         within ``[low, high]`` when given. Each choice compiles its own pipeline, so a
         constant costs nothing at run time: use it for tile sizes and unroll counts."""
-        from vyre_core.errors import InvalidConfigError
-        from vyre_core.ir.specialize import typed_literal
-
         def literal(value: Any, what: str) -> Lit | None:
             if value is None and what != "default":
                 return None

@@ -42,6 +42,7 @@ from vyre_core.ir.nodes import (
     Var,
     walk,
 )
+from vyre_core.ir.specialize import describe_range, in_range
 from vyre_core.ir.uniformity import is_uniform
 from vyre_core.ir.wire import MAX_BUFFERS
 
@@ -245,8 +246,6 @@ class _Validator:
                 self.report("V014", f"buffer {b.name!r} declares count {b.count}, out of range")
 
     def check_constants(self) -> None:
-        from vyre_core.ir.specialize import describe_range, in_range
-
         seen: set[str] = set()
         for c in self.program.constants:
             self.where = f"constant {c.name!r}"
