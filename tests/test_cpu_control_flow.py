@@ -172,7 +172,7 @@ def programs(draw) -> Program:
     return Program(tuple(buffers), (lanes,), tuple(body)).check()
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, database=None,
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
           phases=[Phase.generate],  # (no shrinking: each try compiles; the source is shown)
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(programs(), st.integers(0, 2**32 - 1))
