@@ -25,8 +25,10 @@ $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) .ci/system-deps
 run: setup
 	$(BIN)/vyre demo
 
+# Two test workers (CI has 2 cores); a module stays on one worker, so its fixtures and
+# its pools are started once.
 test: setup lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The inner loop: the pure tiers (supervision rules, IR, wire, routing, contract, codec,
 # errors), no process started (tests/conftest.py refuses one), well under a minute.

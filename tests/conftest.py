@@ -14,6 +14,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session.config.pluginmanager.has_plugin("dsession"):
+        return  # the xdist controller: its children are the test workers, each checks its own
     leftovers = psutil.Process().children(recursive=True)
     if not leftovers:
         return
