@@ -7,10 +7,11 @@ import pytest
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _KERNEL_CACHE is not None:
-        import shutil
+    import shutil
 
-        shutil.rmtree(_KERNEL_CACHE, ignore_errors=True)
+    for made in (_KERNEL_CACHE, _BASETEMP):
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -36,6 +37,7 @@ def _cmdline(proc: psutil.Process) -> str:
 
 
 _KERNEL_CACHE: str | None = None
+_BASETEMP: str | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -43,9 +45,16 @@ def pytest_configure(config: pytest.Config) -> None:
     inherit it), never the user's cache. Under ``make test-fast`` (``-m "fast and not
     processes"``) nothing may start a process: the fast tier stays fast and honest, a test
     that starts one there fails instead of slowing it."""
-    global _KERNEL_CACHE
+    global _KERNEL_CACHE, _BASETEMP
     import os
     import tempfile
+
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        # Tests start workers with VYRE_RUNTIME_DIR under tmp_path, and a unix socket path
+        # has at most 107 bytes: pytest's own base (/tmp/pytest-of-root/pytest-N, then
+        # popen-gwN/ under xdist) leaves too few. The run's own short base instead (xdist
+        # workers are handed theirs under it).
+        _BASETEMP = config.option.basetemp = tempfile.mkdtemp(prefix="vt", dir="/tmp")
 
     if "VYRE_CPU_CACHE_DIR" not in os.environ:
         _KERNEL_CACHE = os.environ["VYRE_CPU_CACHE_DIR"] = tempfile.mkdtemp(

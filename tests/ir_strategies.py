@@ -25,9 +25,11 @@ from vyre_core.ir import (
     Binary,
     BinOp,
     Block,
+    Break,
     Buffer,
     BufLen,
     Cast,
+    Continue,
     DType,
     Fma,
     IdKind,
@@ -46,6 +48,7 @@ from vyre_core.ir import (
     Unary,
     UnOp,
     Var,
+    While,
 )
 
 U32_MAX = 2**32 - 1
@@ -133,6 +136,8 @@ def stmts(depth: int = MAX_DEPTH) -> st.SearchStrategy:
         st.builds(Store, names, e, e),
         st.just(Return()),
         st.just(Barrier()),
+        st.just(Break()),
+        st.just(Continue()),
     )
     if depth <= 1:
         return simple
@@ -141,6 +146,8 @@ def stmts(depth: int = MAX_DEPTH) -> st.SearchStrategy:
         simple,
         st.builds(If, e, _bodies(sub), _bodies(sub)),
         st.builds(Loop, names, e, e, _bodies(sub)),
+        st.builds(Loop, names, e, e, _bodies(sub), e),
+        st.builds(While, e, _bodies(sub), u32s),
         st.builds(Block, _bodies(sub)),
     )
 
@@ -186,6 +193,9 @@ def every_node_program() -> Program:
             Block((Barrier(), If(Binary(BinOp.LT, Var("k"), one), (Return(),), ()))),
         )),
         If(Lit(DType.BOOL, 0), (Block(()),), (Store("b1", one, one), Barrier())),
+        Loop("s", Lit(DType.U32, 0), Lit(DType.U32, 9), (
+            If(Binary(BinOp.EQ, Var("s"), one), (Continue(),), ()), Break()), SpecRef("K")),
+        While(Binary(BinOp.LT, Var("id0"), one), (Assign("sel", one), Break()), 3),
         Let("spec", SpecRef("K")),
         Return(),
     ]

@@ -20,9 +20,11 @@ from vyre_core.ir import (
     Binary,
     BinOp,
     Block,
+    Break,
     Buffer,
     BufLen,
     Cast,
+    Continue,
     DType,
     Fma,
     IdKind,
@@ -41,6 +43,7 @@ from vyre_core.ir import (
     Unary,
     UnOp,
     Var,
+    While,
 )
 from vyre_core.ir import validate as validate_module
 
@@ -207,6 +210,18 @@ def v029_op_past_its_removal() -> Program:
     return program(Let("x", Unary(UnOp.FLOOR, Lit.of(DType.F32, 2.5))), workgroup=(29,))
 
 
+def v030_break_outside_a_loop() -> Program:
+    return program(If(Lit(DType.BOOL, 1), (Break(),), ()))
+
+
+def v031_loop_step_of_zero() -> Program:
+    return program(Loop("i", U0, U1, (), U0))
+
+
+def v032_while_bound_of_zero() -> Program:
+    return program(While(Lit(DType.BOOL, 1), (), 0))
+
+
 #: Deprecations in force while a trigger is validated (none in vyre reaches removal).
 REGISTRY = {"V029": (Deprecation("op", "unop.floor", "0.0.1", "0.1.0", "Use trunc."),)}
 
@@ -240,6 +255,9 @@ TRIGGERS = {
     "V027": v027_undeclared_constant,
     "V028": v028_constant_declared_twice,
     "V029": v029_op_past_its_removal,
+    "V030": v030_break_outside_a_loop,
+    "V031": v031_loop_step_of_zero,
+    "V032": v032_while_bound_of_zero,
 }
 
 # More triggers, reported with the same code (different rules under one code).
@@ -305,6 +323,21 @@ MORE_TRIGGERS = {
         Let("a", Atomic(AtomicOp.OR, "u", U0, U1)),
         buffers=(Buffer("u", 0, DType.U32, Access.UNIFORM, 1),))),
     "V019-f32": ("V019", lambda: program(If(Lit(DType.F32, 0), (), ()))),
+    "V019-while-u32": ("V019", lambda: program(While(U1, (), 4))),
+    "V015-after-break": ("V015", lambda: program(Loop("i", U0, U1, (Break(), Barrier())))),
+    "V015-after-continue": ("V015", lambda: program(
+        While(Lit(DType.BOOL, 1), (Continue(), Store("out", U0, U1)), 2))),
+    "V030-continue-at-top": ("V030", lambda: program(Continue())),
+    "V030-in-a-block-after-a-loop": ("V030", lambda: program(
+        Loop("i", U0, U1, ()), Block((Break(),)))),
+    "V031-i32-step": ("V031", lambda: program(Loop("i", U0, U1, (), Lit(DType.I32, 1)))),
+    "V031-run-time-step": ("V031", lambda: program(Let("s", U1), Loop("i", U0, U1, (), Var("s")))),
+    "V031-constant-without-a-low-bound": ("V031", lambda: program(
+        Loop("i", U0, U1, (), SpecRef("K")), constants=(constant("K", 2),))),
+    "V031-constant-that-may-be-0": ("V031", lambda: program(
+        Loop("i", U0, U1, (), SpecRef("K")), constants=(constant("K", 2, 0, 4),))),
+    "V032-over-u32": ("V032", lambda: program(While(Lit(DType.BOOL, 1), (), 2**32))),
+    "V032-not-an-int": ("V032", lambda: program(While(Lit(DType.BOOL, 1), (), 2.0))),
     "V021-buffer-name": ("V021", lambda: program(
         buffers=(Buffer("9lives", 0, DType.U32, Access.READ, None),))),
     "V021-65-chars": ("V021", lambda: program(Let("x" * 65, U1))),
@@ -561,7 +594,48 @@ def _loop_in_if(kk):
         kk.k.barrier()
 
 
+def _while_barrier(cond):
+    def build(kk):
+        with kk.k.while_(cond(kk), max_trips=8):
+            kk.k.barrier()
+    return build
+
+
+def _loop_barrier_then_break(kk):
+    """A break every invocation takes (not under an if): the loop stays uniform."""
+    with kk.k.loop("i", 0, 4, step=2):
+        kk.k.barrier()
+        kk.k.break_()
+
+
+def _loop_barrier_branching(jump: str, cond):
+    def build(kk):
+        with kk.k.loop("i", 0, 4) as i:
+            kk.k.barrier()
+            with kk.k.if_(cond(i)):
+                getattr(kk.k, jump)()
+    return build
+
+
+def _while_barrier_nested_break(kk):
+    """A break under a non-uniform if in a loop nested in the while: that loop's own."""
+    with kk.k.while_(kk.params[0] == 1, max_trips=8):
+        kk.k.barrier()
+        with kk.k.loop("i", 0, 4), kk.k.if_(ir.local_id(0) == 1):
+            kk.k.break_()
+
+
+def _barrier_after_a_loop_with_breaks(kk):
+    with kk.k.loop("i", 0, 4), kk.k.if_(ir.local_id(0) == 1):
+        kk.k.break_()
+    kk.k.barrier()
+
+
 UNIFORM_BARRIERS = {
+    "while-uniform-condition": _while_barrier(lambda kk: kk.params[0] == 1),
+    "loop-with-an-unconditional-break": _loop_barrier_then_break,
+    "while-with-a-nested-loop's-break": _while_barrier_nested_break,
+    "after-a-loop-some-invocations-left": _barrier_after_a_loop_with_breaks,
     "top-level": lambda kk: kk.k.barrier(),
     "if-workgroup-id": _if_barrier(lambda kk: ir.workgroup_id(0) < 4),
     "if-buffer-len": _if_barrier(lambda kk: kk.data.len > 4),
@@ -579,6 +653,11 @@ UNIFORM_BARRIERS = {
 }
 
 NON_UNIFORM_BARRIERS = {
+    "while-local-id-condition": _while_barrier(lambda kk: ir.local_id(0) < 4),
+    "loop-with-a-branching-break": _loop_barrier_branching(
+        "break_", lambda i: ir.local_id(0) == i),
+    "loop-with-a-branching-continue": _loop_barrier_branching(
+        "continue_", lambda i: ir.local_id(0) == i),
     "if-local-id": _if_barrier(lambda kk: ir.local_id(0) < 4),
     "if-global-id": _if_barrier(lambda kk: ir.global_id(0) < 4),
     "if-load-from-read-buffer": _if_barrier(lambda kk: kk.data[0] == 1),

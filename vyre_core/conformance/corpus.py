@@ -15,6 +15,7 @@ from . import (
     cases_float,
     cases_grid,
     cases_integer,
+    cases_loops,
     cases_memory,
     cases_special,
     cases_workgroup,
@@ -25,7 +26,8 @@ __all__ = ["CASES", "Case", "case"]
 
 CASES: list[Case] = [
     *cases_integer.CASES, *cases_float.CASES, *cases_cast.CASES, *cases_bool.CASES,
-    *cases_memory.CASES, *cases_grid.CASES, *cases_control.CASES, *cases_workgroup.CASES,
+    *cases_memory.CASES, *cases_grid.CASES, *cases_control.CASES, *cases_loops.CASES,
+    *cases_workgroup.CASES,
     *cases_atomics.CASES, *cases_special.CASES, *cases_constants.CASES,
 ]
 

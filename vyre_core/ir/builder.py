@@ -26,9 +26,11 @@ from vyre_core.ir.nodes import (
     Binary,
     BinOp,
     Block,
+    Break,
     Buffer,
     BufLen,
     Cast,
+    Continue,
     Expr,
     Fma,
     IdKind,
@@ -47,6 +49,7 @@ from vyre_core.ir.nodes import (
     Unary,
     UnOp,
     Var,
+    While,
 )
 from vyre_core.ir.program import Program
 from vyre_core.ir.specialize import typed_literal
@@ -406,12 +409,29 @@ class Kernel:
         block.append(If(last.cond, last.then, tuple(body)))
 
     @contextlib.contextmanager
-    def loop(self, var: str, start: Operand, end: Operand) -> Iterator[Val]:
-        """``for var in [start, end)`` over u32."""
+    def loop(self, var: str, start: Operand, end: Operand, step: Operand = 1) -> Iterator[Val]:
+        """``for var in [start, end)`` over u32, ``step`` apart (a literal or a constant of
+        at least 1)."""
         with self._body() as body:
             yield Val(Var(var), DType.U32)
         self.emit(Loop(var, as_val(start, DType.U32).node, as_val(end, DType.U32).node,
-                       tuple(body)))
+                       tuple(body), as_val(step, DType.U32).node))
+
+    @contextlib.contextmanager
+    def while_(self, cond: Operand, max_trips: int) -> Iterator[None]:
+        """``while cond``, checked before each pass, for at most ``max_trips`` passes (the
+        bound every loop on a GPU needs; the loop ends there whatever ``cond`` says)."""
+        with self._body() as body:
+            yield
+        self.emit(While(as_val(cond, DType.BOOL).node, tuple(body), max_trips))
+
+    def break_(self) -> None:
+        """Leave the innermost loop."""
+        self.emit(Break())
+
+    def continue_(self) -> None:
+        """Go on with the innermost loop's next pass."""
+        self.emit(Continue())
 
     @contextlib.contextmanager
     def block(self) -> Iterator[None]:

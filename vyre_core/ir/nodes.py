@@ -233,14 +233,42 @@ class If(Stmt):
     orelse: tuple[Stmt, ...] = ()
 
 
+#: A loop's default step.
+ONE = Lit(DType.U32, 1)
+
+
 @dataclass(frozen=True, slots=True)
 class Loop(Stmt):
-    """``for var in [start, end)`` over u32; ``var`` is read-only in the body."""
+    """``for var in [start, end)`` over u32, ``step`` apart; ``var`` is read-only in the
+    body. The step is a u32 literal or constant of at least 1, and the trip count is
+    fixed when the loop starts, so no step can wrap ``var`` past ``end``
+    (docs/semantics.md)."""
 
     var: str
     start: Expr
     end: Expr
     body: tuple[Stmt, ...]
+    step: Expr = ONE
+
+
+@dataclass(frozen=True, slots=True)
+class While(Stmt):
+    """``while cond`` for at most ``max_trips`` passes: the bound a GPU needs to promise
+    the loop ends (the loop ends there whatever ``cond`` says)."""
+
+    cond: Expr
+    body: tuple[Stmt, ...]
+    max_trips: int
+
+
+@dataclass(frozen=True, slots=True)
+class Break(Stmt):
+    """Leaves the innermost loop (``Loop`` or ``While``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Continue(Stmt):
+    """Goes on with the innermost loop's next pass."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,8 +340,10 @@ def children(node: Expr | Stmt) -> tuple[Expr | Stmt, ...]:
             return (i, v)
         case If(cond=c, then=t, orelse=e):
             return (c, *t, *e)
-        case Loop(start=s, end=e, body=b):
-            return (s, e, *b)
+        case Loop(start=s, end=e, body=b, step=st):
+            return (s, e, *b) if st == ONE else (s, e, st, *b)
+        case While(cond=c, body=b):
+            return (c, *b)
         case Block(body=b):
             return b
         case _:

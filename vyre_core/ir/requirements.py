@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
+    ONE,
     Access,
     Assign,
     Atomic,
@@ -14,8 +15,10 @@ from vyre_core.ir.nodes import (
     Binary,
     BinOp,
     Block,
+    Break,
     BufLen,
     Cast,
+    Continue,
     Fma,
     IdKind,
     If,
@@ -31,6 +34,7 @@ from vyre_core.ir.nodes import (
     Unary,
     UnOp,
     Var,
+    While,
     walk,
 )
 from vyre_core.ir.specialize import specialize
@@ -38,6 +42,7 @@ from vyre_core.ir.specialize import specialize
 _NODE_OPS = {
     Let: "stmt.let", Assign: "stmt.assign", Store: "stmt.store", If: "stmt.if",
     Loop: "stmt.loop", Return: "stmt.return", Barrier: "stmt.barrier", Block: "stmt.block",
+    While: "stmt.while", Break: "stmt.break", Continue: "stmt.continue",
     Lit: "expr.literal", Var: "expr.var", Load: "expr.load", BufLen: "expr.buffer_len",
     Select: "expr.select", Cast: "expr.cast", Fma: "expr.fma",
     SpecRef: "expr.literal",  # (a constant runs as the literal of its chosen value)
@@ -45,7 +50,7 @@ _NODE_OPS = {
 
 #: Every operation id of the IR; a backend that runs all of them runs every program.
 ALL_OPS: frozenset[str] = frozenset(
-    [*_NODE_OPS.values()]
+    [*_NODE_OPS.values(), "stmt.loop_step"]
     + [f"id.{k.value}" for k in IdKind]
     + [f"binop.{op.value}" for op in BinOp]
     + [f"unop.{op.value}" for op in UnOp]
@@ -76,6 +81,8 @@ def _op_id(node) -> str:
             return f"binop.{op.value}"
         case Unary(op=op):
             return f"unop.{op.value}"
+        case Loop(step=step) if step != ONE:
+            return "stmt.loop_step"
         case Atomic(op=op):
             return f"atomic.{op.value}"
     return _NODE_OPS[type(node)]
@@ -99,9 +106,9 @@ def requirements_of(program) -> Requirements:
                 features.add("atomics")
             case Barrier():
                 features.add("barriers")
-            case Loop(start=Lit() as s, end=Lit() as e) if trip is not None:
-                trip = max(trip, max(0, e.bits - s.bits))
-            case Loop():
+            case Loop(start=Lit() as s, end=Lit() as e, step=Lit() as step) if trip is not None:
+                trip = max(trip, -(-max(0, e.bits - s.bits) // step.bits))
+            case Loop() | While():  # (a while loop's bound is a ceiling, rarely its count)
                 trip = None
     workgroup = [b for b in program.buffers if b.access is Access.WORKGROUP]
     if workgroup:

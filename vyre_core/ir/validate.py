@@ -23,8 +23,10 @@ from vyre_core.ir.nodes import (
     Barrier,
     Binary,
     Block,
+    Break,
     BufLen,
     Cast,
+    Continue,
     Expr,
     Fma,
     If,
@@ -40,6 +42,7 @@ from vyre_core.ir.nodes import (
     Store,
     Unary,
     Var,
+    While,
     walk,
 )
 from vyre_core.ir.specialize import describe_range, in_range
@@ -64,11 +67,11 @@ CODES: dict[str, str] = {
     "V013": "give every workgroup axis a size between 1 and 2**32-1",
     "V014": "declare an element count between 1 and 2**32-1 for output, uniform and "
             "workgroup buffers (and for any buffer that declares one)",
-    "V015": "remove the statements after return, or move the return into an if",
+    "V015": "remove the statements after return, break or continue, or move it into an if",
     "V016": "place barriers only under control flow that is uniform across the workgroup",
     "V017": "use atomics only on u32/i32 buffers, with operands of the buffer's type",
     "V018": "declare the buffer read_write, output or workgroup to use atomics on it",
-    "V019": "use a bool condition in if statements",
+    "V019": "use a bool condition in if statements and while loops",
     "V020": "loop variables are read-only; copy it into a let variable to modify it",
     "V021": "use an identifier: a letter or _ followed by letters, digits or _ (at most 64)",
     "V022": "make the atomic the whole initializer of a let statement",
@@ -82,7 +85,14 @@ CODES: dict[str, str] = {
     "V028": "give each constant a unique name, and a default and range bounds of its own "
             "type with low <= default <= high",
     "V029": "replace the removed op as the cause says (vyre doctor lists every deprecation)",
+    "V030": "use break and continue only inside a loop or while body",
+    "V031": "give the loop a step of at least 1: a u32 literal, or a u32 constant declared "
+            "with low >= 1",
+    "V032": "give the while loop a bound between 1 and 2**32-1 passes",
 }
+
+#: The statements after which the rest of a block is unreachable, as findings name them.
+_JUMPS = {Return: "return", Break: "break", Continue: "continue"}
 
 #: Programs smaller than this cannot reach the wire form's node or list limits.
 _SMALL_WIRE = 1 << 16
@@ -158,8 +168,28 @@ def check(program) -> None:
 def _has_nested_return(body: tuple[Stmt, ...]) -> bool:
     """Whether a return sits under an if or loop inside ``body`` (so only some may take it)."""
     return any(isinstance(inner, Return)
-               for node in walk(body) if isinstance(node, If | Loop)
+               for node in walk(body) if isinstance(node, If | Loop | While)
                for inner in walk(node.then + node.orelse if isinstance(node, If) else node.body))
+
+
+def _has_branching_jump(body: tuple[Stmt, ...]) -> bool:
+    """Whether a break or continue of this loop sits under an if in ``body`` (so only some
+    invocations may take it, and the passes after it diverge); nested loops' own are
+    theirs."""
+    def under_if(stmts: tuple[Stmt, ...], branched: bool) -> bool:
+        for s in stmts:
+            match s:
+                case Break() | Continue() if branched:
+                    return True
+                case If(then=then, orelse=orelse):
+                    if under_if(then, True) or under_if(orelse, True):
+                        return True
+                case Block(body=inner):
+                    if under_if(inner, branched):
+                        return True
+        return False
+
+    return under_if(body, False)
 
 
 @dataclass
@@ -180,6 +210,7 @@ class _Validator:
         self.reassigned = {n.name for n in walk(program.body) if isinstance(n, Assign)}
         self.uniform_vars: set[str] = set()
         self.diverged = False  # a non-uniform return happened earlier
+        self.loop_depth = 0    # how many loops enclose the statement being checked
 
     def report(self, code: str, cause: str) -> None:
         self.findings.append(Finding(code, cause, self.where))
@@ -300,10 +331,11 @@ class _Validator:
         for i, stmt in enumerate(stmts):
             self.where = f"{path}[{i}]"
             if returned:
-                self.report("V015", f"{type(stmt).__name__} follows a return in the same block")
+                self.report("V015", f"{type(stmt).__name__} follows a {returned} in the same "
+                            "block")
                 break
             self.stmt(stmt, f"{path}[{i}]", uniform)
-            returned = isinstance(stmt, Return)
+            returned = _JUMPS.get(type(stmt), "")
         for name in self.scopes.pop().types:
             self.uniform_vars.discard(name)
 
@@ -338,19 +370,29 @@ class _Validator:
                 inner = uniform and self.is_uniform(cond)
                 self.block(then, f"{path}.then", inner)
                 self.block(orelse, f"{path}.else", inner)
-            case Loop(var, start, end, body):
+            case Loop(var, start, end, body, step):
                 for bound, label in ((start, "start"), (end, "end")):
                     t = self.expr(bound)
                     if t is not None and t is not DType.U32:
                         self.report("V012", f"loop {label} bound has type {t.value}, not u32")
+                self.check_step(step)
                 inner = uniform and self.is_uniform(start) and self.is_uniform(end)
-                if _has_nested_return(body):
-                    inner = False  # a return taken by some invocations diverges the next pass
                 self.scopes.append(_Scope({}, set()))
-                self.declare(var, DType.U32, inner, loop=True)
-                self.block(body, f"{path}.body", inner)
+                self.declare(var, DType.U32, inner and not self.diverges(body), loop=True)
+                self.loop_body(body, path, inner)
                 self.uniform_vars.discard(var)
                 self.scopes.pop()
+            case While(cond, body, max_trips):
+                t = self.expr(cond)
+                if t is not None and t is not DType.BOOL:
+                    self.report("V019", f"while condition has type {t.value}, not bool")
+                if type(max_trips) is not int or not 1 <= max_trips <= _U32_MAX:
+                    self.report("V032", f"while loop bound {max_trips!r} is not between 1 and "
+                                "2**32-1")
+                self.loop_body(body, path, uniform and self.is_uniform(cond))
+            case Break() | Continue():
+                if not self.loop_depth:
+                    self.report("V030", f"{type(s).__name__.lower()} outside any loop")
             case Return():
                 if not uniform:
                     self.diverged = True
@@ -362,6 +404,27 @@ class _Validator:
                 self.block(body, f"{path}.block", uniform)
             case _:
                 self.report("V023", f"{type(s).__name__} is not a statement")
+
+    def diverges(self, body: tuple[Stmt, ...]) -> bool:
+        """Whether some invocations may leave a pass of this loop early (a return, break
+        or continue under an if), so the passes after it are not uniform."""
+        return _has_nested_return(body) or _has_branching_jump(body)
+
+    def loop_body(self, body: tuple[Stmt, ...], path: str, uniform: bool) -> None:
+        self.loop_depth += 1
+        self.block(body, f"{path}.body", uniform and not self.diverges(body))
+        self.loop_depth -= 1
+
+    def check_step(self, step: Expr) -> None:
+        t = self.expr(step)
+        match step:
+            case Lit(DType.U32, bits) if bits >= 1:
+                return
+            case SpecRef(name) if t is DType.U32:
+                low = self.constants[name].low
+                if low is not None and low.bits >= 1:
+                    return
+        self.report("V031", "loop step is not a u32 literal or constant of at least 1")
 
     # -- expressions -------------------------------------------------------------------
 

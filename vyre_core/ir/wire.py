@@ -17,6 +17,7 @@ import msgpack
 from vyre_core.errors import InvalidProgramError
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
+    ONE,
     Access,
     Assign,
     Atomic,
@@ -25,9 +26,11 @@ from vyre_core.ir.nodes import (
     Binary,
     BinOp,
     Block,
+    Break,
     Buffer,
     BufLen,
     Cast,
+    Continue,
     Expr,
     Fma,
     IdKind,
@@ -46,6 +49,7 @@ from vyre_core.ir.nodes import (
     Unary,
     UnOp,
     Var,
+    While,
 )
 
 MAGIC = b"VYIR"
@@ -72,7 +76,8 @@ _ID_TAGS = {IdKind.GLOBAL: 0, IdKind.LOCAL: 1, IdKind.WORKGROUP: 2}
 # Expression tags 1..; statement tags 64..
 (E_LIT, E_VAR, E_LOAD, E_BUFLEN, E_ID, E_BIN, E_UN, E_SELECT, E_CAST, E_FMA, E_ATOMIC,
  E_SPEC) = range(1, 13)
-S_LET, S_ASSIGN, S_STORE, S_IF, S_LOOP, S_RETURN, S_BARRIER, S_BLOCK = range(64, 72)
+(S_LET, S_ASSIGN, S_STORE, S_IF, S_LOOP, S_RETURN, S_BARRIER, S_BLOCK, S_WHILE, S_BREAK,
+ S_CONTINUE, S_LOOP_STEP) = range(64, 76)
 
 
 def _inverse(table: dict) -> dict:
@@ -135,9 +140,18 @@ def _enc_stmt(s: Stmt, depth: int) -> list:
         case If(cond, then, orelse):
             return [S_IF, _enc_expr(cond, d), [_enc_stmt(x, d) for x in then],
                     [_enc_stmt(x, d) for x in orelse]]
-        case Loop(var, start, end, body):
+        case Loop(var, start, end, body, step) if step == ONE:  # (the bytes from before steps)
             return [S_LOOP, var, _enc_expr(start, d), _enc_expr(end, d),
                     [_enc_stmt(x, d) for x in body]]
+        case Loop(var, start, end, body, step):
+            return [S_LOOP_STEP, var, _enc_expr(start, d), _enc_expr(end, d), _enc_expr(step, d),
+                    [_enc_stmt(x, d) for x in body]]
+        case While(cond, body, max_trips):
+            return [S_WHILE, _enc_expr(cond, d), [_enc_stmt(x, d) for x in body], max_trips]
+        case Break():
+            return [S_BREAK]
+        case Continue():
+            return [S_CONTINUE]
         case Return():
             return [S_RETURN]
         case Barrier():
@@ -325,7 +339,8 @@ class _Decoder:
         v = self.arr(v, "statement")
         d = depth + 1
         shape = {S_LET: 3, S_ASSIGN: 3, S_STORE: 4, S_IF: 4, S_LOOP: 5, S_RETURN: 1,
-                 S_BARRIER: 1, S_BLOCK: 2}
+                 S_BARRIER: 1, S_BLOCK: 2, S_WHILE: 4, S_BREAK: 1, S_CONTINUE: 1,
+                 S_LOOP_STEP: 6}
         tag = self.tag({t: t for t in shape}, v[0] if v else None, "statement")
         self.arr(v, f"statement {tag}", shape[tag])
         if tag == S_LET:
@@ -339,6 +354,16 @@ class _Decoder:
         if tag == S_LOOP:
             return Loop(self.name(v[1], "loop variable"), self.expr(v[2], d), self.expr(v[3], d),
                         self.stmts(v[4], d))
+        if tag == S_LOOP_STEP:
+            return Loop(self.name(v[1], "loop variable"), self.expr(v[2], d), self.expr(v[3], d),
+                        self.stmts(v[5], d), self.expr(v[4], d))
+        if tag == S_WHILE:
+            return While(self.expr(v[1], d), self.stmts(v[2], d),
+                         self.int_(v[3], "while loop bound"))
+        if tag == S_BREAK:
+            return Break()
+        if tag == S_CONTINUE:
+            return Continue()
         if tag == S_RETURN:
             return Return()
         if tag == S_BARRIER:

@@ -23,6 +23,7 @@ from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
+    ONE,
     Access,
     Assign,
     Atomic,
@@ -31,8 +32,10 @@ from vyre_core.ir.nodes import (
     Binary,
     BinOp,
     Block,
+    Break,
     BufLen,
     Cast,
+    Continue,
     Expr,
     Fma,
     IdKind,
@@ -49,6 +52,7 @@ from vyre_core.ir.nodes import (
     Unary,
     UnOp,
     Var,
+    While,
     children,
     walk,
 )
@@ -95,6 +99,9 @@ def refusal(program: Program) -> str | None:
     for node in walk(program.body):
         if isinstance(node, Lit | Cast) and node.dtype not in DTYPES:
             return f"a {node.dtype.value} value, which the cpu backend does not run"
+        if isinstance(node, Loop | While) and _has_barrier(node) and _own_jumps(node.body):
+            return ("a break or continue in a loop that holds a barrier (its lanes run such "
+                    "a loop together)")
     return None
 
 
@@ -293,16 +300,13 @@ class _Writer:
                         self.uniform_branch(orelse, depth + 2)
                 case If(cond, then, orelse):
                     self.masked_if(cond, then, orelse, depth)
-                case Loop(var, start, end, body):
+                case Loop(var, start, end, body, step):
                     self.hoisted += not _has_barrier(s)
                     self.first_live(depth)
                     self.at = depth + 1
-                    lo, _ = self.expr(start)
-                    hi, _ = self.expr(end)
                     counter, name = self.fresh("k"), self.fresh(var)
                     self.scalars.add(name)
-                    self.emit(depth + 1, f"for {counter} in range(np.int64({lo}), "
-                                         f"np.int64({hi})):")
+                    self.emit(depth + 1, f"for {counter} in {self.loop_range(start, end, step)}:")
                     self.emit(depth + 2, f"{name} = np.uint32({counter})")
                     self.scopes.append({var: (name, DType.U32)})
                     self.uniform_vars.add(var)
@@ -311,6 +315,15 @@ class _Writer:
                     if _has_return(s):  # (every lane returned: the rest is for nobody)
                         self.first_live(depth + 2, negate=True)
                         self.emit(depth + 3, "break")
+                case While(cond, body, max_trips):  # (holding a barrier: cond is uniform)
+                    self.emit(depth, f"for {self.fresh('t')} in range({max_trips}):")
+                    self.first_live(depth + 1, negate=True)  # (and sets l: cond's lane)
+                    self.emit(depth + 2, "break")
+                    self.at = depth + 1
+                    code, _ = self.expr(cond)
+                    self.emit(depth + 1, f"if not {code}:")
+                    self.emit(depth + 2, "break")
+                    self.uniform(body, depth + 1)
         self.run_stretch(stretch, depth)
         self.leave_scope()
 
@@ -335,9 +348,9 @@ class _Writer:
         if _has_barrier(s):
             return True
         match s:
-            case Loop(_, start, end, body):
+            case Loop(_, start, end, body):  # (a lane that breaks leaves it alone: not once)
                 return self.is_uniform(start) and self.is_uniform(end) and \
-                    (self.chains_floats(s) or _has_atomic(body))
+                    not _own_jumps(body) and (self.chains_floats(s) or _has_atomic(body))
             case If() | Block():
                 return any(isinstance(n, Loop) and (_carried(n) or _has_atomic(n.body))
                            for n in walk((s,)))
@@ -484,21 +497,29 @@ class _Writer:
                 if orelse:
                     self.emit(depth, "else:")
                     self.block(orelse, depth + 1)
-            case Loop(var, start, end, body):
-                lo, _ = self.expr(start)
-                hi, _ = self.expr(end)
+            case Loop(var, start, end, body, step):
                 counter, name = self.fresh("k"), self.fresh(var)
                 if self.lockstep:
                     self.arrays.append((name, DType.U32))
                     self.uniform_vars.discard(var)
-                self.emit(depth, f"for {counter} in range(np.int64({lo}), np.int64({hi})):")
+                self.emit(depth, f"for {counter} in {self.loop_range(start, end, step)}:")
                 self.scopes.append({var: (name, DType.U32)})
                 self.emit(depth + 1, f"{self.lane(name)} = np.uint32({counter})")
                 self.block(body, depth + 1)
                 self.leave_scope()
-                if _has_return(s):  # (the invocation returned in the loop)
-                    self.emit(depth, "if not alive[l]:" if self.lockstep else "if returned:")
-                    self.emit(depth + 1, "break")
+                self.after_loop(s, depth)
+            case While(cond, body, max_trips):
+                self.emit(depth, f"for {self.fresh('t')} in range({max_trips}):")
+                self.at = depth + 1
+                code, _ = self.expr(cond)
+                self.emit(depth + 1, f"if not {code}:")
+                self.emit(depth + 2, "break")
+                self.block(body, depth + 1)
+                self.after_loop(s, depth)
+            case Break():
+                self.emit(depth, "break")
+            case Continue():
+                self.emit(depth, "continue")
             case Return():
                 self.emit(depth, "alive[l] = False" if self.lockstep else "returned = True")
                 self.emit(depth, "break")
@@ -507,6 +528,19 @@ class _Writer:
             case _:
                 raise UnsupportedFeatureError(f"the cpu backend cannot run {type(s).__name__}",
                                               "Let routing pick another backend.")
+
+    def loop_range(self, start: Expr, end: Expr, step: Expr) -> str:
+        """The Python range of a loop's counter (int64: no u32 step wraps it)."""
+        lo, _ = self.expr(start)
+        hi, _ = self.expr(end)
+        stride = "" if step == ONE else f", {step.bits}"  # (a literal: constants are
+        return f"range(np.int64({lo}), np.int64({hi}){stride})"  # substituted by then)
+
+    def after_loop(self, loop: Stmt, depth: int) -> None:
+        """A return in ``loop`` leaves every loop around it too."""
+        if _has_return(loop):
+            self.emit(depth, "if not alive[l]:" if self.lockstep else "if returned:")
+            self.emit(depth + 1, "break")
 
     def assign(self, depth: int, target: str, code: str) -> None:
         if self.selecting:
@@ -825,6 +859,18 @@ def _carried(loop: Loop) -> set[str]:
     next."""
     inner = {n.name for n in walk(loop.body) if isinstance(n, Let)}
     return {n.name for n in walk(loop.body) if isinstance(n, Assign)} - inner
+
+
+def _own_jumps(body: tuple[Stmt, ...]) -> bool:
+    """Whether ``body`` holds a break or continue of its own loop (not of a loop in it)."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Break | Continue):
+            return True
+        if not isinstance(node, Loop | While):
+            stack.extend(n for n in children(node) if isinstance(n, Stmt))
+    return False
 
 
 def _has_return(s: Stmt) -> bool:

@@ -29,8 +29,10 @@ from vyre_core.ir.nodes import (
     Binary,
     BinOp,
     Block,
+    Break,
     BufLen,
     Cast,
+    Continue,
     Expr,
     Fma,
     IdKind,
@@ -47,6 +49,7 @@ from vyre_core.ir.nodes import (
     Unary,
     UnOp,
     Var,
+    While,
     walk,
 )
 
@@ -171,7 +174,9 @@ class _Dispatch:
             else:
                 self.mem[b.name] = inputs[b.name]
         self.vars: dict[str, Value] = {}
-        self.alive: Mask = None
+        self.alive: Mask = None    # lanes that have not returned
+        self.in_pass: Mask = None  # (in a loop) lanes that have not left this pass
+        self.in_loop: Mask = None  # (in a loop) lanes that have not left the loop
         self.lane_index = _lane_ids(self.lanes)  # each lane's number (a subset's: a gather)
         self.ids: dict[tuple[IdKind, int], np.ndarray] = {}
         self.used_vars = _used_vars(program)
@@ -187,7 +192,7 @@ class _Dispatch:
 
     def block(self, stmts: tuple[Stmt, ...], mask: Mask) -> None:
         for stmt in stmts:
-            m = _and(mask, self.alive)
+            m = _and(_and(mask, self.alive), self.in_pass)
             if m is not None and not m.any():
                 return
             self.stmt(stmt, m)
@@ -210,51 +215,94 @@ class _Dispatch:
                 else:
                     self.block(then, _and(mask, c))
                     self.block(orelse, _and(mask, ~c))
-            case Loop(var, start, end, body):
-                self.loop(var, self.eval(start), self.eval(end), body, mask)
+            case Loop(var, start, end, body, Lit(bits=step)):
+                outer = self.enter_loop()
+                self.loop(var, self.eval(start), self.eval(end), step, body, mask)
+                self.in_pass, self.in_loop = outer
+            case While(cond, body, max_trips):
+                outer = self.enter_loop()
+                self.while_loop(cond, body, max_trips, mask)
+                self.in_pass, self.in_loop = outer
+            case Break():
+                self.in_pass = self.without(self.in_pass, mask)
+                self.in_loop = self.without(self.in_loop, mask)
+            case Continue():
+                self.in_pass = self.without(self.in_pass, mask)
             case Return():
-                self.alive = np.zeros(self.lanes, dtype=bool) if mask is None else \
-                    _and(self.alive, ~mask)
+                self.alive = self.without(self.alive, mask)
             case Barrier():
                 pass  # lockstep execution already orders every lane's memory effects
             case Block(body):
                 self.block(body, mask)
 
-    def loop(self, var: str, start: Value, end: Value, body: tuple[Stmt, ...],
+    def without(self, lanes: Mask, mask: Mask) -> np.ndarray:
+        """``lanes`` less those of ``mask`` (None: every lane)."""
+        return np.zeros(self.lanes, dtype=bool) if mask is None else _and(lanes, ~mask)
+
+    def enter_loop(self) -> tuple[Mask, Mask]:
+        """A loop's own break and continue state, starting with every lane in; returns the
+        enclosing loop's, to restore when this one ends."""
+        outer = self.in_pass, self.in_loop
+        self.in_pass = self.in_loop = None
+        return outer
+
+    def loop(self, var: str, start: Value, end: Value, step: int, body: tuple[Stmt, ...],
              mask: Mask) -> None:
         if _is_uniform(start) and _is_uniform(end):
-            for i in range(int(start), int(end)):
-                if self.alive is not None and not _and(mask, self.alive).any():
+            for i in range(int(start), int(end), step):
+                running = _and(mask, self.in_loop)
+                live = _and(running, self.alive)
+                if live is not None and not live.any():
                     break
                 self.vars[var] = np.uint32(i)
-                self.block(body, mask)
-        else:
-            i = np.broadcast_to(start, (self.lanes,)).astype(np.uint32)
-            self.loop_lanes(var, i, end, body, _and(mask, i < end))
+                self.in_pass = None
+                self.block(body, running)
+        else:  # (u64 counters past a step: start + trips * step can pass 2**32 - 1)
+            i = np.broadcast_to(start, (self.lanes,)).astype(np.uint32 if step == 1 else np.uint64)
+            self.loop_lanes(var, i, end, step, body, _and(mask, i < end))
         self.vars.pop(var, None)
 
-    def loop_lanes(self, var: str, i: np.ndarray, end: Value, body: tuple[Stmt, ...],
-                   running: np.ndarray) -> None:
+    def loop_lanes(self, var: str, i: np.ndarray, end: Value, step: int,
+                   body: tuple[Stmt, ...], running: np.ndarray) -> None:
         """A loop whose bound differs between lanes, from iteration ``i`` of each lane on.
         Once fewer than 1/COMPACT_BELOW of the lanes still run, the rest of it runs on
         those lanes alone (``subset``), so a few long-running lanes do not cost the work
         of every lane for their whole trip count."""
         while True:
-            running = _and(running, self.alive)
+            running = _and(_and(running, self.alive), self.in_loop)
             count = int(np.count_nonzero(running))
             if not count:
                 return
             if count * COMPACT_BELOW < self.lanes and self.lanes >= COMPACT_MIN_LANES:
                 idx = np.nonzero(running)[0]
                 sub = self.subset(idx)
-                sub.loop_lanes(var, i[idx], end[idx] if np.ndim(end) else end, body,
+                sub.loop_lanes(var, i[idx], end[idx] if np.ndim(end) else end, step, body,
                                np.ones(len(idx), dtype=bool))
                 self.merge(sub, idx)
                 return
-            self.vars[var] = i
+            self.vars[var] = i if step == 1 else i.astype(np.uint32)
+            self.in_pass = None
             self.block(body, running)
-            i = i + np.uint32(1)
+            i = i + i.dtype.type(step)
             running &= i < end
+
+    def while_loop(self, cond: Expr, body: tuple[Stmt, ...], max_trips: int,
+                   mask: Mask) -> None:
+        """``cond`` is checked before each pass, on the lanes still in the loop; the loop
+        ends when it holds for none, or after ``max_trips`` passes."""
+        running = mask
+        for _ in range(max_trips):
+            running = _and(_and(running, self.alive), self.in_loop)
+            c = self.eval(cond)
+            if _is_uniform(c):
+                if not c:
+                    return
+            else:
+                running = _and(running, c)
+            if running is not None and not running.any():
+                return
+            self.in_pass = None
+            self.block(body, running)
 
     def subset(self, idx: np.ndarray) -> _Dispatch:
         """This dispatch restricted to lanes ``idx`` (ascending): same memory, those lanes'
@@ -266,6 +314,7 @@ class _Dispatch:
         sub.ids = {}
         sub.iota = None
         sub.alive = None if self.alive is None else self.alive[idx]
+        sub.in_pass = sub.in_loop = None  # (between passes of the loop: every lane in runs)
         sub.vars = {name: value[idx] if np.ndim(value) else value
                     for name, value in self.vars.items()}
         return sub

@@ -19,6 +19,7 @@ from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
+    ONE,
     Access,
     Assign,
     Atomic,
@@ -27,8 +28,10 @@ from vyre_core.ir.nodes import (
     Binary,
     BinOp,
     Block,
+    Break,
     BufLen,
     Cast,
+    Continue,
     Expr,
     Fma,
     IdKind,
@@ -45,6 +48,7 @@ from vyre_core.ir.nodes import (
     Unary,
     UnOp,
     Var,
+    While,
     walk,
 )
 from vyre_core.ir.typerules import binop_result, unop_result
@@ -174,6 +178,8 @@ class _Lowering:
         storage = [b for b in program.buffers if b.access is not Access.WORKGROUP]
         self.length_word = {b.name: PARAMS_HEADER_WORDS + i for i, b in enumerate(storage)}
         self.storage = storage
+        self.loops = 0                 # loops written so far (``loop_id``)
+        self.exits: list[int] = []     # the loops open around the statement being written
 
     # -- names -----------------------------------------------------------------------------
 
@@ -507,21 +513,37 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
                 if orelse:
                     lines += [f"{ind}}} else {{", *self.block(orelse, ind + "    ")]
                 return [*lines, f"{ind}}}"]
-            case Loop(var, start, end, body):
-                # vyre loops have no break: if the counter is still below the bound after
-                # the loop, the adapter cut it short (lavapipe stops loops at 65,535
-                # iterations), so flag it and the host discards the result.
-                v, bound = self.var(var), f"vyre_end_{var}"
-                head = [f"{ind}{{", f"{ind}    let {bound} = {self.expr(end)};",
-                        f"{ind}    var {v}: u32 = {self.expr(start)};",
-                        f"{ind}    loop {{", f"{ind}        if ({v} >= {bound}) {{ break; }}"]
+            case Loop(var, start, end, body, step):
+                v, k = self.var(var), self.open_loop()
+                head = [f"{ind}{{", f"{ind}    let vyre_end{k} = {self.expr(end)};"]
+                if step == ONE:
+                    head += [f"{ind}    var {v}: u32 = {self.expr(start)};"]
+                    at_end, inner, counter = f"{v} >= vyre_end{k}", [], v
+                else:  # (a trip count: a step past the end would wrap the u32 counter)
+                    counter = f"vyre_pass{k}"
+                    head += [f"{ind}    let vyre_first{k} = {self.expr(start)};",
+                             f"{ind}    let vyre_trips{k} = select(0u, (vyre_end{k} - "
+                             f"vyre_first{k} - 1u) / {self.expr(step)} + 1u, "
+                             f"vyre_end{k} > vyre_first{k});",
+                             f"{ind}    var {counter}: u32 = 0u;"]
+                    at_end = f"{counter} >= vyre_trips{k}"
+                    inner = [f"{ind}        let {v}: u32 = vyre_first{k} + {counter} * "
+                             f"{self.expr(step)};"]
                 self.types[var] = DType.U32
-                inner = self.block(body, ind + "        ")
+                lines = self.loop(k, at_end, [*inner, *self.block(body, ind + "        ")],
+                                  f"{counter} = {counter} + 1u;", ind, head)
                 del self.types[var]
-                return [*head, *inner, f"{ind}        continuing {{ {v} = {v} + 1u; }}",
-                        f"{ind}    }}",
-                        f"{ind}    if ({v} < {bound}) {{ atomicOr(&vyre_status[0], 1u); }}",
-                        f"{ind}}}"]
+                return lines
+            case While(cond, body, max_trips):
+                k = self.open_loop()
+                head = [f"{ind}{{", f"{ind}    var vyre_pass{k}: u32 = 0u;"]
+                at_end = f"vyre_pass{k} >= {max_trips}u || !({self.expr(cond)})"
+                return self.loop(k, at_end, self.block(body, ind + "        "),
+                                 f"vyre_pass{k} = vyre_pass{k} + 1u;", ind, head)
+            case Break():
+                return [f"{ind}vyre_left{self.exits[-1]} = true;", f"{ind}break;"]
+            case Continue():
+                return [f"{ind}continue;"]
             case Return():
                 return [f"{ind}return;"]
             case Barrier():
@@ -529,6 +551,29 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             case Block(body):
                 return [f"{ind}{{", *self.block(body, ind + "    "), f"{ind}}}"]
         raise AssertionError(s)
+
+    def open_loop(self) -> int:
+        """The number of a loop about to be written (its names' suffix, unique in the
+        shader); its body's breaks set its flag, until ``loop`` closes it."""
+        self.loops += 1
+        self.exits.append(self.loops)
+        return self.loops
+
+    def loop(self, k: int, at_end: str, body: list[str], step: str, ind: str,
+             head: list[str]) -> list[str]:
+        """A loop that leaves when ``at_end`` holds, or by a break: either sets its
+        ``vyre_left`` flag. Left with neither (and ``at_end`` still false: the pass that
+        would have found it true is the one an adapter's budget cuts), the adapter cut it
+        short (lavapipe stops loops at 65,535 iterations), so flag that and the host
+        discards the result."""
+        inner = ind + "        "
+        lines = [*head, f"{ind}    var vyre_left{k} = false;", f"{ind}    loop {{",
+                 f"{inner}if ({at_end}) {{ vyre_left{k} = true; break; }}", *body,
+                 f"{inner}continuing {{ {step} }}", f"{ind}    }}",
+                 f"{ind}    if (!vyre_left{k} && !({at_end})) {{ atomicOr(&vyre_status[0], 1u); }}",
+                 f"{ind}}}"]
+        assert self.exits.pop() == k
+        return lines
 
     def atomic_call(self, e: Atomic) -> str:
         b = self.buffers[e.buffer]
