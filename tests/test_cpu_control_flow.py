@@ -1,7 +1,9 @@
 """The cpu backend's control flow against the reference, on random well-typed programs:
 ifs, loops with bounds the same in every lane (run once per workgroup, the lanes inside)
-or different per lane, returns at any depth, variables assigned in branches, names that
-sibling scopes declare again, workgroup memory behind a barrier. Every lane writes only
+or different per lane, steps, while loops that end by their condition or their bound,
+breaks and continues (mostly under ifs: some lanes leave), returns at any depth,
+variables assigned in branches, names that sibling scopes declare again, workgroup
+memory behind a barrier. Every lane writes only
 its own output slots, so the result is defined and must be the reference's, byte for
 byte."""
 
@@ -27,8 +29,10 @@ from vyre_core.ir import (
     Binary,
     BinOp,
     Block,
+    Break,
     Buffer,
     Cast,
+    Continue,
     DType,
     IdKind,
     If,
@@ -42,6 +46,7 @@ from vyre_core.ir import (
     Select,
     Store,
     Var,
+    While,
 )
 from vyre_workers.backend_host import BackendHost
 
@@ -105,15 +110,23 @@ class _Draw:
         return Binary(d(st.sampled_from(COMPARE)), wrapped, lit(d(st.integers(0, 2))))
 
     def block(self, scope: list[str], assignable: list[str], depth: int,
-              floats: tuple[str, ...] = ()) -> tuple:
+              floats: tuple[str, ...] = (), in_loop: bool = False) -> tuple:
         """Statements; ``floats``: the f32 variables in scope (assigned ``f * 1.5 + e``,
-        stored through a saturating cast: chains a loop may carry)."""
+        stored through a saturating cast: chains a loop may carry); ``in_loop``: whether
+        a break or continue may be drawn."""
         d = self.draw
         scope, assignable, floats = list(scope), list(assignable), list(floats)
         out: list = []
         for _ in range(d(st.integers(1, 4))):
-            kind = d(st.sampled_from(["let", "assign", "store", "store", "if", "if", "loop",
-                                      "loop"] if depth else ["let", "assign", "store"]))
+            kinds = ["let", "assign", "store", "store", "if", "if", "loop", "loop", "while"] \
+                if depth else ["let", "assign", "store"]
+            kind = d(st.sampled_from(kinds + ["jump"] * in_loop))
+            if kind == "jump":  # (mostly under an if: some lanes leave, some stay)
+                jump = d(st.sampled_from([Break(), Continue()]))
+                out.append(If(self.cond(scope), (jump,), ()) if d(st.integers(0, 3)) else jump)
+                if not isinstance(out[-1], If):
+                    return tuple(out)  # (nothing may follow it in its block)
+                continue
             if kind == "let" and d(st.integers(0, 2)) == 0:
                 name = f"f{next(self.names)}"
                 out.append(Let(name, Cast(F32, self.expr(scope))))
@@ -139,15 +152,26 @@ class _Draw:
                 out.append(Store("out", self.slot(), self.expr(scope)))
             elif kind == "if":
                 out.append(If(self.cond(scope),
-                              self.block(scope, assignable, depth - 1, floats),
-                              self.block(scope, assignable, depth - 1, floats)
+                              self.block(scope, assignable, depth - 1, floats, in_loop),
+                              self.block(scope, assignable, depth - 1, floats, in_loop)
                               if d(st.integers(0, 3)) else ()))
+            elif kind == "while":  # (counting c up to a bound, first or last in its pass)
+                c = f"c{next(self.names)}"
+                step = Assign(c, Binary(BinOp.ADD, Var(c), lit(1)))
+                body = self.block([*scope, c], assignable, depth - 1, floats, True)
+                first = d(st.booleans())
+                out += [Let(c, lit(0)), While(
+                    Binary(BinOp.LT, Var(c), self.expr(scope, 1) if d(st.booleans()) else
+                           lit(d(st.integers(0, 4)))),
+                    (step, *body) if first or isinstance(body[-1], Break | Continue | Return)
+                    else (*body, step), d(st.integers(1, 6)))]
             else:
                 var = f"i{next(self.names)}"
                 end = lit(d(st.integers(0, 5))) if d(st.booleans()) else \
                     Binary(BinOp.REM, self.expr(scope, 1), lit(5))  # (per lane)
                 out.append(Loop(var, lit(d(st.integers(0, 2))), end,
-                                self.block([*scope, var], assignable, depth - 1, floats)))
+                                self.block([*scope, var], assignable, depth - 1, floats, True),
+                                lit(d(st.sampled_from([1, 1, 2, 3])))))
         if d(st.integers(0, 3)) == 0:
             out.append(If(self.cond(scope), (Return(),), ()) if d(st.booleans())
                        else Return())
@@ -203,6 +227,9 @@ WAYS = {
     "in-bounds version": lambda src: "load_in(" in src,
     # (x[loop variable], read before the lane loop)
     "stretch value": lambda src: re.search(r"^\s+v\d+_s = load\(", src, re.M),
+    "stride": lambda src: re.search(r"in range\(np\.int64\(.*\), np\.int64\(.*\), \d+\):", src),
+    "while": lambda src: re.search(r"for v\d+_t in range\(\d+\):", src),
+    "continue in lockstep": lambda src: "def workgroup" in src and "continue" in src,
     "select": lambda src: re.search(r" if \S+\[l\]( and \S+\[l\])? else v\d+_\w+\[l\]$", src, re.M),
 }
 

@@ -186,6 +186,39 @@ def test_a_run_time_loop_the_adapter_cuts_short_is_an_error_not_a_result(host):
     assert not host.device_lost()
 
 
+def counting_while(limit: int) -> ir.Program:
+    """out[0] = passes of a while loop that ends when c reaches n (read at run time), or
+    by a break at ``limit``; its declared bound (2**32-1) is no trip count."""
+    k = ir.Kernel(workgroup=(1,))
+    n = k.read("n", ir.u32, count=1)
+    out = k.output("out", ir.u32, count=1)
+    c = k.let("c", ir.u32(0))
+    with k.while_(c < n[0], max_trips=2**32 - 1):
+        with k.if_(c == limit):
+            k.break_()
+        k.assign(c, c + 1)
+    out[0] = c
+    return k.build()
+
+
+def test_a_while_loop_is_not_refused_for_its_bound_and_a_cut_one_is_an_error(host):
+    """A while loop's declared bound is a ceiling, not its trip count: routing and the
+    compile check leave it alone, and the status word still catches the adapter cutting
+    it short. A break ends a loop as its own condition does: no false alarm."""
+    prog = counting_while(limit=1_000_000)
+    assert prog.requirements().loop_trip_bound is None
+    assert host.dispatch(prog, [np.array([1000], np.uint32)])[0].tolist() == [1000]
+    assert host.dispatch(counting_while(limit=7), [np.array([9], np.uint32)])[0].tolist() == [7]
+    limit = host.capabilities().extra.get("max_loop_trip")
+    if limit is None:
+        return
+    assert host.dispatch(prog, [np.array([limit], np.uint32)])[0].tolist() == [limit]
+    with pytest.raises(UnsupportedFeatureError, match="cut a loop short"):
+        host.dispatch(prog, [np.array([limit + 1], np.uint32)])
+    assert host.dispatch(counting_while(limit=limit - 1),
+                         [np.array([limit + 5], np.uint32)])[0].tolist() == [limit - 1]
+
+
 def test_f16_and_f64_run_where_reported(host):
     caps = host.capabilities()
     for dtype, supported in ((ir.f16, caps.supports_f16), (ir.f64, caps.supports_f64)):

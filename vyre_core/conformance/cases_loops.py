@@ -1,7 +1,8 @@
 """Loops beyond ``for`` by one: steps (up to 2**32-1, near the top of the u32 range,
 where a wrapping counter would run forever), while loops that end by their condition and
 by their bound, break and continue per invocation and in nested loops, a few invocations
-looping long after the rest have left, and a barrier in a while loop."""
+looping long after the rest have left, and barriers in loops that every invocation
+leaves together."""
 
 from __future__ import annotations
 
@@ -129,11 +130,10 @@ def break_and_continue_per_invocation():
             k.assign(acc, acc + j)
         flat[i] = acc
         pairs = k.let("pairs", ir.u32(0))
-        with k.loop("a", 0, 6) as a:
-            with k.loop("b", 0, 6) as b:
-                with k.if_(b > a + m[i]):
-                    k.break_()
-                k.assign(pairs, pairs + 1)
+        with k.loop("a", 0, 6) as a, k.loop("b", 0, 6) as b:
+            with k.if_(b > a + m[i]):
+                k.break_()
+            k.assign(pairs, pairs + 1)
         nested[i] = pairs
         n, passes = k.let("n", ir.u32(0)), k.let("passes", ir.u32(0))
         with k.while_(n < 4, max_trips=9):
@@ -195,9 +195,11 @@ def few_invocations_loop_long_after_the_rest_leave():
                    grid=(lanes // 64,))
 
 
-def barrier_in_a_while_loop():
+def barrier_in_loops_with_jumps_every_invocation_takes():
     """Each pass hands every invocation's value to its left neighbour through workgroup
-    memory: the while loop runs to its bound (its condition is always true)."""
+    memory. A while loop runs to its bound (its condition is always true), a continue
+    ending each pass; a loop of 8 passes breaks at the end of its first. Jumps every
+    invocation takes keep the loop uniform, so its barriers are allowed."""
     rounds, wg = 5, 16
     k = ir.Kernel(workgroup=(wg,))
     x = k.read("x", u32)
@@ -205,15 +207,24 @@ def barrier_in_a_while_loop():
     shared = k.workgroup_buffer("shared", u32, wg)
     lid = k.let("lid", ir.local_id(0))
     v = k.let("v", x[ir.global_id(0)])
-    with k.while_(ir.lit(True), max_trips=rounds):
+
+    def hand_left() -> None:
         shared[lid] = v
         k.barrier()
         k.assign(v, shared[(lid + 1) % wg])
         k.barrier()
+
+    with k.while_(ir.lit(True), max_trips=rounds):
+        hand_left()
+        k.continue_()
+    with k.loop("r", 0, 8):
+        hand_left()
+        k.break_()
     out[ir.global_id(0)] = v
     xs = np.arange(2 * wg, dtype=np.uint32) * 3 + 1
-    want = [xs[g * wg + (lane + rounds) % wg] for g in range(2) for lane in range(wg)]
-    return case_of("barrier_in_a_while_loop", k, [xs], [want], grid=(2,))
+    want = [xs[g * wg + (lane + rounds + 1) % wg] for g in range(2) for lane in range(wg)]
+    return case_of("barrier_in_loops_with_jumps_every_invocation_takes", k, [xs], [want],
+                   grid=(2,))
 
 
 CASES = [
@@ -221,5 +232,5 @@ CASES = [
     stride_loop_with_a_constant_step(),
     stride_loop_with_the_largest_constant_step(), while_ends_by_condition_or_bound(),
     break_and_continue_per_invocation(), few_invocations_loop_long_after_the_rest_leave(),
-    barrier_in_a_while_loop(),
+    barrier_in_loops_with_jumps_every_invocation_takes(),
 ]

@@ -99,9 +99,6 @@ def refusal(program: Program) -> str | None:
     for node in walk(program.body):
         if isinstance(node, Lit | Cast) and node.dtype not in DTYPES:
             return f"a {node.dtype.value} value, which the cpu backend does not run"
-        if isinstance(node, Loop | While) and _has_barrier(node) and _own_jumps(node.body):
-            return ("a break or continue in a loop that holds a barrier (its lanes run such "
-                    "a loop together)")
     return None
 
 
@@ -287,6 +284,10 @@ class _Writer:
             match s:
                 case Barrier():
                     pass
+                case Break():  # (of a loop run once for the workgroup: the validator lets
+                    self.emit(depth, "break")  # only jumps every lane takes stay in one)
+                case Continue():
+                    self.emit(depth, "continue")
                 case Block(body):
                     self.uniform(body, depth)
                 case If(cond, then, orelse) if _has_barrier(s):
@@ -348,6 +349,8 @@ class _Writer:
         if _has_barrier(s):
             return True
         match s:
+            case Break() | Continue():  # (here, only in a loop that holds a barrier)
+                return True
             case Loop(_, start, end, body):  # (a lane that breaks leaves it alone: not once)
                 return self.is_uniform(start) and self.is_uniform(end) and \
                     not _own_jumps(body) and (self.chains_floats(s) or _has_atomic(body))
