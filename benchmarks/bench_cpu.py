@@ -108,7 +108,7 @@ def matmul_tuned_vs_numpy() -> Result:
             tuned = drv.tune(example.program, example.inputs, "cpu", config=example.config,
                              constants={"KTILE": reps([16, 1, 2, 4, 8], [16, 8])},
                              repeats=reps(3, 1))  # (quick: two kernels to compile, not five)
-            config = example.config.replace(tuned=True)
+            config = DispatchConfig(tuned=True)  # (the example's grid is inferred: no config)
             out = drv.dispatch(example.program, example.inputs, "cpu", config)[0]
             if out.tobytes() != example.expected[0].tobytes():
                 raise AssertionError("the tuned matmul on the cpu backend differs from numpy")

@@ -10,8 +10,8 @@ own pipeline, and ``vyre tune matmul`` (or ``Driver.tune``) measures which is fa
 a backend. Every value adds each element's products in the same order, so every value
 gives the same bytes: the tuner's byte check accepts them all. Shapes need not be
 multiples of the tile: loads outside A or B are replaced by 0 and stores outside C are
-skipped. The grid is 2-D, one workgroup per tile of C, given with
-``DispatchConfig(grid_override=...)``.
+skipped. C is declared with its shape ``(m, n)``, so the grid is inferred 2-D: one
+16x16 workgroup per tile of C, ``global_id(0)`` its column and ``global_id(1)`` its row.
 
 The inputs are small integers, so every product and partial sum is an integer below 2**24
 and exactly representable in f32: the result is exact in any summation order (fused or
@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from vyre_core import DispatchConfig, Example, ir
+from vyre_core import Example, ir
 
 TILE = 16  # the workgroup's edge, and the most KTILE may be
 
@@ -36,7 +36,7 @@ def program(m: int, k_dim: int, n: int) -> ir.Program:
     depth = k.constant("KTILE", ir.u32, TILE, low=1, high=TILE)
     a = k.read("a", ir.f32, count=m * k_dim)
     b = k.read("b", ir.f32, count=k_dim * n)
-    c = k.output("c", ir.f32, count=m * n)
+    c = k.output("c", ir.f32, shape=(m, n))
     a_tile = k.workgroup_buffer("a_tile", ir.f32, count=TILE * TILE)
     b_tile = k.workgroup_buffer("b_tile", ir.f32, count=TILE * TILE)
     col = k.let("col", ir.global_id(0))
@@ -66,9 +66,7 @@ def build(m: int = 100, k_dim: int = 72, n: int = 90, seed: int = 0) -> Example:
     b = rng.integers(-8, 9, (k_dim, n)).astype(np.float32)
     # |sums| <= 64 * k_dim < 2**24: exact in f32 whatever the order
     expected = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float32)
-    grid = (-(-n // TILE), -(-m // TILE))
-    return Example(program(m, k_dim, n), [a, b], expected=[expected],
-                   config=DispatchConfig(grid_override=grid))
+    return Example(program(m, k_dim, n), [a, b], expected=[expected])
 
 
 if __name__ == "__main__":

@@ -152,7 +152,8 @@ def stmts(depth: int = MAX_DEPTH) -> st.SearchStrategy:
     )
 
 
-buffers = st.builds(Buffer, names, u32s, dtypes, accesses, st.none() | u32s)
+buffers = st.builds(Buffer, names, u32s, dtypes, accesses, st.none() | u32s,
+                    st.none() | st.lists(u32s, max_size=4).map(tuple))
 workgroups = st.lists(u32s, min_size=1, max_size=3).map(tuple)
 
 
@@ -170,7 +171,8 @@ def programs(draw, max_buffers: int = 6, max_stmts: int = 5) -> Program:
 
 def every_node_program() -> Program:
     """One program holding every node class, op, dtype, access mode and id kind."""
-    bufs = tuple(Buffer(f"b{i}", i, t, a, None if a is Access.READ else 8)
+    bufs = tuple(Buffer(f"b{i}", i, t, a, None if a is Access.READ else 8,
+                        (2, 4) if a is Access.OUTPUT else None)
                  for i, (t, a) in enumerate(zip(list(DType), [*Access, Access.READ],
                                                 strict=True)))
     one = Lit(DType.U32, 1)

@@ -132,6 +132,41 @@ def test_given_grid_overrides_inference():
     assert ran.tolist() == [1] * 4 + [0] * 6
 
 
+def shaped_grid(workgroup, *shapes, flat: int = 1, **config) -> tuple[int, int, int]:
+    from vyre_core import abi
+
+    k = ir.Kernel(workgroup=workgroup)
+    k.output("flat", ir.u32, flat)
+    for n, shape in enumerate(shapes):
+        k.output(f"o{n}", ir.u32, shape=shape)
+    program = k.build()
+    lengths = {b.name: b.count for b in program.outputs}
+    return abi.infer_grid(program, lengths, config.get("grid"), config.get("elements"))
+
+
+def test_a_grid_is_inferred_from_the_largest_2d_or_3d_output_shape_axis_by_axis():
+    assert shaped_grid((4, 2), (5, 7)) == (2, 3, 1)  # x: 7 columns, y: 5 rows
+    assert shaped_grid((8,), (3, 10)) == (2, 3, 1)   # a 1-D workgroup: one row per y
+    assert shaped_grid((2, 2, 2), (3, 3, 5)) == (3, 2, 2)
+    assert shaped_grid((4, 4), (2, 2), (8, 8), (3, 3)) == (2, 2, 1)  # the largest shape
+    assert shaped_grid((4, 4), (4, 6), (6, 4)) == (2, 1, 1)  # a tie: the first declared
+    # a longer flat output, or a 1-axis shape, does not make the grid 1-D
+    assert shaped_grid((4, 4), (8, 8), (1000,), flat=5000) == (2, 2, 1)
+
+
+def test_without_a_2d_shape_the_grid_lays_along_x_and_a_config_still_wins():
+    assert shaped_grid((4,), (40,)) == (10, 1, 1)
+    assert shaped_grid((4, 2), (5, 7), grid=(1, 1)) == (1, 1, 1)
+    assert shaped_grid((4, 2), (5, 7), elements=64) == (8, 1, 1)
+
+
+def test_a_shape_that_is_not_the_count_is_refused_at_build():
+    k = ir.Kernel(workgroup=(4,))
+    k.output("o", ir.u32, count=10, shape=(2, 3))
+    with pytest.raises(ValidationError, match="V033"):
+        k.build()
+
+
 def test_three_axis_grid_runs_every_invocation():
     _, total = run(counting_kernel(workgroup=(2, 2, 2)), [], grid=(3, 2, 1))
     assert total.tolist() == [2 * 2 * 2 * 3 * 2]

@@ -222,6 +222,10 @@ def v032_while_bound_of_zero() -> Program:
     return program(While(Lit(DType.BOOL, 1), (), 0))
 
 
+def v033_shape_that_is_not_the_count() -> Program:
+    return program(buffers=(Buffer("out", 0, DType.U32, Access.OUTPUT, 64, (8, 9)),))
+
+
 #: Deprecations in force while a trigger is validated (none in vyre reaches removal).
 REGISTRY = {"V029": (Deprecation("op", "unop.floor", "0.0.1", "0.1.0", "Use trunc."),)}
 
@@ -258,6 +262,7 @@ TRIGGERS = {
     "V030": v030_break_outside_a_loop,
     "V031": v031_loop_step_of_zero,
     "V032": v032_while_bound_of_zero,
+    "V033": v033_shape_that_is_not_the_count,
 }
 
 # More triggers, reported with the same code (different rules under one code).
@@ -336,6 +341,16 @@ MORE_TRIGGERS = {
         Loop("i", U0, U1, (), SpecRef("K")), constants=(constant("K", 2),))),
     "V031-constant-that-may-be-0": ("V031", lambda: program(
         Loop("i", U0, U1, (), SpecRef("K")), constants=(constant("K", 2, 0, 4),))),
+    "V033-no-count": ("V033", lambda: program(
+        buffers=(Buffer("x", 0, DType.U32, Access.READ, None, (4,)),))),
+    "V033-four-axes": ("V033", lambda: program(
+        buffers=(Buffer("out", 0, DType.U32, Access.OUTPUT, 64, (2, 2, 4, 4)),))),
+    "V033-no-axes": ("V033", lambda: program(
+        buffers=(Buffer("out", 0, DType.U32, Access.OUTPUT, 64, ()),))),
+    "V033-zero-axis": ("V033", lambda: program(
+        buffers=(Buffer("out", 0, DType.U32, Access.OUTPUT, 64, (0, 64)),))),
+    "V033-a-list": ("V033", lambda: program(
+        buffers=(Buffer("out", 0, DType.U32, Access.OUTPUT, 64, [8, 8]),))),
     "V032-over-u32": ("V032", lambda: program(While(Lit(DType.BOOL, 1), (), 2**32))),
     "V032-not-an-int": ("V032", lambda: program(While(Lit(DType.BOOL, 1), (), 2.0))),
     "V021-buffer-name": ("V021", lambda: program(

@@ -133,10 +133,17 @@ def normalize_grid(grid: Sequence[int]) -> tuple[int, int, int]:
 
 def infer_grid(program, lengths: dict[str, int], grid: Sequence[int] | None = None,
                elements: int | None = None) -> tuple[int, int, int]:
-    """Workgroups per axis: ``grid`` when given, else enough along x to cover
-    ``elements`` invocations (default: the longest output, one invocation per element)."""
+    """Workgroups per axis: ``grid`` when given; else enough along x to cover
+    ``elements`` invocations; else, when an output declares a shape of 2 or 3 axes, an
+    invocation per element of the largest such output, axis by axis; else the longest
+    output's elements along x."""
     if grid is not None:
         return normalize_grid(grid)
     if elements is None:
+        shaped = [b for b in program.outputs if b.shape is not None and len(b.shape) > 1]
+        if shaped:
+            extent = (*reversed(max(shaped, key=lambda b: b.count).shape), 1, 1)
+            return tuple(max(1, math.ceil(e / w))  # type: ignore[return-value]
+                         for e, w in zip(extent[:3], program.workgroup, strict=True))
         elements = max((lengths.get(b.name, 0) for b in program.outputs), default=0)
     return (max(1, math.ceil(elements / program.invocations_per_workgroup)), 1, 1)

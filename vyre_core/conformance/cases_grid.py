@@ -1,5 +1,6 @@
-"""Grids: inferred from the largest output, given explicitly, and 2-D/3-D workgroups with
-global, local and workgroup ids per axis. Expected ids are enumerated in plain numpy."""
+"""Grids: inferred from the largest output or from an output's 2-D/3-D shape, given
+explicitly, and 2-D/3-D workgroups with global, local and workgroup ids per axis.
+Expected ids are enumerated in plain numpy."""
 
 from __future__ import annotations
 
@@ -91,7 +92,32 @@ def grid_3d():
     ], grid=(2, 1, 3))
 
 
+def _shaped(name: str, workgroup: tuple[int, ...], shape: tuple[int, ...]):
+    """An output of ``shape`` (no grid given): each invocation inside it writes its ids
+    at its element, and every invocation counts itself; a longer flat output does not
+    decide the grid."""
+    k = ir.Kernel(workgroup=workgroup)
+    out = k.output("out", u32, shape=shape)
+    calls = k.output("calls", u32, count=1)
+    k.output("flat", u32, count=4096)
+    g, _, _ = _ids()
+    extent = (*reversed(shape), 1, 1)[:3]
+    inside = ir.logical_and(ir.logical_and(g[0] < extent[0], g[1] < extent[1]),
+                            g[2] < extent[2])
+    calls.atomic("add", 0, 1)
+    with k.if_(inside):
+        out[(g[2] * extent[1] + g[1]) * extent[0] + g[0]] = _pack(g[0], g[1], g[2])
+    z, rest = np.divmod(np.arange(int(np.prod(shape))), extent[0] * extent[1])
+    y, x = np.divmod(rest, extent[0])
+    wg = (*workgroup, 1, 1)[:3]
+    invocations = int(np.prod([-(-e // w) * w for e, w in zip(extent, wg, strict=True)]))
+    return case_of(name, k, [], [_pack(x, y, z), [invocations], np.zeros(4096)])
+
+
 CASES = [
+    _shaped("grid_inferred_2d_from_an_output_shape", (4, 2), (5, 7)),
+    _shaped("grid_inferred_3d_from_an_output_shape", (2, 2, 2), (3, 3, 5)),
+    _shaped("grid_inferred_2d_shape_with_a_1d_workgroup", (8,), (3, 10)),
     grid_inferred_from_largest_output(),
     grid_inferred_2d_workgroup_lays_along_x(),
     _counted("grid_inferred_small_workgroup", 8, 20, None, 24),

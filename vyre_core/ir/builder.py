@@ -9,6 +9,7 @@ statements; ``with`` blocks open if/else/loop bodies. Nothing here checks the pr
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -310,20 +311,30 @@ class Kernel:
 
     # buffers
     def buffer(self, name: str, dtype: DType, access: Access | str = Access.READ,
-               count: int | None = None, binding: int | None = None) -> BufferRef:
+               count: int | None = None, binding: int | None = None,
+               shape: tuple[int, ...] | None = None) -> BufferRef:
+        """A buffer; ``shape`` (numpy's order, 1 to 3 axes) gives its count as the
+        product, and for an output, the grid a dispatch infers (docs/semantics.md)."""
+        if shape is not None:
+            shape = tuple(shape)
+            if count is None and all(isinstance(n, int) for n in shape):
+                count = math.prod(shape)
         b = Buffer(name, len(self.buffers) if binding is None else binding, dtype,
-                   Access(access), count)
+                   Access(access), count, shape)
         self.buffers.append(b)
         return BufferRef(self, b)
 
-    def read(self, name: str, dtype: DType, count: int | None = None) -> BufferRef:
-        return self.buffer(name, dtype, Access.READ, count)
+    def read(self, name: str, dtype: DType, count: int | None = None,
+             shape: tuple[int, ...] | None = None) -> BufferRef:
+        return self.buffer(name, dtype, Access.READ, count, shape=shape)
 
-    def read_write(self, name: str, dtype: DType, count: int | None = None) -> BufferRef:
-        return self.buffer(name, dtype, Access.READ_WRITE, count)
+    def read_write(self, name: str, dtype: DType, count: int | None = None,
+                   shape: tuple[int, ...] | None = None) -> BufferRef:
+        return self.buffer(name, dtype, Access.READ_WRITE, count, shape=shape)
 
-    def output(self, name: str, dtype: DType, count: int) -> BufferRef:
-        return self.buffer(name, dtype, Access.OUTPUT, count)
+    def output(self, name: str, dtype: DType, count: int | None = None,
+               shape: tuple[int, ...] | None = None) -> BufferRef:
+        return self.buffer(name, dtype, Access.OUTPUT, count, shape=shape)
 
     def uniform(self, name: str, dtype: DType, count: int = 1) -> BufferRef:
         return self.buffer(name, dtype, Access.UNIFORM, count)

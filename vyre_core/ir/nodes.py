@@ -288,13 +288,16 @@ class Block(Stmt):
 
 @dataclass(frozen=True, slots=True)
 class Buffer:
-    """A buffer binding. ``count`` None means runtime-sized (length taken from the input)."""
+    """A buffer binding. ``count`` None means runtime-sized (length taken from the input).
+    ``shape`` (1 to 3 axes, numpy's order: the last is x) describes a counted buffer as
+    a row-major array: an output's shape is what a 2-D or 3-D grid is inferred from."""
 
     name: str
     binding: int
     dtype: DType
     access: Access
     count: int | None = None
+    shape: tuple[int, ...] | None = None
 
     @property
     def is_input(self) -> bool:

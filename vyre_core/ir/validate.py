@@ -6,6 +6,7 @@ findings of a program are reported together. Results are cached by fingerprint.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -89,6 +90,8 @@ CODES: dict[str, str] = {
     "V031": "give the loop a step of at least 1: a u32 literal, or a u32 constant declared "
             "with low >= 1",
     "V032": "give the while loop a bound between 1 and 2**32-1 passes",
+    "V033": "give a shape only to a buffer with a count: 1 to 3 axes of at least 1 whose "
+            "product is the count",
 }
 
 #: The statements after which the rest of a block is unreachable, as findings name them.
@@ -170,6 +173,11 @@ def _has_nested_return(body: tuple[Stmt, ...]) -> bool:
     return any(isinstance(inner, Return)
                for node in walk(body) if isinstance(node, If | Loop | While)
                for inner in walk(node.then + node.orelse if isinstance(node, If) else node.body))
+
+
+def _shape_fits(shape: object, count: int | None) -> bool:
+    return isinstance(shape, tuple) and 1 <= len(shape) <= 3 and count is not None and \
+        all(type(n) is int and n >= 1 for n in shape) and math.prod(shape) == count
 
 
 def _has_branching_jump(body: tuple[Stmt, ...]) -> bool:
@@ -275,6 +283,9 @@ class _Validator:
                 self.report("V014", f"{b.access.value} buffer {b.name!r} has no element count")
             elif b.count is not None and not 1 <= b.count <= _U32_MAX:
                 self.report("V014", f"buffer {b.name!r} declares count {b.count}, out of range")
+            if b.shape is not None and not _shape_fits(b.shape, b.count):
+                self.report("V033", f"buffer {b.name!r} declares shape {b.shape!r} for count "
+                            f"{b.count}")
 
     def check_constants(self) -> None:
         seen: set[str] = set()

@@ -104,7 +104,8 @@ def encode(program: Any) -> bytes:
 
 def _encode(program: Any) -> bytes:
     body = [
-        [[b.name, b.binding, DTYPE_TAGS[b.dtype], _ACCESS_TAGS[b.access], b.count]
+        [[b.name, b.binding, DTYPE_TAGS[b.dtype], _ACCESS_TAGS[b.access], b.count,
+          *([] if b.shape is None else [list(b.shape)])]  # (the bytes from before shapes)
          for b in program.buffers],
         list(program.workgroup),
         [_enc_stmt(s, 1) for s in program.body],
@@ -326,10 +327,14 @@ class _Decoder:
         return Lit(dtype, self.int_(bits, "literal bits", 0, hi))
 
     def buffer(self, b: Any) -> Buffer:
-        name, binding, dtype, access, count = self.arr(b, "buffer", 5)
+        fields = self.arr(b, "buffer")
+        name, binding, dtype, access, count, *shape = self.arr(
+            fields, "buffer", 6 if len(fields) == 6 else 5)
         return Buffer(self.name(name, "buffer name"), self.int_(binding, "binding"),
                       self.tag(_DTYPES, dtype, "dtype"), self.tag(_ACCESSES, access, "access"),
-                      None if count is None else self.int_(count, "buffer count"))
+                      None if count is None else self.int_(count, "buffer count"),
+                      tuple(self.int_(n, "buffer shape axis")
+                            for n in self.arr(shape[0], "buffer shape")) if shape else None)
 
     def stmts(self, v: Any, depth: int) -> tuple[Stmt, ...]:
         return tuple(self.stmt(s, depth) for s in self.arr(v, "statement list"))

@@ -88,7 +88,8 @@ def fuse(first: Step, second: Step) -> Step:
     for step in (first, second):
         for own, name in step.bound:
             if name not in buffers:  # (the first's access wins: it is the one that writes)
-                buffers[name] = Buffer(name, len(buffers), own.dtype, own.access, own.count)
+                buffers[name] = Buffer(name, len(buffers), own.dtype, own.access, own.count,
+                                       own.shape)
     workgroup = [b for s in (first, second) for b in s.program.buffers
                  if b.access is Access.WORKGROUP]
     assert not workgroup, "fuse() after why_not(): no workgroup memory"
