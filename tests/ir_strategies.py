@@ -45,6 +45,8 @@ from vyre_core.ir import (
     SpecConstant,
     SpecRef,
     Store,
+    Subgroup,
+    SubgroupOp,
     Unary,
     UnOp,
     Var,
@@ -119,6 +121,8 @@ def exprs(depth: int = MAX_DEPTH) -> st.SearchStrategy:
         st.builds(Cast, dtypes, sub),
         st.builds(Fma, sub, sub, sub),
         st.builds(Atomic, atomic_ops, names, sub, sub, st.none() | sub),
+        st.builds(Subgroup, st.sampled_from(list(SubgroupOp)), u32s, st.none() | sub,
+                  st.none() | sub),
     )
 
 
@@ -186,6 +190,11 @@ def every_node_program() -> Program:
     body += [Let(f"at_{op.value}", Atomic(op, "b1", one, one,
                                          one if op is AtomicOp.COMPARE_EXCHANGE else None))
              for op in AtomicOp]
+    body += [Let(f"sg_{op.value}", Subgroup(
+        op, 8, None if op is SubgroupOp.ELECT else
+        Lit(DType.BOOL, 1) if op is SubgroupOp.BALLOT else Var("id0"),
+        one if op in (SubgroupOp.BROADCAST, SubgroupOp.SHUFFLE) else None))
+        for op in SubgroupOp]
     body += [
         Let("sel", Select(Lit(DType.BOOL, 1), Load("b0", one), BufLen("b0"))),
         Let("fma", Fma(Lit(DType.F32, 0x3F800000), Lit(DType.F32, 0), Var("lit3"))),

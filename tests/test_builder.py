@@ -580,7 +580,9 @@ def test_a_program_using_every_node_requires_exactly_all_ops():
     r = every_node_program().requirements()
     assert r.ops == ALL_OPS
     assert r.dtypes == frozenset(DType)
-    assert r.features == frozenset({"atomics", "barriers", "workgroup_memory", "f16", "f64"})
+    assert r.features == frozenset({"atomics", "barriers", "workgroup_memory", "f16", "f64",
+                                     "subgroups"})
+    assert r.subgroup_size == 8
 
 
 # -- numpy scalars ---------------------------------------------------------------------------

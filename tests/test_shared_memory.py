@@ -1100,14 +1100,20 @@ def test_ctrl_c_while_large_inputs_are_copied_leaks_no_segment(tmp_path: Path) -
         d.dispatch(program, [np.ones(16, np.uint32)] * 2, backend="reference")
         xs = [np.ones(n, np.uint32), np.ones(n, np.uint32)]
         interrupted = 0
+        main = threading.main_thread().ident
         for delay in (0.001, 0.005, 0.01, 0.02, 0.03, 0.05):
-            timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
+            # (sent to this thread: it interrupts the dispatch, or the join after it,
+            # never a later line)
+            timer = threading.Timer(delay, signal.pthread_kill, (main, signal.SIGINT))
             timer.start()
+            finished = False
             try:
                 d.dispatch(program, xs, backend="reference")
+                finished = True
+                timer.join()
             except KeyboardInterrupt:
-                interrupted += 1
-            timer.join()
+                interrupted += not finished
+                timer.join()
         d.close()
         gc.collect()
         left = sum("memfd:vyre-data" in os.readlink(f"/proc/self/fd/{f}")

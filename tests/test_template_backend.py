@@ -76,9 +76,10 @@ def test_the_written_backend_passes_the_kit_with_its_own_tests(package, site):
     code, out, counts = run_kit(NAME, package, site)
     assert code == 0, out
     assert f"{KIT_TESTS + OWN_TESTS} passed" in out, out
-    # f16 and f64 are not claimed: those cases, their two probes and the over-limit
+    # f16, f64 and subgroups are not claimed: those cases, two probes and the over-limit
     # workgroup must be refused; everything else passes, nothing fails or errors
-    unclaimed = sum(1 for c in CASES if {"f16", "f64"} & c.program.requirements().features)
+    unclaimed = sum(1 for c in CASES
+                    if {"f16", "f64", "subgroups"} & c.program.requirements().features)
     assert counts == {"pass": len(CASES) - unclaimed + 3, "unclaimed": unclaimed + 3}, out
     assert "unclaimed honesty_f64_arithmetic: not claimed (needs f64 (supports_f64 is " \
            "false)), refused: backend 'my-gpu' does not run program" in out, out

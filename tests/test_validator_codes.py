@@ -40,6 +40,8 @@ from vyre_core.ir import (
     SpecConstant,
     SpecRef,
     Store,
+    Subgroup,
+    SubgroupOp,
     Unary,
     UnOp,
     Var,
@@ -226,6 +228,17 @@ def v033_shape_that_is_not_the_count() -> Program:
     return program(buffers=(Buffer("out", 0, DType.U32, Access.OUTPUT, 64, (8, 9)),))
 
 
+GID_VALUE = Subgroup(SubgroupOp.ADD, 8, GID)
+
+
+def v034_subgroup_size_not_a_power_of_two() -> Program:
+    return program(Let("s", Subgroup(SubgroupOp.ADD, 6, GID)), workgroup=(6,))
+
+
+def v035_subgroup_op_under_a_non_uniform_if() -> Program:
+    return program(If(Binary(BinOp.LT, GID, U1), (Let("s", GID_VALUE),), ()))
+
+
 #: Deprecations in force while a trigger is validated (none in vyre reaches removal).
 REGISTRY = {"V029": (Deprecation("op", "unop.floor", "0.0.1", "0.1.0", "Use trunc."),)}
 
@@ -263,6 +276,8 @@ TRIGGERS = {
     "V031": v031_loop_step_of_zero,
     "V032": v032_while_bound_of_zero,
     "V033": v033_shape_that_is_not_the_count,
+    "V034": v034_subgroup_size_not_a_power_of_two,
+    "V035": v035_subgroup_op_under_a_non_uniform_if,
 }
 
 # More triggers, reported with the same code (different rules under one code).
@@ -341,6 +356,33 @@ MORE_TRIGGERS = {
         Loop("i", U0, U1, (), SpecRef("K")), constants=(constant("K", 2),))),
     "V031-constant-that-may-be-0": ("V031", lambda: program(
         Loop("i", U0, U1, (), SpecRef("K")), constants=(constant("K", 2, 0, 4),))),
+    "V034-two-sizes": ("V034", lambda: program(
+        Let("a", GID_VALUE), Let("b", Subgroup(SubgroupOp.ADD, 4, GID)))),
+    "V034-not-dividing-the-workgroup": ("V034", lambda: program(
+        Let("a", GID_VALUE), workgroup=(12,))),
+    "V034-over-128": ("V034", lambda: program(
+        Let("a", Subgroup(SubgroupOp.ADD, 256, GID)), workgroup=(256,))),
+    "V034-ballot-over-32-lanes": ("V034", lambda: program(
+        Let("a", Subgroup(SubgroupOp.BALLOT, 64, Lit(DType.BOOL, 1))))),
+    "V035-after-a-non-uniform-return": ("V035", lambda: program(
+        If(Binary(BinOp.LT, GID, U1), (Return(),), ()), Let("s", GID_VALUE))),
+    "V035-in-a-loop-of-per-invocation-bounds": ("V035", lambda: program(
+        Loop("i", U0, GID, (Let("s", GID_VALUE),)))),
+    "V035-in-a-loop-some-invocations-leave": ("V035", lambda: program(
+        Loop("i", U0, U1, (If(Binary(BinOp.LT, GID, U1), (Break(),), ()),
+                           Let("s", GID_VALUE))))),
+    "V035-in-a-while-condition": ("V035", lambda: program(
+        While(Binary(BinOp.EQ, GID_VALUE, U0), (), 4))),
+    "V035-broadcast-from-a-per-invocation-lane": ("V035", lambda: program(
+        Let("s", Subgroup(SubgroupOp.BROADCAST, 8, GID, GID)))),
+    "V010-subgroup-add-of-f32": ("V010", lambda: program(
+        Let("s", Subgroup(SubgroupOp.ADD, 8, Lit(DType.F32, 0))))),
+    "V010-subgroup-shuffle-without-a-lane": ("V010", lambda: program(
+        Let("s", Subgroup(SubgroupOp.SHUFFLE, 8, GID)))),
+    "V010-subgroup-elect-of-a-value": ("V010", lambda: program(
+        Let("s", Subgroup(SubgroupOp.ELECT, 8, GID)))),
+    "V010-subgroup-ballot-of-u32": ("V010", lambda: program(
+        Let("s", Subgroup(SubgroupOp.BALLOT, 8, GID)))),
     "V033-no-count": ("V033", lambda: program(
         buffers=(Buffer("x", 0, DType.U32, Access.READ, None, (4,)),))),
     "V033-four-axes": ("V033", lambda: program(

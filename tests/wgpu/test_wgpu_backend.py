@@ -72,8 +72,11 @@ def test_capabilities_come_from_the_probed_device(host, strict):
     assert caps.max_workgroup_memory_bytes == limits["max-compute-workgroup-storage-size"]
     assert caps.max_storage_buffer_bytes == min(limits["max-storage-buffer-binding-size"],
                                                 limits["max-buffer-size"])
-    assert not caps.supports_subgroup_ops and caps.subgroup_size is None
+    probed = backend.device().subgroup_size
+    assert caps.supports_subgroup_ops is (probed is not None)
+    assert caps.subgroup_size_range == (None if probed is None else (probed, probed))
     if strict:  # lavapipe: more than the WebGPU defaults of the static claims, f16/f64 probed
+        assert caps.subgroup_size_range == (8, 8)  # (llvmpipe's 256 bits: 8 lanes of 32)
         assert caps.max_workgroup_size == (1024, 1024, 1024)
         assert caps.max_workgroup_memory_bytes == 32768
         assert caps.supports_f16 and caps.supports_f64

@@ -354,12 +354,39 @@ def test_barriers_order_storage_and_workgroup_writes(host, caps):
 def test_what_is_reported_false_is_not_expressible(caps):
     assert caps.supports_bf16 is False
     assert caps.supports_tensor_cores is False
-    assert caps.supports_subgroup_ops is False and caps.subgroup_size is None
     assert caps.supported_ops <= ALL_OPS
     # the IR has no type or op that would need them
     assert {t.value for t in DType} == {"u32", "i32", "f32", "bool", "f16", "f64"}
-    assert not any(word in op for op in ALL_OPS
-                   for word in ("subgroup", "bf16", "mma", "matrix", "tensor", "shuffle"))
+    assert not any(word in op for op in ALL_OPS for word in ("bf16", "mma", "matrix", "tensor"))
+
+
+def subgroup_sum(size: int, workgroup: tuple[int, ...] = (64,)) -> ir.Program:
+    k = ir.Kernel(workgroup=workgroup, subgroup_size=size)
+    out = k.output("out", ir.u32, count=128)
+    i = k.let("i", ir.global_id(0))
+    out[i] = k.subgroup("add", i)
+    return k.build()
+
+
+def test_subgroups_run_at_the_probed_size_and_no_other(host, caps, strict):
+    """Reported true, they run, byte for byte the reference's; any other size, or a
+    2-D workgroup (whose subgroups WGSL leaves unsaid), is refused at compile."""
+    if not caps.supports_subgroup_ops:
+        assert caps.subgroup_size_range is None
+        with pytest.raises(UnsupportedFeatureError, match="runs subgroups of none"):
+            host.compile(subgroup_sum(8))
+        return
+    size, high = caps.subgroup_size_range
+    assert size == high and (not strict or size == 8)
+    run_exact(host, subgroup_sum(size), [])
+    other = 4 if size != 4 else 8
+    with pytest.raises(UnsupportedFeatureError, match=f"needs {other}") as info:
+        host.compile(subgroup_sum(other))
+    assert "Fix:" in str(info.value)
+    assert f"needs subgroups of {other} invocations (this backend runs {size})" in \
+        rejection_reasons(subgroup_sum(other).requirements(), caps)
+    with pytest.raises(UnsupportedFeatureError, match="1-D workgroups only"):
+        host.compile(subgroup_sum(size, workgroup=(8, 8)))
 
 
 # -- a device without f16 / f64 ---------------------------------------------------------------
@@ -373,6 +400,26 @@ class _AdapterWithout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._adapter, name)
+
+
+@pytest.fixture
+def without_subgroups(monkeypatch):
+    dev = Device(_AdapterWithout(request_adapter(), {"subgroup"}))
+    monkeypatch.setattr(backend, "_device", dev)
+    yield dev
+    dev.close()
+
+
+def test_a_device_without_the_subgroup_feature_reports_none_and_refuses_them(
+        without_subgroups):
+    assert without_subgroups.probes["subgroups"].startswith("absent")
+    host = BackendHost(backend)
+    caps = host.capabilities()
+    assert caps.supports_subgroup_ops is False and caps.subgroup_size_range is None
+    with pytest.raises(UnsupportedFeatureError, match="runs subgroups of none"):
+        host.compile(subgroup_sum(8))
+    assert "needs subgroup operations (supports_subgroup_ops is false)" in \
+        rejection_reasons(subgroup_sum(8).requirements(), caps)
 
 
 @pytest.fixture

@@ -89,7 +89,8 @@ def test_capabilities_are_the_device_limits(dev):
     assert caps["max_workgroup_memory_bytes"] == limits["max-compute-workgroup-storage-size"]
     assert caps["max_storage_buffer_bytes"] == min(limits["max-storage-buffer-binding-size"],
                                                    limits["max-buffer-size"])
-    assert caps["supports_subgroup_ops"] is False
+    assert caps["supports_subgroup_ops"] is (dev.subgroup_size is not None)
+    assert dev.probes["subgroups"].startswith(("passed", "absent", "failed"))
     # the device got the adapter's own limits, not the WebGPU defaults
     for name, value in dev.requested_limits.items():
         assert limits[name] == value, name

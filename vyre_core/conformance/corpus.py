@@ -18,6 +18,7 @@ from . import (
     cases_loops,
     cases_memory,
     cases_special,
+    cases_subgroups,
     cases_workgroup,
 )
 from .base import Case
@@ -29,6 +30,7 @@ CASES: list[Case] = [
     *cases_memory.CASES, *cases_grid.CASES, *cases_control.CASES, *cases_loops.CASES,
     *cases_workgroup.CASES,
     *cases_atomics.CASES, *cases_special.CASES, *cases_constants.CASES,
+    *cases_subgroups.CASES,
 ]
 
 _BY_NAME = {c.name: c for c in CASES}

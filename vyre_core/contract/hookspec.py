@@ -182,7 +182,9 @@ def vyre_dispatch_resident(program: Any, handles: list[int], config: Any) -> Tim
 
 @hookspec(firstresult=True)
 def vyre_supports_subgroup_ops() -> bool:
-    """Subgroup / wave intrinsics are emitted and available. Default: ``False``."""
+    """Subgroup operations (``ir.SubgroupOp``) run, over subgroups of the sizes
+    ``vyre_subgroup_size_range`` gives, formed as docs/semantics.md says. Default:
+    ``False``."""
 
 
 @hookspec(firstresult=True)
@@ -249,9 +251,11 @@ def vyre_subgroup_size() -> int | None:
 
 @hookspec(firstresult=True)
 def vyre_subgroup_size_range() -> tuple[int, int] | None:
-    """The smallest and largest subgroup width the device may run a pipeline with (one
-    device may pick per pipeline). Default: ``(n, n)`` when the backend still implements
-    the deprecated ``vyre_subgroup_size`` and it returns ``n``, else ``None``."""
+    """The smallest and largest subgroup size a program may declare and be run with
+    exactly: ``(n, n)`` for a device that always forms subgroups of ``n``, a range for a
+    backend that forms whatever size the program says. A device that picks a size per
+    pipeline promises none. Default: ``(n, n)`` when the backend still implements the
+    deprecated ``vyre_subgroup_size`` and it returns ``n``, else ``None``."""
 
 
 @hookspec(firstresult=True)

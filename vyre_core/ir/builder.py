@@ -47,6 +47,8 @@ from vyre_core.ir.nodes import (
     SpecRef,
     Stmt,
     Store,
+    Subgroup,
+    SubgroupOp,
     Unary,
     UnOp,
     Var,
@@ -302,8 +304,10 @@ class BufferRef:
 class Kernel:
     """Collects buffers and statements into a :class:`Program`."""
 
-    def __init__(self, workgroup: tuple[int, ...] = (64,)) -> None:
+    def __init__(self, workgroup: tuple[int, ...] = (64,),
+                 subgroup_size: int | None = None) -> None:
         self.workgroup = tuple(workgroup)
+        self.subgroup_size = subgroup_size  # what ``subgroup`` operations run over
         self.buffers: list[Buffer] = []
         self.constants: list[SpecConstant] = []
         self._blocks: list[list[Stmt]] = [[]]
@@ -387,6 +391,28 @@ class Kernel:
         else:
             name, dtype = var, None
         self.emit(Assign(name, as_val(value, dtype).node))
+
+    def subgroup(self, op: SubgroupOp | str, value: Operand = None,
+                 lane: Operand = None) -> Val:
+        """``op`` over this kernel's subgroups: ``subgroup_size`` invocations consecutive
+        in local index (``Kernel(subgroup_size=n)``; routing sends the program only to a
+        backend that runs subgroups of exactly n). ``value`` for every op but ``elect``;
+        ``lane`` (u32) for ``broadcast`` and ``shuffle``."""
+        if self.subgroup_size is None:
+            raise TypeError("subgroup operations need a subgroup size. Fix: make the "
+                            "kernel with ir.Kernel(workgroup=..., subgroup_size=n)")
+        op = SubgroupOp(op)
+        v = None if value is None else as_val(value)
+        ln = None if lane is None else as_val(lane, DType.U32)
+        dtype = typerules.subgroup_result(op, None if v is None else v.dtype,
+                                          None if ln is None else ln.dtype)
+        if dtype is None:
+            raise TypeError(f"subgroup {op.value} is not defined for value "
+                            f"{None if v is None else v.dtype} and lane "
+                            f"{None if ln is None else ln.dtype}. Fix: see the subgroup "
+                            "table in docs/semantics.md")
+        return Val(Subgroup(op, self.subgroup_size, None if v is None else v.node,
+                            None if ln is None else ln.node), dtype)
 
     def ret(self) -> None:
         self.emit(Return())

@@ -89,6 +89,28 @@ class AtomicOp(enum.Enum):
     COMPARE_EXCHANGE = "compare_exchange"
 
 
+class SubgroupOp(enum.Enum):
+    """The subgroup taxonomy: reductions and scans over a subgroup, moving a value between
+    its invocations, and asking which of them hold a condition."""
+
+    ADD = "add"
+    MIN = "min"
+    MAX = "max"
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+    INCLUSIVE_ADD = "inclusive_add"
+    EXCLUSIVE_ADD = "exclusive_add"
+    BROADCAST = "broadcast"  # the value of one lane, the same for every invocation
+    SHUFFLE = "shuffle"      # the value of a lane each invocation names
+    BALLOT = "ballot"        # the lanes whose condition holds, as bits of a u32
+    ELECT = "elect"          # true in the subgroup's first lane
+
+
+#: Subgroup ops that take a lane operand; ``ELECT`` alone takes no value.
+SUBGROUP_LANE_OPS = frozenset({SubgroupOp.BROADCAST, SubgroupOp.SHUFFLE})
+
+
 class IdKind(enum.Enum):
     GLOBAL = "global"
     LOCAL = "local"
@@ -197,6 +219,18 @@ class Atomic(Expr):
     index: Expr
     value: Expr
     comparand: Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Subgroup(Expr):
+    """``op`` over a subgroup: ``size`` invocations of a workgroup consecutive in local
+    index (lane = local index mod ``size``). The size is part of the program, so every
+    backend that runs it forms the same subgroups and gives the same bytes."""
+
+    op: SubgroupOp
+    size: int
+    value: Expr | None = None
+    lane: Expr | None = None
 
 
 # -- Statements ------------------------------------------------------------------------
@@ -339,6 +373,8 @@ def children(node: Expr | Stmt) -> tuple[Expr | Stmt, ...]:
             return (a, b, c)
         case Atomic(index=i, value=v, comparand=c):
             return (i, v) if c is None else (i, v, c)
+        case Subgroup(value=v, lane=lane):
+            return tuple(x for x in (v, lane) if x is not None)
         case Store(index=i, value=v):
             return (i, v)
         case If(cond=c, then=t, orelse=e):

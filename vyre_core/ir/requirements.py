@@ -31,6 +31,8 @@ from vyre_core.ir.nodes import (
     Select,
     SpecRef,
     Store,
+    Subgroup,
+    SubgroupOp,
     Unary,
     UnOp,
     Var,
@@ -55,9 +57,10 @@ ALL_OPS: frozenset[str] = frozenset(
     + [f"binop.{op.value}" for op in BinOp]
     + [f"unop.{op.value}" for op in UnOp]
     + [f"atomic.{op.value}" for op in AtomicOp]
+    + [f"subgroup.{op.value}" for op in SubgroupOp]
 )
 
-FEATURES = ("atomics", "barriers", "workgroup_memory", "f16", "f64")
+FEATURES = ("atomics", "barriers", "workgroup_memory", "f16", "f64", "subgroups")
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class Requirements:
     workgroup_memory_bytes: int
     loop_trip_bound: int | None        # largest static trip count; None when not static
     largest_buffer: str = ""           # the name of that buffer ("": none has a count)
+    subgroup_size: int | None = None   # the subgroups its subgroup operations run over
 
 
 def _op_id(node) -> str:
@@ -85,6 +89,8 @@ def _op_id(node) -> str:
             return "stmt.loop_step"
         case Atomic(op=op):
             return f"atomic.{op.value}"
+        case Subgroup(op=op):
+            return f"subgroup.{op.value}"
     return _NODE_OPS[type(node)]
 
 
@@ -97,6 +103,7 @@ def requirements_of(program) -> Requirements:
     dtypes = {b.dtype for b in program.buffers}
     features: set[str] = set()
     trip: int | None = 0
+    subgroup_size: int | None = None  # (one per program: V034)
     for node in walk(program.body):
         ops.add(_op_id(node))
         match node:
@@ -106,6 +113,9 @@ def requirements_of(program) -> Requirements:
                 features.add("atomics")
             case Barrier():
                 features.add("barriers")
+            case Subgroup(size=size):
+                features.add("subgroups")
+                subgroup_size = size
             case Loop(start=Lit() as s, end=Lit() as e, step=Lit() as step) if trip is not None:
                 trip = max(trip, -(-max(0, e.bits - s.bits) // step.bits))
             case Loop() | While():  # (a while loop's bound is a ceiling, rarely its count)
@@ -128,4 +138,5 @@ def requirements_of(program) -> Requirements:
         workgroup_memory_bytes=sum(b.count * b.dtype.storage_bytes for b in workgroup
                                    if b.count is not None),
         loop_trip_bound=trip,
+        subgroup_size=subgroup_size,
     )

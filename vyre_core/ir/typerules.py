@@ -4,7 +4,7 @@ builder uses them to type literals. ``None`` means "not allowed"."""
 from __future__ import annotations
 
 from vyre_core.ir.dtypes import DType
-from vyre_core.ir.nodes import AtomicOp, BinOp, UnOp
+from vyre_core.ir.nodes import SUBGROUP_LANE_OPS, AtomicOp, BinOp, SubgroupOp, UnOp
 
 ARITH = {BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.REM, BinOp.MIN, BinOp.MAX}
 BITWISE = {BinOp.AND, BinOp.OR, BinOp.XOR}
@@ -57,6 +57,25 @@ def cast_allowed(src: DType, dst: DType) -> bool:
 
 def fma_result(a: DType, b: DType, c: DType) -> DType | None:
     return a if a.is_float and a is b is c else None
+
+
+#: The types a lane's value may be moved in (its bits, unchanged).
+SHUFFLE_DTYPES = (DType.U32, DType.I32, DType.F32)
+
+
+def subgroup_result(op: SubgroupOp, value: DType | None, lane: DType | None) -> DType | None:
+    """Integers for the reductions and scans (exact whatever the order lanes combine in:
+    a float sum's bytes would depend on the hardware's order); 32-bit values to move;
+    bool to ballot, into a u32 of lane bits; nothing to elect."""
+    if (op in SUBGROUP_LANE_OPS) != (lane is not None) or (lane not in (None, DType.U32)):
+        return None
+    if op is SubgroupOp.ELECT:
+        return DType.BOOL if value is None else None
+    if op is SubgroupOp.BALLOT:
+        return DType.U32 if value is DType.BOOL else None
+    if op in SUBGROUP_LANE_OPS:
+        return value if value in SHUFFLE_DTYPES else None
+    return value if value in ATOMIC_DTYPES else None
 
 
 def atomic_result(op: AtomicOp, buffer: DType, value: DType,

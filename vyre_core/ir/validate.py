@@ -41,9 +41,12 @@ from vyre_core.ir.nodes import (
     SpecRef,
     Stmt,
     Store,
+    Subgroup,
+    SubgroupOp,
     Unary,
     Var,
     While,
+    children,
     walk,
 )
 from vyre_core.ir.specialize import describe_range, in_range
@@ -92,7 +95,14 @@ CODES: dict[str, str] = {
     "V032": "give the while loop a bound between 1 and 2**32-1 passes",
     "V033": "give a shape only to a buffer with a count: 1 to 3 axes of at least 1 whose "
             "product is the count",
+    "V034": "use one subgroup size in a program: a power of two from 1 to 128 (32 with a "
+            "ballot) that divides the workgroup's invocations",
+    "V035": "run subgroup operations only where every invocation of the workgroup runs "
+            "them (where a barrier may be; not in a while condition), broadcasting from a "
+            "lane they all agree on (shuffle takes a lane per invocation)",
 }
+
+_SUBGROUP_SIZES = frozenset(1 << n for n in range(8))
 
 #: The statements after which the rest of a block is unreachable, as findings name them.
 _JUMPS = {Return: "return", Break: "break", Continue: "continue"}
@@ -219,6 +229,8 @@ class _Validator:
         self.uniform_vars: set[str] = set()
         self.diverged = False  # a non-uniform return happened earlier
         self.loop_depth = 0    # how many loops enclose the statement being checked
+        self.subgroup_sizes: set[int] = set()
+        self.ballots = False   # whether any subgroup op is a ballot (32 lanes at most)
 
     def report(self, code: str, cause: str) -> None:
         self.findings.append(Finding(code, cause, self.where))
@@ -230,10 +242,38 @@ class _Validator:
             self.report("V013", f"workgroup size {self.program.workgroup} has an axis out of "
                         "range")
         self.block(self.program.body, "body", uniform=True)
+        self.check_subgroup_size()
         self.check_wire_limits()
         if not self.findings:
             self.check_deprecated_ops()
         return self.findings
+
+    def check_subgroup_size(self) -> None:
+        self.where = "program"
+        invocations = math.prod(self.program.workgroup)
+        if len(self.subgroup_sizes) > 1:
+            self.report("V034", f"subgroup operations of sizes {sorted(self.subgroup_sizes)} "
+                        "in one program")
+        for size in self.subgroup_sizes:
+            if type(size) is not int or size not in _SUBGROUP_SIZES or invocations % size:
+                self.report("V034", f"subgroup size {size!r} is not a power of two from 1 to "
+                            f"128 dividing the workgroup's {invocations} invocations")
+            elif self.ballots and size > 32:
+                self.report("V034", f"a ballot over subgroups of {size}: its u32 holds 32 lanes")
+
+    def subgroups_here(self, exprs: tuple[Expr | None, ...], uniform: bool) -> None:
+        """Subgroup operations need every invocation of the workgroup: where barriers may
+        be (V016), and a broadcast's lane the same in all of them."""
+        for node in walk(tuple(e for e in exprs if e is not None)):
+            if not isinstance(node, Subgroup):
+                continue
+            if not uniform or self.diverged:
+                self.report("V035", f"subgroup {node.op.value} where only some invocations "
+                            "may run it")
+            elif node.op is SubgroupOp.BROADCAST and node.lane is not None and \
+                    not self.is_uniform(node.lane):
+                self.report("V035", "subgroup broadcast from a lane that may differ between "
+                            "invocations")
 
     def check_deprecated_ops(self) -> None:
         """A deprecated op warns (once per process), a removed one is a finding."""
@@ -351,6 +391,9 @@ class _Validator:
             self.uniform_vars.discard(name)
 
     def stmt(self, s: Stmt, path: str, uniform: bool) -> None:
+        own = tuple(c for c in children(s) if isinstance(c, Expr))
+        if own:  # (a while condition is evaluated again by the invocations still in it)
+            self.subgroups_here(own, uniform and not isinstance(s, While))
         match s:
             case Let(name, value):
                 t = self.atomic(value) if isinstance(value, Atomic) else self.expr(value)
@@ -532,6 +575,18 @@ class _Validator:
                 if result is None:
                     self.report("V010", "fma needs three operands of one float type, got "
                                 + ", ".join(t.value for t in ts))
+                return result
+            case Subgroup(op, size, value, lane):
+                ts = (None if value is None else self.expr(value),
+                      None if lane is None else self.expr(lane))
+                if (value is not None and ts[0] is None) or (lane is not None and ts[1] is None):
+                    return None
+                self.subgroup_sizes.add(size)
+                self.ballots |= op is SubgroupOp.BALLOT
+                result = typerules.subgroup_result(op, *ts)
+                if result is None:
+                    given = ", ".join(t.value if t else "nothing" for t in ts)
+                    self.report("V010", f"subgroup {op.value} is not defined for ({given})")
                 return result
             case Atomic():
                 self.report("V022", f"atomic {e.op.value} used inside an expression")

@@ -46,6 +46,8 @@ from vyre_core.ir.nodes import (
     SpecRef,
     Stmt,
     Store,
+    Subgroup,
+    SubgroupOp,
     Unary,
     UnOp,
     Var,
@@ -72,10 +74,11 @@ _BINOP_TAGS = {op: i for i, op in enumerate(BinOp)}
 _UNOP_TAGS = {op: i for i, op in enumerate(UnOp)}
 _ATOMIC_TAGS = {op: i for i, op in enumerate(AtomicOp)}
 _ID_TAGS = {IdKind.GLOBAL: 0, IdKind.LOCAL: 1, IdKind.WORKGROUP: 2}
+_SUBGROUP_TAGS = {op: i for i, op in enumerate(SubgroupOp)}
 
 # Expression tags 1..; statement tags 64..
 (E_LIT, E_VAR, E_LOAD, E_BUFLEN, E_ID, E_BIN, E_UN, E_SELECT, E_CAST, E_FMA, E_ATOMIC,
- E_SPEC) = range(1, 13)
+ E_SPEC, E_SUBGROUP) = range(1, 14)
 (S_LET, S_ASSIGN, S_STORE, S_IF, S_LOOP, S_RETURN, S_BARRIER, S_BLOCK, S_WHILE, S_BREAK,
  S_CONTINUE, S_LOOP_STEP) = range(64, 76)
 
@@ -84,8 +87,9 @@ def _inverse(table: dict) -> dict:
     return {v: k for k, v in table.items()}
 
 
-_DTYPES, _ACCESSES, _BINOPS, _UNOPS, _ATOMICS, _IDS = map(
-    _inverse, (DTYPE_TAGS, _ACCESS_TAGS, _BINOP_TAGS, _UNOP_TAGS, _ATOMIC_TAGS, _ID_TAGS))
+_DTYPES, _ACCESSES, _BINOPS, _UNOPS, _ATOMICS, _IDS, _SUBGROUPS = map(
+    _inverse, (DTYPE_TAGS, _ACCESS_TAGS, _BINOP_TAGS, _UNOP_TAGS, _ATOMIC_TAGS, _ID_TAGS,
+               _SUBGROUP_TAGS))
 
 
 # -- Encoding --------------------------------------------------------------------------
@@ -193,6 +197,10 @@ def _enc_expr(e: Expr, depth: int) -> list:
         case Atomic(op, buffer, index, value, comparand):
             return [E_ATOMIC, _ATOMIC_TAGS[op], buffer, _enc_expr(index, d), _enc_expr(value, d),
                     None if comparand is None else _enc_expr(comparand, d)]
+        case Subgroup(op, size, value, lane):
+            return [E_SUBGROUP, _SUBGROUP_TAGS[op], size,
+                    None if value is None else _enc_expr(value, d),
+                    None if lane is None else _enc_expr(lane, d)]
     raise InvalidProgramError(f"{type(e).__name__} is not an IR expression",
                               "Build expressions with vyre_core.ir only.")
 
@@ -380,7 +388,7 @@ class _Decoder:
         v = self.arr(v, "expression")
         d = depth + 1
         shape = {E_LIT: 3, E_VAR: 2, E_LOAD: 3, E_BUFLEN: 2, E_ID: 3, E_BIN: 4, E_UN: 3,
-                 E_SELECT: 4, E_CAST: 3, E_FMA: 4, E_ATOMIC: 6, E_SPEC: 2}
+                 E_SELECT: 4, E_CAST: 3, E_FMA: 4, E_ATOMIC: 6, E_SPEC: 2, E_SUBGROUP: 5}
         tag = self.tag({t: t for t in shape}, v[0] if v else None, "expression")
         self.arr(v, f"expression {tag}", shape[tag])
         if tag == E_LIT:
@@ -407,6 +415,11 @@ class _Decoder:
             return Cast(self.tag(_DTYPES, v[1], "dtype"), self.expr(v[2], d))
         if tag == E_FMA:
             return Fma(self.expr(v[1], d), self.expr(v[2], d), self.expr(v[3], d))
+        if tag == E_SUBGROUP:
+            return Subgroup(self.tag(_SUBGROUPS, v[1], "subgroup op"),
+                            self.int_(v[2], "subgroup size"),
+                            None if v[3] is None else self.expr(v[3], d),
+                            None if v[4] is None else self.expr(v[4], d))
         comparand = None if v[5] is None else self.expr(v[5], d)
         return Atomic(self.tag(_ATOMICS, v[1], "atomic op"), self.name(v[2], "buffer"),
                       self.expr(v[3], d), self.expr(v[4], d), comparand)

@@ -88,6 +88,8 @@ def rejection_reasons(req: Requirements, caps: Capabilities) -> list[str]:
         reasons.append("needs f16 (supports_f16 is false)")
     if "f64" in req.features and not caps.supports_f64:
         reasons.append("needs f64 (supports_f64 is false)")
+    if "subgroups" in req.features:
+        reasons += subgroups_refused(req.subgroup_size, caps)
     over = workgroup_exceeded(req.workgroup_size, req.workgroup_memory_bytes,
                               "workgroup_memory" in req.features, caps)
     over_storage = buffer_exceeded(req.largest_buffer, req.largest_buffer_bytes, caps)
@@ -101,6 +103,19 @@ def rejection_reasons(req: Requirements, caps: Capabilities) -> list[str]:
         reasons.append(f"loops run {req.loop_trip_bound} iterations, more than the "
                        f"{trip_max} this adapter allows")
     return reasons
+
+
+def subgroups_refused(size: int | None, caps: Capabilities) -> list[str]:
+    """Why a backend cannot run subgroups of ``size``: it must run subgroup operations,
+    and run them over exactly that many invocations (its range holds the size)."""
+    if not caps.supports_subgroup_ops:
+        return ["needs subgroup operations (supports_subgroup_ops is false)"]
+    low, high = caps.subgroup_size_range or (0, 0)
+    if size is None or not low <= size <= high:
+        sizes = "none" if caps.subgroup_size_range is None else \
+            (f"{low}" if low == high else f"{low} to {high}")
+        return [f"needs subgroups of {size} invocations (this backend runs {sizes})"]
+    return []
 
 
 def refuse_unknown(req: Requirements) -> None:

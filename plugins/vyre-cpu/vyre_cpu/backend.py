@@ -38,6 +38,9 @@ CLAIMS = {
     "max_storage_buffer_bytes": 2**31,
     "max_workgroup_memory_bytes": 1 << 20,
     "supported_ops": ALL_OPS,
+    # subgroups of any size a program may declare (V034): lanes run side by side
+    "supports_subgroup_ops": True,
+    "subgroup_size_range": (1, 128),
 }
 
 
@@ -170,6 +173,16 @@ def vyre_supports_f16() -> bool:
 @hookimpl
 def vyre_supports_f64() -> bool:
     return CLAIMS["supports_f64"]
+
+
+@hookimpl
+def vyre_supports_subgroup_ops() -> bool:
+    return CLAIMS["supports_subgroup_ops"]
+
+
+@hookimpl
+def vyre_subgroup_size_range() -> tuple[int, int]:
+    return CLAIMS["subgroup_size_range"]
 
 
 @hookimpl

@@ -14,8 +14,9 @@ compiled, with the reason routing shows."""
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -49,6 +50,8 @@ from vyre_core.ir.nodes import (
     Select,
     Stmt,
     Store,
+    Subgroup,
+    SubgroupOp,
     Unary,
     UnOp,
     Var,
@@ -56,7 +59,8 @@ from vyre_core.ir.nodes import (
     children,
     walk,
 )
-from vyre_core.ir.typerules import binop_result, unop_result
+from vyre_core.ir.rewrite import transform
+from vyre_core.ir.typerules import binop_result, subgroup_result, unop_result
 from vyre_core.ir.uniformity import is_uniform
 
 #: The types this backend computes in. numba has no binary16: f16 buffers are passed as
@@ -71,6 +75,9 @@ _ATOMIC_CODE = {AtomicOp.ADD: 0, AtomicOp.SUB: 1, AtomicOp.MIN: 2, AtomicOp.MAX:
                 AtomicOp.COMPARE_EXCHANGE: 8}
 _COMPARE = {BinOp.EQ: "==", BinOp.NE: "!=", BinOp.LT: "<", BinOp.LE: "<=", BinOp.GT: ">",
             BinOp.GE: ">="}
+#: The ``op`` code of ``runtime.subgroup_reduce``.
+_SUBGROUP_REDUCE = {SubgroupOp.ADD: 0, SubgroupOp.MIN: 1, SubgroupOp.MAX: 2,
+                    SubgroupOp.AND: 3, SubgroupOp.OR: 4, SubgroupOp.XOR: 5}
 #: A plain program with a loop whose bounds are the same in every lane may run in lockstep
 #: when its workgroup has at least this many lanes: the loop runs once for the
 #: workgroup, each statement in it over the lanes (independent work the core overlaps,
@@ -108,6 +115,7 @@ def generate(program: Program) -> Kernel:
     if why is not None:
         raise UnsupportedFeatureError(f"the cpu backend cannot run this program: {why}",
                                       "Let routing pick another backend (omit backend=).")
+    program = _subgroups_as_lets(program)
     if not _needs_lockstep(program) and math.prod(program.workgroup) >= HOIST_LANES and \
             any(isinstance(n, Loop) for n in walk(program.body)):
         hoisting = _Writer(program, hoist=True)
@@ -284,13 +292,15 @@ class _Writer:
             match s:
                 case Barrier():
                     pass
+                case Let(name, Subgroup() as op):
+                    self.subgroup(name, op, depth)
                 case Break():  # (of a loop run once for the workgroup: the validator lets
                     self.emit(depth, "break")  # only jumps every lane takes stay in one)
                 case Continue():
                     self.emit(depth, "continue")
                 case Block(body):
                     self.uniform(body, depth)
-                case If(cond, then, orelse) if _has_barrier(s):
+                case If(cond, then, orelse) if _synchronizes(s):
                     self.first_live(depth)
                     self.at = depth + 1
                     code, _ = self.expr(cond)
@@ -302,7 +312,7 @@ class _Writer:
                 case If(cond, then, orelse):
                     self.masked_if(cond, then, orelse, depth)
                 case Loop(var, start, end, body, step):
-                    self.hoisted += not _has_barrier(s)
+                    self.hoisted += not _synchronizes(s)
                     self.first_live(depth)
                     self.at = depth + 1
                     counter, name = self.fresh("k"), self.fresh(var)
@@ -328,6 +338,38 @@ class _Writer:
         self.run_stretch(stretch, depth)
         self.leave_scope()
 
+    def subgroup(self, name: str, op: Subgroup, depth: int) -> None:
+        """(Lockstep.) ``let name = op``: its operands computed in every lane (a stretch
+        of lets of their own), then the operation over the lane arrays, subgroup by
+        subgroup (lane ``l`` is local index ``l``: subgroups are runs of ``size``)."""
+        operands = [Let(f"{name} {part}", e) for part, e in (("value", op.value),
+                                                               ("lane", op.lane))
+                    if e is not None]
+        self.run_stretch(operands, depth)
+        args = [self.var(s.name)[0] for s in operands]
+        dtype = subgroup_result(op.op, self.var(f"{name} value")[1] if op.value is not None
+                                else None,
+                                DType.U32 if op.lane is not None else None)
+        py = self.fresh(name)
+        self.arrays.append((py, dtype))
+        self.scopes[-1][name] = (py, dtype)
+        self.uniform_vars.discard(name)
+        size = op.size
+        match op.op:
+            case SubgroupOp.ELECT:
+                self.emit(depth, f"for l in range({math.prod(self.program.workgroup)}):")
+                self.emit(depth + 1, f"{py}[l] = l % {size} == 0")
+            case SubgroupOp.BALLOT:
+                self.emit(depth, f"subgroup_ballot({args[0]}, {py}, {size})")
+            case SubgroupOp.BROADCAST | SubgroupOp.SHUFFLE:
+                self.emit(depth, f"subgroup_shuffle({args[0]}, {args[1]}, {py}, {size})")
+            case SubgroupOp.INCLUSIVE_ADD | SubgroupOp.EXCLUSIVE_ADD:
+                inclusive = op.op is SubgroupOp.INCLUSIVE_ADD
+                self.emit(depth, f"subgroup_scan({args[0]}, {py}, {size}, {inclusive})")
+            case _:
+                self.emit(depth, f"subgroup_reduce({args[0]}, {py}, {size}, "
+                                 f"{_SUBGROUP_REDUCE[op.op]})")
+
     def leave_scope(self) -> None:
         """Its variables are gone: a sibling scope may declare the names again."""
         for name in self.scopes.pop():
@@ -346,7 +388,7 @@ class _Writer:
         holds a barrier, or a loop whose bounds are the same in every lane it runs on and
         that carries a float from one pass to the next (``chains_floats``) or holds an
         atomic (which then apply pass by pass, lanes in order, as on the reference)."""
-        if _has_barrier(s):
+        if _synchronizes(s):
             return True
         match s:
             case Break() | Continue():  # (here, only in a loop that holds a barrier)
@@ -842,10 +884,56 @@ def _has_barrier(s: Stmt) -> bool:
     return any(isinstance(n, Barrier) for n in walk((s,)))
 
 
+def _synchronizes(s: Stmt) -> bool:
+    """A barrier or a subgroup operation: every lane of the workgroup reaches it before
+    any goes on, so the statement runs at workgroup level."""
+    return any(isinstance(n, Barrier | Subgroup) for n in walk((s,)))
+
+
+def _subgroups_as_lets(program: Program) -> Program:
+    """``program`` with every subgroup operation the whole value of a let of its own,
+    before the statement that used it (its operands free of others): the kernel computes
+    its operands in every lane, then the operation over the lanes' arrays. The validator
+    put each where every invocation runs it, so moving it before its statement (an if's
+    condition, a loop's bounds: evaluated once anyway) changes nothing."""
+    if not any(isinstance(n, Subgroup) for n in walk(program.body)):
+        return program
+    count = itertools.count()
+
+    def hoisted(stmts: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for s in stmts:
+            lets: list[Stmt] = []
+
+            def lift(node: Expr | Stmt, lets: list[Stmt] = lets) -> Expr | Stmt:
+                if isinstance(node, Subgroup):
+                    name = f"subgroup {next(count)}"  # (no identifier: no program's own)
+                    lets.append(Let(name, node))
+                    return Var(name)
+                return node
+
+            s = replace(s, **{f.name: transform(getattr(s, f.name), lift)
+                              for f in fields(s) if isinstance(getattr(s, f.name), Expr)})
+            s = replace(s, **{f.name: hoisted(getattr(s, f.name)) for f in fields(s)
+                              if _is_body(getattr(s, f.name))})
+            if isinstance(s, Let) and isinstance(s.value, Var) and lets and \
+                    s.value.name == lets[-1].name:  # (already a let of one: keep its name)
+                lets[-1] = Let(s.name, lets[-1].value)
+                s = None
+            out += lets + ([s] if s is not None else [])
+        return tuple(out)
+
+    return Program(program.buffers, program.workgroup, hoisted(program.body))
+
+
+def _is_body(value: object) -> bool:
+    return isinstance(value, tuple) and bool(value) and isinstance(value[0], Stmt)
+
+
 def _needs_lockstep(program: Program) -> bool:
-    """Workgroup memory or barriers: lanes must run side by side."""
+    """Workgroup memory, barriers or subgroups: lanes must run side by side."""
     return any(b.access is Access.WORKGROUP for b in program.buffers) or \
-        any(isinstance(n, Barrier) for n in walk(program.body))
+        any(isinstance(n, Barrier | Subgroup) for n in walk(program.body))
 
 
 def _reads(exprs: tuple[Expr, ...]) -> set[str]:

@@ -715,3 +715,61 @@ def load_f16(arr, i):
 def store_f16(arr, i, value):
     if np.int64(i) < arr.shape[0]:
         arr[np.int64(i)] = f16_bits(value)
+
+
+# -- subgroups: a workgroup's lane arrays, lanes size by size (the kernel writes the
+# operands of every lane first: each subgroup operation runs between two stretches) ------
+
+@njit(**_FAST)
+def subgroup_reduce(src, dst, size, op):
+    """op 0-5: add (wrapping: stored back into the 32-bit array), min, max, and, or,
+    xor of each subgroup, in every lane of it."""
+    for first in range(0, src.shape[0], size):
+        acc = np.int64(src[first])
+        for j in range(first + 1, first + size):
+            v = np.int64(src[j])
+            if op == 0:
+                acc += v
+            elif op == 1:
+                acc = min(acc, v)
+            elif op == 2:
+                acc = max(acc, v)
+            elif op == 3:
+                acc &= v
+            elif op == 4:
+                acc |= v
+            else:
+                acc ^= v
+        for j in range(first, first + size):
+            dst[j] = acc & 0xFFFFFFFF if op == 0 else acc
+
+
+@njit(**_FAST)
+def subgroup_scan(src, dst, size, inclusive):
+    for first in range(0, src.shape[0], size):
+        acc = np.int64(0)
+        for j in range(first, first + size):
+            v = np.int64(src[j])
+            if inclusive:
+                acc += v
+                dst[j] = acc & 0xFFFFFFFF
+            else:
+                dst[j] = acc & 0xFFFFFFFF
+                acc += v
+
+
+@njit(**_FAST)
+def subgroup_shuffle(src, lanes, dst, size):
+    for j in range(src.shape[0]):
+        dst[j] = src[j - j % size + np.int64(lanes[j]) % size]
+
+
+@njit(**_FAST)
+def subgroup_ballot(src, dst, size):
+    for first in range(0, src.shape[0], size):
+        bits = np.uint32(0)
+        for j in range(size):
+            if src[first + j]:
+                bits |= np.uint32(1) << np.uint32(j)
+        for j in range(first, first + size):
+            dst[j] = bits

@@ -24,6 +24,9 @@ CLAIMS = {
     "max_workgroups_per_dimension": 65535,
     "max_storage_buffer_bytes": 2**31,
     "max_workgroup_memory_bytes": 1 << 20,
+    # subgroups of any size a program may declare (V034), formed as the program says
+    "supports_subgroup_ops": True,
+    "subgroup_size_range": (1, 128),
 }
 
 
@@ -81,6 +84,16 @@ def vyre_supports_f16() -> bool:
 @hookimpl
 def vyre_supports_f64() -> bool:
     return CLAIMS["supports_f64"]
+
+
+@hookimpl
+def vyre_supports_subgroup_ops() -> bool:
+    return CLAIMS["supports_subgroup_ops"]
+
+
+@hookimpl
+def vyre_subgroup_size_range() -> tuple[int, int]:
+    return CLAIMS["subgroup_size_range"]
 
 
 @hookimpl

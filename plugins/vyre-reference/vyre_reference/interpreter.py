@@ -21,6 +21,7 @@ from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
+    SUBGROUP_LANE_OPS,
     Access,
     Assign,
     Atomic,
@@ -46,6 +47,8 @@ from vyre_core.ir.nodes import (
     Select,
     Stmt,
     Store,
+    Subgroup,
+    SubgroupOp,
     Unary,
     UnOp,
     Var,
@@ -492,7 +495,61 @@ class _Dispatch:
             case Fma(a, b, c):  # a * b + c, rounded twice in the type (semantics.md)
                 va, vb, vc = self.eval(a), self.eval(b), self.eval(c)
                 return va * vb + vc
+            case Subgroup():
+                return self.subgroup(e)
         raise AssertionError(f"unhandled node {e!r}")  # unreachable after validation
+
+    def subgroup_layout(self, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """The lanes in subgroup order (each subgroup's ``size`` lanes side by side, by
+        local index), and each lane's place in its subgroup."""
+        key = (IdKind.LOCAL, -size)
+        if key not in self.ids:
+            wx, wy, _ = self.wg
+            local = [self.invocation_id(IdKind.LOCAL, a).astype(np.int64) for a in range(3)]
+            index = local[0] + wx * (local[1] + wy * local[2])
+            group = self.workgroup_linear() * (math.prod(self.wg) // size) + index // size
+            place = index % size
+            self.ids[key] = (np.lexsort((place, group)), place)
+        return self.ids[key]
+
+    def subgroup(self, e: Subgroup) -> Value:
+        """Every invocation runs it (the validator's rule), so each subgroup is whole."""
+        order, place = self.subgroup_layout(e.size)
+        if e.op is SubgroupOp.ELECT:
+            return place == 0
+        value = np.broadcast_to(self.eval(e.value), (self.lanes,))
+        grouped = value[order].reshape(-1, e.size)
+        if e.op in SUBGROUP_LANE_OPS:
+            lane = np.broadcast_to(self.eval(e.lane), (self.lanes,)) % np.uint32(e.size)
+            moved = np.take_along_axis(grouped, lane[order].reshape(-1, e.size), axis=1)
+            return _unsort(moved, order)
+        if e.op is SubgroupOp.BALLOT:
+            bits = grouped.astype(np.uint32) << np.arange(e.size, dtype=np.uint32)
+            return _unsort(np.repeat(np.bitwise_or.reduce(bits, axis=1), e.size), order)
+        words = grouped.view(np.uint32)  # (sums wrap: i32 adds as its u32 bits)
+        if e.op in _SCANS:
+            sums = np.cumsum(words, axis=1, dtype=np.uint32)
+            if e.op is SubgroupOp.EXCLUSIVE_ADD:
+                sums -= words
+            return _unsort(sums.view(value.dtype), order)
+        if e.op is SubgroupOp.ADD:
+            total = np.add.reduce(words, axis=1, dtype=np.uint32).view(value.dtype)
+        else:
+            total = _SUBGROUP_REDUCE[e.op].reduce(grouped, axis=1)
+        return _unsort(np.repeat(total, e.size), order)
+
+
+_SCANS = (SubgroupOp.INCLUSIVE_ADD, SubgroupOp.EXCLUSIVE_ADD)
+_SUBGROUP_REDUCE = {SubgroupOp.MIN: np.minimum, SubgroupOp.MAX: np.maximum,
+                    SubgroupOp.AND: np.bitwise_and, SubgroupOp.OR: np.bitwise_or,
+                    SubgroupOp.XOR: np.bitwise_xor}
+
+
+def _unsort(values: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Per-lane values back from subgroup order."""
+    out = np.empty(len(order), dtype=values.dtype)
+    out[order] = values.reshape(-1)
+    return out
 
 
 def _scalar(v: Value) -> Value:

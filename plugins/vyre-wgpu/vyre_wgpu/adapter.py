@@ -11,7 +11,7 @@ from vyre_core.errors import UnsupportedFeatureError
 
 #: Features requested whenever the adapter has them; the lowering emits f16/f64 only for
 #: programs that use them, and the probes decide whether they are reported.
-OPTIONAL_FEATURES = ("shader-f16", "shader-f64", "timestamp-query")
+OPTIONAL_FEATURES = ("shader-f16", "shader-f64", "timestamp-query", "subgroup")
 
 #: Limits requested at the adapter's own values (the WebGPU defaults are far lower).
 USED_LIMITS = (

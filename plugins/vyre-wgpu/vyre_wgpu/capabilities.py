@@ -50,6 +50,27 @@ fn main() {
 """
 
 
+#: Every invocation of two 64-wide workgroups writes the subgroup size it sees, its lane,
+#: and the sum of 1 over its subgroup (params[0].x, 0, keeps it opaque): vyre forms
+#: subgroups of consecutive local indices, so the probe checks the device does the same.
+#: (naga has no subgroup lane in a 2-D or 3-D workgroup: vyre's wgpu backend runs
+#: subgroup programs in 1-D workgroups only.)
+_SUBGROUP_PROBE = """
+@group(0) @binding(0) var<storage, read_write> seen: array<u32>;
+@group(0) @binding(1) var<uniform> params: array<vec4<u32>, 1>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(subgroup_size) size: u32, @builtin(subgroup_invocation_id) lane: u32) {
+    let at = (wid.x * 64u + index) * 3u;
+    seen[at] = size;
+    seen[at + 1u] = lane;
+    seen[at + 2u] = subgroupAdd(1u + params[0].x);
+}
+"""
+SUBGROUP_PROBE_WORKGROUPS = 2
+
+
 class Probed(DeviceState, Protocol):
     """What the probes use of a device (``vyre_wgpu.device.Device`` is one): its state and
     its way of compiling and running kernels."""
@@ -70,21 +91,23 @@ def assumed_loop_trip(software: bool) -> int | None:
     return SOFTWARE_LOOP_TRIP if software else None
 
 
-def probe(dev: Probed) -> tuple[dict[str, str], int | None]:
-    """Measure what ``dev`` really does: each probe's outcome, and the loop budget."""
+def probe(dev: Probed) -> tuple[dict[str, str], int | None, int | None]:
+    """Measure what ``dev`` really does: each probe's outcome, the loop budget, and the
+    subgroup size every pipeline runs with (None: no subgroups vyre can use)."""
     probes = {"f16": _probe_float(dev, DType.F16, "shader-f16"),
               "f64": _probe_float(dev, DType.F64, "shader-f64")}
     limit, outcome = _probe_loop(dev)
     probes["loop_trip"] = outcome
     if limit is None and not outcome.startswith("no limit"):
         limit = assumed_loop_trip(dev.software)  # the probe could not run
-    return probes, limit
+    subgroup_size, probes["subgroups"] = _probe_subgroups(dev)
+    return probes, limit, subgroup_size
 
 
 def fields(dev: DeviceState) -> dict[str, Any]:
     """Capabilities fields as probed on ``dev``."""
     return {
-        "supports_subgroup_ops": False,  # the lowering emits no subgroup operations
+        "supports_subgroup_ops": dev.subgroup_size is not None,
         "supports_f16": dev.probes.get("f16") == "passed",
         "supports_f64": dev.probes.get("f64") == "passed",
         "max_workgroup_size": (dev.limit("max-compute-workgroup-size-x"),
@@ -92,7 +115,9 @@ def fields(dev: DeviceState) -> dict[str, Any]:
                                dev.limit("max-compute-workgroup-size-z")),
         "max_invocations_per_workgroup": dev.limit("max-compute-invocations-per-workgroup"),
         "max_workgroups_per_dimension": dev.limit("max-compute-workgroups-per-dimension"),
-        "subgroup_size_range": None,  # (the same: no subgroup operations)
+        # (WGSL cannot choose a size: a device runs only the size it always forms)
+        "subgroup_size_range": None if dev.subgroup_size is None else
+        (dev.subgroup_size, dev.subgroup_size),
         "max_storage_buffer_bytes": min(dev.limit("max-storage-buffer-binding-size"),
                                         dev.limit("max-buffer-size")),
         "max_workgroup_memory_bytes": dev.limit("max-compute-workgroup-storage-size"),
@@ -132,6 +157,20 @@ def refuse_unsupported(dev: DeviceState, program: Program) -> None:
                 f"({dev.probes.get(dtype, 'not probed')})",
                 f"Route the program to a backend with supports_{dtype}, e.g. "
                 "backend='reference'.")
+    if "subgroups" in req.features and program.workgroup[1:] != (1, 1):
+        raise UnsupportedFeatureError(
+            f"backend 'wgpu' runs subgroup operations in 1-D workgroups only; this program's "
+            f"workgroup is {program.workgroup} (WGSL does not say how it forms subgroups of "
+            "a 2-D or 3-D workgroup)",
+            "Route it to another backend (omit backend='wgpu' and routing does), or use a "
+            "1-D workgroup and compute 2-D indices from global_id(0).")
+    if "subgroups" in req.features and req.subgroup_size != dev.subgroup_size:
+        runs = "none" if dev.subgroup_size is None else f"only {dev.subgroup_size}"
+        raise UnsupportedFeatureError(
+            f"backend 'wgpu' on {dev.name!r} runs subgroups of {runs} lanes; this program "
+            f"needs {req.subgroup_size} ({dev.probes.get('subgroups', 'not probed')})",
+            "Route it to another backend (omit backend='wgpu' and routing does), or "
+            "declare the subgroup size this device runs.")
     limit, bound = dev.max_loop_trip, req.loop_trip_bound
     if limit is None or bound is None or bound <= limit:
         return  # run-time bounds and shared budgets: guarded by the status word
@@ -171,6 +210,32 @@ def _probe_float(dev: Probed, dtype: DType, feature: str) -> str:
     if got.tobytes() != expected.tobytes():
         return f"failed: {xs} + {ys} gave {got}, expected {expected}"
     return "passed"
+
+
+def _probe_subgroups(dev: Probed) -> tuple[int | None, str]:
+    """The one subgroup size the device forms subgroups of, in local index order. WGSL
+    cannot choose the size, so a device that shows two sizes, or another order, runs
+    no vyre subgroup program."""
+    if "subgroup" not in dev.features:
+        return None, "absent: the adapter has no subgroup feature"
+    lanes = 64 * SUBGROUP_PROBE_WORKGROUPS
+    lowered = Lowered(_SUBGROUP_PROBE, (BufferBinding("seen", 0, "read_write", 4),),
+                      params_binding=1, params_words=8, status_binding=2,
+                      features=frozenset({"subgroup"}))
+    try:
+        kernel = dev.compile_wgsl(lowered, label="probe-subgroups")
+        (seen,), _ = dev.run(Launch(kernel, [None], (3 * lanes,),
+                                    (SUBGROUP_PROBE_WORKGROUPS, 1, 1), (True,)))
+    except VyreError as exc:
+        return None, f"failed: {exc.cause}"
+    size, lane, count = np.frombuffer(seen, np.uint32).reshape(lanes, 3).T
+    sizes = sorted(set(size.tolist()))
+    if len(sizes) != 1 or sizes[0] not in {1 << n for n in range(8)} or 64 % sizes[0]:
+        return None, f"failed: subgroups of {sizes} lanes, not one power of two up to 128"
+    width = sizes[0]
+    if lane.tolist() != [i % width for i in range(lanes)] or set(count.tolist()) != {width}:
+        return None, f"failed: subgroups of {width} lanes are not consecutive local indices"
+    return width, f"passed: subgroups of {width} lanes"
 
 
 def _probe_loop(dev: Probed) -> tuple[int | None, str]:

@@ -60,6 +60,7 @@ class Device(DeviceState):
         self.pipelines = PipelineCache(cache_size)
         self.probes: dict[str, str] = {}
         self.max_loop_trip = capabilities.assumed_loop_trip(self.software)
+        self.subgroup_size: int | None = None  # (until the probe shows one)
         self.closed = False
         self._open()
         if probe:
@@ -90,7 +91,7 @@ class Device(DeviceState):
 
     def probe(self) -> None:
         """Measure what the device really does; the results decide the capabilities."""
-        self.probes, self.max_loop_trip = capabilities.probe(self)
+        self.probes, self.max_loop_trip, self.subgroup_size = capabilities.probe(self)
 
     # -- compile --------------------------------------------------------------------------
 

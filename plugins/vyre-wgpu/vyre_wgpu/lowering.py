@@ -20,6 +20,7 @@ from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
     ONE,
+    SUBGROUP_LANE_OPS,
     Access,
     Assign,
     Atomic,
@@ -45,13 +46,15 @@ from vyre_core.ir.nodes import (
     Select,
     Stmt,
     Store,
+    Subgroup,
+    SubgroupOp,
     Unary,
     UnOp,
     Var,
     While,
     walk,
 )
-from vyre_core.ir.typerules import binop_result, unop_result
+from vyre_core.ir.typerules import binop_result, subgroup_result, unop_result
 
 #: Params uniform layout (u32 words): [0] grid split stride S (0 = no split), [1] logical
 #: workgroups along x, [2] along y, [3] along z, [4] zero (see OPAQUE_ZERO), [5 + i]
@@ -88,6 +91,11 @@ class Lowered:
     features: frozenset[str]            # wgpu features the shader needs: "shader-f16", "shader-f64"
 
 
+_SUBGROUP_FN = {SubgroupOp.ADD: "subgroupAdd", SubgroupOp.MIN: "subgroupMin",
+                SubgroupOp.MAX: "subgroupMax", SubgroupOp.AND: "subgroupAnd",
+                SubgroupOp.OR: "subgroupOr", SubgroupOp.XOR: "subgroupXor",
+                SubgroupOp.INCLUSIVE_ADD: "subgroupInclusiveAdd",
+                SubgroupOp.EXCLUSIVE_ADD: "subgroupExclusiveAdd"}
 _TYPE = {DType.U32: "u32", DType.I32: "i32", DType.F32: "f32", DType.BOOL: "bool",
          DType.F16: "f16", DType.F64: "f64"}
 _STORAGE = {**_TYPE, DType.BOOL: "u32"}
@@ -254,6 +262,9 @@ class _Lowering:
                 return unop_result(op, self.type_of(x))
             case Fma(a=x):
                 return self.type_of(x)
+            case Subgroup(op, _, value, lane):
+                return subgroup_result(op, None if value is None else self.type_of(value),
+                                       None if lane is None else self.type_of(lane))
             case Select(if_true=x):
                 return self.type_of(x)
         raise AssertionError(e)
@@ -286,7 +297,24 @@ class _Lowering:
                 return self.exact(t, f"({product} + {self.hidden(self.expr(c))})")
             case Atomic():
                 raise AssertionError("atomics are lowered as let statements")
+            case Subgroup():
+                return self.subgroup(e)
         raise AssertionError(e)
+
+    def subgroup(self, e: Subgroup) -> str:
+        """The device forms subgroups of exactly ``e.size`` consecutive local indices
+        (probed; ``capabilities.refuse_unsupported`` refuses any other size), so WGSL's
+        subgroup functions compute vyre's. A bool is balloted; a lane is taken mod the
+        size (WGSL's broadcast wants a constant lane: a shuffle does for both)."""
+        size = f"{e.size}u"
+        if e.op is SubgroupOp.ELECT:  # (every invocation runs it: lane 0 is the first)
+            return f"(vyre_lindex % {size} == 0u)"
+        value = self.expr(e.value)
+        if e.op is SubgroupOp.BALLOT:
+            return f"subgroupBallot({value}).x"
+        if e.op in SUBGROUP_LANE_OPS:
+            return f"subgroupShuffle({value}, {self.expr(e.lane)} % {size})"
+        return f"{_SUBGROUP_FN[e.op]}({value})"
 
     def binary(self, op: BinOp, lhs: Expr, rhs: Expr) -> str:
         t = self.type_of(lhs)
@@ -675,6 +703,8 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             header.append("enable f16;")
         if DType.F64 in self.dtypes:
             features.add("shader-f64")
+        if any(isinstance(n, Subgroup) for n in walk(self.program.body)):
+            features.add("subgroup")
         source = "\n".join([
             *header,
             *decls,

@@ -22,6 +22,7 @@ class DeviceState(Protocol):
     closed: bool
     probes: dict[str, str]
     max_loop_trip: int | None
+    subgroup_size: int | None  # the one size it forms subgroups of (probed), if any
     readback: Any  # its submission.Readback
 
     @property
