@@ -96,6 +96,24 @@ def test_barriers_atomics_and_workgroup_memory_stay_apart():
     assert "the second uses barriers, workgroup_memory" in found
 
 
+def _subgroup_max(size: int) -> ir.Program:
+    k = ir.Kernel(workgroup=(64,), subgroup_size=size)
+    x, out = k.read("x", ir.f32), k.output("out", ir.f32, N)
+    i = k.let("i", ir.global_id())
+    out[i] = k.subgroup("shuffle", x[i], ir.local_id() + 1)
+    return k.build()
+
+
+@pytest.mark.fast
+def test_subgroup_operations_stay_apart_as_barriers_do():
+    """Two steps of subgroups of 8 and 16 fused would be one program of two sizes (V034):
+    found in review, fused() raised a ValidationError for a valid sequence."""
+    seq = chain(_subgroup_max(8), _subgroup_max(16))
+    assert "the first uses subgroups" in why_not(*seq.items)
+    assert seq.fused() is seq
+    assert "the second uses subgroups" in reasons(DOUBLE, _subgroup_max(8))
+
+
 @pytest.mark.fast
 def test_an_early_return_in_the_first_keeps_them_apart():
     k = ir.Kernel(workgroup=(64,))

@@ -25,7 +25,7 @@ from installed_dists import write_dist
 from vyre_core.contract import Capabilities, hookimpl
 from vyre_core.driver import Driver
 from vyre_core.errors import PluginLoadError
-from vyre_core.ir import ALL_OPS
+from vyre_core.ir import ALL_OPS, NEWER_OPS
 from vyre_core.registry import (
     ENTRY_POINT_GROUP,
     SELECT_ENV,
@@ -61,7 +61,10 @@ def test_discovery_finds_the_reference_backend_with_exact_fields():
     assert ref.claims.supports_f16 is True
     assert ref.claims.max_workgroup_size == (1024, 1024, 64)
     assert ref.claims.max_invocations_per_workgroup == 1024
-    assert ref.claims.supports_subgroup_ops is False  # unclaimed: the conservative floor
+    # (it forms subgroups of any size a program declares, and runs every op)
+    assert ref.claims.supports_subgroup_ops is True
+    assert ref.claims.subgroup_size_range == (1, 128)
+    assert ref.claims.supported_ops == ALL_OPS
     import vyre_reference.backend
     assert ref.plugin is vyre_reference.backend
     assert registry.reference() is ref
@@ -147,7 +150,8 @@ def test_static_claims_hold_only_the_ops_the_plugin_says_it_supports():
     assert register_plugin(plugin).claims.supported_ops == {"binop.add", "binop.mul"}
     plugin.vyre_backend_claims = hookimpl(lambda: {"supported_ops": ["binop.add", "binop.sub"]})
     assert register_plugin(plugin).claims.supported_ops == {"binop.add"}  # both say so
-    assert registration("wide").claims.supported_ops == ALL_OPS
+    # (a plugin that names none: every op but those newer than its contract)
+    assert registration("wide").claims.supported_ops == ALL_OPS - NEWER_OPS
 
 
 def test_supported_ops_may_come_as_any_iterable_and_name_ops_of_a_newer_vyre():

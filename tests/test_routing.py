@@ -123,6 +123,27 @@ def test_workgroup_axes_and_invocations_are_checked_separately():
         "workgroup axis z is 128, the limit is 64"]
 
 
+def test_a_backend_that_names_no_ops_is_not_routed_ops_newer_than_its_contract():
+    """A plugin written before stride loops, while loops or subgroups existed keeps the
+    default claim, and is never handed a program it would misread (a loop whose step it
+    ignores)."""
+    k = ir.Kernel(workgroup=(8,), subgroup_size=8)
+    out = k.output("out", ir.u32, count=8)
+    acc = k.let("acc", ir.u32(0))
+    with k.loop("i", 0, 10, step=3) as i:
+        k.assign(acc, acc + i)
+    out[ir.global_id(0)] = k.subgroup("add", acc)
+    req = k.build().requirements()
+    reasons = rejection_reasons(req, caps(supports_subgroup_ops=True,
+                                          subgroup_size_range=(8, 8)))
+    assert reasons == ["uses ops not supported: stmt.loop_step, subgroup.add"]
+    assert rejection_reasons(req, caps(supported_ops=ALL_OPS, supports_subgroup_ops=True,
+                                       subgroup_size_range=(8, 8))) == []
+    assert rejection_reasons(req, caps(supported_ops=ALL_OPS, supports_subgroup_ops=True,
+                                       subgroup_size_range=(32, 32))) == [
+        "needs subgroups of 8 invocations (this backend runs 32)"]
+
+
 def test_atomics_and_barriers_are_ops():
     req = atomic_barrier_program().requirements()
     assert {"atomics", "barriers"} <= req.features

@@ -84,6 +84,20 @@ def test_sizes_past_the_backend_are_left_out():
 
 
 @pytest.mark.fast
+def test_sizes_that_would_split_a_subgroup_are_left_out():
+    """Found in review: widths not a multiple of the program's subgroup size were tried,
+    and each failed V034."""
+    k = ir.Kernel(workgroup=(64,), subgroup_size=64)
+    out = k.output("out", ir.u32, 256)
+    out[ir.global_id()] = k.subgroup("add", ir.global_id())
+    found = candidates(k.build(), CAPS)
+    assert {c.workgroup for c in found} == {(64, 1, 1), (128, 1, 1), (256, 1, 1)}
+    with pytest.raises(InvalidConfigError, match="whole subgroups of 64") as info:
+        candidates(k.build(), CAPS, None, workgroups=[(32,), (96,)])
+    assert "a multiple of 64 invocations" in info.value.fix
+
+
+@pytest.mark.fast
 def test_a_program_sharing_workgroup_memory_keeps_its_size_unless_asked():
     k = ir.Kernel(workgroup=(16,))
     shared = k.workgroup_buffer("s", ir.u32, 16)

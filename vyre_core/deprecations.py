@@ -67,7 +67,7 @@ class Deprecation:
 DEPRECATIONS: tuple[Deprecation, ...] = (
     Deprecation("hook", "vyre_subgroup_size", "0.1.0", "1.0.0",
                 "Implement vyre_subgroup_size_range instead: the (smallest, largest) "
-                "subgroup width the device may use, which one width cannot describe."),
+                "subgroup size a program may declare and run with exactly."),
 )
 
 

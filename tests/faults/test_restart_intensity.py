@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 from waiting import wait_for
@@ -78,14 +79,18 @@ def test_routing_returns_to_a_recovered_backend_after_its_cooldown(monkeypatch) 
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
     # (a cool-down long enough that a loaded machine cannot outlast it between the crash
     # and the next line: with 2 s it once did, and routing was already back)
-    with driver(max_restarts=0, cooldown=8.0) as drv:
+    cooldown = 8.0
+    with driver(max_restarts=0, cooldown=cooldown) as drv:
         data = inputs(30)
         assert_saxpy(drv.dispatch(PROGRAM, data), data)
         assert drv.route(PROGRAM).backend == "faults"
         with pytest.raises(WorkerCrashedError):
             drv.dispatch(PROGRAM, inputs(31), config=CRASH.replace(retries=0))
+        failed_by = time.monotonic()  # (the cool-down began before this)
         assert pool_status(drv)["state"] == "failed"
-        assert drv.route(PROGRAM).backend == "cpu"  # routed around it meanwhile
+        routed = drv.route(PROGRAM).backend
+        if time.monotonic() - failed_by < cooldown:  # (a machine this slow: it is over)
+            assert routed == "cpu"  # routed around it meanwhile
         wait_for(lambda: drv.route(PROGRAM).backend == "faults", 20.0,
                  "routing to consider the backend again after its cool-down")
         data = inputs(32)

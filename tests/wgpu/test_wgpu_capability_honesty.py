@@ -45,6 +45,7 @@ from vyre_core.routing import Router, rejection_reasons
 from vyre_reference import run as reference_run
 from vyre_wgpu.adapter import request_adapter
 from vyre_wgpu.device import Device
+from vyre_wgpu.lowering import lower
 from vyre_workers.backend_host import BackendHost
 
 LAVAPIPE_LOOP_TRIP = 65535
@@ -400,6 +401,24 @@ class _AdapterWithout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._adapter, name)
+
+
+def test_a_pipeline_run_with_subgroups_of_another_size_is_an_error_not_a_result(host, caps):
+    """The probe's size holds for the device, but a driver may choose one per pipeline:
+    each pipeline checks the size it runs with. Lowered for 4 lanes (bypassing the
+    compile check) and run where the device forms 8, its outputs are discarded."""
+    program = subgroup_sum(4)
+    lowered = lower(program)
+    assert "@builtin(subgroup_size) vyre_subgroup_size: u32" in lowered.wgsl
+    assert "if (vyre_subgroup_size != 4u)" in lowered.wgsl
+    if not caps.supports_subgroup_ops:
+        return  # (no device feature to compile it with)
+    dev = backend.device()
+    kernel = dev.compile_wgsl(lowered, label="other-size")
+    with pytest.raises(UnsupportedFeatureError, match="subgroups of another size") as info:
+        dev.run_program(kernel, program, [], (2, 1, 1))
+    assert "Fix:" in str(info.value)
+    run_exact(host, subgroup_sum(caps.subgroup_size_range[0]), [])  # (the device is fine)
 
 
 @pytest.fixture

@@ -197,9 +197,10 @@ def few_invocations_loop_long_after_the_rest_leave():
 
 def barrier_in_loops_with_jumps_every_invocation_takes():
     """Each pass hands every invocation's value to its left neighbour through workgroup
-    memory. A while loop runs to its bound (its condition is always true), a continue
-    ending each pass; a loop of 8 passes breaks at the end of its first. Jumps every
-    invocation takes keep the loop uniform, so its barriers are allowed."""
+    memory. A while loop runs to its bound (its condition is always true), a continue in
+    a block ending each pass; two loops of 8 passes break at the end of their first (one
+    from two blocks deep). Jumps every invocation takes keep the loop uniform, so its
+    barriers are allowed."""
     rounds, wg = 5, 16
     k = ir.Kernel(workgroup=(wg,))
     x = k.read("x", u32)
@@ -216,13 +217,18 @@ def barrier_in_loops_with_jumps_every_invocation_takes():
 
     with k.while_(ir.lit(True), max_trips=rounds):
         hand_left()
-        k.continue_()
+        with k.block():
+            k.continue_()
     with k.loop("r", 0, 8):
         hand_left()
         k.break_()
+    with k.loop("q", 0, 8):
+        hand_left()
+        with k.block(), k.block():
+            k.break_()
     out[ir.global_id(0)] = v
     xs = np.arange(2 * wg, dtype=np.uint32) * 3 + 1
-    want = [xs[g * wg + (lane + rounds + 1) % wg] for g in range(2) for lane in range(wg)]
+    want = [xs[g * wg + (lane + rounds + 2) % wg] for g in range(2) for lane in range(wg)]
     return case_of("barrier_in_loops_with_jumps_every_invocation_takes", k, [xs], [want],
                    grid=(2,))
 

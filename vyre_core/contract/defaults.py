@@ -25,7 +25,7 @@ from vyre_core.contract.types import (
     wall_clock_ns,
 )
 from vyre_core.errors import UnsupportedFeatureError
-from vyre_core.ir.requirements import ALL_OPS
+from vyre_core.ir.requirements import DEFAULT_OPS
 from vyre_core.sequence.run import run_sequence, step_config
 
 DEFAULT_PRECEDENCE = 1000
@@ -61,7 +61,7 @@ class ConservativeDefaults:
 
     @hookimpl(trylast=True)
     def vyre_supported_ops(self) -> frozenset[str]:
-        return ALL_OPS
+        return DEFAULT_OPS
 
     # dispatch
     @hookimpl(trylast=True)

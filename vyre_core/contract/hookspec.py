@@ -78,8 +78,9 @@ def vyre_is_reference_oracle() -> bool:
 
 @hookspec(firstresult=True)
 def vyre_supported_ops() -> frozenset[str]:
-    """Operation ids (``vyre_core.ir.ALL_OPS`` vocabulary) this backend executes.
-    Default: every core op."""
+    """Operation ids (``vyre_core.ir.ALL_OPS`` vocabulary) this backend executes; the ops
+    the IR gained after this contract froze (``ir.NEWER_OPS``) only when named here.
+    Default: ``ir.DEFAULT_OPS``, every op but the newer ones."""
 
 
 # -- Dispatch -------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from vyre_core.errors import InvalidConfigError
-from vyre_core.ir.requirements import ALL_OPS
+from vyre_core.ir.requirements import DEFAULT_OPS
 from vyre_core.sequence.nodes import LoopRun
 
 
@@ -98,7 +98,7 @@ class Capabilities:
     floor of the contract (docs/contract.md); a field is true only when the backend's
     lowering really uses the feature and the device has it."""
 
-    supported_ops: frozenset[str] = field(default=ALL_OPS, repr=False)
+    supported_ops: frozenset[str] = field(default=DEFAULT_OPS, repr=False)
     supports_subgroup_ops: bool = False
     supports_f16: bool = False
     supports_bf16: bool = False

@@ -24,7 +24,7 @@ _DEFINED_IN = {  # module -> the public names it defines
         "While",
     ),
     "vyre_core.ir.program": ("Program",),
-    "vyre_core.ir.requirements": ("ALL_OPS", "Requirements"),
+    "vyre_core.ir.requirements": ("ALL_OPS", "DEFAULT_OPS", "NEWER_OPS", "Requirements"),
     "vyre_core.ir.validate": ("CODES", "Finding"),
 }
 _LAZY = {name: module for module, names in _DEFINED_IN.items() for name in names}
@@ -32,6 +32,8 @@ _LAZY = {name: module for module, names in _DEFINED_IN.items() for name in names
 __all__ = [
     "ALL_OPS",
     "CODES",
+    "DEFAULT_OPS",
+    "NEWER_OPS",
     "Access",
     "Assign",
     "Atomic",

@@ -60,6 +60,21 @@ ALL_OPS: frozenset[str] = frozenset(
     + [f"subgroup.{op.value}" for op in SubgroupOp]
 )
 
+#: Ops the IR gained after the contract (major 1) was frozen. A backend runs them only if
+#: it names them in ``vyre_supported_ops``; the default claim (``DEFAULT_OPS``) leaves them
+#: out, so a plugin written before they existed is never routed a program it would misread
+#: (a loop's step it ignores, an op it does not know).
+NEWER_OPS: frozenset[str] = frozenset(
+    [f"unop.{op.value}" for op in (UnOp.CLZ, UnOp.CTZ, UnOp.BIT_REVERSE, UnOp.ROUND,
+                                   UnOp.TRUNC, UnOp.ISNAN, UnOp.ISINF)]
+    + [f"binop.{op.value}" for op in (BinOp.ROTL, BinOp.ROTR, BinOp.MULHI, BinOp.ADD_SAT,
+                                      BinOp.SUB_SAT)]
+    + ["stmt.while", "stmt.break", "stmt.continue", "stmt.loop_step"]
+    + [f"subgroup.{op.value}" for op in SubgroupOp]
+)
+#: What a backend that does not implement ``vyre_supported_ops`` is taken to run.
+DEFAULT_OPS: frozenset[str] = ALL_OPS - NEWER_OPS
+
 FEATURES = ("atomics", "barriers", "workgroup_memory", "f16", "f64", "subgroups")
 
 
@@ -116,7 +131,8 @@ def requirements_of(program) -> Requirements:
             case Subgroup(size=size):
                 features.add("subgroups")
                 subgroup_size = size
-            case Loop(start=Lit() as s, end=Lit() as e, step=Lit() as step) if trip is not None:
+            case Loop(start=Lit() as s, end=Lit() as e, step=Lit() as step) \
+                    if trip is not None and step.bits:  # (a step of 0 is V031's)
                 trip = max(trip, -(-max(0, e.bits - s.bits) // step.bits))
             case Loop() | While():  # (a while loop's bound is a ceiling, rarely its count)
                 trip = None

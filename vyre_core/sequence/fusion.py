@@ -57,7 +57,8 @@ def why_not(first: Step, second: Step) -> list[str]:
             or second.grid[1:] != (1, 1):
         reasons.append("not one-dimensional")
     for which, program in (("first", a), ("second", b)):
-        shared = {"barriers", "atomics", "workgroup_memory"} & program.requirements().features
+        shared = {"barriers", "atomics", "workgroup_memory", "subgroups"} & \
+            program.requirements().features
         if shared:
             reasons.append(f"the {which} uses {', '.join(sorted(shared))}")
     if any(isinstance(n, Return) for n in walk(a.body)):

@@ -104,18 +104,22 @@ def _workgroups(program: Program, caps: Capabilities,
         else:
             asked = [program.workgroup, *((w,) for w in DEFAULT_WIDTHS)]
     out = []
+    subgroup = program.requirements().subgroup_size or 1  # (V034: it divides a workgroup)
     for size in asked:
         axes = DispatchConfig(workgroup_override=tuple(size)).workgroup_override
         assert axes is not None
         fits = all(a <= m for a, m in zip(axes, caps.max_workgroup_size, strict=True)) and \
-            math.prod(axes) <= caps.max_invocations_per_workgroup
+            math.prod(axes) <= caps.max_invocations_per_workgroup and \
+            math.prod(axes) % subgroup == 0
         if fits and axes not in out:
             out.append(axes)
     if not out:
         raise InvalidConfigError(
             f"no workgroup size to try fits the backend (at most "
-            f"{caps.max_workgroup_size}, {caps.max_invocations_per_workgroup} invocations)",
-            "Pass workgroup sizes within the backend's limits (vyre backends --probe).")
+            f"{caps.max_workgroup_size}, {caps.max_invocations_per_workgroup} invocations)"
+            + (f" and holds whole subgroups of {subgroup}" if subgroup > 1 else ""),
+            "Pass workgroup sizes within the backend's limits (vyre backends --probe)"
+            + (f", each a multiple of {subgroup} invocations." if subgroup > 1 else "."))
     return out
 
 

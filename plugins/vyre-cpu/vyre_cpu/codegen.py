@@ -393,6 +393,8 @@ class _Writer:
         match s:
             case Break() | Continue():  # (here, only in a loop that holds a barrier)
                 return True
+            case Block(body) if _own_jumps(body):  # (the same: its jumps leave that loop)
+                return True
             case Loop(_, start, end, body):  # (a lane that breaks leaves it alone: not once)
                 return self.is_uniform(start) and self.is_uniform(end) and \
                     not _own_jumps(body) and (self.chains_floats(s) or _has_atomic(body))

@@ -35,6 +35,9 @@ if _IN_WORKER and "crash_import" in _STARTUP:
 
 # The reference's honest capability hooks serve as this backend's own (f64 aside) ...
 vyre_supports_f16 = _reference.vyre_supports_f16
+vyre_supported_ops = _reference.vyre_supported_ops
+vyre_supports_subgroup_ops = _reference.vyre_supports_subgroup_ops
+vyre_subgroup_size_range = _reference.vyre_subgroup_size_range
 vyre_max_workgroup_size = _reference.vyre_max_workgroup_size
 vyre_max_invocations_per_workgroup = _reference.vyre_max_invocations_per_workgroup
 vyre_max_workgroups_per_dimension = _reference.vyre_max_workgroups_per_dimension

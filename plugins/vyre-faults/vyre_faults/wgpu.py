@@ -48,6 +48,7 @@ HARD_LOSS = "destroy_then_submit"
 vyre_backend_version = wgpu_backend.vyre_backend_version
 vyre_backend_claims = wgpu_backend.vyre_backend_claims
 vyre_pipeline_cache_snapshot = wgpu_backend.vyre_pipeline_cache_snapshot
+vyre_supported_ops = wgpu_backend.vyre_supported_ops
 vyre_supports_subgroup_ops = wgpu_backend.vyre_supports_subgroup_ops
 vyre_supports_f16 = wgpu_backend.vyre_supports_f16
 vyre_supports_f64 = wgpu_backend.vyre_supports_f64

@@ -9,6 +9,7 @@ from vyre_core import abi
 from vyre_core.contract import DeviceInfo, SequenceRun, TimedDispatch, Timing, hookimpl
 from vyre_core.contract.types import wall_clock_ns
 from vyre_core.host_memory import HostMemory
+from vyre_core.ir.requirements import ALL_OPS
 from vyre_reference import __version__
 from vyre_reference.interpreter import execute, run
 
@@ -27,6 +28,7 @@ CLAIMS = {
     # subgroups of any size a program may declare (V034), formed as the program says
     "supports_subgroup_ops": True,
     "subgroup_size_range": (1, 128),
+    "supported_ops": ALL_OPS,  # (the ops newer than the contract too: it defines them)
 }
 
 
@@ -84,6 +86,11 @@ def vyre_supports_f16() -> bool:
 @hookimpl
 def vyre_supports_f64() -> bool:
     return CLAIMS["supports_f64"]
+
+
+@hookimpl
+def vyre_supported_ops() -> frozenset[str]:
+    return CLAIMS["supported_ops"]
 
 
 @hookimpl

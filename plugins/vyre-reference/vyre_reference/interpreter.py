@@ -237,6 +237,8 @@ class _Dispatch:
                 pass  # lockstep execution already orders every lane's memory effects
             case Block(body):
                 self.block(body, mask)
+            case _:  # (a loop's step is a literal once its constants are chosen)
+                raise AssertionError(f"unhandled statement {s!r}")
 
     def without(self, lanes: Mask, mask: Mask) -> np.ndarray:
         """``lanes`` less those of ``mask`` (None: every lane)."""

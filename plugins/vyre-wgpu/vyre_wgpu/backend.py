@@ -220,6 +220,11 @@ def _cap(name: str) -> Any:
 
 
 @hookimpl
+def vyre_supported_ops() -> frozenset[str]:
+    return ALL_OPS  # (what one device cannot run, it refuses at compile: capabilities.py)
+
+
+@hookimpl
 def vyre_supports_subgroup_ops() -> bool:
     return _cap("supports_subgroup_ops")
 

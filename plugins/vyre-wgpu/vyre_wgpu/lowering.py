@@ -86,11 +86,14 @@ class Lowered:
     buffers: tuple[BufferBinding, ...]  # every non-workgroup buffer, declaration order
     params_binding: int                 # binding of the params uniform buffer
     params_words: int                   # size of the params buffer in u32 words
-    status_binding: int                 # one atomic u32, read_write: nonzero = a loop was
-                                        # cut short by the adapter (discard the outputs)
+    status_binding: int                 # one atomic u32, read_write: nonzero = discard the
+                                        # outputs (STATUS_* bits say why)
     features: frozenset[str]            # wgpu features the shader needs: "shader-f16", "shader-f64"
 
 
+#: Bits of the status word: the adapter cut a loop short; the pipeline formed subgroups of
+#: another size than the program declares.
+STATUS_LOOP_CUT, STATUS_SUBGROUP_SIZE = 1, 2
 _SUBGROUP_FN = {SubgroupOp.ADD: "subgroupAdd", SubgroupOp.MIN: "subgroupMin",
                 SubgroupOp.MAX: "subgroupMax", SubgroupOp.AND: "subgroupAnd",
                 SubgroupOp.OR: "subgroupOr", SubgroupOp.XOR: "subgroupXor",
@@ -598,7 +601,8 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
         lines = [*head, f"{ind}    var vyre_left{k} = false;", f"{ind}    loop {{",
                  f"{inner}if ({at_end}) {{ vyre_left{k} = true; break; }}", *body,
                  f"{inner}continuing {{ {step} }}", f"{ind}    }}",
-                 f"{ind}    if (!vyre_left{k} && !({at_end})) {{ atomicOr(&vyre_status[0], 1u); }}",
+                 f"{ind}    if (!vyre_left{k} && !({at_end})) {{ "
+                 f"atomicOr(&vyre_status[0], {STATUS_LOOP_CUT}u); }}",
                  f"{ind}}}"]
         assert self.exits.pop() == k
         return lines
@@ -703,8 +707,13 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             header.append("enable f16;")
         if DType.F64 in self.dtypes:
             features.add("shader-f64")
-        if any(isinstance(n, Subgroup) for n in walk(self.program.body)):
+        sizes = {n.size for n in walk(self.program.body) if isinstance(n, Subgroup)}
+        size_param, size_check = [], []
+        if sizes:  # (the probe saw one size; a pipeline the driver gave another is flagged)
             features.add("subgroup")
+            size_param = ["        @builtin(subgroup_size) vyre_subgroup_size: u32,"]
+            size_check = [f"    if (vyre_subgroup_size != {max(sizes)}u) {{ "
+                          f"atomicOr(&vyre_status[0], {STATUS_SUBGROUP_SIZE}u); }}"]
         source = "\n".join([
             *header,
             *decls,
@@ -718,12 +727,14 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             f"@compute @workgroup_size({wx}, {wy}, {wz})",
             "fn main(@builtin(local_invocation_id) vyre_lid: vec3<u32>,",
             "        @builtin(local_invocation_index) vyre_lindex: u32,",
+            *size_param,
             "        @builtin(workgroup_id) vyre_wid_phys: vec3<u32>) {",
             "    let vyre_split = vyre_params[0].x;",
             "    let vyre_wid = select(vyre_wid_phys, vec3<u32>(vyre_wid_phys.x + vyre_wid_phys.y"
             " * vyre_split, 0u, 0u), vyre_split != 0u);",
             "    if (vyre_wid.x >= vyre_params[0].y) { return; }",
             f"    let vyre_gid = vyre_wid * vec3<u32>({wx}u, {wy}u, {wz}u) + vyre_lid;",
+            *size_check,
             *self.zero_workgroup_memory(wx * wy * wz),
             *literal_lines,
             *body,

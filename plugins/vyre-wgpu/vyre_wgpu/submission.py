@@ -15,6 +15,7 @@ from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError, VyreErro
 from vyre_wgpu.adapter import wgpu_module
 from vyre_wgpu.buffers import destroy, padded_size
 from vyre_wgpu.loss import fail
+from vyre_wgpu.lowering import STATUS_SUBGROUP_SIZE
 from vyre_wgpu.pipelines import Kernel
 from vyre_wgpu.state import DeviceState
 
@@ -188,6 +189,8 @@ class Recorder:
         finally:
             target.unmap()
         readback.release(target, self.created)
+        if flag & STATUS_SUBGROUP_SIZE:
+            raise subgroups_resized(self.dev, self.cut_short)
         if flag:
             raise loop_cut_short(self.dev, self.cut_short)
         return results
@@ -241,6 +244,16 @@ def read_buffer(dev: DeviceState, buf: Any, nbytes: int) -> bytes:
     readback.release(target, created)
     destroy(created)
     return data
+
+
+def subgroups_resized(dev: DeviceState, outcome: str) -> UnsupportedFeatureError:
+    """The error for work whose pipeline formed subgroups of another size than the one
+    its program declares (and the probe saw): a driver that picks per pipeline."""
+    return UnsupportedFeatureError(
+        f"backend 'wgpu' on {dev.name!r} ran a pipeline with subgroups of another size "
+        f"than the program declares (the probe saw {dev.subgroup_size}); {outcome}",
+        "Run the program on another backend (backend='reference' or 'cpu').",
+        subgroup_size=dev.subgroup_size)
 
 
 def loop_cut_short(dev: DeviceState, outcome: str) -> UnsupportedFeatureError:
