@@ -389,6 +389,20 @@ def children(node: Expr | Stmt) -> tuple[Expr | Stmt, ...]:
             return ()
 
 
+def loop_jumps(body: tuple[Stmt, ...]) -> frozenset[type[Stmt]]:
+    """The kinds of jump (``Break``, ``Continue``) in a loop's ``body`` that are its own,
+    not those of a loop nested in it."""
+    found: set[type[Stmt]] = set()
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Break | Continue):
+            found.add(type(node))
+        elif not isinstance(node, Loop | While):
+            stack.extend(n for n in children(node) if isinstance(n, Stmt))
+    return frozenset(found)
+
+
 def walk(nodes: tuple[Expr | Stmt, ...] | list[Expr | Stmt]):
     """Every node under ``nodes``, pre-order, without recursion."""
     stack = list(reversed(nodes))

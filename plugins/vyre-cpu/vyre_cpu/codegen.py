@@ -57,6 +57,7 @@ from vyre_core.ir.nodes import (
     Var,
     While,
     children,
+    loop_jumps,
     walk,
 )
 from vyre_core.ir.rewrite import transform
@@ -393,11 +394,11 @@ class _Writer:
         match s:
             case Break() | Continue():  # (here, only in a loop that holds a barrier)
                 return True
-            case Block(body) if _own_jumps(body):  # (the same: its jumps leave that loop)
+            case Block(body) if loop_jumps(body):  # (the same: its jumps leave that loop)
                 return True
             case Loop(_, start, end, body):  # (a lane that breaks leaves it alone: not once)
                 return self.is_uniform(start) and self.is_uniform(end) and \
-                    not _own_jumps(body) and (self.chains_floats(s) or _has_atomic(body))
+                    not loop_jumps(body) and (self.chains_floats(s) or _has_atomic(body))
             case If() | Block():
                 return any(isinstance(n, Loop) and (_carried(n) or _has_atomic(n.body))
                            for n in walk((s,)))
@@ -952,18 +953,6 @@ def _carried(loop: Loop) -> set[str]:
     next."""
     inner = {n.name for n in walk(loop.body) if isinstance(n, Let)}
     return {n.name for n in walk(loop.body) if isinstance(n, Assign)} - inner
-
-
-def _own_jumps(body: tuple[Stmt, ...]) -> bool:
-    """Whether ``body`` holds a break or continue of its own loop (not of a loop in it)."""
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Break | Continue):
-            return True
-        if not isinstance(node, Loop | While):
-            stack.extend(n for n in children(node) if isinstance(n, Stmt))
-    return False
 
 
 def _has_return(s: Stmt) -> bool:

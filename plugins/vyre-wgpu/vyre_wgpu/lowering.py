@@ -52,6 +52,7 @@ from vyre_core.ir.nodes import (
     UnOp,
     Var,
     While,
+    loop_jumps,
     walk,
 )
 from vyre_core.ir.typerules import binop_result, subgroup_result, unop_result
@@ -562,7 +563,8 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
                              f"{self.expr(step)};"]
                 self.types[var] = DType.U32
                 lines = self.loop(k, at_end, [*inner, *self.block(body, ind + "        ")],
-                                  f"{counter} = {counter} + 1u;", ind, head)
+                                  f"{counter} = {counter} + 1u;", ind, head,
+                                  Break in loop_jumps(body))
                 del self.types[var]
                 return lines
             case While(cond, body, max_trips):
@@ -570,7 +572,8 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
                 head = [f"{ind}{{", f"{ind}    var vyre_pass{k}: u32 = 0u;"]
                 at_end = f"vyre_pass{k} >= {max_trips}u || !({self.expr(cond)})"
                 return self.loop(k, at_end, self.block(body, ind + "        "),
-                                 f"vyre_pass{k} = vyre_pass{k} + 1u;", ind, head)
+                                 f"vyre_pass{k} = vyre_pass{k} + 1u;", ind, head,
+                                 Break in loop_jumps(body))
             case Break():
                 return [f"{ind}vyre_left{self.exits[-1]} = true;", f"{ind}break;"]
             case Continue():
@@ -591,17 +594,20 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
         return self.loops
 
     def loop(self, k: int, at_end: str, body: list[str], step: str, ind: str,
-             head: list[str]) -> list[str]:
-        """A loop that leaves when ``at_end`` holds, or by a break: either sets its
-        ``vyre_left`` flag. Left with neither (and ``at_end`` still false: the pass that
-        would have found it true is the one an adapter's budget cuts), the adapter cut it
-        short (lavapipe stops loops at 65,535 iterations), so flag that and the host
-        discards the result."""
+             head: list[str], breaks: bool) -> list[str]:
+        """A loop that leaves when ``at_end`` holds, or by a break (``breaks``: it has
+        its own, which set its ``vyre_left`` flag). Left with neither (``at_end`` still
+        false after it: the pass that would have found it true is the one an adapter's
+        budget cuts), the adapter cut it short (lavapipe stops loops at 65,535
+        iterations), so flag that and the host discards the result. (A flag in a loop
+        without breaks cost lavapipe a third of mandelbrot's time.)"""
         inner = ind + "        "
-        lines = [*head, f"{ind}    var vyre_left{k} = false;", f"{ind}    loop {{",
-                 f"{inner}if ({at_end}) {{ vyre_left{k} = true; break; }}", *body,
+        left, leave, unless = (f"vyre_left{k}", f"vyre_left{k} = true; ", f"!vyre_left{k} && ") \
+            if breaks else ("", "", "")
+        lines = [*head, *([f"{ind}    var {left} = false;"] if breaks else []),
+                 f"{ind}    loop {{", f"{inner}if ({at_end}) {{ {leave}break; }}", *body,
                  f"{inner}continuing {{ {step} }}", f"{ind}    }}",
-                 f"{ind}    if (!vyre_left{k} && !({at_end})) {{ "
+                 f"{ind}    if ({unless}!({at_end})) {{ "
                  f"atomicOr(&vyre_status[0], {STATUS_LOOP_CUT}u); }}",
                  f"{ind}}}"]
         assert self.exits.pop() == k
