@@ -84,12 +84,13 @@ def test_routing_returns_to_a_recovered_backend_after_its_cooldown(monkeypatch) 
         data = inputs(30)
         assert_saxpy(drv.dispatch(PROGRAM, data), data)
         assert drv.route(PROGRAM).backend == "faults"
+        started = time.monotonic()  # (before the crash: the cool-down starts after it)
         with pytest.raises(WorkerCrashedError):
             drv.dispatch(PROGRAM, inputs(31), config=CRASH.replace(retries=0))
-        failed_by = time.monotonic()  # (the cool-down began before this)
-        assert pool_status(drv)["state"] == "failed"
+        state = pool_status(drv)["state"]
         routed = drv.route(PROGRAM).backend
-        if time.monotonic() - failed_by < cooldown:  # (a machine this slow: it is over)
+        if time.monotonic() - started < cooldown:  # (on a machine this slow, it is over)
+            assert state == "failed"
             assert routed == "cpu"  # routed around it meanwhile
         wait_for(lambda: drv.route(PROGRAM).backend == "faults", 20.0,
                  "routing to consider the backend again after its cool-down")

@@ -366,3 +366,13 @@ def test_a_launch_reuses_its_buffers_and_still_starts_from_zeros(host) -> None:
     half = np.arange(n, dtype=np.uint32) % 2
     (got,) = host.dispatch(where_nonzero(n), [half])
     assert got.tobytes() == reference_run(where_nonzero(n), [half])[0].tobytes()
+
+
+def test_its_static_claims_name_every_op_as_its_probe_does():
+    """Found in review: the claims left supported_ops out, so registration took the
+    contract's default (no op newer than the contract) while the hook and the probe said
+    every op: routing before a probe saw less than the backend runs."""
+    from vyre_core.registry import register_plugin
+
+    assert register_plugin(backend).claims.supported_ops == ir.ALL_OPS
+    assert backend.vyre_supported_ops() == ir.ALL_OPS

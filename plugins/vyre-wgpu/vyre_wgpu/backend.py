@@ -42,6 +42,7 @@ CLAIMS = {
     "max_workgroups_per_dimension": 65535,
     "max_storage_buffer_bytes": 134217728,
     "max_workgroup_memory_bytes": 16384,
+    "supported_ops": ALL_OPS,  # (what one device cannot run, it refuses at compile)
 }
 
 _lock = threading.Lock()

@@ -571,9 +571,9 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
                 k = self.open_loop()
                 head = [f"{ind}{{", f"{ind}    var vyre_pass{k}: u32 = 0u;"]
                 at_end = f"vyre_pass{k} >= {max_trips}u || !({self.expr(cond)})"
-                return self.loop(k, at_end, self.block(body, ind + "        "),
-                                 f"vyre_pass{k} = vyre_pass{k} + 1u;", ind, head,
-                                 Break in loop_jumps(body))
+                return self.loop(k, at_end, self.block(body, ind + "        "),  # (flagged:
+                                 f"vyre_pass{k} = vyre_pass{k} + 1u;", ind, head,  # its cond
+                                 True)  # may read memory another invocation changes after)
             case Break():
                 return [f"{ind}vyre_left{self.exits[-1]} = true;", f"{ind}break;"]
             case Continue():
@@ -600,7 +600,9 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
         false after it: the pass that would have found it true is the one an adapter's
         budget cuts), the adapter cut it short (lavapipe stops loops at 65,535
         iterations), so flag that and the host discards the result. (A flag in a loop
-        without breaks cost lavapipe a third of mandelbrot's time.)"""
+        without breaks cost lavapipe a third of mandelbrot's time; a while loop always
+        has one: checking its condition again after it could read memory another
+        invocation has written since, and cry wolf.)"""
         inner = ind + "        "
         left, leave, unless = (f"vyre_left{k}", f"vyre_left{k} = true; ", f"!vyre_left{k} && ") \
             if breaks else ("", "", "")

@@ -23,7 +23,7 @@ import numpy as np
 from vyre_core.config import DispatchConfig
 from vyre_core.contract import Capabilities, hookimpl
 from vyre_core.errors import UnsupportedFeatureError
-from vyre_core.ir import Program
+from vyre_core.ir import DEFAULT_OPS, Program
 from vyre_core.routing import rejection_reasons
 
 VYRE_CONTRACT = 1
@@ -159,6 +159,15 @@ def vyre_compile(program: Program, config: DispatchConfig) -> None:
 
 # -- capabilities: in the worker, answered from the device's report ----------------------
 # Hooks left out keep the contract's conservative default (no subgroups, no bf16, ...).
+
+@hookimpl
+def vyre_supported_ops() -> frozenset[str]:
+    """Pure (routing asks it before any worker): every op but those the IR gained after
+    the contract froze (``ir.NEWER_OPS``: stride and while loops, break and continue,
+    subgroups, the bit and rounding ops). Name those in ``CLAIMS["supported_ops"]`` once
+    your device runs them (a loop's ``step``, say)."""
+    return frozenset(CLAIMS.get("supported_ops", DEFAULT_OPS))
+
 
 @hookimpl
 def vyre_supports_f16() -> bool:
