@@ -430,9 +430,10 @@ class _Validator:
                     if t is not None and t is not DType.U32:
                         self.report("V012", f"loop {label} bound has type {t.value}, not u32")
                 self.check_step(step)
-                inner = uniform and self.is_uniform(start) and self.is_uniform(end)
+                inner = uniform and self.is_uniform(start) and self.is_uniform(end) and \
+                    not self.diverges(body)
                 self.scopes.append(_Scope({}, set()))
-                self.declare(var, DType.U32, inner and not self.diverges(body), loop=True)
+                self.declare(var, DType.U32, inner, loop=True)
                 self.loop_body(body, path, inner)
                 self.uniform_vars.discard(var)
                 self.scopes.pop()
@@ -443,7 +444,8 @@ class _Validator:
                 if type(max_trips) is not int or not 1 <= max_trips <= _U32_MAX:
                     self.report("V032", f"while loop bound {max_trips!r} is not between 1 and "
                                 "2**32-1")
-                self.loop_body(body, path, uniform and self.is_uniform(cond))
+                self.loop_body(body, path, uniform and self.is_uniform(cond) and
+                               not self.diverges(body))
             case Break() | Continue():
                 if not self.loop_depth:
                     self.report("V030", f"{type(s).__name__.lower()} outside any loop")
@@ -465,8 +467,10 @@ class _Validator:
         return _has_nested_return(body) or _has_branching_jump(body)
 
     def loop_body(self, body: tuple[Stmt, ...], path: str, uniform: bool) -> None:
+        """``uniform``: the loop's passes are the same in every invocation (its bounds or
+        condition, and no early leaving: ``diverges``)."""
         self.loop_depth += 1
-        self.block(body, f"{path}.body", uniform and not self.diverges(body))
+        self.block(body, f"{path}.body", uniform)
         self.loop_depth -= 1
 
     def check_step(self, step: Expr) -> None:

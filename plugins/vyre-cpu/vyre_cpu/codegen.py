@@ -328,13 +328,7 @@ class _Writer:
                         self.first_live(depth + 2, negate=True)
                         self.emit(depth + 3, "break")
                 case While(cond, body, max_trips):  # (holding a barrier: cond is uniform)
-                    self.emit(depth, f"for {self.fresh('t')} in range({max_trips}):")
-                    self.first_live(depth + 1, negate=True)  # (and sets l: cond's lane)
-                    self.emit(depth + 2, "break")
-                    self.at = depth + 1
-                    code, _ = self.expr(cond)
-                    self.emit(depth + 1, f"if not {code}:")
-                    self.emit(depth + 2, "break")
+                    self.while_head(cond, max_trips, depth, workgroup=True)
                     self.uniform(body, depth + 1)
         self.run_stretch(stretch, depth)
         self.leave_scope()
@@ -557,11 +551,7 @@ class _Writer:
                 self.leave_scope()
                 self.after_loop(s, depth)
             case While(cond, body, max_trips):
-                self.emit(depth, f"for {self.fresh('t')} in range({max_trips}):")
-                self.at = depth + 1
-                code, _ = self.expr(cond)
-                self.emit(depth + 1, f"if not {code}:")
-                self.emit(depth + 2, "break")
+                self.while_head(cond, max_trips, depth)
                 self.block(body, depth + 1)
                 self.after_loop(s, depth)
             case Break():
@@ -583,6 +573,20 @@ class _Writer:
         hi, _ = self.expr(end)
         stride = "" if step == ONE else f", {step.bits}"  # (a literal: constants are
         return f"range(np.int64({lo}), np.int64({hi}){stride})"  # substituted by then)
+
+    def while_head(self, cond: Expr, max_trips: int, depth: int,
+                   workgroup: bool = False) -> None:
+        """A while loop's passes and its exit when ``cond`` is false; its body goes at
+        ``depth + 1``. Run once for the workgroup (``workgroup``), each pass first finds
+        a live lane to evaluate ``cond`` in (leaving when none is)."""
+        self.emit(depth, f"for {self.fresh('t')} in range({max_trips}):")
+        if workgroup:
+            self.first_live(depth + 1, negate=True)  # (and sets l: cond's lane)
+            self.emit(depth + 2, "break")
+        self.at = depth + 1
+        code, _ = self.expr(cond)
+        self.emit(depth + 1, f"if not {code}:")
+        self.emit(depth + 2, "break")
 
     def after_loop(self, loop: Stmt, depth: int) -> None:
         """A return in ``loop`` leaves every loop around it too."""
