@@ -172,23 +172,29 @@ def test_conform_reports_the_whole_corpus_passing_on_every_backend():
     assert report["backends"]["reference"]["counts"] == {"pass": len(CASES) + len(PROBES) - 1,
                                                          "unclaimed": 1}
     # (subgroups of 4 and 32: lavapipe forms subgroups of 8 only)
-    assert report["backends"]["wgpu"]["counts"] == {"pass": len(CASES) + len(PROBES) - 9,
-                                                    "refused": 6, "unclaimed": 3}
+    assert report["backends"]["wgpu"]["counts"] == {"pass": len(CASES) + len(PROBES) - 10,
+                                                    "refused": 7, "unclaimed": 3}
     assert report["backends"]["cpu"]["counts"] == {"pass": len(CASES) + len(PROBES) - 1,
                                                    "unclaimed": 1}
     assert len(report["results"]) == 3 * (len(CASES) + len(PROBES))
 
 
-def test_conform_exhaustive_sweeps_every_unary_op_with_its_largest_ulp_distance():
-    """The slow tier, small enough for the suite: every op on both backends within its
-    budget; the wgpu lowering's own transcendentals at most 1 ULP from correctly rounded."""
+#: What docs/semantics.md says wgpu's own f32 functions reach (ULPs from correctly rounded).
+WGPU_MEASURED = {"exp": 1, "log": 1, "sin": 1, "cos": 1, "tan": 2, "tanh": 2, "exp2": 1,
+                 "log2": 1, "pow": 1, "atan2": 1}
+
+
+def test_conform_exhaustive_sweeps_every_op_with_its_largest_ulp_distance():
+    """The slow tier, small enough for the suite: every op on every backend within its
+    budget; the wgpu lowering's own functions within what semantics.md says of each."""
     report = json_of(vyre("conform", "--exhaustive", "--inputs", "65536", "--json"))
     results = report["results"]
     assert {(r["backend"], r["op"]) for r in results} == {
         (b, op) for b in ("reference", "wgpu", "cpu") for op in sweep.OPS}
     assert all(r["ok"] and r["inputs"] == 65536 for r in results), results
     assert all(r["max_ulp"] == 0 for r in results if r["backend"] in ("reference", "cpu"))
-    assert max(r["max_ulp"] for r in results if r["backend"] == "wgpu") <= 1
+    assert all(r["max_ulp"] <= WGPU_MEASURED.get(r["op"], 0)
+               for r in results if r["backend"] == "wgpu"), results
 
 
 def test_conform_fails_a_dishonest_backend_with_the_first_divergence(tmp_path):

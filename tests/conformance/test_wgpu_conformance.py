@@ -18,6 +18,7 @@ from vyre_workers.backend_host import BackendHost
 #: Programs WGSL/SPIR-V cannot express faithfully, with the refusal they must get.
 REFUSED = {
     "f64_transcendental": "exp on f64",
+    "f64_transcendental_more": "tan on f64",
     "cast_f64_f16_rounding": "f64 -> f16",
     "f64_special_rem": "rem on f64",
     "f64_rem": "rem on f64",

@@ -101,9 +101,10 @@ def _exhaustive(args: argparse.Namespace) -> int:
     else:
         print_table(["backend", "op", "inputs", "max ULP", "budget", "worst input",
                      "correctly rounded", "got"],
-                    [[r.backend, r.op, r.inputs, r.max_ulp, r.budget, repr(r.worst_input),
-                      repr(r.expected), repr(r.actual)] for r in results],
-                    title="f32 unary ops against the correctly rounded result")
+                    [[r.backend, r.op, r.inputs, r.max_ulp, r.budget,
+                      ", ".join(map(repr, r.worst_input)), repr(r.expected), repr(r.actual)]
+                     for r in results],
+                    title="f32 ops against the correctly rounded result")
     return 0 if all(r.ok for r in results) else 1
 
 

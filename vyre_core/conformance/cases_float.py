@@ -1,5 +1,6 @@
 """Float operations on f32, f16 and f64: arithmetic, IEEE specials, exact unary ops,
-compares with NaN, transcendentals (2 ULP), fma, round/trunc (ties to even) and the
+compares with NaN, transcendentals (2 ULP of numpy's; tan, tanh, exp2, log2, pow and atan2
+within the budget of the correctly rounded result), fma, round/trunc (ties to even) and the
 NaN/infinity tests. Expected: numpy in the operand type."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import numpy as np
 from vyre_core import ir
 
 from .base import INF, NAN, Case, arr, map_case
+from .cases_special import TRANSCENDENTAL_ULP, correctly_rounded, correctly_rounded_pow
 
 b_ = ir.bool_
 
@@ -30,6 +32,8 @@ def _float_cases(t: ir.DType) -> list[Case]:
     fa = arr(t, [1.5, -2.0, 0.25, 3.0, 0.375, 10.0, -1.25])
     fb = arr(t, [2.0, 0.5, -8.0, 3.0, 12.0, 0.75, 1.75])
     fc = arr(t, [0.5, 1.0, 1.0, -4.0, 0.25, -7.5, 3.0])
+    px = arr(t, [2.0, -2.0, -2.0, 0.5, 10.0, 1.5, -0.0, 0.0, 1.0, -1.0, 4.0, 0.75, -3.0, 5.5])
+    py = arr(t, [10.0, 3.0, 0.5, -3.0, -2.5, 7.25, -1.0, 0.0, NAN, INF, 0.5, -0.0, -2.0, 1.0])
     third = arr(t, [1.0 / 3.0])[0]
     fma_a = np.concatenate([fa, arr(t, [3.0, 1.0 + 2.0 ** -10])])
     fma_b = np.concatenate([fb, arr(t, [third, 1.0 + 2.0 ** -10])])
@@ -107,6 +111,15 @@ def _float_cases(t: ir.DType) -> list[Case]:
             ("log", t, ir.log, np.log(x)), ("sin", t, ir.sin, np.sin(x)),
             ("cos", t, ir.cos, np.cos(x)),
         ], ulp=2),
+        # C's special cases among ordinary values: negative bases to odd, even and
+        # non-integer powers, signed zeros, 1 ** NaN, (-1) ** inf
+        map_case(f"{n}_transcendental_more", [("x", t, px), ("y", t, py)], [
+            *((op, t, lambda v, _, op=op: getattr(ir, op)(v),
+               correctly_rounded(getattr(np, op), px))
+              for op in ("tan", "tanh", "exp2", "log2")),
+            ("pow", t, ir.pow, correctly_rounded_pow(px, py)),
+            ("atan2", t, lambda v, w: ir.atan2(w, v), correctly_rounded(np.arctan2, py, px)),
+        ], ulp=TRANSCENDENTAL_ULP),
         # fma is a * b + c rounded twice, in the type (docs/semantics.md); the last two
         # lanes cancel: fused, they would keep the product's rounding error
         map_case(f"{n}_fma", [("a", t, fma_a), ("b", t, fma_b), ("c", t, fma_c)], [

@@ -1,7 +1,8 @@
-"""Float special values, every pair: ±0, ±smallest subnormal, ±smallest normal, ±1, ±largest,
-±inf and NaN through every binary float op, every unary one and every cast, in f32, f16
-and f64; and each unary op over inputs stepping through all f32 bit patterns. Expected: numpy in the
-operand type (IEEE for add sub mul div and fmod), the min/max and sign-of-zero rules of
+"""Float special values, every pair: ±0, ±smallest subnormal, ±smallest normal, ±1,
+±largest, ±inf and NaN through every binary float op, every unary one and every cast, in
+f32, f16 and f64 (pow, atan2 and the transcendentals in f32 and f16); and each unary op
+over inputs stepping through all f32 bit patterns. Expected: numpy in the operand type
+(IEEE for add sub mul div and fmod), the min/max and sign-of-zero rules of
 docs/semantics.md written out here, transcendentals correctly rounded (f64, rounded once)
 within the budget docs/semantics.md gives them."""
 
@@ -52,23 +53,34 @@ def _binary(t: ir.DType) -> list[Case]:
             ]),
             map_case(f"{t.value}_special_rem", inputs,
                      [("rem", t, lambda x, y: x % y, np.fmod(a, b))]),
+            *([] if t is ir.f64 else [map_case(f"{t.value}_special_pow_atan2", inputs, [
+                ("pow", t, ir.pow, correctly_rounded_pow(a, b)),
+                ("atan2", t, ir.atan2, correctly_rounded(np.arctan2, a, b)),
+            ], ulp=TRANSCENDENTAL_ULP)]),
         ]
 
 
-def _correctly_rounded(fn, x: np.ndarray) -> np.ndarray:
+def correctly_rounded(fn, *args: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
-        return fn(x.astype(np.float64)).astype(x.dtype)
+        return fn(*(x.astype(np.float64) for x in args)).astype(args[0].dtype)
+
+
+def correctly_rounded_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """pow with C's special cases for every NaN (``x ** ±0 == 1 ** y == 1``)."""
+    out = correctly_rounded(np.power, x, y)
+    out[(y == 0) | (x == 1)] = 1.0
+    return out
 
 
 def _unary(t: ir.DType, name: str, x: np.ndarray) -> list[Case]:
     with np.errstate(all="ignore"):
         exact = [("neg", t, lambda v: -v, -x), ("abs", t, abs, np.abs(x)),
                  ("floor", t, ir.floor, np.floor(x)), ("ceil", t, ir.ceil, np.ceil(x)),
-                 ("sqrt", t, ir.sqrt, _correctly_rounded(np.sqrt, x))]
+                 ("sqrt", t, ir.sqrt, correctly_rounded(np.sqrt, x))]
     cases = [map_case(f"{t.value}_{name}_exact_unary", [("x", t, x)], exact)]
     if t is not ir.f64:  # (f64 transcendentals: no backend but the reference has them)
-        rounded = [(op, t, getattr(ir, op), _correctly_rounded(getattr(np, op), x))
-                   for op in ("exp", "log", "sin", "cos")]
+        rounded = [(op, t, getattr(ir, op), correctly_rounded(getattr(np, op), x))
+                   for op in ("exp", "log", "sin", "cos", "tan", "tanh", "exp2", "log2")]
         cases.append(map_case(f"{t.value}_{name}_transcendental", [("x", t, x)], rounded,
                               ulp=TRANSCENDENTAL_ULP))
     return cases

@@ -1,6 +1,8 @@
 """The slow tier (``vyre conform --exhaustive``): every unary float op of f32 over at least
-2^24 inputs spread evenly over all bit patterns, against the correctly rounded result
-(computed in f64, rounded once), reporting the largest ULP distance per backend and op.
+2^24 inputs spread evenly over all bit patterns, and each binary one over as many pairs
+(the first operand so spread, the second drawn where the result is an ordinary number),
+against the correctly rounded result (computed in f64, rounded once), reporting the
+largest ULP distance per backend and op.
 
 The default corpus tries a few dozen inputs per op; this is where an approximation that is
 fine at 1.0 and hundreds of ULPs out at 80.0 (or wrong at 1e9) shows.
@@ -18,14 +20,18 @@ from vyre_core.compare import ulp_distance
 from vyre_core.config import DispatchConfig
 
 #: (IR function, the exact or correctly rounded numpy function in f64, allowed ULPs): the
-#: budget is the one docs/semantics.md promises for the op
+#: budget is the one docs/semantics.md promises for the op; its arity is the function's
 OPS: dict[str, tuple[Callable, Callable, int]] = {
     "neg": (lambda x: -x, np.negative, 0), "abs": (abs, np.abs, 0),
     "floor": (ir.floor, np.floor, 0), "ceil": (ir.ceil, np.ceil, 0),
     "sqrt": (ir.sqrt, np.sqrt, 0),
     "exp": (ir.exp, np.exp, 4), "log": (ir.log, np.log, 4),
     "sin": (ir.sin, np.sin, 4), "cos": (ir.cos, np.cos, 4),
+    "tan": (ir.tan, np.tan, 4), "tanh": (ir.tanh, np.tanh, 4),
+    "exp2": (ir.exp2, np.exp2, 4), "log2": (ir.log2, np.log2, 4),
+    "pow": (ir.pow, np.power, 4), "atan2": (ir.atan2, np.arctan2, 4),
 }
+BINARY = ("pow", "atan2")
 DEFAULT_INPUTS = 1 << 24
 CHUNK = 1 << 20
 
@@ -36,7 +42,7 @@ class SweepResult:
     op: str
     inputs: int
     max_ulp: int          # NaN against a number counts as the largest distance
-    worst_input: float
+    worst_input: tuple[float, ...]  # (the operands)
     expected: float
     actual: float
     budget: int
@@ -56,30 +62,58 @@ def inputs(count: int) -> Iterator[np.ndarray]:
         yield bits.view(np.float32)
 
 
+def operands(op: str, count: int) -> Iterator[list[np.ndarray]]:
+    """The inputs of ``op``: ``inputs(count)``, and for a binary op a second operand per
+    value from a fixed seed: random bits for half, for the other half one that keeps the
+    result finite and not trivial (pow: y log2|x| in [-155, 130], integers among them for
+    negative bases; atan2: x within 4 times y either way)."""
+    rng = np.random.default_rng(0)
+    for xs in inputs(count):
+        if op not in BINARY:
+            yield [xs]
+            continue
+        ys = rng.integers(0, 1 << 32, len(xs), dtype=np.uint64).astype(np.uint32).view(
+            np.float32)
+        half = len(xs) // 2
+        with np.errstate(all="ignore"):
+            if op == "pow":
+                t = rng.uniform(-155.0, 130.0, half) / np.log2(np.abs(xs[:half].astype(
+                    np.float64)))
+                t[half // 2:] = np.rint(t[half // 2:])
+            else:
+                t = xs[:half] * rng.uniform(-4.0, 4.0, half)
+            ys[:half] = np.where(np.isfinite(t), t, ys[:half]).astype(np.float32)
+        yield [xs, ys]
+
+
 def program(op: str, n: int) -> ir.Program:
     k = ir.Kernel(workgroup=(256,))
-    x = k.read("x", ir.f32, n)
+    args = [k.read(name, ir.f32, n) for name in ("x", "y")[:1 + (op in BINARY)]]
     out = k.output("out", ir.f32, n)
     i = k.let("i", ir.global_id(0))
     with k.if_(i < n):
-        out[i] = OPS[op][0](x[i])
+        out[i] = OPS[op][0](*(a[i] for a in args))
     return k.build()
 
 
 def sweep(dispatch: Callable[[ir.Program, list[np.ndarray]], list[np.ndarray]],
           backend: str, op: str, count: int = DEFAULT_INPUTS) -> SweepResult:
     """``op`` over ``count`` inputs through ``dispatch(program, inputs) -> outputs``."""
-    worst = (-1, 0.0, 0.0, 0.0)
+    worst: tuple = (-1, (), 0.0, 0.0)
     programs: dict[int, ir.Program] = {}
-    for xs in inputs(count):
-        prog = programs.setdefault(len(xs), program(op, len(xs)))
-        got = np.asarray(dispatch(prog, [xs])[0])
+    for args in operands(op, count):
+        prog = programs.setdefault(len(args[0]), program(op, len(args[0])))
+        got = np.asarray(dispatch(prog, args)[0])
         with np.errstate(all="ignore"):
-            want = OPS[op][1](xs.astype(np.float64)).astype(np.float32)
+            want = OPS[op][1](*(a.astype(np.float64) for a in args)).astype(np.float32)
+        if op == "pow":  # x ** ±0 and 1 ** y are 1 for every NaN (numpy's follows C's pow,
+            # which a signaling NaN escapes)
+            want[(args[1] == 0) | (args[0] == 1)] = 1.0
         distance = ulp_distance(want, got)
         at = int(distance.argmax())
         if int(distance[at]) > worst[0]:
-            worst = (int(distance[at]), float(xs[at]), float(want[at]), float(got[at]))
+            worst = (int(distance[at]), tuple(float(a[at]) for a in args), float(want[at]),
+                     float(got[at]))
     return SweepResult(backend, op, count, worst[0], worst[1], worst[2], worst[3], OPS[op][2])
 
 

@@ -53,6 +53,8 @@ class BinOp(enum.Enum):
     MULHI = "mulhi"
     ADD_SAT = "add_sat"
     SUB_SAT = "sub_sat"
+    POW = "pow"
+    ATAN2 = "atan2"
 
 
 class UnOp(enum.Enum):
@@ -75,6 +77,10 @@ class UnOp(enum.Enum):
     CLZ = "clz"
     CTZ = "ctz"
     BIT_REVERSE = "bit_reverse"
+    TAN = "tan"
+    TANH = "tanh"
+    EXP2 = "exp2"
+    LOG2 = "log2"
 
 
 class AtomicOp(enum.Enum):

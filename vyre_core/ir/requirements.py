@@ -66,9 +66,10 @@ ALL_OPS: frozenset[str] = frozenset(
 #: (a loop's step it ignores, an op it does not know).
 NEWER_OPS: frozenset[str] = frozenset(
     [f"unop.{op.value}" for op in (UnOp.CLZ, UnOp.CTZ, UnOp.BIT_REVERSE, UnOp.ROUND,
-                                   UnOp.TRUNC, UnOp.ISNAN, UnOp.ISINF)]
+                                   UnOp.TRUNC, UnOp.ISNAN, UnOp.ISINF, UnOp.TAN, UnOp.TANH,
+                                   UnOp.EXP2, UnOp.LOG2)]
     + [f"binop.{op.value}" for op in (BinOp.ROTL, BinOp.ROTR, BinOp.MULHI, BinOp.ADD_SAT,
-                                      BinOp.SUB_SAT)]
+                                      BinOp.SUB_SAT, BinOp.POW, BinOp.ATAN2)]
     + ["stmt.while", "stmt.break", "stmt.continue", "stmt.loop_step"]
     + [f"subgroup.{op.value}" for op in SubgroupOp]
 )

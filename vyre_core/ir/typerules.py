@@ -10,6 +10,7 @@ ARITH = {BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.REM, BinOp.MIN, BinOp
 BITWISE = {BinOp.AND, BinOp.OR, BinOp.XOR}
 SHIFTS = {BinOp.SHL, BinOp.SHR, BinOp.ROTL, BinOp.ROTR}  # (the count is always u32)
 INTEGER_ONLY = {BinOp.MULHI, BinOp.ADD_SAT, BinOp.SUB_SAT}
+FLOAT_ONLY = {BinOp.POW, BinOp.ATAN2}
 EQUALITY = {BinOp.EQ, BinOp.NE}
 ORDERING = {BinOp.LT, BinOp.LE, BinOp.GT, BinOp.GE}
 LOGICAL = {BinOp.LOGICAL_AND, BinOp.LOGICAL_OR}
@@ -25,6 +26,8 @@ def binop_result(op: BinOp, lhs: DType, rhs: DType) -> DType | None:
         return lhs if lhs.is_numeric else None
     if op in INTEGER_ONLY:
         return lhs if lhs.is_int else None
+    if op in FLOAT_ONLY:
+        return lhs if lhs.is_float else None
     if op in BITWISE:
         return lhs if lhs.is_int or lhs is DType.BOOL else None
     if op in EQUALITY:

@@ -89,7 +89,8 @@ HOIST_LANES = 32
 HOIST_EVERY = 48
 _FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.EXP: "exp", UnOp.LOG: "log", UnOp.SIN: "sin",
              UnOp.COS: "cos", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil", UnOp.ROUND: "round",
-             UnOp.TRUNC: "trunc"}
+             UnOp.TRUNC: "trunc", UnOp.TAN: "tan", UnOp.TANH: "tanh", UnOp.EXP2: "exp2",
+             UnOp.LOG2: "log2"}
 
 
 @dataclass(frozen=True)

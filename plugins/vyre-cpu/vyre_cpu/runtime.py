@@ -428,6 +428,55 @@ def cos_f64(a):
 
 
 @njit(**_FAST)
+def tan_f64(a):
+    if math.isinf(a):
+        return np.float64(np.nan)
+    return math.tan(a)
+
+
+@njit(**_FAST)
+def tanh_f64(a):
+    return math.tanh(a)
+
+
+@njit(**_FAST)
+def exp2_f64(a):
+    return np.exp2(a)
+
+
+@njit(**_FAST)
+def log2_f64(a):
+    if a != a or a < 0.0:
+        return np.float64(np.nan)
+    if a == 0.0:
+        return np.float64(-np.inf)
+    return np.log2(a)
+
+
+@njit(**_FAST)
+def pow_f64(a, b):
+    """C's pow: its special cases (pow(x, ±0) == 1, pow(1, y) == 1, of any NaN)."""
+    if b == 0.0 or a == 1.0:
+        return np.float64(1.0)
+    return np.power(a, b)
+
+
+@njit(**_FAST)
+def pow_f32(a, b):
+    return np.float32(pow_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
+def atan2_f64(a, b):
+    return math.atan2(a, b)
+
+
+@njit(**_FAST)
+def atan2_f32(a, b):
+    return np.float32(atan2_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
 def floor_f64(a):
     return np.floor(a)
 
@@ -657,6 +706,16 @@ def div_f16(a, b):
 @njit(**_FAST)
 def rem_f16(a, b):
     return to_f16(rem_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
+def pow_f16(a, b):
+    return to_f16(pow_f64(np.float64(a), np.float64(b)))
+
+
+@njit(**_FAST)
+def atan2_f16(a, b):
+    return to_f16(atan2_f64(np.float64(a), np.float64(b)))
 
 
 @njit(**_FAST)

@@ -634,6 +634,14 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
             exact = np.asarray(a, np.int64) + np.asarray(b, np.int64) * (
                 1 if op is BinOp.ADD_SAT else -1)
             return _scalar(np.clip(exact, lo, hi).astype(a.dtype))
+        case BinOp.POW | BinOp.ATAN2:  # C's pow and atan2; f16/f32 as the transcendentals
+            fn = np.power if op is BinOp.POW else np.arctan2
+            wide = fn(a, b) if dtype is DType.F64 else _scalar(
+                fn(np.asarray(a, np.float64), np.asarray(b, np.float64)).astype(a.dtype))
+            if op is BinOp.POW:  # x ** ±0 and 1 ** y are 1 for every NaN (C's pow gives a
+                # signaling NaN's NaN)
+                wide = np.where((b == 0) | (a == 1), np.ones_like(wide), wide)
+            return _scalar(wide)
         case BinOp.EQ:
             return a == b
         case BinOp.NE:
@@ -651,10 +659,12 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
 
 _FLOAT_FUNCS = {UnOp.SQRT: np.sqrt, UnOp.EXP: np.exp, UnOp.LOG: np.log, UnOp.SIN: np.sin,
                 UnOp.COS: np.cos, UnOp.FLOOR: np.floor, UnOp.CEIL: np.ceil,
-                UnOp.ROUND: np.rint, UnOp.TRUNC: np.trunc}  # (rint: ties to even)
+                UnOp.ROUND: np.rint, UnOp.TRUNC: np.trunc,  # (rint: ties to even)
+                UnOp.TAN: np.tan, UnOp.TANH: np.tanh, UnOp.EXP2: np.exp2, UnOp.LOG2: np.log2}
 #: Each byte with its bits in reverse order.
 _REVERSED_BYTE = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint32)
-_TRANSCENDENTAL = (UnOp.EXP, UnOp.LOG, UnOp.SIN, UnOp.COS)
+_TRANSCENDENTAL = (UnOp.EXP, UnOp.LOG, UnOp.SIN, UnOp.COS, UnOp.TAN, UnOp.TANH, UnOp.EXP2,
+                   UnOp.LOG2)
 
 
 def _unary(op: UnOp, a: Value) -> Value:

@@ -56,6 +56,7 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.ir.typerules import binop_result, subgroup_result, unop_result
+from vyre_wgpu import float_math
 
 #: Params uniform layout (u32 words): [0] grid split stride S (0 = no split), [1] logical
 #: workgroups along x, [2] along y, [3] along z, [4] zero (see OPAQUE_ZERO), [5 + i]
@@ -106,9 +107,8 @@ _STORAGE = {**_TYPE, DType.BOOL: "u32"}
 _ARITH = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.AND: "&", BinOp.OR: "|",
           BinOp.XOR: "^", BinOp.EQ: "==", BinOp.NE: "!=", BinOp.LT: "<", BinOp.LE: "<=",
           BinOp.GT: ">", BinOp.GE: ">=", BinOp.LOGICAL_AND: "&&", BinOp.LOGICAL_OR: "||"}
-_FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.EXP: "exp", UnOp.LOG: "log", UnOp.SIN: "sin",
-             UnOp.COS: "cos", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil",
-             UnOp.ROUND: "round", UnOp.TRUNC: "trunc"}  # (WGSL's round: ties to even)
+_FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil", UnOp.ROUND: "round",
+             UnOp.TRUNC: "trunc"}  # (WGSL's round: ties to even; the rest are float_math's)
 
 #: f64 round (ties to even) and trunc from floor and ceil, exact: ``x - floor(x)`` is
 #: exact below 2**52, where every larger double is already an integer (inf, NaN too).
@@ -375,6 +375,10 @@ fn vyre_rotl(a: u32, n: u32) -> u32 { return (a << n) | (a >> ((32u - n) & 31u))
             self.helpers.setdefault("vyre_mulhi_u32", _MULHI_U32)
             return self.helper_call(f"vyre_mulhi_{ty}", [a, b], _MULHI_I32) \
                 if t is DType.I32 else f"vyre_mulhi_u32({a}, {b})"
+        if op in float_math.OWN_F32:
+            if t is DType.F64:
+                raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
+            return self.own_float(op, t, [a, b])
         if op in (BinOp.ADD_SAT, BinOp.SUB_SAT):
             name = f"vyre_{op.value}_{ty}"
             return self.helper_call(name, [a, b], _SATURATING[op, t].format(name=name))
@@ -457,14 +461,18 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             return self.helper_call(name, [x], _ROUND_F64[op].format(name=name))
         if t is DType.F64 and op not in (UnOp.SQRT, UnOp.FLOOR, UnOp.CEIL):
             raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
-        if op in _OWN_F32:  # the native ones are hundreds of ULPs out, or worse
-            name, args, source = _OWN_F32[op]
-            self.helpers.setdefault("vyre_float_kit", _FLOAT_KIT)
-            self.helpers.setdefault(name, source)
-            arg = x if t is DType.F32 else f"f32({x})"
-            call = f"{name}({arg}{args})"
-            return call if t is DType.F32 else f"{_TYPE[t]}({call})"
+        if op in float_math.OWN_F32:  # the native ones are hundreds of ULPs out, or worse
+            return self.own_float(op, t, [x])
         return self.exact(t, f"{_FLOAT_FN[op]}({x})")
+
+    def own_float(self, op: UnOp | BinOp, t: DType, args: list[str]) -> str:
+        """A call of float_math's f32 function for ``op`` (f16 through it)."""
+        name, extra, _ = float_math.OWN_F32[op]
+        for helper, source in float_math.helpers(op, OPAQUE_ZERO).items():
+            self.helpers.setdefault(helper, source)
+        wide = args if t is DType.F32 else [f"f32({a})" for a in args]
+        call = f"{name}({', '.join(wide)}{extra})"
+        return call if t is DType.F32 else f"{_TYPE[t]}({call})"
 
     @staticmethod
     def exact(t: DType, x: str) -> str:
@@ -751,226 +759,6 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
         ])
         return Lowered(source, tuple(bindings), params_binding, words, params_binding + 1,
                        frozenset(features))
-
-
-#: What the float helpers below build on: ``vyre_x`` is a value behind the opaque-zero
-#: barrier (every operation's result passes through it, so the compiler keeps the order
-#: and roundings as written), ``vyre_k`` a constant it cannot see, ``vyre_scalbn`` exact
-#: scaling by 2^n (one rounding, subnormal results included).
-_FLOAT_KIT = f"""\
-fn vyre_x(v: f32) -> f32 {{ return bitcast<f32>(bitcast<u32>(v) ^ {OPAQUE_ZERO}); }}
-fn vyre_k(bits: u32) -> f32 {{ return bitcast<f32>(bits ^ {OPAQUE_ZERO}); }}
-fn vyre_pow2(n: i32) -> f32 {{ return bitcast<f32>(u32(n + 127) << 23u); }}
-fn vyre_scalbn(y0: f32, n0: i32) -> f32 {{
-    var y = y0;
-    var n = n0;
-    if (n > 127) {{ y = vyre_x(y * vyre_pow2(127)); n = n - 127; }}
-    else if (n < -126) {{ y = vyre_x(y * vyre_pow2(-102)); n = n + 102; }}
-    return vyre_x(y * vyre_pow2(n));
-}}"""
-
-#: e^x for f32 within 1 ULP (fdlibm's expf: Cody-Waite reduction by ln 2 in two parts, a
-#: rational approximation on [-ln2/2, ln2/2], exact scaling).
-_EXP_F32 = """fn vyre_exp_f32(x: f32) -> f32 {
-    let ux = bitcast<u32>(x);
-    let hx = ux & 0x7fffffffu;
-    let neg = (ux >> 31u) == 1u;
-    if (hx > 0x7f800000u) { return x; }
-    if (hx >= 0x42b17218u && !neg) { return vyre_k(0x7f800000u); }
-    if (hx >= 0x42cff1b5u && neg) { return vyre_k(0u); }
-    var k = 0;
-    var hi = x;
-    var lo = vyre_k(0u);
-    var r = x;
-    if (hx > 0x3eb17218u) {
-        if (hx > 0x3f851592u) {
-            let half = select(vyre_k(0x3f000000u), vyre_k(0xbf000000u), neg);
-            k = i32(vyre_x(vyre_x(vyre_k(0x3fb8aa3bu) * x) + half));
-        } else {
-            k = select(1, -1, neg);
-        }
-        let kf = f32(k);
-        hi = vyre_x(x - vyre_x(kf * vyre_k(0x3f317200u)));
-        lo = vyre_x(kf * vyre_k(0x35bfbe8eu));
-        r = vyre_x(hi - lo);
-    } else if (hx <= 0x39000000u) {
-        return vyre_x(vyre_k(0x3f800000u) + x);
-    }
-    let rr = vyre_x(r * r);
-    let p = vyre_x(vyre_k(0x3e2aaaa8u) + vyre_x(rr * vyre_k(0xbb355215u)));
-    let c = vyre_x(r - vyre_x(rr * p));
-    let q = vyre_x(vyre_x(r * c) / vyre_x(vyre_k(0x40000000u) - c));
-    let y = vyre_x(vyre_k(0x3f800000u) + vyre_x(vyre_x(q - lo) + hi));
-    if (k == 0) { return y; }
-    return vyre_scalbn(y, k);
-}"""
-
-#: log(x) for f32 within 1 ULP (fdlibm's logf: x = 2^k (1 + f) with 1 + f near 1,
-#: log(1 + f) from s = f / (2 + f) and a polynomial in s^2, ln 2 in two parts).
-_LOG_F32 = """fn vyre_log_f32(x0: f32) -> f32 {
-    var ix = bitcast<u32>(x0);
-    var k = 0;
-    var x = x0;
-    if (ix < 0x00800000u || (ix >> 31u) == 1u) {
-        if ((ix << 1u) == 0u) { return vyre_k(0xff800000u); }
-        if ((ix >> 31u) == 1u) { return vyre_k(0x7fc00000u); }
-        k = -25;
-        x = vyre_x(x * vyre_k(0x4c000000u));
-        ix = bitcast<u32>(x);
-    } else if (ix >= 0x7f800000u) {
-        return x;
-    } else if (ix == 0x3f800000u) {
-        return vyre_k(0u);
-    }
-    ix = ix + (0x3f800000u - 0x3f3504f3u);
-    k = k + i32(ix >> 23u) - 127;
-    ix = (ix & 0x007fffffu) + 0x3f3504f3u;
-    let f = vyre_x(bitcast<f32>(ix) - vyre_k(0x3f800000u));
-    let s = vyre_x(f / vyre_x(vyre_k(0x40000000u) + f));
-    let z = vyre_x(s * s);
-    let w = vyre_x(z * z);
-    let t1 = vyre_x(w * vyre_x(vyre_k(0x3eccce13u) + vyre_x(w * vyre_k(0x3e789e26u))));
-    let t2 = vyre_x(z * vyre_x(vyre_k(0x3f2aaaaau) + vyre_x(w * vyre_k(0x3e91e9eeu))));
-    let r = vyre_x(t2 + t1);
-    let hfsq = vyre_x(vyre_x(vyre_k(0x3f000000u) * f) * f);
-    let dk = f32(k);
-    let sum = vyre_x(vyre_x(s * vyre_x(hfsq + r)) + vyre_x(dk * vyre_k(0x3717f7d1u)));
-    return vyre_x(vyre_x(vyre_x(sum - hfsq) + f) + vyre_x(dk * vyre_k(0x3f317180u)));
-}"""
-
-
-#: sin and cos for f32 over the whole domain, within 1 ULP: x = q (pi/2) + r with
-#: |r| <= pi/4, r from the bits of 2/pi (Payne-Hanek, 96 bits of 2/pi against the 24-bit
-#: significand, in u32 limbs) kept as r + lo, then Taylor polynomials on r (their
-#: truncation error is below 2^-28) with lo's first-order term.
-_TRIG_F32 = """struct VyreReduced { r: f32, lo: f32, q: u32 }
-
-fn vyre_mul_wide(a: u32, b: u32) -> vec2<u32> {
-    let a0 = a & 0xffffu;
-    let a1 = a >> 16u;
-    let b0 = b & 0xffffu;
-    let b1 = b >> 16u;
-    let p00 = a0 * b0;
-    let p01 = a0 * b1;
-    let p10 = a1 * b0;
-    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
-    return vec2<u32>(a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u),
-                     (p00 & 0xffffu) | (mid << 16u));
-}
-
-fn vyre_window(t: array<u32, 8>, i: u32, s: u32) -> u32 {
-    if (s == 0u) { return t[i]; }
-    return (t[i] << s) | (t[i + 1u] >> (32u - s));
-}
-
-fn vyre_reduce_pio2(x: f32) -> VyreReduced {
-    let ux = bitcast<u32>(x);
-    let m = (ux & 0x7fffffu) | 0x800000u;
-    let e = i32((ux >> 23u) & 0xffu) - 150;
-    let two_over_pi = array<u32, 8>(0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u,
-                                    0xdb629599u, 0x3c439041u, 0xfe5163abu);
-    let p = u32(e + 30);
-    let i = p >> 5u;
-    let s = p & 31u;
-    let w0 = vyre_window(two_over_pi, i, s);
-    let w1 = vyre_window(two_over_pi, i + 1u, s);
-    let w2 = vyre_window(two_over_pi, i + 2u, s);
-    let m2 = vyre_mul_wide(m, w2);
-    let m1 = vyre_mul_wide(m, w1);
-    let m0 = vyre_mul_wide(m, w0);
-    // m * window = limbs r2 r1 r0 (and a fourth, a multiple of 4 once scaled: dropped);
-    // x * 2/pi = that * 2^-94: the quadrant is r2's top two bits, the fraction the rest
-    let r0 = m2.y;
-    let r1 = m2.x + m1.y;
-    let r2 = m1.x + m0.y + select(0u, 1u, r1 < m2.x);
-    var q = r2 >> 30u;
-    var fh = (r2 << 2u) | (r1 >> 30u);
-    var fl = (r1 << 2u) | (r0 >> 30u);
-    let neg_frac = (fh >> 31u) == 1u;  // fraction >= 1/2: the next quadrant, r < 0
-    if (neg_frac) {
-        q = q + 1u;
-        fl = ~fl + 1u;
-        fh = ~fh + select(0u, 1u, fl == 0u);
-    }
-    var lz = countLeadingZeros(fh);
-    if (fh == 0u) {
-        fh = fl;
-        fl = 0u;
-        lz = 32u + countLeadingZeros(fh);
-    }
-    let sh = lz & 31u;
-    var top = fh;
-    var low = fl;
-    if (sh != 0u) {
-        top = (fh << sh) | (fl >> (32u - sh));
-        low = fl << sh;
-    }
-    let scale = vyre_pow2(-24 - i32(lz));
-    let a = vyre_x(f32(top >> 8u) * scale);
-    let a_hi = vyre_x(f32((top >> 8u) & 0xfff000u) * scale);  // 12 bits each: exact
-    let a_lo = vyre_x(f32((top >> 8u) & 0xfffu) * scale);
-    let b = vyre_x(f32(((top & 0xffu) << 16u) | (low >> 16u)) * vyre_pow2(-48 - i32(lz)));
-    let p1 = vyre_k(0x3fc90fdbu);
-    let p2 = vyre_k(0xb33bbd2eu);
-    // r + lo = (a + b) (p1 + p2): a * p1 = ph + pl exactly (Dekker's product over the
-    // 12-bit halves of a and of p1, so it holds where fma is not fused), summed exactly
-    let t = vyre_x(fma(a, p2, vyre_x(b * p1)));
-    let ph = vyre_x(a * p1);
-    let p1h = vyre_k(0x3fc90000u);
-    let p1l = vyre_k(0x39fdb000u);
-    let e1 = vyre_x(vyre_x(a_hi * p1h) - ph);
-    let e2 = vyre_x(e1 + vyre_x(a_hi * p1l));
-    let e3 = vyre_x(e2 + vyre_x(a_lo * p1h));
-    let pl = vyre_x(e3 + vyre_x(a_lo * p1l));
-    var r = vyre_x(ph + t);
-    var lo = vyre_x(vyre_x(vyre_x(ph - r) + t) + pl);
-    if (neg_frac != ((ux >> 31u) == 1u)) {
-        r = vyre_x(-r);
-        lo = vyre_x(-lo);
-    }
-    if ((ux >> 31u) == 1u) { q = 0u - q; }
-    return VyreReduced(r, lo, q & 3u);
-}
-
-// sin(r + lo) = r + (r s P(s) + lo (1 - s / 2)), the large term added last
-fn vyre_sin_poly(r: f32, lo: f32, s: f32) -> f32 {
-    var p = vyre_k(0x3638ef1du);
-    p = vyre_x(fma(p, s, vyre_k(0xb9500d01u)));
-    p = vyre_x(fma(p, s, vyre_k(0x3c088889u)));
-    p = vyre_x(fma(p, s, vyre_k(0xbe2aaaabu)));
-    let c = vyre_x(fma(vyre_k(0xbf000000u), s, vyre_k(0x3f800000u)));
-    return vyre_x(r + vyre_x(fma(vyre_x(r * s), p, vyre_x(lo * c))));
-}
-
-// cos(r + lo) = 1 + (s Q(s) - lo r)
-fn vyre_cos_poly(r: f32, lo: f32, s: f32) -> f32 {
-    var p = vyre_k(0xb493f27eu);
-    p = vyre_x(fma(p, s, vyre_k(0x37d00d01u)));
-    p = vyre_x(fma(p, s, vyre_k(0xbab60b61u)));
-    p = vyre_x(fma(p, s, vyre_k(0x3d2aaaabu)));
-    p = vyre_x(fma(p, s, vyre_k(0xbf000000u)));
-    return vyre_x(vyre_k(0x3f800000u) + vyre_x(fma(p, s, vyre_x(-vyre_x(lo * r)))));
-}
-
-fn vyre_trig_f32(x: f32, shift: u32) -> f32 {
-    let ax = bitcast<u32>(x) & 0x7fffffffu;
-    if (ax > 0x7f800000u) { return x; }
-    if (ax == 0x7f800000u) { return vyre_k(0x7fc00000u); }  // sin(inf), cos(inf): NaN
-    if (ax < 0x39800000u) { return select(x, vyre_k(0x3f800000u), shift == 1u); }
-    var red = VyreReduced(x, vyre_k(0u), 0u);
-    if (ax > 0x3f490fdbu) { red = vyre_reduce_pio2(x); }
-    let s = vyre_x(red.r * red.r);
-    let q = (red.q + shift) & 3u;
-    let v = select(vyre_sin_poly(red.r, red.lo, s), vyre_cos_poly(red.r, red.lo, s),
-                   (q & 1u) == 1u);
-    return select(v, vyre_x(-v), q >= 2u);
-}"""
-
-#: The float functions the lowering carries itself: (WGSL function, extra arguments,
-#: its source).
-_OWN_F32 = {UnOp.EXP: ("vyre_exp_f32", "", _EXP_F32), UnOp.LOG: ("vyre_log_f32", "", _LOG_F32),
-            UnOp.SIN: ("vyre_trig_f32", ", 0u", _TRIG_F32),
-            UnOp.COS: ("vyre_trig_f32", ", 1u", _TRIG_F32)}
 
 
 def lower(program: Program) -> Lowered:

@@ -1,0 +1,545 @@
+"""The f32 math the WGSL lowering carries itself: the adapters' own functions are hundreds
+of ULPs out, or worse (lavapipe's exp and log by millions, sin and cos wrong for large
+arguments), so each transcendental op is built here from exact operations, every one
+kept as written behind the opaque-zero barrier. f16 goes through them; f64 is refused by
+the lowering (SPIR-V has no double transcendentals). Pure text: the error each reaches is
+measured by ``vyre conform --exhaustive`` and stated in docs/semantics.md.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vyre_core.ir.nodes import BinOp, UnOp
+
+
+def _k(value: float) -> str:
+    """The f32 nearest ``value``, as a constant the compiler cannot see."""
+    return f"vyre_k(0x{int(np.float32(value).view(np.uint32)):08x}u)"
+
+
+def _pair(value: float) -> tuple[str, str]:
+    """``value`` as a float and the float nearest what it leaves."""
+    hi = float(np.float32(value))
+    return _k(hi), _k(value - hi)
+
+
+def _series(terms: list[float], var: str, p: str = "p") -> str:
+    """Horner's rule over ``terms`` (highest power first) in ``var``, into ``p``."""
+    lines = [f"    var {p} = {_k(terms[0])};"]
+    lines += [f"    {p} = vyre_x(vyre_x({p} * {var}) + {_k(t)});" for t in terms[1:]]
+    return "\n".join(lines)
+
+
+_LN2 = math.log(2)
+
+
+#: What the float helpers below build on: ``vyre_x`` is a value behind the opaque-zero
+#: barrier (every operation's result passes through it, so the compiler keeps the order
+#: and roundings as written), ``vyre_k`` a constant it cannot see, ``vyre_scalbn`` exact
+#: scaling by 2^n (one rounding, subnormal results included), ``vyre_two_prod`` a product
+#: as two floats.
+def _kit(opaque_zero: str) -> str:
+    return f"""\
+fn vyre_x(v: f32) -> f32 {{ return bitcast<f32>(bitcast<u32>(v) ^ {opaque_zero}); }}
+fn vyre_k(bits: u32) -> f32 {{ return bitcast<f32>(bits ^ {opaque_zero}); }}
+fn vyre_pow2(n: i32) -> f32 {{ return bitcast<f32>(u32(n + 127) << 23u); }}
+fn vyre_scalbn(y0: f32, n0: i32) -> f32 {{
+    var y = y0;
+    var n = n0;
+    if (n > 127) {{ y = vyre_x(y * vyre_pow2(127)); n = n - 127; }}
+    else if (n < -126) {{ y = vyre_x(y * vyre_pow2(-102)); n = n + 102; }}
+    return vyre_x(y * vyre_pow2(n));
+}}
+fn vyre_trunc12(v: f32) -> f32 {{ return bitcast<f32>(bitcast<u32>(v) & 0xfffff000u); }}
+// a * b = p + e exactly (Dekker's product over 12-bit halves: it holds where fma is not fused)
+fn vyre_two_prod(a: f32, b: f32) -> vec2<f32> {{
+    let p = vyre_x(a * b);
+    let ah = vyre_trunc12(a);
+    let al = vyre_x(a - ah);
+    let bh = vyre_trunc12(b);
+    let bl = vyre_x(b - bh);
+    var e = vyre_x(vyre_x(ah * bh) - p);
+    e = vyre_x(e + vyre_x(ah * bl));
+    e = vyre_x(e + vyre_x(al * bh));
+    return vec2<f32>(p, vyre_x(e + vyre_x(al * bl)));
+}}"""
+
+
+#: e^(hi - lo) - 1 for |hi - lo| <= ln(2)/2, one rounding at the end (fdlibm's expf kernel:
+#: a rational approximation); e^x = 2^k (1 + m) by Cody-Waite reduction by ln 2 in two parts.
+_EXP = """struct VyreExpParts { m: f32, k: i32 }
+
+fn vyre_expm1_core(hi: f32, lo: f32) -> f32 {
+    let r = vyre_x(hi - lo);
+    let rr = vyre_x(r * r);
+    let p = vyre_x(vyre_k(0x3e2aaaa8u) + vyre_x(rr * vyre_k(0xbb355215u)));
+    let c = vyre_x(r - vyre_x(rr * p));
+    let q = vyre_x(vyre_x(r * c) / vyre_x(vyre_k(0x40000000u) - c));
+    return vyre_x(vyre_x(q - lo) + hi);
+}
+
+fn vyre_exp_parts(x: f32) -> VyreExpParts {
+    let ux = bitcast<u32>(x);
+    let hx = ux & 0x7fffffffu;
+    let neg = (ux >> 31u) == 1u;
+    var k = 0;
+    var hi = x;
+    var lo = vyre_k(0u);
+    if (hx > 0x3eb17218u) {
+        if (hx > 0x3f851592u) {
+            let half = select(vyre_k(0x3f000000u), vyre_k(0xbf000000u), neg);
+            k = i32(vyre_x(vyre_x(vyre_k(0x3fb8aa3bu) * x) + half));
+        } else {
+            k = select(1, -1, neg);
+        }
+        let kf = f32(k);
+        hi = vyre_x(x - vyre_x(kf * vyre_k(0x3f317200u)));
+        lo = vyre_x(kf * vyre_k(0x35bfbe8eu));
+    }
+    return VyreExpParts(vyre_expm1_core(hi, lo), k);
+}
+
+fn vyre_exp_f32(x: f32) -> f32 {
+    let ux = bitcast<u32>(x);
+    let hx = ux & 0x7fffffffu;
+    let neg = (ux >> 31u) == 1u;
+    if (hx > 0x7f800000u) { return x; }
+    if (hx >= 0x42b17218u && !neg) { return vyre_k(0x7f800000u); }
+    if (hx >= 0x42cff1b5u && neg) { return vyre_k(0u); }
+    if (hx <= 0x39000000u) { return vyre_x(vyre_k(0x3f800000u) + x); }
+    let e = vyre_exp_parts(x);
+    let y = vyre_x(vyre_k(0x3f800000u) + e.m);
+    if (e.k == 0) { return y; }
+    return vyre_scalbn(y, e.k);
+}"""
+
+#: tanh(x) from e^(-2|x|) = 2^k (1 + m), without cancelling: -m / (2 + m) for k = 0, else
+#: ((1 - 2^k) - 2^k m) / ((1 + 2^k) + 2^k m); x itself below 2^-12, ±1 from 10 on.
+_TANH = f"""fn vyre_tanh_f32(x: f32) -> f32 {{
+    let ux = bitcast<u32>(x);
+    let ax = ux & 0x7fffffffu;
+    let sign = ux & 0x80000000u;
+    if (ax > 0x7f800000u || ax < 0x39800000u) {{ return x; }}
+    if (ax >= 0x41200000u) {{ return vyre_k(0x3f800000u | sign); }}
+    let e = vyre_exp_parts(vyre_x(bitcast<f32>(ax) * {_k(-2.0)}));
+    var t = vyre_x(vyre_x(-e.m) / vyre_x({_k(2.0)} + e.m));
+    if (e.k != 0) {{
+        let p = vyre_pow2(e.k);
+        let pm = vyre_x(p * e.m);
+        let num = vyre_x(vyre_x({_k(1.0)} - p) - pm);
+        t = vyre_x(num / vyre_x(vyre_x({_k(1.0)} + p) + pm));
+    }}
+    return bitcast<f32>(bitcast<u32>(t) | sign);
+}}"""
+
+#: 2^(h + l) for |h + l| <= 200 and l small beside h: 2^k e^(r ln 2) with k the integer
+#: nearest h + l, r = (h - k) + l kept as two floats, r ln 2 as two floats (Dekker), then
+#: the exp kernel and exact scaling; exp2(x) is 2^(x + 0).
+_EXP2 = f"""fn vyre_exp2_wide(h: f32, l: f32) -> f32 {{
+    let kf = floor(vyre_x(vyre_x(h + l) + {_k(0.5)}));
+    let rh = vyre_x(h - kf);
+    let r1 = vyre_x(rh + l);
+    let bv = vyre_x(r1 - rh);
+    let r2 = vyre_x(vyre_x(rh - vyre_x(r1 - bv)) + vyre_x(l - bv));
+    let t = vyre_two_prod(r1, {_k(_LN2)});
+    let tl = vyre_x(vyre_x(t.y + vyre_x(r1 * {_pair(_LN2)[1]})) + vyre_x(r2 * {_k(_LN2)}));
+    let y = vyre_x({_k(1.0)} + vyre_expm1_core(t.x, vyre_x(-tl)));
+    return vyre_scalbn(y, i32(kf));
+}}
+
+fn vyre_exp2_f32(x: f32) -> f32 {{
+    let ux = bitcast<u32>(x);
+    if ((ux & 0x7fffffffu) > 0x7f800000u) {{ return x; }}
+    if (ux >= 0x43000000u && ux < 0x80000000u) {{ return vyre_k(0x7f800000u); }}  // x >= 128
+    if (ux > 0xc3170000u) {{ return vyre_k(0u); }}  // x < -151: below half the least subnormal
+    return vyre_exp2_wide(x, vyre_k(0u));
+}}"""
+
+def _top12(value: float) -> float:
+    """``value`` as a float with its low 12 significand bits cleared."""
+    return float(np.uint32(np.float32(value).view(np.uint32) & 0xFFFFF000).view(np.float32))
+
+
+_C = 2 / _LN2
+_C_HI = _top12(_C)
+_LOG2_3_2_HI = _top12(math.log2(1.5))
+
+#: log2(x) = hi + lo for finite x > 0, to about 2^-33 of it, hi with 12 significant bits
+#: (so y * hi is exact for a y of 12): x = 2^n m with m in [sqrt(3)/2, sqrt(3)), b = 1 or
+#: 3/2 (whichever m is nearer), log2(m) = log2(b) + (2 / ln 2) atanh(s) with
+#: s = (m - b) / (m + b), |s| <= 0.102, kept as two floats, and atanh(s) - s from its
+#: series to s^11 (the rest is below 2^-36 of s).
+_LOG2 = f"""fn vyre_log2_wide(x0: f32) -> vec2<f32> {{
+    var ix = bitcast<u32>(x0);
+    var n = 0;
+    if (ix < 0x00800000u) {{
+        n = -25;
+        ix = bitcast<u32>(vyre_x(x0 * vyre_k(0x4c000000u)));
+    }}
+    n = n + i32(ix >> 23u) - 127;
+    let j = ix & 0x007fffffu;
+    var m = bitcast<f32>(j | 0x3f800000u);
+    var b = {_k(1.0)};
+    var b_hi = vyre_k(0u);
+    var b_lo = vyre_k(0u);
+    if (j > 0x5db3d7u) {{  // m >= sqrt(3): m / 2 against 1
+        m = bitcast<f32>(j | 0x3f000000u);
+        n = n + 1;
+    }} else if (j > 0x1cc471u) {{  // m >= sqrt(3/2): against 3/2
+        b = {_k(1.5)};
+        b_hi = {_k(_LOG2_3_2_HI)};
+        b_lo = {_k(math.log2(1.5) - _LOG2_3_2_HI)};
+    }}
+    let f = vyre_x(m - b);
+    let v = vyre_x(m + b);
+    let s = vyre_x(f / v);
+    let sh = vyre_trunc12(s);
+    let vh = vyre_trunc12(v);
+    let vl = vyre_x(m - vyre_x(vh - b));
+    let sl = vyre_x(vyre_x(vyre_x(f - vyre_x(sh * vh)) - vyre_x(sh * vl)) / v);
+    let z = vyre_x(s * s);
+{_series([1 / 11, 1 / 9, 1 / 7, 1 / 5, 1 / 3], "z")}
+    let w = vyre_x(sl + vyre_x(vyre_x(s * z) * p));
+    let ah = vyre_trunc12(vyre_x(sh + w));
+    let al = vyre_x(w - vyre_x(ah - sh));
+    let hi = vyre_x(ah * {_k(_C_HI)});
+    let lo = vyre_x(vyre_x(vyre_x(ah * {_k(_C - _C_HI)}) + vyre_x(al * {_k(_C)})) + b_lo);
+    let nf = f32(n);
+    let t1 = vyre_trunc12(vyre_x(vyre_x(vyre_x(hi + lo) + b_hi) + nf));
+    return vec2<f32>(t1, vyre_x(lo - vyre_x(vyre_x(vyre_x(t1 - nf) - b_hi) - hi)));
+}}
+
+fn vyre_log2_f32(x: f32) -> f32 {{
+    let ix = bitcast<u32>(x);
+    if ((ix << 1u) == 0u) {{ return vyre_k(0xff800000u); }}
+    if ((ix >> 31u) == 1u) {{ return vyre_k(0x7fc00000u); }}
+    if (ix >= 0x7f800000u) {{ return x; }}
+    let w = vyre_log2_wide(x);
+    return vyre_x(w.x + w.y);
+}}"""
+
+#: pow(x, y) with C's special cases; otherwise |x|^y = 2^(y log2 |x|), the exponent as two
+#: floats (y split in 12-bit halves against log2's hi), signed for a negative x to an odd
+#: integer power.
+_POW = f"""// 0: y is not an integer, 1: an odd one, 2: an even one (every float from 2^24 is even)
+fn vyre_integer_kind(y: f32) -> u32 {{
+    let a = bitcast<u32>(y) & 0x7fffffffu;
+    if (a >= 0x4b800000u) {{ return 2u; }}
+    if (a < 0x3f800000u) {{ return select(0u, 2u, a == 0u); }}
+    let e = (a >> 23u) - 127u;
+    let m = (a & 0x7fffffu) | 0x800000u;
+    if ((m & ((1u << (23u - e)) - 1u)) != 0u) {{ return 0u; }}
+    return select(2u, 1u, ((m >> (23u - e)) & 1u) == 1u);
+}}
+
+fn vyre_pow_f32(x: f32, y: f32) -> f32 {{
+    let ux = bitcast<u32>(x);
+    let uy = bitcast<u32>(y);
+    let ax = ux & 0x7fffffffu;
+    let ay = uy & 0x7fffffffu;
+    if (ay == 0u || ux == 0x3f800000u) {{ return {_k(1.0)}; }}  // (NaN included)
+    if (ax > 0x7f800000u || ay > 0x7f800000u) {{ return vyre_k(0x7fc00000u); }}
+    let y_neg = (uy >> 31u) == 1u;
+    if (ay == 0x7f800000u) {{
+        if (ax == 0x3f800000u) {{ return {_k(1.0)}; }}  // (-1) ** ±inf
+        return vyre_k(select(0u, 0x7f800000u, (ax > 0x3f800000u) != y_neg));
+    }}
+    let kind = vyre_integer_kind(y);
+    let sign = select(0u, ux & 0x80000000u, kind == 1u);
+    if (ax == 0u || ax == 0x7f800000u) {{
+        return vyre_k(select(0u, 0x7f800000u, (ax == 0x7f800000u) != y_neg) | sign);
+    }}
+    if ((ux >> 31u) == 1u && kind == 0u) {{ return vyre_k(0x7fc00000u); }}
+    let l = vyre_log2_wide(bitcast<f32>(ax));
+    let y1 = vyre_trunc12(y);
+    let ph = vyre_x(y1 * l.x);
+    let pl = vyre_x(vyre_x(vyre_x(y - y1) * l.x) + vyre_x(y * l.y));
+    let z = vyre_x(ph + pl);
+    var r = vyre_k(0u);
+    if (z > {_k(200.0)}) {{
+        r = vyre_k(0x7f800000u);
+    }} else if (z >= {_k(-200.0)}) {{
+        r = vyre_exp2_wide(ph, pl);
+    }}
+    return bitcast<f32>(bitcast<u32>(r) | sign);
+}}"""
+
+
+
+#: atan(t) for t >= 0 (inf included): t reduced at 7/16, 11/16, 19/16 and 39/16 to
+#: |u| <= 7/16 around atan of 0, 1/2, 1, 3/2 and inf (each a float and its remainder);
+#: atan(u) from its series to u^23 (the rest is below 2^-33 of u). atan2 divides, then
+#: places the angle in its quadrant.
+_ATAN = f"""fn vyre_atan_pos(t: f32) -> f32 {{
+    let a = bitcast<u32>(t);
+    if (a < 0x39800000u) {{ return t; }}
+    var u = t;
+    var hi = vyre_k(0u);
+    var lo = vyre_k(0u);
+    if (a >= 0x3ee00000u) {{
+        let t2 = vyre_x(t * {_k(2.0)});
+        if (a < 0x3f300000u) {{
+            hi = {_pair(math.atan(0.5))[0]};
+            lo = {_pair(math.atan(0.5))[1]};
+            u = vyre_x(vyre_x(t2 - {_k(1.0)}) / vyre_x({_k(2.0)} + t));
+        }} else if (a < 0x3f980000u) {{
+            hi = {_pair(math.pi / 4)[0]};
+            lo = {_pair(math.pi / 4)[1]};
+            u = vyre_x(vyre_x(t - {_k(1.0)}) / vyre_x(t + {_k(1.0)}));
+        }} else if (a < 0x401c0000u) {{
+            hi = {_pair(math.atan(1.5))[0]};
+            lo = {_pair(math.atan(1.5))[1]};
+            u = vyre_x(vyre_x(t2 - {_k(3.0)}) / vyre_x({_k(2.0)} + vyre_x(t * {_k(3.0)})));
+        }} else {{
+            hi = {_pair(math.pi / 2)[0]};
+            lo = {_pair(math.pi / 2)[1]};
+            u = vyre_x({_k(-1.0)} / t);
+        }}
+    }}
+    let z = vyre_x(u * u);
+{_series([(-1) ** i / (2 * i + 1) for i in range(11, 0, -1)], "z")}
+    let at = vyre_x(u + vyre_x(vyre_x(u * z) * p));
+    return vyre_x(hi + vyre_x(lo + at));
+}}
+
+fn vyre_atan2_f32(y: f32, x: f32) -> f32 {{
+    let ux = bitcast<u32>(x);
+    let uy = bitcast<u32>(y);
+    let ax = ux & 0x7fffffffu;
+    let ay = uy & 0x7fffffffu;
+    if (ax > 0x7f800000u || ay > 0x7f800000u) {{ return vyre_k(0x7fc00000u); }}
+    let x_neg = (ux >> 31u) == 1u;
+    let pi = {_pair(math.pi)[0]};
+    var r = select(vyre_k(0u), pi, x_neg);  // y = ±0, or x = ±inf with y finite
+    if (ay != 0u && ax == 0u) {{
+        r = {_k(math.pi / 2)};
+    }} else if (ay == 0x7f800000u) {{
+        let corner = select({_k(math.pi / 4)}, {_k(3 * math.pi / 4)}, x_neg);
+        r = select({_k(math.pi / 2)}, corner, ax == 0x7f800000u);
+    }} else if (ay != 0u && ax != 0x7f800000u) {{
+        let a = vyre_atan_pos(vyre_x(bitcast<f32>(ay) / bitcast<f32>(ax)));
+        r = select(a, vyre_x(pi - vyre_x(a - {_pair(math.pi)[1]})), x_neg);
+    }}
+    return bitcast<f32>(bitcast<u32>(r) | (uy & 0x80000000u));
+}}"""
+
+#: log(x) for f32 within 1 ULP (fdlibm's logf: x = 2^k (1 + f) with 1 + f near 1,
+#: log(1 + f) from s = f / (2 + f) and a polynomial in s^2, ln 2 in two parts).
+_LOG = """fn vyre_log_f32(x0: f32) -> f32 {
+    var ix = bitcast<u32>(x0);
+    var k = 0;
+    var x = x0;
+    if (ix < 0x00800000u || (ix >> 31u) == 1u) {
+        if ((ix << 1u) == 0u) { return vyre_k(0xff800000u); }
+        if ((ix >> 31u) == 1u) { return vyre_k(0x7fc00000u); }
+        k = -25;
+        x = vyre_x(x * vyre_k(0x4c000000u));
+        ix = bitcast<u32>(x);
+    } else if (ix >= 0x7f800000u) {
+        return x;
+    } else if (ix == 0x3f800000u) {
+        return vyre_k(0u);
+    }
+    ix = ix + (0x3f800000u - 0x3f3504f3u);
+    k = k + i32(ix >> 23u) - 127;
+    ix = (ix & 0x007fffffu) + 0x3f3504f3u;
+    let f = vyre_x(bitcast<f32>(ix) - vyre_k(0x3f800000u));
+    let s = vyre_x(f / vyre_x(vyre_k(0x40000000u) + f));
+    let z = vyre_x(s * s);
+    let w = vyre_x(z * z);
+    let t1 = vyre_x(w * vyre_x(vyre_k(0x3eccce13u) + vyre_x(w * vyre_k(0x3e789e26u))));
+    let t2 = vyre_x(z * vyre_x(vyre_k(0x3f2aaaaau) + vyre_x(w * vyre_k(0x3e91e9eeu))));
+    let r = vyre_x(t2 + t1);
+    let hfsq = vyre_x(vyre_x(vyre_k(0x3f000000u) * f) * f);
+    let dk = f32(k);
+    let sum = vyre_x(vyre_x(s * vyre_x(hfsq + r)) + vyre_x(dk * vyre_k(0x3717f7d1u)));
+    return vyre_x(vyre_x(vyre_x(sum - hfsq) + f) + vyre_x(dk * vyre_k(0x3f317180u)));
+}"""
+
+
+#: sin and cos for f32 over the whole domain, within 1 ULP: x = q (pi/2) + r with
+#: |r| <= pi/4, r from the bits of 2/pi (Payne-Hanek, 96 bits of 2/pi against the 24-bit
+#: significand, in u32 limbs) kept as r + lo, then Taylor polynomials on r (their
+#: truncation error is below 2^-28) with lo's first-order term; tan is their quotient.
+_TRIG = """struct VyreReduced { r: f32, lo: f32, q: u32 }
+
+fn vyre_mul_wide(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    return vec2<u32>(a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u),
+                     (p00 & 0xffffu) | (mid << 16u));
+}
+
+fn vyre_window(t: array<u32, 8>, i: u32, s: u32) -> u32 {
+    if (s == 0u) { return t[i]; }
+    return (t[i] << s) | (t[i + 1u] >> (32u - s));
+}
+
+fn vyre_reduce_pio2(x: f32) -> VyreReduced {
+    let ux = bitcast<u32>(x);
+    let m = (ux & 0x7fffffu) | 0x800000u;
+    let e = i32((ux >> 23u) & 0xffu) - 150;
+    let two_over_pi = array<u32, 8>(0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u,
+                                    0xdb629599u, 0x3c439041u, 0xfe5163abu);
+    let p = u32(e + 30);
+    let i = p >> 5u;
+    let s = p & 31u;
+    let w0 = vyre_window(two_over_pi, i, s);
+    let w1 = vyre_window(two_over_pi, i + 1u, s);
+    let w2 = vyre_window(two_over_pi, i + 2u, s);
+    let m2 = vyre_mul_wide(m, w2);
+    let m1 = vyre_mul_wide(m, w1);
+    let m0 = vyre_mul_wide(m, w0);
+    // m * window = limbs r2 r1 r0 (and a fourth, a multiple of 4 once scaled: dropped);
+    // x * 2/pi = that * 2^-94: the quadrant is r2's top two bits, the fraction the rest
+    let r0 = m2.y;
+    let r1 = m2.x + m1.y;
+    let r2 = m1.x + m0.y + select(0u, 1u, r1 < m2.x);
+    var q = r2 >> 30u;
+    var fh = (r2 << 2u) | (r1 >> 30u);
+    var fl = (r1 << 2u) | (r0 >> 30u);
+    let neg_frac = (fh >> 31u) == 1u;  // fraction >= 1/2: the next quadrant, r < 0
+    if (neg_frac) {
+        q = q + 1u;
+        fl = ~fl + 1u;
+        fh = ~fh + select(0u, 1u, fl == 0u);
+    }
+    var lz = countLeadingZeros(fh);
+    if (fh == 0u) {
+        fh = fl;
+        fl = 0u;
+        lz = 32u + countLeadingZeros(fh);
+    }
+    let sh = lz & 31u;
+    var top = fh;
+    var low = fl;
+    if (sh != 0u) {
+        top = (fh << sh) | (fl >> (32u - sh));
+        low = fl << sh;
+    }
+    let scale = vyre_pow2(-24 - i32(lz));
+    let a = vyre_x(f32(top >> 8u) * scale);
+    let a_hi = vyre_x(f32((top >> 8u) & 0xfff000u) * scale);  // 12 bits each: exact
+    let a_lo = vyre_x(f32((top >> 8u) & 0xfffu) * scale);
+    let b = vyre_x(f32(((top & 0xffu) << 16u) | (low >> 16u)) * vyre_pow2(-48 - i32(lz)));
+    let p1 = vyre_k(0x3fc90fdbu);
+    let p2 = vyre_k(0xb33bbd2eu);
+    // r + lo = (a + b) (p1 + p2): a * p1 = ph + pl exactly (Dekker's product over the
+    // 12-bit halves of a and of p1, so it holds where fma is not fused), summed exactly
+    let t = vyre_x(fma(a, p2, vyre_x(b * p1)));
+    let ph = vyre_x(a * p1);
+    let p1h = vyre_k(0x3fc90000u);
+    let p1l = vyre_k(0x39fdb000u);
+    let e1 = vyre_x(vyre_x(a_hi * p1h) - ph);
+    let e2 = vyre_x(e1 + vyre_x(a_hi * p1l));
+    let e3 = vyre_x(e2 + vyre_x(a_lo * p1h));
+    let pl = vyre_x(e3 + vyre_x(a_lo * p1l));
+    var r = vyre_x(ph + t);
+    var lo = vyre_x(vyre_x(vyre_x(ph - r) + t) + pl);
+    if (neg_frac != ((ux >> 31u) == 1u)) {
+        r = vyre_x(-r);
+        lo = vyre_x(-lo);
+    }
+    if ((ux >> 31u) == 1u) { q = 0u - q; }
+    return VyreReduced(r, lo, q & 3u);
+}
+
+// sin(r + lo) = r + (r s P(s) + lo (1 - s / 2)): the small term, added to r last
+fn vyre_sin_tail(r: f32, lo: f32, s: f32) -> f32 {
+    var p = vyre_k(0x3638ef1du);
+    p = vyre_x(fma(p, s, vyre_k(0xb9500d01u)));
+    p = vyre_x(fma(p, s, vyre_k(0x3c088889u)));
+    p = vyre_x(fma(p, s, vyre_k(0xbe2aaaabu)));
+    let c = vyre_x(fma(vyre_k(0xbf000000u), s, vyre_k(0x3f800000u)));
+    return vyre_x(fma(vyre_x(r * s), p, vyre_x(lo * c)));
+}
+
+fn vyre_sin_poly(r: f32, lo: f32, s: f32) -> f32 { return vyre_x(r + vyre_sin_tail(r, lo, s)); }
+
+// cos(r + lo) = 1 + (s Q(s) - lo r): the small term, added to 1 last
+fn vyre_cos_tail(r: f32, lo: f32, s: f32) -> f32 {
+    var p = vyre_k(0xb493f27eu);
+    p = vyre_x(fma(p, s, vyre_k(0x37d00d01u)));
+    p = vyre_x(fma(p, s, vyre_k(0xbab60b61u)));
+    p = vyre_x(fma(p, s, vyre_k(0x3d2aaaabu)));
+    p = vyre_x(fma(p, s, vyre_k(0xbf000000u)));
+    return vyre_x(fma(p, s, vyre_x(-vyre_x(lo * r))));
+}
+
+fn vyre_cos_poly(r: f32, lo: f32, s: f32) -> f32 {
+    return vyre_x(vyre_k(0x3f800000u) + vyre_cos_tail(r, lo, s));
+}
+
+fn vyre_trig_f32(x: f32, shift: u32) -> f32 {
+    let ax = bitcast<u32>(x) & 0x7fffffffu;
+    if (ax > 0x7f800000u) { return x; }
+    if (ax == 0x7f800000u) { return vyre_k(0x7fc00000u); }  // sin(inf), cos(inf): NaN
+    if (ax < 0x39800000u) { return select(x, vyre_k(0x3f800000u), shift == 1u); }
+    var red = VyreReduced(x, vyre_k(0u), 0u);
+    if (ax > 0x3f490fdbu) { red = vyre_reduce_pio2(x); }
+    let s = vyre_x(red.r * red.r);
+    let q = (red.q + shift) & 3u;
+    let v = select(vyre_sin_poly(red.r, red.lo, s), vyre_cos_poly(red.r, red.lo, s),
+                   (q & 1u) == 1u);
+    return select(v, vyre_x(-v), q >= 2u);
+}
+
+// tan = sin / cos over the same reduction (-cos / sin in odd quadrants), the quotient q
+// of the rounded values corrected once by what q leaves of the unrounded ones
+// ((r + sx) - q (1 + cy), or (1 + cy) - q (r + sx)); x itself below 2^-12
+fn vyre_tan_f32(x: f32) -> f32 {
+    let ax = bitcast<u32>(x) & 0x7fffffffu;
+    if (ax > 0x7f800000u || ax < 0x39800000u) { return x; }
+    if (ax == 0x7f800000u) { return vyre_k(0x7fc00000u); }
+    var red = VyreReduced(x, vyre_k(0u), 0u);
+    if (ax > 0x3f490fdbu) { red = vyre_reduce_pio2(x); }
+    let r = red.r;
+    let s = vyre_x(r * r);
+    let sx = vyre_sin_tail(r, red.lo, s);
+    let cy = vyre_cos_tail(r, red.lo, s);
+    let sn = vyre_x(r + sx);
+    let cs = vyre_x(vyre_k(0x3f800000u) + cy);
+    if ((red.q & 1u) == 0u) {
+        let q = vyre_x(sn / cs);
+        let left = vyre_x(vyre_x(r - q) + vyre_x(sx - vyre_x(q * cy)));
+        return vyre_x(q + vyre_x(left / cs));
+    }
+    let q = vyre_x(cs / sn);
+    let qr = vyre_two_prod(q, r);
+    let one_less = vyre_x(vyre_x(vyre_k(0x3f800000u) - qr.x) - qr.y);
+    let left = vyre_x(one_less + vyre_x(cy - vyre_x(q * sx)));
+    return vyre_x(-vyre_x(q + vyre_x(left / sn)));
+}"""
+
+
+#: Each op the lowering builds here: (WGSL function, extra arguments, the pieces it needs).
+OWN_F32: dict[UnOp | BinOp, tuple[str, str, tuple[str, ...]]] = {
+    UnOp.EXP: ("vyre_exp_f32", "", ("exp",)),
+    UnOp.LOG: ("vyre_log_f32", "", ("log",)),
+    UnOp.SIN: ("vyre_trig_f32", ", 0u", ("trig",)),
+    UnOp.COS: ("vyre_trig_f32", ", 1u", ("trig",)),
+    UnOp.TAN: ("vyre_tan_f32", "", ("trig",)),
+    UnOp.TANH: ("vyre_tanh_f32", "", ("exp", "tanh")),
+    UnOp.EXP2: ("vyre_exp2_f32", "", ("exp", "exp2")),
+    UnOp.LOG2: ("vyre_log2_f32", "", ("log2",)),
+    BinOp.POW: ("vyre_pow_f32", "", ("exp", "exp2", "log2", "pow")),
+    BinOp.ATAN2: ("vyre_atan2_f32", "", ("atan",)),
+}
+_PIECES = {"exp": _EXP, "log": _LOG, "trig": _TRIG, "tanh": _TANH, "exp2": _EXP2,
+           "log2": _LOG2, "pow": _POW, "atan": _ATAN}
+
+
+def helpers(op: UnOp | BinOp, opaque_zero: str) -> dict[str, str]:
+    """The WGSL ``op``'s function needs, by helper name: the kit (built on ``opaque_zero``,
+    a u32 word the compiler cannot see) and each piece."""
+    return {"vyre_float_kit": _kit(opaque_zero),
+            **{f"vyre_float_{piece}": _PIECES[piece] for piece in OWN_F32[op][2]}}
