@@ -13,6 +13,7 @@ Also here: a hand-built program that uses every node, op, dtype, access and id k
 from __future__ import annotations
 
 import functools
+import itertools
 
 from hypothesis import strategies as st
 
@@ -68,6 +69,8 @@ SPECIAL_BITS = {
     DType.U32: [0, 1, 0x7FFFFFFF, 0x80000000, U32_MAX],
     DType.I32: [0, 1, 0x7FFFFFFF, 0x80000000, U32_MAX],
     DType.BOOL: [0, 1],
+    **{t: [0, 1, 2**(t.bits - 1) - 1, 2**(t.bits - 1), 2**t.bits - 1]
+       for t in (DType.U8, DType.U16, DType.I8, DType.I16, DType.U64, DType.I64)},
 }
 
 dtypes = st.sampled_from(list(DType))
@@ -177,8 +180,7 @@ def every_node_program() -> Program:
     """One program holding every node class, op, dtype, access mode and id kind."""
     bufs = tuple(Buffer(f"b{i}", i, t, a, None if a is Access.READ else 8,
                         (2, 4) if a is Access.OUTPUT else None)
-                 for i, (t, a) in enumerate(zip(list(DType), [*Access, Access.READ],
-                                                strict=True)))
+                 for i, (t, a) in enumerate(zip(list(DType), itertools.cycle(Access))))
     one = Lit(DType.U32, 1)
     ids = [InvocationId(k, axis) for k in IdKind for axis in range(3)]
     lits = [Lit(t, b) for t in DType for b in SPECIAL_BITS[t]]

@@ -21,6 +21,7 @@ from ir_strategies import every_node_program, programs
 from vyre_core import ir
 from vyre_core.errors import InvalidProgramError
 from vyre_core.ir import AtomicOp, BinOp, Program, UnOp, wire
+from vyre_core.ir.dtypes import DType
 from vyre_core.ir.wire import (
     E_ATOMIC,
     E_BIN,
@@ -283,15 +284,15 @@ def _corpus() -> dict[str, object]:
         "expr-tag-0": with_expr([0, 0, 1]), "expr-tag-12": with_expr([12, 0, 1]),
         "expr-tag-is-stmt-tag": with_expr([S_LET, "x", LIT]),
         "expr-tag-127": with_expr([127]),
-        "dtype-6": with_expr([E_LIT, 6, 1]),
-        "buffer-dtype-6": packed(prog(buffers=[["o", 0, 6, 2, 4]])),
+        "dtype-past-end": with_expr([E_LIT, len(DType), 1]),
+        "buffer-dtype-past-end": packed(prog(buffers=[["o", 0, len(DType), 2, 4]])),
         "access-5": packed(prog(buffers=[["o", 0, 0, 5, 4]])),
         "binop-past-end": with_expr([E_BIN, len(BinOp), LIT, LIT]),
         "unop-past-end": with_expr([E_UN, len(UnOp), LIT]),
         "atomic-past-end": with_expr([E_ATOMIC, len(AtomicOp), "o", LIT, LIT, None]),
         "id-kind-3": with_expr([E_ID, 3, 0]),
         "axis-3": with_expr([E_ID, 0, 3]),
-        "cast-dtype-6": with_expr([E_CAST, 6, LIT]),
+        "cast-dtype-past-end": with_expr([E_CAST, len(DType), LIT]),
         "u32-bits-2**32": with_expr([E_LIT, 0, 2**32]),
         "i32-bits-2**32": with_expr([E_LIT, 1, 2**32]),
         "f32-bits-2**32": with_expr([E_LIT, 2, 2**32]),

@@ -44,7 +44,8 @@ MAX_FRAMES = 4 * MAX_ARRAYS
 MAX_MESSAGE_BYTES = 1 << 36
 ZERO_COPY_THRESHOLD = 1 << 16  # frames at least this large are sent without copying
 
-DTYPES = {name: np.dtype(name) for name in ("u1", "u4", "i4", "f2", "f4", "f8")}
+DTYPES = {name: np.dtype(name) for name in ("u1", "u4", "i4", "f2", "f4", "f8", "i1", "u2",
+                                             "i2", "u8", "i8")}
 _DTYPE_NAMES = {dt: name for name, dt in DTYPES.items()}
 
 

@@ -24,6 +24,7 @@ REFUSED = {
     "f64_rem": "rem on f64",
     "cast_f64_f16_special": "f64 -> f16",
     "f64_isinf": "isinf on f64",
+    **{f"{t}_edges_{i}": "WGSL has no 64-bit integers" for t in ("u64", "i64") for i in (0, 1)},
 }
 
 

@@ -19,6 +19,7 @@ from . import (
     cases_memory,
     cases_special,
     cases_subgroups,
+    cases_widths,
     cases_workgroup,
 )
 from .base import Case
@@ -26,7 +27,8 @@ from .base import Case
 __all__ = ["CASES", "Case", "case"]
 
 CASES: list[Case] = [
-    *cases_integer.CASES, *cases_float.CASES, *cases_cast.CASES, *cases_bool.CASES,
+    *cases_integer.CASES, *cases_widths.CASES, *cases_float.CASES, *cases_cast.CASES,
+    *cases_bool.CASES,
     *cases_memory.CASES, *cases_grid.CASES, *cases_control.CASES, *cases_loops.CASES,
     *cases_workgroup.CASES,
     *cases_atomics.CASES, *cases_special.CASES, *cases_constants.CASES,

@@ -15,7 +15,8 @@ _DEFINED_IN = {  # module -> the public names it defines
         "isnan", "isinf", "clz", "ctz", "bit_reverse", "rotl", "rotr", "mulhi", "add_sat",
         "sub_sat", "tan", "tanh", "exp2", "log2", "pow", "atan2",
     ),
-    "vyre_core.ir.dtypes": ("DType", "bool_", "f16", "f32", "f64", "i32", "u32"),
+    "vyre_core.ir.dtypes": ("DType", "bool_", "f16", "f32", "f64", "i32", "u32", "u8", "u16",
+                            "i8", "i16", "u64", "i64"),
     "vyre_core.ir.nodes": (
         "Access", "Assign", "Atomic", "AtomicOp", "Barrier", "BinOp", "Binary", "Block",
         "Break", "BufLen", "Buffer", "Cast", "Continue", "Expr", "Fma", "IdKind", "If",
@@ -92,7 +93,10 @@ __all__ = [
     "floor",
     "fma",
     "global_id",
+    "i8",
+    "i16",
     "i32",
+    "i64",
     "isinf",
     "isnan",
     "lit",
@@ -117,7 +121,10 @@ __all__ = [
     "tan",
     "tanh",
     "trunc",
+    "u8",
+    "u16",
     "u32",
+    "u64",
     "workgroup_id",
 ]
 

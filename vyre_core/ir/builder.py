@@ -120,7 +120,10 @@ class Val:
 
 # -- Expression constructors -----------------------------------------------------------
 
-_NUMPY_DTYPES = {dt.value_np: dt for dt in DType}
+#: The numpy scalar types a literal keeps: numpy's default integers (int64, and uint64) are
+#: taken as plain ints, as a Python int is (they turn up without being chosen); a 64-bit
+#: literal is written ``ir.i64(v)``
+_NUMPY_DTYPES = {dt.value_np: dt for dt in DType if dt not in (DType.I64, DType.U64)}
 
 
 def _kind(value: Any) -> str:
@@ -135,8 +138,9 @@ def _kind(value: Any) -> str:
 
 
 def lit(value: Any, dtype: DType | None = None) -> Val:
-    """A literal. Without ``dtype``: a numpy scalar of a vyre dtype keeps it; otherwise
-    bool -> bool, int -> u32 (i32 if negative), float -> f32."""
+    """A literal. Without ``dtype``: a numpy scalar of a vyre dtype keeps it (but int64 and
+    uint64, numpy's defaults: ints); otherwise bool -> bool, int -> u32 (i32 if negative),
+    float -> f32."""
     kind = _kind(value)
     if dtype is None:
         dtype = _NUMPY_DTYPES.get(getattr(value, "dtype", None))

@@ -1,13 +1,13 @@
 """Scalar data types of the IR and their fixed bit-level representation.
 
 A dtype knows its numpy type for values (``value_np``) and for buffer storage
-(``storage_np``): bool values live in buffers as one u32 word each.
+(``storage_np``): bool values live in buffers as one u32 word each. Integers are 8, 16, 32
+or 64 bits wide, unsigned or two's complement.
 """
 
 from __future__ import annotations
 
 import enum
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +21,12 @@ class DType(enum.Enum):
     BOOL = "bool"
     F16 = "f16"
     F64 = "f64"
+    U8 = "u8"
+    U16 = "u16"
+    I8 = "i8"
+    I16 = "i16"
+    U64 = "u64"
+    I64 = "i64"
 
     @property
     def value_np(self) -> np.dtype:
@@ -44,7 +50,17 @@ class DType(enum.Enum):
 
     @property
     def is_int(self) -> bool:
-        return self in (DType.U32, DType.I32)
+        return self in _INT_RANGE
+
+    @property
+    def is_signed(self) -> bool:
+        """A signed integer (two's complement)."""
+        return self.is_int and _INT_RANGE[self][0] < 0
+
+    @property
+    def int_range(self) -> tuple[int, int]:
+        """The smallest and largest value of an integer type."""
+        return _INT_RANGE[self]
 
     @property
     def is_numeric(self) -> bool:
@@ -58,13 +74,13 @@ class DType(enum.Enum):
             if isinstance(value, float) or not isinstance(value, int | np.integer):
                 raise TypeError(f"{self.value} literal must be an int, got {value!r}")
             v = int(value)
-            lo, hi = (0, 2**32 - 1) if self is DType.U32 else (-(2**31), 2**31 - 1)
+            lo, hi = _INT_RANGE[self]
             if not lo <= v <= hi:
-                other = "i32" if self is DType.U32 else "u32"
+                other = {"u": "i", "i": "u"}[self.value[0]] + self.value[1:]
                 raise ValueError(f"{v} does not fit in {self.value} [{lo}, {hi}]. Fix: use a "
                                  f"value in range, or make the other operand {other} with "
                                  f".cast(ir.{other})")
-            return v & 0xFFFFFFFF
+            return v & ((1 << self.bits) - 1)
         if isinstance(value, bool) or not isinstance(value, int | float | np.number):
             raise TypeError(f"{self.value} literal must be a number, got {value!r}")
         return int(np.array(value, dtype=self.value_np).view(_BITS_NP[self])[()])
@@ -73,10 +89,8 @@ class DType(enum.Enum):
         """Python value of a canonical bit pattern."""
         if self is DType.BOOL:
             return bool(bits)
-        if self is DType.U32:
-            return bits
-        if self is DType.I32:
-            return struct.unpack("<i", struct.pack("<I", bits))[0]
+        if self.is_int:
+            return bits - (1 << self.bits) if self.is_signed and bits >> (self.bits - 1) else bits
         return float(np.array(bits, dtype=_BITS_NP[self]).view(self.value_np)[()])
 
     def __call__(self, value: Any) -> Any:
@@ -89,11 +103,21 @@ _VALUE_NP = {
     DType.U32: np.dtype(np.uint32), DType.I32: np.dtype(np.int32),
     DType.F32: np.dtype(np.float32), DType.BOOL: np.dtype(np.bool_),
     DType.F16: np.dtype(np.float16), DType.F64: np.dtype(np.float64),
+    DType.U8: np.dtype(np.uint8), DType.U16: np.dtype(np.uint16),
+    DType.I8: np.dtype(np.int8), DType.I16: np.dtype(np.int16),
+    DType.U64: np.dtype(np.uint64), DType.I64: np.dtype(np.int64),
 }
 _BITS_NP = {DType.F16: np.uint16, DType.F32: np.uint32, DType.F64: np.uint64}
+_INT_RANGE = {t: (int(np.iinfo(_VALUE_NP[t]).min), int(np.iinfo(_VALUE_NP[t]).max))
+              for t in (DType.U32, DType.I32, DType.U8, DType.U16, DType.I8, DType.I16,
+                        DType.U64, DType.I64)}
 
 u32, i32, f32, bool_, f16, f64 = (DType.U32, DType.I32, DType.F32, DType.BOOL,
                                   DType.F16, DType.F64)
+u8, u16, i8, i16, u64, i64 = (DType.U8, DType.U16, DType.I8, DType.I16, DType.U64, DType.I64)
+#: The integer types narrower and wider than 32 bits, added after contract 1: a program
+#: using one needs the backend to name ``dtype.<name>`` among its ops.
+NEWER_DTYPES = (DType.U8, DType.U16, DType.I8, DType.I16, DType.U64, DType.I64)
 
 
 def _no_builder(value: Any, dtype: DType) -> Any:

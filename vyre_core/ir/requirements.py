@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vyre_core.ir.dtypes import DType
+from vyre_core.ir.dtypes import NEWER_DTYPES, DType
 from vyre_core.ir.nodes import (
     ONE,
     Access,
@@ -58,6 +58,7 @@ ALL_OPS: frozenset[str] = frozenset(
     + [f"unop.{op.value}" for op in UnOp]
     + [f"atomic.{op.value}" for op in AtomicOp]
     + [f"subgroup.{op.value}" for op in SubgroupOp]
+    + [f"dtype.{t.value}" for t in NEWER_DTYPES]
 )
 
 #: Ops the IR gained after the contract (major 1) was frozen. A backend runs them only if
@@ -72,6 +73,7 @@ NEWER_OPS: frozenset[str] = frozenset(
                                       BinOp.SUB_SAT, BinOp.POW, BinOp.ATAN2)]
     + ["stmt.while", "stmt.break", "stmt.continue", "stmt.loop_step"]
     + [f"subgroup.{op.value}" for op in SubgroupOp]
+    + [f"dtype.{t.value}" for t in NEWER_DTYPES]
 )
 #: What a backend that does not implement ``vyre_supported_ops`` is taken to run.
 DEFAULT_OPS: frozenset[str] = ALL_OPS - NEWER_OPS
@@ -141,6 +143,7 @@ def requirements_of(program) -> Requirements:
     if workgroup:
         features.add("workgroup_memory")
     features |= {t.value for t in dtypes if t in (DType.F16, DType.F64)}
+    ops |= {f"dtype.{t.value}" for t in dtypes if t in NEWER_DTYPES}
     sized = [(b.count * b.dtype.storage_bytes, b.name) for b in program.buffers
              if b.count is not None and b.access is not Access.WORKGROUP]
     largest_bytes, largest = max(sized, key=lambda s: s[0], default=(0, ""))

@@ -41,7 +41,7 @@ def unop_result(op: UnOp, operand: DType) -> DType | None:
     if op in (UnOp.ISNAN, UnOp.ISINF):
         return DType.BOOL if operand.is_float else None
     allowed = {
-        UnOp.NEG: operand is DType.I32 or operand.is_float,
+        UnOp.NEG: operand.is_signed or operand.is_float,
         UnOp.BIT_NOT: operand.is_int,
         UnOp.NOT: operand is DType.BOOL,
         UnOp.ABS: operand.is_numeric,

@@ -18,8 +18,6 @@ import itertools
 import math
 from dataclasses import dataclass, fields, replace
 
-import numpy as np
-
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
@@ -66,11 +64,19 @@ from vyre_core.ir.uniformity import is_uniform
 
 #: The types this backend computes in. numba has no binary16: f16 buffers are passed as
 #: their 16-bit words, and f16 values are carried as the f32 that holds each exactly.
-DTYPES = (DType.U32, DType.I32, DType.F32, DType.F64, DType.BOOL, DType.F16)
+DTYPES = tuple(DType)
 _NP = {DType.U32: "np.uint32", DType.I32: "np.int32", DType.F32: "np.float32",
-       DType.F64: "np.float64", DType.F16: "np.float32"}
+       DType.F64: "np.float64", DType.F16: "np.float32", DType.U8: "np.uint8",
+       DType.U16: "np.uint16", DType.I8: "np.int8", DType.I16: "np.int16",
+       DType.U64: "np.uint64", DType.I64: "np.int64"}
 _SUFFIX = {DType.U32: "u32", DType.I32: "i32", DType.F32: "f32", DType.F64: "f64",
-           DType.F16: "f16"}
+           DType.F16: "f16", DType.U64: "u64", DType.I64: "i64"}
+#: 8- and 16-bit integers, computed by runtime's ``small_*`` in i64 and cast back
+_SMALL = (DType.U8, DType.U16, DType.I8, DType.I16)
+#: 64-bit integer ops numba's own arithmetic does (wrapping)
+_NATIVE_64 = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*"}
+_UNARY_INT = {UnOp.NEG: "neg", UnOp.BIT_NOT: "not", UnOp.ABS: "abs", UnOp.POPCOUNT: "popcount",
+              UnOp.CLZ: "clz", UnOp.CTZ: "ctz", UnOp.BIT_REVERSE: "bit_reverse"}
 _ATOMIC_CODE = {AtomicOp.ADD: 0, AtomicOp.SUB: 1, AtomicOp.MIN: 2, AtomicOp.MAX: 3,
                 AtomicOp.AND: 4, AtomicOp.OR: 5, AtomicOp.XOR: 6, AtomicOp.EXCHANGE: 7,
                 AtomicOp.COMPARE_EXCHANGE: 8}
@@ -823,10 +829,8 @@ class _Writer:
         if dtype is DType.BOOL:
             return "True" if bits else "False"
         name = f"K{len(self.consts)}"
-        if dtype is DType.U32:
-            value = f"np.uint32({bits})"
-        elif dtype is DType.I32:
-            value = f"np.int32({np.uint32(bits).view(np.int32)})"
+        if dtype.is_int:
+            value = f"{_NP[dtype]}({dtype.from_bits(bits)})"
         elif dtype is DType.F16:  # (its f32 carrier: exact)
             value = f"np.uint16({bits}).view(np.float16).astype(np.float32)"
         else:  # floats by bit pattern: -0.0, infinities and NaN exact
@@ -842,24 +846,41 @@ class _Writer:
             return {BinOp.AND: f"({a} and {b})", BinOp.LOGICAL_AND: f"({a} and {b})",
                     BinOp.OR: f"({a} or {b})", BinOp.LOGICAL_OR: f"({a} or {b})",
                     BinOp.XOR: f"({a} != {b})"}[op]
-        s = _SUFFIX[t]
         if op in (BinOp.AND, BinOp.OR, BinOp.XOR):
             sym = {BinOp.AND: "&", BinOp.OR: "|", BinOp.XOR: "^"}[op]
             return f"{_NP[t]}({a} {sym} {b})"
         if op in (BinOp.MIN, BinOp.MAX) and t.is_int:
             return f"{'min' if op is BinOp.MIN else 'max'}({a}, {b})"
-        return f"{op.value}_{s}({a}, {b})"
+        if t in _SMALL:
+            wrapped = {BinOp.ADD: f"np.int64({a}) + np.int64({b})",
+                       BinOp.SUB: f"np.int64({a}) - np.int64({b})",
+                       BinOp.MUL: f"np.int64({a}) * np.int64({b})"}.get(op)
+            return f"{_NP[t]}({wrapped or f'small_{op.value}({a}, {b}, {t.bits}, {t.is_signed})'})"
+        if t in (DType.U64, DType.I64) and op in _NATIVE_64:
+            return f"{_NP[t]}({a} {_NATIVE_64[op]} {b})"
+        if t is DType.I64 and op in (BinOp.ROTL, BinOp.ROTR):
+            return f"np.int64({op.value}_u64(np.uint64({a}), {b}))"
+        if t is DType.I64 and op in (BinOp.DIV, BinOp.REM, BinOp.SHL, BinOp.SHR, BinOp.MULHI,
+                                     BinOp.ADD_SAT, BinOp.SUB_SAT):
+            return f"{op.value}_i64({a}, {b})"
+        return f"{op.value}_{_SUFFIX[t]}({a}, {b})"
 
     def unary(self, op: UnOp, a: str, t: DType) -> str:
         if op is UnOp.NOT:
             return f"(not {a})"
-        if op is UnOp.ABS and t is DType.U32:
+        if op is UnOp.ABS and t.is_int and not t.is_signed:
             return a
+        if t in _SMALL:
+            value = {UnOp.NEG: f"-np.int64({a})", UnOp.BIT_NOT: f"~np.int64({a})",
+                     UnOp.ABS: f"abs(np.int64({a}))"}.get(op) or \
+                f"small_{op.value}({a}, {t.bits}, {t.is_signed})"
+            return f"{_NP[t]}({value})"
+        if t in (DType.U64, DType.I64) and op is UnOp.BIT_NOT:
+            return f"{_NP[t]}(~{a})"
+        if t is DType.I64 and op in (UnOp.POPCOUNT, UnOp.CLZ, UnOp.CTZ, UnOp.BIT_REVERSE):
+            return f"np.int64({op.value}_u64(np.uint64({a})))"
         if t.is_int:
-            name = {UnOp.NEG: "neg", UnOp.BIT_NOT: "not", UnOp.ABS: "abs",
-                    UnOp.POPCOUNT: "popcount", UnOp.CLZ: "clz", UnOp.CTZ: "ctz",
-                    UnOp.BIT_REVERSE: "bit_reverse"}[op]
-            return f"{name}_{_SUFFIX[t]}({a})"
+            return f"{_UNARY_INT[op]}_{_SUFFIX[t]}({a})"
         if op in (UnOp.ISNAN, UnOp.ISINF):  # (a bool; f64 holds every f16/f32 exactly)
             return f"{op.value}_f64(np.float64({a}))"
         if op is UnOp.NEG:
@@ -880,9 +901,15 @@ class _Writer:
         if src is DType.BOOL:
             return f"({_NP[dst]}(1) if {a} else {_NP[dst]}(0))"
         if src.is_float and dst.is_int:
+            if dst in _SMALL:
+                lo, hi = dst.int_range
+                return f"{_NP[dst]}(float_to_int({a}, {lo}, {hi}))"
             return f"float_to_{_SUFFIX[dst]}({a})"
-        if src.is_int and dst.is_int:
-            return f"{_SUFFIX[src]}_to_{_SUFFIX[dst]}({a})"
+        if src.is_int and dst.is_int:  # (numba's integer casts keep the low bits, extending
+            # by the source's sign: modulo 2^width)
+            if {src, dst} == {DType.U32, DType.I32}:
+                return f"{_SUFFIX[src]}_to_{_SUFFIX[dst]}({a})"
+            return f"{_NP[dst]}({a})"
         if dst is DType.F16:  # (from f64, where every source value is exact: one rounding)
             return f"to_f16(np.float64({a}))"
         return f"{_NP[dst]}({a})"  # int -> float, float -> float: rounded to nearest

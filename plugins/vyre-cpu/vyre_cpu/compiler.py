@@ -104,13 +104,19 @@ def cache_counts() -> tuple[int, int, int]:
         return _counts["hits"], _counts["misses"], len(_loaded)
 
 
+#: Each storage dtype's numba type (f16 as its 16-bit words)
+_NUMBA_SCALAR = {np.dtype(np.uint32): types.uint32, np.dtype(np.int32): types.int32,
+                 np.dtype(np.float32): types.float32, np.dtype(np.float64): types.float64,
+                 np.dtype(np.float16): types.uint16, np.dtype(np.uint8): types.uint8,
+                 np.dtype(np.uint16): types.uint16, np.dtype(np.int8): types.int8,
+                 np.dtype(np.int16): types.int16, np.dtype(np.uint64): types.uint64,
+                 np.dtype(np.int64): types.int64}
+
+
 def signature(program: Program) -> tuple[Any, ...]:
     """The numba signature of ``program``'s kernel: the grid, then one 1-D array per
     storage buffer (read-only for pure inputs; workgroup buffers are the kernel's own)."""
-    scalar = {np.dtype(np.uint32): types.uint32, np.dtype(np.int32): types.int32,
-              np.dtype(np.float32): types.float32, np.dtype(np.float64): types.float64,
-              np.dtype(np.float16): types.uint16}
-    arrays = [types.Array(scalar[b.dtype.storage_np], 1, "C",
+    arrays = [types.Array(_NUMBA_SCALAR[b.dtype.storage_np], 1, "C",
                           readonly=b.access in (Access.READ, Access.UNIFORM))
               for b in program.buffers if b.access is not Access.WORKGROUP]
     return (types.int64, types.int64, types.int64, *arrays)

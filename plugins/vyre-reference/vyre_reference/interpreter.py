@@ -66,11 +66,10 @@ COMPACT_MIN_LANES = 64
 Value = Any  # np.generic (uniform) or np.ndarray of shape (lanes,)
 Mask = np.ndarray | None
 
-_DTYPE_OF = {DType.U32.value_np: DType.U32, DType.I32.value_np: DType.I32,
-             DType.F32.value_np: DType.F32, DType.BOOL.value_np: DType.BOOL,
-             DType.F16.value_np: DType.F16, DType.F64.value_np: DType.F64}
+_DTYPE_OF = {t.value_np: t for t in DType}
 _FLOAT_BITS = {DType.F16: np.uint16, DType.F32: np.uint32, DType.F64: np.uint64}
-_INT_RANGE = {DType.U32: (0.0, 4294967295.0), DType.I32: (-2147483648.0, 2147483647.0)}
+#: The unsigned numpy type of each integer width: an integer's bit pattern
+_UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _UFUNC_AT = {AtomicOp.MIN: np.minimum, AtomicOp.MAX: np.maximum, AtomicOp.AND: np.bitwise_and,
              AtomicOp.OR: np.bitwise_or, AtomicOp.XOR: np.bitwise_xor}
 
@@ -134,8 +133,8 @@ def _literal(node: Lit) -> Value:
     """A literal's value (a numpy scalar: immutable, so shared between dispatches)."""
     if node.dtype in _FLOAT_BITS:
         return np.array(node.bits, dtype=_FLOAT_BITS[node.dtype]).view(node.dtype.value_np)[()]
-    if node.dtype is DType.I32:
-        return np.uint32(node.bits).view(np.int32)
+    if node.dtype.is_int:
+        return np.array(node.bits, _UNSIGNED[node.dtype.bits]).view(node.dtype.value_np)[()]
     return node.dtype.value_np.type(node.bits)
 
 
@@ -558,26 +557,61 @@ def _scalar(v: Value) -> Value:
     return v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v
 
 
-def _int_div_rem(a: Value, b: Value, dtype: DType) -> tuple[Value, Value]:
-    """Truncating quotient and remainder with vyre's total rules (x/0 all ones, x%0 0)."""
-    if dtype is DType.U32:  # (unsigned: numpy's floor division truncates; no widening)
-        if np.ndim(b) == 0 and b:
-            return a // b, a % b
-        zero = b == 0
-        safe = np.where(zero, np.uint32(1), b)
-        return (_scalar(np.where(zero, np.uint32(0xFFFFFFFF), a // safe)),
-                _scalar(np.where(zero, np.uint32(0), a % safe)))
-    a64, b64 = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    zero = b64 == 0
-    safe = np.where(zero, 1, b64)
-    q = np.abs(a64) // np.abs(safe) * (np.sign(a64) * np.sign(safe))
-    r = a64 - q * safe
-    q = np.where(zero, -1, q).astype(np.int64)
-    r = np.where(zero, 0, r)
-    t = dtype.value_np
-    return _scalar(q.astype(np.uint32).view(t) if dtype is DType.U32 else q.astype(t)), \
-        _scalar(r.astype(t))
+def _bits(a: Value, dtype: DType) -> np.ndarray:
+    """An integer's bit pattern (the unsigned type of its width)."""
+    return np.asarray(a).view(_UNSIGNED[dtype.bits])
 
+
+def _of_bits(bits: np.ndarray, dtype: DType) -> Value:
+    return _scalar(np.asarray(bits, _UNSIGNED[dtype.bits]).view(dtype.value_np))
+
+
+def _int_div_rem(a: Value, b: Value, dtype: DType) -> tuple[Value, Value]:
+    """Truncating quotient and remainder with vyre's total rules (x/0 all ones, x%0 0, MIN /
+    -1 == MIN), on the magnitudes as unsigned numbers (no wider type needed)."""
+    u = _UNSIGNED[dtype.bits]
+    ua, ub = _bits(a, dtype), _bits(b, dtype)
+    neg_a, neg_b = (np.asarray(a) < 0, np.asarray(b) < 0) if dtype.is_signed else (False, False)
+    mag_a = np.where(neg_a, u(0) - ua, ua).astype(u)
+    mag_b = np.where(neg_b, u(0) - ub, ub).astype(u)
+    zero = mag_b == 0
+    safe = np.where(zero, u(1), mag_b).astype(u)
+    q, r = mag_a // safe, mag_a % safe
+    q = np.where(neg_a != neg_b, u(0) - q, q).astype(u)
+    r = np.where(neg_a, u(0) - r, r).astype(u)
+    return (_of_bits(np.where(zero, u(np.iinfo(u).max), q), dtype),
+            _of_bits(np.where(zero, u(0), r), dtype))
+
+
+def _mulhi(a: Value, b: Value, dtype: DType) -> Value:
+    """The high half of the exact double-width product."""
+    if dtype.bits <= 32:
+        wide = np.int64 if dtype.is_signed else np.uint64
+        high = (np.asarray(a, wide) * np.asarray(b, wide)) >> wide(dtype.bits)
+        return _scalar(high.astype(a.dtype))
+    u, half, mask = np.uint64, np.uint64(32), np.uint64(0xFFFFFFFF)
+    ua, ub = _bits(a, dtype), _bits(b, dtype)
+    a0, a1, b0, b1 = ua & mask, ua >> half, ub & mask, ub >> half
+    mid = ((a0 * b0) >> half) + (a1 * b0 & mask) + (a0 * b1 & mask)
+    high = a1 * b1 + ((a1 * b0) >> half) + ((a0 * b1) >> half) + (mid >> half)
+    if dtype.is_signed:  # (a signed product's high word: the unsigned one less the
+        # other operand for each negative one, mod 2^64)
+        high = high - np.where(np.asarray(a) < 0, ub, u(0)) - np.where(np.asarray(b) < 0,
+                                                                      ua, u(0))
+    return _of_bits(high, dtype)
+
+
+def _saturating(op: BinOp, a: Value, b: Value, dtype: DType) -> Value:
+    """add_sat/sub_sat: the wrapped result, or the bound it crossed."""
+    lo, hi = (np.array(v, dtype.value_np) for v in dtype.int_range)
+    out = a + b if op is BinOp.ADD_SAT else a - b
+    a, b = np.asarray(a), np.asarray(b)
+    if not dtype.is_signed:
+        crossed = out < a if op is BinOp.ADD_SAT else b > a
+        return _scalar(np.where(crossed, hi if op is BinOp.ADD_SAT else lo, out))
+    same_signs = (a < 0) == (b < 0)
+    crossed = (same_signs if op is BinOp.ADD_SAT else ~same_signs) & ((out < 0) != (a < 0))
+    return _scalar(np.where(crossed, np.where(a < 0, lo, hi), out))
 
 
 def _float_extreme(pick: np.ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -614,26 +648,20 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
             return a | b
         case BinOp.XOR:
             return a ^ b
-        case BinOp.SHL:
-            bits = np.asarray(a).astype(np.uint32) << (b & np.uint32(31))
-            return _scalar(bits.view(a.dtype) if dtype is DType.I32 else bits)
-        case BinOp.SHR:
-            return a >> (b & np.uint32(31)).astype(a.dtype)
-        case BinOp.ROTL | BinOp.ROTR:
-            n = b & np.uint32(31)
-            left = n if op is BinOp.ROTL else (np.uint32(32) - n) & np.uint32(31)
-            bits = np.asarray(a).astype(np.uint32)
-            bits = (bits << left) | (bits >> ((np.uint32(32) - left) & np.uint32(31)))
-            return _scalar(bits.view(a.dtype) if dtype is DType.I32 else bits)
-        case BinOp.MULHI:  # the high word of the exact 64-bit product
-            wide = np.int64 if dtype is DType.I32 else np.uint64
-            high = (np.asarray(a, wide) * np.asarray(b, wide)) >> wide(32)
-            return _scalar(high.astype(a.dtype))
+        case BinOp.SHL | BinOp.SHR | BinOp.ROTL | BinOp.ROTR:  # (amounts mod the width)
+            w, u = dtype.bits, _UNSIGNED[dtype.bits]
+            n = (b & np.uint32(w - 1)).astype(u)
+            if op is BinOp.SHR:  # (arithmetic on a signed type)
+                return _scalar(a >> n.astype(a.dtype))
+            if op is BinOp.SHL:
+                return _of_bits(_bits(a, dtype) << n, dtype)
+            left = n if op is BinOp.ROTL else (u(w) - n) & u(w - 1)
+            bits = _bits(a, dtype)
+            return _of_bits((bits << left) | (bits >> ((u(w) - left) & u(w - 1))), dtype)
+        case BinOp.MULHI:
+            return _mulhi(a, b, dtype)
         case BinOp.ADD_SAT | BinOp.SUB_SAT:
-            lo, hi = (int(bound) for bound in _INT_RANGE[dtype])
-            exact = np.asarray(a, np.int64) + np.asarray(b, np.int64) * (
-                1 if op is BinOp.ADD_SAT else -1)
-            return _scalar(np.clip(exact, lo, hi).astype(a.dtype))
+            return _saturating(op, a, b, dtype)
         case BinOp.POW | BinOp.ATAN2:  # C's pow and atan2; f16/f32 as the transcendentals
             fn = np.power if op is BinOp.POW else np.arctan2
             wide = fn(a, b) if dtype is DType.F64 else _scalar(
@@ -662,7 +690,7 @@ _FLOAT_FUNCS = {UnOp.SQRT: np.sqrt, UnOp.EXP: np.exp, UnOp.LOG: np.log, UnOp.SIN
                 UnOp.ROUND: np.rint, UnOp.TRUNC: np.trunc,  # (rint: ties to even)
                 UnOp.TAN: np.tan, UnOp.TANH: np.tanh, UnOp.EXP2: np.exp2, UnOp.LOG2: np.log2}
 #: Each byte with its bits in reverse order.
-_REVERSED_BYTE = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint32)
+_REVERSED_BYTE = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint64)
 _TRANSCENDENTAL = (UnOp.EXP, UnOp.LOG, UnOp.SIN, UnOp.COS, UnOp.TAN, UnOp.TANH, UnOp.EXP2,
                    UnOp.LOG2)
 
@@ -677,25 +705,27 @@ def _unary(op: UnOp, a: Value) -> Value:
         case UnOp.NOT:
             return ~a
         case UnOp.ABS:
-            return a if dtype is DType.U32 else np.abs(a)
+            return a if dtype.is_int and not dtype.is_signed else np.abs(a)
         case UnOp.POPCOUNT:
-            return _scalar(np.bitwise_count(np.asarray(a).astype(np.uint32)).astype(a.dtype))
-        case UnOp.CLZ:  # 32 minus the bits up to the highest set one (smeared down)
-            bits = np.asarray(a).astype(np.uint32)
-            for shift in (1, 2, 4, 8, 16):
-                bits = bits | (bits >> np.uint32(shift))
-            return _scalar((32 - np.bitwise_count(bits)).astype(a.dtype))
-        case UnOp.CTZ:  # the ones below the lowest set bit (all 32 for zero)
-            bits = np.asarray(a).astype(np.uint32)
-            below = (bits & (~bits + np.uint32(1))) - np.uint32(1)
+            return _scalar(np.bitwise_count(_bits(a, dtype)).astype(a.dtype))
+        case UnOp.CLZ:  # the width minus the bits up to the highest set one (smeared down)
+            bits = _bits(a, dtype)
+            shift = 1
+            while shift < dtype.bits:
+                bits = bits | (bits >> bits.dtype.type(shift))
+                shift *= 2
+            return _scalar((dtype.bits - np.bitwise_count(bits)).astype(a.dtype))
+        case UnOp.CTZ:  # the ones below the lowest set bit (the width for zero)
+            bits = _bits(a, dtype)
+            below = (bits & (~bits + bits.dtype.type(1))) - bits.dtype.type(1)
             return _scalar(np.bitwise_count(below).astype(a.dtype))
         case UnOp.BIT_REVERSE:
-            bits = np.asarray(a).astype(np.uint32)
+            bits = _bits(a, dtype).astype(np.uint64)
             out = np.zeros_like(bits)
-            for byte in range(4):
-                out |= _REVERSED_BYTE[(bits >> np.uint32(8 * byte)) & np.uint32(255)] \
-                    << np.uint32(24 - 8 * byte)
-            return _scalar(out.view(a.dtype) if dtype is DType.I32 else out)
+            for byte in range(dtype.bits // 8):
+                out |= _REVERSED_BYTE[(bits >> np.uint64(8 * byte)) & np.uint64(255)] \
+                    << np.uint64(dtype.bits - 8 - 8 * byte)
+            return _of_bits(out.astype(_UNSIGNED[dtype.bits]), dtype)
         case UnOp.ISNAN:
             return np.isnan(a)
         case UnOp.ISINF:
@@ -712,10 +742,13 @@ def _cast(v: Value, dst: DType) -> Value:
     src = _DTYPE_OF[v.dtype]
     if dst is DType.BOOL:
         return v if src is DType.BOOL else v != 0
-    if src.is_float and dst.is_int:
-        lo, hi = _INT_RANGE[dst]
-        x = np.trunc(np.nan_to_num(np.asarray(v, np.float64), nan=0.0, posinf=hi, neginf=lo))
-        return _scalar(np.clip(x, lo, hi).astype(dst.value_np))
-    if src.is_int and dst.is_int:
-        return _scalar(np.asarray(v).astype(np.uint32).view(dst.value_np))
+    if src.is_float and dst.is_int:  # (the bounds as floats: 2^63 and 2^64 are exact)
+        lo, hi = dst.int_range
+        x = np.trunc(np.nan_to_num(np.asarray(v, np.float64), nan=0.0))
+        over, under = x >= float(hi), x <= float(lo)
+        inside = np.where(over | under, 0.0, x).astype(dst.value_np)
+        return _scalar(np.where(over, np.array(hi, dst.value_np),
+                                np.where(under, np.array(lo, dst.value_np), inside)))
+    if src.is_int and dst.is_int:  # (modulo 2^width: numpy's integer casts wrap so)
+        return _scalar(np.asarray(v).astype(dst.value_np))
     return _scalar(np.asarray(v).astype(dst.value_np))

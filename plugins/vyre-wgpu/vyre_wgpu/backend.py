@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 
 VYRE_CONTRACT = 1
 
+#: Every op but 64-bit integers (WGSL has none). What one device cannot run besides, it
+#: refuses at compile (capabilities.py).
+OPS = ALL_OPS - {"dtype.u64", "dtype.i64"}
+
 #: Claims before any device is seen: the WebGPU default limits, which every conformant
 #: adapter meets; f16/f64 are claimed only after a probe passes on the real device.
 CLAIMS = {
@@ -42,7 +46,7 @@ CLAIMS = {
     "max_workgroups_per_dimension": 65535,
     "max_storage_buffer_bytes": 134217728,
     "max_workgroup_memory_bytes": 16384,
-    "supported_ops": ALL_OPS,  # (what one device cannot run, it refuses at compile)
+    "supported_ops": OPS,
 }
 
 _lock = threading.Lock()
@@ -222,7 +226,7 @@ def _cap(name: str) -> Any:
 
 @hookimpl
 def vyre_supported_ops() -> frozenset[str]:
-    return ALL_OPS  # (what one device cannot run, it refuses at compile: capabilities.py)
+    return OPS
 
 
 @hookimpl
@@ -275,7 +279,7 @@ def vyre_device_profile() -> dict[str, Any]:
     from vyre_wgpu import capabilities
 
     dev = device()
-    caps = Capabilities(supported_ops=ALL_OPS, **capabilities.fields(dev))
+    caps = Capabilities(supported_ops=OPS, **capabilities.fields(dev))
     return {"backend": BACKEND_ID, **caps.to_dict(), **capabilities.profile(dev)}
 
 

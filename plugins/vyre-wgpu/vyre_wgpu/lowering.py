@@ -56,7 +56,7 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.ir.typerules import binop_result, subgroup_result, unop_result
-from vyre_wgpu import float_math
+from vyre_wgpu import float_math, narrow_ints
 
 #: Params uniform layout (u32 words): [0] grid split stride S (0 = no split), [1] logical
 #: workgroups along x, [2] along y, [3] along z, [4] zero (see OPAQUE_ZERO), [5 + i]
@@ -102,8 +102,9 @@ _SUBGROUP_FN = {SubgroupOp.ADD: "subgroupAdd", SubgroupOp.MIN: "subgroupMin",
                 SubgroupOp.INCLUSIVE_ADD: "subgroupInclusiveAdd",
                 SubgroupOp.EXCLUSIVE_ADD: "subgroupExclusiveAdd"}
 _TYPE = {DType.U32: "u32", DType.I32: "i32", DType.F32: "f32", DType.BOOL: "bool",
-         DType.F16: "f16", DType.F64: "f64"}
-_STORAGE = {**_TYPE, DType.BOOL: "u32"}
+         DType.F16: "f16", DType.F64: "f64",
+         **{t: carrier.value for t, carrier in narrow_ints.CARRIER.items()}}
+_STORAGE = {**_TYPE, DType.BOOL: "u32", **dict.fromkeys(narrow_ints.WIDTH, "u32")}
 _ARITH = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.AND: "&", BinOp.OR: "|",
           BinOp.XOR: "^", BinOp.EQ: "==", BinOp.NE: "!=", BinOp.LT: "<", BinOp.LE: "<=",
           BinOp.GT: ">", BinOp.GE: ">=", BinOp.LOGICAL_AND: "&&", BinOp.LOGICAL_OR: "||"}
@@ -227,6 +228,8 @@ class _Lowering:
             return f"{lit.bits}u"
         if t is DType.I32:
             return f"bitcast<i32>({lit.bits}u)"
+        if t in narrow_ints.WIDTH:  # (its carrier: i32 literals of i8/i16 sign-extended)
+            return f"bitcast<i32>({lit.value & 0xFFFFFFFF}u)" if t.is_signed else f"{lit.bits}u"
         if t is DType.F32:
             return f"bitcast<f32>({lit.bits}u ^ {OPAQUE_ZERO})"
         if t is DType.F16:  # (f32 holds every f16 exactly)
@@ -321,8 +324,20 @@ class _Lowering:
         return f"{_SUBGROUP_FN[e.op]}({value})"
 
     def binary(self, op: BinOp, lhs: Expr, rhs: Expr) -> str:
-        t = self.type_of(lhs)
-        a, b = self.expr(lhs), self.expr(rhs)
+        return self.binary_of(op, self.type_of(lhs), self.expr(lhs), self.expr(rhs))
+
+    def binary_of(self, op: BinOp, t: DType, a: str, b: str) -> str:
+        """``op`` on WGSL values ``a`` and ``b`` of type ``t``."""
+        if t in narrow_ints.WIDTH and op not in narrow_ints.COMPARED:
+            carrier = narrow_ints.CARRIER[t]
+            if op in narrow_ints.WRAPPED:
+                return narrow_ints.narrow(t, self.binary_of(op, carrier, a, b))
+            if op in narrow_ints.KEPT:
+                return self.binary_of(op, carrier, a, b)
+            value, helpers = narrow_ints.binary(op, t, a, b)
+            for name, source in helpers.items():
+                self.helpers.setdefault(name, source)
+            return value
         if op is BinOp.XOR and t is DType.BOOL:
             return f"({a} != {b})"  # WGSL has no ^ on bool
         if op is BinOp.NE and t.is_float:
@@ -432,6 +447,8 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
     def unary(self, op: UnOp, operand: Expr) -> str:
         t = self.type_of(operand)
         x = self.expr(operand)
+        if t in narrow_ints.WIDTH:
+            return narrow_ints.unary(op, t, x)
         match op:
             case UnOp.NEG:
                 return f"(-{x})"
@@ -495,23 +512,27 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
         if src is dst:
             return x
         if dst is DType.BOOL:
-            return f"({x} != {'0u' if src is DType.U32 else '0i'})"
+            return f"({x} != {'0u' if _TYPE[src] == 'u32' else '0i'})"
         if src is DType.BOOL:
-            one, zero = {DType.U32: ("1u", "0u"), DType.I32: ("1i", "0i"),
-                         DType.F32: ("1.0f", "0.0f"), DType.F16: ("1.0h", "0.0h"),
-                         DType.F64: ("1.0lf", "0.0lf")}[dst]
+            one, zero = {"u32": ("1u", "0u"), "i32": ("1i", "0i"),
+                         "f32": ("1.0f", "0.0f"), "f16": ("1.0h", "0.0h"),
+                         "f64": ("1.0lf", "0.0lf")}[_TYPE[dst]]
             return f"select({zero}, {one}, {x})"
         if src.is_int and dst.is_int:
-            return f"bitcast<{_TYPE[dst]}>({x})"
+            return narrow_ints.from_int(src, dst, x)
+        if src in narrow_ints.WIDTH:  # (its carrier holds it exactly)
+            return self.cast(narrow_ints.CARRIER[src], dst, x)
         if src.is_float and dst.is_int:
             ty, fty = _TYPE[dst], _TYPE[src]
-            lo, hi, flo, fhi = _INT_LIMITS[dst]
+            lo, hi, flo, fhi = _INT_LIMITS.get(dst) or (
+                *(narrow_ints.literal(dst, v) for v in dst.int_range),
+                *(float(v) for v in dst.int_range))
             wide = "f64" if src is DType.F64 else "f32"
             suffix = "lf" if wide == "f64" else "f"
-            return self.helper_call(f"vyre_{fty}_to_{ty}", [x],
-                                    f"""fn vyre_{fty}_to_{ty}(v: {fty}) -> {ty} {{
+            name = f"vyre_{fty}_to_{dst.value}"
+            return self.helper_call(name, [x], f"""fn {name}(v: {fty}) -> {ty} {{
     let x = {wide}(v);
-    if (!(x == x)) {{ return {'0u' if dst is DType.U32 else '0i'}; }}
+    if (!(x == x)) {{ return {ty}(0); }}
     if (x >= {fhi!r}{suffix}) {{ return {hi}; }}
     if (x <= {flo!r}{suffix}) {{ return {lo}; }}
     return {ty}(x);
@@ -655,10 +676,12 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
         decls, bindings = [], []
         for b in self.program.buffers:
             elem = _STORAGE[b.dtype]
-            if b.name in self.atomic:
+            if b.name in self.atomic or self.packed_writable(b):
                 elem = f"atomic<{elem}>"
             if b.access is Access.WORKGROUP:
-                decls.append(f"var<workgroup> {self.buf(b.name)}: array<{elem}, {b.count}>;")
+                count = narrow_ints.words(b.dtype, b.count) if b.dtype in narrow_ints.WIDTH \
+                    else b.count
+                decls.append(f"var<workgroup> {self.buf(b.name)}: array<{elem}, {count}>;")
             else:
                 writable = b.access in (Access.READ_WRITE, Access.OUTPUT)
                 mode = "read_write" if writable or b.name in self.atomic else "read"
@@ -668,8 +691,20 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             self.accessors(b)
         return decls, bindings
 
+    @staticmethod
+    def packed_writable(b) -> bool:
+        """An 8- or 16-bit buffer that is written: its words are atomic (narrow_ints)."""
+        return b.dtype in narrow_ints.WIDTH and b.access.writable
+
     def accessors(self, b) -> None:
         ty, ref, n = _TYPE[b.dtype], self.buf(b.name), self.length(b.name)
+        if b.dtype in narrow_ints.WIDTH:
+            self.helpers[f"vyre_load_{b.name}"] = f"fn vyre_load_{b.name}" + narrow_ints.load(
+                b.dtype, ref, n, self.packed_writable(b))
+            if self.packed_writable(b):
+                self.helpers[f"vyre_store_{b.name}"] = f"fn vyre_store_{b.name}" + \
+                    narrow_ints.store(b.dtype, ref, n)
+            return
         zero = {DType.BOOL: "false"}.get(b.dtype, f"{ty}(0)")
         read = f"atomicLoad(&{ref}[i])" if b.name in self.atomic else f"{ref}[i]"
         if b.dtype is DType.BOOL:
@@ -699,13 +734,19 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             if b.access is not Access.WORKGROUP:
                 continue
             zero = f"{_STORAGE[b.dtype]}(0)"
-            write = (f"atomicStore(&{self.buf(b.name)}[i], {zero})" if b.name in self.atomic
+            atomic = b.name in self.atomic or self.packed_writable(b)
+            write = (f"atomicStore(&{self.buf(b.name)}[i], {zero})" if atomic
                      else f"{self.buf(b.name)}[i] = {zero}")
-            lines.append(f"    for (var i: u32 = vyre_lindex; i < {b.count}u; "
+            count = narrow_ints.words(b.dtype, b.count) if b.dtype in narrow_ints.WIDTH \
+                else b.count
+            lines.append(f"    for (var i: u32 = vyre_lindex; i < {count}u; "
                          f"i = i + {invocations}u) {{ {write}; }}")
         return [*lines, "    workgroupBarrier();"] if lines else []
 
     def lower(self) -> Lowered:
+        wide = sorted(t.value for t in self.dtypes & {DType.U64, DType.I64})
+        if wide:
+            raise _unsupported(f"{' and '.join(wide)} (WGSL has no 64-bit integers)")
         if any(b.dtype is DType.BOOL and b.name in self.atomic for b in self.program.buffers):
             raise _unsupported("atomics on bool buffers")
         decls, bindings = self.buffer_decls()
