@@ -568,10 +568,25 @@ def _of_bits(bits: np.ndarray, dtype: DType) -> Value:
 
 def _int_div_rem(a: Value, b: Value, dtype: DType) -> tuple[Value, Value]:
     """Truncating quotient and remainder with vyre's total rules (x/0 all ones, x%0 0, MIN /
-    -1 == MIN), on the magnitudes as unsigned numbers (no wider type needed)."""
-    u = _UNSIGNED[dtype.bits]
+    -1 == MIN): unsigned as numpy divides (it truncates), signed up to 32 bits in i64, and
+    i64 on the magnitudes as unsigned numbers (no wider type to hold them)."""
+    if not dtype.is_signed:
+        if np.ndim(b) == 0 and b:
+            return a // b, a % b
+        zero = b == 0
+        safe = np.where(zero, a.dtype.type(1), b)
+        return (_scalar(np.where(zero, a.dtype.type(np.iinfo(a.dtype).max), a // safe)),
+                _scalar(np.where(zero, a.dtype.type(0), a % safe)))
+    if dtype.bits <= 32:
+        a64, b64 = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        zero = b64 == 0
+        safe = np.where(zero, 1, b64)
+        q = np.abs(a64) // np.abs(safe) * (np.sign(a64) * np.sign(safe))
+        r = np.where(zero, 0, a64 - q * safe)
+        return _scalar(np.where(zero, -1, q).astype(a.dtype)), _scalar(r.astype(a.dtype))
+    u = np.uint64
     ua, ub = _bits(a, dtype), _bits(b, dtype)
-    neg_a, neg_b = (np.asarray(a) < 0, np.asarray(b) < 0) if dtype.is_signed else (False, False)
+    neg_a, neg_b = np.asarray(a) < 0, np.asarray(b) < 0
     mag_a = np.where(neg_a, u(0) - ua, ua).astype(u)
     mag_b = np.where(neg_b, u(0) - ub, ub).astype(u)
     zero = mag_b == 0
@@ -579,7 +594,7 @@ def _int_div_rem(a: Value, b: Value, dtype: DType) -> tuple[Value, Value]:
     q, r = mag_a // safe, mag_a % safe
     q = np.where(neg_a != neg_b, u(0) - q, q).astype(u)
     r = np.where(neg_a, u(0) - r, r).astype(u)
-    return (_of_bits(np.where(zero, u(np.iinfo(u).max), q), dtype),
+    return (_of_bits(np.where(zero, u(2**64 - 1), q), dtype),
             _of_bits(np.where(zero, u(0), r), dtype))
 
 
@@ -650,9 +665,9 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
             return a ^ b
         case BinOp.SHL | BinOp.SHR | BinOp.ROTL | BinOp.ROTR:  # (amounts mod the width)
             w, u = dtype.bits, _UNSIGNED[dtype.bits]
-            n = (b & np.uint32(w - 1)).astype(u)
             if op is BinOp.SHR:  # (arithmetic on a signed type)
-                return _scalar(a >> n.astype(a.dtype))
+                return _scalar(a >> (b & np.uint32(w - 1)).astype(a.dtype))
+            n = (b & np.uint32(w - 1)).astype(u)
             if op is BinOp.SHL:
                 return _of_bits(_bits(a, dtype) << n, dtype)
             left = n if op is BinOp.ROTL else (u(w) - n) & u(w - 1)
