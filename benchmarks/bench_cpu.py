@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from vyre_benchmarks.harness import Result, compare, reps
 from vyre_core.config import DispatchConfig
 from vyre_core.example import Example
@@ -124,6 +126,24 @@ def matmul_tuned_vs_numpy() -> Result:
             os.environ[CACHE_ENV] = saved
 
 
+def matmul_int8_vs_numpy() -> Result:
+    """The int8 matmul example at 128x256x128 (i8 operands, i32 sums, each dot product a
+    subgroup reduction) on the cpu backend through a Driver, against ``numpy.matmul`` on
+    the same matrices widened to i32; bytes checked first."""
+    from vyre_core.driver import Driver
+
+    example = importlib.import_module("vyre_examples.matmul_int8").build(128, 256, 128)
+    a, b = (x.reshape(shape).astype(np.int32) for x, shape in
+            zip(example.inputs, ((128, 256), (256, 128)), strict=True))
+    with Driver() as drv:
+        wrong = example.mismatch(example.run(drv, "cpu"))
+        if wrong:
+            raise AssertionError(f"the int8 matmul on the cpu backend: {wrong}")
+        return compare("matmul 128x256x128 i8 -> i32 (subgroup sums), cpu backend",
+                       lambda: example.run(drv, "cpu"), "numpy.matmul (i32)", lambda: a @ b,
+                       repeat=reps(5, 1))
+
+
 def compile_cold_vs_cached() -> Result:
     """A kernel compiled with an empty disk cache, against the same loaded from it (what a
     restarted worker, or the next run, pays)."""
@@ -181,7 +201,8 @@ def two_cores_vs_one() -> Result:
 
 BENCHMARKS = [elementwise_64mib_vs_numpy, reduce_vs_numpy_sum,
               *(_vs_reference(n) for n in EXAMPLES),
-              matmul_tuned_vs_numpy, compile_cold_vs_cached, two_cores_vs_one]
+              matmul_tuned_vs_numpy, matmul_int8_vs_numpy, compile_cold_vs_cached,
+              two_cores_vs_one]
 
 
 def facts() -> dict[str, Any]:

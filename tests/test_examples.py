@@ -43,7 +43,8 @@ def test_every_example_is_bundled():
     on_disk = {p.stem for p in EXAMPLES_DIR.glob("*.py") if not p.stem.startswith("_")}
     assert set(EXAMPLES) == on_disk
     assert {"saxpy", "xor", "histogram", "reduction", "matmul", "mandelbrot", "f64_kernel",
-            "fault_tolerance", "reduce", "scan", "sort", "chain", "jacobi"} <= set(EXAMPLES)
+            "fault_tolerance", "reduce", "scan", "sort", "chain", "jacobi",
+            "matmul_int8"} <= set(EXAMPLES)
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -181,5 +181,5 @@ def test_atomics_and_subgroup_reductions_stay_32_bit():
         k.build()
     k = ir.Kernel(workgroup=(8,), subgroup_size=8)
     buf = k.read_write("b", ir.u8)
-    with pytest.raises(TypeError, match="subgroup add is not defined .*U8.*Fix:"):
+    with pytest.raises(TypeError, match=r"subgroup add is not defined .*U8.*Fix:"):
         k.subgroup("add", buf[0])
