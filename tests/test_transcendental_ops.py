@@ -40,6 +40,7 @@ ATAN2_SPECIALS = [
     (-INF, -INF, -3 * PI / 4), (INF, 5.0, PI / 2), (-INF, -5.0, -PI / 2), (1.0, -INF, PI),
     (-1.0, -INF, -PI), (1.0, INF, 0.0), (-1.0, INF, -0.0), (NAN, 1.0, NAN), (1.0, NAN, NAN),
     (1.0, 1.0, PI / 4), (1.0, -1.0, 3 * PI / 4),
+    (1.0, -1e-45, PI / 2), (3.4e38, -1.0, PI / 2),  # (pi less a rounded pi/2 was 1 ULP low)
 ]
 
 
@@ -135,9 +136,14 @@ def inputs(dtype: ir.DType, binary_for: str | None = None) -> list[np.ndarray]:
     with np.errstate(all="ignore"):
         if binary_for is None:
             return [x.astype(dtype.storage_np)]
-        if binary_for == "pow":  # exponents that keep the result an ordinary number
-            base = np.abs(np.concatenate([ordinary, rng.uniform(0.0, 3.0, n)]))
-            y = rng.uniform(-140.0, 120.0, 2 * n) / np.log2(base)
+        if binary_for == "pow":  # exponents that keep the result an ordinary number, and
+            # (the last third) bases near 1 with y log2 x near ±128: an error in log2 x
+            # counts most there (a first log2 was 3 ULP out at 1.2225043 ** 426.94788)
+            near = rng.uniform(1.05, 1.5, n)
+            base = np.abs(np.concatenate([ordinary, rng.uniform(0.0, 3.0, n), near]))
+            t = np.concatenate([rng.uniform(-140.0, 120.0, 2 * n),
+                                rng.uniform(95.0, 127.9, n) * rng.choice([-1.0, 1.0], n)])
+            y = t / np.log2(base)
             y[::3] = np.rint(y[::3])
             base[::4] = -base[::4]
             return [a.astype(dtype.storage_np) for a in (np.concatenate([x[:n], base]),

@@ -374,5 +374,6 @@ def test_its_static_claims_name_every_op_as_its_probe_does():
     every op: routing before a probe saw less than the backend runs."""
     from vyre_core.registry import register_plugin
 
-    assert register_plugin(backend).claims.supported_ops == ir.ALL_OPS
-    assert backend.vyre_supported_ops() == ir.ALL_OPS
+    every = ir.ALL_OPS - {"dtype.u64", "dtype.i64"}  # (WGSL has no 64-bit integers)
+    assert register_plugin(backend).claims.supported_ops == every
+    assert backend.vyre_supported_ops() == every

@@ -357,7 +357,9 @@ def test_what_is_reported_false_is_not_expressible(caps):
     assert caps.supports_tensor_cores is False
     assert caps.supported_ops <= ALL_OPS
     # the IR has no type or op that would need them
-    assert {t.value for t in DType} == {"u32", "i32", "f32", "bool", "f16", "f64"}
+    assert {t.value for t in DType} == {"u32", "i32", "f32", "bool", "f16", "f64", "u8", "u16",
+                                        "i8", "i16", "u64", "i64"}
+    assert ALL_OPS - caps.supported_ops == {"dtype.u64", "dtype.i64"}  # (WGSL has none)
     assert not any(word in op for op in ALL_OPS for word in ("bf16", "mma", "matrix", "tensor"))
 
 

@@ -1,6 +1,7 @@
 """The slow tier (``vyre conform --exhaustive``): every unary float op of f32 over at least
 2^24 inputs spread evenly over all bit patterns, and each binary one over as many pairs
-(the first operand so spread, the second drawn where the result is an ordinary number),
+(half with the first operand so spread and random bits for the second, half drawn where
+the result is an ordinary number: ``operands``),
 against the correctly rounded result (computed in f64, rounded once), reporting the
 largest ULP distance per backend and op.
 
@@ -64,9 +65,11 @@ def inputs(count: int) -> Iterator[np.ndarray]:
 
 def operands(op: str, count: int) -> Iterator[list[np.ndarray]]:
     """The inputs of ``op``: ``inputs(count)``, and for a binary op a second operand per
-    value from a fixed seed: random bits for half, for the other half one that keeps the
-    result finite and not trivial (pow: y log2|x| in [-155, 130], integers among them for
-    negative bases; atan2: x within 4 times y either way)."""
+    value from a fixed seed: random bits for half; for the other half one that keeps the
+    result finite and not trivial. pow: x from [1/4, 4) (where y is largest for a given
+    result, so an error in log2 x counts most), either sign, and y with y log2|x| in
+    [-155, 130], integers among them; atan2 (whose first operand is y): x = y times
+    [-4, 4)."""
     rng = np.random.default_rng(0)
     for xs in inputs(count):
         if op not in BINARY:
@@ -77,6 +80,8 @@ def operands(op: str, count: int) -> Iterator[list[np.ndarray]]:
         half = len(xs) // 2
         with np.errstate(all="ignore"):
             if op == "pow":
+                xs = xs.copy()
+                xs[:half] = rng.uniform(0.25, 4.0, half) * rng.choice([-1.0, 1.0], half)
                 t = rng.uniform(-155.0, 130.0, half) / np.log2(np.abs(xs[:half].astype(
                     np.float64)))
                 t[half // 2:] = np.rint(t[half // 2:])

@@ -165,13 +165,20 @@ def _top12(value: float) -> float:
 
 _C = 2 / _LN2
 _C_HI = _top12(_C)
-_LOG2_3_2_HI = _top12(math.log2(1.5))
 
-#: log2(x) = hi + lo for finite x > 0, to about 2^-33 of it, hi with 12 significant bits
-#: (so y * hi is exact for a y of 12): x = 2^n m with m in [sqrt(3)/2, sqrt(3)), b = 1 or
-#: 3/2 (whichever m is nearer), log2(m) = log2(b) + (2 / ln 2) atanh(s) with
-#: s = (m - b) / (m + b), |s| <= 0.102, kept as two floats, and atanh(s) - s from its
-#: series to s^11 (the rest is below 2^-36 of s).
+
+def _log2_table(hi: bool) -> str:
+    """log2(1 + j/8) for j = 0 .. 7 as WGSL u32 bits: each one's top 12 bits, or the
+    float nearest what they leave."""
+    values = [math.log2(1 + j / 8) for j in range(8)]
+    parts = [_top12(v) if hi else v - _top12(v) for v in values]
+    return ", ".join(f"0x{int(np.float32(x).view(np.uint32)):08x}u" for x in parts)
+
+#: log2(x) = hi + lo for finite x > 0, hi with 12 significant bits (so y * hi is exact for
+#: a y of 12): x = 2^n m with m in [15/16, 15/8), b = 1 + j/8 the nearest eighth (exact,
+#: so m - b is), log2(m) = log2(b) + (2 / ln 2) atanh(s) with s = (m - b) / (m + b),
+#: |s| <= 1/32, kept as two floats; atanh(s) - s, at most s^3/3 ~ 2^-11 of s, from its
+#: series to s^9 (the rest is below 2^-53 of s), so its float roundings cost ~2^-34.
 _LOG2 = f"""fn vyre_log2_wide(x0: f32) -> vec2<f32> {{
     var ix = bitcast<u32>(x0);
     var n = 0;
@@ -180,19 +187,16 @@ _LOG2 = f"""fn vyre_log2_wide(x0: f32) -> vec2<f32> {{
         ix = bitcast<u32>(vyre_x(x0 * vyre_k(0x4c000000u)));
     }}
     n = n + i32(ix >> 23u) - 127;
-    let j = ix & 0x007fffffu;
-    var m = bitcast<f32>(j | 0x3f800000u);
-    var b = {_k(1.0)};
-    var b_hi = vyre_k(0u);
-    var b_lo = vyre_k(0u);
-    if (j > 0x5db3d7u) {{  // m >= sqrt(3): m / 2 against 1
-        m = bitcast<f32>(j | 0x3f000000u);
+    var j = ((ix & 0x007fffffu) + 0x80000u) >> 20u;  // round((m - 1) * 8)
+    var m = bitcast<f32>((ix & 0x007fffffu) | 0x3f800000u);
+    if (j == 8u) {{  // m near 2: m / 2 against 1 (log2(2) - 1 would cancel below x = 1)
+        j = 0u;
+        m = bitcast<f32>((ix & 0x007fffffu) | 0x3f000000u);
         n = n + 1;
-    }} else if (j > 0x1cc471u) {{  // m >= sqrt(3/2): against 3/2
-        b = {_k(1.5)};
-        b_hi = {_k(_LOG2_3_2_HI)};
-        b_lo = {_k(math.log2(1.5) - _LOG2_3_2_HI)};
     }}
+    let b = vyre_x(vyre_x(f32(j) * {_k(0.125)}) + {_k(1.0)});
+    let b_hi = vyre_k(array<u32, 8>({_log2_table(hi=True)})[j]);
+    let b_lo = vyre_k(array<u32, 8>({_log2_table(hi=False)})[j]);
     let f = vyre_x(m - b);
     let v = vyre_x(m + b);
     let s = vyre_x(f / v);
@@ -201,7 +205,7 @@ _LOG2 = f"""fn vyre_log2_wide(x0: f32) -> vec2<f32> {{
     let vl = vyre_x(m - vyre_x(vh - b));
     let sl = vyre_x(vyre_x(vyre_x(f - vyre_x(sh * vh)) - vyre_x(sh * vl)) / v);
     let z = vyre_x(s * s);
-{_series([1 / 11, 1 / 9, 1 / 7, 1 / 5, 1 / 3], "z")}
+{_series([1 / 9, 1 / 7, 1 / 5, 1 / 3], "z")}
     let w = vyre_x(sl + vyre_x(vyre_x(s * z) * p));
     let ah = vyre_trunc12(vyre_x(sh + w));
     let al = vyre_x(w - vyre_x(ah - sh));
@@ -271,11 +275,12 @@ fn vyre_pow_f32(x: f32, y: f32) -> f32 {{
 
 #: atan(t) for t >= 0 (inf included): t reduced at 7/16, 11/16, 19/16 and 39/16 to
 #: |u| <= 7/16 around atan of 0, 1/2, 1, 3/2 and inf (each a float and its remainder);
-#: atan(u) from its series to u^23 (the rest is below 2^-33 of u). atan2 divides, then
-#: places the angle in its quadrant.
-_ATAN = f"""fn vyre_atan_pos(t: f32) -> f32 {{
+#: atan(u) from its series to u^23 (the rest is below 2^-33 of u), returned as that
+#: angle and the rest. atan2 divides, then places the angle in its quadrant (pi less the
+#: angle as pi's two parts less the angle's: one rounding where it is pi/2).
+_ATAN = f"""fn vyre_atan_parts(t: f32) -> vec2<f32> {{
     let a = bitcast<u32>(t);
-    if (a < 0x39800000u) {{ return t; }}
+    if (a < 0x39800000u) {{ return vec2<f32>(vyre_k(0u), t); }}
     var u = t;
     var hi = vyre_k(0u);
     var lo = vyre_k(0u);
@@ -302,7 +307,7 @@ _ATAN = f"""fn vyre_atan_pos(t: f32) -> f32 {{
     let z = vyre_x(u * u);
 {_series([(-1) ** i / (2 * i + 1) for i in range(11, 0, -1)], "z")}
     let at = vyre_x(u + vyre_x(vyre_x(u * z) * p));
-    return vyre_x(hi + vyre_x(lo + at));
+    return vec2<f32>(hi, vyre_x(lo + at));
 }}
 
 fn vyre_atan2_f32(y: f32, x: f32) -> f32 {{
@@ -320,8 +325,9 @@ fn vyre_atan2_f32(y: f32, x: f32) -> f32 {{
         let corner = select({_k(math.pi / 4)}, {_k(3 * math.pi / 4)}, x_neg);
         r = select({_k(math.pi / 2)}, corner, ax == 0x7f800000u);
     }} else if (ay != 0u && ax != 0x7f800000u) {{
-        let a = vyre_atan_pos(vyre_x(bitcast<f32>(ay) / bitcast<f32>(ax)));
-        r = select(a, vyre_x(pi - vyre_x(a - {_pair(math.pi)[1]})), x_neg);
+        let a = vyre_atan_parts(vyre_x(bitcast<f32>(ay) / bitcast<f32>(ax)));
+        let far = vyre_x(vyre_x(pi - a.x) + vyre_x({_pair(math.pi)[1]} - a.y));
+        r = select(vyre_x(a.x + a.y), far, x_neg);
     }}
     return bitcast<f32>(bitcast<u32>(r) | (uy & 0x80000000u));
 }}"""
