@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from vyre_core import Driver, ir
+from vyre_core.config import DispatchConfig
 from vyre_core.conformance.cases_widths import INT_TYPES as TYPES
 from vyre_core.conformance.cases_widths import WIDE, edges, split_case
-from vyre_core.errors import NoCapableBackendError, ValidationError
+from vyre_core.errors import NoCapableBackendError, UnsupportedFeatureError, ValidationError
 from vyre_reference import run as reference_run
 
 N = 2048
@@ -165,8 +166,13 @@ def test_literals_out_of_a_narrow_range_are_refused_with_a_fix():
             ir.lit(value, t)
     k = ir.Kernel()
     a = k.read("a", ir.u8)
-    with pytest.raises(ValueError, match="300 does not fit in u8"):
+    with pytest.raises(ValueError, match=r"300 does not fit in u8 .* make the other operand "
+                                         r"u16 with \.cast\(ir\.u16\)"):
         a[0] + 300
+    with pytest.raises(ValueError, match=r"does not fit in u32 .* operand u64 with"):
+        ir.lit(np.uint64(2**63))                  # (a plain int: too big for u32)
+    with pytest.raises(ValueError, match=r"-1 does not fit in u64 .* operand i64 with"):
+        ir.lit(-1, ir.u64)
     assert (a[0] + 255).dtype is ir.u8
     assert ir.lit(np.int64(7)).dtype is ir.u32      # numpy's default int: a plain int
     assert ir.lit(np.int8(-7)).dtype is ir.i8       # a chosen width is kept
@@ -183,3 +189,35 @@ def test_atomics_and_subgroup_reductions_stay_32_bit():
     buf = k.read_write("b", ir.u8)
     with pytest.raises(TypeError, match=r"subgroup add is not defined .*U8.*Fix:"):
         k.subgroup("add", buf[0])
+
+
+def test_wgpu_refuses_workgroup_buffers_it_would_declare_too_big(driver):
+    """WebGPU rounds each workgroup variable up to 16 bytes, and wgpu packs 8/16-bit ones
+    into whole words: buffers the program counts at exactly the device's limit do not fit
+    as declared, so wgpu refuses them at compile (a Fix naming why) and routing runs them
+    elsewhere."""
+    import vyre_wgpu.backend
+    from vyre_workers.backend_host import BackendHost
+
+    host = BackendHost(vyre_wgpu.backend)
+    host.prepare()
+    try:
+        limit = host.capabilities().max_workgroup_memory_bytes
+        k = ir.Kernel(workgroup=(64,))
+        out = k.output("out", ir.u8, 64)
+        big = k.workgroup_buffer("big", ir.u8, limit - 4)
+        small = k.workgroup_buffer("small", ir.u8, 2)
+        half = k.workgroup_buffer("half", ir.i16, 1)
+        i = k.let("i", ir.local_id())
+        big[i] = ir.u8(1)
+        small[i % 2] = ir.u8(2)
+        half[0] = ir.i16(-1)
+        k.barrier()
+        out[i] = big[i] + small[0] + half[0].cast(ir.u8)
+        prog = k.build()
+        assert prog.requirements().workgroup_memory_bytes == limit  # (what routing checks)
+        with pytest.raises(UnsupportedFeatureError, match=r"(?s)as WGSL declares them.*Fix:"):
+            host.dispatch(prog, [], DispatchConfig())
+    finally:
+        host.shutdown()
+    assert driver.dispatch(prog, [])[0].tobytes() == np.full(64, 2, np.uint8).tobytes()

@@ -76,10 +76,13 @@ class DType(enum.Enum):
             v = int(value)
             lo, hi = _INT_RANGE[self]
             if not lo <= v <= hi:
-                other = {"u": "i", "i": "u"}[self.value[0]] + self.value[1:]
+                holds = next((t for t in sorted(_INT_RANGE, key=lambda t: (
+                    t.bits, t.is_signed != self.is_signed)) if t.bits >= self.bits
+                    and _INT_RANGE[t][0] <= v <= _INT_RANGE[t][1]), None)
+                wider = "" if holds is None else \
+                    f", or make the other operand {holds.value} with .cast(ir.{holds.value})"
                 raise ValueError(f"{v} does not fit in {self.value} [{lo}, {hi}]. Fix: use a "
-                                 f"value in range, or make the other operand {other} with "
-                                 f".cast(ir.{other})")
+                                 f"value in range{wider}")
             return v & ((1 << self.bits) - 1)
         if isinstance(value, bool) or not isinstance(value, int | float | np.number):
             raise TypeError(f"{self.value} literal must be a number, got {value!r}")

@@ -66,7 +66,9 @@ MAX_BUFFERS = 64
 
 # Stable tags. Append only: a tag is never renumbered or reused.
 #: Stable dtype tags, shared by every canonical byte form (programs, sequences).
-DTYPE_TAGS = {dtype: i for i, dtype in enumerate(DType)}  # (new members are appended)
+DTYPE_TAGS = {DType.U32: 0, DType.I32: 1, DType.F32: 2, DType.BOOL: 3, DType.F16: 4, DType.F64: 5,
+              DType.U8: 6, DType.U16: 7, DType.I8: 8, DType.I16: 9, DType.U64: 10,
+              DType.I64: 11}
 _ACCESS_TAGS = {Access.READ: 0, Access.READ_WRITE: 1, Access.OUTPUT: 2, Access.UNIFORM: 3,
                 Access.WORKGROUP: 4}
 # Op tags follow declaration order in nodes.py, so new enum members go at the end.

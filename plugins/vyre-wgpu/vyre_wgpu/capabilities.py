@@ -10,8 +10,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from vyre_core.errors import UnsupportedFeatureError, VyreError
-from vyre_core.ir import Program
+from vyre_core.ir import Access, Program
 from vyre_core.ir.dtypes import DType
+from vyre_wgpu import narrow_ints
 from vyre_wgpu.adapter import USED_LIMITS, wgpu_module
 from vyre_wgpu.buffers import Launch
 from vyre_wgpu.lowering import BufferBinding, Lowered, lower
@@ -144,7 +145,8 @@ def profile(dev: DeviceState) -> dict[str, Any]:
 
 
 def refuse_unsupported(dev: DeviceState, program: Program) -> None:
-    """Refuse what ``dev`` would run wrongly: f16/f64 that failed the probe, and a loop
+    """Refuse what ``dev`` would run wrongly: f16/f64 that failed the probe, workgroup
+    buffers that take more than the device allows as WGSL declares them, and a loop
     whose static trip count exceeds the driver's silent loop budget (as routing does).
     Loops nested or in sequence share that budget, but how much of it they use depends on
     the driver's unrolling, so those are caught at run time: the kernel's status word
@@ -171,6 +173,18 @@ def refuse_unsupported(dev: DeviceState, program: Program) -> None:
             f"needs {req.subgroup_size} ({dev.probes.get('subgroups', 'not probed')})",
             "Route it to another backend (omit backend='wgpu' and routing does), or "
             "declare the subgroup size this device runs.")
+    # WebGPU counts each workgroup variable rounded up to 16 bytes, and 8/16-bit ones are
+    # whole u32 words: a little more than the program's own count, which routing checked
+    storage = sum(-(-narrow_ints.declared_bytes(b.dtype, b.count) // 16) * 16
+                  for b in program.buffers if b.access is Access.WORKGROUP)
+    most = dev.limit("max-compute-workgroup-storage-size")
+    if storage > most:
+        raise UnsupportedFeatureError(
+            f"backend 'wgpu' on {dev.name!r}: the program's workgroup buffers take {storage} "
+            f"bytes as WGSL declares them (each rounded up to 16 bytes, 8/16-bit ones to "
+            f"whole words), the device allows {most}",
+            "Route it to another backend (omit backend='wgpu' and routing does), or make "
+            "the workgroup buffers smaller.")
     limit, bound = dev.max_loop_trip, req.loop_trip_bound
     if limit is None or bound is None or bound <= limit:
         return  # run-time bounds and shared budgets: guarded by the status word

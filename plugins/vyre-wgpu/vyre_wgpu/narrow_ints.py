@@ -122,8 +122,9 @@ def load(t: DType, ref: str, n: str, atomic: bool) -> str:
 
 
 def store(t: DType, ref: str, n: str) -> str:
-    """One compare-exchange of the element's bits in its word (retried while a neighbour's
-    store changed the word in between: each retry follows another invocation's success)."""
+    """One compare-exchange of the element's bits in its word, retried while it fails (a
+    neighbour's store changed the word in between, or the weak exchange failed spuriously:
+    lock-free, every failure but a spurious one follows another invocation's success)."""
     return f"""(i: u32, v: {CARRIER[t].value}) {{
     if (i >= {n}) {{ return; }}
     let shift = (i % {per_word(t)}u) * {WIDTH[t]}u;
@@ -141,3 +142,8 @@ def store(t: DType, ref: str, n: str) -> str:
 def words(t: DType, count: int) -> int:
     """The u32 words ``count`` elements take."""
     return -(-count // per_word(t))
+
+
+def declared_bytes(t: DType, count: int) -> int:
+    """What a workgroup array of ``count`` elements of ``t`` takes as WGSL declares it."""
+    return 4 * words(t, count) if t in WIDTH else count * t.storage_bytes
