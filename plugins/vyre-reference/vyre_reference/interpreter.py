@@ -67,8 +67,7 @@ Value = Any  # np.generic (uniform) or np.ndarray of shape (lanes,)
 Mask = np.ndarray | None
 
 _DTYPE_OF = {t.value_np: t for t in DType}
-_FLOAT_BITS = {DType.F16: np.uint16, DType.F32: np.uint32, DType.F64: np.uint64}
-#: The unsigned numpy type of each integer width: an integer's bit pattern
+#: The unsigned numpy type of each width: a number's bit pattern
 _UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _UFUNC_AT = {AtomicOp.MIN: np.minimum, AtomicOp.MAX: np.maximum, AtomicOp.AND: np.bitwise_and,
              AtomicOp.OR: np.bitwise_or, AtomicOp.XOR: np.bitwise_xor}
@@ -131,9 +130,7 @@ def _is_uniform(v: Value) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _literal(node: Lit) -> Value:
     """A literal's value (a numpy scalar: immutable, so shared between dispatches)."""
-    if node.dtype in _FLOAT_BITS:
-        return np.array(node.bits, dtype=_FLOAT_BITS[node.dtype]).view(node.dtype.value_np)[()]
-    if node.dtype.is_int:
+    if node.dtype.is_numeric:  # (its bit pattern, in the unsigned type of its width)
         return np.array(node.bits, _UNSIGNED[node.dtype.bits]).view(node.dtype.value_np)[()]
     return node.dtype.value_np.type(node.bits)
 
