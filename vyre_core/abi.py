@@ -131,6 +131,21 @@ def normalize_grid(grid: Sequence[int]) -> tuple[int, int, int]:
     return tuple(int(a) for a in axes) + (1,) * (3 - len(axes))  # type: ignore[return-value]
 
 
+def grid_for_dim(dim: int | Sequence[int], workgroup: Sequence[int]) -> tuple[int, int, int]:
+    """Workgroups per axis that cover ``dim`` invocations per axis (an int: along x), each
+    axis rounded up to whole workgroups; the invocations past ``dim`` in the last
+    workgroup of an axis run too (a program guards with its buffers' lengths)."""
+    axes = (dim,) if isinstance(dim, int | np.integer) else tuple(dim)
+    if not 1 <= len(axes) <= 3 or any(isinstance(a, bool | np.bool_)
+                                      or not isinstance(a, int | np.integer) or a < 1
+                                      for a in axes):
+        raise InvalidInputError(f"dim={dim!r} is not 1 to 3 invocation counts of at least 1",
+                                "Pass dim as the number of invocations, e.g. dim=n or "
+                                "dim=(rows, cols).")
+    extent = (*(int(a) for a in axes), 1, 1)[:3]
+    return tuple(math.ceil(e / w) for e, w in zip(extent, workgroup, strict=True))  # type: ignore[return-value]
+
+
 def infer_grid(program, lengths: dict[str, int], grid: Sequence[int] | None = None,
                elements: int | None = None) -> tuple[int, int, int]:
     """Workgroups per axis: ``grid`` when given; else enough along x to cover
