@@ -218,7 +218,6 @@ def test_a_flag_loop_whose_body_never_writes_the_flag_is_refused():
 
 
 @pytest.mark.parametrize("declare, bind, match", [
-    (lambda b: b.input("x", ir.f32, N), {"out": "x"}, "step 0 writes input 'x'"),
     (lambda b: b.constant("x", ir.f32, np.zeros(N)), {"out": "x"}, "writes constant 'x'"),
 ])
 def test_bad_bindings_are_refused(declare, bind, match):
@@ -365,13 +364,14 @@ def test_the_wire_form_round_trips_and_names_each_program_once():
 
 
 @pytest.mark.parametrize("data", [
-    b"", b"VYSQ", b"VYSQ\x02" + msgpack.packb([]), b"VYSQ\x01\xc1",
-    b"VYSQ\x01" + msgpack.packb([[], [], [], []]),                      # no steps
-    b"VYSQ\x01" + msgpack.packb([[["x", 99, 4, 0, None]], [], [], []]),  # bad dtype tag
-    b"VYSQ\x01" + msgpack.packb([[], [b"junk"], [[0, 0, [], [1, 1, 1]]], []]),
-    b"VYSQ\x01" + msgpack.packb([[], [], [[0, 5, [], [1, 1, 1]]], []]),   # no such program
-    b"VYSQ\x01" + msgpack.packb("text"),
-    b"VYSQ\x01" + msgpack.packb([[[["x"], 2, 4, 2, None]], [], [], []]),  # a list as a name
+    b"", b"VYSQ", b"VYSQ\x02" + msgpack.packb([]), b"VYSQ\x02\xc1",
+    b"VYSQ\x01" + msgpack.packb([[], [], [], []]),                      # format 1
+    b"VYSQ\x02" + msgpack.packb([[], [], [], []]),                      # no steps
+    b"VYSQ\x02" + msgpack.packb([[["x", 99, 4, 0, None]], [], [], []]),  # bad dtype tag
+    b"VYSQ\x02" + msgpack.packb([[], [b"junk"], [[0, 0, [], [1, 1, 1]]], []]),
+    b"VYSQ\x02" + msgpack.packb([[], [], [[0, 5, [], [1, 1, 1]]], []]),   # no such program
+    b"VYSQ\x02" + msgpack.packb("text"),
+    b"VYSQ\x02" + msgpack.packb([[[["x"], 2, 4, 2, None]], [], [], []]),  # a list as a name
 ])
 def test_malformed_bytes_are_refused_cleanly(data):
     """Every malformation is an InvalidSequenceError (never a TypeError, never a hang)."""
@@ -385,10 +385,10 @@ def test_bytes_not_in_canonical_form_are_refused():
     body = msgpack.unpackb(chain().to_wire()[5:])
     unused = [body[0], [*body[1], body[1][0]], body[2], body[3]]
     with pytest.raises(InvalidSequenceError, match="canonical"):
-        Sequence.from_wire(b"VYSQ\x01" + msgpack.packb(unused, use_bin_type=True))
+        Sequence.from_wire(b"VYSQ\x02" + msgpack.packb(unused, use_bin_type=True))
     body[2][0][1] = -1
     with pytest.raises(InvalidSequenceError, match="program index"):
-        Sequence.from_wire(b"VYSQ\x01" + msgpack.packb(body, use_bin_type=True))
+        Sequence.from_wire(b"VYSQ\x02" + msgpack.packb(body, use_bin_type=True))
 
 
 # -- config -----------------------------------------------------------------------------------
