@@ -75,7 +75,9 @@ def test_ir_page_python_blocks_run_as_written(capsys):
 def test_sequences_page_block_runs_and_prints_what_it_says(capsys):
     (block,) = re.findall(r"```python\n(.*?)```", (DOCS / "sequences.md").read_text(), re.S)
     exec(compile(block, "docs/sequences.md", "exec"), {})
-    assert capsys.readouterr().out == "[16. 16. 16.] [LoopRun(iterations=3, converged=True)]\n"
+    assert capsys.readouterr().out == (
+        "[16. 16. 16.] [LoopRun(iterations=3, converged=True)]\n[3 3 3 3] [0 0 0 0]\n"
+        "[LoopRun(iterations=3, converged=True), LoopRun(iterations=6, converged=True)]\n")
 
 
 def test_ir_page_op_table_is_exactly_all_ops():

@@ -237,8 +237,8 @@ def test_explicit_incapable_backend_raises_with_its_reasons():
                          f"{prog.fingerprint()[:12]}:\n"
                          "  - gpu: needs f64 (supports_f64 is false)")
     assert err.details == {"rejections": {"gpu": ["needs f64 (supports_f64 is false)"]}}
-    assert err.fix == ("Omit the backend to let routing pick a capable one, or change the "
-                       "program to avoid the reasons above.")
+    assert err.fix == ("reference can run all of it. Omit the backend to let routing pick a "
+                       "capable one, or change the program to avoid the reasons above.")
 
 
 def test_unknown_explicit_backend_lists_registered_ids():

@@ -218,7 +218,6 @@ def test_a_flag_loop_whose_body_never_writes_the_flag_is_refused():
 
 
 @pytest.mark.parametrize("declare, bind, match", [
-    (lambda b: b.input("x", ir.f32, N), {"out": "x"}, "step 0 writes input 'x'"),
     (lambda b: b.constant("x", ir.f32, np.zeros(N)), {"out": "x"}, "writes constant 'x'"),
 ])
 def test_bad_bindings_are_refused(declare, bind, match):
@@ -365,13 +364,14 @@ def test_the_wire_form_round_trips_and_names_each_program_once():
 
 
 @pytest.mark.parametrize("data", [
-    b"", b"VYSQ", b"VYSQ\x02" + msgpack.packb([]), b"VYSQ\x01\xc1",
-    b"VYSQ\x01" + msgpack.packb([[], [], [], []]),                      # no steps
-    b"VYSQ\x01" + msgpack.packb([[["x", 99, 4, 0, None]], [], [], []]),  # bad dtype tag
-    b"VYSQ\x01" + msgpack.packb([[], [b"junk"], [[0, 0, [], [1, 1, 1]]], []]),
-    b"VYSQ\x01" + msgpack.packb([[], [], [[0, 5, [], [1, 1, 1]]], []]),   # no such program
-    b"VYSQ\x01" + msgpack.packb("text"),
-    b"VYSQ\x01" + msgpack.packb([[[["x"], 2, 4, 2, None]], [], [], []]),  # a list as a name
+    b"", b"VYSQ", b"VYSQ\x02" + msgpack.packb([]), b"VYSQ\x02\xc1",
+    b"VYSQ\x01" + msgpack.packb([[], [], [], []]),                      # format 1
+    b"VYSQ\x02" + msgpack.packb([[], [], [], []]),                      # no steps
+    b"VYSQ\x02" + msgpack.packb([[["x", 99, 4, 0, None]], [], [], []]),  # bad dtype tag
+    b"VYSQ\x02" + msgpack.packb([[], [b"junk"], [[0, 0, [], [1, 1, 1]]], []]),
+    b"VYSQ\x02" + msgpack.packb([[], [], [[0, 5, [], [1, 1, 1]]], []]),   # no such program
+    b"VYSQ\x02" + msgpack.packb("text"),
+    b"VYSQ\x02" + msgpack.packb([[[["x"], 2, 4, 2, None]], [], [], []]),  # a list as a name
 ])
 def test_malformed_bytes_are_refused_cleanly(data):
     """Every malformation is an InvalidSequenceError (never a TypeError, never a hang)."""
@@ -385,10 +385,10 @@ def test_bytes_not_in_canonical_form_are_refused():
     body = msgpack.unpackb(chain().to_wire()[5:])
     unused = [body[0], [*body[1], body[1][0]], body[2], body[3]]
     with pytest.raises(InvalidSequenceError, match="canonical"):
-        Sequence.from_wire(b"VYSQ\x01" + msgpack.packb(unused, use_bin_type=True))
+        Sequence.from_wire(b"VYSQ\x02" + msgpack.packb(unused, use_bin_type=True))
     body[2][0][1] = -1
     with pytest.raises(InvalidSequenceError, match="program index"):
-        Sequence.from_wire(b"VYSQ\x01" + msgpack.packb(body, use_bin_type=True))
+        Sequence.from_wire(b"VYSQ\x02" + msgpack.packb(body, use_bin_type=True))
 
 
 # -- config -----------------------------------------------------------------------------------
@@ -402,3 +402,134 @@ def test_a_sequence_config_with_per_step_launch_fields_is_refused():
                    DispatchConfig(workgroup_override=(8,))):
         with pytest.raises(InvalidConfigError, match="belong to its steps"):
             _sequence_config(config)
+
+
+# -- iteration numbers, nested loops, inputs in place, dim= (issue 35) ----------------------
+
+from vyre_core.conformance.cases_sequences import (  # noqa: E402
+    CASES as SEQUENCE_CASES,
+)
+from vyre_core.conformance.cases_sequences import (  # noqa: E402
+    halve_while_big as halve,
+)
+from vyre_core.conformance.cases_sequences import (  # noqa: E402
+    mark_iteration,
+)
+
+
+@pytest.mark.parametrize("case", SEQUENCE_CASES, ids=[c.name for c in SEQUENCE_CASES])
+def test_sequence_cases_run_in_process_with_numpys_bytes(host, case):
+    """(Each fails on main before this commit: nested loops, iteration numbers and
+    inputs written in place were refused.)"""
+    run = host.dispatch_sequence(case.sequence, list(case.inputs), {})
+    assert [o.tobytes() for o in run.outputs] == [e.tobytes() for e in case.expected]
+    assert tuple(run.loops) == case.loops
+
+
+def test_an_iteration_number_read_outside_its_loop_is_refused_with_a_fix():
+    b = SequenceBuilder()
+    b.transient("out", ir.u32, 4)
+    with b.loop(times=4) as k:
+        b.step(mark_iteration(), {"k": k, "out": "out"}, dim=1)
+    b.step(mark_iteration(), {"k": k, "out": "out"}, dim=1)
+    with pytest.raises(InvalidSequenceError, match="step 1 reads iteration number "
+                       "'iteration_0' \\(as 'k'\\) outside its loop") as err:
+        b.build(returns=["out"])
+    assert "only in steps inside that with-block" in err.value.fix
+    b = SequenceBuilder()  # an inner loop's number, read by the outer loop only
+    b.transient("out", ir.u32, 4)
+    with b.loop(times=2):
+        with b.loop(times=2) as j:
+            b.step(mark_iteration(), {"k": j, "out": "out"}, dim=1)
+        b.step(mark_iteration(), {"k": j, "out": "out"}, dim=1)
+    _refused("step 1 reads iteration number 'iteration_1'", lambda: b.build())
+
+
+def test_an_iteration_number_is_never_written_returned_or_waited_on():
+    k = ir.Kernel(workgroup=(1,))
+    k.output("out", ir.u32, 1)[0] = ir.u32(1)
+    writes = k.build()
+    b = SequenceBuilder()
+    b.transient("t", ir.u32, 4)
+    with b.loop(times=2) as n:
+        b.step(writes, {"out": n})
+    _refused("step 0 writes iteration 'iteration_0'", lambda: b.build())
+    b = SequenceBuilder()
+    b.transient("out", ir.u32, 4)
+    with b.loop(times=2) as n:
+        b.step(mark_iteration(), {"k": n}, dim=1)
+    _refused("returns names 'iteration_0', a loop's iteration number",
+             lambda: b.build(returns=[n]))
+
+
+def test_a_loop_whose_number_nobody_reads_keeps_none_and_the_wire_form_of_before():
+    """A number costs a buffer only where a step reads it: the sequence is the same as one
+    built without asking for it."""
+    seq = chain()
+    assert not any(b.role.value == "iteration" for b in seq.buffers)
+    assert all(loop.index is None for loop in seq.loops())
+
+
+def test_loops_nest_four_deep_and_a_fifth_is_refused():
+    def nest(depth):
+        b = SequenceBuilder()
+        b.transient("out", ir.u32, 2)
+        loops = [b.loop(times=2) for _ in range(depth)]
+        for loop in loops:
+            loop.__enter__()
+        b.step(mark_iteration(), {"k": "iteration_0"}, dim=1)
+        for loop in reversed(loops):
+            loop.__exit__(None, None, None)
+        return b.build(returns=["out"])
+
+    seq = nest(4)
+    assert Sequence.from_wire(seq.to_wire()) == seq
+    with pytest.raises(InvalidSequenceError, match="loops nest 5 deep, more than 4") as err:
+        nest(5)
+    assert "unroll the innermost" in err.value.fix
+    deep = msgpack.unpackb(nest(4).to_wire()[5:])
+    item = deep[2][0]
+    for _ in range(3):
+        item = item[1][0]
+    item[1] = [[1, list(item[1]), 2, None, None, None]]  # a fifth loop, inside the fourth
+    with pytest.raises(InvalidSequenceError, match="deeper than 4"):
+        Sequence.from_wire(b"VYSQ\x02" + msgpack.packb(deep, use_bin_type=True))
+
+
+def test_the_dispatch_bound_counts_nested_iterations_multiplied():
+    b = SequenceBuilder()
+    b.transient("out", ir.u32, 2)
+    with b.loop(times=5000), b.loop(times=4000) as k:
+        b.step(mark_iteration(), {"k": k, "out": "out"}, dim=1)
+    _refused("one run would make 20000000 dispatches, more than 16777216", lambda: b.build())
+
+
+def test_a_nested_flag_loop_reports_its_iterations_over_the_run_and_any_miss(host):
+    """An until_zero loop inside a times loop: one LoopRun per loop in the order their
+    with-blocks open; the inner counts every iteration of every time it ran, and says
+    it did not converge when one of its runs reached the maximum."""
+    b = SequenceBuilder()
+    b.constant("big", ir.f32, [2.0**20, 0.5])
+    b.transient("v", ir.f32, 2)
+    b.transient("flag", ir.u32, 1)
+    with b.loop(times=3):
+        b.step(scale(2, 1.0), {"x": "big", "out": "v"})
+        with b.loop(until_zero="flag", max_iterations=4):
+            b.step(halve())
+    run = host.dispatch_sequence(b.build(returns=["v"]), [], {})
+    assert run.loops == [LoopRun(3, True), LoopRun(12, False)]
+
+
+def test_dim_gives_the_grid_and_refuses_grid_with_it():
+    k = ir.Kernel(workgroup=(8, 4))
+    k.output("out", ir.u32, 4)[0] = ir.u32(1)
+    two_d = k.build()
+    b = SequenceBuilder()
+    b.transient("out", ir.u32, 4)
+    b.step(two_d, dim=(20, 9))
+    b.step(two_d, dim=3)
+    assert [s.grid for _, s in b.build().steps()] == [(3, 3, 1), (1, 1, 1)]
+    _refused("both grid= and dim=", lambda: b.step(two_d, grid=(1,), dim=4))
+    with pytest.raises(InvalidSequenceError, match="dim=0 is not 1 to 3") as err:
+        b.step(two_d, dim=0)
+    assert "dim=n" in err.value.fix

@@ -14,10 +14,12 @@ from waiting import wait_for, workers
 from vyre_core import DispatchConfig, Driver, SequenceBuilder, ir
 from vyre_core.contract.types import LoopRun
 from vyre_core.errors import (
+    InvalidInputError,
     InvalidSequenceError,
     LaunchLimitError,
     NoCapableBackendError,
     PipelineInvalidatedError,
+    UnsupportedFeatureError,
 )
 from vyre_core.shadow import ShadowCase, shadow
 
@@ -252,3 +254,59 @@ def test_a_step_the_backend_cannot_fit_is_refused_naming_the_step(drv):
     b.step(big.build(), grid=(70000,))  # the reference takes 65535 workgroups per axis
     with pytest.raises(LaunchLimitError, match="step 0: backend 'reference': grid axis x"):
         drv.dispatch_sequence(b.build(returns=["out"]), [], backend="reference")
+
+
+def _sine_f64(n: int) -> ir.Program:
+    k = ir.Kernel(workgroup=(64,))
+    x, out = k.read("x", ir.f64), k.output("out", ir.f64, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        out[i] = ir.sin(x[i])
+    return k.build()
+
+
+def test_a_sequence_a_named_backend_refuses_gets_a_fix_naming_the_backends_that_run_it(drv):
+    """wgpu refuses an f64 transcendental at compile; its own Fix could only say "the
+    reference". The refusal names every backend whose claims accept each step (fails on
+    main before this commit: "Route the program to the reference backend.")."""
+    b = SequenceBuilder()
+    b.input("x", ir.f64, 8)
+    b.transient("t", ir.f64, 8)
+    b.step(_sine_f64(8), {"out": "t"})
+    seq = b.build(returns=["t"])
+    with pytest.raises(UnsupportedFeatureError, match="sin on f64") as err:
+        drv.dispatch_sequence(seq, [np.ones(8)], backend="wgpu")
+    assert "Name cpu or reference as the backend" in err.value.fix
+    assert drv.dispatch_sequence(seq, [np.ones(8)])[0].tobytes() == np.sin(np.ones(8)).tobytes()
+
+
+def double_in_place() -> ir.Program:
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read_write("x", ir.u32)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        x[i] = x[i] * 2 + 1
+    return k.build()
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
+def test_an_input_updated_in_place_comes_back_and_the_callers_array_is_not_written(drv,
+                                                                                 backend):
+    """Large enough to travel through shared memory (fails on main before this commit:
+    E1003 "step 0 writes input 'x'"). With out= the caller asks for it in place."""
+    n = 1 << 16
+    x = np.arange(n, dtype=np.uint32)
+    b = SequenceBuilder()
+    b.input("x", ir.u32, n)
+    with b.loop(times=2):
+        b.step(double_in_place())
+    seq = b.build(returns=["x"])
+    before = x.copy()
+    out = drv.dispatch_sequence(seq, [x], backend=backend)
+    assert out[0].tobytes() == ((x * 2 + 1) * 2 + 1).tobytes()
+    assert x.tobytes() == before.tobytes()
+    into = drv.dispatch_sequence(seq, [x], backend=backend, out=[x])
+    assert into[0] is x and x.tobytes() == ((before * 2 + 1) * 2 + 1).tobytes()
+    assert into.loops == [LoopRun(2, True)]
+    with pytest.raises(InvalidInputError, match="out= array for 'x' has dtype float32"):
+        drv.dispatch_sequence(seq, [x], backend=backend, out=[np.zeros(n, np.float32)])

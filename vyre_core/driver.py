@@ -52,7 +52,7 @@ from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op
 from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import Explanation, RouteDecision, RoutingPolicy
-from vyre_core.sequence import Role
+from vyre_core.sequence import Role, output_buffers
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.shadow_sampler import Every, Sample, ShadowSampler, default_dir
 from vyre_core.supervisor.pool import Pool, PoolOptions, Request
@@ -112,10 +112,11 @@ def _config(config: Any) -> DispatchConfig:
     return config
 
 
-def _check_out(program: Program, shapes: list[tuple[np.dtype, int]], out: Any) -> None:
-    """``out`` must hold one writable, C-contiguous array per output, of the output's
-    storage dtype and length: refused before any work otherwise."""
-    names = [b.name for b in program.outputs]
+def _check_out(work: Program | StepSequence, shapes: list[tuple[np.dtype, int]],
+               out: Any) -> None:
+    """``out`` must hold one writable, C-contiguous array per output (a sequence's:
+    per return), of its storage dtype and length: refused before any work otherwise."""
+    names = [name for name, _ in output_buffers(work)]
     if not isinstance(out, list | tuple) or len(out) != len(shapes):
         got = len(out) if isinstance(out, list | tuple) else type(out).__name__
         raise InvalidInputError(f"out= needs {len(shapes)} array(s) (outputs {names}), got "
@@ -320,6 +321,17 @@ def _sequence_outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
     out = _outputs(meta, arrays)
     out.loops = [LoopRun(int(n), bool(done)) for n, done in meta.get("loops", [])]
     return out
+
+
+def _sequence_into(got: Outputs, out: Sequence[np.ndarray] | None) -> Outputs:
+    """``got``, written into ``out`` (checked) when given, which then holds the returns."""
+    if out is None:
+        return got
+    for target, array in zip(out, got, strict=True):
+        np.copyto(target.reshape(-1), array, casting="no")
+    into = _outputs({}, list(out))
+    into.loops, into.timing = got.loops, got.timing
+    return into
 
 
 _DRIVERS: weakref.WeakSet[Driver] = weakref.WeakSet()
@@ -746,16 +758,27 @@ class Driver:
     def dispatch_sequence(self, sequence: StepSequence, inputs: Sequence[Any] = (),
                           resident: Mapping[str, ResidentBuffer] | None = None,
                           backend: str | None = None,
-                          config: DispatchConfig | None = None) -> Outputs:
+                          config: DispatchConfig | None = None,
+                          out: Sequence[np.ndarray] | None = None) -> Outputs:
         """Run every step of ``sequence`` in one request to one worker, and return its
         ``returns`` in order (``outputs.loops`` says how each loop ran). ``inputs``: one
-        per input buffer, in declaration order; ``resident``: a ResidentBuffer per
-        resident buffer, all of one worker, which then runs the sequence. Routing takes
-        the sequence as a whole: every step must run on the backend it picks."""
+        per input buffer, in declaration order (never written: an input a step updates
+        comes back as a return); ``resident``: a ResidentBuffer per resident buffer, all
+        of one worker, which then runs the sequence. With ``out`` (one array per return,
+        as ``dispatch`` takes them) the returns are written there, which may be the
+        caller's inputs. Routing takes the sequence as a whole: every step must run on
+        the backend it picks."""
         config = _sequence_config(config)
         if config.fuse:
             sequence = _checked_sequence(sequence).fused()
         request = _sequence_request(sequence, inputs, resident, config)
+        if out is not None:
+            _check_out(sequence, request.outputs, out)
+        return _sequence_into(self._run_sequence(sequence, request, resident, backend), out)
+
+    def _run_sequence(self, sequence: StepSequence, request: Request,
+                      resident: Mapping[str, ResidentBuffer] | None,
+                      backend: str | None) -> Outputs:
         if request.slot is not None:  # resident buffers: their worker runs it
             pool = _resident_pool(resident)
             if backend not in (None, pool.backend):

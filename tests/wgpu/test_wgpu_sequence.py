@@ -15,6 +15,8 @@ import vyre_wgpu.backend as backend
 import vyre_wgpu.flag_loop as flag_loop
 import vyre_wgpu.submission as submission
 from vyre_core import DispatchConfig, Sequence, SequenceBuilder, ir
+from vyre_core.conformance.cases_sequences import CASES as SEQUENCE_CASES
+from vyre_core.conformance.cases_sequences import store_row
 from vyre_core.contract.types import LoopRun
 from vyre_core.errors import InvalidInputError, InvalidSequenceError
 from vyre_workers.backend_host import BackendHost
@@ -224,3 +226,49 @@ def test_a_flag_loop_too_large_for_its_control_kernel_is_decided_on_the_host(
     assert [o.tobytes() for o in run.outputs] == [o.tobytes() for o in want.outputs]
     assert run.loops == want.loops == [LoopRun(7, True)]
     assert submits["submit"] == 7 + 1  # a readback per iteration, then the returns
+
+
+@pytest.mark.parametrize("device_side", [True, False], ids=["on-device", "on-host"])
+@pytest.mark.parametrize("case", SEQUENCE_CASES, ids=[c.name for c in SEQUENCE_CASES])
+def test_iteration_numbers_nested_loops_and_inputs_in_place_match_numpy(
+        host, monkeypatch, case, device_side):
+    """Both ways a flag loop can be decided: an iteration number is right in each,
+    nested loops count every iteration, an input a step writes comes back updated and
+    the caller's array is left as it was."""
+    monkeypatch.setattr(backend.sequences(), "device_side_loops", device_side)
+    before = [a.copy() for a in case.inputs]
+    run = host.dispatch_sequence(case.sequence, list(case.inputs), {})
+    assert [o.tobytes() for o in run.outputs] == [e.tobytes() for e in case.expected]
+    assert tuple(run.loops) == case.loops
+    assert [a.tobytes() for a in case.inputs] == [a.tobytes() for a in before]
+
+
+def test_iteration_numbers_of_a_fixed_loop_keep_it_one_submit(host, counted):
+    """The number is copied in by the encoder, not written by the queue between passes."""
+    submits, _ = counted
+    case = next(c for c in SEQUENCE_CASES if c.name == "seq_times_in_times")
+    run = host.dispatch_sequence(case.sequence, [], {})
+    assert run.outputs[0].tobytes() == case.expected[0].tobytes()
+    assert submits["submit"] == 1
+
+
+def test_a_top_level_flag_loop_reading_its_number_is_decided_on_the_device(
+        host, oracle, counted, monkeypatch):
+    monkeypatch.setattr(backend.sequences(), "device_side_loops", True)
+    submits, _ = counted
+    b = SequenceBuilder()
+    b.input("x", ir.f32, 4)
+    b.transient("v", ir.f32, 4)
+    b.transient("flag", ir.u32, 1)
+    b.transient("rows", ir.f32, 4 * 40)
+    b.step(axpy_into(1.0), {"x": "x", "y": "v"})
+    with b.loop(until_zero="flag", max_iterations=40) as k:
+        b.step(halve_while_big())
+        b.step(store_row(4), {"k": k})
+    seq = b.build(returns=["rows"])
+    start = np.array([0.5, 3.0, 17.0, 1000.0], np.float32)
+    run = host.dispatch_sequence(seq, [start], {})
+    want = oracle.dispatch_sequence(seq, [start], {})
+    assert run.outputs[0].tobytes() == want.outputs[0].tobytes()
+    assert run.loops == want.loops == [LoopRun(10, True)]
+    assert submits["submit"] == batches_until(10) + 1

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from vyre_core import ir
+from vyre_core.contract.types import LoopRun
+from vyre_core.sequence import Sequence as Sequence_
 
 MIN, MAX = -(2**31), 2**31 - 1   # i32 range
 UMAX = 2**32 - 1                 # u32 all ones
@@ -29,6 +31,18 @@ class Case:
     grid: tuple[int, ...] | None = None
     ulp: int = 0
     constants: tuple[tuple[str, Any], ...] = ()  # specialization values the case chooses
+
+
+@dataclass(frozen=True)
+class SequenceCase:
+    """One sequence, its inputs (declaration order), the expected bytes of each of its
+    returns, and how each of its loops runs (``Outputs.loops``)."""
+
+    name: str
+    sequence: Sequence_
+    inputs: tuple[np.ndarray, ...]
+    expected: tuple[np.ndarray, ...]
+    loops: tuple[LoopRun, ...]
 
 
 def arr(dtype: ir.DType, values: Any) -> np.ndarray:

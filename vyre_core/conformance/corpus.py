@@ -17,14 +17,15 @@ from . import (
     cases_integer,
     cases_loops,
     cases_memory,
+    cases_sequences,
     cases_special,
     cases_subgroups,
     cases_widths,
     cases_workgroup,
 )
-from .base import Case
+from .base import Case, SequenceCase
 
-__all__ = ["CASES", "Case", "case"]
+__all__ = ["CASES", "SEQUENCE_CASES", "Case", "SequenceCase", "case"]
 
 CASES: list[Case] = [
     *cases_integer.CASES, *cases_widths.CASES, *cases_float.CASES, *cases_cast.CASES,
@@ -34,6 +35,10 @@ CASES: list[Case] = [
     *cases_atomics.CASES, *cases_special.CASES, *cases_constants.CASES,
     *cases_subgroups.CASES,
 ]
+
+#: Sequences (run whole, by ``runner.run_sequence_case``): iteration numbers, nested
+#: loops, inputs updated in place.
+SEQUENCE_CASES: list[SequenceCase] = [*cases_sequences.CASES]
 
 _BY_NAME = {c.name: c for c in CASES}
 

@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from vyre_core.compare import outputs_divergence
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Capabilities
@@ -27,7 +29,7 @@ from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError, VyreErro
 from vyre_core.launch import effective_program
 from vyre_core.routing import rejection_reasons
 
-from .base import Case
+from .base import Case, SequenceCase
 
 PASSING = frozenset({"pass", "refused", "unclaimed"})
 #: Per-case deadline: a hang is an error of that case, never of the session.
@@ -78,3 +80,32 @@ def run_case(driver: Driver, backend: str, caps: Capabilities, case: Case) -> Ca
                                "refuse it with UnsupportedFeatureError, or claim it")
     divergence = outputs_divergence(case.program, case.expected, outputs, case.ulp)
     return verdict("pass") if divergence is None else verdict("fail", divergence)
+
+
+def run_sequence_case(driver: Driver, backend: str, case: SequenceCase) -> CaseResult:
+    """``case`` on ``backend`` through its worker: ``pass`` when every return has the
+    expected bytes, every loop ran as expected and the caller's inputs are unchanged;
+    ``refused`` when routing or the backend declines it (with why); else ``fail`` or
+    ``error``."""
+    start = time.perf_counter()
+
+    def verdict(name: str, detail: str | None = None) -> CaseResult:
+        return CaseResult(case.name, backend, name, detail, time.perf_counter() - start)
+
+    before = [bytes(a.tobytes()) for a in case.inputs]
+    try:
+        out = driver.dispatch_sequence(case.sequence, list(case.inputs), backend=backend,
+                                       config=DispatchConfig(timeout=CASE_TIMEOUT))
+    except (UnsupportedFeatureError, LaunchLimitError) as exc:
+        return verdict("refused", exc.cause.splitlines()[0])
+    except VyreError as exc:
+        return verdict("error", f"{type(exc).__name__}: {exc.cause.splitlines()[0]}")
+    for name, expected, got in zip(case.sequence.returns, case.expected, out, strict=True):
+        if np.asarray(got).tobytes() != expected.tobytes():
+            return verdict("fail", f"return {name!r}: {np.asarray(got)[:8]} ..., expected "
+                                   f"{expected[:8]} ...")
+    if tuple(out.loops) != case.loops:
+        return verdict("fail", f"loops ran {out.loops}, expected {list(case.loops)}")
+    if [a.tobytes() for a in case.inputs] != before:
+        return verdict("fail", "the run wrote the caller's input array")
+    return verdict("pass")

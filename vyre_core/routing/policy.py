@@ -19,6 +19,7 @@ from vyre_core.errors import (
     VyreError,
 )
 from vyre_core.routing.rank import Candidate, Explanation, RouteDecision, Router
+from vyre_core.sequence import Sequence as StepSequence
 
 if TYPE_CHECKING:
     from vyre_core.contract.types import Capabilities
@@ -94,7 +95,21 @@ class RoutingPolicy:
                 return pool, request, pool.call(request)
             except (PoolFailedError, UnsupportedFeatureError) as exc:
                 if not self.again(exc, work, backend, pool, request):
+                    if isinstance(exc, UnsupportedFeatureError) and backend is not None:
+                        raise self._elsewhere(exc, work, backend) from None
                     raise
+
+    def _elsewhere(self, exc: UnsupportedFeatureError, work: Routable,
+                   backend: str) -> UnsupportedFeatureError:
+        """A named backend's refusal, its Fix naming the backends that can run all of
+        ``work`` (a backend's own message cannot know them)."""
+        others = self.router.capable_elsewhere(work, backend)
+        if not others:
+            return exc
+        return UnsupportedFeatureError(
+            exc.cause, f"Name {' or '.join(others)} as the backend (their claims accept "
+            f"every {'step' if isinstance(work, StepSequence) else 'operation'}), or leave "
+            f"backend out: routing then passes {backend!r} over for it.", **exc.details)
 
     def again(self, exc: BaseException, work: Routable, backend: str | None,
               pool: Pool | None, request: Request | None = None) -> bool:

@@ -256,6 +256,12 @@ class Router:
                                      demoted, device))
         return found
 
+    def capable_elsewhere(self, program: Routable, backend: str) -> list[str]:
+        """The backends other than ``backend`` whose claims accept all of ``program``
+        (every step of a sequence), in routing order: what a refusal's Fix names."""
+        return list(dict.fromkeys(e.backend for e in self.explain(program)
+                                  if e.accepted and e.backend != backend))
+
     def capable(self, program: Routable,
                 variants: dict[int | None, tuple[Capabilities, ...]],
                 devices: frozenset[int] | None = None) -> frozenset[Capabilities] | None:
@@ -295,10 +301,12 @@ class Router:
                 reasons = list(dict.fromkeys(
                     f"{_on(d)}{r}" for d, found in judged for r in found))
                 lines = "\n".join(f"  - {backend}: {r}" for r in reasons)
+                others = self.capable_elsewhere(program, backend)
+                can = f"{' and '.join(others)} can run all of it. " if others else ""
                 raise NoCapableBackendError(
                     f"backend {backend!r} was requested but cannot run {_label(program)}:\n"
                     f"{lines}",
-                    "Omit the backend to let routing pick a capable one, or change the "
+                    f"{can}Omit the backend to let routing pick a capable one, or change the "
                     "program to avoid the reasons above.",
                     rejections={backend: reasons})
             return RouteDecision(backend, "requested explicitly", _devices(accepted))

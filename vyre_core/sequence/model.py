@@ -2,10 +2,13 @@
 
 A sequence names its buffers once: *inputs* (passed by the caller at each run),
 *constants* (bytes fixed in the sequence, e.g. a pass's parameters), *transients* (live
-only inside one run, zero-filled at its start) and *residents* (bound at each run to a
-``ResidentBuffer`` of the worker that runs it). A step is a program with one sequence
+only inside one run, zero-filled at its start), *residents* (bound at each run to a
+``ResidentBuffer`` of the worker that runs it) and *iteration numbers* (one u32 per loop
+whose number a step reads, kept by the runner). A step is a program with one sequence
 buffer bound to each of its non-workgroup buffers, and the grid it launches; a loop
-repeats its steps a fixed number of times, or until a flag buffer is zero. Every rule of
+repeats its steps (and loops, up to ``MAX_LOOP_DEPTH`` deep) a fixed number of times, or
+until a flag buffer is zero. An input a step writes is the run's own copy: the caller's
+array is never written (return the buffer to see what the steps made of it). Every rule of
 what makes a sequence valid lives here and is checked when it is built, before any work
 runs: the worker only executes.
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -29,7 +32,7 @@ import blake3
 import numpy as np
 
 from vyre_core import abi
-from vyre_core.errors import InvalidSequenceError, ValidationError
+from vyre_core.errors import InvalidInputError, InvalidSequenceError, ValidationError
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Access, Buffer
 from vyre_core.ir.program import Program
@@ -37,6 +40,7 @@ from vyre_core.ir.wire import MAX_WIRE_BYTES
 from vyre_core.sequence import wire
 from vyre_core.sequence.nodes import (
     MAX_BUFFERS,
+    MAX_LOOP_DEPTH,
     MAX_STEPS,
     Item,
     Role,
@@ -44,6 +48,8 @@ from vyre_core.sequence.nodes import (
     Step,
     StepLoop,
     bindable,
+    loops_of,
+    steps_of,
 )
 
 #: The most a loop may run (``times``, or ``max_iterations`` of a flag loop).
@@ -57,6 +63,11 @@ MAX_PASSES = 1 << 24
 _U32_MAX = 2**32 - 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 _WRITES = (Access.OUTPUT, Access.READ_WRITE)
+#: Buffers no step may write: a constant's bytes are the sequence's, a loop's number the
+#: runner's.
+_READ_ONLY = (Role.CONSTANT, Role.ITERATION)
+#: Buffers a flag loop may not wait on (it zero-fills its flag before each iteration).
+_FIXED_FLAGS = (Role.INPUT, Role.CONSTANT, Role.ITERATION)
 
 
 @dataclass(frozen=True)
@@ -101,11 +112,12 @@ class Sequence:
 
     def steps(self) -> Iterator[tuple[int, Step]]:
         """Every step with its number, in order (a loop's body once)."""
-        n = 0
-        for item in self.items:
-            for step in (item.body if isinstance(item, StepLoop) else (item,)):
-                yield n, step
-                n += 1
+        yield from enumerate(steps_of(self.items))
+
+    def loops(self) -> list[StepLoop]:
+        """Every loop, outer before inner, in the order their with-blocks open: the order
+        of a run's ``loops``."""
+        return list(loops_of(self.items))
 
     def programs(self) -> list[tuple[Program, list[int]]]:
         """Each distinct program with the numbers of the steps that run it."""
@@ -179,38 +191,19 @@ def check(seq: Sequence) -> None:
     _check_buffers(seq.buffers)
     if not seq.items:
         raise _refuse("the sequence has no steps", "Add at least one step with .step(...).")
-    for item in seq.items:
-        if not isinstance(item, Step | StepLoop) or (isinstance(item, StepLoop) and not all(
-                isinstance(s, Step) for s in item.body)):
-            raise _refuse(f"the sequence holds a {type(item).__name__} where a step or a loop "
-                          "of steps belongs", "Build sequences with SequenceBuilder.")
-    total = sum(len(i.body) if isinstance(i, StepLoop) else 1 for i in seq.items)
+    _check_shapes(seq.items, 1)
+    total = sum(1 for _ in steps_of(seq.items))
     if total > MAX_STEPS:
         raise _refuse(f"the sequence has {total} steps, more than {MAX_STEPS}",
                       "Split it into several sequences, or loop over repeated steps.")
+    _check_iteration_buffers(seq)
     written = {b.name for b in seq.buffers if b.role is not Role.TRANSIENT}
-    n = 0
-    for item in seq.items:
-        if isinstance(item, StepLoop):
-            _check_loop(seq, item, n)
-            body = item.body
-        else:
-            body = (item,)
-        for step in body:
-            _check_step(seq, step, n, written)
-            n += 1
-        if isinstance(item, StepLoop) and item.until_zero is not None:
-            writers = [s for s in item.body if item.until_zero in s.outputs()]
-            if not writers:
-                raise _refuse(f"the loop ending at step {n - 1} waits for {item.until_zero!r} "
-                              "to be zero, and no step of its body writes it",
-                              "Bind the flag to an output or read_write buffer of a step in "
-                              "the loop, which sets it while another iteration is needed.")
+    _check_items(seq, seq.items, 0, written, ())
     size = len(seq.to_wire())
     if size > MAX_WIRE_BYTES:
         raise _refuse(f"the sequence is {size} bytes as sent to a worker, over {MAX_WIRE_BYTES}",
                       "Split it into several sequences, or pass large constants as inputs.")
-    passes = sum(len(i.body) * i.limit if isinstance(i, StepLoop) else 1 for i in seq.items)
+    passes = _passes(seq.items)
     if passes > MAX_PASSES:
         raise _refuse(f"one run would make {passes} dispatches, more than {MAX_PASSES}",
                       "Loop fewer times, or split the work into several runs.")
@@ -219,9 +212,75 @@ def check(seq: Sequence) -> None:
         if name not in seq._by_name:
             raise _refuse(f"returns names {name!r}, which the sequence does not declare",
                           f"Return declared buffers: {', '.join(seq._by_name)}.")
+        if seq._by_name[name].role is Role.ITERATION:
+            raise _refuse(f"returns names {name!r}, a loop's iteration number",
+                          "Return a buffer a step writes; a loop's number exists only "
+                          "inside the loop.")
         if name in seen:
             raise _refuse(f"returns names {name!r} twice", "Name each buffer once.")
         seen.add(name)
+
+
+def _passes(items: tuple[Item, ...]) -> int:
+    """Dispatches one run makes at most: every iteration of every loop, nested ones
+    multiplied out."""
+    return sum(i.limit * _passes(i.body) if isinstance(i, StepLoop) else 1 for i in items)
+
+
+def _check_shapes(items: tuple[Item, ...], depth: int) -> None:
+    """Only steps and loops, loops at most ``MAX_LOOP_DEPTH`` deep."""
+    for item in items:
+        if not isinstance(item, Step | StepLoop) or (
+                isinstance(item, StepLoop) and not isinstance(item.body, tuple)):
+            raise _refuse(f"the sequence holds a {type(item).__name__} where a step or a loop "
+                          "of steps belongs", "Build sequences with SequenceBuilder.")
+        if isinstance(item, StepLoop):
+            if depth > MAX_LOOP_DEPTH:
+                raise _refuse(f"loops nest {depth} deep, more than {MAX_LOOP_DEPTH}",
+                              f"Nest at most {MAX_LOOP_DEPTH} loops: unroll the innermost "
+                              "into steps, or run the outermost as several runs.")
+            _check_shapes(item.body, depth + 1)
+
+
+def _check_iteration_buffers(seq: Sequence) -> None:
+    """Each loop's ``index`` names an iteration buffer, and each iteration buffer is the
+    index of exactly one loop."""
+    owners: dict[str, int] = {}
+    for loop in seq.loops():
+        if loop.index is None:
+            continue
+        found = seq._by_name.get(loop.index)
+        if found is None or found.role is not Role.ITERATION:
+            raise _refuse(f"a loop keeps its iteration number in {loop.index!r}, which is not "
+                          "an iteration buffer of the sequence",
+                          "Build sequences with SequenceBuilder: `with b.loop(...) as k:`.")
+        owners[loop.index] = owners.get(loop.index, 0) + 1
+    for b in seq.of_role(Role.ITERATION):
+        if owners.get(b.name) != 1:
+            raise _refuse(f"iteration buffer {b.name!r} belongs to {owners.get(b.name, 0)} "
+                          "loops, not one", "Build sequences with SequenceBuilder: "
+                          "`with b.loop(...) as k:` gives each loop its own number.")
+
+
+def _check_items(seq: Sequence, items: tuple[Item, ...], n: int, written: set[str],
+                 enclosing: tuple[StepLoop, ...]) -> int:
+    """Check ``items`` (the steps numbered from ``n``) inside the loops ``enclosing``;
+    return the number of the next step."""
+    for item in items:
+        if isinstance(item, Step):
+            _check_step(seq, item, n, written, enclosing)
+            n += 1
+            continue
+        first = n
+        _check_loop(seq, item, n)
+        n = _check_items(seq, item.body, n, written, (*enclosing, item))
+        if item.until_zero is not None and not any(
+                item.until_zero in s.outputs() for s in steps_of(item.body)):
+            raise _refuse(f"the loop of steps {first} to {n - 1} waits for "
+                          f"{item.until_zero!r} to be zero, and no step of its body writes it",
+                          "Bind the flag to an output or read_write buffer of a step in "
+                          "the loop, which sets it while another iteration is needed.")
+    return n
 
 
 def _check_buffers(buffers: tuple[SequenceBuffer, ...]) -> None:
@@ -249,6 +308,10 @@ def _check_buffers(buffers: tuple[SequenceBuffer, ...]) -> None:
         if b.data is not None and len(b.data) != b.nbytes:
             raise _refuse(f"constant {b.name!r} has {len(b.data)} bytes, its dtype and count "
                           f"need {b.nbytes}", "Pass the constant's array unchanged.")
+        if b.role is Role.ITERATION and (b.dtype is not DType.U32 or b.count != 1):
+            raise _refuse(f"iteration buffer {b.name!r} is {b.dtype.value}[{b.count}], not "
+                          "u32[1]", "Build sequences with SequenceBuilder: "
+                          "`with b.loop(...) as k:`.")
         if b.data is not None and b.nbytes > MAX_CONSTANT_BYTES:
             raise _refuse(f"constant {b.name!r} is {b.nbytes} bytes, over "
                           f"{MAX_CONSTANT_BYTES}", "Pass large data as an input instead.")
@@ -273,14 +336,14 @@ def _check_loop(seq: Sequence, loop: StepLoop, first: int) -> None:
     if loop.until_zero is not None and loop.until_zero not in seq._by_name:
         raise _refuse(f"{where} waits on {loop.until_zero!r}, which the sequence does not "
                       "declare", "Declare the flag, e.g. .transient('flag', ir.u32, 1).")
-    if loop.until_zero is not None and seq._by_name[loop.until_zero].role in (Role.INPUT,
-                                                                              Role.CONSTANT):
+    if loop.until_zero is not None and seq._by_name[loop.until_zero].role in _FIXED_FLAGS:
         raise _refuse(f"{where} waits on {loop.until_zero!r}, an "
                       f"{seq._by_name[loop.until_zero].role.value} the loop would overwrite",
                       "Use a transient (or resident) buffer as the flag.")
 
 
-def _check_step(seq: Sequence, step: Step, n: int, written: set[str]) -> None:
+def _check_step(seq: Sequence, step: Step, n: int, written: set[str],
+                enclosing: tuple[StepLoop, ...]) -> None:
     where = f"step {n}"
     if not isinstance(step.program, Program):
         raise _refuse(f"{where} runs a {type(step.program).__name__}, not a Program",
@@ -320,9 +383,16 @@ def _check_step(seq: Sequence, step: Step, n: int, written: set[str]) -> None:
                           f"{found.count}: the sizes disagree",
                           f"Declare {name!r} with {b.count} elements, or make the program's "
                           "buffer runtime-sized.")
-        if b.access in _WRITES and found.role in (Role.INPUT, Role.CONSTANT):
+        if b.access in _WRITES and found.role in _READ_ONLY:
             raise _refuse(f"{where} writes {found.role.value} {name!r} (through {b.name!r})",
-                          "Copy it into a transient first, or declare it resident.")
+                          "Copy it into a transient first, or declare it resident."
+                          if found.role is Role.CONSTANT else "Bind the loop's number to a "
+                          "read or uniform buffer: the runner keeps it, steps only read it.")
+        if found.role is Role.ITERATION and all(loop.index != name for loop in enclosing):
+            raise _refuse(f"{where} reads iteration number {name!r} (as {b.name!r}) outside "
+                          "its loop", "Bind a loop's number (`with b.loop(...) as k:`) only in "
+                          "steps inside that with-block; outside it, keep what you need in a "
+                          "buffer a step writes.")
         twice = used.get(name)
         if twice is not None and (b.access in _WRITES or twice.access in _WRITES):
             raise _refuse(f"{where} binds {name!r} to both {twice.name!r} and {b.name!r}, "
@@ -352,7 +422,8 @@ class SequenceBuilder:
     def __init__(self) -> None:
         self._buffers: list[SequenceBuffer] = []
         self._items: list[Item] = []
-        self._loop: list[Step] | None = None
+        self._open: list[list[Item]] = []  # the bodies of the loops being built, outer first
+        self._numbers: list[str] = []      # each loop's iteration buffer, in opening order
 
     def _declare(self, name: str, dtype: DType, count: int, role: Role,
                  data: bytes | None = None) -> str:
@@ -360,7 +431,8 @@ class SequenceBuilder:
         return name
 
     def input(self, name: str, dtype: DType, count: int) -> str:
-        """A buffer the caller passes at each run, in declaration order among inputs."""
+        """A buffer the caller passes at each run, in declaration order among inputs. A
+        step may update it in place: the run works on its own copy (return it to see it)."""
         return self._declare(name, dtype, count, Role.INPUT)
 
     def transient(self, name: str, dtype: DType, count: int) -> str:
@@ -378,16 +450,23 @@ class SequenceBuilder:
 
     def step(self, program: Program, bind: Mapping[str, str] | None = None,
              grid: tuple[int, ...] | int | None = None,
-             constants: Mapping[str, Any] | None = None) -> None:
+             constants: Mapping[str, Any] | None = None, *,
+             dim: tuple[int, ...] | int | None = None) -> None:
         """Run ``program``. A program buffer binds to the sequence buffer named in ``bind``,
-        else to the one of its own name. ``grid`` (workgroups per axis) defaults to one
-        invocation per element of the longest output, as a dispatch infers it.
-        ``constants`` chooses the program's specialization values (defaults otherwise):
-        the step runs the specialized program."""
+        else to the one of its own name (a loop's number, ``with b.loop(...) as k``, binds
+        to a u32 ``read`` or ``uniform`` buffer of one element). ``dim`` is the number of
+        invocations per axis (``dim[i]`` is ``global_id(i)``'s extent), ``grid`` the
+        workgroups per axis; neither: one invocation per element of the longest output, as
+        a dispatch infers it. ``constants`` chooses the program's specialization values
+        (defaults otherwise): the step runs the specialized program."""
         bind = dict(bind or {})
         if not isinstance(program, Program):
             raise _refuse(f"step() takes a Program, got {type(program).__name__}",
                           "Pass a program built with vyre_core.ir.")
+        if grid is not None and dim is not None:
+            raise _refuse("step() got both grid= and dim=",
+                          "Pass dim= (invocations per axis) or grid= (workgroups per axis), "
+                          "not both.")
         if program.constants or constants:
             program = program.specialize(constants or {})
         own = bindable(program)
@@ -398,12 +477,18 @@ class SequenceBuilder:
                           "Key bind by the program's own buffer names.")
         bindings = tuple(bind.get(b.name, b.name) for b in own)
         declared = {s.name: s for s in self._buffers}
+        declared.update((name, _iteration(name)) for name in self._numbers)
         undeclared = sorted(set(bindings) - set(declared))
         if undeclared:
             raise _refuse(f"the step binds {undeclared}, not declared (yet)",
                           "Declare every buffer (input, constant, transient, resident) before "
                           "the steps that use it.")
-        if grid is None:
+        if dim is not None:
+            try:
+                grid = abi.grid_for_dim(dim, program.workgroup)
+            except InvalidInputError as exc:
+                raise _refuse(exc.cause, exc.fix) from None
+        elif grid is None:
             grid = abi.infer_grid(program, {b.name: declared[name].count
                                             for b, name in zip(own, bindings, strict=True)})
         else:
@@ -411,27 +496,48 @@ class SequenceBuilder:
             grid = tuple(int(a) if isinstance(a, np.integer) else a for a in axes)
             grid += (1,) * (3 - len(grid)) if len(grid) < 3 else ()
         made = Step(program, bindings, grid)
-        (self._loop if self._loop is not None else self._items).append(made)
+        (self._open[-1] if self._open else self._items).append(made)
 
     @contextmanager
     def loop(self, times: int | None = None, until_zero: str | None = None,
-             max_iterations: int | None = None) -> Iterator[None]:
-        """Steps added inside run ``times`` times, or until ``until_zero`` (zero-filled
-        before each iteration) is still all zero after one, at most ``max_iterations``
-        (default 10,000) times."""
-        if self._loop is not None:
-            raise _refuse("loops do not nest", "Unroll the inner loop into steps.")
+             max_iterations: int | None = None) -> Iterator[str]:
+        """Steps (and loops, up to 4 deep) added inside run ``times`` times, or until
+        ``until_zero`` (zero-filled before each iteration) is still all zero after one,
+        at most ``max_iterations`` (default 10,000) times. Gives the name of the loop's
+        iteration number (``with b.loop(times=n) as k``): bound to a step's u32 ``read``
+        or ``uniform`` buffer of one element, it holds the current iteration, from 0."""
         if until_zero is not None and max_iterations is None:
             max_iterations = DEFAULT_MAX_ITERATIONS
-        self._loop = []
+        number = f"iteration_{len(self._numbers)}"
+        self._numbers.append(number)
+        self._open.append([])
         try:
-            yield
-            body, self._loop = tuple(self._loop), None
-            self._items.append(StepLoop(body, times, until_zero, max_iterations))
-        finally:
-            self._loop = None
+            yield number
+            body = tuple(self._open.pop())
+            made = StepLoop(body, times, until_zero, max_iterations, number)
+            (self._open[-1] if self._open else self._items).append(made)
+        except BaseException:
+            self._open.clear()
+            raise
 
     def build(self, returns: list[str] | tuple[str, ...] = ()) -> Sequence:
-        if self._loop is not None:
+        if self._open:
             raise _refuse("build() inside a loop", "Close the loop's with-block first.")
-        return Sequence(tuple(self._buffers), tuple(self._items), tuple(returns)).check()
+        bound = {name for step in steps_of(tuple(self._items)) for name in step.bindings}
+        read = [name for name in self._numbers if name in bound]
+        items = tuple(_without_unread(item, set(read)) for item in self._items)
+        buffers = (*self._buffers, *(_iteration(name) for name in read))
+        return Sequence(buffers, items, tuple(returns)).check()
+
+
+def _iteration(name: str) -> SequenceBuffer:
+    return SequenceBuffer(name, DType.U32, 1, Role.ITERATION)
+
+
+def _without_unread(item: Item, read: set[str]) -> Item:
+    """``item`` with the loops whose number no step reads keeping none (one sequence,
+    one form: a loop costs nothing for a number nobody reads)."""
+    if not isinstance(item, StepLoop):
+        return item
+    return replace(item, body=tuple(_without_unread(i, read) for i in item.body),
+                   index=item.index if item.index in read else None)

@@ -5,6 +5,7 @@ bound them."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -16,6 +17,8 @@ from vyre_core.ir.program import Program
 MAX_STEPS = 4096
 #: Buffers one sequence declares.
 MAX_BUFFERS = 1024
+#: Loops inside loops, at most (a loop of steps only is depth 1).
+MAX_LOOP_DEPTH = 4
 
 
 class Role(enum.StrEnum):
@@ -23,6 +26,7 @@ class Role(enum.StrEnum):
     CONSTANT = "constant"     # fixed bytes, part of the sequence
     TRANSIENT = "transient"   # lives only inside one run, zero-filled at its start
     RESIDENT = "resident"     # a ResidentBuffer bound at each run
+    ITERATION = "iteration"   # one u32: its loop's current iteration, kept by the runner
 
 
 @dataclass(frozen=True)
@@ -67,13 +71,16 @@ class Step:
 
 @dataclass(frozen=True)
 class StepLoop:
-    """``body`` run ``times`` times, or until every byte of ``until_zero`` is zero after an
-    iteration (at most ``max_iterations``)."""
+    """``body`` (steps and loops) run ``times`` times, or until every byte of
+    ``until_zero`` is zero after an iteration (at most ``max_iterations``). ``index``
+    names the ``ITERATION`` buffer that holds the current iteration (from 0) while the
+    body runs, when a step reads it."""
 
-    body: tuple[Step, ...]
+    body: tuple[Item, ...]
     times: int | None = None
     until_zero: str | None = None
     max_iterations: int | None = None
+    index: str | None = None
 
     @property
     def limit(self) -> int:
@@ -84,6 +91,24 @@ class StepLoop:
 Item = Step | StepLoop
 
 
+def steps_of(items: tuple[Item, ...]) -> Iterator[Step]:
+    """Every step of ``items`` in order, a loop's body once (loops inside it too)."""
+    for item in items:
+        if isinstance(item, StepLoop):
+            yield from steps_of(item.body)
+        else:
+            yield item
+
+
+def loops_of(items: tuple[Item, ...]) -> Iterator[StepLoop]:
+    """Every loop of ``items`` in the order their with-blocks open (an outer loop before
+    the loops inside it): the order a run reports them in."""
+    for item in items:
+        if isinstance(item, StepLoop):
+            yield item
+            yield from loops_of(item.body)
+
+
 def bindable(program: Program) -> list[Buffer]:
     """The buffers of ``program`` a step binds: every one but workgroup memory."""
     return [b for b in program.buffers if b.access is not Access.WORKGROUP]
@@ -91,9 +116,10 @@ def bindable(program: Program) -> list[Buffer]:
 
 @dataclass(frozen=True)
 class LoopRun:
-    """How one loop of a sequence ran. ``converged`` is False only for a flag loop that
-    stopped at its ``max_iterations`` with the flag still set. (Part of the contract:
-    ``vyre_core.contract.LoopRun``.)"""
+    """How one loop of a sequence ran, over the whole run: ``iterations`` counts every
+    iteration (of every time it ran, inside an enclosing loop); ``converged`` is False
+    only for a flag loop that stopped at its ``max_iterations`` with the flag still set,
+    any of the times it ran. (Part of the contract: ``vyre_core.contract.LoopRun``.)"""
 
     iterations: int
     converged: bool

@@ -11,7 +11,7 @@ import numpy as np
 
 from vyre_core.config import DispatchConfig
 from vyre_core.sequence.model import Sequence
-from vyre_core.sequence.nodes import LoopRun, Role, Step, StepLoop
+from vyre_core.sequence.nodes import Item, LoopRun, Role, Step, StepLoop
 
 #: Runs one step's program on its input arrays (input ABI order) and returns its outputs
 #: as arrays (output ABI order, checked).
@@ -60,9 +60,15 @@ def _initial_arrays(seq: Sequence, inputs: Mapping[str, np.ndarray],
 def _run_items(seq: Sequence, arrays: dict[str, np.ndarray],
                run_step: StepRunner) -> list[LoopRun]:
     """Run every step in order, updating ``arrays`` (a step's outputs replace the arrays
-    of the buffers they are bound to); how each loop ran, in order."""
-    loops = []
-    for item in seq.items:
+    of the buffers they are bound to); how each loop ran, in ``seq.loops()`` order."""
+    runs = {id(loop): [0, True] for loop in seq.loops()}
+    _run_body(seq.items, arrays, run_step, runs)
+    return [LoopRun(n, converged) for n, converged in runs.values()]
+
+
+def _run_body(items: tuple[Item, ...], arrays: dict[str, np.ndarray], run_step: StepRunner,
+              runs: dict[int, list]) -> None:
+    for item in items:
         if not isinstance(item, StepLoop):
             _run(item, arrays, run_step)
             continue
@@ -71,14 +77,16 @@ def _run_items(seq: Sequence, arrays: dict[str, np.ndarray],
             if item.until_zero is not None:
                 flag = arrays[item.until_zero]
                 arrays[item.until_zero] = np.zeros(flag.shape, flag.dtype)
-            for step in item.body:
-                _run(step, arrays, run_step)
+            if item.index is not None:
+                arrays[item.index] = np.array([ran], np.uint32)
+            _run_body(item.body, arrays, run_step, runs)
             ran += 1
             if item.until_zero is not None and not arrays[item.until_zero].view(np.uint8).any():
                 done = True
                 break
-        loops.append(LoopRun(ran, done))
-    return loops
+        total = runs[id(item)]
+        total[0] += ran
+        total[1] = total[1] and done
 
 
 def _run(step: Step, arrays: dict[str, np.ndarray], run_step: StepRunner) -> None:

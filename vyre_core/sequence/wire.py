@@ -1,7 +1,9 @@
 """The canonical byte form of a Sequence: ``b"VYSQ"``, a format byte, one msgpack array.
 
 ``[buffers, programs, items, returns]``: each distinct program's wire bytes appear once
-and steps name them by index. Decoding treats bytes as untrusted: size, counts and
+and steps name them by index; a loop is ``[1, items, times, until_zero, max_iterations,
+index]``, its items nested (at most ``MAX_LOOP_DEPTH`` deep). Format 2 added nested loops
+and iteration numbers. Decoding treats bytes as untrusted: size, counts and
 every field are checked, programs decode through their own bounded decoder, and the
 result passes the same rules as a built sequence; any malformation raises
 ``InvalidSequenceError``. Only the parts: ``model.Sequence`` holds them and checks
@@ -19,6 +21,7 @@ from vyre_core.ir.program import Program
 from vyre_core.ir.wire import DTYPE_TAGS, MAX_WIRE_BYTES
 from vyre_core.sequence.nodes import (
     MAX_BUFFERS,
+    MAX_LOOP_DEPTH,
     MAX_STEPS,
     Item,
     Role,
@@ -28,8 +31,9 @@ from vyre_core.sequence.nodes import (
 )
 
 MAGIC = b"VYSQ"
-FORMAT_VERSION = 1
-_ROLES = {Role.INPUT: 0, Role.CONSTANT: 1, Role.TRANSIENT: 2, Role.RESIDENT: 3}
+FORMAT_VERSION = 2
+_ROLES = {Role.INPUT: 0, Role.CONSTANT: 1, Role.TRANSIENT: 2, Role.RESIDENT: 3,
+          Role.ITERATION: 4}
 _DTYPE_OF = {v: k for k, v in DTYPE_TAGS.items()}
 _ROLE_OF = {v: k for k, v in _ROLES.items()}
 _STEP, _LOOP = 0, 1
@@ -48,15 +52,14 @@ def encode(buffers: tuple[SequenceBuffer, ...], items: tuple[Item, ...],
             wires.append(s.program.to_wire())
         return [_STEP, programs[fp], list(s.bindings), list(s.grid)]
 
-    encoded = []
-    for item in items:
-        if isinstance(item, StepLoop):
-            encoded.append([_LOOP, [step(s) for s in item.body], item.times, item.until_zero,
-                            item.max_iterations])
-        else:
-            encoded.append(step(item))
+    def item(i: Item) -> list:
+        if isinstance(i, StepLoop):
+            return [_LOOP, [item(s) for s in i.body], i.times, i.until_zero,
+                    i.max_iterations, i.index]
+        return step(i)
+
     body = [[[b.name, DTYPE_TAGS[b.dtype], b.count, _ROLES[b.role], b.data] for b in buffers],
-            wires, encoded, list(returns)]
+            wires, [item(i) for i in items], list(returns)]
     return MAGIC + bytes([FORMAT_VERSION]) + msgpack.packb(body, use_bin_type=True)
 
 
@@ -75,7 +78,7 @@ def decode(data: bytes) -> tuple[tuple[SequenceBuffer, ...], tuple[Item, ...],
     if len(data) > MAX_WIRE_BYTES:
         raise _bad(f"{len(data)} bytes, over {MAX_WIRE_BYTES}")
     if data[:4] != MAGIC or data[4:5] != bytes([FORMAT_VERSION]):
-        raise _bad("no VYSQ header of format 1")
+        raise _bad(f"no VYSQ header of format {FORMAT_VERSION}")
     try:
         body = msgpack.unpackb(data[5:], raw=False, strict_map_key=True,
                                max_array_len=max(MAX_STEPS, MAX_BUFFERS) * 2, max_map_len=0,
@@ -87,7 +90,7 @@ def decode(data: bytes) -> tuple[tuple[SequenceBuffer, ...], tuple[Item, ...],
         buffers = tuple(_buffer(b) for b in _list(buffers_raw, "buffers"))
         programs = [Program.from_wire(w) if isinstance(w, bytes) else _fail("program")
                     for w in _list(wires, "programs")]
-        items = tuple(_item(i, programs) for i in _list(items_raw, "items"))
+        items = tuple(_item(i, programs, 1) for i in _list(items_raw, "items"))
         names = tuple(r if isinstance(r, str) else _fail("returns") for r in
                       _list(returns, "returns"))
         canonical = encode(buffers, items, names)
@@ -143,11 +146,17 @@ def _step(raw: Any, programs: list[Program]) -> Step:
                 tuple(_int(a, "grid") for a in _list(grid, "grid")))
 
 
-def _item(raw: Any, programs: list[Program]) -> Step | StepLoop:
+def _item(raw: Any, programs: list[Program], depth: int) -> Step | StepLoop:
+    """A step, or a loop at ``depth`` (1: not inside another), its body decoded only
+    within ``MAX_LOOP_DEPTH``."""
     if isinstance(raw, list) and raw and raw[0] == _LOOP:
-        _, body, times, flag, most = _fields(raw, 5, "loop")
-        if flag is not None and not isinstance(flag, str):
-            _fail("until_zero")
-        return StepLoop(tuple(_step(s, programs) for s in _list(body, "loop body")),
-                        _opt_int(times, "times"), flag, _opt_int(most, "max_iterations"))
+        _, body, times, flag, most, index = _fields(raw, 6, "loop")
+        if depth > MAX_LOOP_DEPTH:
+            raise ValueError(f"loops nest deeper than {MAX_LOOP_DEPTH}")
+        if (flag is not None and not isinstance(flag, str)) or (
+                index is not None and not isinstance(index, str)):
+            _fail("loop")
+        return StepLoop(tuple(_item(s, programs, depth + 1) for s in _list(body, "loop body")),
+                        _opt_int(times, "times"), flag, _opt_int(most, "max_iterations"),
+                        index)
     return _step(raw, programs)

@@ -11,19 +11,20 @@ done). The host therefore records several iterations per submit (1, 2, 4, ... up
 iteration: the results are those of stopping at the first zero flag, exactly as the
 reference does.
 
-On the host (``run_on_host``, a software adapter): each iteration is submitted and its
-flag read back. Measured on Mesa's lavapipe, where a compute pass costs the CPU far more
-than a readback, that is three times faster than the device-side loop (jacobi: 0.14 s
-against 0.47 s); on a GPU the balance is the other way round.
+On the host (``sequence.SequenceRunner``, a software adapter, or a flag loop inside or
+around another loop): each iteration is submitted and its flag read back. Measured on
+Mesa's lavapipe, where a compute pass costs the CPU far more than a readback, that is
+three times faster than the device-side loop (jacobi: 0.14 s against 0.47 s); on a GPU
+the balance is the other way round.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vyre_core.contract.types import LoopRun
 from vyre_wgpu.adapter import wgpu_module
 from vyre_wgpu.buffers import bind_group, destroy, padded_size, uniform
 from vyre_wgpu.lowering import BufferBinding, Lowered
@@ -122,13 +123,16 @@ class FlagLoop:
         dev.queue.write_buffer(self.args, 0, self.counts)
         dev.queue.write_buffer(self.state, 0, np.zeros(2, np.uint32))
 
-    def run(self, recorder: Recorder, limit: int) -> LoopRun:
+    def run(self, recorder: Recorder, limit: int,
+            number: Callable[[int], None]) -> tuple[int, bool]:
         """Record iterations in growing batches until the loop state read back says done,
-        or ``limit`` iterations are recorded."""
+        or ``limit`` iterations are recorded: (iterations run, converged). ``number(i)``
+        records what comes before iteration ``i`` (its iteration number)."""
         recorded, batch = 0, 1
         while recorded < limit:
-            for _ in range(min(batch, limit - recorded)):
+            for i in range(recorded, recorded + min(batch, limit - recorded)):
                 recorder.clear(self.flag)
+                number(i)
                 for p in self.body:
                     recorder.step(p)
                 recorder.step(self.control)
@@ -136,9 +140,9 @@ class FlagLoop:
             (state,) = recorder.read([(self.state, 8)])
             done, ran = (int(v) for v in np.frombuffer(bytes(state), np.uint32))
             if done:
-                return LoopRun(ran, True)
+                return ran, True
             batch = min(batch * 2, MAX_BATCH)
-        return LoopRun(limit, False)
+        return limit, False
 
     @staticmethod
     def _buffer(dev: Device, owned: list[Any], label: str, size: int, usage: int) -> Any:
@@ -154,19 +158,6 @@ class FlagLoop:
         kernel, group, pbuf = _kernel_and_group(dev, "fill", [target], params, status)
         owned.append(pbuf)
         return Pass(kernel, group, (groups, 1, 1), [])
-
-
-def run_on_host(flag: Any, body: list[Pass], recorder: Recorder, limit: int) -> LoopRun:
-    """Run a loop (its passes: ``body``) an iteration at a time, reading its flag back
-    after each."""
-    for ran in range(1, limit + 1):
-        recorder.clear(flag)
-        for p in body:
-            recorder.step(p)
-        (value,) = recorder.read([(flag, flag.size)])
-        if not any(value):
-            return LoopRun(ran, True)
-    return LoopRun(limit, False)
 
 
 def _kernel_and_group(dev: Device, which: str, buffers: list[Any], params: np.ndarray,

@@ -6,10 +6,14 @@ when the plan is made, transients are zeroed at the start of each run and a buff
 to an ``output`` is zeroed just before its step (as a dispatch's output is). Resident
 buffers are bound directly and written in place. The buffers, params and bind groups of
 a sequence are made once per (sequence, resident handles, device generation) and kept
-for the next run while small. A loop with ``until_zero`` is decided on the device of a
-GPU (its iterations recorded in growing batches, one small readback per batch) and on the
-host on a software adapter (``flag_loop.py``); every other loop is recorded whole (in
-submits of at most ``submission.PASSES_PER_SUBMIT`` passes).
+for the next run while small. A loop with ``until_zero`` that is not inside another loop
+and holds none is decided on the device of a GPU (its iterations recorded in growing
+batches, one small readback per batch, ``flag_loop.py``); every other flag loop (and all
+of them on a software adapter) on the host, its flag read back after each iteration.
+Every other loop is recorded whole (in submits of at most
+``submission.PASSES_PER_SUBMIT`` passes). A loop's iteration number is copied into its
+buffer before each iteration, from a table of 0, 1, 2, ... made with the plan: a copy
+command, ordered with the passes of its encoder (a queue write would not be).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 from vyre_core.contract.types import LoopRun, SequenceRun, Timing, wall_clock_ns
 from vyre_core.ir.nodes import Access
 from vyre_core.sequence import Role, Sequence, Step, StepLoop
+from vyre_core.sequence.nodes import Item, steps_of
 from vyre_wgpu.adapter import wgpu_module
 from vyre_wgpu.buffers import (
     as_words,
@@ -34,7 +39,7 @@ from vyre_wgpu.buffers import (
     params,
     status_word,
 )
-from vyre_wgpu.flag_loop import FlagLoop, fits_on_device, run_on_host
+from vyre_wgpu.flag_loop import FlagLoop, fits_on_device
 from vyre_wgpu.pipelines import check_current
 from vyre_wgpu.submission import Pass, Recorder, launch_grid, submitting
 
@@ -54,7 +59,8 @@ class _Plan:
     passes: list[Pass]       # one per step, by step number
     status: Any
     nbytes: int
-    loops: dict[int, FlagLoop] = field(default_factory=dict)  # by item index
+    loops: dict[int, FlagLoop] = field(default_factory=dict)  # by loop number (seq.loops())
+    numbers: Any = None  # the table of iteration numbers (u32 0, 1, 2, ...), when read
 
     def destroy(self) -> None:
         destroy(self.owned)
@@ -130,15 +136,25 @@ class SequenceRunner:
                 plan.passes.append(self._pass(seq, step, kernels[step.program.fingerprint()],
                                               plan))
             first = 0
-            for index, item in enumerate(seq.items):
-                size = len(item.body) if isinstance(item, StepLoop) else 1
+            numbers = {id(loop): n for n, loop in enumerate(seq.loops())}
+            for item in seq.items:  # (a loop inside a loop is decided on the host)
+                size = sum(1 for _ in steps_of((item,)))
                 body = plan.passes[first:first + size]
                 if isinstance(item, StepLoop) and item.until_zero is not None \
                         and self.device_side_loops \
+                        and all(isinstance(i, Step) for i in item.body) \
                         and fits_on_device(buffers[item.until_zero], body):
-                    plan.loops[index] = FlagLoop(dev, buffers[item.until_zero], body,
-                                                 plan.status, owned)
+                    plan.loops[numbers[id(item)]] = FlagLoop(
+                        dev, buffers[item.until_zero], body, plan.status, owned)
                 first += size
+            most = max((loop.limit for loop in seq.loops() if loop.index is not None),
+                       default=0)
+            if most:
+                plan.numbers = dev.device.create_buffer(
+                    label="vyre-seq-iterations", size=4 * most,
+                    usage=usage.COPY_SRC | usage.COPY_DST)
+                owned.append(plan.numbers)
+                dev.queue.write_buffer(plan.numbers, 0, np.arange(most, dtype=np.uint32))
         except BaseException:
             plan.destroy()
             raise
@@ -172,30 +188,55 @@ class SequenceRunner:
         recorder.clear(plan.status)
         for b in seq.of_role(Role.TRANSIENT):
             recorder.clear(plan.buffers[b.name])
-        loops = []
-        first = 0  # the number of the item's first step (plan.passes is by step number)
-        for index, item in enumerate(seq.items):
-            if isinstance(item, Step):
-                recorder.step(plan.passes[first])
-                first += 1
-                continue
-            body = plan.passes[first:first + len(item.body)]
-            first += len(item.body)
-            if item.until_zero is None:
-                for _ in range(item.limit):
-                    for p in body:
-                        recorder.step(p)
-                loops.append(LoopRun(item.limit, True))
-            elif index in plan.loops:
-                loops.append(plan.loops[index].run(recorder, item.limit))
-            else:
-                loops.append(run_on_host(plan.buffers[item.until_zero], body, recorder,
-                                         item.limit))
+        runs = {id(loop): [n, 0, True] for n, loop in enumerate(seq.loops())}
+        self._items(seq.items, 0, plan, recorder, runs)
+        loops = [LoopRun(ran, converged) for _, ran, converged in runs.values()]
         reads = [(plan.buffers[name], seq.buffer(name).nbytes) for name in seq.returns]
         raw = recorder.read(reads)
         outputs = [np.frombuffer(data, dtype=seq.buffer(name).dtype.storage_np)
                    for name, data in zip(seq.returns, raw, strict=True)]
         return outputs, loops
+
+    def _items(self, items: tuple[Item, ...], first: int, plan: _Plan, recorder: Recorder,
+               runs: dict[int, list]) -> int:
+        """Record ``items`` (their steps numbered from ``first``), adding each loop's
+        iterations and convergence to ``runs`` (by ``id``: [number, iterations,
+        converged]); the number of the step after them."""
+        for item in items:
+            if isinstance(item, Step):
+                recorder.step(plan.passes[first])
+                first += 1
+                continue
+            run = runs[id(item)]
+            device = plan.loops.get(run[0])
+            if device is not None:
+                ran, done = device.run(recorder, item.limit,
+                                       lambda i, loop=item: _number(plan, loop, i, recorder))
+            elif item.until_zero is None:
+                for i in range(item.limit):
+                    _number(plan, item, i, recorder)
+                    self._items(item.body, first, plan, recorder, runs)
+                ran, done = item.limit, True
+            else:
+                ran, done = self._flag_on_host(item, first, plan, recorder, runs)
+            run[1] += ran
+            run[2] = run[2] and done
+            first += sum(1 for _ in steps_of(item.body))
+        return first
+
+    def _flag_on_host(self, loop: StepLoop, first: int, plan: _Plan, recorder: Recorder,
+                      runs: dict[int, list]) -> tuple[int, bool]:
+        """A flag loop an iteration at a time, its flag read back after each (on a
+        software adapter a pass costs more than a readback, see flag_loop.py)."""
+        flag = plan.buffers[loop.until_zero]
+        for ran in range(1, loop.limit + 1):
+            recorder.clear(flag)
+            _number(plan, loop, ran - 1, recorder)
+            self._items(loop.body, first, plan, recorder, runs)
+            (value,) = recorder.read([(flag, flag.size)])
+            if not any(value):
+                return ran, True
+        return loop.limit, False
 
     def _keep(self, key: tuple, plan: _Plan) -> None:
         if plan.nbytes > KEEP_PLAN_BYTES:
@@ -205,6 +246,14 @@ class SequenceRunner:
         while len(self._plans) > KEEP_PLANS or \
                 sum(p.nbytes for p in self._plans.values()) > KEEP_PLAN_BYTES:
             self._plans.popitem(last=False)[1].destroy()
+
+
+def _number(plan: _Plan, loop: StepLoop, iteration: int, recorder: Recorder) -> None:
+    """Before ``iteration`` of ``loop``: its number into its buffer, when a step reads it
+    (a copy, ordered with the encoder's passes)."""
+    if loop.index is not None:
+        recorder.encoder.copy_buffer_to_buffer(plan.numbers, 4 * iteration,
+                                               plan.buffers[loop.index], 0, 4)
 
 
 def _destroy(plan: _Plan | None) -> None:
