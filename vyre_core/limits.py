@@ -73,12 +73,12 @@ def index_exceeded(grid: tuple[int, int, int],
 def grid_exceeded(grid: tuple[int, int, int], caps: Capabilities) -> list[Exceeded]:
     """Every grid limit of ``caps`` a grid goes over. A backend that folds a grid over
     its per-axis limit (wgpu) says how many workgroups it folds in all with the device
-    fact ``max_grid_workgroups``; its per-axis limit then binds nothing."""
+    fact ``max_grid_workgroups``: a grid past the per-axis limit must have no more."""
     found = []
     folds = caps.extra.get("max_grid_workgroups")
     total = grid[0] * grid[1] * grid[2]
     if isinstance(folds, int) and not isinstance(folds, bool):
-        if total > folds:
+        if max(grid) > caps.max_workgroups_per_dimension and total > folds:
             found.append(Exceeded(
                 f"grid {tuple(grid)} has {total} workgroups, the most this backend runs "
                 f"in one launch is {folds}",
