@@ -43,7 +43,7 @@ def _dim(value: Any) -> tuple[int, ...] | None:
         raise InvalidConfigError(
             f"dim={value!r} is not 1 to 3 invocation counts from 1 to 2**32",
             "Pass dim as the number of invocations per axis, e.g. dim=len(x) or "
-            "dim=(n_x, n_y): dim[i] is the extent of global_id(i).")
+            "dim=(64, 32): dim[i] is the extent of global_id(i).")
     return tuple(int(a) for a in axes)
 
 

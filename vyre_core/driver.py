@@ -18,6 +18,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import functools
+import inspect
 import math
 import os
 import sys
@@ -221,19 +223,29 @@ def _weighed(work: Program | StepSequence, config: DispatchConfig,
     return launch_of(work, config, bound)[0]
 
 
-def _launch_config(config: Any, dim: Any, unknown: Mapping[str, Any], where: str
-                   ) -> DispatchConfig:
-    """The config of a call that takes ``dim=`` beside ``config``; a keyword the call does
-    not know (``grid=``, say) is refused with the spellings it does know."""
-    if unknown:
-        names = ", ".join(f"{name}=" for name in sorted(unknown))
-        raise InvalidConfigError(
-            f"{where}() got an unknown keyword argument {names}",
-            "Say how many invocations run with dim= (e.g. dim=len(x), or dim=(n_x, n_y): "
-            "dim[i] is the extent of global_id(i)), or count workgroups with "
-            "config=DispatchConfig(grid_override=(4,)).")
+def _launch_config(config: Any, dim: Any) -> DispatchConfig:
+    """The config of a call that takes ``dim=`` beside ``config``."""
     config = _config(config)
     return config if dim is None else config.replace(dim=dim)
+
+
+def _keywords_checked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` refusing a keyword it does not take (``grid=``, say) with the spellings it
+    does take, where Python would raise a bare TypeError."""
+    known = frozenset(inspect.signature(fn).parameters)
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        unknown = kwargs.keys() - known
+        if unknown:
+            names = ", ".join(f"{name}=" for name in sorted(unknown))
+            raise InvalidConfigError(
+                f"{fn.__name__}() got an unknown keyword argument {names}",
+                "Say how many invocations run with dim= (e.g. dim=len(x), or dim=(64, 32): "
+                "dim[i] is the extent of global_id(i)), or count workgroups with "
+                "config=DispatchConfig(grid_override=(4,)).")
+        return fn(*args, **kwargs)
+    return checked
 
 
 def _untuned(config: DispatchConfig, where: str) -> DispatchConfig:
@@ -461,7 +473,7 @@ class Driver:
         over ``inputs`` or the declared sizes, and the buffer sizes). A backend chosen on
         static claims is started and probed first, exactly as ``dispatch`` does (within
         ``timeout`` seconds)."""
-        config = _launch_config(config, dim, {}, "route")
+        config = _launch_config(config, dim)
         return self.routing.route(_weighed(program, config, inputs), backend,
                                   _deadline(timeout), timeout)
 
@@ -471,7 +483,7 @@ class Driver:
         """Every backend, accepted or why not, as ``dispatch`` would see them (the winner
         probed first; the launch weighed as ``route`` weighs it), also when none can run
         it."""
-        config = _launch_config(config, dim, {}, "explain")
+        config = _launch_config(config, dim)
         return self.routing.explain(_weighed(program, config, inputs), _deadline(timeout),
                                     timeout)
 
@@ -509,16 +521,17 @@ class Driver:
         request.meta["config"] = sent.to_dict()
         return launch, request  # type: ignore[return-value]
 
+    @_keywords_checked
     def dispatch(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                  config: DispatchConfig | None = None,
                  out: Sequence[np.ndarray] | None = None, *,
-                 dim: int | Sequence[int] | None = None, **unknown: Any) -> Outputs:
+                 dim: int | Sequence[int] | None = None) -> Outputs:
         """Outputs of one dispatch, in ABI order, from the routed (or named) backend. With
         ``out`` (one writable, C-contiguous array per output, of its storage dtype and
         length), the outputs are written into those arrays, which are returned. ``dim``:
         the invocations per axis (``dim[i]`` is the extent of ``global_id(i)``), instead of
         the grid inferred from the outputs (docs/ir.md)."""
-        config = _launch_config(config, dim, unknown, "dispatch")
+        config = _launch_config(config, dim)
         if config.tuned:
             config = self.tuned_config(program, inputs, backend, config)
         return self._dispatch(program, inputs, backend, config, out, sample=True)
@@ -545,27 +558,28 @@ class Driver:
                                 pool.backend))
         return outputs
 
+    @_keywords_checked
     def dispatch_on(self, backend: str, program: Program, inputs: Sequence[Any],
                     config: DispatchConfig | None = None, *,
-                    dim: int | Sequence[int] | None = None, **unknown: Any) -> Outputs:
+                    dim: int | Sequence[int] | None = None) -> Outputs:
         """Send ``program`` straight to ``backend``'s worker, skipping routing's capability
         check: how a conformance kit sees that a backend itself refuses what it did not
         claim. Everything else (ABI binding, the launch planned, ``dim``, supervision,
         timeouts) is as ``dispatch``."""
-        config = _untuned(_launch_config(config, dim, unknown, "dispatch_on"), "dispatch_on")
+        config = _untuned(_launch_config(config, dim), "dispatch_on")
         _, request = self._planned(program, inputs, config)
         return _outputs(*self.pools.open(backend).call(request))
 
+    @_keywords_checked
     def dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                        config: DispatchConfig | None = None, *,
-                       dim: int | Sequence[int] | None = None,
-                       **unknown: Any) -> PendingResult:
+                       dim: int | Sequence[int] | None = None) -> PendingResult:
         """Start a dispatch and return at once; the handle has ``is_ready()`` and
         ``result(timeout)``. Routing, fall-over and refusals work as in ``dispatch``:
         when a pool must be started or probed first, that happens off the caller's
         thread. Errors in the program, inputs or launch are raised here, at once. ``dim``
         as in ``dispatch``."""
-        config = _launch_config(config, dim, unknown, "dispatch_async")
+        config = _launch_config(config, dim)
         if config.tuned:
             config = self.tuned_config(program, inputs, backend, config)
         program, request = self._planned(program, inputs, config)  # (what routing weighs)
