@@ -163,7 +163,8 @@ def check_limits(program: Program, grid: tuple[int, int, int], lengths: dict[str
                  caps: Capabilities, backend: str) -> None:
     """Raise LaunchLimitError naming the first limit of ``backend`` the launch exceeds."""
     req = program.requirements()
-    over = [*workgroup_exceeded(program.workgroup, req.workgroup_memory_bytes,
+    over = [*index_exceeded(grid, program.workgroup),  # (a sequence step's grid too)
+            *workgroup_exceeded(program.workgroup, req.workgroup_memory_bytes,
                                 "workgroup_memory" in req.features, caps),
             *grid_exceeded(grid, caps),
             *(buffer_exceeded(b.name, lengths.get(b.name, 0) * b.dtype.storage_bytes, caps)
