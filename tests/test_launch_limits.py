@@ -139,7 +139,8 @@ def test_inferred_grid_is_checked_too():
 
 
 def test_input_buffer_over_the_storage_limit_names_buffer_and_limit():
-    cause = refused(copy_kernel(), [np.zeros(1025, np.uint32)])
+    cause = refused(copy_kernel(), [np.zeros(1025, np.uint32)],
+                    DispatchConfig(grid_override=(1,)))
     assert "buffer 'src' is 4100 bytes, the limit is 4096" in cause
 
 

@@ -556,7 +556,7 @@ def test_launch_plans_are_cached_per_shape_and_limits_are_checked_every_time(mon
     host = BackendHost(vyre_reference.backend, "reference", 1)
     host.prepare()
     program = guarded()
-    refusals = [DispatchConfig(grid_override=(65536,)),  # over max_workgroups_per_dimension
+    refusals = [DispatchConfig(grid_override=(2**28 + 1,)),  # past what a u32 id numbers
                 DispatchConfig(workgroup_override=(2048,)),  # over max_workgroup_size
                 DispatchConfig(max_output_bytes=64)]  # 256 bytes of output
     for round_ in range(4):

@@ -251,7 +251,7 @@ def test_a_step_the_backend_cannot_fit_is_refused_naming_the_step(drv):
     out[0] = ir.f32(1.0)
     b = SequenceBuilder()
     b.transient("out", ir.f32, N)
-    b.step(big.build(), grid=(70000,))  # the reference takes 65535 workgroups per axis
+    b.step(big.build(), grid=(2**26 + 1,))  # 64 more invocations than a u32 id numbers
     with pytest.raises(LaunchLimitError, match="step 0: backend 'reference': grid axis x"):
         drv.dispatch_sequence(b.build(returns=["out"]), [], backend="reference")
 

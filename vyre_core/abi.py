@@ -146,19 +146,34 @@ def grid_for_dim(dim: int | Sequence[int], workgroup: Sequence[int]) -> tuple[in
     return tuple(math.ceil(e / w) for e, w in zip(extent, workgroup, strict=True))  # type: ignore[return-value]
 
 
+def shaped_output(program) -> Buffer | None:
+    """The output whose shape grid inference follows: the largest declaring a shape of 2
+    or 3 axes (the first declared on a tie); None when no output declares one."""
+    shaped = [b for b in program.outputs if b.shape is not None and len(b.shape) > 1]
+    return max(shaped, key=lambda b: b.count) if shaped else None
+
+
+def shape_extent(buffer: Buffer) -> tuple[int, int, int]:
+    """Invocations per axis, x first, that cover a shaped buffer element by element."""
+    return (*reversed(buffer.shape), 1, 1)[:3]  # type: ignore[return-value]
+
+
 def infer_grid(program, lengths: dict[str, int], grid: Sequence[int] | None = None,
-               elements: int | None = None) -> tuple[int, int, int]:
-    """Workgroups per axis: ``grid`` when given; else enough along x to cover
-    ``elements`` invocations; else, when an output declares a shape of 2 or 3 axes, an
-    invocation per element of the largest such output, axis by axis; else the longest
-    output's elements along x."""
+               elements: int | None = None,
+               dim: Sequence[int] | None = None) -> tuple[int, int, int]:
+    """Workgroups per axis: ``grid`` when given; else those covering ``dim`` invocations
+    per axis; else enough along x to cover ``elements`` invocations; else, when an output
+    declares a shape of 2 or 3 axes, an invocation per element of the largest such
+    output, axis by axis; else the longest output's elements along x."""
     if grid is not None:
         return normalize_grid(grid)
+    if dim is not None:
+        return grid_for_dim(dim, program.workgroup)
     if elements is None:
-        shaped = [b for b in program.outputs if b.shape is not None and len(b.shape) > 1]
-        if shaped:
-            extent = (*reversed(max(shaped, key=lambda b: b.count).shape), 1, 1)
+        shaped = shaped_output(program)
+        if shaped is not None:
             return tuple(max(1, math.ceil(e / w))  # type: ignore[return-value]
-                         for e, w in zip(extent[:3], program.workgroup, strict=True))
+                         for e, w in zip(shape_extent(shaped), program.workgroup,
+                                         strict=True))
         elements = max((lengths.get(b.name, 0) for b in program.outputs), default=0)
     return (max(1, math.ceil(elements / program.invocations_per_workgroup)), 1, 1)

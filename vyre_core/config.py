@@ -31,6 +31,22 @@ def _axes(name: str, value: Any) -> tuple[int, int, int] | None:
     return tuple(int(a) for a in axes) + (1,) * (3 - len(axes))  # type: ignore[return-value]
 
 
+def _dim(value: Any) -> tuple[int, ...] | None:
+    """``dim`` as 1 to 3 invocation counts (an int: along x), each 1 to 2**32 (global ids
+    are u32); its length is kept (a 2-D dim over a shaped output is checked axis by axis)."""
+    if value is None:
+        return None
+    axes = tuple(value) if isinstance(value, list | tuple) else (value,)
+    if not 1 <= len(axes) <= 3 or any(
+            isinstance(a, bool | np.bool_) or not isinstance(a, int | np.integer)
+            or not 1 <= a <= _U32_MAX + 1 for a in axes):
+        raise InvalidConfigError(
+            f"dim={value!r} is not 1 to 3 invocation counts from 1 to 2**32",
+            "Pass dim as the number of invocations per axis, e.g. dim=len(x) or "
+            "dim=(64, 32): dim[i] is the extent of global_id(i).")
+    return tuple(int(a) for a in axes)
+
+
 @dataclass(frozen=True)
 class DispatchConfig:
     """Options of one dispatch. Every field has an effect; see docs/operations.md."""
@@ -38,6 +54,7 @@ class DispatchConfig:
     workgroup_override: tuple[int, int, int] | None = None  # replaces the program's workgroup
     grid_override: tuple[int, int, int] | None = None       # workgroups per axis
     dispatch_elements: int | None = None  # invocations to cover when inferring the grid
+    dim: tuple[int, ...] | None = None    # invocations per axis: dim[i] is global_id(i)'s extent
     fixpoint_iterations: int = 1          # re-run, feeding read_write back, until unchanged
     ulp_budget: int = 4                   # float tolerance for shadow/conformance checks
     max_output_bytes: int | None = None   # refuse dispatches whose outputs exceed this
@@ -56,6 +73,14 @@ class DispatchConfig:
         _require(self.dispatch_elements is None or _is_int(self.dispatch_elements, 1),
                  f"dispatch_elements={self.dispatch_elements!r} must be an int >= 1",
                  "Pass the number of invocations to cover, or None to infer it.")
+        object.__setattr__(self, "dim", _dim(self.dim))
+        _require(self.dim is None or (self.grid_override is None
+                                      and self.dispatch_elements is None),
+                 f"dim={self.dim!r} is given with "
+                 f"{'grid_override' if self.grid_override else 'dispatch_elements'}: two "
+                 "answers to how many invocations run",
+                 "Pass only dim= (invocations per axis); grid_override counts workgroups "
+                 "and dispatch_elements is dim's 1-D form.")
         _require(_is_int(self.fixpoint_iterations, 1),
                  f"fixpoint_iterations={self.fixpoint_iterations!r} must be an int >= 1",
                  "Use 1 for a single dispatch, N to re-run until the result stops changing.")

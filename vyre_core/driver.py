@@ -18,6 +18,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import functools
+import inspect
 import math
 import os
 import sys
@@ -47,7 +49,7 @@ from vyre_core.errors import (
     PoolFailedError,
 )
 from vyre_core.ir import Program
-from vyre_core.launch import effective_program
+from vyre_core.launch import Launch, effective_program, launch_of
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op
 from vyre_core.registry import BackendRegistration, Registry
@@ -211,11 +213,40 @@ class ResidentBuffer:
             self._call(Op.FREE, {"handle": self.handle}, (), timeout)
 
 
-def _weighed(work: Program | StepSequence, config: DispatchConfig | None
-             ) -> Program | StepSequence:
-    """What routing weighs: a program as ``config`` runs it, a sequence as it is."""
-    return effective_program(work, _config(config)) if isinstance(work, Program) \
-        else work.check()
+def _weighed(work: Program | StepSequence, config: DispatchConfig,
+             inputs: Sequence[Any] | None = None) -> Program | Launch | StepSequence:
+    """What routing weighs: a program's launch as ``config`` makes it (on ``inputs`` when
+    given; the program as ``config`` runs it when the grid needs the inputs' lengths), a
+    sequence as it is."""
+    if not isinstance(work, Program):
+        return work.check()
+    bound = None if inputs is None else abi.bind_inputs(work.check(), inputs)
+    return launch_of(work, config, bound)[0]
+
+
+def _launch_config(config: Any, dim: Any) -> DispatchConfig:
+    """The config of a call that takes ``dim=`` beside ``config``."""
+    config = _config(config)
+    return config if dim is None else config.replace(dim=dim)
+
+
+def _keywords_checked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` refusing a keyword it does not take (``grid=``, say) with the spellings it
+    does take, where Python would raise a bare TypeError."""
+    known = frozenset(inspect.signature(fn).parameters)
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        unknown = kwargs.keys() - known
+        if unknown:
+            names = ", ".join(f"{name}=" for name in sorted(unknown))
+            raise InvalidConfigError(
+                f"{fn.__name__}() got an unknown keyword argument {names}",
+                "Say how many invocations run with dim= (e.g. dim=len(x), or dim=(64, 32): "
+                "dim[i] is the extent of global_id(i)), or count workgroups with "
+                "config=DispatchConfig(grid_override=(4,)).")
+        return fn(*args, **kwargs)
+    return checked
 
 
 def _untuned(config: DispatchConfig, where: str) -> DispatchConfig:
@@ -235,7 +266,8 @@ def _sequence_config(config: Any) -> DispatchConfig:
     per_step = [name for name, value in (
         ("grid_override", config.grid_override),
         ("workgroup_override", config.workgroup_override),
-        ("dispatch_elements", config.dispatch_elements)) if value is not None]
+        ("dispatch_elements", config.dispatch_elements),
+        ("dim", config.dim)) if value is not None]
     if config.fixpoint_iterations != 1:
         per_step.append("fixpoint_iterations")
     if config.constants:
@@ -446,18 +478,26 @@ class Driver:
 
     def route(self, program: Program, backend: str | None = None,
               timeout: float | None = None,
-              config: DispatchConfig | None = None) -> RouteDecision:
+              config: DispatchConfig | None = None, *, inputs: Sequence[Any] | None = None,
+              dim: int | Sequence[int] | None = None) -> RouteDecision:
         """The backend ``dispatch`` would use (with ``config``: its constants and workgroup
-        override weigh). A backend chosen on static claims is started and probed first,
-        exactly as ``dispatch`` does (within ``timeout`` seconds)."""
-        return self.routing.route(_weighed(program, config), backend, _deadline(timeout),
-                                  timeout)
+        override weigh, and the launch: its grid from ``dim``, the config, or inference
+        over ``inputs`` or the declared sizes, and the buffer sizes). A backend chosen on
+        static claims is started and probed first, exactly as ``dispatch`` does (within
+        ``timeout`` seconds)."""
+        config = _launch_config(config, dim)
+        return self.routing.route(_weighed(program, config, inputs), backend,
+                                  _deadline(timeout), timeout)
 
     def explain(self, program: Program, timeout: float | None = None,
-                config: DispatchConfig | None = None) -> list[Explanation]:
+                config: DispatchConfig | None = None, *, inputs: Sequence[Any] | None = None,
+                dim: int | Sequence[int] | None = None) -> list[Explanation]:
         """Every backend, accepted or why not, as ``dispatch`` would see them (the winner
-        probed first), also when none can run it."""
-        return self.routing.explain(_weighed(program, config), _deadline(timeout), timeout)
+        probed first; the launch weighed as ``route`` weighs it), also when none can run
+        it."""
+        config = _launch_config(config, dim)
+        return self.routing.explain(_weighed(program, config, inputs), _deadline(timeout),
+                                    timeout)
 
     def probe(self, backend: str, timeout: float | None = None) -> Capabilities:
         """What ``backend``'s worker probed on its device, starting its pool if needed.
@@ -483,13 +523,27 @@ class Driver:
                        timeout=config.timeout, retries=config.retries,
                        outputs=abi.output_shapes(program, bound))
 
+    def _planned(self, program: Program, inputs: Sequence[Any], config: DispatchConfig
+                 ) -> tuple[Launch, Request]:
+        """The request of one dispatch with its launch planned here, before any work: the
+        grid (from dim, the config, or inference) checked against the index types and the
+        inputs; routing weighs the launch, the worker gets its grid."""
+        request = self._dispatch_request(program, inputs, config)
+        launch, sent = launch_of(program, config, request.arrays)
+        request.meta["config"] = sent.to_dict()
+        return launch, request  # type: ignore[return-value]
+
+    @_keywords_checked
     def dispatch(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                  config: DispatchConfig | None = None,
-                 out: Sequence[np.ndarray] | None = None) -> Outputs:
+                 out: Sequence[np.ndarray] | None = None, *,
+                 dim: int | Sequence[int] | None = None) -> Outputs:
         """Outputs of one dispatch, in ABI order, from the routed (or named) backend. With
         ``out`` (one writable, C-contiguous array per output, of its storage dtype and
-        length), the outputs are written into those arrays, which are returned."""
-        config = _config(config)
+        length), the outputs are written into those arrays, which are returned. ``dim``:
+        the invocations per axis (``dim[i]`` is the extent of ``global_id(i)``), instead of
+        the grid inferred from the outputs (docs/ir.md)."""
+        config = _launch_config(config, dim)
         if config.tuned:
             config = self.tuned_config(program, inputs, backend, config)
         return self._dispatch(program, inputs, backend, config, out, sample=True)
@@ -497,14 +551,14 @@ class Driver:
     def _dispatch(self, program: Program, inputs: Sequence[Any], backend: str | None,
                   config: DispatchConfig, out: Sequence[np.ndarray] | None,
                   sample: bool) -> Outputs:
-        request = self._dispatch_request(program, inputs, config)
+        launch, request = self._planned(program, inputs, config)
         if out is not None:
             _check_out(program, request.outputs, out)
         shadow = self._shadow if sample else None
         bound = None if shadow is None else list(request.arrays)  # (unchanged till return)
         pool, _, (meta, arrays) = self.routing.call(
-            effective_program(program, config), backend, lambda pool: request.renewed(),
-            request.deadline, request.timeout)
+            launch, backend, lambda pool: request.renewed(), request.deadline,
+            request.timeout)
         if out is not None:
             for target, array in zip(out, arrays, strict=True):
                 np.copyto(target.reshape(-1), array, casting="no")
@@ -516,27 +570,31 @@ class Driver:
                                 pool.backend))
         return outputs
 
+    @_keywords_checked
     def dispatch_on(self, backend: str, program: Program, inputs: Sequence[Any],
-                    config: DispatchConfig | None = None) -> Outputs:
+                    config: DispatchConfig | None = None, *,
+                    dim: int | Sequence[int] | None = None) -> Outputs:
         """Send ``program`` straight to ``backend``'s worker, skipping routing's capability
         check: how a conformance kit sees that a backend itself refuses what it did not
-        claim. Everything else (ABI binding, supervision, timeouts) is as ``dispatch``."""
-        config = _untuned(_config(config), "dispatch_on")
-        effective_program(program, config)  # (a bad constant is refused here, not there)
-        request = self._dispatch_request(program, inputs, config)
+        claim. Everything else (ABI binding, the launch planned, ``dim``, supervision,
+        timeouts) is as ``dispatch``."""
+        config = _untuned(_launch_config(config, dim), "dispatch_on")
+        _, request = self._planned(program, inputs, config)
         return _outputs(*self.pools.open(backend).call(request))
 
+    @_keywords_checked
     def dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
-                       config: DispatchConfig | None = None) -> PendingResult:
+                       config: DispatchConfig | None = None, *,
+                       dim: int | Sequence[int] | None = None) -> PendingResult:
         """Start a dispatch and return at once; the handle has ``is_ready()`` and
         ``result(timeout)``. Routing, fall-over and refusals work as in ``dispatch``:
         when a pool must be started or probed first, that happens off the caller's
-        thread. Errors in the program or inputs are raised here, at once."""
-        config = _config(config)
+        thread. Errors in the program, inputs or launch are raised here, at once. ``dim``
+        as in ``dispatch``."""
+        config = _launch_config(config, dim)
         if config.tuned:
             config = self.tuned_config(program, inputs, backend, config)
-        request = self._dispatch_request(program, inputs, config)
-        program = effective_program(program, config)  # (what routing weighs; sent as given)
+        program, request = self._planned(program, inputs, config)  # (what routing weighs)
         outcome: Future = Future()
         caller = contextvars.copy_context()  # (its span is the parent of the call's spans)
         pool, _ = self.routing.decide(program, backend)
@@ -549,7 +607,7 @@ class Driver:
                                               first, caller))
         return PendingResult(outcome)
 
-    def _async_done(self, done: Future, outcome: Future, program: Program,
+    def _async_done(self, done: Future, outcome: Future, program: Launch,
                     backend: str | None, request: Request, pool: Pool, ran: Request,
                     caller: contextvars.Context) -> None:
         """Runs in the pool's I/O thread: pass the answer on (of ``ran``, the copy of
@@ -563,7 +621,7 @@ class Driver:
         else:
             outcome.set_result(done.result())
 
-    def _in_background(self, outcome: Future, program: Program, backend: str | None,
+    def _in_background(self, outcome: Future, program: Launch, backend: str | None,
                        request: Request, caller: contextvars.Context) -> None:
         """Route and run the call on a background thread, in (a copy of) the caller's
         context."""
@@ -594,6 +652,7 @@ class Driver:
         bounded by the backend's PoolOptions.compile_timeout)."""
         config = _untuned(_config(config), "compile (a choice is kept per input size)")
         source, program = program, effective_program(program, config)
+        weighed = _weighed(source, config)  # (its launch, when its grid is known already)
         config = config.replace(workgroup_override=None, constants=())
         meta = {"program": program.to_wire(), "config": config.to_dict()}
         deadline = _deadline(timeout)
@@ -603,15 +662,16 @@ class Driver:
             return Request(Op.COMPILE, meta, [], timeout=timeout or pool.options.compile_timeout,
                            deadline=own if deadline is None else min(own, deadline))
 
-        pool, ran, (meta, _) = self.routing.call(program, backend, request, deadline,
+        pool, ran, (meta, _) = self.routing.call(weighed, backend, request, deadline,
                                                  timeout)
         slot, generation = ran.served_by
         pipeline_id = meta["pipeline"]
 
         def run(inputs: Sequence[Any], cfg: DispatchConfig) -> Outputs:
             bound = abi.bind_inputs(program, inputs)
+            _, sent = launch_of(program, cfg, bound)  # (the launch checked here, as dispatch)
             reply, arrays = pool.call(Request(
-                Op.PIPELINE_DISPATCH, {"pipeline": pipeline_id, "config": cfg.to_dict(),
+                Op.PIPELINE_DISPATCH, {"pipeline": pipeline_id, "config": sent.to_dict(),
                                        "label": cfg.label},
                 bound, deadline=_deadline(cfg.timeout), timeout=cfg.timeout, slot=slot,
                 generation=generation, outputs=abi.output_shapes(program, bound)))

@@ -17,11 +17,12 @@ import numpy as np
 from vyre_core import abi
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Capabilities, Outputs, TimedDispatch, Timing, wall_clock_ns
-from vyre_core.errors import LaunchLimitError
+from vyre_core.errors import InvalidConfigError, InvalidInputError, LaunchLimitError
 from vyre_core.ir import Program
 from vyre_core.ir.nodes import Access
+from vyre_core.ir.requirements import Requirements
 from vyre_core.ir.specialize import specialize
-from vyre_core.limits import buffer_exceeded, grid_exceeded, workgroup_exceeded
+from vyre_core.limits import buffer_exceeded, grid_exceeded, index_exceeded, workgroup_exceeded
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,12 @@ def plan_launch(program: Program, inputs: Sequence[Any], config: DispatchConfig,
 def plan_grid(program: Program, lengths: dict[str, int], config: DispatchConfig,
               caps: Capabilities | None, backend: str) -> tuple[tuple[int, int, int],
                                                                 DispatchConfig]:
-    """The grid of an effective program with known buffer lengths, checked against the
+    """The grid of an effective program with known buffer lengths (from the config's
+    grid, its dim, or inference), checked against the index types, the inputs, the
     output-size cap and ``caps``; and the config the backend receives."""
-    grid = abi.infer_grid(program, lengths, config.grid_override, config.dispatch_elements)
+    grid = abi.infer_grid(program, lengths, config.grid_override, config.dispatch_elements,
+                          config.dim)
+    check_grid(program, grid, lengths, config)
     if config.max_output_bytes is not None:
         out_bytes = sum(lengths[b.name] * b.dtype.storage_bytes for b in program.outputs)
         if out_bytes > config.max_output_bytes:
@@ -68,14 +72,99 @@ def plan_grid(program: Program, lengths: dict[str, int], config: DispatchConfig,
                 "Raise DispatchConfig.max_output_bytes, or shrink the output buffers.")
     if caps is not None:
         check_limits(program, grid, lengths, caps, backend)
-    return grid, config.evolve(grid_override=grid, workgroup_override=None, constants=())
+    return grid, config.evolve(grid_override=grid, dim=None, workgroup_override=None,
+                               constants=())
+
+
+def check_grid(program: Program, grid: tuple[int, int, int], lengths: dict[str, int],
+               config: DispatchConfig) -> None:
+    """Refuse, before any work, a launch no backend can run as meant: an axis past what a
+    u32 global id numbers; a dim of several axes that runs past the output shape it lays
+    ids over (the axes swapped, most likely); an inferred grid that leaves elements of an
+    input the program reads at its global id unread (docs/ir.md)."""
+    for over in index_exceeded(grid, program.workgroup):
+        raise LaunchLimitError(f"{config.describe()}: {over.cause}", over.fix)
+    shaped = abi.shaped_output(program)
+    if config.dim is not None and len(config.dim) > 1 and shaped is not None:
+        extent = abi.shape_extent(shaped)
+        for axis, (want, has) in enumerate(zip(config.dim, extent, strict=False)):
+            if want > has:
+                raise InvalidConfigError(
+                    f"dim={config.dim} runs {want} invocations along global_id({axis}), "
+                    f"past the {has} of output {shaped.name!r} of shape {shaped.shape} "
+                    "(dim is x first; a shape is numpy's order, its last axis is x)",
+                    f"Pass dim={tuple(extent[:len(config.dim)])} for that shape (or fewer "
+                    "along an axis, to launch part of it), or leave dim out to infer it.")
+    if config.grid_override is None and config.dispatch_elements is None \
+            and config.dim is None:
+        for name, axis in sorted(program.global_reads):
+            count = lengths.get(name)
+            covered = grid[axis] * program.workgroup[axis]
+            if count is not None and count > covered:
+                dim = f"dim=len({name})" if axis == 0 else "dim=(" + ", ".join(
+                    f"len({name})" if a == axis else str(grid[a] * program.workgroup[a])
+                    for a in range(axis + 1)) + ")"
+                raise InvalidInputError(
+                    f"the inferred grid runs {covered} invocations along "
+                    f"global_id({axis}) (from the outputs), but input {name!r} has {count} "
+                    f"elements and the program reads {name}[global_id({axis})]: "
+                    f"{count - covered} of them would never be read",
+                    f"Say how many invocations to launch: {dim} (drv.dispatch(program, "
+                    f"inputs, {dim})), or DispatchConfig(grid_override=...).")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A program with the launch one dispatch makes of it (grid, largest buffer as
+    bound): what routing weighs, so it never chooses a backend that would refuse the
+    launch. Its fingerprint and requirements are its program's (a refusal at compile
+    holds for every launch of a program); ``route_key`` adds what the launch adds."""
+
+    program: Program
+    grid: tuple[int, int, int]
+    largest: tuple[str, int] = ("", 0)   # (buffer, bytes): the largest non-workgroup one
+
+    def fingerprint(self) -> str:
+        return self.program.fingerprint()
+
+    def requirements(self) -> Requirements:
+        return self.program.requirements()
+
+    def route_key(self) -> str:
+        return f"{self.fingerprint()}:{self.grid}:{self.largest[0]}:{self.largest[1]}"
+
+
+def launch_of(program: Program, config: DispatchConfig,
+              bound: Sequence[np.ndarray] | None = None) -> tuple[Launch | Program,
+                                                                   DispatchConfig]:
+    """What routing weighs for ``program`` run with ``config`` (on ``bound`` inputs when
+    known), and the config a worker gets for it (the grid planned here, so every check
+    of ``check_grid`` happens before any work). Without inputs, a launch whose grid needs
+    their lengths is not known: the effective program alone is weighed."""
+    effective = effective_program(program, config)
+    if bound is not None:
+        lengths = abi.buffer_lengths(effective, bound)
+    else:
+        lengths = {b.name: b.count for b in effective.buffers
+                   if b.count is not None and b.access is not Access.WORKGROUP}
+        if config.grid_override is None and config.dim is None and \
+                config.dispatch_elements is None and abi.shaped_output(effective) is None \
+                and any(b.name not in lengths for b in effective.outputs):
+            return effective, config
+    grid, _ = plan_grid(effective, lengths, config, None, "")
+    sizes = [(lengths[b.name] * b.dtype.storage_bytes, b.name) for b in effective.buffers
+             if b.name in lengths and b.access is not Access.WORKGROUP]
+    nbytes, name = max(sizes, default=(0, ""))
+    return Launch(effective, grid, (name, nbytes)), config.evolve(grid_override=grid,
+                                                                  dim=None)
 
 
 def check_limits(program: Program, grid: tuple[int, int, int], lengths: dict[str, int],
                  caps: Capabilities, backend: str) -> None:
     """Raise LaunchLimitError naming the first limit of ``backend`` the launch exceeds."""
     req = program.requirements()
-    over = [*workgroup_exceeded(program.workgroup, req.workgroup_memory_bytes,
+    over = [*index_exceeded(grid, program.workgroup),  # (a sequence step's grid too)
+            *workgroup_exceeded(program.workgroup, req.workgroup_memory_bytes,
                                 "workgroup_memory" in req.features, caps),
             *grid_exceeded(grid, caps),
             *(buffer_exceeded(b.name, lengths.get(b.name, 0) * b.dtype.storage_bytes, caps)

@@ -1,8 +1,9 @@
 """A backend's launch limits: each rule and its wording in one place.
 
-Routing asks before a launch, from what a program declares (to pick a backend that
-fits); a launch plan asks again with the grid and buffer sizes known at run time (to
-refuse a launch before it reaches the device). Both get the same causes and fixes.
+Routing asks before a launch, from what a program declares and, for a dispatch, from its
+launch (grid and buffer sizes), to pick a backend that fits; a launch plan asks again in
+the worker (to refuse a launch before it reaches the device). Both get the same causes
+and fixes.
 """
 
 from __future__ import annotations
@@ -47,17 +48,49 @@ def workgroup_exceeded(workgroup: tuple[int, int, int], memory_bytes: int,
     return found
 
 
+#: Global ids are u32: one axis of a launch covers at most this many invocations.
+MAX_AXIS_INVOCATIONS = 2**32
+#: ``max_workgroups_per_dimension`` of a backend with no per-axis grid limit (the cpu
+#: backends): the most any u32 axis can hold. The hook returns an int; this one means
+#: "no limit".
+NO_GRID_LIMIT = 2**32 - 1
+
+
+def index_exceeded(grid: tuple[int, int, int],
+                   workgroup: tuple[int, int, int]) -> list[Exceeded]:
+    """Every axis whose invocations (workgroups x workgroup size) do not fit a u32 global
+    id: no backend can run such a launch."""
+    return [Exceeded(f"grid axis {axis} covers {count} x {size} = {count * size} "
+                     f"invocations, more than the {MAX_AXIS_INVOCATIONS} a u32 global id "
+                     "can number",
+                     f"Launch at most {MAX_AXIS_INVOCATIONS} invocations along {axis} "
+                     "(dim, or grid x workgroup), and split the rest across several "
+                     "dispatches or another axis.")
+            for axis, count, size in zip(_AXES, grid, workgroup, strict=True)
+            if count * size > MAX_AXIS_INVOCATIONS]
+
+
 def grid_exceeded(grid: tuple[int, int, int], caps: Capabilities) -> list[Exceeded]:
-    """Every grid axis over the backend's workgroup count. A backend may take more
-    workgroups along x for a 1-D grid (it splits the launch) and says so with the device
-    fact ``max_grid_x``."""
-    per_axis = [caps.max_workgroups_per_dimension] * 3
-    if grid[1] == grid[2] == 1:
-        per_axis[0] = max(per_axis[0], int(caps.extra.get("max_grid_x", 0)))
-    return [Exceeded(f"grid axis {axis} has {count} workgroups, the limit is {limit}",
-                     "Spread the workgroups over more grid axes, or use larger workgroups.")
-            for axis, count, limit in zip(_AXES, grid, per_axis, strict=True)
-            if count > limit]
+    """Every grid limit of ``caps`` a grid goes over. A backend that folds a grid over
+    its per-axis limit (wgpu) says how many workgroups it folds in all with the device
+    fact ``max_grid_workgroups``: a grid past the per-axis limit must have no more."""
+    found = []
+    folds = caps.extra.get("max_grid_workgroups")
+    total = grid[0] * grid[1] * grid[2]
+    if isinstance(folds, int) and not isinstance(folds, bool):
+        if max(grid) > caps.max_workgroups_per_dimension and total > folds:
+            found.append(Exceeded(
+                f"grid {tuple(grid)} has {total} workgroups, the most this backend runs "
+                f"in one launch is {folds}",
+                "Use larger workgroups (fewer of them), or split the work across several "
+                "dispatches."))
+    else:
+        limit = caps.max_workgroups_per_dimension
+        found += [Exceeded(f"grid axis {axis} has {count} workgroups, the limit is {limit}",
+                           f"Use larger workgroups (at most {limit} along {axis}), or let "
+                           "routing pick a backend without this limit (omit backend=).")
+                  for axis, count in zip(_AXES, grid, strict=True) if count > limit]
+    return found
 
 
 def buffer_exceeded(name: str, nbytes: int, caps: Capabilities) -> Exceeded | None:

@@ -98,12 +98,16 @@ class CompiledPipeline(_PinnedHandle):
         self.compile_seconds = compile_seconds
         self._runner = runner
 
-    def dispatch(self, inputs: Sequence[Any], config: DispatchConfig | None = None) -> Outputs:
-        """Run the compiled program; ``config`` defaults to the one it was compiled with."""
+    def dispatch(self, inputs: Sequence[Any], config: DispatchConfig | None = None, *,
+                 dim: int | Sequence[int] | None = None) -> Outputs:
+        """Run the compiled program; ``config`` defaults to the one it was compiled with;
+        ``dim``: the invocations per axis, as in ``Driver.dispatch``."""
         self._refuse_if_stale(f"pipeline {self.key[:12]}",
                               "Compile the program again (Driver.compile) and use the new "
                               "handle; Driver.dispatch recompiles by itself.")
         config = config or self.config
+        if dim is not None:
+            config = config.replace(dim=dim)
         if config.tuned:
             raise InvalidConfigError(
                 "tuned=True has no tuned choice to apply to a compiled pipeline",

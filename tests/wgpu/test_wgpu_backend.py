@@ -318,17 +318,19 @@ def test_a_program_its_static_claims_reject_is_probed_before_routing_passes_it_o
         assert out.tobytes() == (data * 2.0).tobytes()
 
 
-def test_a_one_dimensional_grid_past_the_per_dimension_limit_is_split_and_exact():
-    """wgpu states it takes 1-D grids up to limit**2 workgroups (device fact max_grid_x):
-    the launch check lets them through and the split launch computes every element."""
+def test_a_one_dimensional_grid_past_the_per_dimension_limit_is_folded_and_exact():
+    """wgpu states how many workgroups it folds into its per-axis limit (device fact
+    max_grid_workgroups): the launch check lets them through and the folded launch
+    computes every element."""
     import numpy as np
 
     import vyre_wgpu.backend
     from vyre_core import ir
+    from vyre_wgpu.submission import max_grid_workgroups
 
     host = BackendHost(vyre_wgpu.backend)
     limit = host.capabilities().max_workgroups_per_dimension
-    assert host.capabilities().extra["max_grid_x"] == limit * limit
+    assert host.capabilities().extra["max_grid_workgroups"] == max_grid_workgroups(limit)
     k = ir.Kernel(workgroup=(1,))
     out = k.output("out", ir.u32, count=limit + 5)
     i = k.let("i", ir.global_id(0))

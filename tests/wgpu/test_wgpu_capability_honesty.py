@@ -262,18 +262,30 @@ def test_a_grid_exactly_at_the_workgroups_per_dimension_limit_runs(host, caps):
     assert out.tolist() == list(range(1, 3 * limit + 1, 3))
 
 
-@pytest.mark.parametrize("grid", ["y", "2-D x"])
-def test_a_grid_past_the_workgroups_per_dimension_limit_is_refused(host, caps, untouched,
-                                                                   grid):
-    """Only a 1-D grid along x is split by the backend (device fact max_grid_x)."""
+@pytest.mark.parametrize("launch", [(1, 1, 1), (0, 1, 1), (1, 0, 1), (0, 0, 1)],
+                         ids=["y", "2-D x", "2-D x and y", "x and y past"])
+def test_a_grid_past_the_workgroups_per_dimension_limit_is_folded_and_exact(host, caps,
+                                                                            launch):
+    """Any grid past the per-dimension limit is folded across axes (device fact
+    max_grid_workgroups); the ids the program sees are the logical launch's."""
     limit = caps.max_workgroups_per_dimension
-    if grid == "y":
-        launch, name = (1, limit + 1, 1), "y"
-    else:
-        launch, name = (limit + 1, 2, 1), "x"
-    refused_at_launch(host, grid_rows(limit + 1), [],
-                      f"grid axis {name} has {limit + 1} workgroups, the limit is {limit}",
-                      DispatchConfig(grid_override=launch))
+    grid = {(1, 1, 1): (1, limit + 1, 1), (0, 1, 1): (limit + 1, 2, 1),
+            (1, 0, 1): (2, limit + 1, 1), (0, 0, 1): (limit + 2, 1, 2)}[launch]
+    n = grid[0] * grid[1] * grid[2]
+    k = ir.Kernel(workgroup=(1,))
+    out = k.output("out", ir.u32, count=n)
+    x, y, z = (k.let(a, ir.workgroup_id(i)) for i, a in enumerate("xyz"))
+    out[x + grid[0] * (y + grid[1] * z)] = x + y * 1000 + z * 1000000
+    got, = run_exact(host, k.build(), [], DispatchConfig(grid_override=grid))
+    gx, gy, gz = np.meshgrid(*(np.arange(g, dtype=np.uint32) for g in grid), indexing="ij")
+    want = (gx + gy * 1000 + gz * 1000000).transpose(2, 1, 0).reshape(-1)
+    assert got.tobytes() == want.tobytes()
+
+
+def test_a_grid_past_what_folds_is_refused(host, caps, untouched):
+    limit = caps.max_workgroups_per_dimension
+    refused_at_launch(host, grid_rows(1), [], "the most this backend runs in one launch",
+                      DispatchConfig(grid_override=(limit + 1, limit, 1)))
 
 
 def test_every_atomic_op_reported_runs_exactly(host, caps):

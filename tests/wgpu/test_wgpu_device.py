@@ -5,6 +5,8 @@ word, and device loss with recovery."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -23,8 +25,8 @@ from vyre_wgpu.device import Device
 from vyre_wgpu.lowering import BufferBinding, Lowered
 from vyre_wgpu.submission import launch_grid
 
-#: out[i] = x[i] * 2 + 1 over a split-aware 1-D grid of 64-wide workgroups;
-#: params: [0] = (split stride, logical x, y, z), [1].x = 0 (the lowering's opaque zero),
+#: out[i] = x[i] * 2 + 1 over a fold-aware 1-D grid of 64-wide workgroups;
+#: params: [0] = (folded, logical x, y, z), [1].x = 0 (the lowering's opaque zero),
 #: [1].y = len(x), [1].z = len(out).
 DOUBLE = """
 @group(0) @binding(0) var<storage, read> x: array<u32>;
@@ -33,10 +35,11 @@ DOUBLE = """
 @group(0) @binding(3) var<storage, read_write> status: array<atomic<u32>, 1>;
 
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
     var w = wg.x;
     if (params[0].x != 0u) {
-        w = wg.y * params[0].x + wg.x;
+        w = wg.x + nwg.x * (wg.y + nwg.y * wg.z);
         if (w >= params[0].y) { return; }
     }
     let i = w * 64u + li;
@@ -231,19 +234,42 @@ def test_the_status_word_discards_the_outputs(dev):
     assert not dev.is_lost()
 
 
-def test_launch_grid_splits_only_a_long_x_axis():
+def folded_ids(grid: tuple[int, int, int], limit: int) -> list[tuple[int, int, int]]:
+    """The logical workgroup ids a folded launch runs, mapped as the lowering's shader
+    maps them (linear number x fastest, unflattened over ``grid``, padding dropped)."""
+    (px, py, pz), folded = launch_grid(grid, limit)
+    assert folded == 1 and max(px, py, pz) <= limit
+    gx, gy, gz = grid
+    ids = []
+    for lin in range(px * py * pz):
+        wid = (lin % gx, lin // gx % gy, lin // (gx * gy))
+        if wid[2] < gz:
+            ids.append(wid)
+    return ids
+
+
+def test_launch_grid_folds_any_axis_past_the_limit():
     assert launch_grid((10, 20, 30), 65535) == ((10, 20, 30), 0)
     assert launch_grid((65535, 1, 1), 65535) == ((65535, 1, 1), 0)
-    (sx, sy, sz), stride = launch_grid((65536, 1, 1), 65535)
-    assert (sy, sz) == (2, 1) and stride == sx and sx * sy >= 65536 and sx <= 65535
-    (sx, sy, _), stride = launch_grid((10**9, 1, 1), 65535)
-    assert sx <= 65535 and sy <= 65535 and sx * sy >= 10**9
-    for grid in ((65536, 2, 1), (1, 65536, 1), (1, 1, 65536), (65535 * 65535 + 1, 1, 1)):
-        with pytest.raises(LaunchLimitError, match="per dimension"):
-            launch_grid(grid, 65535)
+    (sx, sy, sz), folded = launch_grid((65536, 1, 1), 65535)
+    assert (sy, sz, folded) == (2, 1, 1) and sx * sy >= 65536 and sx <= 65535
+    for grid in ((10**9, 1, 1), (1, 65536, 1), (1, 1, 65536), (65536, 2, 1), (3, 70000, 5)):
+        (sx, sy, sz), folded = launch_grid(grid, 65535)
+        total = grid[0] * grid[1] * grid[2]
+        assert folded and max(sx, sy, sz) <= 65535 and total <= sx * sy * sz < 2 * total
+    with pytest.raises(LaunchLimitError, match="the most it runs in one launch is"):
+        launch_grid((65536, 65535, 1), 65535)
 
 
-def test_a_grid_over_the_per_dimension_limit_is_split(dev):
+@pytest.mark.parametrize("grid", [(50, 1, 1), (1, 50, 1), (1, 1, 50), (8, 9, 1), (3, 4, 20),
+                                  (6, 6, 9)])
+def test_a_folded_grid_runs_every_logical_workgroup_once(grid):
+    """(A small per-axis limit of 7: the same arithmetic as 65535, every case cheap.)"""
+    ids = folded_ids(grid, 7)
+    assert sorted(ids) == sorted(itertools.product(*(range(g) for g in grid)))
+
+
+def test_a_grid_over_the_per_dimension_limit_is_folded(dev):
     kernel = dev.compile_wgsl(double_lowered(), key="double")
     limit = dev.limit("max-compute-workgroups-per-dimension")
     groups = limit + 3
@@ -252,7 +278,7 @@ def test_a_grid_over_the_per_dimension_limit_is_split(dev):
     out, _ = run_double(dev, kernel, x, n, grid=(groups, 1, 1))
     assert np.array_equal(out, x * 2 + 1)
     with pytest.raises(LaunchLimitError):
-        run_double(dev, kernel, x[:64], 64, grid=(limit + 1, 2, 1))
+        run_double(dev, kernel, x[:64], 64, grid=(limit + 1, limit, 1))
 
 
 def test_a_buffer_over_the_binding_limit_is_refused(dev):

@@ -1,6 +1,7 @@
 """Grids: inferred from the largest output or from an output's 2-D/3-D shape, given
-explicitly, and 2-D/3-D workgroups with global, local and workgroup ids per axis.
-Expected ids are enumerated in plain numpy."""
+explicitly, 2-D/3-D workgroups with global, local and workgroup ids per axis, and grids
+just past 65,535 workgroups along an axis (what a GPU backend folds across axes: the ids
+must be the logical launch's). Expected ids are enumerated in plain numpy."""
 
 from __future__ import annotations
 
@@ -114,7 +115,38 @@ def _shaped(name: str, workgroup: tuple[int, ...], shape: tuple[int, ...]):
     return case_of(name, k, [], [_pack(x, y, z), [invocations], np.zeros(4096)])
 
 
+#: One past the per-dimension limit of every GPU API vyre targets (65,535), and a few.
+PAST_LIMIT = 65540
+
+
+def _folded(name: str, grid: tuple[int, int, int], workgroup: tuple[int, int, int] = (1, 1, 1)):
+    """Each invocation writes its global, local and workgroup id on every axis into its
+    own slots (x + 1000 y + 1000000 z would not fit: one axis is past 65,535), and counts
+    itself: a fold that moves, repeats, drops or pads a workgroup shows in the bytes."""
+    k = ir.Kernel(workgroup=workgroup)
+    extent = [g * w for g, w in zip(grid, workgroup, strict=True)]
+    n = extent[0] * extent[1] * extent[2]
+    ids = k.output("ids", u32, count=9 * n)
+    ran = k.output("ran", u32, count=1)
+    g, loc, w = _ids()
+    lin = k.let("lin", g[0] + extent[0] * (g[1] + extent[1] * g[2]))
+    for slot, value in enumerate((*g, *loc, *w)):
+        ids[lin * 9 + slot] = value
+    ran.atomic_add(0, 1)
+    gz, gy, gx = np.meshgrid(*(np.arange(e) for e in reversed(extent)), indexing="ij")
+    per_axis = [(gx, gy, gz)[a] for a in range(3)]
+    columns = [*per_axis, *(per_axis[a] % workgroup[a] for a in range(3)),
+               *(per_axis[a] // workgroup[a] for a in range(3))]
+    expected = np.stack([c.reshape(-1) for c in columns], axis=1).reshape(-1)
+    return case_of(name, k, [], [expected, [n]], grid=grid)
+
+
 CASES = [
+    _folded("grid_folded_x_past_the_axis_limit", (PAST_LIMIT, 1, 1)),
+    _folded("grid_folded_y_past_the_axis_limit", (1, PAST_LIMIT, 1)),
+    _folded("grid_folded_z_past_the_axis_limit", (1, 1, PAST_LIMIT)),
+    _folded("grid_folded_2d_past_the_axis_limit", (PAST_LIMIT, 2, 1)),
+    _folded("grid_folded_z_with_a_2_wide_workgroup", (1, 1, PAST_LIMIT), (2, 1, 1)),
     _shaped("grid_inferred_2d_from_an_output_shape", (4, 2), (5, 7)),
     _shaped("grid_inferred_3d_from_an_output_shape", (2, 2, 2), (3, 3, 5)),
     _shaped("grid_inferred_2d_shape_with_a_1d_workgroup", (8,), (3, 10)),

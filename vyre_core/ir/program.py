@@ -84,6 +84,14 @@ class Program:
         """What a backend must support to run this program."""
         return self._requirements
 
+    @cached_property
+    def global_reads(self) -> frozenset[tuple[str, int]]:
+        """(input, axis) for each runtime-sized input read at ``global_id(axis)``
+        (``vyre_core.ir.indexing``): what grid inference is checked against."""
+        from vyre_core.ir.indexing import read_by_global_id
+
+        return read_by_global_id(self)
+
     def specialize(self, values: Mapping[str, Any] | None = None, /, **named: Any) -> Program:
         """This program with its constants fixed: each named value (checked against the
         constant's type and declared range), the default for the rest. The result declares

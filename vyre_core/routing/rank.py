@@ -1,6 +1,7 @@
-"""Ranking: pick the backend that runs a program, from its requirements and each backend's
-capabilities, walking candidates in precedence order; every rejection can be explained.
-Decisions are cached per program fingerprint until the candidate set is invalidated."""
+"""Ranking: pick the backend that runs a program, from its requirements (and, for a
+dispatch, its launch: grid and buffer sizes) and each backend's capabilities, walking
+candidates in precedence order; every rejection can be explained. Decisions are cached
+per program fingerprint (and launch) until the candidate set is invalidated."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import InvalidInputError, NoCapableBackendError, PluginLoadError
 from vyre_core.ir.requirements import ALL_OPS, FEATURES
-from vyre_core.limits import buffer_exceeded, workgroup_exceeded
+from vyre_core.launch import Launch
+from vyre_core.limits import buffer_exceeded, grid_exceeded, workgroup_exceeded
 from vyre_core.registry import BackendRegistration
 from vyre_core.sequence import Sequence as StepSequence
 
@@ -23,7 +25,8 @@ if TYPE_CHECKING:
     from vyre_core.ir.requirements import Requirements
     from vyre_core.registry import Registry
 
-    Routable = Program | StepSequence  # what routing places: a program, or a sequence whole
+    # what routing places: a program, one launch of it, or a sequence whole
+    Routable = Program | Launch | StepSequence
 
 _log = logging.getLogger("vyre.routing")
 
@@ -105,6 +108,15 @@ def rejection_reasons(req: Requirements, caps: Capabilities) -> list[str]:
     return reasons
 
 
+def launch_reasons(launch: Launch, caps: Capabilities) -> list[str]:
+    """Every reason a backend with ``caps`` cannot make ``launch`` (its grid, its largest
+    buffer as bound): the rules a worker's launch plan applies (``vyre_core.limits``)."""
+    over = grid_exceeded(launch.grid, caps)
+    name, nbytes = launch.largest
+    over_storage = buffer_exceeded(name, nbytes, caps) if name else None
+    return [e.cause for e in over] + ([over_storage.cause] if over_storage else [])
+
+
 def subgroups_refused(size: int | None, caps: Capabilities) -> list[str]:
     """Why a backend cannot run subgroups of ``size``: it must run subgroup operations,
     and run them over exactly that many invocations (its range holds the size)."""
@@ -180,7 +192,8 @@ class Router:
     returns a reason when a backend must be passed over for reasons outside capability
     (its pool failed; it refused this program at compile).
 
-    Decisions are cached by (fingerprint, backend override, version) in a bounded LRU; call
+    Decisions are cached by (fingerprint, with a launch its grid and largest buffer,
+    backend override, version) in a bounded LRU; call
     :meth:`invalidate` whenever the candidates, their capabilities or ``skip``'s answers
     change. As a safety net a cached decision whose backend ``skip`` now rejects is
     recomputed, so a failed pool is never returned from the cache."""
@@ -223,7 +236,7 @@ class Router:
         """
         fingerprint = program.fingerprint()  # cached on the Program after the first call
         with self._lock:
-            key = (fingerprint, backend, self._version)
+            key = (_key(program), backend, self._version)
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
@@ -249,7 +262,7 @@ class Router:
         found: list[Explanation] = []
         chosen_done = False
         for reg, caps, demoted, device in _routing_order(self._candidates()):
-            reasons = tuple(self._reasons(req, reg.id, caps, program.fingerprint(), device))
+            reasons = tuple(self._reasons(req, reg.id, caps, program, device))
             chosen = not reasons and not chosen_done and backend in (None, reg.id)
             chosen_done = chosen_done or chosen
             found.append(Explanation(reg.id, reg.precedence, not reasons, reasons, chosen,
@@ -271,15 +284,19 @@ class Router:
         considered = [c for d, each in variants.items() if devices is None or d in devices
                       for c in each]
         accepted = [c for c in considered
-                    if not any(rejection_reasons(part, c) for _, part in req)]
+                    if not any(rejection_reasons(part, c) for _, part in req)
+                    and not (isinstance(program, Launch) and launch_reasons(program, c))]
         return None if len(accepted) == len(considered) else frozenset(accepted)
 
     # -- internals -----------------------------------------------------------------------
 
     def _reasons(self, req: list[tuple[str, Requirements]], backend: str, caps: Capabilities,
-                 fingerprint: str, device: int | None = None) -> list[str]:
-        skipped = None if self._skip is None else self._skip(backend, fingerprint, device)
+                 work: Routable, device: int | None = None) -> list[str]:
+        skipped = None if self._skip is None else self._skip(backend, work.fingerprint(),
+                                                               device)
         reasons = [f"{where}{r}" for where, part in req for r in rejection_reasons(part, caps)]
+        if isinstance(work, Launch):
+            reasons += [f"the launch: {r}" for r in launch_reasons(work, caps)]
         return reasons if skipped is None else [skipped, *reasons]
 
     def _decide(self, program: Routable, backend: str | None) -> RouteDecision:
@@ -294,7 +311,7 @@ class Router:
                     f"no backend {backend!r} is registered (registered: {ids or 'none'})",
                     "Request one of the registered ids, or install the backend's distribution "
                     "with pip; `vyre doctor` lists plugins that failed to load.")
-            judged = [(d, self._reasons(req, backend, caps, program.fingerprint(), d))
+            judged = [(d, self._reasons(req, backend, caps, program, d))
                       for _, caps, _, d in named]
             accepted = tuple(d for d, reasons in judged if not reasons)
             if not accepted:
@@ -312,12 +329,12 @@ class Router:
             return RouteDecision(backend, "requested explicitly", _devices(accepted))
         rejections: dict[str, list[str]] = {}
         for i, (reg, caps, demoted, device) in enumerate(order):
-            reasons = self._reasons(req, reg.id, caps, program.fingerprint(), device)
+            reasons = self._reasons(req, reg.id, caps, program, device)
             if not reasons:
                 note = "; software adapter, demoted" if demoted else ""
                 devices = (device, *(d for r, c, m, d in order[i + 1:]
                                      if r.id == reg.id and m == demoted and not
-                                     self._reasons(req, r.id, c, program.fingerprint(), d)))
+                                     self._reasons(req, r.id, c, program, d)))
                 return RouteDecision(
                     reg.id, f"first capable backend by precedence (rank {reg.precedence}{note})",
                     _devices(devices))
@@ -335,6 +352,11 @@ def _devices(accepted: tuple[int | None, ...]) -> tuple[int, ...] | None:
     if any(d is None for d in accepted):
         return None
     return tuple(dict.fromkeys(d for d in accepted if d is not None))  # (once per variant)
+
+
+def _key(work: Routable) -> str:
+    """What a cached decision is keyed by: the fingerprint, and a launch's grid and size."""
+    return work.route_key() if isinstance(work, Launch) else work.fingerprint()
 
 
 def _requirements(target: Routable) -> list[tuple[str, Requirements]]:

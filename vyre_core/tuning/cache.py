@@ -65,10 +65,12 @@ def key_for(program: str, backend: str, backend_version: str, device_identity: s
 
 def config_digest(base: DispatchConfig) -> str:
     """What in the caller's config changes what runs or how much of it: its constants
-    (exactly: -0.0 is not 0.0), workgroup override, grid, invocations and fixpoint
+    (exactly: -0.0 is not 0.0), workgroup override, grid, invocations (dim) and fixpoint
     runs. A choice tuned under one is not used under another."""
     fixed = (Values(base.constants).exact(), base.workgroup_override, base.grid_override,
              base.dispatch_elements, base.fixpoint_iterations)
+    if base.dim is not None:  # (only then: the digests of configs without it stay as they were)
+        fixed += (base.dim,)
     return blake3.blake3(repr(fixed).encode()).hexdigest()[:16]
 
 

@@ -22,6 +22,7 @@ from vyre_core.contract.types import wall_clock_ns
 from vyre_core.host_memory import HostMemory
 from vyre_core.ir import Access, Program
 from vyre_core.ir.requirements import ALL_OPS
+from vyre_core.limits import NO_GRID_LIMIT
 from vyre_core.sequence.run import step_config
 from vyre_cpu import __version__
 
@@ -34,7 +35,7 @@ CLAIMS = {
     "supports_f64": True,
     "max_workgroup_size": (1024, 1024, 64),
     "max_invocations_per_workgroup": 1024,
-    "max_workgroups_per_dimension": 65535,
+    "max_workgroups_per_dimension": NO_GRID_LIMIT,  # no per-axis limit (docs/semantics.md)
     "max_storage_buffer_bytes": 2**31,
     "max_workgroup_memory_bytes": 1 << 20,
     "supported_ops": ALL_OPS,

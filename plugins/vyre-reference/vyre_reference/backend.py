@@ -10,6 +10,7 @@ from vyre_core.contract import DeviceInfo, SequenceRun, TimedDispatch, Timing, h
 from vyre_core.contract.types import wall_clock_ns
 from vyre_core.host_memory import HostMemory
 from vyre_core.ir.requirements import ALL_OPS
+from vyre_core.limits import NO_GRID_LIMIT
 from vyre_reference import __version__
 from vyre_reference.interpreter import execute, run
 
@@ -22,7 +23,7 @@ CLAIMS = {
     "supports_f64": True,
     "max_workgroup_size": (1024, 1024, 64),
     "max_invocations_per_workgroup": 1024,
-    "max_workgroups_per_dimension": 65535,
+    "max_workgroups_per_dimension": NO_GRID_LIMIT,  # no per-axis limit (docs/semantics.md)
     "max_storage_buffer_bytes": 2**31,
     "max_workgroup_memory_bytes": 1 << 20,
     # subgroups of any size a program may declare (V034), formed as the program says

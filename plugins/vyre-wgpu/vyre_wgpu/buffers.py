@@ -73,9 +73,10 @@ def uniform(dev: DeviceState, data: np.ndarray, label: str = "vyre-params") -> A
 
 
 def params(dev: DeviceState, kernel: Kernel, lengths: Sequence[int],
-           grid: Sequence[int], stride: int) -> Any:
-    """The params uniform of one launch of ``kernel``: buffer lengths, grid, split stride."""
-    return uniform(dev, params_data(kernel.lowered, list(lengths), tuple(grid), stride))
+           grid: Sequence[int], folded: int) -> Any:
+    """The params uniform of one launch of ``kernel``: buffer lengths, the logical grid,
+    whether it is folded."""
+    return uniform(dev, params_data(kernel.lowered, list(lengths), tuple(grid), folded))
 
 
 def status_word(dev: DeviceState) -> Any:
@@ -107,7 +108,7 @@ class Launch:
     kernel: Kernel
     data: Sequence[np.ndarray | None]
     lengths: tuple[int, ...]
-    grid: tuple[int, int, int]      # the logical grid (split by launch_grid when too wide)
+    grid: tuple[int, int, int]      # the logical grid (folded by launch_grid when too wide)
     read: tuple[bool, ...]
 
     def __post_init__(self) -> None:  # plain tuples, so that key() is hashable
@@ -139,9 +140,9 @@ class LaunchBuffers:
         return [*self.storage, self.params, self.status]
 
 
-def launch_buffers(dev: DeviceState, launch: Launch, stride: int) -> LaunchBuffers:
+def launch_buffers(dev: DeviceState, launch: Launch, folded: int) -> LaunchBuffers:
     """New storage buffers for ``launch`` (its read ones can be copied out; each checked
-    against the binding limit first), its params uniform (``stride``: the grid split), a
+    against the binding limit first), its params uniform (``folded``: the grid is folded), a
     status word and their bind group; destroyed again if any step fails."""
     kernel = launch.kernel
     sizes = [binding_size(dev, b, n) for b, n in zip(kernel.lowered.buffers, launch.lengths,
@@ -154,7 +155,7 @@ def launch_buffers(dev: DeviceState, launch: Launch, stride: int) -> LaunchBuffe
                 label=b.name, size=size,
                 usage=usage.STORAGE | usage.COPY_DST | (usage.COPY_SRC if rd else 0)))
         storage = list(made)
-        made.append(params(dev, kernel, launch.lengths, launch.grid, stride))
+        made.append(params(dev, kernel, launch.lengths, launch.grid, folded))
         made.append(status_word(dev))
         group = bind_group(dev, kernel, list(zip(storage, sizes, strict=True)), *made[-2:])
     except BaseException:

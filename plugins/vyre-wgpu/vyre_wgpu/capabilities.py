@@ -18,6 +18,7 @@ from vyre_wgpu.buffers import Launch
 from vyre_wgpu.lowering import BufferBinding, Lowered, lower
 from vyre_wgpu.pipelines import Kernel
 from vyre_wgpu.state import DeviceState
+from vyre_wgpu.submission import max_grid_workgroups
 
 #: Loop budget assumed for a software adapter whose loop probe could not run: Mesa's
 #: llvmpipe (lavapipe) ends every loop of an invocation after 65,535 iterations in total,
@@ -32,7 +33,7 @@ _FLOAT_CASES = {
     DType.F64: ([1.0, 1e300, 0.1], [2.0 ** -40, 1e300, 0.2]),
 }
 
-#: One loop of trips[0] iterations counted; params[0].x (the split stride, 0) keeps the
+#: One loop of trips[0] iterations counted; params[0].x (0) keeps the
 #: bound opaque to the compiler.
 _LOOP_PROBE = """
 @group(0) @binding(0) var<storage, read> trips: array<u32>;
@@ -136,8 +137,9 @@ def profile(dev: DeviceState) -> dict[str, Any]:
         "wgpu_version": str(getattr(wgpu_module(), "__version__", "unknown")),
         "mesa_shader_cache_dir": os.environ.get("MESA_SHADER_CACHE_DIR", ""),
         "device_generation": dev.generation,
-        # 1-D grids past the per-dimension limit are split (see submission.launch_grid)
-        "max_grid_x": dev.limit("max-compute-workgroups-per-dimension") ** 2,
+        # grids past the per-dimension limit are folded (see submission.launch_grid)
+        "max_grid_workgroups": max_grid_workgroups(
+            dev.limit("max-compute-workgroups-per-dimension")),
     })
     if dev.max_loop_trip is not None:
         facts["max_loop_trip"] = int(dev.max_loop_trip)

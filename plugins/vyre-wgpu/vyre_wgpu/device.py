@@ -170,10 +170,10 @@ class Device(DeviceState):
         outputs are discarded and UnsupportedFeatureError is raised."""
         with self._lock:
             check_current(self, launch.kernel)
-            dispatch, stride = launch_grid(launch.grid,
+            dispatch, folded = launch_grid(launch.grid,
                                            self.limit("max-compute-workgroups-per-dimension"))
             with submitting(self, "dispatch") as created:
-                buffers, fresh = self._launch_buffers(launch, stride, created)
+                buffers, fresh = self._launch_buffers(launch, folded, created)
                 zeroed = [] if fresh else [buffers.status]  # (new buffers are zeros already)
                 reads = []
                 for b, buf, array, n, rd in zip(launch.kernel.lowered.buffers, buffers.storage,
@@ -190,7 +190,7 @@ class Device(DeviceState):
                 recorder.step(Pass(launch.kernel, buffers.bind_group, dispatch, zeroed))
                 return recorder.read(reads), recorder.device_ns
 
-    def _launch_buffers(self, launch: Launch, stride: int,
+    def _launch_buffers(self, launch: Launch, folded: int,
                         created: list[Any]) -> tuple[LaunchBuffers, bool]:
         """The buffers of a launch like ``launch`` kept from before, or new ones (True)
         kept while small; ``created`` takes those not kept, for the caller to destroy."""
@@ -198,7 +198,7 @@ class Device(DeviceState):
         kept = None if key is None else self.launches.get(key)
         if kept is not None:
             return kept, False
-        made = launch_buffers(self, launch, stride)
+        made = launch_buffers(self, launch, folded)
         if key is None or not self.launches.keep(key, made):
             created.extend(made.buffers())
         return made, True

@@ -58,10 +58,10 @@ from vyre_core.ir.nodes import (
 from vyre_core.ir.typerules import binop_result, subgroup_result, unop_result
 from vyre_wgpu import float_math, narrow_ints
 
-#: Params uniform layout (u32 words): [0] grid split stride S (0 = no split), [1] logical
-#: workgroups along x, [2] along y, [3] along z, [4] zero (see OPAQUE_ZERO), [5 + i]
-#: element count of the i-th non-workgroup buffer in declaration order. Padded to a
-#: multiple of 4 words.
+#: Params uniform layout (u32 words): [0] 1 when the grid is folded (submission.launch_grid),
+#: else 0, [1] logical workgroups along x, [2] along y, [3] along z, [4] zero (see
+#: OPAQUE_ZERO), [5 + i] element count of the i-th non-workgroup buffer in declaration
+#: order. Padded to a multiple of 4 words.
 PARAMS_HEADER_WORDS = 5
 
 #: A u32 that is 0 at run time but unknown to the shader compiler. WGSL cannot mark float
@@ -785,11 +785,18 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             "fn main(@builtin(local_invocation_id) vyre_lid: vec3<u32>,",
             "        @builtin(local_invocation_index) vyre_lindex: u32,",
             *size_param,
-            "        @builtin(workgroup_id) vyre_wid_phys: vec3<u32>) {",
-            "    let vyre_split = vyre_params[0].x;",
-            "    let vyre_wid = select(vyre_wid_phys, vec3<u32>(vyre_wid_phys.x + vyre_wid_phys.y"
-            " * vyre_split, 0u, 0u), vyre_split != 0u);",
-            "    if (vyre_wid.x >= vyre_params[0].y) { return; }",
+            "        @builtin(workgroup_id) vyre_wid_phys: vec3<u32>,",
+            "        @builtin(num_workgroups) vyre_nwg: vec3<u32>) {",
+            # a folded grid: the physical workgroup's linear number (x fastest) is the
+            # logical one's, unflattened over the logical grid; the padding past it and
+            # any workgroup past the logical grid return here, a whole workgroup at once
+            "    let vyre_grid = vyre_params[0].yzw;",
+            "    let vyre_lin = vyre_wid_phys.x + vyre_nwg.x * (vyre_wid_phys.y"
+            " + vyre_nwg.y * vyre_wid_phys.z);",
+            "    let vyre_wid = select(vyre_wid_phys, vec3<u32>(vyre_lin % vyre_grid.x,"
+            " vyre_lin / vyre_grid.x % vyre_grid.y, vyre_lin / (vyre_grid.x * vyre_grid.y)),"
+            " vyre_params[0].x != 0u);",
+            "    if (any(vyre_wid >= vyre_grid)) { return; }",
             f"    let vyre_gid = vyre_wid * vec3<u32>({wx}u, {wy}u, {wz}u) + vyre_lid;",
             *size_check,
             *self.zero_workgroup_memory(wx * wy * wz),
@@ -808,10 +815,10 @@ def lower(program: Program) -> Lowered:
 
 
 def params_data(lowered: Lowered, lengths: list[int], grid: tuple[int, int, int],
-                split_stride: int) -> np.ndarray:
-    """The params buffer content (uint32) for one launch."""
+                folded: int) -> np.ndarray:
+    """The params buffer content (uint32) for one launch of the logical ``grid``."""
     words = np.zeros(lowered.params_words, dtype=np.uint32)
-    words[0] = split_stride
+    words[0] = folded
     words[1:4] = grid
     words[PARAMS_HEADER_WORDS:PARAMS_HEADER_WORDS + len(lengths)] = lengths
     return words

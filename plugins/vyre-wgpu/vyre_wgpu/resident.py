@@ -219,8 +219,8 @@ class Resident:
             if found is not None:
                 self._bindings.move_to_end(key)
                 return found
-        dispatch, stride = launch_grid(logical, dev.limit("max-compute-workgroups-per-dimension"))
-        pbuf = params(dev, kernel, lengths, logical, stride)
+        dispatch, folded = launch_grid(logical, dev.limit("max-compute-workgroups-per-dimension"))
+        pbuf = params(dev, kernel, lengths, logical, folded)
         status = status_word(dev)
         group = bind_group(dev, kernel, bound, pbuf, status)
         binding = _Binding(group, pbuf, status, dispatch, frozenset(handles))

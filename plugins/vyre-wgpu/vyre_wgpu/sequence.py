@@ -165,9 +165,9 @@ class SequenceRunner:
         dev = self.device
         names = {b.name: name for b, name in step.bound}
         lengths = [seq.buffer(names[bb.name]).count for bb in kernel.lowered.buffers]
-        dispatch, stride = launch_grid(step.grid,
+        dispatch, folded = launch_grid(step.grid,
                                        dev.limit("max-compute-workgroups-per-dimension"))
-        pbuf = params(dev, kernel, lengths, step.grid, stride)
+        pbuf = params(dev, kernel, lengths, step.grid, folded)
         plan.owned.append(pbuf)
         bound = [(plan.buffers[names[bb.name]], binding_size(dev, bb, n))
                  for bb, n in zip(kernel.lowered.buffers, lengths, strict=True)]

@@ -24,25 +24,42 @@ PASSES_PER_SUBMIT = 1024
 _READBACK_KEEP = 64 << 20   # readback buffers larger than this are not kept between calls
 
 
-def launch_grid(grid: Sequence[int], limit: int) -> tuple[tuple[int, int, int], int]:
-    """The workgroup counts to dispatch for a logical ``grid``, and the split stride.
+#: The most workgroups one launch folds (2**31): their linear number, padding included,
+#: stays a u32 in the shader whatever the per-axis limit.
+MAX_FOLDED = 2**31
 
-    A grid within ``limit`` on every axis runs as is (stride 0). A 1-D grid whose x count
-    exceeds it is folded into (S, rows, 1) with rows = ceil(gx / limit) and
-    S = ceil(gx / rows) <= limit (fewer than ``rows`` padding workgroups); the shader maps
-    workgroup (x, y) back to y * S + x and drops the padding ones. Anything else over the
-    limit is refused."""
+
+def max_grid_workgroups(limit: int) -> int:
+    """Workgroups in all a launch may have with ``limit`` per axis, folded
+    (``launch_grid``): the device fact routing reads (``max_grid_workgroups``)."""
+    return min(limit ** 3, MAX_FOLDED)
+
+
+def launch_grid(grid: Sequence[int], limit: int) -> tuple[tuple[int, int, int], int]:
+    """The workgroup counts to dispatch for a logical ``grid``, and whether it is folded
+    (params word 0).
+
+    A grid within ``limit`` on every axis runs as is (0). Any other is folded (1): its
+    workgroups, numbered linearly x fastest, are laid over (S, rows, planes) within
+    ``limit`` on every axis, with planes = ceil(total / limit**2), each plane holding
+    ceil(total / planes), rows = ceil(plane / limit), S = ceil(plane / rows) (fewer than
+    planes * (rows + 1) padding workgroups); the shader numbers each physical workgroup
+    the same way, unflattens that over the logical grid and drops the padding, so the
+    ids a program sees are those of the logical launch."""
     gx, gy, gz = (int(a) for a in grid)
     if max(gx, gy, gz) <= limit:
         return (gx, gy, gz), 0
-    rows = math.ceil(gx / limit)
-    if gy == gz == 1 and rows <= limit:
-        stride = math.ceil(gx / rows)
-        return (stride, rows, 1), stride
-    raise LaunchLimitError(
-        f"backend 'wgpu': grid {(gx, gy, gz)} exceeds {limit} workgroups per dimension",
-        f"Keep y and z at most {limit} (an x count above it is split only when y == z == "
-        f"1, up to {limit * limit}), or use larger workgroups.")
+    total = gx * gy * gz
+    if total > max_grid_workgroups(limit):
+        raise LaunchLimitError(
+            f"backend 'wgpu': grid {(gx, gy, gz)} has {total} workgroups, the most it runs "
+            f"in one launch is {max_grid_workgroups(limit)}",
+            "Use larger workgroups (fewer of them), or split the work across several "
+            "dispatches.")
+    planes = math.ceil(total / limit ** 2)
+    plane = math.ceil(total / planes)
+    rows = math.ceil(plane / limit)
+    return (math.ceil(plane / rows), rows, planes), 1
 
 
 @dataclass

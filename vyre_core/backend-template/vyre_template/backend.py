@@ -24,6 +24,7 @@ from vyre_core.config import DispatchConfig
 from vyre_core.contract import Capabilities, hookimpl
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import DEFAULT_OPS, Program
+from vyre_core.limits import NO_GRID_LIMIT
 from vyre_core.routing import rejection_reasons
 
 VYRE_CONTRACT = 1
@@ -38,7 +39,7 @@ CLAIMS: dict[str, Any] = {
     "supports_f64": False,
     "max_workgroup_size": (256, 256, 64),
     "max_invocations_per_workgroup": 256,
-    "max_workgroups_per_dimension": 65535,
+    "max_workgroups_per_dimension": NO_GRID_LIMIT,  # no per-axis limit (docs/semantics.md)
     "max_storage_buffer_bytes": 1 << 28,
     "max_workgroup_memory_bytes": 16384,
 }
