@@ -176,7 +176,7 @@ class UnsupportedFeatureError(UnavailableError):
 
 
 class LaunchLimitError(CallerError):
-    """The launch exceeds a limit of the chosen backend (workgroup, grid, buffer size)."""
+    """The launch exceeds a backend's limit (workgroup, grid, buffer size) or a u32 global id."""
 
     code = 1104
     default_fix = "Shrink the launch below the named limit, or route to a larger backend."
