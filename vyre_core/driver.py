@@ -46,7 +46,7 @@ from vyre_core.errors import (
     PipelineInvalidatedError,
     PoolFailedError,
 )
-from vyre_core.ir import Program
+from vyre_core.ir import Kernel, Program
 from vyre_core.launch import effective_program
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op
@@ -213,8 +213,8 @@ class ResidentBuffer:
 def _weighed(work: Program | StepSequence, config: DispatchConfig | None
              ) -> Program | StepSequence:
     """What routing weighs: a program as ``config`` runs it, a sequence as it is."""
-    return effective_program(work, _config(config)) if isinstance(work, Program) \
-        else work.check()
+    return work.check() if isinstance(work, StepSequence) \
+        else effective_program(_checked_program(work), _config(config))
 
 
 def _untuned(config: DispatchConfig, where: str) -> DispatchConfig:
@@ -269,6 +269,22 @@ def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
     return Request(Op.SEQUENCE, meta, bound, deadline=_deadline(config.timeout),
                    timeout=config.timeout, retries=0 if handles else config.retries,
                    slot=slot, generation=generation, outputs=shapes)
+
+
+def _checked_program(program: Any) -> Program:
+    """``program`` when it is a Program; else a refusal saying what to pass instead."""
+    if isinstance(program, Program):
+        return program
+    fix = {Kernel: "Pass kernel.build() (it validates the kernel and returns its Program).",
+           StepSequence: "Run a sequence with Driver.dispatch_sequence.",
+           str: "Pass the Program object itself, e.g. ir.Kernel(...).build(); vyre "
+                "dispatches programs, not names."}.get(type(program))
+    if fix is None and callable(program):
+        fix = "Call it and pass the Program it returns."
+    given = repr(program)[:60] if isinstance(program, str) else \
+        f"{type(program).__name__} {getattr(program, '__qualname__', '')}".rstrip()
+    raise InvalidInputError(f"expected a Program, got {given}",
+                            fix or "Pass a Program: build one with ir.Kernel(...).build().")
 
 
 def _checked_sequence(sequence: Any) -> StepSequence:
@@ -464,7 +480,7 @@ class Driver:
 
     def _dispatch_request(self, program: Program, inputs: Sequence[Any],
                           config: DispatchConfig) -> Request:
-        bound = abi.bind_inputs(program.check(), inputs)
+        bound = abi.bind_inputs(_checked_program(program).check(), inputs)
         meta = {"fp": program.fingerprint(), "program": program.to_wire(),
                 "config": config.to_dict(), "label": config.label}
         return Request(Op.DISPATCH, meta, bound, deadline=_deadline(config.timeout),
@@ -510,7 +526,8 @@ class Driver:
         check: how a conformance kit sees that a backend itself refuses what it did not
         claim. Everything else (ABI binding, supervision, timeouts) is as ``dispatch``."""
         config = _untuned(_config(config), "dispatch_on")
-        effective_program(program, config)  # (a bad constant is refused here, not there)
+        # (a bad constant is refused here, not there)
+        effective_program(_checked_program(program), config)
         request = self._dispatch_request(program, inputs, config)
         return _outputs(*self.pools.open(backend).call(request))
 
@@ -581,7 +598,7 @@ class Driver:
         ``timeout`` bounds the whole call (default: routing unbounded, the compile itself
         bounded by the backend's PoolOptions.compile_timeout)."""
         config = _untuned(_config(config), "compile (a choice is kept per input size)")
-        source, program = program, effective_program(program, config)
+        source, program = program, effective_program(_checked_program(program), config)
         config = config.replace(workgroup_override=None, constants=())
         meta = {"program": program.to_wire(), "config": config.to_dict()}
         deadline = _deadline(timeout)
@@ -628,7 +645,7 @@ class Driver:
         without measuring, unless ``refresh`` or it is not among the candidates asked
         for. ``on_measured`` sees each candidate as it is measured."""
         config = _config(config).replace(tuned=False)
-        program.check()
+        _checked_program(program).check()
         check_repeats(repeats)
         backend = backend or self.route(program, config=config).backend
         key = self._tune_key(program, inputs, backend, config)
@@ -715,7 +732,8 @@ class Driver:
                                     "worker (same backend, worker and generation)",
                                     "Allocate them on the same backend, one after another.")
         first = buffers[0]
-        self._check_device(effective_program(program, config), first, config.timeout)
+        self._check_device(effective_program(_checked_program(program), config), first,
+                           config.timeout)
         meta, _ = first._call(Op.DISPATCH_RESIDENT, {
             "fp": program.check().fingerprint(), "program": program.to_wire(),
             "config": config.to_dict(),
