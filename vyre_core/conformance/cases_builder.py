@@ -1,5 +1,5 @@
-"""What the builder's Python spelling builds (docs/ir.md, "Python operators and
-assignment"): augmented assignment of ``let`` variables in loops, nested loops and both
+"""What the builder's Python spelling builds (docs/ir.md, "The builder" and "Assignment
+and scope"): augmented assignment of ``let`` variables in loops, nested loops and both
 branches of an if; ``x ** n`` multiplied out; ``//`` on unsigned integers; and
 ``buf[i, j]`` / ``buf[i, j, k]`` on shaped buffers in numpy's row-major order. Expected
 values are worked out in plain numpy (float sums one rounded f32 step at a time)."""

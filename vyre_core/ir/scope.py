@@ -4,7 +4,7 @@ Python runs the body of ``with k.loop(...)`` once, to build it. A Python name re
 inside it (``acc = acc + x[i]``) then holds an expression, and the kernel assigns nothing:
 the loop would be empty. ``+=`` on a ``k.let`` variable assigns (the builder sees it); a
 plain rebinding it cannot see, so it catches the rebinding by what it leaves behind
-(docs/ir.md, "Values belong to their body"):
+(docs/ir.md, "Assignment and scope"):
 
 1. a value built inside a body that has ended is used (``o[i] = acc`` after the loop);
 2. at the end of a loop or while body, a name of the building frame that held a ``let``
