@@ -111,8 +111,9 @@ class DType(enum.Enum):
         return float(np.array(bits, dtype=_BITS_NP[self]).view(self.value_np)[()])
 
     def __call__(self, value: Any) -> Any:
-        """``ir.f32(1.5)``: a typed literal for the builder. The builder says how to make
-        one (``make_literals_with``), so this module, below it, never imports it."""
+        """``ir.f32(1.5)``: a typed literal for the builder (``ir.u32(i)`` of an expression:
+        its cast). The builder says how to make one (``make_literals_with``), so this
+        module, below it, never imports it."""
         return _literal(value, self)
 
 
