@@ -282,7 +282,7 @@ def test_out_of_range_int_literal_is_refused(make):
 # -- truth value and misuse -----------------------------------------------------------------
 
 def test_bool_of_a_value_raises_type_error_with_fix():
-    with pytest.raises(TypeError, match=r"Fix: use `with kernel\.if_"):
+    with pytest.raises(TypeError, match=r"Fix: use `with k\.if_"):
         bool(u32_val() < 3)
 
 

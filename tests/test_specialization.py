@@ -406,7 +406,7 @@ def test_a_pipeline_compiled_with_a_workgroup_override_keeps_its_constants():
     (ir.bool_, "no", None, "constant 'C': default is given 'no', a str"),
     (ir.u32, True, None, "constant 'C': default is given True, a bool"),
     (ir.f32, 2**1100, None, "constant 'C': default cannot hold"),
-    (ir.f32, 1e39, None, "rounds to inf in f32"),
+    (ir.f32, 1e39, None, "does not fit in f32: it rounds to infinity"),
     (ir.u32, 1, 0.5, "constant 'C': low is given 0.5, a float"),
 ])
 def test_the_builder_checks_a_declaration_as_a_dispatch_checks_a_value(dtype, default, low,
@@ -422,7 +422,7 @@ def test_a_float_that_rounds_to_infinity_is_refused_as_a_value():
     half = k.constant("H", ir.f16, 1.0)
     out = k.output("out", ir.f16, 1)
     out[0] = half
-    with pytest.raises(InvalidConfigError, match=r"cannot hold 70000: it rounds to inf"):
+    with pytest.raises(InvalidConfigError, match=r"cannot hold 70000: .* it rounds to infinity"):
         k.build().specialize(H=70000)
     assert k.build().specialize(H=float("inf")).body  # (an infinity asked for is fine)
 

@@ -239,6 +239,10 @@ def v035_subgroup_op_under_a_non_uniform_if() -> Program:
     return program(If(Binary(BinOp.LT, GID, U1), (Let("s", GID_VALUE),), ()))
 
 
+def v036_loop_variable_used_after_its_loop() -> Program:
+    return program(Loop("j", U0, U1, ()), Store("out", Var("j"), U1))
+
+
 #: Deprecations in force while a trigger is validated (none in vyre reaches removal).
 REGISTRY = {"V029": (Deprecation("op", "unop.floor", "0.0.1", "0.1.0", "Use trunc."),)}
 
@@ -278,6 +282,7 @@ TRIGGERS = {
     "V033": v033_shape_that_is_not_the_count,
     "V034": v034_subgroup_size_not_a_power_of_two,
     "V035": v035_subgroup_op_under_a_non_uniform_if,
+    "V036": v036_loop_variable_used_after_its_loop,
 }
 
 # More triggers, reported with the same code (different rules under one code).
@@ -300,7 +305,7 @@ MORE_TRIGGERS = {
     "V004-let-uses-itself": ("V004", lambda: program(Let("x", Var("x")))),
     "V004-out-of-scope": ("V004", lambda: program(Block((Let("x", U1),)),
                                                   Store("out", U0, Var("x")))),
-    "V004-loop-var-after-loop": ("V004", lambda: program(Loop("i", U0, U1, ()),
+    "V036-loop-var-after-loop": ("V036", lambda: program(Loop("i", U0, U1, ()),
                                                          Store("out", U0, Var("i")))),
     "V005-let-twice": ("V005", lambda: program(Let("x", U1), Let("x", U0))),
     "V005-inner-block": ("V005", lambda: program(Let("x", U1), Block((Let("x", U0),)))),

@@ -48,7 +48,7 @@ from vyre_core.errors import (
     PipelineInvalidatedError,
     PoolFailedError,
 )
-from vyre_core.ir import Program
+from vyre_core.ir import Kernel, Program
 from vyre_core.launch import Launch, effective_program, launch_of
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op
@@ -218,8 +218,9 @@ def _weighed(work: Program | StepSequence, config: DispatchConfig,
     """What routing weighs: a program's launch as ``config`` makes it (on ``inputs`` when
     given; the program as ``config`` runs it when the grid needs the inputs' lengths), a
     sequence as it is."""
-    if not isinstance(work, Program):
+    if isinstance(work, StepSequence):
         return work.check()
+    work = _checked_program(work)
     bound = None if inputs is None else abi.bind_inputs(work.check(), inputs)
     return launch_of(work, config, bound)[0]
 
@@ -302,6 +303,22 @@ def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
     return Request(Op.SEQUENCE, meta, bound, deadline=_deadline(config.timeout),
                    timeout=config.timeout, retries=0 if handles else config.retries,
                    slot=slot, generation=generation, outputs=shapes)
+
+
+def _checked_program(program: Any) -> Program:
+    """``program`` when it is a Program; else a refusal saying what to pass instead."""
+    if isinstance(program, Program):
+        return program
+    fix = {Kernel: "Pass kernel.build() (it validates the kernel and returns its Program).",
+           StepSequence: "Run a sequence with Driver.dispatch_sequence.",
+           str: "Pass the Program object itself, e.g. ir.Kernel(...).build(); vyre "
+                "dispatches programs, not names."}.get(type(program))
+    if fix is None and callable(program):
+        fix = "Call it and pass the Program it returns."
+    given = repr(program)[:60] if isinstance(program, str) else \
+        f"{type(program).__name__} {getattr(program, '__qualname__', '')}".rstrip()
+    raise InvalidInputError(f"expected a Program, got {given}",
+                            fix or "Pass a Program: build one with ir.Kernel(...).build().")
 
 
 def _checked_sequence(sequence: Any) -> StepSequence:
@@ -516,7 +533,7 @@ class Driver:
 
     def _dispatch_request(self, program: Program, inputs: Sequence[Any],
                           config: DispatchConfig) -> Request:
-        bound = abi.bind_inputs(program.check(), inputs)
+        bound = abi.bind_inputs(_checked_program(program).check(), inputs)
         meta = {"fp": program.fingerprint(), "program": program.to_wire(),
                 "config": config.to_dict(), "label": config.label}
         return Request(Op.DISPATCH, meta, bound, deadline=_deadline(config.timeout),
@@ -651,7 +668,7 @@ class Driver:
         ``timeout`` bounds the whole call (default: routing unbounded, the compile itself
         bounded by the backend's PoolOptions.compile_timeout)."""
         config = _untuned(_config(config), "compile (a choice is kept per input size)")
-        source, program = program, effective_program(program, config)
+        source, program = program, effective_program(_checked_program(program), config)
         weighed = _weighed(source, config)  # (its launch, when its grid is known already)
         config = config.replace(workgroup_override=None, constants=())
         meta = {"program": program.to_wire(), "config": config.to_dict()}
@@ -700,7 +717,7 @@ class Driver:
         without measuring, unless ``refresh`` or it is not among the candidates asked
         for. ``on_measured`` sees each candidate as it is measured."""
         config = _config(config).replace(tuned=False)
-        program.check()
+        _checked_program(program).check()
         check_repeats(repeats)
         backend = backend or self.route(program, config=config).backend
         key = self._tune_key(program, inputs, backend, config)
@@ -787,7 +804,8 @@ class Driver:
                                     "worker (same backend, worker and generation)",
                                     "Allocate them on the same backend, one after another.")
         first = buffers[0]
-        self._check_device(effective_program(program, config), first, config.timeout)
+        self._check_device(effective_program(_checked_program(program), config), first,
+                           config.timeout)
         meta, _ = first._call(Op.DISPATCH_RESIDENT, {
             "fp": program.check().fingerprint(), "program": program.to_wire(),
             "config": config.to_dict(),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import (
     cases_atomics,
     cases_bool,
+    cases_builder,
     cases_cast,
     cases_constants,
     cases_control,
@@ -33,7 +34,7 @@ CASES: list[Case] = [
     *cases_memory.CASES, *cases_grid.CASES, *cases_control.CASES, *cases_loops.CASES,
     *cases_workgroup.CASES,
     *cases_atomics.CASES, *cases_special.CASES, *cases_constants.CASES,
-    *cases_subgroups.CASES,
+    *cases_subgroups.CASES, *cases_builder.CASES,
 ]
 
 #: Sequences (run whole, by ``runner.run_sequence_case``): iteration numbers, nested

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from vyre_core.errors import InvalidConfigError
-from vyre_core.ir import dtypes, typerules
+from vyre_core.ir import dtypes, scope, typerules
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
     Access,
@@ -61,27 +61,49 @@ Operand = Any  # a Val or a Python bool/int/float
 
 
 class Val:
-    """An expression under construction; operators build IR nodes."""
+    """An expression under construction; operators build IR nodes.
 
-    __slots__ = ("dtype", "node")
+    A value built from a kernel's buffers or variables knows that kernel and the ``with``
+    body it was built in (``body``): it may be used only while that body is open
+    (``scope``). ``var`` is ``"let"`` for a variable ``k.let`` made (``+=`` and the other
+    augmented assignments assign it), ``"loop"`` for a loop variable, else ``None``."""
+
+    __slots__ = ("body", "dtype", "kernel", "line", "node", "var")
     __hash__ = None  # type: ignore[assignment]  # == builds an expression
+    __array_ufunc__ = None  # numpy defers to our reflected operators (np.float64(2) * x)
 
-    def __init__(self, node: Expr, dtype: DType | None) -> None:
+    def __init__(self, node: Expr, dtype: DType | None, kernel: Kernel | None = None,
+                 var: str | None = None) -> None:
         self.node = node
         self.dtype = dtype
+        self.kernel = kernel
+        self.var = var
+        self.body = None if kernel is None else kernel._blocks[-1]
+        nested = self.body is not None and self.body.parent is not None
+        self.line = scope.where(scope.user_frame()) if nested else ""
 
     def __repr__(self) -> str:
         return f"Val({self.node!r}: {self.dtype.value if self.dtype else '?'})"
 
     def __bool__(self) -> bool:
-        raise TypeError("a vyre expression has no Python truth value. Fix: use `with "
-                        "kernel.if_(cond):` for control flow and `&`/`|` to combine conditions")
+        raise TypeError(_no_truth_value(self.node))
 
     def _bin(self, op: BinOp, other: Operand, reflected: bool = False) -> Val:
         rhs_type = DType.U32 if op in typerules.SHIFTS and not reflected else self.dtype
         other = as_val(other, rhs_type)
         lhs, rhs = (other, self) if reflected else (self, other)
         return binary(op, lhs, rhs)
+
+    def _augment(self, build: Any, other: Operand) -> Val:
+        """``v op= other`` on a ``let`` variable assigns it in the current body (what
+        Python means); on any other value, Python falls back to ``v = v op other``."""
+        if self.var == "loop":
+            raise TypeError(f"loop variable {self.node.name!r} is read-only. Fix: copy it "
+                            f"into a variable, v = k.let('v', {self.node.name}), and update v")
+        if self.var != "let":
+            return NotImplemented
+        self.kernel.assign(self, build(self, other))
+        return self
 
     def __add__(self, o): return self._bin(BinOp.ADD, o)
     def __radd__(self, o): return self._bin(BinOp.ADD, o, True)
@@ -101,6 +123,12 @@ class Val:
     def __rxor__(self, o): return self._bin(BinOp.XOR, o, True)
     def __lshift__(self, o): return self._bin(BinOp.SHL, o)
     def __rshift__(self, o): return self._bin(BinOp.SHR, o)
+    def __rlshift__(self, o): return _reflected_shift(self, o, "<<", BinOp.SHL)
+    def __rrshift__(self, o): return _reflected_shift(self, o, ">>", BinOp.SHR)
+    def __floordiv__(self, o): return floor_div(self, o)
+    def __rfloordiv__(self, o): return floor_div(o, self)
+    def __pow__(self, o): return power(self, o)
+    def __rpow__(self, o): raise TypeError(_NO_RPOW)
     def __eq__(self, o): return self._bin(BinOp.EQ, o)  # type: ignore[override]
     def __ne__(self, o): return self._bin(BinOp.NE, o)  # type: ignore[override]
     def __lt__(self, o): return self._bin(BinOp.LT, o)
@@ -110,12 +138,94 @@ class Val:
     def __neg__(self): return unary(UnOp.NEG, self)
     def __abs__(self): return unary(UnOp.ABS, self)
 
+    def __iadd__(self, o): return self._augment(Val.__add__, o)
+    def __isub__(self, o): return self._augment(Val.__sub__, o)
+    def __imul__(self, o): return self._augment(Val.__mul__, o)
+    def __itruediv__(self, o): return self._augment(Val.__truediv__, o)
+    def __imod__(self, o): return self._augment(Val.__mod__, o)
+    def __iand__(self, o): return self._augment(Val.__and__, o)
+    def __ior__(self, o): return self._augment(Val.__or__, o)
+    def __ixor__(self, o): return self._augment(Val.__xor__, o)
+    def __ilshift__(self, o): return self._augment(Val.__lshift__, o)
+    def __irshift__(self, o): return self._augment(Val.__rshift__, o)
+    def __ifloordiv__(self, o): return self._augment(Val.__floordiv__, o)
+    def __ipow__(self, o): return self._augment(Val.__pow__, o)
+
     def __invert__(self) -> Val:
         """Bitwise not for integers, logical not for bool."""
         return unary(UnOp.NOT if self.dtype is DType.BOOL else UnOp.BIT_NOT, self)
 
     def cast(self, dtype: DType) -> Val:
         return cast(self, dtype)
+
+    # Python asking for a Python value, which an expression has only when the kernel runs
+    def __float__(self): raise TypeError(_no_python_value("float(v)", "v.cast(ir.f32)"))
+    def __int__(self): raise TypeError(_no_python_value("int(v)", "v.cast(ir.i32)"))
+    def __complex__(self): raise TypeError(_no_python_value("complex(v)", "an f32 pair"))
+    def __index__(self): raise TypeError(_no_python_value(
+        "a Python int (range(v), a list index, a size)", "k.loop('j', 0, v) to loop, "
+        "buf[v] to index a buffer"))
+    def __round__(self, ndigits=None): raise TypeError(_no_python_value("round(v)",
+                                                                        "ir.round(v)"))
+    def __trunc__(self): raise TypeError(_no_python_value("math.trunc(v)", "ir.trunc(v)"))
+    def __floor__(self): raise TypeError(_no_python_value("math.floor(v)", "ir.floor(v)"))
+    def __ceil__(self): raise TypeError(_no_python_value("math.ceil(v)", "ir.ceil(v)"))
+    def __len__(self): raise TypeError(_no_python_value("len(v)", "buf.len for a buffer's "
+                                                        "length"))
+    def __iter__(self): raise TypeError(_no_python_value(
+        "iteration (for, in, unpacking)", "with k.loop('j', start, end) as j: to loop"))
+    def __contains__(self, item): raise TypeError(_no_python_value(
+        "`in` (membership)", "== and | to compare with each candidate"))
+    def __getitem__(self, i): raise TypeError(_no_python_value(
+        "v[i] (a scalar has no elements)", "index the buffer: buf[i]"))
+    def __divmod__(self, o): raise TypeError(_no_python_value("divmod(a, b)",
+                                                              "a / b and a % b"))
+    __rdivmod__ = __divmod__
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(f"a vyre value has no attribute {name!r}. Fix: a value has "
+                             ".dtype and .cast(dtype); functions on values are in ir "
+                             "(ir.sqrt(v), ir.min(a, b), ...): see docs/ir.md")
+
+
+def _no_python_value(what: str, instead: str) -> str:
+    return (f"{what} needs a Python value, and a vyre expression has one only when the "
+            f"kernel runs. Fix: use {instead}")
+
+
+#: Comparisons: ``__bool__`` on one of them is mostly a chained comparison.
+_COMPARISONS = typerules.ORDERING | typerules.EQUALITY
+
+
+def _no_truth_value(node: Expr) -> str:
+    """Why Python may not take an expression's truth, naming the precedence trap when
+    the expression shows it: ``x < 4 & y < 4`` is ``x < (4 & y) < 4``, a chained
+    comparison, and Python asks the truth of ``x < (4 & y)``."""
+    why = ("a vyre expression has no Python truth value (if, while, and, or, not, and a "
+           "chained comparison a < b < c all ask for one)")
+    if isinstance(node, Binary) and node.op in _COMPARISONS and any(
+            isinstance(side, Binary) and side.op in typerules.BITWISE
+            for side in (node.lhs, node.rhs)):
+        why += ("; this one is a comparison of a bitwise &, | or ^: `x < 4 & y < 4` reads "
+                "as `x < (4 & y) < 4`, since & | ^ bind tighter than comparisons")
+    return (f"{why}. Fix: use `with k.if_(cond):` for control flow, and combine "
+            "conditions with & and |, wrapping each comparison in parentheses: "
+            "(x < 4) & (y < 4)")
+
+
+_NO_RPOW = ("a number raised to a vyre value builds no IR. Fix: ir.pow(ir.f32(base), x) "
+            "for floats, or ir.exp2(x) for 2 ** x")
+
+
+def _reflected_shift(self: Val, other: Operand, symbol: str, op: BinOp) -> Val:
+    """``n << v``: a numpy scalar of a vyre type says the shifted type; a Python int does
+    not (it would take the count's type, u32, whatever was meant), so it is refused."""
+    if getattr(other, "dtype", None) in _NUMPY_DTYPES:
+        return binary(op, lit(other), self)
+    raise TypeError(f"{other!r} {symbol} value: a Python number has no vyre type here. Fix: "
+                    f"type the shifted literal, e.g. ir.u32({other!r}) {symbol} value")
 
 
 # -- Expression constructors -----------------------------------------------------------
@@ -153,12 +263,19 @@ def lit(value: Any, dtype: DType | None = None) -> Val:
     return Val(Lit.of(dtype, value), dtype)
 
 
-dtypes.make_literals_with(lit)
+def _typed(value: Any, dtype: DType) -> Val:
+    """``ir.u32(x)``: a literal of a number, a cast of an expression (what a user who
+    calls a type on a value means; ``x.cast(ir.u32)`` is the same)."""
+    return cast(value, dtype) if isinstance(value, Val) else lit(value, dtype)
+
+
+dtypes.make_literals_with(_typed)
 
 
 def as_val(x: Operand, like: DType | None = None) -> Val:
     """``x`` as a Val; Python numbers take the type ``like`` when given."""
     if isinstance(x, Val):
+        scope.check_open(x)
         return x
     if isinstance(x, BufferRef):
         raise TypeError(f"buffer {x.buffer.name!r} used as a value. Fix: load an element "
@@ -176,16 +293,63 @@ def binary(op: BinOp, lhs: Operand, rhs: Operand) -> Val:
     a = as_val(lhs, rhs.dtype if isinstance(rhs, Val) else None)
     b = as_val(rhs, DType.U32 if op in typerules.SHIFTS else a.dtype)
     dtype = None if None in (a.dtype, b.dtype) else typerules.binop_result(op, a.dtype, b.dtype)
-    return Val(Binary(op, a.node, b.node), dtype)
+    return Val(Binary(op, a.node, b.node), dtype, _kernel_of(a, b))
+
+
+def _kernel_of(*operands: Val) -> Kernel | None:
+    """The kernel a value built from ``operands`` belongs to (the first one's that has one)."""
+    return next((v.kernel for v in operands if v.kernel is not None), None)
 
 
 def unary(op: UnOp, x: Operand) -> Val:
     v = as_val(x)
-    return Val(Unary(op, v.node), None if v.dtype is None else typerules.unop_result(op, v.dtype))
+    return Val(Unary(op, v.node), None if v.dtype is None else typerules.unop_result(op, v.dtype),
+               v.kernel)
 
 
 def cast(x: Operand, dtype: DType) -> Val:
-    return Val(Cast(dtype, as_val(x).node), dtype)
+    v = as_val(x)
+    return Val(Cast(dtype, v.node), dtype, v.kernel)
+
+
+#: The largest exponent ``x ** n`` multiplies out (a larger one is ``ir.pow``'s).
+MAX_POWER = 16
+
+
+def power(x: Val, n: Operand) -> Val:
+    """``x ** n`` for an int ``n`` in [0, MAX_POWER]: ``x * x * ... * x``, n factors
+    multiplied left to right (each product rounded, as ``*`` is), 1 of x's type for 0."""
+    if isinstance(n, int | np.integer) and not isinstance(n, bool | np.bool_) \
+            and 0 <= n <= MAX_POWER and x.dtype is not DType.BOOL:
+        result = as_val(1, x.dtype) if n == 0 else as_val(x)
+        for _ in range(int(n) - 1):
+            result = result * x
+        return result
+    float_fix = "ir.pow(x, y) (floats), or ir.sqrt(x) for x ** 0.5" \
+        if x.dtype is None or x.dtype.is_float else "a loop of multiplications"
+    raise TypeError(f"x ** {n!r}: ** builds x * x * ... for an int exponent from 0 to "
+                    f"{MAX_POWER} on a number type only (x is "
+                    f"{x.dtype.value if x.dtype else 'untyped'}). Fix: use {float_fix}; "
+                    "for a negative n, 1 / x ** -n")
+
+
+def floor_div(a: Operand, b: Operand) -> Val:
+    """``a // b``: on unsigned integers Python's floor division is the IR's ``/`` (both
+    truncate non-negative quotients alike); on signed ones they differ (Python floors,
+    the IR truncates toward zero) and on floats the IR has no floor division, so both
+    are refused with the spelling that says which is meant."""
+    lhs = as_val(a, b.dtype if isinstance(b, Val) else None)
+    rhs = as_val(b, lhs.dtype)
+    t = lhs.dtype if lhs.dtype is not None else rhs.dtype
+    if t is None or (t.is_int and not t.is_signed):
+        return binary(BinOp.DIV, lhs, rhs)
+    if t.is_signed:
+        raise TypeError(f"a // b on {t.value}: Python's // rounds toward minus infinity and "
+                        "the IR's / toward zero, as its % does; they differ when the signs "
+                        "differ. Fix: write a / b (rounds toward zero), or cast both to an "
+                        "unsigned type where they are never negative")
+    raise TypeError(f"a // b on {t.value}: the IR has no floor division of floats. Fix: "
+                    "write ir.floor(a / b)")
 
 
 def select(cond: Operand, if_true: Operand, if_false: Operand) -> Val:
@@ -193,7 +357,8 @@ def select(cond: Operand, if_true: Operand, if_false: Operand) -> Val:
     c = as_val(cond, DType.BOOL)
     t = as_val(if_true, if_false.dtype if isinstance(if_false, Val) else None)
     f = as_val(if_false, t.dtype)
-    return Val(Select(c.node, t.node, f.node), t.dtype if t.dtype is f.dtype else None)
+    return Val(Select(c.node, t.node, f.node), t.dtype if t.dtype is f.dtype else None,
+               _kernel_of(c, t, f))
 
 
 def fma(a: Operand, b: Operand, c: Operand) -> Val:
@@ -202,7 +367,7 @@ def fma(a: Operand, b: Operand, c: Operand) -> Val:
     va, vb, vc = (as_val(v, like) for v in (a, b, c))
     return Val(Fma(va.node, vb.node, vc.node),
                None if None in (va.dtype, vb.dtype, vc.dtype)
-               else typerules.fma_result(va.dtype, vb.dtype, vc.dtype))
+               else typerules.fma_result(va.dtype, vb.dtype, vc.dtype), _kernel_of(va, vb, vc))
 
 
 def _id(kind: IdKind, axis: int) -> Val:
@@ -281,23 +446,81 @@ class BufferRef:
         self.kernel = kernel
         self.buffer = buffer
 
-    def __getitem__(self, index: Operand) -> Val:
-        return Val(Load(self.buffer.name, as_val(index, DType.U32).node), self.buffer.dtype)
+    def __getitem__(self, index: Operand | tuple[Operand, ...]) -> Val:
+        return Val(Load(self.buffer.name, self._flat(index).node), self.buffer.dtype,
+                   self.kernel)
 
-    def __setitem__(self, index: Operand, value: Operand) -> None:
-        self.kernel.emit(Store(self.buffer.name, as_val(index, DType.U32).node,
+    def __setitem__(self, index: Operand | tuple[Operand, ...], value: Operand) -> None:
+        self.kernel.emit(Store(self.buffer.name, self._flat(index).node,
                                as_val(value, self.buffer.dtype).node))
+
+    def _flat(self, index: Operand | tuple[Operand, ...]) -> Val:
+        """The element index (u32): ``buf[i]`` as given; ``buf[i, j]`` on a shaped buffer
+        in numpy's row-major order, ``i * cols + j`` (no axis is bounds-checked on its own:
+        only the flat index is, as any index)."""
+        name, shape = self.buffer.name, self.buffer.shape
+        if isinstance(index, slice) or index is Ellipsis:
+            raise TypeError(f"{name}[{index!r}]: a buffer is indexed one element at a time. "
+                            f"Fix: load elements {name}[i] inside with k.loop('i', start, end)")
+        if not isinstance(index, tuple):
+            return as_val(index, DType.U32)
+        if shape is None:
+            raise TypeError(f"{name}[{', '.join('...' for _ in index)}] indexes buffer {name!r} "
+                            f"by axes, and it declares no shape. Fix: declare it with "
+                            f"shape=(rows, cols), or index the flat element: "
+                            f"{name}[i * cols + j]")
+        if len(index) != len(shape):
+            raise TypeError(f"{len(index)} indices for buffer {name!r} of shape {shape}. Fix: "
+                            f"give one index per axis ({len(shape)}), in numpy's order")
+        flat = self._flat(index[0])
+        for axis, i in zip(shape[1:], index[1:], strict=True):
+            flat = flat * axis + self._flat(i)
+        return flat
 
     @property
     def len(self) -> Val:
-        return Val(BufLen(self.buffer.name), DType.U32)
+        return Val(BufLen(self.buffer.name), DType.U32, self.kernel)
+
+    @property
+    def dtype(self) -> DType:
+        return self.buffer.dtype
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The declared shape (numpy's order); ``__getattr__`` says why there is none."""
+        if self.buffer.shape is None:
+            raise AttributeError("shape")
+        return self.buffer.shape
+
+    def __len__(self) -> int:
+        raise TypeError(f"len({self.buffer.name}): a buffer's length is known when the kernel "
+                        f"runs. Fix: use {self.buffer.name}.len (a u32 expression)")
+
+    def __iter__(self) -> Iterator[Val]:
+        raise TypeError(f"iterating buffer {self.buffer.name!r} in Python builds nothing. Fix: "
+                        f"loop in the kernel: with k.loop('i', 0, {self.buffer.name}.len) as i:")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name == "shape":  # (the property found none)
+            raise AttributeError(f"buffer {self.buffer.name!r} declares no shape. Fix: read "
+                                 f"its element count as {self.buffer.name}.len (u32, at run "
+                                 "time), or declare shape=(...) with the buffer")
+        raise AttributeError(f"a buffer has no attribute {name!r}. Fix: a buffer has buf[i], "
+                             "buf[i] = v, .len, .dtype, .name, .shape (when declared) and the "
+                             "atomics (.atomic, .atomic_add, .atomic_min, .atomic_max)")
 
     def atomic(self, op: AtomicOp | str, index: Operand, value: Operand,
                comparand: Operand | None = None, name: str | None = None) -> Val:
         """Emit ``let name = atomic op``; returns the old value."""
         op = AtomicOp(op)
         t = self.buffer.dtype
-        node = Atomic(op, self.buffer.name, as_val(index, DType.U32).node, as_val(value, t).node,
+        node = Atomic(op, self.buffer.name, self._flat(index).node, as_val(value, t).node,
                       None if comparand is None else as_val(comparand, t).node)
         return self.kernel.let(name or self.kernel.fresh_name("atomic"), Val(node, t))
 
@@ -320,7 +543,7 @@ class Kernel:
         self.subgroup_size = subgroup_size  # what ``subgroup`` operations run over
         self.buffers: list[Buffer] = []
         self.constants: list[SpecConstant] = []
-        self._blocks: list[list[Stmt]] = [[]]
+        self._blocks: list[scope.Body] = [scope.Body("the kernel", "", None)]
         self._names = 0
 
     # buffers
@@ -390,10 +613,11 @@ class Kernel:
             raise TypeError(f"let {name!r} is declared {dtype.value} but its value is "
                             f"{v.dtype.value}. Fix: convert it, e.g. value.cast(ir.{dtype.value})")
         self.emit(Let(name, v.node))
-        return Val(Var(name), v.dtype)
+        return Val(Var(name), v.dtype, self, "let")
 
     def assign(self, var: Val | str, value: Operand) -> None:
         if isinstance(var, Val):
+            scope.check_open(var)
             if not isinstance(var.node, Var):
                 raise TypeError("assign needs a variable made by kernel.let. Fix: assign to the "
                                 "Val returned by let")
@@ -422,7 +646,7 @@ class Kernel:
                             f"{None if ln is None else ln.dtype}. Fix: see the subgroup "
                             "table in docs/semantics.md")
         return Val(Subgroup(op, self.subgroup_size, None if v is None else v.node,
-                            None if ln is None else ln.node), dtype)
+                            None if ln is None else ln.node), dtype, self)
 
     def ret(self) -> None:
         self.emit(Return())
@@ -431,16 +655,23 @@ class Kernel:
         self.emit(Barrier())
 
     @contextlib.contextmanager
-    def _body(self) -> Iterator[list[Stmt]]:
-        self._blocks.append([])
+    def _body(self, what: str, loop: bool = False) -> Iterator[list[Stmt]]:
+        """A ``with`` body; at its end, values built in it may no longer be used, and a
+        loop body must not have rebound a variable's name (``scope``)."""
+        frame = scope.user_frame()
+        body = scope.Body(what, scope.where(frame), self._blocks[-1])
+        variables = scope.variables_in(frame, self) if loop else {}
+        self._blocks.append(body)
         try:
-            yield self._blocks[-1]
+            yield body
         finally:
             self._blocks.pop()
+            body.open = False
+        scope.check_rebound(frame, variables, body)
 
     @contextlib.contextmanager
     def if_(self, cond: Operand) -> Iterator[None]:
-        with self._body() as body:
+        with self._body("an if_") as body:
             yield
         self.emit(If(as_val(cond, DType.BOOL).node, tuple(body)))
 
@@ -450,7 +681,7 @@ class Kernel:
         if not block or not isinstance(block[-1], If) or block[-1].orelse:
             raise SyntaxError("else_ must directly follow an if_ block. Fix: place "
                               "`with k.else_():` right after `with k.if_(...):`")
-        with self._body() as body:
+        with self._body("an else_") as body:
             yield
         last = block.pop()
         block.append(If(last.cond, last.then, tuple(body)))
@@ -459,8 +690,8 @@ class Kernel:
     def loop(self, var: str, start: Operand, end: Operand, step: Operand = 1) -> Iterator[Val]:
         """``for var in [start, end)`` over u32, ``step`` apart (a literal or a constant of
         at least 1)."""
-        with self._body() as body:
-            yield Val(Var(var), DType.U32)
+        with self._body(f"loop {var!r}", loop=True) as body:
+            yield Val(Var(var), DType.U32, self, "loop")
         self.emit(Loop(var, as_val(start, DType.U32).node, as_val(end, DType.U32).node,
                        tuple(body), as_val(step, DType.U32).node))
 
@@ -468,7 +699,7 @@ class Kernel:
     def while_(self, cond: Operand, max_trips: int) -> Iterator[None]:
         """``while cond``, checked before each pass, for at most ``max_trips`` passes (the
         bound every loop on a GPU needs; the loop ends there whatever ``cond`` says)."""
-        with self._body() as body:
+        with self._body("a while_", loop=True) as body:
             yield
         self.emit(While(as_val(cond, DType.BOOL).node, tuple(body), max_trips))
 
@@ -482,7 +713,7 @@ class Kernel:
 
     @contextlib.contextmanager
     def block(self) -> Iterator[None]:
-        with self._body() as body:
+        with self._body("a block") as body:
             yield
         self.emit(Block(tuple(body)))
 

@@ -86,7 +86,21 @@ class DType(enum.Enum):
             return v & ((1 << self.bits) - 1)
         if isinstance(value, bool) or not isinstance(value, int | float | np.number):
             raise TypeError(f"{self.value} literal must be a number, got {value!r}")
-        return int(np.array(value, dtype=self.value_np).view(_BITS_NP[self])[()])
+        with np.errstate(over="ignore"):
+            try:
+                rounded = np.array(value, dtype=self.value_np)
+            except OverflowError:  # (an int past even f64)
+                rounded = np.array(np.inf, dtype=self.value_np)
+        if np.isinf(rounded) and not (isinstance(value, float | np.floating)
+                                      and np.isinf(value)):
+            top = float(np.finfo(self.value_np).max)
+            wider = {DType.F16: ", or the wider ir.f32", DType.F32: ", or the wider ir.f64"}
+            shown = repr(value) if len(repr(value)) <= 24 else repr(value)[:20] + "..."
+            raise ValueError(f"{shown} does not fit in {self.value}: it rounds to infinity "
+                             f"(the largest finite {self.value} is {top!r}). Fix: use a value "
+                             f"of at most {top!r} in magnitude{wider.get(self, '')}; write "
+                             "float('inf') for infinity")
+        return int(rounded.view(_BITS_NP[self])[()])
 
     def from_bits(self, bits: int) -> Any:
         """Python value of a canonical bit pattern."""
@@ -97,8 +111,9 @@ class DType(enum.Enum):
         return float(np.array(bits, dtype=_BITS_NP[self]).view(self.value_np)[()])
 
     def __call__(self, value: Any) -> Any:
-        """``ir.f32(1.5)``: a typed literal for the builder. The builder says how to make
-        one (``make_literals_with``), so this module, below it, never imports it."""
+        """``ir.f32(1.5)``: a typed literal for the builder (``ir.u32(i)`` of an expression:
+        its cast). The builder says how to make one (``make_literals_with``), so this
+        module, below it, never imports it."""
         return _literal(value, self)
 
 

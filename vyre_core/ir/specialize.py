@@ -8,7 +8,6 @@ them; substitution is the one every backend gets for free).
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -90,7 +89,8 @@ def canonical_values(values: Mapping[str, Any] | Iterable[tuple[str, Any]] | Non
 def typed_literal(dtype: DType, value: Any, name: str) -> Lit:
     """``value`` as a literal of ``dtype``, refused (naming it ``name``) when it is of
     another kind (a bool for an int, a float for an int, anything but a bool for a
-    bool) or does not fit the type (a finite float that would round to infinity)."""
+    bool) or does not fit the type (``DType.to_bits``: a finite float that would round
+    to infinity too)."""
     if isinstance(value, np.generic):
         value = value.item()
     kind_ok = isinstance(value, bool) if dtype is DType.BOOL else (
@@ -101,18 +101,11 @@ def typed_literal(dtype: DType, value: Any, name: str) -> Lit:
         raise InvalidConfigError(f"{name} is given {value!r}, a {type(value).__name__}",
                                  f"Give it {wanted}.")
     try:
-        with np.errstate(over="ignore"):
-            lit = Lit.of(dtype, value)
-    except (TypeError, ValueError, OverflowError) as exc:
-        lit = None
+        return Lit.of(dtype, value)
+    except (TypeError, ValueError) as exc:  # (out of range: it says so)
         why = str(exc).split(". Fix")[0]
-    else:
-        rounded = dtype.is_float and math.isfinite(value) and math.isinf(lit.value)
-        why = f"it rounds to {lit.value} in {dtype.value}" if rounded else ""
-    if lit is None or why:
         raise InvalidConfigError(f"{name} cannot hold {value!r}: {why}",
-                                 f"Give it a value of the {dtype.value} range.")
-    return lit
+                                 f"Give it a value of the {dtype.value} range.") from None
 
 
 def literal_of(constant: SpecConstant, value: Any, what: str = "constant") -> Lit:

@@ -66,7 +66,8 @@ CODES: dict[str, str] = {
     "V008": "cast the value to the declared type of the target",
     "V009": "use a bool condition and give both branches the same type",
     "V010": "apply the operation to a type it is defined for (see docs/semantics.md)",
-    "V011": "index buffers with a u32 expression (cast signed indices with u32(...))",
+    "V011": "index buffers with a u32 expression: cast a signed index i with i.cast(ir.u32) "
+            "(or ir.u32(i), the same cast)",
     "V012": "give loops u32 start and end bounds",
     "V013": "give every workgroup axis a size between 1 and 2**32-1",
     "V014": "declare an element count between 1 and 2**32-1 for output, uniform and "
@@ -100,6 +101,8 @@ CODES: dict[str, str] = {
     "V035": "run subgroup operations only where every invocation of the workgroup runs "
             "them (where a barrier may be; not in a while condition), broadcasting from a "
             "lane they all agree on (shuffle takes a lane per invocation)",
+    "V036": "use a loop variable only inside its loop body; to keep a value past the loop, "
+            "declare a variable with a let before the loop and assign it inside",
 }
 
 _SUBGROUP_SIZES = frozenset(1 << n for n in range(8))
@@ -226,14 +229,21 @@ class _Validator:
         self.scopes: list[_Scope] = []
         # Variables ever assigned can differ per invocation after any assignment.
         self.reassigned = {n.name for n in walk(program.body) if isinstance(n, Assign)}
+        self.loop_vars = {n.var for n in walk(program.body) if isinstance(n, Loop)}
         self.uniform_vars: set[str] = set()
         self.diverged = False  # a non-uniform return happened earlier
         self.loop_depth = 0    # how many loops enclose the statement being checked
+        #: (buffer, index) of every load, store and atomic of the statement being checked
+        self.indexed: list[tuple[str, Expr]] = []
         self.subgroup_sizes: set[int] = set()
         self.ballots = False   # whether any subgroup op is a ballot (32 lanes at most)
 
     def report(self, code: str, cause: str) -> None:
-        self.findings.append(Finding(code, cause, self.where))
+        """Record a finding once: the same one twice (two loads by one index) says nothing
+        more."""
+        finding = Finding(code, cause, self.where)
+        if finding not in self.findings:
+            self.findings.append(finding)
 
     def run(self) -> list[Finding]:
         self.check_buffers()
@@ -392,6 +402,9 @@ class _Validator:
 
     def stmt(self, s: Stmt, path: str, uniform: bool) -> None:
         own = tuple(c for c in children(s) if isinstance(c, Expr))
+        self.indexed = [(n.buffer, n.index) for n in walk(own) if isinstance(n, Load | Atomic)]
+        if isinstance(s, Store):
+            self.indexed.append((s.buffer, s.index))
         if own:  # (a while condition is evaluated again by the invocations still in it)
             self.subgroups_here(own, uniform and not isinstance(s, While))
         match s:
@@ -409,7 +422,7 @@ class _Validator:
                     self.report("V008", f"assigns {t.value} to {name!r} of type {target.value}")
             case Store(buffer, index, value):
                 buf = self.buffer(buffer)
-                self.index(index)
+                self.index(index, buffer)
                 t = self.expr(value)
                 if buf is not None:
                     if not buf.access.writable:
@@ -492,14 +505,17 @@ class _Validator:
             self.report("V003", f"unknown buffer {name!r}")
         return buf
 
-    def index(self, index: Expr) -> None:
+    def index(self, index: Expr, buffer: str) -> None:
+        """V011 once per index of a statement, naming every buffer it indexes there."""
         t = self.expr(index)
         if t is not None and t is not DType.U32:
-            self.report("V011", f"buffer index has type {t.value}, not u32")
+            names = sorted({buffer, *(b for b, i in self.indexed if i == index)})
+            self.report("V011", f"index of {'buffers' if len(names) > 1 else 'buffer'} "
+                        f"{', '.join(map(repr, names))} has type {t.value}, not u32")
 
     def atomic(self, e: Atomic) -> DType | None:
         buf = self.buffer(e.buffer)
-        self.index(e.index)
+        self.index(e.index, e.buffer)
         vt = self.expr(e.value)
         ct = None if e.comparand is None else self.expr(e.comparand)
         if buf is None or vt is None or (e.comparand is not None and ct is None):
@@ -523,7 +539,9 @@ class _Validator:
                 return dtype
             case Var(name):
                 t = self.lookup(name)
-                if not self.declared(name):
+                if not self.declared(name) and name in self.loop_vars:
+                    self.report("V036", f"loop variable {name!r} is used outside its loop")
+                elif not self.declared(name):
                     self.report("V004", f"variable {name!r} is not declared")
                 return t
             case SpecRef(name):
@@ -534,7 +552,7 @@ class _Validator:
                 return constant.dtype if isinstance(constant.default, Lit) else None
             case Load(buffer, index):
                 buf = self.buffer(buffer)
-                self.index(index)
+                self.index(index, buffer)
                 return None if buf is None else buf.dtype
             case BufLen(buffer):
                 self.buffer(buffer)
