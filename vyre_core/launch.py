@@ -60,6 +60,16 @@ def plan_grid(program: Program, lengths: dict[str, int], config: DispatchConfig,
     """The grid of an effective program with known buffer lengths (from the config's
     grid, its dim, or inference), checked against the index types, the inputs, the
     output-size cap and ``caps``; and the config the backend receives."""
+    grid = checked_grid(program, lengths, config)
+    if caps is not None:
+        check_limits(program, grid, lengths, caps, backend)
+    return grid, config.evolve(grid_override=grid, dim=None, workgroup_override=None,
+                               constants=())
+
+
+def checked_grid(program: Program, lengths: dict[str, int],
+                 config: DispatchConfig) -> tuple[int, int, int]:
+    """The grid of ``plan_grid``, checked against everything but a backend's limits."""
     grid = abi.infer_grid(program, lengths, config.grid_override, config.dispatch_elements,
                           config.dim)
     check_grid(program, grid, lengths, config)
@@ -70,10 +80,7 @@ def plan_grid(program: Program, lengths: dict[str, int], config: DispatchConfig,
                 f"{config.describe()} would return {out_bytes} bytes of outputs, over "
                 f"max_output_bytes={config.max_output_bytes}",
                 "Raise DispatchConfig.max_output_bytes, or shrink the output buffers.")
-    if caps is not None:
-        check_limits(program, grid, lengths, caps, backend)
-    return grid, config.evolve(grid_override=grid, dim=None, workgroup_override=None,
-                               constants=())
+    return grid
 
 
 def check_grid(program: Program, grid: tuple[int, int, int], lengths: dict[str, int],
@@ -130,8 +137,8 @@ class Launch:
     def requirements(self) -> Requirements:
         return self.program.requirements()
 
-    def route_key(self) -> str:
-        return f"{self.fingerprint()}:{self.grid}:{self.largest[0]}:{self.largest[1]}"
+    def route_key(self) -> tuple[str, tuple[int, int, int], tuple[str, int]]:
+        return self.program.fingerprint(), self.grid, self.largest
 
 
 def launch_of(program: Program, config: DispatchConfig,
@@ -151,7 +158,7 @@ def launch_of(program: Program, config: DispatchConfig,
                 config.dispatch_elements is None and abi.shaped_output(effective) is None \
                 and any(b.name not in lengths for b in effective.outputs):
             return effective, config
-    grid, _ = plan_grid(effective, lengths, config, None, "")
+    grid = checked_grid(effective, lengths, config)
     sizes = [(lengths[b.name] * b.dtype.storage_bytes, b.name) for b in effective.buffers
              if b.name in lengths and b.access is not Access.WORKGROUP]
     nbytes, name = max(sizes, default=(0, ""))

@@ -205,7 +205,7 @@ class Router:
         self._candidates = candidates
         self._skip = skip
         self._cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, str | None, int], RouteDecision] = OrderedDict()
+        self._cache: OrderedDict[tuple[str | tuple, str | None, int], RouteDecision] = OrderedDict()
         self._version = 0
         self._lock = threading.Lock()
 
@@ -354,7 +354,7 @@ def _devices(accepted: tuple[int | None, ...]) -> tuple[int, ...] | None:
     return tuple(dict.fromkeys(d for d in accepted if d is not None))  # (once per variant)
 
 
-def _key(work: Routable) -> str:
+def _key(work: Routable) -> str | tuple:
     """What a cached decision is keyed by: the fingerprint, and a launch's grid and size."""
     return work.route_key() if isinstance(work, Launch) else work.fingerprint()
 
