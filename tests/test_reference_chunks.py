@@ -14,7 +14,9 @@ import pytest
 
 import vyre_reference.interpreter as interpreter
 from vyre_core import ir
+from vyre_core.driver import Driver
 from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError
+from vyre_core.registry import Registry
 from vyre_reference import run
 from vyre_reference.interpreter import chunks, execute
 
@@ -322,3 +324,21 @@ def test_one_workgroup_past_either_bound_is_refused_with_a_fix(monkeypatch):
                 as info:
             run(k.build(), [])
         assert info.value.fix == "Use at most 32 bytes of workgroup buffers."
+
+
+# -- a real launch past 2**26 invocations --------------------------------------------------
+
+@pytest.mark.processes
+def test_a_launch_past_2_to_the_26_runs_on_the_reference_worker():
+    """2**26 + 256 invocations storing a byte each, through a Driver and the reference's
+    worker: two chunks (about 1 s and 0.7 GiB in the worker). Before: E1102 'dispatch of
+    67109120 invocations exceeds the reference backend's 67108864'."""
+    n = 2**26 + 256
+    k = ir.Kernel(workgroup=(64,))
+    out = k.output("out", ir.u8, count=n)
+    i = k.let("i", ir.global_id(0))
+    out[i] = (i & 255).cast(ir.u8)
+    with Driver(Registry.discover("reference")) as drv:
+        (got,) = drv.dispatch_on("reference", k.build(), [], dim=n)
+    assert got.dtype == np.uint8 and len(got) == n
+    assert (got.reshape(-1, 256) == np.arange(256, dtype=np.uint8)).all()
