@@ -10,9 +10,10 @@ A launch of more than MAX_LANES invocations (or more workgroup memory than
 MAX_WORKGROUP_MEMORY_BYTES) runs in chunks of whole workgroups, one after another over
 the same buffers: each chunk is a contiguous range of linear workgroup numbers (x
 fastest, then y, then z), ascending, and every id is the unchunked launch's. Workgroups
-may run in any order relative to each other, so this is a legal execution; race-free
-programs give the same bytes as one lockstep launch. Within a chunk, atomics apply in
-ascending linear invocation order (global id x fastest, then y, then z).
+may run in any order relative to each other, so this is a legal execution: what the
+semantics specify comes out the same bytes as one lockstep launch (only what they leave
+unspecified, such as an atomic's old value under contention, may differ). Within a
+chunk, each atomic applies in ascending linear invocation order (x fastest).
 """
 
 from __future__ import annotations
@@ -112,8 +113,8 @@ def chunks(grid: Triple, per_chunk: int) -> Iterator[tuple[Triple, Triple]]:
     """The launch's workgroups as boxes (first workgroup, workgroups per axis) of at most
     ``per_chunk`` workgroups, in ascending linear workgroup order: the whole grid, else
     whole z-slabs, else whole rows of one slab, else runs of one row. Each box is a
-    contiguous range of linear workgroup numbers, and has at least half as many
-    workgroups as ``per_chunk`` allows, or is the last of its slab or row."""
+    contiguous range of linear workgroup numbers and, but for the last of the launch, of
+    a slab or of a row, holds at least half of ``per_chunk`` workgroups."""
     gx, gy, gz = grid
     if gx * gy * gz <= per_chunk:
         yield (0, 0, 0), grid
@@ -222,7 +223,8 @@ class _Dispatch:
             raise UnsupportedFeatureError(
                 f"the workgroup buffers need {memory} bytes per workgroup, more than the "
                 f"{MAX_WORKGROUP_MEMORY_BYTES} the reference backend holds at once",
-                f"Use at most {MAX_WORKGROUP_MEMORY_BYTES} bytes of workgroup buffers.")
+                f"Use at most {MAX_WORKGROUP_MEMORY_BYTES} bytes of workgroup buffers per "
+                "workgroup.")
         return min(MAX_LANES // lanes, MAX_WORKGROUP_MEMORY_BYTES // memory if memory
                    else MAX_LANES)
 
