@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vyre_core import ir
-from vyre_core.errors import InvalidInputError, UnsupportedFeatureError, ValidationError
+from vyre_core.errors import InvalidInputError, LaunchLimitError, ValidationError
 from vyre_reference import run
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
@@ -186,6 +186,9 @@ def test_invalid_program_is_refused_before_running():
         run(k.build(validate=False), [np.zeros(4, np.uint32)])
 
 
-def test_dispatch_beyond_the_reference_lane_limit_is_refused_up_front():
-    with pytest.raises(UnsupportedFeatureError, match="Fix: Use a smaller grid"):
-        run(counting_kernel(workgroup=(256,)), [], grid=(1 << 20,))
+def test_a_dispatch_past_what_a_u32_id_numbers_is_refused_up_front():
+    """The reference runs any launch whose ids fit a u32 (past 2**26 invocations in chunks:
+    tests/test_reference_chunks.py); past that it refuses before any work."""
+    with pytest.raises(LaunchLimitError, match="grid axis x covers 16777217 x 256") as info:
+        run(counting_kernel(workgroup=(256,)), [], grid=((1 << 24) + 1,))
+    assert "Launch at most 4294967296 invocations along x" in info.value.fix

@@ -5,19 +5,28 @@ Values are numpy scalars (uniform across lanes) or arrays of one element per lan
 Control flow is masks: ``None`` means every lane is active. Because all lanes finish a
 statement before any starts the next, workgroup barriers are satisfied by construction
 (the validator guarantees they sit in uniform control flow). Semantics: docs/semantics.md.
+
+A launch of more than MAX_LANES invocations (or more workgroup memory than
+MAX_WORKGROUP_MEMORY_BYTES) runs in chunks of whole workgroups, one after another over
+the same buffers: each chunk is a contiguous range of linear workgroup numbers (x
+fastest, then y, then z), ascending, and every id is the unchunked launch's. Workgroups
+may run in any order relative to each other, so this is a legal execution: what the
+semantics specify comes out the same bytes as one lockstep launch (only what they leave
+unspecified, such as an atomic's old value under contention, may differ). Within a
+chunk, each atomic applies in ascending linear invocation order (x fastest).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from vyre_core import abi
-from vyre_core.errors import UnsupportedFeatureError
+from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
@@ -55,8 +64,12 @@ from vyre_core.ir.nodes import (
     While,
     walk,
 )
+from vyre_core.limits import index_exceeded
 
+#: The most invocations run in lockstep at once (one chunk of a launch): a chunk's
+#: per-lane arrays (ids, masks, variables) take a few bytes per lane each.
 MAX_LANES = 1 << 26
+#: The most workgroup memory one chunk holds (its workgroups' buffers side by side).
 MAX_WORKGROUP_MEMORY_BYTES = 1 << 30
 #: A loop whose bound differs between lanes goes on with its running lanes alone once
 #: fewer than 1/COMPACT_BELOW of them run (in dispatches of at least COMPACT_MIN_LANES).
@@ -91,6 +104,34 @@ def execute(program: Program, bound: Sequence[np.ndarray], grid: tuple[int, int,
     there: no output memory of its own, and no copy afterwards."""
     with np.errstate(all="ignore"):
         return _Dispatch(program, list(bound), grid, into).run()
+
+
+Triple = tuple[int, int, int]
+
+
+def chunks(grid: Triple, per_chunk: int) -> Iterator[tuple[Triple, Triple]]:
+    """The launch's workgroups as boxes (first workgroup, workgroups per axis) of at most
+    ``per_chunk`` workgroups, in ascending linear workgroup order: the whole grid, else
+    whole z-slabs, else whole rows of one slab, else runs of one row. Each box is a
+    contiguous range of linear workgroup numbers and, but for the last of the launch, of
+    a slab or of a row, holds at least half of ``per_chunk`` workgroups."""
+    gx, gy, gz = grid
+    if gx * gy * gz <= per_chunk:
+        yield (0, 0, 0), grid
+    elif gx * gy <= per_chunk:
+        step = per_chunk // (gx * gy)
+        for z in range(0, gz, step):
+            yield (0, 0, z), (gx, gy, min(step, gz - z))
+    elif gx <= per_chunk:
+        step = per_chunk // gx
+        for z in range(gz):
+            for y in range(0, gy, step):
+                yield (0, y, z), (gx, min(step, gy - y), 1)
+    else:
+        for z in range(gz):
+            for y in range(gy):
+                for x in range(0, gx, per_chunk):
+                    yield (x, y, z), (min(per_chunk, gx - x), 1, 1)
 
 
 @functools.lru_cache(maxsize=4)
@@ -141,26 +182,16 @@ class _Dispatch:
         self.program = program
         self.grid = grid
         self.wg = program.workgroup
-        self.extent = tuple(g * w for g, w in zip(grid, self.wg, strict=True))  # lanes per axis
-        self.lanes = self.extent[0] * self.extent[1] * self.extent[2]
-        if self.lanes > MAX_LANES:
-            raise UnsupportedFeatureError(
-                f"dispatch of {self.lanes} invocations exceeds the reference backend's "
-                f"{MAX_LANES}", "Use a smaller grid, or route to a GPU backend.")
         self.buffers = {b.name: b for b in program.buffers}
+        self.per_chunk = self.workgroups_per_chunk()
         self.mem: dict[str, np.ndarray] = {}
         inputs = dict(zip((b.name for b in program.inputs), bound, strict=True))
         targets = {} if into is None else dict(zip((b.name for b in program.outputs), into,
                                                    strict=True))
-        n_groups = grid[0] * grid[1] * grid[2]
         for b in program.buffers:
             if b.access is Access.WORKGROUP:
-                if n_groups * b.count * b.dtype.storage_bytes > MAX_WORKGROUP_MEMORY_BYTES:
-                    raise UnsupportedFeatureError(
-                        f"workgroup buffer {b.name!r} needs {n_groups} x {b.count} elements",
-                        "Use fewer workgroups or a smaller workgroup buffer.")
-                self.mem[b.name] = np.zeros(n_groups * b.count, dtype=b.dtype.storage_np)
-            elif b.name in targets:
+                continue  # (each chunk's own: enter_chunk)
+            if b.name in targets:
                 target = self.mem[b.name] = targets[b.name]
                 if b.access is Access.READ_WRITE:
                     np.copyto(target, inputs[b.name])
@@ -172,20 +203,58 @@ class _Dispatch:
                 self.mem[b.name] = inputs[b.name].copy()
             else:
                 self.mem[b.name] = inputs[b.name]
+        self.used_vars = _used_vars(program)
+
+    def workgroups_per_chunk(self) -> int:
+        """As many workgroups as MAX_LANES and MAX_WORKGROUP_MEMORY_BYTES allow. A launch
+        whose ids do not fit a u32, or one workgroup past either bound, is refused; through
+        a Driver neither gets here (the worker checks the launch, and the claims are far
+        below the bounds), only calls of ``run``/``execute`` themselves."""
+        for over in index_exceeded(self.grid, self.wg):
+            raise LaunchLimitError(f"backend 'reference': {over.cause}", over.fix)
+        lanes = math.prod(self.wg)
+        memory = sum(b.count * b.dtype.storage_bytes for b in self.program.buffers
+                     if b.access is Access.WORKGROUP)
+        if lanes > MAX_LANES:
+            raise UnsupportedFeatureError(
+                f"a workgroup of {lanes} invocations exceeds the {MAX_LANES} the reference "
+                "backend runs at once", f"Use a workgroup of at most {MAX_LANES} invocations.")
+        if memory > MAX_WORKGROUP_MEMORY_BYTES:
+            raise UnsupportedFeatureError(
+                f"the workgroup buffers need {memory} bytes per workgroup, more than the "
+                f"{MAX_WORKGROUP_MEMORY_BYTES} the reference backend holds at once",
+                f"Use at most {MAX_WORKGROUP_MEMORY_BYTES} bytes of workgroup buffers per "
+                "workgroup.")
+        return min(MAX_LANES // lanes, MAX_WORKGROUP_MEMORY_BYTES // memory if memory
+                   else MAX_LANES)
+
+    def run(self) -> list[np.ndarray]:
+        for first, groups in chunks(self.grid, self.per_chunk):
+            self.enter_chunk(first, groups)
+            self.block(self.program.body, None)
+        return [self.mem[b.name] for b in self.program.outputs]
+
+    def enter_chunk(self, first: Triple, groups: Triple) -> None:
+        """Lanes for the workgroups of the box ``groups`` from workgroup ``first`` (a whole
+        launch is one box), in linear invocation order within it; fresh workgroup memory
+        and variables, shared storage buffers."""
+        self.origin = tuple(f * w for f, w in zip(first, self.wg, strict=True))
+        self.extent = tuple(g * w for g, w in zip(groups, self.wg, strict=True))  # per axis
+        self.lanes = self.extent[0] * self.extent[1] * self.extent[2]
+        self.first_group = first[0] + self.grid[0] * (first[1] + self.grid[1] * first[2])
+        n_groups = groups[0] * groups[1] * groups[2]
+        for b in self.program.buffers:
+            if b.access is Access.WORKGROUP:
+                self.mem[b.name] = np.zeros(n_groups * b.count, dtype=b.dtype.storage_np)
         self.vars: dict[str, Value] = {}
         self.alive: Mask = None    # lanes that have not returned
         self.in_pass: Mask = None  # (in a loop) lanes that have not left this pass
         self.in_loop: Mask = None  # (in a loop) lanes that have not left the loop
         self.lane_index = _lane_ids(self.lanes)  # each lane's number (a subset's: a gather)
         self.ids: dict[tuple[IdKind, int], np.ndarray] = {}
-        self.used_vars = _used_vars(program)
-        # With a 1-D extent, global_id(0) is exactly arange(lanes): loads and stores
-        # indexed by it become slices.
+        # With a 1-D extent, global_id(0) is exactly origin + arange(lanes): loads and
+        # stores indexed by it become slices from the origin.
         self.iota = self.invocation_id(IdKind.GLOBAL, 0) if self.extent[1:] == (1, 1) else None
-
-    def run(self) -> list[np.ndarray]:
-        self.block(self.program.body, None)
-        return [self.mem[b.name] for b in self.program.outputs]
 
     # -- statements --------------------------------------------------------------------
 
@@ -352,8 +421,11 @@ class _Dispatch:
         buf = self.buffers[name]
         data = self.mem[name]
         if index is self.iota and buf.access is not Access.WORKGROUP:
-            n = min(self.lanes, len(data))
-            out = data[:n] if buf.access in (Access.READ, Access.UNIFORM) else data[:n].copy()
+            lo = self.origin[0]
+            n = max(0, min(self.lanes, len(data) - lo))
+            out = data[lo:lo + n]
+            if buf.access not in (Access.READ, Access.UNIFORM):
+                out = out.copy()
             if n < self.lanes:
                 out = np.concatenate([out, np.zeros(self.lanes - n, dtype=data.dtype)])
         else:
@@ -378,12 +450,13 @@ class _Dispatch:
             if nan.any():
                 value = np.where(nan, buf.dtype.storage_np.type(np.nan), value)
         if index is self.iota and buf.access is not Access.WORKGROUP:
-            n = min(self.lanes, len(self.mem[name]))
+            lo = self.origin[0]
+            n = max(0, min(self.lanes, len(self.mem[name]) - lo))
             if mask is None:
-                self.mem[name][:n] = value if value.ndim == 0 else value[:n]
-            else:  # (lane i stores to element i: a masked slice, no gather)
+                self.mem[name][lo:lo + n] = value if value.ndim == 0 else value[:n]
+            else:  # (lane i stores to element origin + i: a masked slice, no gather)
                 kept = mask[:n]
-                self.mem[name][:n][kept] = value if value.ndim == 0 else value[:n][kept]
+                self.mem[name][lo:lo + n][kept] = value if value.ndim == 0 else value[:n][kept]
             return
         if mask is None and value.ndim == 0 and _is_uniform(index) \
                 and buf.access is not Access.WORKGROUP:
@@ -450,11 +523,13 @@ class _Dispatch:
     def invocation_id(self, kind: IdKind, axis: int) -> np.ndarray:
         key = (kind, axis)
         if key not in self.ids:
-            if kind is IdKind.GLOBAL:
+            if kind is IdKind.GLOBAL:  # (the lane's place in the chunk, from its origin)
                 lane = self.lane_index
                 if axis or self.extent[1:] != (1, 1):
                     lane = lane // np.uint32(math.prod(self.extent[:axis])) \
                         % np.uint32(self.extent[axis])
+                if self.origin[axis]:
+                    lane = lane + np.uint32(self.origin[axis])
                 self.ids[key] = lane
             elif kind is IdKind.LOCAL:
                 self.ids[key] = self.invocation_id(IdKind.GLOBAL, axis) % np.uint32(self.wg[axis])
@@ -466,7 +541,8 @@ class _Dispatch:
         key = (IdKind.WORKGROUP, -1)
         if key not in self.ids:
             wid = [self.invocation_id(IdKind.WORKGROUP, a).astype(np.int64) for a in range(3)]
-            self.ids[key] = wid[0] + self.grid[0] * (wid[1] + self.grid[1] * wid[2])
+            self.ids[key] = wid[0] + self.grid[0] * (wid[1] + self.grid[1] * wid[2]) \
+                - self.first_group  # (the chunk's own workgroup memory)
         return self.ids[key]
 
     def eval(self, e: Expr) -> Value:
