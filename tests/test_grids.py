@@ -18,6 +18,7 @@ from vyre_core.registry import Registry
 from vyre_core.routing import Router
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
+from vyre_reference import run
 
 u32 = ir.u32
 
@@ -85,6 +86,24 @@ def test_the_rule_catches_reads_at_the_id_and_lets_of_it_only():
     y = k.let("y", ir.global_id(1).cast(ir.i32))
     out[0] = a[y.cast(u32)] + fixed[ir.global_id(0)]
     assert k.build().global_reads == frozenset({("a", 1)})  # (fixed has a declared count)
+
+
+@pytest.mark.fast
+def test_an_input_also_read_at_an_index_computed_from_the_id_is_not_refused():
+    """Failed before this commit (a hostile test): a pairwise sum of halves reads x[i] and
+    x[i + o.len], so it covers all of x with half as many invocations: it was refused."""
+    k = ir.Kernel(workgroup=(4,))
+    x = k.read("x", u32)
+    o = k.output("o", u32, count=4)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < o.len):
+        o[i] = x[i] + x[i + o.len]
+    halves = k.build()
+    assert halves.global_reads == frozenset()
+    data = np.arange(8, dtype=np.uint32)
+    launch = plan_launch(halves, [data], DispatchConfig())
+    assert launch.grid == (1, 1, 1)
+    assert run(halves, [data], grid=launch.grid)[0].tolist() == [4, 6, 8, 10]
 
 
 @pytest.mark.fast

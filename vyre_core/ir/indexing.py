@@ -2,11 +2,11 @@
 says how many invocations it means to launch.
 
 The rule (docs/ir.md, "How many invocations run"): an input of no declared count is read
-by global id along axis ``a`` when the program loads from it (or applies an atomic to
-it) at an index that is ``global_id(a)`` itself, a cast of it, or a variable bound once by
+by global id along axis ``a`` when every load from it (and every atomic applied to it) is
+at an index that is ``global_id(a)`` itself, a cast of it, or a variable bound once by
 ``let`` to one of those and never assigned. An index computed from the id (``2 * i``,
-``row * cols + col``) or a loop's variable (a grid-stride loop) is not such a read: the
-program then says itself how it covers its input.
+``i + half``, ``row * cols + col``) or a loop's variable (a grid-stride loop) anywhere
+is the program saying itself how it covers its input: then it is not such a read.
 """
 
 from __future__ import annotations
@@ -56,10 +56,9 @@ def read_by_global_id(program: Program) -> frozenset[tuple[str, int]]:
                 named[n.name] = axis
     named = {name: axis for name, axis in named.items() if name not in conflicting}
     sized = {b.name for b in program.inputs if b.count is None}
-    found = set()
+    axes: dict[str, set[int | None]] = {}
     for n in nodes:
         if isinstance(n, Load | Atomic) and n.buffer in sized:
-            axis = _id_axis(n.index, named)
-            if axis is not None:
-                found.add((n.buffer, axis))
-    return frozenset(found)
+            axes.setdefault(n.buffer, set()).add(_id_axis(n.index, named))
+    return frozenset((name, axis) for name, found in axes.items() if None not in found
+                     for axis in found)
