@@ -303,3 +303,29 @@ def test_a_bad_launch_is_refused_before_any_worker_starts():
         with pytest.raises(InvalidInputError, match="would never be read"):
             fresh.dispatch(histogram(), [np.zeros(1000, np.uint32)])
         assert fresh.pools.existing("reference") is None
+
+
+@pytest.mark.fast
+def test_every_dim_a_u32_axis_numbers_fits_a_backend_without_a_grid_limit():
+    """Failed before this commit (a hostile test): dim=2**32 over workgroups of one is
+    2**32 workgroups, one more than the 'no limit' the cpu backends claimed."""
+    k = ir.Kernel(workgroup=(1,))
+    k.output("out", u32, count=1)[0] = u32(1)
+    launch, _ = launch_of(k.build(), DispatchConfig(dim=2**32))
+    assert launch.grid == (2**32, 1, 1)
+    assert _router().route(launch).backend == "large"
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("dim", [1.0, "64", (2.0,), [0]])
+def test_a_step_dim_that_is_not_invocation_counts_is_refused_with_a_fix(dim):
+    """dim=1.0 on a sequence step raised a bare TypeError before this commit."""
+    from vyre_core import SequenceBuilder
+    from vyre_core.errors import InvalidSequenceError
+    b = SequenceBuilder()
+    b.transient("out", u32, 16)
+    k = ir.Kernel(workgroup=(16,))
+    k.output("out", u32, count=16)[ir.global_id(0)] = u32(1)
+    with pytest.raises(InvalidSequenceError, match="invocation counts") as info:
+        b.step(k.build(), dim=dim)
+    assert "dim=n" in info.value.fix

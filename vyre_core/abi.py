@@ -135,7 +135,8 @@ def grid_for_dim(dim: int | Sequence[int], workgroup: Sequence[int]) -> tuple[in
     """Workgroups per axis that cover ``dim`` invocations per axis (an int: along x), each
     axis rounded up to whole workgroups; the invocations past ``dim`` in the last
     workgroup of an axis run too (a program guards with its buffers' lengths)."""
-    axes = (dim,) if isinstance(dim, int | np.integer) else tuple(dim)
+    axes = (dim,) if isinstance(dim, int | np.integer) else \
+        tuple(dim) if isinstance(dim, list | tuple) else (None,)
     if not 1 <= len(axes) <= 3 or any(isinstance(a, bool | np.bool_)
                                       or not isinstance(a, int | np.integer) or a < 1
                                       for a in axes):
@@ -143,7 +144,7 @@ def grid_for_dim(dim: int | Sequence[int], workgroup: Sequence[int]) -> tuple[in
                                 "Pass dim as the number of invocations, e.g. dim=n or "
                                 "dim=(rows, cols).")
     extent = (*(int(a) for a in axes), 1, 1)[:3]
-    return tuple(math.ceil(e / w) for e, w in zip(extent, workgroup, strict=True))  # type: ignore[return-value]
+    return tuple(-(-e // w) for e, w in zip(extent, workgroup, strict=True))  # type: ignore[return-value]
 
 
 def shaped_output(program) -> Buffer | None:

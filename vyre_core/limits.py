@@ -51,9 +51,9 @@ def workgroup_exceeded(workgroup: tuple[int, int, int], memory_bytes: int,
 #: Global ids are u32: one axis of a launch covers at most this many invocations.
 MAX_AXIS_INVOCATIONS = 2**32
 #: ``max_workgroups_per_dimension`` of a backend with no per-axis grid limit (the cpu
-#: backends): the most any u32 axis can hold. The hook returns an int; this one means
-#: "no limit".
-NO_GRID_LIMIT = 2**32 - 1
+#: backends): as many workgroups as a u32 axis can hold invocations (workgroups of one).
+#: The hook returns an int; this one means "no limit".
+NO_GRID_LIMIT = MAX_AXIS_INVOCATIONS
 
 
 def index_exceeded(grid: tuple[int, int, int],
