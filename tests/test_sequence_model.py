@@ -426,6 +426,20 @@ def test_sequence_cases_run_in_process_with_numpys_bytes(host, case):
     assert tuple(run.loops) == case.loops
 
 
+def test_a_buffer_named_like_a_loops_number_is_refused_with_a_fix():
+    """Failed before this commit (a hostile test): a transient 'iteration_0' beside a
+    loop's number was refused as 'declared twice', a name the user gave once."""
+    b = SequenceBuilder()
+    b.transient("iteration_0", ir.u32, 1)
+    b.transient("out", ir.u32, 4)
+    with b.loop(times=4) as k:
+        b.step(mark_iteration(), {"k": k, "out": "out"}, dim=1)
+    with pytest.raises(InvalidSequenceError, match="transient buffer 'iteration_0': names "
+                       "iteration_<n> are the loops' iteration numbers") as err:
+        b.build(returns=["out"])
+    assert "Give the buffer another name" in err.value.fix
+
+
 def test_an_iteration_number_read_outside_its_loop_is_refused_with_a_fix():
     b = SequenceBuilder()
     b.transient("out", ir.u32, 4)

@@ -62,6 +62,9 @@ MAX_CONSTANT_BYTES = 1 << 16
 MAX_PASSES = 1 << 24
 _U32_MAX = 2**32 - 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+#: The names of loops' iteration numbers (``iteration_0`` for the first loop opened): no
+#: other buffer may take one.
+_ITERATION_NAME = re.compile(r"iteration_[0-9]+\Z")
 _WRITES = (Access.OUTPUT, Access.READ_WRITE)
 #: Buffers no step may write: a constant's bytes are the sequence's, a loop's number the
 #: runner's.
@@ -295,6 +298,11 @@ def _check_buffers(buffers: tuple[SequenceBuffer, ...]) -> None:
         if b.name in names:
             raise _refuse(f"buffer {b.name!r} is declared twice", "Give each buffer one name.")
         names.add(b.name)
+        if (b.role is Role.ITERATION) != bool(_ITERATION_NAME.match(b.name)):
+            raise _refuse(f"{b.role.value} buffer {b.name!r}: names iteration_<n> are the "
+                          "loops' iteration numbers, and only theirs",
+                          "Give the buffer another name (iteration_<n> is what "
+                          "`with b.loop(...) as k` names loop n's number).")
         if not isinstance(b.dtype, DType):
             raise _refuse(f"buffer {b.name!r} has dtype {b.dtype!r}, not an IR dtype",
                           "Pass an IR dtype such as ir.f32 or ir.u32.")
@@ -508,7 +516,7 @@ class SequenceBuilder:
         or ``uniform`` buffer of one element, it holds the current iteration, from 0."""
         if until_zero is not None and max_iterations is None:
             max_iterations = DEFAULT_MAX_ITERATIONS
-        number = f"iteration_{len(self._numbers)}"
+        number = f"iteration_{len(self._numbers)}"  # (an _ITERATION_NAME)
         self._numbers.append(number)
         self._open.append([])
         try:
