@@ -836,6 +836,18 @@ class Driver:
             _check_out(sequence, request.outputs, out)
         return _sequence_into(self._run_sequence(sequence, request, resident, backend), out)
 
+    def dispatch_sequence_on(self, backend: str, sequence: StepSequence,
+                             inputs: Sequence[Any] = (),
+                             config: DispatchConfig | None = None) -> Outputs:
+        """``dispatch_on`` for a sequence: straight to ``backend``'s worker, skipping
+        routing's capability check, so a conformance kit sees the backend itself refuse a
+        step it did not claim. Everything else is as ``dispatch_sequence``."""
+        config = _sequence_config(config)
+        if config.fuse:
+            sequence = _checked_sequence(sequence).fused()
+        request = _sequence_request(sequence, inputs, None, config)
+        return _sequence_outputs(*self.pools.open(backend).call(request))
+
     def _run_sequence(self, sequence: StepSequence, request: Request,
                       resident: Mapping[str, ResidentBuffer] | None,
                       backend: str | None) -> Outputs:
