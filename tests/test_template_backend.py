@@ -128,7 +128,8 @@ def test_an_f64_program_named_onto_it_is_refused(site, tmp_path):
     assert error["type"] == "NoCapableBackendError"
     assert error["details"] == {"rejections": {NAME: ["needs f64 (supports_f64 is false)"]}}
     assert "backend 'my-gpu' was requested but cannot run program" in proc.stderr
-    assert "Fix: Omit the backend to let routing pick a capable one" in proc.stderr
+    assert "Fix: cpu and reference can run all of it. Omit the backend to let routing pick " \
+           "a capable one" in proc.stderr
     # left to routing, the same program runs elsewhere and matches
     routed = vyre(site, "run", "--json", str(example), cwd=tmp_path)
     assert routed.returncode == 0, routed.stdout + routed.stderr
