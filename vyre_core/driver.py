@@ -888,9 +888,11 @@ class Driver:
         slot, generation = ran.served_by
 
         def run(inputs: Sequence[Any], resident: Mapping[str, ResidentBuffer],
-                cfg: DispatchConfig) -> Outputs:
+                cfg: DispatchConfig, out: Sequence[np.ndarray] | None) -> Outputs:
             cfg = _sequence_config(cfg)
             req = _sequence_request(sequence, inputs, resident, cfg)
+            if out is not None:
+                _check_out(sequence, req.outputs, out)
             if req.slot is not None and (_resident_pool(resident), req.slot,
                                          req.generation) != (pool, slot, generation):
                 raise InvalidSequenceError(
@@ -898,7 +900,7 @@ class Driver:
                     "Allocate them on the backend and worker the sequence was compiled for, "
                     "or run it with Driver.dispatch_sequence.")
             req.slot, req.generation = slot, generation
-            return _sequence_outputs(*pool.call(req))
+            return _sequence_into(_sequence_outputs(*pool.call(req)), out)
 
         return CompiledSequence(sequence, config, pool.backend, generation, run,
                                 lambda g: pool.holds(slot, g))
