@@ -16,7 +16,7 @@ from fresh_env import fresh_env
 from installed_dists import write_dist
 
 from vyre_core.conformance import sweep
-from vyre_core.conformance.corpus import CASES
+from vyre_core.conformance.corpus import CASES, SEQUENCE_CASES
 from vyre_core.conformance.honesty import PROBES
 
 VYRE = Path(sys.executable).with_name("vyre")
@@ -169,14 +169,17 @@ def test_conform_reports_the_whole_corpus_passing_on_every_backend():
     report = json_of(vyre("conform", "--json"))
     assert set(report["backends"]) == {"reference", "wgpu", "cpu"}
     assert all(b["ok"] for b in report["backends"].values())
-    assert report["backends"]["reference"]["counts"] == {"pass": len(CASES) + len(PROBES) - 1,
-                                                         "unclaimed": 1}
+    judged = len(CASES) + len(SEQUENCE_CASES) + len(PROBES)
+    assert report["backends"]["reference"]["counts"] == {"pass": judged - 1, "unclaimed": 1}
     # (subgroups of 4 and 32: lavapipe forms subgroups of 8 only; WGSL has no u64/i64)
-    assert report["backends"]["wgpu"]["counts"] == {"pass": len(CASES) + len(PROBES) - 14,
-                                                    "refused": 7, "unclaimed": 7}
-    assert report["backends"]["cpu"]["counts"] == {"pass": len(CASES) + len(PROBES) - 1,
-                                                   "unclaimed": 1}
-    assert len(report["results"]) == 3 * (len(CASES) + len(PROBES))
+    assert report["backends"]["wgpu"]["counts"] == {"pass": judged - 14, "refused": 7,
+                                                    "unclaimed": 7}
+    assert report["backends"]["cpu"]["counts"] == {"pass": judged - 1, "unclaimed": 1}
+    assert len(report["results"]) == 3 * judged
+    # the sequences, run whole, after the programs and before the probes
+    names = [r["case"] for r in report["results"] if r["backend"] == "reference"]
+    assert names[len(CASES):len(CASES) + len(SEQUENCE_CASES)] == [c.name for c in
+                                                                   SEQUENCE_CASES]
 
 
 #: What docs/semantics.md says wgpu's own f32 functions reach (ULPs from correctly rounded).

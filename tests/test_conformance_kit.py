@@ -14,10 +14,13 @@ import pytest
 from fresh_env import fresh_env
 from installed_dists import write_dist
 
-from vyre_core.conformance.corpus import CASES
+from vyre_core.conformance.corpus import CASES, SEQUENCE_CASES
 from vyre_core.conformance.honesty import PROBES
 
-KIT_TESTS = len(CASES) + len(PROBES) + 5  # corpus, honesty probes, contract checks
+#: The corpus's programs and sequences, the honesty probes, the contract checks.
+KIT_TESTS = len(CASES) + len(SEQUENCE_CASES) + len(PROBES) + 5
+#: Every case and probe the kit judges (one verdict each).
+JUDGED = len(CASES) + len(SEQUENCE_CASES) + len(PROBES)
 
 
 def run_kit(backend: str, cwd: Path, *sites: Path, args: tuple[str, ...] = (),
@@ -46,14 +49,14 @@ def test_the_reference_backend_passes_the_kit(tmp_path):
     assert code == 0, out
     assert f"{KIT_TESTS} passed" in out
     # the over-limit workgroup is the one probe nobody claims
-    assert counts == {"pass": len(CASES) + len(PROBES) - 1, "unclaimed": 1}, out
+    assert counts == {"pass": JUDGED - 1, "unclaimed": 1}, out
 
 
 def test_the_wgpu_backend_passes_the_kit_listing_what_it_declines(tmp_path):
     code, out, counts = run_kit("wgpu", tmp_path)
     assert code == 0, out
     # (subgroups of 4 and 32: lavapipe forms subgroups of 8 only; WGSL has no u64/i64)
-    assert counts == {"pass": len(CASES) + len(PROBES) - 14, "refused": 7, "unclaimed": 7}, out
+    assert counts == {"pass": JUDGED - 14, "refused": 7, "unclaimed": 7}, out
     assert "unclaimed u64_edges_0: not claimed (uses ops not supported: dtype.u64)" in out
     assert "unclaimed subgroups_of_32: not claimed (needs subgroups of 32 invocations " \
            "(this backend runs 8))" in out
@@ -79,6 +82,9 @@ def test_kit_cases_have_node_ids_that_select_them(tmp_path):
     assert f"PASSED {case}" in out and "1 passed" in out and counts == {"pass": 1}, out
     code, out, counts = run_kit("reference", tmp_path, args=("-k", "honesty and atomics"))
     assert code == 0 and "1 passed" in out and counts == {"pass": 1}, out
+    sequence = f"tests/test_conformance.py::test_sequence_corpus[{SEQUENCE_CASES[1].name}]"
+    code, out, counts = run_kit("reference", tmp_path, args=(sequence, "-rA"))
+    assert code == 0 and f"PASSED {sequence}" in out and counts == {"pass": 1}, out
     code, out, _ = run_kit("reference", tmp_path, args=("--collect-only",))
     ids = [line for line in out.splitlines() if "::" in line]
     assert len(ids) == KIT_TESTS == len(set(ids)), out
@@ -112,10 +118,17 @@ def test_running_what_it_does_not_claim_fails_the_kit(tmp_path, dishonest_site):
     # a larger one is refused at launch (unclaimed, honestly)
     f64_cases = [c.name for c in CASES if "f64" in c.program.requirements().features
                  and len(c.expected[0]) <= 64]
-    assert f64_cases and counts["fail"] == len(f64_cases) + 1, out  # + the f64 probe
+    # a sequence with an f64 step is unclaimed whole, and runs all the same
+    f64_sequences = [c.name for c in SEQUENCE_CASES if any(
+        "f64" in p.requirements().features for p, _ in c.sequence.programs())]
+    assert f64_cases and f64_sequences, (f64_cases, f64_sequences)
+    assert counts["fail"] == len(f64_cases) + len(f64_sequences) + 1, out  # + the f64 probe
     assert re.search(r"FAILED .*test_capability_honesty\[f64_arithmetic\]", out), out
     assert ("honesty_f64_arithmetic on dishonest: fail: ran a program it does not claim "
             "(needs f64 (supports_f64 is false))") in out
+    assert re.search(r"FAILED .*test_sequence_corpus\[seq_f64_step\]", out), out
+    assert ("seq_f64_step on dishonest: fail: ran a program it does not claim (step 0: "
+            "needs f64 (supports_f64 is false))") in out
 
 
 def test_a_claimed_feature_that_computes_wrongly_fails_the_kit(tmp_path, dishonest_site):

@@ -16,7 +16,7 @@ from fresh_env import fresh_env
 from test_conformance_kit import KIT_TESTS, run_kit
 
 from vyre_core.cli import new_backend
-from vyre_core.conformance.corpus import CASES
+from vyre_core.conformance.corpus import CASES, SEQUENCE_CASES
 from vyre_core.errors import InvalidConfigError
 from vyre_core.ir import NEWER_OPS
 
@@ -80,11 +80,16 @@ def test_the_written_backend_passes_the_kit_with_its_own_tests(package, site):
     # f16, f64, subgroups and the ops newer than the contract (it names no ops) are not
     # claimed: those cases, two probes and the over-limit workgroup must be refused;
     # everything else passes, nothing fails or errors
-    unclaimed = sum(1 for c in CASES
-                    if {"f16", "f64", "subgroups"} & c.program.requirements().features
-                    or NEWER_OPS & c.program.requirements().ops)
-    assert counts == {"pass": len(CASES) - unclaimed + 3, "unclaimed": unclaimed + 3}, out
+    # (a sequence: when any step is not)
+    programs = [[c.program] for c in CASES] + [
+        [p for p, _ in c.sequence.programs()] for c in SEQUENCE_CASES]
+    unclaimed = sum(1 for case in programs if any(
+        {"f16", "f64", "subgroups"} & p.requirements().features
+        or NEWER_OPS & p.requirements().ops for p in case))
+    assert counts == {"pass": len(programs) - unclaimed + 3, "unclaimed": unclaimed + 3}, out
     assert "unclaimed honesty_f64_arithmetic: not claimed (needs f64 (supports_f64 is " \
+           "false)), refused: backend 'my-gpu' does not run program" in out, out
+    assert "unclaimed seq_f64_step: not claimed (step 0: needs f64 (supports_f64 is " \
            "false)), refused: backend 'my-gpu' does not run program" in out, out
 
 
@@ -123,7 +128,8 @@ def test_an_f64_program_named_onto_it_is_refused(site, tmp_path):
     assert error["type"] == "NoCapableBackendError"
     assert error["details"] == {"rejections": {NAME: ["needs f64 (supports_f64 is false)"]}}
     assert "backend 'my-gpu' was requested but cannot run program" in proc.stderr
-    assert "Fix: Omit the backend to let routing pick a capable one" in proc.stderr
+    assert "Fix: cpu and reference can run all of it. Omit the backend to let routing pick " \
+           "a capable one" in proc.stderr
     # left to routing, the same program runs elsewhere and matches
     routed = vyre(site, "run", "--json", str(example), cwd=tmp_path)
     assert routed.returncode == 0, routed.stdout + routed.stderr

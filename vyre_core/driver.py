@@ -854,6 +854,18 @@ class Driver:
             _check_out(sequence, request.outputs, out)
         return _sequence_into(self._run_sequence(sequence, request, resident, backend), out)
 
+    def dispatch_sequence_on(self, backend: str, sequence: StepSequence,
+                             inputs: Sequence[Any] = (),
+                             config: DispatchConfig | None = None) -> Outputs:
+        """``dispatch_on`` for a sequence: straight to ``backend``'s worker, skipping
+        routing's capability check, so a conformance kit sees the backend itself refuse a
+        step it did not claim. Everything else is as ``dispatch_sequence``."""
+        config = _sequence_config(config)
+        if config.fuse:
+            sequence = _checked_sequence(sequence).fused()
+        request = _sequence_request(sequence, inputs, None, config)
+        return _sequence_outputs(*self.pools.open(backend).call(request))
+
     def _run_sequence(self, sequence: StepSequence, request: Request,
                       resident: Mapping[str, ResidentBuffer] | None,
                       backend: str | None) -> Outputs:
@@ -894,9 +906,11 @@ class Driver:
         slot, generation = ran.served_by
 
         def run(inputs: Sequence[Any], resident: Mapping[str, ResidentBuffer],
-                cfg: DispatchConfig) -> Outputs:
+                cfg: DispatchConfig, out: Sequence[np.ndarray] | None) -> Outputs:
             cfg = _sequence_config(cfg)
             req = _sequence_request(sequence, inputs, resident, cfg)
+            if out is not None:
+                _check_out(sequence, req.outputs, out)
             if req.slot is not None and (_resident_pool(resident), req.slot,
                                          req.generation) != (pool, slot, generation):
                 raise InvalidSequenceError(
@@ -904,7 +918,7 @@ class Driver:
                     "Allocate them on the backend and worker the sequence was compiled for, "
                     "or run it with Driver.dispatch_sequence.")
             req.slot, req.generation = slot, generation
-            return _sequence_outputs(*pool.call(req))
+            return _sequence_into(_sequence_outputs(*pool.call(req)), out)
 
         return CompiledSequence(sequence, config, pool.backend, generation, run,
                                 lambda g: pool.holds(slot, g))

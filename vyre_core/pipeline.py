@@ -12,6 +12,7 @@ from typing import Any
 
 import blake3
 import msgpack
+import numpy as np
 
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Outputs
@@ -126,7 +127,8 @@ class CompiledPipeline(_PinnedHandle):
         return self._runner(inputs, config)
 
 
-SequenceRunner = Callable[[Sequence[Any], Mapping[str, Any], DispatchConfig], Outputs]
+SequenceRunner = Callable[[Sequence[Any], Mapping[str, Any], DispatchConfig,
+                           Sequence[np.ndarray] | None], Outputs]
 
 
 class CompiledSequence(_PinnedHandle):
@@ -143,10 +145,12 @@ class CompiledSequence(_PinnedHandle):
         self._runner = runner
 
     def dispatch(self, inputs: Sequence[Any] = (), config: DispatchConfig | None = None,
-                 resident: Mapping[str, Any] | None = None) -> Outputs:
+                 resident: Mapping[str, Any] | None = None,
+                 out: Sequence[np.ndarray] | None = None) -> Outputs:
         """Run the sequence: ``inputs`` one per input buffer in declaration order,
-        ``resident`` a ResidentBuffer of this handle's worker per resident buffer."""
+        ``resident`` a ResidentBuffer of this handle's worker per resident buffer; with
+        ``out`` the returns are written there, as ``Driver.dispatch_sequence`` does."""
         self._refuse_if_stale(f"sequence {self.fingerprint[:12]}",
                               "Compile the sequence again (Driver.compile_sequence) and use "
                               "the new handle; Driver.dispatch_sequence recompiles by itself.")
-        return self._runner(inputs, resident or {}, config or self.config)
+        return self._runner(inputs, resident or {}, config or self.config, out)

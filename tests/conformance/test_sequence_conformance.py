@@ -22,7 +22,7 @@ def drv():
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
 @pytest.mark.parametrize("case", SEQUENCE_CASES, ids=[c.name for c in SEQUENCE_CASES])
 def test_every_backend_runs_the_sequence_cases_byte_for_byte(drv, backend, case):
-    result = run_sequence_case(drv, backend, case)
+    result = run_sequence_case(drv, backend, drv.probe(backend), case)
     assert result.verdict == "pass", result.detail
 
 

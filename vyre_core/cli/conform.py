@@ -1,6 +1,7 @@
-"""``vyre conform``: the conformance corpus and the capability-honesty probes on every
-installed backend (or one), each through its own worker, judged by
-``vyre_core.conformance.runner`` exactly as the pytest kit judges them."""
+"""``vyre conform``: the conformance corpus (its programs and its sequences) and the
+capability-honesty probes on every installed backend (or one), each through its own
+worker, judged by ``vyre_core.conformance.runner`` exactly as the pytest kit judges
+them."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Any
 
 from vyre_core.cli.output import console, ok, print_json, print_table, progress, styled
 from vyre_core.conformance import honesty, sweep
-from vyre_core.conformance.corpus import CASES
-from vyre_core.conformance.runner import CaseResult, run_case
+from vyre_core.conformance.corpus import CASES, SEQUENCE_CASES
+from vyre_core.conformance.runner import CaseResult, run_any
 from vyre_core.driver import Driver
 from vyre_core.errors import VyreError
 
@@ -56,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
         backends = [drv.registry.get(args.backend).id] if args.backend else drv.registry.ids()
         results: list[CaseResult] = []
         started: dict[str, str | None] = {}
-        with progress("conformance", len(backends) * (len(CASES) + len(honesty.PROBES)),
-                      not args.json) as bar:
+        per_backend = len(CASES) + len(SEQUENCE_CASES) + len(honesty.PROBES)
+        with progress("conformance", len(backends) * per_backend, not args.json) as bar:
             for backend in backends:
                 results += _conform(drv, backend, started, bar, threads)
     summary = {b: {"started": started[b] is None, "start_error": started[b],
@@ -82,8 +83,8 @@ def _conform(drv: Driver, backend: str, started: dict[str, str | None],
         return []
     started[backend] = None
     results = []
-    for result in threads.map(lambda case: run_case(drv, backend, caps, case),
-                              [*CASES, *honesty.probes(caps)]):
+    for result in threads.map(lambda case: run_any(drv, backend, caps, case),
+                              [*CASES, *SEQUENCE_CASES, *honesty.probes(caps)]):
         results.append(result)
         bar.advance(f"{backend} {result.case}")
     return results

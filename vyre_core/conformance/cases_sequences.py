@@ -1,5 +1,6 @@
 """Sequence cases: a loop's iteration number, loops inside loops, an input updated in
-place and returned. Expected values by plain numpy (or by hand)."""
+place and returned, a step only some backends claim. Expected values by plain numpy (or
+by hand)."""
 
 from __future__ import annotations
 
@@ -95,6 +96,17 @@ def double_in_place() -> ir.Program:
     return k.build()
 
 
+def halve_plus_iteration() -> ir.Program:
+    """v[i] = v[i] * 0.5 + k over f64, in place, ``k`` a loop's iteration number."""
+    kern = ir.Kernel(workgroup=(64,))
+    k = kern.uniform("k", ir.u32)
+    v = kern.read_write("v", ir.f64)
+    i = kern.let("i", ir.global_id(0))
+    with kern.if_(i < v.len):
+        v[i] = v[i] * 0.5 + k[0].cast(ir.f64)
+    return kern.build()
+
+
 def _iteration_number() -> SequenceCase:
     n = 10
     b = SequenceBuilder()
@@ -178,5 +190,20 @@ def _input_updated_in_place() -> SequenceCase:
                         (expected,), (LoopRun(3, True),))
 
 
+def _f64_step() -> SequenceCase:
+    """A step that needs f64: the sequence is claimed only where every step is (a backend
+    without f64 must refuse it whole). Every value is exact in f64."""
+    x = np.arange(16, dtype=np.float64) * 0.25 - 1.5
+    b = SequenceBuilder()
+    b.input("v", ir.f64, x.size)
+    with b.loop(times=4) as k:
+        b.step(halve_plus_iteration(), {"k": k})
+    expected = x.copy()
+    for k in range(4):
+        expected = expected * 0.5 + k
+    return SequenceCase("seq_f64_step", b.build(returns=["v"]), (x,), (expected,),
+                        (LoopRun(4, True),))
+
+
 CASES: list[SequenceCase] = [_iteration_number(), _floyd_warshall(), _times_in_times(),
-                             _flag_loop_in_times(), _input_updated_in_place()]
+                             _flag_loop_in_times(), _input_updated_in_place(), _f64_step()]

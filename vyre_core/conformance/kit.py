@@ -10,7 +10,9 @@ its entry point, started in its own supervised worker process, driven by a ``Dri
 Three groups: the contract (it loads under the frozen hookspec, its identity is stable,
 its worker starts and reports sane capabilities, pipelines and async dispatch agree with
 plain dispatch, it survives a refusal), capability honesty (``honesty.PROBES``: what it
-claims works exactly, what it does not claim is refused), and the whole corpus.
+claims works exactly, what it does not claim is refused), and the whole corpus: its
+programs, and its sequences run whole (iteration numbers, nested loops, inputs updated in
+place), each claimed only when the backend accepts every step.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ import pytest
 
 from vyre_core import ir
 from vyre_core.conformance import honesty, runner
-from vyre_core.conformance.base import Case, arr, case_of
-from vyre_core.conformance.corpus import CASES
+from vyre_core.conformance.base import Case, SequenceCase, arr, case_of
+from vyre_core.conformance.corpus import CASES, SEQUENCE_CASES
 from vyre_core.conformance.pytest_plugin import REGISTRY, RESULTS
 from vyre_core.contract.manager import LoadedBackend
 from vyre_core.contract.types import Capabilities
@@ -44,6 +46,7 @@ __all__ = [
     "test_identity_is_stable",
     "test_loads_under_the_frozen_contract",
     "test_pipeline_and_async_agree_with_dispatch",
+    "test_sequence_corpus",
     "test_survives_a_refusal",
     "test_worker_reports_sane_capabilities",
 ]
@@ -163,3 +166,9 @@ def test_capability_honesty(request: pytest.FixtureRequest, kit_driver: Driver,
 def test_corpus(request: pytest.FixtureRequest, kit_driver: Driver, caps: Capabilities,
                 backend_id: str, case: Case) -> None:
     record(request, runner.run_case(kit_driver, backend_id, caps, case))
+
+
+@pytest.mark.parametrize("case", SEQUENCE_CASES, ids=[c.name for c in SEQUENCE_CASES])
+def test_sequence_corpus(request: pytest.FixtureRequest, kit_driver: Driver,
+                         caps: Capabilities, backend_id: str, case: SequenceCase) -> None:
+    record(request, runner.run_sequence_case(kit_driver, backend_id, caps, case))

@@ -1,10 +1,11 @@
-"""One conformance case on one backend, through its real worker process, with a verdict
-``vyre conform`` and the pytest kit both report.
+"""One conformance case (a program, or a sequence run whole) on one backend, through its
+real worker process, with a verdict ``vyre conform`` and the pytest kit both report.
 
 Verdicts:
 
-* ``pass`` — claimed (routing accepts it on the backend's probed report) and every output
-  matches the expected bytes (floats within the case's ULP budget);
+* ``pass`` — claimed (routing accepts it on the backend's probed report: a sequence, every
+  step of it) and every output matches the expected bytes (floats within the case's ULP
+  budget; a sequence's loops also ran as expected and the caller's inputs are unchanged);
 * ``refused`` — claimed, but the backend declined it (at compile with
   ``UnsupportedFeatureError``, or at launch with ``LaunchLimitError``): allowed (the Driver
   routes compile refusals elsewhere), and listed so it is never silent;
@@ -16,6 +17,7 @@ Verdicts:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -23,11 +25,11 @@ import numpy as np
 
 from vyre_core.compare import outputs_divergence
 from vyre_core.config import DispatchConfig
-from vyre_core.contract.types import Capabilities
+from vyre_core.contract.types import Capabilities, Outputs
 from vyre_core.driver import Driver
 from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError, VyreError
 from vyre_core.launch import effective_program
-from vyre_core.routing import rejection_reasons
+from vyre_core.routing import claim_reasons
 
 from .base import Case, SequenceCase
 
@@ -56,17 +58,63 @@ def run_case(driver: Driver, backend: str, caps: Capabilities, case: Case) -> Ca
     """``case`` on ``backend`` (whose worker reported ``caps``), judged as above."""
     config = DispatchConfig(grid_override=case.grid, timeout=CASE_TIMEOUT,
                             constants=case.constants)
-    reasons = rejection_reasons(effective_program(case.program, config).requirements(), caps)
+    reasons = claim_reasons(effective_program(case.program, config), caps)
+
+    def run() -> Outputs:
+        if reasons:  # not claimed: hand it over anyway, it must be refused
+            return driver.dispatch_on(backend, case.program, case.inputs, config)
+        return driver.dispatch(case.program, case.inputs, backend, config)
+
+    return _judged(case.name, backend, reasons, run, lambda outputs: outputs_divergence(
+        case.program, case.expected, outputs, case.ulp))
+
+
+def run_sequence_case(driver: Driver, backend: str, caps: Capabilities,
+                      case: SequenceCase) -> CaseResult:
+    """``case`` on ``backend``, judged as above: claimed when ``caps`` accept every step.
+    ``pass`` also needs every loop to run as expected and the caller's inputs unchanged."""
+    config = DispatchConfig(timeout=CASE_TIMEOUT)
+    reasons = claim_reasons(case.sequence, caps)
+    before = [a.tobytes() for a in case.inputs]
+
+    def run() -> Outputs:
+        if reasons:  # not claimed: hand it over anyway, it must be refused
+            return driver.dispatch_sequence_on(backend, case.sequence, case.inputs, config)
+        return driver.dispatch_sequence(case.sequence, case.inputs, backend=backend,
+                                        config=config)
+
+    def divergence(out: Outputs) -> str | None:
+        for name, expected, got in zip(case.sequence.returns, case.expected, out, strict=True):
+            if np.asarray(got).tobytes() != expected.tobytes():
+                return (f"return {name!r}: {np.asarray(got)[:8]} ..., expected "
+                        f"{expected[:8]} ...")
+        if tuple(out.loops) != case.loops:
+            return f"loops ran {out.loops}, expected {list(case.loops)}"
+        if [a.tobytes() for a in case.inputs] != before:
+            return "the run wrote the caller's input array"
+        return None
+
+    return _judged(case.name, backend, reasons, run, divergence)
+
+
+def run_any(driver: Driver, backend: str, caps: Capabilities,
+            case: Case | SequenceCase) -> CaseResult:
+    """A program case by ``run_case``, a sequence case by ``run_sequence_case``."""
+    judge = run_sequence_case if isinstance(case, SequenceCase) else run_case
+    return judge(driver, backend, caps, case)
+
+
+def _judged(name: str, backend: str, reasons: list[str], run: Callable[[], Outputs],
+            divergence: Callable[[Outputs], str | None]) -> CaseResult:
+    """The verdict of one case: ``run`` it (claimed when ``reasons`` is empty), then
+    ``divergence`` of what it returned from what was expected (None: none)."""
     start = time.perf_counter()
 
-    def verdict(name: str, detail: str | None = None) -> CaseResult:
-        return CaseResult(case.name, backend, name, detail, time.perf_counter() - start)
+    def verdict(name_: str, detail: str | None = None) -> CaseResult:
+        return CaseResult(name, backend, name_, detail, time.perf_counter() - start)
 
     try:
-        if reasons:  # not claimed: hand it over anyway, it must be refused
-            outputs = driver.dispatch_on(backend, case.program, case.inputs, config)
-        else:
-            outputs = driver.dispatch(case.program, case.inputs, backend, config)
+        outputs = run()
     except (UnsupportedFeatureError, LaunchLimitError) as exc:
         cause = exc.cause.splitlines()[0]
         if reasons:
@@ -78,34 +126,5 @@ def run_case(driver: Driver, backend: str, caps: Capabilities, case: Case) -> Ca
     if reasons:
         return verdict("fail", f"ran a program it does not claim ({'; '.join(reasons)}): "
                                "refuse it with UnsupportedFeatureError, or claim it")
-    divergence = outputs_divergence(case.program, case.expected, outputs, case.ulp)
-    return verdict("pass") if divergence is None else verdict("fail", divergence)
-
-
-def run_sequence_case(driver: Driver, backend: str, case: SequenceCase) -> CaseResult:
-    """``case`` on ``backend`` through its worker: ``pass`` when every return has the
-    expected bytes, every loop ran as expected and the caller's inputs are unchanged;
-    ``refused`` when routing or the backend declines it (with why); else ``fail`` or
-    ``error``."""
-    start = time.perf_counter()
-
-    def verdict(name: str, detail: str | None = None) -> CaseResult:
-        return CaseResult(case.name, backend, name, detail, time.perf_counter() - start)
-
-    before = [bytes(a.tobytes()) for a in case.inputs]
-    try:
-        out = driver.dispatch_sequence(case.sequence, list(case.inputs), backend=backend,
-                                       config=DispatchConfig(timeout=CASE_TIMEOUT))
-    except (UnsupportedFeatureError, LaunchLimitError) as exc:
-        return verdict("refused", exc.cause.splitlines()[0])
-    except VyreError as exc:
-        return verdict("error", f"{type(exc).__name__}: {exc.cause.splitlines()[0]}")
-    for name, expected, got in zip(case.sequence.returns, case.expected, out, strict=True):
-        if np.asarray(got).tobytes() != expected.tobytes():
-            return verdict("fail", f"return {name!r}: {np.asarray(got)[:8]} ..., expected "
-                                   f"{expected[:8]} ...")
-    if tuple(out.loops) != case.loops:
-        return verdict("fail", f"loops ran {out.loops}, expected {list(case.loops)}")
-    if [a.tobytes() for a in case.inputs] != before:
-        return verdict("fail", "the run wrote the caller's input array")
-    return verdict("pass")
+    found = divergence(outputs)
+    return verdict("pass") if found is None else verdict("fail", found)

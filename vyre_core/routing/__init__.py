@@ -10,6 +10,7 @@ from vyre_core.routing.rank import (
     Rejection,
     RouteDecision,
     Router,
+    claim_reasons,
     format_explanation,
     is_software_adapter,
     no_capable_backend,
@@ -17,5 +18,5 @@ from vyre_core.routing.rank import (
 )
 
 __all__ = ["Candidate", "Explanation", "Rejection", "RouteDecision", "Router", "RoutingPolicy",
-           "format_explanation", "is_software_adapter", "no_capable_backend",
+           "claim_reasons", "format_explanation", "is_software_adapter", "no_capable_backend",
            "rejection_reasons"]

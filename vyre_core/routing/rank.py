@@ -108,6 +108,14 @@ def rejection_reasons(req: Requirements, caps: Capabilities) -> list[str]:
     return reasons
 
 
+def claim_reasons(work: Routable, caps: Capabilities) -> list[str]:
+    """``rejection_reasons`` of a program (or a launch's), or of every distinct program of
+    a sequence, each then prefixed with the steps it holds for: one backend runs a
+    sequence whole, so it is capable only when it accepts every step."""
+    return [f"{where}{r}" for where, part in _requirements(work)
+            for r in rejection_reasons(part, caps)]
+
+
 def launch_reasons(launch: Launch, caps: Capabilities) -> list[str]:
     """Every reason a backend with ``caps`` cannot make ``launch`` (its grid, its largest
     buffer as bound): the rules a worker's launch plan applies (``vyre_core.limits``)."""
@@ -258,11 +266,10 @@ class Router:
     def explain(self, program: Routable, backend: str | None = None) -> list[Explanation]:
         """Every candidate in routing order, accepted or with its exact reasons, and which
         one ``route`` would choose (none when it would raise). Not cached."""
-        req = _requirements(program)
         found: list[Explanation] = []
         chosen_done = False
         for reg, caps, demoted, device in _routing_order(self._candidates()):
-            reasons = tuple(self._reasons(req, reg.id, caps, program, device))
+            reasons = tuple(self._reasons(reg.id, caps, program, device))
             chosen = not reasons and not chosen_done and backend in (None, reg.id)
             chosen_done = chosen_done or chosen
             found.append(Explanation(reg.id, reg.precedence, not reasons, reasons, chosen,
@@ -280,27 +287,25 @@ class Router:
                 devices: frozenset[int] | None = None) -> frozenset[Capabilities] | None:
         """Of a pool's probed capability ``variants`` (per device; on ``devices`` only when
         given), those that can run ``program``; None when all can (no limit needed)."""
-        req = _requirements(program)
         considered = [c for d, each in variants.items() if devices is None or d in devices
                       for c in each]
         accepted = [c for c in considered
-                    if not any(rejection_reasons(part, c) for _, part in req)
+                    if not claim_reasons(program, c)
                     and not (isinstance(program, Launch) and launch_reasons(program, c))]
         return None if len(accepted) == len(considered) else frozenset(accepted)
 
     # -- internals -----------------------------------------------------------------------
 
-    def _reasons(self, req: list[tuple[str, Requirements]], backend: str, caps: Capabilities,
-                 work: Routable, device: int | None = None) -> list[str]:
+    def _reasons(self, backend: str, caps: Capabilities, work: Routable,
+                 device: int | None = None) -> list[str]:
         skipped = None if self._skip is None else self._skip(backend, work.fingerprint(),
                                                                device)
-        reasons = [f"{where}{r}" for where, part in req for r in rejection_reasons(part, caps)]
+        reasons = claim_reasons(work, caps)
         if isinstance(work, Launch):
             reasons += [f"the launch: {r}" for r in launch_reasons(work, caps)]
         return reasons if skipped is None else [skipped, *reasons]
 
     def _decide(self, program: Routable, backend: str | None) -> RouteDecision:
-        req = _requirements(program)
         order = _routing_order(self._candidates())
         if backend is not None:
             named = [c for c in order if c[0].id == backend]
@@ -311,7 +316,7 @@ class Router:
                     f"no backend {backend!r} is registered (registered: {ids or 'none'})",
                     "Request one of the registered ids, or install the backend's distribution "
                     "with pip; `vyre doctor` lists plugins that failed to load.")
-            judged = [(d, self._reasons(req, backend, caps, program, d))
+            judged = [(d, self._reasons(backend, caps, program, d))
                       for _, caps, _, d in named]
             accepted = tuple(d for d, reasons in judged if not reasons)
             if not accepted:
@@ -329,12 +334,12 @@ class Router:
             return RouteDecision(backend, "requested explicitly", _devices(accepted))
         rejections: dict[str, list[str]] = {}
         for i, (reg, caps, demoted, device) in enumerate(order):
-            reasons = self._reasons(req, reg.id, caps, program, device)
+            reasons = self._reasons(reg.id, caps, program, device)
             if not reasons:
                 note = "; software adapter, demoted" if demoted else ""
                 devices = (device, *(d for r, c, m, d in order[i + 1:]
                                      if r.id == reg.id and m == demoted and not
-                                     self._reasons(req, r.id, c, program, d)))
+                                     self._reasons(r.id, c, program, d)))
                 return RouteDecision(
                     reg.id, f"first capable backend by precedence (rank {reg.precedence}{note})",
                     _devices(devices))
