@@ -573,7 +573,7 @@ class BufferRef:
 def _shape(name: str, shape: Any) -> tuple[int, ...]:
     """``shape`` as a tuple of Python ints, 1 to 3 axes of at least 1 each (numpy ints
     taken as ints), or a TypeError/ValueError at the declaration."""
-    fix = "Fix: give 1 to 3 positive ints, numpy's order, e.g. shape=(rows, cols)"
+    fix = "Fix: give the shape as 1 to 3 positive ints in numpy's order, e.g. (rows, cols)"
     axes = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
     if not all(isinstance(n, int | np.integer) and not isinstance(n, bool | np.bool_)
                for n in axes):
