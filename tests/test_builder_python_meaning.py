@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 import warnings
 
 import numpy as np
@@ -73,7 +74,7 @@ def test_every_augmented_assignment_assigns_the_variable_in_the_current_body(fn,
     v = k.let("v", ir.u32(7))
     with k.loop("j", 0, 4):
         same = fn(v, 3)
-    assert same is v
+    assert same.node == v.node and same.var == "let"  # the variable, at its next version
     loop = k._blocks[0][-1]
     assert isinstance(loop, Loop)
     assert loop.body == (Assign("v", Binary(op, Var("v"), Lit.of(DType.U32, 3))),)
@@ -187,6 +188,95 @@ def test_a_new_name_in_a_loop_reading_a_variable_is_not_a_rebinding():
         o[j] = doubled
         acc += 1
     k.build()
+
+
+def test_rebinding_a_value_that_is_no_variable_in_a_loop_is_refused():
+    """Silently [1, 2, 3, 4] for the prefix sum Python means, [1, 3, 6, 10]."""
+    k, x, o, _i = kernel()
+    acc = ir.f32(0)
+    with pytest.raises(TypeError) as info, k.loop("j", 0, 4) as j:
+        acc = acc + x[j]
+        o[j] = acc
+    msg = str(info.value)
+    assert "rebinds the Python name 'acc'" in msg and "its value before the loop" in msg
+    assert "Fix: declare it before the loop, acc = k.let('acc', ...)" in msg
+    assert "acc += ..." in msg
+
+
+def test_rebinding_an_expression_of_literals_in_a_while_loop_is_refused():
+    k, _x, o, _i = kernel()
+    n = k.let("n", ir.u32(0))
+    scale = ir.f32(1)
+    with pytest.raises(TypeError, match="rebinds the Python name 'scale'"), \
+            k.while_(n < 4, 8):
+        scale = scale * 2
+        o[n] = scale
+        n += 1
+
+
+def test_a_new_name_or_a_name_rebound_to_a_value_from_before_is_no_rebinding():
+    k, x, o, i = kernel()
+    base = i * 4
+    double = x[i] * 2
+    v = x[i]
+    w = x[i]
+    with k.loop("j", 0, 4) as j:
+        idx = base + j        # a new name
+        o[idx % 4] = x[j]
+        v = double            # rebound to a value built before the loop
+        w = x[j] * 3          # rebound to an expression that does not read w
+        o[j] = w
+    with k.if_(i < 2):
+        u = double
+        u = u * 2             # an if_ body runs once: Python's meaning
+        o[i] = u
+    o[i] = v
+    k.build()
+
+
+def test_an_expression_built_before_plus_equals_is_refused_after_it():
+    """Silently 7 (the kernel reads acc where t is stored), where Python means 5."""
+    k = ir.Kernel(workgroup=(1,))
+    o = k.output("o", ir.u32, count=2)
+    acc = k.let("acc", ir.u32(0))
+    t = acc * 2 + 5
+    acc += 1
+    line = f"test_builder_python_meaning.py:{_line() - 1}"
+    msg = refused(TypeError, "reads variable 'acc'", lambda: o.__setitem__(0, t))
+    assert f"assigned at {line}" in msg and "Fix: keep the value in a variable" in msg
+    for use in (lambda: k.let("u", t), lambda: k.assign(acc, t), lambda: t + 1,
+                lambda: k.if_(t > 1).__enter__()):
+        refused(TypeError, "reads variable 'acc'", use)
+
+
+def test_a_name_kept_before_plus_equals_is_refused_after_it():
+    """Silently [1, 1], where Python means [0, 1]; k.let keeps the old value."""
+    k = ir.Kernel(workgroup=(1,))
+    o = k.output("o", ir.u32, count=2)
+    acc = k.let("acc", ir.u32(0))
+    old = acc
+    kept = k.let("kept", acc)
+    acc += 1
+    refused(TypeError, "reads variable 'acc'", lambda: o.__setitem__(0, old))
+    o[0] = kept
+    o[1] = acc
+    assert run(k.build(), [])[0].tolist() == [0, 1]
+
+
+def test_k_assign_keeps_the_variable_usable_and_plus_equals_in_a_loop_too():
+    k, x, o, i = kernel()
+    acc = k.let("acc", ir.f32(0))
+    total = k.let("total", ir.f32(0))
+    # (the while condition reads a variable its body assigns)
+    with k.while_(total < 100, 2), k.loop("j", 0, 4) as j:
+        k.assign(acc, acc + x[j])
+        total += x[j]
+    o[i] = acc + total
+    assert run(k.build(), [ONES])[0].tolist() == [16.0] * 4
+
+
+def _line() -> int:
+    return sys._getframe(1).f_lineno
 
 
 # -- literals -------------------------------------------------------------------------------
@@ -358,6 +448,33 @@ def test_python_operations_on_a_buffer_say_what_to_write():
     refused(AttributeError, "declares no shape", lambda: x.shape)
     refused(AttributeError, "no attribute 'size'", lambda: x.size)
     assert m.shape == (2, 3) and m.dtype is ir.f32 and m.name == "m"
+
+
+@pytest.mark.parametrize("op", [
+    lambda x: x * 2, lambda x: x ** 2, lambda x: 2 + x, lambda x: -x, lambda x: x < 1,
+    lambda x: operator.ge(1, x), lambda x: x // 2, lambda x: x << 1,
+], ids=["mul", "pow", "radd", "neg", "lt", "rge", "floordiv", "shift"])
+def test_arithmetic_on_a_buffer_says_to_load_an_element(op):
+    x = ir.Kernel().read("x", ir.f32)
+    refused(TypeError, r"buffer 'x' used as a value. Fix: load an element with x\[index\]",
+            lambda: op(x))
+
+
+def test_a_shape_of_numpy_ints_is_taken_as_ints():
+    k = ir.Kernel(workgroup=(1,))
+    m = k.read("m", ir.u32, shape=(np.int64(2), np.int64(3)))
+    o = k.output("o", ir.u32, count=1)
+    o[0] = m[1, 1]
+    assert m.shape == (2, 3) and type(m.shape[0]) is int
+    assert run(k.build(), [np.arange(6, dtype=np.uint32)])[0].tolist() == [4]
+
+
+@pytest.mark.parametrize("shape, error", [
+    ((2, -3), ValueError), ((0, 3), ValueError), ((), ValueError), ((1, 2, 3, 4), ValueError),
+    ((2, 1.5), TypeError), ((2, "3"), TypeError), ((True, 2), TypeError),
+])
+def test_a_bad_shape_is_refused_at_the_declaration(shape, error):
+    refused(error, "buffer 'm': shape", lambda: ir.Kernel().read("m", ir.u32, shape=shape))
 
 
 # -- ir.u32(value) casts; V011 once, with a Fix that works ---------------------------------

@@ -9,6 +9,7 @@ statements; ``with`` blocks open if/else/loop bodies. Nothing here checks the pr
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -59,6 +60,8 @@ from vyre_core.ir.specialize import typed_literal
 
 Operand = Any  # a Val or a Python bool/int/float
 
+_SERIALS = itertools.count()
+
 
 class Val:
     """An expression under construction; operators build IR nodes.
@@ -66,21 +69,37 @@ class Val:
     A value built from a kernel's buffers or variables knows that kernel and the ``with``
     body it was built in (``body``): it may be used only while that body is open
     (``scope``). ``var`` is ``"let"`` for a variable ``k.let`` made (``+=`` and the other
-    augmented assignments assign it), ``"loop"`` for a loop variable, else ``None``."""
+    augmented assignments assign it), ``"loop"`` for a loop variable, else ``None``.
+    ``reads`` holds the (variable, version) pairs it reads: a value built before a ``+=``
+    of a variable it reads is refused after it (``scope.check_current``). ``serial``
+    orders values by when they were built (``scope.check_rebound``)."""
 
-    __slots__ = ("body", "dtype", "kernel", "line", "node", "var")
+    __slots__ = ("body", "dtype", "kernel", "line", "node", "reads", "serial", "var")
     __hash__ = None  # type: ignore[assignment]  # == builds an expression
     __array_ufunc__ = None  # numpy defers to our reflected operators (np.float64(2) * x)
 
     def __init__(self, node: Expr, dtype: DType | None, kernel: Kernel | None = None,
-                 var: str | None = None) -> None:
+                 var: str | None = None, reads: frozenset = frozenset()) -> None:
         self.node = node
         self.dtype = dtype
         self.kernel = kernel
         self.var = var
+        self.reads = reads
+        self.serial = next(_SERIALS)
         self.body = None if kernel is None else kernel._blocks[-1]
         nested = self.body is not None and self.body.parent is not None
         self.line = scope.where(scope.user_frame()) if nested else ""
+
+    @classmethod
+    def of(cls, node: Expr, dtype: DType | None, *operands: Val,
+           kernel: Kernel | None = None) -> Val:
+        """An expression over ``operands``: it belongs to their kernel (or ``kernel``) and
+        reads what they read."""
+        reads: frozenset = frozenset()
+        for v in operands:
+            if v.reads:
+                reads = reads | v.reads if reads else v.reads
+        return cls(node, dtype, kernel or _kernel_of(*operands), reads=reads)
 
     def __repr__(self) -> str:
         return f"Val({self.node!r}: {self.dtype.value if self.dtype else '?'})"
@@ -103,7 +122,12 @@ class Val:
         if self.var != "let":
             return NotImplemented
         self.kernel.assign(self, build(self, other))
-        return self
+        variable = scope.variable_of(self)
+        variable.bump(scope.where(scope.user_frame()))
+        new = Val(self.node, self.dtype, self.kernel, "let",
+                  frozenset({(variable, variable.version)}))
+        new.body, new.line = self.body, self.line  # still the variable it declared
+        return new
 
     def __add__(self, o): return self._bin(BinOp.ADD, o)
     def __radd__(self, o): return self._bin(BinOp.ADD, o, True)
@@ -276,10 +300,10 @@ def as_val(x: Operand, like: DType | None = None) -> Val:
     """``x`` as a Val; Python numbers take the type ``like`` when given."""
     if isinstance(x, Val):
         scope.check_open(x)
+        scope.check_current(x)
         return x
     if isinstance(x, BufferRef):
-        raise TypeError(f"buffer {x.buffer.name!r} used as a value. Fix: load an element "
-                        f"with {x.buffer.name}[index] or take its length with .len")
+        x._as_value()
     kind = _kind(x)
     if like is None or getattr(x, "dtype", None) in _NUMPY_DTYPES:
         return lit(x)
@@ -293,7 +317,7 @@ def binary(op: BinOp, lhs: Operand, rhs: Operand) -> Val:
     a = as_val(lhs, rhs.dtype if isinstance(rhs, Val) else None)
     b = as_val(rhs, DType.U32 if op in typerules.SHIFTS else a.dtype)
     dtype = None if None in (a.dtype, b.dtype) else typerules.binop_result(op, a.dtype, b.dtype)
-    return Val(Binary(op, a.node, b.node), dtype, _kernel_of(a, b))
+    return Val.of(Binary(op, a.node, b.node), dtype, a, b)
 
 
 def _kernel_of(*operands: Val) -> Kernel | None:
@@ -303,13 +327,13 @@ def _kernel_of(*operands: Val) -> Kernel | None:
 
 def unary(op: UnOp, x: Operand) -> Val:
     v = as_val(x)
-    return Val(Unary(op, v.node), None if v.dtype is None else typerules.unop_result(op, v.dtype),
-               v.kernel)
+    return Val.of(Unary(op, v.node),
+                  None if v.dtype is None else typerules.unop_result(op, v.dtype), v)
 
 
 def cast(x: Operand, dtype: DType) -> Val:
     v = as_val(x)
-    return Val(Cast(dtype, v.node), dtype, v.kernel)
+    return Val.of(Cast(dtype, v.node), dtype, v)
 
 
 #: The largest exponent ``x ** n`` multiplies out (a larger one is ``ir.pow``'s).
@@ -357,17 +381,17 @@ def select(cond: Operand, if_true: Operand, if_false: Operand) -> Val:
     c = as_val(cond, DType.BOOL)
     t = as_val(if_true, if_false.dtype if isinstance(if_false, Val) else None)
     f = as_val(if_false, t.dtype)
-    return Val(Select(c.node, t.node, f.node), t.dtype if t.dtype is f.dtype else None,
-               _kernel_of(c, t, f))
+    return Val.of(Select(c.node, t.node, f.node), t.dtype if t.dtype is f.dtype else None,
+                  c, t, f)
 
 
 def fma(a: Operand, b: Operand, c: Operand) -> Val:
     """``a * b + c`` for floats, fused or not (see docs/semantics.md)."""
     like = next((v.dtype for v in (a, b, c) if isinstance(v, Val)), None)
     va, vb, vc = (as_val(v, like) for v in (a, b, c))
-    return Val(Fma(va.node, vb.node, vc.node),
-               None if None in (va.dtype, vb.dtype, vc.dtype)
-               else typerules.fma_result(va.dtype, vb.dtype, vc.dtype), _kernel_of(va, vb, vc))
+    return Val.of(Fma(va.node, vb.node, vc.node),
+                  None if None in (va.dtype, vb.dtype, vc.dtype)
+                  else typerules.fma_result(va.dtype, vb.dtype, vc.dtype), va, vb, vc)
 
 
 def _id(kind: IdKind, axis: int) -> Val:
@@ -447,8 +471,9 @@ class BufferRef:
         self.buffer = buffer
 
     def __getitem__(self, index: Operand | tuple[Operand, ...]) -> Val:
-        return Val(Load(self.buffer.name, self._flat(index).node), self.buffer.dtype,
-                   self.kernel)
+        flat = self._flat(index)
+        return Val.of(Load(self.buffer.name, flat.node), self.buffer.dtype, flat,
+                      kernel=self.kernel)
 
     def __setitem__(self, index: Operand | tuple[Operand, ...], value: Operand) -> None:
         self.kernel.emit(Store(self.buffer.name, self._flat(index).node,
@@ -496,6 +521,17 @@ class BufferRef:
             raise AttributeError("shape")
         return self.buffer.shape
 
+    def _as_value(self, *_: Any) -> Any:
+        """A buffer where a value belongs (``x * 2`` for ``x[i] * 2``): refused."""
+        raise TypeError(f"buffer {self.buffer.name!r} used as a value. Fix: load an element "
+                        f"with {self.buffer.name}[index] or take its length with .len")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _as_value
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _as_value
+    __pow__ = __rpow__ = __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _as_value
+    __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = __neg__ = __abs__ = _as_value
+    __invert__ = __lt__ = __le__ = __gt__ = __ge__ = _as_value
+
     def __len__(self) -> int:
         raise TypeError(f"len({self.buffer.name}): a buffer's length is known when the kernel "
                         f"runs. Fix: use {self.buffer.name}.len (a u32 expression)")
@@ -534,6 +570,20 @@ class BufferRef:
         return self.atomic(AtomicOp.MIN, index, value, name=name)
 
 
+def _shape(name: str, shape: Any) -> tuple[int, ...]:
+    """``shape`` as a tuple of Python ints, 1 to 3 axes of at least 1 each (numpy ints
+    taken as ints), or a TypeError/ValueError at the declaration."""
+    fix = "Fix: give the shape as 1 to 3 positive ints in numpy's order, e.g. (rows, cols)"
+    axes = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
+    if not all(isinstance(n, int | np.integer) and not isinstance(n, bool | np.bool_)
+               for n in axes):
+        raise TypeError(f"buffer {name!r}: shape {shape!r} is not a tuple of ints. {fix}")
+    if not 1 <= len(axes) <= 3 or any(n < 1 for n in axes):
+        raise ValueError(f"buffer {name!r}: shape {shape!r} needs 1 to 3 axes of at least "
+                         f"1 each. {fix}")
+    return tuple(int(n) for n in axes)
+
+
 class Kernel:
     """Collects buffers and statements into a :class:`Program`."""
 
@@ -553,8 +603,8 @@ class Kernel:
         """A buffer; ``shape`` (numpy's order, 1 to 3 axes) gives its count as the
         product, and for an output, the grid a dispatch infers (docs/semantics.md)."""
         if shape is not None:
-            shape = tuple(shape)
-            if count is None and all(isinstance(n, int) for n in shape):
+            shape = _shape(name, shape)
+            if count is None:
                 count = math.prod(shape)
         b = Buffer(name, len(self.buffers) if binding is None else binding, dtype,
                    Access(access), count, shape)
@@ -613,7 +663,7 @@ class Kernel:
             raise TypeError(f"let {name!r} is declared {dtype.value} but its value is "
                             f"{v.dtype.value}. Fix: convert it, e.g. value.cast(ir.{dtype.value})")
         self.emit(Let(name, v.node))
-        return Val(Var(name), v.dtype, self, "let")
+        return Val(Var(name), v.dtype, self, "let", frozenset({(scope.Variable(name), 0)}))
 
     def assign(self, var: Val | str, value: Operand) -> None:
         if isinstance(var, Val):
@@ -645,8 +695,9 @@ class Kernel:
                             f"{None if v is None else v.dtype} and lane "
                             f"{None if ln is None else ln.dtype}. Fix: see the subgroup "
                             "table in docs/semantics.md")
-        return Val(Subgroup(op, self.subgroup_size, None if v is None else v.node,
-                            None if ln is None else ln.node), dtype, self)
+        return Val.of(Subgroup(op, self.subgroup_size, None if v is None else v.node,
+                               None if ln is None else ln.node), dtype,
+                      *(o for o in (v, ln) if o is not None), kernel=self)
 
     def ret(self) -> None:
         self.emit(Return())
@@ -660,20 +711,22 @@ class Kernel:
         loop body must not have rebound a variable's name (``scope``)."""
         frame = scope.user_frame()
         body = scope.Body(what, scope.where(frame), self._blocks[-1])
-        variables = scope.variables_in(frame, self) if loop else {}
+        serial = next(_SERIALS)  # values built in the body come after it
+        values = scope.values_in(frame, Val, self) if loop else {}
         self._blocks.append(body)
         try:
             yield body
         finally:
             self._blocks.pop()
             body.open = False
-        scope.check_rebound(frame, variables, body)
+        scope.check_rebound(frame, values, body, serial)
 
     @contextlib.contextmanager
     def if_(self, cond: Operand) -> Iterator[None]:
+        test = as_val(cond, DType.BOOL).node  # (checked before the body assigns)
         with self._body("an if_") as body:
             yield
-        self.emit(If(as_val(cond, DType.BOOL).node, tuple(body)))
+        self.emit(If(test, tuple(body)))
 
     @contextlib.contextmanager
     def else_(self) -> Iterator[None]:
@@ -690,18 +743,19 @@ class Kernel:
     def loop(self, var: str, start: Operand, end: Operand, step: Operand = 1) -> Iterator[Val]:
         """``for var in [start, end)`` over u32, ``step`` apart (a literal or a constant of
         at least 1)."""
+        bounds = [as_val(b, DType.U32).node for b in (start, end, step)]
         with self._body(f"loop {var!r}", loop=True) as body:
             yield Val(Var(var), DType.U32, self, "loop")
-        self.emit(Loop(var, as_val(start, DType.U32).node, as_val(end, DType.U32).node,
-                       tuple(body), as_val(step, DType.U32).node))
+        self.emit(Loop(var, bounds[0], bounds[1], tuple(body), bounds[2]))
 
     @contextlib.contextmanager
     def while_(self, cond: Operand, max_trips: int) -> Iterator[None]:
         """``while cond``, checked before each pass, for at most ``max_trips`` passes (the
         bound every loop on a GPU needs; the loop ends there whatever ``cond`` says)."""
+        test = as_val(cond, DType.BOOL).node  # (read before each pass, assigned or not)
         with self._body("a while_", loop=True) as body:
             yield
-        self.emit(While(as_val(cond, DType.BOOL).node, tuple(body), max_trips))
+        self.emit(While(test, tuple(body), max_trips))
 
     def break_(self) -> None:
         """Leave the innermost loop."""
