@@ -359,7 +359,7 @@ def test_a_request_refused_at_submit_gives_its_segments_back() -> None:
 
 @pytest.mark.timeout(60)
 def test_a_dispatch_failing_in_its_worker_gives_its_segments_back() -> None:
-    k = ir.Kernel(workgroup=(1,))  # one invocation a workgroup: 4 Mi workgroups, too many
+    k = ir.Kernel(workgroup=(2048,))  # past the reference's 1024 invocations a workgroup
     x = k.read("x", ir.u32)
     o = k.output("o", ir.u32, count=BIG)
     i = k.let("i", ir.global_id(0))
@@ -371,8 +371,8 @@ def test_a_dispatch_failing_in_its_worker_gives_its_segments_back() -> None:
     with vyre_core.Driver(kill_grace=0.5) as drv:
         counts = []
         for _ in range(5):
-            with pytest.raises(LaunchLimitError):
-                drv.dispatch(too_wide, [x], backend="reference")
+            with pytest.raises(LaunchLimitError):  # (refused in the worker: no routing)
+                drv.dispatch_on("reference", too_wide, [x])
             counts.append(len(segments() - before))
         assert max(counts) == counts[0] <= 2, counts
         out, want = dispatch_rw(drv, rw(BIG), 4, BIG)
