@@ -26,17 +26,3 @@ def axpy_into(a: float) -> ir.Program:
     with k.if_(i < x.len):
         y[i] = y[i] + x[i] * a
     return k.build()
-
-
-def halve_while_big() -> ir.Program:
-    """v[i] /= 2 where v[i] >= 1; flag[0] = 1 while any element is still >= 1 (the body
-    of a loop that runs until ``flag`` stays zero)."""
-    k = ir.Kernel(workgroup=(32,))
-    v = k.read_write("v", ir.f32)
-    flag = k.read_write("flag", ir.u32, 1)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < v.len), k.if_(v[i] >= 1.0):
-        v[i] = v[i] * 0.5
-        with k.if_(v[i] >= 1.0):
-            flag[0] = ir.u32(1)
-    return k.build()

@@ -7,10 +7,11 @@ from __future__ import annotations
 import msgpack
 import numpy as np
 import pytest
-from kernels import halve_while_big
 
 import vyre_reference.backend as reference
 from vyre_core import DispatchConfig, ir
+from vyre_core.conformance.cases_sequences import CASES as SEQUENCE_CASES
+from vyre_core.conformance.cases_sequences import halve_while_big, mark_iteration
 from vyre_core.contract.types import LoopRun
 from vyre_core.errors import InvalidInputError, InvalidSequenceError, LaunchLimitError
 from vyre_core.sequence import MAX_ITERATIONS, Sequence, SequenceBuilder, Step
@@ -406,15 +407,6 @@ def test_a_sequence_config_with_per_step_launch_fields_is_refused():
 
 # -- iteration numbers, nested loops, inputs in place, dim= (issue 35) ----------------------
 
-from vyre_core.conformance.cases_sequences import (  # noqa: E402
-    CASES as SEQUENCE_CASES,
-)
-from vyre_core.conformance.cases_sequences import (  # noqa: E402
-    halve_while_big as halve,
-)
-from vyre_core.conformance.cases_sequences import (  # noqa: E402
-    mark_iteration,
-)
 
 
 @pytest.mark.parametrize("case", SEQUENCE_CASES, ids=[c.name for c in SEQUENCE_CASES])
@@ -529,7 +521,7 @@ def test_a_nested_flag_loop_reports_its_iterations_over_the_run_and_any_miss(hos
     with b.loop(times=3):
         b.step(scale(2, 1.0), {"x": "big", "out": "v"})
         with b.loop(until_zero="flag", max_iterations=4):
-            b.step(halve())
+            b.step(halve_while_big())
     run = host.dispatch_sequence(b.build(returns=["v"]), [], {})
     assert run.loops == [LoopRun(3, True), LoopRun(12, False)]
 

@@ -13,6 +13,7 @@ import pytest
 from waiting import wait_for, workers
 
 from vyre_core import DispatchConfig, Driver, SequenceBuilder, ir
+from vyre_core.conformance.cases_sequences import double_in_place
 from vyre_core.contract.types import LoopRun
 from vyre_core.errors import (
     InvalidInputError,
@@ -279,15 +280,6 @@ def test_a_sequence_a_named_backend_refuses_gets_a_fix_naming_the_backends_that_
         drv.dispatch_sequence(seq, [np.ones(8)], backend="wgpu")
     assert "Name cpu or reference as the backend" in err.value.fix
     assert drv.dispatch_sequence(seq, [np.ones(8)])[0].tobytes() == np.sin(np.ones(8)).tobytes()
-
-
-def double_in_place() -> ir.Program:
-    k = ir.Kernel(workgroup=(64,))
-    x = k.read_write("x", ir.u32)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        x[i] = x[i] * 2 + 1
-    return k.build()
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernels import axpy_into, halve_while_big
+from kernels import axpy_into
 
 import vyre_reference.backend as reference
 import vyre_wgpu.backend as backend
@@ -16,7 +16,7 @@ import vyre_wgpu.flag_loop as flag_loop
 import vyre_wgpu.submission as submission
 from vyre_core import DispatchConfig, Sequence, SequenceBuilder, ir
 from vyre_core.conformance.cases_sequences import CASES as SEQUENCE_CASES
-from vyre_core.conformance.cases_sequences import store_row
+from vyre_core.conformance.cases_sequences import halve_while_big, store_row
 from vyre_core.contract.types import LoopRun
 from vyre_core.errors import InvalidInputError, InvalidSequenceError
 from vyre_workers.backend_host import BackendHost
