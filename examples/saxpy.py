@@ -1,8 +1,8 @@
 """saxpy: ``out[i] = a * x[i] + y[i]`` over f32, the elementwise kernel of the README.
 
-Run it: ``python examples/saxpy.py [N]`` or ``vyre run saxpy``. It builds the program,
-routes it to the best backend, runs it in that backend's supervised worker process and
-checks every output against the same expression written in numpy.
+Run it: ``python examples/saxpy.py`` or ``vyre run saxpy`` (1,000,000 elements). It
+builds the program, routes it to the best backend, runs it in that backend's supervised
+worker process and checks every output against the same expression written in numpy.
 
 ``program`` and ``inputs`` are also the saxpy the tests and benchmarks use
 (``from vyre_examples.saxpy import program``).
