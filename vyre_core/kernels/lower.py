@@ -111,10 +111,11 @@ if hasattr(ast, "TryStar"):
 def refuse_unsupported(tree: ast.AST) -> None:
     """The first node of a form a kernel never accepts, refused before anything else."""
     allowed = set()  # tuples that unpack (r, c = a, b) or index axes (a[i, j])
+    tree = ast.Module(body=tree.body, type_ignores=[])  # (not the decorators)
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple):
             allowed.update({id(node.targets[0]), id(node.value)})
-        elif isinstance(node, ast.Subscript):
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple):
             allowed.add(id(node.slice))
     for node in ast.walk(tree):
         if type(node) in _REFUSED and node is not tree and id(node) not in allowed:
@@ -326,7 +327,11 @@ class Lowerer:
             v = values.settle(v)
             self.types[name] = v.dtype
         else:
-            v = values.settle(v, t) if v.weak else v
+            if v.weak:
+                try:
+                    v = values.settle(v, t)
+                except Refusal:
+                    v = values.settle(v)
             if v.dtype is not t:
                 raise Refusal(f"{name!r} is {t.value} (from its first assignment) and this "
                               f"assigns a {v.dtype.value}: a local keeps its type",
@@ -451,7 +456,7 @@ class Lowerer:
                           "Write the step as a number, e.g. range(n, 0, -1).",
                           call.args[2] if len(call.args) == 3 else call)
         n = step.const
-        for v, a in zip((start, stop), call.args if len(call.args) > 1 else
+        for v, a in zip((start, stop), call.args[:2] if len(call.args) > 1 else
                         (call.args[0], call.args[0]), strict=True):
             if not v.weak and v.dtype is not DType.I32:
                 raise Refusal(f"range() bound of type {v.dtype.value}: range variables are "
@@ -635,6 +640,8 @@ class Lowerer:
                 raise Refusal(f"{base[1].name}.shape takes a constant axis from 0 to "
                               f"{base[1].ndim - 1}", f"Write {base[1].name}.shape[0].", node)
             return self.extent(base[1], axis.const)
+        if isinstance(base, list | tuple | dict | set):
+            _not_a_value(base, node.value)
         if not isinstance(base, ArrayRef):
             raise Refusal(f"{ast.unparse(node.value)}[...] indexes something that is not an "
                           "array", "Index array parameters and shared arrays only.", node)
