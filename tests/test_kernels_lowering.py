@@ -4,17 +4,18 @@ and the typing rules hold (docs/kernels.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 
 import numpy as np
 import pytest
-from vyre_reference import run
 
 import vyre_core as vyre
 from vyre_core import f32, i32, u32
 from vyre_core.abi import grid_for_dim
 from vyre_core.errors import InvalidInputError, KernelSyntaxError, ValidationError
+from vyre_reference import run
 
 pytestmark = pytest.mark.fast
 
@@ -263,7 +264,7 @@ def statements(n: i32, out: vyre.Array[i32]):
         k += 1
     a, b = k, total
     a, b = b, a                         # a swap reads the old values
-    flag = not (a < b) and a > 0 or False
+    flag = (not (a < b) and a > 0) or False
     x: f32 = 2.5
     x *= 2
     out[i * 6] = a
@@ -284,7 +285,7 @@ def test_every_statement_form_means_what_python_means():
         while k * k < n:
             k += 1
         a, b = total, k
-        flag = not (a < b) and a > 0 or False
+        flag = (not (a < b) and a > 0) or False
         return [a, b, int(flag), int(2.5 * 2), 7 + min(3, n) + 0, 99 if n <= 100 else 0]
 
     for n in (0, 7, 10, 150):
@@ -413,10 +414,8 @@ def _refusals():
 
     @vyre.kernel
     def a_try(x: vyre.Array[f32]):
-        try:
+        with contextlib.suppress(Exception):
             x[0] = 1.0
-        except Exception:
-            pass
 
     @vyre.kernel
     def a_float_index(x: vyre.Array[f32]):
@@ -424,7 +423,7 @@ def _refusals():
 
     @vyre.kernel
     def unknown(x: vyre.Array[f32]):
-        x[0] = nowhere
+        x[0] = nowhere  # noqa: F821
 
     @vyre.kernel
     def a_global_list(x: vyre.Array[f32]):
