@@ -300,6 +300,7 @@ class ClusterUnavailableError(UnavailableError):
 _CATALOG: dict[int, type[VyreError]] = {
     cls.code: cls
     for cls in (VyreError, InvalidProgramError, ValidationError, InvalidSequenceError,
+                KernelSyntaxError,
                 InvalidInputError, InvalidConfigError, UnsupportedFeatureError, LaunchLimitError,
                 DeviceOutOfMemoryError, DeviceLostError, KernelCompileError, DispatchError,
                 DispatchTimeoutError, WorkerCrashedError, PoolFailedError,

@@ -729,8 +729,8 @@ class Lowerer:
             return Value(Var(name), self._atomic_type)
         if fn in (intrinsics.barrier, intrinsics.shared):
             raise Refusal(f"vyre.{fn.__name__}() used as a value",
-                          "vyre.barrier() is a statement of its own; vyre.shared() is "
-                          "assigned at the kernel's top level.", node)
+                          "vyre.barrier() is a statement of its own; assign vyre.shared(f32, "
+                          "64) to a name at the kernel's top level.", node)
         if _is_func(fn):
             return self.inline(fn, node)
         return self.builtin(fn, node)

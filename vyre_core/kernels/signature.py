@@ -95,7 +95,8 @@ def signature_of(params: Parameters, args: Sequence[Any]) -> tuple[ArrayType | D
         got = len(args) if isinstance(args, list | tuple) else type(args).__name__
         raise InvalidInputError(f"the kernel takes {len(params.names)} argument(s) "
                                 f"({', '.join(params.names)}), got {got}",
-                                "Pass args=(...) with one value per parameter, in order.")
+                                "Pass one value per parameter, in order: "
+                                "drv.launch(kernel, dim=n, args=(x, y)).")
     types = []
     for name, declared, value in zip(params.names, params.declared, args, strict=True):
         found = type_of_argument(value, name) if isinstance(value, np.ndarray) or \
