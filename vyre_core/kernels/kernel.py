@@ -101,13 +101,15 @@ class LaunchPlan:
             self.inputs.append(np.array([n for p in compiled.shaped for n in args[p].shape],
                                         np.uint32))
         self.targets = [args[p] for p in compiled.written]
-        self.out = [t.reshape(-1) if _direct(t) else
+        self.direct = [_direct(t) for t in self.targets]
+        self.out = [t.reshape(-1) if direct else
                     np.empty(t.size, DType.BOOL.storage_np if t.dtype == np.bool_ else t.dtype)
-                    for t in self.targets]
+                    for t, direct in zip(self.targets, self.direct, strict=True)]
 
     def fill(self) -> None:
-        for target, out in zip(self.targets, self.out, strict=True):
-            if not np.shares_memory(target, out):
+        """Copy each output the dispatch could not write in place into its array."""
+        for target, out, direct in zip(self.targets, self.out, self.direct, strict=True):
+            if not direct:
                 np.copyto(target, out.reshape(target.shape), casting="unsafe")
 
 

@@ -19,6 +19,9 @@ from vyre_core.kernels.annotations import ArrayType, ConstantType
 #: argument says.
 ParamType = ArrayType | DType | None
 
+#: The vyre dtype of each numpy dtype that has one.
+_BY_NUMPY = {t.value_np: t for t in DType}
+
 
 @dataclass(frozen=True)
 class Parameters:
@@ -66,7 +69,7 @@ class Parameters:
 def type_of_argument(value: Any, name: str) -> ArrayType | DType:
     """The type an unannotated parameter takes from its argument."""
     if isinstance(value, np.ndarray):
-        dtype = next((t for t in DType if t.value_np == value.dtype), None)
+        dtype = _BY_NUMPY.get(value.dtype)
         if dtype is None or not 1 <= value.ndim <= 3:
             raise InvalidInputError(f"argument {name!r} is a {value.ndim}-D {value.dtype} "
                                     "array, which no kernel array holds",
@@ -76,7 +79,7 @@ def type_of_argument(value: Any, name: str) -> ArrayType | DType:
     if isinstance(value, bool | np.bool_):
         return DType.BOOL
     if isinstance(value, np.generic):
-        dtype = next((t for t in DType if t.value_np == value.dtype), None)
+        dtype = _BY_NUMPY.get(value.dtype)
         if dtype is not None:
             return dtype
     if isinstance(value, int):
