@@ -534,3 +534,33 @@ def test_each_refusal_names_its_line_column_caret_and_fix(case):
     assert err.details["source_line"] in text
     if line is not None:
         assert where(err, def_line(kernel)) == (line, col), text
+
+
+@vyre.kernel
+def scoped(x: vyre.Array[i32], out: vyre.Array[i32], cnt: vyre.Array[u32]):
+    i = vyre.global_id(0)
+    if x[i] > 0:  # noqa: SIM108 (the if statement is what is tested)
+        s = 1
+    else:
+        s = -1
+    j = 5
+    for j in range(i):  # noqa: B007 (j is read after the loop)
+        pass
+    old = u32(0)
+    for _ in range(2):
+        old = vyre.atomic_add(cnt, 0, 1)
+    vyre.atomic_compare_exchange(cnt, 1, 0, 7)
+    out[i] = s * 100 + j + i32(old) * 0
+
+
+def test_locals_live_for_the_whole_kernel_as_in_python():
+    """A local assigned in both branches, a loop variable after its loop (its last value,
+    or the value before when the loop ran no pass), an atomic's old value assigned in a
+    loop, a compare-exchange."""
+    x = np.array([3, -2, 0, 5], np.int32)
+    out, cnt = np.zeros(4, np.int32), np.zeros(2, np.uint32)
+    launch(scoped, 4, (x, out, cnt))
+    assert out.tolist() == [100 + 5, -100 + 0, -100 + 1, 100 + 2]
+    assert cnt.tolist() == [2 * 64, 7]    # a whole workgroup of 64 ran: no bounds guard
+    body = scoped.program(dim=4, args=(x, out, cnt)).body
+    assert [type(s).__name__ for s in body[:3]] == ["Let", "Let", "If"]  # s declared first

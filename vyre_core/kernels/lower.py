@@ -351,8 +351,8 @@ class Lowerer:
         if isinstance(target, ast.Name) and isinstance(s.value, ast.Call) and \
                 self._static(s.value.func) in intrinsics.ATOMICS and \
                 self._declares(target.id, path, k) and target.id not in self.types:
-            node = self.atomic(s.value)
-            self.types[target.id] = self._atomic_type
+            node, dtype = self.atomic(s.value)
+            self.types[target.id] = dtype
             self.emit(Let(self.rename[target.id], node), s)
             return None
         self.store(target, self.expr(s.value), path, k, s)
@@ -723,10 +723,10 @@ class Lowerer:
             return Value(Cast(DType.I32, InvocationId(IdKind(intrinsics.IDS[fn]), axis.const)),
                          DType.I32)
         if fn in intrinsics.ATOMICS:
-            node_ = self.atomic(node)
+            atomic, dtype = self.atomic(node)
             name = self.unit.fresh("atomic")
-            self.emit(Let(name, node_), node)
-            return Value(Var(name), self._atomic_type)
+            self.emit(Let(name, atomic), node)
+            return Value(Var(name), dtype)
         if fn in (intrinsics.barrier, intrinsics.shared):
             raise Refusal(f"vyre.{fn.__name__}() used as a value",
                           "vyre.barrier() is a statement of its own; assign vyre.shared(f32, "
@@ -790,10 +790,8 @@ class Lowerer:
                       "Call the functions docs/kernels.md lists, or a function marked "
                       "@vyre.func.", node)
 
-    _atomic_type: DType = DType.U32
-
-    def atomic(self, node: ast.Call) -> Atomic:
-        """An atomic on an array element; the value it returns is the old one."""
+    def atomic(self, node: ast.Call) -> tuple[Atomic, DType]:
+        """An atomic on an array element, and the type of the old value it returns."""
         if self.in_select:
             raise Refusal("an atomic inside and/or/if-else: both sides of those are "
                           "evaluated, so the atomic would always run",
@@ -816,11 +814,10 @@ class Lowerer:
                               f"array {array.name!r}", f"Cast it: {array.dtype.value}(...).", a)
             operands.append(v.node)
         self.unit.written.add(array.name)
-        self._atomic_type = array.dtype
         if op is AtomicOp.COMPARE_EXCHANGE:
             expected, value = operands
-            return Atomic(op, array.name, index, value, expected)
-        return Atomic(op, array.name, index, operands[0])
+            return Atomic(op, array.name, index, value, expected), array.dtype
+        return Atomic(op, array.name, index, operands[0]), array.dtype
 
     def inline(self, fn: Any, node: ast.Call) -> Value:
         """A ``@vyre.func`` call: its body lowered here, its locals renamed, its
