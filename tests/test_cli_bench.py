@@ -35,6 +35,7 @@ REQUIRED = {
     "routing.warm_route": "dict lookup",
     "sequences.chain_step_reference": "one more pass as its own dispatch",
     "sequences.example_reduce_reference": "numpy",
+    "kernels.cached_launch": "dispatch of the same program",
 }
 
 

@@ -30,6 +30,7 @@ FROZEN_CODES: dict[str, int] = {
     "InvalidProgramError": 1001,
     "ValidationError": 1002,
     "InvalidSequenceError": 1003,
+    "KernelSyntaxError": 1004,
     "InvalidInputError": 1101,
     "UnsupportedFeatureError": 1102,
     "InvalidConfigError": 1103,
@@ -87,6 +88,7 @@ def test_every_error_class_in_the_module_is_in_the_catalog_or_a_group():
 # What a caller can do about each error: the groups are part of the public surface.
 GROUP_OF = {
     errors.CallerError: {"InvalidProgramError", "ValidationError", "InvalidSequenceError",
+                         "KernelSyntaxError",
                          "InvalidInputError", "InvalidConfigError", "LaunchLimitError",
                          "PipelineInvalidatedError"},
     errors.BackendFaultError: {"DeviceOutOfMemoryError", "DeviceLostError",

@@ -49,6 +49,7 @@ from vyre_core.errors import (
     PoolFailedError,
 )
 from vyre_core.ir import Kernel, Program
+from vyre_core.kernels.kernel import KernelFunction, LaunchPlan
 from vyre_core.launch import Launch, effective_program, launch_of
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op
@@ -153,15 +154,44 @@ class PendingResult:
         return self._future.done()
 
     def result(self, timeout: float | None = None) -> Outputs:
+        return _outputs(*self._future_result(timeout))
+
+    def _future_result(self, timeout: float | None) -> tuple[dict[str, Any], list[Any]]:
         timeout = _checked_timeout(timeout, zero=True)
         try:
-            meta, arrays = self._future.result(timeout)
+            return self._future.result(timeout)
         except FutureTimeout:
             raise DispatchTimeoutError(
                 f"the dispatch did not finish within result(timeout={timeout})",
                 "Wait longer; the dispatch keeps running (its own deadline is "
                 "DispatchConfig.timeout).") from None
-        return _outputs(meta, arrays)
+
+
+def _kernel_plan(kernel: Any, dim: Any, args: Sequence[Any]) -> LaunchPlan:
+    if not isinstance(kernel, KernelFunction):
+        raise InvalidInputError(f"launch() takes a @vyre.kernel function, got "
+                                f"{type(kernel).__name__}",
+                                "Decorate the function with @vyre.kernel, or run a Program "
+                                "with Driver.dispatch.")
+    return kernel.plan(dim, args)
+
+
+class _LaunchResult(PendingResult):
+    """A launch in flight: ``result()`` fills the caller's arrays, once."""
+
+    def __init__(self, future: Future, plan: LaunchPlan) -> None:
+        super().__init__(future)
+        self._plan: LaunchPlan | None = plan
+
+    def result(self, timeout: float | None = None) -> Outputs:
+        meta, arrays = self._future_result(timeout)
+        plan, self._plan = self._plan, None
+        if plan is not None:
+            for target, array in zip(plan.out, arrays, strict=True):
+                np.copyto(target.reshape(-1), array, casting="no")
+            plan.fill()
+            self._filled = plan.out
+        return _outputs(meta, list(self._filled))
 
 
 class ResidentBuffer:
@@ -586,6 +616,27 @@ class Driver:
                                 [np.array(a, copy=out is not None) for a in outputs],
                                 pool.backend))
         return outputs
+
+    def launch(self, kernel: KernelFunction, dim: int | Sequence[int], args: Sequence[Any],
+               backend: str | None = None, config: DispatchConfig | None = None) -> Outputs:
+        """Run a ``@vyre.kernel`` over ``dim`` invocations with ``args`` (one per
+        parameter), as ``dispatch`` runs its program (routing, config, timeouts, errors),
+        and fill the arrays the kernel writes in place; returns them as ``Outputs``
+        (docs/kernels.md)."""
+        plan = _kernel_plan(kernel, dim, args)
+        outputs = self.dispatch(plan.program, plan.inputs, backend, config, out=plan.out,
+                                dim=dim)
+        plan.fill()
+        return outputs
+
+    def launch_async(self, kernel: KernelFunction, dim: int | Sequence[int],
+                     args: Sequence[Any], backend: str | None = None,
+                     config: DispatchConfig | None = None) -> PendingResult:
+        """``launch`` started at once: the caller's arrays are filled when ``result()``
+        returns (as Warp's arrays are after a synchronize)."""
+        plan = _kernel_plan(kernel, dim, args)
+        pending = self.dispatch_async(plan.program, plan.inputs, backend, config, dim=dim)
+        return _LaunchResult(pending._future, plan)
 
     @_keywords_checked
     def dispatch_on(self, backend: str, program: Program, inputs: Sequence[Any],

@@ -152,6 +152,13 @@ class InvalidSequenceError(CallerError):
     default_fix = "Build sequences with vyre_core.SequenceBuilder; see docs/sequences.md."
 
 
+class KernelSyntaxError(CallerError):
+    """A @vyre.kernel body uses Python the IR cannot express; names file, line and column."""
+
+    code = 1004
+    default_fix = "Write the kernel with the statements and types docs/kernels.md lists."
+
+
 class InvalidInputError(CallerError):
     """Dispatch inputs do not match the program's input ABI."""
 
@@ -293,6 +300,7 @@ class ClusterUnavailableError(UnavailableError):
 _CATALOG: dict[int, type[VyreError]] = {
     cls.code: cls
     for cls in (VyreError, InvalidProgramError, ValidationError, InvalidSequenceError,
+                KernelSyntaxError,
                 InvalidInputError, InvalidConfigError, UnsupportedFeatureError, LaunchLimitError,
                 DeviceOutOfMemoryError, DeviceLostError, KernelCompileError, DispatchError,
                 DispatchTimeoutError, WorkerCrashedError, PoolFailedError,

@@ -1,0 +1,149 @@
+"""Kernels launched through real workers: the issue's saxpy and blur give, on the
+reference, cpu and wgpu backends, exactly the bytes of the same program built with the
+builder (its twin, written here) and numpy's; the caller's arrays are filled in place,
+and a new size or a new scalar value is not a new compile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vyre_core as vyre
+from vyre_core import f32, ir
+from vyre_core.errors import InvalidInputError
+
+pytestmark = [pytest.mark.processes]
+
+BACKENDS = ["reference", "cpu", "wgpu"]
+
+
+@vyre.kernel
+def saxpy(a: f32, x: vyre.Array[f32], y: vyre.Array[f32], out: vyre.Array[f32]):
+    i = vyre.global_id(0)
+    if i < len(x):
+        out[i] = a * x[i] + y[i]
+
+
+@vyre.kernel
+def blur(img: vyre.Array[f32, 2], out: vyre.Array[f32, 2]):
+    r, c = vyre.global_id(0), vyre.global_id(1)
+    if 0 < r < img.shape[0] - 1 and 0 < c < img.shape[1] - 1:
+        acc = f32(0)
+        for dr in range(-1, 2):
+            for dc in range(-1, 2):
+                acc += img[r + dr, c + dc]
+        out[r, c] = acc / 9
+
+
+def saxpy_twin() -> ir.Program:
+    """saxpy as the builder writes it, under the kernel typing rules (ids are i32)."""
+    k = ir.Kernel(workgroup=(64,))
+    a = k.uniform("a", ir.f32)
+    x = k.read("x", ir.f32)
+    y = k.read("y", ir.f32)
+    out = k.read_write("out", ir.f32)
+    i = k.let("i", ir.global_id(0).cast(ir.i32))
+    with k.if_(i < x.len.cast(ir.i32)):
+        out[i.cast(ir.u32)] = a[0] * x[i.cast(ir.u32)] + y[i.cast(ir.u32)]
+    return k.build()
+
+
+def blur_twin() -> ir.Program:
+    """blur as the builder writes it: the extents of img and out in one u32 uniform."""
+    k = ir.Kernel(workgroup=(8, 8))
+    img = k.read("img", ir.f32)
+    out = k.read_write("out", ir.f32)
+    shapes = k.uniform("shapes", ir.u32, count=4)
+    r = k.let("r", ir.global_id(0).cast(ir.i32))
+    c = k.let("c", ir.global_id(1).cast(ir.i32))
+    rows, cols = shapes[0].cast(ir.i32), shapes[1].cast(ir.i32)
+    inside = ir.logical_and(ir.logical_and(ir.i32(0) < r, r < rows - 1),
+                            ir.logical_and(ir.i32(0) < c, c < cols - 1))
+    with k.if_(inside):
+        acc = k.let("acc", ir.f32(0))
+        with k.loop("dr_trip", 0, 3) as t:
+            dr = k.let("dr", ir.i32(-1) + t.cast(ir.i32))
+            with k.loop("dc_trip", 0, 3) as u:
+                dc = k.let("dc", ir.i32(-1) + u.cast(ir.i32))
+                acc += img[(r + dr).cast(ir.u32) * shapes[1] + (c + dc).cast(ir.u32)]
+        out[r.cast(ir.u32) * shapes[3] + c.cast(ir.u32)] = acc / 9
+    return k.build()
+
+
+def blur_numpy(img: np.ndarray) -> np.ndarray:
+    want = np.full_like(img, -5.0)
+    acc = np.zeros_like(img[1:-1, 1:-1])
+    for dr in (-1, 0, 1):
+        for dc in (-1, 0, 1):
+            acc = acc + img[1 + dr:img.shape[0] - 1 + dr, 1 + dc:img.shape[1] - 1 + dc]
+    want[1:-1, 1:-1] = acc / np.float32(9)
+    return want
+
+
+@pytest.fixture(scope="module")
+def drv():
+    with vyre.Driver() as d:
+        yield d
+
+
+def test_the_kernels_are_their_builder_twins():
+    x = np.zeros(8, np.float32)
+    assert saxpy.program(dim=8, args=(2.0, x, x, x)) == saxpy_twin()
+    img = np.zeros((4, 4), np.float32)
+    assert blur.program(dim=(4, 4), args=(img, img)).to_wire() == blur_twin().to_wire()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_saxpy_and_blur_run_as_written_with_the_twins_bytes(drv, backend):
+    n = 1000
+    x = np.arange(n, dtype=np.float32) / np.float32(7)
+    y = np.ones(n, np.float32)
+    out = np.full(n, -1.0, np.float32)
+    drv.launch(saxpy, dim=n, args=(2.0, x, y, out), backend=backend)
+    twin, = drv.dispatch(saxpy_twin(), [np.array([2.0], np.float32), x, y,
+                                        np.full(n, -1.0, np.float32)],
+                         backend=backend, dim=n)
+    assert out.tobytes() == twin.tobytes() == (np.float32(2.0) * x + y).tobytes()
+
+    img = np.random.default_rng(7).random((37, 29), dtype=np.float32)
+    out2 = np.full_like(img, -5.0)                 # the border is not written: kept
+    drv.launch(blur, dim=img.shape, args=(img, out2), backend=backend)
+    twin2, = drv.dispatch(blur_twin(), [img, np.full_like(img, -5.0),
+                                        np.array([37, 29, 37, 29], np.uint32)],
+                          backend=backend, dim=img.shape)
+    assert out2.tobytes() == twin2.tobytes()
+    np.testing.assert_array_max_ulp(out2, blur_numpy(img), maxulp=0)
+
+
+def test_a_new_size_or_scalar_is_not_a_new_compile(drv):
+    kernel = vyre.kernel(saxpy.fn)
+    for n, a in ((10, 2.0), (333, 0.5), (4096, -3.0)):
+        x = np.arange(n, dtype=np.float32)
+        out = np.zeros(n, np.float32)
+        drv.launch(kernel, dim=n, args=(a, x, x, out), backend="cpu")
+        assert out.tobytes() == (np.float32(a) * x + x).tobytes()
+    assert kernel.compiles == 1 and len(kernel._compiled) == 1
+
+
+def test_launch_async_fills_the_arrays_when_result_returns(drv):
+    n = 300
+    x = np.arange(n, dtype=np.float32)
+    out = np.zeros(n, np.float32)
+    pending = drv.launch_async(saxpy, dim=n, args=(3.0, x, x, out), backend="reference")
+    got = pending.result(timeout=60)
+    assert out.tobytes() == (np.float32(3.0) * x + x).tobytes()
+    assert got[0].tobytes() == out.tobytes()
+
+
+def test_a_non_contiguous_array_is_filled_through_a_copy(drv):
+    n = 64
+    x = np.arange(n, dtype=np.float32)
+    backing = np.zeros(2 * n, np.float32)
+    out = backing[::2]                              # a view: written back after the launch
+    drv.launch(saxpy, dim=n, args=(1.0, x, x, out), backend="reference")
+    assert out.tolist() == (x + x).tolist() and backing[1::2].sum() == 0
+
+
+def test_launch_refuses_what_is_not_a_kernel(drv):
+    with pytest.raises(InvalidInputError, match=r"@vyre\.kernel"):
+        drv.launch(saxpy_twin(), dim=4, args=())

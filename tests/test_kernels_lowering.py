@@ -1,0 +1,566 @@
+"""The kernel frontend without a process: each statement form gives what Python means
+(run on the in-process reference), each refused construct names its line and column,
+and the typing rules hold (docs/kernels.md)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import vyre_core as vyre
+from vyre_core import f32, i32, u32
+from vyre_core.abi import grid_for_dim
+from vyre_core.errors import InvalidInputError, KernelSyntaxError, ValidationError
+from vyre_reference import run
+
+pytestmark = pytest.mark.fast
+
+SCALE = 3          # a module-level number, captured at compile time
+TABLE = [1, 2, 3]  # a module-level list: refused
+
+
+def launch(kernel, dim, args):
+    """What Driver.launch does, on the reference in this process."""
+    plan = kernel.plan(dim, args)
+    outs = run(plan.program, plan.inputs,
+               grid=grid_for_dim(dim, plan.program.workgroup))
+    for target, out in zip(plan.out, outs, strict=True):
+        np.copyto(target, out.reshape(target.shape))
+    plan.fill()
+    return args
+
+
+def one(kernel, *scalars, dtype=np.int32, n=1):
+    """Run a kernel whose last parameter is an output array of ``n`` elements."""
+    out = np.zeros(n, dtype)
+    launch(kernel, n, (*scalars, out))
+    return out
+
+
+def refused(kernel, args, dim=1) -> KernelSyntaxError:
+    with pytest.raises(KernelSyntaxError) as info:
+        kernel.program(dim=dim, args=args)
+    return info.value
+
+
+def where(err: KernelSyntaxError, fn_line: int) -> tuple[int, int]:
+    """The error's line relative to the kernel's ``def`` line, and its column."""
+    return err.details["line"] - fn_line, err.details["col"]
+
+
+def def_line(kernel) -> int:
+    return kernel.fn.__code__.co_firstlineno
+
+
+# -- the issue's kernels -----------------------------------------------------------------
+
+@vyre.kernel
+def saxpy(a: f32, x: vyre.Array[f32], y: vyre.Array[f32], out: vyre.Array[f32]):
+    i = vyre.global_id(0)
+    if i < len(x):
+        out[i] = a * x[i] + y[i]
+
+
+@vyre.kernel
+def blur(img: vyre.Array[f32, 2], out: vyre.Array[f32, 2]):
+    r, c = vyre.global_id(0), vyre.global_id(1)
+    if 0 < r < img.shape[0] - 1 and 0 < c < img.shape[1] - 1:
+        acc = f32(0)
+        for dr in range(-1, 2):
+            for dc in range(-1, 2):
+                acc += img[r + dr, c + dc]
+        out[r, c] = acc / 9
+
+
+def test_saxpy_fills_out_in_place_with_numpys_bytes():
+    n = 1000
+    x = np.arange(n, dtype=np.float32)
+    y = np.ones(n, np.float32)
+    out = np.full(n + 0, -1, np.float32)
+    launch(saxpy, n, (2.0, x, y, out))
+    assert out.tobytes() == (np.float32(2.0) * x + y).tobytes()
+
+
+def test_a_new_size_or_scalar_is_not_a_new_compile():
+    k = vyre.kernel(saxpy.fn)
+    for n, a in ((10, 2.0), (999, 3.5), (64, -1.0)):
+        x = np.arange(n, dtype=np.float32)
+        out = np.zeros(n, np.float32)
+        launch(k, n, (a, x, x, out))
+        assert out.tobytes() == (np.float32(a) * x + x).tobytes()
+    assert k.compiles == 1
+    k.program(dim=(4, 4), args=(1.0, x, x, out))   # a 2-axis launch: its own workgroup
+    assert k.compiles == 2
+
+
+def test_blur_interior_is_the_mean_of_nine_exactly_as_summed_in_order():
+    rng = np.random.default_rng(1)
+    img = rng.random((9, 7), dtype=np.float32)
+    out = np.zeros_like(img)
+    launch(blur, img.shape, (img, out))
+    want = np.zeros_like(img)
+    for r in range(1, 8):
+        for c in range(1, 6):
+            acc = np.float32(0)
+            for dr in (-1, 0, 1):
+                for dc in (-1, 0, 1):
+                    acc = np.float32(acc + img[r + dr, c + dc])
+            want[r, c] = acc / np.float32(9)
+    assert out.tobytes() == want.tobytes()
+
+
+def test_the_program_is_stable_and_needs_no_ids_or_addresses():
+    x = np.zeros(4, np.float32)
+    prog = saxpy.program(dim=4, args=(1.0, x, x, x))
+    again = vyre.kernel(saxpy.fn).program(dim=4, args=(1.0, x, x, x))
+    assert prog.fingerprint() == again.fingerprint()
+    assert [(b.name, b.access.value) for b in prog.buffers] == [
+        ("a", "uniform"), ("x", "read"), ("y", "read"), ("out", "read_write")]
+
+
+# -- typing -------------------------------------------------------------------------------
+
+@vyre.kernel
+def index_math(x: vyre.Array[i32], out: vyre.Array[i32]):
+    i = vyre.global_id(0)
+    for j in range(2):
+        out[i * 2 + j] = x[len(x) - 1 - i] + j * SCALE
+
+
+def test_ids_range_variables_len_and_literals_mix_without_casts():
+    x = np.arange(4, dtype=np.int32)
+    out = np.zeros(8, np.int32)
+    launch(index_math, 4, (x, out))
+    assert out.tolist() == [3, 6, 2, 5, 1, 4, 0, 3]
+
+
+def test_mixing_i32_and_u32_is_refused_with_the_cast_named():
+    @vyre.kernel
+    def mixed(n: u32, out: vyre.Array[u32]):
+        i = vyre.global_id(0)
+        out[0] = n + i
+
+    err = refused(mixed, (1, np.zeros(1, np.uint32)))
+    assert where(err, def_line(mixed)) == (3, 18)
+    assert "mixes u32 and i32" in err.cause and "u32(i)" in err.fix
+
+
+def test_mixing_int_and_float_is_refused_with_the_cast_named():
+    @vyre.kernel
+    def mixed(x: vyre.Array[f32]):
+        i = vyre.global_id(0)
+        x[i] = x[i] * i
+
+    err = refused(mixed, (np.zeros(1, np.float32),))
+    assert where(err, def_line(mixed)) == (3, 16)
+    assert "f32(i)" in err.fix
+    assert err.details["caret"].strip() == "^" * len("x[i] * i")
+
+
+def test_a_local_changing_type_is_refused_at_its_line():
+    @vyre.kernel
+    def retyped(x: vyre.Array[f32]):
+        v = 1
+        v = 2.5
+        x[0] = v
+
+    err = refused(retyped, (np.zeros(1, np.float32),))
+    assert where(err, def_line(retyped))[0] == 3
+    assert "keeps its type" in err.cause
+
+
+def test_int_division_with_slash_is_refused_since_python_gives_a_float():
+    @vyre.kernel
+    def halves(x: vyre.Array[i32]):
+        i = vyre.global_id(0)
+        x[i] = x[i] / 2
+
+    err = refused(halves, (np.zeros(1, np.int32),))
+    assert "//" in err.fix and where(err, def_line(halves)) == (3, 16)
+
+
+# -- Python's meaning of // % ** and comparisons --------------------------------------------
+
+@vyre.kernel
+def divmod_grid(a: vyre.Array[i32], b: vyre.Array[i32], q: vyre.Array[i32],
+                r: vyre.Array[i32]):
+    i = vyre.global_id(0)
+    if i < len(a):
+        q[i] = a[i] // b[i]
+        r[i] = a[i] % b[i]
+
+
+def test_floor_division_and_modulo_match_python_on_negative_ints():
+    values = [-7, -6, -5, -3, -2, -1, 0, 1, 2, 3, 5, 6, 7, -2**31, 2**31 - 1]
+    pairs = [(x, y) for x, y in itertools.product(values, values)]
+    a = np.array([x for x, _ in pairs], np.int32)
+    b = np.array([y for _, y in pairs], np.int32)
+    q, r = np.zeros_like(a), np.zeros_like(a)
+    launch(divmod_grid, len(a), (a, b, q, r))
+    for x, y, got_q, got_r in zip(a.tolist(), b.tolist(), q.tolist(), r.tolist(),
+                                  strict=True):
+        if y == 0:   # the total result: x // 0 is -1 (all ones), x % 0 is 0
+            continue
+        want_q = x // y
+        if not -2**31 <= want_q < 2**31:      # -2**31 // -1 wraps, as i32 arithmetic does
+            want_q -= 2**32
+        assert (got_q, got_r) == (want_q, x % y), (x, y)
+
+
+def test_division_by_zero_gives_the_documented_total_result():
+    a = np.array([7, -7, 0], np.int32)
+    b = np.zeros(3, np.int32)
+    q, r = np.zeros_like(a), np.zeros_like(a)
+    launch(divmod_grid, 3, (a, b, q, r))
+    assert q.tolist() == [-1, -1, -1] and r.tolist() == [0, 0, 0]
+
+
+@vyre.kernel
+def powers(x: vyre.Array[f32], out: vyre.Array[f32]):
+    i = vyre.global_id(0)
+    out[i] = x[i] ** 3 + x[i] ** 0 + 2 ** 3
+
+
+def test_power_with_a_constant_exponent_multiplies_out():
+    x = np.array([1.5, -2.0], np.float32)
+    out = np.zeros(2, np.float32)
+    launch(powers, 2, (x, out))
+    assert out.tobytes() == (x * x * x + np.float32(1) + np.float32(8)).tobytes()
+
+
+@vyre.kernel
+def chained(x: vyre.Array[i32], out: vyre.Array[i32]):
+    i = vyre.global_id(0)
+    out[i] = 1 if 0 <= x[i] < 10 != x[i] else 0
+
+
+def test_chained_comparisons_mean_each_pair():
+    x = np.array([-1, 0, 9, 10, 11], np.int32)
+    out = np.zeros(5, np.int32)
+    launch(chained, 5, (x, out))
+    assert out.tolist() == [int(0 <= v < 10 != v) for v in x.tolist()]
+
+
+# -- statements --------------------------------------------------------------------------------
+
+@vyre.kernel
+def statements(n: i32, out: vyre.Array[i32]):
+    """Every statement form in one kernel."""
+    i = vyre.global_id(0)
+    total = 0
+    for j in range(n, -1, -2):          # a negative step from a runtime start
+        if j == 4:
+            continue
+        elif j < 0:
+            break
+        else:
+            total += j
+    k = 0
+    while k * k < n:
+        k += 1
+    a, b = k, total
+    a, b = b, a                         # a swap reads the old values
+    flag = (not (a < b) and a > 0) or False
+    x: f32 = 2.5
+    x *= 2
+    out[i * 6] = a
+    out[i * 6 + 1] = b
+    out[i * 6 + 2] = 1 if flag else 0
+    out[i * 6 + 3] = int(x)
+    out[i * 6 + 4] = abs(-7) + min(3, n) + max(-1, 0)
+    if n > 100:
+        return
+    out[i * 6 + 5] = 99
+    pass
+
+
+def test_every_statement_form_means_what_python_means():
+    def python(n):
+        total = sum(j for j in range(n, -1, -2) if j != 4)
+        k = 0
+        while k * k < n:
+            k += 1
+        a, b = total, k
+        flag = (not (a < b) and a > 0) or False
+        return [a, b, int(flag), int(2.5 * 2), 7 + min(3, n) + 0, 99 if n <= 100 else 0]
+
+    for n in (0, 7, 10, 150):
+        assert one(statements, n, n=6).tolist() == python(n), n
+
+
+@vyre.kernel
+def maths(x: vyre.Array[f32], out: vyre.Array[f32]):
+    i = vyre.global_id(0)
+    out[i] = math.sqrt(x[i]) + math.exp(x[i]) - f32(math.floor(x[i])) + math.pow(x[i], 2.0)
+
+
+def test_math_functions_lower_to_the_irs():
+    x = np.array([0.25, 2.0, 3.5], np.float32)
+    out = np.zeros(3, np.float32)
+    launch(maths, 3, (x, out))
+    want = np.sqrt(x) + np.exp(x) - np.floor(x) + np.power(x, np.float32(2))
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+@vyre.func
+def clamp(v, lo, hi):
+    return min(max(v, lo), hi)
+
+
+@vyre.func
+def bump(a, i):
+    a[i] += 1
+
+
+@vyre.kernel
+def calls(x: vyre.Array[i32], out: vyre.Array[i32]):
+    i = vyre.global_id(0)
+    out[i] = clamp(x[i], 0, 10) + clamp(x[i] * 2, -5, 5)
+    bump(out, i)
+
+
+def test_funcs_are_inlined_with_their_own_locals_and_arrays_by_reference():
+    x = np.array([-3, 4, 20], np.int32)
+    out = np.zeros(3, np.int32)
+    launch(calls, 3, (x, out))
+    assert out.tolist() == [min(max(v, 0), 10) + min(max(v * 2, -5), 5) + 1
+                            for v in x.tolist()]
+
+
+@vyre.kernel(workgroup=(4,))
+def reduce(x: vyre.Array[u32], sums: vyre.Array[u32], total: vyre.Array[u32]):
+    tile = vyre.shared(u32, 4)
+    lid = vyre.local_id(0)
+    tile[lid] = x[vyre.global_id(0)]
+    vyre.barrier()
+    if lid == 0:
+        s = u32(0)
+        for j in range(4):
+            s += tile[j]
+        sums[vyre.workgroup_id(0)] = s
+        vyre.atomic_add(total, 0, s)
+
+
+def test_shared_memory_barrier_and_atomics():
+    x = np.arange(16, dtype=np.uint32)
+    sums, total = np.zeros(4, np.uint32), np.zeros(1, np.uint32)
+    launch(reduce, 16, (x, sums, total))
+    assert sums.tolist() == x.reshape(4, 4).sum(axis=1).tolist() and total[0] == 120
+
+
+@vyre.kernel
+def tuned(x: vyre.Array[f32], *, REPEAT: vyre.Constant[i32] = 2):
+    i = vyre.global_id(0)
+    for _ in range(REPEAT):
+        x[i] += 1.0
+
+
+def test_constants_are_specialization_constants_with_the_default():
+    x = np.zeros(2, np.float32)
+    plan = tuned.plan(2, (x,))
+    assert [c.name for c in plan.program.constants] == ["REPEAT"]
+    out, = run(plan.program, plan.inputs, grid=(1,), constants={"REPEAT": 5})
+    assert out.tolist() == [5.0, 5.0]
+    launch(tuned, 2, (x,))
+    assert x.tolist() == [2.0, 2.0]
+
+
+def test_unannotated_parameters_take_the_first_arguments_types():
+    @vyre.kernel
+    def scale(a, x, out):
+        i = vyre.global_id(0)
+        out[i] = x[i] * a
+
+    x = np.arange(3, dtype=np.float32)
+    out = np.zeros(3, np.float32)
+    launch(scale, 3, (2.0, x, out))
+    assert out.tolist() == [0.0, 2.0, 4.0]
+    xi, oi = np.arange(3, dtype=np.int32), np.zeros(3, np.int32)
+    launch(scale, 3, (2, xi, oi))
+    assert oi.tolist() == [0, 2, 4] and scale.compiles == 2
+
+
+def test_an_argument_of_another_dtype_is_refused_not_converted():
+    with pytest.raises(InvalidInputError, match="float64"):
+        saxpy.program(dim=1, args=(1.0, np.zeros(1), np.zeros(1, np.float32),
+                                   np.zeros(1, np.float32)))
+
+
+def test_validation_findings_name_the_python_line():
+    @vyre.kernel
+    def divergent(x: vyre.Array[f32]):
+        i = vyre.global_id(0)
+        if x[i] > 0.0:
+            vyre.barrier()
+
+    with pytest.raises(ValidationError) as info:
+        divergent.program(dim=1, args=(np.zeros(1, np.float32),))
+    line = def_line(divergent) + 4
+    assert any(f"test_kernels_lowering.py:{line}:" in f["where"]
+               for f in info.value.findings)
+
+
+# -- refusals: each names its line and column ------------------------------------------------
+
+def _refusals():
+    @vyre.kernel
+    def a_list(x: vyre.Array[f32]):
+        v = [1, 2]
+        x[0] = v[0]
+
+    @vyre.kernel
+    def a_try(x: vyre.Array[f32]):
+        try:  # noqa: SIM105
+            x[0] = 1.0
+        except Exception:
+            pass
+
+    @vyre.kernel
+    def a_float_index(x: vyre.Array[f32]):
+        x[1.5] = 1.0
+
+    @vyre.kernel
+    def unknown(x: vyre.Array[f32]):
+        x[0] = nowhere  # noqa: F821
+
+    @vyre.kernel
+    def a_global_list(x: vyre.Array[f32]):
+        x[0] = TABLE[0]
+
+    @vyre.kernel
+    def returns(x: vyre.Array[f32]):
+        return x[0]
+
+    @vyre.kernel
+    def a_slice(x: vyre.Array[f32]):
+        x[0] = x[1:2]
+
+    @vyre.kernel
+    def prints(x: vyre.Array[f32]):
+        print(x[0])
+
+    @vyre.kernel
+    def maybe(x: vyre.Array[f32]):
+        if x[0] > 0.0:
+            v = 1.0
+        x[1] = v
+
+    @vyre.kernel
+    def lambdas(x: vyre.Array[f32]):
+        f = lambda v: v  # noqa: E731
+        x[0] = f(1.0)
+
+    @vyre.kernel
+    def an_fstring(x: vyre.Array[f32]):
+        s = f"{x[0]}"
+        x[0] = s
+
+    @vyre.kernel
+    def with_block(x: vyre.Array[f32]):
+        with open("f"):
+            x[0] = 1.0
+
+    @vyre.kernel
+    def nonlocal_write(x: vyre.Array[f32]):
+        global SCALE
+        x[0] = 1.0
+
+    @vyre.kernel
+    def keywords(x: vyre.Array[f32]):
+        x[0] = f32(vyre.global_id(axis=0))
+
+    @vyre.kernel
+    def comprehension(x: vyre.Array[f32]):
+        x[0] = sum([v for v in range(3)])
+
+    @vyre.kernel
+    def deletes(x: vyre.Array[f32]):
+        v = 1.0
+        del v
+
+    @vyre.kernel
+    def a_dict(x: vyre.Array[f32]):
+        d = {1: 2.0}
+        x[0] = d[1]
+
+    @vyre.kernel
+    def float_floordiv(x: vyre.Array[f32]):
+        x[0] = x[0] // 2.0
+
+    @vyre.func
+    def recurse(v):
+        return recurse(v)
+
+    @vyre.kernel
+    def recursion(x: vyre.Array[f32]):
+        x[0] = recurse(x[0])
+
+    @vyre.kernel
+    def assigns_param(a: f32, x: vyre.Array[f32]):
+        a = 2.0
+        x[0] = a
+
+    @vyre.kernel
+    def atomic_in_select(x: vyre.Array[u32]):
+        x[1] = vyre.atomic_add(x, 0, 1) if x[2] > 0 else 0
+
+    # kernel, the refused line (from the def), the column, a word of the cause
+    return [(a_list, 2, 13, "list"), (a_try, 2, 9, "try"), (a_float_index, 2, 11, "index"),
+            (unknown, 2, 16, "unknown name"), (a_global_list, 2, 16, "list"),
+            (returns, 2, 16, "return"), (a_slice, 2, 18, "slice"), (prints, 2, 9, "print"),
+            (maybe, 4, 16, "before it is assigned"), (lambdas, 2, 13, "lambda"),
+            (an_fstring, 2, 13, "f-string"), (with_block, 2, 9, "with"),
+            (nonlocal_write, 2, 9, "global"), (keywords, 2, 35, "keyword"),
+            (comprehension, 2, 20, "comprehension"), (deletes, 3, 9, "del"),
+            (a_dict, 2, 13, "dict"), (float_floordiv, 2, 16, "//"),
+            (recursion, None, None, "recursion"), (assigns_param, 2, 9, "parameter"),
+            (atomic_in_select, 2, 16, "atomic")]
+
+
+@pytest.mark.parametrize("case", _refusals(), ids=lambda c: c[0].__name__)
+def test_each_refusal_names_its_line_column_caret_and_fix(case):
+    kernel, line, col, word = case
+    args = tuple(np.zeros(3, np.uint32 if kernel.__name__ == "atomic_in_select"
+                          else np.float32) if p != "a" else 1.0
+                 for p in kernel.params.names)
+    err = refused(kernel, args)
+    assert word in err.cause and err.fix
+    text = str(err)
+    assert f"{err.details['file']}:{err.details['line']}:{err.details['col']}:" in text
+    assert err.details["caret"].index("^") == err.details["col"] - 1
+    assert err.details["source_line"] in text
+    if line is not None:
+        assert where(err, def_line(kernel)) == (line, col), text
+
+
+@vyre.kernel
+def scoped(x: vyre.Array[i32], out: vyre.Array[i32], cnt: vyre.Array[u32]):
+    i = vyre.global_id(0)
+    if x[i] > 0:  # noqa: SIM108 (the if statement is what is tested)
+        s = 1
+    else:
+        s = -1
+    j = 5
+    for j in range(i):  # noqa: B007 (j is read after the loop)
+        pass
+    old = u32(0)
+    for _ in range(2):
+        old = vyre.atomic_add(cnt, 0, 1)
+    vyre.atomic_compare_exchange(cnt, 1, 0, 7)
+    out[i] = s * 100 + j + i32(old) * 0
+
+
+def test_locals_live_for_the_whole_kernel_as_in_python():
+    """A local assigned in both branches, a loop variable after its loop (its last value,
+    or the value before when the loop ran no pass), an atomic's old value assigned in a
+    loop, a compare-exchange."""
+    x = np.array([3, -2, 0, 5], np.int32)
+    out, cnt = np.zeros(4, np.int32), np.zeros(2, np.uint32)
+    launch(scoped, 4, (x, out, cnt))
+    assert out.tolist() == [100 + 5, -100 + 0, -100 + 1, 100 + 2]
+    assert cnt.tolist() == [2 * 64, 7]    # a whole workgroup of 64 ran: no bounds guard
+    body = scoped.program(dim=4, args=(x, out, cnt)).body
+    assert [type(s).__name__ for s in body[:3]] == ["Let", "Let", "If"]  # s declared first

@@ -1,0 +1,27 @@
+"""Kernels written as Python functions (docs/kernels.md): ``@vyre.kernel`` lowers a
+function's source to an ordinary ``Program`` once per signature; ``Driver.launch`` runs
+it and fills the arrays it writes in place."""
+
+from vyre_core.kernels.annotations import Array, Constant
+from vyre_core.kernels.intrinsics import (
+    atomic_add,
+    atomic_and,
+    atomic_compare_exchange,
+    atomic_exchange,
+    atomic_max,
+    atomic_min,
+    atomic_or,
+    atomic_sub,
+    atomic_xor,
+    barrier,
+    global_id,
+    local_id,
+    shared,
+    workgroup_id,
+)
+from vyre_core.kernels.kernel import KernelFunction, func, kernel
+
+__all__ = ["Array", "Constant", "KernelFunction", "atomic_add", "atomic_and",
+           "atomic_compare_exchange", "atomic_exchange", "atomic_max", "atomic_min",
+           "atomic_or", "atomic_sub", "atomic_xor", "barrier", "func", "global_id",
+           "kernel", "local_id", "shared", "workgroup_id"]

@@ -1,0 +1,273 @@
+"""``@vyre.kernel`` and ``@vyre.func``: a Python function compiled once per signature to
+an ordinary ``Program``, and the plan of one launch (the dispatch inputs, the caller's
+arrays the kernel writes)."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vyre_core.errors import InvalidConfigError, KernelSyntaxError, ValidationError
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import Access, Buffer, If, Loop, SpecConstant, SpecRef, Stmt, While
+from vyre_core.ir.nodes import Block as BlockStmt
+from vyre_core.ir.program import Program
+from vyre_core.kernels.annotations import ArrayType
+from vyre_core.kernels.lower import ArrayRef, Lowerer, Unit
+from vyre_core.kernels.signature import Parameters, signature_of
+from vyre_core.kernels.source import Source
+from vyre_core.kernels.values import Refusal, Value, literal
+
+#: The workgroup a kernel gets for a launch of 1, 2 or 3 axes, unless it names one.
+DEFAULT_WORKGROUPS = {1: (64,), 2: (8, 8), 3: (4, 4, 4)}
+
+
+def _axes(dim: Any) -> int:
+    if isinstance(dim, int | np.integer) and not isinstance(dim, bool):
+        return 1
+    if isinstance(dim, tuple | list) and 1 <= len(dim) <= 3:
+        return len(dim)
+    raise InvalidConfigError(f"dim={dim!r} is not 1 to 3 invocation counts",
+                             "Pass dim=n or dim=(cols, rows): dim[i] is the extent of "
+                             "global_id(i).")
+
+
+def _globals_of(fn: Callable[..., Any], source: Source) -> Callable[[str, ast.AST], Any]:
+    """A name the function reads from outside: its closure, its module, builtins."""
+    closure = inspect.getclosurevars(fn).nonlocals if fn.__closure__ else {}
+
+    def lookup(name: str, node: ast.AST) -> Any:
+        for scope in (closure, fn.__globals__):
+            if name in scope:
+                return scope[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise Refusal(f"unknown name {name!r}", f"Define {name} (a parameter, a local "
+                      "assigned before this line, or a module-level number or function).",
+                      node)
+    return lookup
+
+
+class FuncFunction:
+    """A ``@vyre.func`` function: inlined where a kernel calls it. Called from Python it
+    runs as the plain function it is."""
+
+    __vyre_func__ = True
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+
+    @functools.cached_property
+    def source(self) -> Source:
+        return Source.of(self.fn, "@vyre.func")
+
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        return _globals_of(self.fn, self.source)(name, node)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A kernel compiled for one signature: the program, and where each argument goes."""
+
+    program: Program
+    types: tuple[ArrayType | DType, ...]
+    written: tuple[int, ...]        # positions of the arrays the kernel writes
+    shaped: tuple[int, ...]         # positions of the arrays whose extents are passed
+
+
+class LaunchPlan:
+    """One launch: the dispatch inputs (ABI order) and the ``out=`` arrays of the
+    outputs; ``fill()`` copies into the caller's arrays those that are not theirs."""
+
+    def __init__(self, compiled: Compiled, args: Sequence[Any]) -> None:
+        self.program = compiled.program
+        self.inputs: list[Any] = []
+        for value, t in zip(args, compiled.types, strict=True):
+            self.inputs.append(value.reshape(-1) if isinstance(t, ArrayType) else
+                               np.array([literal(_plain(value), t).value], t.storage_np))
+        if compiled.shaped:
+            self.inputs.append(np.array([n for p in compiled.shaped for n in args[p].shape],
+                                        np.uint32))
+        self.targets = [args[p] for p in compiled.written]
+        self.direct = [_direct(t) for t in self.targets]
+        self.out = [t.reshape(-1) if direct else
+                    np.empty(t.size, DType.BOOL.storage_np if t.dtype == np.bool_ else t.dtype)
+                    for t, direct in zip(self.targets, self.direct, strict=True)]
+
+    def fill(self) -> None:
+        """Copy each output the dispatch could not write in place into its array."""
+        for target, out, direct in zip(self.targets, self.out, self.direct, strict=True):
+            if not direct:
+                np.copyto(target, out.reshape(target.shape), casting="unsafe")
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _direct(array: np.ndarray) -> bool:
+    """Whether the dispatch can write its output straight into ``array``."""
+    return array.flags.c_contiguous and array.flags.writeable and array.dtype != np.bool_
+
+
+class KernelFunction:
+    """A ``@vyre.kernel`` function. ``program(dim=, args=)`` is its IR for those
+    arguments; ``Driver.launch`` runs it. Compiled once per (signature, launch axes):
+    array sizes and scalar values are passed at each launch, and constants are the
+    program's specialization constants (``DispatchConfig(constants=...)``)."""
+
+    def __init__(self, fn: Callable[..., Any], workgroup: tuple[int, ...] | None = None
+                 ) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.workgroup = None if workgroup is None else tuple(workgroup)
+        self.params = Parameters.of(fn)
+        self._compiled: dict[tuple[Any, ...], Compiled] = {}
+        self._lock = threading.Lock()
+        self.compiles = 0  # how many times the source was lowered (tests count them)
+
+    def __repr__(self) -> str:
+        return f"<vyre kernel {self.fn.__qualname__}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise KernelSyntaxError(f"kernel {self.fn.__name__!r} was called like a function",
+                                f"Launch it: drv.launch({self.fn.__name__}, dim=n, "
+                                "args=(...)).")
+
+    def compiled(self, dim: Any, args: Sequence[Any]) -> Compiled:
+        """The compiled kernel for these arguments' signature (cached)."""
+        key = (signature_of(self.params, args), _axes(dim))
+        found = self._compiled.get(key)
+        if found is None:
+            with self._lock:
+                found = self._compiled.get(key)
+                if found is None:
+                    found = self._compile(*key)
+                    self._compiled[key] = found
+        return found
+
+    def program(self, *, dim: Any, args: Sequence[Any]) -> Program:
+        """The IR program for a launch of ``dim`` with ``args`` (an ordinary Program)."""
+        return self.compiled(dim, args).program
+
+    def plan(self, dim: Any, args: Sequence[Any]) -> LaunchPlan:
+        return LaunchPlan(self.compiled(dim, args), args)
+
+    def _compile(self, types: tuple[ArrayType | DType, ...], axes: int) -> Compiled:
+        self.compiles += 1
+        source = Source.of(self.fn, "@vyre.kernel")
+        names = self.params.names
+        taken = {n.id for n in ast.walk(source.tree) if isinstance(n, ast.Name)} | \
+            set(names) | {c[0] for c in self.params.constants}
+        unit = Unit(taken, "")
+        unit.shapes_buffer = unit.fresh("shapes")
+        env: dict[str, Any] = {}
+        offset = 0
+        shaped = []
+        for p, (name, t) in enumerate(zip(names, types, strict=True)):
+            if isinstance(t, ArrayType):
+                env[name] = ArrayRef(name, t.dtype, t.ndim, offset if t.ndim > 1 else None)
+                if t.ndim > 1:
+                    offset += t.ndim
+                    shaped.append(p)
+            else:
+                env[name] = Value(_scalar_load(name), t)
+        constants = []
+        for name, dtype, default in self.params.constants:
+            try:
+                constants.append(SpecConstant(name, literal(_plain(default), dtype)))
+            except Refusal as r:
+                raise KernelSyntaxError(f"constant {name!r}: {r.cause}", r.fix) from None
+            env[name] = Value(SpecRef(name), dtype)
+        body: list[Stmt] = []
+        Lowerer(source, unit, env, _globals_of(self.fn, source)).run(body)
+        buffers = []
+        for name, t in zip(names, types, strict=True):
+            if isinstance(t, ArrayType):
+                access = Access.READ_WRITE if name in unit.written else Access.READ
+                buffers.append(Buffer(name, len(buffers), t.dtype, access))
+            else:
+                buffers.append(Buffer(name, len(buffers), t, Access.UNIFORM, 1))
+        for name, dtype, count in unit.workgroup_buffers:
+            buffers.append(Buffer(name, len(buffers), dtype, Access.WORKGROUP, count))
+        if shaped:
+            buffers.append(Buffer(unit.shapes_buffer, len(buffers), DType.U32,
+                                  Access.UNIFORM, offset))
+        workgroup = self.workgroup or DEFAULT_WORKGROUPS[axes]
+        program = Program(tuple(buffers), workgroup, tuple(body), tuple(constants))
+        findings = program.validate()
+        if findings:
+            raise _located(findings, program, unit.lines)
+        written = tuple(p for p, name in enumerate(names) if name in unit.written)
+        return Compiled(program, types, written, tuple(shaped))
+
+
+def _scalar_load(name: str) -> Any:
+    from vyre_core.ir.nodes import Lit, Load
+
+    return Load(name, Lit.of(DType.U32, 0))
+
+
+def statement_lines(body: tuple[Stmt, ...], lines: dict[int, tuple[str, int]],
+                    path: str = "body") -> dict[str, tuple[str, int]]:
+    """Each statement's path as the validator writes it (``body[1].then[0]``) -> the
+    Python file and line that made it."""
+    found: dict[str, tuple[str, int]] = {}
+    for i, s in enumerate(body):
+        here = f"{path}[{i}]"
+        if id(s) in lines:
+            found[here] = lines[id(s)]
+        if isinstance(s, If):
+            found.update(statement_lines(s.then, lines, f"{here}.then"))
+            found.update(statement_lines(s.orelse, lines, f"{here}.else"))
+        elif isinstance(s, Loop | While):
+            found.update(statement_lines(s.body, lines, f"{here}.body"))
+        elif isinstance(s, BlockStmt):
+            found.update(statement_lines(s.body, lines, f"{here}.block"))
+    return found
+
+
+def _located(findings: list[Any], program: Program, lines: dict[int, tuple[str, int]]
+             ) -> ValidationError:
+    """The validator's findings, each placed at the Python line that made it."""
+    by_path = statement_lines(program.body, lines)
+    placed = []
+    for f in findings:
+        where = f.where
+        match = max((p for p in by_path if where == p or where.startswith(p + ".")),
+                    key=len, default=None)
+        at = "" if match is None else f"{by_path[match][0]}:{by_path[match][1]}: "
+        placed.append({**f.to_dict(), "where": f"{at}{where}"})
+    text = "; ".join(f"{f['code']}: {f['cause']} (at {f['where']})" for f in placed)
+    return ValidationError(f"the kernel's program is not valid: {text}", details_fix(),
+                           findings=placed)
+
+
+def details_fix() -> str:
+    return "Resolve each finding at the Python line it names; each code has its Fix in " \
+        "docs/validator-codes.md."
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, workgroup: tuple[int, ...] | None = None
+           ) -> Any:
+    """``@vyre.kernel`` or ``@vyre.kernel(workgroup=(256,))``: a kernel from a function."""
+    if fn is None:
+        return lambda f: KernelFunction(f, workgroup)
+    return KernelFunction(fn, workgroup)
+
+
+def func(fn: Callable[..., Any]) -> FuncFunction:
+    """``@vyre.func``: a function a kernel may call; inlined where it is called."""
+    return FuncFunction(fn)
