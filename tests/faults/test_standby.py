@@ -27,6 +27,7 @@ from vyre_core.errors import PipelineInvalidatedError, WorkerCrashedError
 from vyre_core.supervisor.pool import Pool
 
 from .support import (
+    PATIENCE,
     PROGRAM,
     assert_saxpy,
     driver,
@@ -37,10 +38,6 @@ from .support import (
 )
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(60)]
-
-#: How long a wait whose end is certain may take: a loaded 2-core machine can stall this
-#: process for several seconds, and a wait that times out fails the test.
-PATIENCE = 20.0
 
 
 def dead(pid: int) -> bool:
@@ -54,7 +51,7 @@ def dead(pid: int) -> bool:
 def kill(pid: int) -> None:
     """SIGKILL ``pid`` and wait until it has exited."""
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: dead(pid), 5.0, f"pid {pid} to die")
+    wait_for(lambda: dead(pid), PATIENCE, f"pid {pid} to die")
 
 
 def exit_shown(pool: Pool, pid: int) -> bool:
@@ -97,7 +94,7 @@ def between_polls(pool: Pool, when: Callable[[dict[Any, int]], Any],
 
 
 def spare_ready(drv: vyre_core.Driver, backend: str, count: int = 1,
-                timeout: float = 10.0) -> list[dict[str, Any]]:
+                timeout: float = PATIENCE) -> list[dict[str, Any]]:
     """The ready spares of ``backend`` once there are ``count``."""
     def ready() -> list[dict[str, Any]] | None:
         status = pool_status(drv, backend)
@@ -108,7 +105,7 @@ def spare_ready(drv: vyre_core.Driver, backend: str, count: int = 1,
 
 def serving_idle(drv: vyre_core.Driver, backend: str, index: int = 0) -> dict[str, Any]:
     return wait_for(lambda: (w := worker(drv, index, backend))["state"] == "idle" and w,
-                    10.0, f"worker {index} of {backend!r} to be idle")
+                    PATIENCE, f"worker {index} of {backend!r} to be idle")
 
 
 def dispatch_exact(drv: vyre_core.Driver, seed: int, backend: str, **config: Any) -> None:
@@ -150,7 +147,7 @@ def test_sigkill_of_the_serving_worker_promotes_the_spare(backend: str) -> None:
             seen |= {before["pid"], spare["pid"]}
             kill(before["pid"])
             after = wait_for(lambda old=before["pid"]: (w := worker(drv, 0, backend))["pid"]
-                             != old and w, 5.0, "the death to be seen")
+                             != old and w, PATIENCE, "the death to be seen")
             assert after["pid"] == spare["pid"], "the slot did not get the spare's process"
             assert after["generation"] == before["generation"] + 1
             dispatch_exact(drv, 100 + round_, backend)  # on the promoted process
@@ -171,7 +168,7 @@ def test_a_pipeline_compiled_before_the_promotion_is_invalidated() -> None:
         before = serving_idle(drv, "reference")
         assert pipeline.valid and pipeline.generation == before["generation"]
         kill(before["pid"])
-        wait_for(lambda: worker(drv, 0, "reference")["pid"] == spare["pid"], 5.0,
+        wait_for(lambda: worker(drv, 0, "reference")["pid"] == spare["pid"], PATIENCE,
                  "the spare's process to serve worker 0")
         assert not pipeline.valid
         with pytest.raises(PipelineInvalidatedError) as info:
@@ -315,14 +312,15 @@ def test_a_frozen_spare_is_replaced_without_disturbing_the_serving_worker() -> N
         serving = serving_idle(drv, "reference")
         frozen = psutil.Process(spare["pid"])
         os.kill(spare["pid"], signal.SIGSTOP)
-        wait_for(lambda: frozen.status() == psutil.STATUS_STOPPED, 5.0, "the spare to stop")
+        wait_for(lambda: frozen.status() == psutil.STATUS_STOPPED, PATIENCE,
+                 "the spare to stop")
         seed = 601
-        deadline = time.monotonic() + 10.0
+        deadline = time.monotonic() + PATIENCE
         while worker(drv, 1, "reference")["pid"] == spare["pid"]:  # serving meanwhile
             assert time.monotonic() < deadline, "the frozen spare was never replaced"
             dispatch_exact(drv, seed, "reference")
             seed += 1
-        wait_for(lambda: dead(spare["pid"]), 5.0, "the frozen spare to be killed")
+        wait_for(lambda: dead(spare["pid"]), PATIENCE, "the frozen spare to be killed")
         (fresh,) = spare_ready(drv, "reference")
         assert fresh["pid"] != spare["pid"] and fresh["generation"] == spare["generation"] + 1
         now = worker(drv, 0, "reference")
