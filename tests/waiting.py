@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import vyre_core
-from vyre_core.testing.waiting import stays_true, wait_for
+from vyre_core.testing.waiting import PATIENCE, stays_true, wait_for
 
-__all__ = ["stays_true", "wait_for", "wait_running", "workers"]
+__all__ = ["PATIENCE", "stays_true", "wait_for", "wait_running", "workers"]
 
 
 def workers(drv: vyre_core.Driver, backend: str) -> list[dict[str, Any]]:
@@ -17,7 +17,7 @@ def workers(drv: vyre_core.Driver, backend: str) -> list[dict[str, Any]]:
 
 
 def wait_running(drv: vyre_core.Driver, backend: str = "reference", count: int = 1,
-                 timeout: float = 10.0) -> list[dict[str, Any]]:
+                 timeout: float = PATIENCE) -> list[dict[str, Any]]:
     """Workers of ``backend`` whose main thread holds a request (their progress page says
     so): the request really runs there, it is not merely on its way."""
     return wait_for(lambda: (found := [w for w in workers(drv, backend) if w["running"]])

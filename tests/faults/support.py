@@ -10,7 +10,7 @@ import numpy as np
 
 import vyre_core
 from vyre_core import ir
-from vyre_core.testing import Workers, wait_for  # noqa: F401 (the suite imports it from here)
+from vyre_core.testing import PATIENCE, Workers, wait_for  # noqa: F401 (the suite imports them from here)
 from vyre_core.testing.pytest_plugin import TIGHT
 from vyre_examples.saxpy import program
 
@@ -57,11 +57,11 @@ def worker(drv: vyre_core.Driver, index: int = 0, backend: str = "faults") -> di
 
 
 def wait_idle(drv: vyre_core.Driver, index: int = 0, backend: str = "faults",
-              timeout: float = 5.0) -> dict[str, Any]:
+              timeout: float = PATIENCE) -> dict[str, Any]:
     return Workers(drv, backend).wait_idle(index, timeout=timeout)
 
 
 def wait_busy(drv: vyre_core.Driver, index: int = 0, backend: str = "faults") -> dict[str, Any]:
     """Worker ``index`` once its main thread holds a request (its progress page says so):
     killing it then cuts off a request that really runs, not one still on its way."""
-    return Workers(drv, backend).wait_running(index, timeout=5.0)
+    return Workers(drv, backend).wait_running(index)

@@ -18,7 +18,7 @@ import textwrap
 
 import psutil
 import pytest
-from waiting import stays_true, wait_for
+from waiting import PATIENCE, stays_true, wait_for
 
 from .child_script import PRELUDE
 
@@ -58,7 +58,8 @@ def test_a_stopped_caller_resumes_with_its_workers_and_requests_intact(tmp_path)
         child = psutil.Process(proc.pid)
         workers = [psutil.Process(pid) for pid in first["pids"]]
         os.kill(proc.pid, signal.SIGSTOP)
-        wait_for(lambda: child.status() == psutil.STATUS_STOPPED, 5.0, "the caller stopped")
+        wait_for(lambda: child.status() == psutil.STATUS_STOPPED, PATIENCE,
+                 "the caller stopped")
         # longer than heartbeat_timeout (3 s): the workers beat on, nobody reads them
         stays_true(lambda: child.status() == psutil.STATUS_STOPPED
                    and all(w.is_running() for w in workers), 5.0,

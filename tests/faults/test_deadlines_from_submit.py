@@ -17,7 +17,7 @@ import psutil
 import pytest
 from child_process import running
 from kernels import spin
-from waiting import wait_for
+from waiting import PATIENCE, wait_for
 
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError
@@ -101,7 +101,7 @@ def test_close_ends_at_its_timeout_with_a_worker_that_ignores_sigterm() -> None:
     assert elapsed >= 0.95, elapsed
     with pytest.raises(PoolFailedError):
         stuck.result(timeout=1)
-    wait_for(lambda: not running(victim), 5.0, "the worker to be gone")
+    wait_for(lambda: not running(victim), PATIENCE, "the worker to be gone")
 
 
 @pytest.mark.timeout(60)

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from child_process import fork_servers, running, worker_processes
-from waiting import wait_for
+from waiting import PATIENCE, wait_for
 
 import vyre_core
 import vyre_core.supervisor.fork_server as fork_server_module
@@ -108,7 +108,7 @@ def test_killing_the_fork_server_takes_its_workers_and_the_pool_recovers() -> No
         assert len(workers) == 3
         assert all(w.ppid() == server.pid for w in workers)
         server.kill()
-        wait_for(lambda: not any(running(w) for w in workers), 5.0,
+        wait_for(lambda: not any(running(w) for w in workers), PATIENCE,
                  "the workers to die with their fork server")
         for seed in range(31, 35):
             dispatch_exact(drv, seed)
@@ -140,7 +140,7 @@ def test_a_frozen_fork_server_is_replaced_and_the_worker_starts_anyway(monkeypat
         finally:
             if running(server):
                 server.resume()
-        wait_for(lambda: not running(server), 5.0, "the frozen server to be killed")
+        wait_for(lambda: not running(server), PATIENCE, "the frozen server to be killed")
         # Found by a hostile pass: that plain worker's pidfd took the number of the
         # stopped server's socket, which was then unregistered from the poller: this
         # worker's death was never seen and the pool wedged.

@@ -16,6 +16,7 @@ from waiting import stays_true
 from vyre_core import DispatchConfig
 
 from .support import (
+    PATIENCE,
     PROGRAM,
     assert_saxpy,
     driver,
@@ -43,7 +44,7 @@ def stopped(pid: int) -> float:
     """SIGSTOP ``pid`` and wait until the kernel has stopped it; its start time."""
     proc = psutil.Process(pid)
     os.kill(pid, signal.SIGSTOP)
-    wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, 5.0, f"pid {pid} to stop")
+    wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, PATIENCE, f"pid {pid} to stop")
     return proc.create_time()
 
 
@@ -62,7 +63,8 @@ def test_request_to_a_frozen_idle_worker_runs_on_a_replacement() -> None:
         assert_saxpy(outputs, data)
         assert elapsed < 10.0, f"took {elapsed:.1f} s: waited for the heartbeat timeout"
 
-        assert wait_for(lambda: gone(before["pid"], created), 5.0, "the frozen worker to go")
+        assert wait_for(lambda: gone(before["pid"], created), PATIENCE,
+                           "the frozen worker to go")
         after = worker(drv)
         assert after["pid"] not in (None, before["pid"])
         assert after["generation"] == before["generation"] + 1
@@ -80,7 +82,8 @@ def test_frozen_idle_worker_is_replaced_without_a_request() -> None:
         after = wait_for(lambda: (w := worker(drv))["generation"] == before["generation"] + 1
                          and w["state"] == "idle" and w, 15.0, "the frozen worker's replacement")
         assert after["pid"] not in (None, before["pid"])
-        assert wait_for(lambda: gone(before["pid"], created), 5.0, "the frozen worker to go")
+        assert wait_for(lambda: gone(before["pid"], created), PATIENCE,
+                           "the frozen worker to go")
         assert pool_status(drv)["restarts"] == 1
         assert worker(drv)["served"] == 1  # nothing was sent to the frozen one
 

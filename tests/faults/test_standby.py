@@ -6,13 +6,14 @@ themselves are checked one by one in tests/test_standby_rules.py."""
 
 from __future__ import annotations
 
-import linecache
+import contextlib
 import os
 import select
 import signal
 import statistics
-import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psutil
@@ -23,8 +24,10 @@ from waiting import stays_true
 import vyre_core
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import PipelineInvalidatedError, WorkerCrashedError
+from vyre_core.supervisor.pool import Pool
 
 from .support import (
+    PATIENCE,
     PROGRAM,
     assert_saxpy,
     driver,
@@ -48,11 +51,50 @@ def dead(pid: int) -> bool:
 def kill(pid: int) -> None:
     """SIGKILL ``pid`` and wait until it has exited."""
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: dead(pid), 5.0, f"pid {pid} to die")
+    wait_for(lambda: dead(pid), PATIENCE, f"pid {pid} to die")
+
+
+def exit_shown(pool: Pool, pid: int) -> bool:
+    """Whether the pidfd ``pool`` holds for ``pid`` is readable: the process has exited
+    (every thread gone), and the pool's next poll reports it."""
+    (proc,) = [p for p in pool._processes.values() if p.pid == pid]
+    poller = select.poll()
+    poller.register(proc.pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+@contextlib.contextmanager
+def between_polls(pool: Pool, when: Callable[[dict[Any, int]], Any],
+                  act: Callable[[], None]) -> Iterator[None]:
+    """Run ``act`` once on ``pool``'s I/O thread, after the first poll whose events
+    satisfy ``when`` and before the thread takes the pool's lock to handle them (the
+    ``Pool.after_poll`` test seam): what ``act`` causes is seen by the next poll, never
+    this one. On leaving the block, wait for ``act`` to have run and raise what it raised."""
+    done = threading.Event()
+    raised: list[BaseException] = []
+
+    def hook(events: dict[Any, int]) -> None:
+        if done.is_set() or not when(events):
+            return
+        try:
+            act()
+        except BaseException as exc:  # (raised here, it would end the I/O thread)
+            raised.append(exc)
+        finally:
+            done.set()
+
+    pool.after_poll = hook
+    try:
+        yield
+        assert done.wait(PATIENCE), "the I/O thread never polled what was awaited"
+    finally:
+        del pool.after_poll  # (back to the class's None)
+    if raised:
+        raise raised[0]
 
 
 def spare_ready(drv: vyre_core.Driver, backend: str, count: int = 1,
-                timeout: float = 10.0) -> list[dict[str, Any]]:
+                timeout: float = PATIENCE) -> list[dict[str, Any]]:
     """The ready spares of ``backend`` once there are ``count``."""
     def ready() -> list[dict[str, Any]] | None:
         status = pool_status(drv, backend)
@@ -63,7 +105,7 @@ def spare_ready(drv: vyre_core.Driver, backend: str, count: int = 1,
 
 def serving_idle(drv: vyre_core.Driver, backend: str, index: int = 0) -> dict[str, Any]:
     return wait_for(lambda: (w := worker(drv, index, backend))["state"] == "idle" and w,
-                    10.0, f"worker {index} of {backend!r} to be idle")
+                    PATIENCE, f"worker {index} of {backend!r} to be idle")
 
 
 def dispatch_exact(drv: vyre_core.Driver, seed: int, backend: str, **config: Any) -> None:
@@ -105,7 +147,7 @@ def test_sigkill_of_the_serving_worker_promotes_the_spare(backend: str) -> None:
             seen |= {before["pid"], spare["pid"]}
             kill(before["pid"])
             after = wait_for(lambda old=before["pid"]: (w := worker(drv, 0, backend))["pid"]
-                             != old and w, 5.0, "the death to be seen")
+                             != old and w, PATIENCE, "the death to be seen")
             assert after["pid"] == spare["pid"], "the slot did not get the spare's process"
             assert after["generation"] == before["generation"] + 1
             dispatch_exact(drv, 100 + round_, backend)  # on the promoted process
@@ -126,7 +168,7 @@ def test_a_pipeline_compiled_before_the_promotion_is_invalidated() -> None:
         before = serving_idle(drv, "reference")
         assert pipeline.valid and pipeline.generation == before["generation"]
         kill(before["pid"])
-        wait_for(lambda: worker(drv, 0, "reference")["pid"] == spare["pid"], 5.0,
+        wait_for(lambda: worker(drv, 0, "reference")["pid"] == spare["pid"], PATIENCE,
                  "the spare's process to serve worker 0")
         assert not pipeline.valid
         with pytest.raises(PipelineInvalidatedError) as info:
@@ -208,32 +250,22 @@ def test_serving_worker_and_spare_dying_together_leave_a_working_pool() -> None:
     be reported (the shell has no process for slot 0): callers wait until their deadline
     (forever without one), and close() waits out its timeout.
 
-    The test makes the one poll certain: it holds the pool's lock (the I/O thread blocks
-    on it between polls) while both processes die and their pidfds show it."""
+    The test makes the one poll certain: both processes die, and their pidfds show it,
+    between two polls of the I/O thread (``Pool.after_poll``)."""
     with driver(standby=1) as drv:
         dispatch_exact(drv, 500, "reference")
         (spare,) = spare_ready(drv, "reference")
         before = serving_idle(drv, "reference")
         pool = drv.pools.existing("reference")
-        frames = sys._current_frames
 
-        def between_polls() -> bool:
-            frame = frames().get(pool._thread.ident)
-            return frame is not None and linecache.getline(
-                frame.f_code.co_filename, frame.f_lineno).strip() == "with self._lock:"
-
-        def seen_dead(pid: int) -> bool:  # its pidfd says so (every thread gone)
-            (proc,) = [p for p in pool._processes.values() if p.pid == pid]
-            poller = select.poll()
-            poller.register(proc.pidfd, select.POLLIN)
-            return bool(poller.poll(0))
-
-        with pool._lock:
-            wait_for(between_polls, 5.0, "the pool's I/O thread to wait for its lock")
+        def kill_both() -> None:
             for pid in (before["pid"], spare["pid"]):
                 kill(pid)
-                wait_for(lambda pid=pid: seen_dead(pid), 5.0, f"the pidfd of {pid}")
-        dispatch_exact(drv, 501, "reference", timeout=3.0)
+                wait_for(lambda pid=pid: exit_shown(pool, pid), PATIENCE, f"the pidfd of {pid}")
+
+        with between_polls(pool, lambda events: True, kill_both):
+            pass
+        dispatch_exact(drv, 501, "reference", timeout=PATIENCE)  # (hung forever, without)
         spare_ready(drv, "reference")
         assert serving_idle(drv, "reference")["pid"] not in (before["pid"], spare["pid"])
 
@@ -245,34 +277,25 @@ def test_a_death_first_seen_as_an_unreachable_send_still_counts() -> None:
     counted toward the restart intensity, though nobody planned it. The same happens
     without standby; dispatching right after a SIGKILL hit it in about 4 runs of 10.
 
-    The test makes the order certain: it holds the pool's lock while the I/O thread waits
-    for it with the request's wake-up among the events of its last poll, kills the worker,
-    and lets go once the worker's exit is visible (its pidfd), so the request is sent
-    before the exit is read."""
+    The test makes the order certain: the worker dies, and its pidfd shows it, after the
+    poll that wakes the I/O thread for the request and before the thread handles it
+    (``Pool.after_poll``), so the request is sent before the exit is read."""
     with driver(standby=1, max_restarts=5) as drv:
         dispatch_exact(drv, 550, "reference")
         spare_ready(drv, "reference")
         before = serving_idle(drv, "reference")
         pool = drv.pools.existing("reference")
-        frames = sys._current_frames
 
-        def woken_for_it() -> bool:
-            frame = frames().get(pool._thread.ident)
-            return frame is not None and frame.f_code.co_name == "_run" \
-                and linecache.getline(frame.f_code.co_filename,
-                                      frame.f_lineno).strip() == "with self._lock:" \
-                and pool._wake_fd in frame.f_locals.get("events", {})
-
-        (proc,) = [p for p in pool._processes.values() if p.pid == before["pid"]]
-        poller = select.poll()
-        poller.register(proc.pidfd, select.POLLIN)
-        data = inputs(551)
-        with pool._lock:
-            pending = drv.dispatch_async(PROGRAM, data, backend="reference")
-            wait_for(woken_for_it, 5.0, "the I/O thread to be woken for the request")
+        def kill_it() -> None:
             kill(before["pid"])
-            wait_for(lambda: poller.poll(0), 5.0, "the worker's pidfd to show its exit")
-        assert_saxpy(pending.result(timeout=10), data)
+            wait_for(lambda: exit_shown(pool, before["pid"]), PATIENCE,
+                     "the worker's pidfd to show its exit")
+
+        data = inputs(551)
+        with between_polls(pool, lambda events: pool._wake_fd in events and pool._inbox,
+                           kill_it):
+            pending = drv.dispatch_async(PROGRAM, data, backend="reference")
+        assert_saxpy(pending.result(timeout=PATIENCE), data)
         status = pool_status(drv, "reference")
         assert status["workers"][0]["generation"] == before["generation"] + 1
         assert status["restarts"] == 1, (
@@ -289,14 +312,15 @@ def test_a_frozen_spare_is_replaced_without_disturbing_the_serving_worker() -> N
         serving = serving_idle(drv, "reference")
         frozen = psutil.Process(spare["pid"])
         os.kill(spare["pid"], signal.SIGSTOP)
-        wait_for(lambda: frozen.status() == psutil.STATUS_STOPPED, 5.0, "the spare to stop")
+        wait_for(lambda: frozen.status() == psutil.STATUS_STOPPED, PATIENCE,
+                 "the spare to stop")
         seed = 601
-        deadline = time.monotonic() + 10.0
+        deadline = time.monotonic() + PATIENCE
         while worker(drv, 1, "reference")["pid"] == spare["pid"]:  # serving meanwhile
             assert time.monotonic() < deadline, "the frozen spare was never replaced"
             dispatch_exact(drv, seed, "reference")
             seed += 1
-        wait_for(lambda: dead(spare["pid"]), 5.0, "the frozen spare to be killed")
+        wait_for(lambda: dead(spare["pid"]), PATIENCE, "the frozen spare to be killed")
         (fresh,) = spare_ready(drv, "reference")
         assert fresh["pid"] != spare["pid"] and fresh["generation"] == spare["generation"] + 1
         now = worker(drv, 0, "reference")

@@ -80,6 +80,14 @@ class Pool(PoolFacts):
     """One backend's workers. ``submit`` and ``call`` may be used from any thread;
     ``on_change`` is called (from the I/O thread) whenever routing must decide again."""
 
+    #: Test seam, off (None) by default: when set on a pool, its I/O thread calls it with
+    #: each poll's events (socket or fd -> mask) after the poll and before taking the lock
+    #: to act on them. A test makes something happen at that known point (a kill whose
+    #: exit the next poll sees) instead of guessing where the thread stands; the hook runs
+    #: on the I/O thread, must not take the pool's lock, and stalls the pool while it runs.
+    #: Unset, it costs one attribute test per poll, none on a calling thread's hot path.
+    after_poll: Callable[[dict[Any, int]], None] | None = None
+
     def __init__(self, registration: BackendRegistration, rundir: RunDir, name: str,
                  options: PoolOptions, on_change: Callable[[], None], secret: bytes,
                  context: Callable[[], zmq.Context],
@@ -504,6 +512,8 @@ class Pool(PoolFacts):
                         wait = min(wait, due - now)
                     self._io_wakes_at = now + wait
                 events = dict(self._poller.poll(max(0, int(wait * 1000) + 1)))
+                if (hook := self.after_poll) is not None:  # (a test may unset it meanwhile)
+                    hook(events)
                 with self._lock:
                     now = time.monotonic()
                     if self._wake_fd in events:

@@ -14,9 +14,9 @@ from typing import Any
 
 _HOMES = {
     "DISPATCH_FAULTS": "faults", "STARTUP_FAULTS": "faults", "fault": "faults",
-    "startup_faults": "faults", "stays_true": "waiting", "wait_for": "waiting",
-    "Workers": "workers", "one_word_program": "workers", "DiskUnavailable": "disk",
-    "SmallDisk": "disk",
+    "startup_faults": "faults", "PATIENCE": "waiting", "stays_true": "waiting",
+    "wait_for": "waiting", "Workers": "workers", "one_word_program": "workers",
+    "DiskUnavailable": "disk", "SmallDisk": "disk",
 }
 
 __all__ = sorted(_HOMES)

@@ -7,8 +7,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+#: How long a wait for something sure to come may take before the test fails: long, as a
+#: loaded machine (a CI runner, two cores shared) can stall a process for seconds; a wait
+#: returns as soon as its condition holds, so this costs only a failing test its time.
+PATIENCE = 30.0
 
-def wait_for(condition: Callable[[], Any], timeout: float = 5.0, what: str = "") -> Any:
+
+def wait_for(condition: Callable[[], Any], timeout: float = PATIENCE, what: str = "") -> Any:
     """The first truthy value of ``condition()``, polled every 5 ms for ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while True:

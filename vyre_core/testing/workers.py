@@ -15,7 +15,7 @@ from vyre_core import ir
 from vyre_core.driver import Driver
 from vyre_core.errors import DeviceLostError
 from vyre_core.testing.faults import fault
-from vyre_core.testing.waiting import wait_for
+from vyre_core.testing.waiting import PATIENCE, wait_for
 
 Row = dict[str, Any]  # one worker slot of Driver.status()
 
@@ -56,20 +56,20 @@ class Workers:
         return pool["workers"][index]
 
     def wait_idle(self, index: int = 0, backend: str | None = None,
-                  timeout: float = 10.0) -> Row:
+                  timeout: float = PATIENCE) -> Row:
         """Slot ``index`` once its process is up and idle."""
         return wait_for(lambda: (w := self.row(index, backend))["state"] == "idle" and w,
                         timeout, f"worker {index} of {backend or self.backend!r} to be idle")
 
     def wait_running(self, index: int = 0, backend: str | None = None,
-                     timeout: float = 10.0) -> Row:
+                     timeout: float = PATIENCE) -> Row:
         """Slot ``index`` once its main thread holds a request (its progress page says
         so): a fault injected now cuts off a request that really runs."""
         return wait_for(lambda: (w := self.row(index, backend))["running"] and w, timeout,
                         f"worker {index} of {backend or self.backend!r} to run a request")
 
     def wait_replaced(self, before: Row, backend: str | None = None,
-                      timeout: float = 10.0) -> Row:
+                      timeout: float = PATIENCE) -> Row:
         """The slot of ``before`` once a later generation of it is idle."""
         return wait_for(lambda: (w := self.row(before["index"], backend))["generation"]
                         > before["generation"] and w["state"] == "idle" and w, timeout,
@@ -93,7 +93,7 @@ class Workers:
                                        "have a live process")
 
     def kill(self, index: int = 0, backend: str | None = None,
-             sig: int = signal.SIGKILL, timeout: float = 10.0) -> Row:
+             sig: int = signal.SIGKILL, timeout: float = PATIENCE) -> Row:
         """Send ``sig`` to slot ``index``'s live process; for a signal that ends it, wait
         until it is gone and the driver has seen it go. Returns the slot as it was."""
         row, proc = self._process(index, backend, timeout)
@@ -104,7 +104,7 @@ class Workers:
         return row
 
     def freeze(self, index: int = 0, backend: str | None = None,
-               timeout: float = 10.0) -> Row:
+               timeout: float = PATIENCE) -> Row:
         """SIGSTOP slot ``index``'s live process and wait until the kernel has stopped it:
         alive, yet it neither beats nor answers. ``resume`` it, or let the supervisor act."""
         row, proc = self._process(index, backend, timeout)
