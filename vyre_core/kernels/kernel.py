@@ -36,8 +36,8 @@ def _axes(dim: Any) -> int:
     if isinstance(dim, tuple | list) and 1 <= len(dim) <= 3:
         return len(dim)
     raise InvalidConfigError(f"dim={dim!r} is not 1 to 3 invocation counts",
-                             "Pass dim=n or dim=(cols, rows): dim[i] is the extent of "
-                             "global_id(i).")
+                             "Pass dim=n or dim=(rows, cols), e.g. dim=img.shape: dim[i] "
+                             "is the extent of global_id(i).")
 
 
 def _globals_of(fn: Callable[..., Any], source: Source) -> Callable[[str, ast.AST], Any]:
