@@ -25,7 +25,7 @@ from vyre_core.ir import Program
 BUNDLED = "vyre_examples"
 
 _FIX = ("Pass the path of an example module (.py) exposing build(), a kernel of a module "
-        "(file.py:kernel_name --dim N), a saved program (.vyir) with its inputs (--inputs "
+        "(file.py:saxpy --dim N), a saved program (.vyir) with its inputs (--inputs "
         "FILE.npz), or a bundled example name (`vyre demo` lists them).")
 
 
@@ -64,7 +64,7 @@ def load_target(spec: str, inputs: str | None = None, with_inputs: bool = True,
     if dim is not None:
         raise InvalidInputError(f"--dim is given, and target {spec!r} is not a kernel",
                                 "Leave out --dim (an example sets its own launch), or name a "
-                                "kernel: path/to/file.py:kernel_name.")
+                                "kernel: path/to/file.py:saxpy.")
     path = Path(spec)
     if path.suffix == ".py" or (not path.exists() and "/" not in spec and not path.suffix):
         module = _load_module(path) if path.suffix == ".py" else _load_bundled(spec)
