@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    target = load_target(args.target, with_inputs=False)
+    target = load_target(args.target, with_inputs=False, dim=args.dim)
     program = target.example.program
     with Driver() as drv:
         explanation = drv.explain(program, config=target.example.config)

@@ -11,6 +11,7 @@ from typing import Any
 import blake3
 import numpy as np
 
+from vyre_core.cli.kernel_target import split_spec
 from vyre_core.cli.output import console, ok, print_json, print_table, styled
 from vyre_core.cli.targets import load_target, save_target
 from vyre_core.compare import buffers_divergence
@@ -27,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run an example module or a saved program")
     add_target_argument(p)
     p.add_argument("--inputs", metavar="FILE.npz",
-                   help="inputs of a saved program (default: TARGET with .npz)")
+                   help="inputs of a saved program (default: TARGET with .npz), or a "
+                        "kernel's arguments by parameter name")
     p.add_argument("--backend", metavar="ID", help="run on this backend instead of routing")
     p.add_argument("--shadow", action="store_true",
                    help="also run it on the reference backend and compare every output")
@@ -39,8 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_target_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="TARGET",
-                   help="example module (.py) or bundled example name, or saved program "
-                        "(.vyir)")
+                   help="example module (.py) or bundled example name, a kernel "
+                        "(file.py:kernel_name, with --dim), or saved program (.vyir)")
+    p.add_argument("--dim", metavar="N[,N[,N]]",
+                   help="a kernel target's invocations per axis (its arrays' sizes follow)")
 
 
 def summarize(example: Example, outputs: list[np.ndarray]) -> list[dict[str, Any]]:
@@ -66,9 +70,10 @@ def against_reference(drv: Driver, example: Example, outputs: list[np.ndarray]
 
 
 def run(args: argparse.Namespace) -> int:
-    target = load_target(args.target, args.inputs)
+    target = load_target(args.target, args.inputs, dim=args.dim)
     example = target.example
-    kind = "sequence" if isinstance(example.program, StepSequence) else "program"
+    kind = "sequence" if isinstance(example.program, StepSequence) else \
+        "kernel" if split_spec(args.target) else "program"
     record: dict[str, Any] = {"target": target.name, "kind": kind,
                               "program": example.program.fingerprint()[:16]}
     if args.save:

@@ -1,6 +1,7 @@
 """What ``vyre run`` and ``vyre route`` accept as TARGET: an example module (a path to a
-``.py`` file exposing ``build() -> Example``, or the name of a bundled example), or a saved
-program (wire bytes, ``.vyir``) with an ``.npz`` of inputs named like its input buffers
+``.py`` file exposing ``build() -> Example``, or the name of a bundled example), a kernel
+of a module (``file.py:kernel``, launched over ``--dim``), or a saved program (wire
+bytes, ``.vyir``) with an ``.npz`` of inputs named like its input buffers
 (and, from a shadow's replay bundle, a ``.json`` with its config)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from types import ModuleType
 import numpy as np
 
 from vyre_core import saved
+from vyre_core.cli.kernel_target import kernel_example, kernel_of, parse_dim, split_spec
 from vyre_core.errors import InvalidInputError
 from vyre_core.example import Example
 from vyre_core.ir import Program
@@ -22,9 +24,9 @@ from vyre_core.ir import Program
 #: The package the repository's ``examples/`` folder is installed as.
 BUNDLED = "vyre_examples"
 
-_FIX = ("Pass the path of an example module (.py) exposing build(), a saved program (.vyir) "
-        "with its inputs (--inputs FILE.npz), or a bundled example name (`vyre demo` lists "
-        "them).")
+_FIX = ("Pass the path of an example module (.py) exposing build(), a kernel of a module "
+        "(file.py:saxpy --dim N), a saved program (.vyir) with its inputs (--inputs "
+        "FILE.npz), or a bundled example name (`vyre demo` lists them).")
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,22 @@ def _bundled(name: str) -> ModuleType:
     return importlib.import_module(f"{BUNDLED}.{name}")
 
 
-def load_target(spec: str, inputs: str | None = None, with_inputs: bool = True) -> Target:
+def load_target(spec: str, inputs: str | None = None, with_inputs: bool = True,
+                dim: str | None = None) -> Target:
     """The example ``spec`` names; every way it can be wrong is an ``InvalidInputError``
     (a malformed program is ``InvalidProgramError``) with a Fix. ``with_inputs=False``
-    reads a saved program without its inputs (routing needs none)."""
+    reads a saved program without its inputs (routing needs none). ``file.py:kernel``
+    is a kernel launched over ``dim`` (``--dim``'s text)."""
+    kernel = split_spec(spec)
+    if kernel is not None:
+        launch = parse_dim(dim, spec)
+        found = kernel_of(_load_module(kernel[0]), kernel[1], spec)
+        return Target(f"{kernel[0].stem}:{kernel[1]}",
+                      kernel_example(found, launch, spec, inputs))
+    if dim is not None:
+        raise InvalidInputError(f"--dim is given, and target {spec!r} is not a kernel",
+                                "Leave out --dim (an example sets its own launch), or name a "
+                                "kernel: path/to/file.py:saxpy.")
     path = Path(spec)
     if path.suffix == ".py" or (not path.exists() and "/" not in spec and not path.suffix):
         module = _load_module(path) if path.suffix == ".py" else _load_bundled(spec)

@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    target = load_target(args.target, args.inputs)
+    target = load_target(args.target, args.inputs, dim=args.dim)
     example = target.example
     if isinstance(example.program, StepSequence):
         raise InvalidInputError(f"{target.name!r} is a sequence; vyre tune tunes one program",

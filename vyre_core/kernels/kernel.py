@@ -17,7 +17,7 @@ import numpy as np
 
 from vyre_core.errors import InvalidConfigError, KernelSyntaxError, ValidationError
 from vyre_core.ir.dtypes import DType
-from vyre_core.ir.nodes import Access, Buffer, If, Loop, SpecConstant, SpecRef, Stmt, While
+from vyre_core.ir.nodes import Access, Buffer, Cast, If, Loop, SpecConstant, SpecRef, Stmt, While
 from vyre_core.ir.nodes import Block as BlockStmt
 from vyre_core.ir.program import Program
 from vyre_core.kernels.annotations import ArrayType
@@ -30,7 +30,8 @@ from vyre_core.kernels.values import Refusal, Value, literal
 DEFAULT_WORKGROUPS = {1: (64,), 2: (8, 8), 3: (4, 4, 4)}
 
 
-def _axes(dim: Any) -> int:
+def axes_of(dim: Any) -> int:
+    """How many axes a launch's ``dim`` has (part of the compile key)."""
     if isinstance(dim, int | np.integer) and not isinstance(dim, bool):
         return 1
     if isinstance(dim, tuple | list) and 1 <= len(dim) <= 3:
@@ -85,6 +86,7 @@ class Compiled:
     types: tuple[ArrayType | DType, ...]
     written: tuple[int, ...]        # positions of the arrays the kernel writes
     shaped: tuple[int, ...]         # positions of the arrays whose extents are passed
+    shapes: str | None = None       # the name of the buffer of their extents
 
 
 class LaunchPlan:
@@ -96,7 +98,7 @@ class LaunchPlan:
         self.inputs: list[Any] = []
         for value, t in zip(args, compiled.types, strict=True):
             self.inputs.append(value.reshape(-1) if isinstance(t, ArrayType) else
-                               np.array([literal(_plain(value), t).value], t.storage_np))
+                               scalar_array(value, t))
         if compiled.shaped:
             self.inputs.append(np.array([n for p in compiled.shaped for n in args[p].shape],
                                         np.uint32))
@@ -111,6 +113,12 @@ class LaunchPlan:
         for target, out, direct in zip(self.targets, self.out, self.direct, strict=True):
             if not direct:
                 np.copyto(target, out.reshape(target.shape), casting="unsafe")
+
+
+def scalar_array(value: Any, dtype: DType) -> np.ndarray:
+    """A scalar argument as the one-element array its uniform buffer holds (Refusal
+    when the number does not fit ``dtype``)."""
+    return np.array([literal(_plain(value), dtype).value], dtype.storage_np)
 
 
 def _plain(value: Any) -> Any:
@@ -148,7 +156,14 @@ class KernelFunction:
 
     def compiled(self, dim: Any, args: Sequence[Any]) -> Compiled:
         """The compiled kernel for these arguments' signature (cached)."""
-        key = (signature_of(self.params, args), _axes(dim))
+        return self.compiled_for(signature_of(self.params, args), axes_of(dim))
+
+    def compiled_for(self, types: tuple[ArrayType | DType, ...], axes: int,
+                     from_u32: frozenset[str] = frozenset()) -> Compiled:
+        """The compiled kernel for a signature (cached). ``from_u32`` names ``i32``
+        scalar parameters kept in a ``u32`` buffer and cast when read (a sequence loop's
+        iteration number, which the runner keeps as a ``u32``)."""
+        key = (types, axes, from_u32)
         found = self._compiled.get(key)
         if found is None:
             with self._lock:
@@ -165,7 +180,8 @@ class KernelFunction:
     def plan(self, dim: Any, args: Sequence[Any]) -> LaunchPlan:
         return LaunchPlan(self.compiled(dim, args), args)
 
-    def _compile(self, types: tuple[ArrayType | DType, ...], axes: int) -> Compiled:
+    def _compile(self, types: tuple[ArrayType | DType, ...], axes: int,
+                 from_u32: frozenset[str]) -> Compiled:
         self.compiles += 1
         source = Source.of(self.fn, "@vyre.kernel")
         names = self.params.names
@@ -182,6 +198,8 @@ class KernelFunction:
                 if t.ndim > 1:
                     offset += t.ndim
                     shaped.append(p)
+            elif name in from_u32:
+                env[name] = Value(Cast(DType.I32, _scalar_load(name)), t)
             else:
                 env[name] = Value(_scalar_load(name), t)
         constants = []
@@ -199,7 +217,8 @@ class KernelFunction:
                 access = Access.READ_WRITE if name in unit.written else Access.READ
                 buffers.append(Buffer(name, len(buffers), t.dtype, access))
             else:
-                buffers.append(Buffer(name, len(buffers), t, Access.UNIFORM, 1))
+                stored = DType.U32 if name in from_u32 else t
+                buffers.append(Buffer(name, len(buffers), stored, Access.UNIFORM, 1))
         for name, dtype, count in unit.workgroup_buffers:
             buffers.append(Buffer(name, len(buffers), dtype, Access.WORKGROUP, count))
         if shaped:
@@ -211,7 +230,8 @@ class KernelFunction:
         if findings:
             raise _located(findings, program, unit.lines)
         written = tuple(p for p, name in enumerate(names) if name in unit.written)
-        return Compiled(program, types, written, tuple(shaped))
+        return Compiled(program, types, written, tuple(shaped),
+                        unit.shapes_buffer if shaped else None)
 
 
 def _scalar_load(name: str) -> Any:

@@ -37,7 +37,9 @@ from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Access, Buffer
 from vyre_core.ir.program import Program
 from vyre_core.ir.wire import MAX_WIRE_BYTES
+from vyre_core.kernels.kernel import KernelFunction
 from vyre_core.sequence import wire
+from vyre_core.sequence.kernel_step import Binding, kernel_step
 from vyre_core.sequence.nodes import (
     MAX_BUFFERS,
     MAX_LOOP_DEPTH,
@@ -432,6 +434,7 @@ class SequenceBuilder:
         self._items: list[Item] = []
         self._open: list[list[Item]] = []  # the bodies of the loops being built, outer first
         self._numbers: list[str] = []      # each loop's iteration buffer, in opening order
+        self._steps = 0                    # steps added, loops' bodies once (names constants)
 
     def _declare(self, name: str, dtype: DType, count: int, role: Role,
                  data: bytes | None = None) -> str:
@@ -456,25 +459,50 @@ class SequenceBuilder:
         array = np.ascontiguousarray(values, dtype=dtype.storage_np).reshape(-1)
         return self._declare(name, dtype, int(array.size), Role.CONSTANT, array.tobytes())
 
-    def step(self, program: Program, bind: Mapping[str, str] | None = None,
+    def step(self, program: Program | KernelFunction,
+             bind: Mapping[str, Binding] | None = None,
              grid: tuple[int, ...] | int | None = None,
              constants: Mapping[str, Any] | None = None, *,
-             dim: tuple[int, ...] | int | None = None) -> None:
+             dim: tuple[int, ...] | int | None = None,
+             shapes: Mapping[str, tuple[int, ...]] | None = None) -> None:
         """Run ``program``. A program buffer binds to the sequence buffer named in ``bind``,
         else to the one of its own name (a loop's number, ``with b.loop(...) as k``, binds
         to a u32 ``read`` or ``uniform`` buffer of one element). ``dim`` is the number of
         invocations per axis (``dim[i]`` is ``global_id(i)``'s extent), ``grid`` the
         workgroups per axis; neither: one invocation per element of the longest output, as
         a dispatch infers it. ``constants`` chooses the program's specialization values
-        (defaults otherwise): the step runs the specialized program."""
+        (defaults otherwise): the step runs the specialized program.
+
+        A ``@vyre.kernel`` runs over ``dim`` (required), compiled for the dtypes of the
+        buffers bound to its parameters; a scalar parameter takes a number in ``bind``
+        (a constant of the sequence) or a one-element buffer (a loop's number binds to a
+        ``u32`` or ``i32`` scalar); ``shapes`` gives each shaped array's extents."""
         bind = dict(bind or {})
-        if not isinstance(program, Program):
-            raise _refuse(f"step() takes a Program, got {type(program).__name__}",
-                          "Pass a program built with vyre_core.ir.")
         if grid is not None and dim is not None:
             raise _refuse("step() got both grid= and dim=",
                           "Pass dim= (invocations per axis) or grid= (workgroups per axis), "
                           "not both.")
+        number, self._steps = self._steps, self._steps + 1
+        declared = {s.name: s for s in self._buffers}
+        declared.update((name, _iteration(name)) for name in self._numbers)
+        if isinstance(program, KernelFunction):
+            made = kernel_step(program, bind, dim, dict(shapes or {}), declared, number)
+            self._buffers.extend(made.constants)
+            declared.update((c.name, c) for c in made.constants)
+            program, bind = made.program, made.bind
+        elif shapes is not None:
+            raise _refuse("step() got shapes= for a Program",
+                          "shapes= gives a @vyre.kernel's shaped arrays their extents; a "
+                          "program's buffers are flat.")
+        if not isinstance(program, Program):
+            raise _refuse(f"step() takes a Program or a @vyre.kernel, got "
+                          f"{type(program).__name__}",
+                          "Pass a program built with vyre_core.ir, or a @vyre.kernel "
+                          "function with dim=.")
+        if any(not isinstance(v, str) for v in bind.values()):
+            raise _refuse("bind gives a program buffer a value that is not a sequence "
+                          "buffer's name", "Bind each program buffer to a declared buffer "
+                          "by name (numbers are for a @vyre.kernel's scalars).")
         if program.constants or constants:
             program = program.specialize(constants or {})
         own = bindable(program)
@@ -484,8 +512,6 @@ class SequenceBuilder:
                           f"(it has {[b.name for b in own]})",
                           "Key bind by the program's own buffer names.")
         bindings = tuple(bind.get(b.name, b.name) for b in own)
-        declared = {s.name: s for s in self._buffers}
-        declared.update((name, _iteration(name)) for name in self._numbers)
         undeclared = sorted(set(bindings) - set(declared))
         if undeclared:
             raise _refuse(f"the step binds {undeclared}, not declared (yet)",
