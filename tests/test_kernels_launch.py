@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import vyre_core as vyre
-from vyre_core import f32, ir
+from vyre_core import f32, ir, u32
 from vyre_core.errors import InvalidInputError
 
 pytestmark = [pytest.mark.processes]
@@ -147,3 +147,19 @@ def test_a_non_contiguous_array_is_filled_through_a_copy(drv):
 def test_launch_refuses_what_is_not_a_kernel(drv):
     with pytest.raises(InvalidInputError, match=r"@vyre\.kernel"):
         drv.launch(saxpy_twin(), dim=4, args=())
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("value", [-1, 2**40, 1.5])
+def test_a_scalar_argument_its_type_cannot_hold_is_refused_with_a_fix(value):
+    """Raised the frontend's internal Refusal, not a vyre error, before this commit."""
+    @vyre.kernel
+    def fill(a: u32, x: vyre.Array[u32]):
+        i = vyre.global_id(0)
+        if i < len(x):
+            x[i] = a
+
+    with pytest.raises(InvalidInputError, match="argument 'a': ") as info:
+        fill.plan(4, (value, np.zeros(4, np.uint32)))
+    assert info.value.fix == ("Pass 'a' as a u32 value from 0 to 4294967295, or annotate "
+                              "the parameter with a type that holds it.")

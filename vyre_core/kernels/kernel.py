@@ -15,7 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from vyre_core.errors import InvalidConfigError, KernelSyntaxError, ValidationError
+from vyre_core.errors import (
+    InvalidConfigError,
+    InvalidInputError,
+    KernelSyntaxError,
+    ValidationError,
+)
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Access, Buffer, Cast, If, Loop, SpecConstant, SpecRef, Stmt, While
 from vyre_core.ir.nodes import Block as BlockStmt
@@ -121,6 +126,14 @@ def scalar_array(value: Any, dtype: DType) -> np.ndarray:
     return np.array([literal(_plain(value), dtype).value], dtype.storage_np)
 
 
+def _misfits(value: Any, dtype: DType) -> bool:
+    try:
+        scalar_array(value, dtype)
+    except Refusal:
+        return True
+    return False
+
+
 def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
@@ -178,7 +191,19 @@ class KernelFunction:
         return self.compiled(dim, args).program
 
     def plan(self, dim: Any, args: Sequence[Any]) -> LaunchPlan:
-        return LaunchPlan(self.compiled(dim, args), args)
+        compiled = self.compiled(dim, args)
+        try:
+            return LaunchPlan(compiled, args)
+        except Refusal as exc:  # a scalar that does not fit its dtype
+            name, dtype = next((n, t) for n, v, t in zip(self.params.names, args,
+                                                         compiled.types, strict=True)
+                               if not isinstance(t, ArrayType) and _misfits(v, t))
+            held = f" from {dtype.int_range[0]} to {dtype.int_range[1]}" if dtype.is_int \
+                else ""
+            raise InvalidInputError(f"argument {name!r}: {exc.cause}",
+                                    f"Pass {name!r} as a {dtype.value} value{held}, or "
+                                    "annotate the parameter with a type that holds it.") \
+                from None
 
     def _compile(self, types: tuple[ArrayType | DType, ...], axes: int,
                  from_u32: frozenset[str]) -> Compiled:
