@@ -15,22 +15,32 @@ import sys
 
 import numpy as np
 
-from vyre_core import Example, SequenceBuilder, ir
+import vyre_core as vyre
+from vyre_core import Example, SequenceBuilder, f32, ir
 
 A = 2.5
+F32 = vyre.Array[f32]
 
 
-def elementwise(expr, *, out_access: str = "output", n: int) -> ir.Program:
-    """``out[i] = expr(a[i], b[i])`` over f32 for i < n."""
-    k = ir.Kernel(workgroup=(256,))
-    a = k.read("a", ir.f32, n)
-    b = k.read("b", ir.f32, n)
-    out = k.output("out", ir.f32, count=n) if out_access == "output" else \
-        k.read_write("out", ir.f32, n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < n):
-        out[i] = expr(a[i], b[i])
-    return k.build()
+@vyre.kernel(workgroup=(256,))
+def scaled_sum(a: F32, b: F32, out: F32):
+    i = vyre.global_id(0)
+    if i < len(out):
+        out[i] = a[i] * A + b[i]
+
+
+@vyre.kernel(workgroup=(256,))
+def square(a: F32, out: F32):
+    i = vyre.global_id(0)
+    if i < len(out):
+        out[i] = a[i] * a[i]
+
+
+@vyre.kernel(workgroup=(256,))
+def difference(a: F32, b: F32, out: F32):
+    i = vyre.global_id(0)
+    if i < len(out):
+        out[i] = a[i] - b[i]
 
 
 def sequence(n: int):
@@ -39,9 +49,10 @@ def sequence(n: int):
     s.resident("y", ir.f32, n)
     s.transient("t", ir.f32, n)
     s.transient("z", ir.f32, n)
-    s.step(elementwise(lambda x, y: x * A + y, n=n), {"a": "x", "b": "y", "out": "t"})
-    s.step(elementwise(lambda t, _: t * t, n=n), {"a": "t", "b": "t", "out": "y"})
-    s.step(elementwise(lambda y, x: y - x, n=n), {"a": "y", "b": "x", "out": "z"})
+    v = np.zeros(0, np.float32)  # (the arguments' types: the sequence binds the buffers)
+    s.step(scaled_sum.program(dim=n, args=(v, v, v)), {"a": "x", "b": "y", "out": "t"}, dim=n)
+    s.step(square.program(dim=n, args=(v, v)), {"a": "t", "out": "y"}, dim=n)
+    s.step(difference.program(dim=n, args=(v, v, v)), {"a": "y", "b": "x", "out": "z"}, dim=n)
     return s.build(returns=["y", "z"])
 
 

@@ -26,26 +26,23 @@ import sys
 
 import numpy as np
 
-from vyre_core import Example, ir
+import vyre_core as vyre
+from vyre_core import Example, f64
 
 DEGREE = 17
 #: Taylor coefficients of e**x, highest degree first (Horner order).
 COEFFS = np.array([1.0 / math.factorial(d) for d in range(DEGREE, -1, -1)], dtype=np.float64)
 
 
-def program(n: int) -> ir.Program:
-    k = ir.Kernel(workgroup=(64,))
-    x = k.read("x", ir.f64)
-    coeffs = k.uniform("coeffs", ir.f64, count=DEGREE + 1)
-    out = k.output("out", ir.f64, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        xi = k.let("xi", x[i])
-        acc = k.let("acc", coeffs[0])
-        with k.loop("d", 1, DEGREE + 1) as d:
-            k.assign(acc, acc * xi + coeffs[d])
+@vyre.kernel
+def exp_taylor(x: vyre.Array[f64], coeffs: vyre.Array[f64], out: vyre.Array[f64]):
+    i = vyre.global_id(0)
+    if i < len(x):
+        xi = x[i]
+        acc = coeffs[0]
+        for d in range(1, DEGREE + 1):
+            acc = acc * xi + coeffs[d]
         out[i] = acc
-    return k.build()
 
 
 def horner(x: np.ndarray) -> np.ndarray:
@@ -58,7 +55,8 @@ def horner(x: np.ndarray) -> np.ndarray:
 
 def build(n: int = 1 << 16, seed: int = 0) -> Example:
     x = np.random.default_rng(seed).uniform(-1.0, 1.0, n)
-    return Example(program(n), [x, COEFFS], expected=[horner(x)], ulp=4)
+    return Example.of_kernel(exp_taylor, n, (x, COEFFS, np.zeros_like(x)),
+                             expected=[horner(x)], ulp=4)
 
 
 if __name__ == "__main__":

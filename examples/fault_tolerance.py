@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from vyre_core import DispatchConfig, Driver, Example, ir
+import vyre_core as vyre
+from vyre_core import Driver, Example, i32, u32
 from vyre_core.errors import PipelineInvalidatedError, VyreError
 
 N = 1 << 16
@@ -48,18 +49,14 @@ SLOW = 15000          # rounds of the dispatch that is killed, at least (``slow_
 BUSY = 0.2            # seconds that dispatch must keep a worker busy for the kill to land
 
 
-def program(n: int = N) -> ir.Program:
-    k = ir.Kernel(workgroup=(256,))
-    seeds = k.read("seeds", ir.u32)
-    rounds = k.uniform("rounds", ir.u32)
-    out = k.output("out", ir.u32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < seeds.len):
-        s = k.let("s", seeds[i])
-        with k.loop("r", 0, rounds[0]):
-            k.assign(s, s * MUL + INC)
+@vyre.kernel(workgroup=(256,))
+def lcg(seeds: vyre.Array[u32], rounds: i32, out: vyre.Array[u32]):
+    i = vyre.global_id(0)
+    if i < len(seeds):
+        s = seeds[i]
+        for _ in range(rounds):
+            s = s * MUL + INC
         out[i] = s
-    return k.build()
 
 
 def advanced(seeds: np.ndarray, rounds: int) -> np.ndarray:
@@ -75,28 +72,24 @@ def advanced(seeds: np.ndarray, rounds: int) -> np.ndarray:
     return seeds * np.uint32(a) + np.uint32(c)   # uint32 arithmetic wraps like the kernel
 
 
-def inputs(rounds: int, seed: int = 0) -> list[np.ndarray]:
+def build(rounds: int = QUICK, seed: int = 0) -> Example:
     seeds = np.random.default_rng(seed).integers(0, 2**32, N, dtype=np.uint32)
-    return [seeds, np.array([rounds], dtype=np.uint32)]
-
-
-def build(rounds: int = QUICK) -> Example:
-    data = inputs(rounds)
-    return Example(program(), data, expected=[advanced(data[0], rounds)])
+    return Example.of_kernel(lcg, N, (seeds, rounds, np.zeros_like(seeds)),
+                             expected=[advanced(seeds, rounds)])
 
 
 # -- the walk-through -----------------------------------------------------------------------
 
 def slow_rounds(driver: Driver, backend: str) -> int:
     """Rounds that keep a worker of ``backend`` busy for BUSY seconds: SLOW, ten times
-    more until a dispatch takes that long (at most 2**31)."""
+    more until a dispatch takes that long (at most 2**31 - 1, an i32)."""
     rounds = SLOW
-    while rounds < 2**31:
+    while rounds < 2**31 - 1:
         start = time.monotonic()
-        driver.dispatch(program(), inputs(rounds), backend)
+        build(rounds).run(driver, backend)
         if time.monotonic() - start >= BUSY:
             break
-        rounds = min(rounds * 10, 2**31)
+        rounds = min(rounds * 10, 2**31 - 1)
     return rounds
 
 
@@ -109,7 +102,7 @@ def walkthrough(driver: Driver, backend: str | None = None) -> list[tuple[str, b
         if backend is None:
             reference = driver.registry.reference()
             backend = (reference.id if reference is not None
-                       else driver.route(program()).backend)
+                       else driver.route(build().program).backend)
         _walk(driver, backend, steps)
     except (VyreError, TimeoutError) as exc:
         steps.append((f"{type(exc).__name__}: {exc}", False))
@@ -124,8 +117,8 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
     example = build()
     prog = example.program
     quick = list(example.inputs)
-    matches = example.mismatch(driver.dispatch(prog, quick, backend)) is None
-    pipeline = driver.compile(prog, backend)
+    matches = example.mismatch(example.run(driver, backend)) is None
+    pipeline = driver.compile(prog, backend, example.config)
     first = _worker(driver, backend, lambda w: w["state"] == "idle")
     if not step(f"dispatch on {backend!r} in worker pid {first['pid']} (generation "
                 f"{first['generation']}) matches numpy; a pipeline compiled in generation "
@@ -134,10 +127,10 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
         return
 
     rounds = slow_rounds(driver, backend)
-    slow = inputs(rounds)
+    slow = build(rounds)
     restarts = driver.status()["pools"][backend]["restarts"]
-    pending = driver.dispatch_async(prog, slow, backend,
-                                    DispatchConfig(label="killed mid-run", retries=1))
+    pending = driver.dispatch_async(prog, slow.inputs, backend,
+                                    slow.config.replace(label="killed mid-run", retries=1))
     busy = _worker(driver, backend, lambda w: w["state"] == "busy" and w["running"])
     in_flight = not pending.is_ready()
     os.kill(busy["pid"], signal.SIGKILL)
@@ -151,7 +144,7 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
     if not step(f"the dispatch completed anyway and matches numpy: the supervisor re-ran it "
                 f"in the restarted worker (pid {worker['pid']}, generation "
                 f"{worker['generation']})",
-                outputs[0].tobytes() == advanced(slow[0], rounds).tobytes()
+                slow.mismatch(outputs) is None
                 and worker["generation"] == busy["generation"] + 1
                 and worker["pid"] != busy["pid"]):
         return
@@ -171,7 +164,7 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
                 + (f"PipelineInvalidatedError [E{refused.code}]" if refused
                    else "it ran (it should not)"), refused is not None):
         return
-    fresh = driver.compile(prog, backend)
+    fresh = driver.compile(prog, backend, example.config)
     step(f"compiling again gives a pipeline in generation {fresh.generation} that matches "
          "numpy", fresh.valid and example.mismatch(fresh.dispatch(quick)) is None)
 

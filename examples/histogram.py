@@ -14,19 +14,17 @@ import sys
 
 import numpy as np
 
-from vyre_core import DispatchConfig, Example, ir
+import vyre_core as vyre
+from vyre_core import Example, u32
 
 BINS = 256
 
 
-def program(bins: int = BINS) -> ir.Program:
-    k = ir.Kernel(workgroup=(256,))
-    values = k.read("values", ir.u32)
-    hist = k.output("hist", ir.u32, count=bins)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < values.len):
-        hist.atomic_add(values[i] & (bins - 1), 1)
-    return k.build()
+@vyre.kernel(workgroup=(256,))
+def histogram(values: vyre.Array[u32], hist: vyre.Array[u32]):
+    i = vyre.global_id(0)
+    if i < len(values):
+        vyre.atomic_add(hist, values[i] & (BINS - 1), 1)
 
 
 def build(n: int = 1 << 16, seed: int = 0) -> Example:
@@ -34,9 +32,8 @@ def build(n: int = 1 << 16, seed: int = 0) -> Example:
     # a skewed distribution, so some bins are heavily contended and some stay empty
     values = (rng.normal(96.0, 24.0, n).astype(np.int64) % 512).astype(np.uint32)
     expected = np.bincount(values & (BINS - 1), minlength=BINS).astype(np.uint32)
-    # the output alone would infer a single workgroup: cover every value
-    config = DispatchConfig(grid_override=(-(-n // 256),))
-    return Example(program(), [values], expected=[expected], config=config)
+    hist = np.zeros(BINS, np.uint32)
+    return Example.of_kernel(histogram, n, (values, hist), expected=[expected])
 
 
 if __name__ == "__main__":

@@ -16,50 +16,61 @@ import sys
 
 import numpy as np
 
-from vyre_core import Example, SequenceBuilder, ir
+import vyre_core as vyre
+from vyre_core import Example, SequenceBuilder, i32, ir, u32
 
 SWEEPS = 8          # sweeps per loop iteration (an even number: the grid ends where it began)
 MAX_ITERATIONS = 2000
 HOT = 1 << 20
 
 
-def sweep(side: int, flagged: bool) -> ir.Program:
-    """dst = one Jacobi sweep of src; with ``flagged``, flag[0] = 1 where a cell changed."""
-    n = side * side
-    k = ir.Kernel(workgroup=(16, 16))
-    src = k.read("src", ir.u32, n)
-    dst = k.output("dst", ir.u32, count=n)
-    flag = k.read_write("flag", ir.u32, 1) if flagged else None
-    x = k.let("x", ir.global_id(0))
-    y = k.let("y", ir.global_id(1))
-    with k.if_(ir.logical_and(x < side, y < side)):
-        at = k.let("at", y * side + x)
-        edge = ir.logical_or(ir.logical_or(x == 0, y == 0),
-                             ir.logical_or(x == side - 1, y == side - 1))
-        new = k.let("new", src[at])
-        with k.if_(ir.logical_not(edge)):
-            k.assign(new, (src[at - side] + src[at + side] + src[at - 1] + src[at + 1]) >> 2)
-        dst[at] = new
-        if flag is not None:
-            with k.if_(new != src[at]):
-                flag[0] = ir.u32(1)
-    return k.build()
+@vyre.func
+def relaxed(src, side, x, y):
+    """Cell (x, y) after one sweep: the floor of its neighbours' mean, or itself on an edge."""
+    at = y * side + x
+    new = src[at]
+    if not (x == 0 or y == 0 or x == side - 1 or y == side - 1):
+        new = (src[at - side] + src[at + side] + src[at - 1] + src[at + 1]) >> 2
+    return new
+
+
+@vyre.kernel(workgroup=(16, 16))
+def sweep(side: i32, src: vyre.Array[u32], dst: vyre.Array[u32]):
+    """dst = one Jacobi sweep of src, a ``side`` x ``side`` grid."""
+    x, y = vyre.global_id(0), vyre.global_id(1)
+    if x < side and y < side:
+        dst[y * side + x] = relaxed(src, side, x, y)
+
+
+@vyre.kernel(workgroup=(16, 16))
+def flagged_sweep(side: i32, src: vyre.Array[u32], dst: vyre.Array[u32],
+                  flag: vyre.Array[u32]):
+    """``sweep``, and flag[0] = 1 where a cell changed."""
+    x, y = vyre.global_id(0), vyre.global_id(1)
+    if x < side and y < side:
+        new = relaxed(src, side, x, y)
+        dst[y * side + x] = new
+        if new != src[y * side + x]:
+            flag[0] = 1
 
 
 def sequence(side: int):
     b = SequenceBuilder()
     b.input("start", ir.u32, side * side)
+    b.constant("side", ir.i32, [side])
     b.transient("u", ir.u32, side * side)
     b.transient("v", ir.u32, side * side)
     b.transient("changed", ir.u32, 1)
-    grid = (-(-side // 16), -(-side // 16))
-    b.step(sweep(side, False), {"src": "start", "dst": "u"}, grid=grid)
+    dim, grid = (side, side), np.zeros(0, np.uint32)  # (grid: the arrays' type)
+    plain = sweep.program(dim=dim, args=(side, grid, grid))
+    flagged = flagged_sweep.program(dim=dim, args=(side, grid, grid, grid))
+    b.step(plain, {"src": "start", "dst": "u"}, dim=dim)
     with b.loop(until_zero="changed", max_iterations=MAX_ITERATIONS):
         for s in range(SWEEPS):
             last = s == SWEEPS - 1
             src, dst = ("u", "v") if s % 2 == 0 else ("v", "u")
             bind = {"src": src, "dst": dst, **({"flag": "changed"} if last else {})}
-            b.step(sweep(side, last), bind, grid=grid)
+            b.step(flagged if last else plain, bind, dim=dim)
     return b.build(returns=["u"])
 
 

@@ -1,6 +1,7 @@
 """mandelbrot: escape-time iteration counts over a 2-D grid of pixels, in f32.
 
-One invocation per pixel, laid out on a 2-D grid (8x8 workgroups, ``grid_override``).
+One invocation per pixel, laid out on a 2-D grid (``dim=(width, height)``, 8x8
+workgroups) over a 2-D array of counts.
 Each iterates ``z = z*z + c`` in a loop and leaves it early with ``return`` once
 ``|z|^2 > 4``, writing how many iterations that took (u32); pixels that never escape get
 ``max_iter``. Invocations past the image's edge return at once. Branches and early exits
@@ -23,36 +24,32 @@ import sys
 
 import numpy as np
 
-from vyre_core import DispatchConfig, Example, ir
+import vyre_core as vyre
+from vyre_core import Example, f32, i32, u32
 
 WORKGROUP = (8, 8)
 #: The view: lower-left corner and the size of one pixel, in f32.
 X0, Y0, STEP = np.float32(-2.25), np.float32(-1.25), np.float32(1.0 / 64)
 
 
-def program(width: int, height: int, max_iter: int) -> ir.Program:
-    k = ir.Kernel(workgroup=WORKGROUP)
-    view = k.uniform("view", ir.f32, count=3)          # x0, y0, step
-    counts = k.output("counts", ir.u32, count=width * height)
-    px = k.let("px", ir.global_id(0))
-    py = k.let("py", ir.global_id(1))
-    with k.if_((px >= width) | (py >= height)):
-        k.ret()
-    pixel = k.let("pixel", py * width + px)
-    cx = k.let("cx", view[0] + px.cast(ir.f32) * view[2])
-    cy = k.let("cy", view[1] + py.cast(ir.f32) * view[2])
-    zx = k.let("zx", ir.f32(0.0))
-    zy = k.let("zy", ir.f32(0.0))
-    with k.loop("it", 0, max_iter) as it:
-        zx2 = k.let("zx2", zx * zx)
-        zy2 = k.let("zy2", zy * zy)
-        with k.if_(zx2 + zy2 > 4.0):
-            counts[pixel] = it
-            k.ret()
-        k.assign(zy, zx * zy * 2.0 + cy)
-        k.assign(zx, zx2 - zy2 + cx)
-    counts[pixel] = max_iter
-    return k.build()
+@vyre.kernel(workgroup=WORKGROUP)
+def mandelbrot(x0: f32, y0: f32, step: f32, max_iter: i32, counts: vyre.Array[u32, 2]):
+    px, py = vyre.global_id(0), vyre.global_id(1)
+    if px >= counts.shape[1] or py >= counts.shape[0]:
+        return
+    cx = x0 + f32(px) * step
+    cy = y0 + f32(py) * step
+    zx = f32(0)
+    zy = f32(0)
+    for it in range(max_iter):
+        zx2 = zx * zx
+        zy2 = zy * zy
+        if zx2 + zy2 > 4.0:
+            counts[py, px] = u32(it)
+            return
+        zy = zx * zy * 2.0 + cy
+        zx = zx2 - zy2 + cx
+    counts[py, px] = u32(max_iter)
 
 
 def escape_counts(width: int, height: int, max_iter: int) -> np.ndarray:
@@ -75,11 +72,9 @@ def escape_counts(width: int, height: int, max_iter: int) -> np.ndarray:
 
 
 def build(width: int = 192, height: int = 160, max_iter: int = 128) -> Example:
-    view = np.array([X0, Y0, STEP], dtype=np.float32)
-    grid = (-(-width // WORKGROUP[0]), -(-height // WORKGROUP[1]))
-    return Example(program(width, height, max_iter), [view],
-                   expected=[escape_counts(width, height, max_iter)],
-                   config=DispatchConfig(grid_override=grid))
+    counts = np.zeros((height, width), np.uint32)
+    return Example.of_kernel(mandelbrot, (width, height), (X0, Y0, STEP, max_iter, counts),
+                             expected=[escape_counts(width, height, max_iter)])
 
 
 if __name__ == "__main__":

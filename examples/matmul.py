@@ -17,6 +17,10 @@ The inputs are small integers, so every product and partial sum is an integer be
 and exactly representable in f32: the result is exact in any summation order (fused or
 not), and numpy checks it bit for bit (``ulp=0``).
 
+Written with the builder (docs/ir.md), not as a ``@vyre.kernel``: a kernel's
+``vyre.Constant`` has no range yet, and ``KTILE``'s ``low=1, high=16`` is what the tuner
+sweeps.
+
 Run it: ``python examples/matmul.py`` or ``vyre run matmul``.
 """
 

@@ -14,6 +14,9 @@ subgroups of that size (the reference and cpu emulate any; lavapipe forms 8; a d
 that forms 32 wants ``build(subgroup=32)``). The grid is one workgroup per
 ``WORKGROUP / SUBGROUP`` elements of C.
 
+Written with the builder (docs/ir.md), not as a ``@vyre.kernel``: the kernel frontend
+does not lower subgroup operations yet.
+
 Run it: ``python examples/matmul_int8.py`` or ``vyre run matmul_int8``.
 """
 

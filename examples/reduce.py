@@ -16,23 +16,23 @@ import sys
 
 import numpy as np
 
-from vyre_core import Example, SequenceBuilder, ir
+import vyre_core as vyre
+from vyre_core import Example, SequenceBuilder, f32, ir
 
 WORKGROUP = 256
 
 
-def partial_sums(m: int, chunks: int) -> ir.Program:
-    """out[i] = x[i] + x[i + m] + ... + x[i + (chunks - 1) m], left to right."""
-    k = ir.Kernel(workgroup=(min(m, WORKGROUP),))
-    x = k.read("x", ir.f32)
-    out = k.output("out", ir.f32, count=m)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < m):
-        acc = k.let("acc", ir.f32(0.0))
-        with k.loop("j", 0, chunks) as j:
-            k.assign(acc, acc + x[i + j * m])
+@vyre.kernel(workgroup=(WORKGROUP,))
+def partial_sums(x: vyre.Array[f32], out: vyre.Array[f32]):
+    """out[i] = x[i] + x[i + m] + ... + x[i + (chunks - 1) m], left to right, where m is
+    len(out) and chunks len(x) // m."""
+    i = vyre.global_id(0)
+    m = len(out)
+    if i < m:
+        acc = f32(0)
+        for j in range(len(x) // m):
+            acc += x[i + j * m]
         out[i] = acc
-    return k.build()
 
 
 def passes(n: int) -> list[tuple[int, int]]:
@@ -49,9 +49,11 @@ def sequence(n: int):
     b = SequenceBuilder()
     b.input("x", ir.f32, n)
     source = "x"
-    for level, (m, chunks) in enumerate(passes(n)):
+    v = np.zeros(0, np.float32)  # (the arguments' types: the sequence binds the buffers)
+    program = partial_sums.program(dim=n, args=(v, v))
+    for level, (m, _) in enumerate(passes(n)):
         target = b.transient(f"level{level}", ir.f32, m)
-        b.step(partial_sums(m, chunks), {"x": source, "out": target})
+        b.step(program, {"x": source, "out": target}, dim=m)
         source = target
     return b.build(returns=[source])
 

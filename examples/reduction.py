@@ -19,27 +19,26 @@ import sys
 
 import numpy as np
 
-from vyre_core import DispatchConfig, Example, ir
+import vyre_core as vyre
+from vyre_core import Example, u32
 
 WORKGROUP = 256  # a power of two: the tree halves it log2(WORKGROUP) times
+STEPS = WORKGROUP.bit_length()
 
 
-def program(groups: int) -> ir.Program:
-    k = ir.Kernel(workgroup=(WORKGROUP,))
-    x = k.read("x", ir.u32)
-    sums = k.output("sums", ir.u32, count=groups)
-    shared = k.workgroup_buffer("shared", ir.u32, count=WORKGROUP)
-    lid = k.let("lid", ir.local_id(0))
-    shared[lid] = x[ir.global_id(0)]          # past the input: reads 0
-    k.barrier()
-    with k.loop("step", 1, WORKGROUP.bit_length()) as step:
-        stride = k.let("stride", ir.u32(WORKGROUP) >> step)
-        with k.if_(lid < stride):
-            shared[lid] = shared[lid] + shared[lid + stride]
-        k.barrier()
-    with k.if_(lid == 0):
-        sums[ir.workgroup_id(0)] = shared[0]
-    return k.build()
+@vyre.kernel(workgroup=(WORKGROUP,))
+def reduction(x: vyre.Array[u32], sums: vyre.Array[u32]):
+    shared = vyre.shared(u32, WORKGROUP)
+    lid = vyre.local_id(0)
+    shared[lid] = x[vyre.global_id(0)]          # past the input: reads 0
+    vyre.barrier()
+    for step in range(1, STEPS):
+        stride = WORKGROUP >> step
+        if lid < stride:
+            shared[lid] += shared[lid + stride]
+        vyre.barrier()
+    if lid == 0:
+        sums[vyre.workgroup_id(0)] = shared[0]
 
 
 def build(n: int = 100_000, seed: int = 0) -> Example:
@@ -49,8 +48,8 @@ def build(n: int = 100_000, seed: int = 0) -> Example:
     padded = np.zeros(groups * WORKGROUP, dtype=np.uint32)
     padded[:n] = x
     expected = padded.reshape(groups, WORKGROUP).sum(axis=1, dtype=np.uint32)
-    return Example(program(groups), [x], expected=[expected],
-                   config=DispatchConfig(grid_override=(groups,)))
+    return Example.of_kernel(reduction, groups * WORKGROUP,
+                             (x, np.zeros(groups, np.uint32)), expected=[expected])
 
 
 if __name__ == "__main__":

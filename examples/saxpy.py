@@ -1,11 +1,14 @@
 """saxpy: ``out[i] = a * x[i] + y[i]`` over f32, the elementwise kernel of the README.
 
-Run it: ``python examples/saxpy.py`` or ``vyre run saxpy`` (1,000,000 elements). It
-builds the program, routes it to the best backend, runs it in that backend's supervised
-worker process and checks every output against the same expression written in numpy.
+Run it: ``python examples/saxpy.py`` or ``vyre run saxpy`` (1,000,000 elements). The
+kernel's program is routed to the best backend, runs in that backend's supervised worker
+process, and every output is checked against the same expression written in numpy.
 
-``program`` and ``inputs`` are also the saxpy the tests and benchmarks use
-(``from vyre_examples.saxpy import program``).
+``program`` and ``inputs`` are the same saxpy at the IR level, built with the builder: a
+fixed-size output (``count=n``, so the grid is inferred from it) and the inputs
+``[x, y, a]``. They are the fixture the tests and benchmarks of dispatch, grids, pipeline
+keys and wire forms use (``from vyre_examples.saxpy import program``), and the builder
+twin the kernel is checked against, byte for byte (tests/test_builder_twins.py).
 """
 
 from __future__ import annotations
@@ -14,7 +17,15 @@ import sys
 
 import numpy as np
 
-from vyre_core import Example, ir
+import vyre_core as vyre
+from vyre_core import Example, f32, ir
+
+
+@vyre.kernel(workgroup=(256,))
+def saxpy(a: f32, x: vyre.Array[f32], y: vyre.Array[f32], out: vyre.Array[f32]):
+    i = vyre.global_id(0)
+    if i < len(x):
+        out[i] = a * x[i] + y[i]
 
 
 def program(n: int, workgroup: int = 256, *, bias: float | None = None) -> ir.Program:
@@ -43,7 +54,8 @@ def inputs(n: int, seed: int = 0) -> list[np.ndarray]:
 def build(n: int = 1_000_000, seed: int = 0) -> Example:
     x, y, a = inputs(n, seed)
     # numpy rounds a*x, then the sum: the same two f32 roundings as the kernel
-    return Example(program(n), [x, y, a], expected=[a[0] * x + y])
+    return Example.of_kernel(saxpy, n, (a[0], x, y, np.zeros_like(x)),
+                             expected=[a[0] * x + y])
 
 
 if __name__ == "__main__":

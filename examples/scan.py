@@ -16,39 +16,34 @@ import sys
 
 import numpy as np
 
-from vyre_core import Example, SequenceBuilder, ir
+import vyre_core as vyre
+from vyre_core import Example, SequenceBuilder, ir, u32
 
 CHUNK = 256
+U32 = vyre.Array[u32]
 
 
-def chunk_scan(n: int, chunk: int) -> ir.Program:
-    """y = x scanned within each chunk of ``chunk`` elements; totals[c] = chunk c's sum."""
-    lanes = n // chunk
-    k = ir.Kernel(workgroup=(min(lanes, 64),))
-    x = k.read("x", ir.u32, n)
-    y = k.output("y", ir.u32, count=n)
-    totals = k.output("totals", ir.u32, count=lanes)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < lanes):
-        acc = k.let("acc", ir.u32(0))
-        with k.loop("j", 0, chunk) as j:
-            at = k.let("at", i * chunk + j)
-            k.assign(acc, acc + x[at])
+@vyre.kernel(workgroup=(64,))
+def chunk_scan(x: U32, y: U32, totals: U32):
+    """y = x scanned within each of the len(totals) chunks; totals[c] = chunk c's sum."""
+    i = vyre.global_id(0)
+    if i < len(totals):
+        chunk = len(x) // len(totals)
+        acc = u32(0)
+        for j in range(chunk):
+            at = i * chunk + j
+            acc += x[at]
             y[at] = acc
         totals[i] = acc
-    return k.build()
 
 
-def add_offsets(n: int, chunk: int) -> ir.Program:
-    """y[i] += scanned[i / chunk - 1] for every chunk but the first."""
-    k = ir.Kernel(workgroup=(min(n, 256),))
-    y = k.read_write("y", ir.u32, n)
-    scanned = k.read("scanned", ir.u32, n // chunk)
-    i = k.let("i", ir.global_id(0))
-    c = k.let("c", i / chunk)  # (u32 division)
-    with k.if_(ir.logical_and(i < n, c > 0)):
-        y[i] = y[i] + scanned[c - 1]
-    return k.build()
+@vyre.kernel(workgroup=(256,))
+def add_offsets(y: U32, scanned: U32):
+    """y[i] += scanned[c - 1] for i in chunk c, every chunk but the first."""
+    i = vyre.global_id(0)
+    c = i // (len(y) // len(scanned))
+    if i < len(y) and c > 0:
+        y[i] += scanned[c - 1]
 
 
 def levels(n: int) -> list[tuple[int, int]]:
@@ -66,16 +61,18 @@ def sequence(n: int):
     b = SequenceBuilder()
     b.input("x", ir.u32, n)
     shape = levels(n)
+    v = np.zeros(0, np.uint32)  # (the arguments' types: the sequence binds the buffers)
+    scan, offsets = chunk_scan.program(dim=n, args=(v, v, v)), add_offsets.program(
+        dim=n, args=(v, v))
     for level, (size, chunk) in enumerate(shape):
         b.transient(f"scan{level}", ir.u32, size)
         b.transient(f"totals{level}", ir.u32, size // chunk)
-        program = chunk_scan(size, chunk)  # one invocation per chunk
-        b.step(program, {"x": "x" if level == 0 else f"totals{level - 1}",
-                         "y": f"scan{level}", "totals": f"totals{level}"},
-               grid=-(-(size // chunk) // program.workgroup[0]))
+        b.step(scan, {"x": "x" if level == 0 else f"totals{level - 1}",
+                      "y": f"scan{level}", "totals": f"totals{level}"},
+               dim=size // chunk)  # one invocation per chunk
     for level in range(len(shape) - 2, -1, -1):
-        size, chunk = shape[level]
-        b.step(add_offsets(size, chunk), {"y": f"scan{level}", "scanned": f"scan{level + 1}"})
+        size, _ = shape[level]
+        b.step(offsets, {"y": f"scan{level}", "scanned": f"scan{level + 1}"}, dim=size)
     return b.build(returns=["scan0"])
 
 

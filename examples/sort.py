@@ -17,28 +17,33 @@ import sys
 
 import numpy as np
 
-from vyre_core import Example, SequenceBuilder, ir
+import vyre_core as vyre
+from vyre_core import Example, SequenceBuilder, i32, ir, u32
 
 WORKGROUP = 256
 
 
-def compare_and_swap() -> ir.Program:
-    """One bitonic pass over ``keys``: invocation t owns the pair (i, i + j)."""
-    k = ir.Kernel(workgroup=(WORKGROUP,))
-    keys = k.read_write("keys", ir.u32)
-    stage = k.uniform("stage", ir.u32, 2)  # (k, j)
-    t = k.let("t", ir.global_id(0))
-    j = k.let("j", stage[1])
-    i = k.let("i", (t / j) * (j * 2) + t % j)
-    with k.if_(i + j < keys.len):
-        a = k.let("a", keys[i])
-        b = k.let("b", keys[i + j])
-        ascending = k.let("ascending", (i & stage[0]) == 0)
-        low = k.let("low", ir.min(a, b))
-        high = k.let("high", ir.max(a, b))
-        keys[i] = ir.select(ascending, low, high)
-        keys[i + j] = ir.select(ascending, high, low)
-    return k.build()
+@vyre.kernel(workgroup=(WORKGROUP,))
+def compare_and_swap(keys: vyre.Array[u32], stage: vyre.Array[i32]):
+    """One bitonic pass over ``keys``, ``stage`` its (k, j): invocation t owns the pair
+    (i, i + j)."""
+    t = vyre.global_id(0)
+    j = stage[1]
+    i = t // j * (j * 2) + t % j
+    if i + j < len(keys):
+        a = keys[i]
+        b = keys[i + j]
+        ascending = (i & stage[0]) == 0
+        low, high = min(a, b), max(a, b)
+        keys[i] = low if ascending else high
+        keys[i + j] = high if ascending else low
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def copy(src: vyre.Array[u32], dst: vyre.Array[u32]):
+    i = vyre.global_id(0)
+    if i < len(dst):
+        dst[i] = src[i]
 
 
 def stages(n: int) -> list[tuple[int, int]]:
@@ -58,23 +63,13 @@ def sequence(n: int):
     b = SequenceBuilder()
     b.input("unsorted", ir.u32, n)
     b.transient("keys", ir.u32, n)
-    b.step(copy(n), {"src": "unsorted", "dst": "keys"})
-    program = compare_and_swap()
-    grid = max(1, n // 2 // WORKGROUP)
+    keys = np.zeros(0, np.uint32)  # (the arguments' types: the sequence binds the buffers)
+    b.step(copy.program(dim=n, args=(keys, keys)), {"src": "unsorted", "dst": "keys"}, dim=n)
+    program = compare_and_swap.program(dim=n, args=(keys, np.zeros(2, np.int32)))
     for size, j in stages(n):
-        stage = b.constant(f"stage_{size}_{j}", ir.u32, [size, j])
-        b.step(program, {"stage": stage}, grid=grid)
+        stage = b.constant(f"stage_{size}_{j}", ir.i32, [size, j])
+        b.step(program, {"stage": stage}, dim=n // 2)  # one invocation per pair
     return b.build(returns=["keys"])
-
-
-def copy(n: int) -> ir.Program:
-    k = ir.Kernel(workgroup=(WORKGROUP,))
-    src = k.read("src", ir.u32, n)
-    dst = k.output("dst", ir.u32, count=n)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < n):
-        dst[i] = src[i]
-    return k.build()
 
 
 def build(n: int = 1 << 20, seed: int = 0) -> Example:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from vyre_core.sequence import output_buffers
 if TYPE_CHECKING:
     from vyre_core.contract.types import Outputs
     from vyre_core.driver import Driver, ResidentBuffer
+    from vyre_core.kernels import KernelFunction
     from vyre_workers.backend_host import BackendHost
 
 
@@ -36,6 +37,17 @@ class Example:
     config: DispatchConfig | None = None      # e.g. a grid for a 2-D launch
     #: a sequence's resident buffers: their contents, uploaded before each run
     resident: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def of_kernel(cls, kernel: KernelFunction, dim: int | tuple[int, ...], args: Sequence[Any],
+                  expected: Sequence[np.ndarray] | None = None, ulp: int = 0,
+                  config: DispatchConfig | None = None) -> Example:
+        """The launch ``drv.launch(kernel, dim=dim, args=args)`` as an example: its
+        program, its dispatch inputs (the arrays it writes included) and ``dim``; the
+        outputs are the arrays the kernel writes, in parameter order."""
+        plan = kernel.plan(dim, args)
+        return cls(plan.program, plan.inputs, expected, ulp,
+                   (config or DispatchConfig()).replace(dim=dim))
 
     def output_buffers(self) -> list[tuple[str, DType]]:
         """Name and dtype of each output (a sequence's: its returns), in order."""

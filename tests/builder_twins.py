@@ -1,0 +1,293 @@
+"""The builder versions of the bundled examples, which are written as kernels: each
+example's program as it was built with ``vyre_core.ir`` before (docs/ir.md), kept as the
+twin its kernel must match byte for byte (test_builder_twins.py). saxpy's twin is
+``vyre_examples.saxpy.program``, the IR-level fixture the other tests use; matmul and
+matmul_int8 are still written with the builder (their docstrings say why)."""
+
+from __future__ import annotations
+
+from vyre_core import SequenceBuilder, ir
+from vyre_examples.chain import A
+from vyre_examples.f64_kernel import DEGREE
+from vyre_examples.fault_tolerance import INC, MUL, N
+from vyre_examples.histogram import BINS
+from vyre_examples.jacobi import MAX_ITERATIONS, SWEEPS
+from vyre_examples.mandelbrot import WORKGROUP as MANDELBROT_WORKGROUP
+from vyre_examples.reduce import WORKGROUP as REDUCE_WORKGROUP
+from vyre_examples.reduce import passes
+from vyre_examples.reduction import WORKGROUP
+from vyre_examples.scan import levels
+from vyre_examples.sort import WORKGROUP as SORT_WORKGROUP
+from vyre_examples.sort import stages
+
+
+def xor_program(n: int) -> ir.Program:
+    k = ir.Kernel(workgroup=(256,))
+    data = k.read("data", ir.u32)
+    key = k.read("key", ir.u32)
+    out = k.output("out", ir.u32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < data.len):
+        out[i] = data[i] ^ key[i % key.len]
+    return k.build()
+
+
+def histogram_program(bins: int = BINS) -> ir.Program:
+    k = ir.Kernel(workgroup=(256,))
+    values = k.read("values", ir.u32)
+    hist = k.output("hist", ir.u32, count=bins)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < values.len):
+        hist.atomic_add(values[i] & (bins - 1), 1)
+    return k.build()
+
+
+def f64_kernel_program(n: int) -> ir.Program:
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.f64)
+    coeffs = k.uniform("coeffs", ir.f64, count=DEGREE + 1)
+    out = k.output("out", ir.f64, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        xi = k.let("xi", x[i])
+        acc = k.let("acc", coeffs[0])
+        with k.loop("d", 1, DEGREE + 1) as d:
+            k.assign(acc, acc * xi + coeffs[d])
+        out[i] = acc
+    return k.build()
+
+
+def reduction_program(groups: int) -> ir.Program:
+    k = ir.Kernel(workgroup=(WORKGROUP,))
+    x = k.read("x", ir.u32)
+    sums = k.output("sums", ir.u32, count=groups)
+    shared = k.workgroup_buffer("shared", ir.u32, count=WORKGROUP)
+    lid = k.let("lid", ir.local_id(0))
+    shared[lid] = x[ir.global_id(0)]          # past the input: reads 0
+    k.barrier()
+    with k.loop("step", 1, WORKGROUP.bit_length()) as step:
+        stride = k.let("stride", ir.u32(WORKGROUP) >> step)
+        with k.if_(lid < stride):
+            shared[lid] = shared[lid] + shared[lid + stride]
+        k.barrier()
+    with k.if_(lid == 0):
+        sums[ir.workgroup_id(0)] = shared[0]
+    return k.build()
+
+
+def mandelbrot_program(width: int, height: int, max_iter: int) -> ir.Program:
+    k = ir.Kernel(workgroup=MANDELBROT_WORKGROUP)
+    view = k.uniform("view", ir.f32, count=3)          # x0, y0, step
+    counts = k.output("counts", ir.u32, count=width * height)
+    px = k.let("px", ir.global_id(0))
+    py = k.let("py", ir.global_id(1))
+    with k.if_((px >= width) | (py >= height)):
+        k.ret()
+    pixel = k.let("pixel", py * width + px)
+    cx = k.let("cx", view[0] + px.cast(ir.f32) * view[2])
+    cy = k.let("cy", view[1] + py.cast(ir.f32) * view[2])
+    zx = k.let("zx", ir.f32(0.0))
+    zy = k.let("zy", ir.f32(0.0))
+    with k.loop("it", 0, max_iter) as it:
+        zx2 = k.let("zx2", zx * zx)
+        zy2 = k.let("zy2", zy * zy)
+        with k.if_(zx2 + zy2 > 4.0):
+            counts[pixel] = it
+            k.ret()
+        k.assign(zy, zx * zy * 2.0 + cy)
+        k.assign(zx, zx2 - zy2 + cx)
+    counts[pixel] = max_iter
+    return k.build()
+
+
+def fault_tolerance_program(n: int = N) -> ir.Program:
+    k = ir.Kernel(workgroup=(256,))
+    seeds = k.read("seeds", ir.u32)
+    rounds = k.uniform("rounds", ir.u32)
+    out = k.output("out", ir.u32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < seeds.len):
+        s = k.let("s", seeds[i])
+        with k.loop("r", 0, rounds[0]):
+            k.assign(s, s * MUL + INC)
+        out[i] = s
+    return k.build()
+
+
+def chain_elementwise(expr, *, out_access: str = "output", n: int) -> ir.Program:
+    """``out[i] = expr(a[i], b[i])`` over f32 for i < n."""
+    k = ir.Kernel(workgroup=(256,))
+    a = k.read("a", ir.f32, n)
+    b = k.read("b", ir.f32, n)
+    out = k.output("out", ir.f32, count=n) if out_access == "output" else \
+        k.read_write("out", ir.f32, n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < n):
+        out[i] = expr(a[i], b[i])
+    return k.build()
+
+
+def chain_sequence(n: int):
+    s = SequenceBuilder()
+    s.resident("x", ir.f32, n)
+    s.resident("y", ir.f32, n)
+    s.transient("t", ir.f32, n)
+    s.transient("z", ir.f32, n)
+    s.step(chain_elementwise(lambda x, y: x * A + y, n=n), {"a": "x", "b": "y", "out": "t"})
+    s.step(chain_elementwise(lambda t, _: t * t, n=n), {"a": "t", "b": "t", "out": "y"})
+    s.step(chain_elementwise(lambda y, x: y - x, n=n), {"a": "y", "b": "x", "out": "z"})
+    return s.build(returns=["y", "z"])
+
+
+def reduce_partial_sums(m: int, chunks: int) -> ir.Program:
+    """out[i] = x[i] + x[i + m] + ... + x[i + (chunks - 1) m], left to right."""
+    k = ir.Kernel(workgroup=(min(m, REDUCE_WORKGROUP),))
+    x = k.read("x", ir.f32)
+    out = k.output("out", ir.f32, count=m)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < m):
+        acc = k.let("acc", ir.f32(0.0))
+        with k.loop("j", 0, chunks) as j:
+            k.assign(acc, acc + x[i + j * m])
+        out[i] = acc
+    return k.build()
+
+
+def reduce_sequence(n: int):
+    b = SequenceBuilder()
+    b.input("x", ir.f32, n)
+    source = "x"
+    for level, (m, chunks) in enumerate(passes(n)):
+        target = b.transient(f"level{level}", ir.f32, m)
+        b.step(reduce_partial_sums(m, chunks), {"x": source, "out": target})
+        source = target
+    return b.build(returns=[source])
+
+
+def scan_chunk_scan(n: int, chunk: int) -> ir.Program:
+    """y = x scanned within each chunk of ``chunk`` elements; totals[c] = chunk c's sum."""
+    lanes = n // chunk
+    k = ir.Kernel(workgroup=(min(lanes, 64),))
+    x = k.read("x", ir.u32, n)
+    y = k.output("y", ir.u32, count=n)
+    totals = k.output("totals", ir.u32, count=lanes)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < lanes):
+        acc = k.let("acc", ir.u32(0))
+        with k.loop("j", 0, chunk) as j:
+            at = k.let("at", i * chunk + j)
+            k.assign(acc, acc + x[at])
+            y[at] = acc
+        totals[i] = acc
+    return k.build()
+
+
+def scan_add_offsets(n: int, chunk: int) -> ir.Program:
+    """y[i] += scanned[i / chunk - 1] for every chunk but the first."""
+    k = ir.Kernel(workgroup=(min(n, 256),))
+    y = k.read_write("y", ir.u32, n)
+    scanned = k.read("scanned", ir.u32, n // chunk)
+    i = k.let("i", ir.global_id(0))
+    c = k.let("c", i / chunk)  # (u32 division)
+    with k.if_(ir.logical_and(i < n, c > 0)):
+        y[i] = y[i] + scanned[c - 1]
+    return k.build()
+
+
+def scan_sequence(n: int):
+    b = SequenceBuilder()
+    b.input("x", ir.u32, n)
+    shape = levels(n)
+    for level, (size, chunk) in enumerate(shape):
+        b.transient(f"scan{level}", ir.u32, size)
+        b.transient(f"totals{level}", ir.u32, size // chunk)
+        program = scan_chunk_scan(size, chunk)  # one invocation per chunk
+        b.step(program, {"x": "x" if level == 0 else f"totals{level - 1}",
+                         "y": f"scan{level}", "totals": f"totals{level}"},
+               grid=-(-(size // chunk) // program.workgroup[0]))
+    for level in range(len(shape) - 2, -1, -1):
+        size, chunk = shape[level]
+        b.step(scan_add_offsets(size, chunk), {"y": f"scan{level}", "scanned": f"scan{level + 1}"})
+    return b.build(returns=["scan0"])
+
+
+def sort_compare_and_swap() -> ir.Program:
+    """One bitonic pass over ``keys``: invocation t owns the pair (i, i + j)."""
+    k = ir.Kernel(workgroup=(SORT_WORKGROUP,))
+    keys = k.read_write("keys", ir.u32)
+    stage = k.uniform("stage", ir.u32, 2)  # (k, j)
+    t = k.let("t", ir.global_id(0))
+    j = k.let("j", stage[1])
+    i = k.let("i", (t / j) * (j * 2) + t % j)
+    with k.if_(i + j < keys.len):
+        a = k.let("a", keys[i])
+        b = k.let("b", keys[i + j])
+        ascending = k.let("ascending", (i & stage[0]) == 0)
+        low = k.let("low", ir.min(a, b))
+        high = k.let("high", ir.max(a, b))
+        keys[i] = ir.select(ascending, low, high)
+        keys[i + j] = ir.select(ascending, high, low)
+    return k.build()
+
+
+def sort_sequence(n: int):
+    b = SequenceBuilder()
+    b.input("unsorted", ir.u32, n)
+    b.transient("keys", ir.u32, n)
+    b.step(sort_copy(n), {"src": "unsorted", "dst": "keys"})
+    program = sort_compare_and_swap()
+    grid = max(1, n // 2 // SORT_WORKGROUP)
+    for size, j in stages(n):
+        stage = b.constant(f"stage_{size}_{j}", ir.u32, [size, j])
+        b.step(program, {"stage": stage}, grid=grid)
+    return b.build(returns=["keys"])
+
+
+def sort_copy(n: int) -> ir.Program:
+    k = ir.Kernel(workgroup=(SORT_WORKGROUP,))
+    src = k.read("src", ir.u32, n)
+    dst = k.output("dst", ir.u32, count=n)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < n):
+        dst[i] = src[i]
+    return k.build()
+
+
+def jacobi_sweep(side: int, flagged: bool) -> ir.Program:
+    """dst = one Jacobi sweep of src; with ``flagged``, flag[0] = 1 where a cell changed."""
+    n = side * side
+    k = ir.Kernel(workgroup=(16, 16))
+    src = k.read("src", ir.u32, n)
+    dst = k.output("dst", ir.u32, count=n)
+    flag = k.read_write("flag", ir.u32, 1) if flagged else None
+    x = k.let("x", ir.global_id(0))
+    y = k.let("y", ir.global_id(1))
+    with k.if_(ir.logical_and(x < side, y < side)):
+        at = k.let("at", y * side + x)
+        edge = ir.logical_or(ir.logical_or(x == 0, y == 0),
+                             ir.logical_or(x == side - 1, y == side - 1))
+        new = k.let("new", src[at])
+        with k.if_(ir.logical_not(edge)):
+            k.assign(new, (src[at - side] + src[at + side] + src[at - 1] + src[at + 1]) >> 2)
+        dst[at] = new
+        if flag is not None:
+            with k.if_(new != src[at]):
+                flag[0] = ir.u32(1)
+    return k.build()
+
+
+def jacobi_sequence(side: int):
+    b = SequenceBuilder()
+    b.input("start", ir.u32, side * side)
+    b.transient("u", ir.u32, side * side)
+    b.transient("v", ir.u32, side * side)
+    b.transient("changed", ir.u32, 1)
+    grid = (-(-side // 16), -(-side // 16))
+    b.step(jacobi_sweep(side, False), {"src": "start", "dst": "u"}, grid=grid)
+    with b.loop(until_zero="changed", max_iterations=MAX_ITERATIONS):
+        for s in range(SWEEPS):
+            last = s == SWEEPS - 1
+            src, dst = ("u", "v") if s % 2 == 0 else ("v", "u")
+            bind = {"src": src, "dst": dst, **({"flag": "changed"} if last else {})}
+            b.step(jacobi_sweep(side, last), bind, grid=grid)
+    return b.build(returns=["u"])
