@@ -564,3 +564,16 @@ def test_locals_live_for_the_whole_kernel_as_in_python():
     assert cnt.tolist() == [2 * 64, 7]    # a whole workgroup of 64 ran: no bounds guard
     body = scoped.program(dim=4, args=(x, out, cnt)).body
     assert [type(s).__name__ for s in body[:3]] == ["Let", "Let", "If"]  # s declared first
+
+
+@pytest.mark.fast
+def test_a_kernel_compiled_from_a_string_under_a_real_files_name_is_refused_with_a_fix():
+    """Before this commit its source was read from that file at the wrong lines: a bare
+    SyntaxError (or the wrong function)."""
+    text = ("import vyre_core as vyre\n\n\n\n\n@vyre.kernel\n"
+            "def shadowed(x: vyre.Array[vyre.f32]):\n    x[vyre.global_id(0)] = 1.0\n")
+    namespace: dict = {}
+    exec(compile(text, __file__, "exec"), namespace)
+    with pytest.raises(KernelSyntaxError, match="is not its definition") as info:
+        namespace["shadowed"].program(dim=1, args=(np.zeros(1, np.float32),))
+    assert "compile(text, '<kernels>', 'exec')" in info.value.fix

@@ -34,8 +34,20 @@ class Source:
                 "so its source can be read.") from None
         text = "".join(lines)
         indent = len(lines[0]) - len(lines[0].lstrip())
-        module = ast.parse(textwrap.dedent(text))
-        tree = next(n for n in module.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+        name = getattr(fn, "__name__", "?")
+        try:
+            module = ast.parse(textwrap.dedent(text))
+            tree = next(n for n in module.body
+                        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+        except (SyntaxError, StopIteration):
+            tree = None
+        if tree is None or tree.name != name:
+            where = f"{inspect.getsourcefile(fn)}:{first}"
+            raise KernelSyntaxError(
+                f"the source Python gives for {what} {name!r} ({where}) is not its "
+                "definition: its code was compiled from a string under that file's name",
+                "Define the kernel in a .py file, or compile the string under a name that "
+                "is no file's, e.g. compile(text, '<kernels>', 'exec').")
         return cls(inspect.getsourcefile(fn) or "<unknown>", first, indent,
                    tuple(line.rstrip("\n") for line in lines), tree)
 
