@@ -507,6 +507,12 @@ def _refusals():
     def atomic_in_select(x: vyre.Array[u32]):
         x[1] = vyre.atomic_add(x, 0, 1) if x[2] > 0 else 0
 
+    @vyre.kernel
+    def dead_code(x: vyre.Array[f32]):
+        for k in range(3):
+            break
+            x[k] = 1.0
+
     # kernel, the refused line (from the def), the column, a word of the cause
     return [(a_list, 2, 13, "list"), (a_try, 2, 9, "try"), (a_float_index, 2, 11, "index"),
             (unknown, 2, 16, "unknown name"), (a_global_list, 2, 16, "list"),
@@ -517,7 +523,7 @@ def _refusals():
             (comprehension, 2, 20, "comprehension"), (deletes, 3, 9, "del"),
             (a_dict, 2, 13, "dict"), (float_floordiv, 2, 16, "//"),
             (recursion, None, None, "recursion"), (assigns_param, 2, 9, "parameter"),
-            (atomic_in_select, 2, 16, "atomic")]
+            (atomic_in_select, 2, 16, "atomic"), (dead_code, 4, 13, "follows a break")]
 
 
 @pytest.mark.parametrize("case", _refusals(), ids=lambda c: c[0].__name__)

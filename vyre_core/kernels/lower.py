@@ -229,6 +229,10 @@ class Lowerer:
             if d.path == path and d.kind == "zero":
                 zeros.setdefault(d.index, []).append(name)
         for k, s in enumerate(body):
+            if k and isinstance(body[k - 1], ast.Return | ast.Break | ast.Continue):
+                jump = type(body[k - 1]).__name__.lower()
+                raise Refusal(f"this statement follows a {jump} in the same block: it never "
+                              "runs", f"Remove it, or put the {jump} in an if.", s)
             start = len(out)
             try:
                 self.stmt(s, path, k)
