@@ -507,6 +507,25 @@ def _refusals():
     def atomic_in_select(x: vyre.Array[u32]):
         x[1] = vyre.atomic_add(x, 0, 1) if x[2] > 0 else 0
 
+    @vyre.kernel
+    def dead_code(x: vyre.Array[f32]):
+        for k in range(3):
+            break
+            x[k] = 1.0
+
+    @vyre.kernel
+    def range_past_i32(x: vyre.Array[f32]):
+        for k in range(0, 10**12):
+            x[0] = f32(k)
+
+    @vyre.func
+    def no_result(v):
+        w = v + 1  # noqa: F841
+
+    @vyre.kernel
+    def no_value(x: vyre.Array[f32]):
+        x[0] = no_result(x[0])
+
     # kernel, the refused line (from the def), the column, a word of the cause
     return [(a_list, 2, 13, "list"), (a_try, 2, 9, "try"), (a_float_index, 2, 11, "index"),
             (unknown, 2, 16, "unknown name"), (a_global_list, 2, 16, "list"),
@@ -517,7 +536,8 @@ def _refusals():
             (comprehension, 2, 20, "comprehension"), (deletes, 3, 9, "del"),
             (a_dict, 2, 13, "dict"), (float_floordiv, 2, 16, "//"),
             (recursion, None, None, "recursion"), (assigns_param, 2, 9, "parameter"),
-            (atomic_in_select, 2, 16, "atomic")]
+            (atomic_in_select, 2, 16, "atomic"), (dead_code, 4, 13, "follows a break"),
+            (range_past_i32, 2, 27, "not an i32"), (no_value, 2, 16, "has no value")]
 
 
 @pytest.mark.parametrize("case", _refusals(), ids=lambda c: c[0].__name__)
@@ -577,3 +597,17 @@ def test_a_kernel_compiled_from_a_string_under_a_real_files_name_is_refused_with
     with pytest.raises(KernelSyntaxError, match="is not its definition") as info:
         namespace["shadowed"].program(dim=1, args=(np.zeros(1, np.float32),))
     assert "compile(text, '<kernels>', 'exec')" in info.value.fix
+
+
+@vyre.kernel(workgroup=(1,))
+def swaps(x: vyre.Array[i32]):
+    i = vyre.global_id(0)
+    x[0], x[1] = x[1], x[0]
+    x[2], x[i + 3] = x[i + 3] + 1, x[2] + 1
+
+
+def test_unpacking_into_array_elements_reads_every_value_first():
+    """``x[0], x[1] = x[1], x[0]`` swaps, as in Python (it stored x[1] twice before)."""
+    x = np.array([1, 2, 3, 4], np.int32)
+    launch(swaps, 1, (x,))
+    assert x.tolist() == [2, 1, 5, 4]

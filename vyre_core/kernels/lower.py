@@ -229,6 +229,10 @@ class Lowerer:
             if d.path == path and d.kind == "zero":
                 zeros.setdefault(d.index, []).append(name)
         for k, s in enumerate(body):
+            if k and isinstance(body[k - 1], ast.Return | ast.Break | ast.Continue):
+                jump = type(body[k - 1]).__name__.lower()
+                raise Refusal(f"this statement follows a {jump} in the same block: it never "
+                              "runs", f"Remove it, or put the {jump} in an if.", s)
             start = len(out)
             try:
                 self.stmt(s, path, k)
@@ -292,7 +296,7 @@ class Lowerer:
                 self.emit(Barrier(), s)
                 return
             if fn in intrinsics.ATOMICS or _is_func(fn):
-                self.expr(s.value)
+                self._expr(s.value)
                 return
             if fn is print:
                 raise Refusal("print() in a kernel", "Write the values to an output array "
@@ -388,13 +392,16 @@ class Lowerer:
         if not isinstance(value, ast.Tuple) or len(value.elts) != len(target.elts):
             raise Refusal("unpacking needs a tuple of as many values as names",
                           "Write r, c = a, b with one value per name.", value)
-        names = {n for t in target.elts for n in flow._assigned_names(t)}
+        # what the targets write: locals, and the arrays of element targets (x[0], x[1] =
+        # x[1], x[0] swaps: each value is read before any target is written)
+        names = {n for t in target.elts for n in flow._assigned_names(t)} | \
+            {t.value.id for t in target.elts
+             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)}
         vals = []
-        for i, element in enumerate(value.elts):
+        for element in value.elts:
             v = self.expr(element)
             read = {n.id for n in ast.walk(element) if isinstance(n, ast.Name)}
-            if (read & names and i + 1 < len(value.elts)) or \
-                    (read & names and len(value.elts) > 1):
+            if read & names and len(value.elts) > 1:
                 tmp = self.unit.fresh("unpacked")
                 v = values.settle(v)
                 self.emit(Let(tmp, v.node), element)
@@ -451,8 +458,8 @@ class Lowerer:
         if len(args) == 3:
             step = args[2]
         if not step.weak or not isinstance(step.const, int) or isinstance(step.const, bool) \
-                or step.const == 0:
-            raise Refusal("range()'s step must be a non-zero int constant",
+                or step.const == 0 or not -2**31 <= step.const < 2**31:
+            raise Refusal("range()'s step must be a non-zero int constant (an i32)",
                           "Write the step as a number, e.g. range(n, 0, -1).",
                           call.args[2] if len(call.args) == 3 else call)
         n = step.const
@@ -464,6 +471,9 @@ class Lowerer:
             if v.weak and not isinstance(v.const, int):
                 raise Refusal("a range() bound that is not an int",
                               f"Use an int, e.g. int({ast.unparse(a)}).", a)
+            if v.weak and not -2**31 <= v.const < 2**31:
+                raise Refusal(f"range() bound {v.const} is not an i32: range variables are i32",
+                              "Use bounds from -2**31 to 2**31 - 1.", a)
         name = s.target.id
         trip_name = self.unit.fresh(f"{self.rename[name]}_trip")
         if start.weak and stop.weak:
@@ -542,6 +552,10 @@ class Lowerer:
             r.node = r.node or node
             raise
         if isinstance(found, Value):
+            if found.weak and found.const is None:
+                raise Refusal(f"{ast.unparse(node)} has no value: the function returns none",
+                              "Return a value as the function's last statement: return v.",
+                              node)
             return found
         if isinstance(found, ArrayRef):
             raise Refusal(f"array {found.name!r} used as a value",
