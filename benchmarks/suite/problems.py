@@ -269,6 +269,7 @@ def run_warp(problem: Problem, data: dict[str, Any]) -> dict[str, Any]:
     run, back in numpy."""
     import warp as wp
 
+    wp.config.log_level = wp.LOG_WARNING  # (its banner and module reports go to stdout)
     from vyre_benchmarks.suite import warp_kernels
     arrays = {k: wp.array(v, device="cpu") if isinstance(v, np.ndarray) else v
               for k, v in data.items()}
