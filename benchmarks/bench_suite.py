@@ -1,0 +1,45 @@
+"""The kernel suite (benchmarks/suite: ten PolyBench/SHOC kernels written as
+``@vyre.kernel``): each port on the cpu backend, launched through a Driver as a user
+launches it, against the same problem in numpy (vectorised, as a numpy user writes it).
+Each result is checked against numpy's before it is timed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from vyre_benchmarks.harness import Result, compare
+from vyre_benchmarks.suite.problems import PROBLEMS, Problem, run_vyre
+from vyre_core.driver import Driver
+
+REQUIRES = ("cpu",)
+BACKEND = "cpu"
+SIZE = 64
+
+
+def check(problem: Problem, got: dict[str, Any], want: dict[str, np.ndarray], who: str) -> None:
+    """Raise unless ``got`` is numpy's result: exactly, or within 1e-3 of its largest
+    magnitude for a float reduction (tests/test_suite_ports.py holds the exact budget)."""
+    for out in problem.outputs:
+        off = np.abs(got[out].astype(np.float64) - want[out]).max()
+        if off > (0 if problem.exact else 1e-3 * np.abs(want[out]).max()):
+            raise AssertionError(f"{problem.name}: the {who} port's {out} is not numpy's")
+
+
+def _bench(problem: Problem) -> Callable[[], Result]:
+    def bench() -> Result:
+        data = problem.make(SIZE)
+        with Driver() as drv:
+            check(problem, run_vyre(problem, data, drv, BACKEND), problem.reference(data),
+                  "vyre")
+            return compare(f"{problem.name} (n={SIZE}), vyre kernels on cpu",
+                           lambda: run_vyre(problem, data, drv, BACKEND),
+                           "the same problem in numpy", lambda: problem.reference(data),
+                           repeat=5, number=3)
+    bench.__name__ = problem.name
+    return bench
+
+
+BENCHMARKS = [_bench(p) for p in PROBLEMS.values()]
