@@ -150,11 +150,12 @@ class KernelFunction:
     array sizes and scalar values are passed at each launch, and constants are the
     program's specialization constants (``DispatchConfig(constants=...)``)."""
 
-    def __init__(self, fn: Callable[..., Any], workgroup: tuple[int, ...] | None = None
-                 ) -> None:
+    def __init__(self, fn: Callable[..., Any], workgroup: tuple[int, ...] | None = None,
+                 subgroup_size: int | None = None) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.workgroup = None if workgroup is None else tuple(workgroup)
+        self.subgroup_size = subgroup_size
         self.params = Parameters.of(fn)
         self._compiled: dict[tuple[Any, ...], Compiled] = {}
         self._lock = threading.Lock()
@@ -213,7 +214,7 @@ class KernelFunction:
         names = self.params.names
         taken = {n.id for n in ast.walk(source.tree) if isinstance(n, ast.Name)} | \
             set(names) | {c[0] for c in self.params.constants}
-        unit = Unit(taken, "")
+        unit = Unit(taken, "", subgroup_size=self.subgroup_size)
         unit.shapes_buffer = unit.fresh("shapes")
         env: dict[str, Any] = {}
         offset = 0
@@ -329,12 +330,13 @@ def details_fix() -> str:
         "docs/validator-codes.md."
 
 
-def kernel(fn: Callable[..., Any] | None = None, *, workgroup: tuple[int, ...] | None = None
-           ) -> Any:
-    """``@vyre.kernel`` or ``@vyre.kernel(workgroup=(256,))``: a kernel from a function."""
+def kernel(fn: Callable[..., Any] | None = None, *, workgroup: tuple[int, ...] | None = None,
+           subgroup_size: int | None = None) -> Any:
+    """``@vyre.kernel`` or ``@vyre.kernel(workgroup=(64,), subgroup_size=8)``: a kernel
+    from a function; ``subgroup_size`` is what its ``vyre.subgroup_*`` operations run over."""
     if fn is None:
-        return lambda f: KernelFunction(f, workgroup)
-    return KernelFunction(fn, workgroup)
+        return lambda f: KernelFunction(f, workgroup, subgroup_size)
+    return KernelFunction(fn, workgroup, subgroup_size)
 
 
 def func(fn: Callable[..., Any]) -> FuncFunction:
