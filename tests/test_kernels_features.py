@@ -143,3 +143,26 @@ def test_a_subgroup_finding_names_its_python_line():
     finding, = info.value.details["findings"]
     line = divergent.fn.__code__.co_firstlineno + 4
     assert finding["code"] == "V035" and f"{__file__}:{line}:" in finding["where"]
+
+
+# -- gaps a hostile tester found ---------------------------------------------------------
+
+@vyre.kernel
+def shifted(x: vyre.Array[u32]):
+    x[0] = x[0] << 33
+
+
+def test_a_constant_shift_count_past_the_width_is_refused():
+    err = refused(shifted, (np.zeros(1, np.uint32),))
+    assert line_of(err, shifted) == 2 and "by 33" in err.cause and "0 to 31" in err.fix
+
+
+@vyre.kernel
+def negative_bound(n: u32, out: vyre.Array[i32]):
+    if n > -1:
+        out[0] = 1
+
+
+def test_an_unsigned_value_against_a_negative_number_names_the_cast():
+    err = refused(negative_bound, (3, np.zeros(1, np.int32)))
+    assert line_of(err, negative_bound) == 2 and "i64(n)" in err.fix
