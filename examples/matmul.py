@@ -10,16 +10,15 @@ own pipeline, and ``vyre tune matmul`` (or ``Driver.tune``) measures which is fa
 a backend. Every value adds each element's products in the same order, so every value
 gives the same bytes: the tuner's byte check accepts them all. Shapes need not be
 multiples of the tile: loads outside A or B are replaced by 0 and stores outside C are
-skipped. C is declared with its shape ``(m, n)``, so the grid is inferred 2-D: one
-16x16 workgroup per tile of C, ``global_id(0)`` its column and ``global_id(1)`` its row.
+skipped. The launch is ``dim=(n, m)``: one 16x16 workgroup per tile of C, ``global_id(0)`` its
+column and ``global_id(1)`` its row.
 
 The inputs are small integers, so every product and partial sum is an integer below 2**24
 and exactly representable in f32: the result is exact in any summation order (fused or
 not), and numpy checks it bit for bit (``ulp=0``).
 
-Written with the builder (docs/ir.md), not as a ``@vyre.kernel``: a kernel's
-``vyre.Constant`` has no range yet, and ``KTILE``'s ``low=1, high=16`` is what the tuner
-sweeps.
+``KTILE: vyre.Constant[i32](low=1, high=TILE)`` is the range the tuner sweeps (its
+powers of two). Its builder twin is ``tests/builder_twins.py``'s ``matmul_program``.
 
 Run it: ``python examples/matmul.py`` or ``vyre run matmul``.
 """
@@ -30,38 +29,34 @@ import sys
 
 import numpy as np
 
-from vyre_core import Example, ir
+import vyre_core as vyre
+from vyre_core import Example, f32, i32
 
 TILE = 16  # the workgroup's edge, and the most KTILE may be
 
 
-def program(m: int, k_dim: int, n: int) -> ir.Program:
-    k = ir.Kernel(workgroup=(TILE, TILE))
-    depth = k.constant("KTILE", ir.u32, TILE, low=1, high=TILE)
-    a = k.read("a", ir.f32, count=m * k_dim)
-    b = k.read("b", ir.f32, count=k_dim * n)
-    c = k.output("c", ir.f32, shape=(m, n))
-    a_tile = k.workgroup_buffer("a_tile", ir.f32, count=TILE * TILE)
-    b_tile = k.workgroup_buffer("b_tile", ir.f32, count=TILE * TILE)
-    col = k.let("col", ir.global_id(0))
-    row = k.let("row", ir.global_id(1))
-    lx = k.let("lx", ir.local_id(0))
-    ly = k.let("ly", ir.local_id(1))
-    acc = k.let("acc", ir.f32(0.0))
-    with k.loop("t", 0, (ir.u32(k_dim) + depth - 1) / depth) as t:
-        a_col = k.let("a_col", t * depth + lx)
-        b_row = k.let("b_row", t * depth + ly)
-        a_tile[ly * TILE + lx] = ir.select((row < m) & (a_col < k_dim) & (lx < depth),
-                                           a[row * k_dim + a_col], ir.f32(0.0))
-        b_tile[ly * TILE + lx] = ir.select((b_row < k_dim) & (col < n) & (ly < depth),
-                                           b[b_row * n + col], ir.f32(0.0))
-        k.barrier()
-        with k.loop("j", 0, depth) as j:
-            k.assign(acc, acc + a_tile[ly * TILE + j] * b_tile[j * TILE + lx])
-        k.barrier()                      # the next slice overwrites the tiles
-    with k.if_((row < m) & (col < n)):
-        c[row * n + col] = acc
-    return k.build()
+@vyre.kernel(workgroup=(TILE, TILE))
+def matmul(a: vyre.Array[f32, 2], b: vyre.Array[f32, 2], c: vyre.Array[f32, 2], *,
+           KTILE: vyre.Constant[i32](low=1, high=TILE) = TILE):
+    a_tile = vyre.shared(f32, TILE * TILE)
+    b_tile = vyre.shared(f32, TILE * TILE)
+    col, row = vyre.global_id(0), vyre.global_id(1)
+    lx, ly = vyre.local_id(0), vyre.local_id(1)
+    m, k_dim, n = a.shape[0], a.shape[1], b.shape[1]
+    acc = f32(0)
+    for t in range((k_dim + KTILE - 1) // KTILE):
+        a_col = t * KTILE + lx
+        b_row = t * KTILE + ly
+        a_tile[ly * TILE + lx] = a[row, a_col] if row < m and a_col < k_dim and lx < KTILE \
+            else f32(0)
+        b_tile[ly * TILE + lx] = b[b_row, col] if b_row < k_dim and col < n and ly < KTILE \
+            else f32(0)
+        vyre.barrier()
+        for j in range(KTILE):
+            acc += a_tile[ly * TILE + j] * b_tile[j * TILE + lx]
+        vyre.barrier()                   # the next slice overwrites the tiles
+    if row < m and col < n:
+        c[row, col] = acc
 
 
 def build(m: int = 100, k_dim: int = 72, n: int = 90, seed: int = 0) -> Example:
@@ -70,7 +65,8 @@ def build(m: int = 100, k_dim: int = 72, n: int = 90, seed: int = 0) -> Example:
     b = rng.integers(-8, 9, (k_dim, n)).astype(np.float32)
     # |sums| <= 64 * k_dim < 2**24: exact in f32 whatever the order
     expected = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float32)
-    return Example(program(m, k_dim, n), [a, b], expected=[expected])
+    return Example.of_kernel(matmul, (n, m), (a, b, np.zeros((m, n), np.float32)),
+                             expected=[expected.reshape(-1)])
 
 
 if __name__ == "__main__":

@@ -14,41 +14,45 @@ subgroups of that size (the reference and cpu emulate any; lavapipe forms 8; a d
 that forms 32 wants ``build(subgroup=32)``). The grid is one workgroup per
 ``WORKGROUP / SUBGROUP`` elements of C.
 
-Written with the builder (docs/ir.md), not as a ``@vyre.kernel``: the kernel frontend
-does not lower subgroup operations yet.
+The subgroup size is fixed when a kernel is decorated, so ``kernel(subgroup)`` makes
+(once) the kernel for each size. Its builder twin is ``tests/builder_twins.py``'s
+``matmul_int8_program``.
 
 Run it: ``python examples/matmul_int8.py`` or ``vyre run matmul_int8``.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import numpy as np
 
-from vyre_core import DispatchConfig, Example, ir
+import vyre_core as vyre
+from vyre_core import Example, i8, i32
 
 SUBGROUP = 8
 WORKGROUP = 64
 
 
-def program(m: int, k_dim: int, n: int, subgroup: int = SUBGROUP) -> ir.Program:
-    k = ir.Kernel(workgroup=(WORKGROUP,), subgroup_size=subgroup)
-    a = k.read("a", ir.i8, count=m * k_dim)
-    b = k.read("b", ir.i8, count=k_dim * n)
-    c = k.output("c", ir.i32, count=m * n)
-    gid = k.let("gid", ir.global_id(0))
-    cell = k.let("cell", gid / subgroup)       # the element of C this subgroup computes
-    row = k.let("row", cell / n)
-    col = k.let("col", cell % n)
-    acc = k.let("acc", ir.i32(0))
-    with k.loop("kk", gid % subgroup, k_dim, step=subgroup) as kk:  # (past C: loads read 0)
-        k.assign(acc, acc + a[row * k_dim + kk].cast(ir.i32) * b[kk * n + col].cast(ir.i32))
-    total = k.let("total", k.subgroup("add", acc))
-    first = k.let("first", k.subgroup("elect"))
-    with k.if_(first & (cell < m * n)):
-        c[cell] = total
-    return k.build()
+@functools.cache
+def kernel(subgroup: int = SUBGROUP) -> vyre.KernelFunction:
+    """The kernel whose subgroups are ``subgroup`` invocations."""
+
+    @vyre.kernel(workgroup=(WORKGROUP,), subgroup_size=subgroup)
+    def matmul_int8(a: vyre.Array[i8, 2], b: vyre.Array[i8, 2], c: vyre.Array[i32, 2]):
+        gid = vyre.global_id(0)
+        m, k_dim, n = a.shape[0], a.shape[1], b.shape[1]
+        cell = gid // subgroup               # the element of C this subgroup computes
+        row, col = cell // n, cell % n
+        acc = i32(0)
+        for kk in range(gid % subgroup, k_dim, subgroup):    # (past C: loads read 0)
+            acc += i32(a[row, kk]) * i32(b[kk, col])
+        total = vyre.subgroup_add(acc)
+        if vyre.subgroup_elect() and cell < m * n:
+            c[row, col] = total
+
+    return matmul_int8
 
 
 def build(m: int = 96, k_dim: int = 200, n: int = 80, seed: int = 0,
@@ -58,8 +62,8 @@ def build(m: int = 96, k_dim: int = 200, n: int = 80, seed: int = 0,
     b = rng.integers(-128, 128, (k_dim, n), dtype=np.int8)
     expected = (a.astype(np.int32) @ b.astype(np.int32)).reshape(-1)
     groups = -(-m * n * subgroup // WORKGROUP)
-    return Example(program(m, k_dim, n, subgroup), [a.reshape(-1), b.reshape(-1)],
-                   expected=[expected], config=DispatchConfig(grid_override=(groups, 1, 1)))
+    return Example.of_kernel(kernel(subgroup), groups * WORKGROUP,
+                             (a, b, np.zeros((m, n), np.int32)), expected=[expected])
 
 
 if __name__ == "__main__":

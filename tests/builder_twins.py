@@ -1,8 +1,7 @@
 """The builder versions of the bundled examples, which are written as kernels: each
 example's program as it was built with ``vyre_core.ir`` before (docs/ir.md), kept as the
 twin its kernel must match byte for byte (test_builder_twins.py). saxpy's twin is
-``vyre_examples.saxpy.program``, the IR-level fixture the other tests use; matmul and
-matmul_int8 are still written with the builder (their docstrings say why)."""
+``vyre_examples.saxpy.program``, the IR-level fixture the other tests use."""
 
 from __future__ import annotations
 
@@ -13,6 +12,9 @@ from vyre_examples.fault_tolerance import INC, MUL, N
 from vyre_examples.histogram import BINS
 from vyre_examples.jacobi import MAX_ITERATIONS, SWEEPS
 from vyre_examples.mandelbrot import WORKGROUP as MANDELBROT_WORKGROUP
+from vyre_examples.matmul import TILE
+from vyre_examples.matmul_int8 import SUBGROUP
+from vyre_examples.matmul_int8 import WORKGROUP as MATMUL_INT8_WORKGROUP
 from vyre_examples.reduce import WORKGROUP as REDUCE_WORKGROUP
 from vyre_examples.reduce import passes
 from vyre_examples.reduction import WORKGROUP
@@ -291,3 +293,51 @@ def jacobi_sequence(side: int):
             bind = {"src": src, "dst": dst, **({"flag": "changed"} if last else {})}
             b.step(jacobi_sweep(side, last), bind, grid=grid)
     return b.build(returns=["u"])
+
+
+def matmul_program(m: int, k_dim: int, n: int) -> ir.Program:
+    k = ir.Kernel(workgroup=(TILE, TILE))
+    depth = k.constant("KTILE", ir.u32, TILE, low=1, high=TILE)
+    a = k.read("a", ir.f32, count=m * k_dim)
+    b = k.read("b", ir.f32, count=k_dim * n)
+    c = k.output("c", ir.f32, shape=(m, n))
+    a_tile = k.workgroup_buffer("a_tile", ir.f32, count=TILE * TILE)
+    b_tile = k.workgroup_buffer("b_tile", ir.f32, count=TILE * TILE)
+    col = k.let("col", ir.global_id(0))
+    row = k.let("row", ir.global_id(1))
+    lx = k.let("lx", ir.local_id(0))
+    ly = k.let("ly", ir.local_id(1))
+    acc = k.let("acc", ir.f32(0.0))
+    with k.loop("t", 0, (ir.u32(k_dim) + depth - 1) / depth) as t:
+        a_col = k.let("a_col", t * depth + lx)
+        b_row = k.let("b_row", t * depth + ly)
+        a_tile[ly * TILE + lx] = ir.select((row < m) & (a_col < k_dim) & (lx < depth),
+                                           a[row * k_dim + a_col], ir.f32(0.0))
+        b_tile[ly * TILE + lx] = ir.select((b_row < k_dim) & (col < n) & (ly < depth),
+                                           b[b_row * n + col], ir.f32(0.0))
+        k.barrier()
+        with k.loop("j", 0, depth) as j:
+            k.assign(acc, acc + a_tile[ly * TILE + j] * b_tile[j * TILE + lx])
+        k.barrier()                      # the next slice overwrites the tiles
+    with k.if_((row < m) & (col < n)):
+        c[row * n + col] = acc
+    return k.build()
+
+
+def matmul_int8_program(m: int, k_dim: int, n: int, subgroup: int = SUBGROUP) -> ir.Program:
+    k = ir.Kernel(workgroup=(MATMUL_INT8_WORKGROUP,), subgroup_size=subgroup)
+    a = k.read("a", ir.i8, count=m * k_dim)
+    b = k.read("b", ir.i8, count=k_dim * n)
+    c = k.output("c", ir.i32, count=m * n)
+    gid = k.let("gid", ir.global_id(0))
+    cell = k.let("cell", gid / subgroup)       # the element of C this subgroup computes
+    row = k.let("row", cell / n)
+    col = k.let("col", cell % n)
+    acc = k.let("acc", ir.i32(0))
+    with k.loop("kk", gid % subgroup, k_dim, step=subgroup) as kk:  # (past C: loads read 0)
+        k.assign(acc, acc + a[row * k_dim + kk].cast(ir.i32) * b[kk * n + col].cast(ir.i32))
+    total = k.let("total", k.subgroup("add", acc))
+    first = k.let("first", k.subgroup("elect"))
+    with k.if_(first & (cell < m * n)):
+        c[cell] = total
+    return k.build()

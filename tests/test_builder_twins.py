@@ -44,6 +44,11 @@ TWINS = {
     "scan": ({"n": 1 << 12}, lambda: twins.scan_sequence(1 << 12), None, None),
     "sort": ({"n": 1 << 10}, lambda: twins.sort_sequence(1 << 10), None, None),
     "jacobi": ({"side": 20}, lambda: twins.jacobi_sequence(20), None, None),
+    "matmul": ({"m": 37, "k_dim": 40, "n": 21}, lambda: twins.matmul_program(37, 40, 21),
+               None, None),
+    "matmul_int8": ({"m": 9, "k_dim": 30, "n": 7},
+                    lambda: twins.matmul_int8_program(9, 30, 7),
+                    DispatchConfig(grid_override=(-(-9 * 7 * 8 // 64), 1, 1)), None),
 }
 
 
@@ -72,7 +77,7 @@ def host(request):
 def test_every_kernel_example_has_a_builder_twin():
     from vyre_core.cli.targets import bundled_examples
 
-    assert set(TWINS) == set(bundled_examples()) - {"matmul", "matmul_int8"}
+    assert set(TWINS) == set(bundled_examples())
 
 
 @pytest.mark.parametrize("name", list(TWINS))

@@ -366,6 +366,7 @@ def _make_targets() -> set[str]:
 @functools.cache
 def reality() -> Reality:
     from vyre_core.contract.manager import HOOK_NAMES
+    from vyre_core.kernels.annotations import ConstantType
     from vyre_core.shadow import shadow
 
     public = {name: getattr(vyre_core, name) for name in vyre_core.__all__}
@@ -373,7 +374,8 @@ def reality() -> Reality:
     classes.update({cls.__name__: cls for cls in errors.catalog().values()})
     forwarded = {vyre_core.Driver: vyre_core.PoolOptions}
     keywords: set[str] = set()
-    for owner in [o for o in public.values() if inspect.isclass(o)] + [shadow]:
+    # (ConstantType: what vyre.Constant[u32](low=, high=) makes)
+    for owner in [o for o in public.values() if inspect.isclass(o)] + [shadow, ConstantType]:
         keywords |= {p.name for p in _signature_params(owner)}
         for name, member in inspect.getmembers(owner):
             if not name.startswith("_") and callable(member):

@@ -286,7 +286,7 @@ def test_the_matmul_example_tunes_its_tile_depth_without_changing_a_byte(driver,
                          constants={"KTILE": [4, 16]}, repeats=1)
     assert sorted(m.verdict for m in result.measured) == ["best", "ok"]
     out = driver.dispatch(example.program, example.inputs, "cpu",
-                          DispatchConfig(tuned=True))[0]
+                          example.config.replace(tuned=True))[0]   # (its dim)
     assert out.tobytes() == example.expected[0].tobytes()
 
 

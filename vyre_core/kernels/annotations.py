@@ -25,12 +25,28 @@ class ArrayType:
 
 @dataclass(frozen=True)
 class ConstantType:
-    """A keyword-only specialization constant of ``dtype`` (``vyre.Constant[u32]``)."""
+    """A keyword-only specialization constant of ``dtype`` (``vyre.Constant[u32]``), with
+    the inclusive range ``vyre.Constant[u32](low=1, high=64)`` the tuner sweeps and a
+    dispatch's choice must keep to."""
 
     dtype: DType
+    low: Any = None
+    high: Any = None
+
+    def __call__(self, *, low: Any = None, high: Any = None) -> ConstantType:
+        if self.low is not None or self.high is not None:
+            raise KernelSyntaxError(f"{self!r}(...): the range is given twice",
+                                    "Give the range once: vyre.Constant[u32](low=1, high=64).")
+        if low is None and high is None:
+            raise KernelSyntaxError(f"{self!r}(): a range with no bound",
+                                    "Give low=, high= or both, or write "
+                                    f"{self!r} alone.")
+        return ConstantType(self.dtype, low, high)
 
     def __repr__(self) -> str:
-        return f"Constant[{self.dtype.value}]"
+        bounds = ", ".join(f"{k}={v!r}" for k, v in (("low", self.low), ("high", self.high))
+                           if v is not None)
+        return f"Constant[{self.dtype.value}]" + (f"({bounds})" if bounds else "")
 
 
 def _dtype(value: Any, what: str) -> DType:
@@ -55,7 +71,8 @@ class _ArrayAnnotation:
 
 
 class _ConstantAnnotation:
-    """``vyre.Constant[u32]``: a keyword-only parameter fixed before the kernel runs."""
+    """``vyre.Constant[u32]``: a keyword-only parameter fixed before the kernel runs;
+    ``vyre.Constant[u32](low=1, high=64)`` gives it an inclusive range."""
 
     def __getitem__(self, key: Any) -> ConstantType:
         return ConstantType(_dtype(key, "Constant"))

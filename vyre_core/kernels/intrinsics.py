@@ -88,8 +88,74 @@ def atomic_compare_exchange(array: Any, index: Any, expected: Any, value: Any) -
     raise _outside("atomic_compare_exchange")
 
 
+def subgroup_add(value: Any) -> Any:
+    """The sum of ``value`` over this invocation's subgroup (integers: exact in any order)."""
+    raise _outside("subgroup_add")
+
+
+def subgroup_min(value: Any) -> Any:
+    """The least ``value`` over the subgroup."""
+    raise _outside("subgroup_min")
+
+
+def subgroup_max(value: Any) -> Any:
+    """The greatest ``value`` over the subgroup."""
+    raise _outside("subgroup_max")
+
+
+def subgroup_and(value: Any) -> Any:
+    """The bitwise and of ``value`` over the subgroup."""
+    raise _outside("subgroup_and")
+
+
+def subgroup_or(value: Any) -> Any:
+    """The bitwise or of ``value`` over the subgroup."""
+    raise _outside("subgroup_or")
+
+
+def subgroup_xor(value: Any) -> Any:
+    """The bitwise xor of ``value`` over the subgroup."""
+    raise _outside("subgroup_xor")
+
+
+def subgroup_inclusive_add(value: Any) -> Any:
+    """The sum of ``value`` over the lanes up to and including this one."""
+    raise _outside("subgroup_inclusive_add")
+
+
+def subgroup_exclusive_add(value: Any) -> Any:
+    """The sum of ``value`` over the lanes before this one (0 in the first)."""
+    raise _outside("subgroup_exclusive_add")
+
+
+def subgroup_broadcast(value: Any, lane: Any) -> Any:
+    """``value`` in lane ``lane`` (u32, the same in every invocation)."""
+    raise _outside("subgroup_broadcast")
+
+
+def subgroup_shuffle(value: Any, lane: Any) -> Any:
+    """``value`` in the lane each invocation names (u32)."""
+    raise _outside("subgroup_shuffle")
+
+
+def subgroup_ballot(condition: Any) -> Any:
+    """The lanes whose ``condition`` holds, as the bits of a u32."""
+    raise _outside("subgroup_ballot")
+
+
+def subgroup_elect() -> Any:
+    """True in the subgroup's first lane."""
+    raise _outside("subgroup_elect")
+
+
 #: The atomics by the IR op each one is.
 ATOMICS = {atomic_add: "add", atomic_sub: "sub", atomic_min: "min", atomic_max: "max",
            atomic_and: "and", atomic_or: "or", atomic_xor: "xor",
            atomic_exchange: "exchange", atomic_compare_exchange: "compare_exchange"}
+#: The subgroup operations by the IR op each one is.
+SUBGROUPS = {subgroup_add: "add", subgroup_min: "min", subgroup_max: "max",
+             subgroup_and: "and", subgroup_or: "or", subgroup_xor: "xor",
+             subgroup_inclusive_add: "inclusive_add", subgroup_exclusive_add: "exclusive_add",
+             subgroup_broadcast: "broadcast", subgroup_shuffle: "shuffle",
+             subgroup_ballot: "ballot", subgroup_elect: "elect"}
 IDS = {global_id: "global", local_id: "local", workgroup_id: "workgroup"}

@@ -25,7 +25,8 @@ from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Access, Buffer, Cast, If, Loop, SpecConstant, SpecRef, Stmt, While
 from vyre_core.ir.nodes import Block as BlockStmt
 from vyre_core.ir.program import Program
-from vyre_core.kernels.annotations import ArrayType
+from vyre_core.ir.specialize import describe_range, in_range
+from vyre_core.kernels.annotations import ArrayType, ConstantType
 from vyre_core.kernels.lower import ArrayRef, Lowerer, Unit
 from vyre_core.kernels.signature import Parameters, signature_of
 from vyre_core.kernels.source import Source
@@ -149,11 +150,12 @@ class KernelFunction:
     array sizes and scalar values are passed at each launch, and constants are the
     program's specialization constants (``DispatchConfig(constants=...)``)."""
 
-    def __init__(self, fn: Callable[..., Any], workgroup: tuple[int, ...] | None = None
-                 ) -> None:
+    def __init__(self, fn: Callable[..., Any], workgroup: tuple[int, ...] | None = None,
+                 subgroup_size: int | None = None) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.workgroup = None if workgroup is None else tuple(workgroup)
+        self.subgroup_size = subgroup_size
         self.params = Parameters.of(fn)
         self._compiled: dict[tuple[Any, ...], Compiled] = {}
         self._lock = threading.Lock()
@@ -212,7 +214,7 @@ class KernelFunction:
         names = self.params.names
         taken = {n.id for n in ast.walk(source.tree) if isinstance(n, ast.Name)} | \
             set(names) | {c[0] for c in self.params.constants}
-        unit = Unit(taken, "")
+        unit = Unit(taken, "", subgroup_size=self.subgroup_size)
         unit.shapes_buffer = unit.fresh("shapes")
         env: dict[str, Any] = {}
         offset = 0
@@ -228,12 +230,9 @@ class KernelFunction:
             else:
                 env[name] = Value(_scalar_load(name), t)
         constants = []
-        for name, dtype, default in self.params.constants:
-            try:
-                constants.append(SpecConstant(name, literal(_plain(default), dtype)))
-            except Refusal as r:
-                raise KernelSyntaxError(f"constant {name!r}: {r.cause}", r.fix) from None
-            env[name] = Value(SpecRef(name), dtype)
+        for name, ctype, default in self.params.constants:
+            constants.append(_spec_constant(source, name, ctype, default))
+            env[name] = Value(SpecRef(name), ctype.dtype)
         body: list[Stmt] = []
         Lowerer(source, unit, env, _globals_of(self.fn, source)).run(body)
         buffers = []
@@ -257,6 +256,32 @@ class KernelFunction:
         written = tuple(p for p, name in enumerate(names) if name in unit.written)
         return Compiled(program, types, written, tuple(shaped),
                         unit.shapes_buffer if shaped else None)
+
+
+def _spec_constant(source: Source, name: str, ctype: ConstantType, default: Any
+                   ) -> SpecConstant:
+    """The IR constant of a keyword-only parameter; a default or bound that its dtype
+    does not hold, or a default outside the range (V028's rule), is refused at the
+    parameter's line."""
+    node = next(a for a in source.tree.args.kwonlyargs if a.arg == name)
+    bounds = {}
+    for what, value in (("default", default), ("low", ctype.low), ("high", ctype.high)):
+        if value is None and what != "default":
+            continue
+        try:
+            bounds[what] = literal(_plain(value), ctype.dtype)
+        except Refusal as r:
+            raise source.error(node, f"constant {name!r}: its {what} {r.cause}", r.fix) \
+                from None
+    constant = SpecConstant(name, bounds["default"], bounds.get("low"), bounds.get("high"))
+    if not in_range(constant, constant.default) or (
+            constant.low is not None and constant.high is not None
+            and constant.low.value > constant.high.value):
+        raise source.error(node, f"constant {name!r} has default {default!r} and range "
+                           f"{describe_range(constant)} (V028)",
+                           "Give the constant a default within its range, and low <= high: "
+                           f"{name}: vyre.Constant[{ctype.dtype.value}](low=1, high=64) = 16.")
+    return constant
 
 
 def _scalar_load(name: str) -> Any:
@@ -305,12 +330,13 @@ def details_fix() -> str:
         "docs/validator-codes.md."
 
 
-def kernel(fn: Callable[..., Any] | None = None, *, workgroup: tuple[int, ...] | None = None
-           ) -> Any:
-    """``@vyre.kernel`` or ``@vyre.kernel(workgroup=(256,))``: a kernel from a function."""
+def kernel(fn: Callable[..., Any] | None = None, *, workgroup: tuple[int, ...] | None = None,
+           subgroup_size: int | None = None) -> Any:
+    """``@vyre.kernel`` or ``@vyre.kernel(workgroup=(64,), subgroup_size=8)``: a kernel
+    from a function; ``subgroup_size`` is what its ``vyre.subgroup_*`` operations run over."""
     if fn is None:
-        return lambda f: KernelFunction(f, workgroup)
-    return KernelFunction(fn, workgroup)
+        return lambda f: KernelFunction(f, workgroup, subgroup_size)
+    return KernelFunction(fn, workgroup, subgroup_size)
 
 
 def func(fn: Callable[..., Any]) -> FuncFunction:

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vyre_core.errors import KernelSyntaxError
+from vyre_core.ir import typerules
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
+    SUBGROUP_LANE_OPS,
     Assign,
     Atomic,
     AtomicOp,
@@ -41,6 +43,8 @@ from vyre_core.ir.nodes import (
     Select,
     Stmt,
     Store,
+    Subgroup,
+    SubgroupOp,
     UnOp,
     Var,
     While,
@@ -147,6 +151,7 @@ class Unit:
     written: set[str] = field(default_factory=set)
     lines: dict[int, tuple[str, int]] = field(default_factory=dict)
     inlining: list[Any] = field(default_factory=list)
+    subgroup_size: int | None = None
 
     def fresh(self, base: str) -> str:
         """A variable name no parameter, local or earlier fresh name has (deterministic:
@@ -741,6 +746,8 @@ class Lowerer:
             name = self.unit.fresh("atomic")
             self.emit(Let(name, atomic), node)
             return Value(Var(name), dtype)
+        if fn in intrinsics.SUBGROUPS:
+            return self.subgroup(fn, node)
         if fn in (intrinsics.barrier, intrinsics.shared):
             raise Refusal(f"vyre.{fn.__name__}() used as a value",
                           "vyre.barrier() is a statement of its own; assign vyre.shared(f32, "
@@ -832,6 +839,37 @@ class Lowerer:
             expected, value = operands
             return Atomic(op, array.name, index, value, expected), array.dtype
         return Atomic(op, array.name, index, operands[0]), array.dtype
+
+    def subgroup(self, fn: Any, node: ast.Call) -> Value:
+        """A subgroup operation over the kernel's ``subgroup_size``, typed as the IR types
+        it (typerules.subgroup_result); a number alone is an ``i32``, a lane a ``u32``."""
+        size = self.unit.subgroup_size
+        if size is None:
+            raise Refusal(f"vyre.{fn.__name__}() in a kernel that declares no subgroup size",
+                          "Declare one: @vyre.kernel(workgroup=(64,), subgroup_size=8) "
+                          "(routing sends the program to a backend that forms subgroups "
+                          "of that size).", node)
+        op = SubgroupOp(intrinsics.SUBGROUPS[fn])
+        self._no_args(node, 0 if op is SubgroupOp.ELECT else
+                      2 if op in SUBGROUP_LANE_OPS else 1)
+        value = lane = None
+        if node.args:
+            value = values.settle(self.expr(node.args[0]))
+        if len(node.args) == 2:
+            lane = self.expr(node.args[1])
+            lane = values.settle(lane, DType.U32) if lane.weak else lane
+            if lane.dtype is not DType.U32:
+                raise Refusal(f"the lane of vyre.{fn.__name__}() is a {lane.dtype.value}",
+                              "Give a u32 lane: u32(...).", node.args[1])
+        dtype = typerules.subgroup_result(op, None if value is None else value.dtype,
+                                          None if lane is None else lane.dtype)
+        if dtype is None:
+            raise Refusal(f"vyre.{fn.__name__}() of a {value.dtype.value}",
+                          "Pass the types the subgroup table of docs/semantics.md lists "
+                          "(i32/u32 to reduce and scan; u32, i32, f32 to move; a bool to "
+                          "ballot), casting if need be: i32(v).", node.args[0])
+        return Value(Subgroup(op, size, None if value is None else value.node,
+                              None if lane is None else lane.node), dtype)
 
     def inline(self, fn: Any, node: ast.Call) -> Value:
         """A ``@vyre.func`` call: its body lowered here, its locals renamed, its

@@ -29,7 +29,7 @@ class Parameters:
 
     names: tuple[str, ...]                      # positional, in order
     declared: tuple[ParamType, ...]             # annotations (None: from the argument)
-    constants: tuple[tuple[str, DType, Any], ...]  # keyword-only: name, dtype, default
+    constants: tuple[tuple[str, ConstantType, Any], ...]  # keyword-only: name, type, default
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> Parameters:
@@ -50,7 +50,7 @@ class Parameters:
                         "constant with a default",
                         f"Annotate it {p.name}: vyre.Constant[u32] = 16 (a specialization "
                         "constant), or make it positional.")
-                constants.append((p.name, hint.dtype, p.default))
+                constants.append((p.name, hint, p.default))
                 continue
             if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
                 raise KernelSyntaxError(f"parameter {p.name!r} of {fn.__name__!r} is "

@@ -113,10 +113,19 @@ def truth(v: Value) -> Value:
 def _pair(a: Value, b: Value, symbol: str, sources: tuple[str, str]) -> tuple[Value, Value]:
     """Both operands typed alike: a number takes the other's type; two typed values must
     have one type already (a Fix names the cast)."""
-    if a.weak and not b.weak:
-        return settle(a, b.dtype), b
-    if b.weak and not a.weak:
-        return a, settle(b, a.dtype)
+    if a.weak != b.weak:
+        (number, side), (typed, other) = ((a, sources[0]), (b, sources[1])) if a.weak else \
+            ((b, sources[1]), (a, sources[0]))
+        try:
+            settled = settle(number, typed.dtype)
+        except Refusal as r:
+            if not (typed.dtype.is_int and isinstance(number.const, int)):
+                raise
+            raise Refusal(f"{side} used as {typed.dtype.value} in {sources[0]} {symbol} "
+                          f"{sources[1]}: {r.cause}",
+                          f"Cast the {typed.dtype.value} side to a type that holds both: "
+                          f"i64({other}) (or i32({other}) when it is below 2**31).") from None
+        return (settled, b) if a.weak else (a, settled)
     a, b = settle(a), settle(b)
     if a.dtype is not b.dtype:
         left, right = sources
@@ -187,6 +196,11 @@ def binop(symbol: str, a: Value, b: Value, sources: tuple[str, str] = ("a", "b")
         count = cast(settle(b, DType.U32), DType.U32) if b.weak or b.dtype.is_int else None
         if count is None:
             raise Refusal(f"a shift by a {b.dtype.value}", "Shift by an integer.")
+        if b.weak and not 0 <= b.const < a.dtype.bits:
+            raise Refusal(f"a shift of a {a.dtype.value} by {b.const}: the IR masks the count "
+                          f"to 0..{a.dtype.bits - 1}, which Python does not",
+                          f"Shift by 0 to {a.dtype.bits - 1}, or widen first: "
+                          f"i64({sources[0]}) {symbol} {b.const}.")
         return _binary(BinOp.SHL if symbol == "<<" else BinOp.SHR, a, count, symbol)
     a, b = _pair(a, b, symbol, sources)
     t = a.dtype
