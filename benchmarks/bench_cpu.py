@@ -101,7 +101,7 @@ def matmul_tuned_vs_numpy() -> Result:
     from vyre_core.tuning.cache import CACHE_ENV
 
     example = importlib.import_module("vyre_examples.matmul").build(256, 256, 256)
-    a, b = example.inputs
+    a, b = (x.reshape(256, 256) for x in example.inputs[:2])  # (then C, then the shapes)
     saved = os.environ.get(CACHE_ENV)
     where = tempfile.mkdtemp(prefix="vyre-bench-tuning-")
     os.environ[CACHE_ENV] = where
@@ -110,7 +110,7 @@ def matmul_tuned_vs_numpy() -> Result:
             tuned = drv.tune(example.program, example.inputs, "cpu", config=example.config,
                              constants={"KTILE": reps([16, 1, 2, 4, 8], [16, 8])},
                              repeats=reps(3, 1))  # (quick: two kernels to compile, not five)
-            config = DispatchConfig(tuned=True)  # (the example's grid is inferred: no config)
+            config = example.config.replace(tuned=True)  # (its dim, and the tuned KTILE)
             out = drv.dispatch(example.program, example.inputs, "cpu", config)[0]
             if out.tobytes() != example.expected[0].tobytes():
                 raise AssertionError("the tuned matmul on the cpu backend differs from numpy")
@@ -134,7 +134,7 @@ def matmul_int8_vs_numpy() -> Result:
 
     example = importlib.import_module("vyre_examples.matmul_int8").build(128, 256, 128)
     a, b = (x.reshape(shape).astype(np.int32) for x, shape in
-            zip(example.inputs, ((128, 256), (256, 128)), strict=True))
+            zip(example.inputs[:2], ((128, 256), (256, 128)), strict=True))
     with Driver() as drv:
         wrong = example.mismatch(example.run(drv, "cpu"))
         if wrong:
