@@ -114,7 +114,8 @@ def test_saxpy_and_blur_run_as_written_with_the_twins_bytes(drv, backend):
     out = np.full(n, -1.0, np.float32)
     drv.launch(saxpy, dim=n, args=(2.0, x, y, out), backend=backend)
     twin, = drv.dispatch(saxpy_twin(), [np.array([2.0], np.float32), x, y,
-                                        np.full(n, -1.0, np.float32)],
+                                        np.full(n, -1.0, np.float32),
+                                        np.array([n], np.uint32)],
                          backend=backend, dim=n)
     assert out.tobytes() == twin.tobytes() == (np.float32(2.0) * x + y).tobytes()
 
@@ -122,7 +123,7 @@ def test_saxpy_and_blur_run_as_written_with_the_twins_bytes(drv, backend):
     out2 = np.full_like(img, -5.0)                 # the border is not written: kept
     drv.launch(blur, dim=img.shape, args=(img, out2), backend=backend)
     twin2, = drv.dispatch(blur_twin(), [img, np.full_like(img, -5.0),
-                                        np.array([37, 29, 37, 29], np.uint32)],
+                                        np.array([37, 29, 37, 29, 37, 29], np.uint32)],
                           backend=backend, dim=img.shape)
     assert out2.tobytes() == twin2.tobytes()
     np.testing.assert_array_max_ulp(out2, blur_numpy(img), maxulp=0)

@@ -103,7 +103,8 @@ class FuncFunction:
 
 def dims_of(dim: Any) -> tuple[int, ...]:
     """A launch's ``dim`` as its invocation counts per axis."""
-    return (int(dim),) if axes_of(dim) == 1 else tuple(int(n) for n in dim)
+    axes_of(dim)
+    return tuple(int(n) for n in dim) if isinstance(dim, tuple | list) else (int(dim),)
 
 
 @dataclass(frozen=True)
