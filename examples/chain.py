@@ -49,10 +49,9 @@ def sequence(n: int):
     s.resident("y", ir.f32, n)
     s.transient("t", ir.f32, n)
     s.transient("z", ir.f32, n)
-    v = np.zeros(0, np.float32)  # (the arguments' types: the sequence binds the buffers)
-    s.step(scaled_sum.program(dim=n, args=(v, v, v)), {"a": "x", "b": "y", "out": "t"}, dim=n)
-    s.step(square.program(dim=n, args=(v, v)), {"a": "t", "out": "y"}, dim=n)
-    s.step(difference.program(dim=n, args=(v, v, v)), {"a": "y", "b": "x", "out": "z"}, dim=n)
+    s.step(scaled_sum, {"a": "x", "b": "y", "out": "t"}, dim=n)
+    s.step(square, {"a": "t", "out": "y"}, dim=n)
+    s.step(difference, {"a": "y", "b": "x", "out": "z"}, dim=n)
     return s.build(returns=["y", "z"])
 
 

@@ -61,16 +61,14 @@ def sequence(side: int):
     b.transient("u", ir.u32, side * side)
     b.transient("v", ir.u32, side * side)
     b.transient("changed", ir.u32, 1)
-    dim, grid = (side, side), np.zeros(0, np.uint32)  # (grid: the arrays' type)
-    plain = sweep.program(dim=dim, args=(side, grid, grid))
-    flagged = flagged_sweep.program(dim=dim, args=(side, grid, grid, grid))
-    b.step(plain, {"src": "start", "dst": "u"}, dim=dim)
+    dim = (side, side)
+    b.step(sweep, {"src": "start", "dst": "u"}, dim=dim)
     with b.loop(until_zero="changed", max_iterations=MAX_ITERATIONS):
         for s in range(SWEEPS):
             last = s == SWEEPS - 1
             src, dst = ("u", "v") if s % 2 == 0 else ("v", "u")
             bind = {"src": src, "dst": dst, **({"flag": "changed"} if last else {})}
-            b.step(flagged if last else plain, bind, dim=dim)
+            b.step(flagged_sweep if last else sweep, bind, dim=dim)
     return b.build(returns=["u"])
 
 

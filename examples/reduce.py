@@ -49,11 +49,9 @@ def sequence(n: int):
     b = SequenceBuilder()
     b.input("x", ir.f32, n)
     source = "x"
-    v = np.zeros(0, np.float32)  # (the arguments' types: the sequence binds the buffers)
-    program = partial_sums.program(dim=n, args=(v, v))
     for level, (m, _) in enumerate(passes(n)):
         target = b.transient(f"level{level}", ir.f32, m)
-        b.step(program, {"x": source, "out": target}, dim=m)
+        b.step(partial_sums, {"x": source, "out": target}, dim=m)
         source = target
     return b.build(returns=[source])
 

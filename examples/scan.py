@@ -61,18 +61,15 @@ def sequence(n: int):
     b = SequenceBuilder()
     b.input("x", ir.u32, n)
     shape = levels(n)
-    v = np.zeros(0, np.uint32)  # (the arguments' types: the sequence binds the buffers)
-    scan, offsets = chunk_scan.program(dim=n, args=(v, v, v)), add_offsets.program(
-        dim=n, args=(v, v))
     for level, (size, chunk) in enumerate(shape):
         b.transient(f"scan{level}", ir.u32, size)
         b.transient(f"totals{level}", ir.u32, size // chunk)
-        b.step(scan, {"x": "x" if level == 0 else f"totals{level - 1}",
+        b.step(chunk_scan, {"x": "x" if level == 0 else f"totals{level - 1}",
                       "y": f"scan{level}", "totals": f"totals{level}"},
                dim=size // chunk)  # one invocation per chunk
     for level in range(len(shape) - 2, -1, -1):
         size, _ = shape[level]
-        b.step(offsets, {"y": f"scan{level}", "scanned": f"scan{level + 1}"}, dim=size)
+        b.step(add_offsets, {"y": f"scan{level}", "scanned": f"scan{level + 1}"}, dim=size)
     return b.build(returns=["scan0"])
 
 

@@ -63,12 +63,10 @@ def sequence(n: int):
     b = SequenceBuilder()
     b.input("unsorted", ir.u32, n)
     b.transient("keys", ir.u32, n)
-    keys = np.zeros(0, np.uint32)  # (the arguments' types: the sequence binds the buffers)
-    b.step(copy.program(dim=n, args=(keys, keys)), {"src": "unsorted", "dst": "keys"}, dim=n)
-    program = compare_and_swap.program(dim=n, args=(keys, np.zeros(2, np.int32)))
+    b.step(copy, {"src": "unsorted", "dst": "keys"}, dim=n)
     for size, j in stages(n):
         stage = b.constant(f"stage_{size}_{j}", ir.i32, [size, j])
-        b.step(program, {"stage": stage}, dim=n // 2)  # one invocation per pair
+        b.step(compare_and_swap, {"stage": stage}, dim=n // 2)  # one invocation per pair
     return b.build(returns=["keys"])
 
 

@@ -74,14 +74,16 @@ def test_dim_and_spec_parsing():
 def test_generated_arguments_follow_dim_and_the_seed(module):
     first = load_target(f"{module}:transpose", dim="3,4").example
     again = load_target(f"{module}:transpose", dim="3,4").example
-    src, dst, shapes = first.inputs
-    assert src.size == 12 and dst.size == 12 and shapes.tolist() == [3, 4]
+    src, dst, launch = first.inputs
+    assert src.size == 12 and dst.size == 12
+    assert launch.tolist() == [3, 4, 3, 4]   # the hidden launch buffer: extents, then dim
     assert src.dtype == np.int32 and src.min() >= 0 and src.max() < 100
     assert all(a.tobytes() == b.tobytes() for a, b in zip(first.inputs, again.inputs,
                                                            strict=True))
     assert first.config.dim == (3, 4)
-    a, x, y, out = load_target(f"{module}:saxpy", dim="6").example.inputs
+    a, x, y, out, launch = load_target(f"{module}:saxpy", dim="6").example.inputs
     assert a.dtype == np.float32 and a.size == 1 and x.size == y.size == out.size == 6
+    assert launch.tolist() == [6]    # the hidden launch buffer: exactly dim invocations
     assert x.min() >= 0.0 and x.max() < 1.0
 
 
@@ -89,7 +91,7 @@ def test_generated_arguments_follow_dim_and_the_seed(module):
 def test_inputs_by_parameter_name(module, tmp_path):
     npz = tmp_path / "args.npz"
     np.savez(npz, a=np.float32(3), x=np.arange(5, dtype=np.float32))
-    a, x, y, _ = load_target(f"{module}:saxpy", str(npz), dim="5").example.inputs
+    a, x, y, _, _ = load_target(f"{module}:saxpy", str(npz), dim="5").example.inputs
     assert a.tolist() == [3.0] and x.tolist() == [0, 1, 2, 3, 4] and y.size == 5
     np.savez(npz, x=np.arange(2, dtype=np.int32), out=np.zeros(2, np.int32))
     assert load_target(f"{module}:loose", str(npz), dim="1").example.inputs[0].tolist() == \
@@ -129,8 +131,8 @@ def test_kernel_target_refusals(case, module):
 @pytest.mark.processes
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
 def test_vyre_run_kernel_prints_the_outputs_blake3(module, backend):
-    a, x, y, _ = kernel_example(kernel_of(_load_module(module), "saxpy", "s"), (300,),
-                                 "s").inputs
+    a, x, y, _, _ = kernel_example(kernel_of(_load_module(module), "saxpy", "s"), (300,),
+                                    "s").inputs
     record = json_of(vyre("run", f"{module}:saxpy", "--dim", "300", "--backend", backend,
                           "--shadow", "--json"))
     assert (record["target"], record["kind"], record["backend"]) == \

@@ -35,6 +35,16 @@ def blur(img: vyre.Array[f32, 2], out: vyre.Array[f32, 2]):
         out[r, c] = acc / 9
 
 
+def exact_guard(k: ir.Kernel, launch: ir.Val, first: int, axes: int) -> None:
+    """The lowering's guard of an exact kernel: the invocations past ``dim`` (the launch
+    buffer's elements from ``first``) return at once."""
+    past = ir.global_id(0) >= launch[first]
+    for axis in range(1, axes):
+        past = ir.logical_or(past, ir.global_id(axis) >= launch[first + axis])
+    with k.if_(past):
+        k.ret()
+
+
 def saxpy_twin() -> ir.Program:
     """saxpy as the builder writes it, under the kernel typing rules (ids are i32)."""
     k = ir.Kernel(workgroup=(64,))
@@ -42,6 +52,7 @@ def saxpy_twin() -> ir.Program:
     x = k.read("x", ir.f32)
     y = k.read("y", ir.f32)
     out = k.read_write("out", ir.f32)
+    exact_guard(k, k.uniform("launch", ir.u32, count=1), 0, 1)
     i = k.let("i", ir.global_id(0).cast(ir.i32))
     with k.if_(i < x.len.cast(ir.i32)):
         out[i.cast(ir.u32)] = a[0] * x[i.cast(ir.u32)] + y[i.cast(ir.u32)]
@@ -49,11 +60,13 @@ def saxpy_twin() -> ir.Program:
 
 
 def blur_twin() -> ir.Program:
-    """blur as the builder writes it: the extents of img and out in one u32 uniform."""
+    """blur as the builder writes it: the extents of img and out, then the launch's dim,
+    in one u32 uniform."""
     k = ir.Kernel(workgroup=(8, 8))
     img = k.read("img", ir.f32)
     out = k.read_write("out", ir.f32)
-    shapes = k.uniform("shapes", ir.u32, count=4)
+    shapes = k.uniform("launch", ir.u32, count=6)
+    exact_guard(k, shapes, 4, 2)
     r = k.let("r", ir.global_id(0).cast(ir.i32))
     c = k.let("c", ir.global_id(1).cast(ir.i32))
     rows, cols = shapes[0].cast(ir.i32), shapes[1].cast(ir.i32)
@@ -101,7 +114,8 @@ def test_saxpy_and_blur_run_as_written_with_the_twins_bytes(drv, backend):
     out = np.full(n, -1.0, np.float32)
     drv.launch(saxpy, dim=n, args=(2.0, x, y, out), backend=backend)
     twin, = drv.dispatch(saxpy_twin(), [np.array([2.0], np.float32), x, y,
-                                        np.full(n, -1.0, np.float32)],
+                                        np.full(n, -1.0, np.float32),
+                                        np.array([n], np.uint32)],
                          backend=backend, dim=n)
     assert out.tobytes() == twin.tobytes() == (np.float32(2.0) * x + y).tobytes()
 
@@ -109,7 +123,7 @@ def test_saxpy_and_blur_run_as_written_with_the_twins_bytes(drv, backend):
     out2 = np.full_like(img, -5.0)                 # the border is not written: kept
     drv.launch(blur, dim=img.shape, args=(img, out2), backend=backend)
     twin2, = drv.dispatch(blur_twin(), [img, np.full_like(img, -5.0),
-                                        np.array([37, 29, 37, 29], np.uint32)],
+                                        np.array([37, 29, 37, 29, 37, 29], np.uint32)],
                           backend=backend, dim=img.shape)
     assert out2.tobytes() == twin2.tobytes()
     np.testing.assert_array_max_ulp(out2, blur_numpy(img), maxulp=0)

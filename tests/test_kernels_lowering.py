@@ -118,7 +118,8 @@ def test_the_program_is_stable_and_needs_no_ids_or_addresses():
     again = vyre.kernel(saxpy.fn).program(dim=4, args=(1.0, x, x, x))
     assert prog.fingerprint() == again.fingerprint()
     assert [(b.name, b.access.value) for b in prog.buffers] == [
-        ("a", "uniform"), ("x", "read"), ("y", "read"), ("out", "read_write")]
+        ("a", "uniform"), ("x", "read"), ("y", "read"), ("out", "read_write"),
+        ("launch", "uniform")]
 
 
 # -- typing -------------------------------------------------------------------------------
@@ -581,9 +582,10 @@ def test_locals_live_for_the_whole_kernel_as_in_python():
     out, cnt = np.zeros(4, np.int32), np.zeros(2, np.uint32)
     launch(scoped, 4, (x, out, cnt))
     assert out.tolist() == [100 + 5, -100 + 0, -100 + 1, 100 + 2]
-    assert cnt.tolist() == [2 * 64, 7]    # a whole workgroup of 64 ran: no bounds guard
+    assert cnt.tolist() == [2 * 4, 7]     # exactly dim=4 invocations ran, not a workgroup
     body = scoped.program(dim=4, args=(x, out, cnt)).body
-    assert [type(s).__name__ for s in body[:3]] == ["Let", "Let", "If"]  # s declared first
+    # the launch guard, then s declared first
+    assert [type(s).__name__ for s in body[:4]] == ["If", "Let", "Let", "If"]
 
 
 @pytest.mark.fast

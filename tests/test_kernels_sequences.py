@@ -112,19 +112,21 @@ def test_a_kernel_step_runs_the_kernels_own_program_bound_by_name():
     steps = [s for _, s in seq.steps()]
     x = np.zeros(N, np.float32)
     assert steps[0].program == saxpy.program(dim=N, args=(2.5, x, x, x))
-    assert steps[0].bindings == ("step0_a", "x", "y", "t")
+    assert steps[0].bindings == ("step0_a", "x", "y", "t", "step0_launch")
+    assert np.frombuffer(seq.buffer("step0_launch").data, np.uint32).tolist() == [N]
     assert seq.buffer("step0_a").role is Role.CONSTANT
     assert np.frombuffer(seq.buffer("step0_a").data, np.float32).tolist() == [2.5]
     # the loop's number is a u32[1]; the i32 scalar reads it through a cast
     signed = steps[1].program.buffer("k")
     assert (signed.dtype, signed.access, signed.count) == (ir.u32, ir.Access.UNIFORM, 1)
-    assert steps[1].bindings == ("iteration_0", "v")
-    # the blur's extents: a constant of the sequence, bound to its hidden buffer
-    shapes = steps[3].program.inputs[-1].name
-    assert steps[3].bindings[-1] == "step3_shapes" and shapes == "shapes"
-    assert np.frombuffer(seq.buffer("step3_shapes").data, np.uint32).tolist() == \
-        [ROWS, COLS, ROWS, COLS]
-    assert [b.dtype for b in steps[4].program.inputs] == [ir.f32, ir.f32, ir.f32]
+    assert steps[1].bindings == ("iteration_0", "v", "step1_launch")
+    # the blur's extents and the step's dim: a constant of the sequence, bound to its
+    # hidden launch buffer
+    launch = steps[3].program.inputs[-1].name
+    assert steps[3].bindings[-1] == "step3_launch" and launch == "launch"
+    assert np.frombuffer(seq.buffer("step3_launch").data, np.uint32).tolist() == \
+        [ROWS, COLS, ROWS, COLS, ROWS, COLS]
+    assert [b.dtype for b in steps[4].program.inputs] == [ir.f32, ir.f32, ir.f32, ir.u32]
 
 
 @pytest.mark.fast

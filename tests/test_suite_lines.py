@@ -57,9 +57,6 @@ def test_the_table_matches_benchmarks_md():
     assert table(*counts()) in doc
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "vyre runs whole workgroups, so each kernel whose dim is its output's shape needs a "
-    "bounds check Warp does not (Warp launches exactly dim threads): one line per kernel"))
 def test_vyre_takes_no_more_kernel_lines_than_warp():
     vyre, warp = counts()
     print("\n" + table(vyre, warp))

@@ -22,7 +22,24 @@ from vyre_core.errors import (
     ValidationError,
 )
 from vyre_core.ir.dtypes import DType
-from vyre_core.ir.nodes import Access, Buffer, Cast, If, Loop, SpecConstant, SpecRef, Stmt, While
+from vyre_core.ir.nodes import (
+    Access,
+    Binary,
+    BinOp,
+    Buffer,
+    Cast,
+    IdKind,
+    If,
+    InvocationId,
+    Lit,
+    Load,
+    Loop,
+    Return,
+    SpecConstant,
+    SpecRef,
+    Stmt,
+    While,
+)
 from vyre_core.ir.nodes import Block as BlockStmt
 from vyre_core.ir.program import Program
 from vyre_core.ir.specialize import describe_range, in_range
@@ -84,30 +101,48 @@ class FuncFunction:
         return self.fn(*args)
 
 
+def dims_of(dim: Any) -> tuple[int, ...]:
+    """A launch's ``dim`` as its invocation counts per axis."""
+    axes_of(dim)
+    return tuple(int(n) for n in dim) if isinstance(dim, tuple | list) else (int(dim),)
+
+
 @dataclass(frozen=True)
 class Compiled:
-    """A kernel compiled for one signature: the program, and where each argument goes."""
+    """A kernel compiled for one signature: the program, where each argument goes, and
+    its hidden ``launch`` uniform: the extents of its shaped arrays, then (an exact
+    kernel's) the launch's ``dim``, one ``u32`` per axis."""
 
     program: Program
     types: tuple[ArrayType | DType, ...]
     written: tuple[int, ...]        # positions of the arrays the kernel writes
     shaped: tuple[int, ...]         # positions of the arrays whose extents are passed
-    shapes: str | None = None       # the name of the buffer of their extents
+    launch: str | None = None       # the name of the hidden launch buffer, if it has one
+    exact: bool = True              # runs exactly dim invocations (False: whole workgroups)
+
+    def launch_values(self, dim: Any, extents: Sequence[int]) -> np.ndarray | None:
+        """The hidden launch buffer's contents for ``dim`` and the shaped arrays'
+        ``extents`` (their shapes, in parameter order); None when it has none."""
+        if self.launch is None:
+            return None
+        return np.array([*extents, *(dims_of(dim) if self.exact else ())], np.uint32)
 
 
 class LaunchPlan:
     """One launch: the dispatch inputs (ABI order) and the ``out=`` arrays of the
     outputs; ``fill()`` copies into the caller's arrays those that are not theirs."""
 
-    def __init__(self, compiled: Compiled, args: Sequence[Any]) -> None:
+    def __init__(self, compiled: Compiled, dim: Any, args: Sequence[Any]) -> None:
         self.program = compiled.program
+        self.exact = compiled.exact
         self.inputs: list[Any] = []
         for value, t in zip(args, compiled.types, strict=True):
             self.inputs.append(value.reshape(-1) if isinstance(t, ArrayType) else
                                scalar_array(value, t))
-        if compiled.shaped:
-            self.inputs.append(np.array([n for p in compiled.shaped for n in args[p].shape],
-                                        np.uint32))
+        hidden = compiled.launch_values(dim, [n for p in compiled.shaped
+                                              for n in args[p].shape])
+        if hidden is not None:
+            self.inputs.append(hidden)
         self.targets = [args[p] for p in compiled.written]
         self.direct = [_direct(t) for t in self.targets]
         self.out = [t.reshape(-1) if direct else
@@ -192,10 +227,15 @@ class KernelFunction:
         """The IR program for a launch of ``dim`` with ``args`` (an ordinary Program)."""
         return self.compiled(dim, args).program
 
+    def exact(self, *, dim: Any, args: Sequence[Any]) -> bool:
+        """Whether a launch runs exactly ``dim`` invocations (True), or whole workgroups
+        (False: the kernel synchronizes a workgroup, and guards its own bounds)."""
+        return self.compiled(dim, args).exact
+
     def plan(self, dim: Any, args: Sequence[Any]) -> LaunchPlan:
         compiled = self.compiled(dim, args)
         try:
-            return LaunchPlan(compiled, args)
+            return LaunchPlan(compiled, dim, args)
         except Refusal as exc:  # a scalar that does not fit its dtype
             name, dtype = next((n, t) for n, v, t in zip(self.params.names, args,
                                                          compiled.types, strict=True)
@@ -215,7 +255,7 @@ class KernelFunction:
         taken = {n.id for n in ast.walk(source.tree) if isinstance(n, ast.Name)} | \
             set(names) | {c[0] for c in self.params.constants}
         unit = Unit(taken, "", subgroup_size=self.subgroup_size)
-        unit.shapes_buffer = unit.fresh("shapes")
+        unit.launch_buffer = unit.fresh("launch")
         env: dict[str, Any] = {}
         offset = 0
         shaped = []
@@ -235,6 +275,10 @@ class KernelFunction:
             env[name] = Value(SpecRef(name), ctype.dtype)
         body: list[Stmt] = []
         Lowerer(source, unit, env, _globals_of(self.fn, source)).run(body)
+        exact = not unit.synchronizes
+        if exact:
+            body.insert(0, _launch_guard(unit.launch_buffer, offset, axes))
+            offset += axes
         buffers = []
         for name, t in zip(names, types, strict=True):
             if isinstance(t, ArrayType):
@@ -245,8 +289,8 @@ class KernelFunction:
                 buffers.append(Buffer(name, len(buffers), stored, Access.UNIFORM, 1))
         for name, dtype, count in unit.workgroup_buffers:
             buffers.append(Buffer(name, len(buffers), dtype, Access.WORKGROUP, count))
-        if shaped:
-            buffers.append(Buffer(unit.shapes_buffer, len(buffers), DType.U32,
+        if offset:
+            buffers.append(Buffer(unit.launch_buffer, len(buffers), DType.U32,
                                   Access.UNIFORM, offset))
         workgroup = self.workgroup or DEFAULT_WORKGROUPS[axes]
         program = Program(tuple(buffers), workgroup, tuple(body), tuple(constants))
@@ -255,7 +299,19 @@ class KernelFunction:
             raise _located(findings, program, unit.lines)
         written = tuple(p for p, name in enumerate(names) if name in unit.written)
         return Compiled(program, types, written, tuple(shaped),
-                        unit.shapes_buffer if shaped else None)
+                        unit.launch_buffer if offset else None, exact)
+
+
+def _launch_guard(launch: str, first: int, axes: int) -> If:
+    """``return`` for the invocations past the launch's ``dim``, whose extents are the
+    launch buffer's elements from ``first``: so an exact kernel runs ``dim`` invocations
+    however the workgroups round it up (a rule of the lowering, not the kernel's)."""
+    past = None
+    for axis in range(axes):
+        test = Binary(BinOp.GE, InvocationId(IdKind.GLOBAL, axis),
+                      Load(launch, Lit.of(DType.U32, first + axis)))
+        past = test if past is None else Binary(BinOp.LOGICAL_OR, past, test)
+    return If(past, (Return(),), ())
 
 
 def _spec_constant(source: Source, name: str, ctype: ConstantType, default: Any
@@ -285,8 +341,6 @@ def _spec_constant(source: Source, name: str, ctype: ConstantType, default: Any
 
 
 def _scalar_load(name: str) -> Any:
-    from vyre_core.ir.nodes import Lit, Load
-
     return Load(name, Lit.of(DType.U32, 0))
 
 

@@ -130,7 +130,7 @@ def refuse_unsupported(tree: ast.AST) -> None:
 @dataclass
 class ArrayRef:
     """An array a kernel names: a buffer, its element type and axes. ``shapes`` is the
-    offset of its extents in the shapes buffer (shaped arrays), ``count`` a shared
+    offset of its extents in the hidden launch buffer (shaped arrays), ``count`` a shared
     array's length."""
 
     name: str
@@ -146,12 +146,15 @@ class Unit:
     writes, the names taken, the shared arrays, the line of each statement."""
 
     taken: set[str]
-    shapes_buffer: str
+    launch_buffer: str
     workgroup_buffers: list[tuple[str, DType, int]] = field(default_factory=list)
     written: set[str] = field(default_factory=set)
     lines: dict[int, tuple[str, int]] = field(default_factory=dict)
     inlining: list[Any] = field(default_factory=list)
     subgroup_size: int | None = None
+    #: whether it synchronizes a workgroup (a barrier, a shared array, a subgroup
+    #: operation): then every invocation of a workgroup runs, and none is dropped
+    synchronizes: bool = False
 
     def fresh(self, base: str) -> str:
         """A variable name no parameter, local or earlier fresh name has (deterministic:
@@ -298,6 +301,7 @@ class Lowerer:
             fn = self._static(s.value.func)
             if fn is intrinsics.barrier:
                 self._no_args(s.value, 0)
+                self.unit.synchronizes = True
                 self.emit(Barrier(), s)
                 return
             if fn in intrinsics.ATOMICS or _is_func(fn):
@@ -544,6 +548,7 @@ class Lowerer:
                           "Write vyre.shared(f32, 64) (a module-level constant works).", call)
         if target.id in self.env:
             raise Refusal(f"{target.id!r} is declared twice", "Use another name.", target)
+        self.unit.synchronizes = True
         self.unit.workgroup_buffers.append((target.id, dtype, count.const))
         self.unit.taken.add(target.id)
         self.env[target.id] = ArrayRef(target.id, dtype, count=count.const)
@@ -675,7 +680,7 @@ class Lowerer:
 
     def extent(self, array: ArrayRef, axis: int) -> Value:
         """``a.shape[axis]`` as an i32: a shared array's count, a flat array's length, a
-        shaped one's extent from the shapes buffer."""
+        shaped one's extent from the hidden launch buffer."""
         if array.count is not None:
             return Value(Lit.of(DType.I32, array.count), DType.I32)
         if array.shapes is None:
@@ -683,7 +688,7 @@ class Lowerer:
         return Value(Cast(DType.I32, self._extent_u32(array, axis)), DType.I32)
 
     def _extent_u32(self, array: ArrayRef, axis: int) -> Expr:
-        return Load(self.unit.shapes_buffer, Lit.of(DType.U32, array.shapes + axis))
+        return Load(self.unit.launch_buffer, Lit.of(DType.U32, array.shapes + axis))
 
     def _one_index(self, node: ast.AST) -> Expr:
         v = self.expr(node)
@@ -849,6 +854,7 @@ class Lowerer:
                           "Declare one: @vyre.kernel(workgroup=(64,), subgroup_size=8) "
                           "(routing sends the program to a backend that forms subgroups "
                           "of that size).", node)
+        self.unit.synchronizes = True
         op = SubgroupOp(intrinsics.SUBGROUPS[fn])
         self._no_args(node, 0 if op is SubgroupOp.ELECT else
                       2 if op in SUBGROUP_LANE_OPS else 1)

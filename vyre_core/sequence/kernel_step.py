@@ -1,6 +1,7 @@
 """A ``@vyre.kernel`` as a sequence step: each parameter bound to a sequence buffer (or,
 for a scalar, given as a number), the kernel compiled for the signature those buffers
-say, the numbers and the extents of shaped arrays made constants of the sequence.
+say, the numbers, the extents of shaped arrays and the step's ``dim`` (the kernel's
+hidden launch buffer) made constants of the sequence.
 Sequence buffers have counts, not shapes: a shaped array's extents come from the
 step's ``shapes=``."""
 
@@ -96,11 +97,12 @@ def kernel_step(kernel: KernelFunction, bind: Mapping[str, Binding], dim: Any,
                           "(or 3).")
         types.append(t)
     compiled = kernel.compiled_for(tuple(types), axes, frozenset(from_u32))
-    if compiled.shapes is not None:
-        extents = [n for p in compiled.shaped for n in shapes[names[p]]]
-        made.append(_constant(_fresh(f"step{number}_{compiled.shapes}", taken), DType.U32,
-                              np.array(extents, np.uint32)))
-        bound[compiled.shapes] = made[-1].name
+    hidden = compiled.launch_values(dim, [n for p in compiled.shaped
+                                          for n in shapes[names[p]]])
+    if hidden is not None:
+        made.append(_constant(_fresh(f"step{number}_{compiled.launch}", taken), DType.U32,
+                              hidden))
+        bound[compiled.launch] = made[-1].name
     return KernelStep(compiled.program, bound, tuple(made))
 
 
