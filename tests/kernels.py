@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from vyre_core import ir
+import vyre_core as vyre
+from vyre_core import f32, ir
 
 
 def spin(iterations: int, salt: int = 0) -> ir.Program:
@@ -26,3 +27,23 @@ def axpy_into(a: float) -> ir.Program:
     with k.if_(i < x.len):
         y[i] = y[i] + x[i] * a
     return k.build()
+
+
+# -- the kernels of issue 36, as its text writes them ------------------------------------
+
+@vyre.kernel
+def saxpy(a: f32, x: vyre.Array[f32], y: vyre.Array[f32], out: vyre.Array[f32]):
+    i = vyre.global_id(0)
+    if i < len(x):
+        out[i] = a * x[i] + y[i]
+
+
+@vyre.kernel
+def blur(img: vyre.Array[f32, 2], out: vyre.Array[f32, 2]):
+    r, c = vyre.global_id(0), vyre.global_id(1)
+    if 0 < r < img.shape[0] - 1 and 0 < c < img.shape[1] - 1:
+        acc = f32(0)
+        for dr in range(-1, 2):
+            for dc in range(-1, 2):
+                acc += img[r + dr, c + dc]
+        out[r, c] = acc / 9

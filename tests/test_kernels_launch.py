@@ -7,32 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kernels import blur, saxpy
 
 import vyre_core as vyre
-from vyre_core import f32, ir, u32
+from vyre_core import ir, u32
 from vyre_core.errors import InvalidInputError
 
 pytestmark = [pytest.mark.processes]
 
 BACKENDS = ["reference", "cpu", "wgpu"]
-
-
-@vyre.kernel
-def saxpy(a: f32, x: vyre.Array[f32], y: vyre.Array[f32], out: vyre.Array[f32]):
-    i = vyre.global_id(0)
-    if i < len(x):
-        out[i] = a * x[i] + y[i]
-
-
-@vyre.kernel
-def blur(img: vyre.Array[f32, 2], out: vyre.Array[f32, 2]):
-    r, c = vyre.global_id(0), vyre.global_id(1)
-    if 0 < r < img.shape[0] - 1 and 0 < c < img.shape[1] - 1:
-        acc = f32(0)
-        for dr in range(-1, 2):
-            for dc in range(-1, 2):
-                acc += img[r + dr, c + dc]
-        out[r, c] = acc / 9
 
 
 def exact_guard(k: ir.Kernel, launch: ir.Val, first: int, axes: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kernels import blur
 
 import vyre_core as vyre
 from vyre_core import f32, i32, ir, u32
@@ -40,17 +41,6 @@ def scale(x, out, factor):                  # unannotated: typed from the sequen
     i = vyre.global_id(0)
     if i < len(x):
         out[i] = x[i] * factor
-
-
-@vyre.kernel
-def blur(img: vyre.Array[f32, 2], out: vyre.Array[f32, 2]):
-    r, c = vyre.global_id(0), vyre.global_id(1)
-    if 0 < r < img.shape[0] - 1 and 0 < c < img.shape[1] - 1:
-        acc = f32(0)
-        for dr in range(-1, 2):
-            for dc in range(-1, 2):
-                acc += img[r + dr, c + dc]
-        out[r, c] = acc / 9
 
 
 N = 100
