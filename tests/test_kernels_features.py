@@ -257,3 +257,35 @@ def test_a_func_assigning_an_array_parameter_is_refused_at_its_line():
     err = refused(calls_rebinds_array, (np.zeros(1, np.int32),))
     assert err.details["line"] == rebinds_array.fn.__code__.co_firstlineno + 2
     assert "assigns array parameter 'a'" in err.cause and "x[i] = v" in err.fix
+
+
+@vyre.func
+def overwrite_then_return(v, a):
+    a[0] = 100
+    return v
+
+
+@vyre.func
+def doubled(v):
+    return v + v
+
+
+@vyre.func
+def next_ticket(c):
+    c[1] += 1
+    return c[1]
+
+
+@vyre.kernel
+def argument_order(a: vyre.Array[i32], c: vyre.Array[u32], out: vyre.Array[i32]):
+    out[0] = overwrite_then_return(a[0], a)          # a[0] read before the body stores
+    out[1] = i32(doubled(vyre.atomic_add(c, 0, 1)))  # the atomic runs once
+    out[2] = i32(doubled(next_ticket(c)))            # the func's store runs once
+
+
+def test_a_funcs_arguments_are_evaluated_once_before_its_body():
+    a = np.array([5], np.int32)
+    c = np.array([3, 10], np.uint32)
+    out = np.zeros(3, np.int32)
+    launch(argument_order, 1, (a, c, out))
+    assert out.tolist() == [5, 6, 22] and a.tolist() == [100] and c.tolist() == [4, 11]

@@ -48,6 +48,7 @@ from vyre_core.ir.nodes import (
     UnOp,
     Var,
     While,
+    walk,
 )
 from vyre_core.kernels import flow, intrinsics, values
 from vyre_core.kernels.source import Source
@@ -572,6 +573,10 @@ class Lowerer:
         except Refusal as r:
             r.node = r.node or node
             raise
+        return self.as_value(found, node)
+
+    def as_value(self, found: Any, node: ast.AST) -> Value:
+        """What ``_expr`` found at ``node`` as a value (an array or a function is not)."""
         if isinstance(found, Value):
             if found.weak and found.const is None:
                 raise Refusal(f"{ast.unparse(node)} has no value: the function returns none",
@@ -888,6 +893,25 @@ class Lowerer:
         return Value(Subgroup(op, size, None if value is None else value.node,
                               None if lane is None else lane.node), dtype)
 
+    def argument(self, fn_name: str, param: str, node: ast.AST) -> Any:
+        """One argument of an inlined call, evaluated once, before the body (Python's
+        order): an array by reference; a value that reads memory (a load, a subgroup
+        operation) kept in a fresh variable, so that a store in the body does not change
+        it, nor does a branch of the body move it."""
+        try:
+            found = self._expr(node)
+        except Refusal as r:
+            r.node = r.node or node
+            raise
+        if isinstance(found, ArrayRef):
+            return found
+        v = self.as_value(found, node)
+        if v.weak or not any(isinstance(n, Load | Subgroup) for n in walk([v.node])):
+            return v
+        kept = self.unit.fresh(f"{fn_name}_{param}_arg")
+        self.emit(Let(kept, v.node), node)
+        return Value(Var(kept), v.dtype)
+
     def inline(self, fn: Any, node: ast.Call) -> Value:
         """A ``@vyre.func`` call: its body lowered here, its locals renamed, its
         parameters bound to the arguments (arrays by reference, values as expressions:
@@ -908,8 +932,7 @@ class Lowerer:
                           "with a default may be left off the end).", node)
         env: dict[str, Any] = {}
         for p, a in zip(params, node.args, strict=False):
-            found = self._expr(a)
-            env[p] = found if isinstance(found, ArrayRef) else self.expr(a)
+            env[p] = self.argument(source.tree.name, p, a)
         for p, default in zip(params[len(node.args):], defaults[len(node.args) - least:],
                               strict=True):
             if not _is_number(default):
