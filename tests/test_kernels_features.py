@@ -59,14 +59,6 @@ def test_a_range_is_given_by_keyword_once():
 
 # -- subgroup operations -----------------------------------------------------------------
 
-def launch(kernel, dim, args):
-    """What Driver.launch does, on the reference in this process."""
-    plan = kernel.plan(dim, args)
-    outs = run(plan.program, plan.inputs, grid=grid_for_dim(dim, plan.program.workgroup))
-    for target, out in zip(plan.out, outs, strict=True):
-        np.copyto(target, out.reshape(target.shape))
-    plan.fill()
-
 
 @vyre.kernel(workgroup=(16,), subgroup_size=4)
 def lanes(x: vyre.Array[i32], out: vyre.Array[i32], bits: vyre.Array[u32]):
@@ -166,3 +158,134 @@ def negative_bound(n: u32, out: vyre.Array[i32]):
 def test_an_unsigned_value_against_a_negative_number_names_the_cast():
     err = refused(negative_bound, (3, np.zeros(1, np.int32)))
     assert line_of(err, negative_bound) == 2 and "i64(n)" in err.fix
+
+
+def launch(kernel, dim, args):
+    """What Driver.launch does, on the reference in this process."""
+    plan = kernel.plan(dim, args)
+    outs = run(plan.program, plan.inputs, grid=grid_for_dim(dim, plan.program.workgroup))
+    for target, out in zip(plan.out, outs, strict=True):
+        np.copyto(target, out.reshape(target.shape))
+    plan.fill()
+
+
+@vyre.func
+def scaled_sum(v, scale=2, bias=0.5):
+    return f32(v) * f32(scale) + bias
+
+
+@vyre.kernel
+def defaults(x: vyre.Array[i32], out: vyre.Array[f32]):
+    i = vyre.global_id(0)
+    out[i] = scaled_sum(x[i]) + scaled_sum(x[i], 3) + scaled_sum(x[i], 1, 4.0)
+
+
+def test_a_func_fills_left_off_arguments_from_its_defaults():
+    x = np.array([1, -2, 5], np.int32)
+    out = np.zeros(3, np.float32)
+    launch(defaults, 3, (x, out))
+    f = x.astype(np.float32)
+    want = (f * 2 + np.float32(0.5)) + (f * 3 + np.float32(0.5)) + (f * 1 + np.float32(4))
+    assert out.tobytes() == want.tobytes()
+
+
+@vyre.func
+def list_default(v, table=(1, 2)):
+    return v
+
+
+@vyre.kernel
+def calls_list_default(x: vyre.Array[i32]):
+    x[0] = list_default(x[0])
+
+
+def test_a_default_that_is_not_a_number_is_refused_with_a_fix():
+    err = refused(calls_list_default, (np.zeros(1, np.int32),))
+    assert line_of(err, calls_list_default) == 2 and "defaults to a tuple" in err.cause
+    assert "Pass table in the call" in err.fix
+    err = refused(vyre.kernel(too_few_arguments), (np.zeros(1, np.int32),))
+    assert "takes 1 to 2 positional argument(s), got 0" in err.cause
+
+
+def too_few_arguments(x: vyre.Array[i32]):
+    x[0] = list_default()
+
+
+@vyre.func
+def collatz_steps(n, limit):
+    steps = 0
+    while n != 1 and limit > 0:
+        n = n // 2 if n % 2 == 0 else 3 * n + 1
+        steps += 1
+        limit -= 1
+    return steps
+
+
+@vyre.kernel
+def collatz(x: vyre.Array[i32], out: vyre.Array[i32]):
+    i = vyre.global_id(0)
+    v = x[i]
+    out[i] = collatz_steps(v, 100) * 1000 + v   # the caller's v is not changed
+
+
+def test_a_func_assigns_its_scalar_parameters_as_locals_of_the_call():
+    x = np.array([1, 6, 7, 27], np.int32)
+    out = np.zeros(4, np.int32)
+    launch(collatz, 4, (x, out))
+
+    def steps(n, limit):
+        s = 0
+        while n != 1 and limit > 0:
+            n = n // 2 if n % 2 == 0 else 3 * n + 1
+            s, limit = s + 1, limit - 1
+        return s
+    assert out.tolist() == [steps(v, 100) * 1000 + v for v in x.tolist()]
+
+
+@vyre.func
+def rebinds_array(a, i):
+    a = i
+    return a
+
+
+@vyre.kernel
+def calls_rebinds_array(x: vyre.Array[i32]):
+    x[0] = rebinds_array(x, 0)
+
+
+def test_a_func_assigning_an_array_parameter_is_refused_at_its_line():
+    err = refused(calls_rebinds_array, (np.zeros(1, np.int32),))
+    assert err.details["line"] == rebinds_array.fn.__code__.co_firstlineno + 2
+    assert "assigns array parameter 'a'" in err.cause and "x[i] = v" in err.fix
+
+
+@vyre.func
+def overwrite_then_return(v, a):
+    a[0] = 100
+    return v
+
+
+@vyre.func
+def doubled(v):
+    return v + v
+
+
+@vyre.func
+def next_ticket(c):
+    c[1] += 1
+    return c[1]
+
+
+@vyre.kernel
+def argument_order(a: vyre.Array[i32], c: vyre.Array[u32], out: vyre.Array[i32]):
+    out[0] = overwrite_then_return(a[0], a)          # a[0] read before the body stores
+    out[1] = i32(doubled(vyre.atomic_add(c, 0, 1)))  # the atomic runs once
+    out[2] = i32(doubled(next_ticket(c)))            # the func's store runs once
+
+
+def test_a_funcs_arguments_are_evaluated_once_before_its_body():
+    a = np.array([5], np.int32)
+    c = np.array([3, 10], np.uint32)
+    out = np.zeros(3, np.int32)
+    launch(argument_order, 1, (a, c, out))
+    assert out.tolist() == [5, 6, 22] and a.tolist() == [100] and c.tolist() == [4, 11]

@@ -27,7 +27,8 @@ _FIELDS = ("body", "orelse")
 class Declaration:
     """``kind`` "let": the statement ``index`` of block ``path`` declares it; "zero": a
     zero is declared just before that statement; "for": it is a loop's variable,
-    declared first thing in that loop's body ``path``."""
+    declared first thing in that loop's body ``path``; "copy": an inlined function's
+    parameter it assigns, declared before its body from the argument."""
 
     path: Path
     index: int

@@ -48,6 +48,7 @@ from vyre_core.ir.nodes import (
     UnOp,
     Var,
     While,
+    walk,
 )
 from vyre_core.kernels import flow, intrinsics, values
 from vyre_core.kernels.source import Source
@@ -185,15 +186,24 @@ class Lowerer:
         body = source.tree.body
         self.locals: set[str] = set()
         self.locals = flow.local_names(body) - self._shared_targets(body)
-        for name in self.locals & set(env):
+        #: an inlined function's scalar parameters it assigns: locals, copies of their
+        #: arguments declared first (as a Python parameter is a local of its call)
+        self.copies: dict[str, Value] = {}
+        for name in sorted(self.locals & set(env)):
+            if inlined and isinstance(env[name], Value):
+                self.copies[name] = env.pop(name)
+                continue
             node = next(n for n in ast.walk(source.tree) if isinstance(n, ast.Name)
                         and n.id == name and isinstance(n.ctx, ast.Store))
-            raise source.error(node, f"assigns parameter {name!r}",
+            what = "array parameter" if isinstance(env[name], ArrayRef) else "parameter"
+            raise source.error(node, f"assigns {what} {name!r}",
                                "Assign a new local instead (y = x * 2); to write an array "
                                "element, index it: x[i] = v.")
         self.rename = {n: (unit.fresh(f"{source.tree.name}_{n}") if inlined else n)
                        for n in sorted(self.locals)}
         self.decls = flow.declarations(body, self.locals)
+        for name in self.copies:  # declared before the body: every use assigns it
+            self.decls[name] = flow.Declaration((), -1, "copy")
         self.result: Value | None = None
 
     def _shared_targets(self, body: list[ast.stmt]) -> set[str]:
@@ -215,8 +225,10 @@ class Lowerer:
         body = self.source.tree.body
         try:
             refuse_unsupported(self.source.tree)
-            flow.Assigned(self.locals).block(body, set())
+            flow.Assigned(self.locals).block(body, set(self.copies))
             self.blocks.append(out)
+            for name, v in self.copies.items():
+                self.set_local(name, v, self.source.tree, declare=True)
             self.block_into(out, body, ())
         except Refusal as r:
             raise self.source.error(r.node or self.source.tree, r.cause, r.fix) from None
@@ -561,6 +573,10 @@ class Lowerer:
         except Refusal as r:
             r.node = r.node or node
             raise
+        return self.as_value(found, node)
+
+    def as_value(self, found: Any, node: ast.AST) -> Value:
+        """What ``_expr`` found at ``node`` as a value (an array or a function is not)."""
         if isinstance(found, Value):
             if found.weak and found.const is None:
                 raise Refusal(f"{ast.unparse(node)} has no value: the function returns none",
@@ -877,6 +893,25 @@ class Lowerer:
         return Value(Subgroup(op, size, None if value is None else value.node,
                               None if lane is None else lane.node), dtype)
 
+    def argument(self, fn_name: str, param: str, node: ast.AST) -> Any:
+        """One argument of an inlined call, evaluated once, before the body (Python's
+        order): an array by reference; a value that reads memory (a load, a subgroup
+        operation) kept in a fresh variable, so that a store in the body does not change
+        it, nor does a branch of the body move it."""
+        try:
+            found = self._expr(node)
+        except Refusal as r:
+            r.node = r.node or node
+            raise
+        if isinstance(found, ArrayRef):
+            return found
+        v = self.as_value(found, node)
+        if v.weak or not any(isinstance(n, Load | Subgroup) for n in walk([v.node])):
+            return v
+        kept = self.unit.fresh(f"{fn_name}_{param}_arg")
+        self.emit(Let(kept, v.node), node)
+        return Value(Var(kept), v.dtype)
+
     def inline(self, fn: Any, node: ast.Call) -> Value:
         """A ``@vyre.func`` call: its body lowered here, its locals renamed, its
         parameters bound to the arguments (arrays by reference, values as expressions:
@@ -887,14 +922,25 @@ class Lowerer:
                           "Write the recursion as a loop.", node)
         source = fn.source
         params = [a.arg for a in source.tree.args.args]
-        if len(node.args) != len(params) or source.tree.args.vararg or \
+        defaults = fn.fn.__defaults__ or ()
+        least = len(params) - len(defaults)
+        if not least <= len(node.args) <= len(params) or source.tree.args.vararg or \
                 source.tree.args.kwonlyargs:
-            raise Refusal(f"{fn.__name__}() takes {len(params)} positional argument(s), got "
-                          f"{len(node.args)}", "Pass one argument per parameter.", node)
+            takes = f"{least} to {len(params)}" if defaults else f"{len(params)}"
+            raise Refusal(f"{fn.__name__}() takes {takes} positional argument(s), got "
+                          f"{len(node.args)}", "Pass one argument per parameter (those "
+                          "with a default may be left off the end).", node)
         env: dict[str, Any] = {}
-        for p, a in zip(params, node.args, strict=True):
-            found = self._expr(a)
-            env[p] = found if isinstance(found, ArrayRef) else self.expr(a)
+        for p, a in zip(params, node.args, strict=False):
+            env[p] = self.argument(source.tree.name, p, a)
+        for p, default in zip(params[len(node.args):], defaults[len(node.args) - least:],
+                              strict=True):
+            if not _is_number(default):
+                raise Refusal(f"{fn.__name__}() parameter {p!r} defaults to a "
+                              f"{type(default).__name__}: a default fills a value, so it "
+                              "must be a number", f"Pass {p} in the call, or give it a "
+                              "number as its default.", node)
+            env[p] = values.number(default)
         inner = Lowerer(source, self.unit, env, fn.lookup, inlined=True)
         inner.loops = 0
         self.unit.inlining.append(fn)
