@@ -594,3 +594,22 @@ def test_unpacking_into_array_elements_reads_every_value_first():
     x = np.array([1, 2, 3, 4], np.int32)
     launch(swaps, 1, (x,))
     assert x.tolist() == [2, 1, 5, 4]
+
+
+@pytest.mark.fast
+def test_an_index_outside_its_axis_is_out_of_bounds_not_another_rows_element():
+    """Before this commit a[r, c - 1] at c == 0 read the end of the previous row (a
+    silent wrong stencil); now each axis is checked: it reads 0 and a store is dropped."""
+    @vyre.kernel
+    def shift(a: vyre.Array[i32, 2], out: vyre.Array[i32, 2], back: vyre.Array[i32, 2]):
+        r, c = vyre.global_id(0), vyre.global_id(1)
+        out[r, c] = a[r, c - 1] + a[r, c + 4]   # (c + 4 is past every column of 4)
+        back[r, c - 1] = 7                       # column -1: dropped, never (r-1, 3)
+
+    a = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
+    out, back = np.zeros_like(a), np.zeros_like(a)
+    launch(shift, (3, 4), (a, out, back))
+    want = np.zeros_like(a)
+    want[:, 1:] = a[:, :-1]
+    assert out.tolist() == want.tolist()
+    assert back[:, 3].tolist() == [0, 0, 0] and (back[:, :3] == 7).all()

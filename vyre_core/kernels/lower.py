@@ -128,6 +128,11 @@ def refuse_unsupported(tree: ast.AST) -> None:
             raise Refusal(f"{what} is not supported in a kernel", fix, node)
 
 
+#: A flat index past every array (a buffer holds at most 2**32 - 1 elements): where an
+#: element index outside its axis points, so its load reads 0 and its store is dropped.
+OUTSIDE = 2**32 - 1
+
+
 @dataclass
 class ArrayRef:
     """An array a kernel names: a buffer, its element type and axes. ``shapes`` is the
@@ -723,17 +728,22 @@ class Lowerer:
 
     def index(self, array: ArrayRef, node: ast.AST) -> Expr:
         """The flat element index (u32): ``a[i]``, or ``a[i, j]`` in numpy's row-major
-        order, ``u32(i) * shape[1] + u32(j)`` (only the flat index is bounds-checked)."""
+        order, ``u32(i) * shape[1] + u32(j)``; an index outside its axis (below 0 or past
+        the extent) makes the element out of bounds, not another row's (the first axis
+        through the flat index, each later one by a compare that selects ``OUTSIDE``)."""
         axes = node.elts if isinstance(node, ast.Tuple) else [node]
         if len(axes) != array.ndim:
             raise Refusal(f"{len(axes)} index(es) for {array.name!r}, which has "
                           f"{array.ndim} axes", f"Give one index per axis: "
                           f"{array.name}[{', '.join('ijk'[:array.ndim])}].", node)
         flat = self._one_index(axes[0])
+        inside: Expr | None = None
         for axis, i in enumerate(axes[1:], start=1):
-            flat = Binary(BinOp.ADD, Binary(BinOp.MUL, flat, self._extent_u32(array, axis)),
-                          self._one_index(i))
-        return flat
+            extent, j = self._extent_u32(array, axis), self._one_index(i)
+            flat = Binary(BinOp.ADD, Binary(BinOp.MUL, flat, extent), j)
+            fits = Binary(BinOp.LT, j, extent)
+            inside = fits if inside is None else Binary(BinOp.LOGICAL_AND, inside, fits)
+        return flat if inside is None else Select(inside, flat, Lit.of(DType.U32, OUTSIDE))
 
     # -- calls -------------------------------------------------------------------------
 
