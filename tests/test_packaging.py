@@ -51,6 +51,13 @@ def test_the_vyre_wheel_is_typed_linux_only_and_carries_its_data(tmp_path):
     template = {f"vyre_core/backend-template/{path}"
                 for path in new_backend.template_files()}  # what `vyre new-backend` reads
     assert len(template) == 6 and template <= names
+    installed = {"vyre_workers": "workers", "vyre_benchmarks": "benchmarks",
+                 "vyre_examples": "examples", "vyre_core": "vyre_core"}
+    packages = {f"{name}/{init.parent.relative_to(ROOT / folder).as_posix()}/__init__.py"
+                .replace("/./", "/") for name, folder in installed.items()
+                for init in (ROOT / folder).rglob("__init__.py")
+                if "backend-template" not in init.parts}
+    assert packages - names == set()  # (a package missing from pyproject's list)
     metadata = _metadata(wheel)
     assert "Classifier: Operating System :: POSIX :: Linux" in metadata
     assert "Requires-Python: >=3.11" in metadata
