@@ -42,6 +42,12 @@ def saxpy_twin() -> ir.Program:
     return k.build()
 
 
+def within(i: ir.Val, j: ir.Val, cols: ir.Val) -> ir.Val:
+    """Element (i, j) of a shaped array, out of bounds when j is outside its axis."""
+    i, j = i.cast(ir.u32), j.cast(ir.u32)
+    return ir.select(j < cols, i * cols + j, ir.u32(2**32 - 1))
+
+
 def blur_twin() -> ir.Program:
     """blur as the builder writes it: the extents of img and out, then the launch's dim,
     in one u32 uniform."""
@@ -61,8 +67,8 @@ def blur_twin() -> ir.Program:
             dr = k.let("dr", ir.i32(-1) + t.cast(ir.i32))
             with k.loop("dc_trip", 0, 3) as u:
                 dc = k.let("dc", ir.i32(-1) + u.cast(ir.i32))
-                acc += img[(r + dr).cast(ir.u32) * shapes[1] + (c + dc).cast(ir.u32)]
-        out[r.cast(ir.u32) * shapes[3] + c.cast(ir.u32)] = acc / 9
+                acc += img[within(r + dr, c + dc, shapes[1])]
+        out[within(r, c, shapes[3])] = acc / 9
     return k.build()
 
 
