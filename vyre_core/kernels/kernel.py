@@ -132,13 +132,13 @@ class LaunchPlan:
     """One launch: the dispatch inputs (ABI order) and the ``out=`` arrays of the
     outputs; ``fill()`` copies into the caller's arrays those that are not theirs."""
 
-    def __init__(self, compiled: Compiled, dim: Any, args: Sequence[Any]) -> None:
+    def __init__(self, compiled: Compiled, dim: Any, args: Sequence[Any],
+                 names: Sequence[str]) -> None:
         self.program = compiled.program
         self.exact = compiled.exact
-        self.inputs: list[Any] = []
-        for value, t in zip(args, compiled.types, strict=True):
-            self.inputs.append(value.reshape(-1) if isinstance(t, ArrayType) else
-                               scalar_array(value, t))
+        self.inputs: list[Any] = [value.reshape(-1) if isinstance(t, ArrayType) else
+                                  _scalar_argument(name, value, t) for name, value, t in
+                                  zip(names, args, compiled.types, strict=True)]
         hidden = compiled.launch_values(dim, [n for p in compiled.shaped
                                               for n in args[p].shape])
         if hidden is not None:
@@ -162,12 +162,16 @@ def scalar_array(value: Any, dtype: DType) -> np.ndarray:
     return np.array([literal(_plain(value), dtype).value], dtype.storage_np)
 
 
-def _misfits(value: Any, dtype: DType) -> bool:
+def _scalar_argument(name: str, value: Any, dtype: DType) -> np.ndarray:
+    """``scalar_array`` of a launch's argument ``name``: a number its type cannot hold is
+    the caller's error, with the range it can."""
     try:
-        scalar_array(value, dtype)
-    except Refusal:
-        return True
-    return False
+        return scalar_array(value, dtype)
+    except Refusal as exc:
+        held = f" from {dtype.int_range[0]} to {dtype.int_range[1]}" if dtype.is_int else ""
+        raise InvalidInputError(f"argument {name!r}: {exc.cause}",
+                                f"Pass {name!r} as a {dtype.value} value{held}, or annotate "
+                                "the parameter with a type that holds it.") from None
 
 
 def _plain(value: Any) -> Any:
@@ -233,19 +237,7 @@ class KernelFunction:
         return self.compiled(dim, args).exact
 
     def plan(self, dim: Any, args: Sequence[Any]) -> LaunchPlan:
-        compiled = self.compiled(dim, args)
-        try:
-            return LaunchPlan(compiled, dim, args)
-        except Refusal as exc:  # a scalar that does not fit its dtype
-            name, dtype = next((n, t) for n, v, t in zip(self.params.names, args,
-                                                         compiled.types, strict=True)
-                               if not isinstance(t, ArrayType) and _misfits(v, t))
-            held = f" from {dtype.int_range[0]} to {dtype.int_range[1]}" if dtype.is_int \
-                else ""
-            raise InvalidInputError(f"argument {name!r}: {exc.cause}",
-                                    f"Pass {name!r} as a {dtype.value} value{held}, or "
-                                    "annotate the parameter with a type that holds it.") \
-                from None
+        return LaunchPlan(self.compiled(dim, args), dim, args, self.params.names)
 
     def _compile(self, types: tuple[ArrayType | DType, ...], axes: int,
                  from_u32: frozenset[str]) -> Compiled:
