@@ -96,8 +96,16 @@ def _command(proc: psutil.Process) -> list[str] | None:
         return None
 
 
+def title(command: list[str]) -> list[str]:
+    """The words of a process's title (a retitled process's command line is its title
+    padded with empty arguments)."""
+    return " ".join(filter(None, command)).split()
+
+
 def _is_fork_server(command: list[str] | None) -> bool:
-    return command is not None and "vyre_workers.fork_server" in command
+    """Its title says so (or, before it names itself, its command line)."""
+    return command is not None and (title(command)[:1] == ["vyre-fork-server"]
+                                    or "vyre_workers.fork_server" in command)
 
 
 def fork_servers(root: psutil.Process | None = None) -> list[psutil.Process]:
@@ -110,16 +118,17 @@ def fork_servers(root: psutil.Process | None = None) -> list[psutil.Process]:
 def worker_processes(root: psutil.Process | None = None,
                      backend: str | None = None) -> list[psutil.Process]:
     """The live worker processes under ``root`` (default: this process), of ``backend``
-    or of any: started by their pool (``-m vyre_workers``), or forked by its fork server
-    (they then show the server's command line, which names the backend)."""
+    or of any, by their title (``vyre-worker <backend> ...``), or before they name
+    themselves: started by their pool (``-m vyre_workers``), or forked by its fork server
+    (then still showing the server's title, which names the backend)."""
     found = []
     for proc in (root or psutil.Process()).children(recursive=True):
         command = _command(proc)
         if command is None:
             continue
-        plain = "vyre_workers" in command
+        plain = title(command)[:1] == ["vyre-worker"] or "vyre_workers" in command
         forked = _is_fork_server(command) and _is_fork_server(_command_of_parent(proc))
-        if (plain or forked) and (backend is None or backend in command):
+        if (plain or forked) and (backend is None or backend in title(command)):
             found.append(proc)
     return found
 

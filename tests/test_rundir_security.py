@@ -230,3 +230,24 @@ def test_stale_cleanup_ignores_other_users_dirs(tmp):
     foreign = make_dir(base / f"{os.getpid()}-zz-dead", 0o700, NOBODY)
     assert rundir.stale_dirs(base) == []
     assert rundir.remove_stale(base) == [] and foreign.is_dir()
+
+
+def test_a_locked_run_dir_is_live_whatever_its_pid_says(tmp):
+    """Liveness is the driver's lock first (it survives PID namespaces); a directory still
+    being made (dot name) is left to its maker for a minute, then cleaned."""
+    import fcntl
+
+    base = own_base(tmp)
+    locked = make_dir(base / f"{os.getpid()}-zz-beef", 0o700)  # a pid test says: dead
+    fd = os.open(locked, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    young = make_dir(base / f".{os.getpid()}-zz-cafe", 0o700)
+    old = make_dir(base / f".{os.getpid()}-zz-f00d", 0o700)
+    os.utime(old, (0, 0))
+    try:
+        assert rundir.remove_stale(base) == [old]
+        assert locked.is_dir() and young.is_dir()
+        assert [p for p, _ in rundir.live_dirs(base)] == [locked]  # (not the unfinished)
+    finally:
+        os.close(fd)
+    assert sorted(rundir.remove_stale(base)) == [locked]

@@ -28,6 +28,7 @@ from vyre_core import protocol
 from vyre_core.dataplane import SegmentMaps
 from vyre_core.errors import as_vyre_error
 from vyre_core.protocol import Message, Op, ProgressPage
+from vyre_workers import title
 from vyre_workers.backend_host import listed_devices, load_backend
 from vyre_workers.server import WorkerServer
 
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     handover = page.take_handover()
     identity, token = handover["identity"], handover["token"]
     generation = handover["generation"]
+    title.name_worker(args.backend, generation, args.device, args.parent_pid)
     lane = socket.socket(fileno=args.lane_fd)
     lane.setblocking(False)
     for fd in (args.page_fd, args.lane_fd):  # the backend's own subprocesses get neither

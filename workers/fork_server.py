@@ -42,6 +42,7 @@ import msgpack
 from vyre_core.supervisor.fork_server import MAX_MESSAGE_BYTES
 
 # What every worker needs, imported once here (the reason this process exists).
+from vyre_workers import title
 from vyre_workers.__main__ import die_with_parent
 from vyre_workers.__main__ import main as worker_main
 
@@ -199,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", required=True)  # (names its pool in process listings)
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid)
+    title.name_fork_server(args.backend, args.parent_pid)
     control = socket.socket(fileno=args.control_fd)
     server = _Server(control)
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from child_process import fork_servers, running, worker_processes
+from child_process import fork_servers, running, title, worker_processes
 from waiting import PATIENCE, wait_for
 
 import vyre_core
@@ -51,9 +51,13 @@ def test_workers_and_their_replacements_are_forked_by_the_pool_fork_server() -> 
         dispatch_exact(drv, 1)
         server = server_of(drv)
         assert server.ppid() == os.getpid()
-        assert "--backend" in server.cmdline() and "faults" in server.cmdline()
-        first = psutil.Process(wait_idle(drv)["pid"])
-        assert first.ppid() == server.pid
+        assert title(server.cmdline()) == ["vyre-fork-server", "faults", "(driver",
+                                           f"{os.getpid()})"]
+        row = wait_idle(drv)
+        first = psutil.Process(row["pid"])
+        assert first.ppid() == server.pid  # and `ps` says what and whose it is:
+        assert " ".join(title(first.cmdline())) == (f"vyre-worker faults generation "
+                                                    f"{row['generation']} (driver {os.getpid()})")
         for seed in range(2, 5):
             old = kill_worker(drv)
             dispatch_exact(drv, seed)
@@ -156,7 +160,8 @@ def test_without_a_ready_fork_server_workers_start_the_plain_way(monkeypatch, ca
     with caplog.at_level(logging.WARNING, logger="vyre.pool"), driver() as drv:
         dispatch_exact(drv, 50)
         plain = psutil.Process(wait_idle(drv)["pid"])
-        assert plain.ppid() == os.getpid() and "vyre_workers" in plain.cmdline()
+        assert plain.ppid() == os.getpid()
+        assert title(plain.cmdline())[:2] == ["vyre-worker", "faults"]
         kill_worker(drv)
         dispatch_exact(drv, 51)  # and it is not tried again for every start
         assert pool_status(drv)["fork_server"] is None
@@ -234,7 +239,7 @@ def test_fork_server_off() -> None:
         assert pool_status(drv)["fork_server"] is None
         plain = psutil.Process(wait_idle(drv)["pid"])
         assert plain.ppid() == os.getpid()
-        assert plain.cmdline()[1:3] == ["-m", "vyre_workers"]
+        assert title(plain.cmdline())[:2] == ["vyre-worker", "faults"]
         assert fork_servers() == []
 
 

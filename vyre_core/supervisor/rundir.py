@@ -3,6 +3,12 @@ holding its ipc sockets (worker output goes to the supervisor, never to disk). A
 driver removes the run directories of drivers whose process is gone (killed with
 SIGKILL, say), so stale sockets never pile up.
 
+A live driver holds an ``flock`` on its directory for as long as it lives; the kernel
+drops it when the process dies, however it dies. That is what "live" means here, in
+every PID namespace: a pid and start time only identify a process in the namespace
+that reads them (a driver in a container looks dead from the host). The pid test is
+kept beside the lock for directories made before the lock existed.
+
 Whoever can write in the base can redirect a driver's workers to their own sockets, so a
 base is used only if it is a real directory owned by this user that nobody else may
 enter. This module never chmods or chowns anything and never follows a symlink: an unsafe
@@ -12,6 +18,8 @@ temp directory."""
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import logging
 import os
 import re
@@ -19,6 +27,8 @@ import secrets
 import shutil
 import stat
 import tempfile
+import time
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,7 +38,9 @@ from vyre_core.errors import InvalidConfigError, SystemResourceError, system_res
 
 ENV = "VYRE_RUNTIME_DIR"
 _MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
-_RUN_DIR_NAME = re.compile(r"(\d+)-([0-9A-Za-z]+)-([0-9a-f]+)")  # <pid>-<start>-<token>
+# <pid>-<start>-<token>; with a leading dot while it is being made (locked, then renamed)
+_RUN_DIR_NAME = re.compile(r"(\.?)(\d+)-([0-9A-Za-z]+)-([0-9a-f]+)")
+_UNFINISHED_GRACE = 60.0  # seconds an unlocked, unfinished directory is left to its maker
 _logger = logging.getLogger("vyre.supervisor")
 
 
@@ -132,6 +144,36 @@ def _own_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
+def _locked(path: Path) -> bool:
+    """Whether a live driver holds the lock of the run directory ``path`` (False when it
+    is gone or cannot be opened: nobody can be using it through this path)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # a filesystem without flock: the pid test alone decides
+        return False
+    finally:
+        os.close(fd)  # (releases the lock this test took, if it took one)
+    return False
+
+
+def _alive(path: Path, pid: int, started: str, unfinished: bool) -> bool:
+    """A run directory is live while its driver holds its lock, or (made before the lock
+    existed, or right now, before its maker took the lock) while the process of that pid
+    and start time runs here; an unfinished one is left to its maker for a while."""
+    if _locked(path) or _started(pid) == started:
+        return True
+    if unfinished:
+        with contextlib.suppress(OSError):
+            return time.time() - os.lstat(path).st_mtime < _UNFINISHED_GRACE
+    return False
+
+
 def _run_dirs(base: Path) -> list[tuple[Path, int, bool]]:
     """(path, driver pid, whether that driver still runs) of each run directory under
     ``base``, alive meaning the same process, not a reuse of its pid. Only this user's
@@ -142,8 +184,8 @@ def _run_dirs(base: Path) -> list[tuple[Path, int, bool]]:
         for entry in entries:
             name = _RUN_DIR_NAME.fullmatch(entry.name)
             if name and _own_dir(entry):
-                found.append((Path(entry.path), int(name[1]),
-                              _started(int(name[1])) == name[2]))
+                path, pid = Path(entry.path), int(name[2])
+                found.append((path, pid, _alive(path, pid, name[3], bool(name[1]))))
     return found
 
 
@@ -153,8 +195,10 @@ def stale_dirs(base: Path) -> list[Path]:
 
 
 def live_dirs(base: Path) -> list[tuple[Path, int]]:
-    """(run directory, driver pid) of each driver under ``base`` that still runs."""
-    return [(path, pid) for path, pid, alive in _run_dirs(base) if alive]
+    """(run directory, driver pid) of each driver under ``base`` that still runs (the
+    pid as its own PID namespace numbers it)."""
+    return [(path, pid) for path, pid, alive in _run_dirs(base)
+            if alive and not path.name.startswith(".")]
 
 
 def remove_stale(base: Path) -> list[Path]:
@@ -181,6 +225,7 @@ class RunDir:
     SystemResourceError (with a Fix), never a bare OSError."""
 
     def __init__(self) -> None:
+        self._lock: int | None = None
         base, reason, explicit = _open_base()
         if reason and explicit:
             raise _unsafe_base_error(base, reason)
@@ -194,15 +239,18 @@ class RunDir:
         try:
             remove_stale(base)
             for attempt in range(8):  # a short name keeps socket paths short; retry a clash
-                self.path = base / f"{pid}-{_started(pid)}-{secrets.token_hex(2)}"
+                name = f"{pid}-{_started(pid)}-{secrets.token_hex(2)}"
                 try:
-                    os.mkdir(self.path, 0o700)
+                    self._lock = _made_locked(base, name)
                     break
                 except FileExistsError:
                     if attempt == 7:
                         raise
         except OSError as exc:
-            raise system_resource_error(exc, f"creating the run directory {self.path}") from exc
+            raise system_resource_error(exc, f"creating a run directory in {base}") from exc
+        self.path = base / name
+        self._owner = pid
+        _HELD.add(self)
 
     def endpoint(self, name: str, suffix: str = ".sock") -> str:
         path = f"{self.path / name}{suffix}"
@@ -214,3 +262,51 @@ class RunDir:
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Close this process's descriptor of the lock (a forked child closes the one it
+        inherited: the lock itself stays with every process that still holds it)."""
+        fd, self._lock = self._lock, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _made_locked(base: Path, name: str) -> int:
+    """Make the run directory ``base/name`` and return a descriptor holding its lock. It
+    is made as ``.name``, locked, then renamed: no cleaner ever sees it unlocked under
+    its final name."""
+    making = base / f".{name}"
+    os.mkdir(making, 0o700)  # (FileExistsError: another maker's; never removed here)
+    try:
+        fd = os.open(making, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        os.rmdir(making)
+        raise
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:  # a filesystem without flock: the pid test alone decides
+        _logger.debug("run directory %s: no lock (%s)", making, exc)
+    try:
+        if (base / name).exists():  # (rename would replace an empty directory)
+            raise FileExistsError(errno.EEXIST, "exists", str(base / name))
+        os.rename(making, base / name)
+    except OSError as exc:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.rmdir(making)
+        if exc.errno == errno.ENOTEMPTY:
+            raise FileExistsError(errno.EEXIST, "exists", str(base / name)) from exc
+        raise
+    return fd
+
+
+_HELD: weakref.WeakSet[RunDir] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for run_dir in list(_HELD):
+        run_dir._let_go()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
