@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -21,6 +22,9 @@ from vyre_core import f32, f64, i32, u32
 from vyre_core.errors import InvalidConfigError, KernelSyntaxError, ValidationError
 
 pytestmark = pytest.mark.fast
+
+TESTS = Path(__file__).resolve().parent
+PAGE = TESTS.parent / "docs" / "kernels.md"
 
 OFFSET = 1                                   # module-level numbers, rebound by the tests
 CONFIG = types.SimpleNamespace(step=4)
@@ -137,8 +141,31 @@ def test_a_kernels_fingerprint_is_the_same_in_another_process():
     here = saxpy.program(dim=4, args=(1.0, x, x, x)).fingerprint()
     code = ("import json, numpy as np; from kernels import saxpy; x = np.zeros(4, np.float32);"
             " print(json.dumps(saxpy.program(dim=4, args=(1.0, x, x, x)).fingerprint()))")
-    tests = Path(__file__).resolve().parent
-    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(tests)}
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(TESTS)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=120, check=True)
     assert json.loads(done.stdout) == here
+
+
+def test_every_row_of_the_pages_table_cites_a_thread_and_names_tests_that_exist():
+    """Each trap of docs/kernels.md's table names a thread of Warp's, numba's or Taichi's
+    tracker and at least one test that shows what vyre does; each test exists."""
+    text = PAGE.read_text()
+    table = text[text.index("## What users of other kernel languages struggle with"):]
+    rows = [line for line in table.splitlines() if line.startswith("| ")][2:]
+    assert len(rows) >= 10
+    for row in rows:
+        assert re.search(r"(NVIDIA/warp|numba/numba|taichi-dev/taichi)#\d+", row), row
+        named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", row.rsplit("|", 2)[1])
+        assert named, row
+        for module, test in named:
+            source = (TESTS / module).read_text()
+            assert re.search(rf"^def {test}\(", source, re.M), f"{module}::{test}"
+
+
+def test_the_pages_links_to_its_own_sections_name_its_headings():
+    text = PAGE.read_text()
+    slugs = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
+             for h in re.findall(r"^#{2,3} (.+)$", text, re.M)}
+    links = set(re.findall(r"\]\(#([\w-]+)\)", text))
+    assert links and links <= slugs, sorted(links - slugs)
