@@ -31,10 +31,15 @@ CONFIG = types.SimpleNamespace(step=4)
 WEIGHTS = np.ones(3, np.float32)             # a module-level array: refused
 
 
+@vyre.func
+def config_step():
+    return CONFIG.step
+
+
 @vyre.kernel
 def shifted(x: vyre.Array[i32]):
     i = vyre.global_id(0)
-    x[i] = x[i] + OFFSET + CONFIG.step
+    x[i] = x[i] + OFFSET + config_step()
 
 
 def run_shifted() -> list[int]:
@@ -50,7 +55,7 @@ def test_a_module_level_number_rebound_after_a_launch_is_read_again(monkeypatch)
     assert run_shifted() == [5, 5, 5] and shifted.compiles == compiles   # nothing rebound
     monkeypatch.setattr(here, "OFFSET", 10)
     assert run_shifted() == [14, 14, 14] and shifted.compiles == compiles + 1
-    monkeypatch.setattr(CONFIG, "step", -4)                               # an attribute
+    monkeypatch.setattr(CONFIG, "step", -4)               # an attribute, read in a func
     assert run_shifted() == [6, 6, 6] and shifted.compiles == compiles + 2
     assert run_shifted() == [6, 6, 6] and shifted.compiles == compiles + 2
 

@@ -15,6 +15,8 @@ import numpy as np
 
 from vyre_core.kernels.values import Refusal
 
+_ABSENT = object()
+
 
 class Scope:
     """A function's outer names, read when asked (never a snapshot): closure cells first,
@@ -22,21 +24,23 @@ class Scope:
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
+        #: the closure's cells by name (a cell is fixed; what it holds is read when asked)
+        self.cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
 
     def get(self, name: str) -> Any:
         """The object ``name`` names now (KeyError when nothing does)."""
-        code, cells = self.fn.__code__, self.fn.__closure__ or ()
-        for free, cell in zip(code.co_freevars, cells, strict=True):
-            if free == name:
-                try:
-                    return cell.cell_contents
-                except ValueError:  # (a closure variable not assigned yet)
-                    raise KeyError(name) from None
-        if name in self.fn.__globals__:
-            return self.fn.__globals__[name]
-        if hasattr(builtins, name):
-            return getattr(builtins, name)
-        raise KeyError(name)
+        cell = self.cells.get(name)
+        if cell is not None:
+            try:
+                return cell.cell_contents
+            except ValueError:  # (a closure variable not assigned yet)
+                raise KeyError(name) from None
+        found = self.fn.__globals__.get(name, _ABSENT)
+        if found is _ABSENT:
+            found = vars(builtins).get(name, _ABSENT)
+        if found is _ABSENT:
+            raise KeyError(name)
+        return found
 
     def __call__(self, name: str, node: ast.AST) -> Any:
         """``get`` for the lowering: an unknown name is refused at its node."""
