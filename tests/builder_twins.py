@@ -1,7 +1,9 @@
 """The builder versions of the bundled examples, which are written as kernels: each
 example's program as it was built with ``vyre_core.ir`` before (docs/ir.md), kept as the
 twin its kernel must match byte for byte (test_builder_twins.py). saxpy's twin is
-``vyre_examples.saxpy.program``, the IR-level fixture the other tests use."""
+``vyre_examples.saxpy.program``, the IR-level fixture the other tests use. Below them, the
+twins of the issue's saxpy and blur (test_kernels_launch.py) and of the other kernels
+docs/kernels.md defines (test_kernels_guide.py)."""
 
 from __future__ import annotations
 
@@ -341,3 +343,157 @@ def matmul_int8_program(m: int, k_dim: int, n: int, subgroup: int = SUBGROUP) ->
     with k.if_(first & (cell < m * n)):
         c[cell] = total
     return k.build()
+
+
+def twin_inputs(program: ir.Program, inputs, twin: ir.Program) -> list:
+    """The twin's inputs from the kernel program's: matched by buffer name, each as the
+    twin's dtype stores it (a one-element uniform of the kernel's dtype as the twin's)."""
+    by_name = {b.name: a for b, a in zip(program.inputs, inputs, strict=True)}
+    return [by_name[b.name].astype(b.dtype.storage_np) for b in twin.inputs]
+
+
+# -- the kernels of issue 36 and of docs/kernels.md, built with the builder ---------------
+
+def exact_guard(k: ir.Kernel, launch: ir.Val, first: int, axes: int) -> None:
+    """The lowering's guard of an exact kernel: the invocations past ``dim`` (the launch
+    buffer's elements from ``first``) return at once."""
+    past = ir.global_id(0) >= launch[first]
+    for axis in range(1, axes):
+        past = ir.logical_or(past, ir.global_id(axis) >= launch[first + axis])
+    with k.if_(past):
+        k.ret()
+
+
+def saxpy_twin() -> ir.Program:
+    """saxpy as the builder writes it, under the kernel typing rules (ids are i32)."""
+    k = ir.Kernel(workgroup=(64,))
+    a = k.uniform("a", ir.f32)
+    x = k.read("x", ir.f32)
+    y = k.read("y", ir.f32)
+    out = k.read_write("out", ir.f32)
+    exact_guard(k, k.uniform("launch", ir.u32, count=1), 0, 1)
+    i = k.let("i", ir.global_id(0).cast(ir.i32))
+    with k.if_(i < x.len.cast(ir.i32)):
+        out[i.cast(ir.u32)] = a[0] * x[i.cast(ir.u32)] + y[i.cast(ir.u32)]
+    return k.build()
+
+
+def within(i: ir.Val, j: ir.Val, cols: ir.Val) -> ir.Val:
+    """Element (i, j) of a shaped array, out of bounds when j is outside its axis."""
+    i, j = i.cast(ir.u32), j.cast(ir.u32)
+    return ir.select(j < cols, i * cols + j, ir.u32(2**32 - 1))
+
+
+def blur_twin() -> ir.Program:
+    """blur as the builder writes it: the extents of img and out, then the launch's dim,
+    in one u32 uniform."""
+    k = ir.Kernel(workgroup=(8, 8))
+    img = k.read("img", ir.f32)
+    out = k.read_write("out", ir.f32)
+    shapes = k.uniform("launch", ir.u32, count=6)
+    exact_guard(k, shapes, 4, 2)
+    r = k.let("r", ir.global_id(0).cast(ir.i32))
+    c = k.let("c", ir.global_id(1).cast(ir.i32))
+    rows, cols = shapes[0].cast(ir.i32), shapes[1].cast(ir.i32)
+    inside = ir.logical_and(ir.logical_and(ir.i32(0) < r, r < rows - 1),
+                            ir.logical_and(ir.i32(0) < c, c < cols - 1))
+    with k.if_(inside):
+        acc = k.let("acc", ir.f32(0))
+        with k.loop("dr_trip", 0, 3) as t:
+            dr = k.let("dr", ir.i32(-1) + t.cast(ir.i32))
+            with k.loop("dc_trip", 0, 3) as u:
+                dc = k.let("dc", ir.i32(-1) + u.cast(ir.i32))
+                acc += img[within(r + dr, c + dc, shapes[1])]
+        out[within(r, c, shapes[3])] = acc / 9
+    return k.build()
+
+
+def floor_div(a: ir.Val, b: ir.Val) -> ir.Val:
+    """Python's ``a // b`` on i32 from the IR's truncating div: one less where the
+    remainder is not zero and its sign differs from the divisor's."""
+    r = a % b
+    return a / b - ir.select(ir.logical_and(r != 0, (r < 0) != (b < 0)), ir.i32(1), ir.i32(0))
+
+
+def floor_mod(a: ir.Val, b: ir.Val) -> ir.Val:
+    """Python's ``a % b`` on i32: the remainder takes the divisor's sign."""
+    r = a % b
+    return ir.select(ir.logical_and(r != 0, (r < 0) != (b < 0)), r + b, r)
+
+
+def guide_histogram_program() -> ir.Program:
+    """docs/kernels.md's histogram: a shared tile of each workgroup's four values, a bin
+    count per value (clamped), and per workgroup the tile's values mod 7 summed from the
+    last lane down."""
+    k = ir.Kernel(workgroup=(4,))
+    data = k.read("data", ir.i32)
+    bins = k.read_write("bins", ir.u32)
+    sums = k.read_write("sums", ir.i32)
+    tile = k.workgroup_buffer("tile", ir.i32, count=4)
+    i = k.let("i", ir.global_id(0))
+    lid = k.let("lid", ir.local_id(0))
+    tile[lid] = data[i]                                   # past the input: reads 0
+    k.barrier()
+    with k.if_(i < data.len):
+        last = bins.len.cast(ir.i32) - 1
+        slot = ir.min(ir.max(floor_div(data[i], ir.i32(10)), ir.i32(0)), last)
+        bins.atomic_add(slot.cast(ir.u32), 1)
+    with k.if_(lid == 0):
+        total = k.let("total", ir.i32(0))
+        with k.loop("t", 0, 4) as t:
+            k.assign(total, total + floor_mod(tile[ir.u32(3) - t], ir.i32(7)))
+        sums[ir.workgroup_id(0)] = total
+    return k.build()
+
+
+def guide_count_program() -> ir.Program:
+    """docs/kernels.md's count: a bin per value, one invocation per element."""
+    k = ir.Kernel(workgroup=(64,))
+    data = k.read("data", ir.i32)
+    bins = k.read_write("bins", ir.u32)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < data.len):
+        bins.atomic_add(data[i].cast(ir.u32), 1)
+    return k.build()
+
+
+def guide_scaled_program(dtype: ir.DType) -> ir.Program:
+    """docs/kernels.md's unannotated scaled, for ``dtype`` scalars and arrays."""
+    k = ir.Kernel(workgroup=(64,))
+    a = k.uniform("a", dtype)
+    x = k.read("x", dtype)
+    out = k.read_write("out", dtype)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < x.len):
+        out[i] = x[i] * a[0]
+    return k.build()
+
+
+def guide_bump_program() -> ir.Program:
+    """docs/kernels.md's bump, its ``k`` a sequence loop's number (a u32)."""
+    k = ir.Kernel(workgroup=(64,))
+    step = k.uniform("k", ir.u32)
+    v = k.read_write("v", ir.i32)
+    i = k.let("i", ir.global_id(0))
+    with k.if_(i < v.len):
+        v[i] = v[i] + step[0].cast(ir.i32) * (i.cast(ir.i32) + 1)
+    return k.build()
+
+
+def guide_sequence():
+    """docs/kernels.md's sequence: saxpy into t, bump three times, blur into smooth."""
+    b = SequenceBuilder()
+    b.input("x", ir.f32, 8)
+    b.input("y", ir.f32, 8)
+    b.transient("t", ir.f32, 8)
+    b.step(saxpy_twin(), {"a": b.constant("a", ir.f32, [2.5]), "out": "t",
+                          "launch": b.constant("dim8", ir.u32, [8])}, dim=8)
+    b.input("v", ir.i32, 4)
+    with b.loop(times=3) as k:
+        b.step(guide_bump_program(), {"k": k}, dim=4)
+    b.input("img", ir.f32, 30)
+    b.transient("smooth", ir.f32, 30)
+    b.step(blur_twin(), {"out": "smooth",
+                         "launch": b.constant("shapes", ir.u32, [5, 6, 5, 6, 5, 6])},
+           dim=(5, 6))
+    return b.build(returns=["t", "v", "smooth"])

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 import vyre_core as vyre
 from vyre_core import f32, ir
+from vyre_core.abi import grid_for_dim
+from vyre_reference import run
 
 
 def spin(iterations: int, salt: int = 0) -> ir.Program:
@@ -27,6 +31,16 @@ def axpy_into(a: float) -> ir.Program:
     with k.if_(i < x.len):
         y[i] = y[i] + x[i] * a
     return k.build()
+
+
+def launch(kernel, dim, args):
+    """What Driver.launch does, on the reference in this process (returns ``args``)."""
+    plan = kernel.plan(dim, args)
+    outs = run(plan.program, plan.inputs, grid=grid_for_dim(dim, plan.program.workgroup))
+    for target, out in zip(plan.out, outs, strict=True):
+        np.copyto(target, out.reshape(target.shape))
+    plan.fill()
+    return args
 
 
 # -- the kernels of issue 36, as its text writes them ------------------------------------

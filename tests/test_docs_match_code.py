@@ -211,18 +211,3 @@ def test_every_room_docs_architecture_names_exists_and_every_module_has_a_room()
     unnamed = sorted(str(p.relative_to(root)) for p in modules if p.name != "__init__.py"
                      and not any(str(p).endswith("/" + n) for n in named))
     assert not unnamed, f"modules without a room in docs/architecture.md: {unnamed}"
-
-
-def test_kernels_page_python_blocks_run_as_written(capsys):
-    """The kernels page's blocks run in order in one namespace, each at its own lines of
-    docs/kernels.md (the kernels' source is read from the page), and the error it shows
-    is the one printed."""
-    page = DOCS / "kernels.md"
-    text = page.read_text()
-    namespace: dict = {}
-    shown = []
-    for match in re.finditer(r"```python\n(.*?)```", text, re.S):
-        line = text.count("\n", 0, match.start(1))
-        exec(compile("\n" * line + match.group(1), str(page), "exec"), namespace)
-        shown += [c[2:] for c in match.group(1).splitlines() if c.startswith("# ")]
-    assert capsys.readouterr().out.splitlines() == shown

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kernels import launch
 
 import vyre_core as vyre
 from vyre_core import f32, i32, u32
-from vyre_core.abi import grid_for_dim
 from vyre_core.errors import KernelSyntaxError, ValidationError
-from vyre_reference import run
 
 pytestmark = pytest.mark.fast
 
@@ -158,15 +157,6 @@ def negative_bound(n: u32, out: vyre.Array[i32]):
 def test_an_unsigned_value_against_a_negative_number_names_the_cast():
     err = refused(negative_bound, (3, np.zeros(1, np.int32)))
     assert line_of(err, negative_bound) == 2 and "i64(n)" in err.fix
-
-
-def launch(kernel, dim, args):
-    """What Driver.launch does, on the reference in this process."""
-    plan = kernel.plan(dim, args)
-    outs = run(plan.program, plan.inputs, grid=grid_for_dim(dim, plan.program.workgroup))
-    for target, out in zip(plan.out, outs, strict=True):
-        np.copyto(target, out.reshape(target.shape))
-    plan.fill()
 
 
 @vyre.func

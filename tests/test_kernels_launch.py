@@ -1,75 +1,22 @@
 """Kernels launched through real workers: the issue's saxpy and blur give, on the
 reference, cpu and wgpu backends, exactly the bytes of the same program built with the
-builder (its twin, written here) and numpy's; the caller's arrays are filled in place,
+builder (its twin, in builder_twins.py) and numpy's; the caller's arrays are filled in place,
 and a new size or a new scalar value is not a new compile."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from builder_twins import blur_twin, saxpy_twin
 from kernels import blur, saxpy
 
 import vyre_core as vyre
-from vyre_core import ir, u32
+from vyre_core import u32
 from vyre_core.errors import InvalidInputError
 
 pytestmark = [pytest.mark.processes]
 
 BACKENDS = ["reference", "cpu", "wgpu"]
-
-
-def exact_guard(k: ir.Kernel, launch: ir.Val, first: int, axes: int) -> None:
-    """The lowering's guard of an exact kernel: the invocations past ``dim`` (the launch
-    buffer's elements from ``first``) return at once."""
-    past = ir.global_id(0) >= launch[first]
-    for axis in range(1, axes):
-        past = ir.logical_or(past, ir.global_id(axis) >= launch[first + axis])
-    with k.if_(past):
-        k.ret()
-
-
-def saxpy_twin() -> ir.Program:
-    """saxpy as the builder writes it, under the kernel typing rules (ids are i32)."""
-    k = ir.Kernel(workgroup=(64,))
-    a = k.uniform("a", ir.f32)
-    x = k.read("x", ir.f32)
-    y = k.read("y", ir.f32)
-    out = k.read_write("out", ir.f32)
-    exact_guard(k, k.uniform("launch", ir.u32, count=1), 0, 1)
-    i = k.let("i", ir.global_id(0).cast(ir.i32))
-    with k.if_(i < x.len.cast(ir.i32)):
-        out[i.cast(ir.u32)] = a[0] * x[i.cast(ir.u32)] + y[i.cast(ir.u32)]
-    return k.build()
-
-
-def within(i: ir.Val, j: ir.Val, cols: ir.Val) -> ir.Val:
-    """Element (i, j) of a shaped array, out of bounds when j is outside its axis."""
-    i, j = i.cast(ir.u32), j.cast(ir.u32)
-    return ir.select(j < cols, i * cols + j, ir.u32(2**32 - 1))
-
-
-def blur_twin() -> ir.Program:
-    """blur as the builder writes it: the extents of img and out, then the launch's dim,
-    in one u32 uniform."""
-    k = ir.Kernel(workgroup=(8, 8))
-    img = k.read("img", ir.f32)
-    out = k.read_write("out", ir.f32)
-    shapes = k.uniform("launch", ir.u32, count=6)
-    exact_guard(k, shapes, 4, 2)
-    r = k.let("r", ir.global_id(0).cast(ir.i32))
-    c = k.let("c", ir.global_id(1).cast(ir.i32))
-    rows, cols = shapes[0].cast(ir.i32), shapes[1].cast(ir.i32)
-    inside = ir.logical_and(ir.logical_and(ir.i32(0) < r, r < rows - 1),
-                            ir.logical_and(ir.i32(0) < c, c < cols - 1))
-    with k.if_(inside):
-        acc = k.let("acc", ir.f32(0))
-        with k.loop("dr_trip", 0, 3) as t:
-            dr = k.let("dr", ir.i32(-1) + t.cast(ir.i32))
-            with k.loop("dc_trip", 0, 3) as u:
-                dc = k.let("dc", ir.i32(-1) + u.cast(ir.i32))
-                acc += img[within(r + dr, c + dc, shapes[1])]
-        out[within(r, c, shapes[3])] = acc / 9
-    return k.build()
 
 
 def blur_numpy(img: np.ndarray) -> np.ndarray:

@@ -9,11 +9,10 @@ import math
 
 import numpy as np
 import pytest
-from kernels import blur, saxpy
+from kernels import blur, launch, saxpy
 
 import vyre_core as vyre
 from vyre_core import f32, i32, u32
-from vyre_core.abi import grid_for_dim
 from vyre_core.errors import InvalidInputError, KernelSyntaxError, ValidationError
 from vyre_reference import run
 
@@ -21,17 +20,6 @@ pytestmark = pytest.mark.fast
 
 SCALE = 3          # a module-level number, captured at compile time
 TABLE = [1, 2, 3]  # a module-level list: refused
-
-
-def launch(kernel, dim, args):
-    """What Driver.launch does, on the reference in this process."""
-    plan = kernel.plan(dim, args)
-    outs = run(plan.program, plan.inputs,
-               grid=grid_for_dim(dim, plan.program.workgroup))
-    for target, out in zip(plan.out, outs, strict=True):
-        np.copyto(target, out.reshape(target.shape))
-    plan.fill()
-    return args
 
 
 def one(kernel, *scalars, dtype=np.int32, n=1):

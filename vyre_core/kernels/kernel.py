@@ -5,9 +5,7 @@ arrays the kernel writes)."""
 from __future__ import annotations
 
 import ast
-import builtins
 import functools
-import inspect
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,6 +43,7 @@ from vyre_core.ir.program import Program
 from vyre_core.ir.specialize import describe_range, in_range
 from vyre_core.kernels.annotations import ArrayType, ConstantType
 from vyre_core.kernels.lower import ArrayRef, Lowerer, Unit
+from vyre_core.kernels.scope import Capture, Scope
 from vyre_core.kernels.signature import Parameters, signature_of
 from vyre_core.kernels.source import Source
 from vyre_core.kernels.values import Refusal, Value, literal
@@ -53,31 +52,29 @@ from vyre_core.kernels.values import Refusal, Value, literal
 DEFAULT_WORKGROUPS = {1: (64,), 2: (8, 8), 3: (4, 4, 4)}
 
 
+#: The most invocations along one axis of a kernel's launch: ``global_id(i)`` is an i32,
+#: whose largest value is 2**31 - 1 (past it ids would wrap negative, silently).
+MAX_AXIS = 2**31
+
+
 def axes_of(dim: Any) -> int:
-    """How many axes a launch's ``dim`` has (part of the compile key)."""
+    """How many axes a launch's ``dim`` has (part of the compile key); an axis past
+    ``MAX_AXIS`` is refused."""
     if isinstance(dim, int | np.integer) and not isinstance(dim, bool):
-        return 1
-    if isinstance(dim, tuple | list) and 1 <= len(dim) <= 3:
-        return len(dim)
-    raise InvalidConfigError(f"dim={dim!r} is not 1 to 3 invocation counts",
-                             "Pass dim=n or dim=(rows, cols), e.g. dim=img.shape: dim[i] "
-                             "is the extent of global_id(i).")
-
-
-def _globals_of(fn: Callable[..., Any], source: Source) -> Callable[[str, ast.AST], Any]:
-    """A name the function reads from outside: its closure, its module, builtins."""
-    closure = inspect.getclosurevars(fn).nonlocals if fn.__closure__ else {}
-
-    def lookup(name: str, node: ast.AST) -> Any:
-        for scope in (closure, fn.__globals__):
-            if name in scope:
-                return scope[name]
-        if hasattr(builtins, name):
-            return getattr(builtins, name)
-        raise Refusal(f"unknown name {name!r}", f"Define {name} (a parameter, a local "
-                      "assigned before this line, or a module-level number or function).",
-                      node)
-    return lookup
+        counts: tuple[Any, ...] = (dim,)
+    elif isinstance(dim, tuple | list) and 1 <= len(dim) <= 3:
+        counts = tuple(dim)
+    else:
+        raise InvalidConfigError(f"dim={dim!r} is not 1 to 3 invocation counts",
+                                 "Pass dim=n or dim=(rows, cols), e.g. dim=img.shape: dim[i] "
+                                 "is the extent of global_id(i).")
+    if any(isinstance(n, int | np.integer) and n > MAX_AXIS for n in counts):
+        raise InvalidConfigError(f"dim={dim!r} has an axis of more than 2**31 invocations: "
+                                 "global_id is an i32, whose largest value is 2**31 - 1, so "
+                                 "the ids past it would wrap negative",
+                                 "Launch at most 2**31 invocations per axis: split the work "
+                                 "over several launches, or over a second axis of dim.")
+    return len(counts)
 
 
 class FuncFunction:
@@ -94,8 +91,9 @@ class FuncFunction:
     def source(self) -> Source:
         return Source.of(self.fn, "@vyre.func")
 
-    def lookup(self, name: str, node: ast.AST) -> Any:
-        return _globals_of(self.fn, self.source)(name, node)
+    @functools.cached_property
+    def scope(self) -> Scope:
+        return Scope(self.fn)
 
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args)
@@ -119,6 +117,11 @@ class Compiled:
     shaped: tuple[int, ...]         # positions of the arrays whose extents are passed
     launch: str | None = None       # the name of the hidden launch buffer, if it has one
     exact: bool = True              # runs exactly dim invocations (False: whole workgroups)
+    captures: tuple[Capture, ...] = ()  # what it read from outside the functions' bodies
+
+    def current(self) -> bool:
+        """Whether every outer name it read still names what it read (else: stale)."""
+        return all(c.holds() for c in self.captures)
 
     def launch_values(self, dim: Any, extents: Sequence[int]) -> np.ndarray | None:
         """The hidden launch buffer's contents for ``dim`` and the shaped arrays'
@@ -219,10 +222,10 @@ class KernelFunction:
         iteration number, which the runner keeps as a ``u32``)."""
         key = (types, axes, from_u32)
         found = self._compiled.get(key)
-        if found is None:
+        if found is None or not found.current():
             with self._lock:
                 found = self._compiled.get(key)
-                if found is None:
+                if found is None or not found.current():
                     found = self._compile(*key)
                     self._compiled[key] = found
         return found
@@ -266,7 +269,7 @@ class KernelFunction:
             constants.append(_spec_constant(source, name, ctype, default))
             env[name] = Value(SpecRef(name), ctype.dtype)
         body: list[Stmt] = []
-        Lowerer(source, unit, env, _globals_of(self.fn, source)).run(body)
+        Lowerer(source, unit, env, Scope(self.fn)).run(body)
         exact = not unit.synchronizes
         if exact:
             body.insert(0, _launch_guard(unit.launch_buffer, offset, axes))
@@ -291,7 +294,8 @@ class KernelFunction:
             raise _located(findings, program, unit.lines)
         written = tuple(p for p, name in enumerate(names) if name in unit.written)
         return Compiled(program, types, written, tuple(shaped),
-                        unit.launch_buffer if offset else None, exact)
+                        unit.launch_buffer if offset else None, exact,
+                        tuple(unit.captures.values()))
 
 
 def _launch_guard(launch: str, first: int, axes: int) -> If:

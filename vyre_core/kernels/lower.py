@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import builtins
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +50,7 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.kernels import flow, intrinsics, values
+from vyre_core.kernels.scope import Capture, Scope, is_number
 from vyre_core.kernels.source import Source
 from vyre_core.kernels.values import Refusal, Value
 
@@ -161,6 +161,12 @@ class Unit:
     #: whether it synchronizes a workgroup (a barrier, a shared array, a subgroup
     #: operation): then every invocation of a workgroup runs, and none is dropped
     synchronizes: bool = False
+    #: what the kernel and its functions read from outside their bodies, by (scope, path)
+    captures: dict[tuple[int, tuple[str, ...]], Capture] = field(default_factory=dict)
+
+    def capture(self, scope: Scope, path: tuple[str, ...], value: Any) -> None:
+        """Note that the lowering read ``value`` at ``path`` of ``scope``."""
+        self.captures.setdefault((id(scope), path), Capture(scope, path, value))
 
     def fresh(self, base: str) -> str:
         """A variable name no parameter, local or earlier fresh name has (deterministic:
@@ -178,11 +184,11 @@ class Lowerer:
     ``rename`` maps the function's locals to IR names (an inlined function's are fresh)."""
 
     def __init__(self, source: Source, unit: Unit, env: dict[str, Any],
-                 globals_: Callable[[str], Any], inlined: bool = False) -> None:
+                 scope: Scope, inlined: bool = False) -> None:
         self.source = source
         self.unit = unit
         self.env = env
-        self.lookup_global = globals_
+        self.scope = scope
         self.inlined = inlined
         self.types: dict[str, DType] = {}
         self.blocks: list[list[Stmt]] = []
@@ -591,7 +597,7 @@ class Lowerer:
         if isinstance(found, ArrayRef):
             raise Refusal(f"array {found.name!r} used as a value",
                           f"Index it: {found.name}[i], or take len({found.name}).", node)
-        return values.number(found) if _is_number(found) else _not_a_value(found, node)
+        return values.number(found) if is_number(found) else _not_a_value(found, node)
 
     def _expr(self, node: ast.AST) -> Any:
         if isinstance(node, ast.Constant):
@@ -610,7 +616,11 @@ class Lowerer:
                               "Arrays have .shape; values have no attributes.", node)
             if not hasattr(base, node.attr):
                 raise Refusal(f"{ast.unparse(node)} does not exist", "Correct the name.", node)
-            return getattr(base, node.attr)
+            found = getattr(base, node.attr)
+            path = self._outer_path(node)
+            if path is not None and is_number(found):   # (cfg.N: rebound later, noted)
+                self.unit.capture(self.scope, path, found)
+            return found
         if isinstance(node, ast.Subscript):
             return self.subscript(node)
         if isinstance(node, ast.BinOp):
@@ -648,12 +658,29 @@ class Lowerer:
             return Value(Var(self.rename[node.id]), self.types[node.id])
         if node.id in self.env:
             return self.env[node.id]
-        return self.lookup_global(node.id, node)
+        return self.outer(node.id, node)
+
+    def outer(self, name: str, node: ast.AST) -> Any:
+        """What ``name`` names outside the function (noted: a launch after it is rebound
+        compiles the kernel again)."""
+        found = self.scope(name, node)
+        self.unit.capture(self.scope, (name,), found)
+        return found
+
+    def _outer_path(self, node: ast.AST) -> tuple[str, ...] | None:
+        """``a.b.c`` as ("a", "b", "c") when ``a`` is a name from outside the function."""
+        if isinstance(node, ast.Attribute):
+            base = self._outer_path(node.value)
+            return None if base is None else (*base, node.attr)
+        if isinstance(node, ast.Name) and node.id not in self.locals and \
+                node.id not in self.env:
+            return (node.id,)
+        return None
 
     def _static(self, node: ast.AST) -> Any:
         """The Python object a name or attribute chain names (a function, a dtype)."""
         if isinstance(node, ast.Name) and node.id not in self.locals and node.id not in self.env:
-            return self.lookup_global(node.id, node)
+            return self.outer(node.id, node)
         if isinstance(node, ast.Attribute):
             base = self._static(node.value)
             return getattr(base, node.attr, None)
@@ -945,13 +972,13 @@ class Lowerer:
             env[p] = self.argument(source.tree.name, p, a)
         for p, default in zip(params[len(node.args):], defaults[len(node.args) - least:],
                               strict=True):
-            if not _is_number(default):
+            if not is_number(default):
                 raise Refusal(f"{fn.__name__}() parameter {p!r} defaults to a "
                               f"{type(default).__name__}: a default fills a value, so it "
                               "must be a number", f"Pass {p} in the call, or give it a "
                               "number as its default.", node)
             env[p] = values.number(default)
-        inner = Lowerer(source, self.unit, env, fn.lookup, inlined=True)
+        inner = Lowerer(source, self.unit, env, fn.scope, inlined=True)
         inner.loops = 0
         self.unit.inlining.append(fn)
         try:
@@ -966,13 +993,6 @@ class Lowerer:
 def _pos(node: ast.AST) -> dict[str, int]:
     return {"lineno": node.lineno, "col_offset": node.col_offset,
             "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
-
-
-def _is_number(value: Any) -> bool:
-    import numpy as np
-
-    return isinstance(value, bool | int | float | np.number | np.bool_) and not \
-        isinstance(value, np.complexfloating)
 
 
 def _is_func(fn: Any) -> bool:
