@@ -113,17 +113,17 @@ def varying(body: tuple[Stmt, ...], buffers: Mapping[str, Buffer]) -> frozenset[
     every invocation takes (an if on a varying condition, a loop whose bounds vary or
     that some invocations leave early). A variable only ever given uniform values under
     uniform control flow is uniform, in a loop too (``s = s // 2``): the largest set of
-    such variables, found by dropping from "all" those an assignment refutes until none
-    does. By name, as the validator's other rules: a name declared in two places with a
-    varying value in one is varying in both."""
-    maybe: set[str] = set()  # names some declaration or assignment gives a varying value
+    such variables, found by dropping from "all" those an assignment refutes, pass after
+    pass, until a pass drops none (a pass sees what it dropped so far: only a value
+    carried backwards, round a loop, takes another). By name, as the validator's other
+    rules: a name declared in two places with a varying value in one is varying in both."""
+    dropped: set[str] = set()  # names some declaration or assignment gives a varying value
     while True:
-        found: set[str] = set()
+        before = len(dropped)
         assigned: set[str] = set()
-        _mark(body, True, _AllBut(maybe), buffers, found, assigned)
-        if found <= maybe:
+        _mark(body, True, _AllBut(dropped), buffers, dropped, assigned)
+        if len(dropped) == before:
             return frozenset(assigned)
-        maybe |= found
 
 
 def _mark(stmts: tuple[Stmt, ...], uniform: bool, uniform_vars: Container[str],
