@@ -42,9 +42,16 @@ def held(buf: ResidentBuffer, like: np.ndarray) -> np.ndarray:
 
 
 @vyre.kernel
-def scale_in_place(k: i32, v: vyre.Array[i32]):
+def scale_in_place(k, v: vyre.Array[i32]):       # k unannotated: a constant of the step
     i = vyre.global_id(0)
     v[i] = v[i] * k + i
+
+
+@vyre.kernel
+def add_repeatedly(v: vyre.Array[i32], *, R: vyre.Constant[i32](low=1, high=8) = 1):
+    i = vyre.global_id(0)
+    for _ in range(R):
+        v[i] += 1
 
 
 @pytest.mark.processes
@@ -67,6 +74,9 @@ def test_a_launch_on_resident_buffers_writes_them_in_place(drv, backend):
         v = v * k + np.arange(1000, dtype=np.int32)
     assert held(rv, v).tobytes() == v.tobytes()
     assert scale_in_place.compiles - compiles <= 1
+    drv.launch(add_repeatedly, dim=len(v), args=(rv,),
+               config=DispatchConfig(constants={"R": 3}, label="thrice", timeout=120))
+    assert held(rv, v + 3).tobytes() == (v + 3).tobytes()
     # a shaped array: its extents in shapes=
     img = np.random.default_rng(3).random((40, 50), dtype=np.float32)
     smooth = np.full_like(img, -5.0)

@@ -164,7 +164,7 @@ class LaunchPlan(Written):
         self.program = compiled.program
         self.exact = compiled.exact
         self.inputs: list[Any] = [value.reshape(-1) if isinstance(t, ArrayType) else
-                                  _scalar_argument(name, value, t) for name, value, t in
+                                  scalar_argument(name, value, t) for name, value, t in
                                   zip(names, args, compiled.types, strict=True)]
         hidden = compiled.launch_values(dim, [n for p in compiled.shaped
                                               for n in args[p].shape])
@@ -180,7 +180,7 @@ def scalar_array(value: Any, dtype: DType) -> np.ndarray:
     return np.array([literal(_plain(value), dtype).value], dtype.storage_np)
 
 
-def _scalar_argument(name: str, value: Any, dtype: DType) -> np.ndarray:
+def scalar_argument(name: str, value: Any, dtype: DType) -> np.ndarray:
     """``scalar_array`` of a launch's argument ``name``: a number its type cannot hold is
     the caller's error, with the range it can."""
     try:

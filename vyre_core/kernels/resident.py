@@ -18,7 +18,7 @@ from vyre_core.config import DispatchConfig
 from vyre_core.errors import InvalidConfigError, InvalidInputError, InvalidSequenceError
 from vyre_core.ir.dtypes import DType
 from vyre_core.kernels.annotations import ArrayType
-from vyre_core.kernels.kernel import KernelFunction, Written, axes_of
+from vyre_core.kernels.kernel import KernelFunction, Written, axes_of, scalar_argument
 from vyre_core.kernels.signature import check_count, parameter_type
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.sequence import SequenceBuilder
@@ -55,9 +55,17 @@ class ResidentLaunch(Written):
         self.config, constants = _split(config)
         self.sequence = _sequence(kernel, dim, args, types, resident, shapes,
                                   [params.names[p] for p in mine], constants)
-        self.inputs = [args[p].reshape(-1) for p, t in enumerate(types)
-                       if isinstance(t, ArrayType) and p not in resident]
+        self.inputs = [args[p].reshape(-1) if isinstance(t, ArrayType) else
+                       scalar_argument(name, args[p], t)
+                       for p, (name, t) in enumerate(zip(params.names, types, strict=True))
+                       if p not in resident and _is_input(params.declared[p], t)]
         self.resident = {params.names[p]: buf for p, buf in resident.items()}
+
+
+def _is_input(declared: Any, t: ArrayType | DType) -> bool:
+    """Whether a numpy argument travels as an input of the sequence: an array, or a
+    scalar whose parameter is annotated."""
+    return isinstance(t, ArrayType) or isinstance(declared, DType)
 
 
 def _resident_type(name: str, declared: Any, buf: ResidentBuffer) -> ArrayType:
@@ -130,13 +138,18 @@ def _split(config: DispatchConfig) -> tuple[DispatchConfig, dict[str, Any]]:
             f"config sets {', '.join(chosen)}",
             "Leave them out: pass dim=, and name the workgroup with "
             "@vyre.kernel(workgroup=(...))." )
-    return config.replace(constants=()), dict(config.constants)
+    constants = dict(config.constants)
+    return (config.replace(constants=()) if constants else config), constants
 
 
 def _sequence(kernel: KernelFunction, dim: Any, args: Sequence[Any],
               types: tuple[ArrayType | DType, ...], resident: Mapping[int, ResidentBuffer],
               shapes: dict[str, Any], returns: list[str],
               constants: dict[str, Any]) -> StepSequence:
+    """The launch as a one-step sequence: resident buffers, then numpy arrays and
+    annotated scalars as its inputs (a new value is no new sequence), an unannotated
+    scalar as a number (a constant: a step types a parameter bound to a buffer as an
+    array unless annotated)."""
     b = SequenceBuilder()
     bind: dict[str, Any] = {}
     for p, (name, t) in enumerate(zip(kernel.params.names, types, strict=True)):
@@ -146,6 +159,8 @@ def _sequence(kernel: KernelFunction, dim: Any, args: Sequence[Any],
             b.input(name, t.dtype, int(np.size(args[p])))
             if t.ndim > 1:
                 shapes[name] = tuple(args[p].shape)
+        elif _is_input(kernel.params.declared[p], t):
+            b.input(name, t, 1)
         else:
             bind[name] = args[p]
     try:
