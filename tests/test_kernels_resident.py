@@ -18,7 +18,12 @@ from waiting import wait_for, workers
 import vyre_core as vyre
 from vyre_core import DispatchConfig, f32, i32, u32
 from vyre_core.driver import ResidentBuffer
-from vyre_core.errors import InvalidConfigError, InvalidInputError, PipelineInvalidatedError
+from vyre_core.errors import (
+    InvalidConfigError,
+    InvalidInputError,
+    InvalidSequenceError,
+    PipelineInvalidatedError,
+)
 
 BACKENDS = ["reference", "cpu", "wgpu"]
 N = 1 << 15          # 128 KiB of f32: over the data plane's 64 KiB, in shared memory
@@ -133,10 +138,13 @@ def test_arrays_a_dispatch_returned_are_read_without_a_copy(drv, backend):
 
 
 @pytest.mark.processes
-def test_a_resident_buffer_of_a_restarted_worker_is_refused(drv):
+def test_a_resident_buffer_of_another_backend_or_a_restarted_worker_is_refused(drv):
     v = np.arange(100, dtype=np.int32)
     rv = resident(drv, v, "reference")
     drv.launch(scale_in_place, dim=100, args=(2, rv))
+    with pytest.raises(InvalidSequenceError, match="but the resident buffers live in "
+                                                   "'reference'"):
+        drv.launch(scale_in_place, dim=100, args=(2, rv), backend="cpu")
     pid = next(w["pid"] for w in workers(drv, "reference") if w["index"] == rv.slot)
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not rv.valid, 10.0, "the generation to end")
