@@ -36,6 +36,7 @@ from builder_twins import (
 
 import vyre_core as vyre
 from vyre_core import Driver, SequenceBuilder
+from vyre_core.driver import ResidentBuffer
 from vyre_core.kernels.kernel import KernelFunction
 
 pytestmark = [pytest.mark.processes]
@@ -104,22 +105,31 @@ def _run_page() -> Page:
     launch, launch_async = Driver.launch, Driver.launch_async
     dispatch_sequence, step = Driver.dispatch_sequence, SequenceBuilder.step
 
+    inside: list[bool] = []  # (a launch on resident buffers runs as a sequence: not the page's)
+
     def recorded(run):
-        def wrapper(self, kernel, dim, args, backend=None, config=None):
+        def wrapper(self, kernel, dim, args, backend=None, config=None, **kwargs):
             before = [_copy(a) for a in args]
-            result = run(self, kernel, dim, args, backend, config)
-            launches.append(Launch(kernel, dim, config, before, list(args)))
-            return result
+            inside.append(True)
+            try:
+                result = run(self, kernel, dim, args, backend, config, **kwargs)
+            finally:
+                inside.pop()
+            if not any(isinstance(a, ResidentBuffer) for a in args):  # (tied to a worker:
+                launches.append(Launch(kernel, dim, config, before, list(args)))  # see
+            return result                       # test_kernels_resident, every backend)
         return wrapper
 
     def sequence_recorded(self, sequence, inputs=(), *rest, **kwargs):
         copies = [_copy(a) for a in inputs]
         outputs = dispatch_sequence(self, sequence, inputs, *rest, **kwargs)
+        if inside:
+            return outputs
         sequences.append(SequenceRun(sequence, copies, [_copy(o) for o in outputs]))
         return outputs
 
     def step_recorded(self, program, *args, **kwargs):
-        if isinstance(program, KernelFunction):
+        if isinstance(program, KernelFunction) and not inside:
             steps.add(program.__name__)
         return step(self, program, *args, **kwargs)
 

@@ -175,7 +175,7 @@ REFUSALS = {
                           "bind names ['z'], which kernel 'saxpy' does not have",
                           "Key bind by the kernel's parameter names."),
     "shaped without shapes": (lambda b: b.step(blur, {"img": "x"}, dim=(2, 4)),
-                              "a shaped array, and the step does not say its shape",
+                              "a shaped array, and shapes= does not give its shape",
                               "Pass its extents, numpy's order: shapes={'img': (rows, cols)}"),
     "shapes of another size": (lambda b: b.step(blur, {"img": "x"}, dim=(2, 4),
                                                 shapes={"img": (3, 3), "out": (2, 4)}),

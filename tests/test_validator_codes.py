@@ -693,6 +693,46 @@ def _barrier_after_a_loop_with_breaks(kk):
     kk.k.barrier()
 
 
+def _tree_reduction(first, step):
+    """The workgroup tree reduction: ``s`` halves each pass of a while on ``s > 0``."""
+    def build(kk):
+        k = kk.k
+        tile = k.workgroup_buffer("tile", ir.u32, 8)
+        s = k.let("s", first(kk))
+        with k.while_(s > 0, max_trips=8):
+            with k.if_(ir.local_id(0) < s):
+                tile[ir.local_id(0)] = tile[ir.local_id(0)] + tile[ir.local_id(0) + s]
+            k.barrier()
+            k.assign(s, step(kk, s))
+    return build
+
+
+def _assigned_then_if(cond, value):
+    """``v`` is declared uniform, then assigned ``value`` under an if on ``cond``."""
+    def build(kk):
+        v = kk.k.let("v", ir.workgroup_id(0) * 0)
+        with kk.k.if_(cond(kk)):
+            kk.k.assign(v, value(kk, v))
+        with kk.k.if_(v < 4):
+            kk.k.barrier()
+    return build
+
+
+def _carried_through_two_locals(second):
+    """``a`` takes ``b``'s value before ``b`` is assigned ``second`` in the same pass: ``a``
+    is as uniform as ``second`` (the rule's fixed point, one name at a time)."""
+    def build(kk):
+        k = kk.k
+        a = k.let("a", ir.workgroup_id(0))
+        b = k.let("b", ir.workgroup_id(0))
+        with k.loop("i", 0, 4):
+            with k.if_(a < 4):
+                k.barrier()
+            k.assign(a, b)
+            k.assign(b, second(kk))
+    return build
+
+
 UNIFORM_BARRIERS = {
     "while-uniform-condition": _while_barrier(lambda kk: kk.params[0] == 1),
     "loop-with-an-unconditional-break": _loop_barrier_then_break,
@@ -712,6 +752,16 @@ UNIFORM_BARRIERS = {
     "if-on-uniform-loop-var": _loop_if_barrier,
     "after-uniform-return": _uniform_return_then_barrier,
     "before-non-uniform-return": _barrier_then_return,
+    "while-halving-a-uniform-let": _tree_reduction(lambda kk: ir.lit(4, ir.u32),
+                                                   lambda kk, s: s // 2),
+    "while-shifting-a-let-of-uniform-values": _tree_reduction(
+        lambda kk: kk.params[0] + kk.data.len, lambda kk, s: s >> 1),
+    "reassigned-from-uniform-values": _assigned_then_if(
+        lambda kk: ir.lit(True), lambda kk, v: v * 2 + kk.params[1] + ir.workgroup_id(0)),
+    "reassigned-under-uniform-if": _assigned_then_if(
+        lambda kk: ir.workgroup_id(0) == 0, lambda kk, v: ir.lit(1, ir.u32)),
+    "carried-through-two-uniform-locals": _carried_through_two_locals(
+        lambda kk: kk.params[2]),
 }
 
 NON_UNIFORM_BARRIERS = {
@@ -733,6 +783,18 @@ NON_UNIFORM_BARRIERS = {
     "loop-start-from-local-id": lambda kk: _loop_barrier(kk, ir.local_id(0), 8),
     "loop-with-early-return": _loop_barrier_early_return,
     "uniform-loop-inside-non-uniform-if": _loop_in_if,
+    "while-halving-a-let-of-local-id": _tree_reduction(lambda kk: ir.local_id(0),
+                                                       lambda kk, s: s // 2),
+    "while-carrying-local-id": _tree_reduction(lambda kk: ir.lit(4, ir.u32),
+                                               lambda kk, s: s - ir.local_id(0)),
+    "reassigned-under-non-uniform-if": _assigned_then_if(
+        lambda kk: ir.local_id(0) == 0, lambda kk, v: ir.lit(1, ir.u32)),
+    "reassigned-from-a-read-buffer": _assigned_then_if(
+        lambda kk: ir.lit(True), lambda kk, v: kk.data[0]),
+    "reassigned-from-a-uniform-load-at-local-index": _assigned_then_if(
+        lambda kk: ir.lit(True), lambda kk, v: kk.params[ir.local_id(0) % 4]),
+    "carried-through-two-locals-from-global-id": _carried_through_two_locals(
+        lambda kk: ir.global_id(0)),
 }
 
 

@@ -49,7 +49,8 @@ from vyre_core.errors import (
     PoolFailedError,
 )
 from vyre_core.ir import Kernel, Program
-from vyre_core.kernels.kernel import KernelFunction, LaunchPlan
+from vyre_core.kernels.kernel import KernelFunction, LaunchPlan, Written
+from vyre_core.kernels.resident import ResidentLaunch
 from vyre_core.launch import Launch, effective_program, launch_of
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op
@@ -167,21 +168,32 @@ class PendingResult:
                 "DispatchConfig.timeout).") from None
 
 
-def _kernel_plan(kernel: Any, dim: Any, args: Sequence[Any]) -> LaunchPlan:
+def _kernel_plan(kernel: Any, dim: Any, args: Sequence[Any], shapes: Any = None,
+                 config: Any = None) -> LaunchPlan | ResidentLaunch:
+    """The plan of one launch: a dispatch, or (some arguments resident buffers) a
+    one-step sequence in their worker."""
     if not isinstance(kernel, KernelFunction):
         raise InvalidInputError(f"launch() takes a @vyre.kernel function, got "
                                 f"{type(kernel).__name__}",
                                 "Decorate the function with @vyre.kernel, or run a Program "
                                 "with Driver.dispatch.")
+    resident = {p: a for p, a in enumerate(args) if isinstance(a, ResidentBuffer)} \
+        if isinstance(args, list | tuple) else {}
+    if resident:
+        return ResidentLaunch(kernel, dim, args, resident, shapes, _config(config))
+    if shapes is not None:
+        raise InvalidInputError("shapes= gives the extents of resident buffers, and no "
+                                "argument is one", "Leave shapes= out: a numpy array has "
+                                "its own shape.")
     return kernel.plan(dim, args)
 
 
 class _LaunchResult(PendingResult):
     """A launch in flight: ``result()`` fills the caller's arrays, once."""
 
-    def __init__(self, future: Future, plan: LaunchPlan) -> None:
+    def __init__(self, future: Future, plan: Written) -> None:
         super().__init__(future)
-        self._plan: LaunchPlan | None = plan
+        self._plan: Written | None = plan
 
     def result(self, timeout: float | None = None) -> Outputs:
         meta, arrays = self._future_result(timeout)
@@ -618,23 +630,37 @@ class Driver:
         return outputs
 
     def launch(self, kernel: KernelFunction, dim: int | Sequence[int], args: Sequence[Any],
-               backend: str | None = None, config: DispatchConfig | None = None) -> Outputs:
+               backend: str | None = None, config: DispatchConfig | None = None, *,
+               shapes: Mapping[str, Sequence[int]] | None = None) -> Outputs:
         """Run a ``@vyre.kernel`` over ``dim`` invocations with ``args`` (one per
         parameter), as ``dispatch`` runs its program (routing, config, timeouts, errors),
-        and fill the arrays the kernel writes in place; returns them as ``Outputs``
-        (docs/kernels.md)."""
-        plan = _kernel_plan(kernel, dim, args)
-        outputs = self.dispatch(plan.program, plan.inputs, backend, config, out=plan.out,
-                                dim=dim)
+        and fill the numpy arrays the kernel writes in place; returns them as ``Outputs``.
+        Resident buffers among ``args`` run it in their worker, written in place there
+        (``shapes`` gives a shaped one's extents): docs/kernels.md, "Launching"."""
+        plan = _kernel_plan(kernel, dim, args, shapes, config)
+        if isinstance(plan, ResidentLaunch):
+            outputs = self.dispatch_sequence(plan.sequence, plan.inputs, plan.resident,
+                                             backend, plan.config, out=plan.out)
+        else:
+            outputs = self.dispatch(plan.program, plan.inputs, backend, config,
+                                    out=plan.out, dim=dim)
         plan.fill()
         return outputs
 
     def launch_async(self, kernel: KernelFunction, dim: int | Sequence[int],
                      args: Sequence[Any], backend: str | None = None,
-                     config: DispatchConfig | None = None) -> PendingResult:
+                     config: DispatchConfig | None = None, *,
+                     shapes: Mapping[str, Sequence[int]] | None = None) -> PendingResult:
         """``launch`` started at once: the caller's arrays are filled when ``result()``
         returns (as Warp's arrays are after a synchronize)."""
-        plan = _kernel_plan(kernel, dim, args)
+        plan = _kernel_plan(kernel, dim, args, shapes, config)
+        if isinstance(plan, ResidentLaunch):
+            request = _sequence_request(plan.sequence, plan.inputs, plan.resident,
+                                        _sequence_config(plan.config))
+            _check_out(plan.sequence, request.outputs, plan.out)
+            pool = self._resident_sequence_pool(plan.sequence, request, plan.resident,
+                                                backend)
+            return _LaunchResult(pool.submit(request), plan)
         pending = self.dispatch_async(plan.program, plan.inputs, backend, config, dim=dim)
         return _LaunchResult(pending._future, plan)
 
@@ -921,18 +947,26 @@ class Driver:
                       resident: Mapping[str, ResidentBuffer] | None,
                       backend: str | None) -> Outputs:
         if request.slot is not None:  # resident buffers: their worker runs it
-            pool = _resident_pool(resident)
-            if backend not in (None, pool.backend):
-                raise InvalidSequenceError(
-                    f"backend={backend!r}, but the resident buffers live in "
-                    f"{pool.backend!r}", "Leave backend out, or allocate the buffers there.")
-            # (capable, or every reason why not)
-            self.routing.route(sequence, pool.backend, request.deadline, request.timeout)
-            self._check_device(sequence, next(iter(resident.values())), request.timeout)
+            pool = self._resident_sequence_pool(sequence, request, resident, backend)
             return _sequence_outputs(*pool.call(request))
         _, _, reply = self.routing.call(sequence, backend, lambda pool: request.renewed(),
                                         request.deadline, request.timeout)
         return _sequence_outputs(*reply)
+
+    def _resident_sequence_pool(self, sequence: StepSequence, request: Request,
+                                resident: Mapping[str, ResidentBuffer],
+                                backend: str | None) -> Pool:
+        """The pool whose worker holds ``resident`` and runs ``sequence`` (``request``
+        is pinned to it), once it is seen able to."""
+        pool = _resident_pool(resident)
+        if backend not in (None, pool.backend):
+            raise InvalidSequenceError(
+                f"backend={backend!r}, but the resident buffers live in "
+                f"{pool.backend!r}", "Leave backend out, or allocate the buffers there.")
+        # (capable, or every reason why not)
+        self.routing.route(sequence, pool.backend, request.deadline, request.timeout)
+        self._check_device(sequence, next(iter(resident.values())), request.timeout)
+        return pool
 
     def compile_sequence(self, sequence: StepSequence, backend: str | None = None,
                          config: DispatchConfig | None = None,

@@ -50,7 +50,7 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.ir.specialize import describe_range, in_range
-from vyre_core.ir.uniformity import is_uniform
+from vyre_core.ir.uniformity import is_uniform, leaves_early, varying
 from vyre_core.ir.wire import MAX_BUFFERS
 
 # code -> the Fix shown with every finding of that code.
@@ -181,36 +181,9 @@ def check(program) -> None:
             findings=[f.to_dict() for f in findings])
 
 
-def _has_nested_return(body: tuple[Stmt, ...]) -> bool:
-    """Whether a return sits under an if or loop inside ``body`` (so only some may take it)."""
-    return any(isinstance(inner, Return)
-               for node in walk(body) if isinstance(node, If | Loop | While)
-               for inner in walk(node.then + node.orelse if isinstance(node, If) else node.body))
-
-
 def _shape_fits(shape: object, count: int | None) -> bool:
     return isinstance(shape, tuple) and 1 <= len(shape) <= 3 and count is not None and \
         all(type(n) is int and n >= 1 for n in shape) and math.prod(shape) == count
-
-
-def _has_branching_jump(body: tuple[Stmt, ...]) -> bool:
-    """Whether a break or continue of this loop sits under an if in ``body`` (so only some
-    invocations may take it, and the passes after it diverge); nested loops' own are
-    theirs."""
-    def under_if(stmts: tuple[Stmt, ...], branched: bool) -> bool:
-        for s in stmts:
-            match s:
-                case Break() | Continue() if branched:
-                    return True
-                case If(then=then, orelse=orelse):
-                    if under_if(then, True) or under_if(orelse, True):
-                        return True
-                case Block(body=inner):
-                    if under_if(inner, branched):
-                        return True
-        return False
-
-    return under_if(body, False)
 
 
 @dataclass
@@ -227,8 +200,8 @@ class _Validator:
         self.buffers = {b.name: b for b in program.buffers}
         self.constants = {c.name: c for c in program.constants}
         self.scopes: list[_Scope] = []
-        # Variables ever assigned can differ per invocation after any assignment.
-        self.reassigned = {n.name for n in walk(program.body) if isinstance(n, Assign)}
+        # Variables an assignment may leave different per invocation (uniformity.varying).
+        self.varying = varying(program.body, self.buffers)
         self.loop_vars = {n.var for n in walk(program.body) if isinstance(n, Loop)}
         self.uniform_vars: set[str] = set()
         self.diverged = False  # a non-uniform return happened earlier
@@ -381,7 +354,7 @@ class _Validator:
         scope.types[name] = dtype  # type: ignore[assignment]  # None after an error
         if loop:
             scope.loop_vars.add(name)
-        if uniform and name not in self.reassigned:
+        if uniform and name not in self.varying:
             self.uniform_vars.add(name)
         else:
             self.uniform_vars.discard(name)
@@ -477,7 +450,7 @@ class _Validator:
     def diverges(self, body: tuple[Stmt, ...]) -> bool:
         """Whether some invocations may leave a pass of this loop early (a return, break
         or continue under an if), so the passes after it are not uniform."""
-        return _has_nested_return(body) or _has_branching_jump(body)
+        return leaves_early(body)
 
     def loop_body(self, body: tuple[Stmt, ...], path: str, uniform: bool) -> None:
         """``uniform``: the loop's passes are the same in every invocation (its bounds or

@@ -131,22 +131,21 @@ class Compiled:
         return np.array([*extents, *(dims_of(dim) if self.exact else ())], np.uint32)
 
 
-class LaunchPlan:
-    """One launch: the dispatch inputs (ABI order) and the ``out=`` arrays of the
-    outputs; ``fill()`` copies into the caller's arrays those that are not theirs."""
+class Written:
+    """The caller's arrays a launch writes (``targets``, named ``names``) and the ``out=``
+    arrays its dispatch writes them through: the array itself when it is C-contiguous
+    and writable, else a scratch array that ``fill()`` copies into it. A read-only
+    array (one a dispatch returned, say) is refused here, before any work."""
 
-    def __init__(self, compiled: Compiled, dim: Any, args: Sequence[Any],
-                 names: Sequence[str]) -> None:
-        self.program = compiled.program
-        self.exact = compiled.exact
-        self.inputs: list[Any] = [value.reshape(-1) if isinstance(t, ArrayType) else
-                                  _scalar_argument(name, value, t) for name, value, t in
-                                  zip(names, args, compiled.types, strict=True)]
-        hidden = compiled.launch_values(dim, [n for p in compiled.shaped
-                                              for n in args[p].shape])
-        if hidden is not None:
-            self.inputs.append(hidden)
-        self.targets = [args[p] for p in compiled.written]
+    def __init__(self, targets: Sequence[np.ndarray], names: Sequence[str]) -> None:
+        for name, target in zip(names, targets, strict=True):
+            if not target.flags.writeable:
+                raise InvalidInputError(
+                    f"argument {name!r} is a read-only array, and the kernel writes it",
+                    f"Pass a writable array for {name!r}: {name}.copy(), or an array to "
+                    f"receive the result such as np.empty_like({name}) (the arrays a "
+                    "dispatch returns are read-only views of its results).")
+        self.targets = list(targets)
         self.direct = [_direct(t) for t in self.targets]
         self.out = [t.reshape(-1) if direct else
                     np.empty(t.size, DType.BOOL.storage_np if t.dtype == np.bool_ else t.dtype)
@@ -159,13 +158,32 @@ class LaunchPlan:
                 np.copyto(target, out.reshape(target.shape), casting="unsafe")
 
 
+class LaunchPlan(Written):
+    """One launch: the dispatch inputs (ABI order) and the ``out=`` arrays of the
+    outputs (``Written``)."""
+
+    def __init__(self, compiled: Compiled, dim: Any, args: Sequence[Any],
+                 names: Sequence[str]) -> None:
+        self.program = compiled.program
+        self.exact = compiled.exact
+        self.inputs: list[Any] = [value.reshape(-1) if isinstance(t, ArrayType) else
+                                  scalar_argument(name, value, t) for name, value, t in
+                                  zip(names, args, compiled.types, strict=True)]
+        hidden = compiled.launch_values(dim, [n for p in compiled.shaped
+                                              for n in args[p].shape])
+        if hidden is not None:
+            self.inputs.append(hidden)
+        super().__init__([args[p] for p in compiled.written],
+                         [names[p] for p in compiled.written])
+
+
 def scalar_array(value: Any, dtype: DType) -> np.ndarray:
     """A scalar argument as the one-element array its uniform buffer holds (Refusal
     when the number does not fit ``dtype``)."""
     return np.array([literal(_plain(value), dtype).value], dtype.storage_np)
 
 
-def _scalar_argument(name: str, value: Any, dtype: DType) -> np.ndarray:
+def scalar_argument(name: str, value: Any, dtype: DType) -> np.ndarray:
     """``scalar_array`` of a launch's argument ``name``: a number its type cannot hold is
     the caller's error, with the range it can."""
     try:

@@ -94,35 +94,43 @@ def signature_of(params: Parameters, args: Sequence[Any]) -> tuple[ArrayType | D
     """Each positional parameter's type, for these arguments; an argument that does
     not fit its annotation is refused (nothing is converted: an array is filled in
     place, so it must be the array the kernel writes)."""
+    check_count(params, args)
+    return tuple(parameter_type(name, declared, value) for name, declared, value in
+                 zip(params.names, params.declared, args, strict=True))
+
+
+def check_count(params: Parameters, args: Any) -> None:
+    """Refuse ``args`` unless it is a list or tuple of one value per parameter."""
     if not isinstance(args, list | tuple) or len(args) != len(params.names):
         got = len(args) if isinstance(args, list | tuple) else type(args).__name__
         raise InvalidInputError(f"the kernel takes {len(params.names)} argument(s) "
                                 f"({', '.join(params.names)}), got {got}",
                                 "Pass one value per parameter, in order: "
                                 "drv.launch(kernel, dim=n, args=(x, y)).")
-    types = []
-    for name, declared, value in zip(params.names, params.declared, args, strict=True):
-        found = type_of_argument(value, name) if isinstance(value, np.ndarray) or \
-            declared is None else None
-        if isinstance(declared, ArrayType):
-            if not isinstance(found, ArrayType) or found != declared:
-                want = f"a {declared.ndim}-D {declared.dtype.value_np} array"
-                raise InvalidInputError(
-                    f"argument {name!r} is {_describe(value)}, the kernel wants {want} "
-                    f"({declared!r})",
-                    f"Pass {want}, e.g. np.asarray({name}, dtype=np."
-                    f"{declared.dtype.value_np}) (a copy is not filled in place: keep it).")
-            types.append(declared)
-        elif isinstance(declared, DType):
-            if isinstance(value, np.ndarray) or not isinstance(value, bool | int | float |
-                                                               np.generic):
-                raise InvalidInputError(f"argument {name!r} is {_describe(value)}, the "
-                                        f"kernel wants a {declared.value} number",
-                                        f"Pass a number for {name!r}.")
-            types.append(declared)
-        else:
-            types.append(found)
-    return tuple(types)
+
+
+def parameter_type(name: str, declared: ParamType, value: Any) -> ArrayType | DType:
+    """The type of parameter ``name`` (annotated ``declared``) for the argument ``value``
+    (a numpy array or a number)."""
+    found = type_of_argument(value, name) if isinstance(value, np.ndarray) or \
+        declared is None else None
+    if isinstance(declared, ArrayType):
+        if not isinstance(found, ArrayType) or found != declared:
+            want = f"a {declared.ndim}-D {declared.dtype.value_np} array"
+            raise InvalidInputError(
+                f"argument {name!r} is {_describe(value)}, the kernel wants {want} "
+                f"({declared!r})",
+                f"Pass {want}, e.g. np.asarray({name}, dtype=np."
+                f"{declared.dtype.value_np}) (a copy is not filled in place: keep it).")
+        return declared
+    if isinstance(declared, DType):
+        if isinstance(value, np.ndarray) or not isinstance(value, bool | int | float |
+                                                           np.generic):
+            raise InvalidInputError(f"argument {name!r} is {_describe(value)}, the "
+                                    f"kernel wants a {declared.value} number",
+                                    f"Pass a number for {name!r}.")
+        return declared
+    return found
 
 
 def _describe(value: Any) -> str:

@@ -135,7 +135,7 @@ def _check_shape(where: str, name: str, ndim: int, shape: Any, count: int) -> No
     axes = ["rows", "cols", "depth"][:ndim]
     example = f"shapes={{{name!r}: ({', '.join(axes)})}}"
     if shape is None:
-        raise _refuse(f"{where}: a shaped array, and the step does not say its shape",
+        raise _refuse(f"{where}: a shaped array, and shapes= does not give its shape",
                       f"Pass its extents, numpy's order: {example}, their product "
                       f"{count}.")
     if not isinstance(shape, tuple | list) or len(shape) != ndim or not all(
