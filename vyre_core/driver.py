@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from vyre_core import abi
+from vyre_core import abi, lifetime
 from vyre_core.cluster import connect
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Capabilities, DeviceInfo, LoopRun, Outputs, Timing
@@ -416,6 +416,60 @@ def _sequence_into(got: Outputs, out: Sequence[np.ndarray] | None) -> Outputs:
 _DRIVERS: weakref.WeakSet[Driver] = weakref.WeakSet()
 
 
+class _Owned:
+    """What a Driver owns and ``close()`` stops, apart from the Driver: its finalizer,
+    atexit and the pools' threads hold this, never the Driver, so a dropped Driver is
+    collected (and its finalizer closes this)."""
+
+    pools: Pools
+
+    def __init__(self, cluster: connect.RayCluster | None) -> None:
+        self.owner_pid = os.getpid()
+        self.cluster = cluster
+        self.shadow: ShadowSampler | None = None
+        self._closing = threading.Lock()  # (a second close waits for the first to end)
+
+    def close(self, timeout: float | None = None) -> None:
+        """The shadow first (it needs the reference's pool), then the pools, then the
+        cluster; every step runs even when one before it is interrupted."""
+        if os.getpid() != self.owner_pid:
+            return  # forked without Python's fork hooks: nothing here is this process's
+        with self._closing:
+            try:
+                try:
+                    if self.shadow is not None:
+                        self.shadow.close(30.0 if timeout is None else timeout)
+                finally:
+                    try:
+                        self.pools.close(timeout)
+                    finally:
+                        if self.cluster is not None:
+                            self.cluster.close()
+            finally:
+                atexit.unregister(self.close)
+
+    def close_in_multiprocessing_child(self) -> None:
+        """A multiprocessing child leaves with os._exit (no atexit): close there too."""
+        from multiprocessing import util
+
+        util.Finalize(None, _close_if_alive, args=(weakref.ref(self),), exitpriority=10)
+
+
+def _close_if_alive(owned: weakref.ref[_Owned]) -> None:
+    if (alive := owned()) is not None:
+        alive.close()
+
+
+def _options_for(per_backend: Mapping[str, PoolOptions], options: PoolOptions,
+                 backend: str) -> PoolOptions:
+    return per_backend.get(backend, options)
+
+
+def _invalidate_routing(driver: weakref.ref[Driver]) -> None:
+    if (alive := driver()) is not None:
+        alive.routing.router.invalidate()
+
+
 class Driver:
     """Routes programs to backends and runs them in supervised worker processes.
 
@@ -433,6 +487,7 @@ class Driver:
                  backend_options: Mapping[str, PoolOptions] | None = None,
                  shadow_every: int | None = None, shadow_dir: str | os.PathLike | None = None,
                  cluster: str | None = None, **option_fields: Any) -> None:
+        where = lifetime.made_at()
         if registry is None:
             registry = Registry.discover()
             registry.check_selection()  # (a registry passed in is the caller's: vyre doctor)
@@ -451,14 +506,23 @@ class Driver:
             self._own_process(rundir)
             self.routing = RoutingPolicy(self.registry, self.pools)
             if shadow is not None:
-                self._shadow = self._shadow_sampler(*shadow, shadow_dir)
+                self._shadow = self._owned.shadow = self._shadow_sampler(*shadow, shadow_dir)
         except BaseException:
             if self.cluster is not None:
                 self.cluster.close()
             rundir.remove()
+            with contextlib.suppress(AttributeError):  # (made by _own_process)
+                atexit.unregister(self._owned.close)
             raise
+        self._made_at = where
+        self._watch()
         _DRIVERS.add(self)
-        atexit.register(self.close)
+
+    def _watch(self) -> None:
+        """Dropped unclosed, this driver is closed by the reaper thread, with a
+        ResourceWarning naming the line that made it (``lifetime.py``)."""
+        self._dropped = lifetime.watch(self, self._owned.close, "a vyre Driver",
+                                       self._made_at)
 
     def _own_process(self, rundir: RunDir | None) -> None:
         """State that belongs to one process: made at construction, and made again in a
@@ -467,9 +531,13 @@ class Driver:
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._tuned: dict[TuneKey, Tuned | None] = {}  # cache entries read, by key
-        self.pools = Pools(self.registry, self._options_for,
-                           lambda: self.routing.router.invalidate(), rundir,
-                           self._finalize_in_multiprocessing_child, self.cluster)
+        # nothing the pools keep may refer to the Driver: their threads would keep it alive
+        self._owned = owned = _Owned(self.cluster)
+        self.pools = owned.pools = Pools(
+            self.registry, functools.partial(_options_for, self._backend_options, self.options),
+            functools.partial(_invalidate_routing, weakref.ref(self)), rundir,
+            owned.close_in_multiprocessing_child, self.cluster)
+        atexit.register(owned.close)
 
     def _shadow_plan(self, every: int) -> tuple[Every, str]:
         """The sampling rule and the reference backend's id, or the error saying why not."""
@@ -483,9 +551,15 @@ class Driver:
 
     def _shadow_sampler(self, rule: Every, reference: str,
                         directory: str | os.PathLike | None) -> ShadowSampler:
+        driver = weakref.ref(self)  # (the sampler's thread must not keep the Driver alive)
+
         def run_reference(program: Program, inputs: Sequence[Any],
                           config: DispatchConfig) -> Outputs:
-            return self._dispatch(program, inputs, reference, config, None, sample=False)
+            alive = driver()
+            if alive is None:
+                raise PoolFailedError("the driver was dropped", "Close the driver after "
+                                      "the dispatches it shadows.")
+            return alive._dispatch(program, inputs, reference, config, None, sample=False)
 
         return ShadowSampler(rule, Path(directory) if directory else default_dir(),
                              run_reference)
@@ -499,8 +573,10 @@ class Driver:
         # the parent's pools: kept (never collected, never used), across nested forks too
         self._inherited = [*getattr(self, "_inherited", []), *self.pools.forget()]
         self._shadow = None  # (its thread stayed in the parent)
+        self._dropped.detach()  # (the parent's parts: never closed here)
         self._own_process(None)  # (the run directory is made on first use in this process)
         self.routing.attach(self.pools)
+        self._watch()
 
     def __enter__(self) -> Driver:
         return self
@@ -508,14 +584,8 @@ class Driver:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _finalize_in_multiprocessing_child(self) -> None:
-        """A multiprocessing child leaves with os._exit (no atexit): close there too."""
-        from multiprocessing import util
-
-        util.Finalize(self, Driver.close, args=(self,), exitpriority=10)
-
     def _options_for(self, backend: str) -> PoolOptions:
-        return self._backend_options.get(backend, self.options)
+        return _options_for(self._backend_options, self.options, backend)
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -1007,22 +1077,14 @@ class Driver:
         if os.getpid() != self._owner_pid:
             return  # forked without Python's fork hooks: nothing here is this process's
         timeout = _checked_timeout(timeout, "close timeout", zero=True)
+        self._dropped.detach()  # (closed by its user: no warning when collected)
         try:
-            try:  # the shadow needs the reference's pool: it finishes first, at most timeout
-                if self._shadow is not None:
-                    self._shadow.close(30.0 if timeout is None else timeout)
-            finally:  # (a Ctrl-C there still stops every worker)
-                try:
-                    self.pools.close(timeout)
-                finally:
-                    if self.cluster is not None:
-                        self.cluster.close()
+            self._owned.close(timeout)
         finally:
             with self._lock:
                 executor = self._executor
             if executor is not None and self.pools.closed:  # queued routing fails fast now
                 executor.shutdown(wait=False)
-            atexit.unregister(self.close)
 
 
 def _after_fork_in_child() -> None:
