@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import warnings
@@ -135,6 +138,35 @@ def test_a_closed_driver_is_dropped_silently(runtime) -> None:
     assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
     wait_for(lambda: not [t for t in threading.enumerate() if t.name.startswith("vyre-pool")],
              what="the closed pool's thread to end")
+
+
+SCRIPT = """
+    import gc, vyre_core
+    from vyre_examples.saxpy import inputs, program
+    def cell():
+        drv = vyre_core.Driver()
+        drv.dispatch(program(1000), inputs(1000), backend="reference")
+    cell()
+    gc.collect()
+"""
+
+
+def test_python_w_always_shows_the_warning_at_the_line_that_made_the_driver(
+        tmp_path) -> None:
+    """As for asyncio's and subprocess's: shown under ``-W always``, ignored by default."""
+    script = tmp_path / "cell.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    env = dict(os.environ, VYRE_RUNTIME_DIR=str(tmp_path))
+    shown = subprocess.run([sys.executable, "-W", "always", str(script)], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert (f"{script}:5: ResourceWarning: a vyre Driver made at {script}:5 was "
+            "garbage-collected without close()") in shown.stderr, shown.stderr[-2000:]
+    assert "drv = vyre_core.Driver()" in shown.stderr  # (the line itself, as Python shows)
+    quiet = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr[-2000:]
+    assert _run_dirs(tmp_path) == []
 
 
 def _line_of(marker: str) -> int:
