@@ -1073,7 +1073,9 @@ class Driver:
         """Fail pending calls, stop every worker (SIGTERM, SIGKILL after the kill grace)
         and remove the run directory. Idempotent, and safe against Ctrl-C: interrupted, it
         still kills every worker it started and removes the run directory. ``timeout``
-        bounds the wait for each pool (default: its kill grace plus 5 s)."""
+        bounds the wait for each pool (default: its kill grace plus 5 s). A driver
+        garbage-collected without it is closed in the background, with a ResourceWarning
+        naming the line that made it (``lifetime.py``); one alive at exit is closed then."""
         if os.getpid() != self._owner_pid:
             return  # forked without Python's fork hooks: nothing here is this process's
         timeout = _checked_timeout(timeout, "close timeout", zero=True)
