@@ -17,6 +17,7 @@ from vyre_core.dataplane import (
     RETAIN_BYTES,
     RETAIN_COUNT,
     RETAIN_IDLE,
+    SegmentMaps,
     SegmentPool,
     map_shared,
     surplus,
@@ -119,4 +120,31 @@ def test_a_result_that_cannot_be_mapped_is_read_into_private_memory(monkeypatch)
     result = pool.result(segment, np.dtype(np.uint32), data.size)
     assert result.tobytes() == data.tobytes() and not result.flags.writeable
     assert pool.take(1 << 16) is segment  # given back at once
+    pool.close()
+
+
+def test_a_worker_lets_go_of_mappings_of_segments_the_parent_closed() -> None:
+    """(This process plays the parent and the worker.) A closed segment's mapping goes at
+    the next look; an open one stays, even once its descriptor number is reused."""
+    pool = SegmentPool("test")
+    if not pool.enabled:
+        pytest.skip("no shared memory here")
+    maps = SegmentMaps(os.getpid())
+    kept, closed = pool.take(1 << 16), pool.take(1 << 16)
+    dtype = np.dtype(np.uint32)
+    for segment in (kept, closed):
+        maps.array(segment.describe(dtype, 16), writable=True)[:] = segment.id
+    held = maps.array(closed.describe(dtype, 16))
+    maps.drop_closed()
+    assert sorted(maps._maps) == sorted([kept.id, closed.id])
+    number = closed.fd
+    closed.close()
+    other = os.memfd_create("vyre-data-0", os.MFD_CLOEXEC)
+    if other != number:
+        os.dup2(other, number)  # the closed segment's number now names another file
+    maps.drop_closed()
+    assert list(maps._maps) == [kept.id]
+    assert held.tolist() == [closed.id] * 16  # an array of it keeps its mapping
+    for fd in {number, other}:
+        os.close(fd)
     pool.close()

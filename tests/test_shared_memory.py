@@ -344,7 +344,8 @@ def test_results_kept_then_dropped_give_their_descriptors_and_memory_back() -> N
     descriptor, its segment's (the parent's mapping keeps none); once they are dropped, the
     free segments past the byte budget close at once and the rest once idle for
     RETAIN_IDLE s (the pool's ticks look): descriptors and RSS come back to where they
-    were. Fails before this commit: 58 descriptors held, and 58 descriptors and 116 MiB
+    were, and the worker lets go of its mappings of the closed segments (which kept their
+    memory). Fails before this commit: 58 descriptors held, and 58 descriptors and 116 MiB
     kept after the drop until close()."""
     program, seed = spinning(MID, with_input=False), [np.array([0], np.uint32)]
     want = spin_expected(MID, 0).tobytes()
@@ -362,6 +363,9 @@ def test_results_kept_then_dropped_give_their_descriptors_and_memory_back() -> N
         wait_for(lambda: len(os.listdir("/proc/self/fd")) <= fds
                  and me.memory_info().rss <= rss + (16 << 20),
                  what="the dropped results' descriptors and memory to be given back")
+        worker = Path(f"/proc/{workers(drv, 'reference')[0]['pid']}/maps")
+        wait_for(lambda: "vyre-data" not in worker.read_text(),
+                 what="the worker to unmap the segments the parent closed")
         assert drv.dispatch(program, seed, backend="reference")[0].tobytes() == want
 
 

@@ -103,6 +103,12 @@ def size_class(nbytes: int) -> int:
 
 
 _segment_ids = itertools.count(1)
+
+
+def _memfd_name(segment: int) -> str:
+    return f"vyre-data-{segment}"
+
+
 _libc = ctypes.CDLL(None, use_errno=True)  # (this module's own function prototypes)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
@@ -135,7 +141,7 @@ class Segment:
     def __init__(self, size: int) -> None:
         self.id = next(_segment_ids)
         self.size = size
-        self.fd = os.memfd_create(f"vyre-data-{self.id}", os.MFD_CLOEXEC)
+        self.fd = os.memfd_create(_memfd_name(self.id), os.MFD_CLOEXEC)
         try:
             os.ftruncate(self.fd, size)
             os.posix_fallocate(self.fd, 0, size)  # the memory now, or an error now
@@ -367,12 +373,44 @@ def shared_memory_usable() -> tuple[bool, str]:
 
 
 class SegmentMaps:
-    """A worker's mappings of its parent's segments, by segment id (bounded, LRU)."""
+    """A worker's mappings of its parent's segments, by segment id (bounded, LRU). The
+    main thread maps; the heartbeat thread lets go of segments the parent has closed."""
 
     def __init__(self, parent_pid: int, limit: int = WORKER_MAPS) -> None:
         self.parent_pid = parent_pid
         self.limit = limit
         self._maps: collections.OrderedDict[int, Mapping] = collections.OrderedDict()
+        self._fds: dict[int, int] = {}  # segment id -> its descriptor in the parent
+        self._lock = threading.Lock()
+
+    def drop_closed(self) -> None:
+        """Let go of the mappings of segments the parent has closed (its descriptor gone,
+        or now another file's): their memory goes back to the system once no array of
+        them is left, instead of staying mapped here until newer ones push them out. A
+        few readlinks; skipped while the main thread is mapping."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            named = list(self._fds.items())
+        finally:
+            self._lock.release()
+        closed = [segment for segment, fd in named if not self._open_in_parent(segment, fd)]
+        if closed and self._lock.acquire(blocking=False):  # (else: at the next beat)
+            try:  # (a segment the parent closed is never named again)
+                for segment in closed:
+                    self._maps.pop(segment, None)
+                    self._fds.pop(segment, None)
+            finally:
+                self._lock.release()
+
+    def _open_in_parent(self, segment: int, fd: int) -> bool:
+        try:
+            target = os.readlink(f"/proc/{self.parent_pid}/fd/{fd}")
+        except FileNotFoundError:
+            return False
+        except OSError:  # cannot tell: keep it
+            return True
+        return target.split(" ")[0] == f"/memfd:{_memfd_name(segment)}"
 
     def array(self, shared: Shared, writable: bool = False) -> np.ndarray:
         """The array ``shared`` describes, over this worker's mapping (no copy)."""
@@ -380,7 +418,9 @@ class SegmentMaps:
             raise ProtocolError(f"a shared array of {shared.nbytes} bytes does not fit its "
                                 f"{shared.size}-byte segment",
                                 "Use matching vyre versions in the parent and the workers.")
-        array = np.frombuffer(self._mapping(shared), dtype=shared.dtype, count=shared.count)
+        with self._lock:
+            mapping = self._mapping(shared)
+        array = np.frombuffer(mapping, dtype=shared.dtype, count=shared.count)
         if not writable:
             array.flags.writeable = False
         return array
@@ -411,10 +451,12 @@ class SegmentMaps:
         finally:
             os.close(fd)
         self._maps[shared.segment] = mapping
-        # Segments the parent closed stay mapped here until dropped: bounded by count, and
-        # by bytes (the newest mapping always stays).
+        self._fds[shared.segment] = shared.fd
+        # Bounded by count and by bytes (the newest mapping always stays); segments the
+        # parent closed go sooner, at the heartbeat thread's next look (drop_closed).
         allowed = max(WORKER_MAP_BYTES, 2 * shared.size)
         while len(self._maps) > 1 and (len(self._maps) > self.limit or sum(
                 len(m) for m in self._maps.values()) > allowed):
-            self._maps.popitem(last=False)  # unmapped once no array of it is left
+            dropped, _ = self._maps.popitem(last=False)  # unmapped once no array of it is left
+            self._fds.pop(dropped, None)
         return mapping
