@@ -127,6 +127,33 @@ def test_a_driver_dropped_while_its_pool_is_locked_does_not_deadlock(runtime) ->
     _nothing_left(runtime, fds)
 
 
+def test_handles_keep_their_driver_and_its_workers(runtime) -> None:
+    """A pipeline or a resident buffer of a driver nobody else holds still works: it keeps
+    the driver; the driver is closed (and warned about) once they are dropped too."""
+    fds = _fds()
+    dropped: list[weakref.ref] = []
+
+    def handles() -> tuple:
+        drv = vyre_core.Driver()
+        dropped.append(weakref.ref(drv))
+        return (drv.compile(PROGRAM, backend="reference"),
+                drv.allocate_resident(64, backend="reference"))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pipeline, buffer = handles()
+        gc.collect()
+        assert pipeline.dispatch(INPUTS)[0].tobytes() == EXPECTED
+        buffer.upload(bytes(range(64)))
+        assert buffer.download() == bytes(range(64))
+        assert dropped[0]() is not None and caught == []
+        del pipeline, buffer
+        gc.collect()
+        assert dropped[0]() is None
+    assert [w.category for w in caught] == [ResourceWarning]
+    _nothing_left(runtime, fds)
+
+
 def test_a_closed_driver_is_dropped_silently(runtime) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

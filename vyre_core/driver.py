@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -73,6 +73,7 @@ from vyre_core.tuning.tuner import (
 )
 
 Reply = tuple[dict[str, Any], list[Any]]
+_Handle = TypeVar("_Handle", CompiledPipeline, CompiledSequence, "ResidentBuffer")
 
 
 def _outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
@@ -470,6 +471,13 @@ def _invalidate_routing(driver: weakref.ref[Driver]) -> None:
         alive.routing.router.invalidate()
 
 
+def _keeping(driver: Driver, handle: _Handle) -> _Handle:
+    """``handle``, holding ``driver``: a driver is closed once garbage-collected, and the
+    handles it gave out (pipelines, resident buffers) keep it, and so their workers."""
+    handle._driver = driver  # type: ignore[union-attr]
+    return handle
+
+
 class Driver:
     """Routes programs to backends and runs them in supervised worker processes.
 
@@ -816,9 +824,10 @@ class Driver:
             return _outputs(reply, arrays)
 
         took = meta.get("compile_ns")
-        return CompiledPipeline(program, config, pool.backend, meta["key"], generation, run,
-                                lambda g: pool.holds(slot, g),
-                                took / 1e9 if isinstance(took, int) else None, source=source)
+        return _keeping(self, CompiledPipeline(
+            program, config, pool.backend, meta["key"], generation, run,
+            lambda g: pool.holds(slot, g), took / 1e9 if isinstance(took, int) else None,
+            source=source))
 
     # -- tuning ----------------------------------------------------------------------------
 
@@ -902,8 +911,8 @@ class Driver:
                 raise InvalidInputError(f"backend={backend!r}, but near= lives in "
                                         f"{near.pool.backend!r}", "Leave backend out.")
             meta, _ = near._call(Op.ALLOCATE, {"byte_len": int(byte_len)}, (), timeout)
-            return ResidentBuffer(near.pool, near.slot, near.generation, meta["handle"],
-                                  int(byte_len))
+            return _keeping(self, ResidentBuffer(near.pool, near.slot, near.generation,
+                                                 meta["handle"], int(byte_len)))
         if backend is None:
             raise InvalidInputError("allocate_resident needs backend= or near=",
                                     "Name the backend, e.g. backend='wgpu'.")
@@ -913,7 +922,8 @@ class Driver:
                           timeout=timeout)
         meta, _ = pool.call(request)
         slot, generation = request.served_by
-        return ResidentBuffer(pool, slot, generation, meta["handle"], int(byte_len))
+        return _keeping(self, ResidentBuffer(pool, slot, generation, meta["handle"],
+                                             int(byte_len)))
 
     def dispatch_resident(self, program: Program, buffers: Sequence[ResidentBuffer],
                           config: DispatchConfig | None = None) -> Timing:
@@ -1041,8 +1051,8 @@ class Driver:
             req.slot, req.generation = slot, generation
             return _sequence_into(_sequence_outputs(*pool.call(req)), out)
 
-        return CompiledSequence(sequence, config, pool.backend, generation, run,
-                                lambda g: pool.holds(slot, g))
+        return _keeping(self, CompiledSequence(sequence, config, pool.backend, generation,
+                                               run, lambda g: pool.holds(slot, g)))
 
     # -- lifecycle -------------------------------------------------------------------------
 
