@@ -3,10 +3,11 @@ descriptor of each travels on the worker's lane (``framing.py``).
 
 The parent owns every *segment*: a memfd (so nothing is ever left in ``/dev/shm``, even
 after SIGKILL), allocated in full when made (``posix_fallocate``: a full tmpfs or a memory
-limit is an error here, never a SIGBUS later), and reused across dispatches from free
-lists by size class. A calling thread writes each large input into a segment of its own
-(one copy), and takes a segment for each large output, which the backend writes in place
-through the contract's dispatch-into path. The caller then gets a read-only numpy view of
+limit is an error here, never a SIGBUS later), and reused across dispatches from a free
+list by size class, within bounds that give idle memory back (``surplus``). A calling
+thread writes each large input into a segment of its own (one copy), and takes a segment
+for each large output, which the backend writes in place through the contract's
+dispatch-into path. The caller then gets a read-only numpy view of
 that segment: the segment goes back to the free list when the last view of it is garbage
 collected, so a later dispatch never overwrites a result someone still holds.
 
@@ -44,17 +45,21 @@ SHARE_THRESHOLD = 1 << 16
 #: Up to this size segments come in steps of 64 KiB; above it, in classes at most 25% above
 #: the request.
 MIN_SEGMENT = 1 << 20
-#: Free segments a pool keeps for reuse: at most this many bytes, or twice its largest
-#: segment when that is more (a read_write round trip of N bytes needs two segments of N),
-#: and at most this many segments (each holds a file descriptor).
-RETAIN_BYTES = 1 << 30
-RETAIN_COUNT = 32
+#: Free segments a pool keeps for reuse (``surplus``): none unused for RETAIN_IDLE
+#: seconds; of the others, the most recently freed, at most RETAIN_COUNT of them (each
+#: holds a file descriptor) and at most RETAIN_BYTES, or twice the largest of them when
+#: that is more (a read_write round trip of N bytes needs two segments of N).
+RETAIN_BYTES = 64 << 20
+RETAIN_COUNT = 16
+RETAIN_IDLE = 5.0
 #: Inputs at least this large are written with pwrite, never mapped in the parent: a 1 GiB
 #: input must not add 1 GiB to the caller's resident memory (smaller ones are copied
 #: through a mapping, which is three times faster).
 MAP_LIMIT = 1 << 28
-#: Mappings a worker keeps (least recently used dropped first).
+#: Mappings a worker keeps (least recently used dropped first), and their bytes (or twice
+#: the newest mapping when that is more).
 WORKER_MAPS = 16
+WORKER_MAP_BYTES = 1 << 30
 _WARN_EVERY = 60.0  # seconds between two warnings that shared memory is unavailable
 _PR_GET_DUMPABLE = 3
 
@@ -74,6 +79,22 @@ class Shared:
         return self.count * self.dtype.itemsize
 
 
+def surplus(free: list[tuple[int, float]], now: float) -> list[int]:
+    """Which free segments to close, given each one's (size, when it was freed), oldest
+    first: their indices. Memory kept for speed is bounded in size and returned when idle:
+    every segment freed RETAIN_IDLE seconds ago or earlier goes; of the rest, the newest
+    are kept within RETAIN_COUNT and the byte budget, and the older ones go."""
+    fresh = [i for i, (_, freed) in enumerate(free) if now - freed < RETAIN_IDLE]
+    budget = max([RETAIN_BYTES, *(2 * free[i][0] for i in fresh)])
+    kept: set[int] = set()
+    held = 0
+    for i in reversed(fresh):
+        if len(kept) < RETAIN_COUNT and held + free[i][0] <= budget:
+            kept.add(i)
+            held += free[i][0]
+    return [i for i in range(len(free)) if i not in kept]
+
+
 def size_class(nbytes: int) -> int:
     """The segment size that serves ``nbytes``: a multiple of 64 KiB up to 1 MiB, then of
     a quarter of its power of two (at most 25% unused)."""
@@ -84,21 +105,52 @@ def size_class(nbytes: int) -> int:
 _segment_ids = itertools.count(1)
 
 
+def _memfd_name(segment: int) -> str:
+    return f"vyre-data-{segment}"
+
+
+_libc = ctypes.CDLL(None, use_errno=True)  # (this module's own function prototypes)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+#: A shared mapping: numpy arrays over it keep it mapped, and it is unmapped when the last
+#: one is collected.
+Mapping = ctypes.Array
+
+
+def map_shared(fd: int, size: int) -> Mapping:
+    """``size`` bytes of ``fd`` mapped shared and read-write (populated now). Unlike
+    ``mmap.mmap``, which keeps a duplicate of the descriptor, it holds none: the caller's
+    descriptor may be closed at once, and a segment costs one descriptor, not two."""
+    address = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                         mmap.MAP_SHARED | mmap.MAP_POPULATE, fd, 0)
+    if address in (None, _MAP_FAILED):
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    mapping = (ctypes.c_ubyte * size).from_address(address)
+    weakref.finalize(mapping, _libc.munmap, address, size)
+    return mapping
+
+
 class Segment:
     """One memfd of the parent, mapped in the parent only when a result is read from it."""
 
     def __init__(self, size: int) -> None:
         self.id = next(_segment_ids)
         self.size = size
-        self.fd = os.memfd_create(f"vyre-data-{self.id}", os.MFD_CLOEXEC)
+        self.fd = os.memfd_create(_memfd_name(self.id), os.MFD_CLOEXEC)
         try:
             os.ftruncate(self.fd, size)
             os.posix_fallocate(self.fd, 0, size)  # the memory now, or an error now
         except BaseException:
             os.close(self.fd)
             raise
-        self._map: mmap.mmap | None = None
+        self._map: Mapping | None = None
         self.reusable = True  # False once a forked child may hold views of it
+        self.freed_at = 0.0   # (monotonic) when it last went back to the free list
         self._closer = weakref.finalize(self, os.close, self.fd)  # (if dropped unclosed)
 
     def describe(self, dtype: np.dtype, count: int) -> Shared:
@@ -121,9 +173,9 @@ class Segment:
         array.flags.writeable = False
         return array
 
-    def _mapping(self) -> mmap.mmap:
+    def _mapping(self) -> Mapping:
         if self._map is None:
-            self._map = mmap.mmap(self.fd, self.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+            self._map = map_shared(self.fd, self.size)
         return self._map
 
     def read_into(self, target: np.ndarray) -> None:
@@ -147,11 +199,9 @@ class SegmentPool:
     def __init__(self, name: str) -> None:
         self.name = name
         self._lock = threading.RLock()  # a finalizer may run inside a locked section
-        self._free: dict[int, list[Segment]] = collections.defaultdict(list)
-        self._free_bytes = 0
-        self._free_count = 0
+        self._free: list[Segment] = []  # the least recently freed first
+        self._trim_due = 0.0
         self._closed = False
-        self._largest = 0
         self._lent: set[Segment] = set()  # held by result arrays
         _POOLS.add(self)
         self._warned_at: float | None = None
@@ -165,12 +215,9 @@ class SegmentPool:
         with self._lock:
             if not self.enabled or self._closed:
                 return None
-            self._largest = max(self._largest, size)
-            free = self._free.get(size)
-            if free:
-                self._free_bytes -= size
-                self._free_count -= 1
-                return free.pop()
+            for i in range(len(self._free) - 1, -1, -1):  # the most recently freed first
+                if self._free[i].size == size:
+                    return self._free.pop(i)
         try:
             return Segment(size)
         except OSError as exc:
@@ -202,17 +249,40 @@ class SegmentPool:
             self._warn("a worker cannot open this process's shared memory")
 
     def give_back(self, segment: Segment) -> None:
-        """``segment`` is free again: keep it for reuse, or close it past the limits."""
+        """``segment`` is free again: keep it for reuse within the limits (``surplus``),
+        closing whatever they leave out."""
+        now = time.monotonic()
         with self._lock:
             self._lent.discard(segment)
-            retain = max(RETAIN_BYTES, 2 * self._largest)
-            if not self._closed and segment.reusable and self._free_count < RETAIN_COUNT \
-                    and self._free_bytes + segment.size <= retain:
-                self._free[segment.size].append(segment)
-                self._free_bytes += segment.size
-                self._free_count += 1
-                return
-        segment.close()
+            if self._closed or not segment.reusable:
+                closing = [segment]
+            else:
+                segment.freed_at = now
+                self._free.append(segment)
+                closing = self._take_surplus(now)
+        for old in closing:
+            old.close()
+
+    def trim(self, now: float) -> None:
+        """Close the free segments idle for too long. The pool's I/O thread calls this
+        each time it wakes: it looks at most once a second."""
+        if now < self._trim_due:
+            return
+        self._trim_due = now + 1.0
+        with self._lock:
+            closing = self._take_surplus(now)
+        for old in closing:
+            old.close()
+
+    def _take_surplus(self, now: float) -> list[Segment]:
+        """(Under the lock.) Take the segments ``surplus`` leaves out of the free list."""
+        drop = surplus([(s.size, s.freed_at) for s in self._free], now)
+        if not drop:
+            return []
+        closing = [self._free[i] for i in drop]
+        gone = set(drop)
+        self._free = [s for i, s in enumerate(self._free) if i not in gone]
+        return closing
 
     def result(self, segment: Segment, dtype: np.dtype, count: int) -> np.ndarray:
         """A read-only array of ``segment``'s data handed to a caller: a view whose
@@ -244,9 +314,7 @@ class SegmentPool:
         """(In a forked child.) This pool is the parent's: close the child's copies of its
         free segments' descriptors, so the child does not keep their memory alive."""
         with self._lock:
-            free = [s for group in self._free.values() for s in group]
-            self._free.clear()
-            self._free_bytes = self._free_count = 0
+            free, self._free = self._free, []
             self._closed = True
         for segment in free:
             segment.close()
@@ -255,9 +323,7 @@ class SegmentPool:
         """Close every free segment; segments still held come back (and close) later."""
         with self._lock:
             self._closed = True
-            free = [s for group in self._free.values() for s in group]
-            self._free.clear()
-            self._free_bytes = self._free_count = 0
+            free, self._free = self._free, []
         for segment in free:
             segment.close()
 
@@ -307,12 +373,44 @@ def shared_memory_usable() -> tuple[bool, str]:
 
 
 class SegmentMaps:
-    """A worker's mappings of its parent's segments, by segment id (bounded, LRU)."""
+    """A worker's mappings of its parent's segments, by segment id (bounded, LRU). The
+    main thread maps; the heartbeat thread lets go of segments the parent has closed."""
 
     def __init__(self, parent_pid: int, limit: int = WORKER_MAPS) -> None:
         self.parent_pid = parent_pid
         self.limit = limit
-        self._maps: collections.OrderedDict[int, mmap.mmap] = collections.OrderedDict()
+        self._maps: collections.OrderedDict[int, Mapping] = collections.OrderedDict()
+        self._fds: dict[int, int] = {}  # segment id -> its descriptor in the parent
+        self._lock = threading.Lock()
+
+    def drop_closed(self) -> None:
+        """Let go of the mappings of segments the parent has closed (its descriptor gone,
+        or now another file's): their memory goes back to the system once no array of
+        them is left, instead of staying mapped here until newer ones push them out. A
+        few readlinks; skipped while the main thread is mapping."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            named = list(self._fds.items())
+        finally:
+            self._lock.release()
+        closed = [segment for segment, fd in named if not self._open_in_parent(segment, fd)]
+        if closed and self._lock.acquire(blocking=False):  # (else: at the next beat)
+            try:  # (a segment the parent closed is never named again)
+                for segment in closed:
+                    self._maps.pop(segment, None)
+                    self._fds.pop(segment, None)
+            finally:
+                self._lock.release()
+
+    def _open_in_parent(self, segment: int, fd: int) -> bool:
+        try:
+            target = os.readlink(f"/proc/{self.parent_pid}/fd/{fd}")
+        except FileNotFoundError:
+            return False
+        except OSError:  # cannot tell: keep it
+            return True
+        return target.split(" ")[0] == f"/memfd:{_memfd_name(segment)}"
 
     def array(self, shared: Shared, writable: bool = False) -> np.ndarray:
         """The array ``shared`` describes, over this worker's mapping (no copy)."""
@@ -320,12 +418,14 @@ class SegmentMaps:
             raise ProtocolError(f"a shared array of {shared.nbytes} bytes does not fit its "
                                 f"{shared.size}-byte segment",
                                 "Use matching vyre versions in the parent and the workers.")
-        array = np.frombuffer(self._mapping(shared), dtype=shared.dtype, count=shared.count)
+        with self._lock:
+            mapping = self._mapping(shared)
+        array = np.frombuffer(mapping, dtype=shared.dtype, count=shared.count)
         if not writable:
             array.flags.writeable = False
         return array
 
-    def _mapping(self, shared: Shared) -> mmap.mmap:
+    def _mapping(self, shared: Shared) -> Mapping:
         found = self._maps.get(shared.segment)
         if found is not None and len(found) == shared.size:
             self._maps.move_to_end(shared.segment)
@@ -344,17 +444,19 @@ class SegmentMaps:
                                     f"{shared.size}-byte segment the request names",
                                     "Use matching vyre versions in the parent and the "
                                     "workers.")
-            mapping = mmap.mmap(fd, shared.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+            mapping = map_shared(fd, shared.size)
         except OSError as exc:  # out of address space or memory: the worker's resources
             raise system_resource_error(exc, f"mapping a {shared.size}-byte shared segment "
                                              "in the worker") from None
         finally:
             os.close(fd)
         self._maps[shared.segment] = mapping
-        # Segments the parent closed stay mapped here until dropped: bounded by count, and
-        # by bytes like the parent's own free segments (the newest mapping always stays).
-        allowed = max(RETAIN_BYTES, 2 * shared.size)
+        self._fds[shared.segment] = shared.fd
+        # Bounded by count and by bytes (the newest mapping always stays); segments the
+        # parent closed go sooner, at the heartbeat thread's next look (drop_closed).
+        allowed = max(WORKER_MAP_BYTES, 2 * shared.size)
         while len(self._maps) > 1 and (len(self._maps) > self.limit or sum(
                 len(m) for m in self._maps.values()) > allowed):
-            self._maps.popitem(last=False)  # unmapped once no array of it is left
+            dropped, _ = self._maps.popitem(last=False)  # unmapped once no array of it is left
+            self._fds.pop(dropped, None)
         return mapping

@@ -30,11 +30,11 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from vyre_core import abi
+from vyre_core import abi, lifetime
 from vyre_core.cluster import connect
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Capabilities, DeviceInfo, LoopRun, Outputs, Timing
@@ -74,6 +74,7 @@ from vyre_core.tuning.tuner import (
 )
 
 Reply = tuple[dict[str, Any], list[Any]]
+_Handle = TypeVar("_Handle", CompiledPipeline, CompiledSequence, "ResidentBuffer")
 
 
 def _outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
@@ -428,6 +429,67 @@ def _sequence_into(got: Outputs, out: Sequence[np.ndarray] | None) -> Outputs:
 _DRIVERS: weakref.WeakSet[Driver] = weakref.WeakSet()
 
 
+class _Owned:
+    """What a Driver owns and ``close()`` stops, apart from the Driver: its finalizer,
+    atexit and the pools' threads hold this, never the Driver, so a dropped Driver is
+    collected (and its finalizer closes this)."""
+
+    pools: Pools
+
+    def __init__(self, cluster: connect.RayCluster | None) -> None:
+        self.owner_pid = os.getpid()
+        self.cluster = cluster
+        self.shadow: ShadowSampler | None = None
+        self._closing = threading.Lock()  # (a second close waits for the first to end)
+
+    def close(self, timeout: float | None = None) -> None:
+        """The shadow first (it needs the reference's pool), then the pools, then the
+        cluster; every step runs even when one before it is interrupted."""
+        if os.getpid() != self.owner_pid:
+            return  # forked without Python's fork hooks: nothing here is this process's
+        with self._closing:
+            try:
+                try:
+                    if self.shadow is not None:
+                        self.shadow.close(30.0 if timeout is None else timeout)
+                finally:
+                    try:
+                        self.pools.close(timeout)
+                    finally:
+                        if self.cluster is not None:
+                            self.cluster.close()
+            finally:
+                atexit.unregister(self.close)
+
+    def close_in_multiprocessing_child(self) -> None:
+        """A multiprocessing child leaves with os._exit (no atexit): close there too."""
+        from multiprocessing import util
+
+        util.Finalize(None, _close_if_alive, args=(weakref.ref(self),), exitpriority=10)
+
+
+def _close_if_alive(owned: weakref.ref[_Owned]) -> None:
+    if (alive := owned()) is not None:
+        alive.close()
+
+
+def _options_for(per_backend: Mapping[str, PoolOptions], options: PoolOptions,
+                 backend: str) -> PoolOptions:
+    return per_backend.get(backend, options)
+
+
+def _invalidate_routing(driver: weakref.ref[Driver]) -> None:
+    if (alive := driver()) is not None:
+        alive.routing.router.invalidate()
+
+
+def _keeping(driver: Driver, handle: _Handle) -> _Handle:
+    """``handle``, holding ``driver``: a driver is closed once garbage-collected, and the
+    handles it gave out (pipelines, resident buffers) keep it, and so their workers."""
+    handle._driver = driver  # type: ignore[union-attr]
+    return handle
+
+
 class Driver:
     """Routes programs to backends and runs them in supervised worker processes.
 
@@ -445,6 +507,7 @@ class Driver:
                  backend_options: Mapping[str, PoolOptions] | None = None,
                  shadow_every: int | None = None, shadow_dir: str | os.PathLike | None = None,
                  cluster: str | None = None, **option_fields: Any) -> None:
+        where = lifetime.made_at()
         if registry is None:
             registry = Registry.discover()
             registry.check_selection()  # (a registry passed in is the caller's: vyre doctor)
@@ -463,14 +526,23 @@ class Driver:
             self._own_process(rundir)
             self.routing = RoutingPolicy(self.registry, self.pools)
             if shadow is not None:
-                self._shadow = self._shadow_sampler(*shadow, shadow_dir)
+                self._shadow = self._owned.shadow = self._shadow_sampler(*shadow, shadow_dir)
         except BaseException:
             if self.cluster is not None:
                 self.cluster.close()
             rundir.remove()
+            with contextlib.suppress(AttributeError):  # (made by _own_process)
+                atexit.unregister(self._owned.close)
             raise
+        self._made_at = where
+        self._watch()
         _DRIVERS.add(self)
-        atexit.register(self.close)
+
+    def _watch(self) -> None:
+        """Dropped unclosed, this driver is closed by the reaper thread, with a
+        ResourceWarning naming the line that made it (``lifetime.py``)."""
+        self._dropped = lifetime.watch(self, self._owned.close, "a vyre Driver",
+                                       self._made_at)
 
     def _own_process(self, rundir: RunDir | None) -> None:
         """State that belongs to one process: made at construction, and made again in a
@@ -479,9 +551,13 @@ class Driver:
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._tuned: dict[TuneKey, Tuned | None] = {}  # cache entries read, by key
-        self.pools = Pools(self.registry, self._options_for,
-                           lambda: self.routing.router.invalidate(), rundir,
-                           self._finalize_in_multiprocessing_child, self.cluster)
+        # nothing the pools keep may refer to the Driver: their threads would keep it alive
+        self._owned = owned = _Owned(self.cluster)
+        self.pools = owned.pools = Pools(
+            self.registry, functools.partial(_options_for, self._backend_options, self.options),
+            functools.partial(_invalidate_routing, weakref.ref(self)), rundir,
+            owned.close_in_multiprocessing_child, self.cluster)
+        atexit.register(owned.close)
 
     def _shadow_plan(self, every: int) -> tuple[Every, str]:
         """The sampling rule and the reference backend's id, or the error saying why not."""
@@ -495,9 +571,15 @@ class Driver:
 
     def _shadow_sampler(self, rule: Every, reference: str,
                         directory: str | os.PathLike | None) -> ShadowSampler:
+        driver = weakref.ref(self)  # (the sampler's thread must not keep the Driver alive)
+
         def run_reference(program: Program, inputs: Sequence[Any],
                           config: DispatchConfig) -> Outputs:
-            return self._dispatch(program, inputs, reference, config, None, sample=False)
+            alive = driver()
+            if alive is None:
+                raise PoolFailedError("the driver was dropped", "Close the driver after "
+                                      "the dispatches it shadows.")
+            return alive._dispatch(program, inputs, reference, config, None, sample=False)
 
         return ShadowSampler(rule, Path(directory) if directory else default_dir(),
                              run_reference)
@@ -511,8 +593,10 @@ class Driver:
         # the parent's pools: kept (never collected, never used), across nested forks too
         self._inherited = [*getattr(self, "_inherited", []), *self.pools.forget()]
         self._shadow = None  # (its thread stayed in the parent)
+        self._dropped.detach()  # (the parent's parts: never closed here)
         self._own_process(None)  # (the run directory is made on first use in this process)
         self.routing.attach(self.pools)
+        self._watch()
 
     def __enter__(self) -> Driver:
         return self
@@ -520,14 +604,8 @@ class Driver:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _finalize_in_multiprocessing_child(self) -> None:
-        """A multiprocessing child leaves with os._exit (no atexit): close there too."""
-        from multiprocessing import util
-
-        util.Finalize(self, Driver.close, args=(self,), exitpriority=10)
-
     def _options_for(self, backend: str) -> PoolOptions:
-        return self._backend_options.get(backend, self.options)
+        return _options_for(self._backend_options, self.options, backend)
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -772,9 +850,10 @@ class Driver:
             return _outputs(reply, arrays)
 
         took = meta.get("compile_ns")
-        return CompiledPipeline(program, config, pool.backend, meta["key"], generation, run,
-                                lambda g: pool.holds(slot, g),
-                                took / 1e9 if isinstance(took, int) else None, source=source)
+        return _keeping(self, CompiledPipeline(
+            program, config, pool.backend, meta["key"], generation, run,
+            lambda g: pool.holds(slot, g), took / 1e9 if isinstance(took, int) else None,
+            source=source))
 
     # -- tuning ----------------------------------------------------------------------------
 
@@ -858,8 +937,8 @@ class Driver:
                 raise InvalidInputError(f"backend={backend!r}, but near= lives in "
                                         f"{near.pool.backend!r}", "Leave backend out.")
             meta, _ = near._call(Op.ALLOCATE, {"byte_len": int(byte_len)}, (), timeout)
-            return ResidentBuffer(near.pool, near.slot, near.generation, meta["handle"],
-                                  int(byte_len))
+            return _keeping(self, ResidentBuffer(near.pool, near.slot, near.generation,
+                                                 meta["handle"], int(byte_len)))
         if backend is None:
             raise InvalidInputError("allocate_resident needs backend= or near=",
                                     "Name the backend, e.g. backend='wgpu'.")
@@ -869,7 +948,8 @@ class Driver:
                           timeout=timeout)
         meta, _ = pool.call(request)
         slot, generation = request.served_by
-        return ResidentBuffer(pool, slot, generation, meta["handle"], int(byte_len))
+        return _keeping(self, ResidentBuffer(pool, slot, generation, meta["handle"],
+                                             int(byte_len)))
 
     def dispatch_resident(self, program: Program, buffers: Sequence[ResidentBuffer],
                           config: DispatchConfig | None = None) -> Timing:
@@ -1005,8 +1085,8 @@ class Driver:
             req.slot, req.generation = slot, generation
             return _sequence_into(_sequence_outputs(*pool.call(req)), out)
 
-        return CompiledSequence(sequence, config, pool.backend, generation, run,
-                                lambda g: pool.holds(slot, g))
+        return _keeping(self, CompiledSequence(sequence, config, pool.backend, generation,
+                                               run, lambda g: pool.holds(slot, g)))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -1037,26 +1117,20 @@ class Driver:
         """Fail pending calls, stop every worker (SIGTERM, SIGKILL after the kill grace)
         and remove the run directory. Idempotent, and safe against Ctrl-C: interrupted, it
         still kills every worker it started and removes the run directory. ``timeout``
-        bounds the wait for each pool (default: its kill grace plus 5 s)."""
+        bounds the wait for each pool (default: its kill grace plus 5 s). A driver
+        garbage-collected without it is closed in the background, with a ResourceWarning
+        naming the line that made it (``lifetime.py``); one alive at exit is closed then."""
         if os.getpid() != self._owner_pid:
             return  # forked without Python's fork hooks: nothing here is this process's
         timeout = _checked_timeout(timeout, "close timeout", zero=True)
+        self._dropped.detach()  # (closed by its user: no warning when collected)
         try:
-            try:  # the shadow needs the reference's pool: it finishes first, at most timeout
-                if self._shadow is not None:
-                    self._shadow.close(30.0 if timeout is None else timeout)
-            finally:  # (a Ctrl-C there still stops every worker)
-                try:
-                    self.pools.close(timeout)
-                finally:
-                    if self.cluster is not None:
-                        self.cluster.close()
+            self._owned.close(timeout)
         finally:
             with self._lock:
                 executor = self._executor
             if executor is not None and self.pools.closed:  # queued routing fails fast now
                 executor.shutdown(wait=False)
-            atexit.unregister(self.close)
 
 
 def _after_fork_in_child() -> None:

@@ -45,8 +45,9 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 def heartbeat(context: zmq.Context, endpoint: str, identity: bytes, interval: float,
-              stop: threading.Event) -> None:
-    """Beats from its own socket: they stop when the main thread holds the GIL forever."""
+              stop: threading.Event, maps: SegmentMaps) -> None:
+    """Beats from its own socket: they stop when the main thread holds the GIL forever.
+    After each, lets go of mappings of segments the parent has closed."""
     beats = context.socket(zmq.DEALER)
     beats.setsockopt(zmq.IDENTITY, identity + b":hb")
     beats.setsockopt(zmq.LINGER, 0)
@@ -54,6 +55,7 @@ def heartbeat(context: zmq.Context, endpoint: str, identity: bytes, interval: fl
     try:
         while not stop.wait(interval):
             protocol.send(beats, Message(Op.HEARTBEAT))
+            maps.drop_closed()
     finally:
         beats.close()
 
@@ -110,8 +112,8 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
         context.term()
         return 3
 
-    server = WorkerServer(host, lane, args.max_message_bytes, page,
-                          SegmentMaps(args.parent_pid), spin=args.spin)
+    maps = SegmentMaps(args.parent_pid)
+    server = WorkerServer(host, lane, args.max_message_bytes, page, maps, spin=args.spin)
 
     def on_sigterm(signum, frame):  # finish the current request, then leave
         server.stop()
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     signal.signal(signal.SIGTERM, on_sigterm)
     stop = threading.Event()
     beat = threading.Thread(target=heartbeat, name="vyre-heartbeat", daemon=True,
-                            args=(context, args.endpoint, identity, args.heartbeat, stop))
+                            args=(context, args.endpoint, identity, args.heartbeat, stop, maps))
     beat.start()
     protocol.send(control, Message(Op.HELLO, 0, generation, {
         "pid": os.getpid(), "backend": host.id(), "version": host.version(),

@@ -538,6 +538,7 @@ class Pool(PoolFacts):
                     self._settle_exits(now)
                     self._read_pages(now)
                     self._machine.tick(now)
+                self._segments.trim(now)  # (memory idle in free segments goes back)
                 if self._publisher.due(now):
                     self._publisher.publish(now, self.status())
         except BaseException as exc:  # the I/O shell itself failed: leave nobody waiting
