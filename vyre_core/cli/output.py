@@ -3,7 +3,9 @@ terminal, plain JSON on stdout with ``--json``, errors as one line plus their Fi
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -16,12 +18,21 @@ from rich.text import Text
 
 from vyre_core.errors import VyreError
 
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich's own answer is ``SystemExit(1)``; the error goes on to ``cli.app.main``,
+        which answers a closed stdout the same way for every command."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 #: Human output; ``highlight=False`` so numbers in messages keep the colour they are given,
 #: ``markup=False`` so text from plugins, devices and errors is printed as it is (an
 #: import error may read ``[cuda]``): styles come from ``styled`` and ``ok``.
-console = Console(highlight=False, markup=False)
+console = _Console(highlight=False, markup=False)
 #: Errors and progress go to stderr, so ``--json`` output on stdout stays parseable.
-err_console = Console(stderr=True, highlight=False, markup=False)
+err_console = _Console(stderr=True, highlight=False, markup=False)
 
 
 def print_json(data: Any) -> None:
