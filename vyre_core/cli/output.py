@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from vyre_core.errors import VyreError
@@ -47,10 +47,11 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]],
+def print_table(columns: Sequence[str | Column], rows: Sequence[Sequence[Any]],
                 title: str | None = None) -> None:
-    """A rich table of ``rows``. A cell is printed as it is, never read as markup (a
-    plugin's error may hold ``[cuda]``); style a cell with ``styled``."""
+    """A rich table of ``rows`` (a column by its heading, or a ``Column`` with its own
+    width and overflow). A cell is printed as it is, never read as markup (a plugin's error
+    may hold ``[cuda]``); style a cell with ``styled``."""
     table = Table(*columns, title=title, title_justify="left", header_style="bold")
     for row in rows:
         table.add_row(*(cell if isinstance(cell, Text) else Text(str(cell)) for cell in row))
