@@ -88,6 +88,7 @@ def test_a_benchmark_that_cannot_run_is_a_skipped_row_not_a_failed_run(
     monkeypatch.setattr(bench, "select", lambda only, registry: (
         [("ray.rate_2_workers", _cannot), ("workers.empty_dispatch_vs_executor_p50", _ok)], []))
     monkeypatch.setattr(bench.Registry, "discover", staticmethod(lambda: None))
+    monkeypatch.setattr(bench, "machine_facts", dict)  # (platform.platform() runs uname)
     args = argparse.Namespace(json_file="-", quick=True, only=None)
     assert bench.run(args) == 0
     import json
