@@ -112,7 +112,9 @@ def test_every_id_is_printed_whole_at_80_columns(monkeypatch: pytest.MonkeyPatch
     doc = {"machine": {"cpu": "a CPU", "cpus_usable": 2, "python": "CPython"},
            "results": [result], "seconds": 1.0, "quick": False,
            "skipped": [{"suite": "ray", "benchmarks": ["ray.big_through_ray_vs_raw_actor"],
-                        "reason": "a local Ray cluster did not start"}]}
+                        "reason": "a local Ray cluster did not start"},
+                       {"suite": "warp", "benchmarks": ["warp.a", "warp.b"],
+                        "reason": "warp is not installed"}]}
     bench._print(doc)
     text = screen.file.getvalue()
     assert "\u2026" not in text, text  # (no ellipsis anywhere)
@@ -123,5 +125,6 @@ def test_every_id_is_printed_whole_at_80_columns(monkeypatch: pytest.MonkeyPatch
     baseline = "".join(row[2] for row in cells)
     assert long_id in first and "ray.big_through_ray_vs_raw_actor" in first, text
     assert "ProcessPoolExecutor(max_workers=1).submit(noop).result()" in baseline, text
-    assert [row[1] for row in cells if row[1] == "skipped"] == ["skipped"]
-    assert "1 figures in 1 s" in text and "1 skipped" in text
+    assert "warp.*(2benchmarks)" in first.replace(" ", "")  # (a whole suite: one row)
+    assert [row[1] for row in cells if row[1] == "skipped"] == ["skipped"] * 2
+    assert "1 figures in 1 s" in text and "3 skipped" in text

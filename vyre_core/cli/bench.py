@@ -43,8 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write every result and the machine facts as JSON to FILE "
                         "('-': stdout, instead of the table)")
     p.add_argument("--quick", action="store_true",
-                   help="few repeats: every figure rough, all of them in about two and a half "
-                        "minutes on two cores (for tests)")
+                   help="few repeats: every figure rough, all of them in minutes (about 5 on "
+                        "two cores shared with other work; for tests)")
     p.add_argument("--only", metavar="SUBSTRING",
                    help="run only the benchmarks whose id (suite.function, e.g. "
                         "workers.recovery_after_kill) contains SUBSTRING")
@@ -178,6 +178,12 @@ def _figure(value: float | None, unit: str = "") -> str:
     return f"{value:,.{digits}f} {unit}".rstrip()
 
 
+def _skipped_ids(skip: dict[str, Any]) -> str:
+    """A skip's row: the benchmark's id, or a whole suite's as ``suite.*`` and how many."""
+    ids = skip["benchmarks"]
+    return ids[0] if len(ids) == 1 else f"{skip['suite']}.* ({len(ids)} benchmarks)"
+
+
 def _print(doc: dict[str, Any]) -> None:
     machine = doc["machine"]
     adapter = machine.get("wgpu_adapter")
@@ -188,8 +194,8 @@ def _print(doc: dict[str, Any]) -> None:
              r["baseline"], _figure(r["baseline_value"], r["unit"]),
              "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"]
             for r in doc["results"]]
-    rows += [[styled((bench_id, "dim")), styled(("skipped", "yellow")), skip["reason"], "-", "-"]
-             for skip in doc["skipped"] for bench_id in skip["benchmarks"]]
+    rows += [[styled((_skipped_ids(skip), "dim")), styled(("skipped", "yellow")),
+              skip["reason"], "-", "-"] for skip in doc["skipped"]]
     # (an id is what --only takes, and a baseline says what was compared: neither is cut
     # short with an ellipsis; on a narrow screen they fold onto the next line instead)
     print_table([Column("benchmark", overflow="fold"), "value",
