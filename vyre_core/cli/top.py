@@ -124,19 +124,14 @@ def run(args: argparse.Namespace) -> int:
     def more() -> bool:
         return args.iterations is None or frames < args.iterations
 
-    if args.json:
+    if args.json or not console.is_terminal:  # (a pipe or a file: no screen to redraw)
         while more():
-            sys.stdout.write(json.dumps(next_frame()) + "\n")
-            sys.stdout.flush()
+            frame = next_frame()
+            sys.stdout.write(json.dumps(frame) + "\n" if args.json
+                             else "".join(line + "\n" for line in lines(frame, base)))
+            sys.stdout.flush()  # (each frame as it comes)
             if more():
                 time.sleep(args.interval)  # (the pace of the frames, not a wait on an event)
-        return 0
-    if not console.is_terminal:  # (a pipe or a file: no screen to redraw, lines as they come)
-        while more():
-            sys.stdout.write("".join(line + "\n" for line in lines(next_frame(), base)))
-            sys.stdout.flush()
-            if more():
-                time.sleep(args.interval)
         return 0
     with Live(render(next_frame(), base), console=console, auto_refresh=False) as live:
         while more():
