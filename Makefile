@@ -31,7 +31,8 @@ test: setup lint
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The inner loop: the pure tiers (supervision rules, IR, wire, routing, contract, codec,
-# errors), no process started (tests/conftest.py refuses one), well under a minute.
+# errors), no process started (tests/conftest.py refuses one): about a minute (48 s of
+# CPU time on a 2-core machine; longer while other work shares the cores).
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "fast and not processes"
 

@@ -11,14 +11,12 @@ import importlib.util
 import os
 import shutil
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from vyre_benchmarks.harness import Result, compare, reps
+from vyre_benchmarks.harness import Result, Unavailable, compare, reps, threaded_rate
 from vyre_core import Driver, ir
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
@@ -42,12 +40,27 @@ _clusters: dict[tuple[int, int], Any] = {}
 
 def local_cluster(nodes: int, cpus: int = CPUS_PER_NODE) -> Any:
     """A head that runs nothing and ``nodes`` worker nodes of ``cpus`` CPUs: started once
-    per shape for the whole run, stopped (and its files removed) when the run ends."""
+    per shape for the whole run, stopped (and its files removed) when the run ends. One
+    that did not start (a node's start timed out on a loaded machine) raises Unavailable,
+    at once for every later benchmark that needs it."""
     if (nodes, cpus) not in _clusters:
         started = _start_cluster(nodes, cpus)
-        _clusters[(nodes, cpus)] = started.__enter__()
-        atexit.register(started.__exit__, None, None, None)
-    return _clusters[(nodes, cpus)]
+        try:
+            _clusters[(nodes, cpus)] = started.__enter__()
+        except Exception as exc:
+            _clusters[(nodes, cpus)] = Unavailable(
+                f"a local Ray cluster of {nodes} node(s) of {cpus} CPUs did not start "
+                f"({type(exc).__name__}: {_first_line(exc)})")
+        else:
+            atexit.register(started.__exit__, None, None, None)
+    found = _clusters[(nodes, cpus)]
+    if isinstance(found, Unavailable):
+        raise found
+    return found
+
+
+def _first_line(exc: BaseException) -> str:
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
 
 
 @contextlib.contextmanager
@@ -61,20 +74,21 @@ def _start_cluster(nodes: int, cpus: int) -> Iterator[Any]:
     address_file = get_ray_address_file(None)  # (written by the cluster utilities)
     made_dir = not os.path.isdir(os.path.dirname(address_file))
     os.makedirs(os.path.dirname(address_file), exist_ok=True)
-    cluster = None
-    try:  # (a failed start is stopped and removed too)
-        cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 0, "include_dashboard": False, "temp_dir": temp,
-            "object_store_memory": 600 << 20,
-            "_system_config": {"enable_worker_prestart": False,
-                               "enable_metrics_collection": False}})
+    # The head is added as the first node, inside the try: a head whose start failed part
+    # way is stopped too, before its session folder is removed (a head left running wrote
+    # its session folder again after it was removed).
+    cluster = cluster_utils.Cluster(shutdown_at_exit=False)
+    try:
+        cluster.add_node(
+            num_cpus=0, include_dashboard=False, temp_dir=temp, object_store_memory=600 << 20,
+            _system_config={"enable_worker_prestart": False,
+                            "enable_metrics_collection": False})
         for _ in range(nodes):
             cluster.add_node(num_cpus=cpus, object_store_memory=600 << 20)
         cluster.wait_for_nodes()
         yield cluster
     finally:
-        if cluster is not None:
-            cluster.shutdown()
+        cluster.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
         with contextlib.suppress(OSError):
             os.unlink(address_file)
@@ -158,20 +172,8 @@ def _throughput(drv: Driver, workers: int, seconds: float) -> float:
     """Dispatches per second from ``workers`` threads, one call in flight each."""
     program, data = saxpy(4096), saxpy_inputs(4096)
     drv.dispatch(program, data, backend="reference")
-    done = [0] * workers
-    stop = time.monotonic() + seconds
-
-    def loop(i: int) -> None:
-        while time.monotonic() < stop:
-            drv.dispatch(program, data, backend="reference")
-            done[i] += 1
-
-    threads = [threading.Thread(target=loop, args=(i,)) for i in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return sum(done) / seconds
+    return threaded_rate(lambda: drv.dispatch(program, data, backend="reference"), workers,
+                         seconds)
 
 
 def _rates(nodes: int, cpus: int) -> dict[int, float]:
@@ -183,13 +185,19 @@ def _rates(nodes: int, cpus: int) -> dict[int, float]:
     return rates
 
 
-_measured: dict[str, dict[int, float]] = {}
+#: Both clusters' rates once measured; or why they could not be (every rate_* says so).
+_measured: dict[str, dict[int, float]] | Exception | None = None
 
 
 def _both() -> dict[str, dict[int, float]]:
-    if not _measured:
-        _measured["two"] = _rates(2, 2)
-        _measured["one"] = _rates(1, 4)
+    global _measured
+    if _measured is None:
+        try:
+            _measured = {"two": _rates(2, 2), "one": _rates(1, 4)}
+        except Exception as exc:
+            _measured = exc
+    if isinstance(_measured, Exception):
+        raise _measured
     return _measured
 
 

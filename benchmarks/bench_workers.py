@@ -40,7 +40,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -51,7 +50,7 @@ import numpy as np
 import psutil
 import zmq
 
-from vyre_benchmarks.harness import Result, percentile, reps, samples
+from vyre_benchmarks.harness import Result, percentile, reps, samples, threaded_rate
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver
@@ -473,33 +472,13 @@ def _in_process_rate(program: ir.Program, seconds: float) -> float:
     return count / (time.perf_counter() - start)
 
 
-def _threaded_rate(call: Callable[[], object], threads: int, seconds: float) -> float:
-    """Calls per second of ``call`` made back to back from ``threads`` threads for
-    ``seconds``."""
-    count = [0] * threads
-    start = time.perf_counter()
-    stop = start + seconds
-
-    def client(index: int) -> None:
-        while time.perf_counter() < stop:
-            call()
-            count[index] += 1
-
-    clients = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
-    for t in clients:
-        t.start()
-    for t in clients:
-        t.join()
-    return sum(count) / (time.perf_counter() - start)
-
-
 def _driver_rate(program: ir.Program, workers: int, seconds: float,
                  threads: int = CLIENT_THREADS) -> float:
     with Driver(workers=workers) as driver:
         warm = [driver.dispatch_async(program, [], BACKEND) for _ in range(workers)]
         for pending in warm:
             pending.result()
-        return _threaded_rate(lambda: driver.dispatch(program, [], BACKEND), threads, seconds)
+        return threaded_rate(lambda: driver.dispatch(program, [], BACKEND), threads, seconds)
 
 
 def _throughput(workers: int) -> Result:
@@ -524,7 +503,7 @@ def _executor_rate(workers: int, threads: int, seconds: float) -> float:
     with ProcessPoolExecutor(max_workers=workers) as pool:
         for pending in [pool.submit(noop) for _ in range(2 * workers)]:
             pending.result()
-        return _threaded_rate(lambda: pool.submit(noop).result(), threads, seconds)
+        return threaded_rate(lambda: pool.submit(noop).result(), threads, seconds)
 
 
 def _tiny_rate(threads: int) -> Result:

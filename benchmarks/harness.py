@@ -7,6 +7,7 @@ whole set runs in seconds with rough figures; sizes stay as named."""
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -41,6 +42,46 @@ class Result:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ratio": self.ratio}
+
+
+class Unavailable(Exception):
+    """Raised by a benchmark that cannot run here, saying why (a local Ray cluster that did
+    not start on a loaded machine): ``vyre bench`` shows it skipped, with the reason, and
+    the run goes on; any other exception is a benchmark that failed."""
+
+
+def threaded_rate(call: Callable[[], object], threads: int, seconds: float) -> float:
+    """Calls per second of ``call`` made back to back from ``threads`` threads for about
+    ``seconds``: the clock starts once every thread is ready, each makes at least one call,
+    and the time runs until the last one finishes (threads that start late on a loaded
+    machine cannot leave the count at zero). An exception in a thread is raised here."""
+    count = [0] * threads
+    errors: list[BaseException] = []
+    ready = threading.Barrier(threads + 1)
+    stop = 0.0
+
+    def client(index: int) -> None:
+        ready.wait()
+        try:
+            while True:
+                call()
+                count[index] += 1
+                if time.perf_counter() >= stop or errors:
+                    return
+        except BaseException as exc:  # (handed to the caller below)
+            errors.append(exc)
+
+    clients = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(threads)]
+    for t in clients:
+        t.start()
+    start = time.perf_counter()
+    stop = start + seconds
+    ready.wait()  # (stop is set before any thread passes the barrier)
+    for t in clients:
+        t.join()
+    if errors:
+        raise errors[0]
+    return sum(count) / (time.perf_counter() - start)
 
 
 def samples(fn: Callable[[], object], n: int, warmup: int) -> list[float]:

@@ -108,7 +108,10 @@ def test_run_on_a_named_backend_by_path_matches_the_example_oracle():
 
 def test_a_saved_program_runs_with_its_inputs_and_gives_the_same_bytes(tmp_path):
     first = json_of(vyre("run", "saxpy", "--save", tmp_path / "saxpy.vyir", "--json"))
-    assert (tmp_path / "saxpy.npz").is_file()
+    # (saxpy's example has a config, its grid: it is saved too, and listed)
+    assert first["saved"] == [str(tmp_path / f"saxpy.{suffix}") for suffix in
+                              ("vyir", "npz", "json")]
+    assert all(Path(path).is_file() for path in first["saved"])
     again = json_of(vyre("run", tmp_path / "saxpy.vyir", "--json"))
     assert again["outputs"] == first["outputs"] and again["oracle"] is None
     moved = tmp_path / "elsewhere.npz"
@@ -137,6 +140,8 @@ def test_a_saved_program_keeps_the_constants_it_ran_with(tmp_path):
     module.write_text(SPECIALIZED)
     first = json_of(vyre("run", module, "--save", tmp_path / "scaled.vyir", "--json"))
     assert first["oracle"]["ok"] is True
+    assert first["saved"] == [str(tmp_path / f"scaled.{suffix}")  # (the config: its .json)
+                              for suffix in ("vyir", "npz", "json")]
     again = json_of(vyre("run", tmp_path / "scaled.vyir", "--json"))
     assert again["outputs"] == first["outputs"]
 

@@ -78,13 +78,21 @@ def test_quick_bench_reports_every_benchmark_with_its_baseline(tmp_path):
     with ThreadPoolExecutor(2) as pool:  # (the slowest first: ray starts its clusters)
         docs = {name: doc for name, doc in zip(SUITES_BY_COST, pool.map(
             suite, SUITES_BY_COST), strict=True) if doc is not None}
-    for doc in docs.values():
+    cannot_run = set()  # (a benchmark that cannot run here says why: a Ray cluster that
+    for doc in docs.values():  # did not start on a loaded machine; the run still passes)
         assert doc["quick"] is True and "rough" in doc["note"]
         assert doc["failed"] == []
-        assert all(OPTIONAL[skip["suite"]] in skip["reason"] for skip in doc["skipped"])
+        for skip in doc["skipped"]:
+            assert skip["reason"], skip
+            if skip["suite"] in OPTIONAL:
+                assert OPTIONAL[skip["suite"]] in skip["reason"], skip
+            else:
+                assert skip["suite"] == "ray", skip  # (only a local cluster may not start)
+                cannot_run.update(skip["benchmarks"])
     results = {r["id"]: r for doc in docs.values() for r in doc["results"]}
     doc = docs["wgpu"]
-    assert set(results) == every_benchmark_id()
+    assert set(results) | cannot_run == every_benchmark_id()
+    assert not set(results) & cannot_run
     assert set(REQUIRED) <= set(results)
     for result in results.values():
         for key in ("name", "unit", "baseline"):

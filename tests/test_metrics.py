@@ -27,6 +27,7 @@ from vyre_core.protocol import PROGRAM_NOT_HELD, Message, Op
 from vyre_core.supervisor import machine
 from vyre_core.supervisor.metrics import (
     BOUNDS,
+    EXACT,
     RESTART_REASONS,
     Histogram,
     PoolMetrics,
@@ -56,15 +57,57 @@ def test_percentiles_interpolate_inside_the_bucket_and_stay_within_a_factor_of_t
         exact = float(np.quantile(samples, q))
         got = percentile(h.to_dict(), q)
         assert exact / 2 <= got <= exact * 2, (q, exact, got)
-    # all in one bucket (2^-12, 2^-11]: the median is halfway through it
+    # all in one bucket (2^-12, 2^-11]: the median is halfway through it, as far as the
+    # counts alone say (a histogram from a vyre that kept no values, min or max)
     one = Histogram()
-    for _ in range(10):
+    for _ in range(10 * EXACT):
         one.add(3e-4)
-    assert percentile(one.to_dict(), 0.5) == pytest.approx((2 ** -12 + 2 ** -11) / 2)
+    counts_only = {k: one.to_dict()[k] for k in ("counts", "sum", "count")}
+    assert percentile(counts_only, 0.5) == pytest.approx((2 ** -12 + 2 ** -11) / 2)
+    assert percentile(one.to_dict(), 0.5) == 3e-4  # (never above the greatest value)
     assert percentile(Histogram().to_dict(), 0.5) is None
     top_only = Histogram()
-    top_only.add(1e6)
-    assert percentile(top_only.to_dict(), 0.99) == BOUNDS[-1]
+    for _ in range(EXACT + 1):
+        top_only.add(1e6)
+    assert percentile({k: top_only.to_dict()[k] for k in ("counts", "sum", "count")},
+                      0.99) == BOUNDS[-1]
+    assert percentile(top_only.to_dict(), 0.99) == 1e6  # (never below the least)
+
+
+def test_a_percentile_of_few_calls_is_one_of_their_latencies_not_a_bucket_edge() -> None:
+    """Issue 37: one ping of about 0.1 s showed p50/p90/p99 of 750/950/995 ms (read off
+    the edges of its bucket)."""
+    one = Histogram()
+    one.add(0.6)
+    assert [percentile(one.to_dict(), q) for q in (0.5, 0.9, 0.99)] == [0.6, 0.6, 0.6]
+    few = Histogram()
+    values = [0.003, 0.1, 0.002, 0.6, 0.004]
+    for v in values:
+        few.add(v)
+    # nearest rank: the smallest value with at least q of them at or below it
+    assert [percentile(few.to_dict(), q) for q in (0.2, 0.5, 0.6, 0.9, 0.99, 1.0)] == \
+        [0.002, 0.004, 0.004, 0.6, 0.6, 0.6]
+    many = Histogram()
+    for i in range(EXACT + 1):  # (past EXACT: the buckets, within the least and greatest)
+        many.add(0.1 + i * 1e-4)
+    assert 0.1 <= percentile(many.to_dict(), 0.5) <= 0.1 + EXACT * 1e-4
+    assert percentile(many.to_dict(), 0.99) == pytest.approx(0.1 + EXACT * 1e-4)
+
+
+def test_a_window_of_few_calls_reads_their_own_latencies() -> None:
+    h = Histogram()
+    for _ in range(100):
+        h.add(1e-3)
+    older = h.to_dict()
+    h.add(0.1)  # one call since the last snapshot: its own latency, however many before
+    window = since(h.to_dict(), older)
+    assert window["latest"] == [0.1]
+    assert [percentile(window, q) for q in (0.5, 0.99)] == [0.1, 0.1]
+    for _ in range(EXACT):
+        h.add(2e-3)
+    window = since(h.to_dict(), older)  # (EXACT + 1 calls: more than it kept)
+    assert "latest" not in window and window["count"] == EXACT + 1
+    assert 1e-3 <= percentile(window, 0.5) <= 0.1
 
 
 def test_since_subtracts_an_earlier_state_and_keeps_the_newer_one_after_a_reset() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from rich.table import Column
 
 from vyre_benchmarks import SUITES, harness
 from vyre_core import __version__
@@ -42,8 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write every result and the machine facts as JSON to FILE "
                         "('-': stdout, instead of the table)")
     p.add_argument("--quick", action="store_true",
-                   help="few repeats: every figure rough, all of them in about two and a half "
-                        "minutes on two cores (for tests)")
+                   help="few repeats: every figure rough, all of them in minutes (about 5 on "
+                        "two cores shared with other work; for tests)")
     p.add_argument("--only", metavar="SUBSTRING",
                    help="run only the benchmarks whose id (suite.function, e.g. "
                         "workers.recovery_after_kill) contains SUBSTRING")
@@ -139,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
         for (bench_id, fn), after in zip(chosen, upcoming, strict=True):
             try:
                 results.append(_record(bench_id, fn()))
+            except harness.Unavailable as exc:  # (it cannot run here: its row says why)
+                skipped.append({"suite": bench_id.partition(".")[0], "benchmarks": [bench_id],
+                                "reason": str(exc)})
+                err_console.print(styled(("skipped", "yellow"), f" {bench_id}: {exc}"))
             except Exception as exc:  # one broken figure must not lose the others
                 failed.append({"id": bench_id, "error": f"{type(exc).__name__}: {exc}"})
                 err_console.print(styled(("failed", "bold red"),
@@ -173,6 +178,12 @@ def _figure(value: float | None, unit: str = "") -> str:
     return f"{value:,.{digits}f} {unit}".rstrip()
 
 
+def _skipped_ids(skip: dict[str, Any]) -> str:
+    """A skip's row: the benchmark's id, or a whole suite's as ``suite.*`` and how many."""
+    ids = skip["benchmarks"]
+    return ids[0] if len(ids) == 1 else f"{skip['suite']}.* ({len(ids)} benchmarks)"
+
+
 def _print(doc: dict[str, Any]) -> None:
     machine = doc["machine"]
     adapter = machine.get("wgpu_adapter")
@@ -183,8 +194,16 @@ def _print(doc: dict[str, Any]) -> None:
              r["baseline"], _figure(r["baseline_value"], r["unit"]),
              "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"]
             for r in doc["results"]]
-    print_table(["benchmark", "value", "baseline", "baseline value", "ratio"], rows, title=title)
+    rows += [[styled((_skipped_ids(skip), "dim")), styled(("skipped", "yellow")),
+              skip["reason"], "-", "-"] for skip in doc["skipped"]]
+    # (an id is what --only takes, and a baseline says what was compared: neither is cut
+    # short with an ellipsis; on a narrow screen they fold onto the next line instead)
+    print_table([Column("benchmark", overflow="fold"), "value",
+                 Column("baseline", overflow="fold"), "baseline value", "ratio"], rows,
+                title=title)
+    skips = sum(len(skip["benchmarks"]) for skip in doc["skipped"])
     console.print(f"{len(doc['results'])} figures in {doc['seconds']:.0f} s; ratio = value / "
-                  "baseline (for rates, above 1 is faster; for times, below 1 is faster)")
+                  "baseline (for rates, above 1 is faster; for times, below 1 is faster)"
+                  + (f"; {skips} skipped" if skips else ""))
     if doc["quick"]:
         console.print(QUICK_NOTE, style="yellow")

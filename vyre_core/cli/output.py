@@ -3,7 +3,9 @@ terminal, plain JSON on stdout with ``--json``, errors as one line plus their Fi
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -11,17 +13,26 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from vyre_core.errors import VyreError
 
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich's own answer is ``SystemExit(1)``; the error goes on to ``cli.app.main``,
+        which answers a closed stdout the same way for every command."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 #: Human output; ``highlight=False`` so numbers in messages keep the colour they are given,
 #: ``markup=False`` so text from plugins, devices and errors is printed as it is (an
 #: import error may read ``[cuda]``): styles come from ``styled`` and ``ok``.
-console = Console(highlight=False, markup=False)
+console = _Console(highlight=False, markup=False)
 #: Errors and progress go to stderr, so ``--json`` output on stdout stays parseable.
-err_console = Console(stderr=True, highlight=False, markup=False)
+err_console = _Console(stderr=True, highlight=False, markup=False)
 
 
 def print_json(data: Any) -> None:
@@ -36,10 +47,11 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]],
+def print_table(columns: Sequence[str | Column], rows: Sequence[Sequence[Any]],
                 title: str | None = None) -> None:
-    """A rich table of ``rows``. A cell is printed as it is, never read as markup (a
-    plugin's error may hold ``[cuda]``); style a cell with ``styled``."""
+    """A rich table of ``rows`` (a column by its heading, or a ``Column`` with its own
+    width and overflow). A cell is printed as it is, never read as markup (a plugin's error
+    may hold ``[cuda]``); style a cell with ``styled``."""
     table = Table(*columns, title=title, title_justify="left", header_style="bold")
     for row in rows:
         table.add_row(*(cell if isinstance(cell, Text) else Text(str(cell)) for cell in row))

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     record: dict[str, Any] = {"target": target.name, "kind": kind,
                               "program": example.program.fingerprint()[:16]}
     if args.save:
-        record["saved"] = [str(args.save), str(save_target(target, args.save))]
+        record["saved"] = [str(path) for path in save_target(target, args.save)]
     with Driver() as drv:
         decision = drv.route(example.program, args.backend, config=example.config)
         start = time.perf_counter()

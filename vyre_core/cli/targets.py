@@ -108,9 +108,9 @@ def _example_of(module: ModuleType, spec: str) -> Example:
     return example
 
 
-def save_target(target: Target, program_path: Path) -> Path:
+def save_target(target: Target, program_path: Path) -> list[Path]:
     """Write the program's wire bytes to ``program_path``, its inputs next to it
-    (``.npz``) and its config (``.json``) when it has one; returns the inputs path.
+    (``.npz``) and its config (``.json``) when it has one; returns the files written.
     Saved targets are programs: a sequence is refused."""
     program = target.example.program
     if not isinstance(program, Program):
@@ -123,9 +123,11 @@ def save_target(target: Target, program_path: Path) -> Path:
                                          else np.frombuffer(a, b.dtype.storage_np)
                                          for b, a in zip(program.inputs, target.example.inputs,
                                                          strict=True)])
+        written = [program_path, npz]
         if target.example.config is not None:  # (its grid, its constants: what it ran with)
-            saved.save_config(program_path.with_suffix(".json"), target.example.config)
+            written.append(program_path.with_suffix(".json"))
+            saved.save_config(written[-1], target.example.config)
     except OSError as exc:
         raise InvalidInputError(f"cannot save to {str(program_path)!r}: {exc.strerror}",
                                 "Pass --save a path in an existing, writable folder.") from None
-    return npz
+    return written

@@ -124,10 +124,12 @@ def run(args: argparse.Namespace) -> int:
     def more() -> bool:
         return args.iterations is None or frames < args.iterations
 
-    if args.json:
+    if args.json or not console.is_terminal:  # (a pipe or a file: no screen to redraw)
         while more():
-            sys.stdout.write(json.dumps(next_frame()) + "\n")
-            sys.stdout.flush()
+            frame = next_frame()
+            sys.stdout.write(json.dumps(frame) + "\n" if args.json
+                             else "".join(line + "\n" for line in lines(frame, base)))
+            sys.stdout.flush()  # (each frame as it comes)
             if more():
                 time.sleep(args.interval)  # (the pace of the frames, not a wait on an event)
         return 0
@@ -138,38 +140,73 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def render(frame: dict[str, Any], base: Any) -> Group:
-    """The frame as tables: per driver, its workers, then its calls by operation."""
+def _heading(frame: dict[str, Any], base: Any) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(frame["time"]))
     if not frame["drivers"]:
-        return Group(Text(f"vyre top {stamp}: no running vyre driver of this user "
-                          f"(looked in {base}); waiting for one"))
-    parts: list[Any] = [Text(f"vyre top {stamp}: {len(frame['drivers'])} driver(s)",
-                             style="bold")]
+        return (f"vyre top {stamp}: no running vyre driver of this user (looked in {base}); "
+                "waiting for one")
+    return f"vyre top {stamp}: {len(frame['drivers'])} driver(s)"
+
+
+def _pool_states(driver: dict[str, Any]) -> str:
+    return "; ".join(f"{p['backend']} {p['state']}"
+                     + (f", {p['queued']} queued" if p["queued"] else "")
+                     + "".join(f", {n} {why}" for why, n in p["restarts"].items())
+                     for p in driver["pools"]) or "no pool started yet"
+
+
+def _worker_cells(pool: dict[str, Any], w: dict[str, Any]) -> tuple[str, ...]:
+    """A worker's row, one cell per WORKER_COLUMNS."""
+    return (pool["backend"], str(w["index"]), str(w["pid"] or "-"), str(w["generation"]),
+            worker_state(w), str(w["in_flight"]), str(w["served"]), str(w["restarts"]),
+            "-" if w["silent_for"] is None else f"{w['silent_for']:.1f} s")
+
+
+def _op_cells(pool: dict[str, Any], op: dict[str, Any]) -> tuple[str, ...]:
+    """An operation's row, one cell per CALL_COLUMNS."""
+    return (pool["backend"], op["op"], str(op["calls"]),
+            "-" if op["per_s"] is None else f"{op['per_s']:,.1f}", str(op["errors"]),
+            *(_seconds(op[name]) for name, _ in QUANTILES))
+
+
+def lines(frame: dict[str, Any], base: Any) -> list[str]:
+    """The frame as plain lines, for a pipe or a file: the heading, then per driver its
+    pools' states, a line per worker and a line per operation, each cell named."""
+    out = [_heading(frame, base)]
     for driver in frame["drivers"]:
-        pools = driver["pools"]
-        states = "; ".join(f"{p['backend']} {p['state']}"
-                           + (f", {p['queued']} queued" if p["queued"] else "")
-                           + "".join(f", {n} {why}" for why, n in p["restarts"].items())
-                           for p in pools) or "no pool started yet"
-        workers = _table(WORKER_COLUMNS, f"driver pid {driver['pid']}: {states}")
+        out.append(f"driver pid {driver['pid']}: {_pool_states(driver)}")
+        for pool in driver["pools"]:
+            out += [_named("worker", WORKER_COLUMNS, _worker_cells(pool, w))
+                    for w in pool["workers"]]
+            if pool["failure"]:
+                out.append(f"  pool {pool['backend']} {pool['state']}: {pool['failure']}")
+            out += [_named("calls", CALL_COLUMNS, _op_cells(pool, op)) for op in pool["ops"]]
+    return out
+
+
+def _named(kind: str, columns: tuple[str, ...], cells: tuple[str, ...]) -> str:
+    """``  kind backend id: column cell, column cell...`` (backend and id lead the row)."""
+    return f"  {kind} {cells[0]} {cells[1]}: " + ", ".join(
+        f"{column} {cell}" for column, cell in zip(columns[2:], cells[2:], strict=True))
+
+
+def render(frame: dict[str, Any], base: Any) -> Group:
+    """The frame as tables: per driver, its workers, then its calls by operation."""
+    if not frame["drivers"]:
+        return Group(Text(_heading(frame, base)))
+    parts: list[Any] = [Text(_heading(frame, base), style="bold")]
+    for driver in frame["drivers"]:
+        workers = _table(WORKER_COLUMNS, f"driver pid {driver['pid']}: {_pool_states(driver)}")
         calls = _table(CALL_COLUMNS, None)
-        for pool in pools:
+        for pool in driver["pools"]:
             for w in pool["workers"]:
-                workers.add_row(*map(Text, (
-                    pool["backend"], str(w["index"]), str(w["pid"] or "-"),
-                    str(w["generation"]), worker_state(w), str(w["in_flight"]), str(w["served"]),
-                    str(w["restarts"]),
-                    "-" if w["silent_for"] is None else f"{w['silent_for']:.1f} s")))
+                workers.add_row(*map(Text, _worker_cells(pool, w)))
             if pool["failure"]:
                 workers.add_row(Text(pool["backend"]), *[Text("")] * 3,
                                 Text(f"pool {pool['state']}: {pool['failure']}",
                                      style="red"), *[Text("")] * 4)
             for op in pool["ops"]:
-                calls.add_row(*map(Text, (
-                    pool["backend"], op["op"], str(op["calls"]),
-                    "-" if op["per_s"] is None else f"{op['per_s']:,.1f}",
-                    str(op["errors"]), *(_seconds(op[name]) for name, _ in QUANTILES))))
+                calls.add_row(*map(Text, _op_cells(pool, op)))
         parts += [workers, calls]
     return Group(*parts)
 

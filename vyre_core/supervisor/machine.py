@@ -675,6 +675,9 @@ class PoolMachine:
             else "start_failed" if died_starting else "crashed"))
         w.last_exit = f"{w.name} {describe_exit(code)}" + (
             " with its fork server" if collateral else "")
+        if self.state != "closed" and (counted or collateral):  # (before its request's fate)
+            self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}" + (
+                "" if collateral or w.retiring is None else f" ({w.retiring})"))
         req, w.current = w.current, None
         w.state, w.pid, w.kill_at, w.proven = "stopped", None, None, False
         if req is not None and not req.done:
@@ -688,15 +691,11 @@ class PoolMachine:
         w.pinned.clear()
         if self.state == "closed":
             return
-        if collateral:
-            self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}")
         if counted:
             w.deaths += 1
             self._deaths.append(now)
             while self._deaths and self._deaths[0] <= now - self.options.restart_window:
                 self._deaths.popleft()
-            self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}"
-                      + ("" if w.retiring is None else f" ({w.retiring})"))
             if died_starting:
                 w.failed_starts += 1
             if self.state == "running" and (self.half_open

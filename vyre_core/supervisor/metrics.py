@@ -8,12 +8,19 @@ call, taken by the pool's shell), and snapshots are plain dicts that travel as J
 from __future__ import annotations
 
 import bisect
+import math
+from collections import deque
 from typing import Any
 
 #: Latency bucket upper bounds (seconds): powers of two from 2^-16 s (15 us) to 2^7 s
 #: (128 s), one more bucket above. Percentiles read from them are within a factor of two,
 #: interpolated inside the bucket as Prometheus's ``histogram_quantile`` does.
 BOUNDS: tuple[float, ...] = tuple(2.0 ** k for k in range(-16, 8))
+
+#: How many of the latest latencies a histogram keeps as they are: a percentile of at most
+#: that many calls is read from them exactly (nearest rank), never made up from the edges of
+#: a bucket (one call of 0.1 s is 0.1 s at p50, p90 and p99).
+EXACT = 32
 
 #: Why a worker process was lost (the ``reason`` of ``restarts``): a bounded vocabulary,
 #: so it can label a Prometheus series.
@@ -36,32 +43,53 @@ def data_bytes(arrays: list[Any]) -> int:
 
 
 class Histogram:
-    """Counts per bucket of ``BOUNDS`` (the last is everything above), with sum and count."""
+    """Counts per bucket of ``BOUNDS`` (the last is everything above), with sum, count, the
+    least and greatest value, and the latest EXACT values as they are."""
 
-    __slots__ = ("count", "counts", "sum")
+    __slots__ = ("count", "counts", "high", "latest", "low", "sum")
 
     def __init__(self) -> None:
         self.counts = [0] * (len(BOUNDS) + 1)
         self.sum = 0.0
         self.count = 0
+        self.low = self.high = 0.0
+        self.latest: deque[float] = deque(maxlen=EXACT)
 
     def add(self, seconds: float) -> None:
         self.counts[bisect.bisect_left(BOUNDS, seconds)] += 1
         self.sum += seconds
+        self.low = seconds if not self.count else min(self.low, seconds)
+        self.high = seconds if not self.count else max(self.high, seconds)
         self.count += 1
+        self.latest.append(seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"counts": list(self.counts), "sum": self.sum, "count": self.count}
+        return {"counts": list(self.counts), "sum": self.sum, "count": self.count,
+                "min": self.low, "max": self.high, "latest": list(self.latest)}
 
 
 def percentile(histogram: dict[str, Any], q: float,
                bounds: tuple[float, ...] | list[float] = BOUNDS) -> float | None:
     """The ``q``-quantile (0..1) of a histogram as ``to_dict`` gives it over ``bounds``
-    (a snapshot's ``latency_bounds``), None when empty or not over those bounds: linear
-    inside its bucket; in the top bucket, the highest bound."""
+    (a snapshot's ``latency_bounds``), None when empty or not over those bounds. Exact
+    (nearest rank) when the histogram holds every value it counted (``latest``: at most
+    EXACT); otherwise linear inside its bucket, in the top bucket the highest bound, and
+    never outside the least and greatest value counted (``min``, ``max``)."""
     counts, total = histogram["counts"], histogram["count"]
     if not total or len(counts) != len(bounds) + 1:
         return None
+    latest = histogram.get("latest") or ()  # (none from a vyre before they were kept)
+    if len(latest) == total:
+        ordered = sorted(latest)
+        return ordered[max(0, min(total - 1, math.ceil(round(q * total, 9)) - 1))]
+    estimate = _interpolated(counts, total, q, bounds)
+    if "min" in histogram and "max" in histogram:
+        estimate = min(max(estimate, histogram["min"]), histogram["max"])
+    return estimate
+
+
+def _interpolated(counts: list[int], total: int, q: float,
+                  bounds: tuple[float, ...] | list[float]) -> float:
     rank, seen = q * total, 0
     for i, n in enumerate(counts):
         if n and seen + n >= rank:
@@ -75,15 +103,22 @@ def percentile(histogram: dict[str, Any], q: float,
 
 def since(newer: dict[str, Any], older: dict[str, Any] | None) -> dict[str, Any]:
     """What ``newer`` counted after ``older`` (two snapshots of one histogram); ``newer``
-    whole when there is no older one or it is not an earlier state of the same one."""
+    whole when there is no older one or it is not an earlier state of the same one. The
+    window keeps the values it counted when ``newer`` still holds them all (its latest),
+    and ``newer``'s least and greatest value as bounds (a window's own lie between them)."""
     if older is None or older["count"] > newer["count"] \
             or len(older["counts"]) != len(newer["counts"]):
         return newer
     counts = [a - b for a, b in zip(newer["counts"], older["counts"], strict=True)]
     if min(counts) < 0:
         return newer
-    return {"counts": counts, "sum": newer["sum"] - older["sum"],
-            "count": newer["count"] - older["count"]}
+    window = {"counts": counts, "sum": newer["sum"] - older["sum"],
+              "count": newer["count"] - older["count"]}
+    latest = newer.get("latest") or []
+    if window["count"] and window["count"] <= len(latest):
+        window["latest"] = latest[-window["count"]:]
+    window.update({k: newer[k] for k in ("min", "max") if k in newer})
+    return window
 
 
 class PoolMetrics:

@@ -54,9 +54,24 @@ def shader_cache_dir() -> str | None:
     return path
 
 
+def no_wayland_noise() -> None:
+    """Making its instance, wgpu's OpenGL backend asks libwayland for a display; without an
+    absolute ``XDG_RUNTIME_DIR`` (a service, a container, ssh) libwayland cannot connect and
+    prints "error: XDG_RUNTIME_DIR is invalid or not set in the environment." on stderr, once
+    per try. Then it can reach no display at all, so ``WAYLAND_DISPLAY`` is pointed at an
+    absolute path that does not exist: the same failure, said nowhere. Must run before the
+    first adapter is requested; leaves a usable Wayland session as it is."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    display = os.environ.get("WAYLAND_DISPLAY", "")
+    if runtime.startswith("/") or display.startswith("/") or "WAYLAND_SOCKET" in os.environ:
+        return
+    os.environ["WAYLAND_DISPLAY"] = "/nonexistent/vyre-no-wayland-session"
+
+
 def request_adapter(power_preference: str = "high-performance") -> Any:
     """The wgpu adapter vyre uses; UnsupportedFeatureError when there is none."""
     shader_cache_dir()
+    no_wayland_noise()
     wgpu = wgpu_module()
     try:
         adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
@@ -73,6 +88,7 @@ def enumerate_adapters() -> list[Any]:
     have none), hardware before software, each group in wgpu's order. A device id is a
     position in this list. Lists adapters only; no device is opened."""
     shader_cache_dir()
+    no_wayland_noise()
     try:
         adapters = list(wgpu_module().gpu.enumerate_adapters_sync())
     except Exception as exc:
