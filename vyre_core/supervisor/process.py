@@ -21,8 +21,9 @@ import signal
 import subprocess
 import sys
 import threading
+from typing import Any
 
-from vyre_core.contract.types import DeviceInfo, device_list
+from vyre_core.contract.types import Capabilities, DeviceInfo, device_list
 from vyre_core.errors import PoolFailedError, VyreError, system_resource_error
 from vyre_core.protocol import ProgressPage
 from vyre_core.supervisor.fork_server import ForkServer
@@ -194,23 +195,43 @@ class OutputHistory:
 def list_devices(backend: str, entry_point: str, timeout: float) -> list[DeviceInfo]:
     """``backend``'s devices, listed by a short-lived worker process of its own (the parent
     never touches a device), within ``timeout`` seconds. Raises a VyreError saying why not."""
+    answer = _ask(backend, entry_point, timeout, "devices",
+                  f"listing the devices of backend {backend!r}", "Raise PoolOptions("
+                  "startup_timeout=...), or name the device ids in PoolOptions(devices=[...]).")
+    return device_list(answer)
+
+
+def probe_apart(backend: str, entry_point: str, timeout: float) -> Capabilities:
+    """What a worker of ``backend`` would probe on its preferred device, asked of a
+    short-lived process of its own that ends with its answer (no pool, no fork server is
+    made), within ``timeout`` seconds. Raises a VyreError saying why not."""
+    answer = _ask(backend, entry_point, timeout, "capabilities",
+                  f"probing backend {backend!r}", "Raise PoolOptions(startup_timeout=...), "
+                  "or name the backend (backend=...) to start its pool instead.")
+    return Capabilities.from_dict(answer)
+
+
+def _ask(backend: str, entry_point: str, timeout: float, question: str, during: str,
+         slow_fix: str) -> Any:
+    """The answer to ``question`` (``devices`` or ``capabilities``) of a short-lived
+    ``python -m vyre_workers.devices`` process for ``backend``."""
     command = [sys.executable, "-m", "vyre_workers.devices", "--backend", backend,
                "--entry-point", entry_point, "--parent-pid", str(os.getpid())]
-    during = f"listing the devices of backend {backend!r}"
+    if question == "capabilities":
+        command.append("--capabilities")
     try:
         done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=timeout, start_new_session=True, check=False)
     except subprocess.TimeoutExpired:  # (killed and reaped by run)
-        raise PoolFailedError(f"{during} took over {timeout:g} s",
-                              "Raise PoolOptions(startup_timeout=...), or name the device "
-                              "ids in PoolOptions(devices=[...]).", backend=backend) from None
+        raise PoolFailedError(f"{during} took over {timeout:g} s", slow_fix,
+                              backend=backend) from None
     except OSError as exc:
         raise system_resource_error(exc, during) from exc
     answer = _answer(done.stdout.decode(errors="replace"))
     try:
         if "error" in answer:
             raise VyreError.from_dict(answer["error"])
-        return device_list(answer["devices"])
+        return answer[question]
     except VyreError:
         raise
     except Exception:  # no answer: it died before it gave one
@@ -225,6 +246,6 @@ def _answer(output: str) -> dict:
     for line in reversed(output.splitlines()):
         with contextlib.suppress(ValueError):
             found = json.loads(line)
-            if isinstance(found, dict) and ({"devices", "error"} & set(found)):
+            if isinstance(found, dict) and ({"devices", "capabilities", "error"} & set(found)):
                 return found
     return {}
