@@ -43,9 +43,10 @@ _BASETEMP: str | None = None
 
 def pytest_configure(config: pytest.Config) -> None:
     """The cpu backend's compiled kernels and routing's probe cache go to directories of
-    the session's own (workers and child processes inherit them), never the user's cache. Under ``make test-fast`` (``-m "fast and not
-    processes"``) nothing may start a process: the fast tier stays fast and honest, a test
-    that starts one there fails instead of slowing it."""
+    the session's own (workers and child processes inherit them), never the user's caches.
+    Under ``make test-fast`` (``-m "fast and not processes"``) nothing may start a process:
+    the fast tier stays fast and honest, a test that starts one there fails instead of
+    slowing it."""
     global _KERNEL_CACHE, _PROBE_CACHE, _BASETEMP
     import os
     import tempfile
@@ -61,7 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
         _KERNEL_CACHE = os.environ["VYRE_CPU_CACHE_DIR"] = tempfile.mkdtemp(
             prefix="vyre-test-kernels-")
     if "VYRE_PROBE_CACHE" not in os.environ:
-        _PROBE_CACHE = os.environ["VYRE_PROBE_CACHE"] = tempfile.mkdtemp(prefix="vyre-test-probes-")
+        _PROBE_CACHE = os.environ["VYRE_PROBE_CACHE"] = tempfile.mkdtemp(
+            prefix="vyre-test-probes-")
     if config.getoption("markexpr", "").startswith("fast"):
         import subprocess
 

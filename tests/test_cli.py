@@ -53,8 +53,8 @@ def refused(proc: subprocess.CompletedProcess, code: str, *phrases: str) -> None
 def test_backends_lists_in_precedence_order_with_broken_and_disabled(tmp_path):
     site = write_dist(tmp_path / "site", "vyre-broken", {"broken": "vyre_broken_import"},
                       ("vyre_broken_import",))
-    rows = json_of(vyre("backends", "--json", sites=(site,)))
-    assert [(r["id"], r["status"], r["precedence"]) for r in rows] == [
+    rows = json_of(vyre("backends", "--json", sites=(site,), VYRE_PROBE_CACHE="off"))
+    assert [(r["id"], r["status"], r["precedence"]) for r in rows] == [  # (never probed)
         ("wgpu", "loaded", 100), ("cpu", "loaded", 500), ("reference", "loaded", 900),
         ("broken", "broken", None)]
     assert rows[2]["reference"] and rows[2]["distribution"] == "vyre-reference"
@@ -88,7 +88,8 @@ def test_backends_probe_starts_each_worker_and_reports_its_adapter():
 def test_run_routes_checks_and_shadows_an_example():
     record = json_of(vyre("run", "saxpy", "--shadow", "--json"))
     assert record["backend"] == "cpu"  # wgpu is on a software adapter here: demoted
-    assert record["reason"] == "first capable backend by precedence (rank 500)"
+    assert record["reason"] == ("first capable backend in routing order (rank 500; wgpu, "
+                                "rank 100, demoted: software adapter)")
     assert record["oracle"] == {"ok": True, "mismatch": None}
     assert record["shadow"] == {"reference": "reference", "ok": True, "divergence": None}
     out, = record["outputs"]

@@ -21,7 +21,7 @@ from vyre_core.errors import (
     UnsupportedFeatureError,
     VyreError,
 )
-from vyre_core.routing.rank import Candidate, Explanation, RouteDecision, Router
+from vyre_core.routing.rank import Candidate, Explanation, RouteDecision, Router, demotable
 from vyre_core.sequence import Sequence as StepSequence
 
 if TYPE_CHECKING:
@@ -206,8 +206,11 @@ class RoutingPolicy:
             if not ahead:
                 raise
             return None, ahead, []
+        # (the choice itself too, when a probe could demote it: claims are a floor, so
+        # only a demotion can turn routing away from a backend its claims chose)
         apart = [] if backend is not None else self._unprobed_ahead(chosen) + [
-            name for name in (chosen,) if self._unprobed(name) and self._demotable(name)]
+            name for name in (chosen,)
+            if self._unprobed(name) and demotable(self.registry.backends(), name)]
         if apart:
             return None, apart, []  # (the choice may change: started once it stands)
         if self.pools.existing(chosen) is None:
@@ -305,18 +308,6 @@ class RoutingPolicy:
             if self._unprobed(reg.id):
                 ahead.append(reg.id)
         return ahead
-
-    def _demotable(self, backend: str) -> bool:
-        """Whether a probe could demote ``backend`` (a software adapter is moved below the
-        reference): it ranks ahead of the reference, or there is none. Claims that accept
-        a program are a floor its probe keeps, so only a demotion can turn routing away
-        from a backend its claims chose."""
-        for reg in self.registry.backends():
-            if reg.is_reference:
-                return False
-            if reg.id == backend:
-                return True
-        return True
 
     def _unprobed(self, backend: str) -> bool:
         """Never probed: no pool, no probe apart, no failed probe within its cooldown."""
