@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from dataclasses import dataclass, field
 
 import pytest
 
 from vyre_core import ir
 from vyre_core.contract.types import Capabilities
-from vyre_core.errors import PoolFailedError
+from vyre_core.errors import DispatchTimeoutError, PoolFailedError
 from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import RoutingPolicy, probe_cache
 from vyre_core.routing.probe_cache import ProbeCache
+from vyre_core.testing import PATIENCE, wait_for
 
 pytestmark = pytest.mark.fast
 
@@ -218,3 +221,29 @@ def test_a_named_backend_is_started_not_probed_apart():
     policy = RoutingPolicy(registry(*BACKENDS), pools)
     assert policy.pool_for(program(), "wgpu", None).backend == "wgpu"
     assert pools.apart == []
+
+
+def test_a_call_waiting_for_another_threads_probe_keeps_its_own_deadline():
+    release = threading.Event()
+
+    class Slow(StandInPools):
+        def probe_apart(self, backend, deadline):
+            release.wait(PATIENCE)
+            return super().probe_apart(backend, deadline)
+
+    pools = Slow({"wgpu": SOFT, "cpu": caps(), "reference": caps()})
+    policy = RoutingPolicy(registry(*BACKENDS), pools)
+    first = threading.Thread(target=policy.pool_for, args=(program(), None, None))
+    first.start()
+    try:
+        assert wait_for(lambda: policy._probing.get("wgpu") is not None
+                        and policy._probing["wgpu"].locked(), PATIENCE)
+        started = time.monotonic()
+        with pytest.raises(DispatchTimeoutError) as caught:
+            policy.pool_for(program(), None, time.monotonic() + 0.2)
+        assert time.monotonic() - started < PATIENCE
+        assert "while routing probed backend 'wgpu'" in caught.value.cause
+    finally:
+        release.set()
+        first.join(PATIENCE)
+    assert pools.apart == ["wgpu", "cpu"]

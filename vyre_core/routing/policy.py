@@ -33,6 +33,14 @@ Reply = tuple[dict[str, Any], list[Any]]
 _log = logging.getLogger("vyre.routing")
 
 
+def probe_timeout(backend: str) -> DispatchTimeoutError:
+    """A call's deadline passed while routing probed ``backend`` (or waited for another
+    thread's probe of it)."""
+    return DispatchTimeoutError(
+        f"the call's deadline passed while routing probed backend {backend!r}",
+        "Give the first call a longer timeout, or name the backend (backend=...).")
+
+
 class PoolSource(Protocol):
     """What routing needs of the pools (``supervisor.pools.Pools``)."""
 
@@ -72,6 +80,7 @@ class RoutingPolicy:
         """Route over other pools (a forked child's own): cached decisions are dropped,
         what backends refused is kept."""
         self.pools = pools
+        self._probing = {}  # (a lock a parent's thread held at the fork stays held)
         self.router = Router(self._candidates, self._skip)
 
     # -- questions ----------------------------------------------------------------------
@@ -239,32 +248,37 @@ class RoutingPolicy:
     def _probe_apart(self, name: str, deadline: float | None, timeout: float | None) -> None:
         """Learn what ``name`` can do without keeping a worker of it: probed apart (a
         short-lived process, or the probe cache), or, for a pool that names its devices,
-        by starting its pool as before. One thread probes a backend at a time; a failure
-        is remembered (routing passes it over) for its pool's cooldown."""
+        by starting its pool as before. One thread probes a backend at a time (the others
+        wait for its answer, within their deadline); a failure is remembered (routing
+        passes the backend over) for its pool's cooldown."""
         with self._lock:
             probing = self._probing.setdefault(name, threading.Lock())
-        with probing:
+        left = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not probing.acquire(timeout=left):
+            raise probe_timeout(name)
+        try:
             if not self._unprobed(name):
                 return  # (another thread probed it meanwhile)
-            try:
-                if not self.pools.can_probe_apart(name):
-                    self.pools.probe(name, deadline, timeout)
-                    return
-                caps = self.pools.probe_apart(name, deadline)
-            except DispatchTimeoutError:
-                raise  # the caller's deadline: its answer, nothing learnt of the backend
-            except VyreError as exc:
-                if self.pools.closed:
-                    raise
-                why = exc.cause.splitlines()[0]
-                with self._lock:
-                    self._apart_failed[name] = (why, time.monotonic())
-                _log.info("%r could not be probed (%s); routing passes it over", name, why)
-            else:
-                with self._lock:
-                    self._apart[name] = caps
-                    self._apart_failed.pop(name, None)
-            self.router.invalidate()
+            if not self.pools.can_probe_apart(name):
+                self.pools.probe(name, deadline, timeout)
+                return
+            caps = self.pools.probe_apart(name, deadline)
+        except DispatchTimeoutError:
+            raise  # the caller's deadline: its answer, nothing learnt of the backend
+        except VyreError as exc:
+            if self.pools.closed:
+                raise
+            why = exc.cause.splitlines()[0]
+            with self._lock:
+                self._apart_failed[name] = (why, time.monotonic())
+            _log.info("%r could not be probed (%s); routing passes it over", name, why)
+        else:
+            with self._lock:
+                self._apart[name] = caps
+                self._apart_failed.pop(name, None)
+        finally:
+            probing.release()
+        self.router.invalidate()
 
     # -- inside ---------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from vyre_core.contract.types import Capabilities
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError, VyreError
 from vyre_core.protocol import Op
 from vyre_core.registry import Registry
+from vyre_core.routing.policy import probe_timeout
 from vyre_core.routing.probe_cache import ProbeCache
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.pool import Pool, Request
@@ -168,14 +169,14 @@ class Pools:
         limit = self._options_for(backend).startup_timeout
         if deadline is not None:
             if deadline <= time.monotonic():
-                raise _probe_timeout(backend)
+                raise probe_timeout(backend)
             limit = min(limit, deadline - time.monotonic())
         asker = probe_apart if self.cluster is None else self.cluster.probe_apart
         try:
             caps = asker(backend, reg.entry_point.split(" = ")[0], limit)
         except VyreError as exc:
             if deadline is not None and time.monotonic() >= deadline:
-                raise _probe_timeout(backend) from exc
+                raise probe_timeout(backend) from exc
             raise
         _log.info("routing probed %r apart (no pool started): %s", backend,
                   caps.extra.get("device") or caps.extra.get("description") or "its device")
@@ -219,12 +220,6 @@ class Pools:
             if self._zmq is None:
                 self._zmq = zmq.Context()
             return self._zmq
-
-
-def _probe_timeout(backend: str) -> DispatchTimeoutError:
-    return DispatchTimeoutError(
-        f"the call's deadline passed while routing probed backend {backend!r}",
-        "Give the first call a longer timeout, or name the backend (backend=...).")
 
 
 def _listing_timeout(backend: str) -> DispatchTimeoutError:
