@@ -23,7 +23,7 @@ from vyre_core.routing.policy import probe_timeout
 from vyre_core.routing.probe_cache import ProbeCache
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.pool import Pool, Request
-from vyre_core.supervisor.process import list_devices, probe_apart
+from vyre_core.supervisor.process import Askers, list_devices, probe_apart
 from vyre_core.supervisor.published import SUFFIX
 from vyre_core.supervisor.rundir import RunDir
 
@@ -53,6 +53,7 @@ class Pools:
         self._listing: dict[str, threading.Lock] = {}  # per backend: its devices listed once
         # probes kept between processes: on this machine only (a cluster's nodes may change)
         self.probe_cache = ProbeCache.from_env() if cluster is None else ProbeCache(None)
+        self._askers = Askers()  # short-lived processes asked here: ended by close
 
     def existing(self, backend: str) -> Pool | None:
         return self._pools.get(backend)
@@ -103,9 +104,10 @@ class Pools:
             if deadline <= time.monotonic():
                 raise _listing_timeout(backend)
             limit = min(limit, deadline - time.monotonic())
-        lister = list_devices if self.cluster is None else self.cluster.list_devices
         try:
-            found = lister(backend, reg.entry_point.split(" = ")[0], limit)
+            found = list_devices(backend, reg.entry_point.split(" = ")[0], limit,
+                                 self._askers) if self.cluster is None else \
+                self.cluster.list_devices(backend, reg.entry_point.split(" = ")[0], limit)
         except VyreError as exc:
             if deadline is not None and time.monotonic() >= deadline:
                 raise _listing_timeout(backend) from exc
@@ -171,10 +173,16 @@ class Pools:
             if deadline <= time.monotonic():
                 raise probe_timeout(backend)
             limit = min(limit, deadline - time.monotonic())
-        asker = probe_apart if self.cluster is None else self.cluster.probe_apart
+        entry_point = reg.entry_point.split(" = ")[0]
         try:
-            caps = asker(backend, reg.entry_point.split(" = ")[0], limit)
+            caps = probe_apart(backend, entry_point, limit, self._askers) \
+                if self.cluster is None else self.cluster.probe_apart(backend, entry_point,
+                                                                      limit)
         except VyreError as exc:
+            if self.closed:
+                raise PoolFailedError("the driver was closed while routing probed backend "
+                                      f"{backend!r}", "Create a new vyre Driver.",
+                                      backend=backend) from exc
             if deadline is not None and time.monotonic() >= deadline:
                 raise probe_timeout(backend) from exc
             raise
@@ -199,6 +207,7 @@ class Pools:
                 return False
             self.closed = True
             pools = list(self._pools.values())
+        self._askers.stop_all()
         try:
             for pool in pools:  # every pool told first: an interruption cannot skip one
                 pool.begin_close()
