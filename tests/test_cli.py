@@ -95,7 +95,7 @@ def test_backends_shows_the_demotion_an_earlier_probe_found_and_what_was_never_p
     never = vyre("backends", VYRE_PROBE_CACHE=cache)  # (nothing probed yet)
     assert never.returncode == 0
     text = " ".join(never.stdout.replace("│", " ").split())
-    assert "demoted: software adapter" not in text and "never probed: wgpu, cpu" in text
+    assert "demoted: software adapter" not in text and "never probed: wgpu, listed" in text
     json_of(vyre("run", "saxpy", "--json", VYRE_PROBE_CACHE=cache))  # (routing probes)
     rows = json_of(vyre("backends", "--json", VYRE_PROBE_CACHE=cache))
     assert [(r["id"], r["demoted"], r["probed"], r.get("software_adapter")) for r in rows] == [

@@ -204,6 +204,17 @@ def test_the_reference_chosen_on_its_claims_is_started_without_a_probe_apart():
     assert pools.apart == []
 
 
+def test_a_backend_whose_claims_say_it_is_no_software_adapter_is_started_without_one():
+    """The cpu backend runs on the host: no probe can demote it, so it is started once
+    wgpu, ahead of it, was probed apart."""
+    host = BackendRegistration(**{**BACKENDS[1].__dict__,
+                                  "claims": caps(software_adapter=False)})
+    pools = StandInPools({"wgpu": SOFT, "cpu": caps(), "reference": caps()})
+    policy = RoutingPolicy(registry(BACKENDS[0], host, BACKENDS[2]), pools)
+    assert policy.pool_for(program(), None, None).backend == "cpu"
+    assert pools.apart == ["wgpu"]
+
+
 def test_a_backend_whose_probe_fails_is_passed_over_for_its_cooldown():
     failed = PoolFailedError("probing backend 'wgpu' took over 60 s", "Raise it.",
                              backend="wgpu")

@@ -184,12 +184,13 @@ _Ranked = tuple[BackendRegistration, Capabilities, bool, int | None]
 def demotable(registrations: list[BackendRegistration], backend: str) -> bool:
     """Whether a probe could demote ``backend`` (``registrations`` in precedence order):
     it ranks ahead of the reference, or there is none (demotion moves a software adapter
-    below the reference, to the end without one)."""
+    below the reference, to the end without one), and its claims do not say it never runs
+    on one (``extra={"software_adapter": False}``: a host backend, say)."""
     for reg in registrations:
         if reg.is_reference:
             return False
         if reg.id == backend:
-            return True
+            return reg.claims.extra.get("software_adapter") is not False
     return True
 
 
