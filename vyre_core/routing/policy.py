@@ -191,13 +191,12 @@ class RoutingPolicy:
 
     def _decide(self, work: Routable,
                 backend: str | None) -> tuple[Pool | None, list[str], list[str]]:
-        """The pool to run ``work`` on; else the backends to probe apart (ranked ahead of
-        the choice, and the choice itself, never probed: routing may pass them over, so no
-        pool of theirs is started) and the one to start and probe with its own pool (the
-        choice, once it stands on probed facts: the work will run there). Backends never
-        probed are judged on their static claims, a floor: the chosen one, and any ranked
-        ahead of it, are probed first (a software adapter, say, is then demoted below the
-        reference)."""
+        """The pool to run ``work`` on; else the backends to probe apart (those ranked
+        ahead of the choice, and the choice itself when a probe could demote it, never
+        probed: routing may pass them over, so no pool of theirs is started) and the one
+        to start and probe with its own pool (the choice, once it stands on probed facts:
+        the work will run there). Backends never probed are judged on their static claims,
+        a floor (a software adapter, say, is demoted below the reference once probed)."""
         if self.pools.closed:
             raise PoolFailedError("the driver is closed", "Create a new vyre Driver.")
         if backend is not None:
