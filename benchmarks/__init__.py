@@ -7,5 +7,5 @@ Each suite module ``bench_<name>`` has ``BENCHMARKS`` (functions returning a
 run here, say an optional dependency missing; None when it can)."""
 
 #: Suite names in run order; the module of ``name`` is ``vyre_benchmarks.bench_<name>``.
-SUITES = ("foundation", "contract", "routing", "workers", "wgpu", "sequences", "ray", "cpu",
-          "kernels", "suite", "suite_warp")
+SUITES = ("foundation", "contract", "routing", "startup", "workers", "wgpu", "sequences", "ray",
+          "cpu", "kernels", "suite", "suite_warp")

@@ -9,7 +9,7 @@ import pytest
 def pytest_unconfigure(config: pytest.Config) -> None:
     import shutil
 
-    for made in (_KERNEL_CACHE, _BASETEMP):
+    for made in (_KERNEL_CACHE, _PROBE_CACHE, _BASETEMP):
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
 
@@ -37,15 +37,17 @@ def _cmdline(proc: psutil.Process) -> str:
 
 
 _KERNEL_CACHE: str | None = None
+_PROBE_CACHE: str | None = None
 _BASETEMP: str | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The cpu backend's compiled kernels go to a directory of the session's own (workers
-    inherit it), never the user's cache. Under ``make test-fast`` (``-m "fast and not
-    processes"``) nothing may start a process: the fast tier stays fast and honest, a test
-    that starts one there fails instead of slowing it."""
-    global _KERNEL_CACHE, _BASETEMP
+    """The cpu backend's compiled kernels and routing's probe cache go to directories of
+    the session's own (workers and child processes inherit them), never the user's caches.
+    Under ``make test-fast`` (``-m "fast and not processes"``) nothing may start a process:
+    the fast tier stays fast and honest, a test that starts one there fails instead of
+    slowing it."""
+    global _KERNEL_CACHE, _PROBE_CACHE, _BASETEMP
     import os
     import tempfile
 
@@ -59,6 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if "VYRE_CPU_CACHE_DIR" not in os.environ:
         _KERNEL_CACHE = os.environ["VYRE_CPU_CACHE_DIR"] = tempfile.mkdtemp(
             prefix="vyre-test-kernels-")
+    if "VYRE_PROBE_CACHE" not in os.environ:
+        _PROBE_CACHE = os.environ["VYRE_PROBE_CACHE"] = tempfile.mkdtemp(
+            prefix="vyre-test-probes-")
     if config.getoption("markexpr", "").startswith("fast"):
         import subprocess
 

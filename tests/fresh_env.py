@@ -1,12 +1,12 @@
 """The environment of a fresh vyre process in a test: this one's, without the VYRE_
-settings a test may have set, except the session's kernel cache (conftest), so that no
-test compiles into the user's own cache."""
+settings a test may have set, except the session's kernel and probe caches (conftest), so
+that no test compiles or probes into the user's own caches."""
 
 from __future__ import annotations
 
 import os
 
-KEPT = ("VYRE_CPU_CACHE_DIR",)
+KEPT = ("VYRE_CPU_CACHE_DIR", "VYRE_PROBE_CACHE")
 
 
 def fresh_env(**extra: str) -> dict[str, str]:

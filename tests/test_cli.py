@@ -53,8 +53,8 @@ def refused(proc: subprocess.CompletedProcess, code: str, *phrases: str) -> None
 def test_backends_lists_in_precedence_order_with_broken_and_disabled(tmp_path):
     site = write_dist(tmp_path / "site", "vyre-broken", {"broken": "vyre_broken_import"},
                       ("vyre_broken_import",))
-    rows = json_of(vyre("backends", "--json", sites=(site,)))
-    assert [(r["id"], r["status"], r["precedence"]) for r in rows] == [
+    rows = json_of(vyre("backends", "--json", sites=(site,), VYRE_PROBE_CACHE="off"))
+    assert [(r["id"], r["status"], r["precedence"]) for r in rows] == [  # (never probed)
         ("wgpu", "loaded", 100), ("cpu", "loaded", 500), ("reference", "loaded", 900),
         ("broken", "broken", None)]
     assert rows[2]["reference"] and rows[2]["distribution"] == "vyre-reference"
@@ -74,13 +74,35 @@ def test_backends_lists_in_precedence_order_with_broken_and_disabled(tmp_path):
     assert len(json.loads(vyre("backends", "--json", VYRE_LOAD_PLUGINS="nope").stdout)) == 3
 
 
-def test_backends_probe_starts_each_worker_and_reports_its_adapter():
-    rows = {r["id"]: r for r in json_of(vyre("backends", "--json", "--probe"))}
+def test_backends_probe_starts_each_worker_and_reports_its_adapter(tmp_path):
+    cache = str(tmp_path / "probes")
+    listed = json_of(vyre("backends", "--json", "--probe", VYRE_PROBE_CACHE=cache))
+    rows = {r["id"]: r for r in listed}
     wgpu = rows["wgpu"]
     assert wgpu["software_adapter"] is True and "llvmpipe" in wgpu["adapter"]  # lavapipe
     assert wgpu["capabilities"]["max_invocations_per_workgroup"] >= 256
     assert rows["reference"]["capabilities"]["supports_f64"] is True
     assert rows["reference"]["software_adapter"] is False
+    # in routing order: lavapipe demoted below the reference, and said so
+    assert [(r["id"], r["demoted"], r["probed"]) for r in listed] == [
+        ("cpu", False, "worker"), ("reference", False, "worker"), ("wgpu", True, "worker")]
+
+
+def test_backends_shows_the_demotion_an_earlier_probe_found_and_what_was_never_probed(
+        tmp_path):
+    """It listed wgpu first under "routing order" though routing demotes it."""
+    cache = str(tmp_path / "probes")
+    never = vyre("backends", VYRE_PROBE_CACHE=cache)  # (nothing probed yet)
+    assert never.returncode == 0
+    text = " ".join(never.stdout.replace("│", " ").split())
+    assert "demoted: software adapter" not in text and "never probed: wgpu, listed" in text
+    json_of(vyre("run", "saxpy", "--json", VYRE_PROBE_CACHE=cache))  # (routing probes)
+    rows = json_of(vyre("backends", "--json", VYRE_PROBE_CACHE=cache))
+    assert [(r["id"], r["demoted"], r["probed"], r.get("software_adapter")) for r in rows] == [
+        ("cpu", False, "cache", False), ("reference", False, None, None),
+        ("wgpu", True, "cache", True)]
+    table = " ".join(vyre("backends", VYRE_PROBE_CACHE=cache).stdout.replace("│", " ").split())
+    assert "demoted: software adapter" in table and "never probed" not in table
 
 
 # -- vyre run / route ------------------------------------------------------------------------
@@ -88,7 +110,8 @@ def test_backends_probe_starts_each_worker_and_reports_its_adapter():
 def test_run_routes_checks_and_shadows_an_example():
     record = json_of(vyre("run", "saxpy", "--shadow", "--json"))
     assert record["backend"] == "cpu"  # wgpu is on a software adapter here: demoted
-    assert record["reason"] == "first capable backend by precedence (rank 500)"
+    assert record["reason"] == ("first capable backend in routing order (rank 500; wgpu, "
+                                "rank 100, demoted: software adapter)")
     assert record["oracle"] == {"ok": True, "mismatch": None}
     assert record["shadow"] == {"reference": "reference", "ok": True, "divergence": None}
     out, = record["outputs"]

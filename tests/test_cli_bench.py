@@ -34,6 +34,7 @@ REQUIRED = {
     "wgpu.big_throughput": "reference",
     "contract.hook_call": "direct function call",
     "routing.warm_route": "dict lookup",
+    "startup.first_routed_dispatch": "naming the backend routing chose",
     "sequences.chain_step_reference": "one more pass as its own dispatch",
     "sequences.example_reduce_reference": "numpy",
     "kernels.cached_launch": "dispatch of the same program",

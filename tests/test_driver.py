@@ -463,7 +463,7 @@ def test_status_lazy_start_and_live_pids():
                                                 "workers": []}
         assert children() == before  # status starts nothing
         # routing answers what dispatch would do: a backend chosen on static claims (wgpu,
-        # when installed) is started and probed first, and a software adapter is demoted
+        # when installed) is probed (apart) first, and a software adapter is demoted
         assert driver.route(saxpy(4)).backend == "reference"
         assert [e.backend for e in driver.explain(saxpy(4)) if e.chosen] == ["reference"]
         driver.dispatch(saxpy(4), saxpy_inputs(4))

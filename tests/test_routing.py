@@ -318,7 +318,20 @@ def test_software_adapter_runs_when_asked_or_when_nothing_else_can():
     small_ref = reg("ref", 100, caps(max_workgroup_size=(32, 1, 1),
                                      max_invocations_per_workgroup=32), is_reference=True)
     assert router(SOFT, small_ref).route(f32_program()) == RouteDecision(
-        "lavapipe", "first capable backend by precedence (rank 5; software adapter, demoted)")
+        "lavapipe", "first capable backend in routing order (rank 5; demoted: software "
+        "adapter)")
+
+
+def test_a_choice_a_demotion_made_says_so_instead_of_by_precedence():
+    """wgpu (rank 5) is capable, only demoted: the cpu backend (rank 50) did not win by
+    precedence, and the reason says what moved it (it said "by precedence (rank 50)")."""
+    wgpu = reg("wgpu", 5, caps(extra={"software_adapter": True}))
+    r = router(wgpu, reg("cpu", 50), REFERENCE)
+    assert r.route(f32_program()) == RouteDecision(
+        "cpu", "first capable backend in routing order (rank 50; wgpu, rank 5, demoted: "
+        "software adapter)")
+    assert router(GPU, REFERENCE).route(f32_program()).reason == \
+        "first capable backend by precedence (rank 10)"  # (no demotion: by precedence)
 
 
 def test_software_adapter_without_a_reference_goes_last():
@@ -361,7 +374,7 @@ def test_explain_with_an_explicit_backend_and_with_nothing_capable():
 def test_demoted_adapter_is_shown_as_such():
     text = format_explanation(router(SOFT, REFERENCE).explain(f32_program()))
     assert text == ("* reference (rank 100): chosen\n"
-                    "  lavapipe (rank 5, software adapter, demoted): capable")
+                    "  lavapipe (rank 5, demoted: software adapter): capable")
 
 
 # -- caching -------------------------------------------------------------------------------

@@ -39,9 +39,11 @@ def build():
 '''
 
 
-def vyre(site: Path | None, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m vyre_core.cli ARGS`` with ``site`` on the path; no VYRE_* settings."""
-    env = fresh_env()
+def vyre(site: Path | None, *args: str, cwd: Path,
+         **settings: str) -> subprocess.CompletedProcess[str]:
+    """``python -m vyre_core.cli ARGS`` with ``site`` on the path; no VYRE_* settings but
+    ``settings``."""
+    env = fresh_env(**settings)
     if site is not None:
         env["PYTHONPATH"] = str(site)
     return subprocess.run([sys.executable, "-m", "vyre_core.cli", *args], cwd=cwd, env=env,
@@ -109,14 +111,14 @@ def test_vyre_run_on_the_written_backend_matches_numpy_and_the_reference(site, t
     assert record["shadow"] == {"reference": "reference", "ok": True, "divergence": None}
 
 
-def test_vyre_backends_lists_it_between_wgpu_and_reference(site, tmp_path):
-    proc = vyre(site, "backends", "--json", cwd=tmp_path)
+def test_vyre_backends_lists_it_between_wgpu_and_cpu(site, tmp_path):
+    proc = vyre(site, "backends", "--json", cwd=tmp_path, VYRE_PROBE_CACHE="off")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [(r["id"], r["precedence"], r["distribution"], r["status"])
-            for r in json.loads(proc.stdout) if r["id"] in {"wgpu", NAME, "reference"}]
-    assert rows == [("wgpu", 100, "vyre-wgpu", "loaded"),
-                    (NAME, 500, "vyre-my-gpu", "loaded"),
-                    ("reference", 900, "vyre-reference", "loaded")]
+            for r in json.loads(proc.stdout) if r["id"] in {"wgpu", NAME, "cpu"}]
+    assert rows == [("wgpu", 100, "vyre-wgpu", "loaded"),  # (never probed: by precedence)
+                    (NAME, 300, "vyre-my-gpu", "loaded"),
+                    ("cpu", 500, "vyre-cpu", "loaded")]
 
 
 def test_an_f64_program_named_onto_it_is_refused(site, tmp_path):
@@ -223,3 +225,30 @@ def test_a_write_that_fails_leaves_nothing_behind(tmp_path):
         assert "EFBIG: File too large" in proc.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["empty"]
     assert list((tmp_path / "empty").iterdir()) == []
+
+
+@pytest.mark.fast
+def test_the_templates_precedence_ties_with_no_bundled_backend(monkeypatch):
+    """A tie is broken by id: routing between the new backend and a bundled one would hang
+    on their names. The template said 500, the cpu backend's rank."""
+    import importlib
+    import importlib.util
+    from importlib import metadata
+
+    root = Path(__file__).parents[1]
+    monkeypatch.syspath_prepend(str(root / "plugins" / "vyre-faults"))  # (not installed)
+    bundled = {ep.name: ep.load().vyre_backend_precedence()
+               for ep in metadata.entry_points(group="vyre.backends")
+               if ep.dist is not None and ep.dist.name in
+               {"vyre-wgpu", "vyre-cpu", "vyre-reference"}}
+    for name in ("backend", "wgpu"):
+        monkeypatch.delenv(f"VYRE_FAULTS{'_WGPU' if name == 'wgpu' else ''}_PRECEDENCE",
+                           raising=False)
+        bundled[f"faults-{name}"] = importlib.import_module(
+            f"vyre_faults.{name}").vyre_backend_precedence()
+    template = (root / "vyre_core" / "backend-template" / "vyre_template" / "backend.py")
+    spec = importlib.util.spec_from_file_location("template_backend", template)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert {"wgpu", "cpu", "reference"} <= set(bundled)
+    assert module.vyre_backend_precedence() not in bundled.values(), bundled

@@ -619,9 +619,10 @@ class Driver:
               dim: int | Sequence[int] | None = None) -> RouteDecision:
         """The backend ``dispatch`` would use (with ``config``: its constants and workgroup
         override weigh, and the launch: its grid from ``dim``, the config, or inference
-        over ``inputs`` or the declared sizes, and the buffer sizes). A backend chosen on
-        static claims is started and probed first, exactly as ``dispatch`` does (within
-        ``timeout`` seconds)."""
+        over ``inputs`` or the declared sizes, and the buffer sizes). Backends judged on
+        static claims are probed first, exactly as ``dispatch`` does (within ``timeout``
+        seconds): apart, when routing may pass them over; the chosen one by starting its
+        pool."""
         config = _launch_config(config, dim)
         return self.routing.route(_weighed(program, config, inputs), backend,
                                   _deadline(timeout), timeout)

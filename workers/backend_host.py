@@ -432,6 +432,17 @@ def load_backend(entry_point: str, backend: str, generation: int) -> BackendHost
     return host
 
 
+def probed_capabilities(backend: str, entry_point: str) -> dict[str, Any]:
+    """What a worker of ``backend`` says in its hello: its preferred device prepared and
+    probed, then released (``Capabilities.to_dict``)."""
+    host = load_backend(entry_point, backend, 0)
+    host.prepare()
+    try:
+        return host.capabilities().to_dict()
+    finally:
+        host.shutdown()
+
+
 def listed_devices(host: BackendHost) -> list[dict]:
     """The backend's devices for the hello. A worker pinned to a device has listed them
     already (an error there fails its start); for an unpinned one the list is only shown,

@@ -21,7 +21,7 @@ from vyre_core import protocol
 from vyre_core.errors import PluginLoadError, as_vyre_error
 from vyre_core.protocol import Message, Op
 from vyre_core.registry import ENTRY_POINT_GROUP
-from vyre_workers.backend_host import listed_devices, load_backend
+from vyre_workers.backend_host import listed_devices, load_backend, probed_capabilities
 from vyre_workers.handlers import Handlers
 
 
@@ -101,3 +101,8 @@ def installed_backends() -> list[str]:
 def backend_devices(backend: str, entry_point: str) -> list[dict[str, Any]]:
     """(A Ray task.) The devices ``backend`` lists on the node this runs on."""
     return [d.to_dict() for d in load_backend(entry_point, backend, 0).devices()]
+
+
+def backend_capabilities(backend: str, entry_point: str) -> dict[str, Any]:
+    """(A Ray task.) What a worker of ``backend`` probes on the node this runs on."""
+    return probed_capabilities(backend, entry_point)

@@ -71,18 +71,23 @@ def test_workers_that_never_start_cannot_hold_a_call_past_its_deadline(monkeypat
 
 @pytest.mark.timeout(60)
 def test_compile_route_and_explain_end_at_their_timeout(monkeypatch) -> None:
-    """Each must start and probe the faults pool first (it ranks first and never starts);
-    a driver each, since routing probes a pool only until it exists."""
+    """Each must probe the faults backend first (it ranks first and never starts): named,
+    by starting its pool; routed, apart (a short-lived process); a driver each, since
+    routing probes a backend only once."""
     monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
-    for call in (lambda drv: drv.compile(PROGRAM, backend="faults", timeout=0.5),
-                 lambda drv: drv.compile(PROGRAM, timeout=0.5),
-                 lambda drv: drv.route(PROGRAM, timeout=0.5),
-                 lambda drv: drv.explain(PROGRAM, timeout=0.5)):
+    for call, said in ((lambda drv: drv.compile(PROGRAM, backend="faults", timeout=0.5),
+                        "routing probe of 'faults'"),
+                       (lambda drv: drv.compile(PROGRAM, timeout=0.5),
+                        "while routing probed backend 'faults'"),
+                       (lambda drv: drv.route(PROGRAM, timeout=0.5),
+                        "while routing probed backend 'faults'"),
+                       (lambda drv: drv.explain(PROGRAM, timeout=0.5),
+                        "while routing probed backend 'faults'")):
         with driver(startup_timeout=30.0) as drv:
             elapsed, error = timed(call, drv)
             assert isinstance(error, DispatchTimeoutError), error
-            assert "routing probe of 'faults'" in error.cause
+            assert said in error.cause
             assert elapsed <= 0.5 + SLACK, elapsed
 
 
@@ -118,17 +123,20 @@ def test_without_a_timeout_a_pool_that_never_starts_fails_within_its_start_budge
 @pytest.mark.timeout(60)
 def test_dispatch_async_returns_while_routing_still_starts_and_probes_a_pool(
         monkeypatch) -> None:
-    """The faults backend ranks first and never starts: routing must probe it, give up
-    on it, and fall over to the reference: all of that after dispatch_async returned."""
+    """The faults backend ranks first and never starts: routing must probe it (apart),
+    give up on it, and fall over to the cpu backend: all of that after dispatch_async
+    returned."""
     monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
     with driver(startup_timeout=1.0, max_restarts=0) as drv:
         data = inputs(6)
         pending = drv.dispatch_async(PROGRAM, data)
         assert not pending.is_ready()
-        assert pool_status(drv)["state"] in ("not started", "running")  # still starting
         assert_saxpy(pending.result(timeout=30), data)  # ... on the cpu backend, in the end
-        assert pool_status(drv)["state"] == "failed"
+        assert pool_status(drv)["state"] == "not started"  # (probed apart: no pool)
+        faults, = [e for e in drv.explain(PROGRAM) if e.backend == "faults"]
+        assert faults.reasons[0].startswith("it could not be probed: probing backend "
+                                            "'faults' took over 1 s")
         assert pool_status(drv, "cpu")["state"] == "running"
 
 
@@ -160,9 +168,24 @@ def test_close_answers_async_calls_whose_routing_still_runs_in_the_background(
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
     drv = driver(startup_timeout=30.0)
     pending = [drv.dispatch_async(PROGRAM, inputs(40 + i)) for i in range(8)]
-    wait_for(lambda: pool_status(drv)["workers"] and pool_status(drv)["workers"][0]["state"]
-             == "starting", 10.0, "the faults worker starting (it never will)")
+    probing = wait_for(lambda: probes_of("faults"), 10.0,
+                       "routing probing the faults backend apart (it never answers)")
     drv.close()
     for handle in pending:
         with pytest.raises(PoolFailedError, match="closed"):
             handle.result(timeout=10)
+    wait_for(lambda: not any(running(p) for p in probing), 10.0,
+             "the probe to be ended by close")
+
+
+def probes_of(backend: str) -> list[psutil.Process]:
+    """This process's short-lived probes of ``backend`` (``Pools.probe_apart``) running now."""
+    found = []
+    for child in psutil.Process().children():
+        try:
+            command = child.cmdline()
+        except psutil.Error:
+            continue
+        if "--capabilities" in command and backend in command:
+            found.append(child)
+    return found

@@ -325,6 +325,24 @@ def test_a_worker_no_node_has_room_for_now_fails_the_call_clearly_and_spends_no_
         assert out.tobytes() == saxpy_reference(64)[0].tobytes()
 
 
+def test_routing_holds_no_cpu_of_the_cluster_for_a_backend_it_passes_over(cluster):
+    """Routing probed wgpu with an actor of its own, demoted lavapipe and kept the actor:
+    with the cpu backend's worker both CPUs of the cluster were held, and a call naming
+    the reference waited for a CPU and failed (SystemResourceError). A probe is a Ray
+    task now, its CPU free again once it answered."""
+    program, data = saxpy(64, 64), saxpy_inputs(64, 3)
+    with on(cluster, startup_timeout=20) as drv:
+        routed, = drv.dispatch(program, data, config=DispatchConfig(timeout=120))
+        if "wgpu" not in [e.backend for e in drv.explain(program) if e.demoted]:
+            pytest.skip("wgpu is not demoted on this cluster's nodes")
+        chosen = drv.route(program).backend
+        out, = drv.dispatch(program, data, backend="reference",
+                            config=DispatchConfig(timeout=60))
+        assert out.tobytes() == routed.tobytes() == saxpy_reference(64)[0].tobytes()
+        started = [b for b, p in drv.status()["pools"].items() if p["workers"]]
+        assert sorted(started) == sorted({chosen, "reference"})
+
+
 def test_an_address_that_does_not_answer_fails_within_seconds_with_a_fix():
     started = time.monotonic()
     with pytest.raises(ClusterUnavailableError) as err:

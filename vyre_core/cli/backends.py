@@ -1,5 +1,7 @@
-"""``vyre backends``: what is installed, in precedence order, and whether it loads;
-``--probe`` starts each backend's worker and shows what it found on its device."""
+"""``vyre backends``: what is installed, in routing order, and whether it loads;
+``--probe`` starts each backend's worker and shows what it found on its device. Without
+it, what earlier probes found (the probe cache) places a demoted software adapter; a
+backend never probed is listed by its precedence."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ from importlib import metadata
 from typing import Any
 
 from vyre_core.cli.app import ERROR
-from vyre_core.cli.output import print_error, print_json, print_table, progress, styled
+from vyre_core.cli.output import console, print_error, print_json, print_table, progress, styled
+from vyre_core.contract.types import Capabilities
 from vyre_core.driver import Driver
 from vyre_core.errors import PluginLoadError, VyreError
 from vyre_core.registry import Registry
-from vyre_core.routing import is_software_adapter
+from vyre_core.routing import DEMOTED, demotable, is_software_adapter, routing_order
+from vyre_core.routing.probe_cache import ProbeCache
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,21 +28,41 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def listing(registry: Registry, probe: bool, show_progress: bool = False) -> list[dict[str, Any]]:
-    """One record per installed plugin (``name``: its entry point): loaded ones in
-    precedence order, then broken, then disabled ones."""
-    rows = [_row(r.entry_point.partition(" = ")[0], r.distribution, "loaded", id=r.id,
-                 version=r.version, precedence=r.precedence, reference=r.is_reference,
-                 entry_point=r.entry_point) for r in registry.backends()]
+    """One record per installed plugin (``name``: its entry point): loaded ones in routing
+    order, then broken, then disabled ones. A loaded one's ``demoted`` is True for a
+    software adapter routing moves below the reference, None when it was never probed
+    and a probe could demote it; ``probed`` says where its facts come from (``worker``:
+    ``--probe``, ``cache``: an earlier probe, None: never probed)."""
+    regs = registry.backends()
+    loaded = [_row(r.entry_point.partition(" = ")[0], r.distribution, "loaded", id=r.id,
+                   version=r.version, precedence=r.precedence, reference=r.is_reference,
+                   entry_point=r.entry_point, probed=None) for r in regs]
+    probed: dict[str, Capabilities] = {}
+    if probe:
+        with Driver(registry) as drv, progress("probing", len(loaded), show_progress) as bar:
+            for row in loaded:
+                row.update(_probed(drv, row["id"]))
+                if row["capabilities"] is not None:
+                    row["probed"] = "worker"
+                    probed[row["id"]] = Capabilities.from_dict(row["capabilities"])
+                bar.advance(row["id"])
+    else:
+        cache = ProbeCache.from_env()
+        for row, reg in zip(loaded, regs, strict=True):
+            caps = cache.load(reg)
+            if caps is not None:
+                row.update(probed="cache", software_adapter=is_software_adapter(caps))
+                probed[reg.id] = caps
+    by_id = {row["id"]: row for row in loaded}
+    rows = []
+    for reg, _, moved, _ in routing_order([(r, probed.get(r.id, r.claims)) for r in regs]):
+        row = by_id[reg.id]
+        row["demoted"] = moved if reg.id in probed or not demotable(regs, reg.id) else None
+        rows.append(row)
     rows += [_row(b.name, b.distribution, "broken", reason=b.error, traceback=b.traceback)
              for b in registry.broken]
     rows += [_row(d.name, d.distribution, "disabled", entry_point=d.entry_point,
                   reason="not selected by VYRE_LOAD_PLUGINS") for d in registry.disabled]
-    if probe:
-        loaded = [row for row in rows if row["status"] == "loaded"]
-        with Driver(registry) as drv, progress("probing", len(loaded), show_progress) as bar:
-            for row in loaded:
-                row.update(_probed(drv, row["id"]))
-                bar.advance(row["id"])
     return rows
 
 
@@ -120,7 +144,8 @@ def _print_rows(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
         status = styled({"loaded": ("loaded", "green"), "disabled": ("disabled", "yellow")}.get(
             row["status"], (row["status"], "red")),
             f": {row['reason']}" if row["reason"] else "",
-            " (reference oracle)" if row["reference"] else "")
+            " (reference oracle)" if row["reference"] else "",
+            (f", {DEMOTED}", "yellow") if row.get("demoted") else "")
         cells = [row["id"], row["version"] or "-", row["distribution"] or "-",
                  "-" if row["precedence"] is None else row["precedence"], status]
         if args.probe:
@@ -129,7 +154,14 @@ def _print_rows(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
                                 else ""))
             cells.append(describe_devices(row.get("devices") or []))
         table.append(cells)
-    print_table(columns, table, title="vyre backends (routing order: lowest precedence first)")
+    print_table(columns, table, title="vyre backends (routing order: lowest precedence first; "
+                "a software adapter demoted below the reference)")
+    unknown = [row["id"] for row in rows if row["status"] == "loaded" and row.get("demoted")
+               is None and "demoted" in row]
+    if unknown:
+        console.print(f"never probed: {', '.join(unknown)}, listed by precedence (a software "
+                      "adapter would be demoted below the reference); `vyre backends --probe` "
+                      "probes them")
     nodes = [(row["id"], n) for row in rows for n in row.get("nodes") or []]
     if nodes:
         print_table(["backend", "node", "address", "alive", "CPU", "GPU", "workers"],

@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from vyre_core.contract.types import DeviceInfo, device_list
+from vyre_core.contract.types import Capabilities, DeviceInfo, device_list
 from vyre_core.errors import (
     ClusterUnavailableError,
     InvalidConfigError,
@@ -187,22 +187,39 @@ class RayCluster:
         placed and set up as a worker is)."""
         from vyre_workers.ray_actor import backend_devices
 
+        return device_list(self._task(backend_devices, backend, entry_point, timeout,
+                                      f"listing the devices of backend {backend!r}",
+                                      "Name the device ids in PoolOptions(devices=[...])."))
+
+    def probe_apart(self, backend: str, entry_point: str, timeout: float) -> Capabilities:
+        """What a worker of ``backend`` would probe, asked of a Ray task on a node of the
+        cluster: it holds a CPU only while it runs (an actor would hold one for good)."""
+        from vyre_workers.ray_actor import backend_capabilities
+
+        return Capabilities.from_dict(self._task(
+            backend_capabilities, backend, entry_point, timeout, f"probing backend "
+            f"{backend!r}", "Raise PoolOptions(startup_timeout=...), or name the backend "
+            "(backend=...) to start its pool instead."))
+
+    def _task(self, function: Any, backend: str, entry_point: str, timeout: float,
+              during: str, slow_fix: str) -> Any:
+        """``function(backend, entry_point)`` run as a Ray task, placed and set up as a
+        worker is; its answer within ``timeout`` seconds, else a VyreError saying why not."""
         options: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
         if self.worker_env():
             options["runtime_env"] = {"env_vars": self.worker_env()}
-        ref = self.ray.remote(**options)(backend_devices).remote(backend, entry_point)
+        ref = self.ray.remote(**options)(function).remote(backend, entry_point)
         try:
-            return device_list(self.ray.get(ref, timeout=timeout))
+            return self.ray.get(ref, timeout=timeout)
         except self.ray.exceptions.GetTimeoutError:
             self.ray.cancel(ref, force=True)
-            raise PoolFailedError(f"listing the devices of backend {backend!r} on the cluster "
-                                  f"took over {timeout:g} s", "Name the device ids in "
-                                  "PoolOptions(devices=[...]).", backend=backend) from None
+            raise PoolFailedError(f"{during} on the cluster took over {timeout:g} s",
+                                  slow_fix, backend=backend) from None
         except VyreError:
             raise
         except Exception as exc:  # (the task's own error, as Ray wraps it)
             cause = getattr(exc, "cause", None) or exc
-            raise as_vyre_error(cause, f"listing the devices of {backend!r}") from None
+            raise as_vyre_error(cause, during) from None
 
     def worker_env(self) -> dict[str, str]:
         """What a worker actor's environment gets from this process: its ``VYRE_`` settings

@@ -5,18 +5,21 @@ fall-over), used the same way by every Driver call."""
 
 from vyre_core.routing.policy import RoutingPolicy
 from vyre_core.routing.rank import (
+    DEMOTED,
     Candidate,
     Explanation,
     Rejection,
     RouteDecision,
     Router,
     claim_reasons,
+    demotable,
     format_explanation,
     is_software_adapter,
     no_capable_backend,
     rejection_reasons,
+    routing_order,
 )
 
-__all__ = ["Candidate", "Explanation", "Rejection", "RouteDecision", "Router", "RoutingPolicy",
-           "claim_reasons", "format_explanation", "is_software_adapter", "no_capable_backend",
-           "rejection_reasons"]
+__all__ = ["DEMOTED", "Candidate", "Explanation", "Rejection", "RouteDecision", "Router",
+           "RoutingPolicy", "claim_reasons", "demotable", "format_explanation",
+           "is_software_adapter", "no_capable_backend", "rejection_reasons", "routing_order"]

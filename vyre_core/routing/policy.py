@@ -9,26 +9,36 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from vyre_core.contract.types import Capabilities
 from vyre_core.errors import (
+    DispatchTimeoutError,
     NoCapableBackendError,
     PoolFailedError,
     UnsupportedFeatureError,
     VyreError,
 )
-from vyre_core.routing.rank import Candidate, Explanation, RouteDecision, Router
+from vyre_core.routing.rank import Candidate, Explanation, RouteDecision, Router, demotable
 from vyre_core.sequence import Sequence as StepSequence
 
 if TYPE_CHECKING:
-    from vyre_core.contract.types import Capabilities
     from vyre_core.registry import Registry
     from vyre_core.routing.rank import Routable
     from vyre_core.supervisor.pool import Pool, Request
 
 Reply = tuple[dict[str, Any], list[Any]]
 _log = logging.getLogger("vyre.routing")
+
+
+def probe_timeout(backend: str) -> DispatchTimeoutError:
+    """A call's deadline passed while routing probed ``backend`` (or waited for another
+    thread's probe of it)."""
+    return DispatchTimeoutError(
+        f"the call's deadline passed while routing probed backend {backend!r}",
+        "Give the first call a longer timeout, or name the backend (backend=...).")
 
 
 class PoolSource(Protocol):
@@ -44,6 +54,12 @@ class PoolSource(Protocol):
     def probe(self, backend: str, deadline: float | None,
               timeout: float | None) -> Capabilities: ...
 
+    def can_probe_apart(self, backend: str) -> bool: ...
+
+    def probe_apart(self, backend: str, deadline: float | None) -> Capabilities: ...
+
+    def cooldown(self, backend: str) -> float: ...
+
 
 class RoutingPolicy:
     """Routing decisions over ``registry``'s backends and the pools of ``pools``."""
@@ -54,12 +70,17 @@ class RoutingPolicy:
         self._lock = threading.Lock()
         # work fingerprint -> {backend: its refusal}: routing passes over these
         self._refusals: dict[str, dict[str, str]] = {}
+        # backends probed apart (no pool of theirs started), and those whose probe failed
+        self._apart: dict[str, Capabilities] = {}
+        self._apart_failed: dict[str, tuple[str, float]] = {}  # (why, monotonic time)
+        self._probing: dict[str, threading.Lock] = {}
         self.router = Router(self._candidates, self._skip)
 
     def attach(self, pools: PoolSource) -> None:
         """Route over other pools (a forked child's own): cached decisions are dropped,
         what backends refused is kept."""
         self.pools = pools
+        self._probing = {}  # (a lock a parent's thread held at the fork stays held)
         self.router = Router(self._candidates, self._skip)
 
     # -- questions ----------------------------------------------------------------------
@@ -164,40 +185,56 @@ class RoutingPolicy:
 
     def decide(self, work: Routable, backend: str | None) -> tuple[Pool | None, list[str]]:
         """One routing decision that never blocks: the pool to run ``work`` on, or the
-        backends to start and probe before deciding again. Backends never started are
-        judged on their static claims, a floor: the chosen one, and any ranked ahead of it
-        that the claims reject, are probed first (a software adapter, say, is then demoted
-        below the reference)."""
+        backends to probe before deciding again (``pool_for`` probes them)."""
+        pool, apart, start = self._decide(work, backend)
+        return pool, apart + start
+
+    def _decide(self, work: Routable,
+                backend: str | None) -> tuple[Pool | None, list[str], list[str]]:
+        """The pool to run ``work`` on; else the backends to probe apart (those ranked
+        ahead of the choice, and the choice itself when a probe could demote it, never
+        probed: routing may pass them over, so no pool of theirs is started) and the one
+        to start and probe with its own pool (the choice, once it stands on probed facts:
+        the work will run there). Backends never probed are judged on their static claims,
+        a floor (a software adapter, say, is demoted below the reference once probed)."""
         if self.pools.closed:
             raise PoolFailedError("the driver is closed", "Create a new vyre Driver.")
         if backend is not None:
             named = self.pools.existing(backend)
             if named is not None and named.unavailable() is not None:
-                return named, []  # its pool answers with its own error, and when to retry
+                return named, [], []  # its pool answers with its own error, and when to retry
         try:
             chosen = self.router.route(work, backend).backend
         except NoCapableBackendError:
             if backend is not None:  # a named backend is judged on its probe, not its claims
                 if self.pools.existing(backend) is None:
-                    return None, [backend]
+                    return None, [], [backend]
                 raise
             ahead = self._unprobed_ahead(None)
             if not ahead:
                 raise
-            return None, ahead
-        unprobed = [] if backend is not None else self._unprobed_ahead(chosen)
+            return None, ahead, []
+        # (the choice itself too, when a probe could demote it: claims are a floor, so
+        # only a demotion can turn routing away from a backend its claims chose)
+        apart = [] if backend is not None else self._unprobed_ahead(chosen) + [
+            name for name in (chosen,)
+            if self._unprobed(name) and demotable(self.registry.backends(), name)]
+        if apart:
+            return None, apart, []  # (the choice may change: started once it stands)
         if self.pools.existing(chosen) is None:
-            unprobed.append(chosen)
-        return (self.pools.open(chosen), []) if not unprobed else (None, unprobed)
+            return None, [], [chosen]
+        return self.pools.open(chosen), [], []
 
     def pool_for(self, work: Routable, backend: str | None, deadline: float | None,
                  timeout: float | None = None) -> Pool:
-        """The pool to run ``work`` on, probing backends first as ``decide`` asks."""
+        """The pool to run ``work`` on, probing backends first as ``_decide`` asks."""
         while True:
-            pool, unprobed = self.decide(work, backend)
+            pool, apart, start = self._decide(work, backend)
             if pool is not None:
                 return pool
-            for name in unprobed:
+            for name in apart:
+                self._probe_apart(name, deadline, timeout)
+            for name in start:
                 try:
                     self.pools.probe(name, deadline, timeout)  # its hello: decide again
                 except PoolFailedError as exc:
@@ -207,17 +244,53 @@ class RoutingPolicy:
                     _log.info("%r could not start (%s); routing passes it over", name,
                               exc.cause.splitlines()[0])
 
+    def _probe_apart(self, name: str, deadline: float | None, timeout: float | None) -> None:
+        """Learn what ``name`` can do without keeping a worker of it: probed apart (a
+        short-lived process, or the probe cache), or, for a pool that names its devices,
+        by starting its pool as before. One thread probes a backend at a time (the others
+        wait for its answer, within their deadline); a failure is remembered (routing
+        passes the backend over) for its pool's cooldown."""
+        with self._lock:
+            probing = self._probing.setdefault(name, threading.Lock())
+        left = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not probing.acquire(timeout=left):
+            raise probe_timeout(name)
+        try:
+            if not self._unprobed(name):
+                return  # (another thread probed it meanwhile)
+            if not self.pools.can_probe_apart(name):
+                self.pools.probe(name, deadline, timeout)
+                return
+            caps = self.pools.probe_apart(name, deadline)
+        except DispatchTimeoutError:
+            raise  # the caller's deadline: its answer, nothing learnt of the backend
+        except VyreError as exc:
+            if self.pools.closed:
+                raise
+            why = exc.cause.splitlines()[0]
+            with self._lock:
+                self._apart_failed[name] = (why, time.monotonic())
+            _log.info("%r could not be probed (%s); routing passes it over", name, why)
+        else:
+            with self._lock:
+                self._apart[name] = caps
+                self._apart_failed.pop(name, None)
+        finally:
+            probing.release()
+        self.router.invalidate()
+
     # -- inside ---------------------------------------------------------------------------
 
     def _candidates(self) -> list[Candidate]:
         """Each backend with what its pool probed (per device when it runs one worker set
-        per device: only the devices probed so far), or its static claims."""
+        per device: only the devices probed so far), else what it probed apart, else its
+        static claims."""
         found = []
         for reg in self.registry.backends():
             pool = self.pools.existing(reg.id)
             probed = pool.device_capabilities if pool is not None else {}
             if not probed:
-                found.append(Candidate(reg, reg.claims))
+                found.append(Candidate(reg, self._apart.get(reg.id, reg.claims)))
                 continue
             variants = pool.device_variants if pool.varied else {}
             for device, caps in probed.items():  # (unlike workers: routing takes any one)
@@ -232,16 +305,29 @@ class RoutingPolicy:
         unavailable = pool.unavailable() if pool is not None else None
         if unavailable is not None:
             return unavailable
+        failed = self._apart_failed.get(backend) if pool is None else None
+        if failed is not None and self._failed_recently(backend, failed[1]):
+            return f"it could not be probed: {failed[0]}"
         refused = self._refusals.get(fingerprint, {}).get(backend, {})
         refusal = refused.get(device) or refused.get(None)
         return None if refusal is None else f"it refused this program at compile: {refusal}"
 
     def _unprobed_ahead(self, chosen: str | None) -> list[str]:
-        """Backends ranked ahead of ``chosen`` (all, for None) whose workers never started."""
+        """Backends ranked ahead of ``chosen`` (all, for None) never probed."""
         ahead = []
         for reg in self.registry.backends():
             if reg.id == chosen:
                 break
-            if self.pools.existing(reg.id) is None:
+            if self._unprobed(reg.id):
                 ahead.append(reg.id)
         return ahead
+
+    def _unprobed(self, backend: str) -> bool:
+        """Never probed: no pool, no probe apart, no failed probe within its cooldown."""
+        failed = self._apart_failed.get(backend)
+        return (self.pools.existing(backend) is None and backend not in self._apart
+                and (failed is None or not self._failed_recently(backend, failed[1])))
+
+    def _failed_recently(self, backend: str, when: float) -> bool:
+        """Whether a probe that failed at ``when`` still bars ``backend`` (its cooldown)."""
+        return time.monotonic() - when < self.pools.cooldown(backend)

@@ -174,11 +174,27 @@ def no_capable_backend(program_label: str, rejections: list[Rejection]) -> NoCap
         rejections={r.backend: list(r.reasons) for r in rejections})
 
 
+#: How routing names a demotion, in decisions and explanations.
+DEMOTED = "demoted: software adapter"
+
 # (registration, capabilities, demoted, device): built on every uncached route
 _Ranked = tuple[BackendRegistration, Capabilities, bool, int | None]
 
 
-def _routing_order(found: list[tuple]) -> list[_Ranked]:
+def demotable(registrations: list[BackendRegistration], backend: str) -> bool:
+    """Whether a probe could demote ``backend`` (``registrations`` in precedence order):
+    it ranks ahead of the reference, or there is none (demotion moves a software adapter
+    below the reference, to the end without one), and its claims do not say it never runs
+    on one (``extra={"software_adapter": False}``: a host backend, say)."""
+    for reg in registrations:
+        if reg.is_reference:
+            return False
+        if reg.id == backend:
+            return reg.claims.extra.get("software_adapter") is not False
+    return True
+
+
+def routing_order(found: list[tuple]) -> list[_Ranked]:
     """Precedence then id (then device), with software adapters moved to just below the
     reference backend (to the end when there is no reference): a CPU Vulkan driver is
     slower than the reference and no more trustworthy, so it runs only when asked for or
@@ -268,7 +284,7 @@ class Router:
         one ``route`` would choose (none when it would raise). Not cached."""
         found: list[Explanation] = []
         chosen_done = False
-        for reg, caps, demoted, device in _routing_order(self._candidates()):
+        for reg, caps, demoted, device in routing_order(self._candidates()):
             reasons = tuple(self._reasons(reg.id, caps, program, device))
             chosen = not reasons and not chosen_done and backend in (None, reg.id)
             chosen_done = chosen_done or chosen
@@ -306,7 +322,7 @@ class Router:
         return reasons if skipped is None else [skipped, *reasons]
 
     def _decide(self, program: Routable, backend: str | None) -> RouteDecision:
-        order = _routing_order(self._candidates())
+        order = routing_order(self._candidates())
         if backend is not None:
             named = [c for c in order if c[0].id == backend]
             if not named:
@@ -336,16 +352,27 @@ class Router:
         for i, (reg, caps, demoted, device) in enumerate(order):
             reasons = self._reasons(reg.id, caps, program, device)
             if not reasons:
-                note = "; software adapter, demoted" if demoted else ""
                 devices = (device, *(d for r, c, m, d in order[i + 1:]
                                      if r.id == reg.id and m == demoted and not
                                      self._reasons(r.id, c, program, d)))
-                return RouteDecision(
-                    reg.id, f"first capable backend by precedence (rank {reg.precedence}{note})",
-                    _devices(devices))
+                return RouteDecision(reg.id, _chosen_because(reg, demoted, order[i + 1:]),
+                                     _devices(devices))
             rejections.setdefault(reg.id, []).extend(f"{_on(device)}{r}" for r in reasons)
         raise no_capable_backend(_label(program), [
             Rejection(b, tuple(dict.fromkeys(r))) for b, r in rejections.items()])
+
+
+def _chosen_because(reg: BackendRegistration, demoted: bool, after: list[_Ranked]) -> str:
+    """Why the first capable backend in routing order won: by precedence, unless a
+    demotion moved it there (it was demoted itself, or backends ranked ahead of it by
+    precedence were moved below it)."""
+    passed = list(dict.fromkeys(f"{r.id}, rank {r.precedence}" for r, _, moved, _ in after
+                                if moved and r.precedence < reg.precedence and r.id != reg.id))
+    if not demoted and not passed:
+        return f"first capable backend by precedence (rank {reg.precedence})"
+    why = [f"rank {reg.precedence}"] + ([DEMOTED] if demoted else []) + [
+        f"{p}, {DEMOTED}" for p in passed]
+    return f"first capable backend in routing order ({'; '.join(why)})"
 
 
 def _on(device: int | None) -> str:
@@ -390,7 +417,7 @@ def format_explanation(expl: list[Explanation]) -> str:
     lines = []
     for e in expl:
         status = "chosen" if e.chosen else "capable" if e.accepted else "rejected"
-        demoted = ", software adapter, demoted" if e.demoted else ""
+        demoted = f", {DEMOTED}" if e.demoted else ""
         device = "" if e.device is None else f" device {e.device}"
         lines.append(f"{'*' if e.chosen else ' '} {e.backend}{device} (rank {e.precedence}"
                      f"{demoted}): {status}")

@@ -19,9 +19,11 @@ from vyre_core.contract.types import Capabilities
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError, VyreError
 from vyre_core.protocol import Op
 from vyre_core.registry import Registry
+from vyre_core.routing.policy import probe_timeout
+from vyre_core.routing.probe_cache import ProbeCache
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.pool import Pool, Request
-from vyre_core.supervisor.process import list_devices
+from vyre_core.supervisor.process import Askers, list_devices, probe_apart
 from vyre_core.supervisor.published import SUFFIX
 from vyre_core.supervisor.rundir import RunDir
 
@@ -49,6 +51,9 @@ class Pools:
         self._secret = secrets.token_bytes(32)  # workers prove it in their hello
         self._zmq: zmq.Context | None = None
         self._listing: dict[str, threading.Lock] = {}  # per backend: its devices listed once
+        # probes kept between processes: on this machine only (a cluster's nodes may change)
+        self.probe_cache = ProbeCache.from_env() if cluster is None else ProbeCache(None)
+        self._askers = Askers()  # short-lived processes asked here: ended by close
 
     def existing(self, backend: str) -> Pool | None:
         return self._pools.get(backend)
@@ -99,9 +104,10 @@ class Pools:
             if deadline <= time.monotonic():
                 raise _listing_timeout(backend)
             limit = min(limit, deadline - time.monotonic())
-        lister = list_devices if self.cluster is None else self.cluster.list_devices
         try:
-            found = lister(backend, reg.entry_point.split(" = ")[0], limit)
+            found = list_devices(backend, reg.entry_point.split(" = ")[0], limit,
+                                 self._askers) if self.cluster is None else \
+                self.cluster.list_devices(backend, reg.entry_point.split(" = ")[0], limit)
         except VyreError as exc:
             if deadline is not None and time.monotonic() >= deadline:
                 raise _listing_timeout(backend) from exc
@@ -140,6 +146,49 @@ class Pools:
         if caps is None:  # answered, yet no hello was recorded: cannot happen
             raise PoolFailedError(f"backend {backend!r} answered without saying hello",
                                   backend=backend)
+        if self.can_probe_apart(backend):  # (its one probe: what the cache is of)
+            self.probe_cache.store(self.registry.get(backend), caps)
+        return caps
+
+    def cooldown(self, backend: str) -> float:
+        """How long routing passes ``backend`` over after it failed (its pool's cooldown)."""
+        return self._options_for(backend).cooldown
+
+    def can_probe_apart(self, backend: str) -> bool:
+        """Whether ``probe_apart`` can answer for ``backend``: its workers run on its
+        preferred device (a pool that names devices probes each with its own workers)."""
+        return self._options_for(backend).devices is None
+
+    def probe_apart(self, backend: str, deadline: float | None) -> Capabilities:
+        """What a worker of ``backend`` would probe, without starting its pool: as kept in
+        the probe cache, else asked of a short-lived process (here) or Ray task (on a
+        cluster) that ends with its answer, which the cache then keeps. Bounded by
+        ``deadline`` and the start-up bound; raises a VyreError saying why not."""
+        reg = self.registry.get(backend)
+        cached = self.probe_cache.load(reg)
+        if cached is not None:
+            return cached
+        limit = self._options_for(backend).startup_timeout
+        if deadline is not None:
+            if deadline <= time.monotonic():
+                raise probe_timeout(backend)
+            limit = min(limit, deadline - time.monotonic())
+        entry_point = reg.entry_point.split(" = ")[0]
+        try:
+            caps = probe_apart(backend, entry_point, limit, self._askers) \
+                if self.cluster is None else self.cluster.probe_apart(backend, entry_point,
+                                                                      limit)
+        except VyreError as exc:
+            if self.closed:
+                raise PoolFailedError("the driver was closed while routing probed backend "
+                                      f"{backend!r}", "Create a new vyre Driver.",
+                                      backend=backend) from exc
+            if deadline is not None and time.monotonic() >= deadline:
+                raise probe_timeout(backend) from exc
+            raise
+        _log.info("routing probed %r apart (no pool started): %s", backend,
+                  caps.extra.get("device") or caps.extra.get("description") or "its device")
+        self.probe_cache.store(reg, caps)
         return caps
 
     def forget(self) -> list[Pool]:
@@ -158,6 +207,7 @@ class Pools:
                 return False
             self.closed = True
             pools = list(self._pools.values())
+        self._askers.stop_all()
         try:
             for pool in pools:  # every pool told first: an interruption cannot skip one
                 pool.begin_close()

@@ -21,8 +21,9 @@ import signal
 import subprocess
 import sys
 import threading
+from typing import Any
 
-from vyre_core.contract.types import DeviceInfo, device_list
+from vyre_core.contract.types import Capabilities, DeviceInfo, device_list
 from vyre_core.errors import PoolFailedError, VyreError, system_resource_error
 from vyre_core.protocol import ProgressPage
 from vyre_core.supervisor.fork_server import ForkServer
@@ -191,31 +192,97 @@ class OutputHistory:
         return list(self._kept)
 
 
-def list_devices(backend: str, entry_point: str, timeout: float) -> list[DeviceInfo]:
+class Askers:
+    """The short-lived processes (device listings, probes apart) a driver waits on, so
+    that closing it ends them too: ``stop_all`` kills every one running and any started
+    after it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+        self.stopped = False
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            if not self.stopped:
+                self._running.add(proc)
+                return
+        proc.kill()
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._running.discard(proc)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self.stopped = True
+            running = list(self._running)
+        for proc in running:  # (each is reaped by the thread that waits on it)
+            with contextlib.suppress(OSError):
+                proc.kill()
+
+
+def list_devices(backend: str, entry_point: str, timeout: float,
+                 askers: Askers | None = None) -> list[DeviceInfo]:
     """``backend``'s devices, listed by a short-lived worker process of its own (the parent
     never touches a device), within ``timeout`` seconds. Raises a VyreError saying why not."""
+    answer = _ask(backend, entry_point, timeout, "devices",
+                  f"listing the devices of backend {backend!r}", "Raise PoolOptions("
+                  "startup_timeout=...), or name the device ids in PoolOptions(devices=[...]).",
+                  askers)
+    return device_list(answer)
+
+
+def probe_apart(backend: str, entry_point: str, timeout: float,
+                askers: Askers | None = None) -> Capabilities:
+    """What a worker of ``backend`` would probe on its preferred device, asked of a
+    short-lived process of its own that ends with its answer (no pool, no fork server is
+    made), within ``timeout`` seconds. Raises a VyreError saying why not."""
+    answer = _ask(backend, entry_point, timeout, "capabilities",
+                  f"probing backend {backend!r}", "Raise PoolOptions(startup_timeout=...), "
+                  "or name the backend (backend=...) to start its pool instead.", askers)
+    return Capabilities.from_dict(answer)
+
+
+def _ask(backend: str, entry_point: str, timeout: float, question: str, during: str,
+         slow_fix: str, askers: Askers | None) -> Any:
+    """The answer to ``question`` (``devices`` or ``capabilities``) of a short-lived
+    ``python -m vyre_workers.devices`` process for ``backend`` (one of ``askers``)."""
     command = [sys.executable, "-m", "vyre_workers.devices", "--backend", backend,
                "--entry-point", entry_point, "--parent-pid", str(os.getpid())]
-    during = f"listing the devices of backend {backend!r}"
+    if question == "capabilities":
+        command.append("--capabilities")
     try:
-        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=timeout, start_new_session=True, check=False)
-    except subprocess.TimeoutExpired:  # (killed and reaped by run)
-        raise PoolFailedError(f"{during} took over {timeout:g} s",
-                              "Raise PoolOptions(startup_timeout=...), or name the device "
-                              "ids in PoolOptions(devices=[...]).", backend=backend) from None
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         raise system_resource_error(exc, during) from exc
-    answer = _answer(done.stdout.decode(errors="replace"))
+    if askers is not None:
+        askers.add(proc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise PoolFailedError(f"{during} took over {timeout:g} s", slow_fix,
+                              backend=backend) from None
+    except BaseException:  # (an interruption: the process never outlives the wait)
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        if askers is not None:
+            askers.discard(proc)
+    answer = _answer(out.decode(errors="replace"))
     try:
         if "error" in answer:
             raise VyreError.from_dict(answer["error"])
-        return device_list(answer["devices"])
+        return answer[question]
     except VyreError:
         raise
     except Exception:  # no answer: it died before it gave one
-        tail = done.stderr.decode(errors="replace")[-ERROR_TAIL_BYTES:]
-        raise PoolFailedError(f"{during} gave no answer (exit status {done.returncode}):"
+        tail = err.decode(errors="replace")[-ERROR_TAIL_BYTES:]
+        raise PoolFailedError(f"{during} gave no answer (exit status {proc.returncode}):"
                               f"\n{tail}", "See the output above; `vyre doctor` checks "
                               "each backend.", backend=backend) from None
 
@@ -225,6 +292,6 @@ def _answer(output: str) -> dict:
     for line in reversed(output.splitlines()):
         with contextlib.suppress(ValueError):
             found = json.loads(line)
-            if isinstance(found, dict) and ({"devices", "error"} & set(found)):
+            if isinstance(found, dict) and ({"devices", "capabilities", "error"} & set(found)):
                 return found
     return {}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import blake3
 
 from vyre_core import __version__
+from vyre_core.cachefiles import user_cache_dir, write_whole
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import InvalidConfigError, SystemResourceError, system_resource_error
 from vyre_core.ir.specialize import Values
@@ -78,8 +78,7 @@ def directory() -> Path:
     """The cache directory (not created here)."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "vyre" / "tuning"
+    return user_cache_dir("tuning")
 
 
 def path_of(key: TuneKey, where: Path | None = None) -> Path:
@@ -123,15 +122,7 @@ def store(key: TuneKey, entry: Tuned, where: Path | None = None) -> Path:
     data = {"format": FORMAT, "key": _key_dict(key), "best": entry.best.to_dict(),
             "seconds": entry.seconds, "baseline_seconds": entry.baseline_seconds}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(prefix=f".{path.stem}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as out:
-                json.dump(data, out, indent=1)
-            os.replace(temporary, path)
-        except BaseException:
-            os.unlink(temporary)
-            raise
+        write_whole(path, json.dumps(data, indent=1))
     except OSError as exc:
         raise _os_error(exc, f"writing the tuning cache file {path}") from None
     return path

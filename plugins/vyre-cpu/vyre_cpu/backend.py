@@ -42,6 +42,9 @@ CLAIMS = {
     # subgroups of any size a program may declare (V034): lanes run side by side
     "supports_subgroup_ops": True,
     "subgroup_size_range": (1, 128),
+    # native loops on the host, never a GPU API on a CPU: no probe can demote it, so
+    # routing starts it without probing it apart first
+    "extra": {"software_adapter": False},
 }
 
 

@@ -124,7 +124,9 @@ def vyre_backend_version() -> str:
 
 @hookimpl
 def vyre_backend_precedence() -> int:
-    return 500  # after device backends (wgpu: 100), before the reference interpreter (900)
+    # after wgpu (100), before the cpu engine (500) and the reference (900); equal to no
+    # bundled backend's (a tie is broken by id). Below 100 to be tried before wgpu.
+    return 300
 
 
 @hookimpl
