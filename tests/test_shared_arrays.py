@@ -379,3 +379,27 @@ def test_small_arrays_and_ordinary_ones_are_not_lent() -> None:
             arrays.empty(4, np.bool_)
     finally:
         arrays.close()
+
+
+@pytest.mark.fast
+def test_without_a_segment_an_array_is_ordinary_memory_with_a_warning(monkeypatch,
+                                                                       caplog) -> None:
+    def refused(size: int) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(shared_arrays, "Segment", refused)
+    monkeypatch.setattr(shared_arrays, "_warned_at", [])
+    arrays = shared_arrays.SharedArrays()
+    with caplog.at_level("WARNING", logger="vyre.dataplane"):
+        a = arrays.empty((4, N), np.float32)
+    assert a.shape == (4, N) and a.flags.writeable and not a.any()
+    assert shared_arrays.lend(a.reshape(-1)) is None  # copied like any array
+    assert "Too many open files" in caplog.text and "ordinary memory" in caplog.text
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("shape", [-1, 2.5, (3, -2), "x"])
+def test_a_shape_that_is_not_lengths_is_refused_with_a_fix(shape) -> None:
+    with pytest.raises(InvalidInputError, match="not a length") as err:
+        shared_arrays.SharedArrays().empty(shape, np.uint32)
+    assert "1024" in err.value.fix

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import logging
 import math
+import operator
 import os
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -36,8 +39,10 @@ from vyre_core.dataplane import (
     map_shared,
     shared_memory_usable,
 )
-from vyre_core.errors import InvalidInputError, PoolFailedError, system_resource_error
+from vyre_core.errors import InvalidInputError, PoolFailedError
 from vyre_core.protocol import DTYPES
+
+_log = logging.getLogger("vyre.dataplane")
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -182,27 +187,30 @@ class SharedArrays:
         if dtype not in DTYPES.values():
             raise InvalidInputError(f"arrays of dtype {dtype} cannot cross to a worker",
                                     f"Pass a dtype of {sorted(DTYPES)}.")
+        given = shape
         try:
-            count = math.prod(shape) if isinstance(shape, tuple | list) else int(shape)
-            if count < 0:
-                raise ValueError
-        except (TypeError, ValueError):
-            raise InvalidInputError(f"shape {shape!r} is not a length or a tuple of them",
-                                    "Pass e.g. 1024 or (512, 512).") from None
+            shape = tuple(map(operator.index, shape if isinstance(shape, tuple | list)
+                              else (shape,)))
+        except TypeError:
+            shape = (-1,)
+        if any(n < 0 for n in shape):
+            raise InvalidInputError(f"shape {given!r} is not a length or a tuple of them",
+                                    "Pass e.g. 1024 or (512, 512).")
+        count = math.prod(shape)
         nbytes = count * dtype.itemsize
         if nbytes < SHARE_THRESHOLD or not shared_memory_usable()[0]:
             return np.zeros(shape, dtype)
         try:
             segment = Segment(-(-nbytes // PAGE) * PAGE)
-        except OSError as exc:
-            raise system_resource_error(exc, f"making {nbytes} bytes of shared memory "
-                                             "for an array") from None
+        except OSError as exc:  # (out of descriptors, say: the data plane's fallback)
+            _fell_back(f"a {nbytes}-byte segment could not be made: {exc.strerror or exc}")
+            return np.zeros(shape, dtype)
         try:
             mapping = map_shared(segment.fd, segment.size)
         except OSError as exc:
             segment.close()
-            raise system_resource_error(exc, f"mapping {nbytes} bytes of shared memory "
-                                             "for an array") from None
+            _fell_back(f"a {nbytes}-byte segment could not be mapped: {exc.strerror or exc}")
+            return np.zeros(shape, dtype)
         start = ctypes.addressof(mapping)
         memory = _Memory(segment, start, self)
         with _lock:
@@ -240,6 +248,18 @@ class SharedArrays:
                 if memory.state == "open":
                     memory.state = "closed"
                 memory.close_unheld()
+
+
+_warned_at: list[float] = []  # (monotonic) when the last fallback was logged
+
+
+def _fell_back(why: str) -> None:
+    """An array of ``Driver.empty`` is ordinary memory: logged at most once a minute."""
+    now = time.monotonic()
+    if not _warned_at or now - _warned_at[0] >= 60.0:
+        _warned_at[:] = [now]
+        _log.warning("shared memory unavailable for an array of Driver.empty (%s); it is "
+                     "ordinary memory, copied to workers (slower, same results)", why)
 
 
 def _forget(memory: _Memory) -> None:
