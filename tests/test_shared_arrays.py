@@ -135,6 +135,11 @@ def test_a_launch_writes_shared_arrays_in_place_exactly(drv, backend, lane_bytes
     drv.launch(saxpy, N, (np.float32(1.5), x, y, out.reshape(-1)), backend)
     exact(out.reshape(-1), want)
     assert max(lane_bytes) < 4096, lane_bytes
+    out[:] = 0
+    pending = drv.launch_async(saxpy, N, (np.float32(1.5), x, y, out.reshape(-1)), backend)
+    pending.result()
+    exact(out.reshape(-1), want)
+    assert max(lane_bytes) < 4096, lane_bytes
 
 
 @pytest.mark.timeout(240)

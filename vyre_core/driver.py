@@ -755,10 +755,12 @@ class Driver:
             request = _sequence_request(plan.sequence, plan.inputs, plan.resident,
                                         _sequence_config(plan.config))
             _check_out(plan.sequence, request.outputs, plan.out)
+            _writing_into(request, plan.out, {})
             pool = self._resident_sequence_pool(plan.sequence, request, plan.resident,
                                                 backend)
             return _LaunchResult(pool.submit(request), plan)
-        pending = self.dispatch_async(plan.program, plan.inputs, backend, config, dim=dim)
+        pending = self._dispatch_async(plan.program, plan.inputs, backend,
+                                       _launch_config(config, dim), plan.out)
         return _LaunchResult(pending._future, plan)
 
     @_keywords_checked
@@ -782,10 +784,19 @@ class Driver:
         when a pool must be started or probed first, that happens off the caller's
         thread. Errors in the program, inputs or launch are raised here, at once. ``dim``
         as in ``dispatch``."""
-        config = _launch_config(config, dim)
+        return self._dispatch_async(program, inputs, backend, _launch_config(config, dim),
+                                    None)
+
+    def _dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None,
+                        config: DispatchConfig, out: Sequence[np.ndarray] | None
+                        ) -> PendingResult:
+        """``dispatch_async``, its outputs written into ``out`` when given (a launch's)."""
         if config.tuned:
             config = self.tuned_config(program, inputs, backend, config)
-        program, request = self._planned(program, inputs, config)  # (what routing weighs)
+        source, (program, request) = program, self._planned(program, inputs, config)
+        if out is not None:  # (program: now the launch, what routing weighs)
+            _check_out(source, request.outputs, out)
+            _writing_into(request, out, _read_write(source))
         outcome: Future = Future()
         caller = contextvars.copy_context()  # (its span is the parent of the call's spans)
         pool, _ = self.routing.decide(program, backend)
