@@ -12,6 +12,8 @@ import gc
 import os
 import signal
 import threading
+import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -408,3 +410,24 @@ def test_a_shape_that_is_not_lengths_is_refused_with_a_fix(shape) -> None:
     with pytest.raises(InvalidInputError, match="not a length") as err:
         shared_arrays.SharedArrays().empty(shape, np.uint32)
     assert "1024" in err.value.fix
+
+
+@pytest.mark.timeout(120)
+def test_an_array_keeps_its_driver_alive_and_open(drv) -> None:
+    """``vyre.Driver().asarray(x)``: the driver nobody else holds is not closed (which
+    would refuse the array) while the array lives; it is once the array is collected."""
+    before = segments()
+    made = vyre.Driver()
+    kept = weakref.ref(made)
+    a = made.asarray(np.arange(N, dtype=np.uint32))
+    del made
+    gc.collect()
+    assert kept() is not None
+    got, = drv.dispatch(one_output(N), [a], "reference")
+    exact(got, np.arange(1, N + 1, dtype=np.uint32))
+    with warnings.catch_warnings(record=True):  # (the dropped driver's ResourceWarning)
+        warnings.simplefilter("always")
+        del a, got
+        gc.collect()
+        assert kept() is None
+    wait_for(lambda: segments() == before, PATIENCE, "the array's segment closed")

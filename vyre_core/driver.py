@@ -1128,17 +1128,17 @@ class Driver:
         without a copy (its descriptor travels), and as an output (``out=``, a launch's
         written argument) it is written in place by the worker. Under 64 KiB, or without
         shared memory, it is an ordinary array. Its lifetime rules: docs/operations.md,
-        "Arrays in shared memory"."""
-        return self._owned.arrays.empty(shape, dtype)
+        "Arrays in shared memory". Such an array keeps its driver, as a pipeline does."""
+        return self._owned.arrays.empty(shape, dtype, self)
 
     def zeros(self, shape: int | Sequence[int], dtype: Any = np.float64) -> np.ndarray:
         """``empty``: its memory is always zero-filled when made."""
-        return self._owned.arrays.empty(shape, dtype)
+        return self._owned.arrays.empty(shape, dtype, self)
 
     def asarray(self, data: Any, dtype: Any = None) -> np.ndarray:
         """``data`` in shared memory (``empty``): itself when it already is an open one
         of this ``dtype``, else a copy."""
-        return self._owned.arrays.asarray(data, dtype)
+        return self._owned.arrays.asarray(data, dtype, self)
 
     # -- lifecycle -------------------------------------------------------------------------
 

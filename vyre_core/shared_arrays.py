@@ -177,10 +177,12 @@ class SharedArrays:
         self._made: weakref.WeakSet[_Memory] = weakref.WeakSet()
         self.closed = False
 
-    def empty(self, shape: Any, dtype: Any) -> np.ndarray:
+    def empty(self, shape: Any, dtype: Any, keep: object = None) -> np.ndarray:
         """A writable, C-contiguous array of ``shape`` and ``dtype`` over a segment of its
         own, zero-filled; a small one (under 64 KiB, cheaper to copy) is ordinary memory,
-        and so is any when shared memory cannot be had (the data plane's fallback)."""
+        and so is any when shared memory cannot be had (the data plane's fallback). The
+        memory holds ``keep`` (its driver: closed once collected) while any array of it
+        lives."""
         if self.closed:
             raise PoolFailedError("the driver is closed", "Create a new vyre Driver.")
         dtype = np.dtype(dtype)
@@ -223,10 +225,11 @@ class SharedArrays:
             _starts.insert(i, start)
             _memory[start] = memory
             self._made.add(memory)
+        mapping.keep = keep  # (ctypes instances take attributes)
         weakref.finalize(mapping, _forget, memory)
         return np.frombuffer(mapping, dtype, count).reshape(shape)
 
-    def asarray(self, data: Any, dtype: Any = None) -> np.ndarray:
+    def asarray(self, data: Any, dtype: Any = None, keep: object = None) -> np.ndarray:
         """``data`` itself when it is already an open array of shared memory of the dtype
         asked; else a copy of it in a new one."""
         source = np.asarray(data, dtype)
@@ -234,7 +237,7 @@ class SharedArrays:
             memory = _found(source) if _starts else None
         if memory is not None and memory.state == "open" and source.flags.c_contiguous:
             return source
-        array = self.empty(source.shape, source.dtype)
+        array = self.empty(source.shape, source.dtype, keep)
         np.copyto(array, source, casting="no")
         return array
 

@@ -235,8 +235,9 @@ class Pool(PoolFacts):
 
     def _release(self, request: Request) -> None:
         """No worker can write ``request``'s segments any more: reuse them (a caller's
-        own: let go of them)."""
+        own: let go of them, and of every reference to the caller's arrays)."""
         shared, request.shared = request.shared, []
+        request.into, request.out_slots = None, []
         for segment in shared:
             if isinstance(segment, shared_arrays.Lent):
                 segment.release()
