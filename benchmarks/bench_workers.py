@@ -8,7 +8,8 @@ baseline measured in the same run.
   offline into a temporary folder for the measurement): the boundary's own cost, with no
   interpreter behind it;
 - a 64 MiB read_write buffer round trip against ``np.copyto`` of the same bytes (MB/s of
-  the buffer's size);
+  the buffer's size), and the same buffer made with ``Driver.empty`` and written back
+  into itself (only descriptors cross) against that copied round trip;
 - read_write round trips of 1, 16, 64 MiB and 1 GiB counting the bytes in and out (twice
   the size per round trip), each against ``np.copyto`` of the same bytes into a
   pre-faulted buffer (MB/s of one copy);
@@ -356,6 +357,41 @@ def big_round_trip() -> Result:
                   "np.copyto 64 MiB", megabytes / copy)
 
 
+@functools.cache
+def _zero_copy_seconds(nbytes: int) -> float:
+    """Median seconds of one round trip of an ``nbytes`` read_write buffer made with
+    ``Driver.empty`` (``asarray``) and written back into itself (``out=``): only its
+    descriptor crosses, and the worker updates it in place. The first one's bytes are
+    checked; as many round trips as ``_round_trip_seconds`` times."""
+    repeat, warmup = reps(*ROUND_TRIP_SIZES[nbytes])
+    program = copy_program()
+    config = DispatchConfig(grid_override=(1,))
+    expected = np.arange(nbytes // 4, dtype=np.uint32)
+    timed = []
+    with Driver() as driver:
+        data = driver.asarray(expected)
+        driver.dispatch(program, [expected[:16]], BACKEND, config)  # the worker is up
+        for i in range(warmup + repeat):
+            start = time.perf_counter()
+            driver.dispatch(program, [data], BACKEND, config, out=[data])
+            elapsed = time.perf_counter() - start
+            if i == 0:
+                assert _same_bytes(data, expected), "a zero-copy round trip changed bytes"
+            if i >= warmup:
+                timed.append(elapsed)
+    return statistics.median(timed)
+
+
+def zero_copy_round_trip() -> Result:
+    """MB/s of a 64 MiB read_write buffer from ``Driver.empty`` through a worker and back
+    into itself, against the copied path of ``big_round_trip`` in the same run."""
+    copied, _ = _round_trip_seconds(BIG_BYTES)
+    megabytes = BIG_BYTES / 1e6
+    return Result("64 MiB read_write round trip, an array of Driver.empty (out=)",
+                  megabytes / _zero_copy_seconds(BIG_BYTES), "MB/s",
+                  "the copied path (workers.big_round_trip)", megabytes / copied)
+
+
 def _round_trip_in_out(nbytes: int) -> Result:
     """MB/s moved by a read_write round trip, counting the bytes in and out (twice the
     size), against the MB/s of one np.copyto of the size."""
@@ -530,8 +566,8 @@ def tiny_rate_4_threads() -> Result:
 
 BENCHMARKS = [empty_dispatch_p50, empty_dispatch_p99, empty_dispatch_vs_executor_p50,
               null_dispatch_p50, null_dispatch_p99, null_dispatch_vs_executor_p50,
-              big_round_trip, round_trip_1mib, round_trip_16mib, round_trip_64mib,
-              round_trip_1gib, rss_growth_1gib_input, recovery_after_kill,
+              big_round_trip, zero_copy_round_trip, round_trip_1mib, round_trip_16mib,
+              round_trip_64mib, round_trip_1gib, rss_growth_1gib_input, recovery_after_kill,
               recovery_after_kill_standby,
               throughput_1_worker, throughput_2_workers, tiny_rate_1_thread,
               tiny_rate_2_threads, tiny_rate_4_threads]

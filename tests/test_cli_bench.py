@@ -28,6 +28,7 @@ REQUIRED = {
     "workers.empty_dispatch_p50": "raw zmq ipc echo",
     "workers.empty_dispatch_vs_executor_p50": "ProcessPoolExecutor",
     "workers.big_round_trip": "np.copyto 64 MiB",
+    "workers.zero_copy_round_trip": "the copied path",
     "workers.recovery_after_kill": "cold start",
     "foundation.reference_saxpy": "numpy",
     "wgpu.small_dispatch_overhead": "reference",

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from vyre_core import shared_arrays
 from vyre_core.errors import DispatchError, InvalidInputError
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Buffer
@@ -34,6 +35,7 @@ def coerce_input(buffer: Buffer, data: Any) -> np.ndarray:
                 f"Pass whole {buffer.dtype.value} elements for {buffer.name!r}.")
         array = np.frombuffer(raw, dtype=storage)
     elif isinstance(data, np.ndarray):
+        shared_arrays.check(data, f"input {buffer.name!r}")
         if buffer.dtype is DType.BOOL and data.dtype == np.bool_:
             data = data.astype(np.uint32)
         if data.dtype != storage:

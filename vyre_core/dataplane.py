@@ -73,10 +73,16 @@ class Shared:
     segment: int  # the segment's id: never reused while the parent runs
     fd: int       # the parent's file descriptor of the segment
     size: int     # the segment's size in bytes
+    offset: int = 0  # where the array starts in the segment (a view of a caller's array)
 
     @property
     def nbytes(self) -> int:
         return self.count * self.dtype.itemsize
+
+    @property
+    def end(self) -> int:
+        """Where the array ends in the segment: at most its size."""
+        return self.offset + self.nbytes
 
 
 def surplus(free: list[tuple[int, float]], now: float) -> list[int]:
@@ -414,13 +420,15 @@ class SegmentMaps:
 
     def array(self, shared: Shared, writable: bool = False) -> np.ndarray:
         """The array ``shared`` describes, over this worker's mapping (no copy)."""
-        if shared.nbytes > shared.size:
-            raise ProtocolError(f"a shared array of {shared.nbytes} bytes does not fit its "
-                                f"{shared.size}-byte segment",
+        if shared.end > shared.size or shared.offset % shared.dtype.itemsize:
+            raise ProtocolError(f"a shared array of {shared.nbytes} bytes at offset "
+                                f"{shared.offset} does not fit its {shared.size}-byte "
+                                "segment, or is not aligned",
                                 "Use matching vyre versions in the parent and the workers.")
         with self._lock:
             mapping = self._mapping(shared)
-        array = np.frombuffer(mapping, dtype=shared.dtype, count=shared.count)
+        array = np.frombuffer(mapping, dtype=shared.dtype, count=shared.count,
+                              offset=shared.offset)
         if not writable:
             array.flags.writeable = False
         return array

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from vyre_core import abi, lifetime
+from vyre_core import abi, lifetime, shared_arrays
 from vyre_core.cluster import connect
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Capabilities, DeviceInfo, LoopRun, Outputs, Timing
@@ -132,6 +132,7 @@ def _check_out(work: Program | StepSequence, shapes: list[tuple[np.dtype, int]],
         if not isinstance(target, np.ndarray):
             raise InvalidInputError(f"out= array for {name!r} is a {type(target).__name__}, "
                                     "not a numpy array", fix)
+        shared_arrays.check(target, f"out= array for {name!r}")
         problem = (f"has dtype {target.dtype}, not {dtype}" if target.dtype != dtype
                    else f"has {target.size} elements, not {count}" if target.size != count
                    else "is not C-contiguous" if not target.flags.c_contiguous
@@ -144,6 +145,21 @@ def _check_out(work: Program | StepSequence, shapes: list[tuple[np.dtype, int]],
                 raise InvalidInputError(
                     f"out= arrays for {names[i]!r} and {names[j]!r} share memory: one output "
                     "would overwrite the other", "Pass a separate array for each output.")
+
+
+def _writing_into(request: Request, out: Sequence[np.ndarray], own: dict[int, int]) -> None:
+    """``request`` writes its outputs into ``out`` (checked): a worker writes straight
+    into those in shared memory (``Driver.empty``), so an input there that it could see
+    change meanwhile is copied (``shared_arrays.unaliased``; ``own``: input index -> the
+    output index of the same read_write buffer, updated in place)."""
+    request.into = [target.reshape(-1) for target in out]
+    request.arrays = shared_arrays.unaliased(request.arrays, request.into, own)
+
+
+def _read_write(program: Program) -> dict[int, int]:
+    """Input index -> output index of each read_write buffer of ``program``."""
+    outputs = {b.name: j for j, b in enumerate(program.outputs)}
+    return {i: outputs[b.name] for i, b in enumerate(program.inputs) if b.name in outputs}
 
 
 class PendingResult:
@@ -439,6 +455,7 @@ class _Owned:
     def __init__(self, cluster: connect.RayCluster | None) -> None:
         self.owner_pid = os.getpid()
         self.cluster = cluster
+        self.arrays = shared_arrays.SharedArrays()  # (Driver.empty's)
         self.shadow: ShadowSampler | None = None
         self._closing = threading.Lock()  # (a second close waits for the first to end)
 
@@ -456,6 +473,7 @@ class _Owned:
                     try:
                         self.pools.close(timeout)
                     finally:
+                        self.arrays.close()
                         if self.cluster is not None:
                             self.cluster.close()
             finally:
@@ -692,6 +710,7 @@ class Driver:
         launch, request = self._planned(program, inputs, config)
         if out is not None:
             _check_out(program, request.outputs, out)
+            _writing_into(request, out, _read_write(program))
         shadow = self._shadow if sample else None
         bound = None if shadow is None else list(request.arrays)  # (unchanged till return)
         pool, _, (meta, arrays) = self.routing.call(
@@ -737,10 +756,12 @@ class Driver:
             request = _sequence_request(plan.sequence, plan.inputs, plan.resident,
                                         _sequence_config(plan.config))
             _check_out(plan.sequence, request.outputs, plan.out)
+            _writing_into(request, plan.out, {})
             pool = self._resident_sequence_pool(plan.sequence, request, plan.resident,
                                                 backend)
             return _LaunchResult(pool.submit(request), plan)
-        pending = self.dispatch_async(plan.program, plan.inputs, backend, config, dim=dim)
+        pending = self._dispatch_async(plan.program, plan.inputs, backend,
+                                       _launch_config(config, dim), plan.out)
         return _LaunchResult(pending._future, plan)
 
     @_keywords_checked
@@ -764,10 +785,19 @@ class Driver:
         when a pool must be started or probed first, that happens off the caller's
         thread. Errors in the program, inputs or launch are raised here, at once. ``dim``
         as in ``dispatch``."""
-        config = _launch_config(config, dim)
+        return self._dispatch_async(program, inputs, backend, _launch_config(config, dim),
+                                    None)
+
+    def _dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None,
+                        config: DispatchConfig, out: Sequence[np.ndarray] | None
+                        ) -> PendingResult:
+        """``dispatch_async``, its outputs written into ``out`` when given (a launch's)."""
         if config.tuned:
             config = self.tuned_config(program, inputs, backend, config)
-        program, request = self._planned(program, inputs, config)  # (what routing weighs)
+        source, (program, request) = program, self._planned(program, inputs, config)
+        if out is not None:  # (program: now the launch, what routing weighs)
+            _check_out(source, request.outputs, out)
+            _writing_into(request, out, _read_write(source))
         outcome: Future = Future()
         caller = contextvars.copy_context()  # (its span is the parent of the call's spans)
         pool, _ = self.routing.decide(program, backend)
@@ -1010,6 +1040,7 @@ class Driver:
         request = _sequence_request(sequence, inputs, resident, config)
         if out is not None:
             _check_out(sequence, request.outputs, out)
+            _writing_into(request, out, {})
         return _sequence_into(self._run_sequence(sequence, request, resident, backend), out)
 
     def dispatch_sequence_on(self, backend: str, sequence: StepSequence,
@@ -1077,6 +1108,7 @@ class Driver:
             req = _sequence_request(sequence, inputs, resident, cfg)
             if out is not None:
                 _check_out(sequence, req.outputs, out)
+                _writing_into(req, out, {})
             if req.slot is not None and (_resident_pool(resident), req.slot,
                                          req.generation) != (pool, slot, generation):
                 raise InvalidSequenceError(
@@ -1088,6 +1120,26 @@ class Driver:
 
         return _keeping(self, CompiledSequence(sequence, config, pool.backend, generation,
                                                run, lambda g: pool.holds(slot, g)))
+
+    # -- arrays in shared memory ----------------------------------------------------------
+
+    def empty(self, shape: int | Sequence[int], dtype: Any = np.float64) -> np.ndarray:
+        """A writable numpy array in shared memory (zero-filled, as ``np.zeros``): passed to
+        a dispatch, launch or sequence of any open Driver of this process, it crosses
+        without a copy (its descriptor travels), and as an output (``out=``, a launch's
+        written argument) it is written in place by the worker. Under 64 KiB, or without
+        shared memory, it is an ordinary array. Its lifetime rules: docs/operations.md,
+        "Arrays in shared memory". Such an array keeps its driver, as a pipeline does."""
+        return self._owned.arrays.empty(shape, dtype, self)
+
+    def zeros(self, shape: int | Sequence[int], dtype: Any = np.float64) -> np.ndarray:
+        """``empty``: its memory is always zero-filled when made."""
+        return self._owned.arrays.empty(shape, dtype, self)
+
+    def asarray(self, data: Any, dtype: Any = None) -> np.ndarray:
+        """``data`` in shared memory (``empty``): itself when it already is an open one
+        of this ``dtype``, else a copy."""
+        return self._owned.arrays.asarray(data, dtype, self)
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 A message is a msgpack header frame followed by one raw frame per array (on a lane, framed
 by ``framing.py``; on the control socket, as ZeroMQ parts). The header is
 ``{"v", "op", "id", "gen", "meta", "arrays": [[dtype, count], ...]}``; an array in shared
-memory (``dataplane.Shared``) is ``[dtype, count, segment, fd, size]`` and has no frame.
+memory (``dataplane.Shared``) is ``[dtype, count, segment, fd, size]``, then its offset in
+the segment when not 0, and has no frame.
 Arrays cross without pickle: received frames become read-only numpy arrays over the
 message memory (``np.frombuffer``), and large frames are sent without copying. Everything
 received is checked (version, operation, field types, frame count, sizes against dtype and count,
@@ -116,7 +117,7 @@ def encode(msg: Message) -> list[Any]:
     specs, frames = [], []
     for a in msg.arrays:
         if isinstance(a, Shared):
-            specs.append([_DTYPE_NAMES[a.dtype], a.count, a.segment, a.fd, a.size])
+            specs.append(array_spec(a.dtype, a.count, a))
         else:
             array = as_frame_array(a)
             specs.append(array_spec(array.dtype, int(array.shape[0])))
@@ -127,18 +128,19 @@ def encode(msg: Message) -> list[Any]:
     return [header, *frames]
 
 
-def array_spec(dtype: np.dtype, count: int, segment: Any = None) -> list[Any]:
-    """How a header names an array: ``[dtype, count]``, or with the ``dataplane.Segment``
-    that holds it, ``[dtype, count, segment, fd, size]``."""
-    if segment is None:
+def array_spec(dtype: np.dtype, count: int, shared: Shared | None = None) -> list[Any]:
+    """How a header names an array: ``[dtype, count]``, or where it lies in shared memory
+    (``shared``), ``[dtype, count, segment, fd, size]`` and its offset there if not 0."""
+    if shared is None:
         return [_DTYPE_NAMES[dtype], count]
-    return [_DTYPE_NAMES[dtype], count, segment.id, segment.fd, segment.size]
+    spec = [_DTYPE_NAMES[dtype], count, shared.segment, shared.fd, shared.size]
+    return [*spec, shared.offset] if shared.offset else spec
 
 
 def describe_shared(spec: Any) -> Shared | None:
-    """The ``Shared`` array a ``[dtype, count, segment, fd, size]`` spec describes, or
-    None when ``spec`` is not one."""
-    if isinstance(spec, list) and len(spec) == 5 and spec[0] in DTYPES \
+    """The ``Shared`` array a ``[dtype, count, segment, fd, size(, offset)]`` spec
+    describes, or None when ``spec`` is not one."""
+    if isinstance(spec, list) and len(spec) in (5, 6) and spec[0] in DTYPES \
             and all(_is_uint(v) for v in spec[1:]):
         return Shared(DTYPES[spec[0]], *spec[1:])
     return None
@@ -253,7 +255,7 @@ def decode(frames: list[Any], max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
     for i, spec in enumerate(specs):
         shared = describe_shared(spec)
         if shared is not None:
-            if shared.nbytes > shared.size:
+            if shared.end > shared.size:
                 raise _bad(f"array {i} does not fit the segment it names", rid)
             declared.append(shared)
         elif (isinstance(spec, list) and len(spec) == 2 and spec[0] in DTYPES
@@ -261,7 +263,7 @@ def decode(frames: list[Any], max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
             declared.append((DTYPES[spec[0]], spec[1]))
         else:
             raise _bad(f"array {i} is declared as {spec!r}, not [dtype, count] or [dtype, "
-                       "count, segment, fd, size]", rid)
+                       "count, segment, fd, size(, offset)]", rid)
     framed = sum(not isinstance(d, Shared) for d in declared)
     if framed != len(frames) - 1:
         raise _bad(f"header declares {framed} arrays in frames but {len(frames) - 1} frames "

@@ -147,7 +147,7 @@ class Handlers:
                 outputs.append((np.empty(spec[1], dtype=protocol.DTYPES[spec[0]]), None))
             else:
                 raise ProtocolError(f"output spec {spec!r} is not [dtype, count] or [dtype, "
-                                    "count, segment, fd, size]",
+                                    "count, segment, fd, size(, offset)]",
                                     "Use matching vyre versions in the parent and the workers.")
         return outputs
 

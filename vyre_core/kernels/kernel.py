@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from vyre_core import shared_arrays
 from vyre_core.errors import (
     InvalidConfigError,
     InvalidInputError,
@@ -166,6 +167,9 @@ class LaunchPlan(Written):
                  names: Sequence[str]) -> None:
         self.program = compiled.program
         self.exact = compiled.exact
+        for name, value, t in zip(names, args, compiled.types, strict=True):
+            if isinstance(t, ArrayType):
+                shared_arrays.check(value, f"argument {name!r}")
         self.inputs: list[Any] = [value.reshape(-1) if isinstance(t, ArrayType) else
                                   scalar_argument(name, value, t) for name, value, t in
                                   zip(names, args, compiled.types, strict=True)]

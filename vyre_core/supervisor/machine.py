@@ -76,7 +76,8 @@ class Request:
                  retries: int = 0, slot: int | None = None, generation: int | None = None,
                  internal: bool = False, outputs: list[tuple[Any, int]] | None = None,
                  devices: frozenset[int] | None = None,
-                 capable: frozenset[str] | None = None) -> None:
+                 capable: frozenset[str] | None = None, into: list[Any] | None = None
+                 ) -> None:
         self.id = next(_ids)
         self.op = op
         self.meta = meta
@@ -88,6 +89,7 @@ class Request:
         self.generation = generation
         self.internal = internal
         self.outputs = outputs          # (dtype, count) per output, when known
+        self.into = into                # per output, the caller's array to write it into
         self.devices = devices          # the devices it may run on (None: any), by routing
         # the identities of the probed capabilities a worker must have to run it (None:
         # any), by routing, for pools whose workers of one device probed unlike (on
@@ -135,7 +137,8 @@ class Request:
         return Request(self.op, self.meta, self.arrays, deadline=self.deadline,
                        timeout=self.timeout, retries=self.retries, slot=self.slot,
                        generation=self.generation, internal=self.internal,
-                       outputs=self.outputs, devices=self.devices, capable=self.capable)
+                       outputs=self.outputs, devices=self.devices, capable=self.capable,
+                       into=self.into)
 
 
 # -- actions: what the I/O shell must do -------------------------------------------------

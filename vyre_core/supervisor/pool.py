@@ -33,7 +33,7 @@ import blake3
 import psutil
 import zmq
 
-from vyre_core import framing, protocol
+from vyre_core import framing, protocol, shared_arrays
 from vyre_core.dataplane import SHARE_THRESHOLD, Segment, SegmentPool, Shared
 from vyre_core.errors import (
     PoolFailedError,
@@ -185,21 +185,26 @@ class Pool(PoolFacts):
         for data in request.arrays:
             array = protocol.as_frame_array(data)
             request.input_bytes += array.nbytes
-            segment = self._segments.place(array) if array.nbytes >= SHARE_THRESHOLD else None
+            segment = self._lend(request, array)  # (a caller's array in shared memory)
+            if segment is None and array.nbytes >= SHARE_THRESHOLD:
+                segment = self._segments.place(array)
+                if segment is not None:
+                    request.shared.append(segment)
             if segment is None:
                 arrays.append(array)
             else:
-                request.shared.append(segment)
                 arrays.append(segment.describe(array.dtype, array.shape[0]))
         meta = request.meta
         if request.outputs:
-            slots = [self._share(request, dtype.itemsize * count)
-                     for dtype, count in request.outputs]
+            slots = [self._share(request, dtype.itemsize * count, into)
+                     for (dtype, count), into in zip(
+                         request.outputs, request.into or [None] * len(request.outputs),
+                         strict=True)]
             if any(slots):  # else the worker returns them as usual
                 request.out_slots = slots
-                meta = {**meta, "out": [protocol.array_spec(dtype, count, slot) for
-                                        (dtype, count), slot in zip(request.outputs, slots,
-                                                                    strict=True)]}
+                meta = {**meta, "out": [protocol.array_spec(
+                    dtype, count, slot and slot.describe(dtype, count)) for
+                    (dtype, count), slot in zip(request.outputs, slots, strict=True)]}
         request.wire = (meta, arrays)
         if self._machine.holds_everywhere(request):
             request.lean = True  # every worker holds the program: name it, do not send it
@@ -207,19 +212,37 @@ class Pool(PoolFacts):
         return protocol.encode_checked(Message(request.op, request.id, 0, meta, arrays),
                                        self.options.max_message_bytes)
 
-    def _share(self, request: Request, nbytes: int) -> Segment | None:
-        """A segment for ``nbytes`` of ``request``'s data, or None: small, or no shared
-        memory to be had (the data then rides the socket)."""
+    def _share(self, request: Request, nbytes: int, into: Any = None
+               ) -> Segment | shared_arrays.Lent | None:
+        """A segment for ``nbytes`` of ``request``'s data (the caller's own ``into`` array
+        when it lies in shared memory), or None: small, or no shared memory to be had (the
+        data then rides the socket)."""
+        lent = None if into is None else self._lend(request, into)
+        if lent is not None:
+            return lent
         segment = self._segments.take(nbytes) if nbytes >= SHARE_THRESHOLD else None
         if segment is not None:
             request.shared.append(segment)
         return segment
 
+    def _lend(self, request: Request, array: Any) -> shared_arrays.Lent | None:
+        """``array`` held for ``request`` when it is a caller's array in shared memory
+        (``Driver.empty``) that crosses as it is, without a copy."""
+        lent = shared_arrays.lend(array) if self._segments.enabled else None
+        if lent is not None:
+            request.shared.append(lent)
+        return lent
+
     def _release(self, request: Request) -> None:
-        """No worker can write ``request``'s segments any more: reuse them."""
+        """No worker can write ``request``'s segments any more: reuse them (a caller's
+        own: let go of them, and of every reference to the caller's arrays)."""
         shared, request.shared = request.shared, []
+        request.into, request.out_slots = None, []
         for segment in shared:
-            self._segments.give_back(segment)
+            if isinstance(segment, shared_arrays.Lent):
+                segment.release()
+            else:
+                self._segments.give_back(segment)
 
     def _results(self, request: Request, value: Any) -> Any:
         """A reply with its shared outputs as arrays over the request's own output slots
@@ -242,7 +265,9 @@ class Pool(PoolFacts):
                     return self._misnamed(request)
             results.append(array)
         for i, (array, segment) in enumerate(zip(arrays, slots, strict=True)):
-            if segment is not None:
+            if isinstance(segment, shared_arrays.Lent):
+                results[i] = segment.array  # the caller's own array, written in place
+            elif segment is not None:
                 request.shared.remove(segment)  # (the result holds it now)
                 results[i] = self._segments.result(segment, array.dtype, array.count)
         request.out_slots = []
