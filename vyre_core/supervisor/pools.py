@@ -9,7 +9,6 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from concurrent import futures
 
 import zmq
 
@@ -20,6 +19,7 @@ from vyre_core.errors import DispatchTimeoutError, PoolFailedError, VyreError
 from vyre_core.protocol import Op
 from vyre_core.registry import Registry
 from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.outcome import wait_first
 from vyre_core.supervisor.pool import Pool, Request
 from vyre_core.supervisor.process import list_devices
 from vyre_core.supervisor.published import SUFFIX
@@ -127,15 +127,15 @@ class Pools:
                  for d in pool.unprobed_devices]
         waiting = set(pings)
         while waiting:  # the first answer: failures only when every device failed
-            done, waiting = futures.wait(waiting, return_when=futures.FIRST_COMPLETED)
+            done, waiting = wait_first(waiting)
             if any(f.exception() is None for f in done):
                 break
             if not waiting:
                 raise next(iter(done)).exception()
         if waiting:
-            futures.wait(waiting, pool.options.startup_timeout if deadline is None
-                         else max(0.0, min(deadline - time.monotonic(),
-                                           pool.options.startup_timeout)))
+            wait_first(waiting, pool.options.startup_timeout if deadline is None
+                       else max(0.0, min(deadline - time.monotonic(),
+                                         pool.options.startup_timeout)), every=True)
         caps = pool.capabilities
         if caps is None:  # answered, yet no hello was recorded: cannot happen
             raise PoolFailedError(f"backend {backend!r} answered without saying hello",
