@@ -92,6 +92,7 @@ class Handlers:
                 msg.arrays = [self._shared(a) if isinstance(a, Shared) else a
                               for a in msg.arrays]
             meta, arrays = self._handlers[msg.op](msg)
+            cancel.check()  # (cancelled while it ran: what it computed is not a result)
             if msg.op in _COMPILE_OPS or time.monotonic() >= self._cache_report_at:
                 meta = self._with_cache_report(meta)
             reply = Message(Op.REPLY, msg.id, generation, meta, arrays)

@@ -106,6 +106,10 @@ class Kernel:
     source: str
 
 
+#: The workgroup loop's safe point: a cancelled call runs no further workgroup.
+_STOP_WORKGROUP = ("        if stop[0] == stop[3]:", "            continue")
+
+
 def refusal(program: Program) -> str | None:
     """Why this backend cannot run ``program`` (None: it can)."""
     for b in program.buffers:
@@ -205,10 +209,11 @@ class _Writer:
             "",
             "",
             f"@njit(cache=True, nogil=True, parallel={parallel})",
-            f"def kernel(gx, gy, gz, {args}):",
+            f"def kernel(gx, gy, gz, stop, {args}):",
             *self.entry,
             "    per_plane = gx * gy",
             f"    for wg in {'prange' if parallel else 'range'}(gx * gy * gz):",
+            *_STOP_WORKGROUP,
             "        wz = wg // per_plane",
             "        wy = (wg - wz * per_plane) // gx",
             "        wx = wg - wz * per_plane - wy * gx",
@@ -272,10 +277,11 @@ class _Writer:
             out.append(f"    alive = np.ones({lanes}, np.bool_)")
         out += [*body, "",
                 "", f"@njit(cache=True, nogil=True, parallel={parallel})",
-                f"def kernel(gx, gy, gz, {storage_args}):",
+                f"def kernel(gx, gy, gz, stop, {storage_args}):",
                 *self.entry,
                 "    per_plane = gx * gy",
                 f"    for wg in {'prange' if parallel else 'range'}(gx * gy * gz):",
+                *_STOP_WORKGROUP,
                 "        wz = wg // per_plane",
                 "        wy = (wg - wz * per_plane) // gx",
                 "        wx = wg - wz * per_plane - wy * gx",
@@ -552,6 +558,7 @@ class _Writer:
                     self.arrays.append((name, DType.U32))
                     self.uniform_vars.discard(var)
                 self.emit(depth, f"for {counter} in {self.loop_range(start, end, step)}:")
+                self.stop_check(depth + 1)
                 self.scopes.append({var: (name, DType.U32)})
                 self.emit(depth + 1, f"{self.lane(name)} = np.uint32({counter})")
                 self.block(body, depth + 1)
@@ -559,6 +566,7 @@ class _Writer:
                 self.after_loop(s, depth)
             case While(cond, body, max_trips):
                 self.while_head(cond, max_trips, depth)
+                self.stop_check(depth + 1)
                 self.block(body, depth + 1)
                 self.after_loop(s, depth)
             case Break():
@@ -573,6 +581,15 @@ class _Writer:
             case _:
                 raise UnsupportedFeatureError(f"the cpu backend cannot run {type(s).__name__}",
                                               "Let routing pick another backend.")
+
+    def stop_check(self, depth: int) -> None:
+        """A loop's back-edge is a safe point: a cancelled call leaves the loop there
+        (``stop`` is ``vyre_core.cancel.words()``; the worker discards what it computed).
+        Lockstep code runs in ``workgroup``, which has no ``stop``: it stops between
+        workgroups alone."""
+        if not self.lockstep:
+            self.emit(depth, "if stop[0] == stop[3]:")
+            self.emit(depth + 1, "break")
 
     def loop_range(self, start: Expr, end: Expr, step: Expr) -> str:
         """The Python range of a loop's counter (int64: no u32 step wraps it)."""
