@@ -76,7 +76,7 @@ _CLOSE = object()  # the inbox marker that asks the I/O thread to close
 _CANCEL = object()  # (_CANCEL, request): its caller cancelled it
 FORK_SERVER_LOSSES = 3
 #: What the I/O thread reads from one lane per round at most (it holds the pool's lock):
-#: a large reply to a request nobody waits on is taken a slice at a time.
+#: a large reply is taken a slice at a time.
 IO_READ_BUDGET = 1 << 20
 
 
@@ -299,7 +299,7 @@ class Pool(PoolFacts):
         fault, unless the worker went in the middle of a message: either way nothing more
         is read from it, and a live worker is stopped (its death then handled as any
         other). So is one whose stream was left in an unknown state by an exception in the
-        middle of reading (a signal handler's)."""
+        middle of reading (only a bug, or one thrown into the I/O thread itself)."""
         if lane.closed or lane.broken:
             return []
         try:
@@ -328,8 +328,8 @@ class Pool(PoolFacts):
         return messages
 
     def _break(self, lane: Lane) -> None:
-        """An exception (a signal handler's) cut lane I/O short: what is on the stream is
-        unknown, so nothing more crosses it and its worker is stopped."""
+        """Lane I/O was cut short (a send stalled part-way, an exception): what is on the
+        stream is unknown, so nothing more crosses it and its worker is stopped."""
         lane.broken = True
         self._kill_worker_of(lane)
 
