@@ -9,7 +9,8 @@ import pytest
 from supervision_harness import Shell
 
 from vyre_core.errors import DispatchCancelledError
-from vyre_core.supervisor.machine import Stop
+from vyre_core.protocol import Op
+from vyre_core.supervisor.machine import Request, Stop
 from vyre_core.supervisor.outcome import InvalidStateError, Outcome
 
 pytestmark = pytest.mark.fast
@@ -106,3 +107,14 @@ def test_an_outcome_has_exactly_one_completion_whoever_races():
         else:
             assert outcome.result() == 7
         assert not outcome.cancel()  # a second cancel, or one after the answer: a no-op
+
+
+def test_a_call_cancelled_before_the_rules_had_it_is_answered_and_never_runs():
+    """Its cancel overtook it in the pool's inbox: answered now; the shell then drops the
+    request itself (it is done)."""
+    shell = Shell()
+    late = Request(Op.DISPATCH, {}, [])
+    shell.machine.cancel(late, shell.now)
+    shell.run()
+    assert isinstance(shell.result(late), DispatchCancelledError) and late.done
+    assert shell.sends == []

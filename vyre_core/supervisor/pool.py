@@ -501,6 +501,8 @@ class Pool(PoolFacts):
                 self._machine.close(now)
             elif isinstance(item, tuple):
                 self._machine.cancel(item[1], now)
+            elif item.done:
+                pass  # (cancelled before it was handed over: answered, its memory released)
             elif item.future is not None and item.future.cancelled():
                 self._machine.submit(item, now)  # (answered at once: nothing runs)
                 self._machine.cancel(item, now)
