@@ -671,8 +671,9 @@ class Driver:
     def dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                        config: DispatchConfig | None = None, *,
                        dim: int | Sequence[int] | None = None) -> PendingResult:
-        """Start a dispatch and return at once; the handle has ``is_ready()`` and
-        ``result(timeout)``. Routing, fall-over and refusals work as in ``dispatch``:
+        """Start a dispatch and return at once; the handle has ``is_ready()``,
+        ``result(timeout)`` and ``cancel()``. Routing, fall-over and refusals work as in
+        ``dispatch``:
         when a pool must be started or probed first, that happens off the caller's
         thread. Errors in the program, inputs or launch are raised here, at once. ``dim``
         as in ``dispatch``."""
