@@ -674,8 +674,8 @@ class Driver:
         """Start a dispatch and return at once; the handle has ``is_ready()``,
         ``result(timeout)`` and ``cancel()``. Routing, fall-over and refusals work as in
         ``dispatch``: when a pool must be started or probed first, that happens off the
-        caller's thread. Errors in the program, inputs or launch are raised here, at once. ``dim``
-        as in ``dispatch``."""
+        caller's thread. Errors in the program, inputs or launch are raised here, at once.
+        ``dim`` as in ``dispatch``."""
         config = _launch_config(config, dim)
         if config.tuned:
             config = self.tuned_config(program, inputs, backend, config)
