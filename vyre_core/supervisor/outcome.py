@@ -137,7 +137,7 @@ class Outcome:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return False
-                    ms = max(1, min(1000, int(remaining * 1000) + 1))
+                    ms = max(1, int(min(1000.0, remaining * 1000)) + 1)
                 own.poll(ms)
             return True
         finally:
@@ -180,7 +180,7 @@ def wait_first(outcomes: set[Outcome], timeout: float | None = None,
             if (len(done) == len(outcomes)) if every else done:
                 break
             ms = 1000 if deadline is None else \
-                min(1000, int((deadline - time.monotonic()) * 1000) + 1)
+                int(min(1000.0, (deadline - time.monotonic()) * 1000)) + 1
             if ms <= 0:
                 break
             own.poll(ms)
