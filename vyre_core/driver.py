@@ -27,8 +27,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import InvalidStateError, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -59,6 +58,7 @@ from vyre_core.routing import Explanation, RouteDecision, RoutingPolicy
 from vyre_core.sequence import Role, output_buffers
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.shadow_sampler import Every, Sample, ShadowSampler, default_dir
+from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.pool import Pool, PoolOptions, Request
 from vyre_core.supervisor.pools import Pools
 from vyre_core.supervisor.rundir import RunDir
@@ -163,13 +163,25 @@ def _read_write(program: Program) -> dict[int, int]:
 
 
 class PendingResult:
-    """A dispatch in flight: ``is_ready()`` and ``result(timeout)``."""
+    """A dispatch in flight: ``is_ready()``, ``result(timeout)`` and ``cancel()``."""
 
-    def __init__(self, future: Future) -> None:
+    def __init__(self, future: Outcome) -> None:
         self._future = future
 
     def is_ready(self) -> bool:
         return self._future.done()
+
+    def cancel(self) -> bool:
+        """Cancel the call: True if this cancelled it, False (a no-op) when it had already
+        finished, failed or been cancelled. Safe from any thread. A waiting call is
+        dropped; a running one is stopped at its worker's next safe point (or its worker
+        is replaced, docs/operations.md "Cancelling a call"). Exactly one of a cancel and
+        the call's answer wins: after a True, ``result()`` raises
+        ``DispatchCancelledError``."""
+        return self._future.cancel()
+
+    def cancelled(self) -> bool:
+        return self._future.cancelled()
 
     def result(self, timeout: float | None = None) -> Outputs:
         return _outputs(*self._future_result(timeout))
@@ -177,12 +189,17 @@ class PendingResult:
     def _future_result(self, timeout: float | None) -> tuple[dict[str, Any], list[Any]]:
         timeout = _checked_timeout(timeout, zero=True)
         try:
-            return self._future.result(timeout)
-        except FutureTimeout:
-            raise DispatchTimeoutError(
-                f"the dispatch did not finish within result(timeout={timeout})",
-                "Wait longer; the dispatch keeps running (its own deadline is "
-                "DispatchConfig.timeout).") from None
+            if not self._future.wait(timeout):
+                raise DispatchTimeoutError(
+                    f"the dispatch did not finish within result(timeout={timeout})",
+                    "Wait longer; the dispatch keeps running (its own deadline is "
+                    "DispatchConfig.timeout).")
+        except DispatchTimeoutError:
+            raise
+        except BaseException:  # Ctrl-C (any exception) while waiting: the call is cancelled
+            self._future.cancel()
+            raise
+        return self._future.result()
 
 
 def _kernel_plan(kernel: Any, dim: Any, args: Sequence[Any], shapes: Any = None,
@@ -208,7 +225,7 @@ def _kernel_plan(kernel: Any, dim: Any, args: Sequence[Any], shapes: Any = None,
 class _LaunchResult(PendingResult):
     """A launch in flight: ``result()`` fills the caller's arrays, once."""
 
-    def __init__(self, future: Future, plan: Written) -> None:
+    def __init__(self, future: Outcome, plan: Written) -> None:
         super().__init__(future)
         self._plan: Written | None = plan
 
@@ -780,11 +797,11 @@ class Driver:
     def dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                        config: DispatchConfig | None = None, *,
                        dim: int | Sequence[int] | None = None) -> PendingResult:
-        """Start a dispatch and return at once; the handle has ``is_ready()`` and
-        ``result(timeout)``. Routing, fall-over and refusals work as in ``dispatch``:
-        when a pool must be started or probed first, that happens off the caller's
-        thread. Errors in the program, inputs or launch are raised here, at once. ``dim``
-        as in ``dispatch``."""
+        """Start a dispatch and return at once; the handle has ``is_ready()``,
+        ``result(timeout)`` and ``cancel()``. Routing, fall-over and refusals work as in
+        ``dispatch``: when a pool must be started or probed first, that happens off the
+        caller's thread. Errors in the program, inputs or launch are raised here, at once.
+        ``dim`` as in ``dispatch``."""
         return self._dispatch_async(program, inputs, backend, _launch_config(config, dim),
                                     None)
 
@@ -798,44 +815,60 @@ class Driver:
         if out is not None:  # (program: now the launch, what routing weighs)
             _check_out(source, request.outputs, out)
             _writing_into(request, out, _read_write(source))
-        outcome: Future = Future()
+        outcome = Outcome()
+        running: list[Outcome] = []  # the outcome of the request that runs it now
+        outcome.on_cancel = lambda: running and running[-1].cancel()
         caller = contextvars.copy_context()  # (its span is the parent of the call's spans)
         pool, _ = self.routing.decide(program, backend)
         if pool is None:
-            self._in_background(outcome, program, backend, request, caller)
+            self._in_background(outcome, running, program, backend, request, caller)
         else:
             first = self.routing.place(request.renewed(), program, backend, pool)
+            running.append(first.future)
             pool.submit(first).add_done_callback(
-                lambda done: self._async_done(done, outcome, program, backend, request, pool,
-                                              first, caller))
+                lambda done: self._async_done(done, outcome, running, program, backend,
+                                              request, pool, first, caller))
         return PendingResult(outcome)
 
-    def _async_done(self, done: Future, outcome: Future, program: Launch,
-                    backend: str | None, request: Request, pool: Pool, ran: Request,
-                    caller: contextvars.Context) -> None:
+    def _async_done(self, done: Outcome, outcome: Outcome, running: list[Outcome],
+                    program: Launch, backend: str | None, request: Request, pool: Pool,
+                    ran: Request, caller: contextvars.Context) -> None:
         """Runs in the pool's I/O thread: pass the answer on (of ``ran``, the copy of
         ``request`` that ran), or hand the call to a background thread when routing must
-        try again."""
+        try again. (``outcome`` may be cancelled meanwhile: it then stays so.)"""
+        if done.cancelled() or outcome.done():
+            return
         exc = done.exception()
-        if exc is not None and self.routing.again(exc, program, backend, pool, ran):
-            self._in_background(outcome, program, backend, request, caller)
-        elif exc is not None:
-            outcome.set_exception(exc)
-        else:
-            outcome.set_result(done.result())
+        with contextlib.suppress(InvalidStateError):
+            if exc is not None and self.routing.again(exc, program, backend, pool, ran):
+                self._in_background(outcome, running, program, backend, request, caller)
+            elif exc is not None:
+                outcome.set_exception(exc)
+            else:
+                outcome.set_result(done.result())
 
-    def _in_background(self, outcome: Future, program: Launch, backend: str | None,
-                       request: Request, caller: contextvars.Context) -> None:
+    def _in_background(self, outcome: Outcome, running: list[Outcome], program: Launch,
+                       backend: str | None, request: Request,
+                       caller: contextvars.Context) -> None:
         """Route and run the call on a background thread, in (a copy of) the caller's
-        context."""
+        context; each request made for it goes into ``running`` (so a cancel reaches it)."""
+        def made(pool: Pool) -> Request:
+            renewed = request.renewed()
+            running.append(renewed.future)
+            if outcome.cancelled():
+                renewed.future.cancel()
+            return renewed
+
         def run() -> None:
+            if outcome.done():
+                return
             try:
-                _, _, reply = self.routing.call(program, backend,
-                                                lambda pool: request.renewed(),
-                                                request.deadline, request.timeout)
+                _, _, reply = self.routing.call(program, backend, made, request.deadline,
+                                                request.timeout)
                 outcome.set_result(reply)
             except BaseException as exc:
-                outcome.set_exception(exc)
+                with contextlib.suppress(InvalidStateError):
+                    outcome.set_exception(exc)
 
         with self._lock:
             if self._executor is None:
@@ -844,8 +877,9 @@ class Driver:
         try:
             executor.submit(caller.copy().run, run)
         except RuntimeError:  # shut down: the driver is closing
-            outcome.set_exception(PoolFailedError("the driver was closed",
-                                                  "Create a new vyre Driver."))
+            with contextlib.suppress(InvalidStateError):
+                outcome.set_exception(PoolFailedError("the driver was closed",
+                                                      "Create a new vyre Driver."))
 
     def compile(self, program: Program, backend: str | None = None,
                 config: DispatchConfig | None = None,

@@ -12,6 +12,7 @@ into the family.
 
 from __future__ import annotations
 
+import concurrent.futures
 import difflib
 import errno
 import traceback
@@ -272,6 +273,14 @@ class MessageLostError(BackendFaultError):
                    "the workers' output in `Driver.status()` and `vyre doctor`.")
 
 
+class DispatchCancelledError(CallerError, concurrent.futures.CancelledError):
+    """The call was cancelled: cancel(), or an exception (Ctrl-C) in the waiting thread."""
+
+    code = 1308
+    default_fix = ("Nothing to fix if the cancel was meant: call again for a result. What "
+                   "a cancelled call wrote to resident buffers is unspecified.")
+
+
 # -- Routing and plugins -----------------------------------------------------------------
 
 class NoCapableBackendError(UnavailableError):
@@ -305,6 +314,7 @@ _CATALOG: dict[int, type[VyreError]] = {
                 DeviceOutOfMemoryError, DeviceLostError, KernelCompileError, DispatchError,
                 DispatchTimeoutError, WorkerCrashedError, PoolFailedError,
                 PipelineInvalidatedError, ProtocolError, SystemResourceError, MessageLostError,
+                DispatchCancelledError,
                 NoCapableBackendError, PluginLoadError, ClusterUnavailableError)
 }
 

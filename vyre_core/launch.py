@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from vyre_core import abi
+from vyre_core import abi, cancel
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Capabilities, Outputs, TimedDispatch, Timing, wall_clock_ns
 from vyre_core.errors import InvalidConfigError, InvalidInputError, LaunchLimitError
@@ -194,6 +194,7 @@ def run_launch(plan: LaunchPlan, runner: Runner, backend: str) -> Outputs:
     rw = [i for i, b in enumerate(plan.program.inputs) if b.access is Access.READ_WRITE]
     rw_out = [i for i, b in enumerate(plan.program.outputs) if b.access is Access.READ_WRITE]
     for _ in range(plan.config.fixpoint_iterations):
+        cancel.check()  # (between passes: a safe point to stop a cancelled call)
         start = wall_clock_ns()
         result = runner(plan.program, inputs, plan.config)
         elapsed = wall_clock_ns() - start

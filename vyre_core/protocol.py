@@ -325,12 +325,16 @@ class ProgressPage:
     """A page of memory shared by a worker and its parent (a memfd the worker inherits).
 
     Layout: the id of the last request the worker's main thread received, the id of the
-    last one it answered and that answer's size in bytes (little-endian u64 each), then
-    the start-up hand-over (identity and hello token, msgpack), which the worker erases
-    once read."""
+    last one it answered and that answer's size in bytes, the id of a request its caller
+    cancelled (written by the parent; little-endian u64 each), then the start-up hand-over
+    (identity and hello token, msgpack), which the worker erases once read. The worker is
+    to stop the request it runs when the first and fourth words are equal
+    (``stop_requested``; ``vyre_core.cancel``)."""
 
     SIZE = 4096
     _IDS = struct.Struct("<QQQ")
+    _WORDS = struct.Struct("<QQQQ")
+    CANCEL_AT = 24
     _BOOT = 64
 
     def __init__(self, fd: int) -> None:
@@ -378,6 +382,20 @@ class ProgressPage:
     def answered(self, request_id: int, nbytes: int) -> None:
         struct.pack_into("<Q", self._map, 16, nbytes)  # the size first: read with the id
         struct.pack_into("<Q", self._map, 8, request_id)
+
+    def cancel(self, request_id: int) -> None:
+        """(Parent.) Ask the worker to stop request ``request_id`` at its next safe point."""
+        struct.pack_into("<Q", self._map, self.CANCEL_AT, request_id)
+
+    def stop_requested(self) -> bool:
+        """(Worker.) Whether the request it received last was cancelled."""
+        received, _, _, cancelled = self._WORDS.unpack_from(self._map, 0)
+        return received != 0 and received == cancelled
+
+    def words(self) -> memoryview:
+        """The four words as a writable u64 view (for code that checks the stop itself,
+        compiled code say: ``words[0] == words[3]``)."""
+        return memoryview(self._map)[:self._WORDS.size].cast("Q")
 
     def close(self) -> None:
         self._map.close()

@@ -24,7 +24,7 @@ import traceback
 
 import zmq
 
-from vyre_core import protocol
+from vyre_core import cancel, protocol
 from vyre_core.dataplane import SegmentMaps
 from vyre_core.errors import as_vyre_error
 from vyre_core.protocol import Message, Op, ProgressPage
@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     die_with_parent(args.parent_pid if parent_pid is None else parent_pid)
     page = ProgressPage(args.page_fd)
     handover = page.take_handover()
+    cancel.install(page)  # a cancelled call stops at the backend's next safe point
     identity, token = handover["identity"], handover["token"]
     generation = handover["generation"]
     title.name_worker(args.backend, generation, args.device, args.parent_pid)

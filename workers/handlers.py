@@ -15,7 +15,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from vyre_core import protocol
+from vyre_core import cancel, protocol
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import CacheSnapshot, Timing, wall_clock_ns
 from vyre_core.dataplane import SegmentMaps, Shared
@@ -87,10 +87,12 @@ class Handlers:
         """The reply to ``msg`` (a request), as ``generation``: its result, or the error it
         raised as an error reply."""
         try:
+            cancel.check()  # (cancelled before it arrived: nothing runs)
             if any(isinstance(a, Shared) for a in msg.arrays):
                 msg.arrays = [self._shared(a) if isinstance(a, Shared) else a
                               for a in msg.arrays]
             meta, arrays = self._handlers[msg.op](msg)
+            cancel.check()  # (cancelled while it ran: what it computed is not a result)
             if msg.op in _COMPILE_OPS or time.monotonic() >= self._cache_report_at:
                 meta = self._with_cache_report(meta)
             reply = Message(Op.REPLY, msg.id, generation, meta, arrays)

@@ -73,7 +73,12 @@ SURVIVES = """
         except KeyboardInterrupt:
             interrupted = True
         # the workers saw nothing of the Ctrl-C: the same process serves both handles
-        state(step=step, interrupted=interrupted)
+        try:
+            state(step=step, interrupted=interrupted)
+            if step == "second":
+                signal.pause()  # the test looks at the worker, then says close (a SIGINT)
+        except KeyboardInterrupt:
+            pass
     drv.close()
 """
 
@@ -101,6 +106,7 @@ def test_ctrl_c_reaches_the_caller_and_spares_pipelines_and_resident_buffers(tmp
         child.interrupt()
         assert child.report() == dict(same, step="second")
         assert running(worker)
+        child.interrupt()  # (only now may it close: its close stops the worker)
 
         assert child.proc.wait(timeout=30) == 0, child.stderr()
         assert not wait_gone([worker]), "the worker outlived its driver"
@@ -332,15 +338,16 @@ INTERRUPTED_SENDS = """
 def test_ctrl_c_while_a_call_sends_leaves_its_lane_and_worker_serving(tmp_path):
     """Found by a hostile pass: a Ctrl-C that cut a call short while it sent on its
     worker's lane left the lane held for good; the next call then waited and failed with
-    MessageLostError. Now the send finishes whole, the lane is given back, the reply of the
-    cut call is collected, and the worker serves on."""
+    MessageLostError. Now no calling thread sends at all (the pool's I/O thread does: the
+    patched send never runs on the main thread), Ctrl-Cs at random moments cancel their
+    calls, and the worker serves on."""
     child = Child(tmp_path, INTERRUPTED_SENDS)
     try:
         found = child.report(timeout=90)
         assert child.proc.wait(timeout=30) == 0, child.stderr()
     finally:
         child.stop()
-    assert found["first"] == "interrupted", found
+    assert found["first"] == "returned", found
     assert found["after_cut"] and found["after_cut_seconds"] < 1.0, found
     assert found["exact"] and found["last"] and found["last_seconds"] < 1.0, found
     assert found["same_worker"] and found["lost"] == 0, found

@@ -16,7 +16,7 @@ import logging
 import secrets
 import threading
 import time
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import InvalidStateError
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from vyre_core.supervisor.machine import (
     Spawn,
 )
 from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.outcome import Outcome
 
 _log = logging.getLogger("vyre.cluster")
 #: The longest the pool's thread waits on Ray before it looks again (hellos, heartbeats
@@ -85,7 +86,7 @@ class RayPool(PoolFacts):
         self._pending: dict[Any, tuple[str, int, bytes, Request | None]] = {}
         self._beating: set[int] = set()            # slots with a heartbeat outstanding
         self._beat_at: dict[int, float] = {}
-        self._resolved: list[tuple[Future, Any]] = []
+        self._resolved: list[tuple[Outcome, Any]] = []
         self._changed = False
         self._state = "new"                        # new, running, closing, stopped
         self._thread: threading.Thread | None = None
@@ -118,10 +119,11 @@ class RayPool(PoolFacts):
 
     # -- calls ---------------------------------------------------------------------------
 
-    def submit(self, request: Request) -> Future:
+    def submit(self, request: Request) -> Outcome:
         """Hand ``request`` to the rules; its future always resolves."""
         future = request.future
         self._begin_span(request)
+        future.on_cancel = lambda: self._cancel(request)
         try:
             self._start()
             self._place_arrays(request)
@@ -140,6 +142,7 @@ class RayPool(PoolFacts):
         and retries are the rules' as always."""
         future = request.future
         self._begin_span(request)
+        future.on_cancel = lambda: self._cancel(request)
         request.waker = own = object()
         self._start()
         self._place_arrays(request)
@@ -157,6 +160,15 @@ class RayPool(PoolFacts):
                 with contextlib.suppress(TimeoutError):
                     future.result(LOOK_EVERY)
         return future.result()
+
+    def _cancel(self, request: Request) -> None:
+        """(The cancelling thread.) Tell the rules: an actor cannot be told to stop at a
+        safe point (its stop request goes nowhere), so one running the call is killed
+        after ``cancel_grace``, a planned stop."""
+        with interrupts_deferred(), self._lock:
+            self._machine.cancel(request, time.monotonic())
+            self._carry(self._machine.take_actions())
+        self._deliver()
 
     def _place_arrays(self, request: Request) -> None:
         """(The caller's thread, outside the lock.) Large inputs go into Ray's object store

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from vyre_core import cancel
 from vyre_core.config import DispatchConfig
 from vyre_core.sequence.model import Sequence
 from vyre_core.sequence.nodes import Item, LoopRun, Role, Step, StepLoop
@@ -90,6 +91,7 @@ def _run_body(items: tuple[Item, ...], arrays: dict[str, np.ndarray], run_step: 
 
 
 def _run(step: Step, arrays: dict[str, np.ndarray], run_step: StepRunner) -> None:
+    cancel.check()  # (between steps: a safe point to stop a cancelled call)
     outputs = run_step(step, [arrays[name] for name in step.inputs()])
     for name, out in zip(step.outputs(), outputs, strict=True):
         arrays[name] = out

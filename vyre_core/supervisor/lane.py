@@ -1,15 +1,13 @@
 """The hot path's two pieces of I/O: a worker's lane and a calling thread's waker.
 
 A *lane* is the pool's end of the socket pair requests to one worker process travel on
-(``framing.py``), so the thread that carries a request sends it and receives its reply
-itself: no hop through the pool's I/O thread. The rules give a worker one request at a
-time, so one thread at a time uses its lane: the caller waiting on that request, or the
-I/O thread for requests nobody waits on (``dispatch_async``, internal ones). Taking and
-giving a lane goes through a mutex. A lane whose worker exited is closed by whoever gives
-it back last.
+(``framing.py``). The pool's I/O thread sends each request on it and reads the reply
+(no calling thread ever does: an exception thrown into one could cut a message in two).
+Taking and giving a lane goes through a mutex. A lane whose worker exited is closed by
+whoever gives it back last.
 
-A *waker* is an eventfd per calling thread: whoever answers that thread's request, or
-gives it a worker to send it to, writes it; the thread polls it beside its lane.
+A *waker* is an eventfd per waiting thread: whoever completes an outcome that thread
+waits on writes it (``outcome.py``); the thread sleeps in ``poll`` on it.
 """
 
 from __future__ import annotations
@@ -21,15 +19,12 @@ import select
 import signal
 import socket
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from vyre_core.errors import system_resource_error
 from vyre_core.framing import StreamReader
-
-_PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT
 
 
 class Lane:
@@ -46,26 +41,6 @@ class Lane:
         self._doomed = False
         self.closed = False
         self.on_free: Callable[[], None] | None = None  # told once, when it is given back
-
-    def spin(self, seconds: float) -> bool:
-        """Look for up to ``seconds`` without sleeping (yielding the CPU to whoever else
-        needs it); whether something has arrived to be read. A reply that comes within
-        microseconds is then taken without the wake-up of a sleeping thread, which costs
-        more than the round trip. It only peeks, so a Ctrl-C in it leaves the stream as it
-        was."""
-        until = time.perf_counter() + seconds
-        peek = self.socket.recv
-        while True:
-            try:
-                peek(1, _PEEK)
-                return True
-            except (BlockingIOError, InterruptedError):
-                pass
-            except OSError:
-                return True  # (the reader says what happened)
-            if time.perf_counter() >= until:
-                return False
-            os.sched_yield()
 
     def take(self, timeout: float | None = None) -> bool:
         """Hold the lane; waits while another thread gives it back (False: closed, or
@@ -107,25 +82,20 @@ class Lane:
 
 
 class Waker:
-    """A calling thread's eventfd: written by whoever has news of its request."""
+    """A waiting thread's eventfd: written by whoever completes what it waits on."""
 
     def __init__(self) -> None:
         self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         weakref.finalize(self, os.close, self.fd)
-        self._poller: select.poll | None = None
-        self._polled = -1
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        self._poller = poller
 
-    def poller(self, lane: Lane | None) -> select.poll:
-        """A poller of this waker and ``lane``'s socket, unless its stream ended or broke (kept
-        while the lane is the same: a thread's calls mostly go to one worker)."""
-        fd = -1 if lane is None or lane.reader.ended or lane.broken or lane.closed else lane.fd
-        if self._polled != fd or self._poller is None:
-            self._poller = select.poll()
-            self._poller.register(self.fd, select.POLLIN)
-            if fd >= 0:
-                self._poller.register(fd, select.POLLIN)
-            self._polled = fd
-        return self._poller
+    def poll(self, timeout_ms: int) -> None:
+        """Sleep until woken or ``timeout_ms`` passed, and take the wake-up (the caller
+        looks again at what it waits on either way)."""
+        if self._poller.poll(timeout_ms):
+            self.clear()
 
     def wake(self) -> None:
         with contextlib.suppress(OSError):  # (closed: its thread is gone)
@@ -177,11 +147,6 @@ def waker() -> Waker:
             raise system_resource_error(exc, "making this thread's waker (an eventfd)") \
                 from exc
     return found
-
-
-def own_waker() -> Waker | None:
-    """This thread's waker if it has one (never made here: the I/O thread has none)."""
-    return getattr(_local, "waker", None)
 
 
 def _forget_in_child() -> None:

@@ -19,7 +19,6 @@ import itertools
 import logging
 import signal
 from collections.abc import Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +26,7 @@ from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.errors import (
     CallerError,
     DeviceLostError,
+    DispatchCancelledError,
     DispatchTimeoutError,
     InvalidInputError,
     MessageLostError,
@@ -40,6 +40,7 @@ from vyre_core.errors import (
 from vyre_core.protocol import PROGRAM_CACHE, PROGRAM_NOT_HELD, SHARED_REFUSED, Message, Op
 from vyre_core.supervisor.metrics import PoolMetrics
 from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.outcome import Outcome
 
 #: A request that never reached a worker is sent again (to a fresh or another worker) at
 #: most this many times.
@@ -95,7 +96,7 @@ class Request:
         # any), by routing, for pools whose workers of one device probed unlike (on
         # unlike cluster nodes)
         self.capable = capable
-        self.future: Future | None = Future()  # let go of once answered (by the shell)
+        self.future: Outcome | None = Outcome()  # let go of once answered (by the shell)
         self.frames: list[Any] | None = None  # the encoded message: the shell's, opaque here
         self.nbytes = 0                       # its size, set by the shell when encoded
         self.shared: list[Any] = []           # shared memory holding its data (the shell's)
@@ -113,6 +114,7 @@ class Request:
         self.worker: int | None = None
         self.sent_at = 0.0
         self.acked = False              # the worker's main thread has it (its page says so)
+        self.stopping = False           # cancelled while running: its worker is told to stop
         self.finished_seen_at: float | None = None
         self.reply_bytes = 0            # the answer's size, per the worker's page
         self.watched = False            # on the deadline heap
@@ -166,6 +168,16 @@ class Send:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """Ask the worker at ``index`` to stop request ``request_id`` at its next safe point
+    (written into its progress page); it answers the request early, or is killed after
+    ``PoolOptions.cancel_grace``."""
+
+    index: int
+    request_id: int
+
+
+@dataclass(frozen=True)
 class Signal:
     """SIGTERM (``kill`` False) or SIGKILL the worker process at ``index``."""
 
@@ -210,7 +222,7 @@ class Log:
     text: str
 
 
-Action = Spawn | Send | Signal | Resolve | Release | Promote | RoutingChanged | Log
+Action = Spawn | Send | Stop | Signal | Resolve | Release | Promote | RoutingChanged | Log
 
 
 def describe_exit(code: int | None) -> str:
@@ -250,6 +262,7 @@ class Worker:
         self.heard_at = 0.0             # last message of any kind
         self.startup_deadline = 0.0
         self.kill_at: float | None = None
+        self.cancel_by: float | None = None  # told to stop a cancelled call: killed after
         self.backoff_until = 0.0
         self.retire_reason = ""
         self.retire_cause: str | None = None  # its word in metrics.RESTART_REASONS
@@ -365,6 +378,8 @@ class PoolMachine:
                 times.append(w.heard_at + self.options.heartbeat_timeout)
             if w.kill_at is not None:
                 times.append(w.kill_at)
+            if w.cancel_by is not None:
+                times.append(w.cancel_by)
             req = w.current
             if w.state == "busy" and req is not None and not req.done:
                 if not req.acked:
@@ -525,6 +540,38 @@ class PoolMachine:
         for w in self.workers:
             self._retire(w, "planned", "the driver is closing", now, cause=None)
 
+    def cancel(self, req: Request, now: float) -> None:
+        """``req``'s caller cancelled it (its outcome says so already; a no-op once it is
+        answered). Waiting, it is dropped. Running, it is answered as cancelled now and
+        its worker is told to stop at its next safe point (``Stop``): it serves again once
+        it has answered the request, or it is killed after ``cancel_grace``, a planned
+        stop that spends none of the restart intensity."""
+        if req.done:
+            return
+        w = self.workers[req.worker] if req.state == "sent" and req.worker is not None \
+            else None
+        running = w is not None and w.current is req and w.state == "busy"
+        self._resolve(req, DispatchCancelledError(
+            f"{req.label} on {self.backend!r} was cancelled "
+            + ("while it ran" if running else "before it ran")))
+        if running:
+            req.stopping = True
+            w.cancel_by = now + self.options.cancel_grace
+            self._actions.append(Stop(w.index, req.id))
+        self._schedule(now)
+
+    def _stopped(self, w: Worker, req: Request, now: float) -> None:
+        """The worker's reply to the cancelled ``req`` arrived: it serves again; the
+        memory it might have written is free."""
+        w.current, w.state, w.cancel_by, w.heard_at = None, "idle", None, now
+        req.stopping = False
+        for held in [r for r in w.holding if r is req]:
+            w.holding.remove(held)
+            self._actions.append(Release(held))
+        if (why := self._recycle_reason(w)):
+            self._retire(w, "planned", why, now, cause="recycled")
+        self._schedule(now)
+
     # -- events: the shell's process work --------------------------------------------------
 
     def spawned(self, index: int, generation: int, identity: bytes, proof: bytes, pid: int,
@@ -683,6 +730,9 @@ class PoolMachine:
                 "" if collateral or w.retiring is None else f" ({w.retiring})"))
         req, w.current = w.current, None
         w.state, w.pid, w.kill_at, w.proven = "stopped", None, None, False
+        w.cancel_by = None
+        if req is not None:
+            req.stopping = False
         if req is not None and not req.done:
             if collateral and not req.internal and req.slot is None:
                 req.state, req.worker = "queued", None  # it runs again, no crash counted
@@ -743,6 +793,10 @@ class PoolMachine:
             self.rejected_messages += 1
             return
         req = w.current
+        if req is not None and req.stopping and w.state == "busy" and msg.id == req.id \
+                and msg.gen == w.generation:
+            self._stopped(w, req, now)  # (its answer: cancelled, or finished anyway)
+            return
         if req is None or req.done or w.state != "busy" or msg.gen != w.generation \
                 or (msg.id != req.id and not (msg.op is Op.ERROR and msg.id == 0)):
             self.dropped_replies += 1
@@ -758,6 +812,11 @@ class PoolMachine:
         size (the parent allows its transfer that long)."""
         w = self.workers[index]
         req = w.current
+        if req is not None and req.stopping and w.state == "busy" and finished == req.id:
+            # it answered: its reply is on its way, and must be read whole before the
+            # lane carries anything else (``message`` then lets it serve again)
+            w.cancel_by = max(w.cancel_by or now, now + self._window(reply_bytes))
+            return
         if w.state != "busy" or req is None or req.done:
             return
         if received == req.id:
@@ -807,6 +866,11 @@ class PoolMachine:
             if w.kill_at is not None and now >= w.kill_at:
                 w.kill_at = None
                 self._actions.append(Signal(w.index, kill=True))
+            if w.cancel_by is not None and now >= w.cancel_by:
+                w.cancel_by = None
+                self._retire(w, "planned", f"a cancelled call did not stop within "
+                             f"{self.options.cancel_grace:g} s (cancel_grace)", now,
+                             kill=True, cause="cancelled")
             if w.state == "starting" and now >= w.startup_deadline:
                 w.hello_error = w.hello_error or (
                     f"no hello within {self.options.startup_timeout:g} s of starting")
@@ -907,6 +971,7 @@ class PoolMachine:
         w.state = "spawning"
         w.identity, w.proof, w.pid, w.proven = b"", b"", None, False
         w.current, w.kill_at, w.retiring, w.rss = None, None, None, None
+        w.cancel_by = None
         w.retire_reason = ""
         w.hello_error, w.served_generation, w.caps, w.refusal = None, 0, None, None
         w.start_output = ""

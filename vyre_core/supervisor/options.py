@@ -30,6 +30,7 @@ class PoolOptions:
     restart_window: float = 60.0    # ... in this many seconds fails the pool
     cooldown: float = 60.0          # a failed pool is tried again this long after it failed
     kill_grace: float = 2.0         # SIGTERM -> SIGKILL delay
+    cancel_grace: float = 0.25      # a cancelled call's worker stops within this, or is killed
     startup_timeout: float = 60.0   # spawn -> hello
     compile_timeout: float = 120.0
     heartbeat_interval: float = 0.5
@@ -49,7 +50,8 @@ class PoolOptions:
         if isinstance(self.devices, list):
             object.__setattr__(self, "devices", tuple(self.devices))
         bad: list[tuple[str, str]] = []  # (what is wrong, how to put it right)
-        for name in ("kill_grace", "startup_timeout", "compile_timeout", "heartbeat_interval",
+        for name in ("kill_grace", "cancel_grace", "startup_timeout", "compile_timeout",
+                     "heartbeat_interval",
                      "heartbeat_timeout", "restart_window", "cooldown"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) \

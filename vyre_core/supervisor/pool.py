@@ -1,17 +1,19 @@
 """A pool of worker processes for one backend: the I/O around ``PoolMachine``.
 
-Two kinds of thread feed the rules in ``machine.py`` events and carry out the actions they
-answer with; neither decides anything itself. Every machine call is made under one lock.
+One thread, the pool's I/O thread, feeds the rules in ``machine.py`` events and carries
+out the actions they answer with; it decides nothing itself. It owns the ROUTER socket
+(hellos, heartbeats), the worker processes, their lanes (``lane.py``, ``framing.py``) and
+the clock. It polls the socket, an eventfd (other threads hand it work), each worker's
+pidfd (a death is seen at once) and output pipe, and the lanes of requests in flight.
+Workers are spawned by this thread only: the kernel's parent-death signal is tied to the
+thread that forked, and this one outlives its workers.
 
-- The pool's I/O thread owns the ROUTER socket (hellos, heartbeats), the worker processes
-  and the clock. It polls the socket, an eventfd (other threads hand it work), each
-  worker's pidfd (a death is seen at once) and output pipe, and the lanes of requests
-  nobody waits on. Workers are spawned by this thread only: the kernel's parent-death
-  signal is tied to the thread that forked, and this one outlives its workers.
-- A calling thread (``call``) submits its own request, sends it on the lane of the worker
-  the rules pick and receives the reply there itself (``lane.py``, ``framing.py``); what
-  only the I/O thread may do is handed to it. Its large arrays go into shared memory
-  first (``dataplane.py``).
+A calling thread (``call``, ``submit``) writes its large arrays into shared memory
+(``dataplane.py``), hands its request over with one append to a deque, and waits on the
+request's ``Outcome``, which the I/O thread completes without ever blocking. It runs no
+rule, touches no lane and holds no lock the I/O thread needs where an exception can land:
+a Ctrl-C, a signal handler's exception or an async exception thrown into it ends its own
+wait alone, and cancels its call (docs/operations.md, "Cancelling a call").
 """
 
 from __future__ import annotations
@@ -22,11 +24,10 @@ import errno
 import logging
 import os
 import secrets
-import select
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import InvalidStateError
 from typing import Any
 
 import blake3
@@ -47,7 +48,7 @@ from vyre_core.registry import BackendRegistration
 from vyre_core.supervisor import fork_server, published
 from vyre_core.supervisor.facts import PoolFacts, call_spans
 from vyre_core.supervisor.fork_server import ForkServer, ForkServerError
-from vyre_core.supervisor.lane import Lane, Waker, interrupts_deferred, own_waker, waker
+from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
     Log,
@@ -60,9 +61,11 @@ from vyre_core.supervisor.machine import (
     Send,
     Signal,
     Spawn,
+    Stop,
     describe_exit,
 )
 from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess, ensure_descriptors
 from vyre_core.supervisor.rundir import RunDir
 
@@ -70,9 +73,10 @@ __all__ = ["Pool", "PoolOptions", "Request"]
 
 _log = logging.getLogger("vyre.supervisor")
 _CLOSE = object()  # the inbox marker that asks the I/O thread to close
+_CANCEL = object()  # (_CANCEL, request): its caller cancelled it
 FORK_SERVER_LOSSES = 3
 #: What the I/O thread reads from one lane per round at most (it holds the pool's lock):
-#: a large reply to a request nobody waits on is taken a slice at a time.
+#: a large reply is taken a slice at a time.
 IO_READ_BUDGET = 1 << 20
 
 
@@ -125,39 +129,55 @@ class Pool(PoolFacts):
         self._pages: dict[int, tuple[int, int]] = {}
         self._index_of: dict[bytes, int] = {}
         self._history = [OutputHistory() for _ in self._machine.workers]
-        self._resolved: list[tuple[Future, Any]] = []
+        self._resolved: list[tuple[Outcome, Any]] = []
         self._segments = SegmentPool(f"pool {self.backend!r}")
         self._lanes: dict[int, Lane] = {}          # per slot: its process's lane
         self._io_lanes: dict[Lane, Request] = {}   # held by the I/O thread, for a request
         self._waiting_sends: list[Send] = []       # for the I/O thread, once a lane is free
-        self._deferred: list[Any] = []             # handed to the I/O thread by callers
-        self._wakers: set[Waker] = set()           # to wake once futures are complete
-        self._routing_changed = False              # routing to be told, before waking
-        self._handoffs: list[tuple[Request, Any]] = []  # sends for their callers, pending
-        self._io_wakes_at = 0.0                    # when the I/O thread looks next at latest
+        self._deferred: list[Any] = []             # spawns parked for the fork server
+        self._routing_changed = False              # routing to be told, before completing
+        self._spin_until = 0.0                     # the I/O thread polls busily till then
+        self._sweep_at = 0.0                       # next look for cancels it was not told of
 
     # -- caller side -----------------------------------------------------------------------
 
-    def submit(self, request: Request) -> Future:
-        """Hand ``request`` to the I/O thread; its future always resolves. Its large arrays
-        are written into shared memory here, by the calling thread."""
+    def submit(self, request: Request) -> Outcome:
+        """Hand ``request`` to the I/O thread; its outcome always resolves, unless it is
+        cancelled first (``Outcome.cancel``: the I/O thread is told, and the worker stops).
+        Its large arrays are written into shared memory here, by the calling thread. Once
+        the request is in the inbox (one append) the I/O thread owns it: an exception
+        thrown into this thread after that leaves it there, and before, releases what
+        was taken (or, landing between the two, leaves a segment unused until close)."""
         future = request.future  # (answered, the request lets go of it)
         self._begin_span(request)
+        handed = False
         try:
             self._encode_into(request)
+            future.on_cancel = lambda: self._cancel(request)
             with self._gate:
                 if self._open():
+                    handed = True
                     self._inbox.append(request)
                     os.eventfd_write(self._wake_fd, 1)
                     return future
             raise self._closed_error()
         except VyreError as exc:
             self._release(request)
-            future.set_exception(exc)
+            with contextlib.suppress(InvalidStateError):
+                future.set_exception(exc)
             return future
         except BaseException:  # interrupted (Ctrl-C) while copying: nothing leaks
-            self._release(request)
+            if handed:
+                future.cancel()
+            else:
+                self._release(request)
             raise
+
+    def _cancel(self, request: Request) -> None:
+        """(Any thread: the request's outcome was cancelled.) Tell the rules, through the
+        I/O thread (one append, then a wake-up; missed, its sweep finds it)."""
+        self._inbox.append((_CANCEL, request))
+        self._wake_io()
 
     def _encode_into(self, request: Request) -> None:
         request.frames = self._encode(request)
@@ -279,104 +299,24 @@ class Pool(PoolFacts):
                              request_id=request.id)
 
     def call(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
-        """Run ``request`` on the calling thread: it hands the request to the rules, sends
-        it on the lane of the worker they pick and receives the reply itself; the I/O
-        thread only supervises (deaths, deadlines, silence), and wakes this thread when it
-        answers the request otherwise. The rules guarantee the wait ends (a deadline, or a
-        live worker actually running the request)."""
-        future = request.future
-        self._begin_span(request)
+        """Run ``request`` and return its reply: submitted to the I/O thread, which sends it
+        and reads the reply, then waited for (``Outcome.wait``: a look for ``spin`` seconds,
+        then a sleep on this thread's eventfd). The rules guarantee the wait ends (a
+        deadline, or a live worker actually running the request).
+
+        This thread never runs the rules, never touches a lane and never holds a lock the
+        I/O thread needs while an exception can land (``submit`` hands over with one
+        append to a deque): whatever is thrown into it (Ctrl-C, a signal handler's
+        exception, an async exception) can only end its own wait. That exception then
+        cancels the call (the worker is told to stop at its next safe point) and reaches
+        this caller alone."""
+        future = self.submit(request)
         try:
-            request.waker = waker()
-            self._encode_into(request)
-            with self._gate:
-                running = self._open()
-            if not running:
-                raise self._closed_error()
-        except BaseException:  # a refusal, or interrupted while copying: nothing leaks
-            self._release(request)
+            future.wait(None, spin=self.options.spin)
+        except BaseException:
+            future.cancel()  # (a no-op if it was answered meanwhile)
             raise
-        # A Ctrl-C lands only while this thread waits (in ``_wait``): the rules' state, a
-        # lane taken, a message begun and what this thread carries out for others are
-        # never left half done.
-        held: list[Lane] = []  # the lane this thread holds, if any (exact at any raise)
-        try:
-            with interrupts_deferred():
-                with self._lock:
-                    self._machine.submit(request, time.monotonic())
-                    self._carry_here(request)
-                self._deliver()
-                sent = self._send_own(request, held)
-            while not future.done():
-                events = self._wait(request, held[0] if held else None, sent)
-                with interrupts_deferred():
-                    sent = self._take_events(request, held, events)
-                    if future.done():
-                        while held:
-                            held.pop().give()
-        finally:
-            if held or not future.done():  # interrupted: the I/O thread takes it over
-                with interrupts_deferred():
-                    while held:
-                        held.pop().give()
-                    if not future.done():
-                        with self._lock:
-                            request.waker = None
-                            self._defer(("adopt", request))
         return future.result()
-
-    def _send_own(self, request: Request, held: list[Lane]) -> bool:
-        """(Interrupts deferred.) Send ``request`` where the rules last told it to go, if
-        not sent there yet; ``held`` is kept to the lane this thread holds. Whether it
-        was sent just now."""
-        with self._lock:
-            pending, request.pending_send = request.pending_send, None
-        if pending is None:
-            return False
-        action, target = pending
-        if held and held[0] is not target:
-            held.pop().give()
-        if not held:
-            if not target.take(timeout=self.options.silence_limit):
-                return False  # its worker is gone, or stuck: the rules hear of it
-            held.append(target)
-        error = self._send(action, target)
-        if error is not None:
-            with self._lock:
-                self._machine.send_failed(action.index, request, error, time.monotonic(),
-                                          action.generation)
-                self._carry_here(request)
-            self._deliver()
-        return error is None
-
-    def _wait(self, request: Request, lane: Lane | None, sent: bool) -> dict[int, int]:
-        """Wait for a message on ``lane`` or news from another thread (bounded: the I/O
-        thread wakes this one whenever the rules answer or move the request); right after
-        a send, first spin on the lane for a moment (``PoolOptions.spin``). The one place
-        a Ctrl-C reaches a calling thread."""
-        if sent and lane is not None and self.options.spin > 0 \
-                and lane.spin(self.options.spin):
-            return {lane.fd: select.POLLIN}
-        return dict(request.waker.poller(lane).poll(int(TICK_EVERY * 1000)))
-
-    def _take_events(self, request: Request, held: list[Lane], events: dict[int, int]) -> bool:
-        """(Interrupts deferred.) Read what ``_wait`` saw, then send the request if the
-        rules told it where (whether it was sent)."""
-        if request.waker.fd in events:
-            request.waker.clear()
-        if held and held[0].fd in events:
-            self._take_replies(held[0], request)
-        return self._send_own(request, held)
-
-    def _take_replies(self, lane: Lane, request: Request) -> None:
-        """Hand every message waiting on ``lane`` to the rules; carry out what follows."""
-        messages = self._read_lane(lane)
-        with self._lock:
-            now = time.monotonic()
-            for msg in messages:
-                self._machine.message(lane.identity, msg, now)
-            self._carry_here(request)
-        self._deliver()
 
     def _read_lane(self, lane: Lane, budget: int | None = None) -> list[Message | ProtocolError]:
         """The messages waiting on ``lane`` (held by this thread), decoded; at most about
@@ -384,7 +324,7 @@ class Pool(PoolFacts):
         fault, unless the worker went in the middle of a message: either way nothing more
         is read from it, and a live worker is stopped (its death then handled as any
         other). So is one whose stream was left in an unknown state by an exception in the
-        middle of reading (a signal handler's)."""
+        middle of reading (only a bug, or one thrown into the I/O thread itself)."""
         if lane.closed or lane.broken:
             return []
         try:
@@ -413,8 +353,8 @@ class Pool(PoolFacts):
         return messages
 
     def _break(self, lane: Lane) -> None:
-        """An exception (a signal handler's) cut lane I/O short: what is on the stream is
-        unknown, so nothing more crosses it and its worker is stopped."""
+        """Lane I/O was cut short (a send stalled part-way, an exception): what is on the
+        stream is unknown, so nothing more crosses it and its worker is stopped."""
         lane.broken = True
         self._kill_worker_of(lane)
 
@@ -529,20 +469,19 @@ class Pool(PoolFacts):
                         self._parked.clear()
                 if self._machine.stopped:
                     break
-                with self._lock:  # (callers compare their timers with it under the lock)
+                with self._lock:  # (status readers read the machine under it too)
                     timer = self._machine.next_timer()
                     now = time.monotonic()
                     wait = TICK_EVERY if timer is None else min(TICK_EVERY, timer - now)
                     for due in self._shell_deadlines():
                         wait = min(wait, due - now)
-                    self._io_wakes_at = now + wait
-                events = dict(self._poller.poll(max(0, int(wait * 1000) + 1)))
+                events = self._poll(max(0, int(wait * 1000) + 1))
                 if (hook := self.after_poll) is not None:  # (a test may unset it meanwhile)
                     hook(events)
                 with self._lock:
                     now = time.monotonic()
-                    if self._wake_fd in events:
-                        self._take_inbox(now)
+                    self._take_inbox(now, self._wake_fd in events)  # (a wake-up may be
+                    # missed: a thread interrupted between its append and its write)
                     if self._router in events:
                         self._receive(now)
                     if self._fork_server is not None:
@@ -562,6 +501,8 @@ class Pool(PoolFacts):
                             self._exits_awaited[proc] = now + fork_server.ANSWER_WITHIN
                     self._settle_exits(now)
                     self._read_pages(now)
+                    if now >= self._sweep_at:
+                        self._sweep_cancelled(now)
                     self._machine.tick(now)
                 self._segments.trim(now)  # (memory idle in free segments goes back)
                 if self._publisher.due(now):
@@ -576,13 +517,21 @@ class Pool(PoolFacts):
                 self._close_io()  # (else later calls would wait on a thread that is gone)
                 self._io_ended.set()
 
-    def _take_inbox(self, now: float) -> None:
-        with contextlib.suppress(BlockingIOError):
-            os.eventfd_read(self._wake_fd)
+    def _take_inbox(self, now: float, woken: bool) -> None:
+        if woken:
+            with contextlib.suppress(BlockingIOError):
+                os.eventfd_read(self._wake_fd)
         while self._inbox:
             item = self._inbox.popleft()
             if item is _CLOSE:
                 self._machine.close(now)
+            elif isinstance(item, tuple):
+                self._machine.cancel(item[1], now)
+            elif item.done:
+                pass  # (cancelled before it was handed over: answered, its memory released)
+            elif item.future is not None and item.future.cancelled():
+                self._machine.submit(item, now)  # (answered at once: nothing runs)
+                self._machine.cancel(item, now)
             else:
                 self._machine.submit(item, now)
 
@@ -657,10 +606,35 @@ class Pool(PoolFacts):
         for promotion in self._machine.take_promotions():
             self._promote(promotion)
 
+    def _poll(self, timeout_ms: int) -> dict[Any, int]:
+        """One poll of everything the I/O thread watches. Within ``spin`` of a send it
+        looks busily (yielding the CPU between looks) before it sleeps: a worker's reply
+        that comes within microseconds is then read without this thread's wake-up."""
+        if time.perf_counter() < self._spin_until:
+            while True:
+                events = dict(self._poller.poll(0))
+                if events or time.perf_counter() >= self._spin_until:
+                    break
+                os.sched_yield()
+            if events:
+                return events
+        return dict(self._poller.poll(timeout_ms))
+
+    def _sweep_cancelled(self, now: float) -> None:
+        """(I/O thread, under the lock; once per tick.) Tell the rules of requests whose
+        outcome was cancelled though the canceller could not say so (an exception thrown
+        into it between the cancel and its hand-over)."""
+        self._sweep_at = now + TICK_EVERY
+        machine = self._machine
+        for req in [*machine.queue, *(r for w in machine.workers
+                                      for r in (*w.pinned, w.current) if r is not None)]:
+            if not req.done and req.future is not None and req.future.cancelled():
+                machine.cancel(req, now)
+
     def _carry_out(self) -> None:
-        """(I/O thread) Carry out what other threads handed over and the rules' actions
-        until none are left, then resolve futures, wake their threads and tell routing
-        (outside the lock, so woken callers run at once)."""
+        """(I/O thread) Carry out the spawns parked for the fork server and the rules'
+        actions until none are left, then tell routing and complete the outcomes the rules
+        answered (outside the lock)."""
         while True:
             with self._lock:
                 deferred, self._deferred = self._deferred, []
@@ -668,70 +642,34 @@ class Pool(PoolFacts):
                 if not deferred and not actions:
                     self._let_go_of_answered_lanes()
                     break
-                for item in deferred:
-                    if isinstance(item, tuple):
-                        self._adopt(item[1])
-                # handed over earlier than the rules' newest actions: carried out first
-                actions = [item for item in deferred
-                           if item is not None and not isinstance(item, tuple)] + actions
-                for action in actions:
+                for action in deferred + actions:  # (handed over earlier: first)
                     try:
-                        self._carry(action, io=True)
+                        self._carry(action)
                     except Exception as exc:  # never strand a caller on a failed action
                         self._failed(action, exc)
         self._deliver()
 
-    def _carry_here(self, own: Request) -> None:
-        """(A calling thread, under the lock.) Carry out what the rules answered: sends go
-        to the threads of their requests (``own``'s stays with this one), and what only the
-        I/O thread may do (start, signal or move processes, sends nobody waits on) is
-        handed to it."""
-        for action in self._machine.take_actions():
-            try:
-                if isinstance(action, Resolve | Release | Log | Send | RoutingChanged):
-                    self._carry(action, io=False)
-                else:
-                    self._defer(action)
-            except Exception as exc:  # never strand a caller on a failed action
-                self._failed(action, exc)
-        due = self._machine.next_timer()
-        if due is not None and due < self._io_wakes_at:
-            self._wake_io()  # the rules have something to do sooner than it would look
-
-    def _defer(self, item: Any) -> None:
-        """(Under the lock.) Hand ``item`` to the I/O thread and wake it: an action, an
-        ``("adopt", request)`` whose caller stopped waiting."""
-        self._deferred.append(item)
-        self._wake_io()
-
     def _deliver(self) -> None:
-        """Tell routing if it must decide again, then hand sends to their callers, complete
-        the futures the rules answered and wake those threads: in that order, so no caller
-        goes on (woken, or on its own poll's timeout) on a stale routing decision."""
+        """(I/O thread.) Tell routing if it must decide again, then complete the outcomes
+        the rules answered, in that order, so no caller goes on on a stale routing
+        decision. Completing an outcome never blocks (``outcome.py``); one its caller
+        cancelled meanwhile stays cancelled."""
         with self._lock:
             resolved, self._resolved = self._resolved, []
-            wakers, self._wakers = self._wakers, set()
-            handoffs, self._handoffs = self._handoffs, []
             changed, self._routing_changed = self._routing_changed, False
         if changed:
             self._on_change()
-        if handoffs:  # (visible to their threads only now: after routing was told)
-            with self._lock:
-                for request, pending in handoffs:
-                    request.pending_send = pending
         for future, value in resolved:
             with contextlib.suppress(InvalidStateError):  # cancelled by its caller
                 if isinstance(value, BaseException):
                     future.set_exception(value)
                 else:
                     future.set_result(value)
-        for woken in wakers:
-            woken.wake()
         if self._spans is not None:
             self._spans.flush()
 
-    def _carry(self, action: Any, io: bool) -> None:
-        """Carry out one action (``io``: on the I/O thread)."""
+    def _carry(self, action: Any) -> None:
+        """(I/O thread, under the lock.) Carry out one action of the rules."""
         if isinstance(action, Resolve):
             request = action.request
             future, request.future, request.wire = request.future, None, None  # (the
@@ -740,21 +678,17 @@ class Pool(PoolFacts):
                 value = self._results(request, action.value)
             except Exception as exc:  # a bug: the caller gets it, never a wait
                 value = as_vyre_error(exc, f"pool {self.backend!r} reading a reply")
-            self._resolved.append((future, value))
+            if future is not None:
+                self._resolved.append((future, value))
             self._answered(request, value)
-            self._wake(request)
         elif isinstance(action, Release):
             self._release(action.request)
         elif isinstance(action, Send):
-            lane = self._lanes.get(action.index)
-            request = action.request
-            if request.waker is not None and lane is not None:
-                self._handoffs.append((request, (action, lane)))  # its own thread sends it
-                self._wake(request)
-            elif io:
-                self._io_send(action, lane)
-            else:
-                self._defer(action)
+            self._io_send(action, self._lanes.get(action.index))
+        elif isinstance(action, Stop):
+            proc = self._processes.get(action.index)
+            if proc is not None:
+                proc.page.cancel(action.request_id)
         elif isinstance(action, Spawn):
             self._spawn(action)
         elif isinstance(action, Signal):
@@ -766,17 +700,12 @@ class Pool(PoolFacts):
         elif isinstance(action, Log):
             _log.log(action.level, action.text)
         elif isinstance(action, RoutingChanged):
-            self._routing_changed = True  # told in _deliver, before anyone is woken
-
-    def _wake(self, request: Request) -> None:
-        """(Under the lock.) Wake ``request``'s waiting thread once futures are complete,
-        unless that is this thread."""
-        if request.waker is not None and request.waker is not own_waker():
-            self._wakers.add(request.waker)
+            self._routing_changed = True  # told in _deliver, before outcomes complete
 
     def _io_send(self, action: Send, lane: Lane | None) -> None:
-        """(I/O thread.) Send a request nobody waits on, and watch its lane for the reply.
-        A lane its last holder has not given back yet is tried again once it has."""
+        """(I/O thread.) Send a request and watch its lane for the reply (looking busily
+        for ``spin`` seconds first: ``_poll``). A lane not given back yet is tried again
+        once it has."""
         if lane is None or lane.closed:
             self._machine.send_failed(action.index, action.request, "its worker is gone",
                                       time.monotonic(), action.generation)
@@ -799,24 +728,13 @@ class Pool(PoolFacts):
         self._io_lanes[lane] = action.request
         if not held:
             self._poller.register(lane.fd, zmq.POLLIN)
-
-    def _adopt(self, request: Request) -> None:
-        """(I/O thread.) The caller of ``request`` stopped waiting (interrupted): its send,
-        or its reply, is this thread's now."""
-        if request.done:
-            return
-        pending, request.pending_send = request.pending_send, None
-        if pending is not None:
-            self._io_send(pending[0], pending[1])
-        elif request.sent_on is not None and request.sent_on.take(timeout=0):
-            self._io_lanes[request.sent_on] = request
-            self._poller.register(request.sent_on.fd, zmq.POLLIN)
+        self._spin_until = time.perf_counter() + self.options.spin
 
     def _let_go_of_answered_lanes(self) -> None:
         """(I/O thread, under the lock.) Give back the lanes of answered requests, and
         retry sends that waited for a lane."""
         for lane, request in list(self._io_lanes.items()):
-            if request.done or lane.doomed:
+            if (request.done and not request.stopping) or lane.doomed:
                 del self._io_lanes[lane]
                 with contextlib.suppress(KeyError):
                     self._poller.unregister(lane.fd)
@@ -850,8 +768,6 @@ class Pool(PoolFacts):
         if isinstance(action, Send):
             self._machine.send_failed(action.index, action.request, error.cause,
                                       time.monotonic())
-        elif isinstance(action, Resolve):
-            self._wake(action.request)
 
     def _send(self, action: Send, lane: Lane) -> str | None:
         """Send ``action``'s request on ``lane`` (held by this thread): None, or why the
@@ -1033,21 +949,14 @@ class Pool(PoolFacts):
                                 f"{type(exc).__name__}: {exc}", "Report this as a bug in vyre.",
                                 backend=self.backend)
         machine = self._machine
-        waiting = [*machine.queue, *(r for w in machine.workers for r in (*w.pinned, w.current))]
+        waiting = [r.future for r in (*machine.queue, *(r for w in machine.workers
+                                                         for r in (*w.pinned, w.current)))
+                   if r is not None]
         waiting += [future for future, _ in self._resolved]
-        waiting += [item for item in self._deferred if isinstance(item, tuple)]
-        for item in waiting:
-            if isinstance(item, tuple):
-                item = item[1]
-            future = item if isinstance(item, Future) else getattr(item, "future", None)
+        for future in waiting:
             if future is not None and not future.done():
                 with contextlib.suppress(InvalidStateError):
                     future.set_exception(error)
-            woken = getattr(item, "waker", None)
-            if woken is not None:
-                woken.wake()
-        for woken in self._wakers:
-            woken.wake()
         with contextlib.suppress(Exception):
             machine.close(time.monotonic())  # routing passes the pool over from now on
 
@@ -1085,11 +994,12 @@ class Pool(PoolFacts):
         for item in stranded:  # submitted while the thread was ending: never left waiting
             if isinstance(item, Request):
                 self._release(item)
-            if isinstance(item, Request) and not item.future.done():
-                item.future.set_exception(PoolFailedError(
-                    f"the driver was closed while {item.label} to {self.backend!r} was "
-                    "pending", "Keep the driver open until results are collected.",
-                    backend=self.backend))
+            if isinstance(item, Request) and item.future is not None:
+                with contextlib.suppress(InvalidStateError):
+                    item.future.set_exception(PoolFailedError(
+                        f"the driver was closed while {item.label} to {self.backend!r} "
+                        "was pending", "Keep the driver open until results are collected.",
+                        backend=self.backend))
         self._close_socket()
 
     def _close_socket(self) -> None:

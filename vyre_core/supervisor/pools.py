@@ -9,7 +9,6 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from concurrent import futures
 
 import zmq
 
@@ -22,6 +21,7 @@ from vyre_core.registry import Registry
 from vyre_core.routing.policy import probe_timeout
 from vyre_core.routing.probe_cache import ProbeCache
 from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.outcome import wait_first
 from vyre_core.supervisor.pool import Pool, Request
 from vyre_core.supervisor.process import Askers, list_devices, probe_apart
 from vyre_core.supervisor.published import SUFFIX
@@ -133,15 +133,15 @@ class Pools:
                  for d in pool.unprobed_devices]
         waiting = set(pings)
         while waiting:  # the first answer: failures only when every device failed
-            done, waiting = futures.wait(waiting, return_when=futures.FIRST_COMPLETED)
+            done, waiting = wait_first(waiting)
             if any(f.exception() is None for f in done):
                 break
             if not waiting:
                 raise next(iter(done)).exception()
         if waiting:
-            futures.wait(waiting, pool.options.startup_timeout if deadline is None
-                         else max(0.0, min(deadline - time.monotonic(),
-                                           pool.options.startup_timeout)))
+            wait_first(waiting, pool.options.startup_timeout if deadline is None
+                       else max(0.0, min(deadline - time.monotonic(),
+                                         pool.options.startup_timeout)), every=True)
         caps = pool.capabilities
         if caps is None:  # answered, yet no hello was recorded: cannot happen
             raise PoolFailedError(f"backend {backend!r} answered without saying hello",

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from vyre_core import cancel
 from vyre_core.contract import (
     CacheSnapshot,
     DeviceInfo,
@@ -273,7 +274,8 @@ class Pipeline:
                 view.flags.writeable = False  # (the kernel's signature: read-only inputs)
                 arrays.append(view)
         gx, gy, gz = config.grid_override
-        self.compiled.kernel(gx, gy, gz, *(_words(a) for a in arrays))
+        self.compiled.kernel(gx, gy, gz, cancel.words(), *(_words(a) for a in arrays))
+        cancel.check()  # (stopped early: what it computed is not a result)
         by_name = dict(zip((b.name for b in storage), arrays, strict=True))
         return [by_name[b.name] for b in program.outputs]
 

@@ -47,7 +47,8 @@ _counts = {"hits": 0, "misses": 0}
 
 @dataclass(frozen=True)
 class Compiled:
-    """A kernel ready to run: ``kernel(gx, gy, gz, *buffers)``."""
+    """A kernel ready to run: ``kernel(gx, gy, gz, stop, *buffers)`` (``stop``: see
+    ``vyre_core.cancel.words``)."""
 
     kernel: Any
     seconds: float          # what compiling (or loading it from the cache) took
@@ -114,12 +115,14 @@ _NUMBA_SCALAR = {np.dtype(np.uint32): types.uint32, np.dtype(np.int32): types.in
 
 
 def signature(program: Program) -> tuple[Any, ...]:
-    """The numba signature of ``program``'s kernel: the grid, then one 1-D array per
-    storage buffer (read-only for pure inputs; workgroup buffers are the kernel's own)."""
+    """The numba signature of ``program``'s kernel: the grid, the stop words (u64 x 4,
+    ``vyre_core.cancel.words``), then one 1-D array per storage buffer (read-only for
+    pure inputs; workgroup buffers are the kernel's own)."""
     arrays = [types.Array(_NUMBA_SCALAR[b.dtype.storage_np], 1, "C",
                           readonly=b.access in (Access.READ, Access.UNIFORM))
               for b in program.buffers if b.access is not Access.WORKGROUP]
-    return (types.int64, types.int64, types.int64, *arrays)
+    return (types.int64, types.int64, types.int64, types.Array(types.uint64, 1, "C"),
+            *arrays)
 
 
 @functools.cache

@@ -14,9 +14,33 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 _FAST = {"cache": True, "nogil": True}
+
+
+# -- cancellation ---------------------------------------------------------------------------
+
+@intrinsic
+def _load_relaxed(typingctx, array, index):
+    """``array[index]`` (u64) as an atomic load of monotonic order: a plain load on x86 and
+    arm, which LLVM may not hoist out of a loop. A plain load of memory the loop never
+    stores is loop-invariant to LLVM, which then checks the stop word once, before the loop."""
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+        return builder.load_atomic(ptr, "monotonic", 8)
+    return types.uint64(array, index), codegen
+
+
+@njit(**_FAST)
+def stopped(stop):
+    """Whether the call being run was cancelled (``vyre_core.cancel.words``): read at the
+    generated code's safe points."""
+    return _load_relaxed(stop, 0) == _load_relaxed(stop, 3)
 
 F32_NAN = np.float32(np.nan)
 F64_NAN = np.float64(np.nan)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from vyre_core import abi
+from vyre_core import abi, cancel
 from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
@@ -230,6 +230,7 @@ class _Dispatch:
 
     def run(self) -> list[np.ndarray]:
         for first, groups in chunks(self.grid, self.per_chunk):
+            cancel.check()
             self.enter_chunk(first, groups)
             self.block(self.program.body, None)
         return [self.mem[b.name] for b in self.program.outputs]
@@ -320,6 +321,7 @@ class _Dispatch:
              mask: Mask) -> None:
         if _is_uniform(start) and _is_uniform(end):
             for i in range(int(start), int(end), step):
+                cancel.check()  # (a back-edge: a safe point to stop a cancelled call)
                 running = _and(mask, self.in_loop)
                 live = _and(running, self.alive)
                 if live is not None and not live.any():
@@ -339,6 +341,7 @@ class _Dispatch:
         those lanes alone (``subset``), so a few long-running lanes do not cost the work
         of every lane for their whole trip count."""
         while True:
+            cancel.check()
             running = _and(_and(running, self.alive), self.in_loop)
             count = int(np.count_nonzero(running))
             if not count:
@@ -362,6 +365,7 @@ class _Dispatch:
         ends when it holds for none, or after ``max_trips`` passes."""
         running = mask
         for _ in range(max_trips):
+            cancel.check()
             running = _and(_and(running, self.alive), self.in_loop)
             c = self.eval(cond)
             if _is_uniform(c):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vyre_core import cancel
 from vyre_core.contract.types import LoopRun, SequenceRun, Timing, wall_clock_ns
 from vyre_core.ir.nodes import Access
 from vyre_core.sequence import Role, Sequence, Step, StepLoop
@@ -230,6 +231,7 @@ class SequenceRunner:
         software adapter a pass costs more than a readback, see flag_loop.py)."""
         flag = plan.buffers[loop.until_zero]
         for ran in range(1, loop.limit + 1):
+            cancel.check()  # (between submissions: a cancelled call stops here)
             recorder.clear(flag)
             _number(plan, loop, ran - 1, recorder)
             self._items(loop.body, first, plan, recorder, runs)
