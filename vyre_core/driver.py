@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import InvalidStateError, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -185,6 +185,14 @@ class PendingResult:
 
     def result(self, timeout: float | None = None) -> Outputs:
         return _outputs(*self._future_result(timeout))
+
+    def __await__(self) -> Generator[Any, None, Outputs]:
+        """``await`` the call from a coroutine: its loop keeps running meanwhile, the
+        answer is ``result()``'s, and cancelling the awaiting task cancels the call."""
+        from vyre_core import awaiting  # (asyncio is imported only by those who await)
+
+        return awaiting.answer(self._future, lambda: self.result(0),
+                               lambda: self.cancel()).__await__()
 
     def _future_result(self, timeout: float | None) -> tuple[dict[str, Any], list[Any]]:
         timeout = _checked_timeout(timeout, zero=True)
@@ -638,6 +646,16 @@ class Driver:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> Driver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """``close()`` on a worker thread: stopping workers waits (up to their kill grace),
+        and the event loop must keep running meanwhile."""
+        import asyncio
+
+        await asyncio.to_thread(self.close)
 
     def _options_for(self, backend: str) -> PoolOptions:
         return _options_for(self._backend_options, self.options, backend)
