@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from installed_dists import write_dist
 
+import vyre_core as vyre
 from vyre_core.errors import InvalidConfigError
 from vyre_core.shadow_sampler import Every
 
@@ -85,3 +86,24 @@ def test_a_divergence_is_counted_logged_and_replayable(tmp_path):
     honest = subprocess.run([str(vyre), "run", str(first), "--backend", "reference"],
                             capture_output=True, text=True, timeout=120, env=env)
     assert honest.returncode == 0, honest.stdout + honest.stderr
+
+
+@pytest.mark.timeout(240)
+def test_an_in_place_launch_is_shadowed_with_the_inputs_it_was_given(tmp_path):
+    """A kernel that doubles its array in place: the shadow replays it on the reference
+    with the array as it was before the call (before: with the doubled one, a false
+    divergence on every in-place call)."""
+    @vyre.kernel
+    def double(x: vyre.Array[vyre.f32]):
+        i = vyre.global_id(0)
+        if i < len(x):
+            x[i] = x[i] * 2
+
+    with vyre.Driver(shadow_every=1, shadow_dir=tmp_path) as drv:
+        x = np.arange(1, 65, dtype=np.float32)
+        for _ in range(3):
+            drv.launch(double, dim=len(x), args=(x,), backend="cpu")
+        drv.close()
+        report = drv.shadow_report()
+    assert x.tobytes() == (np.arange(1, 65, dtype=np.float32) * 8).tobytes()
+    assert report["compared"] == 3 and report["diverged"] == 0, report

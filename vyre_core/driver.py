@@ -162,6 +162,17 @@ def _read_write(program: Program) -> dict[int, int]:
     return {i: outputs[b.name] for i, b in enumerate(program.inputs) if b.name in outputs}
 
 
+def _unwritten(arrays: Sequence[Any], out: Sequence[np.ndarray] | None) -> list[Any]:
+    """A call's inputs as they are before it runs (what the shadow replays): a copy of
+    each one an ``out`` array may overwrite (an in-place launch), the others as they are
+    (unchanged till the call returns)."""
+    if out is None:
+        return list(arrays)
+    return [np.array(a, copy=True) if isinstance(a, np.ndarray)
+            and any(np.may_share_memory(a, target) for target in out) else a
+            for a in arrays]
+
+
 class PendingResult:
     """A dispatch in flight: ``is_ready()``, ``result(timeout)`` and ``cancel()``."""
 
@@ -747,7 +758,7 @@ class Driver:
             _check_out(program, request.outputs, out)
             _writing_into(request, out, _read_write(program))
         shadow = self._shadow if sample else None
-        bound = None if shadow is None else list(request.arrays)  # (unchanged till return)
+        bound = None if shadow is None else _unwritten(request.arrays, out)
         pool, _, (meta, arrays) = self.routing.call(
             launch, backend, lambda pool: request.renewed(), request.deadline,
             request.timeout)
