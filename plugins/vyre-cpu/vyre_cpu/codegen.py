@@ -254,7 +254,7 @@ class _Writer:
         shared = [b for b in self.program.buffers if b.access is Access.WORKGROUP]
         self.lines = []
         self.uniform(self.program.body, 1)
-        body = self.lines
+        body = self.lines or ["    pass"]  # (a body of barriers only writes nothing)
         storage_args = ", ".join(self.arg[b.name] for b in storage)
         group_args = ", ".join([storage_args, *(name for name, _ in self.entry_values.values())])
         parallel = not any(isinstance(n, Atomic) and self.buffers[n.buffer].access
