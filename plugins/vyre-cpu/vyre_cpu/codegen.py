@@ -180,6 +180,7 @@ class _Writer:
         # None while another version is written
         self.ranges: Ranges | None = None
         self.bounds: dict[str, str] = {}  # (proven) the bounds named at entry, by source
+        self.gains = 0  # (proven) what it does that the other versions do not
 
     # -- the module ------------------------------------------------------------------------
 
@@ -215,16 +216,30 @@ class _Writer:
             f"@njit(cache=True, nogil=True, parallel={parallel})",
             f"def kernel(gx, gy, gz, {args}):",
             *self.entry,
-            *([] if proven is None else self.flat_loops(proven)),
             "    per_plane = gx * gy",
-            f"    for wg in {'prange' if parallel else 'range'}(gx * gy * gz):",
-            "        wz = wg // per_plane",
-            "        wy = (wg - wz * per_plane) // gx",
-            "        wx = wg - wz * per_plane - wy * gx",
-            *loops,
+            *(self.workgroups(loops, parallel) if proven is None else
+              self.both_versions(proven, loops)),
             "",
         ])
         return Kernel(source)
+
+    @staticmethod
+    def workgroups(loops: list[str], parallel: bool) -> list[str]:
+        """(Plain.) The loop over the workgroups, each running ``loops``."""
+        return [f"    for wg in {'prange' if parallel else 'range'}(gx * gy * gz):",
+                "        wz = wg // per_plane",
+                "        wy = (wg - wz * per_plane) // gx",
+                "        wx = wg - wz * per_plane - wy * gx",
+                *loops]
+
+    def both_versions(self, proven: list[str], loops: list[str]) -> list[str]:
+        """(Plain, parallel.) One parallel loop whose tasks are chunks of the proven
+        version (``flat_loops``) where its assumptions hold, else workgroups running
+        ``loops``: one loop, because numba compiles each parallel loop into a function
+        of its own (two took saxpy's compile from 0.4 to 2 s)."""
+        jobs, chunk = self.flat_loops(proven)
+        return [*jobs, "    for wg in prange(jobs):", "        if proven:", *chunk,
+                "        else:", *("    " + line for line in self.workgroups(loops, True)[1:])]
 
     def invocation(self, depth: int) -> list[str]:
         """(Plain.) The lines of one invocation. A ``return`` leaves a one-pass loop
@@ -250,9 +265,10 @@ class _Writer:
         return [f"{pad}for lz in range({wz}):", f"{pad}    for ly in range({wy}):",
                 f"{pad}        for lx in range({wx}):", *ids, *body]
 
-    def flat_loops(self, body: list[str]) -> list[str]:
+    def flat_loops(self, body: list[str]) -> tuple[list[str], list[str]]:
         """(Proven.) The invocations of the whole grid, where its assumptions hold: rows
-        of one id axis in parallel, in chunks, each a loop over that axis's global ids
+        of one id axis in parallel, in chunks (task ``wg``; the entry's lines count
+        them), each a loop over that axis's global ids
         (``inner_axis``: the one the program's accesses step along), with ``body``
         inside. Invocations of a program without barriers, workgroup memory, subgroups
         or atomics are independent, so any order gives the same memory (semantics.md:
@@ -270,17 +286,16 @@ class _Writer:
                      IdKind.WORKGROUP: f"GID{axis} // {size}"}[kind]
             if value is not None:
                 ids.append(f"                {_id_name(kind, axis)} = {value}")
-        return ["    if proven:",
-                f"        chunks = ({extent[inner]} + {CHUNK - 1}) // {CHUNK}",
-                f"        for job in prange({extent[a]} * {extent[b]} * chunks):",
-                "            row = job // chunks",
-                f"            first = (job - row * chunks) * {CHUNK}",
-                f"            GID{a} = row % {extent[a]}",
-                f"            GID{b} = row // {extent[a]}",
-                f"            for gi in range(first, min(first + {CHUNK}, {extent[inner]})):",
-                f"                GID{inner} = gi",
-                *ids, *body,
-                "        return"]
+        jobs = [f"    chunks = ({extent[inner]} + {CHUNK - 1}) // {CHUNK}",
+                f"    jobs = {extent[a]} * {extent[b]} * chunks if proven else gx * gy * gz"]
+        return jobs, [
+            "            row = wg // chunks",
+            f"            first = (wg - row * chunks) * {CHUNK}",
+            f"            GID{a} = row % {extent[a]}",
+            f"            GID{b} = row // {extent[a]}",
+            f"            for gi in range(first, min(first + {CHUNK}, {extent[inner]})):",
+            f"                GID{inner} = gi",
+            *ids, *body]
 
     def inner_axis(self) -> int:
         """The id axis most accesses step along by one: the global id added last in
@@ -307,13 +322,14 @@ class _Writer:
         these lines only when all hold."""
         self.ranges = Ranges(self.program.workgroup, self.typeof, self.range_name,
                              self.range_invariant, self.range_length, self.range_bound)
+        self.gains = 0
         try:
             lines = self.invocation(depth)
             assumptions = list(self.ranges.assumptions)
         finally:
             self.ranges = None
-        if not assumptions:
-            return None
+        if not self.gains:  # (nothing the version inside its buffers lacks: not worth
+            return None     # its compile, 1.5-2x the kernel's)
         for x, size in zip("xyz", self.program.workgroup, strict=True):  # (native ids)
             assumptions.append(f"np.float64(g{x}) * {size} <= 4294967296.0")
         self.entry.append(f"    proven = {' and '.join(f'({a})' for a in assumptions)}")
@@ -829,6 +845,7 @@ class _Writer:
                 b, tb = self.expr(rhs)
                 if op in (BinOp.ADD, BinOp.SUB, BinOp.MUL) and self.ranges and \
                         ta in INTS and self.ranges.of(e) is not None:  # (does not wrap)
+                    self.gains += 1
                     return f"(np.int64({a}) {_NATIVE_64[op]} np.int64({b}))", ta
                 return self.binary(op, a, b, ta), binop_result(op, ta, tb)
             case Unary(op, operand):
@@ -836,6 +853,7 @@ class _Writer:
                 return self.unary(op, a, t), unop_result(op, t)
             case Select(cond, if_true, if_false) if self.ranges and \
                     self.typeof(e) in INTS and self.ranges.of(e) is not None:
+                self.gains += 1
                 return self.expr(if_true)  # (its condition holds in every lane)
             case Select(cond, if_true, if_false):
                 c, _ = self.expr(cond)
@@ -868,23 +886,28 @@ class _Writer:
         """Whether an access needs no bounds check: proven inside (``Ranges``), or at the
         global x id in the version for workgroups inside their buffers (``at_gid``)."""
         if self.ranges:
-            return self.ranges.inside(index, buffer)
+            inside = self.ranges.inside(index, buffer)
+            self.gains += inside and not self.is_gid(index)
+            return inside
         return self.at_gid(buffer, index)
+
+    def is_gid(self, index: Expr) -> bool:
+        """Whether ``index`` is the global x id (or a variable that holds it)."""
+        match index:
+            case InvocationId(IdKind.GLOBAL, 0):
+                return True
+            case Var(name):
+                return self.var(name)[0] in self.gid_vars
+        return False
 
     def at_gid(self, buffer: str, index: Expr) -> bool:
         """(Plain.) Whether an access of ``buffer`` at ``index`` needs no bounds check:
         ``index`` is the global x id, and this is the version for workgroups whose ids
         all lie inside the buffers read or written at it (``direct``, which this
         collects). bool and f16 buffers keep their checked helpers."""
-        if self.lockstep or self.buffers[buffer].dtype in (DType.BOOL, DType.F16):
+        if self.lockstep or self.buffers[buffer].dtype in (DType.BOOL, DType.F16) or \
+                not self.is_gid(index):
             return False
-        match index:
-            case InvocationId(IdKind.GLOBAL, 0):
-                pass
-            case Var(name) if self.var(name)[0] in self.gid_vars:
-                pass
-            case _:
-                return False
         self.direct.add(buffer)
         return self.in_bounds
 
