@@ -2,7 +2,8 @@
 elementwise kernel against the same numpy expression; the reduce example against
 ``numpy.sum``; the matmul example with the KTILE the tuner chose against
 ``numpy.matmul``; every example (sequences included) against the reference; compiling a
-kernel cold against loading it from the disk cache; and the same kernel on two cores
+kernel of each kind (elementwise, loop, barrier, atomics, a sequence's steps) cold
+against loading it from the disk cache; and the same kernel on two cores
 against one. Kernels run in this process (``BackendHost``), as in a worker, so the figures
 are the backend's own, without the process boundary (but the tuned matmul, which a Driver
 tunes and runs in its worker)."""
@@ -13,6 +14,7 @@ import functools
 import importlib
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -21,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from vyre_benchmarks.harness import Result, compare, reps
-from vyre_core.config import DispatchConfig
 from vyre_core.example import Example
+from vyre_core.sequence import Sequence
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
 from vyre_workers.backend_host import BackendHost
@@ -144,38 +146,53 @@ def matmul_int8_vs_numpy() -> Result:
                        repeat=reps(5, 1))
 
 
-def compile_cold_vs_cached() -> Result:
-    """A kernel compiled with an empty disk cache, against the same loaded from it (what a
-    restarted worker, or the next run, pays)."""
-    from vyre_cpu import backend, compiler
+#: A kernel of each kind, for the compile figures: the example whose programs are compiled.
+COMPILE_KINDS = {"elementwise": "saxpy", "loop": "mandelbrot", "barrier": "reduction",
+                 "atomics": "histogram", "sequence": "jacobi"}
 
-    saved = os.environ.get(compiler.ENV)
-    where = tempfile.mkdtemp(prefix="vyre-bench-kernels-")
-    os.environ[compiler.ENV] = where
-    programs = iter(saxpy(4096, bias=0.5 + i) for i in range(10_000))
-    made: list[Any] = []
 
-    def cold() -> None:
-        shutil.rmtree(where, ignore_errors=True)
-        made.append(next(programs))
-        backend.Pipeline(made[-1], DispatchConfig())
+def _compile(kind: str) -> Callable[[], Result]:
+    def bench() -> Result:
+        """Every program of the example compiled with an empty disk cache and nothing in
+        memory, against the same loaded from the disk cache (what a restarted worker, or
+        the next run, pays). numba itself and the runtime's helpers are loaded first."""
+        from vyre_cpu import compiler
 
-    def cached() -> None:
-        compiler._loaded.clear()  # (a new process: nothing in memory, all on disk)
-        for name in [m for m in compiler.sys.modules if m.startswith("vyre_cpu_kernel_")]:
-            del compiler.sys.modules[name]
-        backend.Pipeline(made[-1], DispatchConfig())
+        example = _example(COMPILE_KINDS[kind])
+        programs = [p for p, _ in example.program.programs()] \
+            if isinstance(example.program, Sequence) else [example.program]
+        saved = os.environ.get(compiler.ENV)
+        where = tempfile.mkdtemp(prefix="vyre-bench-kernels-")
+        os.environ[compiler.ENV] = where
 
-    try:
-        return compare("compile a kernel, empty disk cache", cold,
-                       "the same kernel loaded from the disk cache", cached,
-                       repeat=reps(5, 1), unit="s")
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
-        if saved is None:
-            os.environ.pop(compiler.ENV, None)
-        else:
-            os.environ[compiler.ENV] = saved
+        def forget(disk: bool) -> None:
+            compiler._loaded.clear()  # (a new process: nothing in memory)
+            for name in [m for m in sys.modules if m.startswith("vyre_cpu_kernel_")]:
+                del sys.modules[name]
+            if disk:
+                shutil.rmtree(where, ignore_errors=True)
+
+        def compile_all(disk: bool) -> Callable[[], None]:
+            def run() -> None:
+                forget(disk)
+                for program in programs:
+                    compiler.compiled(program)
+            return run
+
+        try:
+            compiler.compiled(saxpy(64, bias=0.5))  # (numba and the helpers, once)
+            return compare(f"compile {kind} kernel ({COMPILE_KINDS[kind]}: "
+                           f"{len(programs)} program(s)), empty disk cache",
+                           compile_all(True), "the same loaded from the disk cache",
+                           compile_all(False), repeat=reps(3, 1), unit="s")
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+            if saved is None:
+                os.environ.pop(compiler.ENV, None)
+            else:
+                os.environ[compiler.ENV] = saved
+    bench.__name__ = f"compile_{kind}_cold_vs_cached"
+    return bench
 
 
 def two_cores_vs_one() -> Result:
@@ -201,7 +218,7 @@ def two_cores_vs_one() -> Result:
 
 BENCHMARKS = [elementwise_64mib_vs_numpy, reduce_vs_numpy_sum,
               *(_vs_reference(n) for n in EXAMPLES),
-              matmul_tuned_vs_numpy, matmul_int8_vs_numpy, compile_cold_vs_cached,
+              matmul_tuned_vs_numpy, matmul_int8_vs_numpy, *map(_compile, COMPILE_KINDS),
               two_cores_vs_one]
 
 

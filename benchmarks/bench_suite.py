@@ -1,7 +1,8 @@
 """The kernel suite (benchmarks/suite: ten PolyBench/SHOC kernels written as
 ``@vyre.kernel``): each port on the cpu backend, launched through a Driver as a user
-launches it, against the same problem in numpy (vectorised, as a numpy user writes it).
-Each result is checked against numpy's before it is timed."""
+launches it, against the same problem in numpy (vectorised, as a numpy user writes it),
+at n=64 and at PolyBench's MEDIUM size (``<name>_medium``). Each result is checked against
+numpy's before it is timed."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from vyre_benchmarks.harness import Result, compare
-from vyre_benchmarks.suite.problems import PROBLEMS, Problem, run_vyre
+from vyre_benchmarks.suite.problems import MEDIUM, PROBLEMS, Problem, run_vyre
 from vyre_core.driver import Driver
 
 REQUIRES = ("cpu",)
@@ -28,18 +29,19 @@ def check(problem: Problem, got: dict[str, Any], want: dict[str, np.ndarray], wh
             raise AssertionError(f"{problem.name}: the {who} port's {out} is not numpy's")
 
 
-def _bench(problem: Problem) -> Callable[[], Result]:
+def _bench(problem: Problem, size: int, suffix: str = "") -> Callable[[], Result]:
     def bench() -> Result:
-        data = problem.make(SIZE)
+        data = problem.make(size)
         with Driver() as drv:
             check(problem, run_vyre(problem, data, drv, BACKEND), problem.reference(data),
                   "vyre")
-            return compare(f"{problem.name} (n={SIZE}), vyre kernels on cpu",
+            return compare(f"{problem.name} (n={size}), vyre kernels on cpu",
                            lambda: run_vyre(problem, data, drv, BACKEND),
                            "the same problem in numpy", lambda: problem.reference(data),
                            repeat=5, number=3)
-    bench.__name__ = problem.name
+    bench.__name__ = problem.name + suffix
     return bench
 
 
-BENCHMARKS = [_bench(p) for p in PROBLEMS.values()]
+BENCHMARKS = [_bench(p, SIZE) for p in PROBLEMS.values()] + \
+    [_bench(p, MEDIUM[p.name], "_medium") for p in PROBLEMS.values()]

@@ -279,6 +279,14 @@ def test_a_uniform_branch_that_is_only_a_barrier_compiles(cpu_host):
     _run_both(cpu_host, program, groups=2)
 
 
+def test_a_program_whose_whole_body_is_a_barrier_compiles(cpu_host):
+    """Its workgroup function had no statement (an IndentationError in the generated
+    source); its output stays zero, as on the reference."""
+    program = Program((Buffer("x", 0, U32, Access.READ),
+                       Buffer("out", 1, U32, Access.OUTPUT, 64)), (32,), (Barrier(),)).check()
+    _run_both(cpu_host, program, groups=2)
+
+
 def test_atomics_in_a_uniform_loop_return_what_the_reference_returns(cpu_host):
     """Their return values depend on the order (unspecified). The reference runs a loop
     iteration by iteration over the lanes, in order; so does a loop run once per

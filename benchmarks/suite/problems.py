@@ -255,6 +255,14 @@ PROBLEMS = {p.name: p for p in (
 )}
 
 
+#: The argument of each problem's ``make`` that gives PolyBench's MEDIUM dataset (jacobi-2d
+#: N=250, heat-3d N=40, gemm 200x220x240, atax and bicg 390x410 (here 400x403 and
+#: 400x405), mvt N=400, covariance and correlation 260x240, floyd-warshall N=500; TSTEPS
+#: stays 4) and, for SpMV, a 4096-row matrix (SHOC's smallest problem has 1024 rows).
+MEDIUM = {"jacobi_2d": 250, "heat_3d": 40, "gemm": 200, "atax": 400, "bicg": 400, "mvt": 400,
+          "covariance": 260, "correlation": 260, "floyd_warshall": 500, "spmv_csr": 4096}
+
+
 def run_vyre(problem: Problem, data: dict[str, Any], drv: Any, backend: str) -> dict[str, Any]:
     """Run the vyre port on copies of ``data``; the arrays after the run, by name."""
     from vyre_benchmarks.suite import vyre_kernels
@@ -276,3 +284,12 @@ def run_warp(problem: Problem, data: dict[str, Any]) -> dict[str, Any]:
     problem.run(warp_kernels, lambda kern, dim, *args: wp.launch(
         kern, dim=dim, inputs=list(args), device="cpu"), arrays)
     return {k: v.numpy() if isinstance(v, wp.array) else v for k, v in arrays.items()}
+
+
+def run_numba(problem: Problem, data: dict[str, Any]) -> dict[str, Any]:
+    """Run the numba port on copies of ``data``: a launch is a call of the kernel's
+    function, which loops over the output itself."""
+    from vyre_benchmarks.suite import numba_kernels
+    arrays = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in data.items()}
+    problem.run(numba_kernels, lambda kern, dim, *args: kern(*args), arrays)
+    return arrays

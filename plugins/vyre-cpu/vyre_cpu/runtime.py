@@ -893,23 +893,25 @@ def store_f64(arr, i, value):
 @njit(**_FAST)
 def load_in(arr, i):
     """``arr[i]`` where the kernel knows ``i`` is inside ``arr`` (no check: a loop of
-    them vectorises without masks, twice as fast)."""
-    return arr[np.int64(i)]
+    them vectorises without masks, twice as fast). Indexed unsigned: numba wraps a
+    signed index below 0 around, a select that hides consecutive indices from LLVM
+    (a gather for every load at ``j - 1``)."""
+    return arr[np.uint64(i)]
 
 
 @njit(**_FAST)
 def store_in(arr, i, value):
-    arr[np.int64(i)] = value
+    arr[np.uint64(i)] = value
 
 
 @njit(**_FAST)
 def store_f32_in(arr, i, value):
-    arr[np.int64(i)] = value if value == value else F32_NAN
+    arr[np.uint64(i)] = value if value == value else F32_NAN
 
 
 @njit(**_FAST)
 def store_f64_in(arr, i, value):
-    arr[np.int64(i)] = value if value == value else F64_NAN
+    arr[np.uint64(i)] = value if value == value else F64_NAN
 
 
 @njit(**_FAST)

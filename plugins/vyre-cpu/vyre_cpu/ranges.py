@@ -1,0 +1,236 @@
+"""Value ranges of a plain program's 32-bit integers, for the kernel's proven version
+(``codegen._Writer.proven``): where every index of an access lies inside its buffer and
+no ``u32``/``i32`` addition, subtraction, multiplication or cast in an index wraps, the
+kernel may index without bounds checks and compute indices in plain 64-bit arithmetic,
+which LLVM sees as consecutive from lane to lane (contiguous vector loads instead of
+masked gathers).
+
+A range is a pair of source expressions (lowest, highest value) over what the dispatch
+knows before its workgroups start: literals, the grid, buffer lengths and invariant
+loads. Every range rests on assumptions (no wrap here, this select always takes its first
+branch, this index below that length), each a boolean expression over the same values;
+the kernel evaluates them once per dispatch and runs the proven version only when all
+hold. Ranges are computed in f64: exact below 2**53, and a value at or above 2**53 stays
+there when rounded, so every comparison with a 32-bit bound is decided right."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import (
+    Binary,
+    BinOp,
+    BufLen,
+    Cast,
+    Expr,
+    IdKind,
+    InvocationId,
+    Lit,
+    Load,
+    Select,
+    Unary,
+    UnOp,
+    Var,
+)
+
+Range = tuple[str, str]
+#: The 32-bit integer types whose ranges are followed.
+INTS = (DType.U32, DType.I32)
+_FLIP = {BinOp.LT: BinOp.GE, BinOp.GE: BinOp.LT, BinOp.GT: BinOp.LE, BinOp.LE: BinOp.GT}
+_MIRROR = {BinOp.LT: BinOp.GT, BinOp.GT: BinOp.LT, BinOp.LE: BinOp.GE, BinOp.GE: BinOp.LE}
+#: A range's source longer than this is not followed (an expression that deep gains
+#: nothing from it, and the check would cost more than it saves).
+LONGEST = 600
+#: A bound longer than this is computed once, at entry, and named (``Ranges.named``).
+SHORT = 24
+
+
+class Ranges:
+    """The ranges known at the statement being written (a stack of scopes, keyed by the
+    kernel variable's name or an invocation id's) and the assumptions made so far.
+    ``typeof`` gives an expression's type, ``name_of`` a variable's kernel name (None for
+    one assigned again: its range is not followed), ``length`` a buffer's length,
+    ``define`` the name of a value computed at entry from the given source, and
+    ``invariant`` the name of a value computed once per dispatch (None: it is not)."""
+
+    def __init__(self, workgroup: tuple[int, int, int], typeof: Callable[[Expr], DType],
+                 name_of: Callable[[str], str | None], invariant: Callable[[Expr], str | None],
+                 length: Callable[[str], str | None], define: Callable[[str], str]) -> None:
+        self.workgroup = workgroup
+        self.typeof, self.name_of, self.invariant, self.length, self.define = \
+            typeof, name_of, invariant, length, define
+        self.scopes: list[dict[str, Range]] = [{}]
+        self.assumptions: dict[str, None] = {}  # (ordered, without repeats)
+
+    # -- scopes ----------------------------------------------------------------------------
+
+    def push(self) -> None:
+        self.scopes.append({})
+
+    def pop(self) -> None:
+        self.scopes.pop()
+
+    def bind(self, key: str, found: Range | None) -> None:
+        """``key`` (a kernel variable never assigned again) holds a value in ``found``."""
+        if found is not None:
+            self.scopes[-1][key] = self.named(found)
+
+    def lookup(self, key: str) -> Range | None:
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def assume(self, condition: str) -> None:
+        self.assumptions[condition] = None
+
+    # -- ranges ----------------------------------------------------------------------------
+
+    def of(self, e: Expr) -> Range | None:
+        """The range of ``e`` (a u32 or i32 value), or None where it is not known."""
+        found = self._of(e)
+        if found is None or len(found[0]) + len(found[1]) > LONGEST:
+            return None
+        return found
+
+    def _of(self, e: Expr) -> Range | None:
+        match e:
+            case Lit(dtype, bits) if dtype in INTS:
+                value = repr(float(dtype.from_bits(bits)))
+                return value, value
+            case Var(name):
+                key = self.name_of(name)
+                return None if key is None else self.lookup(key)
+            case InvocationId(kind, axis):
+                return self.lookup(id_key(kind, axis)) or self.id_range(kind, axis)
+            case BufLen(buffer):
+                n = self.length(buffer)
+                return None if n is None else (n, n)
+            case Load() if self.typeof(e) in INTS:
+                name = self.invariant(e)
+                return None if name is None else (f"np.float64({name})",) * 2
+            case Binary(op, lhs, rhs) if op in (BinOp.ADD, BinOp.SUB, BinOp.MUL) and \
+                    self.typeof(e) in INTS:
+                a, b = self.of(lhs), self.of(rhs)
+                if a is None or b is None:
+                    return None
+                return self.fits(self.named(_arith(op, a, b)), self.typeof(e))
+            case Cast(dtype, value) if dtype in INTS and self.typeof(value) in INTS:
+                found = self.of(value)
+                return None if found is None else self.fits(found, dtype)
+            case Select(cond, if_true, if_false):
+                taken = self.decide(cond)
+                if taken is None:
+                    return None
+                return self.of(if_true if taken else if_false)
+        return None
+
+    def id_range(self, kind: IdKind, axis: int) -> Range:
+        size = self.workgroup[axis]
+        grid = f"g{'xyz'[axis]}"
+        return {IdKind.GLOBAL: ("0.0", f"np.float64({grid} * {size} - 1)"),
+                IdKind.LOCAL: ("0.0", f"{float(size - 1)!r}"),
+                IdKind.WORKGROUP: ("0.0", f"np.float64({grid} - 1)")}[kind]
+
+    def fits(self, found: Range, dtype: DType) -> Range:
+        """``found``, assuming it lies inside ``dtype`` (the operation does not wrap)."""
+        lo, hi = dtype.int_range
+        self.assume(f"{found[0]} >= {float(lo)!r}")
+        self.assume(f"{found[1]} <= {float(hi)!r}")
+        return found
+
+    def inside(self, index: Expr, buffer: str) -> bool:
+        """Whether ``index`` can be assumed inside ``buffer`` (the assumption made)."""
+        if self.typeof(index) not in INTS:
+            return False
+        found, n = self.of(index), self.length(buffer)
+        if found is None or n is None:
+            return False
+        self.assume(f"{found[0]} >= 0.0")
+        self.assume(f"{found[1]} < {n}")
+        return True
+
+    # -- conditions ------------------------------------------------------------------------
+
+    def decide(self, cond: Expr) -> bool | None:
+        """Which way a comparison goes in every lane, by assumption (None: unknown)."""
+        match cond:
+            case Binary(BinOp.AND | BinOp.LOGICAL_AND, a, b):  # (a guard per axis)
+                return True if self.decide(a) and self.decide(b) else None
+            case Binary(op, lhs, rhs) if op in _FLIP and self.typeof(lhs) in INTS:
+                a, b = self.of(lhs), self.of(rhs)
+                if a is None or b is None:
+                    return None
+                self.assume(_holds(op, a, b))  # (the first branch: where it is wanted)
+                return True
+        return None
+
+    def refine(self, cond: Expr, truth: bool) -> None:
+        """What the statements run where ``cond`` is ``truth`` know of the variables and
+        ids it compares (added to the innermost scope)."""
+        match cond:
+            case Binary(BinOp.AND | BinOp.LOGICAL_AND, a, b) if truth:
+                self.refine(a, True)
+                self.refine(b, True)
+            case Binary(BinOp.OR | BinOp.LOGICAL_OR, a, b) if not truth:
+                self.refine(a, False)
+                self.refine(b, False)
+            case Unary(UnOp.NOT, a):
+                self.refine(a, not truth)
+            case Binary(op, lhs, rhs) if op in _FLIP and self.typeof(lhs) in INTS:
+                op = op if truth else _FLIP[op]
+                self._bound(lhs, op, rhs)
+                self._bound(rhs, _MIRROR[op], lhs)
+
+    def _bound(self, x: Expr, op: BinOp, y: Expr) -> None:
+        """``x op y`` holds: narrow ``x``'s range (a variable or an id) by ``y``'s."""
+        match x:
+            case Var(name):
+                key = self.name_of(name)
+            case InvocationId(kind, axis):
+                key = id_key(kind, axis)
+            case _:
+                return
+        if key is None:
+            return
+        mine, theirs = self.of(x), self.of(y)
+        if mine is None or theirs is None:
+            return
+        lo, hi = mine
+        if op is BinOp.LT:
+            hi = f"min({hi}, {theirs[1]} - 1.0)"
+        elif op is BinOp.LE:
+            hi = f"min({hi}, {theirs[1]})"
+        elif op is BinOp.GT:
+            lo = f"max({lo}, {theirs[0]} + 1.0)"
+        else:
+            lo = f"max({lo}, {theirs[0]})"
+        self.scopes[-1][key] = self.named((lo, hi))
+
+    def named(self, found: Range) -> Range:
+        """``found`` with each bound longer than a name computed once, at entry, under
+        one (an expression's range repeats its operands' ranges)."""
+        return tuple(b if len(b) <= SHORT else self.define(b) for b in found)
+
+
+def id_key(kind: IdKind, axis: int) -> str:
+    """The kernel's name of an invocation id (``GID0``): its key among the ranges."""
+    return f"{kind.value[0].upper()}ID{axis}"
+
+
+def _arith(op: BinOp, a: Range, b: Range) -> Range:
+    if op is BinOp.ADD:
+        return f"({a[0]} + {b[0]})", f"({a[1]} + {b[1]})"
+    if op is BinOp.SUB:
+        return f"({a[0]} - {b[1]})", f"({a[1]} - {b[0]})"
+    if a[0] == a[1] and b[0] == b[1]:
+        return f"({a[0]} * {b[0]})", f"({a[0]} * {b[0]})"
+    products = ", ".join(f"{x} * {y}" for x in a for y in b)
+    return f"min({products})", f"max({products})"
+
+
+def _holds(op: BinOp, a: Range, b: Range) -> str:
+    """The condition for ``x op y`` in every lane, ``x`` in ``a`` and ``y`` in ``b``."""
+    return {BinOp.LT: f"{a[1]} < {b[0]}", BinOp.LE: f"{a[1]} <= {b[0]}",
+            BinOp.GT: f"{a[0]} > {b[1]}", BinOp.GE: f"{a[0]} >= {b[1]}"}[op]

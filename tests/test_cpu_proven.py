@@ -1,0 +1,82 @@
+"""The cpu backend's proven version of a plain kernel (vyre_cpu/ranges.py): written on
+assumptions (every index inside its buffer, no u32/i32 index arithmetic that wraps),
+checked once per dispatch. Where they hold and where they fail, the bytes are the
+reference's: the same program runs with a row length that keeps every access inside
+and with one that sends some past the end (dropped stores, loads of 0), and with ids
+whose index arithmetic wraps below 0."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import vyre_cpu.backend
+from vyre_cpu import codegen
+
+from vyre_core.config import DispatchConfig
+from vyre_core.ir import (
+    Access,
+    Binary,
+    BinOp,
+    Buffer,
+    DType,
+    IdKind,
+    If,
+    InvocationId,
+    Lit,
+    Load,
+    Program,
+    Store,
+)
+from vyre_workers.backend_host import BackendHost
+
+U32, F32 = DType.U32, DType.F32
+GX, GY = InvocationId(IdKind.GLOBAL, 0), InvocationId(IdKind.GLOBAL, 1)
+
+
+def _add(a, b):
+    return Binary(BinOp.ADD, a, b)
+
+
+def rows(shift: int) -> Program:
+    """``out[i * n + j] = a[i * n + j + shift]`` for ``j < n``, ``n`` a uniform: which
+    accesses lie inside depends on ``n`` and the buffers' lengths, known only at run."""
+    n = Load("n", Lit(U32, 0))
+    index = _add(Binary(BinOp.MUL, GX, n), GY)
+    shifted = Binary(BinOp.SUB, index, Lit(U32, -shift & 0xFFFFFFFF)) if shift < 0 else \
+        _add(index, Lit(U32, shift))
+    return Program((Buffer("a", 0, F32, Access.READ), Buffer("n", 1, U32, Access.UNIFORM, 1),
+                    Buffer("out", 2, F32, Access.OUTPUT, 64)), (4, 4), (
+        If(Binary(BinOp.LT, GY, n), (Store("out", index, Load("a", shifted)),)),
+    )).check()
+
+
+@pytest.fixture(scope="module")
+def host():
+    host = BackendHost(vyre_cpu.backend)
+    host.prepare()
+    yield host
+    host.shutdown()
+
+
+@pytest.mark.fast
+def test_a_row_major_kernel_gets_a_proven_version_without_bounds_checks():
+    source = codegen.generate(rows(1)).source
+    proven = source.split("if proven:")[1].split("else:")[0]
+    assert "load_in(" in proven and "store_f32_in(" in proven
+    assert "load(" not in proven and "store_f32(" not in proven
+
+
+@pytest.mark.parametrize("shift", [1, 0, -1])
+@pytest.mark.parametrize("n, length", [(8, 65), (8, 64), (9, 80), (7, 64), (8, 20)])
+def test_the_proven_version_gives_the_reference_bytes_whether_its_assumptions_hold_or_not(
+        host, n, length, shift):
+    """(8, 65) keeps every access inside; (8, 64) puts the last load one past the end;
+    (9, 80) stores past ``out``; ``shift=-1`` reads ``a[0 - 1]``, which wraps to 2**32-1
+    (a load of 0) in u32."""
+    from vyre_reference import run
+
+    program = rows(shift)
+    inputs = [np.arange(1, length + 1, dtype=np.float32), np.array([n], np.uint32)]
+    want, = run(program, inputs, grid=(2, 2, 1))
+    got, = host.dispatch(program, inputs, DispatchConfig(grid_override=(2, 2, 1)))
+    assert got.tobytes() == want.tobytes()
