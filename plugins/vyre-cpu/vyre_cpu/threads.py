@@ -18,12 +18,11 @@ import os
 from collections.abc import Mapping
 
 from vyre_core.errors import InvalidConfigError
+from vyre_core.supervisor.options import MAX_THREADS
+from vyre_core.supervisor.options import THREADS_ENV as POOL_ENV
 
 ENV = "VYRE_CPU_THREADS"
-#: What the pool sets in a worker's environment from ``PoolOptions(threads=...)``.
-POOL_ENV = "VYRE_WORKER_THREADS"
 LAYER = "workqueue"
-MAX_THREADS = 1024
 #: A launch runs on threads only when its work is at least this many invocations (one
 #: with a loop counts each invocation ``LOOP_WEIGHT`` times): below, one thread finishes
 #: before the others would have woken (about 40 us each on a quiet machine, a scheduler
