@@ -34,6 +34,40 @@ from vyre_workers.handlers import Handlers
 STOPPING_SEND_WITHIN = 0.25
 
 
+#: A yield that took longer than this (seconds) gave the core to another process: the
+#: machine is busy, and spinning stops for ``SPIN_BACKOFF`` seconds.
+CONTENDED = 50e-6
+SPIN_BACKOFF = 1.0
+
+
+class Spinning:
+    """Whether the serve loop may spin on its lane (yielding between looks) instead of
+    sleeping in ``poll``, for ``seconds`` after each reply. On a quiet machine a request
+    that comes within them is taken without a wake-up. On a busy one a yield hands the
+    core to a competing process for its whole time slice (milliseconds under Linux's
+    EEVDF scheduler), where a sleeping process is woken ahead of it: so the first yield
+    that takes longer than ``CONTENDED`` stops the spinning for ``SPIN_BACKOFF`` seconds
+    (a one-invocation cpu dispatch with a CPU-bound process on every core: 5.4 ms p50
+    yielding, 0.22 ms sleeping; BENCHMARKS.md, issue 39). Pure: the times are given."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.until = 0.0       # spin until then
+        self.calm_from = 0.0   # spin only after then (a backoff)
+
+    def start(self, now: float) -> None:
+        """A reply went out at ``now``."""
+        self.until = now + self.seconds if now >= self.calm_from else 0.0
+
+    def on(self, now: float) -> bool:
+        return now < self.until
+
+    def yielded(self, before: float, after: float) -> None:
+        if after - before > CONTENDED:
+            self.until = 0.0
+            self.calm_from = after + SPIN_BACKOFF
+
+
 class Stopped(Exception):
     """SIGTERM arrived while a reply was going out."""
 
@@ -64,7 +98,7 @@ class WorkerServer:
         lane (the pool closed it, or went)."""
         poller = select.poll()
         poller.register(self.lane, select.POLLIN)
-        spin_until = 0.0
+        spinning = Spinning(self.spin)
         while not self.stopping:
             try:
                 received = self.reader.messages()
@@ -74,16 +108,18 @@ class WorkerServer:
             if not received:
                 if self.reader.ended:
                     return
-                if time.perf_counter() >= spin_until:
-                    poller.poll(wake_ms)
-                else:
+                now = time.perf_counter()
+                if spinning.on(now):
                     os.sched_yield()
+                    spinning.yielded(now, time.perf_counter())
+                else:
+                    poller.poll(wake_ms)
                 continue
             for frames in received:
                 reply = self.handle(frames)
                 if reply is not None and not self._send(reply):
                     return
-            spin_until = time.perf_counter() + self.spin
+            spinning.start(time.perf_counter())
 
     def _send(self, reply: Message) -> bool:
         """Send ``reply`` whole on the lane; False when the parent's end is gone."""
