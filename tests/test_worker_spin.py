@@ -5,6 +5,7 @@ yield costs a time slice, where a sleeper is woken ahead of the competing proces
 from __future__ import annotations
 
 import pytest
+
 from vyre_workers.server import CONTENDED, SPIN_BACKOFF, Spinning
 
 
