@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import vyre_cpu.backend
 
+from vyre_core import Driver
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import InvalidInputError, LaunchLimitError
 from vyre_examples.saxpy import inputs as saxpy_inputs
@@ -47,3 +48,22 @@ def test_a_launch_of_other_shapes_or_config_is_checked_again(host):
         pipeline.dispatch(data, DispatchConfig(grid_override=(2**27, 1, 1)))
     got, = pipeline.dispatch(data, config)
     assert got.tobytes() == run(program, data)[0].tobytes()
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_a_driver_pipeline_checks_each_new_launch_once(backend):
+    """The caller checks a launch once per config and input shapes too."""
+    program = saxpy(256, 64)
+    data = saxpy_inputs(256, 2)
+    with Driver() as drv:
+        pipeline = drv.compile(program, backend)
+        for _ in range(2):
+            got, = pipeline.dispatch(data)
+            assert got.tobytes() == run(program, data)[0].tobytes()
+        with pytest.raises(InvalidInputError):  # (x of 300: its last 44 never read)
+            pipeline.dispatch(saxpy_inputs(300, 2))
+        with pytest.raises(LaunchLimitError):
+            pipeline.dispatch(data, DispatchConfig(grid_override=(2**27, 1, 1)))
+        got, = pipeline.dispatch(data)
+        assert got.tobytes() == run(program, data)[0].tobytes()

@@ -839,11 +839,18 @@ class Driver:
         slot, generation = ran.served_by
         pipeline_id = meta["pipeline"]
 
+        last: list[Any] = [(None, None, None)]  # the last launch's (config, shapes, wire)
+
         def run(inputs: Sequence[Any], cfg: DispatchConfig) -> Outputs:
             bound = abi.bind_inputs(program, inputs)
-            _, sent = launch_of(program, cfg, bound)  # (the launch checked here, as dispatch)
+            shapes = [a.shape for a in bound]
+            seen, seen_shapes, wire = last[0]  # (one read: threads may share the handle)
+            if cfg is not seen or shapes != seen_shapes:  # (a repeated launch: checked once)
+                _, sent = launch_of(program, cfg, bound)  # (checked here, as dispatch)
+                wire = sent.to_dict()
+                last[0] = (cfg, shapes, wire)
             reply, arrays = pool.call(Request(
-                Op.PIPELINE_DISPATCH, {"pipeline": pipeline_id, "config": sent.to_dict(),
+                Op.PIPELINE_DISPATCH, {"pipeline": pipeline_id, "config": wire,
                                        "label": cfg.label},
                 bound, deadline=_deadline(cfg.timeout), timeout=cfg.timeout, slot=slot,
                 generation=generation, outputs=abi.output_shapes(program, bound)))
