@@ -215,6 +215,13 @@ def tiny_dispatch_quiet() -> Result:
                   "the reference backend's", f["tiny reference quiet"] * 1e6)
 
 
+def sequence_quiet() -> Result:
+    f = _figures()
+    return Result(f"cpu: a sequence of {_steps()} small steps, quiet",
+                  f["sequence cpu quiet"] * 1e3, "ms", "the reference backend's",
+                  f["sequence reference quiet"] * 1e3)
+
+
 def pipeline_launch_vs_lane() -> Result:
     """A compiled pipeline's one-invocation launch on cpu, p50, against a raw lane round
     trip, p50, timed in alternating turns."""
@@ -235,5 +242,5 @@ def pipeline_launch_vs_lane() -> Result:
 
 
 BENCHMARKS = [pipeline_launch_vs_lane, tiny_dispatch_quiet, tiny_dispatch_loaded_vs_reference,
-              tiny_dispatch_loaded_vs_numpy, sequence_loaded_vs_reference,
+              tiny_dispatch_loaded_vs_numpy, sequence_quiet, sequence_loaded_vs_reference,
               sequence_loaded_vs_numpy]
