@@ -64,7 +64,7 @@ def test_only_a_large_launch_of_many_workgroups_on_many_threads_is_parallel():
 
 
 _TINY_SCRIPT = """
-import json, numba, vyre_cpu.backend
+import json, numba, vyre_cpu.backend, vyre_cpu.threads
 from vyre_core.config import DispatchConfig
 from vyre_examples.saxpy import inputs, program
 from vyre_workers.backend_host import BackendHost
@@ -72,22 +72,30 @@ host = BackendHost(vyre_cpu.backend)
 host.prepare()
 for _ in range(3):
     host.dispatch(program(64, 64), inputs(64, 1), DispatchConfig())
-try:
-    layer = numba.threading_layer()
-except ValueError:
-    layer = None
-print(json.dumps({"layer": layer}))
+def layer():
+    try:
+        return numba.threading_layer()
+    except ValueError:
+        return None
+small = layer()
+vyre_cpu.threads.PARALLEL_WORK = 1024  # (this launch then runs on threads)
+vyre_cpu.backend._threads = lambda: 2
+host.dispatch(program(1 << 14, 64), inputs(1 << 14, 1), DispatchConfig())
+print(json.dumps({"small": small, "large": layer()}))
 """
 
 
 @pytest.mark.processes
-def test_a_small_launch_enters_no_parallel_region(tmp_path):
-    """numba starts its threading layer at the first parallel region; after small
-    dispatches it has none (fails on main before issue 39: every launch entered one)."""
-    env = dict(os.environ, VYRE_CPU_CACHE_DIR=str(tmp_path))
+def test_a_small_launch_enters_no_parallel_region_and_a_large_one_no_openmp(tmp_path):
+    """numba starts its threading layer at the first parallel region: after small
+    dispatches it has none, and a large one starts TBB or workqueue, whose idle threads
+    sleep (fails on main before issue 39: every launch entered one, on OpenMP here)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_THREADING")}
+    env["VYRE_CPU_CACHE_DIR"] = str(tmp_path)
     done = subprocess.run([sys.executable, "-c", _TINY_SCRIPT], capture_output=True,
                           text=True, env=env, timeout=300, check=True)
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"layer": None}
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["small"] is None and found["large"] in ("tbb", "workqueue")
 
 
 def test_a_large_launch_runs_the_parallel_kernel_with_the_reference_bytes(monkeypatch):

@@ -37,8 +37,8 @@ from vyre_cpu import __version__, threads
 from vyre_cpu.codegen import Kernel, generate
 
 ENV = "VYRE_CPU_CACHE_DIR"
-if "NUMBA_THREADING_LAYER" not in os.environ:  # (before any parallel kernel runs; why
-    numba.config.THREADING_LAYER = threads.LAYER  # this one: threads.py)
+if not {"NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY"} & set(os.environ):
+    numba.config.THREADING_LAYER_PRIORITY = list(threads.LAYERS)  # (why: threads.py)
 _log = logging.getLogger("vyre.cpu")
 _lock = threading.Lock()
 #: Kernels this process holds, by program fingerprint (a cached property: a sequence's

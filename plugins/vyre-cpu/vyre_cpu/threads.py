@@ -5,11 +5,13 @@ else ``VYRE_CPU_THREADS``, else the cores this process may run on
 (``os.sched_getaffinity``: a container's or ``taskset``'s share, not the machine's);
 at most numba's pool (``NUMBA_NUM_THREADS``, by default every core of the machine).
 
-The layer: numba's ``workqueue`` unless ``NUMBA_THREADING_LAYER`` names another. Its idle
-threads sleep (they neither spin against the worker's own thread between requests, as
-OpenMP's do by default, nor against other processes), and it was the steadiest of the
-layers on a machine whose every core is busy (BENCHMARKS.md, issue 39); it is also the
-one numba always has. A launch too small to gain from threads never enters it
+The layer: TBB where numba can load it, else numba's ``workqueue``; never OpenMP
+unless ``NUMBA_THREADING_LAYER`` (or ``NUMBA_THREADING_LAYER_PRIORITY``) says so. Idle
+threads of both sleep; OpenMP's (numba's choice after TBB by default, where ``libgomp``
+is installed) spin between launches, against the worker's own thread and every other
+process: on a busy machine a large launch took 20-46 ms on it against about 1 ms on
+either of these (BENCHMARKS.md, issue 39). TBB was the steadiest; ``workqueue`` is the
+one numba always has. A launch too small to gain from threads never enters any
 (``parallel_worth``)."""
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from vyre_core.supervisor.options import MAX_THREADS
 from vyre_core.supervisor.options import THREADS_ENV as POOL_ENV
 
 ENV = "VYRE_CPU_THREADS"
-LAYER = "workqueue"
+#: numba's threading layers in the order this backend tries them
+LAYERS = ("tbb", "workqueue", "omp")
 #: A launch runs on threads only when its work is at least this many invocations (one
 #: with a loop counts each invocation ``LOOP_WEIGHT`` times): below, one thread finishes
 #: before the others would have woken (about 40 us each on a quiet machine, a scheduler
