@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from vyre_workers.server import CONTENDED, SPIN_BACKOFF, Spinning
+from vyre_core.spinning import CONTENDED, SPIN_BACKOFF, Spinning
 
 
 @pytest.mark.fast

@@ -26,46 +26,13 @@ from vyre_core import framing, protocol
 from vyre_core.dataplane import SegmentMaps
 from vyre_core.errors import ProtocolError, SystemResourceError, as_vyre_error
 from vyre_core.protocol import Message, Op, ProgressPage
+from vyre_core.spinning import Spinning
 from vyre_workers.backend_host import BackendHost
 from vyre_workers.handlers import Handlers
 
 #: How long a reply may wait for room once the worker was asked to stop (SIGTERM: the
 #: parent is closing, or the request ran past its deadline, and nobody may read it).
 STOPPING_SEND_WITHIN = 0.25
-
-
-#: A yield that took longer than this (seconds) gave the core to another process: the
-#: machine is busy, and spinning stops for ``SPIN_BACKOFF`` seconds.
-CONTENDED = 50e-6
-SPIN_BACKOFF = 1.0
-
-
-class Spinning:
-    """Whether the serve loop may spin on its lane (yielding between looks) instead of
-    sleeping in ``poll``, for ``seconds`` after each reply. On a quiet machine a request
-    that comes within them is taken without a wake-up. On a busy one a yield hands the
-    core to a competing process for its whole time slice (milliseconds under Linux's
-    EEVDF scheduler), where a sleeping process is woken ahead of it: so the first yield
-    that takes longer than ``CONTENDED`` stops the spinning for ``SPIN_BACKOFF`` seconds
-    (a one-invocation cpu dispatch with a CPU-bound process on every core: 5.4 ms p50
-    yielding, 0.22 ms sleeping; BENCHMARKS.md, issue 39). Pure: the times are given."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.until = 0.0       # spin until then
-        self.calm_from = 0.0   # spin only after then (a backoff)
-
-    def start(self, now: float) -> None:
-        """A reply went out at ``now``."""
-        self.until = now + self.seconds if now >= self.calm_from else 0.0
-
-    def on(self, now: float) -> bool:
-        return now < self.until
-
-    def yielded(self, before: float, after: float) -> None:
-        if after - before > CONTENDED:
-            self.until = 0.0
-            self.calm_from = after + SPIN_BACKOFF
 
 
 class Stopped(Exception):
