@@ -39,6 +39,8 @@ REQUIRED = {
     "sequences.chain_step_reference": "one more pass as its own dispatch",
     "sequences.example_reduce_reference": "numpy",
     "kernels.cached_launch": "dispatch of the same program",
+    "cpu_launch.pipeline_launch_vs_lane": "raw lane round trip",
+    "cpu_launch.tiny_dispatch_loaded_vs_reference": "reference backend's loaded / quiet",
 }
 
 

@@ -933,14 +933,22 @@ class Driver:
         slot, generation = ran.served_by
         pipeline_id = meta["pipeline"]
 
+        # the last launch's config and input shapes, its config as sent and output shapes
+        last: list[Any] = [(None, None, None, None)]
+
         def run(inputs: Sequence[Any], cfg: DispatchConfig) -> Outputs:
             bound = abi.bind_inputs(program, inputs)
-            _, sent = launch_of(program, cfg, bound)  # (the launch checked here, as dispatch)
+            shapes = [a.shape for a in bound]
+            seen, seen_shapes, wire, outputs = last[0]  # (one read: threads share handles)
+            if cfg is not seen or shapes != seen_shapes:  # (a repeated launch: checked once)
+                _, sent = launch_of(program, cfg, bound)  # (checked here, as dispatch)
+                wire, outputs = sent.to_dict(), abi.output_shapes(program, bound)
+                last[0] = (cfg, shapes, wire, outputs)
             reply, arrays = pool.call(Request(
-                Op.PIPELINE_DISPATCH, {"pipeline": pipeline_id, "config": sent.to_dict(),
+                Op.PIPELINE_DISPATCH, {"pipeline": pipeline_id, "config": wire,
                                        "label": cfg.label},
                 bound, deadline=_deadline(cfg.timeout), timeout=cfg.timeout, slot=slot,
-                generation=generation, outputs=abi.output_shapes(program, bound)))
+                generation=generation, outputs=outputs))
             return _outputs(reply, arrays)
 
         took = meta.get("compile_ns")

@@ -26,6 +26,7 @@ from vyre_core import framing, protocol
 from vyre_core.dataplane import SegmentMaps
 from vyre_core.errors import ProtocolError, SystemResourceError, as_vyre_error
 from vyre_core.protocol import Message, Op, ProgressPage
+from vyre_core.spinning import Spinning
 from vyre_workers.backend_host import BackendHost
 from vyre_workers.handlers import Handlers
 
@@ -64,7 +65,7 @@ class WorkerServer:
         lane (the pool closed it, or went)."""
         poller = select.poll()
         poller.register(self.lane, select.POLLIN)
-        spin_until = 0.0
+        spinning = Spinning(self.spin)
         while not self.stopping:
             try:
                 received = self.reader.messages()
@@ -74,16 +75,18 @@ class WorkerServer:
             if not received:
                 if self.reader.ended:
                     return
-                if time.perf_counter() >= spin_until:
-                    poller.poll(wake_ms)
-                else:
+                now = time.perf_counter()
+                if spinning.on(now):
                     os.sched_yield()
+                    spinning.yielded(now, time.perf_counter())
+                else:
+                    poller.poll(wake_ms)
                 continue
             for frames in received:
                 reply = self.handle(frames)
                 if reply is not None and not self._send(reply):
                     return
-            spin_until = time.perf_counter() + self.spin
+            spinning.start(time.perf_counter())
 
     def _send(self, reply: Message) -> bool:
         """Send ``reply`` whole on the lane; False when the parent's end is gone."""

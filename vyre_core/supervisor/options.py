@@ -18,6 +18,10 @@ MAX_STANDBY = 16
 MAX_SPIN = 0.01
 #: The most devices one pool may name (each gets ``workers`` processes).
 MAX_DEVICES = 64
+#: The most threads a worker may be given (``threads``), and the variable of the worker's
+#: environment that carries them to its backend.
+MAX_THREADS = 1024
+THREADS_ENV = "VYRE_WORKER_THREADS"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,9 @@ class PoolOptions:
     devices: str | tuple[int, ...] | None = None
     gpus_per_worker: float = 0.0    # on a Ray cluster: the GPUs each worker actor requests
     tracing: bool = False           # one OpenTelemetry span per call (observability/tracing)
+    # the threads each worker's backend may compute with, handed to it as THREADS_ENV
+    # (None: the backend's own default; the cpu backend's: the cores the worker may use)
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.devices, list):
@@ -99,6 +106,10 @@ class PoolOptions:
             bad.append(("tracing=True without OpenTelemetry installed",
                         "tracing: False, or install its API first "
                         "(pip install 'vyre[opentelemetry]')"))
+        if self.threads is not None and not (_is_int(self.threads, 1)
+                                             and self.threads <= MAX_THREADS):
+            bad.append((f"threads={self.threads!r}",
+                        f"threads: None or a whole number from 1 to {MAX_THREADS}"))
         if bad:
             raise InvalidConfigError(f"bad pool options: {', '.join(b for b, _ in bad)}",
                                      "Use " + "; ".join(f for _, f in bad) + ".")

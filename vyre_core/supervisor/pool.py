@@ -64,7 +64,7 @@ from vyre_core.supervisor.machine import (
     Stop,
     describe_exit,
 )
-from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.options import THREADS_ENV, PoolOptions
 from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess, ensure_descriptors
 from vyre_core.supervisor.rundir import RunDir
@@ -899,6 +899,8 @@ class Pool(PoolFacts):
                 args += ["--device", str(w.device)]
             env = dict(os.environ,
                        VYRE_WORKER=f"{reg.id}/{action.index}/{action.generation}")
+            if self.options.threads is not None:
+                env[THREADS_ENV] = str(self.options.threads)
             server = self._fork_server
             if server is not None and server.can_start(env):
                 try:

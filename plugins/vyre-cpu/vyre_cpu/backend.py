@@ -1,9 +1,11 @@
 """The cpu backend behind the contract: programs compiled to native code with numba
-(``compiler.py``), run in parallel over workgroups on every core of the worker's machine.
+(``compiler.py``), run over workgroups on one thread or, for a large launch, on the
+worker's threads (``threads.py``: by default the cores it may use).
 Registration imports numpy only; numba is imported in the worker, at the first compile."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any
@@ -26,6 +28,7 @@ from vyre_core.ir.requirements import ALL_OPS
 from vyre_core.limits import NO_GRID_LIMIT
 from vyre_core.sequence.run import step_config
 from vyre_cpu import __version__
+from vyre_cpu.threads import configured, parallel_worth
 
 VYRE_CONTRACT = 1
 
@@ -90,6 +93,13 @@ def vyre_supported_ops() -> frozenset[str]:
 def vyre_devices() -> list[DeviceInfo]:
     """The host's CPU: every core runs the kernels, in host memory."""
     return [DeviceInfo.host_cpu("numba")]
+
+
+@hookimpl
+def vyre_prepare() -> None:
+    """Check the thread count before the first request: a bad ``VYRE_CPU_THREADS`` (or
+    ``PoolOptions(threads=...)``) stops the worker's start with its reason and Fix."""
+    _threads()
 
 
 @hookimpl
@@ -219,7 +229,7 @@ def vyre_max_workgroup_memory_bytes() -> int:
 def vyre_device_profile() -> dict[str, Any]:
     import numba
 
-    return {"cores": os.cpu_count(), "threads": numba.get_num_threads(),
+    return {"cores": os.cpu_count(), "threads": _threads(),
             "numba": numba.__version__, "threading_layer": _threading_layer()}
 
 
@@ -234,7 +244,9 @@ def _threading_layer() -> str:
 
 class Pipeline:
     """One program compiled (at construction, or loaded from the cache) for this
-    backend: dispatches run its kernel over the bound inputs."""
+    backend: dispatches run its kernel over the bound inputs, on one thread or, for a
+    launch large enough to gain from them (``threads.parallel_worth``), on the worker's
+    threads (``threads.configured``)."""
 
     def __init__(self, program: Program, config: Any) -> None:
         from vyre_cpu.compiler import compiled
@@ -248,38 +260,55 @@ class Pipeline:
         """Run the kernel over ``inputs`` (input ABI order) with ``config``'s grid; outputs
         are new arrays, or ``into`` (output ABI order) written in place. A read_write
         buffer whose target is its input itself is updated in place, with no copy."""
-        program = self.program
-        inputs_by_name = dict(zip((b.name for b in program.inputs), inputs, strict=True))
-        targets = {} if into is None else dict(zip((b.name for b in program.outputs), into,
-                                                   strict=True))
+        layout = self.compiled.layout
         arrays = []
-        storage = [b for b in program.buffers if b.access is not Access.WORKGROUP]
-        for b in storage:
-            target = targets.get(b.name)
-            if b.access is Access.OUTPUT:
-                if target is None:
-                    target = np.zeros(b.count, dtype=b.dtype.storage_np)
+        for access, source, target, dtype, count in layout.buffers:
+            if access is Access.OUTPUT:
+                if into is None:
+                    array = np.zeros(count, dtype=dtype)
                 else:
-                    target.fill(0)
-                arrays.append(target)
-            elif b.access is Access.READ_WRITE:
-                source = inputs_by_name[b.name]
-                if target is None:
-                    target = np.array(source, dtype=b.dtype.storage_np)
-                elif target is not source:
-                    np.copyto(target, source)
-                arrays.append(target)
+                    array = into[target]
+                    array.fill(0)
+            elif access is Access.READ_WRITE:
+                given = inputs[source]
+                if into is None:
+                    array = np.array(given, dtype=dtype)
+                else:
+                    array = into[target]
+                    if array is not given:
+                        np.copyto(array, given)
             else:
-                view = np.asarray(inputs_by_name[b.name], dtype=b.dtype.storage_np).view()
-                view.flags.writeable = False  # (the kernel's signature: read-only inputs)
-                arrays.append(view)
+                array = np.asarray(inputs[source], dtype=dtype).view()
+                array.flags.writeable = False  # (the kernel's signature: read-only inputs)
+            arrays.append(array)
         gx, gy, gz = config.grid_override
-        self.compiled.kernel(gx, gy, gz, cancel.words(), *(_words(a) for a in arrays))
+        kernel = self.compiled.kernel
+        threads = _threads()
+        if parallel_worth(gx * gy * gz, layout.lanes, layout.loops, threads):
+            kernel = self.compiled.parallel() or kernel
+            if kernel is not self.compiled.kernel:
+                _use_threads(threads)
+        kernel(gx, gy, gz, cancel.words(), *(_words(a) for a in arrays))
         cancel.check()  # (stopped early: what it computed is not a result)
-        by_name = dict(zip((b.name for b in storage), arrays, strict=True))
-        return [by_name[b.name] for b in program.outputs]
+        return [arrays[i] for i in layout.outputs]
 
 
 def _words(array: np.ndarray) -> np.ndarray:
     """What the kernel takes: the array itself, or an f16 array's 16-bit words."""
     return array.view(np.uint16) if array.dtype == np.float16 else array
+
+
+@functools.cache
+def _threads() -> int:
+    """The worker's thread count (checked at ``vyre_prepare``: a bad setting stops the
+    worker's start with its reason)."""
+    return configured()
+
+
+def _use_threads(threads: int) -> None:
+    """The parallel kernel's threads: numba's setting is the calling thread's own."""
+    import numba
+
+    wanted = min(threads, numba.config.NUMBA_NUM_THREADS)
+    if numba.get_num_threads() != wanted:
+        numba.set_num_threads(wanted)

@@ -138,8 +138,27 @@ def generate(program: Program) -> Kernel:
         hoisting = _Writer(program, hoist=True)
         kernel = hoisting.write()
         if hoisting.hoisted:
-            return kernel
-    return _Writer(program).write()
+            return _with_serial_twin(kernel)
+    return _with_serial_twin(_Writer(program).write())
+
+
+#: The head of a kernel whose workgroups run in parallel, as both writers write it.
+_PARALLEL_HEAD = "@njit(cache=True, nogil=True, parallel=True)\ndef kernel("
+
+
+def _with_serial_twin(kernel: Kernel) -> Kernel:
+    """``kernel`` with ``kernel_serial`` beside a parallel ``kernel``: the same function,
+    its workgroups in turn on the calling thread (``range`` for ``prange``), for a launch
+    too small to gain from threads (``vyre_cpu.threads.parallel_worth``). numba compiles
+    each separately, when first asked for: the twin at compile, the parallel one at the
+    first launch that needs it. A kernel that runs its workgroups in turn has no twin."""
+    at = kernel.source.find(_PARALLEL_HEAD)
+    if at < 0:
+        return kernel
+    entry = kernel.source[at:]
+    twin = entry.replace(_PARALLEL_HEAD, "@njit(cache=True, nogil=True)\ndef kernel_serial(",
+                         1).replace(" in prange(", " in range(")
+    return Kernel(f"{kernel.source.rstrip()}\n\n\n{twin}")
 
 
 class _Writer:

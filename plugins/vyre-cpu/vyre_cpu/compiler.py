@@ -12,6 +12,7 @@ import contextlib
 import functools
 import importlib.util
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -30,11 +31,14 @@ from numba import types
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Access, Program
+from vyre_core.ir.nodes import Barrier, Loop, While, walk
 from vyre_core.pipeline import pipeline_cache_key
-from vyre_cpu import __version__
+from vyre_cpu import __version__, threads
 from vyre_cpu.codegen import Kernel, generate
 
 ENV = "VYRE_CPU_CACHE_DIR"
+if not {"NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY"} & set(os.environ):
+    numba.config.THREADING_LAYER_PRIORITY = list(threads.LAYERS)  # (why: threads.py)
 _log = logging.getLogger("vyre.cpu")
 _lock = threading.Lock()
 #: Kernels this process holds, by program fingerprint (a cached property: a sequence's
@@ -46,13 +50,66 @@ _counts = {"hits": 0, "misses": 0}
 
 
 @dataclass(frozen=True)
+class Layout:
+    """How a dispatch binds a program's kernel, worked out once per program (the warm
+    path of a launch only follows it): per storage buffer, in the kernel's order, its
+    access, its position among the inputs and among the outputs (-1: not one), its
+    storage dtype and declared count; the buffer of each output; the lanes of a
+    workgroup; and whether the program loops or runs in lockstep (what a launch weighs,
+    ``threads.parallel_worth``)."""
+
+    buffers: tuple[tuple[Access, int, int, np.dtype, int | None], ...]
+    outputs: tuple[int, ...]
+    lanes: int
+    loops: bool
+
+
+def layout_of(program: Program) -> Layout:
+    storage = [b for b in program.buffers if b.access is not Access.WORKGROUP]
+    inputs = [b.name for b in program.inputs]
+    outputs = [b.name for b in program.outputs]
+    position = {b.name: i for i, b in enumerate(storage)}
+    loops = len(storage) < len(program.buffers) or any(
+        isinstance(n, Loop | While | Barrier) for n in walk(program.body))
+    return Layout(tuple((b.access, inputs.index(b.name) if b.name in inputs else -1,
+                         outputs.index(b.name) if b.name in outputs else -1,
+                         np.dtype(b.dtype.storage_np), b.count) for b in storage),
+                  tuple(position[name] for name in outputs), math.prod(program.workgroup),
+                  loops)
+
+
 class Compiled:
     """A kernel ready to run: ``kernel(gx, gy, gz, stop, *buffers)`` (``stop``: see
-    ``vyre_core.cancel.words``)."""
+    ``vyre_core.cancel.words``) runs its workgroups in turn
+    on the calling thread; ``parallel()`` is the same kernel over numba's threads (None
+    where the workgroups must run in turn), compiled at its first call: most kernels of
+    small launches never pay for it."""
 
-    kernel: Any
-    seconds: float          # what compiling (or loading it from the cache) took
-    cached: bool            # loaded from numba's cache on disk (no compile)
+    def __init__(self, kernel: Any, seconds: float, cached: bool, layout: Layout,
+                 parallel: Any = None, signature: tuple[Any, ...] = ()) -> None:
+        self.kernel = kernel
+        self.layout = layout
+        self.seconds = seconds  # what compiling (or loading it from the cache) took
+        self.cached = cached    # loaded from numba's cache on disk (no compile)
+        self._parallel = parallel
+        self._signature = signature
+        self._parallel_ready = parallel is None
+
+    def parallel(self) -> Any:
+        """The parallel kernel, compiled (or loaded from the disk cache) now if not yet;
+        None when there is none, or numba could not make it (the serial one runs)."""
+        if not self._parallel_ready:
+            with _lock:
+                if not self._parallel_ready:
+                    try:
+                        self._parallel.compile(self._signature)
+                    except Exception as exc:  # (the serial kernel gives the same bytes)
+                        _log.warning("vyre-cpu: the parallel kernel did not compile (%s: %s); "
+                                     "its launches run on one thread", type(exc).__name__,
+                                     str(exc).strip()[:200])
+                        self._parallel = None
+                    self._parallel_ready = True
+        return self._parallel
 
 
 def cache_dir() -> Path:
@@ -79,7 +136,9 @@ def compiled(program: Program) -> Compiled:
         key = pipeline_cache_key(program, DispatchConfig(), "cpu", __version__)
         started = time.perf_counter()
         try:
-            dispatcher = _module(kernel, key).kernel
+            module = _module(kernel, key)
+            serial = getattr(module, "kernel_serial", None)
+            dispatcher = module.kernel if serial is None else serial
             dispatcher.compile(signature(program))
         except Exception as exc:  # Python, numba's typing or LLVM refused it: say so
             first = str(exc).strip().splitlines()
@@ -91,7 +150,9 @@ def compiled(program: Program) -> Compiled:
                 fingerprint=program.fingerprint()) from None
         stats = dispatcher.stats
         done = Compiled(dispatcher, time.perf_counter() - started,
-                        bool(stats.cache_hits) and not stats.cache_misses)
+                        bool(stats.cache_hits) and not stats.cache_misses,
+                        layout_of(program), None if serial is None else module.kernel,
+                        signature(program))
         _loaded[fingerprint] = done
         _counts["hits" if done.cached else "misses"] += 1
         if len(_loaded) > HELD:
