@@ -31,6 +31,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from vyre_core.errors import DispatchCancelledError
+from vyre_core.spinning import Spinning
 from vyre_core.supervisor.lane import waker
 
 __all__ = ["InvalidStateError", "Outcome", "wait_first"]
@@ -114,16 +115,18 @@ class Outcome:
     def running(self) -> bool:
         return not self._done
 
-    def wait(self, timeout: float | None = None, spin: float = 0.0) -> bool:
+    def wait(self, timeout: float | None = None, spin: Spinning | None = None) -> bool:
         """Wait until complete, at most ``timeout`` seconds (None: no limit); whether it
-        is. First looks busily for ``spin`` seconds (yielding the CPU): a reply that comes
+        is. First looks busily while ``spin`` allows (yielding the CPU): a reply that comes
         within microseconds is then taken without a thread's wake-up."""
         if self._done:
             return True
-        if spin > 0:
-            until = time.perf_counter() + spin
-            while not self._done and time.perf_counter() < until:
+        if spin is not None:
+            now = time.perf_counter()
+            spin.start(now)
+            while not self._done and spin.on(now):
                 os.sched_yield()
+                spin.yielded(now, now := time.perf_counter())
             if self._done:
                 return True
         own = waker()

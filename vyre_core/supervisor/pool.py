@@ -45,6 +45,7 @@ from vyre_core.errors import (
 )
 from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.registry import BackendRegistration
+from vyre_core.spinning import Spinning
 from vyre_core.supervisor import fork_server, published
 from vyre_core.supervisor.facts import PoolFacts, call_spans
 from vyre_core.supervisor.fork_server import ForkServer, ForkServerError
@@ -136,7 +137,8 @@ class Pool(PoolFacts):
         self._waiting_sends: list[Send] = []       # for the I/O thread, once a lane is free
         self._deferred: list[Any] = []             # spawns parked for the fork server
         self._routing_changed = False              # routing to be told, before completing
-        self._spin_until = 0.0                     # the I/O thread polls busily till then
+        self._spinning = Spinning(options.spin)  # the I/O thread's, after a send
+        self._callers_spinning = Spinning(options.spin)  # a caller's, before it sleeps
         self._sweep_at = 0.0                       # next look for cancels it was not told of
 
     # -- caller side -----------------------------------------------------------------------
@@ -312,7 +314,7 @@ class Pool(PoolFacts):
         this caller alone."""
         future = self.submit(request)
         try:
-            future.wait(None, spin=self.options.spin)
+            future.wait(None, spin=self._callers_spinning)
         except BaseException:
             future.cancel()  # (a no-op if it was answered meanwhile)
             raise
@@ -610,12 +612,15 @@ class Pool(PoolFacts):
         """One poll of everything the I/O thread watches. Within ``spin`` of a send it
         looks busily (yielding the CPU between looks) before it sleeps: a worker's reply
         that comes within microseconds is then read without this thread's wake-up."""
-        if time.perf_counter() < self._spin_until:
+        now = time.perf_counter()
+        if self._spinning.on(now):
             while True:
                 events = dict(self._poller.poll(0))
-                if events or time.perf_counter() >= self._spin_until:
+                now = time.perf_counter()
+                if events or not self._spinning.on(now):
                     break
                 os.sched_yield()
+                self._spinning.yielded(now, time.perf_counter())
             if events:
                 return events
         return dict(self._poller.poll(timeout_ms))
@@ -728,7 +733,7 @@ class Pool(PoolFacts):
         self._io_lanes[lane] = action.request
         if not held:
             self._poller.register(lane.fd, zmq.POLLIN)
-        self._spin_until = time.perf_counter() + self.options.spin
+        self._spinning.start(time.perf_counter())
 
     def _let_go_of_answered_lanes(self) -> None:
         """(I/O thread, under the lock.) Give back the lanes of answered requests, and
