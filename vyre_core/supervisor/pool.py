@@ -602,7 +602,8 @@ class Pool(PoolFacts):
         self._history[index].add(self._machine.workers[index].generation, describe_exit(code),
                                  tail)
         self._index_of = {k: v for k, v in self._index_of.items() if v != index}
-        self._machine.exited(index, code, tail, now, collateral=collateral)
+        self._machine.exited(index, code, tail, now, collateral=collateral,
+                             oom_killed=proc.oom_killed(code))
         for promotion in self._machine.take_promotions():
             self._promote(promotion)
 
