@@ -157,3 +157,40 @@ def test_an_oom_killed_worker_is_reported_as_such_and_not_run_again() -> None:
     assert details["oom_killed"] is True
     assert report["restarts"] == 1  # one worker killed: the request ran once
     assert report["after"] == 3.0
+
+
+ADDRESS_SPACE_CHILD = textwrap.dedent('''
+    import json, resource
+    import numpy as np
+    import vyre_core
+    from vyre_core.errors import VyreError
+    from vyre_examples.saxpy import program
+
+    with vyre_core.Driver() as drv:
+        x = np.ones(64, np.float32)
+        drv.dispatch(program(64), [x, x, np.array([2.0], np.float32)], backend="reference")
+        n = 256 << 18
+        big = np.ones(n, np.float32)  # (256 MiB: written to its segment, never mapped here)
+        with open("/proc/self/statm") as statm:
+            size = int(statm.read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (size + (128 << 20), resource.RLIM_INFINITY))
+        try:
+            drv.dispatch(program(n), [big, big, np.array([2.0], np.float32)],
+                         backend="reference")
+            print(json.dumps(None))
+        except VyreError as exc:
+            print(json.dumps([type(exc).__name__, exc.cause, exc.fix]))
+''')
+
+
+@pytest.mark.timeout(120)
+def test_a_reply_past_the_address_space_is_a_system_resource_error() -> None:
+    """Row 6: a reply this process cannot map under RLIMIT_AS (the issue's 1 GiB, here
+    256 MiB with 128 MiB of address space left) is refused before it is made, with
+    SystemResourceError (E1306) naming the limit, as docs/errors.md and operations.md say;
+    on main it came as DeviceOutOfMemoryError (E1201) "reading a reply" (the bug path)."""
+    proc = subprocess.run([sys.executable, "-c", ADDRESS_SPACE_CHILD], capture_output=True,
+                          text=True, timeout=100)
+    kind, cause, fix = _report(proc)
+    assert kind == "SystemResourceError", cause
+    assert "RLIMIT_AS" in cause and "ulimit -v" in fix
