@@ -771,9 +771,10 @@ class PoolMachine:
 
     # -- events: messages and progress -----------------------------------------------------
 
-    def message(self, identity: bytes, msg: Message | ProtocolError, now: float) -> None:
+    def message(self, identity: bytes, msg: Message | VyreError, now: float) -> None:
         """A message from the peer ``identity``, decoded (or the ProtocolError its bytes
-        gave). Peers that are not our proven workers are dropped and counted."""
+        gave, or the SystemResourceError of one this process had no memory for). Peers
+        that are not our proven workers are dropped and counted."""
         w = self._by_identity.get(identity)
         if w is None:
             if identity in self._former:
@@ -785,7 +786,7 @@ class PoolMachine:
             self._hello(w, msg, now)
             return
         w.heard_at = now
-        if isinstance(msg, ProtocolError):
+        if isinstance(msg, VyreError):  # (undecodable, or dropped: no room for it here)
             req = w.current
             if req is not None and not req.done and msg.details.get("request_id") == req.id:
                 self._finish(w, req, msg, now)
@@ -893,8 +894,8 @@ class PoolMachine:
 
     # -- rules -----------------------------------------------------------------------------
 
-    def _hello(self, w: Worker, msg: Message | ProtocolError, now: float) -> None:
-        if isinstance(msg, ProtocolError) or msg.op not in (Op.HELLO, Op.HELLO_FAILED):
+    def _hello(self, w: Worker, msg: Message | VyreError, now: float) -> None:
+        if isinstance(msg, VyreError) or msg.op not in (Op.HELLO, Op.HELLO_FAILED):
             self.rejected_messages += 1
             return
         proof = msg.meta.get("proof")
