@@ -254,8 +254,8 @@ class SegmentPool:
                 "kernel's OOM killer has nothing to kill",
                 "Return less data per call (split the dispatch, or write into an array of "
                 "drv.empty with out=), drop results you no longer need, or raise the memory "
-                "limit (the cgroup's memory.max / memory.limit_in_bytes, docker --memory, "
-                "ulimit -v).", errno="ENOMEM", nbytes=size)
+                "limit (the cgroup's memory.max / memory.limit_in_bytes, the container's "
+                "limit, ulimit -v).", errno="ENOMEM", nbytes=size)
         try:
             return Segment(size)
         except OSError as exc:

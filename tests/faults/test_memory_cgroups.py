@@ -9,8 +9,10 @@ Needs root and a memory controller: skipped with the reason elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from vyre_core.memory import memory_cgroup
+from vyre_core.testing import wait_for
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -110,7 +113,9 @@ def _run_in(group: Path, script: str, *args: str) -> subprocess.CompletedProcess
             timeout=240, preexec_fn=lambda: procs.write_text(str(os.getpid())))
     finally:
         for pid in procs.read_text().split():  # (a worker left behind by a killed caller)
-            os.kill(int(pid), 9)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        wait_for(lambda: not procs.read_text().split(), what="the group to empty")
         os.rmdir(group)
 
 

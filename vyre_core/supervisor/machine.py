@@ -1139,8 +1139,8 @@ class PoolMachine:
             self._resolve(req, SystemResourceError(
                 f"{what}; it is not run again, as it would need the same memory",
                 "Give the workers more memory (raise the memory limit of their cgroup: "
-                "memory.max / memory.limit_in_bytes, docker --memory), or make the call "
-                "need less (split the dispatch into smaller ones).",
+                "memory.max / memory.limit_in_bytes, or the container's limit), or make "
+                "the call need less (split the dispatch into smaller ones).",
                 errno="ENOMEM", oom_killed=True, stderr=output))
         elif code == -signal.SIGABRT:
             # Device runtimes abort the process on some calls to a lost device: that is a
