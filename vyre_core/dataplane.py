@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vyre_core.errors import ProtocolError, system_resource_error
+from vyre_core import memory
+from vyre_core.errors import ProtocolError, SystemResourceError, system_resource_error
 
 _log = logging.getLogger("vyre.dataplane")
 
@@ -60,6 +61,9 @@ MAP_LIMIT = 1 << 28
 #: the newest mapping when that is more).
 WORKER_MAPS = 16
 WORKER_MAP_BYTES = 1 << 30
+#: After closing its cached segments for room, how long a calling thread waits at most for
+#: the memory to come back (workers unmap closed segments after each heartbeat).
+RELEASE_WAIT = 1.0
 _WARN_EVERY = 60.0  # seconds between two warnings that shared memory is unavailable
 _PR_GET_DUMPABLE = 3
 
@@ -85,13 +89,16 @@ class Shared:
         return self.offset + self.nbytes
 
 
-def surplus(free: list[tuple[int, float]], now: float) -> list[int]:
+def surplus(free: list[tuple[int, float]], now: float, cap: int | None = None) -> list[int]:
     """Which free segments to close, given each one's (size, when it was freed), oldest
     first: their indices. Memory kept for speed is bounded in size and returned when idle:
     every segment freed RETAIN_IDLE seconds ago or earlier goes; of the rest, the newest
-    are kept within RETAIN_COUNT and the byte budget, and the older ones go."""
+    are kept within RETAIN_COUNT and the byte budget, and the older ones go. ``cap``: the
+    most the memory budget lets them hold (``memory.cache_bound``), below all else."""
     fresh = [i for i, (_, freed) in enumerate(free) if now - freed < RETAIN_IDLE]
     budget = max([RETAIN_BYTES, *(2 * free[i][0] for i in fresh)])
+    if cap is not None:
+        budget = min(budget, cap)
     kept: set[int] = set()
     held = 0
     for i in reversed(fresh):
@@ -214,9 +221,16 @@ class SegmentPool:
         self.enabled, why = shared_memory_usable()
         if not self.enabled:
             self._warn(why)
+        self._group = memory.memory_cgroup() if self.enabled else None
+        self._cap: int | None = None  # what the budget lets free segments hold, last seen
+        self._making = threading.Lock()  # new segments are decided on and made one by one
 
-    def take(self, nbytes: int) -> Segment | None:
-        """A segment of at least ``nbytes``, or None (the array then rides the socket)."""
+    def take(self, nbytes: int, held: bool = False) -> Segment | None:
+        """A segment of at least ``nbytes``, or None (the array then rides the socket).
+        A new one is made only within the memory budget (``memory.plan``): cached free
+        segments are closed first to make room; an input (``held``: its data is in this
+        process already) that still does not fit rides the socket; an output raises
+        SystemResourceError, before anything is allocated."""
         size = size_class(nbytes)
         with self._lock:
             if not self.enabled or self._closed:
@@ -224,15 +238,55 @@ class SegmentPool:
             for i in range(len(self._free) - 1, -1, -1):  # the most recently freed first
                 if self._free[i].size == size:
                     return self._free.pop(i)
+        with self._making:  # (one decision at a time: each sees the segments made before)
+            return self._make(size, held)
+
+    def _make(self, size: int, held: bool) -> Segment | None:
+        decided, facts = self._budget(size, held)
+        if decided is memory.Plan.SOCKET:
+            self._warn(f"a {size}-byte segment does not fit the memory budget "
+                       f"({memory.describe(facts)})")
+            return None
+        if decided is memory.Plan.REFUSE:
+            raise SystemResourceError(
+                f"{self.name}: a {size}-byte output does not fit the memory this process may "
+                f"use ({memory.describe(facts)}); it was refused before allocating, so the "
+                "kernel's OOM killer has nothing to kill",
+                "Return less data per call (split the dispatch, or write into an array of "
+                "drv.empty with out=), drop results you no longer need, or raise the memory "
+                "limit (the cgroup's memory.max / memory.limit_in_bytes, the container's "
+                "limit, ulimit -v).", errno="ENOMEM", nbytes=size)
         try:
             return Segment(size)
         except OSError as exc:
             self._warn(f"a {size}-byte segment could not be made: {exc.strerror or exc}")
             return None
 
+    def _budget(self, size: int, held: bool) -> tuple[memory.Plan, memory.MemoryFacts]:
+        """What the memory budget says of a new ``size``-byte segment (closing the cached
+        ones and waiting a moment for their memory when that makes room)."""
+        facts = memory.read_facts(self._group)
+        self._cap = memory.cache_bound(facts)
+        with self._lock:
+            cached = sum(s.size for s in self._free)
+        decided = memory.plan(facts, size, cached, held)
+        if decided is not memory.Plan.RELEASE:
+            return decided, facts
+        with self._lock:
+            free, self._free = self._free, []
+        for old in free:
+            old.close()
+        deadline = time.monotonic() + RELEASE_WAIT
+        while True:  # (workers unmap closed segments after a heartbeat: then it is back)
+            facts = memory.read_facts(self._group)
+            decided = memory.plan(facts, size, 0, held)
+            if decided is memory.Plan.SHARE or time.monotonic() >= deadline:
+                return decided, facts
+            time.sleep(0.02)
+
     def place(self, array: np.ndarray) -> Segment | None:
         """A segment holding a copy of ``array``, or None (it then rides the socket)."""
-        segment = self.take(array.nbytes)
+        segment = self.take(array.nbytes, held=True)
         if segment is not None:
             try:
                 segment.write(array)
@@ -275,6 +329,8 @@ class SegmentPool:
         if now < self._trim_due:
             return
         self._trim_due = now + 1.0
+        if self._free:  # (the budget's bound may have moved: a limit changed)
+            self._cap = memory.cache_bound(memory.read_facts(self._group))
         with self._lock:
             closing = self._take_surplus(now)
         for old in closing:
@@ -282,7 +338,7 @@ class SegmentPool:
 
     def _take_surplus(self, now: float) -> list[Segment]:
         """(Under the lock.) Take the segments ``surplus`` leaves out of the free list."""
-        drop = surplus([(s.size, s.freed_at) for s in self._free], now)
+        drop = surplus([(s.size, s.freed_at) for s in self._free], now, self._cap)
         if not drop:
             return []
         closing = [self._free[i] for i in drop]
@@ -299,7 +355,17 @@ class SegmentPool:
             array = segment.view(dtype, count)
         except OSError as exc:
             self._warn(f"a result could not be mapped ({exc.strerror or exc}); it is copied")
-            array = np.empty(count, dtype=dtype)
+            try:
+                array = np.empty(count, dtype=dtype)
+            except MemoryError:  # nor allocated: this process's memory, not the message
+                self.give_back(segment)
+                raise SystemResourceError(
+                    f"{self.name}: this process could not map nor allocate a "
+                    f"{count * dtype.itemsize}-byte result ({exc.strerror or exc}: out of "
+                    "address space or memory)",
+                    "Return less data per call (split the dispatch), drop results you no "
+                    "longer need, or raise this process's limit (ulimit -v, the cgroup's "
+                    "memory limit).", errno="ENOMEM") from None
             segment.read_into(array)
             array.flags.writeable = False
             self.give_back(segment)

@@ -258,7 +258,7 @@ class ProtocolError(BackendFaultError):
 
 
 class SystemResourceError(UnavailableError):
-    """The operating system refused a resource vyre needs (disk, file descriptors, processes)."""
+    """The operating system refused a resource vyre needs (disk, memory, descriptors, processes)."""
 
     code = 1306
     default_fix = ("Free the named resource (disk space, open files: `ulimit -n`, processes) "

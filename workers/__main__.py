@@ -13,6 +13,7 @@ parent thread carries a request sends it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import signal
@@ -42,6 +43,15 @@ def die_with_parent(parent_pid: int) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(0)
+
+
+def first_for_the_oom_killer() -> None:
+    """Make this worker the one the kernel's OOM killer takes first (oom_score_adj 1000,
+    which any process may raise for itself): a worker is replaced and its request fails
+    with a Fix, while the caller, whose memory maps the data plane's segments, would
+    otherwise often be the one killed."""
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adj:
+        adj.write("1000")
 
 
 def heartbeat(context: zmq.Context, endpoint: str, identity: bytes, interval: float,
@@ -77,6 +87,7 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     parser.add_argument("--device", type=int, default=None)
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid if parent_pid is None else parent_pid)
+    first_for_the_oom_killer()
     page = ProgressPage(args.page_fd)
     handover = page.take_handover()
     cancel.install(page)  # a cancelled call stops at the backend's next safe point

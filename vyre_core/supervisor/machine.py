@@ -34,6 +34,7 @@ from vyre_core.errors import (
     PipelineInvalidatedError,
     PoolFailedError,
     ProtocolError,
+    SystemResourceError,
     VyreError,
     WorkerCrashedError,
 )
@@ -699,11 +700,13 @@ class PoolMachine:
         self._back_off(w, error, now)  # (room may come: later calls wait for the next try)
 
     def exited(self, index: int, code: int | None, output: str, now: float,
-               collateral: bool = False) -> None:
+               collateral: bool = False, oom_killed: bool = False) -> None:
         """The worker process at ``index`` exited with ``code`` (negative: a signal; None:
         unknown); ``output`` is the tail of what it wrote. ``collateral``: it died because
         its fork server went (which the shell bounds): not its fault, so it counts toward
-        neither the restart intensity nor its request's crashes."""
+        neither the restart intensity nor its request's crashes. ``oom_killed``: the
+        kernel's OOM killer killed it (its memory cgroup counted the kill): the request it
+        ran fails at once, never run again (it would take the same memory)."""
         w = self.workers[index]
         if w.state in ("stopped", "spawning", "backoff"):
             return
@@ -724,7 +727,9 @@ class PoolMachine:
             w.retire_cause if w.retiring is not None else "fork_server" if collateral
             else "start_failed" if died_starting else "crashed"))
         w.last_exit = f"{w.name} {describe_exit(code)}" + (
-            " with its fork server" if collateral else "")
+            " with its fork server" if collateral else "") + (
+            " (the kernel's OOM killer: its memory cgroup was out of memory)"
+            if oom_killed else "")
         if self.state != "closed" and (counted or collateral):  # (before its request's fate)
             self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}" + (
                 "" if collateral or w.retiring is None else f" ({w.retiring})"))
@@ -738,7 +743,7 @@ class PoolMachine:
                 req.state, req.worker = "queued", None  # it runs again, no crash counted
                 self.queue.appendleft(req)
             else:
-                self._cut_off(w, req, code, output, now)
+                self._cut_off(w, req, code, output, now, oom_killed)
         for pinned in list(w.pinned):
             self._resolve(pinned, self._invalidated(pinned, w))
         w.pinned.clear()
@@ -766,9 +771,10 @@ class PoolMachine:
 
     # -- events: messages and progress -----------------------------------------------------
 
-    def message(self, identity: bytes, msg: Message | ProtocolError, now: float) -> None:
+    def message(self, identity: bytes, msg: Message | VyreError, now: float) -> None:
         """A message from the peer ``identity``, decoded (or the ProtocolError its bytes
-        gave). Peers that are not our proven workers are dropped and counted."""
+        gave, or the SystemResourceError of one this process had no memory for). Peers
+        that are not our proven workers are dropped and counted."""
         w = self._by_identity.get(identity)
         if w is None:
             if identity in self._former:
@@ -780,7 +786,7 @@ class PoolMachine:
             self._hello(w, msg, now)
             return
         w.heard_at = now
-        if isinstance(msg, ProtocolError):
+        if isinstance(msg, VyreError):  # (undecodable, or dropped: no room for it here)
             req = w.current
             if req is not None and not req.done and msg.details.get("request_id") == req.id:
                 self._finish(w, req, msg, now)
@@ -888,8 +894,8 @@ class PoolMachine:
 
     # -- rules -----------------------------------------------------------------------------
 
-    def _hello(self, w: Worker, msg: Message | ProtocolError, now: float) -> None:
-        if isinstance(msg, ProtocolError) or msg.op not in (Op.HELLO, Op.HELLO_FAILED):
+    def _hello(self, w: Worker, msg: Message | VyreError, now: float) -> None:
+        if isinstance(msg, VyreError) or msg.op not in (Op.HELLO, Op.HELLO_FAILED):
             self.rejected_messages += 1
             return
         proof = msg.meta.get("proof")
@@ -1120,13 +1126,22 @@ class PoolMachine:
             self._schedule(now)
 
     def _cut_off(self, w: Worker, req: Request, code: int | None, output: str,
-                 now: float) -> None:
-        """The worker died holding ``req``: run it again, or fail it."""
+                 now: float, oom_killed: bool = False) -> None:
+        """The worker died holding ``req``: run it again, or fail it (at once when the
+        OOM killer killed the worker running it: running it again would take the same
+        memory, and kill again)."""
         what = f"{w.last_exit} while serving {req.label} on {self.backend!r}"
         if req.internal:
             self._resolve(req, None)
         elif not req.acked:
             self._lost(req, f"was cut off when {w.last_exit} before receiving it", now)
+        elif oom_killed:
+            self._resolve(req, SystemResourceError(
+                f"{what}; it is not run again, as it would need the same memory",
+                "Give the workers more memory (raise the memory limit of their cgroup: "
+                "memory.max / memory.limit_in_bytes, or the container's limit), or make "
+                "the call need less (split the dispatch into smaller ones).",
+                errno="ENOMEM", oom_killed=True, stderr=output))
         elif code == -signal.SIGABRT:
             # Device runtimes abort the process on some calls to a lost device: that is a
             # device loss, answered as one; the restart invalidates its handles.

@@ -39,6 +39,7 @@ from vyre_core.dataplane import SHARE_THRESHOLD, Segment, SegmentPool, Shared
 from vyre_core.errors import (
     PoolFailedError,
     ProtocolError,
+    SystemResourceError,
     VyreError,
     as_vyre_error,
     system_resource_error,
@@ -320,7 +321,7 @@ class Pool(PoolFacts):
             raise
         return future.result()
 
-    def _read_lane(self, lane: Lane, budget: int | None = None) -> list[Message | ProtocolError]:
+    def _read_lane(self, lane: Lane, budget: int | None = None) -> list[Message | VyreError]:
         """The messages waiting on ``lane`` (held by this thread), decoded; at most about
         ``budget`` bytes read. A stream that cannot be framed any more is its worker's
         fault, unless the worker went in the middle of a message: either way nothing more
@@ -341,10 +342,11 @@ class Pool(PoolFacts):
         except BaseException:
             self._break(lane)
             raise
-        messages: list[Message | ProtocolError] = []
+        messages: list[Message | VyreError] = []
         for frames in received:
             if isinstance(frames, framing.Dropped):
-                messages.append(protocol.dropped_error(frames, "this process"))
+                messages.append(protocol.dropped_error(  # (this process's memory)
+                    frames, "this process", SystemResourceError))
                 continue
             try:
                 messages.append(protocol.decode(frames, self.options.max_message_bytes))
@@ -604,7 +606,8 @@ class Pool(PoolFacts):
         self._history[index].add(self._machine.workers[index].generation, describe_exit(code),
                                  tail)
         self._index_of = {k: v for k, v in self._index_of.items() if v != index}
-        self._machine.exited(index, code, tail, now, collateral=collateral)
+        self._machine.exited(index, code, tail, now, collateral=collateral,
+                             oom_killed=proc.oom_killed(code))
         for promotion in self._machine.take_promotions():
             self._promote(promotion)
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from vyre_core.contract.types import Capabilities, DeviceInfo, device_list
 from vyre_core.errors import PoolFailedError, VyreError, system_resource_error
+from vyre_core.memory import OomCounter
 from vyre_core.protocol import ProgressPage
 from vyre_core.supervisor.fork_server import ForkServer
 
@@ -101,6 +102,12 @@ class WorkerProcess:
                 self._popen.wait()
                 os.close(read_fd)
                 raise
+        self.oom = OomCounter(self.pid)  # (its cgroup: unknown once it is gone)
+
+    def oom_killed(self, code: int | None) -> bool:
+        """Whether an exit with ``code`` was the kernel's OOM killer: SIGKILL, and its
+        memory cgroup counted an OOM kill since it started (or since the last look)."""
+        return self.oom.new_kills() and code == -signal.SIGKILL
 
     def terminate(self) -> None:
         self._signal(signal.SIGTERM)
