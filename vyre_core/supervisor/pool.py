@@ -67,6 +67,7 @@ from vyre_core.supervisor.machine import (
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess, ensure_descriptors
+from vyre_core.supervisor.rundir import ENV as RUNTIME_DIR_ENV
 from vyre_core.supervisor.rundir import RunDir
 
 __all__ = ["Pool", "PoolOptions", "Request"]
@@ -78,6 +79,10 @@ FORK_SERVER_LOSSES = 3
 #: What the I/O thread reads from one lane per round at most (it holds the pool's lock):
 #: a large reply is taken a slice at a time.
 IO_READ_BUDGET = 1 << 20
+#: How often (seconds) the I/O thread looks whether the socket workers report in through
+#: is still there (a temp cleaner may remove the run directory); each worker start looks
+#: too, since a new worker can say hello only through it.
+ENDPOINT_CHECK_EVERY = 2.0
 
 
 class Pool(PoolFacts):
@@ -138,6 +143,8 @@ class Pool(PoolFacts):
         self._routing_changed = False              # routing to be told, before completing
         self._spin_until = 0.0                     # the I/O thread polls busily till then
         self._sweep_at = 0.0                       # next look for cancels it was not told of
+        self._endpoint_check_at = 0.0              # next look for a lost run directory
+        self._endpoint_lost: str | None = None     # why it could not be made again (logged)
 
     # -- caller side -----------------------------------------------------------------------
 
@@ -428,6 +435,7 @@ class Pool(PoolFacts):
     def _start(self) -> None:
         """Open the socket and the wake fd and start the I/O thread (under the gate). The
         OS may refuse any of them: the pool then stays new, and the next call tries again."""
+        self._rundir.restore()  # (a temp cleaner may have removed it: SystemResourceError)
         try:
             ensure_descriptors()  # (libzmq aborts the process when its first thread has none)
             self._router = self._context_of_driver().socket(zmq.ROUTER)
@@ -504,6 +512,9 @@ class Pool(PoolFacts):
                     if now >= self._sweep_at:
                         self._sweep_cancelled(now)
                     self._machine.tick(now)
+                if now >= self._endpoint_check_at:
+                    with contextlib.suppress(PoolFailedError):  # (logged; starts fail on it)
+                        self._keep_endpoint(now)
                 self._segments.trim(now)  # (memory idle in free segments goes back)
                 if self._publisher.due(now):
                     self._publisher.publish(now, self.status())
@@ -885,6 +896,7 @@ class Pool(PoolFacts):
         name = f"{reg.id} worker {action.index}.{action.generation}"
         page = lane = theirs = None
         try:
+            self._keep_endpoint(time.monotonic())
             ensure_descriptors()
             handover = {"identity": identity, "token": token, "generation": action.generation}
             page = ProgressPage.create(handover)
@@ -935,6 +947,35 @@ class Pool(PoolFacts):
         self._poller.register(proc.output_fd, zmq.POLLIN)
         self._machine.spawned(action.index, action.generation, identity, token, proc.pid,
                               time.monotonic())
+
+    def _keep_endpoint(self, now: float) -> None:
+        """(I/O thread.) If the socket workers say hello through is gone with the run
+        directory, make the directory again and bind anew: workers already connected stay
+        so (and lanes are socketpairs, never in it). PoolFailedError, with a Fix, when it
+        cannot be made again: a start then fails with it instead of timing out unheard."""
+        self._endpoint_check_at = now + ENDPOINT_CHECK_EVERY
+        path = self._endpoint.removeprefix("ipc://")
+        if os.path.exists(path):
+            return
+        try:
+            self._rundir.restore()
+            self._router.bind(self._endpoint)  # (the old listener keeps its connections)
+        except (VyreError, zmq.ZMQError) as exc:
+            cause, fix = (exc.cause, " " + exc.fix) if isinstance(exc, VyreError) \
+                else (str(exc), "")
+            if self._endpoint_lost is None:
+                _log.error("pool %r: its socket %s is gone with its run directory and cannot "
+                           "be made again: %s", self.backend, path, cause)
+            self._endpoint_lost = cause
+            raise PoolFailedError(
+                f"pool {self.backend!r} lost its run directory (its socket {path} is gone) "
+                f"and cannot make it again: {cause}",
+                "Keep temp cleaners (systemd-tmpfiles, tmpreaper, rm -rf) off the run "
+                f"directory, or point {RUNTIME_DIR_ENV} at a directory they leave alone; the "
+                "pool tries again at each worker start." + fix, backend=self.backend) from exc
+        self._endpoint_lost = None
+        _log.warning("pool %r: its socket %s was gone (the run directory removed?); bound "
+                     "again", self.backend, path)
 
     def _new_lane(self, identity: bytes) -> tuple[Lane, Any]:
         """A lane for the worker ``identity``, and the end of it to hand to that worker."""
