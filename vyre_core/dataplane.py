@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import errno
 import itertools
 import logging
 import mmap
@@ -224,11 +225,15 @@ class SegmentPool:
             for i in range(len(self._free) - 1, -1, -1):  # the most recently freed first
                 if self._free[i].size == size:
                     return self._free.pop(i)
-        try:
-            return Segment(size)
-        except OSError as exc:
-            self._warn(f"a {size}-byte segment could not be made: {exc.strerror or exc}")
-            return None
+        for retry in (False, True):
+            try:
+                return Segment(size)
+            except OSError as exc:
+                if retry or not short_of_descriptors(exc) or not release_cached():
+                    self._warn(f"a {size}-byte segment could not be made: "
+                               f"{exc.strerror or exc}")
+                    return None
+        return None  # (unreached)
 
     def place(self, array: np.ndarray) -> Segment | None:
         """A segment holding a copy of ``array``, or None (it then rides the socket)."""
@@ -325,13 +330,20 @@ class SegmentPool:
         for segment in free:
             segment.close()
 
+    def release(self) -> int:
+        """Close every free segment now (descriptors ran short: ``release_cached``), and
+        say how many; the pool goes on caching."""
+        with self._lock:
+            free, self._free = self._free, []
+        for segment in free:
+            segment.close()
+        return len(free)
+
     def close(self) -> None:
         """Close every free segment; segments still held come back (and close) later."""
         with self._lock:
             self._closed = True
-            free, self._free = self._free, []
-        for segment in free:
-            segment.close()
+        self.release()
 
     def _warn(self, why: str) -> None:
         now = time.monotonic()
@@ -344,6 +356,19 @@ class SegmentPool:
 
 
 _POOLS: weakref.WeakSet[SegmentPool] = weakref.WeakSet()
+
+
+def short_of_descriptors(exc: BaseException) -> bool:
+    """Whether ``exc`` says this process (EMFILE) or the system (ENFILE) is out of file
+    descriptors."""
+    return getattr(exc, "errno", None) in (errno.EMFILE, errno.ENFILE)
+
+
+def release_cached() -> int:
+    """Close the free segments of every pool in this process (descriptors are the
+    process's: a restart or a new segment needs them more than a cache does) and say
+    how many were closed: 0 means releasing cannot help."""
+    return sum(pool.release() for pool in list(_POOLS))
 
 
 def _after_fork_in_parent() -> None:

@@ -35,7 +35,14 @@ import psutil
 import zmq
 
 from vyre_core import framing, protocol, shared_arrays
-from vyre_core.dataplane import SHARE_THRESHOLD, Segment, SegmentPool, Shared
+from vyre_core.dataplane import (
+    SHARE_THRESHOLD,
+    Segment,
+    SegmentPool,
+    Shared,
+    release_cached,
+    short_of_descriptors,
+)
 from vyre_core.errors import (
     PoolFailedError,
     ProtocolError,
@@ -881,7 +888,7 @@ class Pool(PoolFacts):
             server.close()
         self._fork_server, self._fork_server_fd = None, -1
 
-    def _spawn(self, action: Spawn) -> None:
+    def _spawn(self, action: Spawn, retried: bool = False) -> None:
         w = self._machine.workers[action.index]
         if w.generation != action.generation or w.state != "spawning":
             return  # (parked, and the rules moved on meanwhile)
@@ -895,6 +902,7 @@ class Pool(PoolFacts):
         token = blake3.blake3(identity, key=self._secret).digest()
         name = f"{reg.id} worker {action.index}.{action.generation}"
         page = lane = theirs = None
+        again = False  # out of descriptors: once more, after the segment caches let go
         try:
             self._keep_endpoint(time.monotonic())
             ensure_descriptors()
@@ -931,15 +939,23 @@ class Pool(PoolFacts):
                 page.close()
             if lane is not None:
                 lane.doom()
-            error = exc if isinstance(exc, VyreError) else system_resource_error(
-                OSError(getattr(exc, "errno", None) or errno.EAGAIN, str(exc)),
-                f"starting worker {action.index} of {reg.id!r}")
-            self._machine.spawn_failed(action.index, action.generation, error,
-                                       time.monotonic())
+            again = not retried and short_of_descriptors(exc) and release_cached() > 0
+            if again:
+                _log.warning("pool %r: out of file descriptors starting worker %d; cached "
+                             "shared-memory segments were closed to make room",
+                             self.backend, action.index)
+            else:
+                error = exc if isinstance(exc, VyreError) else system_resource_error(
+                    OSError(getattr(exc, "errno", None) or errno.EAGAIN, str(exc)),
+                    f"starting worker {action.index} of {reg.id!r}")
+                self._machine.spawn_failed(action.index, action.generation, error,
+                                           time.monotonic())
             return
         finally:
             if theirs is not None:
                 theirs.close()  # (the worker's now, or nobody's)
+            if again:  # (after the failed try's descriptors are closed)
+                self._spawn(action, retried=True)
         self._processes[action.index] = proc
         self._index_of[identity] = action.index
         self._lanes[action.index] = lane
