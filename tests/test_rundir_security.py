@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -251,3 +252,36 @@ def test_a_locked_run_dir_is_live_whatever_its_pid_says(tmp):
     finally:
         os.close(fd)
     assert sorted(rundir.remove_stale(base)) == [locked]
+
+
+# -- a run directory removed under a live driver (issue 38 row 2) --------------------------
+
+
+def test_a_removed_run_dir_is_made_again_locked_under_its_name(tmp):
+    run = rundir.RunDir()
+    try:
+        assert run.restore() is False  # there: nothing to do
+        base = run.path.parent
+        shutil.rmtree(base)  # a temp cleaner takes the base too
+        assert run.restore() is True
+        assert run.path.is_dir() and owner_and_mode(run.path)[1] & 0o777 == 0o700
+        assert rundir.unsafe_reason(base) is None
+        assert rundir._locked(run.path)  # locked again: no cleaner deems it stale
+        assert run.path not in rundir.stale_dirs(base)
+        assert [p for p, _ in rundir.live_dirs(base)] == [run.path]
+    finally:
+        run.remove()
+    assert not run.path.exists()
+
+
+def test_a_run_dir_that_cannot_be_made_again_is_a_system_resource_error(tmp):
+    run = rundir.RunDir()
+    try:
+        base = run.path.parent
+        shutil.rmtree(base)
+        base.write_text("a file where the base was")
+        with pytest.raises(SystemResourceError) as info:
+            run.restore()
+        assert str(run.path) in info.value.cause and info.value.fix
+    finally:
+        run.remove()

@@ -148,3 +148,34 @@ def test_a_worker_lets_go_of_mappings_of_segments_the_parent_closed() -> None:
     for fd in {number, other}:
         os.close(fd)
     pool.close()
+
+
+def test_out_of_descriptors_a_new_segment_is_made_after_the_caches_let_go(monkeypatch) -> None:
+    """Issue 38 row 4: EMFILE making a segment closes every pool's free segments and tries
+    once more, instead of sending the array on the socket while the cache holds them."""
+    pool, other = SegmentPool("test"), SegmentPool("other")
+    if not pool.enabled:
+        pytest.skip("no shared memory here")
+    cached = [other.take(4 * MIB), pool.take(1 * MIB)]
+    other.give_back(cached[0])
+    pool.give_back(cached[1])
+    made = dataplane.Segment
+    calls = []
+
+    def short_until_released(size: int) -> dataplane.Segment:
+        calls.append(size)
+        if any(segment.fd >= 0 for segment in cached):
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return made(size)
+
+    monkeypatch.setattr(dataplane, "Segment", short_until_released)
+    segment = pool.take(2 * MIB)
+    assert segment is not None and calls == [2 * MIB, 2 * MIB]
+    assert [s.fd for s in cached] == [-1, -1]  # both pools' caches closed
+    assert dataplane.short_of_descriptors(OSError(errno.ENFILE, "x"))
+    assert not dataplane.short_of_descriptors(OSError(errno.ENOMEM, "x"))
+    segment.close()
+    calls.clear()
+    assert pool.take(2 * MIB) is not None and calls == [2 * MIB]  # (nothing held: once)
+    pool.close()
+    other.close()

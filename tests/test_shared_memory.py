@@ -734,6 +734,8 @@ FDS_USED_UP = """
         else:
             x = np.arange(n, dtype=np.uint32) * np.uint32(7)
             program, inputs, want = last(n), [x], [x[-1:].tobytes()]
+        from vyre_core import dataplane
+        dataplane.release_cached()  # (else EMFILE would close them and make room)
         fillers, limits = leave_free(CASE_FREE)
         try:
             out = drv.dispatch_async(program, inputs, backend="reference").result(timeout=20)

@@ -208,7 +208,8 @@ def test_handles_of_the_old_generation_are_invalid_and_the_new_one_holds_after_a
 
 
 def test_each_death_counts_once_toward_the_restart_intensity():
-    shell = StandbyShell(max_restarts=2, restart_window=60.0).started()
+    # (max_restarts is per process: 1 x (a serving worker and a spare) = 2 in the window)
+    shell = StandbyShell(max_restarts=1, restart_window=60.0).started()
     for deaths in (1, 2):
         spare_pid = shell.worker(1).pid
         shell.die(0)
@@ -218,9 +219,10 @@ def test_each_death_counts_once_toward_the_restart_intensity():
         assert len(shell.machine._deaths) == deaths and shell.worker(0).deaths == deaths
         assert shell.machine.status(shell.now)["restarts"] == deaths
     waiting = shell.submit()
-    shell.die(0)  # the third in the window: more than max_restarts=2
+    shell.die(0)  # the third in the window: more than 1 x 2 processes
     assert shell.machine.state == "failed"
-    assert "3 worker deaths in 60 s" in shell.result(waiting).cause
+    assert "3 worker deaths in 60 s (more than max_restarts=1 x 2 workers)" \
+        in shell.result(waiting).cause
     assert [w.deaths for w in shell.machine.workers] == [3, 0]
 
 

@@ -14,6 +14,7 @@ from supervision_harness import CAPS, PROOF, Shell
 
 from vyre_core.errors import (
     DeviceLostError,
+    DispatchCancelledError,
     DispatchError,
     DispatchTimeoutError,
     InvalidConfigError,
@@ -35,6 +36,7 @@ from vyre_core.supervisor.machine import (
     Request,
     Send,
 )
+from vyre_core.supervisor.options import PoolOptions
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
@@ -335,6 +337,54 @@ def test_deaths_older_than_the_window_are_forgotten():
     shell.advance(10.5)
     shell.die(0)
     assert shell.machine.state == "running"
+
+
+def test_the_intensity_is_per_worker_process_spares_included():
+    """Issue 38 row 5: every death counted against one pool-wide max_restarts, so a pool
+    of 8 bore no more deaths than a pool of one and random kills failed big pools."""
+    shell = Shell(workers=2, standby=1, max_restarts=2, restart_window=60.0)
+    shell.submit()
+    for death in range(6):  # 2 per process x 3 processes
+        shell.die(death % 3)
+        assert shell.machine.state == "running", death
+    waiting = shell.submit()
+    shell.die(0)
+    assert shell.machine.state == "failed"
+    assert "7 worker deaths in 60 s (more than max_restarts=2 x 3 workers)" \
+        in shell.result(waiting).cause
+
+
+def test_the_default_intensity_bears_a_kill_a_second_but_fails_a_crash_loop():
+    """The defaults keep a pool of one serving under a SIGKILL every second (the fault
+    suite's soak kills every 1-3 s) and still fail a backend that dies at once on every
+    start within about a second."""
+    defaults = PoolOptions()
+    knobs = {"max_restarts": defaults.max_restarts, "restart_window": defaults.restart_window}
+    shell = Shell(**knobs)
+    shell.submit()
+    for _ in range(300):  # five minutes of kills
+        shell.advance(1.0)
+        shell.die(0)
+        assert shell.machine.state == "running"
+    looping = Shell(**knobs)
+    looping.submit()
+    while looping.machine.state == "running":
+        looping.advance(0.05)  # a fork-server restart and a crash on the next request
+        looping.die(0)
+    assert looping.now <= 1.0
+
+
+def test_a_worker_dying_while_it_stops_for_a_cancelled_call_is_not_charged():
+    """The caller caused that stop: killed at cancel_grace it was a planned stop already;
+    dying before it (on the stop itself) is charged no more than that."""
+    shell = Shell(max_restarts=0)
+    req = shell.submit()
+    shell.receive(0)
+    shell.machine.cancel(req, shell.now)
+    shell.run()
+    shell.die(0, -6)
+    assert shell.machine.state == "running" and shell.worker(0).deaths == 0
+    assert isinstance(shell.result(req), DispatchCancelledError)
 
 
 def test_planned_stops_never_count():

@@ -609,6 +609,15 @@ class PoolModel(RuleBasedStateMachine):
     def deadlines_are_kept(self) -> None:
         self.check_deadlines()
 
+    @invariant()
+    def intensity_scales_with_the_workers(self) -> None:
+        """A pool fails on deaths only past ``max_restarts`` per worker process."""
+        failure = self.machine.failure if self.machine is not None else None
+        if failure is not None and " worker deaths in " in failure.cause:
+            deaths = int(failure.cause.split(" worker deaths in ")[0].rsplit(" ", 1)[1])
+            limit = self.machine.options.max_restarts * len(self.machine.workers)
+            assert deaths == limit + 1, (failure.cause, limit)
+
     def teardown(self) -> None:
         """Close, let time pass until every process exited: every request resolved once."""
         if not self.clean or self.machine is None:

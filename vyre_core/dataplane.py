@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import errno
 import itertools
 import logging
 import mmap
@@ -256,11 +257,15 @@ class SegmentPool:
                 "drv.empty with out=), drop results you no longer need, or raise the memory "
                 "limit (the cgroup's memory.max / memory.limit_in_bytes, the container's "
                 "limit, ulimit -v).", errno="ENOMEM", nbytes=size)
-        try:
-            return Segment(size)
-        except OSError as exc:
-            self._warn(f"a {size}-byte segment could not be made: {exc.strerror or exc}")
-            return None
+        for retry in (False, True):
+            try:
+                return Segment(size)
+            except OSError as exc:
+                if retry or not short_of_descriptors(exc) or not release_cached():
+                    self._warn(f"a {size}-byte segment could not be made: "
+                               f"{exc.strerror or exc}")
+                    return None
+        return None  # (unreached)
 
     def _budget(self, size: int, held: bool) -> tuple[memory.Plan, memory.MemoryFacts]:
         """What the memory budget says of a new ``size``-byte segment (closing the cached
@@ -272,10 +277,7 @@ class SegmentPool:
         decided = memory.plan(facts, size, cached, held)
         if decided is not memory.Plan.RELEASE:
             return decided, facts
-        with self._lock:
-            free, self._free = self._free, []
-        for old in free:
-            old.close()
+        self.release()
         deadline = time.monotonic() + RELEASE_WAIT
         while True:  # (workers unmap closed segments after a heartbeat: then it is back)
             facts = memory.read_facts(self._group)
@@ -391,13 +393,20 @@ class SegmentPool:
         for segment in free:
             segment.close()
 
+    def release(self) -> int:
+        """Close every free segment now (descriptors or memory ran short), and say how
+        many; the pool goes on caching."""
+        with self._lock:
+            free, self._free = self._free, []
+        for segment in free:
+            segment.close()
+        return len(free)
+
     def close(self) -> None:
         """Close every free segment; segments still held come back (and close) later."""
         with self._lock:
             self._closed = True
-            free, self._free = self._free, []
-        for segment in free:
-            segment.close()
+        self.release()
 
     def _warn(self, why: str) -> None:
         now = time.monotonic()
@@ -410,6 +419,19 @@ class SegmentPool:
 
 
 _POOLS: weakref.WeakSet[SegmentPool] = weakref.WeakSet()
+
+
+def short_of_descriptors(exc: BaseException) -> bool:
+    """Whether ``exc`` says this process (EMFILE) or the system (ENFILE) is out of file
+    descriptors."""
+    return getattr(exc, "errno", None) in (errno.EMFILE, errno.ENFILE)
+
+
+def release_cached() -> int:
+    """Close the free segments of every pool in this process (descriptors are the
+    process's: a restart or a new segment needs them more than a cache does) and say
+    how many were closed: 0 means releasing cannot help."""
+    return sum(pool.release() for pool in list(_POOLS))
 
 
 def _after_fork_in_parent() -> None:

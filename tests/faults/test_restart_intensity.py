@@ -22,7 +22,7 @@ from waiting import wait_for
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import PoolFailedError, WorkerCrashedError
 
-from .support import PROGRAM, assert_saxpy, driver, inputs, pool_status, wait_idle
+from .support import PATIENCE, PROGRAM, assert_saxpy, driver, inputs, pool_status, wait_idle
 
 CRASH = DispatchConfig(label="fault:exit")  # the faults backend exits; the reference ignores it
 
@@ -97,3 +97,27 @@ def test_routing_returns_to_a_recovered_backend_after_its_cooldown(monkeypatch) 
         data = inputs(32)
         assert_saxpy(drv.dispatch(PROGRAM, data), data)
         assert pool_status(drv)["state"] == "running"
+
+
+@pytest.mark.timeout(90)
+def test_the_intensity_scales_with_the_pool_each_process_bearing_max_restarts() -> None:
+    """Issue 38 row 5: all deaths counted against one pool-wide max_restarts, so random
+    kills spread over a pool of three failed it at the third. Fails on main before the
+    per-process intensity."""
+    with driver(workers=3, max_restarts=2, restart_window=60.0) as drv:
+        data = inputs(40)
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+        for kill in range(6):  # two deaths for each of the three processes
+            victim = wait_idle(drv, kill % 3)
+            os.kill(victim["pid"], signal.SIGKILL)
+            wait_for(lambda v=victim, i=kill % 3: pool_status(drv)["workers"][i]["pid"]
+                     not in (None, v["pid"]) or pool_status(drv)["state"] == "failed",
+                     PATIENCE, "the death noticed")
+            assert pool_status(drv)["state"] == "running", kill
+        data = inputs(41)
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+        victim = wait_idle(drv, 0)
+        os.kill(victim["pid"], signal.SIGKILL)  # the seventh: past 2 x 3
+        wait_for(lambda: pool_status(drv)["state"] == "failed", PATIENCE, "the pool failed")
+        with pytest.raises(PoolFailedError, match=r"more than max_restarts=2 x 3 workers"):
+            drv.dispatch(PROGRAM, inputs(42), backend="faults")

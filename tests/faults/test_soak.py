@@ -123,11 +123,12 @@ def client(drv: vyre_core.Driver, index: int, keys: range, tally: Tally,
                       problem=f"{key}: wrong outputs (embedded key {delivered})")
 
 
-def killer(drv: vyre_core.Driver, stop: threading.Event, kills: list[str]) -> None:
-    """SIGKILL a random live worker every KILL_EVERY s on average (half to one and a half
+def killer(drv: vyre_core.Driver, stop: threading.Event, kills: list[str],
+           every: float = KILL_EVERY) -> None:
+    """SIGKILL a random live worker every ``every`` s on average (half to one and a half
     times that); ``kills`` gets its state then."""
     rng = random.Random(2024)
-    while not stop.wait(rng.uniform(0.5 * KILL_EVERY, 1.5 * KILL_EVERY)):
+    while not stop.wait(rng.uniform(0.5 * every, 1.5 * every)):
         workers = [w for w in drv.status()["pools"]["faults"]["workers"] if w["pid"]]
         if not workers:
             continue
@@ -206,3 +207,51 @@ def test_soak_dispatches_under_random_worker_kills(record_property):
     for pid in worker_pids:
         assert not psutil.pid_exists(pid) or \
             psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+DEFAULT_SOAK_SECONDS = 30.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_the_default_restart_intensity_serves_through_a_kill_every_one_to_three_s() -> None:
+    """Issue 38 row 5 (its Done-when): with the default PoolOptions a pool of one worker
+    SIGKILLed every 1-3 s keeps serving: no call gets PoolFailedError, the pool stays
+    running. Fails on main before the per-process intensity (5 deaths in 60 s failed the
+    pool after its sixth kill, about 12 s in, and refused calls for the 60 s cool-down)."""
+    kills: list[str] = []
+    outcomes: collections.Counter[str] = collections.Counter()
+    stop = threading.Event()
+    with vyre_core.Driver(kill_grace=0.5) as drv:  # the default restart intensity
+        warm, expected = keyed_inputs(1)
+        assert drv.dispatch(PROGRAM, warm, backend="faults")[0].tobytes() == expected
+
+        def serve(index: int) -> None:
+            key = 1_000_000 * (index + 1)
+            while not stop.is_set():
+                key += 1
+                inputs, want = keyed_inputs(key)
+                try:
+                    out = drv.dispatch(PROGRAM, inputs, backend="faults", config=DispatchConfig(
+                        timeout=DISPATCH_TIMEOUT, label="fault:sleep:0.005"))
+                except VyreError as exc:
+                    outcomes[type(exc).__name__] += 1
+                    continue
+                outcomes["ok" if out[0].tobytes() == want else "wrong"] += 1
+
+        clients = [threading.Thread(target=serve, args=(i,), daemon=True) for i in range(4)]
+        assassin = threading.Thread(target=killer, args=(drv, stop, kills, 2.0), daemon=True)
+        for t in (*clients, assassin):
+            t.start()
+        stop.wait(DEFAULT_SOAK_SECONDS)
+        stop.set()
+        for t in (*clients, assassin):
+            t.join(timeout=DISPATCH_TIMEOUT + 10)
+        status = drv.status()["pools"]["faults"]
+    report = f"{len(kills)} kills, {status['restarts']} restarts, outcomes {dict(outcomes)}"
+    print(report)
+    assert not any(t.is_alive() for t in clients), report
+    assert len(kills) >= 8, report
+    assert set(outcomes) <= {"ok", "WorkerCrashedError"}, report
+    assert outcomes["WorkerCrashedError"] <= len(kills), report
+    assert status["state"] == "running", report

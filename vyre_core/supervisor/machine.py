@@ -721,7 +721,9 @@ class PoolMachine:
             else:
                 w.state = "stopped"
             return
-        counted = w.retiring != "planned" and not collateral
+        # a worker told to stop for its cancelled call dies in the caller's cancellation
+        # (killed at cancel_grace it would be a planned stop): never charged
+        counted = w.retiring != "planned" and not collateral and w.cancel_by is None
         died_starting = not w.proven
         self.metrics.process_gone(w.index, None if self.state == "closed" else (
             w.retire_cause if w.retiring is not None else "fork_server" if collateral
@@ -757,7 +759,7 @@ class PoolMachine:
             if died_starting:
                 w.failed_starts += 1
             if self.state == "running" and (self.half_open
-                                            or len(self._deaths) > self.options.max_restarts
+                                            or len(self._deaths) > self.restart_limit
                                             or self._cannot_start()):
                 self._fail_pool(w, output, now)
                 return
@@ -1327,6 +1329,14 @@ class PoolMachine:
         self._log(logging.INFO if kind == "planned" else logging.WARNING,
                   f"pool {self.backend!r}: stopping {w.name}: {reason}")
 
+    @property
+    def restart_limit(self) -> int:
+        """The deaths within ``restart_window`` the pool survives: ``max_restarts`` per
+        worker process, spares included. OTP's intensity is per supervisor; each of our
+        processes is a child, so a pool of 8 bears 8 times the deaths of a pool of one (a
+        kill rate spread over its processes is then judged per process)."""
+        return self.options.max_restarts * len(self.workers)
+
     def _cannot_start(self) -> bool:
         """No worker ever said hello, and each serving one failed START_TRIES starts."""
         return not self.started and all(v.failed_starts >= START_TRIES for v in self._serving)
@@ -1348,7 +1358,9 @@ class PoolMachine:
         else:
             first = (f"pool {self.backend!r} failed: {len(self._deaths)} worker deaths "
                      + (f"in {opts.restart_window:g} s (more than "
-                        f"max_restarts={opts.max_restarts})" if not self.half_open
+                        f"max_restarts={opts.max_restarts}" + (
+                            f" x {len(self.workers)} workers" if len(self.workers) > 1
+                            else "") + ")" if not self.half_open
                         else "(it failed again right after its cool-down)")
                      + f"; last: {w.last_exit}")
             fix = ("Fix the backend (this error's details carry its last worker's output) "

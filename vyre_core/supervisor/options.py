@@ -30,8 +30,8 @@ class PoolOptions:
 
     workers: int = 1                # per device, when ``devices`` is set
     standby: int = 0                # prepared spare workers, promoted at once on a death
-    max_restarts: int = 5           # restart intensity: more than this many deaths ...
-    restart_window: float = 60.0    # ... in this many seconds fails the pool
+    max_restarts: int = 10          # restart intensity: more than this many deaths per
+    restart_window: float = 10.0    # worker process in this many seconds fails the pool
     cooldown: float = 60.0          # a failed pool is tried again this long after it failed
     kill_grace: float = 2.0         # SIGTERM -> SIGKILL delay
     cancel_grace: float = 0.25      # a cancelled call's worker stops within this, or is killed

@@ -35,7 +35,14 @@ import psutil
 import zmq
 
 from vyre_core import framing, protocol, shared_arrays
-from vyre_core.dataplane import SHARE_THRESHOLD, Segment, SegmentPool, Shared
+from vyre_core.dataplane import (
+    SHARE_THRESHOLD,
+    Segment,
+    SegmentPool,
+    Shared,
+    release_cached,
+    short_of_descriptors,
+)
 from vyre_core.errors import (
     PoolFailedError,
     ProtocolError,
@@ -69,6 +76,7 @@ from vyre_core.supervisor.machine import (
 from vyre_core.supervisor.options import THREADS_ENV, PoolOptions
 from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess, ensure_descriptors
+from vyre_core.supervisor.rundir import ENV as RUNTIME_DIR_ENV
 from vyre_core.supervisor.rundir import RunDir
 
 __all__ = ["Pool", "PoolOptions", "Request"]
@@ -80,6 +88,10 @@ FORK_SERVER_LOSSES = 3
 #: What the I/O thread reads from one lane per round at most (it holds the pool's lock):
 #: a large reply is taken a slice at a time.
 IO_READ_BUDGET = 1 << 20
+#: How often (seconds) the I/O thread looks whether the socket workers report in through
+#: is still there (a temp cleaner may remove the run directory); each worker start looks
+#: too, since a new worker can say hello only through it.
+ENDPOINT_CHECK_EVERY = 2.0
 
 
 class Pool(PoolFacts):
@@ -141,6 +153,8 @@ class Pool(PoolFacts):
         self._spinning = Spinning(options.spin)  # the I/O thread's, after a send
         self._callers_spinning = Spinning(options.spin)  # a caller's, before it sleeps
         self._sweep_at = 0.0                       # next look for cancels it was not told of
+        self._endpoint_check_at = 0.0              # next look for a lost run directory
+        self._endpoint_lost: str | None = None     # why it could not be made again (logged)
 
     # -- caller side -----------------------------------------------------------------------
 
@@ -432,6 +446,7 @@ class Pool(PoolFacts):
     def _start(self) -> None:
         """Open the socket and the wake fd and start the I/O thread (under the gate). The
         OS may refuse any of them: the pool then stays new, and the next call tries again."""
+        self._rundir.restore()  # (a temp cleaner may have removed it: SystemResourceError)
         try:
             ensure_descriptors()  # (libzmq aborts the process when its first thread has none)
             self._router = self._context_of_driver().socket(zmq.ROUTER)
@@ -508,6 +523,9 @@ class Pool(PoolFacts):
                     if now >= self._sweep_at:
                         self._sweep_cancelled(now)
                     self._machine.tick(now)
+                if now >= self._endpoint_check_at:
+                    with contextlib.suppress(PoolFailedError):  # (logged; starts fail on it)
+                        self._keep_endpoint(now)
                 self._segments.trim(now)  # (memory idle in free segments goes back)
                 if self._publisher.due(now):
                     self._publisher.publish(now, self.status())
@@ -878,7 +896,7 @@ class Pool(PoolFacts):
             server.close()
         self._fork_server, self._fork_server_fd = None, -1
 
-    def _spawn(self, action: Spawn) -> None:
+    def _spawn(self, action: Spawn, retried: bool = False) -> None:
         w = self._machine.workers[action.index]
         if w.generation != action.generation or w.state != "spawning":
             return  # (parked, and the rules moved on meanwhile)
@@ -892,7 +910,9 @@ class Pool(PoolFacts):
         token = blake3.blake3(identity, key=self._secret).digest()
         name = f"{reg.id} worker {action.index}.{action.generation}"
         page = lane = theirs = None
+        again = False  # out of descriptors: once more, after the segment caches let go
         try:
+            self._keep_endpoint(time.monotonic())
             ensure_descriptors()
             handover = {"identity": identity, "token": token, "generation": action.generation}
             page = ProgressPage.create(handover)
@@ -929,15 +949,23 @@ class Pool(PoolFacts):
                 page.close()
             if lane is not None:
                 lane.doom()
-            error = exc if isinstance(exc, VyreError) else system_resource_error(
-                OSError(getattr(exc, "errno", None) or errno.EAGAIN, str(exc)),
-                f"starting worker {action.index} of {reg.id!r}")
-            self._machine.spawn_failed(action.index, action.generation, error,
-                                       time.monotonic())
+            again = not retried and short_of_descriptors(exc) and release_cached() > 0
+            if again:
+                _log.warning("pool %r: out of file descriptors starting worker %d; cached "
+                             "shared-memory segments were closed to make room",
+                             self.backend, action.index)
+            else:
+                error = exc if isinstance(exc, VyreError) else system_resource_error(
+                    OSError(getattr(exc, "errno", None) or errno.EAGAIN, str(exc)),
+                    f"starting worker {action.index} of {reg.id!r}")
+                self._machine.spawn_failed(action.index, action.generation, error,
+                                           time.monotonic())
             return
         finally:
             if theirs is not None:
                 theirs.close()  # (the worker's now, or nobody's)
+            if again:  # (after the failed try's descriptors are closed)
+                self._spawn(action, retried=True)
         self._processes[action.index] = proc
         self._index_of[identity] = action.index
         self._lanes[action.index] = lane
@@ -945,6 +973,35 @@ class Pool(PoolFacts):
         self._poller.register(proc.output_fd, zmq.POLLIN)
         self._machine.spawned(action.index, action.generation, identity, token, proc.pid,
                               time.monotonic())
+
+    def _keep_endpoint(self, now: float) -> None:
+        """(I/O thread.) If the socket workers say hello through is gone with the run
+        directory, make the directory again and bind anew: workers already connected stay
+        so (and lanes are socketpairs, never in it). PoolFailedError, with a Fix, when it
+        cannot be made again: a start then fails with it instead of timing out unheard."""
+        self._endpoint_check_at = now + ENDPOINT_CHECK_EVERY
+        path = self._endpoint.removeprefix("ipc://")
+        if os.path.exists(path):
+            return
+        try:
+            self._rundir.restore()
+            self._router.bind(self._endpoint)  # (the old listener keeps its connections)
+        except (VyreError, zmq.ZMQError) as exc:
+            cause, fix = (exc.cause, " " + exc.fix) if isinstance(exc, VyreError) \
+                else (str(exc), "")
+            if self._endpoint_lost is None:
+                _log.error("pool %r: its socket %s is gone with its run directory and cannot "
+                           "be made again: %s", self.backend, path, cause)
+            self._endpoint_lost = cause
+            raise PoolFailedError(
+                f"pool {self.backend!r} lost its run directory (its socket {path} is gone) "
+                f"and cannot make it again: {cause}",
+                "Keep temp cleaners (systemd-tmpfiles, tmpreaper, rm -rf) off the run "
+                f"directory, or point {RUNTIME_DIR_ENV} at a directory they leave alone; the "
+                "pool tries again at each worker start." + fix, backend=self.backend) from exc
+        self._endpoint_lost = None
+        _log.warning("pool %r: its socket %s was gone (the run directory removed?); bound "
+                     "again", self.backend, path)
 
     def _new_lane(self, identity: bytes) -> tuple[Lane, Any]:
         """A lane for the worker ``identity``, and the end of it to hand to that worker."""

@@ -27,6 +27,7 @@ import secrets
 import shutil
 import stat
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Mapping
@@ -226,6 +227,8 @@ class RunDir:
 
     def __init__(self) -> None:
         self._lock: int | None = None
+        self._owner: int | None = None  # (None: a private temp directory, never locked)
+        self._remaking = threading.Lock()  # (several pools' threads may find it gone)
         base, reason, explicit = _open_base()
         if reason and explicit:
             raise _unsafe_base_error(base, reason)
@@ -259,6 +262,32 @@ class RunDir:
                 f"socket path {path!r} is longer than the {_MAX_SOCKET_PATH} bytes a unix "
                 "socket allows", "Set VYRE_RUNTIME_DIR to a shorter directory, e.g. /tmp.")
         return f"ipc://{path}"
+
+    def restore(self) -> bool:
+        """Make the directory again, under the same name and locked as when first made,
+        if it is gone (a temp cleaner, ``rm -rf``): every endpoint named in it stays the
+        same, so sockets bound there can be bound again. True when it was remade. Raises
+        SystemResourceError (with a Fix) when it cannot be, or when its base became unsafe."""
+        with self._remaking:
+            if os.path.lexists(self.path):
+                return False
+            base = self.path.parent
+            try:
+                os.makedirs(base, 0o700, exist_ok=True)
+                if self._owner is None:  # the private temp directory: no lock, as made
+                    os.mkdir(self.path, 0o700)
+                else:
+                    if (reason := unsafe_reason(base)) is not None:
+                        raise _unsafe_base_error(base, reason)
+                    lock = _made_locked(base, self.path.name)
+                    self._let_go()  # (the old lock held a directory that is gone)
+                    self._lock = lock
+            except OSError as exc:
+                raise system_resource_error(
+                    exc, f"making the lost run directory {self.path} again") from exc
+        _logger.warning("run directory %s was removed while the driver ran (a temp "
+                        "cleaner?); it is made again", self.path)
+        return True
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
