@@ -49,7 +49,7 @@ from .support import (
 # -- 1. kill -9 of an idle worker ----------------------------------------------------------
 
 @pytest.mark.timeout(30)
-def test_kill_idle_worker_is_replaced_and_pipelines_invalidated() -> None:
+def test_kill_idle_worker_is_replaced_and_pipelines_invalidated(vyre_stalls) -> None:
     with driver() as drv:
         data = inputs(1)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
@@ -61,8 +61,9 @@ def test_kill_idle_worker_is_replaced_and_pipelines_invalidated() -> None:
         os.kill(before["pid"], signal.SIGKILL)
         start = time.monotonic()
         after = wait_for(lambda: (w := worker(drv))["generation"] == before["generation"] + 1
-                         and w["state"] == "idle" and w, 5.0, "the replacement worker")
-        assert time.monotonic() - start < 3.0, "the death was not noticed quickly"
+                         and w["state"] == "idle" and w, what="the replacement worker")
+        assert time.monotonic() - start < 3.0 + vyre_stalls.since(start), \
+            f"the death was not noticed quickly ({vyre_stalls})"
         assert after["pid"] not in (None, before["pid"])
         status = pool_status(drv)
         assert status["state"] == "running"
@@ -290,7 +291,7 @@ def test_crash_once_succeeds_on_the_retry(tmp_path) -> None:
     ("exit_prepare", "exited with status 5"),
 ])
 def test_a_backend_that_cannot_start_fails_its_pool_after_two_tries(
-        monkeypatch: pytest.MonkeyPatch, mode: str, output: str) -> None:
+        monkeypatch: pytest.MonkeyPatch, mode: str, output: str, vyre_stalls) -> None:
     """Before: such a backend was started max_restarts + 1 times, and its error was one
     line of thousands of characters (the traceback) with a generic Fix."""
     monkeypatch.setenv("VYRE_FAULTS", mode)
@@ -325,7 +326,7 @@ def test_a_backend_that_cannot_start_fails_its_pool_after_two_tries(
         start = time.monotonic()
         with pytest.raises(PoolFailedError, match="Next try in") as again:
             drv.dispatch(PROGRAM, inputs(61), backend="faults")
-        assert time.monotonic() - start < 1.0
+        assert time.monotonic() - start < 1.0 + vyre_stalls.since(start), vyre_stalls
         assert output in str(again.value) and "omit backend=" in again.value.fix
 
         # routing skips it, and says why
