@@ -105,7 +105,7 @@ def test_kill_idle_worker_invalidates_resident_buffers() -> None:
         os.kill(before["pid"], signal.SIGKILL)
         after = wait_for(lambda: (w := worker(drv, backend="reference"))["generation"]
                          == before["generation"] + 1 and w["state"] == "idle" and w,
-                         5.0, "the replacement reference worker")
+                         what="the replacement reference worker")
         assert after["pid"] != before["pid"]
 
         assert not out_buf.valid
@@ -397,7 +397,7 @@ def test_late_reply_from_a_killed_worker_is_dropped() -> None:
         finally:
             os.kill(pid, signal.SIGCONT)
         # the worker finishes its sleep, replies, honours the SIGTERM and exits
-        wait_for(lambda: worker(drv)["pid"] != pid, 8.0, "the stopped worker to go")
+        wait_for(lambda: worker(drv)["pid"] != pid, what="the stopped worker to go")
         status = pool_status(drv)
         assert status["dropped_replies"] >= 1
         assert status["restarts"] == 0
