@@ -50,7 +50,7 @@ def test_program_of_60000_statements_runs_exactly() -> None:
         assert outputs[0].tobytes() == expected
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_megabyte_label_is_refused_with_the_label_limit() -> None:
     with pytest.raises(InvalidConfigError) as info:
         DispatchConfig(label="x" * 2**20)
@@ -79,7 +79,7 @@ def test_program_past_the_wire_limits_is_refused_before_any_worker() -> None:
         assert drv.status()["pools"]["reference"]["state"] == "not started"
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_inputs_over_max_message_bytes_are_refused_at_submit(vyre_stalls) -> None:
     limit = 4096
     with vyre_core.Driver(kill_grace=0.5, max_message_bytes=limit) as drv:
@@ -115,7 +115,7 @@ def counting(count: int) -> ir.Program:
     return k.build()
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_outputs_over_max_message_bytes_fail_fast_and_the_worker_stays(vyre_stalls) -> None:
     limit = 4096
     with vyre_core.Driver(kill_grace=0.5, max_message_bytes=limit) as drv:
