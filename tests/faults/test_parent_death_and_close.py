@@ -149,7 +149,7 @@ SIGKILLED_CHILD = """
 
 
 def test_sigkilled_driver_takes_its_workers_along_and_next_driver_cleans_up(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, vyre_stalls):
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     child = start_child(tmp_path, SIGKILLED_CHILD, {"VYRE_RUNTIME_DIR": str(runtime)})
@@ -174,7 +174,7 @@ def test_sigkilled_driver_takes_its_workers_along_and_next_driver_cleans_up(
         start = time.monotonic()
         alive = wait_all_gone(workers + servers, within=5.0)
         assert not alive, f"workers or fork servers outlived their SIGKILLed driver: {alive}"
-        assert time.monotonic() - start < 5.0
+        assert time.monotonic() - start < 5.0 + vyre_stalls.since(start), vyre_stalls
 
         # the dead driver's run directory and socket are still there ...
         assert stale[0].is_dir() and list(stale[0].glob("*.sock"))
@@ -308,7 +308,7 @@ ATEXIT_CHILD = """
 
 
 @pytest.mark.parametrize("in_flight", [False, True], ids=["idle", "in_flight"])
-def test_exit_without_close_leaves_nothing_behind(tmp_path, in_flight):
+def test_exit_without_close_leaves_nothing_behind(tmp_path, in_flight, vyre_stalls):
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     go = tmp_path / "go"
@@ -328,7 +328,7 @@ def test_exit_without_close_leaves_nothing_behind(tmp_path, in_flight):
         go.touch()
         start = time.monotonic()
         assert child.wait(timeout=30) == 0, (tmp_path / "child.err").read_text()
-        assert time.monotonic() - start < KILL_GRACE + 5  # no hang at exit
+        assert time.monotonic() - start < KILL_GRACE + 5 + vyre_stalls.since(start)  # no hang
         assert not wait_all_gone(workers + servers, within=5.0)
         assert not rundir.exists(), list(rundir.iterdir())
         assert not list(runtime.rglob("*.sock"))
