@@ -46,7 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
     the session's own (workers and child processes inherit them), never the user's caches.
     Under ``make test-fast`` (``-m "fast and not processes"``) nothing may start a process:
     the fast tier stays fast and honest, a test that starts one there fails instead of
-    slowing it."""
+    slowing it; hypothesis's profile there is "fast-tier", for costly property tests to
+    draw fewer examples."""
     global _KERNEL_CACHE, _PROBE_CACHE, _BASETEMP
     import os
     import tempfile
@@ -66,6 +67,13 @@ def pytest_configure(config: pytest.Config) -> None:
             prefix="vyre-test-probes-")
     if config.getoption("markexpr", "").startswith("fast"):
         import subprocess
+
+        from hypothesis import settings
+
+        # (property tests that cost much draw fewer examples here, all of them in the full
+        # suite: they read the profile's name)
+        settings.register_profile("fast-tier", settings.get_profile("default"))
+        settings.load_profile("fast-tier")
 
         def refuse(*args, **kwargs):
             raise AssertionError("a test of the fast tier started a process; mark its "

@@ -226,7 +226,7 @@ def test_input_errors_leave_a_running_pool_usable(drv):
 # -- DispatchConfig through the driver ------------------------------------------------------------
 
 
-def test_timeout_kills_the_dispatch_and_the_pool_recovers():
+def test_timeout_kills_the_dispatch_and_the_pool_recovers(vyre_stalls):
     grace = 0.5
     with reference_driver(kill_grace=grace) as driver:
         driver.dispatch(spin(1), [])
@@ -235,7 +235,7 @@ def test_timeout_kills_the_dispatch_and_the_pool_recovers():
         with pytest.raises(DispatchTimeoutError) as err:
             driver.dispatch(spin(10**7), [], config=DispatchConfig(timeout=0.5, label="slow"))
         elapsed = time.monotonic() - start
-        assert 0.45 <= elapsed < 0.5 + grace + 1.5
+        assert 0.45 <= elapsed < 0.5 + grace + 1.5 + vyre_stalls.since(start), vyre_stalls
         assert "slow" in err.value.cause and err.value.fix
         out, = driver.dispatch(spin(10), [])
         assert out.tolist() == [45]
@@ -519,7 +519,7 @@ def test_close_is_idempotent_and_leaves_nothing():
         driver.dispatch_async(saxpy(4), saxpy_inputs(4))
 
 
-def test_close_fails_pending_dispatches_and_stops_busy_workers():
+def test_close_fails_pending_dispatches_and_stops_busy_workers(vyre_stalls):
     before = children()
     with reference_driver(kill_grace=0.5) as driver:
         driver.dispatch(spin(1), [])
@@ -527,7 +527,7 @@ def test_close_fails_pending_dispatches_and_stops_busy_workers():
         wait_running(driver)
         start = time.monotonic()
         driver.close()
-        assert time.monotonic() - start < 0.5 + 2.0
+        assert time.monotonic() - start < 0.5 + 2.0 + vyre_stalls.since(start), vyre_stalls
         with pytest.raises(PoolFailedError) as err:
             pending.result(timeout=5)
         assert "closed" in err.value.cause and err.value.fix

@@ -805,7 +805,13 @@ _inputs = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=150, deadline=2000, derandomize=True, database=None,
+#: Kernels drawn: 150 in the full suite; the fast tier (make test-fast: tests/conftest.py
+#: loads hypothesis's "fast-tier" profile there) draws 30 of them, to stay fast. No
+#: deadline: a loaded machine can stall an example for seconds (the test checks bytes).
+EXAMPLES = 30 if settings.get_current_profile_name() == "fast-tier" else 150
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
           phases=[Phase.generate, Phase.shrink],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(kernels(), _inputs)

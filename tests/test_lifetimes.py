@@ -105,7 +105,8 @@ def test_a_rerun_cell_rebinding_a_global_leaves_nothing(runtime) -> None:
     _nothing_left(runtime, fds)
 
 
-def test_a_driver_dropped_while_its_pool_is_locked_does_not_deadlock(runtime) -> None:
+def test_a_driver_dropped_while_its_pool_is_locked_does_not_deadlock(runtime,
+                                                                   vyre_stalls) -> None:
     """The finalizer may run in a thread holding one of the driver's own locks (a garbage
     collection inside a locked section): it only hands the closing to the reaper, which
     waits for the lock like any caller of close()."""
@@ -120,7 +121,7 @@ def test_a_driver_dropped_while_its_pool_is_locked_does_not_deadlock(runtime) ->
             start = time.monotonic()
             del drv
             assert dropped() is None
-            assert time.monotonic() - start < 1.0
+            assert time.monotonic() - start < 1.0 + vyre_stalls.since(start), vyre_stalls
             assert pool.running  # closed later, by the reaper, once the lock is free
         del pool
     assert [w.category for w in caught] == [ResourceWarning]

@@ -1,5 +1,5 @@
-"""The suite's waiting helpers: ``wait_for`` and ``stays_true`` are vyre's own
-(``vyre_core.testing``, what users get); the two below are for tests that watch a
+"""The suite's waiting helpers: ``wait_for``, ``stays_true`` and ``Stalls`` are vyre's
+own (``vyre_core.testing``, what users get); the two below are for tests that watch a
 pool's workers rows without the fault kit's ``Workers``."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import vyre_core
-from vyre_core.testing.waiting import PATIENCE, stays_true, wait_for
+from vyre_core.testing.waiting import PATIENCE, Stalls, stays_true, wait_for
 
-__all__ = ["PATIENCE", "stays_true", "wait_for", "wait_running", "workers"]
+__all__ = ["PATIENCE", "Stalls", "stays_true", "wait_for", "wait_running", "workers"]
 
 
 def workers(drv: vyre_core.Driver, backend: str) -> list[dict[str, Any]]:

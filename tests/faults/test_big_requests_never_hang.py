@@ -50,7 +50,7 @@ def test_program_of_60000_statements_runs_exactly() -> None:
         assert outputs[0].tobytes() == expected
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_megabyte_label_is_refused_with_the_label_limit() -> None:
     with pytest.raises(InvalidConfigError) as info:
         DispatchConfig(label="x" * 2**20)
@@ -79,8 +79,8 @@ def test_program_past_the_wire_limits_is_refused_before_any_worker() -> None:
         assert drv.status()["pools"]["reference"]["state"] == "not started"
 
 
-@pytest.mark.timeout(30)
-def test_inputs_over_max_message_bytes_are_refused_at_submit() -> None:
+@pytest.mark.timeout(90)
+def test_inputs_over_max_message_bytes_are_refused_at_submit(vyre_stalls) -> None:
     limit = 4096
     with vyre_core.Driver(kill_grace=0.5, max_message_bytes=limit) as drv:
         data = inputs(1)
@@ -92,7 +92,7 @@ def test_inputs_over_max_message_bytes_are_refused_at_submit() -> None:
         start = time.monotonic()
         with pytest.raises(InvalidInputError) as info:
             drv.dispatch(saxpy(n), big, backend="reference")
-        assert time.monotonic() - start < 5.0
+        assert time.monotonic() - start < 5.0 + vyre_stalls.since(start), vyre_stalls
         error = info.value
         assert f"max_message_bytes={limit}" in error.cause
         assert str(2 * n * 4 + 4) in error.cause
@@ -115,8 +115,8 @@ def counting(count: int) -> ir.Program:
     return k.build()
 
 
-@pytest.mark.timeout(30)
-def test_outputs_over_max_message_bytes_fail_fast_and_the_worker_stays() -> None:
+@pytest.mark.timeout(90)
+def test_outputs_over_max_message_bytes_fail_fast_and_the_worker_stays(vyre_stalls) -> None:
     limit = 4096
     with vyre_core.Driver(kill_grace=0.5, max_message_bytes=limit) as drv:
         small = counting(64)
@@ -127,7 +127,7 @@ def test_outputs_over_max_message_bytes_fail_fast_and_the_worker_stays() -> None
         start = time.monotonic()
         with pytest.raises(InvalidInputError) as info:
             drv.dispatch(counting(16384), [], backend="reference")  # 64 KiB of outputs
-        assert time.monotonic() - start < 5.0
+        assert time.monotonic() - start < 5.0 + vyre_stalls.since(start), vyre_stalls
         error = info.value
         assert "outputs" in error.cause
         assert f"max_message_bytes={limit}" in error.cause and "65536" in error.cause

@@ -17,7 +17,7 @@ import psutil
 import pytest
 from child_process import running
 from kernels import spin
-from waiting import PATIENCE, wait_for
+from waiting import PATIENCE, Stalls, wait_for
 
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError
@@ -27,13 +27,16 @@ from .support import PROGRAM, assert_saxpy, driver, inputs, pool_status, wait_bu
 SLACK = 1.5  # polling, scheduling and process start-up on a loaded 2-core machine
 
 
-def timed(call, *args, **kwargs) -> tuple[float, BaseException | None]:
-    start = time.monotonic()
-    try:
-        call(*args, **kwargs)
-    except Exception as exc:
-        return time.monotonic() - start, exc
-    return time.monotonic() - start, None
+def timed(call, *args, **kwargs) -> tuple[float, BaseException | None, float]:
+    """How long the call took, what it raised, and how long of that this process did not
+    run (a bound allows that too: no deadline is kept while the process is stopped)."""
+    with Stalls() as stalls:
+        start = time.monotonic()
+        try:
+            call(*args, **kwargs)
+        except Exception as exc:
+            return time.monotonic() - start, exc, stalls.since(start)
+        return time.monotonic() - start, None, stalls.since(start)
 
 
 @pytest.mark.timeout(60)
@@ -45,10 +48,10 @@ def test_a_call_queued_behind_a_long_one_ends_at_its_own_deadline() -> None:
         long = drv.dispatch_async(PROGRAM, long_data, backend="faults",
                                   config=DispatchConfig(label="fault:sleep:5"))
         busy = wait_busy(drv)
-        elapsed, error = timed(drv.dispatch, PROGRAM, inputs(3), backend="faults",
-                               config=DispatchConfig(timeout=1.0))
+        elapsed, error, stalled = timed(drv.dispatch, PROGRAM, inputs(3), backend="faults",
+                                        config=DispatchConfig(timeout=1.0))
         assert isinstance(error, DispatchTimeoutError), error
-        assert 0.95 <= elapsed <= 1.0 + SLACK, elapsed
+        assert 0.95 <= elapsed <= 1.0 + SLACK + stalled, elapsed
         assert "waiting for a worker" in error.cause and error.details["timeout"] == 1.0
         # the call ahead was not disturbed: same worker, exact result
         assert_saxpy(long.result(timeout=30), long_data)
@@ -59,14 +62,14 @@ def test_a_call_queued_behind_a_long_one_ends_at_its_own_deadline() -> None:
 def test_workers_that_never_start_cannot_hold_a_call_past_its_deadline(monkeypatch) -> None:
     monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
     with driver(startup_timeout=3.0, max_restarts=5) as drv:
-        elapsed, error = timed(drv.dispatch, PROGRAM, inputs(4), backend="faults",
-                               config=DispatchConfig(timeout=1.0))
+        elapsed, error, stalled = timed(drv.dispatch, PROGRAM, inputs(4), backend="faults",
+                                        config=DispatchConfig(timeout=1.0))
         assert isinstance(error, DispatchTimeoutError), error
-        assert elapsed <= 1.0 + SLACK, elapsed  # was max_restarts x startup_timeout = 18 s
-        elapsed, error = timed(drv.probe, "faults", timeout=0.5)
-        assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK
-        elapsed, error = timed(drv.allocate_resident, 64, "faults", timeout=0.5)
-        assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK
+        assert elapsed <= 1.0 + SLACK + stalled, elapsed  # was max_restarts x startup_timeout
+        elapsed, error, stalled = timed(drv.probe, "faults", timeout=0.5)
+        assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK + stalled
+        elapsed, error, stalled = timed(drv.allocate_resident, 64, "faults", timeout=0.5)
+        assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK + stalled
 
 
 @pytest.mark.timeout(60)
@@ -85,10 +88,10 @@ def test_compile_route_and_explain_end_at_their_timeout(monkeypatch) -> None:
                        (lambda drv: drv.explain(PROGRAM, timeout=0.5),
                         "while routing probed backend 'faults'")):
         with driver(startup_timeout=30.0) as drv:
-            elapsed, error = timed(call, drv)
+            elapsed, error, stalled = timed(call, drv)
             assert isinstance(error, DispatchTimeoutError), error
             assert said in error.cause
-            assert elapsed <= 0.5 + SLACK, elapsed
+            assert elapsed <= 0.5 + SLACK + stalled, elapsed
 
 
 @pytest.mark.timeout(60)
@@ -101,8 +104,8 @@ def test_close_ends_at_its_timeout_with_a_worker_that_ignores_sigterm() -> None:
     stuck = drv.dispatch_async(PROGRAM, inputs(8), backend="faults",
                                config=DispatchConfig(label="fault:hang_python"))
     victim = psutil.Process(wait_busy(drv)["pid"])
-    elapsed, error = timed(drv.close, timeout=1.0)
-    assert error is None and elapsed <= 1.0 + SLACK + 5.0, elapsed  # (+ the kill's reap)
+    elapsed, error, stalled = timed(drv.close, timeout=1.0)
+    assert error is None and elapsed <= 1.0 + SLACK + stalled + 5.0, elapsed  # (+ the kill's reap)
     assert elapsed >= 0.95, elapsed
     with pytest.raises(PoolFailedError):
         stuck.result(timeout=1)
@@ -114,13 +117,13 @@ def test_without_a_timeout_a_pool_that_never_starts_fails_within_its_start_budge
         monkeypatch) -> None:
     monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
     with driver(startup_timeout=1.0, max_restarts=1) as drv:
-        elapsed, error = timed(drv.dispatch, PROGRAM, inputs(5), backend="faults")
+        elapsed, error, stalled = timed(drv.dispatch, PROGRAM, inputs(5), backend="faults")
         assert isinstance(error, PoolFailedError), error
         assert "no hello within 1 s" in error.cause
-        assert elapsed <= 2 * 1.0 + 2 * SLACK, elapsed
+        assert elapsed <= 2 * 1.0 + 2 * SLACK + stalled, elapsed
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_dispatch_async_returns_while_routing_still_starts_and_probes_a_pool(
         monkeypatch) -> None:
     """The faults backend ranks first and never starts: routing must probe it (apart),
@@ -128,15 +131,17 @@ def test_dispatch_async_returns_while_routing_still_starts_and_probes_a_pool(
     returned."""
     monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
-    with driver(startup_timeout=1.0, max_restarts=0) as drv:
+    # (the start budget is every pool's: the cpu worker the call falls over to must start
+    # within it too, and 1 s was too short for that on a loaded machine)
+    with driver(startup_timeout=5.0, max_restarts=0) as drv:
         data = inputs(6)
         pending = drv.dispatch_async(PROGRAM, data)
         assert not pending.is_ready()
-        assert_saxpy(pending.result(timeout=30), data)  # ... on the cpu backend, in the end
+        assert_saxpy(pending.result(timeout=PATIENCE), data)  # on the cpu backend, in the end
         assert pool_status(drv)["state"] == "not started"  # (probed apart: no pool)
         faults, = [e for e in drv.explain(PROGRAM) if e.backend == "faults"]
         assert faults.reasons[0].startswith("it could not be probed: probing backend "
-                                            "'faults' took over 1 s")
+                                            "'faults' took over 5 s")
         assert pool_status(drv, "cpu")["state"] == "running"
 
 
@@ -150,9 +155,9 @@ def test_resident_buffer_calls_take_a_timeout() -> None:
                  "the reference worker running the long dispatch")
         for call in (lambda: buf.download(timeout=0.3), lambda: buf.upload(b"x" * 16, 0.3),
                      lambda: drv.allocate_resident(16, "reference", timeout=0.3)):
-            elapsed, error = timed(call)
+            elapsed, error, stalled = timed(call)
             assert isinstance(error, DispatchTimeoutError), error
-            assert elapsed <= 0.3 + SLACK
+            assert elapsed <= 0.3 + SLACK + stalled
         busy.result(timeout=60)
         assert buf.download(timeout=30) == np.arange(4, dtype=np.uint32).tobytes()
 

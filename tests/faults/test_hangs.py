@@ -19,7 +19,8 @@ from .support import saxpy
 
 N = 64
 KILL_GRACE = 0.5
-SLACK = 1.0  # scheduling, polling and process start-up slop on a loaded 2-core machine
+SLACK = 1.0  # scheduling, polling and process start-up slop; a stall of the whole
+#              process on a loaded machine is allowed for apart (``vyre_stalls``)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -65,7 +66,7 @@ def wait_gone(pid: int, create_time: float, within: float) -> bool:
 
 
 @pytest.mark.parametrize("kind", ["hang_python", "hang_native"])
-def test_deadline_kills_hung_worker_and_replaces_it(kind):
+def test_deadline_kills_hung_worker_and_replaces_it(kind, vyre_stalls):
     timeout = 1.0
     with vyre_core.Driver(kill_grace=KILL_GRACE, heartbeat_timeout=5) as drv:
         check_dispatch_ok(drv, 1)
@@ -77,7 +78,8 @@ def test_deadline_kills_hung_worker_and_replaces_it(kind):
             drv.dispatch(PROGRAM, data(2), backend="faults",
                          config=DispatchConfig(label=f"fault:{kind}", timeout=timeout))
         elapsed = time.monotonic() - start
-        assert timeout * 0.95 <= elapsed <= timeout + KILL_GRACE + SLACK, elapsed
+        bound = timeout + KILL_GRACE + SLACK + vyre_stalls.since(start)
+        assert timeout * 0.95 <= elapsed <= bound, (elapsed, vyre_stalls)
         assert info.value.code == 1301
         assert info.value.details.get("timeout") == timeout
         assert f"fault:{kind}" in info.value.cause
@@ -98,7 +100,7 @@ def test_deadline_kills_hung_worker_and_replaces_it(kind):
         assert worker_pid(drv) == new_pid
 
 
-def test_native_hang_without_deadline_is_caught_by_missing_heartbeats():
+def test_native_hang_without_deadline_is_caught_by_missing_heartbeats(vyre_stalls):
     heartbeat_timeout = 2.0
     with vyre_core.Driver(kill_grace=KILL_GRACE, heartbeat_timeout=heartbeat_timeout,
                           heartbeat_interval=0.25) as drv:
@@ -111,8 +113,8 @@ def test_native_hang_without_deadline_is_caught_by_missing_heartbeats():
             drv.dispatch(PROGRAM, data(6), backend="faults",
                          config=DispatchConfig(label="fault:hang_native"))
         elapsed = time.monotonic() - start
-        assert heartbeat_timeout * 0.95 <= elapsed <= heartbeat_timeout + KILL_GRACE + SLACK, \
-            elapsed
+        bound = heartbeat_timeout + KILL_GRACE + SLACK + vyre_stalls.since(start)
+        assert heartbeat_timeout * 0.95 <= elapsed <= bound, (elapsed, vyre_stalls)
         assert info.value.code == 1302
         assert "heartbeat" in str(info.value)
         assert wait_gone(old_pid, old_created, KILL_GRACE + 5)
@@ -121,7 +123,7 @@ def test_native_hang_without_deadline_is_caught_by_missing_heartbeats():
         assert worker_pid(drv) != old_pid
 
 
-def test_python_hang_keeps_heartbeating_and_ends_at_its_deadline():
+def test_python_hang_keeps_heartbeating_and_ends_at_its_deadline(vyre_stalls):
     """time.sleep releases the GIL: the heartbeat thread keeps beating, so the heartbeat
     check (2 s) must NOT fire; the 3 s deadline ends the dispatch instead."""
     heartbeat_timeout, timeout = 2.0, 3.0
@@ -137,13 +139,14 @@ def test_python_hang_keeps_heartbeating_and_ends_at_its_deadline():
         elapsed = time.monotonic() - start
         assert not isinstance(info.value, WorkerCrashedError)
         assert "heartbeat" not in str(info.value)
-        assert timeout * 0.95 <= elapsed <= timeout + KILL_GRACE + SLACK, elapsed
+        bound = timeout + KILL_GRACE + SLACK + vyre_stalls.since(start)
+        assert timeout * 0.95 <= elapsed <= bound, (elapsed, vyre_stalls)
 
         check_dispatch_ok(drv, 10)
         assert worker_pid(drv) != old_pid
 
 
-def test_python_hang_without_any_deadline_is_left_running():
+def test_python_hang_without_any_deadline_is_left_running(vyre_stalls):
     """Heartbeats alone never kill a worker that is alive but slow: after several heartbeat
     timeouts the dispatch is still pending, and only close() ends it."""
     with vyre_core.Driver(kill_grace=KILL_GRACE, heartbeat_timeout=1.5,
@@ -159,6 +162,6 @@ def test_python_hang_without_any_deadline_is_left_running():
                    3.0, "the slow but live worker left running")
         start = time.monotonic()
         drv.close()
-        assert time.monotonic() - start <= KILL_GRACE + SLACK + 1
+        assert time.monotonic() - start <= KILL_GRACE + SLACK + 1 + vyre_stalls.since(start)
         with pytest.raises(PoolFailedError):
             pending.result(timeout=5)

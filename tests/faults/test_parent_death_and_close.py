@@ -149,7 +149,7 @@ SIGKILLED_CHILD = """
 
 
 def test_sigkilled_driver_takes_its_workers_along_and_next_driver_cleans_up(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, vyre_stalls):
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     child = start_child(tmp_path, SIGKILLED_CHILD, {"VYRE_RUNTIME_DIR": str(runtime)})
@@ -174,7 +174,7 @@ def test_sigkilled_driver_takes_its_workers_along_and_next_driver_cleans_up(
         start = time.monotonic()
         alive = wait_all_gone(workers + servers, within=5.0)
         assert not alive, f"workers or fork servers outlived their SIGKILLed driver: {alive}"
-        assert time.monotonic() - start < 5.0
+        assert time.monotonic() - start < 5.0 + vyre_stalls.since(start), vyre_stalls
 
         # the dead driver's run directory and socket are still there ...
         assert stale[0].is_dir() and list(stale[0].glob("*.sock"))
@@ -214,7 +214,7 @@ def test_stale_dir_of_a_live_driver_is_kept(tmp_path, monkeypatch):
 
 # -- close() with work in flight --------------------------------------------------------------
 
-def test_close_with_work_in_flight(tmp_path, monkeypatch):
+def test_close_with_work_in_flight(tmp_path, monkeypatch, vyre_stalls):
     monkeypatch.setenv("VYRE_RUNTIME_DIR", str(tmp_path))
     drv = vyre_core.Driver(kill_grace=KILL_GRACE)
     try:
@@ -234,7 +234,7 @@ def test_close_with_work_in_flight(tmp_path, monkeypatch):
         start = time.monotonic()
         drv.close()
         closing = time.monotonic() - start
-        assert closing < KILL_GRACE + 2.0, closing
+        assert closing < KILL_GRACE + 2.0 + vyre_stalls.since(start), (closing, vyre_stalls)
 
         for handle in (pending, queued):
             assert handle.is_ready()
@@ -242,7 +242,7 @@ def test_close_with_work_in_flight(tmp_path, monkeypatch):
                 handle.result(timeout=1)
         start = time.monotonic()
         drv.close()  # a second close is a no-op
-        assert time.monotonic() - start < 0.1
+        assert time.monotonic() - start < 0.1 + vyre_stalls.since(start), vyre_stalls
         assert drv.status()["closed"] is True
 
         assert not running(worker)
@@ -257,7 +257,7 @@ def test_close_with_work_in_flight(tmp_path, monkeypatch):
         drv.close()
 
 
-def test_close_from_another_thread_wakes_a_blocked_caller(tmp_path, monkeypatch):
+def test_close_from_another_thread_wakes_a_blocked_caller(tmp_path, monkeypatch, vyre_stalls):
     monkeypatch.setenv("VYRE_RUNTIME_DIR", str(tmp_path))
     outcome: list[BaseException | None] = []
     with vyre_core.Driver(kill_grace=KILL_GRACE) as drv:
@@ -279,7 +279,7 @@ def test_close_from_another_thread_wakes_a_blocked_caller(tmp_path, monkeypatch)
         drv.close()
         thread.join(timeout=10)
         assert not thread.is_alive()
-        assert time.monotonic() - start < KILL_GRACE + 3
+        assert time.monotonic() - start < KILL_GRACE + 3 + vyre_stalls.since(start), vyre_stalls
     assert len(outcome) == 1 and isinstance(outcome[0], VyreError), outcome
     assert worker_processes() == [] and fork_servers() == []
 
@@ -308,7 +308,7 @@ ATEXIT_CHILD = """
 
 
 @pytest.mark.parametrize("in_flight", [False, True], ids=["idle", "in_flight"])
-def test_exit_without_close_leaves_nothing_behind(tmp_path, in_flight):
+def test_exit_without_close_leaves_nothing_behind(tmp_path, in_flight, vyre_stalls):
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     go = tmp_path / "go"
@@ -328,7 +328,7 @@ def test_exit_without_close_leaves_nothing_behind(tmp_path, in_flight):
         go.touch()
         start = time.monotonic()
         assert child.wait(timeout=30) == 0, (tmp_path / "child.err").read_text()
-        assert time.monotonic() - start < KILL_GRACE + 5  # no hang at exit
+        assert time.monotonic() - start < KILL_GRACE + 5 + vyre_stalls.since(start)  # no hang
         assert not wait_all_gone(workers + servers, within=5.0)
         assert not rundir.exists(), list(rundir.iterdir())
         assert not list(runtime.rglob("*.sock"))
@@ -392,14 +392,14 @@ def test_no_shared_memory_segments(tmp_path, monkeypatch):
     assert after - before == set()
 
 
-def test_close_while_the_pool_is_still_starting(tmp_path, monkeypatch):
+def test_close_while_the_pool_is_still_starting(tmp_path, monkeypatch, vyre_stalls):
     """close() right after the first request, before the worker has said hello."""
     monkeypatch.setenv("VYRE_RUNTIME_DIR", str(tmp_path))
     with vyre_core.Driver(kill_grace=KILL_GRACE) as drv:
         pending = drv.dispatch_async(PROGRAM, INPUTS, backend="faults")
         start = time.monotonic()
         drv.close()
-        assert time.monotonic() - start < KILL_GRACE + 3
+        assert time.monotonic() - start < KILL_GRACE + 3 + vyre_stalls.since(start), vyre_stalls
         try:
             out = pending.result(timeout=1)
         except PoolFailedError:

@@ -63,7 +63,7 @@ def test_rss_recycling_replaces_a_leaking_worker() -> None:
     assert status["restarts"] == 0  # recycling is planned, not a crash
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_recycle_after_replaces_the_worker_after_n_requests() -> None:
     with driver(recycle_after=3) as drv:
         first = None
@@ -84,7 +84,7 @@ def test_recycle_after_replaces_the_worker_after_n_requests() -> None:
         assert pool_status(drv)["restarts"] == 0
 
 
-@pytest.mark.timeout(40)
+@pytest.mark.timeout(90)
 def test_recycle_after_counts_requests_per_generation() -> None:
     """recycle_after counts the caller requests of the current worker only, so every
     generation serves exactly that many before it is replaced."""

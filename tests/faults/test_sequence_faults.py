@@ -84,14 +84,14 @@ def test_a_sequence_with_resident_buffers_is_not_run_again_after_a_kill():
 
 
 @pytest.mark.timeout(60)
-def test_a_sequence_past_its_deadline_is_killed_and_the_pool_recovers():
+def test_a_sequence_past_its_deadline_is_killed_and_the_pool_recovers(vyre_stalls):
     with Driver() as drv:
         drv.probe("reference")
         start = time.monotonic()
         with pytest.raises(DispatchTimeoutError):
             drv.dispatch_sequence(slow(2000), [], backend="reference",
                                   config=DispatchConfig(timeout=0.5))
-        assert time.monotonic() - start < 5.0
+        assert time.monotonic() - start < 5.0 + vyre_stalls.since(start), vyre_stalls
         wait_for(lambda: workers(drv, "reference")[0]["state"] == "idle", 10.0,
                  "the replacement worker")
         assert drv.dispatch_sequence(slow(2), [], backend="reference")[0].tolist() == \

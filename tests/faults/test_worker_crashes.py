@@ -48,8 +48,8 @@ from .support import (
 
 # -- 1. kill -9 of an idle worker ----------------------------------------------------------
 
-@pytest.mark.timeout(30)
-def test_kill_idle_worker_is_replaced_and_pipelines_invalidated() -> None:
+@pytest.mark.timeout(90)
+def test_kill_idle_worker_is_replaced_and_pipelines_invalidated(vyre_stalls) -> None:
     with driver() as drv:
         data = inputs(1)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
@@ -61,8 +61,9 @@ def test_kill_idle_worker_is_replaced_and_pipelines_invalidated() -> None:
         os.kill(before["pid"], signal.SIGKILL)
         start = time.monotonic()
         after = wait_for(lambda: (w := worker(drv))["generation"] == before["generation"] + 1
-                         and w["state"] == "idle" and w, 5.0, "the replacement worker")
-        assert time.monotonic() - start < 3.0, "the death was not noticed quickly"
+                         and w["state"] == "idle" and w, what="the replacement worker")
+        assert time.monotonic() - start < 3.0 + vyre_stalls.since(start), \
+            f"the death was not noticed quickly ({vyre_stalls})"
         assert after["pid"] not in (None, before["pid"])
         status = pool_status(drv)
         assert status["state"] == "running"
@@ -87,7 +88,7 @@ def test_kill_idle_worker_is_replaced_and_pipelines_invalidated() -> None:
         assert worker(drv)["pid"] == after["pid"]
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_kill_idle_worker_invalidates_resident_buffers() -> None:
     """The fault backend has no resident memory; the reference backend's does."""
     with driver() as drv:
@@ -104,7 +105,7 @@ def test_kill_idle_worker_invalidates_resident_buffers() -> None:
         os.kill(before["pid"], signal.SIGKILL)
         after = wait_for(lambda: (w := worker(drv, backend="reference"))["generation"]
                          == before["generation"] + 1 and w["state"] == "idle" and w,
-                         5.0, "the replacement reference worker")
+                         what="the replacement reference worker")
         assert after["pid"] != before["pid"]
 
         assert not out_buf.valid
@@ -124,7 +125,7 @@ def test_kill_idle_worker_invalidates_resident_buffers() -> None:
 
 # -- 2. kill -9 mid-dispatch --------------------------------------------------------------
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_kill_mid_dispatch_is_retried_on_a_new_worker() -> None:
     with driver() as drv:
         warm = inputs(10)
@@ -144,7 +145,7 @@ def test_kill_mid_dispatch_is_retried_on_a_new_worker() -> None:
         assert status["restarts"] == 1  # every unexpected death counts, busy or idle
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_kill_mid_dispatch_without_retries_raises_worker_crashed() -> None:
     with driver() as drv:
         warm = inputs(12)
@@ -177,7 +178,7 @@ def test_kill_mid_dispatch_without_retries_raises_worker_crashed() -> None:
         assert worker(drv)["generation"] == busy["generation"] + 1
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_kill_mid_dispatch_leaves_the_other_worker_alone() -> None:
     with driver(workers=2) as drv:
         warm = inputs(20)
@@ -211,7 +212,7 @@ def test_kill_mid_dispatch_leaves_the_other_worker_alone() -> None:
 
 # -- 3. requests that crash their worker every time -----------------------------------------
 
-@pytest.mark.timeout(40)
+@pytest.mark.timeout(90)
 @pytest.mark.parametrize(("label", "death"), [
     ("fault:exit", "exited with status 17"),
     ("fault:segfault", "killed by SIGSEGV"),
@@ -246,7 +247,7 @@ def test_poison_request_fails_after_one_retry(label: str, death: str) -> None:
         assert "omit backend=" in info.value.fix
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_poison_request_fails_only_its_caller() -> None:
     with driver(workers=2) as drv:
         warm = inputs(41)
@@ -263,7 +264,7 @@ def test_poison_request_fails_only_its_caller() -> None:
         assert pool_status(drv)["state"] == "running"
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_crash_once_succeeds_on_the_retry(tmp_path) -> None:
     marker = tmp_path / "crashed-once"
     with driver() as drv:
@@ -283,14 +284,14 @@ def test_crash_once_succeeds_on_the_retry(tmp_path) -> None:
 
 # -- 4. crash loop at start-up ------------------------------------------------------------
 
-@pytest.mark.timeout(40)
+@pytest.mark.timeout(90)
 @pytest.mark.parametrize(("mode", "output"), [
     ("crash_prepare", "injected failure in prepare"),
     ("crash_import", "injected crash at import"),
     ("exit_prepare", "exited with status 5"),
 ])
 def test_a_backend_that_cannot_start_fails_its_pool_after_two_tries(
-        monkeypatch: pytest.MonkeyPatch, mode: str, output: str) -> None:
+        monkeypatch: pytest.MonkeyPatch, mode: str, output: str, vyre_stalls) -> None:
     """Before: such a backend was started max_restarts + 1 times, and its error was one
     line of thousands of characters (the traceback) with a generic Fix."""
     monkeypatch.setenv("VYRE_FAULTS", mode)
@@ -325,7 +326,7 @@ def test_a_backend_that_cannot_start_fails_its_pool_after_two_tries(
         start = time.monotonic()
         with pytest.raises(PoolFailedError, match="Next try in") as again:
             drv.dispatch(PROGRAM, inputs(61), backend="faults")
-        assert time.monotonic() - start < 1.0
+        assert time.monotonic() - start < 1.0 + vyre_stalls.since(start), vyre_stalls
         assert output in str(again.value) and "omit backend=" in again.value.fix
 
         # routing skips it, and says why
@@ -336,7 +337,7 @@ def test_a_backend_that_cannot_start_fails_its_pool_after_two_tries(
         assert by_id["cpu"].chosen
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_startup_crash_loop_routing_falls_over(monkeypatch: pytest.MonkeyPatch,
                                                caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("VYRE_FAULTS", "crash_prepare")
@@ -374,7 +375,7 @@ def test_startup_crash_loop_routing_falls_over(monkeypatch: pytest.MonkeyPatch,
 
 # -- 6. late replies from a killed generation ------------------------------------------------
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_late_reply_from_a_killed_worker_is_dropped() -> None:
     """SIGSTOP the busy worker so its deadline passes and the parent sends SIGTERM (held
     while stopped); SIGCONT lets it finish the dispatch and send its reply before the
@@ -396,7 +397,7 @@ def test_late_reply_from_a_killed_worker_is_dropped() -> None:
         finally:
             os.kill(pid, signal.SIGCONT)
         # the worker finishes its sleep, replies, honours the SIGTERM and exits
-        wait_for(lambda: worker(drv)["pid"] != pid, 8.0, "the stopped worker to go")
+        wait_for(lambda: worker(drv)["pid"] != pid, what="the stopped worker to go")
         status = pool_status(drv)
         assert status["dropped_replies"] >= 1
         assert status["restarts"] == 0
@@ -415,7 +416,7 @@ def test_late_reply_from_a_killed_worker_is_dropped() -> None:
 
 # -- bugs --------------------------------------------------------------------------------
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_compile_falls_over_after_pool_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     """Driver.compile falls over to the next capable backend when the routed pool fails,
     like Driver.dispatch, and the handle is pinned to the worker that compiled it."""

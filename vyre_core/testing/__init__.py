@@ -15,7 +15,7 @@ from typing import Any
 _HOMES = {
     "DISPATCH_FAULTS": "faults", "STARTUP_FAULTS": "faults", "fault": "faults",
     "startup_faults": "faults", "PATIENCE": "waiting", "stays_true": "waiting",
-    "wait_for": "waiting", "Workers": "workers", "one_word_program": "workers",
+    "wait_for": "waiting", "Stalls": "waiting", "Workers": "workers", "one_word_program": "workers",
     "DiskUnavailable": "disk", "SmallDisk": "disk",
 }
 

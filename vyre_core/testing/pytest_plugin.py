@@ -7,7 +7,9 @@ suite in an environment with vyre may use; docs/fault-injection.md has a worked 
 * ``vyre_startup_faults``: ``vyre_startup_faults("crash_prepare")`` makes the workers that
   start from then on fail so (``VYRE_FAULTS``), for this test only;
 * ``vyre_full_disk``: the driver's run directory on a small tmpfs the test can ``fill()``
-  and ``free()`` (root only: skipped elsewhere, saying why).
+  and ``free()`` (root only: skipped elsewhere, saying why);
+* ``vyre_stalls``: when this test's process did not run (``Stalls``), to add to a
+  deadline's bound so that a loaded machine's stall is not taken for a late call.
 
 The fault backend is the ``vyre-faults`` distribution (backend ``faults``, and
 ``faults-wgpu`` for device loss inside wgpu).
@@ -23,6 +25,7 @@ import pytest
 if TYPE_CHECKING:
     from vyre_core.driver import Driver
     from vyre_core.testing.disk import SmallDisk
+    from vyre_core.testing.waiting import Stalls
     from vyre_core.testing.workers import Workers
 
 #: Pool options of ``vyre_driver``: faults are noticed and acted on within seconds.
@@ -81,3 +84,12 @@ def vyre_full_disk() -> Iterator[SmallDisk]:
             yield disk
     finally:
         disk.__exit__(None, None, None)
+
+
+@pytest.fixture
+def vyre_stalls() -> Iterator[Stalls]:
+    """This test's ``Stalls``: when its process did not run, to allow for in a deadline."""
+    from vyre_core.testing.waiting import Stalls
+
+    with Stalls() as stalls:
+        yield stalls
