@@ -226,15 +226,16 @@ def test_dropped_arrays_close_their_descriptors(drv) -> None:
     before = segments()
     arrays = [drv.empty(N, np.uint32) for _ in range(4)]
     views = [a[8:] for a in arrays]
-    assert len(segments() - before) == 4
+    mine = segments() - before  # (the pool's own cached segments may close meanwhile)
+    assert len(mine) == 4
     for a in arrays:
         drv.dispatch(one_output(N), [a], "reference", out=[a])
     del arrays
     gc.collect()
-    assert len(segments() - before) == 4  # the views keep them
+    assert mine <= segments()  # the views keep them
     del views, a
     gc.collect()
-    assert segments() == before
+    assert not (mine & segments())
     small = drv.empty(16, np.uint32)  # under 64 KiB: ordinary memory, no segment
     assert segments() == before and small.flags.writeable and small.sum() == 0
 

@@ -1116,7 +1116,7 @@ def test_ctrl_c_while_large_inputs_are_copied_leaks_no_segment(tmp_path: Path) -
     segment is closed with the driver."""
     script = tmp_path / "interrupted.py"
     script.write_text(textwrap.dedent("""
-        import gc, os, signal, threading, numpy as np
+        import gc, os, signal, threading, time, numpy as np
         from vyre_core import Driver, ir
         # Ctrl-C raises here even if the test runner was started with SIGINT ignored (a
         # background job of a non-interactive shell), which children would inherit.
@@ -1133,12 +1133,18 @@ def test_ctrl_c_while_large_inputs_are_copied_leaks_no_segment(tmp_path: Path) -
         interrupted = 0
         main = threading.main_thread().ident
         for delay in (0.001, 0.005, 0.01, 0.02, 0.03, 0.05):
-            # (sent to this thread: it interrupts the dispatch, or the join after it,
-            # never a later line)
-            timer = threading.Timer(delay, signal.pthread_kill, (main, signal.SIGINT))
+            # (sent to this thread once it is in the try: it interrupts the dispatch, or
+            # the join after it, never a later line, nor the timer's own start)
+            go = threading.Event()
+            def fire(delay=delay, go=go):
+                go.wait()
+                time.sleep(delay)
+                signal.pthread_kill(main, signal.SIGINT)
+            timer = threading.Thread(target=fire)
             timer.start()
             finished = False
             try:
+                go.set()
                 d.dispatch(program, xs, backend="reference")
                 finished = True
                 timer.join()
