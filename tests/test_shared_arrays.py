@@ -122,7 +122,8 @@ def test_a_dispatch_on_shared_arrays_is_exact_and_carries_no_array_bytes(
     exact(x, want_x)
     exact(y, y0)
     assert len(lane_bytes) == 1 and lane_bytes[0] < 4096, lane_bytes  # descriptors only
-    assert segments() == before  # the pool took no segment of its own
+    assert segments() <= before  # the pool took no segment of its own (its cached ones
+    # may close meanwhile: idle ones are closed after a few seconds)
 
 
 @pytest.mark.timeout(240)
@@ -237,7 +238,7 @@ def test_dropped_arrays_close_their_descriptors(drv) -> None:
     gc.collect()
     assert not (mine & segments())
     small = drv.empty(16, np.uint32)  # under 64 KiB: ordinary memory, no segment
-    assert segments() == before and small.flags.writeable and small.sum() == 0
+    assert segments() <= before and small.flags.writeable and small.sum() == 0
 
 
 @pytest.mark.timeout(120)
@@ -246,7 +247,7 @@ def test_a_closed_drivers_arrays_stay_readable_and_every_call_refuses_them() -> 
     with vyre.Driver() as d:
         a = d.asarray(np.arange(N, dtype=np.uint32))
         d.dispatch(one_output(N), [a], "reference", out=[a])
-    assert segments() == before  # descriptors closed with the driver
+    assert segments() <= before  # descriptors closed with the driver
     exact(a, np.arange(1, N + 1, dtype=np.uint32))  # the memory stays until collected
     a[0] = 5
     with vyre.Driver() as other:
@@ -424,6 +425,7 @@ def test_an_array_keeps_its_driver_alive_and_open(drv) -> None:
     made = vyre.Driver()
     kept = weakref.ref(made)
     a = made.asarray(np.arange(N, dtype=np.uint32))
+    mine = segments() - before
     del made
     gc.collect()
     assert kept() is not None
@@ -434,4 +436,5 @@ def test_an_array_keeps_its_driver_alive_and_open(drv) -> None:
         del a, got
         gc.collect()
         assert kept() is None
-    wait_for(lambda: segments() == before, PATIENCE, "the array's segment closed")
+    assert mine
+    wait_for(lambda: not (mine & segments()), PATIENCE, "the array's segment closed")
