@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from vyre_benchmarks import bench_sequences as sequences
 from vyre_benchmarks.harness import Result, percentile, reps, samples
-from vyre_core import SequenceBuilder, ir
+from vyre_core import ir
 from vyre_core.driver import Driver
 
 REQUIRES = ("cpu", "reference")
@@ -61,39 +62,16 @@ def tiny_program() -> ir.Program:
 TINY_INPUT = np.arange(4, dtype=np.uint32)
 
 
-def step_program() -> ir.Program:
-    """``out[i] = x[i] * 0.5 + 1`` over f32 (exact: the same bits however it runs)."""
-    k = ir.Kernel(workgroup=(64,))
-    x = k.read("x", ir.f32)
-    out = k.output("out", ir.f32, count=N)
-    i = k.let("i", ir.global_id(0))
-    with k.if_(i < x.len):
-        out[i] = x[i] * 0.5 + 1.0
-    return k.build()
-
-
 def chain(steps: int):
-    """``steps`` passes of ``step_program`` as one sequence, ping-ponging two transients."""
-    b = SequenceBuilder()
-    b.input("x", ir.f32, N)
-    b.transient("a", ir.f32, N)
-    b.transient("b", ir.f32, N)
-    program = step_program()
-    b.step(program, {"out": "a"})
-    for s in range(steps - 1):
-        src, dst = ("a", "b") if s % 2 == 0 else ("b", "a")
-        b.step(program, {"x": src, "out": dst})
-    return b.build(returns=["a" if steps % 2 else "b"])
+    """``steps`` passes of bench_sequences' step, on N elements."""
+    return sequences.chain(steps, N)
 
 
-X = np.linspace(-4, 4, N, dtype=np.float32)
+X = sequences.chain_input(N)
 
 
 def chain_in_numpy(steps: int) -> np.ndarray:
-    x = X
-    for _ in range(steps):
-        x = x * np.float32(0.5) + np.float32(1.0)
-    return x
+    return sequences.chain_in_numpy(steps, X)
 
 
 @contextlib.contextmanager

@@ -50,23 +50,24 @@ def empty_program() -> ir.Program:
     return k.build()
 
 
-def step_program() -> ir.Program:
+def step_program(n: int = N) -> ir.Program:
     """out[i] = x[i] * 0.5 + 1 over f32 (an exact chain: the same bits however it runs)."""
     k = ir.Kernel(workgroup=(64,))
     x = k.read("x", ir.f32)
-    out = k.output("out", ir.f32, count=N)
+    out = k.output("out", ir.f32, count=n)
     i = k.let("i", ir.global_id(0))
     with k.if_(i < x.len):
         out[i] = x[i] * 0.5 + 1.0
     return k.build()
 
 
-def chain(steps: int):
+def chain(steps: int, n: int = N):
+    """``steps`` passes of ``step_program`` as one sequence, ping-ponging two transients."""
     b = SequenceBuilder()
-    b.input("x", ir.f32, N)
-    b.transient("a", ir.f32, N)
-    b.transient("b", ir.f32, N)
-    program = step_program()
+    b.input("x", ir.f32, n)
+    b.transient("a", ir.f32, n)
+    b.transient("b", ir.f32, n)
+    program = step_program(n)
     b.step(program, {"out": "a"})
     for s in range(steps - 1):
         src, dst = ("a", "b") if s % 2 == 0 else ("b", "a")
@@ -74,11 +75,14 @@ def chain(steps: int):
     return b.build(returns=["a" if steps % 2 else "b"])
 
 
-X = np.linspace(-4, 4, N, dtype=np.float32)
+def chain_input(n: int = N) -> np.ndarray:
+    return np.linspace(-4, 4, n, dtype=np.float32)
 
 
-def chain_in_numpy(steps: int) -> np.ndarray:
-    x = X
+X = chain_input()
+
+
+def chain_in_numpy(steps: int, x: np.ndarray = X) -> np.ndarray:
     for _ in range(steps):
         x = x * np.float32(0.5) + np.float32(1.0)
     return x
