@@ -17,6 +17,7 @@ from vyre_core import i32, u32
 from vyre_core.errors import DispatchCancelledError
 
 from .child_script import PRELUDE
+from .support import wait_for
 
 pytestmark = pytest.mark.processes
 
@@ -59,17 +60,17 @@ landed, calls, exact, other, strays = 0, 0, True, [], 0
 zone = [False]
 main = threading.main_thread().ident
 stop = threading.Event()
+caught = threading.Event()  # (the main thread caught the last one thrown)
 
 def inject():  # another thread throws an exception into the main thread, at random moments
     rng = random.Random(5)
     while not stop.is_set():
-        time.sleep(rng.uniform(0, 0.002))
+        time.sleep(rng.uniform(0, 0.002))  # (a random moment, not a wait)
         if zone[0]:
-            before = landed
+            caught.clear()
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main),
                                                        ctypes.py_object(Injected))
-            while landed == before and not stop.is_set():  # one at a time
-                time.sleep(0.0005)
+            caught.wait()  # one at a time
 
 def on_alarm(signum, frame):
     if zone[0]:
@@ -93,6 +94,7 @@ while landed < 1000:
         except Injected:
             zone[0] = False
             landed += 1
+            caught.set()
         except BaseException as exc:  # never another class, never another call's
             zone[0] = False
             other.append(f"{type(exc).__name__}: {exc}")
@@ -102,10 +104,12 @@ while landed < 1000:
         zone[0] = False
         strays += 1
         landed += 1
+        caught.set()
     if time.monotonic() - started > 150:
         break
 signal.setitimer(signal.ITIMER_REAL, 0)
 stop.set()
+caught.set()
 zone[0] = False
 start = time.monotonic()
 last = drv.dispatch(PROGRAM, INPUTS, backend="reference")[0].tobytes() == EXPECTED
@@ -159,11 +163,11 @@ def test_cancel_mid_loop_then_the_next_call_answers_within_a_second(backend):
             lanes = 256
         pending = drv.launch_async(spin, lanes, (trips, np.zeros(lanes, np.uint32)),
                                    backend=backend)
-        deadline = time.monotonic() + 60
-        while not drv.status()["pools"][backend]["workers"][0]["running"] \
-                or drv.status()["pools"][backend]["standby"] < (backend == "wgpu"):
-            assert time.monotonic() < deadline, "the loop never started"
-            time.sleep(0.01)
+        def looping() -> bool:
+            pool = drv.status()["pools"][backend]
+            return pool["workers"][0]["running"] and pool["standby"] >= (backend == "wgpu")
+
+        wait_for(looping, 60, "the loop to start")
         assert not pending.is_ready()
         started = time.monotonic()
         assert pending.cancel() is True
