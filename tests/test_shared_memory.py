@@ -312,9 +312,12 @@ def test_segments_are_reused_bounded_and_all_closed_with_the_driver() -> None:
             assert_exact(out, want)
             del out
             steady.append(count())
-        # 2 inputs and 2 outputs in flight at most: 4 segments, reused from then on
+        # 2 inputs and 2 outputs in flight at most: 4 segments, reused from then on (15
+        # calls without reuse would make 60; one more than 4 may be made when a call's
+        # segments come back just after the next call took its own: the I/O thread gives
+        # them back, and the caller does not wait for that)
         assert 0 < max(steady) <= 8, steady
-        assert steady[-1] == steady[2] and max(steady[2:]) == steady[2], steady
+        assert steady[-1] == max(steady), steady
 
         held = [dispatch_rw(drv, program, seed, MID) for seed in range(100, 106)]
         grown = count()
