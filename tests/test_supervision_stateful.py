@@ -5,10 +5,12 @@ PoolMachine (1 to 3 workers, small random PoolOptions) with a number for a clock
 vyre_core/supervisor/pool.py does: a Spawn is answered at once (started, or refused by the
 OS), a Send is delivered or refused at once, signals make processes exit (a frozen one
 ignores SIGTERM), pages are read before every tick and before an exit is reported, and the
-loop ticks again at once while next_timer() is past. It drives the machine directly, not
-through tests/supervision_harness.Shell, because it decides process by process what each
-does. The workers are modelled faithfully: one answers only a request it was sent and took;
-a dead or frozen one says nothing; one whose connection is gone only beats.
+loop ticks again at once while next_timer() is past. The shell ticks only once a timer is
+due (or TICK_EVERY after its last tick), so a tick before next_timer() must do nothing.
+It drives the machine directly, not through tests/supervision_harness.Shell, because it
+decides process by process what each does. The workers are modelled faithfully: one
+answers only a request it was sent and took; a dead or frozen one says nothing; one whose
+connection is gone only beats.
 
 Checked after every step (the machine must never raise): no request resolved twice, or with
 another request's reply; no reply of another generation or a dead process delivered; no
@@ -272,6 +274,14 @@ class PoolModel(RuleBasedStateMachine):
             if proc.alive:
                 self.machine.progress(index, *proc.page, self.now)
         self.run()
+        timer = self.machine.next_timer()
+        if (timer is None or timer > self.now) and self.now - self.ticked_at < TICK_EVERY:
+            # The shell ticks only once a timer is due, or TICK_EVERY after its last tick
+            # (pool.py): a tick before then must find nothing to do, or it would wait.
+            self.machine.tick(self.now)
+            early = self.machine.take_actions()
+            assert not early, (f"a tick at {self.now}, before next_timer() {timer}, acted: "
+                               f"{early}")
         for _ in range(3):  # the shell ticks again at once while a timer is past due
             self.machine.tick(self.now)
             self.ticked_at = self.now

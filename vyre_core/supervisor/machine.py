@@ -364,7 +364,9 @@ class PoolMachine:
             w.state in ("stopped", "backoff") for w in self.workers)
 
     def next_timer(self) -> float | None:
-        """The earliest time at which ``tick`` has something to do."""
+        """The earliest time at which ``tick`` has something to do: the shell ticks only
+        then (or ``TICK_EVERY`` after its last tick), so every event that can make work
+        possible must schedule it itself."""
         while self._deadlines and self._deadlines[0][2].done:
             heapq.heappop(self._deadlines)
         times = [self._deadlines[0][0]] if self._deadlines else []

@@ -22,6 +22,7 @@ import collections
 import contextlib
 import errno
 import logging
+import math
 import os
 import secrets
 import threading
@@ -152,6 +153,7 @@ class Pool(PoolFacts):
         self._routing_changed = False              # routing to be told, before completing
         self._spinning = Spinning(options.spin)  # the I/O thread's, after a send
         self._callers_spinning = Spinning(options.spin)  # a caller's, before it sleeps
+        self._ticked_at = 0.0                      # the last tick of the rules
         self._sweep_at = 0.0                       # next look for cancels it was not told of
         self._endpoint_check_at = 0.0              # next look for a lost run directory
         self._endpoint_lost: str | None = None     # why it could not be made again (logged)
@@ -491,7 +493,9 @@ class Pool(PoolFacts):
                 with self._lock:  # (status readers read the machine under it too)
                     timer = self._machine.next_timer()
                     now = time.monotonic()
-                    wait = TICK_EVERY if timer is None else min(TICK_EVERY, timer - now)
+                    tick_at = min(self._ticked_at + TICK_EVERY,
+                                  timer if timer is not None else math.inf)
+                    wait = tick_at - now
                     for due in self._shell_deadlines():
                         wait = min(wait, due - now)
                 events = self._poll(max(0, int(wait * 1000) + 1))
@@ -518,11 +522,14 @@ class Pool(PoolFacts):
                         if proc.pidfd in events:
                             self._poller.unregister(proc.pidfd)
                             self._exits_awaited[proc] = now + fork_server.ANSWER_WITHIN
-                    self._settle_exits(now)
-                    self._read_pages(now)
+                    if self._exits_awaited:
+                        self._settle_exits(now)
                     if now >= self._sweep_at:
                         self._sweep_cancelled(now)
-                    self._machine.tick(now)
+                    if now >= tick_at:  # (the rules' timers say when a tick acts)
+                        self._ticked_at = now
+                        self._read_pages(now)
+                        self._machine.tick(now)
                 if now >= self._endpoint_check_at:
                     with contextlib.suppress(PoolFailedError):  # (logged; starts fail on it)
                         self._keep_endpoint(now)
