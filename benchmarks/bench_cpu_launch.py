@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from vyre_benchmarks import bench_sequences as sequences
-from vyre_benchmarks.harness import Result, percentile, reps, samples
+from vyre_benchmarks.harness import Result, echo_process, percentile, reps, samples
 from vyre_core import ir
 from vyre_core.driver import Driver
 
@@ -38,15 +37,6 @@ STEPS = 1000       # steps of the sequence
 CALLS = 400        # tiny launches per p50
 TURNS = 3          # alternating quiet and loaded turns
 
-_ECHO = """
-import os, sys
-fd = int(sys.argv[1])
-while True:
-    data = os.read(fd, 65536)
-    if not data:
-        break
-    os.write(fd, data)
-"""
 _SPIN = "while True: pass"
 
 
@@ -92,23 +82,16 @@ def competing() -> Iterator[None]:
 def lane_echo() -> Iterator[Callable[[], None]]:
     """A raw lane round trip: a request-sized message over a Unix socket pair to a child
     that echoes it."""
-    mine, theirs = socket.socketpair()
-    child = subprocess.Popen([sys.executable, "-c", _ECHO, str(theirs.fileno())],
-                             pass_fds=(theirs.fileno(),))
-    theirs.close()
     message = bytes(200)  # (about a pipeline launch's header and its small array)
+    with echo_process() as mine:
 
-    def round_trip() -> None:
-        mine.sendall(message)
-        got = 0
-        while got < len(message):
-            got += len(mine.recv(65536))
+        def round_trip() -> None:
+            mine.sendall(message)
+            got = 0
+            while got < len(message):
+                got += len(mine.recv(65536))
 
-    try:
         yield round_trip
-    finally:
-        mine.close()
-        child.wait()
 
 
 def _p50(fn: Callable[[], object]) -> float:

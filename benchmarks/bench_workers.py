@@ -6,7 +6,9 @@ baseline measured in the same run.
   ``ProcessPoolExecutor(max_workers=1).submit(noop).result()``;
 - the same three on the do-nothing ``null`` backend (``benchmarks/vyre-null``, pip-installed
   offline into a temporary folder for the measurement): the boundary's own cost, with no
-  interpreter behind it;
+  interpreter behind it; and its p50 against the *bare path*: the same hops with no vyre
+  code (a caller thread hands to an I/O thread by eventfd, which echoes through a worker
+  process on a socketpair), so the ratio is what vyre's own Python costs per call;
 - a 64 MiB read_write buffer round trip against ``np.copyto`` of the same bytes (MB/s of
   the buffer's size), and the same buffer made with ``Driver.empty`` and written back
   into itself (only descriptors cross) against that copied round trip;
@@ -35,12 +37,15 @@ import functools
 import gc
 import importlib
 import os
+import select
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -51,7 +56,14 @@ import numpy as np
 import psutil
 import zmq
 
-from vyre_benchmarks.harness import Result, percentile, reps, samples, threaded_rate
+from vyre_benchmarks.harness import (
+    Result,
+    echo_process,
+    percentile,
+    reps,
+    samples,
+    threaded_rate,
+)
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver
@@ -146,6 +158,54 @@ while True:
     sock.send_multipart(frames, copy=False)
 sock.close(); ctx.term()
 """
+
+
+def _bare_path_latencies(payload: bytes, n: int) -> list[float]:
+    """Round trips of ``payload`` along the Driver's path with no vyre code on it: this
+    thread hands it to an I/O thread (an eventfd), which sends it on a socketpair to a
+    worker process that echoes it; the I/O thread reads the echo and wakes this thread
+    (an eventfd). What the threads and the process cost by themselves."""
+    with echo_process() as lane:
+        return _bare_path(lane, payload, n)
+
+
+def _bare_path(ours: socket.socket, payload: bytes, n: int) -> list[float]:
+    handed, answered = os.eventfd(0), os.eventfd(0)
+
+    def io_thread() -> None:
+        poller = select.poll()
+        poller.register(handed, select.POLLIN)
+        poller.register(ours, select.POLLIN)
+        echoed = 0
+        while True:
+            for fd, _ in poller.poll():
+                if fd == handed:
+                    if os.eventfd_read(handed) > 1 << 40:
+                        return
+                    ours.sendall(payload)
+                else:
+                    echoed += len(ours.recv(1 << 16))
+                    if echoed == len(payload):  # (the whole echo: a stream may split it)
+                        echoed = 0
+                        os.eventfd_write(answered, 1)
+
+    thread = threading.Thread(target=io_thread, name="bench-bare-io", daemon=True)
+    thread.start()
+    waiting = select.poll()
+    waiting.register(answered, select.POLLIN)
+
+    def call() -> None:
+        os.eventfd_write(handed, 1)
+        waiting.poll()
+        os.eventfd_read(answered)
+
+    try:
+        return latencies(call, n)
+    finally:
+        os.eventfd_write(handed, 1 << 41)
+        thread.join(10)
+        os.close(handed)
+        os.close(answered)
 
 
 def _dispatch_header(program: ir.Program) -> bytes:
@@ -283,9 +343,18 @@ def _null_samples() -> dict[str, list[float]]:
         assert out.tolist() == [0], out  # the null backend ran, not the reference (7)
         found = {"driver": latencies(lambda: driver.dispatch(program, [], NULL), ROUND_TRIPS)}
     found["echo"] = _echo_latencies(_dispatch_header(program), ROUND_TRIPS)
+    found["bare"] = _bare_path_latencies(_dispatch_header(program), ROUND_TRIPS)
     with ProcessPoolExecutor(max_workers=1) as pool:
         found["executor"] = latencies(lambda: pool.submit(noop).result(), ROUND_TRIPS)
     return found
+
+
+def null_dispatch_vs_bare_path_p50() -> Result:
+    s = _null_samples()
+    return Result("empty dispatch round trip p50, null backend (vs the bare path)",
+                  percentile(s["driver"], 50) * 1e6, "us",
+                  "the same threads and process, no vyre code, p50",
+                  percentile(s["bare"], 50) * 1e6)
 
 
 def null_dispatch_p50() -> Result:
@@ -566,6 +635,7 @@ def tiny_rate_4_threads() -> Result:
 
 BENCHMARKS = [empty_dispatch_p50, empty_dispatch_p99, empty_dispatch_vs_executor_p50,
               null_dispatch_p50, null_dispatch_p99, null_dispatch_vs_executor_p50,
+              null_dispatch_vs_bare_path_p50,
               big_round_trip, zero_copy_round_trip, round_trip_1mib, round_trip_16mib,
               round_trip_64mib, round_trip_1gib, rss_growth_1gib_input, recovery_after_kill,
               recovery_after_kill_standby,

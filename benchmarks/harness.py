@@ -6,10 +6,14 @@ whole set runs in seconds with rough figures; sizes stay as named."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import statistics
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TypeVar
 
@@ -125,3 +129,26 @@ def compare(name: str, fn: Callable[[], object], baseline: str,
     value = seconds_per_call(fn, repeat, number) * scale
     base = seconds_per_call(baseline_fn, repeat, number) * scale
     return Result(name, value, unit, baseline, base)
+
+
+_ECHO = """
+import os, sys
+fd = int(sys.argv[1])
+while data := os.read(fd, 65536):
+    os.write(fd, data)
+"""
+
+
+@contextlib.contextmanager
+def echo_process() -> Iterator[socket.socket]:
+    """Our end of a Unix socket pair whose other end a child process echoes, as a worker's
+    lane is (the baseline of a worker round trip); the child leaves once our end closes."""
+    mine, theirs = socket.socketpair()
+    child = subprocess.Popen([sys.executable, "-c", _ECHO, str(theirs.fileno())],
+                             pass_fds=(theirs.fileno(),))
+    theirs.close()
+    try:
+        yield mine
+    finally:
+        mine.close()
+        child.wait()
