@@ -18,7 +18,7 @@ from vyre_core.config import DispatchConfig
 from vyre_core.errors import InvalidConfigError, NoCapableBackendError
 from vyre_core.supervisor.options import PoolOptions
 
-from .support import driver, pool_status, wait_for
+from .support import PATIENCE, driver, pool_status, wait_for
 
 N = 8
 DEVICE = DispatchConfig(label="fault:device")
@@ -46,15 +46,20 @@ def device_of(drv) -> int:
 def test_all_devices_get_one_worker_each_pinned_to_its_own_device(monkeypatch):
     monkeypatch.setenv("VYRE_FAULTS", "devices:3")
     with driver(backend_options={"faults": PoolOptions(devices="all")}) as drv:
-        # routing probes every device before the first call: three at once spread over
-        # three, each worker answering from its own device
-        pending = [drv.dispatch_async(PROGRAM, DATA, backend="faults",
-                                      config=DispatchConfig(label="fault:device:0.5"))
-                   for _ in range(3)]
+        # routing probes every device before the first call, which starts the pool; once
+        # its three workers are up, three calls at once spread over three, each worker
+        # answering from its own device (while one is still starting, a worker done with
+        # its call takes the next: on a loaded machine that is not three)
+        first = device_of(drv)
+        wait_for(lambda: [w["state"] for w in pool_status(drv)["workers"]] == ["idle"] * 3,
+                 PATIENCE, "the three workers up")
+        pending = [drv.dispatch_async(PROGRAM, DATA, backend="faults",  # (each holds its
+                                      config=DispatchConfig(label="fault:device:2"))  # worker
+                   for _ in range(3)]  # longer than this loop may stall)
         assert sorted(int(p.result(60)[0][0]) for p in pending) == [0, 1, 2]
         status = pool_status(drv)
         assert [w["device"] for w in status["workers"]] == [0, 1, 2]
-        assert [w["served"] for w in status["workers"]] == [1, 1, 1]
+        assert [w["served"] for w in status["workers"]] == [1 + (i == first) for i in range(3)]
         assert len({w["pid"] for w in status["workers"]}) == 3
         assert [d["name"] for d in status["devices"]] == [f"fault device {i}" for i in range(3)]
         assert [d["software"] for d in status["devices"]] == [False, True, False]

@@ -156,7 +156,7 @@ def test_kill_mid_dispatch_without_retries_raises_worker_crashed() -> None:
             try:
                 result["value"] = drv.dispatch(
                     PROGRAM, inputs(13), backend="faults",
-                    config=DispatchConfig(label="fault:sleep:1.5", retries=0))
+                    config=DispatchConfig(label="fault:sleep:30", retries=0))  # (killed)
             except BaseException as exc:
                 result["error"] = exc
 
