@@ -286,6 +286,16 @@ def run_warp(problem: Problem, data: dict[str, Any]) -> dict[str, Any]:
     return {k: v.numpy() if isinstance(v, wp.array) else v for k, v in arrays.items()}
 
 
+def run_taichi(problem: Problem, data: dict[str, Any]) -> dict[str, Any]:
+    """Run the Taichi port on Taichi's CPU backend on copies of ``data``: a launch is a
+    call of the kernel, which loops over the output itself; numpy arrays are its
+    ``ti.types.ndarray`` arguments (no copy)."""
+    from vyre_benchmarks.suite import taichi_kernels
+    arrays = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in data.items()}
+    problem.run(taichi_kernels, lambda kern, dim, *args: kern(*args), arrays)
+    return arrays
+
+
 def run_numba(problem: Problem, data: dict[str, Any]) -> dict[str, Any]:
     """Run the numba port on copies of ``data``: a launch is a call of the kernel's
     function, which loops over the output itself."""
