@@ -8,12 +8,14 @@ the geometric mean of the ratios; then Taichi with ``fast_math=False`` (its defa
 LLVM reassociate, which vyre never does) beside numpy again; then a one-invocation
 launch's p50 in each. ``--threads N`` runs every framework on N threads (numba's
 ``set_num_threads``, Taichi's ``cpu_max_num_threads``, ``VYRE_CPU_THREADS``; Warp runs a
-CPU launch on one thread anyway): on a loaded machine one thread measures the generated
-code rather than the scheduler.
+CPU launch on one thread anyway; numpy's BLAS reads ``OPENBLAS_NUM_THREADS`` when it
+loads, so set that too): on a loaded machine one thread measures the generated code
+rather than the scheduler.
 
 Every port is checked against numpy first (``bench_suite.check``). The columns of a
 problem are timed in turns (``ROUNDS`` rounds, each column once a round), each figure the
-median of its rounds, because the machine is shared and noisy."""
+median of its rounds, because the machine is shared and noisy (the geometric means are
+also given over the best rounds)."""
 
 import argparse
 import contextlib
@@ -80,9 +82,12 @@ def _turn(fn: Callable[[], object]) -> Callable[[], float]:
     return turn
 
 
-def measure(columns: dict[str, Run]) -> dict[str, dict[str, float]]:
-    """Problem -> column -> median seconds of a run, numpy's reference as column 'numpy';
-    each port checked against numpy before it is timed."""
+Figures = dict[str, dict[str, list[float]]]  # problem -> column -> seconds of each round
+
+
+def measure(columns: dict[str, Run]) -> Figures:
+    """Each round's seconds of a run, per problem and column, numpy's reference as column
+    'numpy'; each port checked against numpy before it is timed."""
     figures = {}
     for name, problem in PROBLEMS.items():
         data = problem.make(MEDIUM[name])
@@ -91,27 +96,34 @@ def measure(columns: dict[str, Run]) -> dict[str, dict[str, float]]:
         for column, run in columns.items():
             check(problem, run(problem, data), want, column)  # (compiles it, once)
             turns[column] = _turn(lambda r=run, p=problem, d=data: r(p, d))
-        rounds: dict[str, list[float]] = {c: [] for c in turns}
+        figures[name] = {c: [] for c in turns}
         for _ in range(ROUNDS):
             for column, turn in turns.items():
-                rounds[column].append(turn())
-        figures[name] = {c: statistics.median(r) for c, r in rounds.items()}
+                figures[name][column].append(turn())
         print(f"  {name}: done", file=sys.stderr)
     return figures
 
 
-def table(figures: dict[str, dict[str, float]]) -> str:
+def _geomean(figures: Figures, column: str, pick: Callable[[list[float]], float]) -> float:
+    return math.exp(statistics.fmean(math.log(pick(f[column]) / pick(f["numpy"]))
+                                     for f in figures.values()))
+
+
+def table(figures: Figures) -> str:
+    """Each problem's median (and its ratio to numpy's); the geometric mean of the ratios
+    of the medians, and of the best rounds (on a loaded machine, the closer to the code's
+    own speed: contention only adds)."""
     columns = list(next(iter(figures.values())))
     rows = ["| kernel (n) | " + " | ".join(columns) + " |",
             "| --- |" + " ---: |" * len(columns)]
     for name, figs in figures.items():
-        cells = [f"{figs[c] * 1e3:.3g} ms ({figs[c] / figs['numpy']:.2f}x)" for c in columns[1:]]
-        rows.append(f"| {name} ({MEDIUM[name]}) | {figs['numpy'] * 1e3:.3g} ms | "
+        med = {c: statistics.median(figs[c]) for c in columns}
+        cells = [f"{med[c] * 1e3:.3g} ms ({med[c] / med['numpy']:.2f}x)" for c in columns[1:]]
+        rows.append(f"| {name} ({MEDIUM[name]}) | {med['numpy'] * 1e3:.3g} ms | "
                     + " | ".join(cells) + " |")
-    means = [math.exp(statistics.fmean(math.log(f[c] / f["numpy"]) for f in figures.values()))
-             for c in columns[1:]]
-    rows.append("| **geometric mean of the ratios** | 1x | " +
-                " | ".join(f"**{m:.2f}x**" for m in means) + " |")
+    for label, pick in (("medians", statistics.median), ("best rounds", min)):
+        rows.append(f"| **geometric mean of the ratios, {label}** | 1x | " + " | ".join(
+            f"**{_geomean(figures, c, pick):.2f}x**" for c in columns[1:]) + " |")
     return "\n".join(rows)
 
 
