@@ -4,7 +4,8 @@ PolyBench's MEDIUM size: the Taichi column beside ``suite.<name>_medium`` and
 ``suite_numba.<name>`` in the same run. Each result is checked against numpy's first
 (which also compiles the port, or loads it from Taichi's cache). ``tiny_launch``: a
 compiled vyre pipeline's one-invocation launch on cpu against a Taichi kernel's doing the
-same work. Skipped, saying so, where taichi is not installed."""
+same work. Skipped, saying so, where taichi is not installed. (No ``from __future__ import
+annotations``: Taichi reads a kernel's annotations as objects.)"""
 
 import importlib.util
 import statistics

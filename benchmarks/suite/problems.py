@@ -1,10 +1,11 @@
 """The ten problems: PolyBench/C 4.2.1's inputs (its ``init_array``, in f32) and numpy
-references, and one driver per problem that launches the kernels of either port.
+references, and one driver per problem that launches the kernels of any port.
 
-A driver takes the kernel module (``vyre_kernels`` or ``warp_kernels``), a ``launch(kernel,
-dim, *args)`` of that framework and the problem's arrays in that framework's form, so both
-ports run the same launches, in the same order, with the same ``dim``. Arrays are filled in
-place; the problem's ``outputs`` name those to compare."""
+A driver takes the kernel module (``vyre_kernels``, ``warp_kernels``, ``numba_kernels`` or
+``taichi_kernels``), a ``launch(kernel, dim, *args)`` of that framework and the problem's
+arrays in that framework's form, so every port runs the same launches, in the same order,
+with the same ``dim``. Arrays are filled in place; the problem's ``outputs`` name those to
+compare."""
 
 from __future__ import annotations
 

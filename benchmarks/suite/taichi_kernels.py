@@ -5,7 +5,8 @@ element as in the vyre and Warp ports; arrays are ``ti.types.ndarray`` parameter
 arrays are passed straight in (no copy on the CPU). Same names and arguments as
 ``vyre_kernels.py``, so ``problems.py``'s drivers launch them (``run_taichi``: a launch is
 a call). Taichi's default float is f32, so literals are f32 as PolyBench's arrays are.
-Imported only where taichi is installed (``pip install 'vyre[suite]'``)."""
+Imported only where taichi is installed (``pip install 'vyre[suite]'``). No ``from
+__future__ import annotations`` here: Taichi reads a kernel's annotations as objects."""
 
 import contextlib
 import os
