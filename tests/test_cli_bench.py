@@ -58,8 +58,11 @@ SLOWEST = ("ray", "sequences", "workers", "cpu", "wgpu")
 SUITES_BY_COST = [*SLOWEST, *(name for name in SUITES if name not in SLOWEST)]
 
 
-#: Suites that skip themselves here, saying why: the Warp comparison without warp-lang.
-OPTIONAL = {} if importlib.util.find_spec("warp") else {"suite_warp": "warp-lang is not installed"}
+#: Suites that skip themselves here, saying why: the Warp and Taichi comparisons without
+#: warp-lang or taichi (the `suite` extra).
+OPTIONAL = {suite: f"{dist} is not installed" for suite, module, dist in (
+    ("suite_warp", "warp", "warp-lang"), ("suite_taichi", "taichi", "taichi"))
+    if importlib.util.find_spec(module) is None}
 
 
 def every_benchmark_id() -> set[str]:

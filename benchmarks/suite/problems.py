@@ -1,10 +1,11 @@
 """The ten problems: PolyBench/C 4.2.1's inputs (its ``init_array``, in f32) and numpy
-references, and one driver per problem that launches the kernels of either port.
+references, and one driver per problem that launches the kernels of any port.
 
-A driver takes the kernel module (``vyre_kernels`` or ``warp_kernels``), a ``launch(kernel,
-dim, *args)`` of that framework and the problem's arrays in that framework's form, so both
-ports run the same launches, in the same order, with the same ``dim``. Arrays are filled in
-place; the problem's ``outputs`` name those to compare."""
+A driver takes the kernel module (``vyre_kernels``, ``warp_kernels``, ``numba_kernels`` or
+``taichi_kernels``), a ``launch(kernel, dim, *args)`` of that framework and the problem's
+arrays in that framework's form, so every port runs the same launches, in the same order,
+with the same ``dim``. Arrays are filled in place; the problem's ``outputs`` name those to
+compare."""
 
 from __future__ import annotations
 
@@ -284,6 +285,16 @@ def run_warp(problem: Problem, data: dict[str, Any]) -> dict[str, Any]:
     problem.run(warp_kernels, lambda kern, dim, *args: wp.launch(
         kern, dim=dim, inputs=list(args), device="cpu"), arrays)
     return {k: v.numpy() if isinstance(v, wp.array) else v for k, v in arrays.items()}
+
+
+def run_taichi(problem: Problem, data: dict[str, Any]) -> dict[str, Any]:
+    """Run the Taichi port on Taichi's CPU backend on copies of ``data``: a launch is a
+    call of the kernel, which loops over the output itself; numpy arrays are its
+    ``ti.types.ndarray`` arguments (no copy)."""
+    from vyre_benchmarks.suite import taichi_kernels
+    arrays = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in data.items()}
+    problem.run(taichi_kernels, lambda kern, dim, *args: kern(*args), arrays)
+    return arrays
 
 
 def run_numba(problem: Problem, data: dict[str, Any]) -> dict[str, Any]:
