@@ -115,12 +115,13 @@ def test_a_sequences_kernels_are_shared_out_once_each_and_only_where_it_pays():
     a, b, c = saxpy(64, bias=1.0), saxpy(64, bias=2.0), saxpy(64, bias=3.0)
     grid = (1, 1, 1)
     steps = [(a, grid), (b, (2, 1, 1)), (a, (3, 1, 1)), (c, grid)]
-    assert ahead.shares(steps, lambda p: False, 2) == [[(a, grid), (c, grid)],
-                                                       [(b, (2, 1, 1))]]
-    assert ahead.shares(steps, lambda p: False, 8) == [[(a, grid)], [(b, (2, 1, 1))],
-                                                       [(c, grid)]]
-    assert ahead.shares(steps, lambda p: p is not c, 2) == []  # (one left: no fork)
-    assert ahead.shares(steps, lambda p: False, 1) == []       # (one thread)
+    todo = ahead.pending(steps, lambda p: False)
+    assert todo == [(a, grid), (b, (2, 1, 1)), (c, grid)]  # (each once, its first grid)
+    assert ahead.pending(steps, lambda p: p is not c) == [(c, grid)]
+    assert ahead.shares(todo, 2) == [[(a, grid), (c, grid)], [(b, (2, 1, 1))]]
+    assert ahead.shares(todo, 8) == [[(a, grid)], [(b, (2, 1, 1))], [(c, grid)]]
+    assert ahead.shares(todo[:1], 2) == []  # (one kernel: no fork)
+    assert ahead.shares(todo, 1) == []      # (one process)
 
 
 @pytest.mark.fast
@@ -133,8 +134,10 @@ def test_children_compile_only_on_cores_the_load_leaves_idle():
     assert ahead.side_by_side(1, 0.0) == 1
 
 
-def test_kernels_compiled_ahead_in_children_are_loaded_from_the_disk_cache(fresh):
+def test_kernels_compiled_ahead_in_children_are_loaded_from_the_disk_cache(fresh,
+                                                                           monkeypatch):
     """Fails on main before this commit (no vyre_cpu.ahead)."""
+    monkeypatch.delitem(ahead.sys.modules, "ray", raising=False)  # (not a Ray actor)
     programs = [saxpy(256, bias=b) for b in (0.375, 0.625, 0.875)]
     grid = (1, 1, 1)
     assert ahead.compile_ahead([(p, grid) for p in programs], 2, load=0.0) == 1
@@ -152,14 +155,22 @@ def test_kernels_compiled_ahead_in_children_are_loaded_from_the_disk_cache(fresh
                                load=1.5) == 0  # (no core idle)
 
 
-def test_a_sequence_run_cold_gives_the_reference_bytes(fresh):
+def test_a_sequence_run_cold_gives_the_reference_bytes_and_is_looked_at_once(
+        fresh, monkeypatch):
     from vyre_examples import jacobi
 
     example = jacobi.build()
+    monkeypatch.setattr(ahead, "_seen", set())
+    looked = []
+    real = ahead.compile_ahead
+    monkeypatch.setattr(ahead, "compile_ahead",
+                        lambda launches, n: looked.append(n) or real(launches, n))
     host = BackendHost(vyre_cpu.backend)
     host.prepare()
     try:
         assert example.mismatch(example.run_in(host)) is None
         assert all(compiler.on_hand(p) for p, _ in example.program.programs())
+        assert example.mismatch(example.run_in(host)) is None
+        assert len(looked) == 1  # (its second run: nothing to look at)
     finally:
         host.shutdown()

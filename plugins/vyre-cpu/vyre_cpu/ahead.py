@@ -16,33 +16,52 @@ import contextlib
 import os
 import select
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import NoReturn
 
 from vyre_core.ir import Program
+from vyre_core.sequence import Sequence
 from vyre_cpu import compiler
 
 #: Seconds the children of one sequence may take together before the rest are stopped
 WITHIN = 300.0
+#: Sequences looked at (by fingerprint): their later runs find their kernels in memory,
+#: or compile one evicted since at its step. At most ``SEEN``, then forgotten at once.
+_seen: set[str] = set()
+SEEN = 256
 
 Launch = tuple[Program, tuple[int, int, int]]
 
 
-def shares(launches: Iterable[Launch], on_hand: Callable[[Program], bool],
-           thread_count: int) -> list[list[Launch]]:
-    """The kernels to compile side by side (each program once, with the grid of its first
-    launch; none ``on_hand`` says is compiled already), dealt in turn into at most
-    ``thread_count`` shares; none where it would not pay: fewer than two kernels to
-    compile, or one thread."""
+def for_sequence(sequence: Sequence, thread_count: int) -> int:
+    """``compile_ahead`` for ``sequence``'s steps, at its first run in this process only
+    (a long sequence's later runs pay nothing for it)."""
+    key = sequence.fingerprint()
+    if key in _seen:
+        return 0
+    if len(_seen) >= SEEN:
+        _seen.clear()
+    _seen.add(key)
+    return compile_ahead(((step.program, step.grid) for _, step in sequence.steps()),
+                         thread_count)
+
+
+def pending(launches: Iterable[Launch], on_hand: Callable[[Program], bool]) -> list[Launch]:
+    """Each program of ``launches`` once, with the grid of its first launch, but those
+    ``on_hand`` says are compiled already."""
     first: dict[str, Launch] = {}
     for program, grid in launches:
         first.setdefault(program.fingerprint(), (program, grid))
-    todo = [launch for launch in first.values() if not on_hand(launch[0])]
-    count = min(thread_count, len(todo))
-    if count < 2:
-        return []
-    return [todo[n::count] for n in range(count)]
+    return [launch for launch in first.values() if not on_hand(launch[0])]
+
+
+def shares(todo: list[Launch], processes: int) -> list[list[Launch]]:
+    """``todo`` dealt in turn into at most ``processes`` shares; none where compiling
+    side by side would not pay: fewer than two kernels, or one process."""
+    count = min(processes, len(todo))
+    return [todo[n::count] for n in range(count)] if count > 1 else []
 
 
 def side_by_side(thread_count: int, load: float) -> int:
@@ -57,14 +76,21 @@ def compile_ahead(launches: Iterable[Launch], thread_count: int,
     """Compile the kernels of ``launches`` (each program with the grid it runs at)
     that this process has neither in memory nor in the disk cache, side by side in
     forked children where cores are idle (``load``: the one-minute load average; None:
-    the machine's now); returns how many children ran."""
-    groups = shares(launches, compiler.on_hand, side_by_side(
-        thread_count, os.getloadavg()[0] if load is None else load))
+    the machine's now); returns how many children ran. Not in a Ray actor, whose
+    process has threads (gRPC's) that do not survive a fork."""
+    todo = pending(launches, compiler.on_hand)
+    if len(todo) < 2 or "ray" in sys.modules:
+        return 0
+    groups = shares(todo, side_by_side(thread_count,
+                                       os.getloadavg()[0] if load is None else load))
     if not groups:
         return 0
     children = []
     for group in groups[1:]:
-        pid = compiler.fork()
+        try:
+            pid = compiler.fork()
+        except OSError:  # (no process to be had: those kernels compile at their steps)
+            break
         if pid == 0:
             _child(group, thread_count)
         children.append(pid)
@@ -89,11 +115,15 @@ def _child(group: list[Launch], thread_count: int) -> NoReturn:
 def _reap(children: list[int], deadline: float) -> None:
     """Wait for ``children`` until ``deadline``, then stop the rest."""
     for pid in children:
-        with contextlib.suppress(ChildProcessError, ProcessLookupError):
+        try:
             fd = os.pidfd_open(pid)
+        except OSError:  # (a kernel without pidfds: waited for without a deadline)
+            fd = None
+        if fd is not None:
             try:
                 if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-                    os.kill(pid, signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
             finally:
                 os.close(fd)
         with contextlib.suppress(ChildProcessError):

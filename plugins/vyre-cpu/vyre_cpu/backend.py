@@ -175,9 +175,9 @@ def vyre_dispatch_sequence(sequence, inputs, resident, config) -> SequenceRun:
     """Every step's kernel over arrays in this process; resident buffers are read in place
     and written back once, at the end. Kernels not compiled yet are compiled first, side
     by side (``vyre_cpu.ahead``)."""
-    from vyre_cpu.ahead import compile_ahead
+    from vyre_cpu.ahead import for_sequence
 
-    compile_ahead(((step.program, step.grid) for _, step in sequence.steps()), _threads())
+    for_sequence(sequence, _threads())
     return _memory.run_sequence(
         sequence, inputs, resident, config,
         lambda step, step_inputs: Pipeline(step.program, config).dispatch(
