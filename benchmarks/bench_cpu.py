@@ -3,13 +3,16 @@ elementwise kernel against the same numpy expression; the reduce example against
 ``numpy.sum``; the matmul example with the KTILE the tuner chose against
 ``numpy.matmul``; every example (sequences included) against the reference; compiling a
 kernel of each kind (elementwise, loop, barrier, atomics, a sequence's steps) cold
-against loading it from the disk cache; and the same kernel on two cores
+against loading it from the disk cache, a kernel for a large first launch (its parallel
+version alone against both), a sequence's programs side by side in forked children
+against in turn; and the same kernel on two cores
 against one. Kernels run in this process (``BackendHost``), as in a worker, so the figures
 are the backend's own, without the process boundary (but the tuned matmul, which a Driver
 tunes and runs in its worker)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
@@ -17,7 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -151,48 +154,107 @@ COMPILE_KINDS = {"elementwise": "saxpy", "loop": "mandelbrot", "barrier": "reduc
                  "atomics": "histogram", "sequence": "jacobi"}
 
 
+@contextlib.contextmanager
+def _kernel_cache() -> Iterator[Callable[[bool], None]]:
+    """A kernel cache of its own for the compile figures, and ``forget(disk)``: nothing
+    in memory (a new process), nor on disk with ``disk``. numba itself and the
+    runtime's helpers are loaded first."""
+    from vyre_cpu import compiler
+
+    saved = os.environ.get(compiler.ENV)
+    where = tempfile.mkdtemp(prefix="vyre-bench-kernels-")
+    os.environ[compiler.ENV] = where
+
+    def forget(disk: bool) -> None:
+        compiler._loaded.clear()  # (a new process: nothing in memory)
+        for name in [m for m in sys.modules if m.startswith("vyre_cpu_kernel_")]:
+            del sys.modules[name]
+        if disk:
+            shutil.rmtree(where, ignore_errors=True)
+
+    try:
+        compiler.compiled(saxpy(64, bias=0.5))  # (numba and the helpers, once)
+        yield forget
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+        if saved is None:
+            os.environ.pop(compiler.ENV, None)
+        else:
+            os.environ[compiler.ENV] = saved
+
+
 def _compile(kind: str) -> Callable[[], Result]:
     def bench() -> Result:
         """Every program of the example compiled with an empty disk cache and nothing in
         memory, against the same loaded from the disk cache (what a restarted worker, or
-        the next run, pays). numba itself and the runtime's helpers are loaded first."""
+        the next run, pays)."""
         from vyre_cpu import compiler
 
         example = _example(COMPILE_KINDS[kind])
         programs = [p for p, _ in example.program.programs()] \
             if isinstance(example.program, Sequence) else [example.program]
-        saved = os.environ.get(compiler.ENV)
-        where = tempfile.mkdtemp(prefix="vyre-bench-kernels-")
-        os.environ[compiler.ENV] = where
+        with _kernel_cache() as forget:
+            def compile_all(disk: bool) -> Callable[[], None]:
+                def run() -> None:
+                    forget(disk)
+                    for program in programs:
+                        compiler.compiled(program)
+                return run
 
-        def forget(disk: bool) -> None:
-            compiler._loaded.clear()  # (a new process: nothing in memory)
-            for name in [m for m in sys.modules if m.startswith("vyre_cpu_kernel_")]:
-                del sys.modules[name]
-            if disk:
-                shutil.rmtree(where, ignore_errors=True)
-
-        def compile_all(disk: bool) -> Callable[[], None]:
-            def run() -> None:
-                forget(disk)
-                for program in programs:
-                    compiler.compiled(program)
-            return run
-
-        try:
-            compiler.compiled(saxpy(64, bias=0.5))  # (numba and the helpers, once)
             return compare(f"compile {kind} kernel ({COMPILE_KINDS[kind]}: "
                            f"{len(programs)} program(s)), empty disk cache",
                            compile_all(True), "the same loaded from the disk cache",
                            compile_all(False), repeat=reps(3, 1), unit="s")
-        finally:
-            shutil.rmtree(where, ignore_errors=True)
-            if saved is None:
-                os.environ.pop(compiler.ENV, None)
-            else:
-                os.environ[compiler.ENV] = saved
     bench.__name__ = f"compile_{kind}_cold_vs_cached"
     return bench
+
+
+def compile_large_first_launch_vs_both_versions() -> Result:
+    """A kernel whose first launch is large (the 64 MiB saxpy's grid, on every core),
+    cold: its parallel version alone, as compiled now, against the serial one then the
+    parallel one (what that first launch compiled before issue 39 item 4)."""
+    from vyre_cpu import compiler, threads
+
+    program, grid = saxpy(BIG, 1024), (BIG // 1024, 1, 1)
+    cores = max(2, threads.available_cores())
+    with _kernel_cache() as forget:
+        def parallel_only() -> None:
+            forget(True)
+            compiler.compiled(program, grid, cores).parallel()
+
+        def both() -> None:
+            forget(True)
+            compiler.compiled(program).parallel()
+
+        return compare("compile a kernel for a large first launch (saxpy, 64 MiB): "
+                       "the parallel version alone", parallel_only,
+                       "the serial version, then the parallel one", both,
+                       repeat=reps(3, 1), unit="s")
+
+
+def compile_sequence_side_by_side_vs_in_turn() -> Result:
+    """The jacobi example's programs compiled cold in forked children side by side, one
+    per core (``vyre_cpu.ahead``, with the load average taken as idle: a worker forks
+    only onto idle cores), against in turn in this process."""
+    from vyre_cpu import ahead, compiler, threads
+
+    launches = [(p, (1, 1, 1)) for p, _ in _example("jacobi").program.programs()]
+    cores = max(2, threads.available_cores())
+    with _kernel_cache() as forget:
+        def side_by_side() -> None:
+            forget(True)
+            ahead.compile_ahead(launches, cores, load=0.0)
+            for program, grid in launches:
+                compiler.compiled(program, grid)
+
+        def in_turn() -> None:
+            forget(True)
+            for program, grid in launches:
+                compiler.compiled(program, grid)
+
+        return compare(f"compile a sequence's {len(launches)} programs (jacobi) cold, "
+                       "side by side in forked children", side_by_side,
+                       "in turn in this process", in_turn, repeat=reps(3, 1), unit="s")
 
 
 def two_cores_vs_one() -> Result:
@@ -225,7 +287,8 @@ def two_cores_vs_one() -> Result:
 BENCHMARKS = [elementwise_64mib_vs_numpy, reduce_vs_numpy_sum,
               *(_vs_reference(n) for n in EXAMPLES),
               matmul_tuned_vs_numpy, matmul_int8_vs_numpy, *map(_compile, COMPILE_KINDS),
-              two_cores_vs_one]
+              compile_large_first_launch_vs_both_versions,
+              compile_sequence_side_by_side_vs_in_turn, two_cores_vs_one]
 
 
 def facts() -> dict[str, Any]:

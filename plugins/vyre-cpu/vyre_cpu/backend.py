@@ -173,7 +173,11 @@ def vyre_dispatch_resident(program, handles, config) -> TimedDispatch:
 @hookimpl
 def vyre_dispatch_sequence(sequence, inputs, resident, config) -> SequenceRun:
     """Every step's kernel over arrays in this process; resident buffers are read in place
-    and written back once, at the end."""
+    and written back once, at the end. Kernels not compiled yet are compiled first, side
+    by side (``vyre_cpu.ahead``)."""
+    from vyre_cpu.ahead import for_sequence
+
+    for_sequence(sequence, _threads())
     return _memory.run_sequence(
         sequence, inputs, resident, config,
         lambda step, step_inputs: Pipeline(step.program, config).dispatch(
@@ -252,7 +256,7 @@ class Pipeline:
         from vyre_cpu.compiler import compiled
 
         self.program = program  # (as it runs: nothing else of the config changes its code)
-        self.compiled = compiled(program)
+        self.compiled = compiled(program, config.grid_override, _threads())
         self.compile_seconds = self.compiled.seconds
 
     def dispatch(self, inputs: list[np.ndarray], config: Any,
@@ -282,12 +286,13 @@ class Pipeline:
                 array.flags.writeable = False  # (the kernel's signature: read-only inputs)
             arrays.append(array)
         gx, gy, gz = config.grid_override
-        kernel = self.compiled.kernel
         threads = _threads()
-        if parallel_worth(gx * gy * gz, layout.lanes, layout.loops, threads):
-            kernel = self.compiled.parallel() or kernel
-            if kernel is not self.compiled.kernel:
-                _use_threads(threads)
+        kernel = self.compiled.parallel() if parallel_worth(
+            gx * gy * gz, layout.lanes, layout.loops, threads) else None
+        if kernel is None:
+            kernel = self.compiled.kernel
+        else:
+            _use_threads(threads)
         kernel(gx, gy, gz, cancel.words(), *(_words(a) for a in arrays))
         cancel.check()  # (stopped early: what it computed is not a result)
         return [arrays[i] for i in layout.outputs]

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -79,21 +80,39 @@ def layout_of(program: Program) -> Layout:
 
 
 class Compiled:
-    """A kernel ready to run: ``kernel(gx, gy, gz, stop, *buffers)`` (``stop``: see
-    ``vyre_core.cancel.words``) runs its workgroups in turn
-    on the calling thread; ``parallel()`` is the same kernel over numba's threads (None
-    where the workgroups must run in turn), compiled at its first call: most kernels of
-    small launches never pay for it."""
+    """A kernel ready to run: ``kernel`` (``kernel(gx, gy, gz, stop, *buffers)``; ``stop``:
+    see ``vyre_core.cancel.words``) runs its workgroups in turn on the calling thread;
+    ``parallel()`` is the same kernel over numba's threads (None where the workgroups
+    must run in turn). Each is compiled (or loaded from the disk cache) when a launch
+    first needs it: most kernels of small launches never pay for the parallel one, and
+    one whose first launch is large pays for the serial one only if a small launch
+    comes (``compiled``'s ``grid``)."""
 
     def __init__(self, kernel: Any, seconds: float, cached: bool, layout: Layout,
-                 parallel: Any = None, signature: tuple[Any, ...] = ()) -> None:
-        self.kernel = kernel
+                 parallel: Any = None, signature: tuple[Any, ...] = (),
+                 first: Any = None) -> None:
+        self._kernel = kernel
         self.layout = layout
-        self.seconds = seconds  # what compiling (or loading it from the cache) took
-        self.cached = cached    # loaded from numba's cache on disk (no compile)
+        # what compiling ``first`` (the version made at once; by default the serial one)
+        # took, or loading it from numba's cache on disk (then ``cached``: no compile)
+        self.seconds = seconds
+        self.cached = cached
         self._parallel = parallel
         self._signature = signature
-        self._parallel_ready = parallel is None
+        self._parallel_ready = parallel is None or first is parallel
+        self._serial_ready = parallel is None or first is not parallel
+
+    @property
+    def kernel(self) -> Any:
+        """The serial kernel, compiled (or loaded from the disk cache) now if not yet;
+        the parallel one where numba could not make it (the same bytes, on threads)."""
+        if not self._serial_ready:
+            with _lock:
+                if not self._serial_ready:
+                    if not _compiled_or_warned(self._kernel, self._signature, "serial"):
+                        self._kernel = self._parallel
+                    self._serial_ready = True
+        return self._kernel
 
     def parallel(self) -> Any:
         """The parallel kernel, compiled (or loaded from the disk cache) now if not yet;
@@ -101,15 +120,48 @@ class Compiled:
         if not self._parallel_ready:
             with _lock:
                 if not self._parallel_ready:
-                    try:
-                        self._parallel.compile(self._signature)
-                    except Exception as exc:  # (the serial kernel gives the same bytes)
-                        _log.warning("vyre-cpu: the parallel kernel did not compile (%s: %s); "
-                                     "its launches run on one thread", type(exc).__name__,
-                                     str(exc).strip()[:200])
+                    if not _compiled_or_warned(self._parallel, self._signature, "parallel"):
                         self._parallel = None
                     self._parallel_ready = True
         return self._parallel
+
+
+def _compiled_or_warned(dispatcher: Any, signature: tuple[Any, ...], version: str) -> bool:
+    """Compile one version of a kernel whose other version numba already made (the same
+    bytes: that one runs instead where this fails, with a warning)."""
+    try:
+        dispatcher.compile(signature)
+        return True
+    except Exception as exc:
+        _warn_version(version, exc)
+        return False
+
+
+def _warn_version(version: str, exc: Exception) -> None:
+    _log.warning("vyre-cpu: the %s kernel did not compile (%s: %s); its launches run on "
+                 "the other one", version, type(exc).__name__, str(exc).strip()[:200])
+
+
+def _compile_first(module: ModuleType, sig: tuple[Any, ...], parallel_first: bool
+                   ) -> tuple[Any, Any, Any]:
+    """Compile the version of a kernel's module its first launch runs: (the serial
+    kernel, or the only one; the parallel one, None where there is none or numba could
+    not make it; the one compiled). Raises what numba raised for the serial one."""
+    serial = getattr(module, "kernel_serial", None)
+    if serial is None:
+        module.kernel.compile(sig)
+        return module.kernel, None, module.kernel
+    failed = None
+    if parallel_first:
+        try:
+            module.kernel.compile(sig)
+            return serial, module.kernel, module.kernel
+        except Exception as exc:  # (the serial one may still compile: it runs instead)
+            failed = exc
+    serial.compile(sig)
+    if failed is not None:
+        _warn_version("parallel", failed)
+    return serial, None if failed else module.kernel, serial
 
 
 def cache_dir() -> Path:
@@ -121,10 +173,14 @@ def cache_dir() -> Path:
     return Path(base) / "vyre" / "cpu-kernels"
 
 
-def compiled(program: Program) -> Compiled:
+def compiled(program: Program, grid: tuple[int, int, int] | None = None,
+             thread_count: int = 1) -> Compiled:
     """The kernel of ``program`` (as it runs: any workgroup override applied): from this
     process's memory (nothing generated: the warm path of every dispatch), numba's cache
-    on disk (under the program's pipeline-cache key), or compiled now."""
+    on disk (under the program's pipeline-cache key), or compiled now. ``grid`` and
+    ``thread_count``: the first launch's, where known; only the version it runs
+    (``threads.parallel_worth``) is compiled now, the other when a launch first needs it
+    (a parallel version numba cannot make: the serial one is compiled now instead)."""
     fingerprint = program.fingerprint()
     with _lock:
         found = _loaded.get(fingerprint)
@@ -135,11 +191,11 @@ def compiled(program: Program) -> Compiled:
         kernel = generate(program)  # (refusals first: nothing is written for them)
         key = pipeline_cache_key(program, DispatchConfig(), "cpu", __version__)
         started = time.perf_counter()
+        layout = layout_of(program)
         try:
-            module = _module(kernel, key)
-            serial = getattr(module, "kernel_serial", None)
-            dispatcher = module.kernel if serial is None else serial
-            dispatcher.compile(signature(program))
+            serial, parallel, made = _compile_first(
+                _module(kernel, key), signature(program),
+                _parallel_first(layout, grid, thread_count))
         except Exception as exc:  # Python, numba's typing or LLVM refused it: say so
             first = str(exc).strip().splitlines()
             raise UnsupportedFeatureError(
@@ -148,16 +204,40 @@ def compiled(program: Program) -> Compiled:
                 "Let routing run it on another backend (omit backend=); report it with the "
                 "program (Program.to_wire) as a bug in vyre-cpu.",
                 fingerprint=program.fingerprint()) from None
-        stats = dispatcher.stats
-        done = Compiled(dispatcher, time.perf_counter() - started,
+        stats = made.stats
+        done = Compiled(serial, time.perf_counter() - started,
                         bool(stats.cache_hits) and not stats.cache_misses,
-                        layout_of(program), None if serial is None else module.kernel,
-                        signature(program))
+                        layout, parallel, signature(program), made)
         _loaded[fingerprint] = done
         _counts["hits" if done.cached else "misses"] += 1
         if len(_loaded) > HELD:
             _loaded.popitem(last=False)
         return done
+
+
+def _parallel_first(layout: Layout, grid: tuple[int, int, int] | None,
+                    thread_count: int) -> bool:
+    """Whether a kernel's first launch (``grid`` on ``thread_count`` threads; None: not
+    known) runs its parallel version."""
+    return grid is not None and threads.parallel_worth(math.prod(grid), layout.lanes,
+                                                       layout.loops, thread_count)
+
+
+def on_hand(program: Program) -> bool:
+    """Whether ``program``'s kernel is in this process's memory, or was compiled into
+    the disk cache before (its source is there: a compile writes it first)."""
+    if program.fingerprint() in _loaded:
+        return True
+    return _source_path(pipeline_cache_key(program, DispatchConfig(), "cpu",
+                                           __version__)).exists()
+
+
+def fork() -> int:
+    """``os.fork``, at a moment no kernel is being compiled in this process (another
+    thread's compile would leave numba's lock held in the child forever)."""
+    with _lock, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # (3.12: fork with threads;
+        return os.fork()                                     # the child runs only this)
 
 
 def cache_counts() -> tuple[int, int, int]:
@@ -197,11 +277,16 @@ def _generator_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def _source_path(key: str) -> Path:
+    """Where the source of the kernel under ``key`` is kept, numba's cache beside it."""
+    return cache_dir() / f"vyre_cpu_kernel_{key[:32]}_{_generator_digest()}.py"
+
+
 def _module(kernel: Kernel, key: str) -> ModuleType:
     """The kernel's module, from its source file in the cache directory (written once,
     atomically); in memory, without numba's cache, where the directory cannot be used."""
-    name = f"vyre_cpu_kernel_{key[:32]}_{_generator_digest()}"
-    path = cache_dir() / f"{name}.py"
+    path = _source_path(key)
+    name = path.stem
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != kernel.source:

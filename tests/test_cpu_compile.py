@@ -1,0 +1,176 @@
+"""When and where the cpu backend compiles (issue 39, item 4): a kernel's first launch
+compiles only the version it runs (serial or parallel), the other when a launch first
+needs it, with the same bytes; a version numba cannot make leaves the other running;
+and a sequence's kernels not compiled yet are compiled side by side in forked children
+that fill the disk cache, where the worker then finds them."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import vyre_cpu.backend
+from vyre_cpu import ahead, compiler, threads
+
+from vyre_core.config import DispatchConfig
+from vyre_examples.saxpy import inputs as saxpy_inputs
+from vyre_examples.saxpy import program as saxpy
+from vyre_reference import run
+from vyre_workers.backend_host import BackendHost
+
+
+class _Dispatcher:
+    """A stand-in for a numba dispatcher: records its compiles, or fails them."""
+
+    def __init__(self, fails: bool = False) -> None:
+        self.fails = fails
+        self.signatures: list[tuple] = []
+
+    def compile(self, sig: tuple) -> None:
+        if self.fails:
+            raise TypeError("numba said no")
+        self.signatures.append(sig)
+
+
+class _Module:
+    def __init__(self, kernel: _Dispatcher, kernel_serial: _Dispatcher | None) -> None:
+        self.kernel = kernel
+        if kernel_serial is not None:
+            self.kernel_serial = kernel_serial
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """An empty disk cache and nothing in memory, as a new worker on a new machine."""
+    monkeypatch.setenv(compiler.ENV, str(tmp_path))
+    monkeypatch.setattr(compiler, "_loaded", compiler.collections.OrderedDict())
+    return tmp_path
+
+
+@pytest.mark.fast
+def test_the_first_version_compiled_is_the_one_the_first_launch_runs():
+    sig = ("sig",)
+    parallel, serial = _Dispatcher(), _Dispatcher()
+    assert compiler._compile_first(_Module(parallel, serial), sig, True) == (
+        serial, parallel, parallel)
+    assert (parallel.signatures, serial.signatures) == ([sig], [])
+    parallel, serial = _Dispatcher(), _Dispatcher()
+    assert compiler._compile_first(_Module(parallel, serial), sig, False) == (
+        serial, parallel, serial)
+    assert (parallel.signatures, serial.signatures) == ([], [sig])
+    only = _Dispatcher()  # (workgroups in turn: no twin, whatever the launch)
+    assert compiler._compile_first(_Module(only, None), sig, True) == (only, None, only)
+
+
+@pytest.mark.fast
+def test_a_parallel_version_numba_cannot_make_leaves_the_serial_one(caplog):
+    parallel, serial = _Dispatcher(fails=True), _Dispatcher()
+    with caplog.at_level(logging.WARNING, "vyre.cpu"):
+        assert compiler._compile_first(_Module(parallel, serial), ("s",), True) == (
+            serial, None, serial)
+    assert "the parallel kernel did not compile" in caplog.text
+    with pytest.raises(TypeError, match="numba said no"):  # (refused: no other to run)
+        compiler._compile_first(_Module(_Dispatcher(fails=True), _Dispatcher(fails=True)),
+                                ("s",), True)
+
+
+@pytest.mark.fast
+def test_the_other_version_is_compiled_at_its_first_need_and_stands_in_where_it_fails(
+        caplog):
+    layout = compiler.Layout((), (), 64, False)
+    parallel, serial = _Dispatcher(), _Dispatcher()
+    done = compiler.Compiled(serial, 0.1, False, layout, parallel, ("s",), parallel)
+    assert serial.signatures == []
+    assert done.kernel is serial and serial.signatures == [("s",)]
+    assert done.kernel is serial and serial.signatures == [("s",)]  # (once)
+    parallel, serial = _Dispatcher(), _Dispatcher(fails=True)
+    done = compiler.Compiled(serial, 0.1, False, layout, parallel, ("s",), parallel)
+    with caplog.at_level(logging.WARNING, "vyre.cpu"):
+        assert done.kernel is parallel  # (the same bytes, on threads)
+    assert "the serial kernel did not compile" in caplog.text
+
+
+def test_a_large_first_launch_compiles_the_parallel_kernel_alone_and_a_small_one_the_serial(
+        fresh, monkeypatch):
+    """Fails on main before this commit (every first compile made the serial kernel, and a
+    large launch the parallel one beside it)."""
+    monkeypatch.setattr(threads, "PARALLEL_WORK", 1024)
+    monkeypatch.setattr(vyre_cpu.backend, "_threads", lambda: 2)
+    program, data = saxpy(1 << 14, 64, bias=0.75), saxpy_inputs(1 << 14, 3)
+    big = DispatchConfig(grid_override=(256, 1, 1))
+    pipeline = vyre_cpu.backend.Pipeline(program, big)
+    assert pipeline.compiled._kernel.signatures == []  # (the serial kernel: not yet)
+    assert pipeline.compiled.parallel().signatures != []
+    got, = pipeline.dispatch(data, big)
+    assert got.tobytes() == run(program, data)[0].tobytes()
+    assert pipeline.compiled._kernel.signatures == []
+    small = DispatchConfig(grid_override=(1, 1, 1))
+    got, = vyre_cpu.backend.Pipeline(program, small).dispatch(data, small)
+    assert pipeline.compiled._kernel.signatures != []
+    assert got.tobytes() == run(program, data, grid=(1, 1, 1))[0].tobytes()
+
+
+@pytest.mark.fast
+def test_a_sequences_kernels_are_shared_out_once_each_and_only_where_it_pays():
+    a, b, c = saxpy(64, bias=1.0), saxpy(64, bias=2.0), saxpy(64, bias=3.0)
+    grid = (1, 1, 1)
+    steps = [(a, grid), (b, (2, 1, 1)), (a, (3, 1, 1)), (c, grid)]
+    todo = ahead.pending(steps, lambda p: False)
+    assert todo == [(a, grid), (b, (2, 1, 1)), (c, grid)]  # (each once, its first grid)
+    assert ahead.pending(steps, lambda p: p is not c) == [(c, grid)]
+    assert ahead.shares(todo, 2) == [[(a, grid), (c, grid)], [(b, (2, 1, 1))]]
+    assert ahead.shares(todo, 8) == [[(a, grid)], [(b, (2, 1, 1))], [(c, grid)]]
+    assert ahead.shares(todo[:1], 2) == []  # (one kernel: no fork)
+    assert ahead.shares(todo, 1) == []      # (one process)
+
+
+@pytest.mark.fast
+def test_children_compile_only_on_cores_the_load_leaves_idle():
+    assert ahead.side_by_side(2, 0.0) == 2
+    assert ahead.side_by_side(2, 1.0) == 2  # (this process's own compile)
+    assert ahead.side_by_side(2, 1.5) == 1  # (no core idle: no child)
+    assert ahead.side_by_side(2, 3.9) == 1
+    assert ahead.side_by_side(8, 5.2) == 3
+    assert ahead.side_by_side(1, 0.0) == 1
+
+
+def test_kernels_compiled_ahead_in_children_are_loaded_from_the_disk_cache(fresh,
+                                                                           monkeypatch):
+    """Fails on main before this commit (no vyre_cpu.ahead)."""
+    monkeypatch.delitem(ahead.sys.modules, "ray", raising=False)  # (not a Ray actor)
+    programs = [saxpy(256, bias=b) for b in (0.375, 0.625, 0.875)]
+    grid = (1, 1, 1)
+    assert ahead.compile_ahead([(p, grid) for p in programs], 2, load=0.0) == 1
+    assert all(compiler.on_hand(p) for p in programs)
+    held = set(compiler._loaded)
+    assert held == {programs[0].fingerprint(), programs[2].fingerprint()}  # (its share)
+    child = compiler.compiled(programs[1], grid)
+    assert child.cached  # (left on disk by the child)
+    data = saxpy_inputs(256, 5)
+    got, = vyre_cpu.backend.Pipeline(programs[1], DispatchConfig()).dispatch(
+        data, DispatchConfig(grid_override=grid))
+    assert got.tobytes() == run(programs[1], data)[0].tobytes()
+    assert ahead.compile_ahead([(p, grid) for p in programs], 2, load=0.0) == 0  # (on hand)
+    assert ahead.compile_ahead([(saxpy(256, bias=b), grid) for b in (0.25, 0.5)], 2,
+                               load=1.5) == 0  # (no core idle)
+
+
+def test_a_sequence_run_cold_gives_the_reference_bytes_and_is_looked_at_once(
+        fresh, monkeypatch):
+    from vyre_examples import jacobi
+
+    example = jacobi.build()
+    monkeypatch.setattr(ahead, "_seen", set())
+    looked = []
+    real = ahead.compile_ahead
+    monkeypatch.setattr(ahead, "compile_ahead",
+                        lambda launches, n: looked.append(n) or real(launches, n))
+    host = BackendHost(vyre_cpu.backend)
+    host.prepare()
+    try:
+        assert example.mismatch(example.run_in(host)) is None
+        assert all(compiler.on_hand(p) for p, _ in example.program.programs())
+        assert example.mismatch(example.run_in(host)) is None
+        assert len(looked) == 1  # (its second run: nothing to look at)
+    finally:
+        host.shutdown()
