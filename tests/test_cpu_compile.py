@@ -7,12 +7,17 @@ that fill the disk cache, where the worker then finds them."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 import vyre_cpu.backend
 from vyre_cpu import ahead, compiler, threads
 
 from vyre_core.config import DispatchConfig
+from vyre_core.testing import PATIENCE
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
 from vyre_reference import run
@@ -122,6 +127,20 @@ def test_a_sequences_kernels_are_shared_out_once_each_and_only_where_it_pays():
     assert ahead.shares(todo, 8) == [[(a, grid)], [(b, (2, 1, 1))], [(c, grid)]]
     assert ahead.shares(todo[:1], 2) == []  # (one kernel: no fork)
     assert ahead.shares(todo, 1) == []      # (one process)
+
+
+def test_a_child_still_at_work_when_the_wait_ends_is_stopped():
+    """The worker waits for its children until the deadline it sets (twice its own share,
+    at least WAIT_FLOOR), then stops the rest: a hung child costs that wait, no more."""
+    assert ahead.patience(0.1) == ahead.WAIT_FLOOR
+    assert ahead.patience(4.0) == 8.0
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    began = time.monotonic()
+    ahead._reap([child.pid], began + 0.3)
+    assert time.monotonic() - began < PATIENCE
+    with pytest.raises(ChildProcessError):  # (stopped and reaped: nothing left to wait for)
+        os.waitpid(child.pid, os.WNOHANG)
+    child.returncode = -9  # (reaped above: Popen must not wait for it again)
 
 
 @pytest.mark.fast

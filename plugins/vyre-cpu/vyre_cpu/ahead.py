@@ -7,8 +7,11 @@ idle cores (a child loads the runtime's helpers again, and competes with whateve
 runs: BENCHMARKS.md, issue 39 item 4), so there is one child per core the load average
 leaves idle, up to the worker's thread count (``threads.configured``), and none on a
 busy machine. Nothing depends on a child: one that fails, crashes or hangs costs its
-time, and a kernel it did not leave on disk is compiled in the worker as without it (a
-hung one is stopped after ``WITHIN`` seconds)."""
+time, and a kernel it did not leave on disk is compiled in the worker as without it. The
+worker waits for the children no longer than twice what its own share took (at least
+``WAIT_FLOOR`` seconds): a child still at work then (a hung one, or one starved by a busy
+machine) is stopped, and the worker, which would have compiled those kernels in that time
+itself, compiles them at their steps."""
 
 from __future__ import annotations
 
@@ -25,8 +28,8 @@ from vyre_core.ir import Program
 from vyre_core.sequence import Sequence
 from vyre_cpu import compiler
 
-#: Seconds the children of one sequence may take together before the rest are stopped
-WITHIN = 300.0
+#: The least time (seconds) the worker waits for its children, however quick its own share
+WAIT_FLOOR = 5.0
 #: Sequences looked at (by fingerprint): their later runs find their kernels in memory,
 #: or compile one evicted since at its step. At most ``SEEN``, then forgotten at once.
 _seen: set[str] = set()
@@ -94,11 +97,19 @@ def compile_ahead(launches: Iterable[Launch], thread_count: int,
         if pid == 0:
             _child(group, thread_count)
         children.append(pid)
+    began = time.monotonic()
     for program, grid in groups[0]:
         with contextlib.suppress(Exception):  # (compiled again, and refused, at its step)
             compiler.compiled(program, grid, thread_count)
-    _reap(children, time.monotonic() + WITHIN)
+    now = time.monotonic()
+    _reap(children, now + patience(now - began))
     return len(children)
+
+
+def patience(own: float) -> float:
+    """How long (seconds) the worker waits for its children once its own share, which took
+    ``own`` seconds, is compiled: about what it would take to compile theirs itself."""
+    return max(WAIT_FLOOR, 2 * own)
 
 
 def _child(group: list[Launch], thread_count: int) -> NoReturn:
