@@ -1232,13 +1232,14 @@ class _Writer:
         lanes, inner = blocks.LANES, proven.inner
         return [*(f"    extent{axis} = {code}" for axis, code in enumerate(proven.extents)),
                 f"    chunks = (extent{inner} + {lanes - 1}) // {lanes}",
+                f"    chunk = (extent{inner} + chunks - 1) // chunks if chunks else 0",
                 f"    jobs = extent{a} * extent{b} * chunks if proven else gx * gy * gz",
                 "    for wg in prange(jobs):", *_STOP_WORKGROUP,
                 "        if proven:",
                 "            row = wg // chunks",
-                f"            first = (wg - row * chunks) * {lanes}",
+                "            first = (wg - row * chunks) * chunk",
                 f"            block(row % extent{a}, row // extent{a}, first, "
-                f"min({lanes}, extent{inner} - first), {group_args})",
+                f"min(chunk, extent{inner} - first), {group_args})",
                 "        else:",
                 "            wz = wg // per_plane",
                 "            wy = (wg - wz * per_plane) // gx",
