@@ -107,6 +107,23 @@ def gather() -> Program:
         Store("out", i, Var("acc")))).check()
 
 
+def two_chains() -> Program:
+    """mvt's loop: ``acc1 += a[i, j] * x[j]`` (lanes across rows) and ``acc2 += a[j, i] *
+    x[j]`` (along rows) in one loop, ``n`` the side of ``a`` (``dims``: n)."""
+    i, j, n = Var("i"), Var("j"), _dim(0)
+    return Program((Buffer("a", 0, F32, Access.READ), Buffer("x", 1, F32, Access.READ),
+                    Buffer("dims", 2, U32, Access.UNIFORM, 1),
+                    Buffer("out", 3, F32, Access.OUTPUT, 2048)), (64,), (
+        _guard(1), Let("i", GX), Let("acc1", Lit.of(F32, 1.0)), Let("acc2", Lit.of(F32, 2.0)),
+        Loop("j", Lit(U32, 0), n, (
+            Assign("acc1", _op(BinOp.ADD, Var("acc1"), _op(BinOp.MUL, Load(
+                "a", _op(BinOp.ADD, _op(BinOp.MUL, i, n), j)), Load("x", j)))),
+            Assign("acc2", _op(BinOp.ADD, Var("acc2"), _op(BinOp.MUL, Load(
+                "a", _op(BinOp.ADD, _op(BinOp.MUL, j, n), i)), Load("x", j)))))),
+        Store("out", i, Var("acc1")),
+        Store("out", _op(BinOp.ADD, i, n), Var("acc2")))).check()
+
+
 def cube() -> Program:
     """A 3-D kernel whose value reads its local and workgroup ids: ``out[(i * Y + j) * Z
     + k] = lid(1) + wid(2) + sum_t a[t * Z + k]`` (``dims``: X, Y, Z, T)."""
@@ -154,6 +171,8 @@ CASES = {
     "gather": (gather(), (700, 9), {"a": 6300, "x": 9}, (11, 1, 1)),
     "gather x short": (gather(), (300, 9), {"a": 2700, "x": 8}, (5, 1, 1)),
     "cube": (cube(), (5, 6, 7, 3), {"a": 21}, (2, 2, 2)),
+    "two chains": (two_chains(), (30,), {"a": 900, "x": 30}, (1, 1, 1)),
+    "two chains x short": (two_chains(), (30,), {"a": 900, "x": 29}, (1, 1, 1)),
 }
 
 
@@ -176,6 +195,19 @@ def test_a_loop_kernel_in_lockstep_gets_a_version_in_blocks_without_checks_or_ma
     assert "load(" not in block and "store_f32(" not in block and "alive" not in block
     assert "(first + l)" in block  # (j is the lane's id, not a lane array: b[k, j] is
     assert not re.search(r"v\d+_j = np\.zeros", block)  # seen as consecutive lanes)
+    assert f"- {blocks.UNROLL - 1}, {blocks.UNROLL}):" in block  # (unrolled and jammed)
+
+
+@pytest.mark.fast
+def test_chains_that_share_no_lane_array_run_in_lane_loops_of_their_own():
+    """After unrolling, acc1's four steps in one lane loop, acc2's in another."""
+    block = _block(codegen.generate(two_chains()).source)
+    head = f"- {blocks.UNROLL - 1}, {blocks.UNROLL}):"
+    unrolled = block.split(head)[1].split("\n        for ")[0]
+    loops = unrolled.split("for l in range(count):")[1:]
+    assert len(loops) == 2, block
+    assert [loop.count("_acc1[l] =") for loop in loops] == [blocks.UNROLL, 0]
+    assert [loop.count("_acc2[l] =") for loop in loops] == [0, blocks.UNROLL]
 
 
 @pytest.mark.fast

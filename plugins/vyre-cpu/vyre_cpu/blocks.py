@@ -32,7 +32,10 @@ from vyre_core.ir.nodes import (
 #: cache. At PolyBench's MEDIUM size, atax's ``A x`` (lanes across rows) took 0.043 ms
 #: in blocks of 128, 0.045 in 256, 0.059 in 512; its ``A^T y`` (lanes along rows) 0.010,
 #: 0.008 and 0.005 ms.
-LANES = 256
+LANES = 512
+#: How many passes of a loop run once per block a lane runs in one lane loop
+#: (``_Writer.unrolled``).
+UNROLL = 4
 #: A let of at most this many nodes over the lane's ids is written as its code where read
 #: rather than kept in a lane array.
 INLINE_NODES = 8
