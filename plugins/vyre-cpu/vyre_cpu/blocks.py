@@ -1,11 +1,12 @@
-"""The proven version of a plain kernel that runs in lockstep (``codegen._Writer.blocks``):
-what decides whether it can be written, and how its lanes are laid out. Pure: no numba.
+"""The proven version of a plain kernel that runs in lockstep
+(``codegen._Writer.in_blocks``): what decides whether it can be written, and how its
+lanes are laid out. Pure: no numba.
 
 A plain program (no barriers, workgroup memory, subgroups or atomics) whose loops run once
 per workgroup has independent invocations, so its lanes need not be a workgroup: this
-version runs them in *blocks*, each one row of the grid, ``LANES`` consecutive ids along
-the axis the program's accesses step on (``_Writer.inner_axis``), the rest fixed. A loop
-whose bounds are the same in every lane runs once per block, each statement over the
+version runs them in *blocks*, each one row of the grid, up to ``LANES`` consecutive ids
+along the axis the program's accesses step on (``_Writer.inner_axis``), the rest fixed. A
+loop whose bounds are the same in every lane runs once per block, each statement over the
 block's lanes in a loop of consecutive ids that LLVM vectorises, as PoCL and Intel's
 OpenCL CPU runtime run a work-group's work-items. The kernel's leading launch guard
 (``if global_id(a) >= n: return``) becomes the blocks' extents, so no lane returns and

@@ -208,7 +208,7 @@ class _Writer:
         self.ranges: Ranges | None = None
         self.bounds: dict[str, str] = {}  # (proven) the bounds named at entry, by source
         self.gains = 0  # (proven) what it does that the other versions do not
-        # (lockstep, proven: ``blocks``) the id axis a block's lanes run along, None while
+        # (lockstep, proven: ``in_blocks``) the id axis a block's lanes run along, None while
         # another version is written; the lets written as their code, by kernel name
         self.along: int | None = None
         self.inline: dict[str, str] = {}
@@ -426,7 +426,7 @@ class _Writer:
         arrays, returns = self.arrays, self.returns
         parallel = not any(isinstance(n, Atomic) and self.buffers[n.buffer].access
                            is not Access.WORKGROUP for n in walk(self.program.body))
-        proven = self.blocks() if parallel and self.hoisted and \
+        proven = self.in_blocks() if parallel and self.hoisted and \
             not _needs_lockstep(self.program) else None
         storage_args = ", ".join(self.arg[b.name] for b in storage)
         group_args = ", ".join(["stop", storage_args,
@@ -1193,7 +1193,7 @@ class _Writer:
         """(Lockstep.) How many lanes a lane loop runs: the workgroup's, or the block's."""
         return "count" if self.along is not None else str(math.prod(self.program.workgroup))
 
-    def blocks(self) -> _Blocks | None:
+    def in_blocks(self) -> _Blocks | None:
         """(Lockstep, plain, parallel.) The body of the version that runs the grid in
         blocks of lanes along the axis the accesses step on (``blocks.py``), written on
         the assumptions ``Ranges`` makes, as the plain kernels' proven version is
@@ -1365,7 +1365,7 @@ class _Writer:
 
 @dataclass(frozen=True)
 class _Blocks:
-    """The proven version of a lockstep kernel (``_Writer.blocks``): its body and lane
+    """The proven version of a lockstep kernel (``_Writer.in_blocks``): its body and lane
     arrays, the axis its lanes run along, the two others, and each axis's extent (the
     ids that run: the grid's, or fewer under the launch guard)."""
 
