@@ -231,6 +231,8 @@ WAYS = {
     "while": lambda src: re.search(r"for v\d+_t in range\(\d+\):", src),
     "continue in lockstep": lambda src: "def workgroup" in src and "continue" in src,
     "select": lambda src: re.search(r" if \S+\[l\]( and \S+\[l\])? else v\d+_\w+\[l\]$", src, re.M),
+    # (the proven version of a lockstep kernel: vyre_cpu/blocks.py)
+    "blocks": lambda src: "def block(" in src,
 }
 
 
