@@ -73,6 +73,27 @@ def test_request_to_a_frozen_idle_worker_runs_on_a_replacement(vyre_stalls) -> N
 
 
 @pytest.mark.timeout(60)
+def test_a_healthy_idle_worker_is_not_judged_frozen_by_heartbeats_left_unread() -> None:
+    """The pool's I/O thread held up past the silence limit (a long gc.collect() in the
+    caller holds the GIL; here the test holds its lock) while the worker keeps beating:
+    the call that comes then reads those heartbeats before its worker is judged. It was
+    judged first: "silent for 1.8 s with work waiting for it (frozen?)", killed, and its
+    pipelines invalidated (a clean run of the suite at load average 6)."""
+    with driver(heartbeat_interval=0.1) as drv:  # (silence limit: 0.3 s)
+        data = inputs(7)
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
+        before = wait_idle(drv)
+        pool = drv.pools.existing("faults")
+        with pool._lock:  # (the I/O thread waits here, the worker's heartbeats pile up)
+            time.sleep(1.0)  # (what is measured: a hold-up longer than the silence limit)
+            pending = drv.dispatch_async(PROGRAM, data, backend="faults")
+        assert_saxpy(pending.result(PATIENCE), data)
+        after = worker(drv)
+        assert (after["pid"], after["generation"]) == (before["pid"], before["generation"])
+        assert pool_status(drv)["restarts"] == 0
+
+
+@pytest.mark.timeout(60)
 def test_frozen_idle_worker_is_replaced_without_a_request() -> None:
     with driver(heartbeat_timeout=2.0) as drv:
         data = inputs(3)

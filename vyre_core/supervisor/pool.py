@@ -503,10 +503,11 @@ class Pool(PoolFacts):
                     hook(events)
                 with self._lock:
                     now = time.monotonic()
+                    if self._router in events or self._inbox:  # workers heard before work
+                        self._receive(now)  # is given out: an idle worker is judged frozen
+                        # by its last heartbeat, maybe waiting unread (this thread held up)
                     self._take_inbox(now, self._wake_fd in events)  # (a wake-up may be
                     # missed: a thread interrupted between its append and its write)
-                    if self._router in events:
-                        self._receive(now)
                     if self._fork_server is not None:
                         self._hear_fork_server(self._fork_server_fd in events, now)
                     for lane in [lane for lane in self._io_lanes if lane.fd in events]:
