@@ -29,6 +29,22 @@ def check(problem: Problem, got: dict[str, Any], want: dict[str, np.ndarray], wh
             raise AssertionError(f"{problem.name}: the {who} port's {out} is not numpy's")
 
 
+def port_against_numpy(problem: Problem, run: Callable[[Problem, dict[str, Any]], Any],
+                       who: str, port: str) -> Callable[[], Result]:
+    """The benchmark of another framework's ``port`` of ``problem`` (``run`` runs it)
+    against the same problem in numpy at MEDIUM size, its result checked first (which
+    also compiles it, or loads it from that framework's cache)."""
+    def bench() -> Result:
+        size = MEDIUM[problem.name]
+        data = problem.make(size)
+        check(problem, run(problem, data), problem.reference(data), who)
+        return compare(f"{problem.name} (n={size}), {port}", lambda: run(problem, data),
+                       "the same problem in numpy", lambda: problem.reference(data),
+                       repeat=5, number=3)
+    bench.__name__ = problem.name
+    return bench
+
+
 def _bench(problem: Problem, size: int, suffix: str = "") -> Callable[[], Result]:
     def bench() -> Result:
         data = problem.make(size)

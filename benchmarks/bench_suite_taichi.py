@@ -9,14 +9,13 @@ annotations``: Taichi reads a kernel's annotations as objects.)"""
 
 import importlib.util
 import statistics
-from collections.abc import Callable
 
 import numpy as np
 
 from vyre_benchmarks.bench_cpu_launch import TINY_INPUT, TURNS, _p50, tiny_program
-from vyre_benchmarks.bench_suite import check
-from vyre_benchmarks.harness import Result, compare, reps
-from vyre_benchmarks.suite.problems import MEDIUM, PROBLEMS, Problem, run_taichi
+from vyre_benchmarks.bench_suite import port_against_numpy
+from vyre_benchmarks.harness import Result, reps
+from vyre_benchmarks.suite.problems import PROBLEMS, run_taichi
 from vyre_core.driver import Driver
 
 REQUIRES = ("cpu",)
@@ -27,18 +26,6 @@ def unavailable() -> str | None:
     if importlib.util.find_spec("taichi") is None:
         return "taichi is not installed (pip install 'vyre[suite]')"
     return None
-
-
-def _bench(problem: Problem) -> Callable[[], Result]:
-    def bench() -> Result:
-        size = MEDIUM[problem.name]
-        data = problem.make(size)
-        check(problem, run_taichi(problem, data), problem.reference(data), "Taichi")
-        return compare(f"{problem.name} (n={size}), Taichi port on its CPU backend",
-                       lambda: run_taichi(problem, data), "the same problem in numpy",
-                       lambda: problem.reference(data), repeat=5, number=3)
-    bench.__name__ = problem.name
-    return bench
 
 
 def tiny_launch() -> Result:
@@ -69,4 +56,5 @@ def tiny_launch() -> Result:
                   statistics.median(taichi) * 1e6)
 
 
-BENCHMARKS = [_bench(p) for p in PROBLEMS.values()] + [tiny_launch]
+BENCHMARKS = [port_against_numpy(p, run_taichi, "Taichi", "Taichi port on its CPU backend")
+              for p in PROBLEMS.values()] + [tiny_launch]
