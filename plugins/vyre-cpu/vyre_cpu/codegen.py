@@ -139,7 +139,14 @@ def generate(program: Program) -> Kernel:
         kernel = hoisting.write()
         if hoisting.hoisted:
             return _with_serial_twin(kernel)
-    return _with_serial_twin(_Writer(program).write())
+    writer = _Writer(program)
+    kernel = writer.write()
+    if _needs_lockstep(program):
+        from vyre_cpu import lockstep_proven  # (built on _Writer: imported once it exists)
+
+        if lockstep_proven.needs(program):
+            kernel = lockstep_proven.write(program, writer, kernel)
+    return _with_serial_twin(kernel)
 
 
 #: The head of a kernel whose workgroups run in parallel, as both writers write it.
@@ -494,7 +501,12 @@ class _Writer:
                     self.emit(depth + 2, f"{name} = np.uint32({counter})")
                     self.scopes.append({var: (name, DType.U32)})
                     self.uniform_vars.add(var)
+                    if self.ranges:  # (the proven lockstep version: lockstep_proven.py)
+                        self.ranges.push()
+                        self.loop_range_of(name, start, end)
                     self.uniform(body, depth + 2)
+                    if self.ranges:
+                        self.ranges.pop()
                     self.leave_scope()
                     if _has_return(s):  # (every lane returned: the rest is for nobody)
                         self.first_live(depth + 2, negate=True)
