@@ -102,7 +102,7 @@ class _GroupRanges(Ranges):
     (a tile count, ``(k + 15) // 16``), and a select whose condition is not known in
     every lane as the union of its branches' ranges. An assumption made only of numbers
     that is false (``15 < 8``: a guard that fails in some lanes of every dispatch) is
-    not made: the select stays."""
+    not made, nor any of a condition not decided: the select stays."""
 
     def _of(self, e: Expr) -> Range | None:
         match e:
@@ -127,9 +127,9 @@ class _GroupRanges(Ranges):
     def decide(self, cond: Expr) -> bool | None:
         before = dict(self.assumptions)
         taken = super().decide(cond)
-        if taken and any(_CONSTANT.match(a) and not eval(a)  # (numbers and operators only)
-                         for a in self.assumptions if a not in before):
-            self.assumptions = before
+        if not taken or any(_CONSTANT.match(a) and not eval(a)  # (numbers and operators)
+                            for a in self.assumptions if a not in before):
+            self.assumptions = before  # (nor what a part of an undecided ``and`` assumed)
             return None
         return taken
 
