@@ -68,13 +68,11 @@ def _matmul_plan(host, m: int, k: int, n: int, ktile: int):
 
 def _run_only(plan, source: str, keep: str) -> np.ndarray:
     """The output of ``source``'s kernel with only the ``keep`` workgroup function
-    ("proven" or "lockstep") left to run: the other's call is taken out."""
-    if keep == "proven":
-        source, count = re.subn(r"\n        else:\n            workgroup\(wx, wy, wz, .*\)",
-                                "", source)
-    else:
-        source, count = re.subn(r"\n        if proven:\n            workgroup_proven\(.*\)"
-                                r"\n        else:\n    ", "\n", source)
+    ("proven" or "lockstep") left to run: the other's call is a ``pass``, so the
+    workgroups it would have run write nothing."""
+    other = "workgroup" if keep == "proven" else "workgroup_proven"
+    source, count = re.subn(rf"^            {other}\(wx, wy, wz, .*\)$", "            pass",
+                            source, flags=re.M)
     assert count == 2  # (the parallel kernel and its serial twin)
     module = types.ModuleType("vyre_cpu_test_kernel")
     exec(compile(source.replace("cache=True", "cache=False"), module.__name__, "exec"),
@@ -111,14 +109,15 @@ def test_where_the_tiles_cover_the_matrices_the_proven_version_runs_with_the_ref
     assert got.tobytes() == want.tobytes()
 
 
-@pytest.mark.parametrize("shape", [(50, 40, 30), (16, 16, 16), (17, 33, 5)])
+@pytest.mark.parametrize("shape", [(16, 16, 16), (17, 33, 5), (64, 40, 32)])
 def test_where_an_assumption_fails_the_lockstep_code_runs_with_the_reference_bytes(host, shape):
-    """A row past the matrix (50 rows in four tiles of 16), a single tile of depth (a
-    tile count below 2, which the proven loop bound assumes), a ragged everything: the
-    proven version alone would leave the product unwritten."""
+    """A single tile of depth (a tile count below 2, which the proven loop bound
+    assumes), a ragged everything, a depth of 40 in tiles of 16 (the last tile's loads
+    guarded in every workgroup): the proven version alone would leave the product
+    unwritten."""
     plan, want = _matmul_plan(host, *shape, 16)
     source = codegen.generate(plan.program).source
-    assert _run_only(plan, source, "proven").tobytes() != want.tobytes()
+    assert not _run_only(plan, source, "proven").any()
     assert _run_only(plan, source, "lockstep").tobytes() == want.tobytes()
     got, = host.dispatch(plan.program, plan.inputs, DispatchConfig(grid_override=plan.grid))
     assert got.tobytes() == want.tobytes()
@@ -153,3 +152,18 @@ def test_a_let_assigned_again_or_of_a_variable_stays_a_variable():
     assert [s.name for s in out if isinstance(s, Let)] == ["acc"]
     assert out[-2] == Assign("acc", Binary(BinOp.ADD, Var("acc"), Binary(BinOp.ADD, lx,
                                                                          Lit(U32, 1))))
+
+
+def test_workgroups_inside_the_matrices_run_proven_and_those_at_the_ragged_edge_do_not(host):
+    """50 rows in four tiles of 16: the check is made per workgroup, so the first three
+    rows of tiles run the proven version and the last (rows 48 to 63, two of them real)
+    the lockstep code."""
+    plan, want = _matmul_plan(host, 50, 32, 48, 16)
+    source = codegen.generate(plan.program).source
+    proven = _run_only(plan, source, "proven").reshape(50, 48)
+    lockstep = _run_only(plan, source, "lockstep").reshape(50, 48)
+    want = want.reshape(50, 48)
+    assert proven[:48].tobytes() == want[:48].tobytes() and not proven[48:].any()
+    assert lockstep[48:].tobytes() == want[48:].tobytes() and not lockstep[:48].any()
+    got, = host.dispatch(plan.program, plan.inputs, DispatchConfig(grid_override=plan.grid))
+    assert got.tobytes() == want.tobytes()

@@ -1,8 +1,9 @@
 """The proven version of a kernel with workgroup memory or barriers (issue 39, item 2):
 the lockstep workgroup function written a second time on the assumptions ``Ranges``
 makes (every access inside its buffer, no ``u32``/``i32`` index arithmetic that wraps,
-a guard that holds in every lane), checked once per dispatch; where one fails the
-workgroups run the lockstep code as before (``codegen._Writer.write_lockstep``).
+a guard that holds in every lane), checked for each workgroup before it runs; where one
+fails that workgroup runs the lockstep code as before (``codegen._Writer.write_lockstep``):
+the workgroups a ragged edge of the grid falls in, or all of them.
 
 It is written the way PoCL and Intel's OpenCL CPU runtime write work-group loops, so
 that LLVM's loop vectoriser sees them:
@@ -79,8 +80,9 @@ def needs(program: Program) -> bool:
 
 def write(program: Program, fallback: _Writer, kernel: Kernel) -> Kernel:
     """``kernel`` (``fallback``'s lockstep source of ``program``) with a proven
-    workgroup function beside its own, run for every workgroup of a dispatch whose
-    assumptions hold; ``kernel`` itself where the proven version would remove nothing."""
+    workgroup function beside its own, run for each workgroup whose assumptions hold
+    (checked before it starts: a few comparisons against its hundreds of lanes);
+    ``kernel`` itself where the proven version would remove nothing."""
     writer = _ProvenWriter(rematerialized(program), fallback)
     proven = writer.write_proven()
     if proven is None:
@@ -89,9 +91,7 @@ def write(program: Program, fallback: _Writer, kernel: Kernel) -> Kernel:
     source = kernel.source
     head, sep, rest = source.partition("\n\n\n@njit(cache=True, nogil=True)\ndef workgroup(")
     call = re.search(r"^        workgroup\(wx, wy, wz, (.*)\)$", rest, re.M)
-    before_loop = rest.index("\n    per_plane = gx * gy\n")
-    rest = (rest[:before_loop] + "".join(f"\n{line}" for line in entry) +
-            rest[before_loop:call.start()] +
+    rest = (rest[:call.start()] + "".join(f"    {line}\n" for line in entry) +
             f"        if proven:\n            workgroup_proven(wx, wy, wz, {args})\n"
             f"        else:\n    {call.group(0)}" + rest[call.end():])
     return Kernel("\n".join([head, *consts]) + f"\n\n\n{function}" + sep + rest)
@@ -124,6 +124,17 @@ class _GroupRanges(Ranges):
                 return self.named((f"min({a[0]}, {b[0]})", f"max({a[1]}, {b[1]})"))
         return super()._of(e)
 
+    def id_range(self, kind: IdKind, axis: int) -> Range:
+        """Ids of the workgroup being run: the check is made per workgroup, so those
+        inside every buffer run the proven version and the one a buffer ends in, the
+        lockstep code."""
+        if kind is IdKind.LOCAL:
+            return super().id_range(kind, axis)
+        size, group = self.workgroup[axis], f"w{'xyz'[axis]}"
+        if kind is IdKind.WORKGROUP:
+            return (f"np.float64({group})",) * 2
+        return f"np.float64({group} * {size})", f"np.float64({group} * {size} + {size - 1})"
+
     def decide(self, cond: Expr) -> bool | None:
         before = dict(self.assumptions)
         taken = super().decide(cond)
@@ -151,9 +162,9 @@ class _ProvenWriter(_Writer):
         self.uses = Counter(_names(program.body))
 
     def write_proven(self) -> tuple[str, list[str], str, list[str]] | None:
-        """The proven workgroup function, the kernel entry's lines (its values and the
-        ``proven`` check), the function's arguments after the ids, and the constants it
-        adds; None where it removes no check and no wrapping operation."""
+        """The proven workgroup function, the lines each workgroup runs before it (its
+        values and the ``proven`` check), the function's arguments after the ids, and
+        the constants it adds; None where it removes no check and no wrapping operation."""
         self.ranges = _GroupRanges(self.program.workgroup, self.typeof, self.range_name,
                                    self.range_invariant, self.range_length, self.range_bound)
         try:
