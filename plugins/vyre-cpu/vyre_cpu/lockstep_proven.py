@@ -138,8 +138,8 @@ class _GroupRanges(Ranges):
     def decide(self, cond: Expr) -> bool | None:
         before = dict(self.assumptions)
         taken = super().decide(cond)
-        if not taken or any(_CONSTANT.match(a) and not eval(a)  # (numbers and operators)
-                            for a in self.assumptions if a not in before):
+        if not taken or any(_constant(a) is False for a in self.assumptions
+                            if a not in before):
             self.assumptions = before  # (nor what a part of an undecided ``and`` assumed)
             return None
         return taken
@@ -172,8 +172,9 @@ class _ProvenWriter(_Writer):
             assumptions = list(self.ranges.assumptions)
         finally:
             self.ranges = None
-        if not self.gains:
-            return None
+        if not self.gains or any(_constant(a) is False for a in assumptions):
+            return None  # (nothing gained, or never true)
+        assumptions = [a for a in assumptions if _constant(a) is None]
         for x, size in zip("xyz", self.program.workgroup, strict=True):  # (native ids)
             assumptions.append(f"np.float64(g{x}) * {size} <= 4294967296.0")
         start = source.index("@njit(cache=True, nogil=True)\ndef workgroup(")
@@ -184,7 +185,9 @@ class _ProvenWriter(_Writer):
                    for a, size in enumerate(self.program.workgroup)]
         function = "\n".join([f"{header}:", *extents, body])
         args = header[header.index("stop"):-1]
-        entry = [*self.entry, f"    proven = {' and '.join(f'({a})' for a in assumptions)}"]
+        # (``&``, not ``and``: one block of comparisons, where a chain of ``and`` is a
+        # branch each, and numba's compile time grows with the blocks)
+        entry = [*self.entry, f"    proven = {' & '.join(f'({a})' for a in assumptions)}"]
         return function, entry, args, self.consts[self.inherited:]
 
     # -- lanes -----------------------------------------------------------------------------
@@ -285,6 +288,13 @@ class _ProvenWriter(_Writer):
         if b.access is Access.WORKGROUP and b.dtype not in (DType.BOOL, DType.F16):
             return repr(float(b.count))
         return super().range_length(buffer)
+
+
+def _constant(assumption: str) -> bool | None:
+    """An assumption made only of numbers, decided now (None: known at dispatch)."""
+    if not _CONSTANT.match(assumption):
+        return None
+    return bool(eval(assumption))  # (numbers and operators only: nothing to call)
 
 
 def _names(stmts: tuple[Stmt, ...]) -> list[str]:
