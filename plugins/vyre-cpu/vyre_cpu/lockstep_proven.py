@@ -72,9 +72,9 @@ _CONSTANT = re.compile(r"^[0-9.e+\-*/<>=() ]+$")
 
 
 def needs(program: Program) -> bool:
-    """Whether ``program`` is one this module writes a proven version for: workgroup
-    memory or barriers, and no subgroup operations (their lockstep writes the operands'
-    lane arrays itself)."""
+    """Whether this module writes a proven version for ``program`` (one with workgroup
+    memory or barriers): not where it has subgroup operations (their lockstep reads the
+    operands' lane arrays by name, which a plain variable would not have)."""
     return not any(isinstance(n, Subgroup) for n in walk(program.body))
 
 
