@@ -141,7 +141,14 @@ def generate(program: Program) -> Kernel:
         kernel = hoisting.write()
         if hoisting.hoisted:
             return _with_serial_twin(kernel)
-    return _with_serial_twin(_Writer(program).write())
+    writer = _Writer(program)
+    kernel = writer.write()
+    if _needs_lockstep(program):
+        from vyre_cpu import lockstep_proven  # (built on _Writer: imported once it exists)
+
+        if lockstep_proven.needs(program):
+            kernel = lockstep_proven.write(program, writer, kernel)
+    return _with_serial_twin(kernel)
 
 
 #: The head of a kernel whose workgroups run in parallel, as both writers write it.
