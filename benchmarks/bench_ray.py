@@ -10,6 +10,8 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -86,7 +88,8 @@ def _start_cluster(nodes: int, cpus: int) -> Iterator[Any]:
         for _ in range(nodes):
             cluster.add_node(num_cpus=cpus, object_store_memory=600 << 20)
         cluster.wait_for_nodes()
-        yield cluster
+        with _stopped_with_this_process(temp):
+            yield cluster
     finally:
         cluster.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
@@ -94,6 +97,51 @@ def _start_cluster(nodes: int, cpus: int) -> Iterator[Any]:
             os.unlink(address_file)
         if made_dir:
             shutil.rmtree(os.path.dirname(address_file), ignore_errors=True)
+
+
+_WATCHDOG = """
+import os, select, shutil, signal, sys
+parent = os.pidfd_open(int(sys.argv[1]))
+daemons = []
+for pid in map(int, sys.argv[3:]):
+    try:
+        daemons.append(os.pidfd_open(pid))
+    except ProcessLookupError:
+        pass
+print("ready", flush=True)
+select.select([parent], [], [])
+for daemon in daemons:
+    try:
+        signal.pidfd_send_signal(daemon, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+for daemon in daemons:
+    select.select([daemon], [], [], 10)
+shutil.rmtree(sys.argv[2], ignore_errors=True)
+"""
+
+
+@contextlib.contextmanager
+def _stopped_with_this_process(temp: str) -> Iterator[None]:
+    """The clusters' daemons are stopped by an atexit handler, which a benchmark run
+    killed (SIGKILL: a test's timeout, say) never runs: they would run on, reparented to
+    init, for good. A watchdog process holds a pidfd of this process and of each of its
+    descendants (the daemons; Ray's workers leave with their raylet), and kills them once
+    this process has ended, however it ended, then removes their files (``temp``); a
+    cluster shut down in time stops the watchdog first."""
+    import psutil
+
+    daemons = [p.pid for p in psutil.Process().children(recursive=True)]
+    watchdog = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()), temp,
+                                 *map(str, daemons)], stdout=subprocess.PIPE, text=True,
+                                start_new_session=True)  # (not in this process's group)
+    try:
+        watchdog.stdout.readline()  # (each pidfd taken before the benchmark goes on)
+        yield
+    finally:
+        watchdog.kill()
+        watchdog.wait()
+        watchdog.stdout.close()
 
 
 def _raw_actor(ray: Any) -> Any:
