@@ -74,13 +74,7 @@ class DispatchConfig:
                  f"dispatch_elements={self.dispatch_elements!r} must be an int >= 1",
                  "Pass the number of invocations to cover, or None to infer it.")
         object.__setattr__(self, "dim", _dim(self.dim))
-        _require(self.dim is None or (self.grid_override is None
-                                      and self.dispatch_elements is None),
-                 f"dim={self.dim!r} is given with "
-                 f"{'grid_override' if self.grid_override else 'dispatch_elements'}: two "
-                 "answers to how many invocations run",
-                 "Pass only dim= (invocations per axis); grid_override counts workgroups "
-                 "and dispatch_elements is dim's 1-D form.")
+        _check_dim_alone(self.dim, self)
         _require(_is_int(self.fixpoint_iterations, 1),
                  f"fixpoint_iterations={self.fixpoint_iterations!r} must be an int >= 1",
                  "Use 1 for a single dispatch, N to re-run until the result stops changing.")
@@ -121,6 +115,14 @@ class DispatchConfig:
         """A copy with ``changes`` applied (and checked)."""
         return replace(self, **changes)
 
+    def with_dim(self, dim: Any) -> DispatchConfig:
+        """A copy launching ``dim`` invocations: ``replace(dim=dim)`` checking only what
+        the new dim changes (the rest was checked when this config was made), since a
+        launch makes one per call."""
+        dim = _dim(dim)
+        _check_dim_alone(dim, self)
+        return self.evolve(dim=dim)
+
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _FIELDS}
 
@@ -146,6 +148,18 @@ class DispatchConfig:
 
 _FIELDS = tuple(DispatchConfig.__dataclass_fields__)
 _DEFAULTS = {name: f.default for name, f in DispatchConfig.__dataclass_fields__.items()}
+
+
+def _check_dim_alone(dim: tuple[int, ...] | None, config: DispatchConfig) -> None:
+    """A dim says how many invocations run, and so do grid_override and
+    dispatch_elements: only one of them may be given."""
+    _require(dim is None or (config.grid_override is None
+                             and config.dispatch_elements is None),
+             f"dim={dim!r} is given with "
+             f"{'grid_override' if config.grid_override else 'dispatch_elements'}: two "
+             "answers to how many invocations run",
+             "Pass only dim= (invocations per axis); grid_override counts workgroups "
+             "and dispatch_elements is dim's 1-D form.")
 
 
 def _encodable(text: str) -> bool:

@@ -50,7 +50,7 @@ from vyre_core.errors import (
 from vyre_core.ir import Kernel, Program
 from vyre_core.kernels.kernel import KernelFunction, LaunchPlan, Written
 from vyre_core.kernels.resident import ResidentLaunch
-from vyre_core.launch import Launch, effective_program, launch_of
+from vyre_core.launch import Launch, PlannedLaunches, effective_program, launch_of
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op
 from vyre_core.registry import BackendRegistration, Registry
@@ -323,7 +323,7 @@ def _weighed(work: Program | StepSequence, config: DispatchConfig,
 def _launch_config(config: Any, dim: Any) -> DispatchConfig:
     """The config of a call that takes ``dim=`` beside ``config``."""
     config = _config(config)
-    return config if dim is None else config.replace(dim=dim)
+    return config if dim is None else config.with_dim(dim)
 
 
 def _keywords_checked(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -574,6 +574,7 @@ class Driver:
         shadow = None if shadow_every is None else self._shadow_plan(shadow_every)
         self._shadow: ShadowSampler | None = None
         self.cluster: connect.RayCluster | None = None
+        self._plans = PlannedLaunches()
         rundir = RunDir()
         try:  # (what was made is let go of when a later step fails)
             self.cluster = None if spec.local else connect.RayCluster(spec)
@@ -716,24 +717,19 @@ class Driver:
 
     # -- dispatch --------------------------------------------------------------------------
 
-    def _dispatch_request(self, program: Program, inputs: Sequence[Any],
-                          config: DispatchConfig) -> Request:
-        bound = abi.bind_inputs(_checked_program(program).check(), inputs)
-        meta = {"fp": program.fingerprint(), "program": program.to_wire(),
-                "config": config.to_dict(), "label": config.label}
-        return Request(Op.DISPATCH, meta, bound, deadline=_deadline(config.timeout),
-                       timeout=config.timeout, retries=config.retries,
-                       outputs=abi.output_shapes(program, bound))
-
     def _planned(self, program: Program, inputs: Sequence[Any], config: DispatchConfig
                  ) -> tuple[Launch, Request]:
         """The request of one dispatch with its launch planned here, before any work: the
         grid (from dim, the config, or inference) checked against the index types and the
         inputs; routing weighs the launch, the worker gets its grid."""
-        request = self._dispatch_request(program, inputs, config)
-        launch, sent = launch_of(program, config, request.arrays)
-        request.meta["config"] = sent.to_dict()
-        return launch, request  # type: ignore[return-value]
+        program = _checked_program(program).check()
+        bound = abi.bind_inputs(program, inputs)
+        launch, sent, outputs = self._plans.plan(program, config, bound)
+        meta = {"fp": program.fingerprint(), "program": program.to_wire(), "config": sent,
+                "label": config.label}
+        return launch, Request(  # type: ignore[return-value]
+            Op.DISPATCH, meta, bound, deadline=_deadline(config.timeout),
+            timeout=config.timeout, retries=config.retries, outputs=outputs)
 
     @_keywords_checked
     def dispatch(self, program: Program, inputs: Sequence[Any], backend: str | None = None,

@@ -108,7 +108,7 @@ class CompiledPipeline(_PinnedHandle):
                               "handle; Driver.dispatch recompiles by itself.")
         config = config or self.config
         if dim is not None:
-            config = config.replace(dim=dim)
+            config = config.with_dim(dim)
         if config.tuned:
             raise InvalidConfigError(
                 "tuned=True has no tuned choice to apply to a compiled pipeline",
