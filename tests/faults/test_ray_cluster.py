@@ -41,7 +41,9 @@ from vyre_core.supervisor.options import PoolOptions
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
 
+from .child_script import PRELUDE
 from .support import wait_for
+from .test_interrupted_callers import expected as spun
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="the ray extra")
 ray_utils = pytest.importorskip("ray._private.utils", reason="the ray extra")
@@ -180,6 +182,61 @@ def test_a_hang_past_the_deadline_fails_on_time_and_the_actor_is_replaced(cluste
                  and drv.status()["pools"]["faults"]["workers"][0]["state"] == "idle", 30,
                  "the replacement actor")
         assert drv.dispatch(program, data, backend="faults")[0].nbytes == 4 * N
+
+
+RAY_CTRL_C = """
+drv = vyre_core.Driver(cluster=os.environ["VYRE_TEST_CLUSTER"], kill_grace=0.5,
+                       max_restarts=5, restart_window=30.0)
+sys.path.insert(0, os.environ["TESTS_DIR"])
+from faults.test_interrupted_callers import spin
+drv.launch(spin, 256, (np.array([3], np.uint32), np.zeros(256, np.uint32)),
+           backend="reference")
+
+def tell_when_running():
+    wait_until(lambda: workers(drv, "reference")[0]["running"], "the loop running")
+    report(step="running")
+
+threading.Thread(target=tell_when_running, daemon=True).start()
+try:
+    drv.launch(spin, 256, (np.array([2**31 - 1], np.uint32), np.zeros(256, np.uint32)),
+               backend="reference")
+    outcome = "returned"
+except KeyboardInterrupt:
+    outcome = "interrupted"
+out = np.zeros(256, np.uint32)
+try:
+    drv.launch(spin, 256, (np.array([5], np.uint32), out), backend="reference",
+               config=DispatchConfig(timeout=20))
+    after = "answered"
+except vyre_core.errors.DispatchTimeoutError:
+    after = "timed out"
+pool = drv.status()["pools"]["reference"]
+report(step="after", outcome=outcome, after=after, out=out.tobytes().hex(),
+       cancelled=pool["metrics"]["restarts"].get("cancelled", 0))
+drv.close()
+"""
+
+
+@pytest.mark.timeout(150)
+def test_ctrl_c_cancels_a_call_running_on_ray_and_the_next_call_is_answered(cluster, tmp_path,
+                                                                           monkeypatch):
+    """On main before this change the Ray pool's waiting thread let the interrupted call
+    run on: the next call queued behind the endless loop and timed out after 20 s. Now
+    the interrupt cancels it; an actor cannot stop at a safe point, so it is killed after
+    cancel_grace (a planned stop, counted as "cancelled") and the next call is served."""
+    monkeypatch.setenv("TESTS_DIR", os.path.dirname(os.path.dirname(__file__)))
+    monkeypatch.setenv("VYRE_TEST_CLUSTER", cluster.address)
+    child = Child(tmp_path, PRELUDE + RAY_CTRL_C)
+    try:
+        assert child.report(timeout=90)["step"] == "running"
+        child.interrupt()
+        found = child.report(timeout=60)
+        assert child.proc.wait(timeout=30) == 0, child.stderr()
+    finally:
+        child.stop()
+    assert found["outcome"] == "interrupted" and found["after"] == "answered", found
+    assert bytes.fromhex(found["out"]) == spun(5)
+    assert found["cancelled"] == 1, found
 
 
 def test_a_worker_that_needs_gpus_no_node_has_is_refused_naming_the_nodes(cluster):

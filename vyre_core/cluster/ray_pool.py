@@ -139,7 +139,8 @@ class RayPool(PoolFacts):
     def call(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
         """Run ``request`` and wait for its answer: its first send is this thread's, and
         so (mostly: whichever thread looks first) is taking its reply; deadlines, deaths
-        and retries are the rules' as always."""
+        and retries are the rules' as always. An exception that lands in this thread
+        while it waits (Ctrl-C) cancels the call, as ``Pool.call`` does."""
         future = request.future
         self._begin_span(request)
         future.on_cancel = lambda: self._cancel(request)
@@ -149,16 +150,20 @@ class RayPool(PoolFacts):
         with interrupts_deferred(), self._lock:
             self._machine.submit(request, time.monotonic())
             mine = self._carry(self._machine.take_actions(), own)
-        self._deliver()
-        while not future.done():
-            if mine is not None and mine in self._pending:
-                ready, _ = self._ray.wait([mine], timeout=LOOK_EVERY)
-                if ready:
-                    self._take(mine)
-                    self._deliver()
-            else:
-                with contextlib.suppress(TimeoutError):
-                    future.result(LOOK_EVERY)
+        try:
+            self._deliver()
+            while not future.done():
+                if mine is not None and mine in self._pending:
+                    ready, _ = self._ray.wait([mine], timeout=LOOK_EVERY)
+                    if ready:
+                        self._take(mine)
+                        self._deliver()
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        future.result(LOOK_EVERY)
+        except BaseException:
+            future.cancel()  # (a no-op if it was answered meanwhile)
+            raise
         return future.result()
 
     def _cancel(self, request: Request) -> None:
@@ -275,8 +280,9 @@ class RayPool(PoolFacts):
             self._pending[ref] = ("beat", index, self._identity[index], None)
 
     def _take(self, ref: Any) -> None:
-        """An answer from an actor: a hello, a heartbeat or a reply (or its death)."""
-        with self._lock:
+        """An answer from an actor: a hello, a heartbeat or a reply (or its death), taken
+        whole: a Ctrl-C inside waits till it is."""
+        with interrupts_deferred(), self._lock:
             found = self._pending.pop(ref, None)
             if found is None:
                 return
@@ -597,18 +603,20 @@ class RayPool(PoolFacts):
             self._beating.add(action.index)
 
     def _deliver(self) -> None:
-        """Outside the lock: tell routing, then complete the answered futures."""
-        with self._lock:
-            resolved, self._resolved = self._resolved, []
-            changed, self._changed = self._changed, False
-        if changed:
-            self._on_change()
-        for future, value in resolved:
-            with contextlib.suppress(InvalidStateError):
-                if isinstance(value, BaseException):
-                    future.set_exception(value)
-                else:
-                    future.set_result(value)
+        """Outside the lock: tell routing, then complete the answered futures (every one
+        of them: a Ctrl-C inside waits till they are, or their callers would wait on)."""
+        with interrupts_deferred():
+            with self._lock:
+                resolved, self._resolved = self._resolved, []
+                changed, self._changed = self._changed, False
+            if changed:
+                self._on_change()
+            for future, value in resolved:
+                with contextlib.suppress(InvalidStateError):
+                    if isinstance(value, BaseException):
+                        future.set_exception(value)
+                    else:
+                        future.set_result(value)
         if self._spans is not None:
             self._spans.flush()
 
