@@ -33,7 +33,8 @@ def as_input(x: Any, name: str, floats_only: bool = False) -> np.ndarray:
         allowed = ", ".join(str(d) for d in DTYPES if d.kind in kinds)
         raise InvalidInputError(
             f"{name} has dtype {array.dtype}, which this function does not compute in",
-            f"Pass an array of {allowed}: convert it first, e.g. {name}.astype(np.float32).")
+            f"Pass an array of {allowed}; convert it first, as x.astype(np.float32) does "
+            "for an array x.")
     if array.size > MAX_ELEMENTS:
         raise InvalidInputError(
             f"{name} has {array.size} elements; a vyre.lib call takes at most {MAX_ELEMENTS}",
