@@ -133,3 +133,21 @@ def test_floats_only_refuses_integers_naming_the_float_dtypes():
 def test_a_non_contiguous_array_is_made_contiguous():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
     assert as_input(x, "x").flags.c_contiguous
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_a_backend_without_the_dtype_is_passed_over_or_refused_with_the_reasons(dtype):
+    """Routing decides (no process): lib's passes in f16/f64 go past a backend that lacks
+    the dtype, and naming that backend raises NoCapableBackendError with why."""
+    from test_routing import GPU, REFERENCE, router
+
+    from vyre_core.errors import NoCapableBackendError
+    from vyre_core.lib.reduce import _sequence
+
+    seq = _sequence("argmax", np.dtype(dtype), 3, 1000, 5)
+    routes = router(GPU, REFERENCE)
+    assert routes.route(seq).backend == "reference"
+    with pytest.raises(NoCapableBackendError) as err:
+        routes.route(seq, "gpu")
+    assert np.dtype(dtype).name.replace("float", "f") in str(err.value.details["rejections"])
+    assert "reference" in err.value.fix
