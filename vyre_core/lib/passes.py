@@ -39,14 +39,18 @@ def levels(n: int) -> list[tuple[int, int]]:
 
 @vyre.func
 def nan_max(a, b):
-    """numpy's maximum: NaN if either is; else IEEE maximumNumber (-0 below +0)."""
-    return a if a != a else (b if b != b else max(a, b))
+    """numpy's maximum: NaN if either is; else IEEE maximumNumber (-0 below +0). Written
+    with comparisons and selects, which vectorise: equal values are the same but for
+    zeros, whose maximum ``a + b`` is (-0 only when both are)."""
+    return a if a > b or a != a else (b if b != a else (a if a != 0 else a + b))
 
 
 @vyre.func
 def nan_min(a, b):
-    """numpy's minimum: NaN if either is; else IEEE minimumNumber (-0 below +0)."""
-    return a if a != a else (b if b != b else min(a, b))
+    """numpy's minimum: NaN if either is; else IEEE minimumNumber. Of two zeros the sign
+    of ``(a * b) * (a + b)`` is (sa xor sb) xor (sa and sb), that is sa or sb: -0 when
+    either is."""
+    return a if a < b or a != a else (b if b != a else (a if a != 0 else (a * b) * (a + b)))
 
 
 @vyre.func
