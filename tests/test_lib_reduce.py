@@ -113,16 +113,18 @@ def test_values_are_within_the_documented_bound_of_numpys(drv):
             k + 1, np.float32) * dot_size
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(x=hnp.arrays(np.float32, hnp.array_shapes(min_dims=1, max_dims=3, max_side=300),
                     elements=st.floats(width=32)),
        name=st.sampled_from(NAMES), data=st.data())
-def test_random_arrays_give_the_models_bytes_on_the_reference(drv, x, name, data):
+def test_random_arrays_give_the_models_bytes_on_the_reference_and_wgpu(drv, x, name, data):
     axis = data.draw(st.one_of(st.none(), st.integers(-x.ndim, x.ndim - 1)))
-    got = getattr(lib, name)(drv, x, axis, backend="reference")
     want = _model(name, x, axis)
-    assert _bytes(got) == _bytes(want.astype(np.intp) if name.startswith("arg") else want)
+    for backend in ("reference", "wgpu"):
+        got = getattr(lib, name)(drv, x, axis, backend=backend)
+        assert _bytes(got) == _bytes(want.astype(np.intp) if name.startswith("arg")
+                                     else want), backend
 
 
 def test_a_shared_array_crosses_and_gives_the_same_bytes(drv):
