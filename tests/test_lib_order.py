@@ -151,3 +151,10 @@ def test_a_backend_without_the_dtype_is_passed_over_or_refused_with_the_reasons(
         routes.route(seq, "gpu")
     assert np.dtype(dtype).name.replace("float", "f") in str(err.value.details["rejections"])
     assert "reference" in err.value.fix
+
+
+def test_more_elements_than_an_i32_index_reaches_are_refused_before_any_copy():
+    huge = np.broadcast_to(np.float32(0), (2**31,))  # (a view: no memory)
+    with pytest.raises(InvalidInputError) as err:
+        as_input(huge, "x")
+    assert "2147483648 elements" in err.value.cause and "in parts" in err.value.fix
