@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 
 from vyre_core.errors import InvalidInputError
+from vyre_core.ir.dtypes import DType
 from vyre_core.kernels import KernelFunction
 from vyre_core.lib import passes
 from vyre_core.lib.args import DTYPES, Split, as_input, split
 from vyre_core.sequence import Sequence, SequenceBuilder
 
 #: What each reduction of an empty axis gives, where it is defined (numpy's identity).
-_EMPTY = {"sum": 0, "prod": 1}
+_EMPTY = {"sum": 0, "prod": 1, "square_sum": 0}
 
 
 @dataclass(frozen=True)
@@ -60,19 +61,16 @@ def _sequence(name: str, dtype: np.dtype, outer: int, n: int, inner: int) -> Seq
     for level, (count, m) in enumerate(passes.levels(n)):
         step = m * inner
         out = b.transient(f"level{level}", ir_type, outer * step)
-        bind: dict[str, Any] = {"out": out, "span": count * inner, "step": step,
+        bind: dict[str, Any] = {"x": source, "span": count * inner, "step": step,
                                 "full": count // m}
-        if red.arg:
-            at = b.transient(f"index{level}", DTYPES[np.dtype(np.int32)], outer * step)
-            bind.update(best=out, at=at)
-            del bind["out"]
-            if source_at is None:
-                bind["inner"] = inner
-            else:
-                bind["xat"] = source_at
+        if red.arg:  # (values as best, their indices as at; the first pass makes indices)
+            at = b.transient(f"index{level}", DType.I32, outer * step)
+            bind.update({"best": out, "at": at},
+                        **({"inner": inner} if source_at is None else {"xat": source_at}))
             source_at = at
-        kernel = red.first if level == 0 else red.rest
-        b.step(kernel, {**bind, "x": source}, dim=outer * step)
+        else:
+            bind["out"] = out
+        b.step(red.first if level == 0 else red.rest, bind, dim=outer * step)
         source = out
     return b.build(returns=[source] if source_at is None else [source, source_at])
 
@@ -94,12 +92,12 @@ def _reduce(drv: Any, name: str, x: Any, axis: Any, backend: str | None,
     array = as_input(x, "x", floats_only)
     where = split(array.shape, axis)
     if where.n == 0:
-        if name not in _EMPTY and name != "square_sum":
+        if name not in _EMPTY:
             raise InvalidInputError(
                 f"{name} of an empty {'array' if axis is None else 'axis'} (shape "
                 f"{array.shape}) has no value", "Check x.size (or x.shape[axis]) before "
                 "calling, or use lib.sum / lib.prod, which give 0 and 1 there.")
-        return _result(np.full(where.shape, _EMPTY.get(name, 0), array.dtype))
+        return _result(np.full(where.shape, _EMPTY[name], array.dtype))
     if where.outer * where.inner == 0:
         return np.empty(where.shape, np.intp if _REDUCTIONS[name].arg else array.dtype)
     got = _run(drv, name, [array], where, backend)
