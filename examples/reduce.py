@@ -7,6 +7,11 @@ stay in the worker (on the device, for a GPU backend) and only the total comes b
 order of every addition is defined by the program, so the result is the same bits on every
 backend that keeps IEEE single precision.
 
+To sum an array, call ``lib.sum(drv, x)`` (``from vyre_core import lib``, docs/lib.md):
+the same kind of tree, for any length, axis and dtype, with its order written down. This
+example keeps the long way because it teaches the tree: a kernel per pass, the passes as
+one sequence, the same additions repeated in numpy.
+
 Run it: ``python examples/reduce.py`` or ``vyre run reduce``.
 """
 

@@ -385,6 +385,8 @@ def reality() -> Reality:
     for cls, options in forwarded.items():
         keywords |= _dataclass_fields(options) or set()
         assert any(p.kind is p.VAR_KEYWORD for p in _signature_params(cls)), cls
+    for fn in (getattr(vyre_core.lib, name) for name in vyre_core.lib.__all__):
+        keywords |= {p.name for p in _signature_params(fn)}  # (lib.sum(drv, x, axis=0))
     keywords -= {"self", "args", "kwargs"}
     commands, top = _cli()
     env, attrs = _reads(parsed_sources())
@@ -394,7 +396,7 @@ def reality() -> Reality:
     return Reality(
         classes=classes,
         modules={"vyre_core": vyre_core, "vyre": vyre_core, "ir": vyre_core.ir,
-                 "errors": errors},
+                 "errors": errors, "lib": vyre_core.lib},
         instances={"drv": vyre_core.Driver, "driver": vyre_core.Driver},
         bare_owners=(vyre_core.Driver, vyre_core.SequenceBuilder, vyre_core.CompiledPipeline,
                      vyre_core.CompiledSequence),

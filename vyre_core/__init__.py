@@ -23,7 +23,7 @@ if not sys.platform.startswith("linux"):  # (pidfd, prctl, /proc: the supervisor
 
 #: The public surface: every name here is documented in docs/architecture.md ("The
 #: public surface"); everything else in vyre_core is private and free to change.
-_MODULES = {"errors": "vyre_core.errors", "ir": "vyre_core.ir"}
+_MODULES = {"errors": "vyre_core.errors", "ir": "vyre_core.ir", "lib": "vyre_core.lib"}
 _LAZY = {
     "DispatchConfig": "vyre_core.config", "Driver": "vyre_core.driver",
     "PendingResult": "vyre_core.driver", "ResidentBuffer": "vyre_core.driver",
@@ -98,6 +98,7 @@ __all__ = [
     "i64",
     "ir",
     "kernel",
+    "lib",
     "local_id",
     "shared",
     "subgroup_add",

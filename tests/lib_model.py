@@ -1,0 +1,135 @@
+"""vyre.lib's order of operations in numpy: the model the backends' bytes are checked
+against, and the error bounds docs/lib.md states.
+
+Each elementwise numpy operation on float16/32/64 is one IEEE operation, correctly
+rounded, so doing the same operations in the same order gives the same bytes as the
+kernels of vyre_core/lib/passes.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from vyre_core.lib.passes import levels
+
+CANONICAL_NAN = {np.dtype(np.float16): np.uint16(0x7E00),
+                 np.dtype(np.float32): np.uint32(0x7FC00000),
+                 np.dtype(np.float64): np.uint64(0x7FF8000000000000)}
+
+
+def canonical(a: np.ndarray) -> np.ndarray:
+    """``a`` with every NaN the canonical quiet NaN, as a backend stores it."""
+    a = np.array(a, copy=True)
+    if a.dtype.kind == "f":
+        a.view(CANONICAL_NAN[a.dtype].dtype)[np.isnan(a)] = CANONICAL_NAN[a.dtype]
+    return a
+
+
+def _max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """NaN if either is; else IEEE maximumNumber, -0 below +0."""
+    if a.dtype.kind != "f":
+        return np.maximum(a, b)
+    zeros = (a == b) & np.signbit(a)
+    return np.where(np.isnan(a), a, np.where(np.isnan(b), b, np.where(
+        zeros, b, np.where(b > a, b, a))))
+
+
+def _min(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind != "f":
+        return np.minimum(a, b)
+    zeros = (a == b) & np.signbit(b)
+    return np.where(np.isnan(a), a, np.where(np.isnan(b), b, np.where(
+        zeros, b, np.where(b < a, b, a))))
+
+
+def _wrapping(op: Callable) -> Callable:
+    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return op(a, b)
+    return run
+
+
+COMBINE = {"sum": _wrapping(np.add), "prod": _wrapping(np.multiply), "max": _max,
+           "min": _min}
+
+
+def _beats(a, ia, b, ib, greater: bool) -> np.ndarray:
+    """Whether (b, ib) comes before (a, ia) in argmax's (argmin's) order."""
+    better = b > a if greater else b < a
+    a_nan, b_nan = np.isnan(a), np.isnan(b)
+    return better | (b_nan & ~a_nan) | (((b == a) | (b_nan & a_nan)) & (ib < ia))
+
+
+def _view(x: np.ndarray, axis: int | None) -> tuple[np.ndarray, tuple[int, ...]]:
+    if axis is None:
+        return x.reshape(1, -1, 1), ()
+    axis %= x.ndim
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    return x.reshape(math.prod(x.shape[:axis]), x.shape[axis], -1), shape
+
+
+def reduce(name: str, x: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """sum/prod/max/min of ``x`` over ``axis`` in vyre.lib's order."""
+    v, shape = _view(x, axis)
+    combine = COMBINE[name]
+    for n, m in levels(v.shape[1]):
+        full = n // m
+        acc = v[:, :m].copy()
+        for j in range(1, full):
+            acc = combine(acc, v[:, j * m:(j + 1) * m])
+        tail = n - full * m
+        acc[:, :tail] = combine(acc[:, :tail], v[:, full * m:])
+        v = acc
+    return canonical(v.reshape(shape))
+
+
+def arg(name: str, x: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """argmax/argmin in vyre.lib's order (the index only)."""
+    v, shape = _view(x, axis)
+    greater = name == "argmax"
+    index = np.broadcast_to(np.arange(v.shape[1]).reshape(1, -1, 1), v.shape)
+    for n, m in levels(v.shape[1]):
+        full = n // m
+        acc, at = v[:, :m].copy(), index[:, :m].copy()
+        chunks = [(j * m, m) for j in range(1, full)] + [(full * m, n - full * m)]
+        for start, width in chunks:
+            b, ib = v[:, start:start + width], index[:, start:start + width]
+            take = _beats(acc[:, :width], at[:, :width], b, ib, greater)
+            acc[:, :width] = np.where(take, b, acc[:, :width])
+            at[:, :width] = np.where(take, ib, at[:, :width])
+        v, index = acc, at
+    return index.reshape(shape)
+
+
+def unit_roundoff(dtype: np.dtype) -> float:
+    """u: half the gap between 1 and the next float (2**-24 for float32)."""
+    return float(np.finfo(dtype).eps) / 2
+
+
+def gamma(k: int, dtype: np.dtype) -> float:
+    """gamma_k = k u / (1 - k u): the bound of k roundings (Higham, 2.4)."""
+    ku = k * unit_roundoff(dtype)
+    return math.inf if ku >= 1 else ku / (1 - ku)
+
+
+def chain(n: int) -> int:
+    """K: the most additions on the path from any element to lib.sum's result (the sum of
+    (elements an invocation combines - 1) over the passes)."""
+    return sum(-(-count // m) - 1 for count, m in levels(n))
+
+
+def numpy_chain(n: int, contiguous: bool) -> int:
+    """The same for numpy.sum: pairwise along a contiguous axis (numpy's pairwise_sum,
+    blocks of 128 over 8 accumulators), one after another along any other."""
+    if not contiguous or n < 8:
+        return max(n - 1, 0)
+    if n > 8192:  # (in case numpy buffers: blocks of 8192 added one after another)
+        return -(-n // 8192) - 1 + numpy_chain(8192, True)
+    if n <= 128:
+        return (n // 8 - 1) + 3 + n % 8
+    half = n // 2
+    half -= half % 8
+    return 1 + max(numpy_chain(half, True), numpy_chain(n - half, True))

@@ -1,0 +1,12 @@
+"""vyre.lib: the primitives every kernel author needs, with a defined order of operations.
+
+``from vyre_core import lib``; each function takes the driver first, numpy arrays (or
+arrays of ``Driver.empty``/``asarray``, which cross without a copy) and returns numpy's
+result. The floating-point order of every reduction is written down (docs/lib.md) and the
+same on every backend, so results are the same bytes on each. Written as ``@vyre.kernel``
+passes run as sequences; no concrete backend is imported.
+"""
+
+from vyre_core.lib.reduce import argmax, argmin, dot, max, mean, min, norm, prod, sum
+
+__all__ = ["argmax", "argmin", "dot", "max", "mean", "min", "norm", "prod", "sum"]

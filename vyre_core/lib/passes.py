@@ -1,0 +1,246 @@
+"""The passes of vyre.lib's reductions, as ``@vyre.kernel`` kernels.
+
+Every pass reads an array viewed as ``(outer, n, inner)`` (numpy's order, ``inner``
+contiguous) and leaves ``(outer, m, inner)`` partial results, ``m = ceil(n / FAN_IN)``:
+partial ``i`` of a lane is its elements ``i, i + m, i + 2m, ...`` (below ``n``) combined
+left to right, starting from the first (so ``-0.0`` stays ``-0.0``). One invocation makes
+one partial. Neighbouring invocations read neighbouring elements, so a GPU's loads are
+coalesced and the cpu backend runs the chunk loop once per workgroup over its lanes.
+
+A pass is told ``span = n * inner`` (one outer block, in elements), ``step = m * inner``
+(the stride between the elements one invocation combines, and the outputs per outer
+block) and ``full = n // m`` (the chunks every invocation has; those with ``i < n % m``
+have one more). Its ``dim`` is ``outer * step``; no pass divides per element.
+docs/lib.md writes the order down; tests/lib_model.py is it in numpy.
+"""
+
+from __future__ import annotations
+
+import vyre_core as vyre
+from vyre_core import i32
+
+#: Invocations per workgroup: lanes the cpu backend vectorises, at most wgpu's limit.
+WORKGROUP = 256
+#: The most elements one invocation combines, one after another.
+FAN_IN = 256
+
+
+def levels(n: int) -> list[tuple[int, int]]:
+    """The passes reducing ``n`` elements: (elements in, partials out) for each, until one
+    is left (one pass when ``n`` is 1: it is the element, its NaN made canonical)."""
+    out = []
+    while True:
+        m = -(-n // FAN_IN)
+        out.append((n, m))
+        if m == 1:
+            return out
+        n = m
+
+
+@vyre.func
+def nan_max(a, b):
+    """numpy's maximum: NaN if either is; else IEEE maximumNumber (-0 below +0). Written
+    with comparisons and selects, which vectorise: equal values are the same but for
+    zeros, whose maximum ``a + b`` is (-0 only when both are)."""
+    return a if a > b or a != a else (b if b != a else (a if a != 0 else a + b))
+
+
+@vyre.func
+def nan_min(a, b):
+    """numpy's minimum: NaN if either is; else IEEE minimumNumber. Of two zeros the sign
+    of ``(a * b) * (a + b)`` is (sa xor sb) xor (sa and sb), that is sa or sb: -0 when
+    either is."""
+    return a if a < b or a != a else (b if b != a else (a if a != 0 else (a * b) * (a + b)))
+
+
+@vyre.func
+def beats_max(a, ia, b, ib):
+    """Whether (b, ib) comes before (a, ia) in argmax's order: NaN above every number,
+    then greater values, and of equals (or of NaNs) the lower index: numpy's first."""
+    return b > a or (b != b and a == a) or ((b == a or (b != b and a != a)) and ib < ia)
+
+
+@vyre.func
+def beats_min(a, ia, b, ib):
+    """argmin's order: NaN below every number, then smaller values, then the lower index."""
+    return b < a or (b != b and a == a) or ((b == a or (b != b and a != a)) and ib < ia)
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def sum_pass(x, out, span: i32, step: i32, full: i32):
+    g = vyre.global_id(0)
+    t = g % step
+    base = (g // step) * span + t
+    acc = x[base]
+    for j in range(1, full):
+        acc += x[base + j * step]
+    if t + full * step < span:
+        acc += x[base + full * step]
+    out[g] = acc
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def prod_pass(x, out, span: i32, step: i32, full: i32):
+    g = vyre.global_id(0)
+    t = g % step
+    base = (g // step) * span + t
+    acc = x[base]
+    for j in range(1, full):
+        acc *= x[base + j * step]
+    if t + full * step < span:
+        acc *= x[base + full * step]
+    out[g] = acc
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def max_pass(x, out, span: i32, step: i32, full: i32):
+    g = vyre.global_id(0)
+    t = g % step
+    base = (g // step) * span + t
+    acc = x[base]
+    for j in range(1, full):
+        acc = nan_max(acc, x[base + j * step])
+    if t + full * step < span:
+        acc = nan_max(acc, x[base + full * step])
+    out[g] = acc
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def min_pass(x, out, span: i32, step: i32, full: i32):
+    g = vyre.global_id(0)
+    t = g % step
+    base = (g // step) * span + t
+    acc = x[base]
+    for j in range(1, full):
+        acc = nan_min(acc, x[base + j * step])
+    if t + full * step < span:
+        acc = nan_min(acc, x[base + full * step])
+    out[g] = acc
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def square_sum_pass(x, out, span: i32, step: i32, full: i32):
+    """sum_pass of x[k] * x[k], each product rounded (norm's first pass)."""
+    g = vyre.global_id(0)
+    t = g % step
+    base = (g // step) * span + t
+    acc = x[base] * x[base]
+    for j in range(1, full):
+        v = x[base + j * step]
+        acc += v * v
+    if t + full * step < span:
+        v = x[base + full * step]
+        acc += v * v
+    out[g] = acc
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def dot_pass(x, y, out, span: i32, step: i32, full: i32):
+    """sum_pass of x[k] * y[k], each product rounded (dot's first pass)."""
+    g = vyre.global_id(0)
+    t = g % step
+    base = (g // step) * span + t
+    acc = x[base] * y[base]
+    for j in range(1, full):
+        acc += x[base + j * step] * y[base + j * step]
+    if t + full * step < span:
+        acc += x[base + full * step] * y[base + full * step]
+    out[g] = acc
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def argmax_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
+                 inner: i32):
+    """argmax's first pass: the index of an element is its place along the axis."""
+    g = vyre.global_id(0)
+    t = g % step
+    m = step // inner
+    i = t // inner
+    base = (g // step) * span + t
+    v = x[base]
+    k = i
+    for j in range(1, full):
+        w = x[base + j * step]
+        take = beats_max(v, k, w, i + j * m)
+        v = w if take else v
+        k = i + j * m if take else k
+    if t + full * step < span:
+        w = x[base + full * step]
+        take = beats_max(v, k, w, i + full * m)
+        v = w if take else v
+        k = i + full * m if take else k
+    best[g] = v
+    at[g] = k
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def argmin_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
+                 inner: i32):
+    g = vyre.global_id(0)
+    t = g % step
+    m = step // inner
+    i = t // inner
+    base = (g // step) * span + t
+    v = x[base]
+    k = i
+    for j in range(1, full):
+        w = x[base + j * step]
+        take = beats_min(v, k, w, i + j * m)
+        v = w if take else v
+        k = i + j * m if take else k
+    if t + full * step < span:
+        w = x[base + full * step]
+        take = beats_min(v, k, w, i + full * m)
+        v = w if take else v
+        k = i + full * m if take else k
+    best[g] = v
+    at[g] = k
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def argmax_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], span: i32, step: i32,
+                full: i32):
+    """argmax's later passes: values with the indices the pass before found."""
+    g = vyre.global_id(0)
+    t = g % step
+    base = (g // step) * span + t
+    v = x[base]
+    k = xat[base]
+    for j in range(1, full):
+        w = x[base + j * step]
+        kw = xat[base + j * step]
+        take = beats_max(v, k, w, kw)
+        v = w if take else v
+        k = kw if take else k
+    if t + full * step < span:
+        w = x[base + full * step]
+        kw = xat[base + full * step]
+        take = beats_max(v, k, w, kw)
+        v = w if take else v
+        k = kw if take else k
+    best[g] = v
+    at[g] = k
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def argmin_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], span: i32, step: i32,
+                full: i32):
+    g = vyre.global_id(0)
+    t = g % step
+    base = (g // step) * span + t
+    v = x[base]
+    k = xat[base]
+    for j in range(1, full):
+        w = x[base + j * step]
+        kw = xat[base + j * step]
+        take = beats_min(v, k, w, kw)
+        v = w if take else v
+        k = kw if take else k
+    if t + full * step < span:
+        w = x[base + full * step]
+        kw = xat[base + full * step]
+        take = beats_min(v, k, w, kw)
+        v = w if take else v
+        k = kw if take else k
+    best[g] = v
+    at[g] = k
