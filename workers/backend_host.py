@@ -7,7 +7,6 @@ outputs checked), and every failure of the plugin leaves here as a ``VyreError``
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -87,7 +86,7 @@ class BackendHost:
         self.device: int | None = None  # the device it is pinned to (None: the default)
         self._prepared = False
         self._resident_bytes: dict[int, int] = {}
-        self._plans: OrderedDict[tuple, LaunchPlan] = OrderedDict()
+        self._plans: OrderedDict[tuple, tuple] = OrderedDict()  # _planned's
         self._fitting: OrderedDict[str, None] = OrderedDict()  # sequences within the limits
 
     def _call(self, hook: str, **kwargs: Any) -> Any:
@@ -198,20 +197,30 @@ class BackendHost:
              config: DispatchConfig | None = None) -> LaunchPlan:
         """The launch plan, planned once per (program, input shapes, config) in this
         generation: a repeated dispatch only binds its inputs."""
+        return self._planned(program, inputs, config)[0]
+
+    def _planned(self, program: Program, inputs: Sequence[Any], config: DispatchConfig | None
+                 ) -> tuple[LaunchPlan, tuple[tuple[np.dtype, tuple[int]], ...]]:
+        """``plan``'s plan, and the dtype and shape of each output array of its launch
+        (what ``dispatch_into`` writes into), both kept per (program, input signature,
+        config): a launch that repeats all three is bound by its ``abi.Binder``."""
         config = config or DispatchConfig()
-        shapes = tuple((a.dtype.str, a.shape) if isinstance(a, np.ndarray) else None
-                       for a in inputs)
-        key = (program.fingerprint(), shapes, config) if None not in shapes else None
+        signature = abi.input_signature(inputs)
+        key = None if signature is None else (program.fingerprint(), signature, config)
         cached = self._plans.get(key) if key is not None else None
         if cached is None:
             plan = plan_launch(program, inputs, config, self.capabilities(), self._id)
+            out = tuple((b.dtype.storage_np, (plan.lengths[b.name],))
+                        for b in plan.program.outputs)
             if key is not None:
-                self._plans[key] = plan
+                self._plans[key] = (plan, abi.Binder(plan.program, inputs), out)
                 if len(self._plans) > PLAN_CACHE:
                     self._plans.popitem(last=False)
-            return plan
+            return plan, out
         self._plans.move_to_end(key)
-        return dataclasses.replace(cached, inputs=abi.bind_inputs(cached.program, inputs))
+        planned, binder, out = cached
+        return LaunchPlan(planned.program, binder.bind(inputs), planned.lengths, planned.grid,
+                          planned.config), out
 
     def _run_hook(self, program: Program, inputs: list[np.ndarray],
                   config: DispatchConfig) -> list[Any] | TimedDispatch:
@@ -228,21 +237,23 @@ class BackendHost:
                       config: DispatchConfig | None = None) -> Timing | None:
         """Dispatch writing into caller-owned arrays (one per output, exact dtype/length);
         returns the timing when profiling."""
-        plan = self.plan(program, inputs, config)
-        for b, out in zip(plan.program.outputs, outputs, strict=True):
-            if out.dtype != b.dtype.storage_np or out.shape != (plan.lengths[b.name],) \
-                    or not out.flags.writeable:
-                raise DispatchError(
-                    f"output array for {b.name!r} is {out.dtype}{out.shape}, needs a writable "
-                    f"{b.dtype.storage_np}({plan.lengths[b.name]},)",
-                    "Preallocate each output with np.empty(length, dtype).")
+        plan, out = self._planned(program, inputs, config)
+        if [(a.dtype, a.shape) for a in outputs] != list(out) \
+                or not all(a.flags.writeable for a in outputs):
+            for b, a in zip(plan.program.outputs, outputs, strict=True):
+                if a.dtype != b.dtype.storage_np or a.shape != (plan.lengths[b.name],) \
+                        or not a.flags.writeable:
+                    raise DispatchError(
+                        f"output array for {b.name!r} is {a.dtype}{a.shape}, needs a "
+                        f"writable {b.dtype.storage_np}({plan.lengths[b.name]},)",
+                        "Preallocate each output with np.empty(length, dtype).")
         if plan.config.fixpoint_iterations == 1 and not plan.config.profile:
             self._call("vyre_dispatch_into", program=plan.program,
                        inputs=_read_only(plan.inputs), config=plan.config, outputs=list(outputs))
             return None
         result = run_launch(plan, self._run_hook, self._id)
-        for target, out in zip(outputs, result, strict=True):
-            np.copyto(target, out)
+        for target, found in zip(outputs, result, strict=True):
+            np.copyto(target, found)
         return result.timing
 
     def dispatch_async(self, program: Program, inputs: Sequence[Any],
@@ -274,22 +285,23 @@ class BackendHost:
             except Exception as exc:
                 raise as_vyre_error(exc, f"backend {self._id!r} pipeline dispatch") from exc
 
-        last: list[Any] = [(None, None, None)]  # the last launch's (config, shapes, plan)
+        # the last launch's (config, input signature, plan, binder)
+        last: list[Any] = [(None, None, None, None)]
 
         def run(inputs: Sequence[Any], cfg: DispatchConfig) -> Outputs:
-            """A launch planned once per config and input shapes (a caller's launches
+            """A launch planned once per config and input signature (a caller's launches
             mostly repeat both, and the worker decodes a repeated config to the same
-            object): a repeated one only binds its inputs."""
-            shapes = [(a.dtype.str, a.shape) if isinstance(a, np.ndarray) else None
-                      for a in inputs]
-            seen, seen_shapes, planned = last[0]  # (one read: threads may share it)
-            if cfg is seen and shapes == seen_shapes and None not in shapes:
-                plan = LaunchPlan(planned.program, abi.bind_inputs(planned.program, inputs),
-                                  planned.lengths, planned.grid, planned.config)
+            object): a repeated one is only bound (``abi.Binder``)."""
+            signature = abi.input_signature(inputs)
+            seen, seen_signature, planned, binder = last[0]  # (one read: threads share it)
+            if cfg is seen and signature == seen_signature and signature is not None:
+                plan = LaunchPlan(planned.program, binder.bind(inputs), planned.lengths,
+                                  planned.grid, planned.config)
             else:
                 plan = plan_launch(program, inputs, cfg.replace(workgroup_override=None),
                                    self.capabilities(), self._id)
-                last[0] = (cfg, shapes, plan)
+                if signature is not None:
+                    last[0] = (cfg, signature, plan, abi.Binder(plan.program, inputs))
             return run_launch(plan, runner, self._id)
 
         key = pipeline_cache_key(program, compile_config, self._id, self.version())
