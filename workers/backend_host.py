@@ -62,6 +62,9 @@ from vyre_core.sequence import Sequence as StepSequence
 _CAPABILITY_FIELDS = {f.name for f in fields(Capabilities)}
 #: Launch plans a host keeps (the most recently used).
 PLAN_CACHE = 256
+#: Of those, the ones found by the identity of their program and config (emptied when
+#: full; each entry holds both objects, so an id is never another object's).
+RECENT_PLANS = 64
 
 
 def _read_only(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -87,6 +90,9 @@ class BackendHost:
         self._prepared = False
         self._resident_bytes: dict[int, int] = {}
         self._plans: OrderedDict[tuple, tuple] = OrderedDict()  # _planned's
+        # the same plans by the identity of their program and config objects (a worker
+        # decodes a repeated one to the same objects), found without hashing either
+        self._recent: dict[tuple[int, int], tuple] = {}
         self._fitting: OrderedDict[str, None] = OrderedDict()  # sequences within the limits
 
     def _call(self, hook: str, **kwargs: Any) -> Any:
@@ -167,6 +173,7 @@ class BackendHost:
         self.serve_as(self.generation + 1 if generation is None else generation)
         self._caps = None
         self._plans.clear()  # planned against the old capabilities
+        self._recent.clear()
         self._fitting.clear()
 
     # -- capabilities --------------------------------------------------------------------
@@ -206,18 +213,26 @@ class BackendHost:
         config): a launch that repeats all three is bound by its ``abi.Binder``."""
         config = config or DispatchConfig()
         signature = abi.input_signature(inputs)
-        key = None if signature is None else (program.fingerprint(), signature, config)
-        cached = self._plans.get(key) if key is not None else None
-        if cached is None:
-            plan = plan_launch(program, inputs, config, self.capabilities(), self._id)
-            out = tuple((b.dtype.storage_np, (plan.lengths[b.name],))
-                        for b in plan.program.outputs)
-            if key is not None:
-                self._plans[key] = (plan, abi.Binder(plan.program, inputs), out)
-                if len(self._plans) > PLAN_CACHE:
-                    self._plans.popitem(last=False)
-            return plan, out
-        self._plans.move_to_end(key)
+        recent = self._recent.get((id(program), id(config)))
+        if recent is not None and recent[0] is program and recent[1] is config \
+                and recent[2] == signature:  # (the worker's repeated program and config)
+            cached = recent[3]
+        else:
+            key = None if signature is None else (program.fingerprint(), signature, config)
+            cached = self._plans.get(key) if key is not None else None
+            if cached is None:
+                plan = plan_launch(program, inputs, config, self.capabilities(), self._id)
+                out = tuple((b.dtype.storage_np, (plan.lengths[b.name],))
+                            for b in plan.program.outputs)
+                if key is not None:
+                    self._plans[key] = (plan, abi.Binder(plan.program, inputs), out)
+                    if len(self._plans) > PLAN_CACHE:
+                        self._plans.popitem(last=False)
+                return plan, out
+            self._plans.move_to_end(key)
+            if len(self._recent) >= RECENT_PLANS:
+                self._recent.clear()
+            self._recent[id(program), id(config)] = (program, config, signature, cached)
         planned, binder, out = cached
         return LaunchPlan(planned.program, binder.bind(inputs), planned.lengths, planned.grid,
                           planned.config), out
