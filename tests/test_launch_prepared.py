@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 import vyre_cpu.backend
+from counting_backend import CountingBackend
 
 import vyre_reference
 import vyre_reference.backend
@@ -172,3 +173,32 @@ def test_a_config_made_again_is_not_checked_again_and_a_bad_one_always_is(monkey
         dict(zero.constants)["k"])  # (constants: checked and kept every time)
     grid = DispatchConfig(grid_override=[4, 2])  # (a list: checked, made a tuple)
     assert grid.grid_override == (4, 2, 1) and DispatchConfig(grid_override=(4, 2)) == grid
+
+
+class Recovering(CountingBackend):
+    """The reference behind the contract, with a device that recovers."""
+
+    def vyre_try_recover(self) -> None:
+        pass
+
+
+@pytest.mark.fast
+def test_a_launch_found_by_its_objects_is_planned_again_after_a_recovery(monkeypatch):
+    import vyre_workers.backend_host as backend_host
+
+    planned = []
+    plan_launch = backend_host.plan_launch
+    monkeypatch.setattr(backend_host, "plan_launch",
+                        lambda *a: planned.append(a[1]) or plan_launch(*a))
+    host = BackendHost(Recovering(), "counting", 1)
+    host.prepare()
+    program, config_, data = mix(), DispatchConfig(dim=64), inputs(3)
+    want = vyre_reference.run(program, data)[0].tobytes()
+    for _ in range(3):  # (the third found by the identity of its program and config)
+        assert host.dispatch(program, data, config_)[0].tobytes() == want
+    assert len(planned) == 1
+    with pytest.raises(InvalidInputError, match="declared count"):  # (another signature)
+        host.dispatch(program, [*data[:2], np.zeros(5, np.uint32)], config_)
+    host.try_recover()
+    assert host.dispatch(program, data, config_)[0].tobytes() == want
+    assert len(planned) == 3  # (the refusal, and once again after the recovery)
