@@ -140,6 +140,14 @@ class DispatchConfig:
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _FIELDS}
 
+    def to_wire(self) -> dict[str, Any]:
+        """The fields that differ from their defaults (``from_dict`` gives the rest their
+        defaults): what a request carries, so a worker decodes and keys a launch's config
+        in a fraction of the time of all 14."""
+        return {name: value for name, value in self.__dict__.items()
+                if name in _DEFAULTS and (value != _DEFAULTS[name]
+                                          or type(value) is not type(_DEFAULTS[name]))}
+
     def evolve(self, **checked: Any) -> DispatchConfig:
         """A copy with ``checked`` changes that are valid by construction (e.g. a grid the
         launch planner normalised); skips re-validation on the dispatch hot path."""
