@@ -168,6 +168,20 @@ def test_dict_round_trip(cfg):
     assert DispatchConfig.from_dict(over_the_wire) == cfg
 
 
+@pytest.mark.parametrize("cfg", [DispatchConfig(), FULL, DispatchConfig(dim=(403, 7)),
+                                 DispatchConfig(constants={"k": -0.0}, fuse=True),
+                                 DispatchConfig(timeout=1, tuned=True)],
+                         ids=["default", "full", "dim", "constants", "int-timeout"])
+def test_the_wire_form_carries_what_differs_from_the_defaults_and_gives_it_back(cfg):
+    wire = cfg.to_wire()
+    assert set(wire) == {name for name, value in cfg.to_dict().items()
+                         if value != getattr(DispatchConfig(), name)}
+    over_the_wire = msgpack.unpackb(msgpack.packb(wire), raw=False)
+    again = DispatchConfig.from_dict(over_the_wire)
+    assert again == cfg and msgpack.packb(again.to_wire()) == msgpack.packb(wire)
+    assert len(msgpack.packb(wire)) <= len(msgpack.packb(cfg.to_dict()))
+
+
 def test_to_dict_names_every_field():
     assert set(FULL.to_dict()) == {f.name for f in dataclasses.fields(DispatchConfig)}
 

@@ -153,7 +153,33 @@ def test_the_end_of_the_stream_between_messages_is_an_end(lane):
     framing.send(ours, [b"last"])
     ours.close()
     assert as_bytes(wait_for(reader, 1)[0]) == [b"last"]
-    assert reader.ended and reader.fill() and reader.messages() == []
+    # (the read that took the message took all there was: the end is the next read's)
+    assert reader.fill() and reader.ended and reader.messages() == []
+
+
+class CountingSocket:
+    """A socket whose reads are counted."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.reads = 0
+
+    def recv(self, n: int) -> bytes:
+        self.reads += 1
+        return self.sock.recv(n)
+
+
+def test_a_read_that_took_all_there_was_is_not_followed_by_one_that_finds_nothing(lane):
+    """A worker reads each request, and the pool each reply: a second read, which finds
+    nothing, cost a system call and an exception every time. Fails on main before this
+    commit (two reads)."""
+    ours, theirs, _ = lane
+    counted = CountingSocket(theirs)
+    reader = framing.StreamReader(counted, MAX_FRAMES, MAX_BYTES)  # type: ignore[arg-type]
+    framing.send(ours, [b"header", np.arange(16, dtype=np.uint32)])
+    framing.send(ours, [b"second"])
+    assert wait_for(reader, 2) and counted.reads == 1
+    assert reader.messages() == [] and counted.reads == 2  # (asked again: it looks again)
 
 
 def test_the_end_of_the_stream_inside_a_message_breaks_it(lane):

@@ -49,7 +49,7 @@ def test_a_repeated_launch_is_planned_once(counted: list[int]) -> None:
     assert len(counted) == 1
     assert again[1] is first[1] and again[0] == first[0]
     assert first[0].grid == (2, 1, 1) and first[2] == [(np.dtype(np.float32), 100)]
-    assert first[1]["grid_override"] == (2, 1, 1) and first[1]["dim"] is None
+    assert first[1]["grid_override"] == (2, 1, 1) and first[1].get("dim") is None
 
 
 def test_other_shapes_a_config_or_a_program_are_planned_again(counted: list[int]) -> None:

@@ -79,6 +79,45 @@ def bind_inputs(program, inputs: Sequence[Any]) -> list[np.ndarray]:
     return [coerce_input(b, data) for b, data in zip(expected, inputs, strict=True)]
 
 
+def input_signature(inputs: Any) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+    """The dtype and shape of each of ``inputs`` when it is a list or tuple of numpy
+    arrays (what a ``Binder`` is made for, and the key it is kept under), else None."""
+    if not isinstance(inputs, list | tuple):
+        return None
+    signature = []
+    for a in inputs:
+        if not isinstance(a, np.ndarray):
+            return None
+        signature.append((a.dtype.str, a.shape))
+    return tuple(signature)
+
+
+class Binder:
+    """``bind_inputs`` for inputs of one ``input_signature``, worked out once from inputs
+    that ``bind_inputs`` accepted: every check that depends only on their dtypes and
+    shapes (count, dtype, lengths) held for those and holds for any inputs of the same
+    signature, so ``bind`` only does what each call's arrays need (whether each is a live
+    shared array, its flat view); an input its buffer pads or converts is coerced in
+    full."""
+
+    def __init__(self, program, inputs: Sequence[np.ndarray]) -> None:
+        self._steps = tuple(
+            (b, f"input {b.name!r}", isinstance(a, np.ndarray)
+             and a.dtype == b.dtype.storage_np and (b.count is None or a.size == b.count))
+            for b, a in zip(program.inputs, inputs, strict=True))
+
+    def bind(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """``bind_inputs(program, inputs)`` for ``inputs`` of this binder's signature."""
+        bound = []
+        for (buffer, name, plain), data in zip(self._steps, inputs, strict=True):
+            if plain:
+                shared_arrays.check(data, name)
+                bound.append(data.reshape(-1))
+            else:
+                bound.append(coerce_input(buffer, data))
+        return bound
+
+
 def check_outputs(program, outputs: Sequence[Any], lengths: dict[str, int],
                   backend: str) -> list[np.ndarray]:
     """A backend's outputs as arrays of the right dtype and length, or a DispatchError."""

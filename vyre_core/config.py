@@ -67,6 +67,25 @@ class DispatchConfig:
     fuse: bool = False   # a sequence runs with its fusable steps fused (Sequence.fused)
 
     def __post_init__(self) -> None:
+        key = _plain_key(self.__dict__)
+        known = _VALIDATED.get(key) if key is not None else None
+        if known is None:
+            self._validate()
+            if key is not None:
+                if len(_VALIDATED) >= VALIDATED_LIMIT:
+                    _VALIDATED.clear()  # (many configs, made once each: start again)
+                _VALIDATED[key] = (self.workgroup_override, self.grid_override, self.dim)
+        else:  # (the same values, of the same types, passed every check before)
+            object.__setattr__(self, "workgroup_override", known[0])
+            object.__setattr__(self, "grid_override", known[1])
+            object.__setattr__(self, "dim", known[2])
+        for name, deprecation in deprecations.of_kind("config").items():
+            if getattr(self, name) != _DEFAULTS[name]:
+                deprecations.enforce(deprecation, "DispatchConfig", InvalidConfigError)
+
+    def _validate(self) -> None:
+        """Every field checked (a bad one refused with its Fix), and the axes and the
+        constants in their one form."""
         object.__setattr__(self, "workgroup_override",
                            _axes("workgroup_override", self.workgroup_override))
         object.__setattr__(self, "grid_override", _axes("grid_override", self.grid_override))
@@ -107,9 +126,6 @@ class DispatchConfig:
                  "Pass fuse=True to fuse a sequence's fusable steps, else leave it out.")
         if not (isinstance(self.constants, tuple) and not self.constants):
             object.__setattr__(self, "constants", canonical_values(self.constants))
-        for name, deprecation in deprecations.of_kind("config").items():
-            if getattr(self, name) != _DEFAULTS[name]:
-                deprecations.enforce(deprecation, "DispatchConfig", InvalidConfigError)
 
     def replace(self, **changes: Any) -> DispatchConfig:
         """A copy with ``changes`` applied (and checked)."""
@@ -125,6 +141,14 @@ class DispatchConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _FIELDS}
+
+    def to_wire(self) -> dict[str, Any]:
+        """The fields that differ from their defaults (``from_dict`` gives the rest their
+        defaults): what a request carries, so a worker decodes and keys a launch's config
+        in a fraction of the time of all 14."""
+        return {name: value for name, value in self.__dict__.items()
+                if name in _DEFAULTS and (value != _DEFAULTS[name]
+                                          or type(value) is not type(_DEFAULTS[name]))}
 
     def evolve(self, **checked: Any) -> DispatchConfig:
         """A copy with ``checked`` changes that are valid by construction (e.g. a grid the
@@ -160,6 +184,32 @@ def _check_dim_alone(dim: tuple[int, ...] | None, config: DispatchConfig) -> Non
              "answers to how many invocations run",
              "Pass only dim= (invocations per axis); grid_override counts workgroups "
              "and dispatch_elements is dim's 1-D form.")
+
+
+#: The values of configs made and checked so far (``_plain_key``), with the axes each
+#: normalised to: a config made again of the same values (a launch's, on every call)
+#: takes those instead of passing the same checks again. Emptied when full.
+_VALIDATED: dict[tuple, tuple] = {}
+VALIDATED_LIMIT = 256
+#: The types whose equal values (of the same type) pass or fail every check alike (a
+#: tuple's items: ints).
+_PLAIN = frozenset({type(None), bool, int, float, str, tuple})
+_INT = frozenset({int})
+
+
+def _plain_key(fields: dict[str, Any]) -> tuple | None:
+    """A config's field values with the type of each, when every one is of a plain type
+    (the axes tuples of ints, the constants none): two configs of equal keys pass or fail
+    every check alike. None otherwise (a list, an array, numpy integers, constants: such
+    a config is checked every time)."""
+    values = tuple(fields.values())
+    kinds = tuple(map(type, values))
+    if not _PLAIN.issuperset(kinds) or fields["constants"] != ():
+        return None
+    for axes in (fields["workgroup_override"], fields["grid_override"], fields["dim"]):
+        if type(axes) is tuple and not _INT.issuperset(map(type, axes)):
+            return None
+    return values, kinds
 
 
 def _encodable(text: str) -> bool:

@@ -394,7 +394,7 @@ def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
                                    f"max_output_bytes={config.max_output_bytes}",
                                    "Return fewer buffers, or raise max_output_bytes.")
     meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
-            "config": config.to_dict(), "label": config.label, "resident": handles}
+            "config": config.to_wire(), "label": config.label, "resident": handles}
     return Request(Op.SEQUENCE, meta, bound, deadline=_deadline(config.timeout),
                    timeout=config.timeout, retries=0 if handles else config.retries,
                    slot=slot, generation=generation, outputs=shapes)
@@ -916,7 +916,7 @@ class Driver:
         source, program = program, effective_program(_checked_program(program), config)
         weighed = _weighed(source, config)  # (its launch, when its grid is known already)
         config = config.replace(workgroup_override=None, constants=())
-        meta = {"program": program.to_wire(), "config": config.to_dict()}
+        meta = {"program": program.to_wire(), "config": config.to_wire()}
         deadline = _deadline(timeout)
 
         def request(pool: Pool) -> Request:
@@ -938,7 +938,7 @@ class Driver:
             seen, seen_shapes, wire, outputs = last[0]  # (one read: threads share handles)
             if cfg is not seen or shapes != seen_shapes:  # (a repeated launch: checked once)
                 _, sent = launch_of(program, cfg, bound)  # (checked here, as dispatch)
-                wire, outputs = sent.to_dict(), abi.output_shapes(program, bound)
+                wire, outputs = sent.to_wire(), abi.output_shapes(program, bound)
                 last[0] = (cfg, shapes, wire, outputs)
             reply, arrays = pool.call(Request(
                 Op.PIPELINE_DISPATCH, {"pipeline": pipeline_id, "config": wire,
@@ -1063,7 +1063,7 @@ class Driver:
                            config.timeout)
         meta, _ = first._call(Op.DISPATCH_RESIDENT, {
             "fp": program.check().fingerprint(), "program": program.to_wire(),
-            "config": config.to_dict(),
+            "config": config.to_wire(),
             "handles": [b.handle for b in buffers], "label": config.label},
             timeout=config.timeout)
         return Timing(meta["wall_ns"], meta.get("device_ns"), config.label)
@@ -1157,7 +1157,7 @@ class Driver:
         if config.fuse:
             sequence = sequence.fused()
         meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
-                "config": config.to_dict()}
+                "config": config.to_wire()}
         deadline = _deadline(timeout)
 
         def request(pool: Pool) -> Request:

@@ -128,6 +128,7 @@ class StreamReader:
         self._dropped: Dropped | None = None
         self._ready: list[list[Any] | Dropped] = []
         self.ended = False            # the peer closed its end
+        self._chunked = False
 
     def fill(self, budget: int | None = None) -> bool:
         """Receive what has arrived, without waiting (and, given a ``budget``, once about
@@ -149,9 +150,13 @@ class StreamReader:
                 self.ended = True
                 if self._lengths is not None or self._pending:
                     raise BrokenStream("the stream ended in the middle of a message")
+            elif got < CHUNK and self._chunked:  # (all there was: a read now would find
+                break  # nothing, at the cost of a system call and an exception; the
+                # caller polls before it reads again)
         return bool(self._ready) or self.ended
 
     def _receive(self) -> int:
+        self._chunked = False  # (whether this read asked for a whole chunk)
         if self._skip:
             got = self._sock.recv_into(_scratch(), min(self._skip, CHUNK))
             self._skip -= got
@@ -167,6 +172,7 @@ class StreamReader:
         else:
             chunk = self._sock.recv(CHUNK)
             got = len(chunk)
+            self._chunked = True
             if got:
                 self._pending = self._pending + chunk if self._pending else chunk
                 self._parse()

@@ -189,7 +189,7 @@ class PlannedLaunches:
         if entry is not None and entry[0] is program:  # (the id of a program still held)
             return entry[1:]  # type: ignore[return-value]
         launch, sent = launch_of(program, config, bound)
-        planned = (launch, sent.to_dict(), abi.output_shapes(program, bound))
+        planned = (launch, sent.to_wire(), abi.output_shapes(program, bound))
         if key is not None:
             if len(self._entries) >= self.SIZE:
                 self._entries.clear()
@@ -222,8 +222,12 @@ def run_launch(plan: LaunchPlan, runner: Runner, backend: str) -> Outputs:
     inputs = plan.inputs
     wall = device = 0
     device_known = True
-    rw = [i for i, b in enumerate(plan.program.inputs) if b.access is Access.READ_WRITE]
-    rw_out = [i for i, b in enumerate(plan.program.outputs) if b.access is Access.READ_WRITE]
+    rw: list[int] = []  # (what feeds back: a fixpoint's read_write buffers)
+    rw_out: list[int] = []
+    if plan.config.fixpoint_iterations > 1:
+        rw = [i for i, b in enumerate(plan.program.inputs) if b.access is Access.READ_WRITE]
+        rw_out = [i for i, b in enumerate(plan.program.outputs)
+                  if b.access is Access.READ_WRITE]
     for _ in range(plan.config.fixpoint_iterations):
         cancel.check()  # (between passes: a safe point to stop a cancelled call)
         start = wall_clock_ns()

@@ -7,7 +7,6 @@ outputs checked), and every failure of the plugin leaves here as a ``VyreError``
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -63,6 +62,9 @@ from vyre_core.sequence import Sequence as StepSequence
 _CAPABILITY_FIELDS = {f.name for f in fields(Capabilities)}
 #: Launch plans a host keeps (the most recently used).
 PLAN_CACHE = 256
+#: Of those, the ones found by the identity of their program and config (emptied when
+#: full; each entry holds both objects, so an id is never another object's).
+RECENT_PLANS = 64
 
 
 def _read_only(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -87,7 +89,10 @@ class BackendHost:
         self.device: int | None = None  # the device it is pinned to (None: the default)
         self._prepared = False
         self._resident_bytes: dict[int, int] = {}
-        self._plans: OrderedDict[tuple, LaunchPlan] = OrderedDict()
+        self._plans: OrderedDict[tuple, tuple] = OrderedDict()  # _planned's
+        # the same plans by the identity of their program and config objects (a worker
+        # decodes a repeated one to the same objects), found without hashing either
+        self._recent: dict[tuple[int, int], tuple] = {}
         self._fitting: OrderedDict[str, None] = OrderedDict()  # sequences within the limits
 
     def _call(self, hook: str, **kwargs: Any) -> Any:
@@ -168,6 +173,7 @@ class BackendHost:
         self.serve_as(self.generation + 1 if generation is None else generation)
         self._caps = None
         self._plans.clear()  # planned against the old capabilities
+        self._recent.clear()
         self._fitting.clear()
 
     # -- capabilities --------------------------------------------------------------------
@@ -198,20 +204,38 @@ class BackendHost:
              config: DispatchConfig | None = None) -> LaunchPlan:
         """The launch plan, planned once per (program, input shapes, config) in this
         generation: a repeated dispatch only binds its inputs."""
+        return self._planned(program, inputs, config)[0]
+
+    def _planned(self, program: Program, inputs: Sequence[Any], config: DispatchConfig | None
+                 ) -> tuple[LaunchPlan, tuple[tuple[np.dtype, tuple[int]], ...]]:
+        """``plan``'s plan, and the dtype and shape of each output array of its launch
+        (what ``dispatch_into`` writes into), both kept per (program, input signature,
+        config): a launch that repeats all three is bound by its ``abi.Binder``."""
         config = config or DispatchConfig()
-        shapes = tuple((a.dtype.str, a.shape) if isinstance(a, np.ndarray) else None
-                       for a in inputs)
-        key = (program.fingerprint(), shapes, config) if None not in shapes else None
-        cached = self._plans.get(key) if key is not None else None
-        if cached is None:
-            plan = plan_launch(program, inputs, config, self.capabilities(), self._id)
-            if key is not None:
-                self._plans[key] = plan
-                if len(self._plans) > PLAN_CACHE:
-                    self._plans.popitem(last=False)
-            return plan
-        self._plans.move_to_end(key)
-        return dataclasses.replace(cached, inputs=abi.bind_inputs(cached.program, inputs))
+        signature = abi.input_signature(inputs)
+        recent = self._recent.get((id(program), id(config)))
+        if recent is not None and recent[0] is program and recent[1] is config \
+                and recent[2] == signature:  # (the worker's repeated program and config)
+            cached = recent[3]
+        else:
+            key = None if signature is None else (program.fingerprint(), signature, config)
+            cached = self._plans.get(key) if key is not None else None
+            if cached is None:
+                plan = plan_launch(program, inputs, config, self.capabilities(), self._id)
+                out = tuple((b.dtype.storage_np, (plan.lengths[b.name],))
+                            for b in plan.program.outputs)
+                if key is not None:
+                    self._plans[key] = (plan, abi.Binder(plan.program, inputs), out)
+                    if len(self._plans) > PLAN_CACHE:
+                        self._plans.popitem(last=False)
+                return plan, out
+            self._plans.move_to_end(key)
+            if len(self._recent) >= RECENT_PLANS:
+                self._recent.clear()
+            self._recent[id(program), id(config)] = (program, config, signature, cached)
+        planned, binder, out = cached
+        return LaunchPlan(planned.program, binder.bind(inputs), planned.lengths, planned.grid,
+                          planned.config), out
 
     def _run_hook(self, program: Program, inputs: list[np.ndarray],
                   config: DispatchConfig) -> list[Any] | TimedDispatch:
@@ -228,21 +252,23 @@ class BackendHost:
                       config: DispatchConfig | None = None) -> Timing | None:
         """Dispatch writing into caller-owned arrays (one per output, exact dtype/length);
         returns the timing when profiling."""
-        plan = self.plan(program, inputs, config)
-        for b, out in zip(plan.program.outputs, outputs, strict=True):
-            if out.dtype != b.dtype.storage_np or out.shape != (plan.lengths[b.name],) \
-                    or not out.flags.writeable:
-                raise DispatchError(
-                    f"output array for {b.name!r} is {out.dtype}{out.shape}, needs a writable "
-                    f"{b.dtype.storage_np}({plan.lengths[b.name]},)",
-                    "Preallocate each output with np.empty(length, dtype).")
+        plan, out = self._planned(program, inputs, config)
+        if [(a.dtype, a.shape) for a in outputs] != list(out) \
+                or not all(a.flags.writeable for a in outputs):
+            for b, a in zip(plan.program.outputs, outputs, strict=True):
+                if a.dtype != b.dtype.storage_np or a.shape != (plan.lengths[b.name],) \
+                        or not a.flags.writeable:
+                    raise DispatchError(
+                        f"output array for {b.name!r} is {a.dtype}{a.shape}, needs a "
+                        f"writable {b.dtype.storage_np}({plan.lengths[b.name]},)",
+                        "Preallocate each output with np.empty(length, dtype).")
         if plan.config.fixpoint_iterations == 1 and not plan.config.profile:
             self._call("vyre_dispatch_into", program=plan.program,
                        inputs=_read_only(plan.inputs), config=plan.config, outputs=list(outputs))
             return None
         result = run_launch(plan, self._run_hook, self._id)
-        for target, out in zip(outputs, result, strict=True):
-            np.copyto(target, out)
+        for target, found in zip(outputs, result, strict=True):
+            np.copyto(target, found)
         return result.timing
 
     def dispatch_async(self, program: Program, inputs: Sequence[Any],
@@ -274,22 +300,23 @@ class BackendHost:
             except Exception as exc:
                 raise as_vyre_error(exc, f"backend {self._id!r} pipeline dispatch") from exc
 
-        last: list[Any] = [(None, None, None)]  # the last launch's (config, shapes, plan)
+        # the last launch's (config, input signature, plan, binder)
+        last: list[Any] = [(None, None, None, None)]
 
         def run(inputs: Sequence[Any], cfg: DispatchConfig) -> Outputs:
-            """A launch planned once per config and input shapes (a caller's launches
+            """A launch planned once per config and input signature (a caller's launches
             mostly repeat both, and the worker decodes a repeated config to the same
-            object): a repeated one only binds its inputs."""
-            shapes = [(a.dtype.str, a.shape) if isinstance(a, np.ndarray) else None
-                      for a in inputs]
-            seen, seen_shapes, planned = last[0]  # (one read: threads may share it)
-            if cfg is seen and shapes == seen_shapes and None not in shapes:
-                plan = LaunchPlan(planned.program, abi.bind_inputs(planned.program, inputs),
-                                  planned.lengths, planned.grid, planned.config)
+            object): a repeated one is only bound (``abi.Binder``)."""
+            signature = abi.input_signature(inputs)
+            seen, seen_signature, planned, binder = last[0]  # (one read: threads share it)
+            if cfg is seen and signature == seen_signature and signature is not None:
+                plan = LaunchPlan(planned.program, binder.bind(inputs), planned.lengths,
+                                  planned.grid, planned.config)
             else:
                 plan = plan_launch(program, inputs, cfg.replace(workgroup_override=None),
                                    self.capabilities(), self._id)
-                last[0] = (cfg, shapes, plan)
+                if signature is not None:
+                    last[0] = (cfg, signature, plan, abi.Binder(plan.program, inputs))
             return run_launch(plan, runner, self._id)
 
         key = pipeline_cache_key(program, compile_config, self._id, self.version())

@@ -310,7 +310,7 @@ def _int(meta: dict[str, Any], key: str) -> int:
 def _config(meta: dict[str, Any]) -> DispatchConfig:
     raw = meta.get("config", {})
     if not isinstance(raw, dict):
-        raise ProtocolError("request config must be a map", "Send DispatchConfig.to_dict().")
+        raise ProtocolError("request config must be a map", "Send DispatchConfig.to_wire().")
     try:  # its bytes are the exact key: -0.0 is not 0.0, True is not 1, NaN keeps its bits
         key = msgpack.packb(raw, use_bin_type=True)
     except (TypeError, ValueError, OverflowError):  # not a config we could have sent

@@ -86,7 +86,11 @@ class WorkerServer:
                 reply = self.handle(frames)
                 if reply is not None and not self._send(reply):
                     return
-            spinning.start(time.perf_counter())
+            now = time.perf_counter()
+            spinning.start(now)
+            if not spinning.on(now) and not self.stopping:
+                poller.poll(wake_ms)  # (the lane was read to its end: a read now finds
+                # nothing, and costs a system call and an exception, before the same poll)
 
     def _send(self, reply: Message) -> bool:
         """Send ``reply`` whole on the lane; False when the parent's end is gone."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import pluggy
@@ -80,11 +81,19 @@ class LoadedBackend:
         self.pm.register(self.defaults, "vyre-defaults")
         self._callers = {name: self._winner(name) for name in HOOK_NAMES}
 
-    def _winner(self, hook: str):
+    def _winner(self, hook: str) -> Callable[..., Any]:
+        """What ``call`` runs for ``hook``: the backend's implementation, else the
+        default's, called directly where it alone answers a firstresult hook (pluggy's
+        dispatch would add only its cost, and a worker calls hooks on every launch)."""
         caller = getattr(self.pm.hook, hook)
         if self.implements(hook):
-            return self.pm.subset_hook_caller(hook, remove_plugins=[self.defaults])
-        return caller
+            caller = self.pm.subset_hook_caller(hook, remove_plugins=[self.defaults])
+        impls = caller.get_hookimpls()
+        if len(impls) != 1 or impls[0].hookwrapper or impls[0].wrapper \
+                or not (caller.spec and caller.spec.opts.get("firstresult")):
+            return caller
+        function, names = impls[0].function, impls[0].argnames
+        return lambda **kwargs: function(*[kwargs[name] for name in names])
 
     def implements(self, hook: str) -> bool:
         """Whether the backend itself (not the defaults) implements ``hook``."""

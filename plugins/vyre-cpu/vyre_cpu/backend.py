@@ -258,6 +258,7 @@ class Pipeline:
         self.program = program  # (as it runs: nothing else of the config changes its code)
         self.compiled = compiled(program, config.grid_override, _threads())
         self.compile_seconds = self.compiled.seconds
+        self._f16 = any(b[3] == np.float16 for b in self.compiled.layout.buffers)
 
     def dispatch(self, inputs: list[np.ndarray], config: Any,
                  into: list[np.ndarray] | None = None) -> list[np.ndarray]:
@@ -282,8 +283,10 @@ class Pipeline:
                     if array is not given:
                         np.copyto(array, given)
             else:
-                array = np.asarray(inputs[source], dtype=dtype).view()
-                array.flags.writeable = False  # (the kernel's signature: read-only inputs)
+                array = inputs[source]
+                if array.flags.writeable or array.dtype != dtype:  # (the host's views are
+                    array = np.asarray(array, dtype=dtype).view()  # read-only already)
+                    array.flags.writeable = False  # (the kernel's signature: read-only)
             arrays.append(array)
         gx, gy, gz = config.grid_override
         threads = _threads()
@@ -293,7 +296,7 @@ class Pipeline:
             kernel = self.compiled.kernel
         else:
             _use_threads(threads)
-        kernel(gx, gy, gz, cancel.words(), *(_words(a) for a in arrays))
+        kernel(gx, gy, gz, cancel.words(), *(map(_words, arrays) if self._f16 else arrays))
         cancel.check()  # (stopped early: what it computed is not a result)
         return [arrays[i] for i in layout.outputs]
 
