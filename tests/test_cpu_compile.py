@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import vyre_cpu.backend
@@ -241,3 +242,26 @@ def test_a_sequence_run_cold_gives_the_reference_bytes_and_is_looked_at_once(
         assert len(looked) == 1  # (its second run: nothing to look at)
     finally:
         host.shutdown()
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("module", ["blocks.py", "lockstep_proven.py", "ranges.py",
+                                    "codegen.py", "runtime.py"])
+def test_a_change_to_any_module_that_writes_kernels_changes_their_cache_name(
+        tmp_path, monkeypatch, module):
+    """Fails on main before this commit for blocks.py, lockstep_proven.py and ranges.py
+    (only codegen.py and runtime.py were hashed: a kernel written by an older blocks.py
+    was loaded from the disk cache)."""
+    for source in Path(compiler.__file__).parent.glob("*.py"):
+        (tmp_path / source.name).write_bytes(source.read_bytes())
+    monkeypatch.setattr(compiler, "__file__", str(tmp_path / "compiler.py"))
+    compiler._generator_digest.cache_clear()
+    before = compiler._generator_digest()
+    with open(tmp_path / module, "a") as f:
+        f.write("\n# changed\n")
+    compiler._generator_digest.cache_clear()
+    try:
+        assert compiler._generator_digest() != before
+    finally:
+        monkeypatch.undo()
+        compiler._generator_digest.cache_clear()

@@ -167,6 +167,13 @@ def _function(name: str, parallel: bool, args: str, body: list[str]) -> list[str
             f"def {name}(gx, gy, gz, stop, {args}):", *body]
 
 
+def check(assumptions: list[str]) -> str:
+    """The line that checks a proven version's ``assumptions`` (``&``, not ``and``: one
+    block of comparisons, where a chain of ``and`` is a branch each, and numba's compile
+    time grows with the blocks)."""
+    return f"    proven = {' & '.join(f'({a})' for a in assumptions)}"
+
+
 def _read(entry: list[str], body: list[str]) -> list[str]:
     """The lines of ``entry`` (assignments, one a line) that ``body`` reads, directly or
     through another: the fallback's share of its proven kernel's entry, without the
@@ -340,7 +347,7 @@ class _Writer:
             f"        first = (wg - row * chunks) * {CHUNK}",
             f"        GID{a} = row % {extent[a]}",
             f"        GID{b} = row // {extent[a]}",
-            f"        for gi in range(first, min(first + {CHUNK}, {extent[inner]})):",
+            f"        for gi in range(first, min2(first + {CHUNK}, {extent[inner]})):",
             f"            GID{inner} = gi",
             *ids, *body]
 
@@ -379,7 +386,7 @@ class _Writer:
             return None     # its compile, 1.5-2x the kernel's)
         for x, size in zip("xyz", self.program.workgroup, strict=True):  # (native ids)
             assumptions.append(f"np.float64(g{x}) * {size} <= 4294967296.0")
-        self.entry.append(f"    proven = {' and '.join(f'({a})' for a in assumptions)}")
+        self.entry.append(check(assumptions))
         return lines
 
     def typeof(self, e: Expr) -> DType:
@@ -448,18 +455,18 @@ class _Writer:
         out = [*_HEAD, *self.consts]
         out += ["", "", "@njit(cache=True, nogil=True)",
                 f"def workgroup(wx, wy, wz, {group_args}):"]
-        out += [f"    {self.arg[b.name]} = np.zeros({b.count}, np.{_storage(b.dtype)})"
+        out += [f"    {self.arg[b.name]} = zeros_{_storage(b.dtype)}(np.int64({b.count}))"
                 for b in shared]
-        out += [f"    {name} = np.zeros({lanes}, {_lane_type(dtype)})"
+        out += [f"    {name} = zeros_{_lane_type(dtype)}(np.int64({lanes}))"
                 for name, dtype in arrays]
         if returns:
-            out.append(f"    alive = np.ones({lanes}, np.bool_)")
+            out.append(f"    alive = ones_bool_(np.int64({lanes}))")
         out += body
         if proven is not None:
             out += ["", "", "@njit(cache=True, nogil=True)",
                     f"def block(GID{proven.rows[0]}, GID{proven.rows[1]}, first, count, "
                     f"{group_args}):",
-                    *(f"    {name} = np.zeros({blocks.LANES}, {_lane_type(dtype)})"
+                    *(f"    {name} = zeros_{_lane_type(dtype)}(np.int64({blocks.LANES}))"
                       for name, dtype in proven.arrays),
                     *(proven.body or ["    pass"])]
         own = ["    per_plane = gx * gy",
@@ -1238,9 +1245,9 @@ class _Writer:
             assumptions.append(f"np.float64(g{x}) * {size} <= 4294967296.0")  # (u32 ids)
             extent = f"np.int64(g{x}) * {size}"
             if axis in bounds:
-                extent = f"min({extent}, np.int64({self.entry_value(bounds[axis])[0]}))"
+                extent = f"min2({extent}, np.int64({self.entry_value(bounds[axis])[0]}))"
             extents.append(extent)
-        self.entry.append(f"    proven = {' and '.join(f'({a})' for a in assumptions)}")
+        self.entry.append(check(assumptions))
         rows = tuple(axis for axis in range(3) if axis != inner)
         return _Blocks(self.lines, self.arrays, inner, rows, tuple(extents))
 
@@ -1256,7 +1263,7 @@ class _Writer:
                 "        row = wg // chunks",
                 "        first = (wg - row * chunks) * chunk",
                 f"        block(row % extent{a}, row // extent{a}, first, "
-                f"min(chunk, extent{inner} - first), {group_args})"]
+                f"min2(chunk, extent{inner} - first), {group_args})"]
 
     def block_id(self, kind: IdKind, axis: int) -> str:
         """(Lockstep, proven.) An invocation id of lane ``l`` of a block (64-bit): the
@@ -1313,7 +1320,7 @@ class _Writer:
         self.scopes.append(scope)
         self.uniform(tuple(passes), depth + 1)
         self.leave_scope()
-        return f"range(max({first}, {first} + ({last} - {first}) // {times} * {times}), {last})"
+        return f"range(max2({first}, {first} + ({last} - {first}) // {times} * {times}), {last})"
 
     def block_let(self, s: Stmt, guard: str) -> bool:
         """(Lockstep, proven.) Whether ``s``, a statement of a stretch every lane runs, is
@@ -1516,8 +1523,9 @@ def _storage(dtype: DType) -> str:
 
 
 def _lane_type(dtype: DType) -> str:
-    """The numpy type of a variable's lane array."""
-    return {DType.BOOL: "np.bool_", DType.F16: "np.float32"}.get(dtype, _NP.get(dtype, ""))
+    """The numpy type of a variable's lane array (its name in numpy, and in runtime's
+    ``zeros_*``)."""
+    return {DType.BOOL: "bool_", DType.F16: "float32"}.get(dtype, _NP.get(dtype, "")[3:])
 
 
 def _id_name(kind: IdKind, axis: int) -> str:

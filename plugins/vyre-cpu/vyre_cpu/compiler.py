@@ -328,12 +328,14 @@ def signature(program: Program) -> tuple[Any, ...]:
 
 @functools.cache
 def _generator_digest() -> str:
-    """What the kernels are made of besides the program: the code that writes them and the
-    helpers compiled into them, and numba's version. numba's cache checks only the kernel
-    file's own stamp, so a changed helper must change the kernel's name."""
+    """What the kernels are made of besides the program: the code that writes them
+    (codegen, blocks, lockstep_proven, ranges) and the helpers compiled into them
+    (runtime), every module of this package, and numba's version. numba's cache checks
+    only the kernel file's own stamp, so a change to any of them must change the
+    kernel's name."""
     digest = blake3.blake3(numba.__version__.encode())
-    for module in ("codegen.py", "runtime.py"):
-        digest.update((Path(__file__).parent / module).read_bytes())
+    for module in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(module.name.encode() + b"\0" + module.read_bytes())
     return digest.hexdigest()[:16]
 
 

@@ -58,7 +58,7 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.ir.rewrite import transform
-from vyre_cpu.codegen import INTS, Kernel, _Writer
+from vyre_cpu.codegen import INTS, Kernel, _Writer, check
 from vyre_cpu.ranges import Range, Ranges
 
 #: A lane-loop extent LLVM cannot fold to a constant (``stop``, the cancel words, is
@@ -130,7 +130,7 @@ class _GroupRanges(Ranges):
                 a, b = self.of(if_true), self.of(if_false)
                 if a is None or b is None:
                     return None
-                return self.named((f"min({a[0]}, {b[0]})", f"max({a[1]}, {b[1]})"))
+                return self.named((f"min2({a[0]}, {b[0]})", f"max2({a[1]}, {b[1]})"))
         return super()._of(e)
 
     def id_range(self, kind: IdKind, axis: int) -> Range:
@@ -194,9 +194,7 @@ class _ProvenWriter(_Writer):
                    for a, size in enumerate(self.program.workgroup)]
         function = "\n".join([f"{header}:", *extents, body])
         args = header[header.index("stop"):-1]
-        # (``&``, not ``and``: one block of comparisons, where a chain of ``and`` is a
-        # branch each, and numba's compile time grows with the blocks)
-        entry = [*self.entry, f"    proven = {' & '.join(f'({a})' for a in assumptions)}"]
+        entry = [*self.entry, check(assumptions)]
         return function, entry, args, self.consts[self.inherited:]
 
     # -- lanes -----------------------------------------------------------------------------
