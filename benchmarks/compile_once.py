@@ -1,14 +1,14 @@
 """One kernel's first compile in this (new) process, for ``bench_cpu``'s compile figures:
 ``python -m vyre_benchmarks.compile_once KERNEL WHO`` prints the seconds it took (CPU
 seconds of this process, then wall seconds: on a busy machine the first is what it
-costs, the second what it took). KERNEL
-is a kernel of the suite (``jacobi_2d``, ``gemm``, ``atax_ax``: their MEDIUM launch) or
-``matmul`` (the tiled matmul example at 512, KTILE 16); WHO is ``vyre`` (the cpu
-backend's ``compiler.compiled`` for the launch's grid on one thread, with the kernel
-cache ``VYRE_CPU_CACHE_DIR`` the caller names: empty for a cold compile, filled for a
-cached one) or ``numba`` (numba compiling the suite's port of it, ``gemm``'s for the
-matmul, with no cache: what a numba user's first call pays). Nothing is compiled before
-the timed one, so each pays numba's own start (its first compile in a process)."""
+costs, the second what it took). KERNEL is a kernel of the suite (``jacobi_2d``,
+``gemm``, ``atax_ax``, ``mvt``, ``covariance``: its first MEDIUM launch) or ``matmul``
+(the tiled matmul example at 512, KTILE 16); WHO is ``vyre`` (the cpu backend's
+``compiler.compiled`` for the launch's grid on one thread, with the kernel cache
+``VYRE_CPU_CACHE_DIR`` the caller names: empty for a cold compile, filled for a cached
+one) or ``numba`` (numba compiling the suite's port of it, ``gemm``'s for the matmul,
+with no cache: what a numba user's first call pays). Nothing is compiled before the
+timed one, so each pays numba's own start (its first compile in a process)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from vyre_core.abi import grid_for_dim
 #: The kernel of each of ``bench_cpu``'s compile figures, by kind.
 KINDS = {"stencil": "jacobi_2d", "proven loop": "gemm", "tiled matmul": "matmul"}
 #: The suite's problem that launches each suite kernel.
-_PROBLEM = {"jacobi_2d": "jacobi_2d", "gemm": "gemm", "atax_ax": "atax"}
+_PROBLEM = {"jacobi_2d": "jacobi_2d", "gemm": "gemm", "atax_ax": "atax", "mvt": "mvt",
+            "covariance": "covariance"}
 
 
 def _launch(kernel: str, module: Any) -> tuple[Any, tuple[Any, ...], Any]:
