@@ -12,6 +12,7 @@ a Driver tunes and runs in its worker)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import importlib
@@ -249,6 +250,16 @@ def _first_compile(kernel: str, who: str, cache: str = "") -> float:
     return statistics.median(runs)
 
 
+@functools.cache
+def _cold(kernel: str) -> tuple[float, str]:
+    """``kernel``'s first compile in a new process from an empty kernel cache (CPU
+    seconds), and that cache, left filled (for its load from the disk cache; removed when
+    this process exits): measured once a run, for both of its figures."""
+    cache = tempfile.mkdtemp(prefix="vyre-bench-kernels-")
+    atexit.register(shutil.rmtree, cache, True)
+    return _first_compile(kernel, "vyre cold", cache), cache
+
+
 def _compile_new_process(kind: str, against: str) -> Callable[[], Result]:
     kernel = compile_once.KINDS[kind]
 
@@ -258,20 +269,16 @@ def _compile_new_process(kind: str, against: str) -> Callable[[], Result]:
         of it in a new process (``compile_once``; ``gemm``'s for the tiled matmul); or
         the same kernel loaded from the disk cache in a new process, against that cold
         compile. CPU seconds of the compiling process."""
-        cache = tempfile.mkdtemp(prefix="vyre-bench-kernels-")
-        try:
-            cold = _first_compile(kernel, "vyre cold", cache)
-            if against == "numba":
-                port = "gemm" if kernel == "matmul" else kernel
-                return Result(f"first compile of a {kind} kernel ({kernel}) in a new "
-                              "process, empty kernel cache (CPU s)", cold, "s",
-                              f"numba's first compile of its port ({port})",
-                              _first_compile(kernel, "numba"))
-            return Result(f"the {kind} kernel ({kernel}) loaded from the disk cache in a "
-                          "new process (CPU s)", _first_compile(kernel, "vyre cached", cache),
-                          "s", "its first compile, empty kernel cache", cold)
-        finally:
-            shutil.rmtree(cache, ignore_errors=True)
+        cold, cache = _cold(kernel)
+        if against == "numba":
+            port = "gemm" if kernel == "matmul" else kernel
+            return Result(f"first compile of a {kind} kernel ({kernel}) in a new process, "
+                          "empty kernel cache (CPU s)", cold, "s",
+                          f"numba's first compile of its port ({port})",
+                          _first_compile(kernel, "numba"))
+        return Result(f"the {kind} kernel ({kernel}) loaded from the disk cache in a new "
+                      "process (CPU s)", _first_compile(kernel, "vyre cached", cache), "s",
+                      "its first compile, empty kernel cache", cold)
     bench.__name__ = (f"compile_{kind.replace(' ', '_')}_new_process_" +
                       ("cold_vs_numba" if against == "numba" else "cached_vs_cold"))
     return bench
