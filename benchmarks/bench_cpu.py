@@ -12,11 +12,14 @@ a Driver tunes and runs in its worker)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import importlib
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from vyre_benchmarks import compile_once
 from vyre_benchmarks.harness import Result, compare, reps
 from vyre_core.example import Example
 from vyre_core.sequence import Sequence
@@ -229,6 +233,57 @@ def _compile(kind: str) -> Callable[[], Result]:
     return bench
 
 
+def _first_compile(kernel: str, who: str, cache: str = "") -> float:
+    """CPU seconds of ``kernel``'s first compile in a new process (``compile_once``: on
+    this shared machine its wall time is that, stretched by the load), median of the
+    runs: ``who`` is ``numba``, or ``vyre`` with the kernel cache ``cache`` (emptied
+    before each run where ``cold``)."""
+    runs = []
+    for _ in range(reps(3, 1)):
+        if who == "vyre cold":
+            shutil.rmtree(cache, ignore_errors=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "vyre_benchmarks.compile_once", kernel, who.split()[0]],
+            env={**os.environ, "VYRE_CPU_CACHE_DIR": cache}, capture_output=True,
+            text=True, check=True, timeout=600).stdout
+        runs.append(float(out.split()[0]))
+    return statistics.median(runs)
+
+
+@functools.cache
+def _cold(kernel: str) -> tuple[float, str]:
+    """``kernel``'s first compile in a new process from an empty kernel cache (CPU
+    seconds), and that cache, left filled (for its load from the disk cache; removed when
+    this process exits): measured once a run, for both of its figures."""
+    cache = tempfile.mkdtemp(prefix="vyre-bench-kernels-")
+    atexit.register(shutil.rmtree, cache, True)
+    return _first_compile(kernel, "vyre cold", cache), cache
+
+
+def _compile_new_process(kind: str, against: str) -> Callable[[], Result]:
+    kernel = compile_once.KINDS[kind]
+
+    def bench() -> Result:
+        """A kernel's first compile in a new worker (a new process, numba's own start
+        included), from an empty kernel cache, against numba compiling the suite's port
+        of it in a new process (``compile_once``; ``gemm``'s for the tiled matmul); or
+        the same kernel loaded from the disk cache in a new process, against that cold
+        compile. CPU seconds of the compiling process."""
+        cold, cache = _cold(kernel)
+        if against == "numba":
+            port = "gemm" if kernel == "matmul" else kernel
+            return Result(f"first compile of a {kind} kernel ({kernel}) in a new process, "
+                          "empty kernel cache (CPU s)", cold, "s",
+                          f"numba's first compile of its port ({port})",
+                          _first_compile(kernel, "numba"))
+        return Result(f"the {kind} kernel ({kernel}) loaded from the disk cache in a new "
+                      "process (CPU s)", _first_compile(kernel, "vyre cached", cache), "s",
+                      "its first compile, empty kernel cache", cold)
+    bench.__name__ = (f"compile_{kind.replace(' ', '_')}_new_process_" +
+                      ("cold_vs_numba" if against == "numba" else "cached_vs_cold"))
+    return bench
+
+
 def compile_large_first_launch_vs_both_versions() -> Result:
     """A kernel whose first launch is large (the 64 MiB saxpy's grid, on every core),
     cold: its parallel version alone, as compiled now, against the serial one then the
@@ -307,7 +362,10 @@ def two_cores_vs_one() -> Result:
 BENCHMARKS = [elementwise_64mib_vs_numpy, reduce_vs_numpy_sum,
               *(_vs_reference(n) for n in EXAMPLES),
               matmul_tuned_vs_numpy, matmul_kernel_vs_numpy, matmul_int8_vs_numpy,
-              *map(_compile, COMPILE_KINDS), compile_large_first_launch_vs_both_versions,
+              *map(_compile, COMPILE_KINDS),
+              *(_compile_new_process(kind, against) for kind in compile_once.KINDS
+                for against in ("numba", "cold")),
+              compile_large_first_launch_vs_both_versions,
               compile_sequence_side_by_side_vs_in_turn, two_cores_vs_one]
 
 

@@ -257,8 +257,8 @@ def test_a_load_every_lane_shares_is_read_once_unless_the_program_writes_its_buf
         acc[0] = a[0] + ir.u32(40)
     out[i] = acc[0] + a[0] * ir.u32(1000)
     program = k.build()
-    source = codegen.generate(program).source.split("def kernel_serial")[0]  # (its twin
-    assert source.count("load(b0, K") == 1 and "    v" in source.split("per_plane")[0]  # alike)
+    kernel = codegen.generate(program).source.split("def kernel(")[1].split("\n\n\n")[0]
+    assert kernel.count("load(b0, K") == 1 and "    v" in kernel.split(" in prange(")[0]
     acc_after, out_after = host.dispatch(
         program, [np.array([2], np.uint32), np.array([5], np.uint32)],
         DispatchConfig(grid_override=(1, 1, 1)))

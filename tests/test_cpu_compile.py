@@ -11,12 +11,14 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import vyre_cpu.backend
 from vyre_cpu import ahead, compiler, threads
 
 from vyre_core.config import DispatchConfig
+from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.testing import PATIENCE
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
@@ -56,23 +58,24 @@ def fresh(monkeypatch, tmp_path):
 def test_the_first_version_compiled_is_the_one_the_first_launch_runs():
     sig = ("sig",)
     parallel, serial = _Dispatcher(), _Dispatcher()
-    assert compiler._compile_first(_Module(parallel, serial), sig, True) == (
-        serial, parallel, parallel)
-    assert (parallel.signatures, serial.signatures) == ([sig], [])
+    versions, made = compiler._compile_first(_Module(parallel, serial), sig, True)
+    assert made is parallel and (parallel.signatures, serial.signatures) == ([sig], [])
+    assert versions.parallel() is parallel and versions.serial is serial
+    assert serial.signatures == [sig]  # (compiled when first asked for)
     parallel, serial = _Dispatcher(), _Dispatcher()
-    assert compiler._compile_first(_Module(parallel, serial), sig, False) == (
-        serial, parallel, serial)
-    assert (parallel.signatures, serial.signatures) == ([], [sig])
+    versions, made = compiler._compile_first(_Module(parallel, serial), sig, False)
+    assert made is serial and (parallel.signatures, serial.signatures) == ([], [sig])
     only = _Dispatcher()  # (workgroups in turn: no twin, whatever the launch)
-    assert compiler._compile_first(_Module(only, None), sig, True) == (only, None, only)
+    versions, made = compiler._compile_first(_Module(only, None), sig, True)
+    assert made is only and versions.parallel() is None and versions.serial is only
 
 
 @pytest.mark.fast
 def test_a_parallel_version_numba_cannot_make_leaves_the_serial_one(caplog):
     parallel, serial = _Dispatcher(fails=True), _Dispatcher()
     with caplog.at_level(logging.WARNING, "vyre.cpu"):
-        assert compiler._compile_first(_Module(parallel, serial), ("s",), True) == (
-            serial, None, serial)
+        versions, made = compiler._compile_first(_Module(parallel, serial), ("s",), True)
+    assert made is serial and versions.parallel() is None and versions.serial is serial
     assert "the parallel kernel did not compile" in caplog.text
     with pytest.raises(TypeError, match="numba said no"):  # (refused: no other to run)
         compiler._compile_first(_Module(_Dispatcher(fails=True), _Dispatcher(fails=True)),
@@ -84,15 +87,41 @@ def test_the_other_version_is_compiled_at_its_first_need_and_stands_in_where_it_
         caplog):
     layout = compiler.Layout((), (), 64, False)
     parallel, serial = _Dispatcher(), _Dispatcher()
-    done = compiler.Compiled(serial, 0.1, False, layout, parallel, ("s",), parallel)
+    done = compiler.Compiled(compiler._Versions(serial, parallel, ("s",), parallel), 0.1,
+                             False, layout)
     assert serial.signatures == []
     assert done.kernel is serial and serial.signatures == [("s",)]
     assert done.kernel is serial and serial.signatures == [("s",)]  # (once)
     parallel, serial = _Dispatcher(), _Dispatcher(fails=True)
-    done = compiler.Compiled(serial, 0.1, False, layout, parallel, ("s",), parallel)
+    done = compiler.Compiled(compiler._Versions(serial, parallel, ("s",), parallel), 0.1,
+                             False, layout)
     with caplog.at_level(logging.WARNING, "vyre.cpu"):
         assert done.kernel is parallel  # (the same bytes, on threads)
     assert "the serial kernel did not compile" in caplog.text
+
+
+@pytest.mark.fast
+def test_a_fallback_is_compiled_at_its_first_need_and_refused_if_numba_cannot(caplog):
+    """Fails on main before this commit (a proven kernel's fallback was compiled with it,
+    in its one function)."""
+    layout = compiler.Layout((), (), 64, False)
+    main = compiler._Versions(_Dispatcher(), None, ("s",))
+    parallel, serial = _Dispatcher(), _Dispatcher()
+    done = compiler.Compiled(main, 0.1, False, layout,
+                             compiler._Versions(serial, parallel, ("s",)))
+    assert (parallel.signatures, serial.signatures) == ([], [])
+    assert done.fallback(False) is serial and parallel.signatures == []
+    assert done.fallback(True) is parallel and parallel.signatures == [("s",)]
+    parallel, serial = _Dispatcher(fails=True), _Dispatcher()
+    done = compiler.Compiled(main, 0.1, False, layout,
+                             compiler._Versions(serial, parallel, ("s",)))
+    with caplog.at_level(logging.WARNING, "vyre.cpu"):
+        assert done.fallback(True) is serial  # (the same bytes, on this thread)
+    only = _Dispatcher(fails=True)
+    only.__name__ = "fallback"
+    done = compiler.Compiled(main, 0.1, False, layout, compiler._Versions(only, None, ("s",)))
+    with pytest.raises(UnsupportedFeatureError, match="could not compile a kernel's fallback"):
+        done.fallback(False)
 
 
 def test_a_large_first_launch_compiles_the_parallel_kernel_alone_and_a_small_one_the_serial(
@@ -104,15 +133,35 @@ def test_a_large_first_launch_compiles_the_parallel_kernel_alone_and_a_small_one
     program, data = saxpy(1 << 14, 64, bias=0.75), saxpy_inputs(1 << 14, 3)
     big = DispatchConfig(grid_override=(256, 1, 1))
     pipeline = vyre_cpu.backend.Pipeline(program, big)
-    assert pipeline.compiled._kernel.signatures == []  # (the serial kernel: not yet)
+    assert pipeline.compiled._main._serial.signatures == []  # (the serial kernel: not yet)
     assert pipeline.compiled.parallel().signatures != []
     got, = pipeline.dispatch(data, big)
     assert got.tobytes() == run(program, data)[0].tobytes()
-    assert pipeline.compiled._kernel.signatures == []
+    assert pipeline.compiled._main._serial.signatures == []
     small = DispatchConfig(grid_override=(1, 1, 1))
     got, = vyre_cpu.backend.Pipeline(program, small).dispatch(data, small)
-    assert pipeline.compiled._kernel.signatures != []
+    assert pipeline.compiled._main._serial.signatures != []
     assert got.tobytes() == run(program, data, grid=(1, 1, 1))[0].tobytes()
+
+
+def test_a_proven_kernels_fallback_is_compiled_only_when_a_launch_needs_it(fresh):
+    """The tiled matmul (checked per workgroup): where the tiles cover the matrices, a
+    launch compiles and runs the proven kernel alone; at a ragged edge, the checked
+    version is compiled then and runs the workgroups the proven one left; the bytes are
+    the reference's either way. Fails on main before this commit (both versions were one
+    function, compiled together). tests/test_cpu_proven.py: a check per dispatch."""
+    import importlib
+
+    build = importlib.import_module("vyre_examples.matmul").build
+    host = BackendHost(vyre_cpu.backend)
+    for shape, needed in (((64, 48, 32), False), ((50, 32, 48), True)):
+        example = build(*shape)
+        plan = host.plan(example.program, example.inputs, example.config)
+        config = DispatchConfig(grid_override=plan.grid)
+        pipeline = vyre_cpu.backend.Pipeline(plan.program, config)
+        got, = pipeline.dispatch(plan.inputs, config)
+        assert got.tobytes() == run(plan.program, plan.inputs, grid=plan.grid)[0].tobytes()
+        assert bool(pipeline.compiled._fallback._serial.signatures) is needed, shape
 
 
 @pytest.mark.fast
@@ -193,3 +242,26 @@ def test_a_sequence_run_cold_gives_the_reference_bytes_and_is_looked_at_once(
         assert len(looked) == 1  # (its second run: nothing to look at)
     finally:
         host.shutdown()
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("module", ["blocks.py", "lockstep_proven.py", "ranges.py",
+                                    "codegen.py", "runtime.py"])
+def test_a_change_to_any_module_that_writes_kernels_changes_their_cache_name(
+        tmp_path, monkeypatch, module):
+    """Fails on main before this commit for blocks.py, lockstep_proven.py and ranges.py
+    (only codegen.py and runtime.py were hashed: a kernel written by an older blocks.py
+    was loaded from the disk cache)."""
+    for source in Path(compiler.__file__).parent.glob("*.py"):
+        (tmp_path / source.name).write_bytes(source.read_bytes())
+    monkeypatch.setattr(compiler, "__file__", str(tmp_path / "compiler.py"))
+    compiler._generator_digest.cache_clear()
+    before = compiler._generator_digest()
+    with open(tmp_path / module, "a") as f:
+        f.write("\n# changed\n")
+    compiler._generator_digest.cache_clear()
+    try:
+        assert compiler._generator_digest() != before
+    finally:
+        monkeypatch.undo()
+        compiler._generator_digest.cache_clear()

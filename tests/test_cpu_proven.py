@@ -61,9 +61,11 @@ def host():
 @pytest.mark.fast
 def test_a_row_major_kernel_gets_a_proven_version_without_bounds_checks():
     source = codegen.generate(rows(1)).source
-    proven = source.split("if proven:")[1].split("else:")[0]
+    proven = source.split("def kernel(")[1].split("def fallback(")[0]
     assert "load_in(" in proven and "store_f32_in(" in proven
-    assert "load(" not in proven and "store_f32(" not in proven
+    assert "load(b0" not in proven and "store_f32(" not in proven
+    fallback = source.split("def fallback(")[1].split("def kernel_serial(")[0]
+    assert "load(b0" in fallback and "store_f32(" in fallback and "proven" not in fallback
 
 
 @pytest.mark.parametrize("shift", [1, 0, -1])
@@ -80,3 +82,23 @@ def test_the_proven_version_gives_the_reference_bytes_whether_its_assumptions_ho
     want, = run(program, inputs, grid=(2, 2, 1))
     got, = host.dispatch(program, inputs, DispatchConfig(grid_override=(2, 2, 1)))
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("length, needed", [(65, False), (64, True)])
+def test_the_checked_version_is_compiled_only_for_a_launch_whose_assumptions_fail(
+        tmp_path, monkeypatch, length, needed):
+    """Fails on main before this commit (both versions were one function, compiled
+    together)."""
+    from vyre_cpu import compiler
+
+    from vyre_reference import run
+
+    monkeypatch.setenv(compiler.ENV, str(tmp_path))  # (nothing compiled before)
+    monkeypatch.setattr(compiler, "_loaded", compiler.collections.OrderedDict())
+    program = rows(1)
+    inputs = [np.arange(1, length + 1, dtype=np.float32), np.array([8], np.uint32)]
+    config = DispatchConfig(grid_override=(2, 2, 1))
+    pipeline = vyre_cpu.backend.Pipeline(program, config)
+    got, = pipeline.dispatch(inputs, config)
+    assert got.tobytes() == run(program, inputs, grid=(2, 2, 1))[0].tobytes()
+    assert bool(pipeline.compiled._fallback._serial.signatures) is needed

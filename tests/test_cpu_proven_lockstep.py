@@ -81,7 +81,8 @@ def _run_only(plan, source: str, keep: str) -> np.ndarray:
     names = [b.name for b in plan.program.inputs]
     arrays = [np.zeros(plan.lengths[b.name], b.dtype.storage_np) if b.access is Access.OUTPUT
               else np.array(plan.inputs[names.index(b.name)]) for b in storage]
-    module.kernel_serial(*plan.grid, cancel.words(), *arrays)
+    if module.kernel_serial(*plan.grid, cancel.words(), *arrays):  # (workgroups left:
+        module.fallback_serial(*plan.grid, cancel.words(), *arrays)  # as the backend does)
     return arrays[[b.name for b in storage].index("c")]
 
 

@@ -292,11 +292,15 @@ class Pipeline:
         threads = _threads()
         kernel = self.compiled.parallel() if parallel_worth(
             gx * gy * gz, layout.lanes, layout.loops, threads) else None
-        if kernel is None:
-            kernel = self.compiled.kernel
-        else:
+        threaded = kernel is not None
+        if threaded:
             _use_threads(threads)
-        kernel(gx, gy, gz, cancel.words(), *(map(_words, arrays) if self._f16 else arrays))
+        else:
+            kernel = self.compiled.kernel
+        stop = cancel.words()
+        words = [_words(a) for a in arrays] if self._f16 else arrays
+        if kernel(gx, gy, gz, stop, *words):  # (a proven kernel left workgroups undone)
+            self.compiled.fallback(threaded)(gx, gy, gz, stop, *words)
         cancel.check()  # (stopped early: what it computed is not a result)
         return [arrays[i] for i in layout.outputs]
 

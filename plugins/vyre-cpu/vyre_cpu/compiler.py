@@ -79,6 +79,45 @@ def layout_of(program: Program) -> Layout:
                   loops)
 
 
+class _Versions:
+    """One function of a kernel's module, on the calling thread (``serial``) and over
+    numba's threads (``parallel``; None where its workgroups must run in turn), each
+    compiled (or loaded from the disk cache) when first needed; where numba cannot make
+    one, the other runs instead (the same bytes), with a warning. ``made``: the one
+    compiled already."""
+
+    def __init__(self, serial: Any, parallel: Any, signature: tuple[Any, ...],
+                 made: Any = None) -> None:
+        self._serial, self._parallel, self._signature = serial, parallel, signature
+        self._serial_ready = made is not None and made is serial
+        self._parallel_ready = parallel is None or made is parallel
+
+    @property
+    def serial(self) -> Any:
+        if not self._serial_ready:
+            with _lock:
+                if not self._serial_ready:
+                    if self._parallel is None:  # (nothing to stand in: refused)
+                        _compile_or_refuse(self._serial, self._signature)
+                    elif not _compiled_or_warned(self._serial, self._signature, "serial"):
+                        self._serial = self._parallel_locked()
+                    self._serial_ready = True
+        return self._serial
+
+    def parallel(self) -> Any:
+        if not self._parallel_ready:
+            with _lock:
+                return self._parallel_locked()
+        return self._parallel
+
+    def _parallel_locked(self) -> Any:
+        if not self._parallel_ready:
+            if not _compiled_or_warned(self._parallel, self._signature, "parallel"):
+                self._parallel = None
+            self._parallel_ready = True
+        return self._parallel
+
+
 class Compiled:
     """A kernel ready to run: ``kernel`` (``kernel(gx, gy, gz, stop, *buffers)``; ``stop``:
     see ``vyre_core.cancel.words``) runs its workgroups in turn on the calling thread;
@@ -86,44 +125,59 @@ class Compiled:
     must run in turn). Each is compiled (or loaded from the disk cache) when a launch
     first needs it: most kernels of small launches never pay for the parallel one, and
     one whose first launch is large pays for the serial one only if a small launch
-    comes (``compiled``'s ``grid``)."""
+    comes (``compiled``'s ``grid``). A kernel with a proven version (``codegen``,
+    ``lockstep_proven``) returns True where it left workgroups undone (an assumption
+    failed): ``fallback(threaded)`` runs those, the checked version, compiled the first
+    time a launch needs it (most never do)."""
 
-    def __init__(self, kernel: Any, seconds: float, cached: bool, layout: Layout,
-                 parallel: Any = None, signature: tuple[Any, ...] = (),
-                 first: Any = None) -> None:
-        self._kernel = kernel
+    def __init__(self, main: _Versions, seconds: float, cached: bool, layout: Layout,
+                 fallback: _Versions | None = None) -> None:
+        self._main = main
+        self._fallback = fallback
         self.layout = layout
-        # what compiling ``first`` (the version made at once; by default the serial one)
-        # took, or loading it from numba's cache on disk (then ``cached``: no compile)
+        # what compiling the version made at once took (by default the serial one), or
+        # loading it from numba's cache on disk (then ``cached``: no compile)
         self.seconds = seconds
         self.cached = cached
-        self._parallel = parallel
-        self._signature = signature
-        self._parallel_ready = parallel is None or first is parallel
-        self._serial_ready = parallel is None or first is not parallel
 
     @property
     def kernel(self) -> Any:
         """The serial kernel, compiled (or loaded from the disk cache) now if not yet;
         the parallel one where numba could not make it (the same bytes, on threads)."""
-        if not self._serial_ready:
-            with _lock:
-                if not self._serial_ready:
-                    if not _compiled_or_warned(self._kernel, self._signature, "serial"):
-                        self._kernel = self._parallel
-                    self._serial_ready = True
-        return self._kernel
+        return self._main.serial
 
     def parallel(self) -> Any:
         """The parallel kernel, compiled (or loaded from the disk cache) now if not yet;
         None when there is none, or numba could not make it (the serial one runs)."""
-        if not self._parallel_ready:
-            with _lock:
-                if not self._parallel_ready:
-                    if not _compiled_or_warned(self._parallel, self._signature, "parallel"):
-                        self._parallel = None
-                    self._parallel_ready = True
-        return self._parallel
+        return self._main.parallel()
+
+    def fallback(self, threaded: bool) -> Any:
+        """The checked version of a kernel with a proven one, on numba's threads or
+        (``threaded`` false, or no parallel version) the calling thread: it runs the
+        workgroups the proven kernel left, where that said it left some."""
+        if self._fallback is None:
+            raise AssertionError("a kernel without a proven version left workgroups")
+        return (self._fallback.parallel() if threaded else None) or self._fallback.serial
+
+
+def _compile_or_refuse(dispatcher: Any, signature: tuple[Any, ...]) -> None:
+    """Compile ``dispatcher`` (a fallback: ``Compiled.fallback``), or refuse its program
+    with what numba said."""
+    try:
+        dispatcher.compile(signature)
+    except Exception as exc:
+        raise _refused(exc, f"a kernel's {dispatcher.__name__}") from None
+
+
+def _refused(exc: Exception, what: str, **details: Any) -> UnsupportedFeatureError:
+    """Python, numba's typing or LLVM refused a kernel: routing's cue to run its program
+    elsewhere, with what they said."""
+    first = str(exc).strip().splitlines()
+    return UnsupportedFeatureError(
+        f"the cpu backend could not compile {what}: "
+        f"{type(exc).__name__}: {' '.join(first[:6])[:800]}",
+        "Let routing run it on another backend (omit backend=); report it with the "
+        "program (Program.to_wire) as a bug in vyre-cpu.", **details)
 
 
 def _compiled_or_warned(dispatcher: Any, signature: tuple[Any, ...], version: str) -> bool:
@@ -143,25 +197,36 @@ def _warn_version(version: str, exc: Exception) -> None:
 
 
 def _compile_first(module: ModuleType, sig: tuple[Any, ...], parallel_first: bool
-                   ) -> tuple[Any, Any, Any]:
-    """Compile the version of a kernel's module its first launch runs: (the serial
-    kernel, or the only one; the parallel one, None where there is none or numba could
-    not make it; the one compiled). Raises what numba raised for the serial one."""
+                   ) -> tuple[_Versions, Any]:
+    """Compile the version of a kernel's module its first launch runs: (its kernel's
+    versions, the dispatcher compiled). Raises what numba raised for the serial one. The
+    fallback of a proven kernel is not compiled here (``Compiled.fallback``)."""
     serial = getattr(module, "kernel_serial", None)
     if serial is None:
         module.kernel.compile(sig)
-        return module.kernel, None, module.kernel
+        return _Versions(module.kernel, None, sig, module.kernel), module.kernel
     failed = None
     if parallel_first:
         try:
             module.kernel.compile(sig)
-            return serial, module.kernel, module.kernel
+            return _Versions(serial, module.kernel, sig, module.kernel), module.kernel
         except Exception as exc:  # (the serial one may still compile: it runs instead)
             failed = exc
     serial.compile(sig)
     if failed is not None:
         _warn_version("parallel", failed)
-    return serial, None if failed else module.kernel, serial
+    return _Versions(serial, None if failed else module.kernel, sig, serial), serial
+
+
+def _fallback_of(module: ModuleType, sig: tuple[Any, ...]) -> _Versions | None:
+    """The checked version of a proven kernel's module, nothing compiled (None: the
+    module has no proven version)."""
+    fallback = getattr(module, "fallback", None)
+    if fallback is None:
+        return None
+    serial = getattr(module, "fallback_serial", None)
+    return _Versions(fallback, None, sig) if serial is None else \
+        _Versions(serial, fallback, sig)
 
 
 def cache_dir() -> Path:
@@ -192,22 +257,17 @@ def compiled(program: Program, grid: tuple[int, int, int] | None = None,
         key = pipeline_cache_key(program, DispatchConfig(), "cpu", __version__)
         started = time.perf_counter()
         layout = layout_of(program)
+        sig = signature(program)
         try:
-            serial, parallel, made = _compile_first(
-                _module(kernel, key), signature(program),
-                _parallel_first(layout, grid, thread_count))
-        except Exception as exc:  # Python, numba's typing or LLVM refused it: say so
-            first = str(exc).strip().splitlines()
-            raise UnsupportedFeatureError(
-                f"the cpu backend could not compile program {program.fingerprint()[:12]}: "
-                f"{type(exc).__name__}: {' '.join(first[:6])[:800]}",
-                "Let routing run it on another backend (omit backend=); report it with the "
-                "program (Program.to_wire) as a bug in vyre-cpu.",
-                fingerprint=program.fingerprint()) from None
+            module = _module(kernel, key)
+            main, made = _compile_first(module, sig, _parallel_first(layout, grid, thread_count))
+        except Exception as exc:
+            raise _refused(exc, f"program {fingerprint[:12]}", fingerprint=fingerprint) \
+                from None
         stats = made.stats
-        done = Compiled(serial, time.perf_counter() - started,
-                        bool(stats.cache_hits) and not stats.cache_misses,
-                        layout, parallel, signature(program), made)
+        done = Compiled(main, time.perf_counter() - started,
+                        bool(stats.cache_hits) and not stats.cache_misses, layout,
+                        _fallback_of(module, sig))
         _loaded[fingerprint] = done
         _counts["hits" if done.cached else "misses"] += 1
         if len(_loaded) > HELD:
@@ -268,12 +328,14 @@ def signature(program: Program) -> tuple[Any, ...]:
 
 @functools.cache
 def _generator_digest() -> str:
-    """What the kernels are made of besides the program: the code that writes them and the
-    helpers compiled into them, and numba's version. numba's cache checks only the kernel
-    file's own stamp, so a changed helper must change the kernel's name."""
+    """What the kernels are made of besides the program: the code that writes them
+    (codegen, blocks, lockstep_proven, ranges) and the helpers compiled into them
+    (runtime), every module of this package, and numba's version. numba's cache checks
+    only the kernel file's own stamp, so a change to any of them must change the
+    kernel's name."""
     digest = blake3.blake3(numba.__version__.encode())
-    for module in ("codegen.py", "runtime.py"):
-        digest.update((Path(__file__).parent / module).read_bytes())
+    for module in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(module.name.encode() + b"\0" + module.read_bytes())
     return digest.hexdigest()[:16]
 
 

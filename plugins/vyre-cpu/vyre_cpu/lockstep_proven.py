@@ -58,7 +58,7 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.ir.rewrite import transform
-from vyre_cpu.codegen import INTS, Kernel, _Writer
+from vyre_cpu.codegen import INTS, Kernel, _Writer, check
 from vyre_cpu.ranges import Range, Ranges
 
 #: A lane-loop extent LLVM cannot fold to a constant (``stop``, the cancel words, is
@@ -80,21 +80,30 @@ def needs(program: Program) -> bool:
 
 def write(program: Program, fallback: _Writer, kernel: Kernel) -> Kernel:
     """``kernel`` (``fallback``'s lockstep source of ``program``) with a proven
-    workgroup function beside its own, run for each workgroup whose assumptions hold
-    (checked before it starts: a few comparisons against its hundreds of lanes);
+    workgroup function beside its own: ``kernel`` runs it for each workgroup whose
+    assumptions hold (checked before it starts: a few comparisons against its hundreds
+    of lanes) and returns whether any did not; ``fallback`` runs the lockstep workgroup
+    for those (compiled only when a launch first needs it: ``compiler.Compiled``).
     ``kernel`` itself where the proven version would remove nothing."""
     writer = _ProvenWriter(rematerialized(program), fallback)
     proven = writer.write_proven()
     if proven is None:
         return kernel
     function, entry, args, consts = proven
-    source = kernel.source
-    head, sep, rest = source.partition("\n\n\n@njit(cache=True, nogil=True)\ndef workgroup(")
-    call = re.search(r"^        workgroup\(wx, wy, wz, (.*)\)$", rest, re.M)
-    rest = (rest[:call.start()] + "".join(f"    {line}\n" for line in entry) +
+    head, sep, rest = kernel.source.partition(
+        "\n\n\n@njit(cache=True, nogil=True)\ndef workgroup(")
+    at = rest.index("\n\n\n@njit(cache=True, nogil=True, parallel=")
+    own, checked = rest[:at], rest[at:].rstrip("\n")
+    call = re.search(r"^        workgroup\(wx, wy, wz, (.*)\)$", checked, re.M)
+    before, after = checked[:call.start()], checked[call.end():]
+    check = "".join(f"    {line}\n" for line in entry)
+    runs = (before.replace("\n    for wg in ", "\n    left = 0\n    for wg in ", 1) + check +
             f"        if proven:\n            workgroup_proven(wx, wy, wz, {args})\n"
-            f"        else:\n    {call.group(0)}" + rest[call.end():])
-    return Kernel("\n".join([head, *consts]) + f"\n\n\n{function}" + sep + rest)
+            f"        else:\n            left += 1{after}\n    return left > 0")
+    falls = (before.replace("\ndef kernel(", "\ndef fallback(", 1) + check +
+             f"        if not proven:\n    {call.group(0)}{after}")
+    return Kernel("\n".join([head, *consts]) + f"\n\n\n{function}" + sep + own + runs +
+                  falls + "\n")
 
 
 class _GroupRanges(Ranges):
@@ -121,7 +130,7 @@ class _GroupRanges(Ranges):
                 a, b = self.of(if_true), self.of(if_false)
                 if a is None or b is None:
                     return None
-                return self.named((f"min({a[0]}, {b[0]})", f"max({a[1]}, {b[1]})"))
+                return self.named((f"min2({a[0]}, {b[0]})", f"max2({a[1]}, {b[1]})"))
         return super()._of(e)
 
     def id_range(self, kind: IdKind, axis: int) -> Range:
@@ -185,9 +194,7 @@ class _ProvenWriter(_Writer):
                    for a, size in enumerate(self.program.workgroup)]
         function = "\n".join([f"{header}:", *extents, body])
         args = header[header.index("stop"):-1]
-        # (``&``, not ``and``: one block of comparisons, where a chain of ``and`` is a
-        # branch each, and numba's compile time grows with the blocks)
-        entry = [*self.entry, f"    proven = {' & '.join(f'({a})' for a in assumptions)}"]
+        entry = [*self.entry, check(assumptions)]
         return function, entry, args, self.consts[self.inherited:]
 
     # -- lanes -----------------------------------------------------------------------------

@@ -199,13 +199,13 @@ class Ranges:
             return
         lo, hi = mine
         if op is BinOp.LT:
-            hi = f"min({hi}, {theirs[1]} - 1.0)"
+            hi = f"min2({hi}, {theirs[1]} - 1.0)"
         elif op is BinOp.LE:
-            hi = f"min({hi}, {theirs[1]})"
+            hi = f"min2({hi}, {theirs[1]})"
         elif op is BinOp.GT:
-            lo = f"max({lo}, {theirs[0]} + 1.0)"
+            lo = f"max2({lo}, {theirs[0]} + 1.0)"
         else:
-            lo = f"max({lo}, {theirs[0]})"
+            lo = f"max2({lo}, {theirs[0]})"
         self.scopes[-1][key] = self.named((lo, hi))
 
     def named(self, found: Range) -> Range:
@@ -226,8 +226,9 @@ def _arith(op: BinOp, a: Range, b: Range) -> Range:
         return f"({a[0]} - {b[1]})", f"({a[1]} - {b[0]})"
     if a[0] == a[1] and b[0] == b[1]:
         return f"({a[0]} * {b[0]})", f"({a[0]} * {b[0]})"
-    products = ", ".join(f"{x} * {y}" for x in a for y in b)
-    return f"min({products})", f"max({products})"
+    p, q, r, s = (f"{x} * {y}" for x in a for y in b)  # (runtime's min2, max2: numba
+    return (f"min2(min2({p}, {q}), min2({r}, {s}))",     # compiles its own min and max
+            f"max2(max2({p}, {q}), max2({r}, {s}))")     # again in every process)
 
 
 def _holds(op: BinOp, a: Range, b: Range) -> str:

@@ -920,6 +920,84 @@ def store_bool(arr, i, value):
         arr[np.int64(i)] = np.uint32(1) if value else np.uint32(0)
 
 
+# -- the least and the most of two numbers, as Python's ``min``/``max`` (the first unless the
+# -- second is beyond it): numba compiles its own for each type again in every process
+# -- (0.03 s each), these are loaded from the disk cache ----------------------------------
+
+@njit(**_FAST)
+def min2(a, b):
+    return b if b < a else a
+
+
+@njit(**_FAST)
+def max2(a, b):
+    return b if b > a else a
+
+
+# -- a workgroup's arrays (its workgroup buffers, its variables' lane arrays): numba's own
+# -- np.zeros is compiled again in every process (0.2-0.5 s on a new worker's first kernel
+# -- with lane arrays), these are loaded from the disk cache ---------------------------------
+
+@njit(**_FAST)
+def zeros_bool_(n):
+    return np.zeros(n, np.bool_)
+
+
+@njit(**_FAST)
+def zeros_uint8(n):
+    return np.zeros(n, np.uint8)
+
+
+@njit(**_FAST)
+def zeros_int8(n):
+    return np.zeros(n, np.int8)
+
+
+@njit(**_FAST)
+def zeros_uint16(n):
+    return np.zeros(n, np.uint16)
+
+
+@njit(**_FAST)
+def zeros_int16(n):
+    return np.zeros(n, np.int16)
+
+
+@njit(**_FAST)
+def zeros_uint32(n):
+    return np.zeros(n, np.uint32)
+
+
+@njit(**_FAST)
+def zeros_int32(n):
+    return np.zeros(n, np.int32)
+
+
+@njit(**_FAST)
+def zeros_uint64(n):
+    return np.zeros(n, np.uint64)
+
+
+@njit(**_FAST)
+def zeros_int64(n):
+    return np.zeros(n, np.int64)
+
+
+@njit(**_FAST)
+def zeros_float32(n):
+    return np.zeros(n, np.float32)
+
+
+@njit(**_FAST)
+def zeros_float64(n):
+    return np.zeros(n, np.float64)
+
+
+@njit(**_FAST)
+def ones_bool_(n):
+    return np.ones(n, np.bool_)
+
+
 # -- atomics (kernels with atomics on storage buffers run their workgroups in turn) --------
 
 
