@@ -148,7 +148,7 @@ def test_a_thousand_exceptions_thrown_into_a_dispatching_thread(tmp_path, kind, 
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
-def test_cancel_mid_loop_then_the_next_call_answers_within_a_second(backend):
+def test_cancel_mid_loop_then_the_next_call_answers_within_a_second(backend, vyre_stalls):
     """wgpu cannot stop a submitted dispatch: its worker is killed after the cancel grace
     and a spare (``standby=1``) serves the next call at once; a new process would take
     seconds to open its device on lavapipe."""
@@ -178,7 +178,7 @@ def test_cancel_mid_loop_then_the_next_call_answers_within_a_second(backend):
         drv.launch(spin, 256, (np.array([5], np.uint32), out), backend=backend)
         answered = time.monotonic() - started
         assert out.tobytes() == expected(5)
-        assert answered < 1.0, answered
+        assert answered < 1.0 + vyre_stalls.since(started), (answered, vyre_stalls)
         pool = drv.status()["pools"][backend]
         assert pool["restarts"] == 0 and pool["state"] == "running", pool
         stopped_by_kill = pool["metrics"]["restarts"].get("cancelled", 0)
