@@ -228,7 +228,7 @@ def assert_exact(outputs, expected) -> None:
 
 def request(drv: Driver, program: ir.Program, inputs, config: DispatchConfig | None = None):
     """A request built the way ``Driver.dispatch`` builds it."""
-    return drv._dispatch_request(program, inputs, config or DispatchConfig()).renewed()
+    return drv._planned(program, inputs, config or DispatchConfig())[1].renewed()
 
 
 def recording(pool) -> list[tuple[Request, dict]]:
