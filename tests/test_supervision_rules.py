@@ -957,3 +957,22 @@ def test_a_death_with_status_unknown_but_not_collateral_still_counts():
     shell.die(0, None)
     shell.die(0, None)
     assert shell.machine.state == "failed"
+
+
+def test_status_says_running_only_for_work_its_main_thread_holds():
+    """``running`` (what the fault kit's ``wait_running`` waits for) is a dispatch the
+    worker's main thread holds: never routing's probe ping, nor before the worker took
+    the request. A kill "while it runs" must cut off the call itself; the kit once killed
+    a worker running the probe, and the call ran on the next worker for its full 30 s."""
+    shell = Shell()
+    running = lambda: shell.machine.status(shell.now)["workers"][0]["running"]  # noqa: E731
+    ping = shell.submit(op=Op.PING)
+    shell.receive(0)
+    assert not running()
+    shell.reply(0, ping, value=1)
+    work = shell.submit(retries=0)
+    assert not running()  # (sent; its page does not say it arrived yet)
+    shell.receive(0)
+    assert running()
+    shell.die(0)
+    assert isinstance(shell.result(work), WorkerCrashedError)

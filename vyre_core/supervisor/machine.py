@@ -449,8 +449,11 @@ class PoolMachine:
                     "state": w.state, "restarts": w.deaths,
                     "in_flight": int(w.current is not None and not w.current.internal
                                      and not w.current.done),
-                    "running": bool(w.current is not None and w.current.acked
-                                    and not w.current.done),
+                    # (work its main thread holds: never the pool's own requests nor
+                    # routing's probe, which a fault injected "while it runs" would miss)
+                    "running": bool(w.current is not None and not w.current.internal
+                                    and w.current.op is not Op.PING
+                                    and w.current.acked and not w.current.done),
                     "silent_for": round(now - w.heard_at, 3) if w.pid else None,
                     "served": w.served, "queued": sum(not r.done for r in w.pinned),
                     "spare": w.index >= self.serving, "device": w.device}
