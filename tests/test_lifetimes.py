@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from waiting import wait_for
+from waiting import PATIENCE, wait_for
 
 import vyre_core
 from vyre_examples.saxpy import inputs, program
@@ -48,10 +48,13 @@ def runtime(tmp_path, monkeypatch) -> Path:
 
 
 def _nothing_left(runtime: Path, fds: int) -> None:
-    """Poll until no child process, run directory or extra descriptor is left."""
+    """Poll until no child process, run directory or extra descriptor is left (up to 50
+    drivers closing in the reaper at once: on a loaded machine that takes more than one
+    driver's patience, 13 s of the whole test quiet became over 120 s with a CPU-bound
+    process on each core)."""
     wait_for(lambda: not psutil.Process().children(recursive=True) and not _run_dirs(runtime)
-             and _fds() <= fds, what="every dropped driver's processes, run directory and "
-             "descriptors to go")
+             and _fds() <= fds, 4 * PATIENCE, "every dropped driver's processes, run "
+             "directory and descriptors to go")
 
 
 def _made_here(caught: list[warnings.WarningMessage], line: int) -> None:
@@ -63,6 +66,7 @@ def _made_here(caught: list[warnings.WarningMessage], line: int) -> None:
         assert f"{__file__}:{line}" in str(w.message) and "Fix:" in str(w.message)
 
 
+@pytest.mark.timeout(480)  # (50 drivers made and dropped: see _nothing_left)
 def test_a_driver_made_in_a_function_and_dropped_is_closed(runtime) -> None:
     """A function that makes a driver, dispatches and returns, called 50 times, each drop
     collected by gc.collect(). Fails before the finalizer: 2 processes per call stayed."""
@@ -83,6 +87,7 @@ def test_a_driver_made_in_a_function_and_dropped_is_closed(runtime) -> None:
     _nothing_left(runtime, fds)
 
 
+@pytest.mark.timeout(480)  # (50 drivers made and dropped: see _nothing_left)
 def test_a_rerun_cell_rebinding_a_global_leaves_nothing(runtime) -> None:
     """A notebook cell ``drv = vyre.Driver()`` re-run 50 times, the garbage collector off:
     each driver goes when its last reference does (nothing keeps it in a cycle)."""
