@@ -181,19 +181,15 @@ class PlannedLaunches:
              ) -> tuple[Launch | Program, dict[str, Any], list[tuple[np.dtype, int]]]:
         """``launch_of(program, config, bound)``, its config as sent (a dict, shared:
         read it, never change it), and ``abi.output_shapes``."""
-        key = (id(program), config, tuple(a.shape for a in bound))
-        try:
-            entry = self._entries.get(key)
-        except TypeError:  # (constants that do not hash: planned every time)
-            key, entry = None, None
+        key = (id(program), config, tuple(a.shape for a in bound))  # (a config's values
+        entry = self._entries.get(key)  # are checked plain numbers and text: they hash)
         if entry is not None and entry[0] is program:  # (the id of a program still held)
             return entry[1:]  # type: ignore[return-value]
         launch, sent = launch_of(program, config, bound)
         planned = (launch, sent.to_wire(), abi.output_shapes(program, bound))
-        if key is not None:
-            if len(self._entries) >= self.SIZE:
-                self._entries.clear()
-            self._entries[key] = (program, *planned)
+        if len(self._entries) >= self.SIZE:
+            self._entries.clear()
+        self._entries[key] = (program, *planned)
         return planned
 
 
