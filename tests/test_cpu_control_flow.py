@@ -74,8 +74,8 @@ class _Draw:
     """Draws one program: names are fresh, loop variables never assigned, a return only
     ends a block, stores go to the lane's own slots of ``out``."""
 
-    def __init__(self, draw, lanes: int, shared: bool) -> None:
-        self.draw, self.lanes, self.shared = draw, lanes, shared
+    def __init__(self, draw, lanes: int, shared: bool, returns: bool = True) -> None:
+        self.draw, self.lanes, self.shared, self.returns = draw, lanes, shared, returns
         self.names = itertools.count()
         self.gid = InvocationId(IdKind.GLOBAL, 0)
         self.lid = InvocationId(IdKind.LOCAL, 0)
@@ -172,7 +172,7 @@ class _Draw:
                 out.append(Loop(var, lit(d(st.integers(0, 2))), end,
                                 self.block([*scope, var], assignable, depth - 1, floats, True),
                                 lit(d(st.sampled_from([1, 1, 2, 3])))))
-        if d(st.integers(0, 3)) == 0:
+        if self.returns and d(st.integers(0, 3)) == 0:
             out.append(If(self.cond(scope), (Return(),), ()) if d(st.booleans())
                        else Return())
         return tuple(out)
@@ -180,18 +180,33 @@ class _Draw:
 
 @st.composite
 def programs(draw) -> Program:
-    lanes = draw(st.sampled_from([32, 64, 8]))
-    shared = draw(st.booleans())
-    maker = _Draw(draw, lanes, shared)
+    """One program in four has the shape of the proven blocks version (``blocks.py``): at
+    least 32 lanes, no workgroup memory, no return but a leading launch guard, a float
+    chained through a loop the same in every lane. Left to chance, the draws below made
+    it about once in 70 programs, and how often depended on the constants hypothesis
+    collects from the modules the test process has imported: the search for one failed
+    in one order of the suite and not in another."""
+    plain = draw(st.integers(0, 3)) == 0
+    lanes = draw(st.sampled_from([32, 64] if plain else [32, 64, 8]))
+    shared = not plain and draw(st.booleans())
+    maker = _Draw(draw, lanes, shared, returns=not plain)
     buffers = [Buffer("x", 0, U32, Access.READ), Buffer("out", 1, U32, Access.OUTPUT,
                                                        GROUPS * lanes * SLOTS)]
     body: list = []
+    if plain and draw(st.booleans()):  # (lanes past the launch guard's bound do nothing)
+        body.append(If(Binary(BinOp.GE, maker.gid, lit(draw(st.integers(1, GROUPS * lanes)))),
+                       (Return(),), ()))
     if shared:  # each lane fills its slot; after the barrier any lane may read any slot
         buffers.append(Buffer("shared", 2, U32, Access.WORKGROUP, lanes))
         maker.shared = False
         body += [Store("shared", maker.lid, maker.expr([])), Barrier()]
         maker.shared = True
     body.append(Let("acc", Cast(F32, maker.expr([]))))  # (a float loops may carry)
+    if plain:
+        chain = Assign("acc", Binary(BinOp.ADD, Binary(BinOp.MUL, Var("acc"), Lit(
+            F32, F32.to_bits(1.5))), Cast(F32, maker.expr(["j"]))))
+        body += [Loop("j", lit(0), lit(draw(st.integers(1, 5))), (chain,)),
+                 Store("out", maker.slot(), Cast(U32, Var("acc")))]
     body += maker.block([], [], 2, ("acc",))
     return Program(tuple(buffers), (lanes,), tuple(body)).check()
 
