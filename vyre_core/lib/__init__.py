@@ -7,6 +7,7 @@ same on every backend, so results are the same bytes on each. Written as ``@vyre
 passes run as sequences; no concrete backend is imported.
 """
 
+from vyre_core.lib import steps
 from vyre_core.lib.reduce import argmax, argmin, dot, max, mean, min, norm, prod, sum
 
-__all__ = ["argmax", "argmin", "dot", "max", "mean", "min", "norm", "prod", "sum"]
+__all__ = ["argmax", "argmin", "dot", "max", "mean", "min", "norm", "prod", "steps", "sum"]

@@ -10,15 +10,12 @@ result is the same bytes on each.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from vyre_core.errors import InvalidInputError
-from vyre_core.ir.dtypes import DType
-from vyre_core.kernels import KernelFunction
-from vyre_core.lib import passes
+from vyre_core.lib import steps
 from vyre_core.lib.args import DTYPES, Split, as_input, split
 from vyre_core.sequence import Sequence, SequenceBuilder
 
@@ -26,53 +23,17 @@ from vyre_core.sequence import Sequence, SequenceBuilder
 _EMPTY = {"sum": 0, "prod": 1, "square_sum": 0}
 
 
-@dataclass(frozen=True)
-class _Reduction:
-    """A reduction as its passes: ``first`` reads the array (two for dot), ``rest`` the
-    partials; ``arg`` ones carry an index array beside the values."""
-
-    first: KernelFunction
-    rest: KernelFunction
-    arg: bool = False
-
-
-_REDUCTIONS = {
-    "sum": _Reduction(passes.sum_pass, passes.sum_pass),
-    "prod": _Reduction(passes.prod_pass, passes.prod_pass),
-    "max": _Reduction(passes.max_pass, passes.max_pass),
-    "min": _Reduction(passes.min_pass, passes.min_pass),
-    "square_sum": _Reduction(passes.square_sum_pass, passes.sum_pass),
-    "dot": _Reduction(passes.dot_pass, passes.sum_pass),
-    "argmax": _Reduction(passes.argmax_first, passes.argmax_next, arg=True),
-    "argmin": _Reduction(passes.argmin_first, passes.argmin_next, arg=True),
-}
-
-
 @functools.lru_cache(maxsize=512)
 def _sequence(name: str, dtype: np.dtype, outer: int, n: int, inner: int) -> Sequence:
     """The passes of reduction ``name`` over ``(outer, n, inner)`` as one sequence,
     built once per shape (the kernels compile once per dtype)."""
-    red, ir_type = _REDUCTIONS[name], DTYPES[dtype]
     b = SequenceBuilder()
-    b.input("x", ir_type, outer * n * inner)
+    b.input("x", DTYPES[dtype], outer * n * inner)
     if name == "dot":
-        b.input("y", ir_type, outer * n * inner)
-    source, source_at = "x", None
-    for level, (count, m) in enumerate(passes.levels(n)):
-        step = m * inner
-        out = b.transient(f"level{level}", ir_type, outer * step)
-        bind: dict[str, Any] = {"x": source, "span": count * inner, "step": step,
-                                "full": count // m}
-        if red.arg:  # (values as best, their indices as at; the first pass makes indices)
-            at = b.transient(f"index{level}", DType.I32, outer * step)
-            bind.update({"best": out, "at": at},
-                        **({"inner": inner} if source_at is None else {"xat": source_at}))
-            source_at = at
-        else:
-            bind["out"] = out
-        b.step(red.first if level == 0 else red.rest, bind, dim=outer * step)
-        source = out
-    return b.build(returns=[source] if source_at is None else [source, source_at])
+        b.input("y", DTYPES[dtype], outer * n * inner)
+    result = steps.reduction(b, name, "x", shape=(outer, n, inner), axis=1,
+                             other="y" if name == "dot" else None, name="result")
+    return b.build(returns=[result])
 
 
 def _run(drv: Any, name: str, arrays: list[np.ndarray], where: Split,
@@ -98,12 +59,11 @@ def _reduce(drv: Any, name: str, x: Any, axis: Any, backend: str | None,
                 f"{array.shape}) has no value", "Check x.size (or x.shape[axis]) before "
                 "calling, or use lib.sum / lib.prod, which give 0 and 1 there.")
         return _result(np.full(where.shape, _EMPTY[name], array.dtype))
+    arg = steps.REDUCTIONS[name].arg
     if where.outer * where.inner == 0:
-        return np.empty(where.shape, np.intp if _REDUCTIONS[name].arg else array.dtype)
-    got = _run(drv, name, [array], where, backend)
-    if _REDUCTIONS[name].arg:
-        return _result(got[1].astype(np.intp))
-    return _result(got[0])
+        return np.empty(where.shape, np.intp if arg else array.dtype)
+    got, = _run(drv, name, [array], where, backend)
+    return _result(got.astype(np.intp) if arg else got)
 
 
 def sum(drv: Any, x: Any, axis: int | None = None, *, backend: str | None = None) -> Any:

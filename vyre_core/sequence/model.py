@@ -459,6 +459,16 @@ class SequenceBuilder:
         array = np.ascontiguousarray(values, dtype=dtype.storage_np).reshape(-1)
         return self._declare(name, dtype, int(array.size), Role.CONSTANT, array.tobytes())
 
+    def buffer(self, name: str) -> SequenceBuffer:
+        """A buffer declared so far: what a helper that adds steps (``vyre_core.lib.steps``)
+        reads of the buffers it is handed."""
+        for declared in self._buffers:
+            if declared.name == name:
+                return declared
+        raise _refuse(f"no buffer {name!r} is declared (yet)",
+                      f"Declare it before the steps that read it; declared so far: "
+                      f"{[b.name for b in self._buffers]}.")
+
     def step(self, program: Program | KernelFunction,
              bind: Mapping[str, Binding] | None = None,
              grid: tuple[int, ...] | int | None = None,

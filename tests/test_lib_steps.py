@@ -1,0 +1,103 @@
+"""vyre.lib's reductions as steps of a caller's own sequence (``lib.steps``): on real
+workers, a reduction of a buffer an earlier step computed, and of a resident buffer, gives
+the bytes ``lib`` gives for the same values, on the reference, cpu and wgpu backends;
+wrong shapes, dtypes and names are refused before any work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from lib_model import arg, reduce
+
+import vyre_core as vyre
+from vyre_core import Driver, f32, lib
+from vyre_core.errors import InvalidInputError, InvalidSequenceError
+from vyre_core.ir.dtypes import DType
+from vyre_core.sequence import SequenceBuilder
+
+pytestmark = [pytest.mark.processes]
+
+BACKENDS = ["reference", "cpu", "wgpu"]
+
+
+@vyre.kernel(workgroup=(64,))
+def halve_less_one(x, out):
+    g = vyre.global_id(0)
+    out[g] = x[g] * f32(0.5) - f32(1.0)
+
+
+@pytest.fixture(scope="module")
+def drv():
+    with Driver() as driver:
+        yield driver
+
+
+def _values(shape, seed=0) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[::97] = np.float32(-0.0)
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_reduction_of_what_an_earlier_step_computed_is_lib_s_bytes(drv, backend):
+    """x -> x/2 - 1 (a kernel step) -> its sum over axis 1 and its argmax over all, in one
+    request; the model's bytes of the same halved values."""
+    shape = (5, 700, 3)
+    x = _values(shape)
+    b = SequenceBuilder()
+    b.input("x", DType.F32, x.size)
+    b.transient("h", DType.F32, x.size)
+    b.step(halve_less_one, {"x": "x", "out": "h"}, dim=x.size)
+    total = lib.steps.sum(b, "h", shape=shape, axis=1)
+    best = lib.steps.argmax(b, "h", shape=shape, name="best")
+    got_sum, got_best = drv.dispatch_sequence(b.build(returns=[total, best]),
+                                              [x.reshape(-1)], backend=backend)
+    halved = x * np.float32(0.5) - np.float32(1.0)
+    assert got_sum.tobytes() == reduce("sum", halved, 1).tobytes()
+    assert got_best.tobytes() == np.asarray(arg("argmax", halved, None),
+                                            np.int32).reshape(-1).tobytes()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_reduction_of_a_resident_buffer_runs_in_its_worker(drv, backend):
+    x = _values(3000, seed=1)
+    y = _values(3000, seed=2)
+    rx = drv.allocate_resident(x.nbytes, backend)
+    ry = drv.allocate_resident(y.nbytes, near=rx)
+    try:
+        rx.upload(x)
+        ry.upload(y)
+        b = SequenceBuilder()
+        b.resident("x", DType.F32, x.size)
+        b.resident("y", DType.F32, y.size)
+        seq = b.build(returns=[lib.steps.dot(b, "x", "y"), lib.steps.max(b, "x")])
+        got_dot, got_max = drv.dispatch_sequence(seq, [], resident={"x": rx, "y": ry})
+        assert got_dot.tobytes() == np.asarray(lib.dot(drv, x, y, backend=backend)).tobytes()
+        assert got_max.tobytes() == np.asarray(lib.max(drv, x, backend=backend)).tobytes()
+    finally:
+        rx.free()
+        ry.free()
+
+
+def test_bad_arguments_are_refused_before_any_step_is_added():
+    b = SequenceBuilder()
+    b.input("x", DType.F32, 12)
+    b.input("bits", DType.BOOL, 12)
+    b.input("y", DType.F32, 11)
+    with pytest.raises(InvalidSequenceError) as err:
+        lib.steps.sum(b, "nowhere")
+    assert "'nowhere'" in err.value.cause and "'x'" in err.value.fix
+    with pytest.raises(InvalidInputError) as err:
+        lib.steps.sum(b, "x", shape=(5, 2))
+    assert "has 10 elements" in err.value.cause
+    with pytest.raises(InvalidInputError) as err:
+        lib.steps.sum(b, "x", shape=(3, 4), axis=2)
+    assert "out of range" in err.value.cause
+    with pytest.raises(InvalidInputError) as err:
+        lib.steps.max(b, "bits")
+    assert "bool" in err.value.cause and "f32" in err.value.fix
+    with pytest.raises(InvalidInputError) as err:
+        lib.steps.dot(b, "x", "y")
+    assert "differ" in err.value.cause
+    seq = b.build(returns=[lib.steps.sum(b, "x")])  # (12 elements: one pass)
+    assert len(list(seq.steps())) == 1  # (the refused calls added no step)

@@ -1,0 +1,137 @@
+"""vyre.lib's reductions as steps of the caller's own sequence.
+
+``lib.steps.sum(b, "x")`` adds the passes of docs/lib.md to the SequenceBuilder ``b``
+and returns the name of the buffer that will hold the result, so a reduction of a buffer
+an earlier step computed, or of a resident buffer, runs in the same request as the rest
+of the sequence: no round trip, no copy out. The order is the one ``lib.sum`` uses (the
+functions of ``reduce`` are built on these), so the bytes are the same.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from vyre_core.errors import InvalidInputError
+from vyre_core.ir.dtypes import DType
+from vyre_core.kernels import KernelFunction
+from vyre_core.lib import passes
+from vyre_core.lib.args import DTYPES, split
+from vyre_core.sequence import SequenceBuilder
+
+
+@dataclass(frozen=True)
+class _Reduction:
+    """A reduction as its passes: ``first`` reads the source (two for dot), ``rest`` the
+    partials; ``arg`` ones carry an index array beside the values."""
+
+    first: KernelFunction
+    rest: KernelFunction
+    arg: bool = False
+
+
+REDUCTIONS = {
+    "sum": _Reduction(passes.sum_pass, passes.sum_pass),
+    "prod": _Reduction(passes.prod_pass, passes.prod_pass),
+    "max": _Reduction(passes.max_pass, passes.max_pass),
+    "min": _Reduction(passes.min_pass, passes.min_pass),
+    "square_sum": _Reduction(passes.square_sum_pass, passes.sum_pass),
+    "dot": _Reduction(passes.dot_pass, passes.sum_pass),
+    "argmax": _Reduction(passes.argmax_first, passes.argmax_next, arg=True),
+    "argmin": _Reduction(passes.argmin_first, passes.argmin_next, arg=True),
+}
+
+
+def reduction(b: SequenceBuilder, op: str, source: str, *, shape: Any = None,
+              axis: int | None = None, other: str | None = None,
+              name: str | None = None) -> str:
+    """Add reduction ``op``'s passes over the declared buffer ``source`` (seen as
+    ``shape``, default flat; ``other`` is dot's second vector) to ``b``; the name of the
+    transient that holds the result (flat: one element per element of numpy's result;
+    for argmax/argmin the i32 indices). Its passes' transients are named after it."""
+    red, given = REDUCTIONS[op], b.buffer(source)
+    dtype = given.dtype
+    if dtype not in DTYPES.values():
+        allowed = ", ".join(t.value for t in DTYPES.values())
+        raise InvalidInputError(f"buffer {source!r} is {dtype.value}, which vyre.lib does "
+                                "not compute in", f"Reduce a buffer of {allowed}.")
+    shape = (given.count,) if shape is None else tuple(shape)
+    if math.prod(shape) != given.count:
+        raise InvalidInputError(
+            f"shape {shape} has {math.prod(shape)} elements; buffer {source!r} has "
+            f"{given.count}", "Pass the shape the buffer's elements are laid out in "
+            "(numpy's order), or leave shape out for a flat buffer.")
+    if other is not None and (b.buffer(other).dtype, b.buffer(other).count) != \
+            (dtype, given.count):
+        raise InvalidInputError(
+            f"dot of {source!r} and {other!r}: their dtypes or lengths differ",
+            "Reduce two buffers of one dtype and length.")
+    where = split(shape, axis)  # (never empty: a sequence buffer has an element)
+    name = name or f"{source}_{op}"
+    outer, inner = where.outer, where.inner
+    at = None
+    for level, (count, m) in enumerate(passes.levels(where.n)):
+        step = m * inner
+        last = m == 1
+        out = b.transient(name if last and not red.arg else f"{name}_pass{level}",
+                          dtype, outer * step)
+        bind: dict[str, Any] = {"x": source, "span": count * inner, "step": step,
+                                "full": count // m}
+        if other is not None and level == 0:
+            bind["y"] = other
+        if red.arg:  # (values as best, their indices as at; the first pass makes them)
+            index = b.transient(name if last else f"{name}_index{level}", DType.I32,
+                                outer * step)
+            bind.update({"best": out, "at": index},
+                        **({"inner": inner} if at is None else {"xat": at}))
+            at = index
+        else:
+            bind["out"] = out
+        b.step(red.first if level == 0 else red.rest, bind, dim=outer * step)
+        source = out
+    return name
+
+
+def sum(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | None = None,
+        name: str | None = None) -> str:
+    """The sum of ``source``'s elements (along ``axis`` of ``shape``), as ``lib.sum``."""
+    return reduction(b, "sum", source, shape=shape, axis=axis, name=name)
+
+
+def prod(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | None = None,
+         name: str | None = None) -> str:
+    """The product, as ``lib.prod``."""
+    return reduction(b, "prod", source, shape=shape, axis=axis, name=name)
+
+
+def max(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | None = None,
+        name: str | None = None) -> str:
+    """The greatest element, as ``lib.max`` (NaN where any is)."""
+    return reduction(b, "max", source, shape=shape, axis=axis, name=name)
+
+
+def min(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | None = None,
+        name: str | None = None) -> str:
+    """The least element, as ``lib.min``."""
+    return reduction(b, "min", source, shape=shape, axis=axis, name=name)
+
+
+def argmax(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | None = None,
+           name: str | None = None) -> str:
+    """The i32 index of the first greatest element (or first NaN), as ``lib.argmax``."""
+    return reduction(b, "argmax", source, shape=shape, axis=axis, name=name)
+
+
+def argmin(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | None = None,
+           name: str | None = None) -> str:
+    """The i32 index of the first least element (or first NaN), as ``lib.argmin``."""
+    return reduction(b, "argmin", source, shape=shape, axis=axis, name=name)
+
+
+def dot(b: SequenceBuilder, x: str, y: str, *, name: str | None = None) -> str:
+    """The inner product of two buffers of one dtype and length, as ``lib.dot``."""
+    return reduction(b, "dot", x, other=y, name=name)
+
+
+__all__ = ["argmax", "argmin", "dot", "max", "min", "prod", "reduction", "sum"]
