@@ -446,6 +446,53 @@ def guide_histogram_program() -> ir.Program:
     return k.build()
 
 
+def guide_normalise_program() -> ir.Program:
+    """docs/kernels.md's normalise: each value over its workgroup's sum, and the count of
+    the invocations before it inside x, the workgroup reduction and scan written out in
+    the order docs/kernels.md states (halves for the sum, Hillis and Steele for the scan,
+    barriers between the steps and after the last read)."""
+    k = ir.Kernel(workgroup=(64,))
+    x = k.read("x", ir.f32)
+    out = k.read_write("out", ir.f32)
+    offsets = k.read_write("offsets", ir.i32)
+    sums = k.workgroup_buffer("sums", ir.f32, count=64)
+    counts = k.workgroup_buffer("counts", ir.i32, count=64)
+    i = k.let("i", ir.global_id(0))
+    lid = k.let("lid", ir.local_id(0))
+    inside = k.let("inside", i < x.len)
+    v = k.let("v", ir.select(inside, x[i], ir.f32(0)))
+    sums[lid] = v
+    k.barrier()
+    live = 64
+    while live > 1:
+        half = (live + 1) // 2
+        with k.if_(lid < live - half):
+            sums[lid] = sums[lid] + sums[lid + half]
+        k.barrier()
+        live = half
+    total = k.let("total", sums[0])
+    k.barrier()
+    counts[lid] = inside.cast(ir.i32)
+    k.barrier()
+    step = 1
+    while step < 64:
+        t = k.let(f"t{step}", counts[lid])
+        with k.if_(lid >= step):
+            k.assign(t, counts[lid - step] + t)
+        k.barrier()
+        counts[lid] = t
+        k.barrier()
+        step *= 2
+    before = k.let("before", ir.i32(0))
+    with k.if_(lid > 0):
+        k.assign(before, counts[lid - 1])
+    k.barrier()
+    with k.if_(inside):
+        out[i] = v / total
+        offsets[i] = before
+    return k.build()
+
+
 def guide_count_program() -> ir.Program:
     """docs/kernels.md's count: a bin per value, one invocation per element."""
     k = ir.Kernel(workgroup=(64,))

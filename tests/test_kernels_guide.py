@@ -28,6 +28,7 @@ from builder_twins import (
     blur_twin,
     guide_count_program,
     guide_histogram_program,
+    guide_normalise_program,
     guide_scaled_program,
     guide_sequence,
     saxpy_twin,
@@ -57,6 +58,7 @@ TWINS = {
     "blur": lambda program: blur_twin(),
     "histogram": lambda program: guide_histogram_program(),
     "count": lambda program: guide_count_program(),
+    "normalise": lambda program: guide_normalise_program(),
     "scaled": lambda program: guide_scaled_program(program.buffer("x").dtype),
 }
 #: the page's sequences, in order -> their builder twins (their steps are twins above)

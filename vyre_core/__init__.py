@@ -43,7 +43,8 @@ _LAZY = {
         "local_id", "shared", "workgroup_id", "subgroup_add", "subgroup_and",
         "subgroup_ballot", "subgroup_broadcast", "subgroup_elect", "subgroup_exclusive_add",
         "subgroup_inclusive_add", "subgroup_max", "subgroup_min", "subgroup_or",
-        "subgroup_shuffle", "subgroup_xor")},
+        "subgroup_shuffle", "subgroup_xor", "workgroup_sum", "workgroup_min",
+        "workgroup_max", "workgroup_inclusive_sum", "workgroup_exclusive_sum")},
     **{name: "vyre_core.ir" for name in (
         "bool_", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")},
 }
@@ -117,7 +118,12 @@ __all__ = [
     "u16",
     "u32",
     "u64",
+    "workgroup_exclusive_sum",
     "workgroup_id",
+    "workgroup_inclusive_sum",
+    "workgroup_max",
+    "workgroup_min",
+    "workgroup_sum",
 ]
 
 

@@ -29,7 +29,12 @@ from vyre_core.kernels.intrinsics import (
     subgroup_or,
     subgroup_shuffle,
     subgroup_xor,
+    workgroup_exclusive_sum,
     workgroup_id,
+    workgroup_inclusive_sum,
+    workgroup_max,
+    workgroup_min,
+    workgroup_sum,
 )
 from vyre_core.kernels.kernel import KernelFunction, func, kernel
 
@@ -40,4 +45,5 @@ __all__ = ["Array", "Constant", "KernelFunction", "atomic_add", "atomic_and",
            "subgroup_ballot", "subgroup_broadcast", "subgroup_elect",
            "subgroup_exclusive_add", "subgroup_inclusive_add", "subgroup_max",
            "subgroup_min", "subgroup_or", "subgroup_shuffle", "subgroup_xor",
-           "workgroup_id"]
+           "workgroup_exclusive_sum", "workgroup_id", "workgroup_inclusive_sum",
+           "workgroup_max", "workgroup_min", "workgroup_sum"]

@@ -148,6 +148,34 @@ def subgroup_elect() -> Any:
     raise _outside("subgroup_elect")
 
 
+def workgroup_sum(value: Any) -> Any:
+    """The sum of ``value`` over the workgroup, in every invocation, in the order
+    docs/kernels.md writes down (``s = vyre.workgroup_sum(v)``, where every invocation
+    of the workgroup runs)."""
+    raise _outside("workgroup_sum")
+
+
+def workgroup_min(value: Any) -> Any:
+    """The least ``value`` of the workgroup (as ``min``), in every invocation."""
+    raise _outside("workgroup_min")
+
+
+def workgroup_max(value: Any) -> Any:
+    """The greatest ``value`` of the workgroup (as ``max``), in every invocation."""
+    raise _outside("workgroup_max")
+
+
+def workgroup_inclusive_sum(value: Any) -> Any:
+    """The sum of ``value`` over the invocations up to and including this one (by local
+    index)."""
+    raise _outside("workgroup_inclusive_sum")
+
+
+def workgroup_exclusive_sum(value: Any) -> Any:
+    """The sum of ``value`` over the invocations before this one (0 in the first)."""
+    raise _outside("workgroup_exclusive_sum")
+
+
 #: The atomics by the IR op each one is.
 ATOMICS = {atomic_add: "add", atomic_sub: "sub", atomic_min: "min", atomic_max: "max",
            atomic_and: "and", atomic_or: "or", atomic_xor: "xor",
@@ -158,4 +186,8 @@ SUBGROUPS = {subgroup_add: "add", subgroup_min: "min", subgroup_max: "max",
              subgroup_inclusive_add: "inclusive_add", subgroup_exclusive_add: "exclusive_add",
              subgroup_broadcast: "broadcast", subgroup_shuffle: "shuffle",
              subgroup_ballot: "ballot", subgroup_elect: "elect"}
+#: The workgroup reductions and scans by their name in ``kernels/workgroup.py``.
+WORKGROUP_OPS = {workgroup_sum: "sum", workgroup_min: "min", workgroup_max: "max",
+                 workgroup_inclusive_sum: "inclusive_sum",
+                 workgroup_exclusive_sum: "exclusive_sum"}
 IDS = {global_id: "global", local_id: "local", workgroup_id: "workgroup"}

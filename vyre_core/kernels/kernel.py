@@ -271,7 +271,8 @@ class KernelFunction:
         names = self.params.names
         taken = {n.id for n in ast.walk(source.tree) if isinstance(n, ast.Name)} | \
             set(names) | {c[0] for c in self.params.constants}
-        unit = Unit(taken, "", subgroup_size=self.subgroup_size)
+        workgroup = self.workgroup or DEFAULT_WORKGROUPS[axes]
+        unit = Unit(taken, "", subgroup_size=self.subgroup_size, workgroup=workgroup)
         unit.launch_buffer = unit.fresh("launch")
         env: dict[str, Any] = {}
         offset = 0
@@ -309,7 +310,6 @@ class KernelFunction:
         if offset:
             buffers.append(Buffer(unit.launch_buffer, len(buffers), DType.U32,
                                   Access.UNIFORM, offset))
-        workgroup = self.workgroup or DEFAULT_WORKGROUPS[axes]
         program = Program(tuple(buffers), workgroup, tuple(body), tuple(constants))
         findings = program.validate()
         if findings:

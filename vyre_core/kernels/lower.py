@@ -49,7 +49,7 @@ from vyre_core.ir.nodes import (
     While,
     walk,
 )
-from vyre_core.kernels import flow, intrinsics, values
+from vyre_core.kernels import flow, intrinsics, values, workgroup
 from vyre_core.kernels.scope import Capture, Scope, is_number
 from vyre_core.kernels.source import Source
 from vyre_core.kernels.values import Refusal, Value
@@ -158,6 +158,10 @@ class Unit:
     lines: dict[int, tuple[str, int]] = field(default_factory=dict)
     inlining: list[Any] = field(default_factory=list)
     subgroup_size: int | None = None
+    #: the kernel's workgroup, and the workgroup buffer its workgroup reductions and scans
+    #: use, by type (``workgroup.py``)
+    workgroup: tuple[int, ...] = (1,)
+    scratch: dict[DType, str] = field(default_factory=dict)
     #: whether it synchronizes a workgroup (a barrier, a shared array, a subgroup
     #: operation): then every invocation of a workgroup runs, and none is dropped
     synchronizes: bool = False
@@ -384,6 +388,9 @@ class Lowerer:
             return self.shared(target, s.value)
         if isinstance(target, ast.Tuple | ast.List):
             return self.unpack(target, s.value, path, k)
+        if isinstance(target, ast.Name) and isinstance(s.value, ast.Call) and \
+                self._static(s.value.func) in intrinsics.WORKGROUP_OPS:
+            return self.store(target, self.workgroup(s.value), path, k, s)
         if isinstance(target, ast.Name) and isinstance(s.value, ast.Call) and \
                 self._static(s.value.func) in intrinsics.ATOMICS and \
                 self._declares(target.id, path, k) and target.id not in self.types:
@@ -806,6 +813,10 @@ class Lowerer:
             return Value(Var(name), dtype)
         if fn in intrinsics.SUBGROUPS:
             return self.subgroup(fn, node)
+        if fn in intrinsics.WORKGROUP_OPS:
+            raise Refusal(f"vyre.{fn.__name__}() inside an expression",
+                          f"Assign it to a name of its own, on a line where every invocation "
+                          f"of the workgroup runs: s = vyre.{fn.__name__}(v).", node)
         if fn in (intrinsics.barrier, intrinsics.shared):
             raise Refusal(f"vyre.{fn.__name__}() used as a value",
                           "vyre.barrier() is a statement of its own; assign vyre.shared(f32, "
@@ -929,6 +940,30 @@ class Lowerer:
                           "ballot), casting if need be: i32(v).", node.args[0])
         return Value(Subgroup(op, size, None if value is None else value.node,
                               None if lane is None else lane.node), dtype)
+
+    def workgroup(self, node: ast.Call) -> Value:
+        """``vyre.workgroup_<op>(v)``: its statements (``workgroup.expand``) over a
+        workgroup buffer of the value's type, one per type for the whole kernel."""
+        fn = self._static(node.func)
+        self._no_args(node, 1)
+        value = values.settle(self.expr(node.args[0]))
+        if value.dtype is DType.BOOL:
+            raise Refusal(f"vyre.{fn.__name__}() of a bool",
+                          "Reduce numbers: i32(flag) counts the invocations where flag "
+                          "holds.", node.args[0])
+        self.unit.synchronizes = True
+        scratch = self.unit.scratch.get(value.dtype)
+        if scratch is None:
+            scratch = self.unit.scratch[value.dtype] = self.unit.fresh(
+                f"workgroup_{value.dtype.value}")
+            self.unit.workgroup_buffers.append((scratch, value.dtype,
+                                                math.prod(self.unit.workgroup)))
+        stmts, result = workgroup.expand(intrinsics.WORKGROUP_OPS[fn], value.node,
+                                         value.dtype, self.unit.workgroup, scratch,
+                                         self.unit.fresh)
+        for stmt in stmts:
+            self.emit(stmt, node)
+        return Value(Var(result), value.dtype)
 
     def argument(self, fn_name: str, param: str, node: ast.AST) -> Any:
         """One argument of an inlined call, evaluated once, before the body (Python's

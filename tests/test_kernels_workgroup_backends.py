@@ -1,0 +1,40 @@
+"""``vyre.workgroup_sum`` and friends on real workers: the cpu and wgpu backends give
+the bytes of the order (tests/test_kernels_workgroup.py's model, which the reference
+gives there), for workgroups of several sizes, floats with NaN, -0 and infinities, and
+integers at their extremes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_kernels_workgroup import OPS, kernels_for, model, specials
+
+from vyre_core import Driver
+
+pytestmark = [pytest.mark.processes]
+
+
+@pytest.fixture(scope="module")
+def drv():
+    with Driver() as driver:
+        yield driver
+
+
+@pytest.mark.parametrize("backend", ["cpu", "wgpu"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("size", [1, 5, 48, 256])
+def test_every_backend_gives_the_orders_bytes(drv, backend, dtype, size):
+    rng = np.random.default_rng(size)
+    groups = 4
+    if np.dtype(dtype).kind == "f":
+        x = rng.standard_normal(groups * size).astype(dtype)
+    else:
+        x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, groups * size, dtype)
+    spots = rng.random(x.size) < 0.1
+    x[spots] = rng.choice(specials(dtype), int(spots.sum()))
+    outs = [np.zeros_like(x) for _ in OPS]
+    drv.launch(kernels_for(size), dim=x.size, args=(x, *outs), backend=backend)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for op, got in zip(OPS, outs, strict=True):
+            want = model(op, x.reshape(groups, size)).reshape(-1)
+            assert got.tobytes() == want.tobytes(), op
