@@ -133,3 +133,35 @@ def numpy_chain(n: int, contiguous: bool) -> int:
     half = n // 2
     half -= half % 8
     return 1 + max(numpy_chain(half, True), numpy_chain(n - half, True))
+
+
+def _inclusive(v: np.ndarray) -> np.ndarray:
+    """The inclusive scan of each lane of ``v`` (outer, n, inner) in lib.cumsum's order."""
+    from vyre_core.lib.scan import CHUNK
+
+    n = v.shape[1]
+    with np.errstate(all="ignore"):
+        if n <= CHUNK:
+            return np.add.accumulate(v, axis=1, dtype=v.dtype)
+        starts = range(0, n, CHUNK)
+        totals = np.stack([np.add.accumulate(v[:, s:s + CHUNK], axis=1,
+                                             dtype=v.dtype)[:, -1] for s in starts], axis=1)
+        scanned = _inclusive(totals)
+        out = np.empty_like(v)
+        for c, s in enumerate(starts):
+            chunk = v[:, s:s + CHUNK].copy()
+            if c:
+                chunk[:, 0] = scanned[:, c - 1] + chunk[:, 0]
+            out[:, s:s + CHUNK] = np.add.accumulate(chunk, axis=1, dtype=v.dtype)
+        return out
+
+
+def cumsum(x: np.ndarray, axis: int | None = None, exclusive: bool = False) -> np.ndarray:
+    """lib.cumsum in its order (docs/lib.md, "Scans"), NaNs canonical."""
+    shape = x.shape if axis is not None else (x.size,)
+    v = x.reshape(1, -1, 1) if axis is None else \
+        x.reshape(math.prod(x.shape[:axis % x.ndim]), x.shape[axis], -1)
+    out = _inclusive(v)
+    if exclusive:
+        out = np.concatenate([np.zeros_like(out[:, :1]), out[:, :-1]], axis=1)
+    return canonical(out.reshape(shape))

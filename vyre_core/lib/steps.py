@@ -16,7 +16,7 @@ from typing import Any
 from vyre_core.errors import InvalidInputError
 from vyre_core.ir.dtypes import DType
 from vyre_core.kernels import KernelFunction
-from vyre_core.lib import passes
+from vyre_core.lib import passes, scan
 from vyre_core.lib.args import DTYPES, split
 from vyre_core.sequence import SequenceBuilder
 
@@ -134,4 +134,11 @@ def dot(b: SequenceBuilder, x: str, y: str, *, name: str | None = None) -> str:
     return reduction(b, "dot", x, other=y, name=name)
 
 
-__all__ = ["argmax", "argmin", "dot", "max", "min", "prod", "reduction", "sum"]
+def cumsum(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | None = None,
+           exclusive: bool = False, name: str | None = None) -> str:
+    """The cumulative sum along ``axis`` of ``shape`` (None: the whole buffer), as
+    ``lib.cumsum``: a transient of ``source``'s size."""
+    return scan.add(b, source, shape=shape, axis=axis, exclusive=exclusive, name=name)
+
+
+__all__ = ["argmax", "argmin", "cumsum", "dot", "max", "min", "prod", "reduction", "sum"]
