@@ -7,6 +7,11 @@ u32 addition wraps, so every order gives the same bits and numpy's ``cumsum`` ch
 exactly. Every intermediate level stays in the worker (on the device, for a GPU backend);
 only the scan comes back.
 
+To scan an array, call ``lib.cumsum(drv, x)`` (``from vyre_core import lib``,
+docs/lib.md): the same chunked rule, for any length, axis and dtype, its float order
+written down. This example keeps the long way because it teaches the levels: a kernel
+per pass, up and back down, as one sequence.
+
 Run it: ``python examples/scan.py`` or ``vyre run scan``.
 """
 
