@@ -165,3 +165,25 @@ def cumsum(x: np.ndarray, axis: int | None = None, exclusive: bool = False) -> n
     if exclusive:
         out = np.concatenate([np.zeros_like(out[:, :1]), out[:, :-1]], axis=1)
     return canonical(out.reshape(shape))
+
+
+def _transcendental(fn: Callable, a: np.ndarray) -> np.ndarray:
+    """``fn`` as the reference computes it: f16/f32 in float64, rounded once."""
+    with np.errstate(all="ignore"):
+        if a.dtype == np.float64:
+            return fn(a)
+        return fn(np.asarray(a, np.float64)).astype(a.dtype)
+
+
+def softmax(x: np.ndarray, axis: int | None, name: str = "softmax") -> np.ndarray:
+    """lib.softmax (or lib.logsumexp, ``name``) in its order: lib.max's shift (0 where
+    not finite), exp of each difference, lib.sum's order, one division (or shift + log)."""
+    greatest = reduce("max", x, axis)
+    shift = np.where(np.isfinite(greatest), greatest, 0).astype(x.dtype)
+    along = shift if axis is None else np.expand_dims(shift, axis)
+    with np.errstate(all="ignore"):
+        e = _transcendental(np.exp, (x - along).astype(x.dtype))
+        total = reduce("sum", e, axis)
+        if name == "softmax":
+            return canonical(e / (total if axis is None else np.expand_dims(total, axis)))
+        return canonical(np.asarray(shift + _transcendental(np.log, total)))

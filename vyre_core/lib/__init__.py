@@ -10,6 +10,7 @@ passes run as sequences; no concrete backend is imported.
 from vyre_core.lib import steps
 from vyre_core.lib.reduce import argmax, argmin, dot, max, mean, min, norm, prod, sum
 from vyre_core.lib.scan import cumsum
+from vyre_core.lib.softmax import logsumexp, softmax
 
-__all__ = ["argmax", "argmin", "cumsum", "dot", "max", "mean", "min", "norm", "prod", "steps",
-           "sum"]
+__all__ = ["argmax", "argmin", "cumsum", "dot", "logsumexp", "max", "mean", "min", "norm",
+           "prod", "softmax", "steps", "sum"]
