@@ -261,6 +261,35 @@ def test_every_statement_form_means_what_python_means():
         assert one(statements, n, n=6).tolist() == python(n), n
 
 
+@vyre.func
+def doubled(v):
+    t = v * 2
+    return t
+
+
+@vyre.kernel(workgroup=(1,))
+def runs_its_condition_each_pass(counter: vyre.Array[i32], out: vyre.Array[i32]):
+    i = 0
+    while doubled(i) < 10:              # (a call's body: statements before its value)
+        i += 1
+    n = 0
+    while vyre.atomic_add(counter, 0, 1) < 5:
+        n += 1
+        if n > 100:                     # (on a condition run once: out of the loop)
+            break
+    out[0] = i
+    out[1] = n
+
+
+def test_a_while_condition_that_runs_statements_runs_them_before_every_test():
+    """Python tests a while condition before each pass. A condition whose value comes after
+    statements (an inlined function's body, an atomic) ran them once before the loop, so
+    the loop tested a stale value: doubled(i) < 10 never became false (2**32 - 1 passes)."""
+    counter, out = np.zeros(1, np.int32), np.zeros(2, np.int32)
+    launch(runs_its_condition_each_pass, 1, (counter, out))
+    assert out.tolist() == [5, 5] and counter.tolist() == [6]  # (tested 6 times)
+
+
 @vyre.kernel
 def maths(x: vyre.Array[f32], out: vyre.Array[f32]):
     i = vyre.global_id(0)

@@ -44,6 +44,7 @@ from vyre_core.ir.nodes import (
     Store,
     Subgroup,
     SubgroupOp,
+    Unary,
     UnOp,
     Var,
     While,
@@ -553,12 +554,22 @@ class Lowerer:
         if s.orelse:
             raise Refusal("while ... else", "Remove the else block; test after the loop.",
                           s.orelse[0])
-        cond = values.truth(self.expr(s.test))
+        before: list[Stmt] = []  # (what the condition runs first: an atomic, a call's body)
+        self.blocks.append(before)
+        try:
+            cond = values.truth(self.expr(s.test))
+        finally:
+            self.blocks.pop()
         self.loops += 1
         try:
             body = self.block(s.body, (*path, (k, "body")))
         finally:
             self.loops -= 1
+        if before:  # (run before every test, as Python does: at the top of each pass)
+            leave = If(Unary(UnOp.NOT, cond.node), (Break(),), ())
+            self.unit.lines[id(leave)] = (self.source.file, self.source.line_of(s.test))
+            body = (*before, leave, *body)
+            cond = Value(Lit.of(DType.BOOL, True), DType.BOOL)
         self.emit(While(cond.node, body, WHILE_MAX_TRIPS), s)
 
     def shared(self, target: ast.AST, call: ast.Call) -> None:
