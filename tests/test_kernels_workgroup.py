@@ -102,17 +102,24 @@ def specials(dtype) -> np.ndarray:
                      info.max], dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint32])
-@pytest.mark.parametrize("size", SIZES)
-def test_every_operation_gives_the_orders_bytes(size, dtype):
+def sample(dtype, size: int, groups: int) -> np.ndarray:
+    """``groups`` workgroups of values: normal floats or integers of the whole range, a
+    tenth of them special (specials)."""
     rng = np.random.default_rng(size)
-    groups = 3
     if np.dtype(dtype).kind == "f":
         x = rng.standard_normal(groups * size).astype(dtype)
     else:
         x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, groups * size, dtype)
     spots = rng.random(x.size) < 0.1
     x[spots] = rng.choice(specials(dtype), int(spots.sum()))
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint32])
+@pytest.mark.parametrize("size", SIZES)
+def test_every_operation_gives_the_orders_bytes(size, dtype):
+    groups = 3
+    x = sample(dtype, size, groups)
     got = run_all(size, x)
     with np.errstate(over="ignore", invalid="ignore"):
         for op in OPS:

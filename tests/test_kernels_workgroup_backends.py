@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_kernels_workgroup import OPS, kernels_for, model, specials
+from test_kernels_workgroup import OPS, kernels_for, model, sample
 
 from vyre_core import Driver
 
@@ -24,14 +24,8 @@ def drv():
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 @pytest.mark.parametrize("size", [1, 5, 48, 256])
 def test_every_backend_gives_the_orders_bytes(drv, backend, dtype, size):
-    rng = np.random.default_rng(size)
     groups = 4
-    if np.dtype(dtype).kind == "f":
-        x = rng.standard_normal(groups * size).astype(dtype)
-    else:
-        x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, groups * size, dtype)
-    spots = rng.random(x.size) < 0.1
-    x[spots] = rng.choice(specials(dtype), int(spots.sum()))
+    x = sample(dtype, size, groups)
     outs = [np.zeros_like(x) for _ in OPS]
     drv.launch(kernels_for(size), dim=x.size, args=(x, *outs), backend=backend)
     with np.errstate(over="ignore", invalid="ignore"):

@@ -30,52 +30,42 @@ WORKGROUP = 256
 CHUNK = 1024
 
 
+@vyre.func
+def first_of(g, n, inner, chunks):
+    """Where invocation ``g``'s chunk starts: chunk ``(g // inner) % chunks`` of lane
+    ``(g // inner // chunks, g % inner)`` of the array seen as ``(outer, n, inner)``."""
+    rest = g // inner
+    return ((rest // chunks) * n + (rest % chunks) * CHUNK) * inner + g % inner
+
+
+@vyre.func
+def length_of(g, n, inner, chunks):
+    """How many elements invocation ``g``'s chunk has (the last may be short)."""
+    return min(CHUNK, n - ((g // inner) % chunks) * CHUNK)
+
+
 @vyre.kernel(workgroup=(WORKGROUP,))
 def chunk_totals(x, totals, n: i32, inner: i32, chunks: i32):
     """The sum of each chunk, left to right from its first element."""
     g = vyre.global_id(0)
-    t = g % inner
-    rest = g // inner
-    c = rest % chunks
-    base = ((rest // chunks) * n + c * CHUNK) * inner + t
-    count = min(CHUNK, n - c * CHUNK)
+    base = first_of(g, n, inner, chunks)
     acc = x[base]
-    for k in range(1, count):
+    for k in range(1, length_of(g, n, inner, chunks)):
         acc += x[base + k * inner]
     totals[g] = acc
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def chunk_scan(x, out, n: i32, inner: i32, chunks: i32):
-    """A lane's only chunk (n <= CHUNK): the running sum from its first element."""
+def chunk_scan(x, scanned, out, n: i32, inner: i32, chunks: i32):
+    """Chunk ``c`` of a lane: its elements added left to right onto ``scanned``'s total
+    of the chunks before it; chunk 0 from its first element (``scanned`` unread)."""
     g = vyre.global_id(0)
-    t = g % inner
-    rest = g // inner
-    c = rest % chunks
-    base = ((rest // chunks) * n + c * CHUNK) * inner + t
-    count = min(CHUNK, n - c * CHUNK)
+    base = first_of(g, n, inner, chunks)
     acc = x[base]
-    out[base] = acc
-    for k in range(1, count):
-        acc += x[base + k * inner]
-        out[base + k * inner] = acc
-
-
-@vyre.kernel(workgroup=(WORKGROUP,))
-def chunk_scan_after(x, scanned, out, n: i32, inner: i32, chunks: i32):
-    """Chunk ``c`` of a lane: its elements added onto ``scanned``'s total of the chunks
-    before it (chunk 0 from its first element)."""
-    g = vyre.global_id(0)
-    t = g % inner
-    rest = g // inner
-    c = rest % chunks
-    base = ((rest // chunks) * n + c * CHUNK) * inner + t
-    count = min(CHUNK, n - c * CHUNK)
-    acc = x[base]
-    if c > 0:
+    if (g // inner) % chunks > 0:
         acc = scanned[g - inner] + acc
     out[base] = acc
-    for k in range(1, count):
+    for k in range(1, length_of(g, n, inner, chunks)):
         acc += x[base + k * inner]
         out[base + k * inner] = acc
 
@@ -115,14 +105,13 @@ def _scan(b: SequenceBuilder, source: str, dtype: Any, outer: int, n: int, inner
     chunks = -(-n // CHUNK)
     b.transient(name, dtype, outer * n * inner)
     sizes = {"n": n, "inner": inner, "chunks": chunks}
-    if chunks == 1:
-        b.step(chunk_scan, {"x": source, "out": name, **sizes}, dim=outer * inner)
-        return name
-    totals = b.transient(f"{name}_totals", dtype, outer * chunks * inner)
-    b.step(chunk_totals, {"x": source, "totals": totals, **sizes},
-           dim=outer * chunks * inner)
-    scanned = _scan(b, totals, dtype, outer, chunks, inner, f"{name}_up")
-    b.step(chunk_scan_after, {"x": source, "scanned": scanned, "out": name, **sizes},
+    scanned = source  # (one chunk a lane: no chunk before any, nothing to read)
+    if chunks > 1:
+        totals = b.transient(f"{name}_totals", dtype, outer * chunks * inner)
+        b.step(chunk_totals, {"x": source, "totals": totals, **sizes},
+               dim=outer * chunks * inner)
+        scanned = _scan(b, totals, dtype, outer, chunks, inner, f"{name}_up")
+    b.step(chunk_scan, {"x": source, "scanned": scanned, "out": name, **sizes},
            dim=outer * chunks * inner)
     return name
 
