@@ -290,6 +290,50 @@ def test_a_while_condition_that_runs_statements_runs_them_before_every_test():
     assert out.tolist() == [5, 5] and counter.tolist() == [6]  # (tested 6 times)
 
 
+@vyre.func
+def marked(a, i):
+    a[i] = 7
+    return 1
+
+
+@vyre.func
+def counted(a):
+    return vyre.atomic_add(a, 0, 1)
+
+
+def test_what_writes_memory_is_refused_where_python_might_not_run_it():
+    """Both sides of and/or/if-else are evaluated: a store in a called function's body ran
+    whether Python would have called it or not (marked(a, 0) wrote a[0] = 7 behind a
+    false `and`); so did an atomic inside a function. A function without effects is
+    fine there."""
+    @vyre.kernel(workgroup=(1,))
+    def shortcut(a: vyre.Array[i32], out: vyre.Array[i32]):
+        out[0] = 1 if out[0] > 1 and marked(a, 0) > 0 else 2
+
+    @vyre.kernel(workgroup=(1,))
+    def counts(a: vyre.Array[i32], out: vyre.Array[i32]):
+        out[0] = counted(a) if out[0] > 1 else 0
+
+    @vyre.kernel(workgroup=(1,))
+    def bare(a: vyre.Array[i32], out: vyre.Array[i32]):
+        out[0] = vyre.atomic_add(a, 0, 1) if out[0] > 1 else 0
+
+    @vyre.kernel(workgroup=(1,))
+    def pure(a: vyre.Array[i32], out: vyre.Array[i32]):
+        out[0] = doubled(a[0]) if out[0] > 1 else 0
+
+    args = (np.zeros(1, np.int32), np.zeros(1, np.int32))
+    for kernel, what, line in ((shortcut, "marked() inside and/or/if-else, whose body has "
+                                "a store", 2), (counts, "counted() inside", 2),
+                               (bare, "an atomic inside and/or/if-else", 2)):
+        err = refused(kernel, args)
+        assert what in err.cause and "if statement of its own" in err.fix, err.cause
+        assert where(err, def_line(kernel))[0] == line
+    a, out = np.array([3], np.int32), np.zeros(1, np.int32)
+    launch(pure, 1, (a, out))
+    assert out.tolist() == [0]
+
+
 @vyre.kernel
 def maths(x: vyre.Array[f32], out: vyre.Array[f32]):
     i = vyre.global_id(0)

@@ -1027,10 +1027,19 @@ class Lowerer:
         inner = Lowerer(source, self.unit, env, fn.scope, inlined=True)
         inner.loops = 0
         self.unit.inlining.append(fn)
+        start = len(self.blocks[-1])
         try:
             result = inner.run(self.blocks[-1])
         finally:
             self.unit.inlining.pop()
+        if self.in_select:
+            effects = sorted({type(n).__name__.lower() for n in walk(tuple(
+                self.blocks[-1][start:])) if isinstance(n, Store | Atomic | Barrier)})
+            if effects:
+                raise Refusal(f"a call of {fn.__name__}() inside and/or/if-else, whose body "
+                              f"has a {' and a '.join(effects)}: both sides of those are "
+                              "evaluated, so it would always run",
+                              f"Call {fn.__name__}() in an if statement of its own.", node)
         if result is None:
             return Value(None, None, None)
         return result
