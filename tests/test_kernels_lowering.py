@@ -334,6 +334,38 @@ def test_what_writes_memory_is_refused_where_python_might_not_run_it():
     assert out.tolist() == [0]
 
 
+@vyre.func
+def first_set(a, v):
+    a[0] = v
+    return 0
+
+
+@vyre.kernel(workgroup=(1,))
+def left_to_right(a: vyre.Array[i32], out: vyre.Array[i32]):
+    a[1] += first_set(a, 100) + 1        # (a[1] read, then the call: 2 + 1)
+    out[0] = a[0] + first_set(a, 50)     # (a[0] read as 100, then set to 50: 100 + 0)
+    out[1] = i32(a[0] < first_set(a, 7) + 60)  # (50 < 60: read before the call sets 7)
+    out[2 + first_set(a, 9)] = a[0]      # (the value, 7, before the index's call)
+
+
+def test_operands_are_read_left_to_right_around_a_call_that_stores():
+    """Python evaluates a load on the left before a call on the right; the call's stores
+    were emitted before the statement that held the load, so it read the value the call
+    left (a[1] += f() gave 101, not 3)."""
+    a, out = np.array([5, 2], np.int32), np.zeros(3, np.int32)
+    launch(left_to_right, 1, (a, out))
+    assert a.tolist() == [9, 3] and out.tolist() == [100, 1, 7]
+
+
+def test_an_augmented_store_whose_index_calls_a_function_that_stores_is_refused():
+    @vyre.kernel(workgroup=(1,))
+    def twice(a: vyre.Array[i32]):
+        a[first_set(a, 3)] += 1
+
+    err = refused(twice, (np.zeros(2, np.int32),))
+    assert "would each run it" in err.cause and "i = ...; then a[i] += v" in err.fix
+
+
 @vyre.kernel
 def maths(x: vyre.Array[f32], out: vyre.Array[f32]):
     i = vyre.global_id(0)

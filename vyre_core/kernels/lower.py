@@ -288,6 +288,26 @@ class Lowerer:
         self.blocks[-1].append(stmt)
         self.unit.lines[id(stmt)] = (self.source.file, self.source.line_of(node))
 
+    def _effects_since(self, start: int) -> bool:
+        """Whether the statements emitted since ``start`` write memory (a called
+        function's store or atomic) or wait at a barrier."""
+        return any(isinstance(n, Store | Atomic | Barrier)
+                   for n in walk(tuple(self.blocks[-1][start:])))
+
+    def read_before(self, earlier: Value, start: int) -> Value:
+        """``earlier``, an operand Python evaluates before the statements emitted since
+        ``start``: where those write memory and it reads memory, its value kept in a fresh
+        variable declared before them, so it reads what Python reads."""
+        if earlier.weak or not self._effects_since(start) or \
+                not any(isinstance(n, Load) for n in walk((earlier.node,))):
+            return earlier
+        name = self.unit.fresh("read")
+        let = Let(name, earlier.node)
+        first = self.blocks[-1][start]
+        self.blocks[-1].insert(start, let)
+        self.unit.lines[id(let)] = self.unit.lines[id(first)]
+        return Value(Var(name), earlier.dtype)
+
     # -- statements --------------------------------------------------------------------
 
     def stmt(self, s: ast.stmt, path: flow.Path, k: int) -> None:
@@ -410,7 +430,9 @@ class Lowerer:
             self.set_local(target.id, v, s, self._declares(target.id, path, k))
         elif isinstance(target, ast.Subscript):
             array = self.array_of(target.value)
+            start = len(self.blocks[-1])
             index = self.index(array, target.slice)
+            v = self.read_before(v, start)  # (Python evaluates the value, then the index)
             v = values.settle(v, array.dtype) if v.weak else v
             if v.dtype is not array.dtype:
                 raise Refusal(f"stores a {v.dtype.value} into {array.name!r}, an array of "
@@ -452,9 +474,17 @@ class Lowerer:
 
     def augassign(self, s: ast.AugAssign, path: flow.Path, k: int) -> None:
         symbol = _BINOPS[type(s.op)]
+        start = len(self.blocks[-1])
         current = self.expr(s.target if isinstance(s.target, ast.Subscript)
                             else ast.Name(s.target.id, ast.Load(), **_pos(s.target)))
-        v = values.binop(symbol, current, self.expr(s.value),
+        if self._effects_since(start):  # (the index would run again for the store)
+            raise Refusal(f"the index of {ast.unparse(s.target)} calls a function that "
+                          "writes memory: Python runs it once, the load and the store of "
+                          "an augmented assignment would each run it",
+                          "Compute the index first: i = ...; then a[i] += v.", s.target)
+        start = len(self.blocks[-1])
+        value = self.expr(s.value)
+        v = values.binop(symbol, self.read_before(current, start), value,
                          (ast.unparse(s.target), ast.unparse(s.value)))
         if isinstance(s.target, ast.Name) and not current.weak and v.dtype is not current.dtype:
             raise Refusal(f"{ast.unparse(s)} makes {s.target.id!r} a {v.dtype.value}: a local "
@@ -642,8 +672,10 @@ class Lowerer:
         if isinstance(node, ast.Subscript):
             return self.subscript(node)
         if isinstance(node, ast.BinOp):
-            return values.binop(_BINOPS[type(node.op)], self.expr(node.left),
-                                self.expr(node.right),
+            left = self.expr(node.left)
+            start = len(self.blocks[-1])
+            right = self.expr(node.right)
+            return values.binop(_BINOPS[type(node.op)], self.read_before(left, start), right,
                                 (ast.unparse(node.left), ast.unparse(node.right)))
         if isinstance(node, ast.UnaryOp):
             return values.unary(_UNARY[type(node.op)], self.expr(node.operand))
@@ -714,7 +746,11 @@ class Lowerer:
             if type(op) not in _CMPOPS:
                 raise Refusal(f"{type(op).__name__} (in, is) in a kernel",
                               "Compare values with == != < <= > >=.", node)
+            start = len(self.blocks[-1])
             right = self.expr(right_node)
+            left = self.read_before(left, start)
+            if result is not None:
+                result = self.read_before(result, start)
             test = values.compare(_CMPOPS[type(op)], left, right,
                                   (ast.unparse(sources[i]), ast.unparse(right_node)))
             result = test if result is None else values.logical("and", result, test)
