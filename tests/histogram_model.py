@@ -64,3 +64,14 @@ def histogram(x: np.ndarray, bins: int, range_=None, weights=None) -> np.ndarray
     if weights is None:
         return np.bincount(indices[indices >= 0], minlength=bins)
     return sums(indices, weights, bins, weights.dtype)
+
+
+def edge_bins(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """numpy.histogram's bin of each value of the flat ``x`` among edges of the caller's
+    (its sort and ``searchsorted`` path: ``edges[i] <= v < edges[i + 1]``, the last bin
+    closed), -1 outside them; compared in the dtype searchsorted uses."""
+    common = np.float64 if x.dtype.kind in "iu" else np.result_type(x.dtype, edges.dtype)
+    v, e = x.reshape(-1).astype(common), np.asarray(edges).astype(common)
+    at = np.searchsorted(e[:-1], v, side="right") - 1
+    at[~((v >= e[0]) & (v <= e[-1]))] = -1
+    return at

@@ -119,6 +119,51 @@ def test_weighted_histograms_are_numpys_bytes(drv, backend):
         assert got.dtype == dtype and _bytes(got) == _bytes(want), (dtype, bins)
 
 
+def _edge_cases() -> list[tuple[np.ndarray, object]]:
+    """(x, edges) of the caller's: repeated edges (empty bins), the last edge, NaN and
+    inf, integer data with float edges, float32 data with float64 edges (compared in
+    float64, as numpy's searchsorted does) and with float32 ones, a step either side."""
+    rng = np.random.default_rng(15)
+    f32 = np.float32
+    edges32 = np.array([-1, -0.1, 0.1, 0.1, 1.0], f32)
+    near = np.concatenate([edges32, np.nextafter(edges32, f32(np.inf)),
+                           np.nextafter(edges32, f32(-np.inf))])
+    return [
+        (np.array([0, 0.5, 1, 1, 1.5, 2, 2, 3, np.nan, np.inf, -1], f32), [0, 1, 1, 2, 3]),
+        (np.arange(-5, 20, dtype=np.int32), np.array([-3, 0, 0.5, 7, 7, 19])),
+        (np.arange(0, 50, dtype=np.uint32), np.array([3, 10, 2**40], np.int64)),
+        (np.concatenate([near, rng.standard_normal(3000).astype(f32)]), edges32),
+        (np.concatenate([near, rng.standard_normal(3000).astype(f32)]),
+         np.array([-1, -0.1, 0.1, 1.0], np.float64)),
+        (np.array([1.0, 2.0, np.inf, -np.inf], np.float64), [0, 1, np.inf]),
+        (rng.standard_normal(500).astype(np.float16), np.linspace(-2, 2, 9)),
+    ]
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_edges_of_your_own_put_every_value_in_numpys_bin(drv, backend):
+    for k, (x, edges) in enumerate(_edge_cases()):
+        want, want_edges = np.histogram(x, edges)
+        got, got_edges = lib.histogram(drv, x, edges, backend=backend)
+        assert got.dtype == want.dtype and _bytes(got) == _bytes(want), (k, backend)
+        assert _bytes(got_edges) == _bytes(want_edges), k
+        at = model.edge_bins(x, np.asarray(edges))
+        assert _bytes(np.bincount(at[at >= 0], minlength=want.size)) == _bytes(want), k
+    x = np.random.default_rng(16).standard_normal(2 * CHUNK + 3).astype(np.float32)
+    w = np.random.default_rng(17).standard_normal(x.size).astype(np.float32)
+    edges = np.array([-3.0, -1.0, 0.0, 0.0, 0.5, 2.0, 3.0])
+    got, _ = lib.histogram(drv, x, edges, weights=w, backend=backend)
+    at = model.edge_bins(x, edges)
+    assert _bytes(got) == _bytes(model.sums(at, w, 6, np.float32))
+    wide = w.astype(np.float64)
+    exact = np.array([math.fsum(wide[at == i]) for i in range(6)])
+    size = np.array([math.fsum(np.abs(wide[at == i])) for i in range(6)])
+    chunks = -(-x.size // CHUNK)
+    assert np.all(np.abs(got - exact) <= (gamma(chunks, np.float32) + 2 * gamma(
+        CHUNK, np.float64)) * size)
+
+
 def _bincount_bound(x, w, bins: int) -> np.ndarray:
     """docs/lib.md's bound on |lib.bincount - numpy.bincount| per bin (weighted)."""
     n = x.size
@@ -181,6 +226,19 @@ def test_more_partials_than_a_round_holds_run_in_rounds_and_keep_numpys_bytes(dr
 
 
 FLOATS = st.floats(width=32, allow_subnormal=True)
+
+
+@pytest.mark.processes
+@SLOW
+@given(x=hnp.arrays(np.float32, st.integers(1, 2000), elements=FLOATS),
+       picks=st.lists(st.integers(0, 1999), min_size=1, max_size=40))
+def test_random_edges_of_your_own_count_as_numpy(drv, x, picks):
+    finite = np.sort(x[np.isfinite(x)]) if np.isfinite(x).any() else np.zeros(1, np.float32)
+    edges = np.sort(finite[[p % finite.size for p in picks]])  # (repeats: empty bins)
+    want, _ = np.histogram(x, edges)
+    for backend in BACKENDS:
+        got, _ = lib.histogram(drv, x, edges, backend=backend)
+        assert _bytes(got) == _bytes(want), backend
 
 
 @pytest.mark.processes
@@ -252,6 +310,8 @@ NUMPY_ERRORS = [
     ("histogram", (np.zeros(3, np.float32), -3), {}),
     ("histogram", (np.zeros(3, np.float32), 1000, (1.0, 1.0000001)), {}),
     ("histogram", (np.zeros(3, np.float32), 5), {"weights": np.ones(4, np.float32)}),
+    ("histogram", (np.zeros(3, np.float32), [0.0, 2.0, 1.0]), {}),
+    ("histogram", (np.zeros(3, np.float32), np.zeros((2, 2))), {}),
 ]
 
 
@@ -268,7 +328,8 @@ def test_where_numpy_raises_lib_refuses_with_a_fix_before_any_work(name, args, k
 @pytest.mark.fast
 @pytest.mark.parametrize(("call", "cause"), [
     (lambda: lib.histogram(None, np.zeros(3, np.float32), "auto"), "estimator name"),
-    (lambda: lib.histogram(None, np.zeros(3, np.float32), [0, 1, 2]), "sequence of edges"),
+    (lambda: lib.histogram(None, np.zeros(3, np.float32), [0, np.nan, 2]), "NaN edge"),
+    (lambda: lib.histogram(None, np.zeros(3, np.float32), ["a", "b"]), "not numbers"),
     (lambda: lib.histogram(None, np.zeros(3, np.float32), 2.5), "not an int"),
     (lambda: lib.histogram(None, np.zeros(3, np.int64)), "dtype int64"),
     (lambda: lib.histogram(None, np.zeros(3, np.float32), weights=np.ones(3, np.int32)),

@@ -45,11 +45,14 @@ class Uniform:
 def count(bins: Any) -> int:
     """The number of bins an int ``bins`` asks for; anything else is refused."""
     if isinstance(bins, str) or np.ndim(bins) != 0:
+        what = "an estimator name" if isinstance(bins, str) else \
+            f"an array of {np.ndim(bins)} dimensions"
         raise InvalidInputError(
-            f"bins={bins!r}: lib.histogram takes a number of uniform bins, not "
-            f"{'an estimator name' if isinstance(bins, str) else 'a sequence of edges'}",
-            "Pass an int bins (and range= for their span); for edges of your own, find "
-            "each value's bin with numpy.searchsorted and count them with lib.bincount.")
+            f"bins={bins!r}: lib.histogram takes a number of uniform bins or a 1-D "
+            f"sequence of edges, not {what}",
+            "Pass an int bins (and range= for their span), or the edges as a 1-D "
+            "array; for numpy's estimators, numpy.histogram_bin_edges(x, 'auto') gives "
+            "edges to pass.")
     try:
         n = operator.index(bins)
     except TypeError:
@@ -115,6 +118,34 @@ def _compared(a: np.ndarray, edge: Any) -> np.ndarray:
     return np.array([edge], dtype=dtype)
 
 
+def given_edges(a: np.ndarray, bins: Any) -> tuple[np.ndarray, np.ndarray]:
+    """numpy.histogram's edges for a 1-D sequence ``bins`` (its own array, returned as
+    numpy returns it), and the same edges in the dtype a value is compared with them in
+    (numpy's ``searchsorted``: the two dtypes' common one; float64 for integer data,
+    where that decides every comparison as the integers themselves would)."""
+    edges = np.asarray(bins)
+    if edges.dtype.kind not in "iuf":
+        raise InvalidInputError(f"bins has dtype {edges.dtype}, not numbers",
+                                "Pass the edges as an array of floats or ints.")
+    if edges.size - 1 > MAX_ELEMENTS - 1:
+        raise InvalidInputError(f"bins has {edges.size} edges; a vyre.lib call makes at "
+                                f"most {MAX_ELEMENTS - 1} bins", "Pass fewer edges.")
+    if edges.dtype.kind == "f" and np.isnan(edges).any():
+        raise InvalidInputError("bins holds a NaN edge", "Pass edges that are numbers.")
+    if np.any(edges[:-1] > edges[1:]):
+        raise InvalidInputError(
+            "bins must increase monotonically (numpy: '`bins` must increase monotonically, "
+            "when an array')", "Sort the edges: np.sort(edges) (equal edges make empty "
+            "bins).")
+    compared = np.float64 if a.dtype.kind in "iu" else np.result_type(a.dtype, edges.dtype)
+    found = edges.astype(compared)
+    if found.dtype not in DTYPES:
+        raise InvalidInputError(
+            f"edges of dtype {edges.dtype} would be compared in {found.dtype}, which vyre.lib "
+            "does not compute in", "Pass the edges as float64.")
+    return edges, found
+
+
 def uniform(a: np.ndarray, bins: Any, range: Any) -> Uniform:
     """numpy.histogram's bins for the flat array ``a``, ``bins`` an int (numpy's
     ``_get_bin_edges``), and the scalars of its fast path in the dtypes it uses."""
@@ -144,4 +175,4 @@ def uniform(a: np.ndarray, bins: Any, range: Any) -> Uniform:
     return found
 
 
-__all__ = ["Uniform", "count", "outer_edges", "uniform"]
+__all__ = ["Uniform", "count", "given_edges", "outer_edges", "uniform"]

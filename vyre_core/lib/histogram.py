@@ -9,8 +9,9 @@ left to right to a running sum from 0, in the result's dtype (each float64 parti
 rounded to it first): ``numpy.histogram``'s order for its blocks. The chunks run in
 rounds of at most ``PARTIALS // bins`` (a sequence loop), which bounds the partials'
 memory. Counts are exact in any order; a weighted sum is the same bytes on every
-backend. ``lib.histogram`` first finds each value's bin with numpy's operations in
-numpy's dtypes (``binning.py``), -1 for a value outside the range.
+backend. ``lib.histogram`` first finds each value's bin, -1 outside the range: for
+uniform bins with numpy's operations in numpy's dtypes (``binning.py``), for edges of the
+caller's by bisection in the dtype numpy's ``searchsorted`` compares in.
 """
 
 from __future__ import annotations
@@ -140,6 +141,33 @@ def _bin_index(lo_t: DType, hi_t: DType, bin_t: DType, sub_t: DType,
     return bin_index
 
 
+@functools.cache
+def _edge_index(compared: DType) -> KernelFunction:
+    """The bin of each value among edges of the caller's (sorted, ``bins + 1`` of them,
+    in the dtype ``compared``): the ``i`` with ``edges[i] <= v < edges[i + 1]`` (the last
+    bin closed: ``v <= edges[bins]``), found by bisection; -1 outside them (NaN too)."""
+    C = compared
+
+    @vyre.kernel(workgroup=(256,))
+    def edge_index(x, edges, out: vyre.Array[i32], bins: i32):
+        g = vyre.global_id(0)
+        v = C(x[g])
+        at = -1
+        if edges[0] <= v and v <= edges[bins]:
+            lo = 0
+            hi = bins
+            while lo < hi:  # (lo: how many of edges[0..bins-1] are <= v)
+                mid = (lo + hi) // 2
+                if edges[mid] <= v:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            at = lo - 1
+        out[g] = at
+
+    return edge_index
+
+
 def _count_steps(b: SequenceBuilder, indices: str, n: int, bins: int, weighted: bool,
                  out: DType) -> str:
     """The rounds of the chunk pass over the bins ``indices`` (with the input ``w`` where
@@ -192,6 +220,20 @@ def _histogram_sequence(dtype: np.dtype, n: int, bins: int, types: tuple[np.dtyp
         b.input(name, t, count)
     indices = b.transient("indices", DType.I32, n)
     b.step(_bin_index(lo, hi, edges, first, scale), {"out": indices, "bins": bins}, dim=n)
+    out = DType.U32 if weights is None else DTYPES[weights]
+    return b.build(returns=[_count_steps(b, indices, n, bins, weights is not None, out)])
+
+
+@functools.lru_cache(maxsize=256)
+def _edges_sequence(dtype: np.dtype, n: int, bins: int, compared: np.dtype,
+                    weights: np.dtype | None) -> Sequence:
+    b = SequenceBuilder()
+    b.input("x", DTYPES[dtype], n)
+    if weights is not None:
+        b.input("w", DTYPES[weights], n)
+    b.input("edges", DTYPES[compared], bins + 1)
+    indices = b.transient("indices", DType.I32, n)
+    b.step(_edge_index(DTYPES[compared]), {"out": indices, "bins": bins}, dim=n)
     out = DType.U32 if weights is None else DTYPES[weights]
     return b.build(returns=[_count_steps(b, indices, n, bins, weights is not None, out)])
 
@@ -254,17 +296,26 @@ def bincount(drv: Any, x: Any, weights: Any = None, minlength: int = 0, *,
 
 def histogram(drv: Any, x: Any, bins: int = 10, range: Any = None, weights: Any = None,
               *, backend: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(hist, bin_edges)`` as ``numpy.histogram`` gives them for an int ``bins``:
-    ``bins`` uniform bins over ``range`` (default: the data's least to greatest value),
-    the last closed; each value (of any shape of f16/f32/f64/int32/uint32, flattened) in
-    numpy's bin; counts as ``numpy.intp``, or with ``weights`` (floats, x's shape) each
-    bin's sum of weights in their dtype. Values outside the range (NaN, inf) count
-    nowhere."""
+    """``(hist, bin_edges)`` as ``numpy.histogram`` gives them: for an int ``bins``,
+    ``bins`` uniform bins over ``range`` (default: the data's least to greatest value);
+    for a 1-D sequence, those edges (``range`` unused, as numpy's); the last bin closed.
+    Each value (of any shape of f16/f32/f64/int32/uint32, flattened) lands in numpy's
+    bin; counts as ``numpy.intp``, or with ``weights`` (floats, x's shape) each bin's sum
+    of weights in their dtype. Values outside the edges (NaN, inf) count nowhere."""
     array = as_input(x, "x")
     w = None if weights is None else _as_weights(weights, array).reshape(-1)
     array = array.reshape(-1)
-    uniform = binning.uniform(array, bins, range)
     dtype = np.dtype(np.intp) if w is None else w.dtype
+    if not isinstance(bins, str) and np.ndim(bins) == 1:
+        edges, compared = binning.given_edges(array, bins)
+        if array.size == 0 or edges.size < 2:
+            return np.zeros(max(edges.size - 1, 0), dtype), edges
+        seq = _edges_sequence(array.dtype, array.size, edges.size - 1, compared.dtype,
+                              None if w is None else w.dtype)
+        got, = drv.dispatch_sequence(seq, [array, *([] if w is None else [w]), compared],
+                                     backend=backend)
+        return np.array(got, dtype), edges
+    uniform = binning.uniform(array, bins, range)
     if array.size == 0:
         return np.zeros(uniform.bins, dtype), uniform.edges
     given = [uniform.lo, uniform.hi, uniform.edges, uniform.first, uniform.scale]
