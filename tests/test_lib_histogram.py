@@ -18,10 +18,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from lib_model import gamma
 
-from vyre_core import Driver, lib
+import vyre_core as vyre
+from vyre_core import Driver, i32, lib
 from vyre_core.errors import InvalidInputError
+from vyre_core.ir.dtypes import DType
 from vyre_core.lib import binning
 from vyre_core.lib.histogram import CHUNK, PARTIALS, rounds
+from vyre_core.sequence import SequenceBuilder
 
 BACKENDS = ["reference", "cpu", "wgpu"]
 SLOW = settings(max_examples=25, deadline=None, suppress_health_check=[
@@ -291,6 +294,48 @@ def test_empty_inputs_and_driver_arrays(drv):
     w = np.ones_like(shaped)
     got, _ = lib.histogram(drv, shaped, 5, weights=w, backend="wgpu")
     assert _bytes(got) == _bytes(np.histogram(shaped, 5, weights=w)[0])
+
+
+@vyre.kernel(workgroup=(64,))
+def remainder(x: vyre.Array[i32], out: vyre.Array[i32]):
+    g = vyre.global_id(0)
+    out[g] = x[g] % 7
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bincount_is_a_step_of_your_own_sequence(drv, backend):
+    """lib.steps.bincount of a buffer an earlier step computed: values 5 and 6 fall
+    outside its 5 bins; the bytes are lib.bincount's for the values inside."""
+    n = CHUNK + 9
+    x = np.random.default_rng(18).integers(0, 1000, n).astype(np.int32)
+    w = np.random.default_rng(19).standard_normal(n)
+    b = SequenceBuilder()
+    b.input("x", DType.I32, n)
+    b.input("w", DType.F64, n)
+    b.transient("m", DType.I32, n)
+    b.step(remainder, {"out": "m"}, dim=n)
+    counts = lib.steps.bincount(b, "m", 5)
+    sums = lib.steps.bincount(b, "m", 5, weights="w", name="sums")
+    got_counts, got_sums = drv.dispatch_sequence(b.build(returns=[counts, sums]), [x, w],
+                                                 backend=backend)
+    m = x % 7
+    assert _bytes(got_counts) == _bytes(np.bincount(m[m < 5]).astype(np.uint32))
+    assert _bytes(got_sums) == _bytes(model.sums(np.where(m < 5, m, -1), w, 5, np.float64))
+
+
+@pytest.mark.fast
+def test_a_bincount_step_refuses_bad_buffers_before_adding_any():
+    b = SequenceBuilder()
+    b.input("f", DType.F32, 4)
+    b.input("i", DType.I32, 4)
+    b.input("short", DType.F32, 3)
+    for call, cause in [(lambda: lib.steps.bincount(b, "f", 3), "i32 or u32"),
+                        (lambda: lib.steps.bincount(b, "i", 3, weights="short"), "float"),
+                        (lambda: lib.steps.bincount(b, "i", 0), "bins=0")]:
+        with pytest.raises(InvalidInputError) as err:
+            call()
+        assert cause in err.value.cause and err.value.fix
 
 
 # -- refusals: numpy's errors, for the same inputs --------------------------------------------

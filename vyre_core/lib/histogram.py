@@ -168,22 +168,23 @@ def _edge_index(compared: DType) -> KernelFunction:
     return edge_index
 
 
-def _count_steps(b: SequenceBuilder, indices: str, n: int, bins: int, weighted: bool,
-                 out: DType) -> str:
-    """The rounds of the chunk pass over the bins ``indices`` (with the input ``w`` where
-    ``weighted``), each followed by the combining pass into ``out``; the transient
-    holding the result."""
+def _count_steps(b: SequenceBuilder, indices: str, n: int, bins: int, weights: str | None,
+                 out: DType, name: str = "result") -> str:
+    """The rounds of the chunk pass over the bins ``indices`` (with the buffer
+    ``weights``, if any), each followed by the combining pass into the transient ``name``
+    of ``out``s (its partials: ``<name>_parts``); returns ``name``."""
     chunks, per = rounds(n, bins)
-    parts = b.transient("parts", DType.F64 if weighted else DType.U32, per * bins)
-    result = b.transient("result", out, bins)
+    parts = b.transient(f"{name}_parts", DType.U32 if weights is None else DType.F64,
+                        per * bins)
+    result = b.transient(name, out, bins)
     sizes = {"n": n, "chunks": chunks, "bins": bins, "per": per}
 
     def one_round(k: Any) -> None:
-        if weighted:
-            b.step(chunk_sums, {"x": indices, "w": "w", "parts": parts, "k": k, **sizes},
-                   dim=per)
-        else:
+        if weights is None:
             b.step(chunk_counts, {"x": indices, "parts": parts, "k": k, **sizes}, dim=per)
+        else:
+            b.step(chunk_sums, {"x": indices, "w": weights, "parts": parts, "k": k,
+                                **sizes}, dim=per)
         b.step(_combine(out), {"parts": parts, "out": result, "per": per, "bins": bins},
                dim=bins)
 
@@ -195,6 +196,35 @@ def _count_steps(b: SequenceBuilder, indices: str, n: int, bins: int, weighted: 
     return result
 
 
+def add(b: SequenceBuilder, source: str, bins: int, *, weights: str | None = None,
+        name: str | None = None) -> str:
+    """Add ``lib.bincount``'s passes over the declared int32/uint32 buffer ``source`` to
+    ``b``, into ``bins`` bins (a value outside ``0..bins-1`` is in none: a sequence cannot
+    look at its data before it runs); the name of the transient that holds the u32
+    counts, or with ``weights`` (a float buffer of ``source``'s count) the float64 sums,
+    in the order of ``lib.bincount``. Its passes' transients are named after it."""
+    given = b.buffer(source)
+    if given.dtype not in (DType.I32, DType.U32):
+        raise InvalidInputError(f"buffer {source!r} is {given.dtype.value}; bincount counts "
+                                "i32 or u32 values", "Count a buffer of i32 or u32 values.")
+    if weights is not None and (not b.buffer(weights).dtype.is_float or
+                                b.buffer(weights).count != given.count):
+        raise InvalidInputError(
+            f"weights {weights!r} is not a float buffer of {source!r}'s {given.count} "
+            "elements", "Pass a buffer of f16, f32 or f64 weights, one per value.")
+    try:
+        count = operator.index(bins)
+    except TypeError:
+        raise InvalidInputError(f"bins={bins!r} is not an int",
+                                "Pass the number of bins, as bins=256.") from None
+    if not 1 <= count <= MAX_ELEMENTS:
+        raise InvalidInputError(f"bins={count}: it must be from 1 to {MAX_ELEMENTS}",
+                                "Pass at least one bin.")
+    return _count_steps(b, source, given.count, count, weights,
+                        DType.U32 if weights is None else DType.F64,
+                        name or f"{source}_bincount")
+
+
 @functools.lru_cache(maxsize=256)
 def _bincount_sequence(dtype: np.dtype, n: int, bins: int, weights: np.dtype | None
                        ) -> Sequence:
@@ -203,7 +233,8 @@ def _bincount_sequence(dtype: np.dtype, n: int, bins: int, weights: np.dtype | N
     if weights is not None:
         b.input("w", DTYPES[weights], n)
     out = DType.U32 if weights is None else DType.F64
-    return b.build(returns=[_count_steps(b, "x", n, bins, weights is not None, out)])
+    return b.build(returns=[_count_steps(b, "x", n, bins, None if weights is None else "w",
+                                         out)])
 
 
 @functools.lru_cache(maxsize=256)
@@ -221,7 +252,8 @@ def _histogram_sequence(dtype: np.dtype, n: int, bins: int, types: tuple[np.dtyp
     indices = b.transient("indices", DType.I32, n)
     b.step(_bin_index(lo, hi, edges, first, scale), {"out": indices, "bins": bins}, dim=n)
     out = DType.U32 if weights is None else DTYPES[weights]
-    return b.build(returns=[_count_steps(b, indices, n, bins, weights is not None, out)])
+    return b.build(returns=[_count_steps(b, indices, n, bins,
+                                         None if weights is None else "w", out)])
 
 
 @functools.lru_cache(maxsize=256)
@@ -235,7 +267,8 @@ def _edges_sequence(dtype: np.dtype, n: int, bins: int, compared: np.dtype,
     indices = b.transient("indices", DType.I32, n)
     b.step(_edge_index(DTYPES[compared]), {"out": indices, "bins": bins}, dim=n)
     out = DType.U32 if weights is None else DTYPES[weights]
-    return b.build(returns=[_count_steps(b, indices, n, bins, weights is not None, out)])
+    return b.build(returns=[_count_steps(b, indices, n, bins,
+                                         None if weights is None else "w", out)])
 
 
 def _as_weights(weights: Any, like: np.ndarray) -> np.ndarray:
@@ -326,4 +359,4 @@ def histogram(drv: Any, x: Any, bins: int = 10, range: Any = None, weights: Any 
     return np.array(got, dtype), uniform.edges
 
 
-__all__ = ["bincount", "histogram", "rounds"]
+__all__ = ["add", "bincount", "histogram", "rounds"]
