@@ -50,12 +50,15 @@ def rounds(n: int, bins: int) -> tuple[int, int]:
 
 @vyre.func
 def count_in(parts, row, b, bins):
+    """One more in bin ``b`` of the row starting at ``row``; none outside the bins (so
+    a value cannot reach another chunk's row)."""
     if 0 <= b < bins:
         parts[row + b] += u32(1)
 
 
 @vyre.func
 def add_in(parts, row, b, bins, weight):
+    """``weight``, as float64, added to bin ``b`` of the row (none outside the bins)."""
     if 0 <= b < bins:
         parts[row + b] += f64(weight)
 
@@ -157,7 +160,7 @@ def _edge_index(compared: DType) -> KernelFunction:
             lo = 0
             hi = bins
             while lo < hi:  # (lo: how many of edges[0..bins-1] are <= v)
-                mid = (lo + hi) // 2
+                mid = lo + (hi - lo) // 2  # (lo + hi could pass 2**31)
                 if edges[mid] <= v:
                     lo = mid + 1
                 else:
