@@ -1,4 +1,4 @@
-"""numpy.histogram's uniform bins, worked out on the host before any work.
+"""numpy.histogram's bins, worked out on the host before any work.
 
 numpy (``numpy/lib/_histograms_impl.py``) finds a value's bin with a handful of scalar
 operations whose dtypes follow from the types of ``range``'s edges and of the data
@@ -10,6 +10,8 @@ and product in another); then moves the index down where ``v`` is below its bin'
 edge and up where it reaches the next edge (the last bin closed). ``uniform`` returns
 each scalar in the dtype numpy computes with, so a kernel doing the same operations in
 those dtypes (``histogram.bin_index``) puts every value in numpy's bin.
+``given_edges`` checks edges of the caller's and casts them to the dtype numpy's
+``searchsorted`` compares values with them in.
 """
 
 from __future__ import annotations
