@@ -5,6 +5,13 @@ once: atomics make the final counts exact on every backend (the order they apply
 unspecified, the totals are not). Values past the last bin would be out-of-bounds atomics,
 which are dropped; this example masks them to a byte instead.
 
+To count values, call ``lib.bincount(drv, x)`` or ``lib.histogram(drv, x, bins)``
+(``from vyre_core import lib``, docs/lib.md): numpy's results for any number of bins,
+weighted sums too, in an order written down. This example keeps the long way because it
+teaches atomics: many invocations adding to one bin, exact in whatever order they apply.
+(lib counts per chunk without atomics instead: the cpu backend runs a program with
+atomics one workgroup at a time.)
+
 Run it: ``python examples/histogram.py`` or ``vyre run histogram``.
 """
 

@@ -16,7 +16,7 @@ from typing import Any
 from vyre_core.errors import InvalidInputError
 from vyre_core.ir.dtypes import DType
 from vyre_core.kernels import KernelFunction
-from vyre_core.lib import passes, scan
+from vyre_core.lib import histogram, passes, scan
 from vyre_core.lib.args import DTYPES, split
 from vyre_core.sequence import SequenceBuilder
 
@@ -141,4 +141,12 @@ def cumsum(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | No
     return scan.add(b, source, shape=shape, axis=axis, exclusive=exclusive, name=name)
 
 
-__all__ = ["argmax", "argmin", "cumsum", "dot", "max", "min", "prod", "reduction", "sum"]
+def bincount(b: SequenceBuilder, source: str, bins: int, *, weights: str | None = None,
+             name: str | None = None) -> str:
+    """The counts of ``source``'s values ``0..bins-1`` (u32; others in no bin), or with
+    ``weights`` their float64 sums, as ``lib.bincount``: a transient of ``bins``."""
+    return histogram.add(b, source, bins, weights=weights, name=name)
+
+
+__all__ = ["argmax", "argmin", "bincount", "cumsum", "dot", "max", "min", "prod", "reduction",
+           "sum"]
