@@ -16,10 +16,13 @@ from lib_model import canonical
 
 from vyre_core import Driver, lib
 from vyre_core.errors import InvalidInputError
-from vyre_core.lib.sort import KEYS, MAX_BLOCK, RADIX, Keys, block_length, digit_passes
+from vyre_core.lib.sorts import KEYS, MAX_BLOCK, RADIX, Keys, block_length, digit_passes
 
 DTYPES = [np.float32, np.int32, np.uint32, np.float16, np.float64]
 BACKENDS = ["reference", "cpu", "wgpu"]
+#: The reference interprets each pass's walk step by step (seconds for 70,001 elements):
+#: it runs the shapes up to this size, the others every shape.
+REFERENCE_MOST = 5000
 SHAPES = [((1,), -1), ((2,), 0), ((7,), None), ((RADIX + 1,), -1), ((513,), None),
           ((5, 300), 1), ((300, 5), 0), ((2, 3, 4), 1), ((2, 3, 4), None), ((4, 1, 5), 1),
           ((3, 0), 1), ((0,), None), ((MAX_BLOCK + 1,), None), ((70_001,), -1)]
@@ -66,6 +69,8 @@ def test_every_backend_gives_numpys_stable_bytes(drv, dtype):
             x = adversarial(dtype, shape, seed=k, ties=ties)
             want, want_order = numpys(x, axis)
             for backend in BACKENDS:
+                if backend == "reference" and x.size > REFERENCE_MOST:
+                    continue
                 got = lib.sort(drv, x, axis, backend=backend)
                 order = lib.argsort(drv, x, axis, backend=backend)
                 where = (shape, axis, ties, backend)

@@ -11,7 +11,7 @@ from vyre_core.lib import steps
 from vyre_core.lib.reduce import argmax, argmin, dot, max, mean, min, norm, prod, sum
 from vyre_core.lib.scan import cumsum
 from vyre_core.lib.softmax import logsumexp, softmax
-from vyre_core.lib.sort import argsort, sort
+from vyre_core.lib.sorts import argsort, sort
 
 __all__ = ["argmax", "argmin", "argsort", "cumsum", "dot", "logsumexp", "max", "mean", "min",
            "norm", "prod", "softmax", "sort", "steps", "sum"]

@@ -51,14 +51,20 @@ I32 = vyre.Array[i32]
 @dataclass(frozen=True)
 class Keys:
     """How a dtype's bits become keys: ``width`` bits of key, ``sign`` its sign bit (0 for
-    u32), and for floats the bits of ``inf`` (a larger magnitude is a NaN) and of the
-    canonical ``nan`` stored in its place."""
+    u32); for floats the bits of ``inf`` (a greater magnitude is a NaN; no integer's is)
+    and of the canonical ``nan`` stored in a NaN's place."""
 
     width: int
     sign: int
-    inf: int = 0
+    inf: int = 0xFFFFFFFF
     nan: int = 0
     floating: bool = False
+
+    def params(self) -> dict[str, int]:
+        """The kernels' scalars: ``flip``, the bits a negative float flips (0 for an
+        integer), and ``top``, the sign's place."""
+        return {"sign": self.sign, "inf": self.inf, "top": self.width - 1,
+                "flip": (1 << self.width) - 1 if self.floating else 0}
 
 
 #: The 32-bit and 16-bit dtypes' keys (f64's are two words: ``wide_keys``).
@@ -68,40 +74,45 @@ KEYS = {np.dtype(np.uint32): Keys(32, 0), np.dtype(np.int32): Keys(32, 1 << 31),
 
 
 @vyre.func
-def key(bits, sign, inf, floating):
-    """The key of an element's bits (``ones``: every bit of the width)."""
-    ones = sign | (sign - 1)
+def key(bits, sign, inf, flip, top):
+    """The key of an element's bits: ``sign`` flipped, and every bit (``flip``) of a
+    negative float, without a branch on the sign (it is random in random data); then the
+    rare cases: a NaN's key is every bit of the width, a zero's ``+0.0``'s."""
+    flipped = bits ^ (((u32(0) - (bits >> top)) & flip) | sign)
     mag = bits & (sign - 1)
-    as_float = ones if mag > inf else (sign if mag == 0 else (
-        bits ^ ones if bits >= sign else bits | sign))
-    return as_float if floating != 0 else bits ^ sign
+    return (sign | (sign - 1)) if mag > inf else (
+        sign if mag == 0 and flip != 0 else flipped)
 
 
 @vyre.func
-def canonical(bits, sign, inf, nan, floating):
+def canonical(bits, sign, inf, nan):
     """The bits stored for an element: a NaN's are the canonical NaN's."""
-    return nan if floating != 0 and (bits & (sign - 1)) > inf else bits
+    return nan if (bits & (sign - 1)) > inf else bits
 
 
 @vyre.func
-def digit(bits, at, k, shift, n, by_lane, sign, inf, floating):
+def digit(bits, at, k, shift, n, by_lane, sign, inf, flip, top):
     """Element ``k``'s digit in this pass: bits ``shift`` to ``shift + 7`` of its key, or
     (``by_lane``) of its lane, ``at[k] // n`` (``at`` its place in lane order)."""
     d = u32(0)
     if by_lane != 0:  # noqa: SIM108 (a select would load both; a pass reads one)
         d = u32(i32(at[k]) // n)
     else:
-        d = key(bits[k], sign, inf, floating)
+        d = key(bits[k], sign, inf, flip, top)
     return i32((d >> shift) & 255)
 
 
 @vyre.func
 def starts(counts, ends, g, blocks):
-    """Block ``g``'s counts become where its first element of each digit goes: the scan
-    up to and including its count, less the count."""
+    """Block ``g``'s counts become where its first element of each digit goes: the
+    elements of smaller digits (the last row of ``ends``), then those of its digit in
+    the blocks before it (its row of ``ends``, less its own count)."""
+    before = 0
+    last = (blocks - 1) * RADIX
     for d in range(RADIX):
-        slot = d * blocks + g
-        counts[slot] = ends[slot] - counts[slot]
+        slot = g * RADIX + d
+        counts[slot] = before + ends[slot] - counts[slot]
+        before += ends[last + d]
 
 
 @vyre.func
@@ -114,42 +125,42 @@ def address(p, n, inner):
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def count_digits(bits: U32, at: U32, counts: I32, total: i32, block: i32, blocks: i32,
-                 shift: u32, n: i32, by_lane: i32, sign: u32, inf: u32, floating: i32):
-    """How many of block ``g``'s elements have each digit: ``counts[d * blocks + g]``."""
+                 shift: u32, n: i32, by_lane: i32, sign: u32, inf: u32, flip: u32, top: u32):
+    """How many of block ``g``'s elements have each digit, added to ``counts[g * RADIX +
+    d]`` (zero: each pass has its own; a block's counters side by side, so its walk stays
+    in a few cache lines)."""
     g = vyre.global_id(0)
-    for d in range(RADIX):
-        counts[d * blocks + g] = 0
     for k in range(g * block, min(g * block + block, total)):
-        slot = digit(bits, at, k, shift, n, by_lane, sign, inf, floating) * blocks + g
+        slot = g * RADIX + digit(bits, at, k, shift, n, by_lane, sign, inf, flip, top)
         counts[slot] += 1
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def scatter(bits: U32, at: U32, counts: I32, ends: I32, out: U32, total: i32, block: i32,
             blocks: i32, shift: u32, n: i32, by_lane: i32, sign: u32, inf: u32, nan: u32,
-            floating: i32):
+            flip: u32, top: u32):
     """Block ``g``'s elements, in order, each to the next place of its digit."""
     g = vyre.global_id(0)
     starts(counts, ends, g, blocks)
     for k in range(g * block, min(g * block + block, total)):
-        slot = digit(bits, at, k, shift, n, by_lane, sign, inf, floating) * blocks + g
+        slot = g * RADIX + digit(bits, at, k, shift, n, by_lane, sign, inf, flip, top)
         to = counts[slot]
         counts[slot] = to + 1
-        out[to] = canonical(bits[k], sign, inf, nan, floating)
+        out[to] = canonical(bits[k], sign, inf, nan)
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def scatter_with_place(bits: U32, at: U32, counts: I32, ends: I32, out: U32, out_at: U32,
                        total: i32, block: i32, blocks: i32, shift: u32, n: i32,
-                       by_lane: i32, sign: u32, inf: u32, nan: u32, floating: i32):
+                       by_lane: i32, sign: u32, inf: u32, nan: u32, flip: u32, top: u32):
     """``scatter``, each element's place in lane order going with it."""
     g = vyre.global_id(0)
     starts(counts, ends, g, blocks)
     for k in range(g * block, min(g * block + block, total)):
-        slot = digit(bits, at, k, shift, n, by_lane, sign, inf, floating) * blocks + g
+        slot = g * RADIX + digit(bits, at, k, shift, n, by_lane, sign, inf, flip, top)
         to = counts[slot]
         counts[slot] = to + 1
-        out[to] = canonical(bits[k], sign, inf, nan, floating)
+        out[to] = canonical(bits[k], sign, inf, nan)
         out_at[to] = at[k]
 
 
@@ -250,7 +261,6 @@ class _Passes:
             b.transient(name, DType.U32, total)
         self.size = block_length(total)
         self.blocks = -(-total // self.size)
-        b.transient("counts", DType.I32, RADIX * self.blocks)
         self.done = 0
         self.places = self.at[1] if carry else ""
         if carry:
@@ -260,14 +270,15 @@ class _Passes:
         """Sort the words of ``source`` by their keys (``keys``' rule), then by lane; the
         buffer that holds them sorted (``self.places``: their places)."""
         common = {"total": self.total, "block": self.size, "blocks": self.blocks,
-                  "n": self.n, "sign": keys.sign, "inf": keys.inf,
-                  "floating": int(keys.floating), "counts": "counts"}
+                  "n": self.n, **keys.params()}
         for by_lane, shift in digit_passes(keys.width, lanes):
             turn = self.done % 2
+            counts = self.b.transient(f"counts{self.done}", DType.I32, RADIX * self.blocks)
             this = {**common, "shift": shift, "by_lane": by_lane, "bits": source,
-                    "at": self.places or source}
+                    "at": self.places or source, "counts": counts}
             self.b.step(count_digits, this, dim=self.blocks)
-            ends = scan.add(self.b, "counts", name=f"ends{self.done}")
+            ends = scan.add(self.b, counts, shape=(self.blocks, RADIX), axis=0,
+                            name=f"ends{self.done}")
             moved = {**this, "ends": ends, "out": self.bits[turn], "nan": keys.nan}
             if self.carry:
                 self.b.step(scatter_with_place, {**moved, "out_at": self.at[turn]},
