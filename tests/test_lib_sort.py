@@ -25,7 +25,8 @@ BACKENDS = ["reference", "cpu", "wgpu"]
 REFERENCE_MOST = 5000
 SHAPES = [((1,), -1), ((2,), 0), ((7,), None), ((RADIX + 1,), -1), ((513,), None),
           ((5, 300), 1), ((300, 5), 0), ((2, 3, 4), 1), ((2, 3, 4), None), ((4, 1, 5), 1),
-          ((3, 0), 1), ((0,), None), ((MAX_BLOCK + 1,), None), ((70_001,), -1)]
+          ((3, 0), 1), ((0,), None), ((MAX_BLOCK + 1,), None), ((70_001,), -1),
+          ((66_000, 2), 1)]  # (66,000 lanes: 3 passes of lane digits)
 
 
 @pytest.fixture(scope="module")
