@@ -14,11 +14,12 @@ with. An f64's key is two words: its low words are sorted first, then its high w
 Every lane along the axis is sorted at once: its lane number is the most significant
 part of the key. Each pass sorts stably by one 8-bit digit, least significant first (the
 key's digits, then the lane's): per-block digit counts (one invocation walks a block of
-consecutive elements and owns its 256 counters, so no atomics), their inclusive scan in
-(digit, block) order (``lib.cumsum``'s passes, exact on i32), then a stable scatter (the
-same invocation walks its block again, in order, each element to the next place of its
-digit). An axis that is not the last is gathered into lanes first and spread back after.
-All passes are one sequence, built once per shape.
+consecutive elements and owns its 256 counters, so no atomics), each digit's counts
+scanned along the blocks (``lib.cumsum``'s passes, exact on i32), then a stable scatter
+(the same invocation walks its block again, in order, each element to the next place of
+its digit: after every smaller digit's, and after its digit's in the blocks before).
+An axis that is not the last is gathered into lanes first and spread back after. All
+passes are one sequence, built once per shape.
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ def address(p, n, inner):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def count_digits(bits: U32, at: U32, counts: I32, total: i32, block: i32, blocks: i32,
-                 shift: u32, n: i32, by_lane: i32, sign: u32, inf: u32, flip: u32, top: u32):
+def count_digits(bits: U32, at: U32, counts: I32, total: i32, block: i32, shift: u32,
+                 n: i32, by_lane: i32, sign: u32, inf: u32, flip: u32, top: u32):
     """How many of block ``g``'s elements have each digit, added to ``counts[g * RADIX +
     d]`` (zero: each pass has its own; a block's counters side by side, so its walk stays
     in a few cache lines)."""
@@ -269,8 +270,7 @@ class _Passes:
     def sort(self, source: str, keys: Keys, lanes: int) -> str:
         """Sort the words of ``source`` by their keys (``keys``' rule), then by lane; the
         buffer that holds them sorted (``self.places``: their places)."""
-        common = {"total": self.total, "block": self.size, "blocks": self.blocks,
-                  "n": self.n, **keys.params()}
+        common = {"total": self.total, "block": self.size, "n": self.n, **keys.params()}
         for by_lane, shift in digit_passes(keys.width, lanes):
             turn = self.done % 2
             counts = self.b.transient(f"counts{self.done}", DType.I32, RADIX * self.blocks)
@@ -279,7 +279,8 @@ class _Passes:
             self.b.step(count_digits, this, dim=self.blocks)
             ends = scan.add(self.b, counts, shape=(self.blocks, RADIX), axis=0,
                             name=f"ends{self.done}")
-            moved = {**this, "ends": ends, "out": self.bits[turn], "nan": keys.nan}
+            moved = {**this, "ends": ends, "out": self.bits[turn], "nan": keys.nan,
+                     "blocks": self.blocks}
             if self.carry:
                 self.b.step(scatter_with_place, {**moved, "out_at": self.at[turn]},
                             dim=self.blocks)
