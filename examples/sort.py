@@ -8,6 +8,12 @@ pair, so no two touch the same key); the pass's ``(k, j)`` is a constant of the 
 for a GPU backend) until the sorted array comes back once. numpy's ``sort`` checks it
 exactly.
 
+To sort an array, call ``lib.sort(drv, x)`` or ``lib.argsort`` (``from vyre_core import
+lib``, docs/lib.md): numpy's stable order for any length, axis and f32/f16/i32/u32 dtype,
+by a radix sort of a few passes, far fewer than a network's. This example keeps the long
+way because it teaches a sort as a sequence of many passes with per-pass constants; the
+network needs a power of two and sorts only unsigned keys.
+
 Run it: ``python examples/sort.py`` or ``vyre run sort``.
 """
 

@@ -12,6 +12,7 @@ from vyre_core.lib.histogram import bincount, histogram
 from vyre_core.lib.reduce import argmax, argmin, dot, max, mean, min, norm, prod, sum
 from vyre_core.lib.scan import cumsum
 from vyre_core.lib.softmax import logsumexp, softmax
+from vyre_core.lib.sorts import argsort, sort
 
-__all__ = ["argmax", "argmin", "bincount", "cumsum", "dot", "histogram", "logsumexp", "max",
-           "mean", "min", "norm", "prod", "softmax", "steps", "sum"]
+__all__ = ["argmax", "argmin", "argsort", "bincount", "cumsum", "dot", "histogram",
+           "logsumexp", "max", "mean", "min", "norm", "prod", "softmax", "sort", "steps", "sum"]
