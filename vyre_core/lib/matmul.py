@@ -1,0 +1,173 @@
+"""``lib.matmul``: numpy.matmul's product, in one order on every backend.
+
+The order (docs/lib.md, "Matrix products and transposes"): ``out[i, j]`` is
+``((a[i,0]*b[0,j] + a[i,1]*b[1,j]) + a[i,2]*b[2,j]) + ...``, k ascending, every product
+rounded to the dtype before it is added (the IR never contracts into a fused
+multiply-add). The kernel is tiled through workgroup memory (``TILE`` x ``TILE``
+invocations, each one element of the result; ``KTILE`` of the inner dimension staged per
+step), but the tile only changes which loads are shared, never which operations run in
+which order: every ``KTILE`` gives the same bytes.
+
+Floats start from -0 rather than 0 (``-0 + x`` is ``x`` for every ``x``, so the sum is
+the one that starts from the first product; ``+0`` would turn a ``-0`` result into
+``+0``), and the tile of ``a`` is padded with -0 and that of ``b`` with +0 past the inner
+dimension, so a padded product is -0, which adds nothing either.
+
+This module does not use ``from __future__ import annotations``: the kernels are made
+per dtype in ``tiled``, and their annotations name that dtype from its closure.
+"""
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import vyre_core as vyre
+from vyre_core import i32
+from vyre_core.errors import InvalidInputError
+from vyre_core.ir.dtypes import DType
+from vyre_core.kernels import KernelFunction
+from vyre_core.lib.args import DTYPES, MAX_ELEMENTS, as_input
+from vyre_core.sequence import Sequence, SequenceBuilder
+
+#: The workgroup's edge: a TILE x TILE block of the result per workgroup.
+TILE = 16
+#: The inner dimension staged per step: the tuner's range is 1 to TILE (every value the
+#: same bytes); TILE on every backend (docs/lib.md says why).
+KTILE = TILE
+
+
+@functools.cache
+def tiled(dtype: DType) -> KernelFunction:
+    """The tiled kernel for ``dtype`` (its workgroup tiles are arrays of it). ``a`` is
+    ``(batch_a, m, k)``, ``b`` ``(batch_b, k, n)``, ``c`` ``(batch, m, n)``; a batch of
+    one is broadcast. Launched over ``dim=(n, m, batch)``."""
+    T = dtype
+    pad = -0.0 if dtype.is_float else 0  # (a's pad times b's 0 is -0: adds nothing)
+
+    @vyre.kernel(workgroup=(TILE, TILE, 1))
+    def matmul_tiles(a: vyre.Array[T, 3], b: vyre.Array[T, 3], c: vyre.Array[T, 3], *,
+                     KTILE: vyre.Constant[i32](low=1, high=TILE) = TILE):
+        a_tile = vyre.shared(T, TILE * TILE)
+        b_tile = vyre.shared(T, TILE * TILE)
+        col, row, z = vyre.global_id(0), vyre.global_id(1), vyre.global_id(2)
+        lx, ly = vyre.local_id(0), vyre.local_id(1)
+        m, k_dim, n = a.shape[1], a.shape[2], b.shape[2]
+        za = min(z, a.shape[0] - 1)
+        zb = min(z, b.shape[0] - 1)
+        acc = T(pad)
+        for t in range((k_dim + KTILE - 1) // KTILE):
+            a_col = t * KTILE + lx
+            b_row = t * KTILE + ly
+            a_tile[ly * TILE + lx] = a[za, row, a_col] \
+                if row < m and a_col < k_dim and lx < KTILE else T(pad)
+            b_tile[ly * TILE + lx] = b[zb, b_row, col] \
+                if b_row < k_dim and col < n and ly < KTILE else T(0)
+            vyre.barrier()
+            for j in range(KTILE):
+                acc += a_tile[ly * TILE + j] * b_tile[j * TILE + lx]
+            vyre.barrier()  # (the next step overwrites the tiles)
+        if row < m and col < n:
+            c[z, row, col] = acc
+
+    return matmul_tiles
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A product seen as ``(batch_a, m, k) @ (batch_b, k, n)`` (batches of 1 broadcast),
+    the batch shape numpy broadcasts to, and the shape of numpy's result (1-D operands'
+    axes dropped)."""
+
+    m: int
+    k: int
+    n: int
+    batch: tuple[int, ...]
+    a_batched: bool
+    b_batched: bool
+    shape: tuple[int, ...]
+
+
+def plan(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> Plan:
+    """numpy.matmul's shape rules: a 1-D ``a`` is a row (``(1, k)``), a 1-D ``b`` a column,
+    their axis dropped from the result; the axes before the last two broadcast. Each
+    mismatch an ``InvalidInputError`` with a Fix."""
+    if not a_shape or not b_shape:
+        raise InvalidInputError(
+            f"matmul of a 0-d array (shapes {a_shape} and {b_shape}): numpy refuses it too",
+            "Pass arrays of at least one dimension; to scale by a number, multiply.")
+    a2 = (1, *a_shape) if len(a_shape) == 1 else a_shape
+    b2 = (*b_shape, 1) if len(b_shape) == 1 else b_shape
+    if a2[-1] != b2[-2]:
+        raise InvalidInputError(
+            f"matmul of shapes {a_shape} and {b_shape}: the inner dimensions differ "
+            f"({a2[-1]} and {b2[-2]})",
+            "Pass a of shape (..., m, k) and b of shape (..., k, n), k the same: "
+            "transpose one (lib.transpose) or check which axis holds k.")
+    try:
+        batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
+    except ValueError:
+        raise InvalidInputError(
+            f"matmul of shapes {a_shape} and {b_shape}: the stacked axes {a2[:-2]} and "
+            f"{b2[:-2]} do not broadcast", "Pass stacks whose leading axes are equal or 1 "
+            "(numpy's broadcasting), or one operand without stacked axes.") from None
+    shape = batch + a2[-2:-1] * (len(a_shape) > 1) + b2[-1:] * (len(b_shape) > 1)
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise InvalidInputError(
+            f"matmul's result would have {math.prod(shape)} elements; a vyre.lib call "
+            f"makes at most {MAX_ELEMENTS}", "Multiply in parts (slices of a's rows or "
+            "b's columns) and put the results together.")
+    return Plan(a2[-2], a2[-1], b2[-1], batch, math.prod(a2[:-2]) > 1,
+                math.prod(b2[:-2]) > 1, shape)
+
+
+@functools.lru_cache(maxsize=256)
+def _sequence(dtype: np.dtype, batch_a: int, batch_b: int, batch: int, m: int, k: int,
+              n: int) -> Sequence:
+    """The product as one step, built once per shape."""
+    t = DTYPES[dtype]
+    b = SequenceBuilder()
+    b.input("a", t, batch_a * m * k)
+    b.input("b", t, batch_b * k * n)
+    b.transient("c", t, batch * m * n)
+    b.step(tiled(t), {}, dim=(n, m, batch), constants={"KTILE": KTILE},
+           shapes={"a": (batch_a, m, k), "b": (batch_b, k, n), "c": (batch, m, n)})
+    return b.build(returns=["c"])
+
+
+def _stacked(x: np.ndarray, batch: tuple[int, ...], batched: bool,
+             rows: int, cols: int) -> np.ndarray:
+    """``x`` as ``(batch, rows, cols)``, or ``(1, rows, cols)`` when it has no stack to
+    broadcast (no copy then); a stack numpy broadcasts (a 1 among its axes) is copied out
+    to the full batch."""
+    if not batched:
+        return x.reshape(1, rows, cols)
+    full = np.broadcast_to(x.reshape(*x.shape[:-2], rows, cols), (*batch, rows, cols))
+    return np.ascontiguousarray(full).reshape(-1, rows, cols)
+
+
+def matmul(drv: Any, a: Any, b: Any, *, backend: str | None = None) -> Any:
+    """numpy.matmul's ``a @ b`` (stacks broadcast, 1-D operands promoted as numpy does) in
+    the dtype of both (f16, f32, f64, i32, u32; integers wrap), each element summed in the
+    order above; a numpy scalar for two 1-D arrays, zeros where k is 0."""
+    shapes = np.shape(a), np.shape(b)  # (as_input makes a 0-d array 1-D)
+    x, y = as_input(a, "a"), as_input(b, "b")
+    if x.dtype != y.dtype:
+        raise InvalidInputError(
+            f"matmul of dtypes {x.dtype} and {y.dtype}: vyre.lib multiplies one dtype",
+            f"Convert one first: b.astype(np.{x.dtype}) or a.astype(np.{y.dtype}) (numpy "
+            "would promote to the wider; choose it yourself).")
+    p = plan(*shapes)
+    if math.prod(p.shape) == 0 or p.k == 0:
+        return np.zeros(p.shape, x.dtype)[()]
+    left = _stacked(x, p.batch, p.a_batched, p.m, p.k)
+    right = _stacked(y, p.batch, p.b_batched, p.k, p.n)
+    seq = _sequence(x.dtype, len(left), len(right), math.prod(p.batch), p.m, p.k, p.n)
+    got, = drv.dispatch_sequence(seq, [left.reshape(-1), right.reshape(-1)],
+                                 backend=backend)
+    return np.array(got).reshape(p.shape)[()]
+
+
+__all__ = ["KTILE", "TILE", "Plan", "matmul", "plan", "tiled"]

@@ -1,0 +1,224 @@
+"""``lib.transpose``: numpy.transpose's result as a contiguous copy, the same bytes.
+
+A transpose moves bits, so it runs on the elements' bits as unsigned words (u8, u16, or
+u32 with an extra last axis of ``itemsize / 4`` words): no float is loaded or stored, so
+a NaN's payload survives (a backend stores every float NaN as the canonical one) and any
+numeric dtype numpy has is taken. Axes of length 1 are dropped and axes that stay
+neighbours in the same order are merged (``layout``), so what runs is the smallest
+equivalent permutation:
+
+- none left (the identity): the copy is numpy's own;
+- the last axis stays last: ``copy_rows``, each run of the last axis copied whole, both
+  sides read and written consecutively;
+- else ``tiled``: a TILE x TILE tile of the two axes that are last on either side is
+  read along the input's last axis into workgroup memory and written along the
+  output's, so a GPU's loads and stores are both coalesced; the other axes are the
+  launch's third axis.
+
+This module does not use ``from __future__ import annotations``: ``tiled`` makes a
+kernel per word type, its tile an array of it.
+"""
+
+import functools
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import vyre_core as vyre
+from vyre_core import i32
+from vyre_core.errors import InvalidInputError
+from vyre_core.ir.dtypes import DType
+from vyre_core.kernels import KernelFunction
+from vyre_core.lib.args import MAX_ELEMENTS
+from vyre_core.sequence import Sequence, SequenceBuilder
+
+#: The edge of a tile of ``tiled`` (a TILE x TILE workgroup).
+TILE = 16
+#: Invocations per workgroup of ``copy_rows``.
+WORKGROUP = 256
+#: The word an element's bits move as, by itemsize (larger ones: several u32).
+WORDS = {1: DType.U8, 2: DType.U16, 4: DType.U32}
+
+
+@vyre.func
+def place(index, shape, strides):
+    """The offset of the ``index``-th element (numpy's order) of an array of extents
+    ``shape`` whose axes are ``strides`` elements apart."""
+    offset = 0
+    rest = index
+    for d in range(len(shape) - 1, -1, -1):
+        offset += (rest % shape[d]) * strides[d]
+        rest = rest // shape[d]
+    return offset
+
+
+@vyre.kernel(workgroup=(WORKGROUP,))
+def copy_rows(x, out, shape: vyre.Array[i32], strides: vyre.Array[i32], length: i32):
+    """Element ``g`` of the output: element ``g % length`` of row ``g // length``, whose
+    start in ``x`` is its place among the rows (``shape``, ``strides``: the output's
+    axes but the last, and their strides in ``x``)."""
+    g = vyre.global_id(0)
+    out[g] = x[place(g // length, shape, strides) + g % length]
+
+
+@functools.cache
+def tiled(word: DType) -> KernelFunction:
+    """The tiled kernel for one word type. Axis ``a`` is ``x``'s last (length ``la``,
+    ``oa`` apart in ``out``), axis ``q`` is ``out``'s last (``lq``, ``sq`` apart in
+    ``x``); ``shape`` and the strides place the rest, one per ``global_id(2)``.
+    Launched over ``dim=(la, lq, rest)``."""
+    T = word
+
+    @vyre.kernel(workgroup=(TILE, TILE, 1))
+    def transpose_tiles(x, out, shape: vyre.Array[i32], x_strides: vyre.Array[i32],
+                        out_strides: vyre.Array[i32], la: i32, lq: i32, sq: i32,
+                        oa: i32):
+        tile = vyre.shared(T, TILE * (TILE + 1))  # (+1: a column reads no one bank)
+        lx, ly = vyre.local_id(0), vyre.local_id(1)
+        ta, tq = vyre.workgroup_id(0) * TILE, vyre.workgroup_id(1) * TILE
+        z = vyre.global_id(2)
+        if ta + lx < la and tq + ly < lq:
+            tile[ly * (TILE + 1) + lx] = x[place(z, shape, x_strides) + (tq + ly) * sq +
+                                           ta + lx]
+        vyre.barrier()
+        if ta + ly < la and tq + lx < lq:
+            out[place(z, shape, out_strides) + (ta + ly) * oa + tq + lx] = \
+                tile[lx * (TILE + 1) + ly]
+
+    return transpose_tiles
+
+
+def permutation(ndim: int, axes: Any) -> tuple[int, ...]:
+    """numpy.transpose's ``axes``: None reverses them; else each axis once, negative
+    from the end. Anything else an ``InvalidInputError`` with a Fix."""
+    if axes is None:
+        return tuple(range(ndim))[::-1]
+    try:
+        given = [operator.index(a) for a in axes]
+    except TypeError:
+        raise InvalidInputError(
+            f"axes={axes!r} is not a sequence of ints",
+            f"Pass a permutation of 0..{ndim - 1} (a tuple of ints), or axes=None to "
+            "reverse the axes.") from None
+    if len(given) != ndim or not all(-ndim <= a < ndim for a in given) or \
+            len({a % ndim for a in given}) != ndim:
+        raise InvalidInputError(
+            f"axes={tuple(given)} is not a permutation of the {ndim} axes of x",
+            f"Pass each of 0..{ndim - 1} once (negative from the end), in the order the "
+            "result's axes take them, or axes=None to reverse the axes.")
+    return tuple(a % ndim for a in given)
+
+
+def layout(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[tuple[int, ...],
+                                                                     tuple[int, ...]]:
+    """The smallest ``(shape, perm)`` that moves the same elements as ``shape``
+    transposed by ``perm``: axes of length 1 dropped, and each run of axes that are
+    neighbours in both orders merged into one."""
+    kept = [a for a in perm if shape[a] != 1]
+    runs: list[list[int]] = []
+    for a in kept:
+        if runs and runs[-1][-1] == a - 1:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    by_input = sorted(range(len(runs)), key=lambda r: runs[r][0])
+    merged = tuple(math.prod(shape[a] for a in runs[r]) for r in by_input)
+    return merged, tuple(by_input.index(r) for r in range(len(runs)))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What runs for a layout: ``kernel`` ("copy", "rows" or "tiles") and its sizes."""
+
+    kernel: str
+    sizes: tuple[tuple[str, Any], ...] = ()
+
+
+def _strides(shape: tuple[int, ...]) -> list[int]:
+    return [math.prod(shape[a + 1:]) for a in range(len(shape))]
+
+
+def launch(shape: tuple[int, ...], perm: tuple[int, ...]) -> Launch:
+    """The kernel and the sizes it is given for a layout (of ``layout``)."""
+    d = len(shape)
+    if perm == tuple(range(d)):
+        return Launch("copy")
+    strides = _strides(shape)
+    out_shape = [shape[a] for a in perm]
+    if perm[-1] == d - 1:
+        return Launch("rows", (("shape", tuple(out_shape[:-1])),
+                               ("strides", tuple(strides[a] for a in perm[:-1])),
+                               ("length", shape[-1])))
+    out_strides = _strides(tuple(out_shape))
+    at = {a: k for k, a in enumerate(perm)}  # (where each axis of x is in out)
+    rest = [k for k in range(d) if perm[k] not in (d - 1, perm[-1])]
+    return Launch("tiles", (
+        ("shape", tuple(out_shape[k] for k in rest) or (1,)),
+        ("x_strides", tuple(strides[perm[k]] for k in rest) or (0,)),
+        ("out_strides", tuple(out_strides[k] for k in rest) or (0,)),
+        ("la", shape[-1]), ("lq", shape[perm[-1]]), ("sq", strides[perm[-1]]),
+        ("oa", out_strides[at[d - 1]])))
+
+
+@functools.lru_cache(maxsize=256)
+def _sequence(word: DType, shape: tuple[int, ...], perm: tuple[int, ...]) -> Sequence:
+    """The transpose of a layout as one step, built once per layout and word type."""
+    count = math.prod(shape)
+    run = launch(shape, perm)
+    sizes = dict(run.sizes)
+    b = SequenceBuilder()
+    b.input("x", word, count)
+    b.transient("out", word, count)
+    bind: dict[str, Any] = {}
+    for name, value in run.sizes:
+        bind[name] = b.constant(name, DType.I32, value) if isinstance(value, tuple) \
+            else value
+    if run.kernel == "rows":
+        b.step(copy_rows, bind, dim=count)
+    else:
+        b.step(tiled(word), bind, dim=(sizes["la"], sizes["lq"], count // (
+            sizes["la"] * sizes["lq"])))
+    return b.build(returns=["out"])
+
+
+def words(dtype: np.dtype) -> tuple[DType, int]:
+    """The unsigned word an element of ``dtype`` moves as, and how many per element;
+    a dtype that is not a number's (object, strings, records) is refused."""
+    if dtype.kind not in "biufc" or (dtype.itemsize not in (1, 2) and dtype.itemsize % 4):
+        raise InvalidInputError(
+            f"x has dtype {dtype}, which lib.transpose does not move",
+            "Pass an array of numbers (bool, ints, floats, complex); numpy.transpose "
+            "handles the rest.")
+    if dtype.itemsize in WORDS:
+        return WORDS[dtype.itemsize], 1
+    return DType.U32, dtype.itemsize // 4
+
+
+def transpose(drv: Any, x: Any, axes: Any = None, *,
+              backend: str | None = None) -> np.ndarray:
+    """``numpy.transpose(x, axes)`` as a new C-contiguous array: the same elements, bit
+    for bit (NaN payloads included), any number of axes."""
+    given = np.asarray(x)
+    array = np.ascontiguousarray(given).reshape(given.shape)  # (a 0-d one stays 0-d)
+    word, per = words(array.dtype)
+    perm = permutation(array.ndim, axes)
+    result_shape = tuple(array.shape[a] for a in perm)
+    if array.size * per > MAX_ELEMENTS:
+        raise InvalidInputError(
+            f"x has {array.size * per} words of 32 bits or less; a vyre.lib call moves at "
+            f"most {MAX_ELEMENTS}", "Transpose it in parts (slices along an axis that "
+            "stays in place) and put them together.")
+    shape, order = (*array.shape, per), (*perm, array.ndim)
+    shape, order = layout(shape, order)
+    if array.size == 0 or launch(shape, order).kernel == "copy":
+        return np.array(np.transpose(array, perm), order="C")  # (a copy, never x)
+    seq = _sequence(word, shape, order)
+    got, = drv.dispatch_sequence(seq, [array.reshape(-1).view(word.value_np)],
+                                 backend=backend)
+    return np.array(got).view(array.dtype).reshape(result_shape)
+
+
+__all__ = ["copy_rows", "launch", "layout", "permutation", "tiled", "transpose", "words"]
