@@ -25,11 +25,11 @@ from vyre_core.lib.matmul import TILE, plan, tiled
 from vyre_core.lib.transpose import launch, layout
 
 #: (a's shape, b's shape): a 1x1, a row by a column, k = 1 (an outer product), sizes
-#: off the tile and on it, k = 0, 1-D operands, stacks broadcast from either side.
+#: off the tile and on it, k = 0, 1-D operands, stacks on either side or both, broadcast.
 SHAPES = [((1, 1), (1, 1)), ((1, 37), (37, 1)), ((37, 1), (1, 29)), ((17, 33), (33, 15)),
           ((32, 48), (48, 16)), ((5, 0), (0, 7)), ((40,), (40,)), ((19,), (19, 3)),
           ((4, 21), (21,)), ((2, 3, 17, 9), (9, 5)), ((3, 1, 4, 6), (2, 6, 18)),
-          ((0, 4), (4, 3))]
+          ((4, 6), (3, 6, 5)), ((6,), (2, 6, 5)), ((2, 1, 5, 6), (6,)), ((0, 4), (4, 3))]
 DTYPES = [np.float32, np.float64, np.float16, np.int32, np.uint32]
 SLOW = {np.float16, np.float64}  # (the reference computes these elementwise: small shapes)
 

@@ -41,9 +41,9 @@ KTILE = TILE
 
 @functools.cache
 def tiled(dtype: DType) -> KernelFunction:
-    """The tiled kernel for ``dtype`` (its workgroup tiles are arrays of it). ``a`` is
-    ``(batch_a, m, k)``, ``b`` ``(batch_b, k, n)``, ``c`` ``(batch, m, n)``; a batch of
-    one is broadcast. Launched over ``dim=(n, m, batch)``."""
+    """The tiled kernel for ``dtype`` (its workgroup tiles are arrays of it): ``c[z] =
+    a[z] @ b[z]`` for ``a`` of ``(batch, m, k)``, ``b`` of ``(batch, k, n)``, launched
+    over ``dim=(n, m, batch)``."""
     T = dtype
     pad = -0.0 if dtype.is_float else 0  # (a's pad times b's 0 is -0: adds nothing)
 
@@ -55,15 +55,13 @@ def tiled(dtype: DType) -> KernelFunction:
         col, row, z = vyre.global_id(0), vyre.global_id(1), vyre.global_id(2)
         lx, ly = vyre.local_id(0), vyre.local_id(1)
         m, k_dim, n = a.shape[1], a.shape[2], b.shape[2]
-        za = min(z, a.shape[0] - 1)
-        zb = min(z, b.shape[0] - 1)
         acc = T(pad)
         for t in range((k_dim + KTILE - 1) // KTILE):
             a_col = t * KTILE + lx
             b_row = t * KTILE + ly
-            a_tile[ly * TILE + lx] = a[za, row, a_col] \
+            a_tile[ly * TILE + lx] = a[z, row, a_col] \
                 if row < m and a_col < k_dim and lx < KTILE else T(pad)
-            b_tile[ly * TILE + lx] = b[zb, b_row, col] \
+            b_tile[ly * TILE + lx] = b[z, b_row, col] \
                 if b_row < k_dim and col < n and ly < KTILE else T(0)
             vyre.barrier()
             for j in range(KTILE):
@@ -77,16 +75,15 @@ def tiled(dtype: DType) -> KernelFunction:
 
 @dataclass(frozen=True)
 class Plan:
-    """A product seen as ``(batch_a, m, k) @ (batch_b, k, n)`` (batches of 1 broadcast),
-    the batch shape numpy broadcasts to, and the shape of numpy's result (1-D operands'
-    axes dropped)."""
+    """A product as numpy sees it: ``(..., m, k) @ (..., k, n)`` with the stacks
+    broadcast to ``batch``, whether ``b`` has a stack of its own (more than one matrix),
+    and the shape of numpy's result (1-D operands' axes dropped)."""
 
     m: int
     k: int
     n: int
     batch: tuple[int, ...]
-    a_batched: bool
-    b_batched: bool
+    b_stacked: bool
     shape: tuple[int, ...]
 
 
@@ -119,33 +116,32 @@ def plan(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> Plan:
             f"matmul's result would have {math.prod(shape)} elements; a vyre.lib call "
             f"makes at most {MAX_ELEMENTS}", "Multiply in parts (slices of a's rows or "
             "b's columns) and put the results together.")
-    return Plan(a2[-2], a2[-1], b2[-1], batch, math.prod(a2[:-2]) > 1,
-                math.prod(b2[:-2]) > 1, shape)
+    return Plan(a2[-2], a2[-1], b2[-1], batch, math.prod(b2[:-2]) > 1, shape)
 
 
 @functools.lru_cache(maxsize=256)
-def _sequence(dtype: np.dtype, batch_a: int, batch_b: int, batch: int, m: int, k: int,
-              n: int) -> Sequence:
-    """The product as one step, built once per shape."""
+def _sequence(dtype: np.dtype, batch: int, m: int, k: int, n: int) -> Sequence:
+    """The product of ``batch`` pairs of matrices as one step, built once per shape."""
     t = DTYPES[dtype]
     b = SequenceBuilder()
-    b.input("a", t, batch_a * m * k)
-    b.input("b", t, batch_b * k * n)
+    b.input("a", t, batch * m * k)
+    b.input("b", t, batch * k * n)
     b.transient("c", t, batch * m * n)
     b.step(tiled(t), {}, dim=(n, m, batch), constants={"KTILE": KTILE},
-           shapes={"a": (batch_a, m, k), "b": (batch_b, k, n), "c": (batch, m, n)})
+           shapes={"a": (batch, m, k), "b": (batch, k, n), "c": (batch, m, n)})
     return b.build(returns=["c"])
 
 
-def _stacked(x: np.ndarray, batch: tuple[int, ...], batched: bool,
-             rows: int, cols: int) -> np.ndarray:
-    """``x`` as ``(batch, rows, cols)``, or ``(1, rows, cols)`` when it has no stack to
-    broadcast (no copy then); a stack numpy broadcasts (a 1 among its axes) is copied out
-    to the full batch."""
-    if not batched:
-        return x.reshape(1, rows, cols)
-    full = np.broadcast_to(x.reshape(*x.shape[:-2], rows, cols), (*batch, rows, cols))
-    return np.ascontiguousarray(full).reshape(-1, rows, cols)
+def operands(x: np.ndarray, y: np.ndarray, p: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``y`` as the kernel's ``(batch, m, k)`` and ``(batch, k, n)``. Where
+    ``y`` is one matrix, ``x``'s stack is its rows (``(1, batch * m, k)``: no copy, the
+    same sums); else each is copied out to the broadcast stack where numpy broadcasts
+    it (a 1 among its stacked axes), and kept as it is where it already has that stack."""
+    if not p.b_stacked:
+        return x.reshape(1, -1, p.k), y.reshape(1, p.k, p.n)
+    return tuple(np.ascontiguousarray(np.broadcast_to(
+        v.reshape(*v.shape[:-2], rows, cols), (*p.batch, rows, cols))).reshape(-1, rows, cols)
+        for v, rows, cols in ((x, p.m, p.k), (y, p.k, p.n)))
 
 
 def matmul(drv: Any, a: Any, b: Any, *, backend: str | None = None) -> Any:
@@ -162,12 +158,11 @@ def matmul(drv: Any, a: Any, b: Any, *, backend: str | None = None) -> Any:
     p = plan(*shapes)
     if math.prod(p.shape) == 0 or p.k == 0:
         return np.zeros(p.shape, x.dtype)[()]
-    left = _stacked(x, p.batch, p.a_batched, p.m, p.k)
-    right = _stacked(y, p.batch, p.b_batched, p.k, p.n)
-    seq = _sequence(x.dtype, len(left), len(right), math.prod(p.batch), p.m, p.k, p.n)
+    left, right = operands(x, y, p)
+    seq = _sequence(x.dtype, len(left), left.shape[1], p.k, p.n)
     got, = drv.dispatch_sequence(seq, [left.reshape(-1), right.reshape(-1)],
                                  backend=backend)
     return np.array(got).reshape(p.shape)[()]
 
 
-__all__ = ["KTILE", "TILE", "Plan", "matmul", "plan", "tiled"]
+__all__ = ["KTILE", "TILE", "Plan", "matmul", "operands", "plan", "tiled"]
