@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 import vyre_core as vyre
-from vyre_core import i32
+from vyre_core import u32
 from vyre_core.errors import InvalidInputError
 from vyre_core.ir.dtypes import DType
 from vyre_core.kernels import KernelFunction
@@ -46,8 +46,9 @@ WORDS = {1: DType.U8, 2: DType.U16, 4: DType.U32}
 @vyre.func
 def place(index, shape, strides):
     """The offset of the ``index``-th element (numpy's order) of an array of extents
-    ``shape`` whose axes are ``strides`` elements apart."""
-    offset = 0
+    ``shape`` whose axes are ``strides`` elements apart. Unsigned: an i32 floor division
+    is several instructions on a GPU (Python's rounding, x // 0), a u32 one is one."""
+    offset = u32(0)
     rest = index
     for d in range(len(shape) - 1, -1, -1):
         offset += (rest % shape[d]) * strides[d]
@@ -56,11 +57,11 @@ def place(index, shape, strides):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def copy_rows(x, out, shape: vyre.Array[i32], strides: vyre.Array[i32], length: i32):
+def copy_rows(x, out, shape: vyre.Array[u32], strides: vyre.Array[u32], length: u32):
     """Element ``g`` of the output: element ``g % length`` of row ``g // length``, whose
     start in ``x`` is its place among the rows (``shape``, ``strides``: the output's
     axes but the last, and their strides in ``x``)."""
-    g = vyre.global_id(0)
+    g = u32(vyre.global_id(0))
     out[g] = x[place(g // length, shape, strides) + g % length]
 
 
@@ -73,13 +74,13 @@ def tiled(word: DType) -> KernelFunction:
     T = word
 
     @vyre.kernel(workgroup=(TILE, TILE, 1))
-    def transpose_tiles(x, out, shape: vyre.Array[i32], x_strides: vyre.Array[i32],
-                        out_strides: vyre.Array[i32], la: i32, lq: i32, sq: i32,
-                        oa: i32):
+    def transpose_tiles(x, out, shape: vyre.Array[u32], x_strides: vyre.Array[u32],
+                        out_strides: vyre.Array[u32], la: u32, lq: u32, sq: u32,
+                        oa: u32):
         tile = vyre.shared(T, TILE * (TILE + 1))  # (+1: a column reads no one bank)
-        lx, ly = vyre.local_id(0), vyre.local_id(1)
-        ta, tq = vyre.workgroup_id(0) * TILE, vyre.workgroup_id(1) * TILE
-        z = vyre.global_id(2)
+        lx, ly = u32(vyre.local_id(0)), u32(vyre.local_id(1))
+        ta, tq = u32(vyre.workgroup_id(0)) * TILE, u32(vyre.workgroup_id(1)) * TILE
+        z = u32(vyre.global_id(2))
         if ta + lx < la and tq + ly < lq:
             tile[ly * (TILE + 1) + lx] = x[place(z, shape, x_strides) + (tq + ly) * sq +
                                            ta + lx]
@@ -174,7 +175,7 @@ def _sequence(word: DType, shape: tuple[int, ...], perm: tuple[int, ...]) -> Seq
     b.transient("out", word, count)
     bind: dict[str, Any] = {}
     for name, value in run.sizes:
-        bind[name] = b.constant(name, DType.I32, value) if isinstance(value, tuple) \
+        bind[name] = b.constant(name, DType.U32, value) if isinstance(value, tuple) \
             else value
     if run.kernel == "rows":
         b.step(copy_rows, bind, dim=count)
