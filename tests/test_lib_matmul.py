@@ -23,6 +23,7 @@ from vyre_core.errors import InvalidInputError
 from vyre_core.ir.dtypes import DType
 from vyre_core.lib.matmul import TILE, plan, tiled
 from vyre_core.lib.transpose import launch, layout
+from vyre_core.sequence import SequenceBuilder
 
 #: (a's shape, b's shape): a 1x1, a row by a column, k = 1 (an outer product), sizes
 #: off the tile and on it, k = 0, 1-D operands, stacks on either side or both, broadcast.
@@ -245,6 +246,39 @@ def test_bad_axes_are_refused_before_any_work(axes, cause):
 def test_a_dtype_that_is_not_a_number_is_refused():
     with pytest.raises(InvalidInputError, match="dtype object"):
         lib.transpose(None, np.array([[1, "a"]], object))
+
+
+# -- in a sequence -----------------------------------------------------------------------
+
+@pytest.mark.processes
+def test_steps_run_the_same_order_inside_a_callers_sequence(drv):
+    """x @ x.T with the transpose a step of the same sequence: the model's bytes."""
+    x = adversarial(np.float32, (2, 19, 23), 8)
+    b = SequenceBuilder()
+    b.input("x", DType.F32, x.size)
+    xt = lib.steps.transpose(b, "x", shape=x.shape, axes=(0, 2, 1))
+    product = lib.steps.matmul(b, "x", xt, m=19, k=23, n=19, batch=2)
+    flat = lib.steps.transpose(b, "x", shape=(x.size,), name="copy")  # (the identity)
+    seq = b.build(returns=[xt, product, flat])
+    for backend in ("reference", "cpu", "wgpu"):
+        got_t, got, copy = drv.dispatch_sequence(seq, [x.reshape(-1)], backend=backend)
+        assert _bytes(got_t) == _bytes(canonical(np.transpose(x, (0, 2, 1)))), backend
+        assert _bytes(got) == _bytes(matmul(x, np.transpose(x, (0, 2, 1)))), backend
+        assert _bytes(copy) == _bytes(canonical(x)), backend
+
+
+def test_steps_refuse_buffers_that_do_not_fit_before_adding_a_step():
+    b = SequenceBuilder()
+    b.input("x", DType.F32, 12)
+    b.input("w", DType.I32, 12)
+    with pytest.raises(InvalidInputError, match="not the 6 and 12"):
+        lib.steps.matmul(b, "x", "x", m=2, k=3, n=4)
+    with pytest.raises(InvalidInputError, match=r"matmul of buffers 'x' \(f32\) and 'w' \(i32\)"):
+        lib.steps.matmul(b, "x", "w", m=3, k=4, n=3)
+    with pytest.raises(InvalidInputError, match="seen as shape"):
+        lib.steps.transpose(b, "x", shape=(5, 2))
+    with pytest.raises(InvalidInputError, match="not a permutation"):
+        lib.steps.transpose(b, "x", shape=(3, 4), axes=(0, 0))
 
 
 # -- the rules, without a process -------------------------------------------------------

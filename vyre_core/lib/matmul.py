@@ -119,17 +119,38 @@ def plan(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> Plan:
     return Plan(a2[-2], a2[-1], b2[-1], batch, math.prod(b2[:-2]) > 1, shape)
 
 
+def add(b: SequenceBuilder, x: str, y: str, *, m: int, k: int, n: int, batch: int = 1,
+        name: str | None = None) -> str:
+    """Add the product of the declared buffers ``x`` (``(batch, m, k)``, numpy's order)
+    and ``y`` (``(batch, k, n)``) to ``b``, in ``lib.matmul``'s order; the name of the
+    transient (``(batch, m, n)``, flat) that will hold it."""
+    tx, ty = b.buffer(x), b.buffer(y)
+    if tx.dtype != ty.dtype or tx.dtype not in DTYPES.values():
+        allowed = ", ".join(t.value for t in DTYPES.values())
+        raise InvalidInputError(
+            f"matmul of buffers {x!r} ({tx.dtype.value}) and {y!r} ({ty.dtype.value})",
+            f"Multiply two buffers of one dtype, one of {allowed}.")
+    if (tx.count, ty.count) != (batch * m * k, batch * k * n):
+        raise InvalidInputError(
+            f"buffers {x!r} and {y!r} hold {tx.count} and {ty.count} elements, not the "
+            f"{batch * m * k} and {batch * k * n} of ({batch}, {m}, {k}) and ({batch}, {k}, "
+            f"{n})", "Pass the m, k, n (and batch) the buffers are laid out in, numpy's "
+            "order: x as (batch, m, k), y as (batch, k, n).")
+    name = name or f"{x}_matmul"
+    b.transient(name, tx.dtype, batch * m * n)
+    b.step(tiled(tx.dtype), {"a": x, "b": y, "c": name}, dim=(n, m, batch),
+           constants={"KTILE": KTILE},
+           shapes={"a": (batch, m, k), "b": (batch, k, n), "c": (batch, m, n)})
+    return name
+
+
 @functools.lru_cache(maxsize=256)
 def _sequence(dtype: np.dtype, batch: int, m: int, k: int, n: int) -> Sequence:
     """The product of ``batch`` pairs of matrices as one step, built once per shape."""
-    t = DTYPES[dtype]
     b = SequenceBuilder()
-    b.input("a", t, batch * m * k)
-    b.input("b", t, batch * k * n)
-    b.transient("c", t, batch * m * n)
-    b.step(tiled(t), {}, dim=(n, m, batch), constants={"KTILE": KTILE},
-           shapes={"a": (batch, m, k), "b": (batch, k, n), "c": (batch, m, n)})
-    return b.build(returns=["c"])
+    b.input("a", DTYPES[dtype], batch * m * k)
+    b.input("b", DTYPES[dtype], batch * k * n)
+    return b.build(returns=[add(b, "a", "b", m=m, k=k, n=n, batch=batch, name="c")])
 
 
 def operands(x: np.ndarray, y: np.ndarray, p: Plan) -> tuple[np.ndarray, np.ndarray]:
@@ -165,4 +186,4 @@ def matmul(drv: Any, a: Any, b: Any, *, backend: str | None = None) -> Any:
     return np.array(got).reshape(p.shape)[()]
 
 
-__all__ = ["KTILE", "TILE", "Plan", "matmul", "operands", "plan", "tiled"]
+__all__ = ["KTILE", "TILE", "Plan", "add", "matmul", "operands", "plan", "tiled"]

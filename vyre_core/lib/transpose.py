@@ -164,24 +164,53 @@ def launch(shape: tuple[int, ...], perm: tuple[int, ...]) -> Launch:
         ("oa", out_strides[at[d - 1]])))
 
 
-@functools.lru_cache(maxsize=256)
-def _sequence(word: DType, shape: tuple[int, ...], perm: tuple[int, ...]) -> Sequence:
-    """The transpose of a layout as one step, built once per layout and word type."""
+def _steps(b: SequenceBuilder, source: str, out: str, word: DType,
+           shape: tuple[int, ...], perm: tuple[int, ...]) -> None:
+    """The step moving ``source`` seen as ``shape`` into ``out`` transposed by ``perm``
+    (a layout of ``layout``); the identity is a copy of rows as long as the buffer."""
     count = math.prod(shape)
     run = launch(shape, perm)
-    sizes = dict(run.sizes)
-    b = SequenceBuilder()
-    b.input("x", word, count)
-    b.transient("out", word, count)
-    bind: dict[str, Any] = {}
-    for name, value in run.sizes:
-        bind[name] = b.constant(name, DType.U32, value) if isinstance(value, tuple) \
-            else value
+    if run.kernel == "copy":
+        run = Launch("rows", (("shape", (1,)), ("strides", (0,)), ("length", count)))
+    bind: dict[str, Any] = {"x": source, "out": out}
+    for key, value in run.sizes:
+        bind[key] = b.constant(f"{out}_{key}", DType.U32, value) \
+            if isinstance(value, tuple) else value
     if run.kernel == "rows":
         b.step(copy_rows, bind, dim=count)
     else:
-        b.step(tiled(word), bind, dim=(sizes["la"], sizes["lq"], count // (
-            sizes["la"] * sizes["lq"])))
+        sizes = dict(run.sizes)
+        b.step(tiled(word), bind, dim=(sizes["la"], sizes["lq"],
+                                       count // (sizes["la"] * sizes["lq"])))
+
+
+def add(b: SequenceBuilder, source: str, *, shape: Any, axes: Any = None,
+        name: str | None = None) -> str:
+    """Add the transpose of the declared buffer ``source`` (laid out as ``shape``,
+    numpy's order) by ``axes`` to ``b``, as ``lib.transpose``; the name of the transient
+    (``source``'s dtype and size, flat) that will hold it. The elements move in their
+    own dtype here, so a float NaN's payload becomes the canonical NaN's, as every float
+    vyre stores does."""
+    given = b.buffer(source)
+    shape = tuple(shape)
+    if math.prod(shape) != given.count or not given.dtype.is_numeric:
+        raise InvalidInputError(
+            f"buffer {source!r} ({given.dtype.value}[{given.count}]) seen as shape {shape}",
+            "Pass the shape its elements are laid out in (numpy's order, its product the "
+            "buffer's count), of a buffer of numbers.")
+    name = name or f"{source}_transpose"
+    b.transient(name, given.dtype, given.count)
+    _steps(b, source, name, given.dtype, *layout(shape, permutation(len(shape), axes)))
+    return name
+
+
+@functools.lru_cache(maxsize=256)
+def _sequence(word: DType, shape: tuple[int, ...], perm: tuple[int, ...]) -> Sequence:
+    """The transpose of a layout as one step, built once per layout and word type."""
+    b = SequenceBuilder()
+    b.input("x", word, math.prod(shape))
+    b.transient("out", word, math.prod(shape))
+    _steps(b, "x", "out", word, shape, perm)
     return b.build(returns=["out"])
 
 
@@ -222,4 +251,5 @@ def transpose(drv: Any, x: Any, axes: Any = None, *,
     return np.array(got).view(array.dtype).reshape(result_shape)
 
 
-__all__ = ["copy_rows", "launch", "layout", "permutation", "tiled", "transpose", "words"]
+__all__ = ["add", "copy_rows", "launch", "layout", "permutation", "tiled", "transpose",
+           "words"]
