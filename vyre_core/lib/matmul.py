@@ -13,6 +13,9 @@ the one that starts from the first product; ``+0`` would turn a ``-0`` result in
 ``+0``), and the tile of ``a`` is padded with -0 and that of ``b`` with +0 past the inner
 dimension, so a padded product is -0, which adds nothing either.
 
+``add`` puts the product in a caller's sequence (``lib.steps.matmul``); ``matmul`` runs
+it as a sequence of its own, built once per shape.
+
 This module does not use ``from __future__ import annotations``: the kernels are made
 per dtype in ``tiled``, and their annotations name that dtype from its closure.
 """

@@ -15,6 +15,9 @@ equivalent permutation:
   output's, so a GPU's loads and stores are both coalesced; the other axes are the
   launch's third axis.
 
+``add`` puts the same step in a caller's sequence (``lib.steps.transpose``); there the
+elements move in the buffer's own dtype.
+
 This module does not use ``from __future__ import annotations``: ``tiled`` makes a
 kernel per word type, its tile an array of it.
 """
