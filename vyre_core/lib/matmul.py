@@ -114,12 +114,16 @@ def plan(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> Plan:
             f"{b2[:-2]} do not broadcast", "Pass stacks whose leading axes are equal or 1 "
             "(numpy's broadcasting), or one operand without stacked axes.") from None
     shape = batch + a2[-2:-1] * (len(a_shape) > 1) + b2[-1:] * (len(b_shape) > 1)
-    if math.prod(shape) > MAX_ELEMENTS:
+    b_stacked = math.prod(b2[:-2]) > 1
+    count = math.prod(batch)  # (a stacked b: both operands are copied out to the stack)
+    largest = max((math.prod(shape), *((count * a2[-2] * a2[-1], count * math.prod(b2[-2:]))
+                                       if b_stacked else ())))
+    if largest > MAX_ELEMENTS:
         raise InvalidInputError(
-            f"matmul's result would have {math.prod(shape)} elements; a vyre.lib call "
-            f"makes at most {MAX_ELEMENTS}", "Multiply in parts (slices of a's rows or "
-            "b's columns) and put the results together.")
-    return Plan(a2[-2], a2[-1], b2[-1], batch, math.prod(b2[:-2]) > 1, shape)
+            f"matmul of shapes {a_shape} and {b_shape} would make an array of {largest} "
+            f"elements; a vyre.lib call makes at most {MAX_ELEMENTS}", "Multiply in parts "
+            "(slices of the stack, of a's rows or of b's columns) and put them together.")
+    return Plan(a2[-2], a2[-1], b2[-1], batch, b_stacked, shape)
 
 
 def add(b: SequenceBuilder, x: str, y: str, *, m: int, k: int, n: int, batch: int = 1,
