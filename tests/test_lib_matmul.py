@@ -351,7 +351,7 @@ def test_the_shape_rules_are_numpys(sa, sb):
 
 
 def _run(shape: tuple[int, ...], perm: tuple[int, ...], x: np.ndarray) -> np.ndarray:
-    """copy_rows and transpose_tiles' index arithmetic in numpy, over a layout."""
+    """copy_rows' and transpose_tiles' index arithmetic in numpy, over a layout."""
     run, flat = launch(shape, perm), x.reshape(-1)
     if run.kernel == "copy":
         return flat.copy()
@@ -371,8 +371,7 @@ def _run(shape: tuple[int, ...], perm: tuple[int, ...], x: np.ndarray) -> np.nda
         return out
     z, q, a = np.meshgrid(np.arange(flat.size // (s["la"] * s["lq"])), np.arange(s["lq"]),
                           np.arange(s["la"]), indexing="ij")
-    out[place(z, s["shape"], s["out_strides"]) + a * s["oa"] + q] = \
-        flat[place(z, s["shape"], s["x_strides"]) + q * s["sq"] + a]
+    out[z * s["os"] + a * s["oa"] + q] = flat[z * s["xs"] + q * s["sq"] + a]
     return out
 
 
@@ -398,3 +397,5 @@ def test_layouts_merge_what_stays_together():
     assert launch((4, 5, 12), (1, 0, 2)).kernel == "rows"
     assert launch((20, 6), (1, 0)).kernel == "tiles"
     assert launch((7,), (0,)).kernel == "copy"
+    assert launch((2, 3, 4), (0, 2, 1)).kernel == "tiles"  # (one other axis)
+    assert launch((2, 3, 4, 5), (2, 0, 3, 1)).kernel == "rows"  # (two: a gather)
