@@ -20,6 +20,12 @@ not), and numpy checks it bit for bit (``ulp=0``).
 ``KTILE: vyre.Constant[i32](low=1, high=TILE)`` is the range the tuner sweeps (its
 powers of two). Its builder twin is ``tests/builder_twins.py``'s ``matmul_program``.
 
+To multiply matrices, call ``lib.matmul(drv, a, b)`` (``from vyre_core import lib``,
+docs/lib.md): this kernel for every dtype of vyre.lib, stacks and 1-D operands as
+numpy.matmul takes them, its order of operations written down (from -0, so a result's
+sign of zero is the one the order gives). This example keeps the kernel in view because
+it teaches workgroup memory and barriers.
+
 Run it: ``python examples/matmul.py`` or ``vyre run matmul``.
 """
 

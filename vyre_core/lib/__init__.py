@@ -9,10 +9,13 @@ passes run as sequences; no concrete backend is imported.
 
 from vyre_core.lib import steps
 from vyre_core.lib.histogram import bincount, histogram
+from vyre_core.lib.matmul import matmul
 from vyre_core.lib.reduce import argmax, argmin, dot, max, mean, min, norm, prod, sum
 from vyre_core.lib.scan import cumsum
 from vyre_core.lib.softmax import logsumexp, softmax
 from vyre_core.lib.sorts import argsort, sort
+from vyre_core.lib.transpose import transpose
 
 __all__ = ["argmax", "argmin", "argsort", "bincount", "cumsum", "dot", "histogram",
-           "logsumexp", "max", "mean", "min", "norm", "prod", "softmax", "sort", "steps", "sum"]
+           "logsumexp", "matmul", "max", "mean", "min", "norm", "prod", "softmax", "sort",
+           "steps", "sum", "transpose"]

@@ -121,7 +121,7 @@ def dot(drv: Any, x: Any, y: Any, *, backend: str | None = None) -> Any:
             f"dot takes two 1-D arrays of one length and dtype; got shapes {a.shape} and "
             f"{b.shape}, dtypes {a.dtype} and {b.dtype}",
             "Pass two vectors of equal length and dtype (x.ravel(), y.astype(x.dtype)); "
-            "for a product of matrices use numpy.matmul.")
+            "for a product of matrices use lib.matmul.")
     where = split(a.shape, None)
     if where.n == 0:
         return a.dtype.type(0)

@@ -18,6 +18,8 @@ from vyre_core.ir.dtypes import DType
 from vyre_core.kernels import KernelFunction
 from vyre_core.lib import histogram, passes, scan
 from vyre_core.lib.args import DTYPES, split
+from vyre_core.lib.matmul import add as _matmul
+from vyre_core.lib.transpose import add as _transpose
 from vyre_core.sequence import SequenceBuilder
 
 
@@ -148,5 +150,19 @@ def bincount(b: SequenceBuilder, source: str, bins: int, *, weights: str | None 
     return histogram.add(b, source, bins, weights=weights, name=name)
 
 
-__all__ = ["argmax", "argmin", "bincount", "cumsum", "dot", "max", "min", "prod", "reduction",
-           "sum"]
+def matmul(b: SequenceBuilder, x: str, y: str, *, m: int, k: int, n: int, batch: int = 1,
+           name: str | None = None) -> str:
+    """The product of ``x`` as ``(batch, m, k)`` and ``y`` as ``(batch, k, n)``, as
+    ``lib.matmul``: a transient of ``batch * m * n``."""
+    return _matmul(b, x, y, m=m, k=k, n=n, batch=batch, name=name)
+
+
+def transpose(b: SequenceBuilder, source: str, *, shape: Any, axes: Any = None,
+              name: str | None = None) -> str:
+    """``source`` seen as ``shape``, transposed by ``axes``, as ``lib.transpose``: a
+    transient of the source's size."""
+    return _transpose(b, source, shape=shape, axes=axes, name=name)
+
+
+__all__ = ["argmax", "argmin", "bincount", "cumsum", "dot", "matmul", "max", "min", "prod",
+           "reduction", "sum", "transpose"]
