@@ -17,12 +17,19 @@ docs/lib.md writes the order down; tests/lib_model.py is it in numpy.
 from __future__ import annotations
 
 import vyre_core as vyre
-from vyre_core import i32
+from vyre_core import bool_, i32
 
 #: Invocations per workgroup: lanes the cpu backend vectorises, at most wgpu's limit.
 WORKGROUP = 256
 #: The most elements one invocation combines, one after another.
 FAN_IN = 256
+#: Every pass's constant ``FLAT``: True where the array is one outer block (``outer`` 1:
+#: every reduction of all elements, and of axis 0), so ``g < step`` and ``g`` is both
+#: ``t`` and ``base``. The specialized program has only that branch (``ir/fold.py``),
+#: whose loads the cpu backend proves consecutive and inside ``x``; the other branch's
+#: division and remainder made each of them a checked gather. The same operations on the
+#: same elements: the same bytes.
+Flat = vyre.Constant[bool_]
 
 
 def levels(n: int) -> list[tuple[int, int]]:
@@ -67,10 +74,10 @@ def beats_min(a, ia, b, ib):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def sum_pass(x, out, span: i32, step: i32, full: i32):
+def sum_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     acc = x[base]
     for j in range(1, full):
         acc += x[base + j * step]
@@ -80,10 +87,10 @@ def sum_pass(x, out, span: i32, step: i32, full: i32):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def prod_pass(x, out, span: i32, step: i32, full: i32):
+def prod_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     acc = x[base]
     for j in range(1, full):
         acc *= x[base + j * step]
@@ -93,10 +100,10 @@ def prod_pass(x, out, span: i32, step: i32, full: i32):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def max_pass(x, out, span: i32, step: i32, full: i32):
+def max_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     acc = x[base]
     for j in range(1, full):
         acc = nan_max(acc, x[base + j * step])
@@ -106,10 +113,10 @@ def max_pass(x, out, span: i32, step: i32, full: i32):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def min_pass(x, out, span: i32, step: i32, full: i32):
+def min_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     acc = x[base]
     for j in range(1, full):
         acc = nan_min(acc, x[base + j * step])
@@ -119,11 +126,12 @@ def min_pass(x, out, span: i32, step: i32, full: i32):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def square_sum_pass(x, out, span: i32, step: i32, full: i32):
+def square_sum_pass(x, out, span: i32, step: i32, full: i32, *,
+                    FLAT: Flat = False):
     """sum_pass of x[k] * x[k], each product rounded (norm's first pass)."""
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     acc = x[base] * x[base]
     for j in range(1, full):
         v = x[base + j * step]
@@ -135,11 +143,11 @@ def square_sum_pass(x, out, span: i32, step: i32, full: i32):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def dot_pass(x, y, out, span: i32, step: i32, full: i32):
+def dot_pass(x, y, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
     """sum_pass of x[k] * y[k], each product rounded (dot's first pass)."""
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     acc = x[base] * y[base]
     for j in range(1, full):
         acc += x[base + j * step] * y[base + j * step]
@@ -150,13 +158,13 @@ def dot_pass(x, y, out, span: i32, step: i32, full: i32):
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def argmax_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
-                 inner: i32):
+                 inner: i32, *, FLAT: Flat = False):
     """argmax's first pass: the index of an element is its place along the axis."""
     g = vyre.global_id(0)
-    t = g % step
+    t = g if FLAT else g % step
     m = step // inner
     i = t // inner
-    base = (g // step) * span + t
+    base = g if FLAT else (g // step) * span + t
     v = x[base]
     k = i
     for j in range(1, full):
@@ -175,12 +183,12 @@ def argmax_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def argmin_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
-                 inner: i32):
+                 inner: i32, *, FLAT: Flat = False):
     g = vyre.global_id(0)
-    t = g % step
+    t = g if FLAT else g % step
     m = step // inner
     i = t // inner
-    base = (g // step) * span + t
+    base = g if FLAT else (g // step) * span + t
     v = x[base]
     k = i
     for j in range(1, full):
@@ -199,11 +207,11 @@ def argmin_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def argmax_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], span: i32, step: i32,
-                full: i32):
+                full: i32, *, FLAT: Flat = False):
     """argmax's later passes: values with the indices the pass before found."""
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     v = x[base]
     k = xat[base]
     for j in range(1, full):
@@ -224,10 +232,10 @@ def argmax_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], span: i32, s
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def argmin_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], span: i32, step: i32,
-                full: i32):
+                full: i32, *, FLAT: Flat = False):
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     v = x[base]
     k = xat[base]
     for j in range(1, full):

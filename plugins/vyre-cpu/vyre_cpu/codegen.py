@@ -763,7 +763,7 @@ class _Writer:
                 self.assign(depth, self.lane(py), code)
                 self.scopes[-1][name] = (py, dtype)
                 if self.ranges and dtype in INTS and name not in self.assigned:
-                    self.ranges.bind(py, self.ranges.of(value))
+                    self.ranges.let(py, value)
                 if value == InvocationId(IdKind.GLOBAL, 0) and name not in self.assigned:
                     self.gid_vars.add(py)
             case Assign(name, value):
@@ -1348,7 +1348,7 @@ class _Writer:
             self.uniform_vars.discard(s.name)
         self.scopes[-1][s.name] = (py, dtype)
         if dtype in INTS:
-            self.ranges.bind(py, self.ranges.of(s.value))
+            self.ranges.let(py, s.value)
         return True
 
     def lane_affine(self, e: Expr) -> bool:
