@@ -2,9 +2,9 @@
 
 A choice makes a new program in which each constant is a literal, with its own
 fingerprint, validation and pipeline cache key, and in which the conditions the choice
-decides are folded (``fold.py``: ``if FLAT:`` keeps the branch taken). Backends only ever see such programs, so
-none needs to know about constants (wgpu's override constants would be one way to lower
-them; substitution is the one every backend gets for free).
+decides are folded (``fold.py``: ``if FLAT:`` keeps the branch taken). Backends only
+ever see such programs, so none needs to know about constants (wgpu's override constants
+would be one way to lower them; substitution is the one every backend gets for free).
 """
 
 from __future__ import annotations

@@ -226,7 +226,7 @@ class Ranges:
         match x:
             case Var() | InvocationId():
                 key = self.key_of(x)
-            case Cast(dtype, value) if self.typeof(value) in INTS and self.of(x) is not None:
+            case Cast(_, value) if self.typeof(value) in INTS and self.of(x) is not None:
                 self._bound(value, op, theirs)  # (the same value in both types)
                 return
             case Binary(BinOp.ADD | BinOp.SUB as how, p, q) if self.of(x) is not None:
