@@ -1,8 +1,8 @@
 """Specialization folds what the chosen values decide (vyre_core/ir/fold.py): an ``if``
 or a select on a constant keeps only its branch taken, so a backend sees the program a
 user would have written for that value (``base = g``, not ``(g // step) * span + t``).
-Only conditions exact on every backend are decided: bool literals and their logic, and
-comparisons of integer literals of one type. Pure: no process."""
+Only conditions that read a constant and are exact on every backend are decided: bool
+logic and comparisons of integers of one type. Pure: no process."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import vyre_core as vyre
 from vyre_core import bool_, f32, i32
 from vyre_core.ir.dtypes import DType
-from vyre_core.ir.fold import fold
+from vyre_core.ir.fold import substitute
 from vyre_core.ir.nodes import (
     Binary,
     BinOp,
@@ -23,6 +23,9 @@ from vyre_core.ir.nodes import (
     Select,
     SpecRef,
     Store,
+    Unary,
+    UnOp,
+    Var,
     walk,
 )
 from vyre_core.lib import passes
@@ -88,12 +91,14 @@ def test_a_condition_the_values_do_not_decide_is_kept():
     assert not any(isinstance(n, SpecRef) for n in walk(program.body))
 
 
-@pytest.mark.parametrize("taken", [True, False])
-def test_an_if_becomes_a_block_of_its_branch(taken):
-    then, orelse = (Store("a", Lit(DType.U32, 0), Lit(DType.U32, 1)),), \
-        (Store("a", Lit(DType.U32, 0), Lit(DType.U32, 2)),)
-    folded = fold(If(Lit(DType.BOOL, int(taken)), then, orelse))
-    assert folded == Block(then if taken else orelse)
+TAKEN, OTHER = (Store("a", Lit(DType.U32, 0), Lit(DType.U32, v)) for v in (1, 2))
+
+
+@pytest.mark.parametrize("flat", [True, False])
+def test_an_if_becomes_a_block_of_its_branch(flat):
+    folded = substitute(If(SpecRef("FLAT"), (TAKEN,), (OTHER,)),
+                        {"FLAT": Lit(DType.BOOL, int(flat))})
+    assert folded == Block((TAKEN,) if flat else (OTHER,))
 
 
 @pytest.mark.parametrize("op, a, b, want", [
@@ -101,18 +106,30 @@ def test_an_if_becomes_a_block_of_its_branch(taken):
     (BinOp.GE, -1, 0, False), (BinOp.LE, 3, 3, True), (BinOp.GT, 3, 3, False)])
 def test_integer_comparisons_fold_to_their_value_in_each_type(op, a, b, want):
     for dtype in (DType.I32, DType.I64):
-        cond = Binary(op, Lit.of(dtype, a), Lit.of(dtype, b))
-        one, two = (Store("a", Lit(DType.U32, 0), Lit(DType.U32, v)) for v in (1, 2))
-        assert fold(If(cond, (one,), (two,))) == Block((one,) if want else (two,))
-        assert fold(Store("a", Lit(DType.U32, 0), Select(cond, Lit(DType.U32, 1),
-                                                          Lit(DType.U32, 2)))).value == \
-            Lit(DType.U32, 1 if want else 2)
+        lits = {"MODE": Lit.of(dtype, a)}
+        for cond in (Binary(op, SpecRef("MODE"), Lit.of(dtype, b)),
+                     Unary(UnOp.NOT, Unary(UnOp.NOT, Binary(op, SpecRef("MODE"),
+                                                            Lit.of(dtype, b))))):
+            assert substitute(If(cond, (TAKEN,), (OTHER,)), lits) == \
+                Block((TAKEN,) if want else (OTHER,))
+            select = Select(cond, Lit(DType.U32, 1), Lit(DType.U32, 2))
+            assert substitute(Store("a", Lit(DType.U32, 0), select), lits).value == \
+                Lit(DType.U32, 1 if want else 2)
 
 
-def test_literals_of_two_types_are_not_compared():
-    cond = Binary(BinOp.LT, Lit.of(DType.U32, 1), Lit.of(DType.I32, 2))
-    select = Select(cond, Lit(DType.U32, 1), Lit(DType.U32, 2))
-    assert fold(Store("a", Lit(DType.U32, 0), select)).value == select
+def test_what_the_values_do_not_decide_is_substituted_and_kept():
+    """Literals of two types; a condition that reads a variable; one the program wrote
+    as a literal (its own business, as in a program without constants)."""
+    lits = {"MODE": Lit.of(DType.I32, 2)}
+    for cond, kept in [
+            (Binary(BinOp.LT, SpecRef("MODE"), Lit.of(DType.U32, 3)),
+             Binary(BinOp.LT, Lit.of(DType.I32, 2), Lit.of(DType.U32, 3))),
+            (Binary(BinOp.LOGICAL_AND, Var("c"), Binary(BinOp.EQ, SpecRef("MODE"),
+                                                        Lit.of(DType.I32, 2))),
+             Binary(BinOp.LOGICAL_AND, Var("c"), Binary(BinOp.EQ, Lit.of(DType.I32, 2),
+                                                        Lit.of(DType.I32, 2)))),
+            (Lit(DType.BOOL, 1), Lit(DType.BOOL, 1))]:
+        assert substitute(If(cond, (TAKEN,), (OTHER,)), lits) == If(kept, (TAKEN,), (OTHER,))
 
 
 @pytest.mark.parametrize("name", ["sum_pass", "max_pass", "argmax_first", "argmin_next"])
