@@ -45,19 +45,19 @@ def levels(n: int) -> list[tuple[int, int]]:
 
 
 @vyre.func
-def nan_max(a, b):
-    """numpy's maximum: NaN if either is; else IEEE maximumNumber (-0 below +0). Written
-    with comparisons and selects, which vectorise: equal values are the same but for
-    zeros, whose maximum ``a + b`` is (-0 only when both are)."""
-    return a if a > b or a != a else (b if b != a else (a if a != 0 else a + b))
+def zero_or_nan(v):
+    """Whether ``v`` is a zero or NaN: the elements whose rule the maximum (minimum) of
+    ``max_pass`` (``min_pass``) leaves to a sum of their own."""
+    return v == 0 or v != v
 
 
 @vyre.func
-def nan_min(a, b):
-    """numpy's minimum: NaN if either is; else IEEE minimumNumber. Of two zeros the sign
-    of ``(a * b) * (a + b)`` is (sa xor sb) xor (sa and sb), that is sa or sb: -0 when
-    either is."""
-    return a if a < b or a != a else (b if b != a else (a if a != 0 else (a * b) * (a + b)))
+def negative_zero_like(v):
+    """-0 in ``v``'s type (0 for an integer): the sum of no zeros (``-0 + z`` is ``z``).
+    +0 (``v`` clamped to [0, 0], so an infinity gives no NaN) times +0 - 1, in the type's
+    own arithmetic: a negative literal does not fit u32."""
+    p = min(max(v, 0), 0)
+    return p * (p - 1)
 
 
 @vyre.func
@@ -101,28 +101,49 @@ def prod_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def max_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
+    """numpy's maximum of each partial's elements (NaN if any is, else IEEE
+    maximumNumber: -0 below +0): their greatest in an ordered comparison
+    (``v if v > m else m``, one vector maximum), beside ``z``, the sum of their zeros and
+    NaNs (NaN if any is NaN, else +0 if any zero is +0), which decides where ``m`` is a
+    zero or ``z`` a NaN. The maximum of a set is one value whatever the order, so these
+    are the bytes of combining left to right by that rule, with one compare per element
+    where the rule took six (docs/lib.md)."""
     g = vyre.global_id(0)
     t = g if FLAT else g % step
     base = g if FLAT else (g // step) * span + t
-    acc = x[base]
+    m = x[base]
+    z = m if zero_or_nan(m) else negative_zero_like(m)
     for j in range(1, full):
-        acc = nan_max(acc, x[base + j * step])
+        v = x[base + j * step]
+        m = v if v > m else m
+        z = z + v if zero_or_nan(v) else z
     if t + full * step < span:
-        acc = nan_max(acc, x[base + full * step])
-    out[g] = acc
+        last = x[base + full * step]
+        m = last if last > m else m
+        z = z + last if zero_or_nan(last) else z
+    out[g] = m + z if m == 0 or z != z else m
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def min_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
+    """numpy's minimum, as ``max_pass``: ``z`` sums the negated zeros and NaNs (+0 if any
+    zero is -0; ``-0 - v`` is ``-v``), and of zeros the result is ``-(z - m)``: -0
+    where any is."""
     g = vyre.global_id(0)
     t = g if FLAT else g % step
     base = g if FLAT else (g // step) * span + t
-    acc = x[base]
+    m = x[base]
+    none = negative_zero_like(m)
+    z = none - m if zero_or_nan(m) else none
     for j in range(1, full):
-        acc = nan_min(acc, x[base + j * step])
+        v = x[base + j * step]
+        m = v if v < m else m
+        z = z - v if zero_or_nan(v) else z
     if t + full * step < span:
-        acc = nan_min(acc, x[base + full * step])
-    out[g] = acc
+        last = x[base + full * step]
+        m = last if last < m else m
+        z = z - last if zero_or_nan(last) else z
+    out[g] = none - (z - m) if m == 0 or z != z else m
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
