@@ -206,8 +206,29 @@ def test_chains_that_share_no_lane_array_run_in_lane_loops_of_their_own():
     unrolled = block.split(head)[1].split("\n        for ")[0]
     loops = unrolled.split("for l in range(count):")[1:]
     assert len(loops) == 2, block
-    assert [loop.count("_acc1[l] =") for loop in loops] == [blocks.UNROLL, 0]
-    assert [loop.count("_acc2[l] =") for loop in loops] == [0, blocks.UNROLL]
+    # (each lane array held in a variable for the lane's pass: _in_registers)
+    assert [loop.count("_acc1_l = np.") for loop in loops] == [blocks.UNROLL, 0]
+    assert [loop.count("_acc2_l = np.") for loop in loops] == [0, blocks.UNROLL]
+
+
+@pytest.mark.fast
+def test_a_lane_loop_reads_and_writes_each_lane_array_once_and_drops_unread_ones():
+    """lib.max's flat pass: in its unrolled lane loop the running maximum ``m`` and the
+    sum ``z`` are read once and written once (held in variables between: a store each
+    pass made LLVM read the other again, and a kept value a masked store), and the
+    loop's lets ``v`` are never stored (nothing reads them after). Fails before
+    session 22."""
+    from vyre_core.lib import passes
+
+    x, out = np.zeros(1 << 16, np.float32), np.zeros(256, np.float32)
+    program = passes.max_pass.program(dim=256, args=(x, out, 1 << 16, 256, 256))
+    block = _block(codegen.generate(program.specialize({"FLAT": True})).source)
+    head = f"- {blocks.UNROLL - 1}, {blocks.UNROLL}):"
+    loop = block.split(head)[1].split("\n        for ")[0].split("for l in range(count):")[1]
+    for name in ("m", "z"):
+        assert len(re.findall(rf"v\d+_{name}\[l\]", loop)) == 2, loop
+        assert len(re.findall(rf"v\d+_{name}_l = np\.float32\(", loop)) == blocks.UNROLL
+    assert not re.search(r"v\d+_v_\d\[l\] =", block)
 
 
 @pytest.mark.fast

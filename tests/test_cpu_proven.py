@@ -18,14 +18,17 @@ from vyre_core.ir import (
     Binary,
     BinOp,
     Buffer,
+    BufLen,
     DType,
     IdKind,
     If,
     InvocationId,
+    Let,
     Lit,
     Load,
     Program,
     Store,
+    Var,
 )
 from vyre_workers.backend_host import BackendHost
 
@@ -102,3 +105,39 @@ def test_the_checked_version_is_compiled_only_for_a_launch_whose_assumptions_fai
     got, = pipeline.dispatch(inputs, config)
     assert got.tobytes() == run(program, inputs, grid=(2, 2, 1))[0].tobytes()
     assert bool(pipeline.compiled._fallback._serial.signatures) is needed
+
+
+def shifted_by(alias: bool) -> Program:
+    """``if i + s < len(a): out[i] = a[i + s]``, ``s`` a uniform; with ``alias`` the guard
+    reads ``t = i`` rather than ``i``. Past the guard every load lies inside ``a``, though
+    the grid (64 ids) runs past ``len(a) - s``."""
+    s = Load("s", Lit(U32, 0))
+    guarded = Var("t") if alias else GX
+    return Program((Buffer("a", 0, F32, Access.READ), Buffer("s", 1, U32, Access.UNIFORM, 1),
+                    Buffer("out", 2, F32, Access.OUTPUT, 64)), (64,), (
+        Let("t", GX),
+        If(Binary(BinOp.LT, _add(guarded, s), BufLen("a")),
+           (Store("out", GX, Load("a", _add(GX, s))),)),
+    )).check()
+
+
+@pytest.mark.parametrize("alias", [False, True])
+def test_a_guard_on_a_sum_bounds_its_terms_and_the_variables_that_hold_them(
+        tmp_path, monkeypatch, alias):
+    """``i + s < n`` gives ``i <= n - s - 1`` (and so ``t = i``'s, and ``i``'s through
+    ``t``), so ``a[i + s]`` under it is proven inside ``a`` for every launch: the checked
+    version is never compiled. Fails before session 22 (only a guard on a variable or an id
+    itself narrowed its range, and only that variable's)."""
+    from vyre_cpu import compiler
+
+    from vyre_reference import run
+
+    monkeypatch.setenv(compiler.ENV, str(tmp_path))
+    monkeypatch.setattr(compiler, "_loaded", compiler.collections.OrderedDict())
+    program = shifted_by(alias)
+    inputs = [np.arange(1, 41, dtype=np.float32), np.array([3], np.uint32)]
+    config = DispatchConfig(grid_override=(1, 1, 1))
+    pipeline = vyre_cpu.backend.Pipeline(program, config)
+    got, = pipeline.dispatch(inputs, config)
+    assert got.tobytes() == run(program, inputs, grid=(1, 1, 1))[0].tobytes()
+    assert not pipeline.compiled._fallback._serial.signatures

@@ -1,9 +1,10 @@
 """Specialization: choosing values for a program's named constants.
 
 A choice makes a new program in which each constant is a literal, with its own
-fingerprint, validation and pipeline cache key. Backends only ever see such programs, so
-none needs to know about constants (wgpu's override constants would be one way to lower
-them; substitution is the one every backend gets for free).
+fingerprint, validation and pipeline cache key, and in which the conditions the choice
+decides are folded (``fold.py``: ``if FLAT:`` keeps the branch taken). Backends only
+ever see such programs, so none needs to know about constants (wgpu's override constants
+would be one way to lower them; substitution is the one every backend gets for free).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import numpy as np
 
 from vyre_core.errors import InvalidConfigError, did_you_mean
 from vyre_core.ir.dtypes import DType
-from vyre_core.ir.nodes import Lit, SpecConstant, SpecRef, Stmt
-from vyre_core.ir.rewrite import transform
+from vyre_core.ir.fold import substitute
+from vyre_core.ir.nodes import Lit, SpecConstant
 
 if TYPE_CHECKING:
     from vyre_core.ir.program import Program
@@ -184,9 +185,5 @@ def _specialized(key: _ByFingerprint, values: Values) -> Program:
     program = key.program
     lits = resolve(program, values)
     return Program(program.buffers, program.workgroup,
-                   tuple(_substitute(s, lits) for s in program.body))
+                   tuple(substitute(s, lits) for s in program.body))
 
-
-def _substitute(node: Stmt, lits: Mapping[str, Lit]) -> Stmt:
-    # (an undeclared constant is left for the validator to report)
-    return transform(node, lambda n: lits.get(n.name, n) if isinstance(n, SpecRef) else n)

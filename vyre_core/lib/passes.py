@@ -17,12 +17,19 @@ docs/lib.md writes the order down; tests/lib_model.py is it in numpy.
 from __future__ import annotations
 
 import vyre_core as vyre
-from vyre_core import i32
+from vyre_core import bool_, i32
 
 #: Invocations per workgroup: lanes the cpu backend vectorises, at most wgpu's limit.
 WORKGROUP = 256
 #: The most elements one invocation combines, one after another.
 FAN_IN = 256
+#: Every pass's constant ``FLAT``: True where the array is one outer block (``outer`` 1:
+#: every reduction of all elements, and of axis 0), so ``g < step`` and ``g`` is both
+#: ``t`` and ``base``. The specialized program has only that branch (``ir/fold.py``),
+#: whose loads the cpu backend proves consecutive and inside ``x``; the other branch's
+#: division and remainder made each of them a checked gather. The same operations on the
+#: same elements: the same bytes.
+Flat = vyre.Constant[bool_]
 
 
 def levels(n: int) -> list[tuple[int, int]]:
@@ -38,19 +45,19 @@ def levels(n: int) -> list[tuple[int, int]]:
 
 
 @vyre.func
-def nan_max(a, b):
-    """numpy's maximum: NaN if either is; else IEEE maximumNumber (-0 below +0). Written
-    with comparisons and selects, which vectorise: equal values are the same but for
-    zeros, whose maximum ``a + b`` is (-0 only when both are)."""
-    return a if a > b or a != a else (b if b != a else (a if a != 0 else a + b))
+def zero_or_nan(v):
+    """Whether ``v`` is a zero or NaN: the elements whose rule the maximum (minimum) of
+    ``max_pass`` (``min_pass``) leaves to a sum of their own."""
+    return v == 0 or v != v
 
 
 @vyre.func
-def nan_min(a, b):
-    """numpy's minimum: NaN if either is; else IEEE minimumNumber. Of two zeros the sign
-    of ``(a * b) * (a + b)`` is (sa xor sb) xor (sa and sb), that is sa or sb: -0 when
-    either is."""
-    return a if a < b or a != a else (b if b != a else (a if a != 0 else (a * b) * (a + b)))
+def negative_zero_like(v):
+    """-0 in ``v``'s type (0 for an integer): the sum of no zeros (``-0 + z`` is ``z``).
+    +0 (``v`` clamped to [0, 0], so an infinity gives no NaN) times +0 - 1, in the type's
+    own arithmetic: a negative literal does not fit u32."""
+    p = min(max(v, 0), 0)
+    return p * (p - 1)
 
 
 @vyre.func
@@ -67,10 +74,10 @@ def beats_min(a, ia, b, ib):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def sum_pass(x, out, span: i32, step: i32, full: i32):
+def sum_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     acc = x[base]
     for j in range(1, full):
         acc += x[base + j * step]
@@ -80,10 +87,10 @@ def sum_pass(x, out, span: i32, step: i32, full: i32):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def prod_pass(x, out, span: i32, step: i32, full: i32):
+def prod_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     acc = x[base]
     for j in range(1, full):
         acc *= x[base + j * step]
@@ -93,37 +100,59 @@ def prod_pass(x, out, span: i32, step: i32, full: i32):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def max_pass(x, out, span: i32, step: i32, full: i32):
+def max_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
+    """numpy's maximum of each partial's elements (NaN if any is, else IEEE
+    maximumNumber: -0 below +0): their greatest in an ordered comparison
+    (``v if v > m else m``, one vector maximum), beside ``z``, the sum of their zeros and
+    NaNs (NaN if any is NaN, else +0 if any zero is +0), which decides where ``m`` is a
+    zero or ``z`` a NaN. The maximum of a set is one value whatever the order, so these
+    are the bytes of combining left to right by that rule, with one compare per element
+    where the rule took six (docs/lib.md)."""
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
-    acc = x[base]
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
+    m = x[base]
+    z = m if zero_or_nan(m) else negative_zero_like(m)
     for j in range(1, full):
-        acc = nan_max(acc, x[base + j * step])
+        v = x[base + j * step]
+        m = v if v > m else m
+        z = z + v if zero_or_nan(v) else z
     if t + full * step < span:
-        acc = nan_max(acc, x[base + full * step])
-    out[g] = acc
+        last = x[base + full * step]
+        m = last if last > m else m
+        z = z + last if zero_or_nan(last) else z
+    out[g] = m + z if m == 0 or z != z else m
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def min_pass(x, out, span: i32, step: i32, full: i32):
+def min_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
+    """numpy's minimum, as ``max_pass``: ``z`` sums the negated zeros and NaNs (+0 if any
+    zero is -0; ``-0 - v`` is ``-v``), and of zeros the result is ``-(z - m)``: -0
+    where any is."""
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
-    acc = x[base]
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
+    m = x[base]
+    none = negative_zero_like(m)
+    z = none - m if zero_or_nan(m) else none
     for j in range(1, full):
-        acc = nan_min(acc, x[base + j * step])
+        v = x[base + j * step]
+        m = v if v < m else m
+        z = z - v if zero_or_nan(v) else z
     if t + full * step < span:
-        acc = nan_min(acc, x[base + full * step])
-    out[g] = acc
+        last = x[base + full * step]
+        m = last if last < m else m
+        z = z - last if zero_or_nan(last) else z
+    out[g] = none - (z - m) if m == 0 or z != z else m
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def square_sum_pass(x, out, span: i32, step: i32, full: i32):
+def square_sum_pass(x, out, span: i32, step: i32, full: i32, *,
+                    FLAT: Flat = False):
     """sum_pass of x[k] * x[k], each product rounded (norm's first pass)."""
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     acc = x[base] * x[base]
     for j in range(1, full):
         v = x[base + j * step]
@@ -135,11 +164,11 @@ def square_sum_pass(x, out, span: i32, step: i32, full: i32):
 
 
 @vyre.kernel(workgroup=(WORKGROUP,))
-def dot_pass(x, y, out, span: i32, step: i32, full: i32):
+def dot_pass(x, y, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
     """sum_pass of x[k] * y[k], each product rounded (dot's first pass)."""
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     acc = x[base] * y[base]
     for j in range(1, full):
         acc += x[base + j * step] * y[base + j * step]
@@ -150,13 +179,13 @@ def dot_pass(x, y, out, span: i32, step: i32, full: i32):
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def argmax_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
-                 inner: i32):
+                 inner: i32, *, FLAT: Flat = False):
     """argmax's first pass: the index of an element is its place along the axis."""
     g = vyre.global_id(0)
-    t = g % step
+    t = g if FLAT else g % step
     m = step // inner
     i = t // inner
-    base = (g // step) * span + t
+    base = g if FLAT else (g // step) * span + t
     v = x[base]
     k = i
     for j in range(1, full):
@@ -175,12 +204,12 @@ def argmax_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def argmin_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
-                 inner: i32):
+                 inner: i32, *, FLAT: Flat = False):
     g = vyre.global_id(0)
-    t = g % step
+    t = g if FLAT else g % step
     m = step // inner
     i = t // inner
-    base = (g // step) * span + t
+    base = g if FLAT else (g // step) * span + t
     v = x[base]
     k = i
     for j in range(1, full):
@@ -199,11 +228,11 @@ def argmin_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def argmax_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], span: i32, step: i32,
-                full: i32):
+                full: i32, *, FLAT: Flat = False):
     """argmax's later passes: values with the indices the pass before found."""
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     v = x[base]
     k = xat[base]
     for j in range(1, full):
@@ -224,10 +253,10 @@ def argmax_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], span: i32, s
 
 @vyre.kernel(workgroup=(WORKGROUP,))
 def argmin_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], span: i32, step: i32,
-                full: i32):
+                full: i32, *, FLAT: Flat = False):
     g = vyre.global_id(0)
-    t = g % step
-    base = (g // step) * span + t
+    t = g if FLAT else g % step
+    base = g if FLAT else (g // step) * span + t
     v = x[base]
     k = xat[base]
     for j in range(1, full):

@@ -90,7 +90,8 @@ def reduction(b: SequenceBuilder, op: str, source: str, *, shape: Any = None,
             at = index
         else:
             bind["out"] = out
-        b.step(red.first if level == 0 else red.rest, bind, dim=outer * step)
+        b.step(red.first if level == 0 else red.rest, bind, dim=outer * step,
+               constants={"FLAT": outer == 1})
         source = out
     return name
 

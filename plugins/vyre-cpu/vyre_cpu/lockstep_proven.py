@@ -266,7 +266,7 @@ class _ProvenWriter(_Writer):
         self.emit(depth, f"{py} = {code}")
         self.scopes[-1][s.name] = (py, dtype)
         if dtype in INTS and s.name not in self.assigned:
-            self.ranges.bind(py, self.ranges.of(s.value))
+            self.ranges.let(py, s.value)
 
     def _expr(self, e: Expr) -> tuple[str, DType]:
         """A select of any type whose condition holds in every lane is its first branch;

@@ -60,7 +60,9 @@ class Ranges:
         self.workgroup = workgroup
         self.typeof, self.name_of, self.invariant, self.length, self.define = \
             typeof, name_of, invariant, length, define
-        self.scopes: list[dict[str, Range]] = [{}]
+        #: by key: a range, or the key of the value it holds (a let of another variable
+        #: or of an id: what a guard learns of one, it learns of both)
+        self.scopes: list[dict[str, Range | str]] = [{}]
         self.assumptions: dict[str, None] = {}  # (ordered, without repeats)
 
     # -- scopes ----------------------------------------------------------------------------
@@ -76,7 +78,38 @@ class Ranges:
         if found is not None:
             self.scopes[-1][key] = self.named(found)
 
+    def let(self, key: str, value: Expr) -> None:
+        """``key`` (a kernel variable never assigned again) holds ``value``: the same
+        value as the variable or id it names (``t = g``, ``base = g``), else its range."""
+        other = self.key_of(value)
+        if other is not None and isinstance(value, InvocationId) and \
+                self.lookup(other) is None:  # (an id's range, where no guard narrowed it)
+            self.scopes[-1][other] = self.id_range(value.kind, value.axis)
+        if other is not None:
+            self.scopes[-1][key] = self.root(other)
+        else:
+            self.bind(key, self.of(value))
+
+    def key_of(self, e: Expr) -> str | None:
+        """The key of a variable never assigned again, or of an id (None: another
+        expression)."""
+        match e:
+            case Var(name):
+                return self.name_of(name)
+            case InvocationId(kind, axis):
+                return id_key(kind, axis)
+        return None
+
+    def root(self, key: str) -> str:
+        """The key whose range ``key`` has (itself, or the one it holds the value of)."""
+        for scope in reversed(self.scopes):
+            if key in scope:
+                found = scope[key]
+                return self.root(found) if isinstance(found, str) else key
+        return key
+
     def lookup(self, key: str) -> Range | None:
+        key = self.root(key)
         for scope in reversed(self.scopes):
             if key in scope:
                 return scope[key]
@@ -180,23 +213,43 @@ class Ranges:
                 self.refine(a, not truth)
             case Binary(op, lhs, rhs) if op in _FLIP and self.typeof(lhs) in INTS:
                 op = op if truth else _FLIP[op]
-                self._bound(lhs, op, rhs)
-                self._bound(rhs, _MIRROR[op], lhs)
+                for x, y, how in ((lhs, rhs, op), (rhs, lhs, _MIRROR[op])):
+                    theirs = self.of(y)
+                    if theirs is not None:
+                        self._bound(x, how, theirs)
 
-    def _bound(self, x: Expr, op: BinOp, y: Expr) -> None:
-        """``x op y`` holds: narrow ``x``'s range (a variable or an id) by ``y``'s."""
+    def _bound(self, x: Expr, op: BinOp, theirs: Range) -> None:
+        """``x op y`` holds, ``y`` in ``theirs``: narrow the range of ``x`` (a variable or
+        an id), or of the variables and ids of a sum or difference that does not wrap
+        (``i + k * n < m``: ``i < m - k * n``, so ``a[i + k * n]`` under that guard is
+        inside a buffer of ``m``; its no-wrap assumption is the one ``of`` made)."""
         match x:
-            case Var(name):
-                key = self.name_of(name)
-            case InvocationId(kind, axis):
-                key = id_key(kind, axis)
+            case Var() | InvocationId():
+                key = self.key_of(x)
+            case Cast(_, value) if self.typeof(value) in INTS and self.of(x) is not None:
+                self._bound(value, op, theirs)  # (the same value in both types)
+                return
+            case Binary(BinOp.ADD | BinOp.SUB as how, p, q) if self.of(x) is not None:
+                a, b = self.of(p), self.of(q)
+                if b is not None:  # (p op y - q, or y + q)
+                    sign = "-" if how is BinOp.ADD else "+"
+                    low, high = (b[1], b[0]) if how is BinOp.ADD else b
+                    self._bound(p, op, (f"({theirs[0]} {sign} {low})",
+                                        f"({theirs[1]} {sign} {high})"))
+                if a is not None and how is BinOp.ADD:  # (q op y - p)
+                    self._bound(q, op, (f"({theirs[0]} - {a[1]})", f"({theirs[1]} - {a[0]})"))
+                elif a is not None:  # (p - q op y: q mirrored op p - y)
+                    self._bound(q, _MIRROR[op], (f"({a[0]} - {theirs[1]})",
+                                                 f"({a[1]} - {theirs[0]})"))
+                return
             case _:
                 return
         if key is None:
             return
-        mine, theirs = self.of(x), self.of(y)
-        if mine is None or theirs is None:
+        mine = self.of(x)
+        if mine is None:
             return
+        key = self.root(key)
         lo, hi = mine
         if op is BinOp.LT:
             hi = f"min2({hi}, {theirs[1]} - 1.0)"
