@@ -361,11 +361,15 @@ class _Lowering:
     if (b == {zero}) {{ return {ones}; }}
     return a / b;
 }}""")
-            minus_one = "" if t is DType.U32 else " || b == -1i"
+            # (a signed remainder from the truncating quotient: WGSL's i32 % becomes
+            # SPIR-V's OpSRem, which NVIDIA's Vulkan driver computed as the unsigned
+            # remainder of the bits for negative operands: 7 % -2 gave 7; gfx-rs/wgpu#8191)
+            minus_one, rem = ("", "a % b") if t is DType.U32 else (" || b == -1i",
+                                                                   "a - (a / b) * b")
             return self.helper_call(f"vyre_rem_{ty}", [a, b],
                                     f"""fn vyre_rem_{ty}(a: {ty}, b: {ty}) -> {ty} {{
     if (b == {zero}{minus_one}) {{ return {zero}; }}
-    return a % b;
+    return {rem};
 }}""")
         if op in (BinOp.MIN, BinOp.MAX):
             fn = "min" if op is BinOp.MIN else "max"
