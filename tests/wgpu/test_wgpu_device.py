@@ -94,9 +94,11 @@ def test_capabilities_are_the_device_limits(dev):
                                                    limits["max-buffer-size"])
     assert caps["supports_subgroup_ops"] is (dev.subgroup_size is not None)
     assert dev.probes["subgroups"].startswith(("passed", "absent", "failed"))
-    # the device got the adapter's own limits, not the WebGPU defaults
+    # the device got the adapter's own compute limits, not the WebGPU defaults; wgpu may
+    # grant less than an adapter states of the others (an H200 states 2**32 - 1 bindings
+    # per bind group, wgpu grants 1000), which is why the capabilities read the device's
     for name, value in dev.requested_limits.items():
-        assert limits[name] == value, name
+        assert limits[name] == value if "compute" in name else limits[name] <= value, name
 
 
 def test_f16_and_f64_are_reported_only_when_their_probe_passes(dev, strict):
