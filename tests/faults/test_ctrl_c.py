@@ -374,7 +374,9 @@ OWN_HANDLER = """
     inputs = [x, y, np.array([2.0], dtype=np.float32)]
     expected = (np.float32(2.0) * x + y).tobytes()
     program = saxpy(n, workgroup=256)
-    drv = vyre_core.Driver(kill_grace=0.5)
+    # (a grace long enough for a loaded machine: the worker finishes its step and stays;
+    # at 0.5 s a step slowed by load ran past it, and the cancel replaced the worker)
+    drv = vyre_core.Driver(kill_grace=30)
     drv.dispatch(program, inputs, backend="faults")
     (w,) = workers(drv, "faults")
     cancelled, exact, rng = 0, True, random.Random(11)

@@ -178,7 +178,10 @@ def test_cancel_mid_loop_then_the_next_call_answers_within_a_second(backend, vyr
         drv.launch(spin, 256, (np.array([5], np.uint32), out), backend=backend)
         answered = time.monotonic() - started
         assert out.tobytes() == expected(5)
-        assert answered < 1.0 + vyre_stalls.since(started), (answered, vyre_stalls)
+        # (1 s quiet; a loaded machine delays the workers, whose stalls vyre_stalls, this
+        # process's own, does not see: 1.09 s beside a clean-clone run at load 5. A fresh
+        # worker opening lavapipe takes longer than 2 s)
+        assert answered < 2.0 + vyre_stalls.since(started), (answered, vyre_stalls)
         pool = drv.status()["pools"][backend]
         assert pool["restarts"] == 0 and pool["state"] == "running", pool
         stopped_by_kill = pool["metrics"]["restarts"].get("cancelled", 0)
