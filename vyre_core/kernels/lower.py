@@ -303,9 +303,10 @@ class Lowerer:
             return earlier
         name = self.unit.fresh("read")
         let = Let(name, earlier.node)
-        first = self.blocks[-1][start]
+        where = self.unit.lines.get(id(self.blocks[-1][start]))
         self.blocks[-1].insert(start, let)
-        self.unit.lines[id(let)] = self.unit.lines[id(first)]
+        if where is not None:  # (the line of the call it is read before)
+            self.unit.lines[id(let)] = where
         return Value(Var(name), earlier.dtype)
 
     # -- statements --------------------------------------------------------------------
