@@ -15,6 +15,7 @@ import numpy as np
 
 from vyre_core.errors import InvalidInputError
 from vyre_core.ir.dtypes import DType
+from vyre_core.sequence import SequenceBuffer, SequenceBuilder
 
 #: The dtypes vyre.lib computes in, and their IR types.
 DTYPES: dict[np.dtype, DType] = {np.dtype(t.value_np): t for t in (
@@ -74,3 +75,22 @@ def split(shape: tuple[int, ...], axis: Any) -> Split:
     k %= ndim
     return Split(math.prod(shape[:k]), shape[k], math.prod(shape[k + 1:]),
                  shape[:k] + shape[k + 1:])
+
+
+def buffer_split(b: SequenceBuilder, source: str, shape: Any,
+                 axis: Any) -> tuple[SequenceBuffer, Split]:
+    """The declared buffer ``source`` of a ``lib.steps`` call, and its view seen as
+    ``shape`` (None: flat) reduced or scanned along ``axis``: a buffer of a dtype vyre.lib
+    does not compute in, or a shape that is not its count, is refused."""
+    given = b.buffer(source)
+    if given.dtype not in DTYPES.values():
+        allowed = ", ".join(t.value for t in DTYPES.values())
+        raise InvalidInputError(f"buffer {source!r} is {given.dtype.value}, which vyre.lib "
+                                "does not compute in", f"Pass a buffer of {allowed}.")
+    shape = (given.count,) if shape is None else tuple(shape)
+    if math.prod(shape) != given.count:
+        raise InvalidInputError(
+            f"shape {shape} has {math.prod(shape)} elements; buffer {source!r} has "
+            f"{given.count}", "Pass the shape the buffer's elements are laid out in "
+            "(numpy's order), or leave shape out for a flat buffer.")
+    return given, split(shape, axis)

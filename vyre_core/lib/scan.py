@@ -20,7 +20,7 @@ import numpy as np
 
 import vyre_core as vyre
 from vyre_core import i32
-from vyre_core.lib.args import DTYPES, as_input, split
+from vyre_core.lib.args import DTYPES, as_input, buffer_split, split
 from vyre_core.sequence import Sequence, SequenceBuilder
 
 #: Invocations per workgroup.
@@ -85,9 +85,7 @@ def add(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | None 
     """Add the cumulative sum of the declared buffer ``source`` (seen as ``shape``, default
     flat; along ``axis``, None: the whole buffer) to ``b``; the name of the transient
     that holds it (flat, ``source``'s size). Its passes' transients are named after it."""
-    given = b.buffer(source)
-    shape = (given.count,) if shape is None else tuple(shape)
-    where = split(shape, axis)
+    given, where = buffer_split(b, source, shape, axis)
     name = name or f"{source}_cumsum"
     out = _scan(b, source, given.dtype, where.outer, where.n, where.inner,
                 f"{name}_inclusive" if exclusive else name)

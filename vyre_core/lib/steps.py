@@ -9,7 +9,6 @@ functions of ``reduce`` are built on these), so the bytes are the same.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +16,7 @@ from vyre_core.errors import InvalidInputError
 from vyre_core.ir.dtypes import DType
 from vyre_core.kernels import KernelFunction
 from vyre_core.lib import histogram, passes, scan
-from vyre_core.lib.args import DTYPES, split
+from vyre_core.lib.args import buffer_split
 from vyre_core.lib.matmul import add as _matmul
 from vyre_core.lib.transpose import add as _transpose
 from vyre_core.sequence import SequenceBuilder
@@ -52,25 +51,15 @@ def reduction(b: SequenceBuilder, op: str, source: str, *, shape: Any = None,
     ``shape``, default flat; ``other`` is dot's second vector) to ``b``; the name of the
     transient that holds the result (flat: one element per element of numpy's result;
     for argmax/argmin the i32 indices). Its passes' transients are named after it."""
-    red, given = REDUCTIONS[op], b.buffer(source)
+    red = REDUCTIONS[op]
+    given, where = buffer_split(b, source, shape, axis)
     dtype = given.dtype
-    if dtype not in DTYPES.values():
-        allowed = ", ".join(t.value for t in DTYPES.values())
-        raise InvalidInputError(f"buffer {source!r} is {dtype.value}, which vyre.lib does "
-                                "not compute in", f"Reduce a buffer of {allowed}.")
-    shape = (given.count,) if shape is None else tuple(shape)
-    if math.prod(shape) != given.count:
-        raise InvalidInputError(
-            f"shape {shape} has {math.prod(shape)} elements; buffer {source!r} has "
-            f"{given.count}", "Pass the shape the buffer's elements are laid out in "
-            "(numpy's order), or leave shape out for a flat buffer.")
     if other is not None and (b.buffer(other).dtype, b.buffer(other).count) != \
             (dtype, given.count):
         raise InvalidInputError(
             f"dot of {source!r} and {other!r}: their dtypes or lengths differ",
             "Reduce two buffers of one dtype and length.")
-    where = split(shape, axis)  # (never empty: a sequence buffer has an element)
-    name = name or f"{source}_{op}"
+    name = name or f"{source}_{op}"  # (never empty: a sequence buffer has an element)
     outer, inner = where.outer, where.inner
     at = None
     for level, (count, m) in enumerate(passes.levels(where.n)):
