@@ -63,6 +63,24 @@ def test_only_a_large_launch_of_many_workgroups_on_many_threads_is_parallel():
     assert threads.parallel_worth(big // 64 // threads.LOOP_WEIGHT, 64, True, 2)
 
 
+@pytest.mark.fast
+def test_a_launch_of_long_loops_is_parallel_once_one_thread_was_measured_slow():
+    """The count cannot see a loop's trip count: a sort's 64 workgroups of 4096-element
+    walks counted as 65536 invocations. Measured on one thread at 2 us an invocation,
+    they go parallel; a measurement of a short launch changes nothing, and neither one
+    workgroup nor one thread is ever parallel."""
+    seconds_each = 2e-6
+    assert not threads.parallel_worth(64, 64, True, 2)
+    assert threads.parallel_worth(64, 64, True, 2, seconds_each)
+    assert not threads.parallel_worth(4, 64, True, 2, seconds_each)  # (0.5 ms of work)
+    assert not threads.parallel_worth(1, 64 * 64, True, 8, seconds_each)
+    assert not threads.parallel_worth(64, 64, True, 1, seconds_each)
+    assert threads.worth_measuring(64, True, 2)
+    assert not threads.worth_measuring(64, False, 2)  # (the count is the work)
+    assert not threads.worth_measuring(1, True, 2)
+    assert not threads.worth_measuring(64, True, 1)
+
+
 _TINY_SCRIPT = """
 import json, numba, vyre_cpu.backend, vyre_cpu.threads
 from vyre_core.config import DispatchConfig
@@ -112,6 +130,32 @@ def test_a_large_launch_runs_the_parallel_kernel_with_the_reference_bytes(monkey
     assert pipeline.compiled.parallel() is not None  # (compiled by the launch above)
     small, = host.dispatch(program, data, DispatchConfig(grid_override=(1, 1, 1)))
     assert small.tobytes() == run(program, data, grid=(1, 1, 1))[0].tobytes()
+
+
+def test_a_launch_measured_slow_on_one_thread_runs_on_threads_after(monkeypatch):
+    """A launch of long loops the count keeps on one thread is timed; once its CPU time
+    passes ``PARALLEL_SECONDS`` (made tiny here), the next launch of it enters the
+    parallel region, with the reference's bytes both times."""
+    import numpy as np
+
+    from vyre_core.lib import passes
+
+    entered = []
+    monkeypatch.setattr(threads, "PARALLEL_SECONDS", 1e-12)
+    monkeypatch.setattr(vyre_cpu.backend, "_threads", lambda: 2)
+    monkeypatch.setattr(vyre_cpu.backend, "_use_threads", entered.append)
+    host = BackendHost(vyre_cpu.backend)
+    host.prepare()
+    x = np.random.default_rng(3).standard_normal(1024 * 64).astype(np.float32)
+    args = (x, np.zeros(1024, np.float32), x.size, 1024, 64)
+    plan = passes.sum_pass.plan(1024, args)  # (4 workgroups of 256, each a walk of 64)
+    want, = run(plan.program, plan.inputs)
+    config = DispatchConfig()
+    assert not threads.parallel_worth(4, passes.WORKGROUP, True, 2)  # (counted: one)
+    for launch in range(2):
+        got, = host.dispatch(plan.program, plan.inputs, config)
+        assert got.tobytes() == want.tobytes()
+        assert entered == [2] * launch  # (the first timed on one thread, the next on 2)
 
 
 @pytest.mark.processes

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from vyre_core.ir.requirements import ALL_OPS
 from vyre_core.limits import NO_GRID_LIMIT
 from vyre_core.sequence.run import step_config
 from vyre_cpu import __version__
-from vyre_cpu.threads import configured, parallel_worth
+from vyre_cpu.threads import configured, parallel_worth, worth_measuring
 
 VYRE_CONTRACT = 1
 
@@ -289,9 +290,10 @@ class Pipeline:
                     array.flags.writeable = False  # (the kernel's signature: read-only)
             arrays.append(array)
         gx, gy, gz = config.grid_override
-        threads = _threads()
+        threads, workgroups = _threads(), gx * gy * gz
         kernel = self.compiled.parallel() if parallel_worth(
-            gx * gy * gz, layout.lanes, layout.loops, threads) else None
+            workgroups, layout.lanes, layout.loops, threads,
+            self.compiled.seconds_each) else None
         threaded = kernel is not None
         if threaded:
             _use_threads(threads)
@@ -299,8 +301,13 @@ class Pipeline:
             kernel = self.compiled.kernel
         stop = cancel.words()
         words = [_words(a) for a in arrays] if self._f16 else arrays
+        timed = not threaded and worth_measuring(workgroups, layout.loops, threads)
+        started = time.thread_time() if timed else 0.0
         if kernel(gx, gy, gz, stop, *words):  # (a proven kernel left workgroups undone)
             self.compiled.fallback(threaded)(gx, gy, gz, stop, *words)
+        if timed:
+            self.compiled.seconds_each = (time.thread_time() - started) / (
+                workgroups * layout.lanes)
         cancel.check()  # (stopped early: what it computed is not a result)
         return [arrays[i] for i in layout.outputs]
 

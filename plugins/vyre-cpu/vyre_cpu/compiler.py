@@ -139,6 +139,9 @@ class Compiled:
         # loading it from numba's cache on disk (then ``cached``: no compile)
         self.seconds = seconds
         self.cached = cached
+        # the CPU time an invocation took, the last time a launch ran on one thread and
+        # was timed (``threads.worth_measuring``): 0 until then
+        self.seconds_each = 0.0
 
     @property
     def kernel(self) -> Any:

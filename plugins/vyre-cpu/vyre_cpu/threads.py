@@ -32,6 +32,12 @@ LAYERS = ("tbb", "workqueue", "omp")
 #: tick on a busy one). Measured in BENCHMARKS.md (issue 39).
 PARALLEL_WORK = 1 << 20
 LOOP_WEIGHT = 16
+#: A launch with a loop that the count above keeps on one thread, but that one thread
+#: took at least this much CPU time to run at this size, runs on threads from then on:
+#: the count cannot see a loop's trip count (a sort's walks of 4096 elements an
+#: invocation counted as 16). CPU time, so a run descheduled on a busy machine does not
+#: look long; and 50 times a quiet parallel region's wake-up, so the gain is sure.
+PARALLEL_SECONDS = 2e-3
 
 
 def available_cores() -> int:
@@ -59,9 +65,20 @@ def configured(environ: Mapping[str, str] = os.environ) -> int:
     return available_cores()
 
 
-def parallel_worth(workgroups: int, lanes: int, loops: bool, threads: int) -> bool:
+def parallel_worth(workgroups: int, lanes: int, loops: bool, threads: int,
+                   seconds_each: float = 0.0) -> bool:
     """Whether a launch of ``workgroups`` x ``lanes`` invocations (``loops``: its program
-    has a loop) is worth the parallel region: more than one thread to run it on, more
-    than one workgroup to share out, and enough work."""
-    work = workgroups * lanes * (LOOP_WEIGHT if loops else 1)
-    return threads > 1 and workgroups > 1 and work >= PARALLEL_WORK
+    has a loop; ``seconds_each``: the CPU time an invocation of it took on one thread,
+    where measured) is worth the parallel region: more than one thread to run it on, more
+    than one workgroup to share out, and enough work, counted or measured."""
+    invocations = workgroups * lanes
+    work = invocations * (LOOP_WEIGHT if loops else 1)
+    return threads > 1 and workgroups > 1 and (
+        work >= PARALLEL_WORK or invocations * seconds_each >= PARALLEL_SECONDS)
+
+
+def worth_measuring(workgroups: int, loops: bool, threads: int) -> bool:
+    """Whether a launch that runs on one thread is timed for ``parallel_worth``: only one
+    of a program with a loop that could have shared out (reading a thread's CPU time is
+    a system call, which the other launches do not pay)."""
+    return loops and threads > 1 and workgroups > 1
