@@ -23,8 +23,8 @@ pytestmark = pytest.mark.fast
 #: Each layer's rooms, bottom to top (a room is a module or a package of vyre_core,
 #: ``vyre_workers``, or a plugin). A room may import its own layer and those below.
 LAYERS: dict[int, tuple[str, ...]] = {
-    0: ("errors", "deprecations", "framing", "spinning", "cancel", "cachefiles", "memory",
-        "dataplane", "lifetime", "__version__"),
+    0: ("errors", "deprecations", "deadline", "framing", "spinning", "cancel", "cachefiles",
+        "memory", "dataplane", "lifetime", "__version__"),
     1: ("ir",),
     2: ("config", "compare", "shared_arrays", "abi", "protocol"),
     3: ("kernels",),

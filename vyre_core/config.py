@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from vyre_core import deprecations
+from vyre_core.deadline import seconds_wrong
 from vyre_core.errors import InvalidConfigError
 from vyre_core.ir.specialize import canonical_values
 
@@ -113,10 +114,8 @@ class DispatchConfig:
         _require(self.label is None or len(self.label) <= MAX_LABEL_CHARS,
                  f"label is {len(self.label or '')} characters, over the {MAX_LABEL_CHARS} "
                  "a label may have", f"Pass a name of at most {MAX_LABEL_CHARS} characters.")
-        _require(self.timeout is None or (isinstance(self.timeout, int | float)
-                                          and not isinstance(self.timeout, bool)
-                                          and 0 < self.timeout < float("inf")),
-                 f"timeout={self.timeout!r} must be a positive number of seconds",
+        wrong = None if self.timeout is None else seconds_wrong(self.timeout, infinite=False)
+        _require(wrong is None, f"timeout={self.timeout!r} {wrong}",
                  "Pass e.g. timeout=30.0, or None for no deadline.")
         _require(_is_int(self.retries, 0), f"retries={self.retries!r} must be an int >= 0",
                  "Use 0 to never retry, 1 (default) to retry once after a worker crash.")

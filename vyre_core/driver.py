@@ -20,7 +20,6 @@ import contextlib
 import contextvars
 import functools
 import inspect
-import math
 import os
 import sys
 import threading
@@ -37,6 +36,7 @@ from vyre_core import abi, lifetime, shared_arrays
 from vyre_core.cluster import connect
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Capabilities, DeviceInfo, LoopRun, Outputs, Timing
+from vyre_core.deadline import checked_seconds
 from vyre_core.errors import (
     DispatchTimeoutError,
     InvalidConfigError,
@@ -84,22 +84,8 @@ def _outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
     return out
 
 
-def _checked_timeout(timeout: Any, what: str = "timeout", zero: bool = False) -> float | None:
-    """``timeout`` if it is None or a usable number of seconds, else InvalidConfigError
-    (a NaN deadline would never expire, and would stall everybody's deadlines)."""
-    if timeout is None:
-        return None
-    ok = (isinstance(timeout, int | float) and not isinstance(timeout, bool)
-          and not math.isnan(timeout) and (timeout >= 0 if zero else timeout > 0))
-    if not ok:
-        raise InvalidConfigError(f"{what}={timeout!r} is not a number of seconds "
-                                 f"{'>= 0' if zero else '> 0'}",
-                                 f"Pass e.g. {what}=30.0, or None for no deadline.")
-    return None if math.isinf(timeout) else min(float(timeout), threading.TIMEOUT_MAX)
-
-
 def _deadline(timeout: Any) -> float | None:
-    timeout = _checked_timeout(timeout)
+    timeout = checked_seconds(timeout, "timeout")
     return None if timeout is None else time.monotonic() + timeout
 
 
@@ -206,7 +192,7 @@ class PendingResult:
                                lambda: self.cancel()).__await__()
 
     def _future_result(self, timeout: float | None) -> tuple[dict[str, Any], list[Any]]:
-        timeout = _checked_timeout(timeout, zero=True)
+        timeout = checked_seconds(timeout, "timeout", zero=True)
         try:
             if not self._future.wait(timeout):
                 raise DispatchTimeoutError(
@@ -707,7 +693,7 @@ class Driver:
         Raises PoolFailedError (with the worker's traceback) when it cannot start, and
         DispatchTimeoutError past ``timeout`` (default None: wait while workers start, up
         to the pool's startup_timeout per try)."""
-        return self.pools.probe(backend, _deadline(timeout), _checked_timeout(timeout))
+        return self.pools.probe(backend, _deadline(timeout), checked_seconds(timeout, "timeout"))
 
     def devices(self, backend: str, timeout: float | None = None) -> list[DeviceInfo]:
         """The devices ``backend`` lists (``PoolOptions(devices=...)`` names them by id), as
@@ -1010,7 +996,7 @@ class Driver:
                   config: DispatchConfig) -> TuneKey:
         sizes = tuple(len(a) for a in abi.bind_inputs(program.check(), inputs))
         caps = self.pools.probe(backend, _deadline(config.timeout),
-                                _checked_timeout(config.timeout))
+                                checked_seconds(config.timeout, "timeout"))
         return tuning_cache.key_for(program.fingerprint(), backend,
                                     self.registry.get(backend).version, caps.identity, sizes,
                                     config)
@@ -1242,7 +1228,7 @@ class Driver:
         naming the line that made it (``lifetime.py``); one alive at exit is closed then."""
         if os.getpid() != self._owner_pid:
             return  # forked without Python's fork hooks: nothing here is this process's
-        timeout = _checked_timeout(timeout, "close timeout", zero=True)
+        timeout = checked_seconds(timeout, "close timeout", zero=True)
         self._dropped.detach()  # (closed by its user: no warning when collected)
         try:
             self._owned.close(timeout)

@@ -7,6 +7,7 @@ import importlib.util
 from dataclasses import dataclass
 
 from vyre_core import protocol
+from vyre_core.deadline import seconds_wrong
 from vyre_core.errors import InvalidConfigError
 
 #: The longest time any option may name (a year): longer is a mistake, and infinite or
@@ -61,8 +62,7 @@ class PoolOptions:
                      "heartbeat_interval",
                      "heartbeat_timeout", "restart_window", "cooldown"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) \
-                    or not 0 < value <= MAX_SECONDS:
+            if seconds_wrong(value, infinite=False, most=MAX_SECONDS) is not None:
                 bad.append((f"{name}={value!r}", f"{name}: seconds above 0 and at most "
                                                  f"{MAX_SECONDS:g}"))
         for name, low, high in (("workers", 1, None), ("max_restarts", 0, None),
@@ -85,8 +85,7 @@ class PoolOptions:
                         f"max_message_bytes: 1 to {protocol.MAX_MESSAGE_BYTES}"))
         if not isinstance(self.fork_server, bool):
             bad.append((f"fork_server={self.fork_server!r}", "fork_server: True or False"))
-        if isinstance(self.spin, bool) or not isinstance(self.spin, int | float) \
-                or not 0 <= self.spin <= MAX_SPIN:
+        if seconds_wrong(self.spin, zero=True, most=MAX_SPIN) is not None:
             bad.append((f"spin={self.spin!r}", f"spin: 0 to {MAX_SPIN:g} seconds"))
         devices = self.devices
         if not (devices is None or devices == "all" or (
