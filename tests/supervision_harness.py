@@ -9,6 +9,7 @@ import itertools
 from typing import Any
 
 from vyre_core.contract.types import Capabilities
+from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.errors import VyreError
 from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.machine import (
@@ -27,6 +28,12 @@ from vyre_core.supervisor.options import PoolOptions
 CAPS = Capabilities(max_workgroup_size=(64, 1, 1), max_invocations_per_workgroup=64,
                     max_workgroups_per_dimension=1024).to_dict()
 PROOF = b"token"
+
+
+def deadline_after(timeout: float | None, now: float) -> Deadline:
+    """A caller's deadline ``timeout`` seconds after ``now`` on the rules' clock (0 and
+    past values included: the rules must answer them), None: none."""
+    return NO_DEADLINE if timeout is None else Deadline(now + timeout, timeout)
 
 
 class Shell:
@@ -90,8 +97,8 @@ class Shell:
         meta: dict[str, Any] = {"label": label} if label else {}
         if fp is not None:
             meta["fp"] = fp
-        req = Request(op, meta, [], deadline=None if timeout is None else self.now + timeout,
-                      timeout=timeout, retries=retries, slot=slot, generation=generation,
+        req = Request(op, meta, [], deadline=deadline_after(timeout, self.now),
+                      retries=retries, slot=slot, generation=generation,
                       devices=None if devices is None else frozenset(devices))
         self.machine.submit(req, self.now)
         self.run()

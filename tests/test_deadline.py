@@ -1,15 +1,17 @@
-"""The one check of seconds a caller gives (``vyre_core.deadline``): what each place
-allows is a parameter, the wording the same everywhere."""
+"""A call's deadline and the one check of seconds a caller gives (``vyre_core.deadline``):
+what each place allows is a parameter, the wording the same everywhere; a deadline is
+made once and read as the time left."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from vyre_core.config import DispatchConfig
-from vyre_core.deadline import checked_seconds, seconds_wrong
-from vyre_core.errors import InvalidConfigError
+from vyre_core.deadline import NO_DEADLINE, Deadline, checked_seconds, seconds_wrong
+from vyre_core.errors import DispatchTimeoutError, InvalidConfigError
 from vyre_core.supervisor.options import MAX_SECONDS, PoolOptions
 
 pytestmark = pytest.mark.fast
@@ -59,3 +61,35 @@ def test_a_pool_period_is_bounded_and_spin_may_be_zero():
         PoolOptions(cooldown=MAX_SECONDS * 2)
     with pytest.raises(InvalidConfigError, match="spin="):
         PoolOptions(spin=NAN)
+
+
+def test_a_deadline_is_made_once_and_read_as_time_left():
+    assert Deadline.after(None) is NO_DEADLINE and Deadline.after(INF) is NO_DEADLINE
+    assert NO_DEADLINE.left() is None and not NO_DEADLINE.passed()
+    assert NO_DEADLINE.bound(7.0) == 7.0
+    before = time.monotonic()
+    soon = Deadline.after(30)
+    assert soon.seconds == 30.0 and before + 30 <= soon.at <= time.monotonic() + 30
+    assert 0 < soon.left() <= 30 and soon.bound(5.0) == 5.0 and soon.bound(100) <= 30
+    assert soon.left(now=soon.at + 1) == 0.0  # (never below 0)
+    assert soon.passed(now=soon.at) and not soon.passed(now=soon.at - 1e-3)
+    with pytest.raises(InvalidConfigError, match="timeout=nan"):
+        Deadline.after(NAN)
+
+
+def test_a_step_with_its_own_bound_takes_the_sooner_and_its_seconds():
+    """A compile within the call's deadline: the caller's when it comes first (its
+    seconds in the messages), else the compile's own."""
+    call = Deadline.after(5)
+    assert call.within(600) is call
+    own = call.within(1)
+    assert own.seconds == 1 and own.at < call.at
+    unbounded = NO_DEADLINE.within(2)
+    assert unbounded.seconds == 2 and unbounded.at is not None
+
+
+def test_an_expired_deadline_says_while_what():
+    error = Deadline.after(1).expired_error("routing probed backend 'wgpu'", "Wait longer.")
+    assert isinstance(error, DispatchTimeoutError)
+    assert error.cause == "the call's deadline passed while routing probed backend 'wgpu'"
+    assert error.fix == "Wait longer."

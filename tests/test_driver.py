@@ -261,7 +261,7 @@ def test_timeout_and_retries_reach_the_worker_request(drv):
     finally:
         del pool.call
     assert out.tolist() == [3]
-    assert [(r.retries, r.timeout) for r in seen] == [(0, 30.0), (4, None)]
+    assert [(r.retries, r.deadline.seconds) for r in seen] == [(0, 30.0), (4, None)]
     assert seen[0].meta["config"]["retries"] == 0
 
 
@@ -572,7 +572,9 @@ def test_recycle_after_counts_requests_per_worker_generation():
 
 
 def test_compile_uses_the_backends_own_compile_timeout():
-    """Driver.compile takes its deadline from the backend's own PoolOptions."""
+    """Driver.compile takes its deadline from the backend's own PoolOptions, or the
+    caller's timeout where that comes first: the request's deadline is the sooner, with
+    its own seconds (a caller's 100 s were once named for a compile bounded by 7)."""
     options = {"reference": PoolOptions(compile_timeout=7.0)}
     with reference_driver(backend_options=options) as driver:
         driver.dispatch(spin(1), [])
@@ -581,7 +583,9 @@ def test_compile_uses_the_backends_own_compile_timeout():
         call = pool.call
         pool.call = lambda request: seen.append(request) or call(request)
         driver.compile(spin(2))
-        assert [r.timeout for r in seen] == [7.0]
+        driver.compile(spin(3), timeout=100.0)
+        driver.compile(spin(4), timeout=2.0)
+        assert [r.deadline.seconds for r in seen] == [7.0, 7.0, 2.0]
 
 
 @pytest.mark.timeout(120)

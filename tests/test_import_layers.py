@@ -68,8 +68,6 @@ MOVING = {
         "step 11: the set of pools moves above both shells, the Place injected",
     ("vyre_core.supervisor.pools", "vyre_core.cluster.ray_pool"):
         "step 11: the set of pools moves above both shells, the Place injected",
-    ("vyre_core.supervisor.pools", "vyre_core.routing.policy"):
-        "step 3: probe_timeout becomes Deadline.expired_error",
     ("vyre_core.supervisor.pools", "vyre_core.routing.probe_cache"):
         "step 11: probe_cache.py moves beside the set of pools",
     ("vyre_core.supervisor.facts", "vyre_core.observability.tracing"):

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from counting_backend import CountingBackend
 from kernels import spin
-from supervision_harness import Shell
+from supervision_harness import Shell, deadline_after
 from waiting import wait_for, wait_running, workers
 
 import vyre_reference
@@ -61,8 +61,8 @@ def submit_program(shell: Shell, *, fp: str = FP, slot: int | None = None,
                    label: str = "lean") -> Request:
     """A caller's dispatch carrying a program (``fp`` and ``program`` in its meta)."""
     req = Request(Op.DISPATCH, {"fp": fp, "program": b"wire form", "label": label}, [],
-                  deadline=None if timeout is None else shell.now + timeout,
-                  timeout=timeout, retries=1, slot=slot, generation=generation)
+                  deadline=deadline_after(timeout, shell.now), retries=1, slot=slot,
+                  generation=generation)
     shell.machine.submit(req, shell.now)
     shell.run()
     return req

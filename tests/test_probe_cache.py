@@ -15,6 +15,7 @@ import pytest
 
 from vyre_core import ir
 from vyre_core.contract.types import Capabilities
+from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError
 from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import RoutingPolicy, probe_cache
@@ -150,7 +151,7 @@ class StandInPools:
     def open(self, backend):
         return self.pools.setdefault(backend, StandInPool(backend, self.found[backend]))
 
-    def probe(self, backend, deadline, timeout):
+    def probe(self, backend, deadline):
         return self.open(backend).probed
 
     def can_probe_apart(self, backend):
@@ -188,11 +189,12 @@ BACKENDS = (reg("wgpu", 100), reg("cpu", 500), reg("reference", 900, reference=T
 def test_a_backend_routing_demotes_is_probed_apart_and_never_started():
     pools = StandInPools({"wgpu": SOFT, "cpu": caps(), "reference": caps()})
     policy = RoutingPolicy(registry(*BACKENDS), pools)
-    chosen = policy.pool_for(program(), None, None)
+    chosen = policy.pool_for(program(), None, NO_DEADLINE)
     assert chosen.backend == "cpu" and set(pools.pools) == {"cpu"}
     assert pools.apart == ["wgpu", "cpu"]  # (cpu too: ahead of the reference, demotable)
     assert "demoted: software adapter" in policy.router.route(program()).reason
-    assert policy.pool_for(program(), None, None) is chosen and pools.apart == ["wgpu", "cpu"]
+    assert policy.pool_for(program(), None, NO_DEADLINE) is chosen
+    assert pools.apart == ["wgpu", "cpu"]
 
 
 def test_the_reference_chosen_on_its_claims_is_started_without_a_probe_apart():
@@ -200,7 +202,7 @@ def test_the_reference_chosen_on_its_claims_is_started_without_a_probe_apart():
     reference is never demoted."""
     pools = StandInPools({"reference": caps()})
     policy = RoutingPolicy(registry(BACKENDS[2]), pools)
-    assert policy.pool_for(program(), None, None).backend == "reference"
+    assert policy.pool_for(program(), None, NO_DEADLINE).backend == "reference"
     assert pools.apart == []
 
 
@@ -211,7 +213,7 @@ def test_a_backend_whose_claims_say_it_is_no_software_adapter_is_started_without
                                   "claims": caps(software_adapter=False)})
     pools = StandInPools({"wgpu": SOFT, "cpu": caps(), "reference": caps()})
     policy = RoutingPolicy(registry(BACKENDS[0], host, BACKENDS[2]), pools)
-    assert policy.pool_for(program(), None, None).backend == "cpu"
+    assert policy.pool_for(program(), None, NO_DEADLINE).backend == "cpu"
     assert pools.apart == ["wgpu"]
 
 
@@ -220,17 +222,17 @@ def test_a_backend_whose_probe_fails_is_passed_over_for_its_cooldown():
                              backend="wgpu")
     pools = StandInPools({"wgpu": failed, "cpu": caps(), "reference": caps()})
     policy = RoutingPolicy(registry(*BACKENDS), pools)
-    assert policy.pool_for(program(), None, None).backend == "cpu"
-    wgpu, = [e for e in policy.explain(program(), None, None) if e.backend == "wgpu"]
+    assert policy.pool_for(program(), None, NO_DEADLINE).backend == "cpu"
+    wgpu, = [e for e in policy.explain(program(), NO_DEADLINE) if e.backend == "wgpu"]
     assert wgpu.reasons[0] == "it could not be probed: probing backend 'wgpu' took over 60 s"
-    policy.pool_for(program(), None, None)
+    policy.pool_for(program(), None, NO_DEADLINE)
     assert pools.apart.count("wgpu") == 1  # (not again within the cooldown)
 
 
 def test_a_named_backend_is_started_not_probed_apart():
     pools = StandInPools({"wgpu": SOFT, "cpu": caps(), "reference": caps()})
     policy = RoutingPolicy(registry(*BACKENDS), pools)
-    assert policy.pool_for(program(), "wgpu", None).backend == "wgpu"
+    assert policy.pool_for(program(), "wgpu", NO_DEADLINE).backend == "wgpu"
     assert pools.apart == []
 
 
@@ -244,14 +246,14 @@ def test_a_call_waiting_for_another_threads_probe_keeps_its_own_deadline():
 
     pools = Slow({"wgpu": SOFT, "cpu": caps(), "reference": caps()})
     policy = RoutingPolicy(registry(*BACKENDS), pools)
-    first = threading.Thread(target=policy.pool_for, args=(program(), None, None))
+    first = threading.Thread(target=policy.pool_for, args=(program(), None, NO_DEADLINE))
     first.start()
     try:
         assert wait_for(lambda: policy._probing.get("wgpu") is not None
                         and policy._probing["wgpu"].locked(), PATIENCE)
         started = time.monotonic()
         with pytest.raises(DispatchTimeoutError) as caught:
-            policy.pool_for(program(), None, time.monotonic() + 0.2)
+            policy.pool_for(program(), None, Deadline.after(0.2))
         assert time.monotonic() - started < PATIENCE
         assert "while routing probed backend 'wgpu'" in caught.value.cause
     finally:

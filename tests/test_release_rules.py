@@ -14,7 +14,7 @@ import signal
 from typing import Any
 
 import pytest
-from supervision_harness import Shell
+from supervision_harness import Shell, deadline_after
 
 from vyre_core.errors import (
     DispatchTimeoutError,
@@ -53,8 +53,7 @@ class Recorder(Shell):
                       segments: int = 2) -> Request:
         """A dispatch whose data lives in ``segments`` sentinel segments."""
         req = Request(Op.DISPATCH, {}, [],
-                      deadline=None if timeout is None else self.now + timeout,
-                      timeout=timeout, retries=retries)
+                      deadline=deadline_after(timeout, self.now), retries=retries)
         req.shared = [Segment(f"{req.id}.{i}") for i in range(segments)]
         self.machine.submit(req, self.now)
         self.run()

@@ -12,6 +12,7 @@ import signal
 import pytest
 from supervision_harness import CAPS, PROOF, Shell
 
+from vyre_core.deadline import Deadline
 from vyre_core.errors import (
     DeviceLostError,
     DispatchCancelledError,
@@ -880,8 +881,8 @@ def test_answered_requests_do_not_pile_up_behind_a_long_deadline():
     long = shell.submit(timeout=3600.0)
     shell.receive(0)
     for _ in range(1000):
-        req = Request(Op.DISPATCH, {}, [b"1 MiB of input"], deadline=shell.now + 60.0,
-                      timeout=60.0)
+        req = Request(Op.DISPATCH, {}, [b"1 MiB of input"],
+                      deadline=Deadline(shell.now + 60.0, 60.0))
         req.frames = [b"header", b"1 MiB of input"]
         shell.machine.submit(req, shell.now)
         shell.run()

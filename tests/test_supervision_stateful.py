@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from supervision_harness import CAPS
+from supervision_harness import CAPS, deadline_after
 
 from vyre_core.errors import DeviceLostError, ProtocolError, SystemResourceError, VyreError
 from vyre_core.protocol import Message, Op
@@ -197,7 +197,7 @@ class PoolModel(RuleBasedStateMachine):
                 f"{where}, which still holds request {held.id} ({held.op})")
         proc.holding = req
         proc.shut_down = req.op is Op.SHUTDOWN
-        if req.internal and req.deadline is not None:
+        if req.internal and req.deadline.at is not None:
             self.internal.append((proc, req))
         if proc.cut_off:  # the transport refuses at once: the shell calls send_failed
             proc.refused = True
@@ -330,13 +330,13 @@ class PoolModel(RuleBasedStateMachine):
         no worker is left running a request of the rules' own (a device recovery) past its
         deadline without being stopped."""
         for req in self.submitted.values():
-            assert req.id in self.resolved or req.deadline is None \
-                or req.deadline > self.ticked_at, (
+            assert req.id in self.resolved or req.deadline.at is None \
+                or req.deadline.at > self.ticked_at, (
                     f"request {req.id} (deadline {req.deadline}) outlived it: ticked at "
                     f"{self.ticked_at}")
         for proc, req in self.internal:
             assert req.done or not proc.alive or proc.signalled \
-                or req.deadline > self.ticked_at, (
+                or req.deadline.at > self.ticked_at, (
                     f"{req.op} (deadline {req.deadline}) still runs unchecked in worker "
                     f"{proc.index} after a tick at {self.ticked_at}")
 
@@ -381,8 +381,8 @@ class PoolModel(RuleBasedStateMachine):
         elif pin == "bogus":
             slot, generation = data.draw(st.tuples(st.integers(0, 3), st.integers(0, 4)),
                                          label="made-up handle")
-        self.call(Request(op, {}, [], deadline=None if timeout is None else self.now + timeout,
-                          timeout=timeout, retries=retries, slot=slot, generation=generation))
+        self.call(Request(op, {}, [], deadline=deadline_after(timeout, self.now),
+                          retries=retries, slot=slot, generation=generation))
 
     @precondition(lambda self: self.steps >= 25 and self.machine.state != "closed")
     @rule()

@@ -23,7 +23,6 @@ import inspect
 import os
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import InvalidStateError, ThreadPoolExecutor
@@ -36,7 +35,7 @@ from vyre_core import abi, lifetime, shared_arrays
 from vyre_core.cluster import connect
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Capabilities, DeviceInfo, LoopRun, Outputs, Timing
-from vyre_core.deadline import checked_seconds
+from vyre_core.deadline import Deadline, checked_seconds
 from vyre_core.errors import (
     DispatchTimeoutError,
     InvalidConfigError,
@@ -82,11 +81,6 @@ def _outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
     if "wall_ns" in meta:
         out.timing = Timing(meta["wall_ns"], meta.get("device_ns"), meta.get("label"))
     return out
-
-
-def _deadline(timeout: Any) -> float | None:
-    timeout = checked_seconds(timeout, "timeout")
-    return None if timeout is None else time.monotonic() + timeout
 
 
 _DEFAULT_CONFIG = DispatchConfig()  # frozen: one shared instance, checked once
@@ -277,11 +271,13 @@ class ResidentBuffer:
                 generation=self.generation, backend=self.pool.backend)
 
     def _call(self, op: Op, meta: dict[str, Any], arrays: Sequence[Any] = (),
-              timeout: float | None = None) -> Reply:
+              timeout: float | None = None, deadline: Deadline | None = None) -> Reply:
+        """One request to the buffer's worker, within ``deadline`` (made by the caller's
+        call), else ``timeout`` seconds from now."""
         self.refuse_if_stale()
-        return self.pool.call(Request(op, meta, list(arrays), deadline=_deadline(timeout),
-                                      timeout=timeout, slot=self.slot,
-                                      generation=self.generation))
+        return self.pool.call(Request(
+            op, meta, list(arrays), deadline=deadline or Deadline.after(timeout),
+            slot=self.slot, generation=self.generation))
 
     def upload(self, data: Any, timeout: float | None = None) -> None:
         self._call(Op.UPLOAD, {"handle": self.handle}, [data], timeout)
@@ -381,8 +377,8 @@ def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
                                    "Return fewer buffers, or raise max_output_bytes.")
     meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
             "config": config.to_wire(), "label": config.label, "resident": handles}
-    return Request(Op.SEQUENCE, meta, bound, deadline=_deadline(config.timeout),
-                   timeout=config.timeout, retries=0 if handles else config.retries,
+    return Request(Op.SEQUENCE, meta, bound, deadline=Deadline.after(config.timeout),
+                   retries=0 if handles else config.retries,
                    slot=slot, generation=generation, outputs=shapes)
 
 
@@ -676,7 +672,7 @@ class Driver:
         pool."""
         config = _launch_config(config, dim)
         return self.routing.route(_weighed(program, config, inputs), backend,
-                                  _deadline(timeout), timeout)
+                                  Deadline.after(timeout))
 
     def explain(self, program: Program, timeout: float | None = None,
                 config: DispatchConfig | None = None, *, inputs: Sequence[Any] | None = None,
@@ -685,15 +681,15 @@ class Driver:
         probed first; the launch weighed as ``route`` weighs it), also when none can run
         it."""
         config = _launch_config(config, dim)
-        return self.routing.explain(_weighed(program, config, inputs), _deadline(timeout),
-                                    timeout)
+        return self.routing.explain(_weighed(program, config, inputs),
+                                    Deadline.after(timeout))
 
     def probe(self, backend: str, timeout: float | None = None) -> Capabilities:
         """What ``backend``'s worker probed on its device, starting its pool if needed.
         Raises PoolFailedError (with the worker's traceback) when it cannot start, and
         DispatchTimeoutError past ``timeout`` (default None: wait while workers start, up
         to the pool's startup_timeout per try)."""
-        return self.pools.probe(backend, _deadline(timeout), checked_seconds(timeout, "timeout"))
+        return self.pools.probe(backend, Deadline.after(timeout))
 
     def devices(self, backend: str, timeout: float | None = None) -> list[DeviceInfo]:
         """The devices ``backend`` lists (``PoolOptions(devices=...)`` names them by id), as
@@ -714,8 +710,8 @@ class Driver:
         meta = {"fp": program.fingerprint(), "program": program.to_wire(), "config": sent,
                 "label": config.label}
         return launch, Request(  # type: ignore[return-value]
-            Op.DISPATCH, meta, bound, deadline=_deadline(config.timeout),
-            timeout=config.timeout, retries=config.retries, outputs=outputs)
+            Op.DISPATCH, meta, bound, deadline=Deadline.after(config.timeout),
+            retries=config.retries, outputs=outputs)
 
     @_keywords_checked
     def dispatch(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
@@ -742,8 +738,7 @@ class Driver:
         shadow = self._shadow if sample else None
         bound = None if shadow is None else _unwritten(request.arrays, out)
         pool, _, (meta, arrays) = self.routing.call(
-            launch, backend, lambda pool: request.renewed(), request.deadline,
-            request.timeout)
+            launch, backend, lambda pool: request.renewed(), request.deadline)
         if out is not None:
             for target, array in zip(out, arrays, strict=True):
                 np.copyto(target.reshape(-1), array, casting="no")
@@ -874,8 +869,7 @@ class Driver:
             if outcome.done():
                 return
             try:
-                _, _, reply = self.routing.call(program, backend, made, request.deadline,
-                                                request.timeout)
+                _, _, reply = self.routing.call(program, backend, made, request.deadline)
                 outcome.set_result(reply)
             except BaseException as exc:
                 with contextlib.suppress(InvalidStateError):
@@ -903,15 +897,13 @@ class Driver:
         weighed = _weighed(source, config)  # (its launch, when its grid is known already)
         config = config.replace(workgroup_override=None, constants=())
         meta = {"program": program.to_wire(), "config": config.to_wire()}
-        deadline = _deadline(timeout)
+        deadline = Deadline.after(timeout)
 
         def request(pool: Pool) -> Request:
-            own = time.monotonic() + pool.options.compile_timeout
-            return Request(Op.COMPILE, meta, [], timeout=timeout or pool.options.compile_timeout,
-                           deadline=own if deadline is None else min(own, deadline))
+            return Request(Op.COMPILE, meta, [],
+                           deadline=deadline.within(pool.options.compile_timeout))
 
-        pool, ran, (meta, _) = self.routing.call(weighed, backend, request, deadline,
-                                                 timeout)
+        pool, ran, (meta, _) = self.routing.call(weighed, backend, request, deadline)
         slot, generation = ran.served_by
         pipeline_id = meta["pipeline"]
 
@@ -929,7 +921,7 @@ class Driver:
             reply, arrays = pool.call(Request(
                 Op.PIPELINE_DISPATCH, {"pipeline": pipeline_id, "config": wire,
                                        "label": cfg.label},
-                bound, deadline=_deadline(cfg.timeout), timeout=cfg.timeout, slot=slot,
+                bound, deadline=Deadline.after(cfg.timeout), slot=slot,
                 generation=generation, outputs=outputs))
             return _outputs(reply, arrays)
 
@@ -960,7 +952,7 @@ class Driver:
         _checked_program(program).check()
         check_repeats(repeats)
         backend = backend or self.route(program, config=config).backend
-        key = self._tune_key(program, inputs, backend, config)
+        key = self._tune_key(program, inputs, backend, config, Deadline.after(config.timeout))
         listed = candidates(program, self.probe(backend), config, workgroups, constants,
                             limit)
         found = None if refresh else tuning_cache.load(key)
@@ -983,20 +975,19 @@ class Driver:
         with. Routing, probing and reading the cache happen here, on the caller's thread,
         within ``config.timeout``."""
         config = _config(config).replace(tuned=False)
-        deadline = _deadline(config.timeout)
-        backend = backend or self.routing.route(_weighed(program, config), None, deadline,
-                                                config.timeout).backend
-        key = self._tune_key(program, inputs, backend, config)
+        deadline = Deadline.after(config.timeout)
+        backend = backend or self.routing.route(_weighed(program, config), None,
+                                                deadline).backend
+        key = self._tune_key(program, inputs, backend, config, deadline)
         if key not in self._tuned:
             self._tuned[key] = tuning_cache.load(key)
         entry = self._tuned[key]
         return config if entry is None else entry.best.config(config)
 
     def _tune_key(self, program: Program, inputs: Sequence[Any], backend: str,
-                  config: DispatchConfig) -> TuneKey:
+                  config: DispatchConfig, deadline: Deadline) -> TuneKey:
         sizes = tuple(len(a) for a in abi.bind_inputs(program.check(), inputs))
-        caps = self.pools.probe(backend, _deadline(config.timeout),
-                                checked_seconds(config.timeout, "timeout"))
+        caps = self.pools.probe(backend, deadline)
         return tuning_cache.key_for(program.fingerprint(), backend,
                                     self.registry.get(backend).version, caps.identity, sizes,
                                     config)
@@ -1026,10 +1017,9 @@ class Driver:
         if backend is None:
             raise InvalidInputError("allocate_resident needs backend= or near=",
                                     "Name the backend, e.g. backend='wgpu'.")
-        deadline = _deadline(timeout)
         pool = self.pools.open(backend)
-        request = Request(Op.ALLOCATE, {"byte_len": int(byte_len)}, [], deadline=deadline,
-                          timeout=timeout)
+        request = Request(Op.ALLOCATE, {"byte_len": int(byte_len)}, [],
+                          deadline=Deadline.after(timeout))
         meta, _ = pool.call(request)
         slot, generation = request.served_by
         return _keeping(self, ResidentBuffer(pool, slot, generation, meta["handle"],
@@ -1044,25 +1034,25 @@ class Driver:
             raise InvalidInputError("resident buffers of one dispatch must all live in one "
                                     "worker (same backend, worker and generation)",
                                     "Allocate them on the same backend, one after another.")
-        first = buffers[0]
+        first, deadline = buffers[0], Deadline.after(config.timeout)
         self._check_device(effective_program(_checked_program(program), config), first,
-                           config.timeout)
+                           deadline)
         meta, _ = first._call(Op.DISPATCH_RESIDENT, {
             "fp": program.check().fingerprint(), "program": program.to_wire(),
             "config": config.to_wire(),
             "handles": [b.handle for b in buffers], "label": config.label},
-            timeout=config.timeout)
+            deadline=deadline)
         return Timing(meta["wall_ns"], meta.get("device_ns"), config.label)
 
     def _check_device(self, work: Program | StepSequence, buffer: ResidentBuffer,
-                      timeout: float | None) -> None:
+                      deadline: Deadline) -> None:
         """Refuse work for resident buffers whose device cannot run it (a pool with one
         worker set per device: capabilities differ per device)."""
         pool = buffer.pool
         if not pool.pinned:
             return
         device = pool.device_of(buffer.slot)
-        devices = self.routing.route(work, pool.backend, _deadline(timeout), timeout).devices
+        devices = self.routing.route(work, pool.backend, deadline).devices
         if devices is not None and device not in devices:
             raise NoCapableBackendError(
                 f"the resident buffers live on device {device} of {pool.backend!r}, which "
@@ -1115,7 +1105,7 @@ class Driver:
             pool = self._resident_sequence_pool(sequence, request, resident, backend)
             return _sequence_outputs(*pool.call(request))
         _, _, reply = self.routing.call(sequence, backend, lambda pool: request.renewed(),
-                                        request.deadline, request.timeout)
+                                        request.deadline)
         return _sequence_outputs(*reply)
 
     def _resident_sequence_pool(self, sequence: StepSequence, request: Request,
@@ -1129,8 +1119,8 @@ class Driver:
                 f"backend={backend!r}, but the resident buffers live in "
                 f"{pool.backend!r}", "Leave backend out, or allocate the buffers there.")
         # (capable, or every reason why not)
-        self.routing.route(sequence, pool.backend, request.deadline, request.timeout)
-        self._check_device(sequence, next(iter(resident.values())), request.timeout)
+        self.routing.route(sequence, pool.backend, request.deadline)
+        self._check_device(sequence, next(iter(resident.values())), request.deadline)
         return pool
 
     def compile_sequence(self, sequence: StepSequence, backend: str | None = None,
@@ -1144,15 +1134,13 @@ class Driver:
             sequence = sequence.fused()
         meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
                 "config": config.to_wire()}
-        deadline = _deadline(timeout)
+        deadline = Deadline.after(timeout)
 
         def request(pool: Pool) -> Request:
-            own = time.monotonic() + pool.options.compile_timeout
             return Request(Op.COMPILE_SEQUENCE, meta, [],
-                           timeout=timeout or pool.options.compile_timeout,
-                           deadline=own if deadline is None else min(own, deadline))
+                           deadline=deadline.within(pool.options.compile_timeout))
 
-        pool, ran, _ = self.routing.call(sequence, backend, request, deadline, timeout)
+        pool, ran, _ = self.routing.call(sequence, backend, request, deadline)
         slot, generation = ran.served_by
 
         def run(inputs: Sequence[Any], resident: Mapping[str, ResidentBuffer],

@@ -25,20 +25,13 @@ from vyre_core.routing.rank import Candidate, Explanation, RouteDecision, Router
 from vyre_core.sequence import Sequence as StepSequence
 
 if TYPE_CHECKING:
+    from vyre_core.deadline import Deadline
     from vyre_core.registry import Registry
     from vyre_core.routing.rank import Routable
     from vyre_core.supervisor.pool import Pool, Request
 
 Reply = tuple[dict[str, Any], list[Any]]
 _log = logging.getLogger("vyre.routing")
-
-
-def probe_timeout(backend: str) -> DispatchTimeoutError:
-    """A call's deadline passed while routing probed ``backend`` (or waited for another
-    thread's probe of it)."""
-    return DispatchTimeoutError(
-        f"the call's deadline passed while routing probed backend {backend!r}",
-        "Give the first call a longer timeout, or name the backend (backend=...).")
 
 
 class PoolSource(Protocol):
@@ -51,12 +44,11 @@ class PoolSource(Protocol):
 
     def open(self, backend: str) -> Pool: ...
 
-    def probe(self, backend: str, deadline: float | None,
-              timeout: float | None) -> Capabilities: ...
+    def probe(self, backend: str, deadline: Deadline) -> Capabilities: ...
 
     def can_probe_apart(self, backend: str) -> bool: ...
 
-    def probe_apart(self, backend: str, deadline: float | None) -> Capabilities: ...
+    def probe_apart(self, backend: str, deadline: Deadline) -> Capabilities: ...
 
     def cooldown(self, backend: str) -> float: ...
 
@@ -85,25 +77,23 @@ class RoutingPolicy:
 
     # -- questions ----------------------------------------------------------------------
 
-    def route(self, work: Routable, backend: str | None, deadline: float | None,
-              timeout: float | None) -> RouteDecision:
+    def route(self, work: Routable, backend: str | None, deadline: Deadline) -> RouteDecision:
         """The backend a call would use, its pool started and probed as the call would."""
-        self.pool_for(work, backend, deadline, timeout)
+        self.pool_for(work, backend, deadline)
         return self.router.route(work, backend)
 
-    def explain(self, work: Routable, deadline: float | None,
-                timeout: float | None) -> list[Explanation]:
+    def explain(self, work: Routable, deadline: Deadline) -> list[Explanation]:
         """Every backend, accepted or why not, after probing the winner as a call would;
         also when none can run it."""
         with contextlib.suppress(NoCapableBackendError):
-            self.pool_for(work, None, deadline, timeout)
+            self.pool_for(work, None, deadline)
         return self.router.explain(work)
 
     # -- a routed call --------------------------------------------------------------------
 
     def call(self, work: Routable, backend: str | None,
-             make_request: Callable[[Pool], Request], deadline: float | None,
-             timeout: float | None) -> tuple[Pool, Request, Reply]:
+             make_request: Callable[[Pool], Request],
+             deadline: Deadline) -> tuple[Pool, Request, Reply]:
         """Run a request (built for the pool that serves it) on the routed backend, routing
         again after a failure that allows it (``again``). Returns the pool, the request
         that ran, and its reply."""
@@ -111,7 +101,7 @@ class RoutingPolicy:
             pool = None
             request = None
             try:
-                pool = self.pool_for(work, backend, deadline, timeout)
+                pool = self.pool_for(work, backend, deadline)
                 request = self.place(make_request(pool), work, backend, pool)
                 return pool, request, pool.call(request)
             except (PoolFailedError, UnsupportedFeatureError) as exc:
@@ -225,18 +215,17 @@ class RoutingPolicy:
             return None, [], [chosen]
         return self.pools.open(chosen), [], []
 
-    def pool_for(self, work: Routable, backend: str | None, deadline: float | None,
-                 timeout: float | None = None) -> Pool:
+    def pool_for(self, work: Routable, backend: str | None, deadline: Deadline) -> Pool:
         """The pool to run ``work`` on, probing backends first as ``_decide`` asks."""
         while True:
             pool, apart, start = self._decide(work, backend)
             if pool is not None:
                 return pool
             for name in apart:
-                self._probe_apart(name, deadline, timeout)
+                self._probe_apart(name, deadline)
             for name in start:
                 try:
-                    self.pools.probe(name, deadline, timeout)  # its hello: decide again
+                    self.pools.probe(name, deadline)  # its hello: decide again
                 except PoolFailedError as exc:
                     if self.pools.closed or backend is not None:
                         raise  # a named backend's failure is the caller's answer
@@ -244,7 +233,7 @@ class RoutingPolicy:
                     _log.info("%r could not start (%s); routing passes it over", name,
                               exc.cause.splitlines()[0])
 
-    def _probe_apart(self, name: str, deadline: float | None, timeout: float | None) -> None:
+    def _probe_apart(self, name: str, deadline: Deadline) -> None:
         """Learn what ``name`` can do without keeping a worker of it: probed apart (a
         short-lived process, or the probe cache), or, for a pool that names its devices,
         by starting its pool as before. One thread probes a backend at a time (the others
@@ -252,14 +241,16 @@ class RoutingPolicy:
         passes the backend over) for its pool's cooldown."""
         with self._lock:
             probing = self._probing.setdefault(name, threading.Lock())
-        left = -1 if deadline is None else max(0.0, deadline - time.monotonic())
-        if not probing.acquire(timeout=left):
-            raise probe_timeout(name)
+        left = deadline.left()
+        if not probing.acquire(timeout=-1 if left is None else left):
+            from vyre_core.supervisor.pools import probe_expired  # (it imports routing)
+
+            raise probe_expired(name, deadline)
         try:
             if not self._unprobed(name):
                 return  # (another thread probed it meanwhile)
             if not self.pools.can_probe_apart(name):
-                self.pools.probe(name, deadline, timeout)
+                self.pools.probe(name, deadline)
                 return
             caps = self.pools.probe_apart(name, deadline)
         except DispatchTimeoutError:

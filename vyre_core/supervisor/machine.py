@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vyre_core.contract.types import Capabilities, DeviceInfo
+from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.errors import (
     CallerError,
     DeviceLostError,
@@ -68,14 +69,14 @@ _ids = itertools.count(1)
 
 
 class Request:
-    """One call to a worker: what to send, its absolute deadline (monotonic seconds, set
-    at submit and kept across retries and re-routing), how often it may run again after a
+    """One call to a worker: what to send, its deadline (made when the call was, kept
+    across retries and re-routing), how often it may run again after a
     crash, the worker generation it is pinned to (pipelines, resident buffers), and the
     future its caller waits on. ``internal`` requests (recovery, shutdown) have no caller."""
 
     def __init__(self, op: Op, meta: dict[str, Any], arrays: list[Any], *,
-                 deadline: float | None = None, timeout: float | None = None,
-                 retries: int = 0, slot: int | None = None, generation: int | None = None,
+                 deadline: Deadline = NO_DEADLINE, retries: int = 0,
+                 slot: int | None = None, generation: int | None = None,
                  internal: bool = False, outputs: list[tuple[Any, int]] | None = None,
                  devices: frozenset[int] | None = None,
                  capable: frozenset[str] | None = None, into: list[Any] | None = None
@@ -85,7 +86,6 @@ class Request:
         self.meta = meta
         self.arrays = arrays
         self.deadline = deadline
-        self.timeout = timeout          # what the caller asked for, for messages
         self.retries = retries
         self.slot = slot
         self.generation = generation
@@ -138,7 +138,7 @@ class Request:
     def renewed(self) -> Request:
         """A fresh copy (new id and future, same deadline) to send to another pool."""
         return Request(self.op, self.meta, self.arrays, deadline=self.deadline,
-                       timeout=self.timeout, retries=self.retries, slot=self.slot,
+                       retries=self.retries, slot=self.slot,
                        generation=self.generation, internal=self.internal,
                        outputs=self.outputs, devices=self.devices, capable=self.capable,
                        into=self.into)
@@ -502,7 +502,7 @@ class PoolMachine:
                 self._resolve(req, self._failed_error(now))
                 return
             self._restart_after_cooldown(now)
-        if req.deadline is not None and now >= req.deadline:
+        if req.deadline.passed(now):
             self._resolve(req, self._timeout(req, "before it could be queued"))
             return
         if self.state == "new":
@@ -974,7 +974,7 @@ class PoolMachine:
         self._log(logging.INFO, f"pool {self.backend!r}: spare process {w.pid} serves "
                                 f"worker {w.index} as generation {w.generation}")
         req = Request(Op.ADOPT, {"generation": w.generation}, [],
-                      deadline=now + self.options.startup_timeout, internal=True)
+                      deadline=Deadline(now + self.options.startup_timeout), internal=True)
         self._watch_deadline(req)
         self._send(w, req, now)
         self._spawn(spare)
@@ -1222,7 +1222,7 @@ class PoolMachine:
         """Device lost: ask the backend to recover in place (a new generation), within
         startup_timeout (a hung recovery restarts the worker instead)."""
         req = Request(Op.TRY_RECOVER, {"generation": w.generation + 1}, [],
-                      deadline=now + self.options.startup_timeout, internal=True)
+                      deadline=Deadline(now + self.options.startup_timeout), internal=True)
         self._watch_deadline(req)
         self._send(w, req, now)
 
@@ -1406,7 +1406,7 @@ class PoolMachine:
             return
         req.state = "done"
         req.arrays, req.frames = [], None  # answered: its data need not stay in memory
-        if req.deadline is not None and req.watched:
+        if req.watched:
             self._live_deadlines -= 1
         if not req.internal:
             self._actions.append(Resolve(req, value))
@@ -1420,11 +1420,11 @@ class PoolMachine:
     def _watch_deadline(self, req: Request) -> None:
         """Put ``req`` on the deadline heap; answered entries are dropped when they reach
         the top, and the heap is rebuilt when they outnumber the live ones."""
-        if req.deadline is None:
+        if req.deadline.at is None:
             return
         req.watched = True
         self._live_deadlines += 1
-        heapq.heappush(self._deadlines, (req.deadline, req.id, req))
+        heapq.heappush(self._deadlines, (req.deadline.at, req.id, req))
         if len(self._deadlines) > 64 + 2 * self._live_deadlines:
             self._deadlines = [e for e in self._deadlines if not e[2].done]
             heapq.heapify(self._deadlines)
@@ -1463,11 +1463,12 @@ class PoolMachine:
     # -- errors ----------------------------------------------------------------------------
 
     def _timeout(self, req: Request, where: str) -> DispatchTimeoutError:
+        seconds = req.deadline.seconds
         return DispatchTimeoutError(
-            f"{req.label} on {self.backend!r} ran past its {req.timeout:g} s deadline "
-            f"{where}" if req.timeout is not None else
+            f"{req.label} on {self.backend!r} ran past its {seconds:g} s deadline "
+            f"{where}" if seconds is not None else
             f"{req.label} on {self.backend!r} ran past its deadline {where}",
-            timeout=req.timeout)
+            timeout=seconds)
 
     def _failed_error(self, now: float) -> PoolFailedError:
         failure = self.failure

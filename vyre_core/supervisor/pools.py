@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-import time
 from collections.abc import Callable
 
 import zmq
@@ -15,10 +14,10 @@ import zmq
 from vyre_core.cluster.connect import RayCluster
 from vyre_core.cluster.ray_pool import RayPool
 from vyre_core.contract.types import Capabilities
+from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError, VyreError
 from vyre_core.protocol import Op
 from vyre_core.registry import Registry
-from vyre_core.routing.policy import probe_timeout
 from vyre_core.routing.probe_cache import ProbeCache
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import wait_first
@@ -62,7 +61,7 @@ class Pools:
         with self._lock:
             return list(self._pools.values())
 
-    def open(self, backend: str, deadline: float | None = None) -> Pool:
+    def open(self, backend: str, deadline: Deadline = NO_DEADLINE) -> Pool:
         """``backend``'s pool, made now if it has none (its workers start lazily; for
         ``devices="all"`` the backend's devices are listed first, by a process of its own,
         once, within ``deadline`` and the start-up bound)."""
@@ -94,23 +93,21 @@ class Pools:
             return pool
 
     def _all_devices(self, backend: str, options: PoolOptions,
-                     deadline: float | None) -> tuple[int, ...]:
+                     deadline: Deadline) -> tuple[int, ...]:
         """Every device ``backend`` lists; device 0 alone when they cannot be listed (its
         worker then fails to start with the backend's own error, which routing sees).
         DispatchTimeoutError when the caller's deadline comes first (nothing is made)."""
         reg = self.registry.get(backend)
-        limit = options.startup_timeout
-        if deadline is not None:
-            if deadline <= time.monotonic():
-                raise _listing_timeout(backend)
-            limit = min(limit, deadline - time.monotonic())
+        if deadline.passed():
+            raise _listing_timeout(backend, deadline)
+        limit = deadline.bound(options.startup_timeout)
         try:
             found = list_devices(backend, reg.entry_point.split(" = ")[0], limit,
                                  self._askers) if self.cluster is None else \
                 self.cluster.list_devices(backend, reg.entry_point.split(" = ")[0], limit)
         except VyreError as exc:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise _listing_timeout(backend) from exc
+            if deadline.passed():
+                raise _listing_timeout(backend, deadline) from exc
             _log.warning("pool %r: devices='all', but %s; running on device 0 alone",
                          backend, exc.cause)
             return (0,)
@@ -118,8 +115,7 @@ class Pools:
                   ", ".join(f"{d.id} {d.name}" for d in found))
         return tuple(d.id for d in found)
 
-    def probe(self, backend: str, deadline: float | None,
-              timeout: float | None = None) -> Capabilities:
+    def probe(self, backend: str, deadline: Deadline) -> Capabilities:
         """What ``backend``'s worker probed, starting its pool if needed. A pool with one
         worker set per device is probed on each: the first answer is awaited as any call
         (bounded by ``deadline``, else by the workers' start-up and restarts), the others
@@ -128,7 +124,7 @@ class Pools:
         this first probe."""
         pool = self.open(backend, deadline)
         label = {"label": f"routing probe of {backend!r}"}
-        pings = [pool.submit(Request(Op.PING, label, [], deadline=deadline, timeout=timeout,
+        pings = [pool.submit(Request(Op.PING, label, [], deadline=deadline,
                                      devices=None if d is None else frozenset({d})))
                  for d in pool.unprobed_devices]
         waiting = set(pings)
@@ -139,9 +135,7 @@ class Pools:
             if not waiting:
                 raise next(iter(done)).exception()
         if waiting:
-            wait_first(waiting, pool.options.startup_timeout if deadline is None
-                       else max(0.0, min(deadline - time.monotonic(),
-                                         pool.options.startup_timeout)), every=True)
+            wait_first(waiting, deadline.bound(pool.options.startup_timeout), every=True)
         caps = pool.capabilities
         if caps is None:  # answered, yet no hello was recorded: cannot happen
             raise PoolFailedError(f"backend {backend!r} answered without saying hello",
@@ -159,7 +153,7 @@ class Pools:
         preferred device (a pool that names devices probes each with its own workers)."""
         return self._options_for(backend).devices is None
 
-    def probe_apart(self, backend: str, deadline: float | None) -> Capabilities:
+    def probe_apart(self, backend: str, deadline: Deadline) -> Capabilities:
         """What a worker of ``backend`` would probe, without starting its pool: as kept in
         the probe cache, else asked of a short-lived process (here) or Ray task (on a
         cluster) that ends with its answer, which the cache then keeps. Bounded by
@@ -168,11 +162,9 @@ class Pools:
         cached = self.probe_cache.load(reg)
         if cached is not None:
             return cached
-        limit = self._options_for(backend).startup_timeout
-        if deadline is not None:
-            if deadline <= time.monotonic():
-                raise probe_timeout(backend)
-            limit = min(limit, deadline - time.monotonic())
+        if deadline.passed():
+            raise probe_expired(backend, deadline)
+        limit = deadline.bound(self._options_for(backend).startup_timeout)
         entry_point = reg.entry_point.split(" = ")[0]
         try:
             caps = probe_apart(backend, entry_point, limit, self._askers) \
@@ -183,8 +175,8 @@ class Pools:
                 raise PoolFailedError("the driver was closed while routing probed backend "
                                       f"{backend!r}", "Create a new vyre Driver.",
                                       backend=backend) from exc
-            if deadline is not None and time.monotonic() >= deadline:
-                raise probe_timeout(backend) from exc
+            if deadline.passed():
+                raise probe_expired(backend, deadline) from exc
             raise
         _log.info("routing probed %r apart (no pool started): %s", backend,
                   caps.extra.get("device") or caps.extra.get("description") or "its device")
@@ -231,8 +223,16 @@ class Pools:
             return self._zmq
 
 
-def _listing_timeout(backend: str) -> DispatchTimeoutError:
-    return DispatchTimeoutError(
-        f"the call's deadline passed while the devices of backend {backend!r} were being "
-        "listed (devices='all')", "Give the first call a longer timeout, or name the device "
-        "ids in PoolOptions(devices=[...]).")
+def probe_expired(backend: str, deadline: Deadline) -> DispatchTimeoutError:
+    """A call's deadline passed while routing probed ``backend`` (or waited for another
+    thread's probe of it)."""
+    return deadline.expired_error(
+        f"routing probed backend {backend!r}",
+        "Give the first call a longer timeout, or name the backend (backend=...).")
+
+
+def _listing_timeout(backend: str, deadline: Deadline) -> DispatchTimeoutError:
+    return deadline.expired_error(
+        f"the devices of backend {backend!r} were being listed (devices='all')",
+        "Give the first call a longer timeout, or name the device ids in "
+        "PoolOptions(devices=[...]).")
