@@ -15,6 +15,7 @@ import pytest
 import vyre_reference.backend as reference
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
+from vyre_core.conformance import sweep
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_workers.backend_host import BackendHost
 
@@ -248,3 +249,15 @@ def test_fma_is_rounded_twice_where_c_cancels_the_product(host, oracle, np_type)
     got, = host.dispatch(program, [a, b, c], DispatchConfig())
     assert want.tobytes() == np.zeros(3, np_type).tobytes()
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("op", sorted(sweep.OPS))
+def test_no_function_leaves_a_rounding_to_the_device(op):
+    """WGSL's ``fma`` is fused on some devices and not on others (not on lavapipe, fused
+    on an NVIDIA GPU), so a function built on it would give each its own bytes: every
+    product and sum of the carried f32 code is rounded as written (sin, cos and tan used
+    ``fma`` until session 23; lavapipe's bytes did not change, as its ``fma`` rounds
+    twice)."""
+    from vyre_wgpu.lowering import lower
+
+    assert "fma(" not in lower(sweep.program(op, 64)).wgsl

@@ -441,7 +441,7 @@ fn vyre_reduce_pio2(x: f32) -> VyreReduced {
     let p2 = vyre_k(0xb33bbd2eu);
     // r + lo = (a + b) (p1 + p2): a * p1 = ph + pl exactly (Dekker's product over the
     // 12-bit halves of a and of p1, so it holds where fma is not fused), summed exactly
-    let t = vyre_x(fma(a, p2, vyre_x(b * p1)));
+    let t = vyre_x(vyre_x(a * p2) + vyre_x(b * p1));
     let ph = vyre_x(a * p1);
     let p1h = vyre_k(0x3fc90000u);
     let p1l = vyre_k(0x39fdb000u);
@@ -459,14 +459,16 @@ fn vyre_reduce_pio2(x: f32) -> VyreReduced {
     return VyreReduced(r, lo, q & 3u);
 }
 
-// sin(r + lo) = r + (r s P(s) + lo (1 - s / 2)): the small term, added to r last
+// sin(r + lo) = r + (r s P(s) + lo (1 - s / 2)): the small term, added to r last (each
+// multiply and add rounded apart, never fma: a device may fuse it or not, and the bytes
+// would differ by device)
 fn vyre_sin_tail(r: f32, lo: f32, s: f32) -> f32 {
     var p = vyre_k(0x3638ef1du);
-    p = vyre_x(fma(p, s, vyre_k(0xb9500d01u)));
-    p = vyre_x(fma(p, s, vyre_k(0x3c088889u)));
-    p = vyre_x(fma(p, s, vyre_k(0xbe2aaaabu)));
-    let c = vyre_x(fma(vyre_k(0xbf000000u), s, vyre_k(0x3f800000u)));
-    return vyre_x(fma(vyre_x(r * s), p, vyre_x(lo * c)));
+    p = vyre_x(vyre_x(p * s) + vyre_k(0xb9500d01u));
+    p = vyre_x(vyre_x(p * s) + vyre_k(0x3c088889u));
+    p = vyre_x(vyre_x(p * s) + vyre_k(0xbe2aaaabu));
+    let c = vyre_x(vyre_x(vyre_k(0xbf000000u) * s) + vyre_k(0x3f800000u));
+    return vyre_x(vyre_x(vyre_x(r * s) * p) + vyre_x(lo * c));
 }
 
 fn vyre_sin_poly(r: f32, lo: f32, s: f32) -> f32 { return vyre_x(r + vyre_sin_tail(r, lo, s)); }
@@ -474,11 +476,11 @@ fn vyre_sin_poly(r: f32, lo: f32, s: f32) -> f32 { return vyre_x(r + vyre_sin_ta
 // cos(r + lo) = 1 + (s Q(s) - lo r): the small term, added to 1 last
 fn vyre_cos_tail(r: f32, lo: f32, s: f32) -> f32 {
     var p = vyre_k(0xb493f27eu);
-    p = vyre_x(fma(p, s, vyre_k(0x37d00d01u)));
-    p = vyre_x(fma(p, s, vyre_k(0xbab60b61u)));
-    p = vyre_x(fma(p, s, vyre_k(0x3d2aaaabu)));
-    p = vyre_x(fma(p, s, vyre_k(0xbf000000u)));
-    return vyre_x(fma(p, s, vyre_x(-vyre_x(lo * r))));
+    p = vyre_x(vyre_x(p * s) + vyre_k(0x37d00d01u));
+    p = vyre_x(vyre_x(p * s) + vyre_k(0xbab60b61u));
+    p = vyre_x(vyre_x(p * s) + vyre_k(0x3d2aaaabu));
+    p = vyre_x(vyre_x(p * s) + vyre_k(0xbf000000u));
+    return vyre_x(vyre_x(p * s) + vyre_x(-vyre_x(lo * r)));
 }
 
 fn vyre_cos_poly(r: f32, lo: f32, s: f32) -> f32 {
