@@ -78,10 +78,6 @@ MOVING = {
         "step 14: ResidentLaunch moves to driver/ beside ResidentBuffer",
     ("vyre_core.kernels.resident", "vyre_core.sequence"):
         "step 14: ResidentLaunch moves to driver/ beside ResidentBuffer",
-    ("vyre_workers.fork_server", "vyre_core.supervisor.fork_server"):
-        "step 12: MAX_MESSAGE_BYTES moves to the boundary codec, read by both sides",
-    ("vyre_cpu.threads", "vyre_core.supervisor.options"):
-        "step 12: THREADS_ENV and MAX_THREADS move to contract/types.py",
     ("vyre_core.example", "vyre_workers.backend_host"):
         "step 14: example.py types what runs it with a protocol of its own",
 }

@@ -43,6 +43,10 @@ MAX_ARRAYS = 256
 #: Frames a lane takes in one message: a header with too many arrays is still answered.
 MAX_FRAMES = 4 * MAX_ARRAYS
 MAX_MESSAGE_BYTES = 1 << 36
+#: The largest spawn request a fork server takes (argv and environment): both sides read
+#: it, the parent's fork server and the worker side's. The socket's buffer may allow less
+#: (EMSGSIZE): that worker then starts the plain way.
+FORK_REQUEST_BYTES = 1 << 20
 ZERO_COPY_THRESHOLD = 1 << 16  # frames at least this large are sent without copying
 
 DTYPES = {name: np.dtype(name) for name in ("u1", "u4", "i4", "f2", "f4", "f8", "i1", "u2",

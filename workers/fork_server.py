@@ -39,7 +39,7 @@ from typing import NoReturn
 import msgpack
 
 # (the pool never sends more)
-from vyre_core.supervisor.fork_server import MAX_MESSAGE_BYTES
+from vyre_core.protocol import FORK_REQUEST_BYTES
 
 # What every worker needs, imported once here (the reason this process exists).
 from vyre_workers import title
@@ -125,7 +125,7 @@ class _Server:
     def _take_request(self) -> bool:
         """Serve one request; False once the pool has gone."""
         try:
-            data, fds, flags, _ = socket.recv_fds(self.control, MAX_MESSAGE_BYTES, 3)
+            data, fds, flags, _ = socket.recv_fds(self.control, FORK_REQUEST_BYTES, 3)
         except OSError:
             return False
         if not data:

@@ -175,7 +175,7 @@ def test_an_environment_too_large_to_hand_over_starts_the_plain_way(monkeypatch)
     taken by the plain worker's pidfd: the pool took the live worker for dead and hung
     reaping it. Now such a worker starts the plain way and the server stays. (The limit
     is lowered here so that the test does not depend on the host's socket buffers.)"""
-    monkeypatch.setattr(fork_server_module, "MAX_MESSAGE_BYTES", 64 * 1024)
+    monkeypatch.setattr(fork_server_module, "FORK_REQUEST_BYTES", 64 * 1024)
     monkeypatch.setenv("VYRE_TEST_BIG", "x" * 100_000)
     with driver() as drv:
         data = inputs(65)

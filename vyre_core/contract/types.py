@@ -16,6 +16,12 @@ from vyre_core.errors import InvalidConfigError
 from vyre_core.ir.requirements import DEFAULT_OPS
 from vyre_core.sequence.nodes import LoopRun
 
+#: The most threads a worker may be given (``PoolOptions.threads``), and the variable of
+#: the worker's environment that carries them to its backend: what a worker's environment
+#: tells its backend, so both sides read it here.
+MAX_THREADS = 1024
+THREADS_ENV = "VYRE_WORKER_THREADS"
+
 
 @dataclass(frozen=True)
 class Timing:

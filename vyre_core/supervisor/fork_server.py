@@ -31,6 +31,8 @@ from collections.abc import Mapping
 
 import msgpack
 
+from vyre_core.protocol import FORK_REQUEST_BYTES
+
 #: How long a ready server may take to answer a spawn or report a worker's exit (it forks
 #: or reaps: milliseconds). The rules hear of a forked worker's death once its status is
 #: in, so this also bounds how late a death is seen when its server is frozen.
@@ -38,9 +40,6 @@ ANSWER_WITHIN = 2.0
 #: Variables read when an interpreter starts or numpy loads: a server started under other
 #: values would give its workers the wrong ones, so such a worker starts the plain way.
 PRELOADED_PREFIXES = ("PYTHON", "LD_", "OMP_", "OPENBLAS_", "MKL_")
-#: The largest spawn request (argv and environment); the server reads no more. The
-#: socket's buffer may allow less (EMSGSIZE): that worker then starts the plain way.
-MAX_MESSAGE_BYTES = 1 << 20
 _ANSWER_BYTES = 4096  # (what the server says is small: ids and numbers)
 SERVER_MODULE = "vyre_workers.fork_server"
 
@@ -117,7 +116,7 @@ class ForkServer:
         tag = self._tags
         data = msgpack.packb({"op": "spawn", "tag": tag, "argv": argv, "env": dict(env),
                               **process_state()}, use_bin_type=True)
-        if len(data) > MAX_MESSAGE_BYTES:
+        if len(data) > FORK_REQUEST_BYTES:
             raise ForkServerError(errno.E2BIG, "the worker's environment is too large to "
                                                "hand over")
         try:

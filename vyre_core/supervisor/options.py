@@ -7,6 +7,10 @@ import importlib.util
 from dataclasses import dataclass
 
 from vyre_core import protocol
+
+# (THREADS_ENV is importable here too: plugins built against older vyre read it here)
+from vyre_core.contract.types import MAX_THREADS
+from vyre_core.contract.types import THREADS_ENV as THREADS_ENV
 from vyre_core.deadline import seconds_wrong
 from vyre_core.errors import InvalidConfigError
 
@@ -19,10 +23,6 @@ MAX_STANDBY = 16
 MAX_SPIN = 0.01
 #: The most devices one pool may name (each gets ``workers`` processes).
 MAX_DEVICES = 64
-#: The most threads a worker may be given (``threads``), and the variable of the worker's
-#: environment that carries them to its backend.
-MAX_THREADS = 1024
-THREADS_ENV = "VYRE_WORKER_THREADS"
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ import psutil
 import zmq
 
 from vyre_core import framing, protocol, shared_arrays
+from vyre_core.contract.types import THREADS_ENV
 from vyre_core.dataplane import (
     SHARE_THRESHOLD,
     Segment,
@@ -74,7 +75,7 @@ from vyre_core.supervisor.machine import (
     Stop,
     describe_exit,
 )
-from vyre_core.supervisor.options import THREADS_ENV, PoolOptions
+from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess, ensure_descriptors
 from vyre_core.supervisor.rundir import ENV as RUNTIME_DIR_ENV

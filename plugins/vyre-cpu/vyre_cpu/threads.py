@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from vyre_core.contract.types import MAX_THREADS
+from vyre_core.contract.types import THREADS_ENV as POOL_ENV
 from vyre_core.errors import InvalidConfigError
-from vyre_core.supervisor.options import MAX_THREADS
-from vyre_core.supervisor.options import THREADS_ENV as POOL_ENV
 
 ENV = "VYRE_CPU_THREADS"
 #: numba's threading layers in the order this backend tries them
