@@ -61,16 +61,8 @@ from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.pool import Pool, PoolOptions, Request
 from vyre_core.supervisor.pools import Pools
 from vyre_core.supervisor.rundir import RunDir
-from vyre_core.tuning import cache as tuning_cache
-from vyre_core.tuning.cache import Tuned, TuneKey
-from vyre_core.tuning.candidates import DEFAULT_LIMIT, candidates
-from vyre_core.tuning.tuner import (
-    DEFAULT_REPEATS,
-    Measured,
-    TuneResult,
-    check_repeats,
-    measure_all,
-)
+from vyre_core.tuning.candidates import DEFAULT_LIMIT
+from vyre_core.tuning.tuner import DEFAULT_REPEATS, Measured, Tuner, TuneResult
 
 Reply = tuple[dict[str, Any], list[Any]]
 _Handle = TypeVar("_Handle", CompiledPipeline, CompiledSequence, "ResidentBuffer")
@@ -587,7 +579,7 @@ class Driver:
         self._owner_pid = os.getpid()
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
-        self._tuned: dict[TuneKey, Tuned | None] = {}  # cache entries read, by key
+        self._tuner = Tuner(self)
         # nothing the pools keep may refer to the Driver: their threads would keep it alive
         self._owned = owned = _Owned(self.cluster)
         self.pools = owned.pools = Pools(
@@ -950,22 +942,9 @@ class Driver:
         for. ``on_measured`` sees each candidate as it is measured."""
         config = _config(config).replace(tuned=False)
         _checked_program(program).check()
-        check_repeats(repeats)
-        backend = backend or self.route(program, config=config).backend
-        key = self._tune_key(program, inputs, backend, config, Deadline.after(config.timeout))
-        listed = candidates(program, self.probe(backend), config, workgroups, constants,
-                            limit)
-        found = None if refresh else tuning_cache.load(key)
-        if found is not None and found.best in listed:
-            self._tuned[key] = found
-            return TuneResult(key, found, [], tuning_cache.path_of(key))
-        measured = measure_all(self, program, inputs, backend, listed, config, repeats,
-                               on_measured)
-        best = next(m for m in measured if m.verdict == "best")
-        entry = Tuned(best.candidate, best.seconds, measured[0].seconds)
-        path = tuning_cache.store(key, entry)
-        self._tuned[key] = entry
-        return TuneResult(key, entry, measured, path)
+        return self._tuner.tune(program, inputs, backend, config=config,
+                                workgroups=workgroups, constants=constants, repeats=repeats,
+                                limit=limit, refresh=refresh, on_measured=on_measured)
 
     def tuned_config(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
                      config: DispatchConfig | None = None) -> DispatchConfig:
@@ -975,22 +954,7 @@ class Driver:
         with. Routing, probing and reading the cache happen here, on the caller's thread,
         within ``config.timeout``."""
         config = _config(config).replace(tuned=False)
-        deadline = Deadline.after(config.timeout)
-        backend = backend or self.routing.route(_weighed(program, config), None,
-                                                deadline).backend
-        key = self._tune_key(program, inputs, backend, config, deadline)
-        if key not in self._tuned:
-            self._tuned[key] = tuning_cache.load(key)
-        entry = self._tuned[key]
-        return config if entry is None else entry.best.config(config)
-
-    def _tune_key(self, program: Program, inputs: Sequence[Any], backend: str,
-                  config: DispatchConfig, deadline: Deadline) -> TuneKey:
-        sizes = tuple(len(a) for a in abi.bind_inputs(program.check(), inputs))
-        caps = self.pools.probe(backend, deadline)
-        return tuning_cache.key_for(program.fingerprint(), backend,
-                                    self.registry.get(backend).version, caps.identity, sizes,
-                                    config)
+        return self._tuner.tuned_config(_checked_program(program), inputs, backend, config)
 
     # -- resident buffers ------------------------------------------------------------------
 
