@@ -15,7 +15,7 @@ pytestmark = pytest.mark.fast
 MAX_LINES = 600
 #: The Driver class's lines: today's, which may only fall; steps 14-15 of the move bring
 #: it under 250, the budget it then keeps.
-DRIVER_LINES = 707
+DRIVER_LINES = 671
 
 #: Today's modules over MAX_LINES and the step that splits each (only ever remove).
 SPLITTING = {
