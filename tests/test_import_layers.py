@@ -76,8 +76,6 @@ MOVING = {
         "step 14: ResidentLaunch moves to driver/ beside ResidentBuffer",
     ("vyre_core.kernels.resident", "vyre_core.sequence"):
         "step 14: ResidentLaunch moves to driver/ beside ResidentBuffer",
-    ("vyre_core.example", "vyre_workers.backend_host"):
-        "step 14: example.py types what runs it with a protocol of its own",
 }
 
 #: Circles through imports inside functions of one room, each with why it stays or the

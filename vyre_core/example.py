@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -22,10 +22,28 @@ from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.sequence import output_buffers
 
 if TYPE_CHECKING:
-    from vyre_core.contract.types import Outputs
+    from vyre_core.contract.types import Outputs, SequenceRun
     from vyre_core.driver import Driver, ResidentBuffer
     from vyre_core.kernels import KernelFunction
-    from vyre_workers.backend_host import BackendHost
+
+
+class Runs(Protocol):
+    """What runs an example in this process: a backend host, as a worker runs one
+    (``vyre_workers.backend_host.BackendHost``), named by what it does so vyre_core never
+    imports the worker package."""
+
+    def dispatch(self, program: Program, inputs: Sequence[Any],
+                 config: DispatchConfig | None = None) -> Outputs: ...
+
+    def dispatch_sequence(self, sequence: StepSequence, inputs: Sequence[Any],
+                          resident: dict[str, int],
+                          config: DispatchConfig | None = None) -> SequenceRun: ...
+
+    def allocate_resident(self, byte_len: int) -> int: ...
+
+    def upload_resident(self, handle: int, data: bytes) -> None: ...
+
+    def free_resident(self, handle: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -80,7 +98,7 @@ class Example:
             buffers[name].upload(data)
         return buffers
 
-    def run_in(self, host: BackendHost) -> list[np.ndarray]:
+    def run_in(self, host: Runs) -> list[np.ndarray]:
         """Its outputs from a backend host in this process, as a worker would run it but
         without the process boundary (tests, benchmarks): a sequence's resident buffers
         are allocated there, filled, and freed."""
