@@ -16,7 +16,7 @@ from kernels import launch
 
 import vyre_core as vyre
 from vyre_core import Driver, ir
-from vyre_core.errors import KernelSyntaxError, NoCapableBackendError
+from vyre_core.errors import KernelSyntaxError, NoCapableBackendError, UnsupportedFeatureError
 from vyre_core.ir import Bitcast, DType, Let, Lit, Program, Var, wire
 from vyre_core.ir.fold import substitute
 from vyre_core.ir.nodes import Binary, BinOp, Block, If, SpecRef, Store, walk
@@ -307,6 +307,18 @@ def test_a_bitcast_in_a_loop_gives_the_same_bytes(driver):
     for backend in ("reference", "cpu", "wgpu"):
         (got,) = driver.dispatch(loop_program(), [bits], backend)
         assert got.tobytes() == want.tobytes(), backend
+
+
+@pytest.mark.fast
+def test_the_wgsl_lowering_refuses_64_bit_bits_and_writes_16_bit_ones_with_integers():
+    """(Pure text: vyre_wgpu.lowering imports no wgpu.)"""
+    from vyre_wgpu.lowering import lower
+
+    with pytest.raises(UnsupportedFeatureError, match="i64 and u64"):
+        lower(width_program(ir.f64))
+    wgsl = lower(width_program(ir.f16)).wgsl
+    assert "fn vyre_f16_bits(x: f16) -> u32" in wgsl and "fn vyre_f16_of_bits" in wgsl
+    assert "bitcast<u16>" not in wgsl and "vec2<f16>" not in wgsl
 
 
 def test_a_64_bit_bitcast_routes_around_wgpu(driver):
