@@ -25,6 +25,7 @@ from vyre_core.ir import (
     Barrier,
     Binary,
     BinOp,
+    Bitcast,
     Block,
     Break,
     Buffer,
@@ -122,6 +123,7 @@ def exprs(depth: int = MAX_DEPTH) -> st.SearchStrategy:
         st.builds(Unary, unops, sub),
         st.builds(Select, sub, sub, sub),
         st.builds(Cast, dtypes, sub),
+        st.builds(Bitcast, dtypes, sub),
         st.builds(Fma, sub, sub, sub),
         st.builds(Atomic, atomic_ops, names, sub, sub, st.none() | sub),
         st.builds(Subgroup, st.sampled_from(list(SubgroupOp)), u32s, st.none() | sub,
@@ -189,6 +191,7 @@ def every_node_program() -> Program:
     body += [Let(f"bin_{op.value}", Binary(op, Var("id0"), one)) for op in BinOp]
     body += [Let(f"un_{op.value}", Unary(op, Var("lit0"))) for op in UnOp]
     body += [Let(f"cast_{t.value}", Cast(t, Var("id0"))) for t in DType]
+    body += [Let(f"bitcast_{t.value}", Bitcast(t, Var("id0"))) for t in DType]
     body += [Let(f"at_{op.value}", Atomic(op, "b1", one, one,
                                          one if op is AtomicOp.COMPARE_EXCHANGE else None))
              for op in AtomicOp]

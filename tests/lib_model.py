@@ -187,3 +187,32 @@ def softmax(x: np.ndarray, axis: int | None, name: str = "softmax") -> np.ndarra
         if name == "softmax":
             return canonical(e / (total if axis is None else np.expand_dims(total, axis)))
         return canonical(np.asarray(shift + _transcendental(np.log, total)))
+
+
+# -- sorts ------------------------------------------------------------------------------------
+
+def adversarial(dtype, shape, seed: int = 0, ties: bool = False) -> np.ndarray:
+    """Random bit patterns (every NaN payload, both signs of NaN, subnormals) with the
+    special values scattered in; ``ties``: drawn from a few values, so most are equal."""
+    rng = np.random.default_rng(seed)
+    size = math.prod(shape)
+    bits = np.dtype(dtype).itemsize * 8
+    words = rng.integers(0, 2**bits, size, dtype=np.uint64).astype(f"u{bits // 8}")
+    x = words.view(dtype)
+    if np.dtype(dtype).kind == "f":
+        info = np.finfo(dtype)
+        specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1.0, -1.0,
+                             info.max, -info.max, info.tiny, info.smallest_subnormal,
+                             -info.smallest_subnormal], dtype)
+    else:
+        info = np.iinfo(dtype)
+        specials = np.array([info.min, info.max, 0, 1, info.min + 1], dtype)
+    spots = rng.random(size) < (0.9 if ties else 0.1)
+    x[spots] = rng.choice(specials[:5] if ties else specials, int(spots.sum()))
+    return x.reshape(shape)
+
+
+def numpys(x: np.ndarray, axis) -> tuple[bytes, bytes]:
+    """numpy's stable sort (NaNs canonical) and argsort, as bytes."""
+    return (canonical(np.sort(x, axis, kind="stable")).tobytes(),
+            np.argsort(x, axis, kind="stable").tobytes())

@@ -107,6 +107,12 @@ class Cast:
 
 
 @dataclass(frozen=True)
+class Bits:           # vyre.bitcast(operand, t): its bits as t (all three are 32-bit)
+    t: str
+    operand: Any
+
+
+@dataclass(frozen=True)
 class Sel:
     t: str
     cond: Any
@@ -201,6 +207,8 @@ def src(e: Any) -> str:
             return f"{fn}({src(l)}, {src(r)})"
         case Cast(t=t, operand=x):
             return f"{t}({src(x)})"
+        case Bits(t=t, operand=x):
+            return f"vyre.bitcast({src(x)}, vyre.{t})"
         case Sel(cond=c, if_true=a, if_false=b):
             return f"({src(a)} if {src(c)} else {src(b)})"
         case Cmp(ops=ops, operands=xs):
@@ -319,7 +327,7 @@ class Draw:
         if depth <= 0:
             return self.leaf(t, scope)
         sub = depth - 1
-        kinds = ["leaf", "bin", "un", "cast", "sel"]
+        kinds = ["leaf", "bin", "un", "cast", "bits", "sel"]
         kinds += {"i32": ["shift", "pow", "minmax"], "u32": ["shift", "pow", "minmax"],
                   "f32": []}[t]
         kind = self.pick(kinds)
@@ -341,6 +349,8 @@ class Draw:
             return Un(t, self.pick(ops), self.expr(t, scope, sub))
         if kind == "cast":
             return Cast(t, self.expr(self.pick([x for x in LOCALS if x != t]), scope, sub))
+        if kind == "bits":
+            return Bits(t, self.expr(self.pick([x for x in LOCALS if x != t]), scope, sub))
         return Sel(t, self.cond(scope, sub), self.expr(t, scope, sub),
                    self.expr(t, scope, sub))
 
@@ -522,6 +532,8 @@ class Twin:
                 return (ir.min if fn == "min" else ir.max)(self.e(l), self.e(r))
             case Cast(t=t, operand=x):
                 return ir.cast(self.e(x), _T[t])
+            case Bits(t=t, operand=x):
+                return ir.bitcast(self.e(x), _T[t])
             case Sel(cond=c, if_true=a, if_false=b):
                 return ir.select(self.e(c), self.e(a), self.e(b))
             case Cmp(ops=ops, operands=xs):
@@ -733,6 +745,17 @@ class _Vyre:
     def global_id(cls, axis: int) -> I32:
         return I32(cls.gid)
 
+    i32, u32, f32 = I32, U32, np.float32
+
+    @staticmethod
+    def bitcast(value: Any, to: type) -> Any:
+        """numpy's view of the 32 bits, a float NaN's the canonical NaN's."""
+        if isinstance(value, np.floating):
+            bits = 0x7FC00000 if np.isnan(value) else int(np.float32(value).view(np.uint32))
+        else:
+            bits = int(value) & U32_MAX
+        return np.uint32(bits).view(np.float32) if to is np.float32 else to(bits)
+
 
 def _typed_like(result: Any, args: tuple) -> Any:
     """``min``/``max``: a literal takes the other operand's type."""
@@ -840,6 +863,7 @@ FORMS = {
     "augmented local": r"\b[pqrtw]\d+ [-+*/%&|^<>]+= ", "augmented store": r"\] [-+*^]= ",
     "and": r" and ", "or": r" or ", "not": r"\(not ", "shift": r" (<<|>>) ",
     "min/max": r"\b(min|max)\(", "abs": r"\babs\(", "cast": r"\b[iuf]32\(",
+    "bitcast": r"\bvyre\.bitcast\(",
     "select": r" if .* else ", "len": r"\blen\(",
     "local first assigned in a block": r"^ {8,}t\d+ = ",
     "truth of a number": r"op='truth'",   # (in the drawn AST's repr, below the source)

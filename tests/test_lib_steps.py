@@ -1,18 +1,20 @@
 """vyre.lib's reductions as steps of a caller's own sequence (``lib.steps``): on real
-workers, a reduction of a buffer an earlier step computed, and of a resident buffer, gives
-the bytes ``lib`` gives for the same values, on the reference, cpu and wgpu backends;
-wrong shapes, dtypes and names are refused before any work."""
+workers, a reduction of a buffer an earlier step computed, and of a resident buffer, and
+a sort and an argsort of one, give the bytes ``lib`` gives for the same values, on the
+reference, cpu and wgpu backends; wrong shapes, dtypes and names are refused before any
+work."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from lib_model import arg, reduce
+from lib_model import adversarial, arg, numpys, reduce
 
 import vyre_core as vyre
 from vyre_core import Driver, f32, lib
-from vyre_core.errors import InvalidInputError, InvalidSequenceError
+from vyre_core.errors import InvalidInputError, InvalidSequenceError, NoCapableBackendError
 from vyre_core.ir.dtypes import DType
+from vyre_core.lib.args import DTYPES
 from vyre_core.sequence import SequenceBuilder
 
 pytestmark = [pytest.mark.processes]
@@ -79,7 +81,54 @@ def test_a_reduction_of_a_resident_buffer_runs_in_its_worker(drv, backend):
         ry.free()
 
 
-@pytest.mark.parametrize("shaped", [lib.steps.sum, lib.steps.max, lib.steps.cumsum])
+SORTED = [np.float32, np.int32, np.uint32, np.float16, np.float64]
+#: (shape, axis) pairs: a last axis, a first one (gathered into lanes), every element
+SORT_SHAPES = [((700,), -1), ((5, 300), 1), ((300, 5), 0), ((2, 3, 40), None)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", SORTED, ids=lambda d: np.dtype(d).name)
+def test_a_sort_and_an_argsort_as_steps_are_lib_s_bytes(drv, backend, dtype):
+    """Each element's bits into words (a bitcast), lib.sort's passes, the words back:
+    numpy's stable bytes (NaNs canonical) and lib's, every special value and NaN payload
+    among them. An f64's bits need 64-bit integers, which wgpu lacks: routed elsewhere."""
+    for k, (shape, axis) in enumerate(SORT_SHAPES):
+        x = adversarial(dtype, shape, seed=k)
+        b = SequenceBuilder()
+        b.input("x", DTYPES[np.dtype(dtype)], x.size)
+        seq = b.build(returns=[lib.steps.sort(b, "x", shape=shape, axis=axis),
+                               lib.steps.argsort(b, "x", shape=shape, axis=axis)])
+        if backend == "wgpu" and dtype is np.float64:
+            with pytest.raises(NoCapableBackendError, match=r"dtype\.u64"):
+                drv.dispatch_sequence(seq, [x.reshape(-1)], backend=backend)
+            return
+        got_sort, got_order = drv.dispatch_sequence(seq, [x.reshape(-1)], backend=backend)
+        want_sort, want_order = numpys(x, axis)
+        assert got_sort.dtype == x.dtype and got_order.dtype == np.int32
+        assert got_sort.tobytes() == want_sort, (shape, axis)
+        assert got_order.astype(np.intp).tobytes() == want_order, (shape, axis)
+        assert got_sort.tobytes() == lib.sort(drv, x, axis, backend=backend).reshape(-1) \
+            .tobytes()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_sort_of_what_an_earlier_step_computed_is_lib_s_bytes(drv, backend):
+    x = _values((4, 250), seed=3)
+    b = SequenceBuilder()
+    b.input("x", DType.F32, x.size)
+    b.transient("h", DType.F32, x.size)
+    b.step(halve_less_one, {"x": "x", "out": "h"}, dim=x.size)
+    rows = lib.steps.sort(b, "h", shape=(4, 250), name="rows")
+    order = lib.steps.argsort(b, "h", axis=None)
+    got_rows, got_order = drv.dispatch_sequence(b.build(returns=[rows, order]),
+                                                [x.reshape(-1)], backend=backend)
+    halved = x * np.float32(0.5) - np.float32(1.0)
+    assert got_rows.tobytes() == lib.sort(drv, halved, backend=backend).tobytes()
+    assert got_order.tobytes() == lib.argsort(drv, halved, None).astype(np.int32).tobytes()
+
+
+@pytest.mark.parametrize("shaped", [lib.steps.sum, lib.steps.max, lib.steps.cumsum,
+                                    lib.steps.sort, lib.steps.argsort])
 def test_bad_arguments_are_refused_before_any_step_is_added(shaped):
     """Every step helper that sees a buffer as a shape (a reduction, a scan) refuses the
     same way (a cumsum once took a shape of another count, and stopped at a bool buffer

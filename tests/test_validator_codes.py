@@ -19,6 +19,7 @@ from vyre_core.ir import (
     Barrier,
     Binary,
     BinOp,
+    Bitcast,
     Block,
     Break,
     Buffer,
@@ -243,6 +244,10 @@ def v036_loop_variable_used_after_its_loop() -> Program:
     return program(Loop("j", U0, U1, ()), Store("out", Var("j"), U1))
 
 
+def v037_bitcast_between_two_widths() -> Program:
+    return program(Let("b", Bitcast(DType.U16, Lit(DType.F32, 0))))
+
+
 #: Deprecations in force while a trigger is validated (none in vyre reaches removal).
 REGISTRY = {"V029": (Deprecation("op", "unop.floor", "0.0.1", "0.1.0", "Use trunc."),)}
 
@@ -283,6 +288,7 @@ TRIGGERS = {
     "V034": v034_subgroup_size_not_a_power_of_two,
     "V035": v035_subgroup_op_under_a_non_uniform_if,
     "V036": v036_loop_variable_used_after_its_loop,
+    "V037": v037_bitcast_between_two_widths,
 }
 
 # More triggers, reported with the same code (different rules under one code).
@@ -305,6 +311,9 @@ MORE_TRIGGERS = {
     "V004-let-uses-itself": ("V004", lambda: program(Let("x", Var("x")))),
     "V004-out-of-scope": ("V004", lambda: program(Block((Let("x", U1),)),
                                                   Store("out", U0, Var("x")))),
+    "V037-bool-to-u32": ("V037", lambda: program(Let("b", Bitcast(DType.U32, Lit(DType.BOOL, 1))))),
+    "V037-u8-to-bool": ("V037", lambda: program(Let("b", Bitcast(DType.BOOL, Lit(DType.U8, 1))))),
+    "V037-f64-to-u32": ("V037", lambda: program(Let("b", Bitcast(DType.U32, Lit(DType.F64, 0))))),
     "V036-loop-var-after-loop": ("V036", lambda: program(Loop("i", U0, U1, ()),
                                                          Store("out", U0, Var("i")))),
     "V005-let-twice": ("V005", lambda: program(Let("x", U1), Let("x", U0))),

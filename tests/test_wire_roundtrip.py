@@ -24,6 +24,7 @@ from vyre_core.ir import (
     Barrier,
     Binary,
     BinOp,
+    Bitcast,
     Block,
     Buffer,
     BufLen,
@@ -142,6 +143,7 @@ def test_hand_built_programs_cover_every_node_op_dtype_access_and_id_kind():
     assert {n.kind for n in nodes if isinstance(n, InvocationId)} == set(IdKind)
     assert {n.dtype for n in nodes if isinstance(n, Lit)} == set(DType)
     assert {n.dtype for n in nodes if isinstance(n, Cast)} == set(DType)
+    assert {n.dtype for n in nodes if isinstance(n, Bitcast)} == set(DType)
     bufs = [b for p in HAND_BUILT.values() for b in p.buffers]
     assert {b.access for b in bufs} == set(Access)
     assert {b.dtype for b in bufs} == set(DType)

@@ -25,6 +25,7 @@ from vyre_core.ir.dtypes import DType
 from vyre_core.ir.wire import (
     E_ATOMIC,
     E_BIN,
+    E_BITCAST,
     E_BUFLEN,
     E_CAST,
     E_FMA,
@@ -104,6 +105,7 @@ EXPR_TEMPLATES = {
     E_UN: [E_UN, 0, LIT],
     E_SELECT: [E_SELECT, [E_LIT, 3, 0], LIT, LIT],
     E_CAST: [E_CAST, 2, LIT],
+    E_BITCAST: [E_BITCAST, 0, [E_LIT, 2, 0x7FC00001]],
     E_FMA: [E_FMA, LIT, LIT, LIT],
     E_ATOMIC: [E_ATOMIC, 8, "o", LIT, LIT, LIT],
 }
@@ -174,6 +176,7 @@ def _int_fields() -> dict[str, object]:
         "binop": lambda v: with_expr([E_BIN, v, LIT, LIT]),
         "unop": lambda v: with_expr([E_UN, v, LIT]),
         "cast-dtype": lambda v: with_expr([E_CAST, v, LIT]),
+        "bitcast-dtype": lambda v: with_expr([E_BITCAST, v, LIT]),
         "atomic-op": lambda v: with_expr([E_ATOMIC, v, "o", LIT, LIT, None]),
         "stmt-tag": lambda v: with_stmt([v, "x", LIT]),
         "expr-tag": lambda v: with_expr([v, 0, 1]),
@@ -293,6 +296,7 @@ def _corpus() -> dict[str, object]:
         "id-kind-3": with_expr([E_ID, 3, 0]),
         "axis-3": with_expr([E_ID, 0, 3]),
         "cast-dtype-past-end": with_expr([E_CAST, len(DType), LIT]),
+        "bitcast-dtype-past-end": with_expr([E_BITCAST, len(DType), LIT]),
         "u32-bits-2**32": with_expr([E_LIT, 0, 2**32]),
         "i32-bits-2**32": with_expr([E_LIT, 1, 2**32]),
         "f32-bits-2**32": with_expr([E_LIT, 2, 2**32]),

@@ -39,7 +39,8 @@ _LAZY = {
     **{name: "vyre_core.kernels" for name in (
         "Array", "Constant", "KernelFunction", "atomic_add", "atomic_and",
         "atomic_compare_exchange", "atomic_exchange", "atomic_max", "atomic_min",
-        "atomic_or", "atomic_sub", "atomic_xor", "barrier", "func", "global_id", "kernel",
+        "atomic_or", "atomic_sub", "atomic_xor", "barrier", "bitcast", "func", "global_id",
+        "kernel",
         "local_id", "shared", "workgroup_id", "subgroup_add", "subgroup_and",
         "subgroup_ballot", "subgroup_broadcast", "subgroup_elect", "subgroup_exclusive_add",
         "subgroup_inclusive_add", "subgroup_max", "subgroup_min", "subgroup_or",
@@ -85,6 +86,7 @@ __all__ = [
     "atomic_sub",
     "atomic_xor",
     "barrier",
+    "bitcast",
     "bool_",
     "errors",
     "f16",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import (
     cases_atomics,
+    cases_bitcast,
     cases_bool,
     cases_builder,
     cases_cast,
@@ -30,6 +31,7 @@ __all__ = ["CASES", "SEQUENCE_CASES", "Case", "SequenceCase", "case"]
 
 CASES: list[Case] = [
     *cases_integer.CASES, *cases_widths.CASES, *cases_float.CASES, *cases_cast.CASES,
+    *cases_bitcast.CASES,
     *cases_bool.CASES,
     *cases_memory.CASES, *cases_grid.CASES, *cases_control.CASES, *cases_loops.CASES,
     *cases_workgroup.CASES,

@@ -9,7 +9,7 @@ from typing import Any
 
 _DEFINED_IN = {  # module -> the public names it defines
     "vyre_core.ir.builder": (
-        "BufferRef", "Kernel", "Val", "cast", "ceil", "cos", "exp", "floor", "fma",
+        "BufferRef", "Kernel", "Val", "bitcast", "cast", "ceil", "cos", "exp", "floor", "fma",
         "global_id", "lit", "local_id", "log", "logical_and", "logical_not", "logical_or",
         "max", "min", "popcount", "select", "sin", "sqrt", "workgroup_id", "round", "trunc",
         "isnan", "isinf", "clz", "ctz", "bit_reverse", "rotl", "rotr", "mulhi", "add_sat",
@@ -18,11 +18,11 @@ _DEFINED_IN = {  # module -> the public names it defines
     "vyre_core.ir.dtypes": ("DType", "bool_", "f16", "f32", "f64", "i32", "u32", "u8", "u16",
                             "i8", "i16", "u64", "i64"),
     "vyre_core.ir.nodes": (
-        "Access", "Assign", "Atomic", "AtomicOp", "Barrier", "BinOp", "Binary", "Block",
-        "Break", "BufLen", "Buffer", "Cast", "Continue", "Expr", "Fma", "IdKind", "If",
-        "InvocationId", "Let", "Lit", "Load", "Loop", "Return", "Select", "SpecConstant",
-        "SpecRef", "Stmt", "Store", "Subgroup", "SubgroupOp", "UnOp", "Unary", "Var",
-        "While",
+        "Access", "Assign", "Atomic", "AtomicOp", "Barrier", "BinOp", "Binary", "Bitcast",
+        "Block", "Break", "BufLen", "Buffer", "Cast", "Continue", "Expr", "Fma", "IdKind",
+        "If", "InvocationId", "Let", "Lit", "Load", "Loop", "Return", "Select",
+        "SpecConstant", "SpecRef", "Stmt", "Store", "Subgroup", "SubgroupOp", "UnOp",
+        "Unary", "Var", "While",
     ),
     "vyre_core.ir.program": ("Program",),
     "vyre_core.ir.requirements": ("ALL_OPS", "DEFAULT_OPS", "NEWER_OPS", "Requirements"),
@@ -42,6 +42,7 @@ __all__ = [
     "Barrier",
     "BinOp",
     "Binary",
+    "Bitcast",
     "Block",
     "Break",
     "BufLen",
@@ -79,6 +80,7 @@ __all__ = [
     "add_sat",
     "atan2",
     "bit_reverse",
+    "bitcast",
     "bool_",
     "cast",
     "ceil",

@@ -27,6 +27,7 @@ from vyre_core.ir.nodes import (
     Barrier,
     Binary,
     BinOp,
+    Bitcast,
     Block,
     Break,
     Buffer,
@@ -182,6 +183,9 @@ class Val:
     def cast(self, dtype: DType) -> Val:
         return cast(self, dtype)
 
+    def bitcast(self, dtype: DType) -> Val:
+        return bitcast(self, dtype)
+
     # Python asking for a Python value, which an expression has only when the kernel runs
     def __float__(self): raise TypeError(_no_python_value("float(v)", "v.cast(ir.f32)"))
     def __int__(self): raise TypeError(_no_python_value("int(v)", "v.cast(ir.i32)"))
@@ -210,8 +214,8 @@ class Val:
         if name.startswith("__"):
             raise AttributeError(name)
         raise AttributeError(f"a vyre value has no attribute {name!r}. Fix: a value has "
-                             ".dtype and .cast(dtype); functions on values are in ir "
-                             "(ir.sqrt(v), ir.min(a, b), ...): see docs/ir.md")
+                             ".dtype, .cast(dtype) and .bitcast(dtype); functions on values "
+                             "are in ir (ir.sqrt(v), ir.min(a, b), ...): see docs/ir.md")
 
 
 def _no_python_value(what: str, instead: str) -> str:
@@ -334,6 +338,14 @@ def unary(op: UnOp, x: Operand) -> Val:
 def cast(x: Operand, dtype: DType) -> Val:
     v = as_val(x)
     return Val.of(Cast(dtype, v.node), dtype, v)
+
+
+def bitcast(x: Operand, dtype: DType) -> Val:
+    """``x``'s bits read as ``dtype``, a numeric type of its width (``ir.bitcast(f,
+    ir.u32)``: an f32's bits; a NaN's are the canonical NaN's). The validator refuses
+    other pairs (V037)."""
+    v = as_val(x)
+    return Val.of(Bitcast(dtype, v.node), dtype, v)
 
 
 #: The largest exponent ``x ** n`` multiplies out (a larger one is ``ir.pow``'s).

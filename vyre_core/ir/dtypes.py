@@ -126,6 +126,18 @@ _VALUE_NP = {
     DType.U64: np.dtype(np.uint64), DType.I64: np.dtype(np.int64),
 }
 _BITS_NP = {DType.F16: np.uint16, DType.F32: np.uint32, DType.F64: np.uint64}
+#: The bits of each float type's canonical quiet NaN: what every NaN stored becomes, and
+#: what a NaN shows when its bits are read (a bitcast): payloads differ by device.
+CANONICAL_NAN = {DType.F16: 0x7E00, DType.F32: 0x7FC00000, DType.F64: 0x7FF8000000000000}
+_INF_BITS = {DType.F16: 0x7C00, DType.F32: 0x7F800000, DType.F64: 0x7FF0000000000000}
+
+
+def bits_seen(dtype: DType, bits: int) -> int:
+    """The bits a value of ``dtype`` stored as ``bits`` shows when they are read as
+    another type (``Bitcast``): its own, but a NaN's are the canonical NaN's."""
+    if dtype.is_float and bits & ~(1 << (dtype.bits - 1)) > _INF_BITS[dtype]:
+        return CANONICAL_NAN[dtype]
+    return bits
 _INT_RANGE = {t: (int(np.iinfo(_VALUE_NP[t]).min), int(np.iinfo(_VALUE_NP[t]).max))
               for t in (DType.U32, DType.I32, DType.U8, DType.U16, DType.I8, DType.I16,
                         DType.U64, DType.I64)}

@@ -6,7 +6,8 @@ A backend then sees the program a user would have written for that value: the cp
 backend's range analysis follows ``base = g`` where it could not follow the branch not
 taken (``(g // step) * span + g % step``), and no backend pays for a select per element.
 A condition is decided when it reads a constant and nothing but constants, literals, bool
-logic and comparisons of integers of one type, each exact on every backend; a condition a
+logic, comparisons of integers of one type and bitcasts of a constant or literal to an
+integer (its bits, a NaN's the canonical ones), each exact on every backend; a condition a
 program wrote as a literal is its own business and kept, as in a program without
 constants. Expressions are pure (an atomic is a statement's whole initializer), so
 dropping a select's other operand drops no effect; an ``if`` becomes a ``Block`` of its
@@ -20,10 +21,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 from typing import TypeVar
 
-from vyre_core.ir.dtypes import DType
+from vyre_core.ir.dtypes import DType, bits_seen
 from vyre_core.ir.nodes import (
     Binary,
     BinOp,
+    Bitcast,
     Block,
     Expr,
     If,
@@ -34,6 +36,7 @@ from vyre_core.ir.nodes import (
     Unary,
     UnOp,
 )
+from vyre_core.ir.typerules import bitcast_allowed
 
 Node = TypeVar("Node", Expr, Stmt)
 
@@ -90,6 +93,10 @@ def _value(e: Expr, lits: Mapping[str, Lit]) -> tuple[object, bool] | None:
             return _literal(lits[name]), True
         case Lit():
             return _literal(e), False
+        case Bitcast() if _type(e, lits) is not None:
+            lit = _read(e.value, lits)
+            return _literal(Lit(e.dtype, bits_seen(lit.dtype, lit.bits))), \
+                isinstance(e.value, SpecRef)
         case Unary(UnOp.NOT, a):
             found = _value(a, lits)
             if found is not None and isinstance(found[0], bool):
@@ -109,7 +116,18 @@ def _literal(lit: Lit) -> object:
     return bool(lit.bits) if lit.dtype is DType.BOOL else lit.value
 
 
-def _type(e: Expr, lits: Mapping[str, Lit]) -> DType | None:
-    """The integer type of a constant or literal compared (None: another kind)."""
+def _read(e: Expr, lits: Mapping[str, Lit]) -> Lit | None:
+    """The literal a constant or literal is (None: another kind)."""
     lit = lits.get(e.name) if isinstance(e, SpecRef) else e
-    return lit.dtype if isinstance(lit, Lit) and lit.dtype.is_int else None
+    return lit if isinstance(lit, Lit) else None
+
+
+def _type(e: Expr, lits: Mapping[str, Lit]) -> DType | None:
+    """The integer type of a constant or literal compared, or of a bitcast of one of its
+    width to an integer (None: another kind)."""
+    if isinstance(e, Bitcast):
+        lit = _read(e.value, lits)
+        fits = lit is not None and bitcast_allowed(lit.dtype, e.dtype)
+        return e.dtype if fits and e.dtype.is_int else None
+    lit = _read(e, lits)
+    return lit.dtype if lit is not None and lit.dtype.is_int else None

@@ -206,6 +206,16 @@ class Cast(Expr):
 
 
 @dataclass(frozen=True, slots=True)
+class Bitcast(Expr):
+    """``value``'s bits read as ``dtype``, a numeric type of the same width (a conversion
+    of the value is ``Cast``'s). A float NaN reads as its type's canonical NaN's bits,
+    whatever its payload (docs/semantics.md, "Bitcasts")."""
+
+    dtype: DType
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
 class Fma(Expr):
     a: Expr
     b: Expr
@@ -371,7 +381,8 @@ def children(node: Expr | Stmt) -> tuple[Expr | Stmt, ...]:
             return (i,)
         case Binary(lhs=a, rhs=b):
             return (a, b)
-        case Unary(operand=a) | Cast(value=a) | Let(value=a) | Assign(value=a):
+        case Unary(operand=a) | Cast(value=a) | Bitcast(value=a) | Let(value=a) | \
+                Assign(value=a):
             return (a,)
         case Select(cond=c, if_true=t, if_false=f):
             return (c, t, f)

@@ -14,6 +14,7 @@ from vyre_core.ir.nodes import (
     Barrier,
     Binary,
     BinOp,
+    Bitcast,
     Block,
     Break,
     BufLen,
@@ -46,7 +47,7 @@ _NODE_OPS = {
     Loop: "stmt.loop", Return: "stmt.return", Barrier: "stmt.barrier", Block: "stmt.block",
     While: "stmt.while", Break: "stmt.break", Continue: "stmt.continue",
     Lit: "expr.literal", Var: "expr.var", Load: "expr.load", BufLen: "expr.buffer_len",
-    Select: "expr.select", Cast: "expr.cast", Fma: "expr.fma",
+    Select: "expr.select", Cast: "expr.cast", Fma: "expr.fma", Bitcast: "expr.bitcast",
     SpecRef: "expr.literal",  # (a constant runs as the literal of its chosen value)
 }
 
@@ -71,7 +72,7 @@ NEWER_OPS: frozenset[str] = frozenset(
                                    UnOp.EXP2, UnOp.LOG2)]
     + [f"binop.{op.value}" for op in (BinOp.ROTL, BinOp.ROTR, BinOp.MULHI, BinOp.ADD_SAT,
                                       BinOp.SUB_SAT, BinOp.POW, BinOp.ATAN2)]
-    + ["stmt.while", "stmt.break", "stmt.continue", "stmt.loop_step"]
+    + ["stmt.while", "stmt.break", "stmt.continue", "stmt.loop_step", "expr.bitcast"]
     + [f"subgroup.{op.value}" for op in SubgroupOp]
     + [f"dtype.{t.value}" for t in NEWER_DTYPES]
 )
@@ -125,7 +126,7 @@ def requirements_of(program) -> Requirements:
     for node in walk(program.body):
         ops.add(_op_id(node))
         match node:
-            case Lit(dtype=t) | Cast(dtype=t):
+            case Lit(dtype=t) | Cast(dtype=t) | Bitcast(dtype=t):
                 dtypes.add(t)
             case Atomic():
                 features.add("atomics")

@@ -58,6 +58,12 @@ def cast_allowed(src: DType, dst: DType) -> bool:
     return not (src.is_float and dst is DType.BOOL)
 
 
+def bitcast_allowed(src: DType, dst: DType) -> bool:
+    """A bitcast reads bits as a type of the same width: f16/u16/i16, f32/u32/i32,
+    f64/u64/i64, u8/i8. bool has no bits of its own (it is stored as a u32 word)."""
+    return DType.BOOL not in (src, dst) and src.bits == dst.bits
+
+
 def fma_result(a: DType, b: DType, c: DType) -> DType | None:
     return a if a.is_float and a is b is c else None
 

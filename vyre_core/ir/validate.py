@@ -23,6 +23,7 @@ from vyre_core.ir.nodes import (
     Atomic,
     Barrier,
     Binary,
+    Bitcast,
     Block,
     Break,
     BufLen,
@@ -103,6 +104,8 @@ CODES: dict[str, str] = {
             "lane they all agree on (shuffle takes a lane per invocation)",
     "V036": "use a loop variable only inside its loop body; to keep a value past the loop, "
             "declare a variable with a let before the loop and assign it inside",
+    "V037": "bitcast between numeric types of one width (f16/u16/i16, f32/u32/i32, "
+            "f64/u64/i64, u8/i8); to convert a value to another width or to bool, cast it",
 }
 
 _SUBGROUP_SIZES = frozenset(1 << n for n in range(8))
@@ -561,6 +564,12 @@ class _Validator:
                 if t is not None and not typerules.cast_allowed(t, dtype):
                     self.report("V010", f"cast from {t.value} to {dtype.value} is not defined "
                                 "(compare explicitly, e.g. x != 0.0)")
+                return dtype
+            case Bitcast(dtype, value):
+                t = self.expr(value)
+                if t is not None and not typerules.bitcast_allowed(t, dtype):
+                    self.report("V037", f"bitcast from {t.value} ({t.bits} bit) to "
+                                f"{dtype.value} ({dtype.bits} bit)")
                 return dtype
             case Fma(a, b, c):
                 ts = (self.expr(a), self.expr(b), self.expr(c))

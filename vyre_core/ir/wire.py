@@ -25,6 +25,7 @@ from vyre_core.ir.nodes import (
     Barrier,
     Binary,
     BinOp,
+    Bitcast,
     Block,
     Break,
     Buffer,
@@ -80,7 +81,7 @@ _SUBGROUP_TAGS = {op: i for i, op in enumerate(SubgroupOp)}
 
 # Expression tags 1..; statement tags 64..
 (E_LIT, E_VAR, E_LOAD, E_BUFLEN, E_ID, E_BIN, E_UN, E_SELECT, E_CAST, E_FMA, E_ATOMIC,
- E_SPEC, E_SUBGROUP) = range(1, 14)
+ E_SPEC, E_SUBGROUP, E_BITCAST) = range(1, 15)
 (S_LET, S_ASSIGN, S_STORE, S_IF, S_LOOP, S_RETURN, S_BARRIER, S_BLOCK, S_WHILE, S_BREAK,
  S_CONTINUE, S_LOOP_STEP) = range(64, 76)
 
@@ -194,6 +195,8 @@ def _enc_expr(e: Expr, depth: int) -> list:
             return [E_SELECT, _enc_expr(cond, d), _enc_expr(if_true, d), _enc_expr(if_false, d)]
         case Cast(dtype, value):
             return [E_CAST, DTYPE_TAGS[dtype], _enc_expr(value, d)]
+        case Bitcast(dtype, value):
+            return [E_BITCAST, DTYPE_TAGS[dtype], _enc_expr(value, d)]
         case Fma(a, b, c):
             return [E_FMA, _enc_expr(a, d), _enc_expr(b, d), _enc_expr(c, d)]
         case Atomic(op, buffer, index, value, comparand):
@@ -390,7 +393,8 @@ class _Decoder:
         v = self.arr(v, "expression")
         d = depth + 1
         shape = {E_LIT: 3, E_VAR: 2, E_LOAD: 3, E_BUFLEN: 2, E_ID: 3, E_BIN: 4, E_UN: 3,
-                 E_SELECT: 4, E_CAST: 3, E_FMA: 4, E_ATOMIC: 6, E_SPEC: 2, E_SUBGROUP: 5}
+                 E_SELECT: 4, E_CAST: 3, E_FMA: 4, E_ATOMIC: 6, E_SPEC: 2, E_SUBGROUP: 5,
+                 E_BITCAST: 3}
         tag = self.tag({t: t for t in shape}, v[0] if v else None, "expression")
         self.arr(v, f"expression {tag}", shape[tag])
         if tag == E_LIT:
@@ -415,6 +419,8 @@ class _Decoder:
             return Select(self.expr(v[1], d), self.expr(v[2], d), self.expr(v[3], d))
         if tag == E_CAST:
             return Cast(self.tag(_DTYPES, v[1], "dtype"), self.expr(v[2], d))
+        if tag == E_BITCAST:
+            return Bitcast(self.tag(_DTYPES, v[1], "dtype"), self.expr(v[2], d))
         if tag == E_FMA:
             return Fma(self.expr(v[1], d), self.expr(v[2], d), self.expr(v[3], d))
         if tag == E_SUBGROUP:

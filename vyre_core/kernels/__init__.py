@@ -14,6 +14,7 @@ from vyre_core.kernels.intrinsics import (
     atomic_sub,
     atomic_xor,
     barrier,
+    bitcast,
     global_id,
     local_id,
     shared,
@@ -40,7 +41,7 @@ from vyre_core.kernels.kernel import KernelFunction, func, kernel
 
 __all__ = ["Array", "Constant", "KernelFunction", "atomic_add", "atomic_and",
            "atomic_compare_exchange", "atomic_exchange", "atomic_max", "atomic_min",
-           "atomic_or", "atomic_sub", "atomic_xor", "barrier", "func", "global_id",
+           "atomic_or", "atomic_sub", "atomic_xor", "barrier", "bitcast", "func", "global_id",
            "kernel", "local_id", "shared", "subgroup_add", "subgroup_and",
            "subgroup_ballot", "subgroup_broadcast", "subgroup_elect",
            "subgroup_exclusive_add", "subgroup_inclusive_add", "subgroup_max",

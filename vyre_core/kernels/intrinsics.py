@@ -32,6 +32,13 @@ def workgroup_id(axis: int = 0) -> Any:
     raise _outside("workgroup_id")
 
 
+def bitcast(value: Any, dtype: Any) -> Any:
+    """``value``'s bits read as ``dtype``, a type of the same width (``vyre.bitcast(x,
+    vyre.u32)``: an f32's bits; a NaN's are the canonical NaN's). Taichi's
+    ``ti.bit_cast`` and WGSL's ``bitcast`` are the same operation."""
+    raise _outside("bitcast")
+
+
 def shared(dtype: Any, count: int) -> Any:
     """``count`` elements of workgroup memory, shared by a workgroup, zero at its start."""
     raise _outside("shared")

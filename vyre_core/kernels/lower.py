@@ -854,6 +854,13 @@ class Lowerer:
                               "Write vyre.global_id(0).", node)
             return Value(Cast(DType.I32, InvocationId(IdKind(intrinsics.IDS[fn]), axis.const)),
                          DType.I32)
+        if fn is intrinsics.bitcast:
+            self._no_args(node, 2)
+            dtype = self._expr(node.args[1])
+            if not isinstance(dtype, DType):
+                raise Refusal(f"vyre.bitcast() to {ast.unparse(node.args[1])}, not a type",
+                              "Name a vyre type: vyre.bitcast(x, vyre.u32).", node.args[1])
+            return values.bitcast(self.expr(node.args[0]), dtype)
         if fn in intrinsics.ATOMICS:
             atomic, dtype = self.atomic(node)
             name = self.unit.fresh("atomic")

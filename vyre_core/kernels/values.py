@@ -18,7 +18,7 @@ from typing import Any
 
 from vyre_core.ir import typerules
 from vyre_core.ir.dtypes import DType
-from vyre_core.ir.nodes import Binary, BinOp, Cast, Expr, Lit, Select, Unary, UnOp
+from vyre_core.ir.nodes import Binary, BinOp, Bitcast, Cast, Expr, Lit, Select, Unary, UnOp
 
 #: The largest exponent ``x ** n`` multiplies out (the builder's rule).
 MAX_POWER = 16
@@ -100,6 +100,19 @@ def cast(v: Value, dtype: DType) -> Value:
         raise Refusal(f"a {v.dtype.value} cannot be cast to {dtype.value}",
                       "Compare instead: x != 0.0.")
     return Value(Cast(dtype, v.node), dtype)
+
+
+def bitcast(v: Value, dtype: DType) -> Value:
+    """``vyre.bitcast(v, dtype)``: ``v``'s bits as ``dtype`` (a number alone takes its
+    default type first), refused between types of two widths or with a bool."""
+    v = settle(v)
+    if not typerules.bitcast_allowed(v.dtype, dtype):
+        raise Refusal(f"a bitcast of a {v.dtype.value} to {dtype.value}: "
+                      + ("a bool has no bits of its own" if DType.BOOL in (v.dtype, dtype)
+                         else f"{v.dtype.bits} bits are not {dtype.bits}"),
+                      "Bitcast between types of one width (f16/u16/i16, f32/u32/i32, "
+                      "f64/u64/i64, u8/i8); convert a value with a cast: u32(x).")
+    return Value(Bitcast(dtype, v.node), dtype)
 
 
 def truth(v: Value) -> Value:

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 import vyre_core as vyre
-from vyre_core import i32, u32
+from vyre_core import i32, ir, u32
 from vyre_core.ir.dtypes import DType
 from vyre_core.lib import scan
-from vyre_core.lib.args import as_input, split
+from vyre_core.lib.args import as_input, buffer_split, split
 from vyre_core.sequence import Sequence, SequenceBuilder
 
 #: Invocations per workgroup (each walks a block of its own).
@@ -187,11 +187,11 @@ def spread(x: U32, out: U32, n: i32, inner: i32):
 
 
 @vyre.kernel(workgroup=(256,))
-def positions(at: U32, out: U32, n: i32, inner: i32):
-    """argsort's result: each sorted element's index along the axis, ``at % n``, put where
-    ``x``'s order has it."""
+def positions(at: U32, out: I32, n: i32, inner: i32):
+    """argsort's result: each sorted element's index along the axis, ``at % n`` (an i32,
+    as ``lib.steps.argmax``'s), put where ``x``'s order has it."""
     g = vyre.global_id(0)
-    out[address(g, n, inner)] = u32(i32(at[g]) % n)
+    out[address(g, n, inner)] = i32(at[g]) % n
 
 
 @vyre.func
@@ -255,9 +255,11 @@ class _Passes:
     """The passes of one sort, added to ``b`` in turn: the words sorted so far and the
     places going with them (``carry``), each pass writing the other of two buffers."""
 
-    def __init__(self, b: SequenceBuilder, total: int, n: int, carry: bool) -> None:
-        self.b, self.total, self.n, self.carry = b, total, n, carry
-        self.bits, self.at = ["sorted0", "sorted1"], ["at0", "at1"]
+    def __init__(self, b: SequenceBuilder, total: int, n: int, carry: bool,
+                 prefix: str) -> None:
+        self.b, self.total, self.n, self.carry, self.prefix = b, total, n, carry, prefix
+        self.bits = [f"{prefix}sorted0", f"{prefix}sorted1"]
+        self.at = [f"{prefix}at0", f"{prefix}at1"]
         for name in self.bits + (self.at if carry else []):
             b.transient(name, DType.U32, total)
         self.size = block_length(total)
@@ -273,12 +275,13 @@ class _Passes:
         common = {"total": self.total, "block": self.size, "n": self.n, **keys.params()}
         for by_lane, shift in digit_passes(keys.width, lanes):
             turn = self.done % 2
-            counts = self.b.transient(f"counts{self.done}", DType.I32, RADIX * self.blocks)
+            counts = self.b.transient(f"{self.prefix}counts{self.done}", DType.I32,
+                                      RADIX * self.blocks)
             this = {**common, "shift": shift, "by_lane": by_lane, "bits": source,
                     "at": self.places or source, "counts": counts}
             self.b.step(count_digits, this, dim=self.blocks)
             ends = scan.add(self.b, counts, shape=(self.blocks, RADIX), axis=0,
-                            name=f"ends{self.done}")
+                            name=f"{self.prefix}ends{self.done}")
             moved = {**this, "ends": ends, "out": self.bits[turn], "nan": keys.nan,
                      "blocks": self.blocks}
             if self.carry:
@@ -292,42 +295,113 @@ class _Passes:
         return source
 
 
-@functools.lru_cache(maxsize=256)
-def _sequence(dtype: np.dtype, lanes: int, n: int, inner: int, arg: bool) -> Sequence:
+def _steps(b: SequenceBuilder, x: str, dtype: np.dtype, lanes: int, n: int, inner: int,
+           arg: bool, prefix: str = "", result: str = "result") -> str:
     """Every pass of a sort of ``lanes`` lanes of ``n`` (``inner`` > 1: strided in ``x``
-    seen as ``(outer, n, inner)``) as one sequence; ``arg``: the places are returned."""
+    seen as ``(outer, n, inner)``) added to ``b``: ``x`` holds the elements' u32 words
+    (f16 widened, f64 two), the transients' names start with ``prefix``. The buffer that
+    holds the sorted words in ``x``'s layout, or (``arg``) the i32 places along the axis;
+    ``result`` where a last step writes one."""
     total = lanes * n
-    b = SequenceBuilder()
     wide = dtype == np.float64
-    b.input("x", DType.U32, total * (2 if wide else 1))
-    run = _Passes(b, total, n, carry=arg or lanes > 1 or wide)
-    lanes_back = {"n": n, "inner": inner, "out": "result"}
+    run = _Passes(b, total, n, carry=arg or lanes > 1 or wide, prefix=prefix)
+    lanes_back = {"n": n, "inner": inner, "out": result}
     if wide:  # (the low words' passes, then the high words' in that order, then lanes)
-        for name in ("high", "low", "high_now"):
-            b.transient(name, DType.U32, total)
-        b.step(wide_keys, {"x": "x", "high": "high", "low": "low", "n": n,
-                           "inner": inner}, dim=total)
-        run.sort("low", KEYS[np.dtype(np.uint32)], 1)
-        b.step(pick, {"x": "high", "at": run.places, "out": "high_now"}, dim=total)
-        run.sort("high_now", KEYS[np.dtype(np.uint32)], lanes)
-        b.transient("result", DType.U32, 2 * total if not arg else total)
+        high, low, high_now = (b.transient(f"{prefix}{name}", DType.U32, total)
+                               for name in ("high", "low", "high_now"))
+        b.step(wide_keys, {"x": x, "high": high, "low": low, "n": n, "inner": inner},
+               dim=total)
+        run.sort(low, KEYS[np.dtype(np.uint32)], 1)
+        b.step(pick, {"x": high, "at": run.places, "out": high_now}, dim=total)
+        run.sort(high_now, KEYS[np.dtype(np.uint32)], lanes)
         if not arg:
-            b.step(pick_wide, {"x": "x", "at": run.places, **lanes_back}, dim=total)
-            return b.build(returns=["result"])
+            b.transient(result, DType.U32, 2 * total)
+            b.step(pick_wide, {"x": x, "at": run.places, **lanes_back}, dim=total)
+            return result
     else:
-        source = "x"
+        source = x
         if inner > 1:
-            b.step(gather, {"x": "x", "out": "sorted1", "n": n, "inner": inner}, dim=total)
-            source = "sorted1"
+            b.step(gather, {"x": x, "out": run.bits[1], "n": n, "inner": inner}, dim=total)
+            source = run.bits[1]
         source = run.sort(source, KEYS[dtype], lanes)
         if not arg and inner == 1:
-            return b.build(returns=[source])
-        b.transient("result", DType.U32, total)
+            return source
         if not arg:
+            b.transient(result, DType.U32, total)
             b.step(spread, {"x": source, **lanes_back}, dim=total)
-            return b.build(returns=["result"])
+            return result
+    b.transient(result, DType.I32, total)
     b.step(positions, {"at": run.places, **lanes_back}, dim=total)
-    return b.build(returns=["result"])
+    return result
+
+
+@functools.lru_cache(maxsize=256)
+def _sequence(dtype: np.dtype, lanes: int, n: int, inner: int, arg: bool) -> Sequence:
+    """Every pass of a sort (``_steps``) as one sequence of the words the host hands it;
+    ``arg``: the places are returned."""
+    b = SequenceBuilder()
+    b.input("x", DType.U32, lanes * n * (2 if dtype == np.float64 else 1))
+    return b.build(returns=[_steps(b, "x", dtype, lanes, n, inner, arg)])
+
+
+@functools.cache
+def _words(dtype: DType) -> ir.Program:
+    """A buffer of ``dtype``'s elements as the words the host hands ``lib.sort``'s
+    kernels (``x.view(np.uint32)``): an f16's 16 bits in a word, an f64's two words, low
+    first. (A NaN's bits are the canonical NaN's: every NaN has one key, and is stored
+    canonical, so the order and the bytes are those of any payload.)"""
+    k = ir.Kernel(workgroup=(256,))
+    x, out = k.read("x", dtype), k.read_write("out", DType.U32)
+    i = k.let("i", ir.global_id())
+    with k.if_(i < x.len):
+        if dtype is DType.F64:
+            bits = k.let("bits", x[i].bitcast(DType.U64))
+            out[i * 2] = (bits & 0xFFFFFFFF).cast(DType.U32)
+            out[i * 2 + 1] = (bits >> 32).cast(DType.U32)
+        elif dtype is DType.F16:
+            out[i] = x[i].bitcast(DType.U16).cast(DType.U32)
+        else:
+            out[i] = x[i].bitcast(DType.U32)
+    return k.build()
+
+
+@functools.cache
+def _elements(dtype: DType) -> ir.Program:
+    """The words of ``_words`` as ``dtype``'s elements again."""
+    k = ir.Kernel(workgroup=(256,))
+    words, out = k.read("x", DType.U32), k.read_write("out", dtype)
+    i = k.let("i", ir.global_id())
+    with k.if_(i < out.len):
+        if dtype is DType.F64:
+            high = words[i * 2 + 1].cast(DType.U64) << 32
+            out[i] = (high | words[i * 2].cast(DType.U64)).bitcast(DType.F64)
+        elif dtype is DType.F16:
+            out[i] = words[i].cast(DType.U16).bitcast(DType.F16)
+        else:
+            out[i] = words[i].bitcast(dtype)
+    return k.build()
+
+
+def add(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | None = -1,
+        arg: bool = False, name: str | None = None) -> str:
+    """Add the sort (``arg``: argsort) of the declared buffer ``source`` (seen as
+    ``shape``, default flat; along ``axis``, None: the whole buffer) to ``b``: its
+    elements' bits into words (a bitcast), ``lib.sort``'s passes over them unchanged,
+    and for a sort the sorted words back into the buffer's dtype. The name of the
+    transient that holds the result (``source``'s size; argsort's: i32 indices along the
+    axis); its passes' transients are named after it."""
+    given, where = buffer_split(b, source, shape, axis)
+    name = name or f"{source}_{'argsort' if arg else 'sort'}"
+    wide = given.dtype is DType.F64
+    words = b.transient(f"{name}_words", DType.U32, given.count * (2 if wide else 1))
+    b.step(_words(given.dtype), {"x": source, "out": words}, dim=given.count)
+    found = _steps(b, words, np.dtype(given.dtype.value_np), where.outer * where.inner,
+                   where.n, where.inner, arg, prefix=f"{name}_",
+                   result=name if arg else f"{name}_result")
+    if not arg:
+        b.transient(name, given.dtype, given.count)
+        b.step(_elements(given.dtype), {"x": found, "out": name}, dim=given.count)
+    return name
 
 
 def _sort(drv: Any, x: Any, axis: Any, backend: str | None, arg: bool) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import Any
 from vyre_core.errors import InvalidInputError
 from vyre_core.ir.dtypes import DType
 from vyre_core.kernels import KernelFunction
-from vyre_core.lib import histogram, passes, scan
+from vyre_core.lib import histogram, passes, scan, sorts
 from vyre_core.lib.args import buffer_split
 from vyre_core.lib.matmul import add as _matmul
 from vyre_core.lib.transpose import add as _transpose
@@ -133,6 +133,20 @@ def cumsum(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | No
     return scan.add(b, source, shape=shape, axis=axis, exclusive=exclusive, name=name)
 
 
+def sort(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | None = -1,
+         name: str | None = None) -> str:
+    """``source`` sorted along ``axis`` of ``shape`` (None: the whole buffer), as
+    ``lib.sort``: a transient of the source's dtype and size."""
+    return sorts.add(b, source, shape=shape, axis=axis, name=name)
+
+
+def argsort(b: SequenceBuilder, source: str, *, shape: Any = None, axis: int | None = -1,
+            name: str | None = None) -> str:
+    """The indices that sort ``source`` along ``axis`` of ``shape``, as ``lib.argsort``:
+    a transient of i32 (as ``argmax``'s), the source's size."""
+    return sorts.add(b, source, shape=shape, axis=axis, arg=True, name=name)
+
+
 def bincount(b: SequenceBuilder, source: str, bins: int, *, weights: str | None = None,
              name: str | None = None) -> str:
     """The counts of ``source``'s values ``0..bins-1`` (u32; others in no bin), or with
@@ -154,5 +168,5 @@ def transpose(b: SequenceBuilder, source: str, *, shape: Any, axes: Any = None,
     return _transpose(b, source, shape=shape, axes=axes, name=name)
 
 
-__all__ = ["argmax", "argmin", "bincount", "cumsum", "dot", "matmul", "max", "min", "prod",
-           "reduction", "sum", "transpose"]
+__all__ = ["argmax", "argmin", "argsort", "bincount", "cumsum", "dot", "matmul", "max", "min",
+           "prod", "reduction", "sort", "sum", "transpose"]

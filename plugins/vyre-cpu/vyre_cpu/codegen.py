@@ -31,6 +31,7 @@ from vyre_core.ir.nodes import (
     Barrier,
     Binary,
     BinOp,
+    Bitcast,
     Block,
     Break,
     BufLen,
@@ -123,7 +124,7 @@ def refusal(program: Program) -> str | None:
         if b.dtype not in DTYPES:
             return f"buffer {b.name!r} is {b.dtype.value}, which the cpu backend does not run"
     for node in walk(program.body):
-        if isinstance(node, Lit | Cast) and node.dtype not in DTYPES:
+        if isinstance(node, Lit | Cast | Bitcast) and node.dtype not in DTYPES:
             return f"a {node.dtype.value} value, which the cpu backend does not run"
     return None
 
@@ -392,7 +393,7 @@ class _Writer:
     def typeof(self, e: Expr) -> DType:
         """The type of ``e`` in this program (validated)."""
         match e:
-            case Lit(dtype) | Cast(dtype):
+            case Lit(dtype) | Cast(dtype) | Bitcast(dtype):
                 return dtype
             case Var(name):
                 return self.var(name)[1]
@@ -969,6 +970,9 @@ class _Writer:
                         self.ranges.of(e) is not None:  # (the value is in both types)
                     return f"np.int64({a})", dtype
                 return self.cast(a, t, dtype), dtype
+            case Bitcast(dtype, value):
+                a, t = self.expr(value)
+                return self.bitcast(a, t, dtype), dtype
             case Fma(a, b, c):
                 x, t = self.expr(a)
                 y, _ = self.expr(b)
@@ -1025,7 +1029,7 @@ class _Writer:
                 return self.buffers[buffer].access is not Access.WORKGROUP
             case Load(buffer, index):
                 return self.read_only(buffer) and self.invariant(index)
-            case Binary() | Unary() | Cast() | Select() | Fma():
+            case Binary() | Unary() | Cast() | Bitcast() | Select() | Fma():
                 return all(map(self.invariant, children(e)))
         return False
 
@@ -1068,7 +1072,7 @@ class _Writer:
                 return self.var(name)[0] in self.scalars
             case Load(buffer, index):
                 return self.read_only(buffer) and self.lane_free(index)
-            case Binary() | Unary() | Cast() | Select() | Fma():
+            case Binary() | Unary() | Cast() | Bitcast() | Select() | Fma():
                 return all(map(self.lane_free, children(e)))
         return False
 
@@ -1208,6 +1212,21 @@ class _Writer:
         if dst is DType.F16:  # (from f64, where every source value is exact: one rounding)
             return f"to_f16(np.float64({a}))"
         return f"{_NP[dst]}({a})"  # int -> float, float -> float: rounded to nearest
+
+    def bitcast(self, a: str, src: DType, dst: DType) -> str:
+        """``a``'s bits as ``dst`` (same width). The operand is made its own type first:
+        an integer the ranges prove in range is written as an i64 (``expr``)."""
+        if src is dst:
+            return a
+        if src.is_int and dst.is_int:  # (the cast keeps the low bits: the same bits)
+            return self.cast(f"{_NP[src]}({a})", src, dst)
+        if src is DType.F16:  # (its bits from the f32 that holds it; NaN canonical)
+            return f"{_NP[dst]}(f16_bits({a}))"
+        if src.is_float:
+            return f"bits_{_SUFFIX[src]}({_NP[src]}({a}), {_NP[dst]})"
+        if dst is DType.F16:
+            return f"f16_value({_NP[DType.U16]}({_NP[src]}({a})))"
+        return f"reinterpret({_NP[src]}({a}), {_NP[dst]})"
 
     # -- the proven version of a lockstep kernel (``vyre_cpu/blocks.py``) -----------------
 
@@ -1369,7 +1388,7 @@ class _Writer:
                     if not self.invariant(n):
                         return False
                 case Lit() | BufLen() | InvocationId() | Binary() | Unary() | Cast() | \
-                        Select():
+                        Bitcast() | Select():
                     pass
                 case _:
                     return False

@@ -37,6 +37,7 @@ from vyre_core.ir.nodes import (
     Atomic,
     Binary,
     BinOp,
+    Bitcast,
     Block,
     BufLen,
     Cast,
@@ -335,7 +336,8 @@ def rematerialized(program: Program) -> Program:
     def lane_value(e: Expr) -> bool:
         nodes = list(walk((e,)))
         return len(nodes) <= _REMAT_NODES and all(
-            isinstance(n, Lit | InvocationId | BufLen | Binary | Unary | Cast | Select) or
+            isinstance(n, Lit | InvocationId | BufLen | Binary | Unary | Cast | Bitcast |
+                       Select) or
             (isinstance(n, Load) and n.buffer in fixed and isinstance(n.index, Lit))
             for n in nodes)
 

@@ -418,6 +418,41 @@ def float_to_int(x, lo, hi):
     return np.int64(t)
 
 
+# -- bitcasts: a value's bits read as another type of its width ----------------------------
+
+@intrinsic
+def _reinterpret(typingctx, value, to):
+    """``value``'s bits as the number type ``to`` of its width: LLVM's bitcast, no
+    instruction at all (numba compiles no ``.view`` of a scalar)."""
+    target = to.instance_type if isinstance(to, types.NumberClass) else None
+    if target is None or not isinstance(value, types.Number) or \
+            target.bitwidth != value.bitwidth:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(sig.return_type))
+    return target(value, to), codegen
+
+
+@njit(**_FAST)
+def reinterpret(x, to):
+    """An integer's bits as ``to`` (np.float32 or np.float64; a NaN keeps its payload
+    until a store or bitcast makes it canonical)."""
+    return _reinterpret(x, to)
+
+
+@njit(**_FAST)
+def bits_f32(x, to):
+    """An f32's bits as ``to`` (np.uint32 or np.int32); a NaN's are the canonical NaN's."""
+    return to(0x7FC00000) if x != x else _reinterpret(x, to)
+
+
+@njit(**_FAST)
+def bits_f64(x, to):
+    """An f64's bits as ``to`` (np.uint64 or np.int64); a NaN's are the canonical NaN's."""
+    return to(0x7FF8000000000000) if x != x else _reinterpret(x, to)
+
+
 # -- 64-bit integers: numba's u64 and i64 arithmetic wraps; i64 goes through its u64 bits
 # where a signed operation could overflow.
 

@@ -28,7 +28,7 @@ import numpy as np
 from vyre_core import abi, cancel
 from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError
 from vyre_core.ir import Program
-from vyre_core.ir.dtypes import DType
+from vyre_core.ir.dtypes import CANONICAL_NAN, DType
 from vyre_core.ir.nodes import (
     SUBGROUP_LANE_OPS,
     Access,
@@ -38,6 +38,7 @@ from vyre_core.ir.nodes import (
     Barrier,
     Binary,
     BinOp,
+    Bitcast,
     Block,
     Break,
     BufLen,
@@ -570,6 +571,8 @@ class _Dispatch:
                 return _scalar(np.where(self.eval(cond), self.eval(if_true), self.eval(if_false)))
             case Cast(dtype, value):
                 return _cast(self.eval(value), dtype)
+            case Bitcast(dtype, value):
+                return _bitcast(self.eval(value), dtype)
             case Fma(a, b, c):  # a * b + c, rounded twice in the type (semantics.md)
                 va, vb, vc = self.eval(a), self.eval(b), self.eval(c)
                 return va * vb + vc
@@ -828,6 +831,17 @@ def _unary(op: UnOp, a: Value) -> Value:
         with np.errstate(all="ignore"):
             return _scalar(_FLOAT_FUNCS[op](np.asarray(a, np.float64)).astype(a.dtype))
     return _FLOAT_FUNCS[op](a)
+
+
+def _bitcast(v: Value, dst: DType) -> Value:
+    """``v``'s bits as ``dst`` (numpy's view); a NaN's are the canonical NaN's."""
+    src = _DTYPE_OF[v.dtype]
+    bits = _bits(v, src)
+    if src.is_float:
+        nan = np.isnan(v)
+        if np.any(nan):
+            bits = np.where(nan, bits.dtype.type(CANONICAL_NAN[src]), bits)
+    return _of_bits(bits, dst)
 
 
 def _cast(v: Value, dst: DType) -> Value:

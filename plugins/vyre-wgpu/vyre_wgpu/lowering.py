@@ -28,6 +28,7 @@ from vyre_core.ir.nodes import (
     Barrier,
     Binary,
     BinOp,
+    Bitcast,
     Block,
     Break,
     BufLen,
@@ -56,7 +57,7 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.ir.typerules import binop_result, subgroup_result, unop_result
-from vyre_wgpu import float_math, narrow_ints
+from vyre_wgpu import bitcasts, float_math, narrow_ints
 
 #: Params uniform layout (u32 words): [0] 1 when the grid is folded (submission.launch_grid),
 #: else 0, [1] logical workgroups along x, [2] along y, [3] along z, [4] zero (see
@@ -187,7 +188,7 @@ class _Lowering:
         self.literals: dict[Lit, str] = {}
         self.helpers: dict[str, str] = {}
         self.dtypes = {b.dtype for b in program.buffers} | {
-            n.dtype for n in walk(program.body) if isinstance(n, Lit | Cast)}
+            n.dtype for n in walk(program.body) if isinstance(n, Lit | Cast | Bitcast)}
         storage = [b for b in program.buffers if b.access is not Access.WORKGROUP]
         self.length_word = {b.name: PARAMS_HEADER_WORDS + i for i, b in enumerate(storage)}
         self.storage = storage
@@ -255,7 +256,7 @@ class _Lowering:
     def type_of(self, e: Expr) -> DType:
         """Type of an expression of a validated program."""
         match e:
-            case Lit(dtype=t) | Cast(dtype=t):
+            case Lit(dtype=t) | Cast(dtype=t) | Bitcast(dtype=t):
                 return t
             case Var(name):
                 return self.types[name]
@@ -298,6 +299,11 @@ class _Lowering:
                 return f"select({self.expr(if_false)}, {self.expr(if_true)}, {self.expr(cond)})"
             case Cast(dtype, value):
                 return self.cast(self.type_of(value), dtype, self.expr(value))
+            case Bitcast(dtype, value):
+                code, helpers = bitcasts.bitcast(self.type_of(value), dtype, self.expr(value))
+                for name, source in helpers.items():
+                    self.helpers.setdefault(name, source)
+                return code
             case Fma(a, b, c):  # a * b + c, two roundings: fused is not on every device
                 t = self.type_of(a)
                 product = self.exact(t, f"({self.expr(a)} * {self.expr(b)})")
