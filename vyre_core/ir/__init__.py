@@ -26,7 +26,8 @@ _DEFINED_IN = {  # module -> the public names it defines
     ),
     "vyre_core.ir.program": ("Program",),
     "vyre_core.ir.requirements": ("ALL_OPS", "DEFAULT_OPS", "NEWER_OPS", "Requirements"),
-    "vyre_core.ir.validate": ("CODES", "Finding"),
+    "vyre_core.ir.codes": ("CODES",),
+    "vyre_core.ir.validate": ("Finding",),
 }
 _LAZY = {name: module for module, names in _DEFINED_IN.items() for name in names}
 
