@@ -64,7 +64,7 @@ pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast
 ROOT = Path(__file__).resolve().parent.parent
 HOLE = "{…}"  # what an f-string's formatted value becomes: it names nothing
 #: Containers of Fix texts whose name says nothing of it: (file, module-level name).
-KNOWN_HOLDERS = {("vyre_core/ir/validate.py", "CODES")}
+KNOWN_HOLDERS = {("vyre_core/ir/codes.py", "CODES")}
 #: Assignments to these names hold Fix texts (default_fix, _FIX, BACKEND_BUG_FIX, _OS_FIXES).
 FIX_NAME = re.compile(r"(?i)(?:^|_)fix(?:es)?(?:$|_)")
 #: CamelCase receivers of dotted names that are not vyre's (an unknown CamelCase name is
@@ -707,7 +707,7 @@ def test_the_collector_finds_the_fix_texts_and_their_options():
         assert ways[via] >= floor, f"only {ways[via]} Fix texts found by {via}: {ways}"
     files = {f.path for f in fixes}
     for path in ("vyre_core/errors.py", "vyre_core/config.py", "vyre_core/sequence/model.py",
-                 "vyre_core/ir/validate.py", "vyre_core/cli/doctor.py", "workers/server.py",
+                 "vyre_core/ir/codes.py", "vyre_core/cli/doctor.py", "workers/server.py",
                  "vyre_core/host_memory.py", "plugins/vyre-cpu/vyre_cpu/compiler.py"):
         assert path in files, f"no Fix text collected from {path}"
     texts = {f.text for f in fixes}

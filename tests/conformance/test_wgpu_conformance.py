@@ -25,6 +25,7 @@ REFUSED = {
     "cast_f64_f16_special": "f64 -> f16",
     "f64_isinf": "isinf on f64",
     **{f"{t}_edges_{i}": "WGSL has no 64-bit integers" for t in ("u64", "i64") for i in (0, 1)},
+    "bitcast_f64_u64_i64": "WGSL has no 64-bit integers",
 }
 
 

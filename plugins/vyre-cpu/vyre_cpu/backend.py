@@ -301,14 +301,17 @@ class Pipeline:
             kernel = self.compiled.kernel
         stop = cancel.words()
         words = [_words(a) for a in arrays] if self._f16 else arrays
-        timed = not threaded and worth_measuring(workgroups, layout.loops, threads)
+        # (timed from its second run on one thread: the first pays numba's first call)
+        timed = not threaded and self.compiled.ran_serially and worth_measuring(
+            workgroups, layout.loops, threads)
         started = time.thread_time() if timed else 0.0
         if kernel(gx, gy, gz, stop, *words):  # (a proven kernel left workgroups undone)
             self.compiled.fallback(threaded)(gx, gy, gz, stop, *words)
+        self.compiled.ran_serially |= not threaded
+        cancel.check()  # (stopped early: what it computed is not a result, nor its time)
         if timed:
             self.compiled.seconds_each = (time.thread_time() - started) / (
                 workgroups * layout.lanes)
-        cancel.check()  # (stopped early: what it computed is not a result)
         return [arrays[i] for i in layout.outputs]
 
 

@@ -140,8 +140,11 @@ class Compiled:
         self.seconds = seconds
         self.cached = cached
         # the CPU time an invocation took, the last time a launch ran on one thread and
-        # was timed (``threads.worth_measuring``): 0 until then
+        # was timed (``threads.worth_measuring``): 0 until then; a launch is timed once
+        # the serial kernel ``ran_serially`` (its first call costs numba's first call:
+        # taken for the kernel's own, it sent a 3-trip loop's next launches to threads)
         self.seconds_each = 0.0
+        self.ran_serially = False
 
     @property
     def kernel(self) -> Any:
