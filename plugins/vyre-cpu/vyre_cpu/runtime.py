@@ -18,7 +18,13 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from vyre_core.ir.dtypes import CANONICAL_NAN, DType
+
 _FAST = {"cache": True, "nogil": True}
+#: The canonical quiet NaNs' bits (numba reads module globals as constants)
+_NAN_F16 = CANONICAL_NAN[DType.F16]
+_NAN_F32 = CANONICAL_NAN[DType.F32]
+_NAN_F64 = CANONICAL_NAN[DType.F64]
 
 
 # -- cancellation ---------------------------------------------------------------------------
@@ -444,13 +450,13 @@ def reinterpret(x, to):
 @njit(**_FAST)
 def bits_f32(x, to):
     """An f32's bits as ``to`` (np.uint32 or np.int32); a NaN's are the canonical NaN's."""
-    return to(0x7FC00000) if x != x else _reinterpret(x, to)
+    return to(_NAN_F32) if x != x else _reinterpret(x, to)
 
 
 @njit(**_FAST)
 def bits_f64(x, to):
     """An f64's bits as ``to`` (np.uint64 or np.int64); a NaN's are the canonical NaN's."""
-    return to(0x7FF8000000000000) if x != x else _reinterpret(x, to)
+    return to(_NAN_F64) if x != x else _reinterpret(x, to)
 
 
 # -- 64-bit integers: numba's u64 and i64 arithmetic wraps; i64 goes through its u64 bits
@@ -1173,7 +1179,7 @@ def f16_bits(value):
     """The 16 bits of ``value``, a binary16 value held in an f32; every NaN gives the
     canonical quiet NaN (0x7e00)."""
     if value != value:
-        return np.uint16(0x7E00)
+        return np.uint16(_NAN_F16)
     x = np.float64(value)
     sign = 0x8000 if math.copysign(1.0, x) < 0 else 0
     ax = abs(x)
