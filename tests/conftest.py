@@ -1,4 +1,5 @@
-"""Suite-wide guards: no test may leave a child process behind."""
+"""Suite-wide guards: no test may leave a child process behind, nor the FPU flushing
+subnormals."""
 
 from __future__ import annotations
 
@@ -27,6 +28,32 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config.get_terminal_writer().line(
         f"ERROR: child processes survived the test session and were killed: {names}", red=True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# (names, not literals: Python folds a product of two constants when it compiles)
+_SMALLEST_DOUBLE = 5e-324
+_ONE = 1.0
+
+
+def _flushing_subnormals() -> bool:
+    return _SMALLEST_DOUBLE * _ONE == 0.0
+
+
+@pytest.fixture(autouse=True)
+def _subnormals_kept():
+    """Subnormals are kept (docs/semantics.md) and the reference backend computes in the
+    test's own process: a shared library built with -ffast-math sets the thread's MXCSR
+    to flush them when it is loaded, and every later test there reads wrong numbers. The
+    test during which that happened fails here, and the FPU is set back for the next."""
+    yield
+    if _flushing_subnormals():
+        import ctypes
+        import ctypes.util
+
+        libm = ctypes.CDLL(ctypes.util.find_library("m"))
+        libm.fesetenv(ctypes.c_void_p(-1))  # glibc's FE_DFL_ENV
+        pytest.fail("the FPU flushes subnormals to zero after this test (a library loaded "
+                    "during it was built with -ffast-math?); it was set back to default")
 
 
 def _cmdline(proc: psutil.Process) -> str:

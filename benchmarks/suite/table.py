@@ -18,7 +18,6 @@ median of its rounds, because the machine is shared and noisy (the geometric mea
 also given over the best rounds)."""
 
 import argparse
-import contextlib
 import importlib
 import importlib.util
 import math
@@ -135,9 +134,8 @@ def _have(module: str) -> bool:
 
 
 def _taichi_init(**options: Any) -> None:
-    from vyre_benchmarks.suite.taichi_kernels import ti
-    with contextlib.redirect_stdout(sys.stderr):
-        ti.init(arch=ti.cpu, log_level=ti.WARN, **options)
+    from vyre_benchmarks.suite.taichi_kernels import init
+    init(**options)
 
 
 def launches(drv: Driver, have: dict[str, bool]) -> dict[str, float]:

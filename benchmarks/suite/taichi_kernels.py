@@ -9,14 +9,34 @@ Imported only where taichi is installed (``pip install 'vyre[suite]'``). No ``fr
 __future__ import annotations`` here: Taichi reads a kernel's annotations as objects."""
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import sys
+from typing import Any
 
 os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")  # (else ti.init asks Taichi's server)
 with contextlib.redirect_stdout(sys.stderr):  # (its banner, then "Starting on arch=x64")
     import taichi as ti
 
-    ti.init(arch=ti.cpu, log_level=ti.WARN)
+
+def init(**options: Any) -> None:
+    """``ti.init`` on the CPU sets the calling thread's FPU to flush subnormals to zero,
+    and every thread started after it inherits that. vyre keeps subnormals
+    (docs/semantics.md), and numpy's reference results and vyre's in-process reference
+    backend are computed in this process: the FPU is set back as it was (Taichi's own
+    threads keep Taichi's setting)."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    fenv = ctypes.create_string_buffer(64)  # (a fenv_t: 32 bytes on x86-64 glibc)
+    libm.fegetenv(fenv)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # ("Starting on arch=x64")
+            ti.init(arch=ti.cpu, log_level=ti.WARN, **options)
+    finally:
+        libm.fesetenv(fenv)
+
+
+init()
 
 F2 = ti.types.ndarray(dtype=ti.f32, ndim=2)
 F1 = ti.types.ndarray(dtype=ti.f32, ndim=1)
