@@ -215,6 +215,23 @@ class Bitcast(Expr):
     value: Expr
 
 
+#: The most elements a table holds: the math library's largest table with room to spare,
+#: small enough for a WGSL module-scope array on every device.
+MAX_TABLE = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class Table(Expr):
+    """Element ``index`` (u32) of a constant array of ``dtype``, each element given by its
+    bits (``bits[i]`` read as ``dtype``, as a literal's are); an index past the end reads
+    0, as a load does (docs/semantics.md, "Tables"). The math library's tables of
+    constants (docs/design-42.md)."""
+
+    dtype: DType
+    bits: tuple[int, ...]
+    index: Expr
+
+
 @dataclass(frozen=True, slots=True)
 class Fma(Expr):
     a: Expr
@@ -377,7 +394,7 @@ class SpecConstant:
 def children(node: Expr | Stmt) -> tuple[Expr | Stmt, ...]:
     """Direct child nodes, in field order."""
     match node:
-        case Load(index=i):
+        case Load(index=i) | Table(index=i):
             return (i,)
         case Binary(lhs=a, rhs=b):
             return (a, b)

@@ -59,6 +59,7 @@ from vyre_core.ir.nodes import (
     Store,
     Subgroup,
     SubgroupOp,
+    Table,
     Unary,
     UnOp,
     Var,
@@ -573,6 +574,8 @@ class _Dispatch:
                 return _cast(self.eval(value), dtype)
             case Bitcast(dtype, value):
                 return _bitcast(self.eval(value), dtype)
+            case Table(dtype, bits, index):
+                return _table(dtype, bits, self.eval(index))
             case Fma(a, b, c):  # a * b + c, rounded twice in the type (semantics.md)
                 va, vb, vc = self.eval(a), self.eval(b), self.eval(c)
                 return va * vb + vc
@@ -831,6 +834,19 @@ def _unary(op: UnOp, a: Value) -> Value:
         with np.errstate(all="ignore"):
             return _scalar(_FLOAT_FUNCS[op](np.asarray(a, np.float64)).astype(a.dtype))
     return _FLOAT_FUNCS[op](a)
+
+
+@functools.lru_cache(maxsize=256)
+def _table_values(dtype: DType, bits: tuple[int, ...]) -> np.ndarray:
+    """A table's values, with a 0 past the end (what an index out of range reads)."""
+    values = np.array([*bits, 0], _UNSIGNED[dtype.bits]).view(dtype.value_np)
+    values.flags.writeable = False
+    return values
+
+
+def _table(dtype: DType, bits: tuple[int, ...], index: Value) -> Value:
+    values = _table_values(dtype, bits)
+    return _scalar(values[np.minimum(index, np.uint32(len(bits)))])
 
 
 def _bitcast(v: Value, dst: DType) -> Value:

@@ -49,6 +49,7 @@ from vyre_core.ir.nodes import (
     Store,
     Subgroup,
     SubgroupOp,
+    Table,
     Unary,
     UnOp,
     Var,
@@ -128,6 +129,26 @@ fn {name}(x: f64) -> f64 {{
 }}""",
 }
 
+#: The f64 of the bits ``hi:lo`` (WGSL has no 64-bit bitcast): the significand as an exact
+#: f64 integer, scaled by two normal powers of two (one scaling to a subnormal result gives
+#: 0 on some drivers); infinities and NaN through f32, which holds them.
+_F64_OF_WORDS = f"""\
+fn vyre_f64_of_words(lo: u32, hi: u32) -> f64 {{
+    let e = (hi >> 20u) & 0x7ffu;
+    let m = f64(hi & 0xfffffu) * 4294967296.0lf + f64(lo);
+    var v: f64;
+    if (e == 0x7ffu) {{
+        v = f64(bitcast<f32>(select(0x7f800000u, 0x7fc00000u, m != 0.0lf) ^ {OPAQUE_ZERO}));
+    }} else if (e == 0u) {{
+        v = (m * ldexp(1.0lf, -537i)) * ldexp(1.0lf, -537i);
+    }} else {{
+        let first = (i32(e) - 1075i) / 2i;
+        let rest = i32(e) - 1075i - first;
+        v = ((m + 4503599627370496.0lf) * ldexp(1.0lf, first)) * ldexp(1.0lf, rest);
+    }}
+    return select(v, -v, (hi & 0x80000000u) != 0u);
+}}"""
+
 #: The high word of a u32 product, from 16-bit halves (WGSL has no 64-bit integers).
 _MULHI_U32 = """\
 fn vyre_mulhi_u32(a: u32, b: u32) -> u32 {
@@ -187,8 +208,9 @@ class _Lowering:
         self.assigned = {n.name for n in walk(program.body) if isinstance(n, Assign)}
         self.literals: dict[Lit, str] = {}
         self.helpers: dict[str, str] = {}
+        self.tables: dict[tuple[DType, tuple[int, ...]], str] = {}
         self.dtypes = {b.dtype for b in program.buffers} | {
-            n.dtype for n in walk(program.body) if isinstance(n, Lit | Cast | Bitcast)}
+            n.dtype for n in walk(program.body) if isinstance(n, Lit | Cast | Bitcast | Table)}
         storage = [b for b in program.buffers if b.access is not Access.WORKGROUP]
         self.length_word = {b.name: PARAMS_HEADER_WORDS + i for i, b in enumerate(storage)}
         self.storage = storage
@@ -256,7 +278,7 @@ class _Lowering:
     def type_of(self, e: Expr) -> DType:
         """Type of an expression of a validated program."""
         match e:
-            case Lit(dtype=t) | Cast(dtype=t) | Bitcast(dtype=t):
+            case Lit(dtype=t) | Cast(dtype=t) | Bitcast(dtype=t) | Table(dtype=t):
                 return t
             case Var(name):
                 return self.types[name]
@@ -304,6 +326,8 @@ class _Lowering:
                 for name, source in helpers.items():
                     self.helpers.setdefault(name, source)
                 return code
+            case Table(dtype, bits, index):
+                return self.table(dtype, bits, self.expr(index))
             case Fma(a, b, c):  # a * b + c, two roundings: fused is not on every device
                 t = self.type_of(a)
                 product = self.exact(t, f"({self.expr(a)} * {self.expr(b)})")
@@ -313,6 +337,32 @@ class _Lowering:
             case Subgroup():
                 return self.subgroup(e)
         raise AssertionError(e)
+
+    def table(self, dtype: DType, bits: tuple[int, ...], index: str) -> str:
+        """Element ``index`` of a table: its bits in a module-scope array of u32 words (a
+        variable, so any index may read it; 0 past the end), hidden from constant folding
+        as literals are, then read as ``dtype`` from the unsigned type of its width; an
+        f64 from its two words (``_F64_OF_WORDS``). 64-bit integers never reach here (the
+        lowering refuses them)."""
+        name = self.tables.get((dtype, bits))
+        per = 2 if dtype.bits == 64 else 1
+        if name is None:
+            name = self.tables[dtype, bits] = f"vyre_table{len(self.tables)}"
+            words = [w for b in (*bits, 0) for w in
+                     ((b & 0xFFFFFFFF, b >> 32) if per == 2 else (b,))]
+            self.helpers[name] = (
+                f"var<private> {name}: array<u32, {len(words)}> = "
+                f"array<u32, {len(words)}>({', '.join(f'{w}u' for w in words)});")
+        at = f"min({index}, {len(bits)}u)"
+        if per == 2:
+            self.helpers.setdefault("vyre_f64_of_words", _F64_OF_WORDS)
+            return (f"vyre_f64_of_words({name}[2u * {at}] ^ {OPAQUE_ZERO}, "
+                    f"{name}[2u * {at} + 1u] ^ {OPAQUE_ZERO})")
+        unsigned = {8: DType.U8, 16: DType.U16, 32: DType.U32}[dtype.bits]
+        code, helpers = bitcasts.bitcast(unsigned, dtype, f"({name}[{at}] ^ {OPAQUE_ZERO})")
+        for helper, source in helpers.items():
+            self.helpers.setdefault(helper, source)
+        return code
 
     def subgroup(self, e: Subgroup) -> str:
         """The device forms subgroups of exactly ``e.size`` consecutive local indices
