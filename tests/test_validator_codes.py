@@ -321,7 +321,7 @@ MORE_TRIGGERS = {
     "V037-u8-to-bool": ("V037", lambda: program(Let("b", Bitcast(DType.BOOL, Lit(DType.U8, 1))))),
     "V037-f64-to-u32": ("V037", lambda: program(Let("b", Bitcast(DType.U32, Lit(DType.F64, 0))))),
     "V038-bool": ("V038", lambda: program(Let("t", Table(DType.BOOL, (1,), U0)))),
-    "V038-too-many": ("V038", lambda: program(Let("t", Table(DType.U8, (0,) * 8193, U0)))),
+    "V038-too-many": ("V038", lambda: program(Let("t", Table(DType.U8, (0,) * 1025, U0)))),
     "V038-bits-past-the-width": ("V038", lambda: program(Let("t", Table(DType.U8, (256,), U0)))),
     "V038-signed-index": ("V038", lambda: program(Let("t", Table(DType.U32, (1,),
                                                                  Lit(DType.I32, 0))))),

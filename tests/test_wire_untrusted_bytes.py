@@ -302,7 +302,7 @@ def _corpus() -> dict[str, object]:
         "cast-dtype-past-end": with_expr([E_CAST, len(DType), LIT]),
         "bitcast-dtype-past-end": with_expr([E_BITCAST, len(DType), LIT]),
         "table-of-none": with_expr([E_TABLE, 0, [], LIT]),
-        "table-too-long": with_expr([E_TABLE, 6, [0] * 8193, LIT]),
+        "table-too-long": with_expr([E_TABLE, 6, [0] * 1025, LIT]),
         "table-u8-bits-256": with_expr([E_TABLE, 6, [1, 256], LIT]),
         "table-values-not-a-list": with_expr([E_TABLE, 0, 5, LIT]),
         "table-f32-bits-2**32": with_expr([E_TABLE, 2, [2**32], LIT]),

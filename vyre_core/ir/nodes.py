@@ -215,9 +215,10 @@ class Bitcast(Expr):
     value: Expr
 
 
-#: The most elements a table holds: the math library's largest table with room to spare,
-#: small enough for a WGSL module-scope array on every device.
-MAX_TABLE = 8192
+#: The most elements a table holds: the math library's tables with room to spare, and
+#: within what WGSL promises on every device (array constructors of 2047 elements, 8 KiB
+#: of private memory a shader: an f64 table of 1024 fills it).
+MAX_TABLE = 1024
 
 
 @dataclass(frozen=True, slots=True)

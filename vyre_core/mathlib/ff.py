@@ -122,41 +122,47 @@ def round_ff(k: Kernel, x: FF, scale: Operand = 0, dtype: DType = DType.F32) -> 
     """``2^scale * (hi + lo)`` rounded once to ``dtype`` (f32 or f16), to nearest, ties to
     even: subnormal results on the format's own grid and overflow to infinity included,
     and the f16 result built from integers (no float conversion, whose rounding WGSL
-    leaves to the device). ``x`` is an f32 pair with ``hi`` finite; ``scale`` an i32.
+    leaves to the device). ``x`` is a normalized f32 pair with ``hi`` finite (zero and
+    subnormal included); ``scale`` any i32 (past +-1000 every such pair gives 0 or
+    infinity, and it is taken as +-1000).
 
-    The value is scaled onto the integer grid of the result's quantum (``H + L``, ``H``
-    from ``hi`` and ``L`` from ``lo``, both exactly), ``H`` rounded to an integer, and
-    ``L`` moves that integer only where ``H`` lies on or next to a midpoint: where ``H``
-    is one, ``lo``'s sign decides (``L`` itself may have underflowed), and where
-    ``H + L`` is exactly one, the even neighbour is taken."""
+    Each part is read as its integer significand and scaled by powers of two onto the
+    integer grid of the result's quantum (``H`` from ``hi``, ``L`` from ``lo``, both
+    exactly, and no subnormal float is ever multiplied, so a device that flushes them
+    gives the same). ``H`` is rounded to an integer, and ``L`` moves that integer only
+    where ``H`` lies on or next to a midpoint: where ``H`` is one, ``lo``'s sign decides
+    (``L`` itself may have underflowed), and where ``H + L`` is exactly one, the even
+    neighbour is taken."""
     if x.hi.dtype is not DType.F32 or dtype not in _FORMATS:
         raise TypeError(f"round_ff rounds an f32 pair to f32 or f16, not a {x.hi.dtype} "
                         f"pair to {dtype}. Fix: compute the pair in f32")
     p, emin, ebits = _FORMATS[dtype]
     bias, inf_exponent = (1 << (ebits - 1)) - 1, (1 << ebits) - 1
-    bits = _let(k, bitcast(x.hi, DType.U32))
-    exponent = _let(k, cast((bits >> 23) & 0xFF, DType.I32) - 127 + as_val(scale, DType.I32))
-    target = _let(k, ir.max(exponent, lit(emin, DType.I32)))
-    # 2^shift puts the quantum of the result at 1; as two factors, each a normal f32
-    shift = _let(k, ir.min(ir.max(as_val(scale, DType.I32) - target + (p - 1), -252), 252))
-    half_shift = _let(k, shift >> 1)
-    factors = (_power_of_two(half_shift), _power_of_two(shift - half_shift))
-    big = _let(k, _scaled(bitcast(bits & 0x7FFFFFFF, DType.F32), factors))
-    small = _let(k, select(bits >= 0x80000000, -x.lo, x.lo))
-    little = _let(k, _scaled(small, factors))
+    bits, lo_bits = _let(k, bitcast(x.hi, DType.U32)), _let(k, bitcast(x.lo, DType.U32))
+    scale = _let(k, ir.min(ir.max(as_val(scale, DType.I32), -1000), 1000))
+    hi_m, hi_e = _significand(k, bits)
+    lead = lit(31, DType.I32) - cast(ir.clz(hi_m), DType.I32)
+    target = _let(k, ir.max(lead + hi_e + scale, lit(emin, DType.I32)))
+    shift = _let(k, scale - target + (p - 1))  # (2^shift puts the result's quantum at 1)
+    big = _let(k, _scaled(k, hi_m, shift + hi_e))
+    lo_m, lo_e = _significand(k, lo_bits)
+    same = _let(k, ((bits ^ lo_bits) & 0x80000000) == 0)
+    size = _let(k, _scaled(k, lo_m, shift + lo_e))
+    little = _let(k, select(same, size, -size))
+    has_lo = _let(k, lo_m != 0)
     nearest = _let(k, ir.round(big))
     off = _let(k, big - nearest)
     up_to, down_to = _let(k, 0.5 - off), _let(k, -0.5 - off)
     odd = _let(k, (cast(nearest, DType.U32) & 1) == 1)
-    up = select(up_to == 0.0, small > 0.0, ir.logical_or(
+    up = select(up_to == 0.0, ir.logical_and(has_lo, same), ir.logical_or(
         little > up_to, ir.logical_and(little == up_to, odd)))
-    down = select(down_to == 0.0, small < 0.0, ir.logical_or(
+    down = select(down_to == 0.0, ir.logical_and(has_lo, ir.logical_not(same)), ir.logical_or(
         little < down_to, ir.logical_and(little == down_to, odd)))
     n = _let(k, cast(select(big < 0.5, lit(0.0), select(
         up, nearest + 1.0, select(down, nearest - 1.0, nearest))), DType.U32))
     biased = _let(k, ir.min(target + bias, lit(inf_exponent, DType.I32)))
-    magnitude = select(biased >= inf_exponent, lit(inf_exponent << (p - 1), DType.U32),
-                       select(n == 0, lit(0, DType.U32),
+    magnitude = select(n == 0, lit(0, DType.U32),
+                       select(biased >= inf_exponent, lit(inf_exponent << (p - 1), DType.U32),
                               (cast(biased - 1, DType.U32) << (p - 1)) + n))
     if dtype is DType.F32:
         return bitcast(magnitude | (bits & 0x80000000), DType.F32)
@@ -176,10 +182,22 @@ def decided(k: Kernel, x: FF, err: Operand, scale: Operand = 0,
     return bitcast(below, bits) == bitcast(above, bits)
 
 
+def _significand(k: Kernel, bits: Val) -> tuple[Val, Val]:
+    """An f32's magnitude as ``m * 2^e``: its integer significand (the hidden one included
+    where it is normal; 0 for zero) and the exponent of its last bit."""
+    biased = _let(k, (bits >> 23) & 0xFF)
+    m = _let(k, select(biased == 0, bits & 0x7FFFFF, (bits & 0x7FFFFF) | 0x800000))
+    return m, _let(k, cast(ir.max(biased, 1), DType.I32) - 150)
+
+
+def _scaled(k: Kernel, m: Val, n: Val) -> Val:
+    """``m * 2^n`` as an f32 (``m`` below 2^24: its conversion is exact), through two
+    normal powers of two (``n`` taken in [-252, 126]: below, the result is under 2^-228)."""
+    n = _let(k, ir.min(ir.max(n, -252), 126))
+    half = _let(k, n >> 1)
+    return (cast(m, DType.F32) * _power_of_two(half)) * _power_of_two(n - half)
+
+
 def _power_of_two(n: Val) -> Val:
     """``2^n`` as an f32, for ``n`` in [-126, 127]."""
     return bitcast(cast(n + 127, DType.U32) << 23, DType.F32)
-
-
-def _scaled(value: Val, factors: tuple[Val, Val]) -> Val:
-    return (value * factors[0]) * factors[1]
