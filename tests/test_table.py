@@ -208,6 +208,31 @@ def test_a_drawn_table_reads_the_same_bytes_everywhere(driver, drawn):
         assert driver.dispatch(program, [at], backend)[0].tobytes() == want.tobytes(), backend
 
 
+def test_a_barrier_under_a_table_read_at_a_uniform_index_runs_everywhere(driver):
+    """Each workgroup writes its invocations' ids to workgroup memory, and, where its
+    table entry says so, reads a neighbour's after a barrier: the barrier is under a
+    condition on a table read at the workgroup's id, the same in all its invocations."""
+    k = ir.Kernel(workgroup=(64,))
+    out = k.output("out", ir.u32, 256)
+    shared = k.workgroup_buffer("shared", ir.u32, 64)
+    lid = k.let("lid", ir.local_id())
+    shared[lid] = ir.global_id()
+    value = k.let("value", ir.global_id())
+    with k.if_(ir.table([1, 0, 1, 1], ir.workgroup_id(), ir.u32) == 1):
+        k.barrier()
+        k.assign(value, shared[(lid + 1) % 64])
+    out[ir.global_id()] = value
+    program = k.build()
+    assert program.validate() == []
+    want = driver.dispatch(program, [], "reference")[0]
+    gid = np.arange(256, dtype=np.uint32)
+    neighbour = gid - gid % 64 + (gid % 64 + 1) % 64
+    assert want.tobytes() == np.where(np.isin(gid // 64, [0, 2, 3]), neighbour,
+                                      gid).astype(np.uint32).tobytes()
+    for backend in ("cpu", "wgpu"):
+        assert driver.dispatch(program, [], backend)[0].tobytes() == want.tobytes(), backend
+
+
 @pytest.mark.parametrize("t", [ir.f32, ir.f64, ir.u8], ids=str)
 def test_a_table_of_the_largest_size_reads_the_same_bytes_everywhere(driver, t):
     """A table of MAX_TABLE elements (an f64 one fills WGSL's promised private memory),

@@ -58,7 +58,7 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.ir.typerules import binop_result, subgroup_result, unop_result
-from vyre_wgpu import bitcasts, float_math, narrow_ints
+from vyre_wgpu import bitcasts, float_math, narrow_ints, tables
 
 #: Params uniform layout (u32 words): [0] 1 when the grid is folded (submission.launch_grid),
 #: else 0, [1] logical workgroups along x, [2] along y, [3] along z, [4] zero (see
@@ -128,30 +128,6 @@ fn {name}(x: f64) -> f64 {{
     return select(r, -r, r == 0.0lf && x < 0.0lf);  // (-0.5 rounds to -0)
 }}""",
 }
-
-#: The f64 of the bits ``w.y:w.x`` (WGSL has no 64-bit bitcast): the significand as an
-#: exact f64 integer, scaled by two normal powers of two, the first product behind a word
-#: the compiler cannot see (merged, the two make one scaling to a subnormal result, which
-#: gives 0 on some drivers); infinities and NaN through f32, which holds them.
-_F64_OF_WORDS = f"""\
-fn vyre_f64_of_words(w: vec2<u32>) -> f64 {{
-    let e = (w.y >> 20u) & 0x7ffu;
-    let m = f64(w.y & 0xfffffu) * 4294967296.0lf + f64(w.x);
-    var first = -537i;
-    var rest = -537i;
-    var whole = m;
-    if (e != 0u) {{
-        first = (i32(e) - 1075i) / 2i;
-        rest = i32(e) - 1075i - first;
-        whole = m + 4503599627370496.0lf;
-    }}
-    let part = whole * ldexp(1.0lf, first);
-    var v = select(part, -part, {OPAQUE_ZERO} != 0u) * ldexp(1.0lf, rest);
-    if (e == 0x7ffu) {{
-        v = f64(bitcast<f32>(select(0x7f800000u, 0x7fc00000u, m != 0.0lf) ^ {OPAQUE_ZERO}));
-    }}
-    return select(v, -v, (w.y & 0x80000000u) != 0u);
-}}"""
 
 #: The high word of a u32 product, from 16-bit halves (WGSL has no 64-bit integers).
 _MULHI_U32 = """\
@@ -343,27 +319,11 @@ class _Lowering:
         raise AssertionError(e)
 
     def table(self, dtype: DType, bits: tuple[int, ...], index: str) -> str:
-        """Element ``index`` of a table: its bits in a module-scope array of u32 (of
-        ``vec2<u32>`` for f64; a variable, so any index may read it; 0 past the end),
-        hidden from constant folding as literals are, then read as ``dtype`` from the
-        unsigned type of its width, an f64 from its two words (``_F64_OF_WORDS``).
-        64-bit integers never reach here (the lowering refuses them)."""
         name = self.tables.get((dtype, bits))
-        wide = dtype.bits == 64
         if name is None:
             name = self.tables[dtype, bits] = f"vyre_table{len(self.tables)}"
-            kind = "vec2<u32>" if wide else "u32"
-            values = ", ".join(f"vec2<u32>({b & 0xFFFFFFFF}u, {b >> 32}u)" if wide else
-                               f"{b}u" for b in (*bits, 0))
-            self.helpers[name] = (f"var<private> {name}: array<{kind}, {len(bits) + 1}> = "
-                                  f"array<{kind}, {len(bits) + 1}>({values});")
-        hide = f"vec2<u32>({OPAQUE_ZERO})" if wide else OPAQUE_ZERO
-        word = f"({name}[min({index}, {len(bits)}u)] ^ {hide})"
-        if wide:
-            self.helpers.setdefault("vyre_f64_of_words", _F64_OF_WORDS)
-            return f"vyre_f64_of_words({word})"
-        unsigned = {8: DType.U8, 16: DType.U16, 32: DType.U32}[dtype.bits]
-        code, helpers = bitcasts.bitcast(unsigned, dtype, word)
+            self.helpers[name] = tables.declaration(name, dtype, bits)
+        code, helpers = tables.element(name, dtype, len(bits), index, OPAQUE_ZERO)
         for helper, source in helpers.items():
             self.helpers.setdefault(helper, source)
         return code
