@@ -202,7 +202,8 @@ def test_a_drawn_table_reads_the_same_bytes_everywhere(driver, drawn):
     want = run(program, [at])[0]
     bits = np.array(drawn, np.uint32)
     nan = (bits & 0x7FFFFFFF) > 0x7F800000
-    canonical = np.concatenate([np.where(nan, np.uint32(0x7FC00000), bits), [0]])
+    canonical = np.concatenate([np.where(nan, np.uint32(0x7FC00000), bits),
+                                np.zeros(1, np.uint32)])
     assert want.tobytes() == canonical[np.minimum(at, len(drawn))].tobytes()
     for backend in ("cpu", "wgpu"):
         assert driver.dispatch(program, [at], backend)[0].tobytes() == want.tobytes(), backend
