@@ -49,6 +49,7 @@ from vyre_core.ir import (
     Store,
     Subgroup,
     SubgroupOp,
+    Table,
     Unary,
     UnOp,
     Var,
@@ -192,6 +193,8 @@ def every_node_program() -> Program:
     body += [Let(f"un_{op.value}", Unary(op, Var("lit0"))) for op in UnOp]
     body += [Let(f"cast_{t.value}", Cast(t, Var("id0"))) for t in DType]
     body += [Let(f"bitcast_{t.value}", Bitcast(t, Var("id0"))) for t in DType]
+    body += [Let(f"table_{t.value}", Table(t, tuple(SPECIAL_BITS[t]), Var("id0")))
+             for t in DType if t is not DType.BOOL]
     body += [Let(f"at_{op.value}", Atomic(op, "b1", one, one,
                                          one if op is AtomicOp.COMPARE_EXCHANGE else None))
              for op in AtomicOp]

@@ -43,6 +43,7 @@ from vyre_core.ir import (
     Store,
     Subgroup,
     SubgroupOp,
+    Table,
     Unary,
     UnOp,
     Var,
@@ -248,6 +249,10 @@ def v037_bitcast_between_two_widths() -> Program:
     return program(Let("b", Bitcast(DType.U16, Lit(DType.F32, 0))))
 
 
+def v038_table_of_no_values() -> Program:
+    return program(Let("t", Table(DType.F32, (), U0)))
+
+
 #: Deprecations in force while a trigger is validated (none in vyre reaches removal).
 REGISTRY = {"V029": (Deprecation("op", "unop.floor", "0.0.1", "0.1.0", "Use trunc."),)}
 
@@ -289,6 +294,7 @@ TRIGGERS = {
     "V035": v035_subgroup_op_under_a_non_uniform_if,
     "V036": v036_loop_variable_used_after_its_loop,
     "V037": v037_bitcast_between_two_widths,
+    "V038": v038_table_of_no_values,
 }
 
 # More triggers, reported with the same code (different rules under one code).
@@ -314,6 +320,11 @@ MORE_TRIGGERS = {
     "V037-bool-to-u32": ("V037", lambda: program(Let("b", Bitcast(DType.U32, Lit(DType.BOOL, 1))))),
     "V037-u8-to-bool": ("V037", lambda: program(Let("b", Bitcast(DType.BOOL, Lit(DType.U8, 1))))),
     "V037-f64-to-u32": ("V037", lambda: program(Let("b", Bitcast(DType.U32, Lit(DType.F64, 0))))),
+    "V038-bool": ("V038", lambda: program(Let("t", Table(DType.BOOL, (1,), U0)))),
+    "V038-too-many": ("V038", lambda: program(Let("t", Table(DType.U8, (0,) * 1025, U0)))),
+    "V038-bits-past-the-width": ("V038", lambda: program(Let("t", Table(DType.U8, (256,), U0)))),
+    "V038-signed-index": ("V038", lambda: program(Let("t", Table(DType.U32, (1,),
+                                                                 Lit(DType.I32, 0))))),
     "V036-loop-var-after-loop": ("V036", lambda: program(Loop("i", U0, U1, ()),
                                                          Store("out", U0, Var("i")))),
     "V005-let-twice": ("V005", lambda: program(Let("x", U1), Let("x", U0))),

@@ -22,6 +22,7 @@ from . import (
     cases_sequences,
     cases_special,
     cases_subgroups,
+    cases_table,
     cases_widths,
     cases_workgroup,
 )
@@ -31,7 +32,7 @@ __all__ = ["CASES", "SEQUENCE_CASES", "Case", "SequenceCase", "case"]
 
 CASES: list[Case] = [
     *cases_integer.CASES, *cases_widths.CASES, *cases_float.CASES, *cases_cast.CASES,
-    *cases_bitcast.CASES,
+    *cases_bitcast.CASES, *cases_table.CASES,
     *cases_bool.CASES,
     *cases_memory.CASES, *cases_grid.CASES, *cases_control.CASES, *cases_loops.CASES,
     *cases_workgroup.CASES,

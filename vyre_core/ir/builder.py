@@ -20,6 +20,7 @@ from vyre_core.errors import InvalidConfigError
 from vyre_core.ir import dtypes, scope, typerules
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
+    MAX_TABLE,
     Access,
     Assign,
     Atomic,
@@ -51,6 +52,7 @@ from vyre_core.ir.nodes import (
     Store,
     Subgroup,
     SubgroupOp,
+    Table,
     Unary,
     UnOp,
     Var,
@@ -346,6 +348,31 @@ def bitcast(x: Operand, dtype: DType) -> Val:
     other pairs (V037)."""
     v = as_val(x)
     return Val.of(Bitcast(dtype, v.node), dtype, v)
+
+
+def table(values: Any, index: Operand, dtype: DType | None = None) -> Val:
+    """Element ``index`` (u32) of the constant array ``values``, 0 past its end (as a
+    load): ``ir.table([1.0, 0.5, 0.25], i, ir.f32)``. A numpy array keeps its type;
+    Python numbers take ``dtype``, floats rounded to it as literals are."""
+    if dtype is None:
+        dtype = _NUMPY_DTYPES.get(getattr(values, "dtype", None))
+        if dtype is None:
+            raise TypeError("ir.table(values, index) of Python numbers needs their type. "
+                            "Fix: pass dtype, e.g. ir.table(values, i, ir.f32), or a numpy "
+                            "array of a vyre type")
+    if dtype is DType.BOOL:
+        raise TypeError("a table of bool. Fix: a table of u32 0s and 1s, compared with != 0")
+    elements = np.ravel(values).tolist() if isinstance(values, np.ndarray) else list(values)
+    if not 1 <= len(elements) <= MAX_TABLE:
+        raise ValueError(f"a table of {len(elements)} values. Fix: give it 1 to {MAX_TABLE} "
+                         "values; a larger array belongs in a buffer")
+    try:
+        bits = tuple(dtype.to_bits(v) for v in elements)
+    except TypeError as exc:
+        raise TypeError(f"a table of {dtype.value}: {exc}. Fix: give it "
+                        f"{'ints' if dtype.is_int else 'numbers'} only") from None
+    i = as_val(index, DType.U32)
+    return Val.of(Table(dtype, bits, i.node), dtype, i)
 
 
 #: The largest exponent ``x ** n`` multiplies out (a larger one is ``ir.pow``'s).

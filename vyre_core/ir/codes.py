@@ -4,6 +4,8 @@ A code is never renumbered; a new one takes the next number."""
 
 from __future__ import annotations
 
+from vyre_core.ir.nodes import MAX_TABLE
+
 #: code -> the Fix shown with every finding of that code.
 CODES: dict[str, str] = {
     "V001": "give every buffer a unique name",
@@ -56,4 +58,6 @@ CODES: dict[str, str] = {
             "declare a variable with a let before the loop and assign it inside",
     "V037": "bitcast between numeric types of one width (f16/u16/i16, f32/u32/i32, "
             "f64/u64/i64, u8/i8); to convert a value to another width or to bool, cast it",
+    "V038": f"give a table 1 to {MAX_TABLE} values of a numeric type (their bits in its "
+            "width) and a u32 index (ir.table(values, index, ir.f32))",
 }

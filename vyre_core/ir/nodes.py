@@ -215,6 +215,24 @@ class Bitcast(Expr):
     value: Expr
 
 
+#: The most elements a table holds: the math library's tables with room to spare, and
+#: within what WGSL promises on every device (array constructors of 2047 elements, 8 KiB
+#: of private memory a shader: an f64 table of 1024 fills it).
+MAX_TABLE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Table(Expr):
+    """Element ``index`` (u32) of a constant array of ``dtype``, each element given by its
+    bits (``bits[i]`` read as ``dtype``, as a literal's are); an index past the end reads
+    0, as a load does (docs/semantics.md, "Tables"). The math library's tables of
+    constants (docs/design-42.md)."""
+
+    dtype: DType
+    bits: tuple[int, ...]
+    index: Expr
+
+
 @dataclass(frozen=True, slots=True)
 class Fma(Expr):
     a: Expr
@@ -377,7 +395,7 @@ class SpecConstant:
 def children(node: Expr | Stmt) -> tuple[Expr | Stmt, ...]:
     """Direct child nodes, in field order."""
     match node:
-        case Load(index=i):
+        case Load(index=i) | Table(index=i):
             return (i,)
         case Binary(lhs=a, rhs=b):
             return (a, b)

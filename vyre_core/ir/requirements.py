@@ -34,6 +34,7 @@ from vyre_core.ir.nodes import (
     Store,
     Subgroup,
     SubgroupOp,
+    Table,
     Unary,
     UnOp,
     Var,
@@ -48,6 +49,7 @@ _NODE_OPS = {
     While: "stmt.while", Break: "stmt.break", Continue: "stmt.continue",
     Lit: "expr.literal", Var: "expr.var", Load: "expr.load", BufLen: "expr.buffer_len",
     Select: "expr.select", Cast: "expr.cast", Fma: "expr.fma", Bitcast: "expr.bitcast",
+    Table: "expr.table",
     SpecRef: "expr.literal",  # (a constant runs as the literal of its chosen value)
 }
 
@@ -72,7 +74,8 @@ NEWER_OPS: frozenset[str] = frozenset(
                                    UnOp.EXP2, UnOp.LOG2)]
     + [f"binop.{op.value}" for op in (BinOp.ROTL, BinOp.ROTR, BinOp.MULHI, BinOp.ADD_SAT,
                                       BinOp.SUB_SAT, BinOp.POW, BinOp.ATAN2)]
-    + ["stmt.while", "stmt.break", "stmt.continue", "stmt.loop_step", "expr.bitcast"]
+    + ["stmt.while", "stmt.break", "stmt.continue", "stmt.loop_step", "expr.bitcast",
+       "expr.table"]
     + [f"subgroup.{op.value}" for op in SubgroupOp]
     + [f"dtype.{t.value}" for t in NEWER_DTYPES]
 )
@@ -126,7 +129,7 @@ def requirements_of(program) -> Requirements:
     for node in walk(program.body):
         ops.add(_op_id(node))
         match node:
-            case Lit(dtype=t) | Cast(dtype=t) | Bitcast(dtype=t):
+            case Lit(dtype=t) | Cast(dtype=t) | Bitcast(dtype=t) | Table(dtype=t):
                 dtypes.add(t)
             case Atomic():
                 features.add("atomics")

@@ -32,6 +32,7 @@ from vyre_core.ir.nodes import (
     Select,
     SpecRef,
     Stmt,
+    Table,
     Unary,
     Var,
     While,
@@ -57,7 +58,7 @@ def is_uniform(e: Expr, uniform_vars: Container[str], buffers: Mapping[str, Buff
             return False
         case Binary(_, a, b):
             return is_uniform(a, uniform_vars, buffers) and is_uniform(b, uniform_vars, buffers)
-        case Unary(_, a) | Cast(_, a) | Bitcast(_, a):
+        case Unary(_, a) | Cast(_, a) | Bitcast(_, a) | Table(index=a):
             return is_uniform(a, uniform_vars, buffers)
         case Select(a, b, c) | Fma(a, b, c):
             return all(is_uniform(x, uniform_vars, buffers) for x in (a, b, c))

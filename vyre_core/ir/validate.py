@@ -19,6 +19,7 @@ from vyre_core.ir import typerules, wire
 from vyre_core.ir.codes import CODES
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
+    MAX_TABLE,
     Access,
     Assign,
     Atomic,
@@ -45,6 +46,7 @@ from vyre_core.ir.nodes import (
     Store,
     Subgroup,
     SubgroupOp,
+    Table,
     Unary,
     Var,
     While,
@@ -517,6 +519,15 @@ class _Validator:
                 if t is not None and not typerules.bitcast_allowed(t, dtype):
                     self.report("V037", f"bitcast from {t.value} ({t.bits} bit) to "
                                 f"{dtype.value} ({dtype.bits} bit)")
+                return dtype
+            case Table(dtype, bits, index):
+                t = self.expr(index)
+                if t is not None and t is not DType.U32:
+                    self.report("V038", f"table index has type {t.value}, not u32")
+                if dtype is DType.BOOL or not 1 <= len(bits) <= MAX_TABLE:
+                    self.report("V038", f"table of {len(bits)} {dtype.value} values")
+                elif any(not 0 <= b < 1 << dtype.bits for b in bits):
+                    self.report("V038", f"table value bits out of the {dtype.bits}-bit range")
                 return dtype
             case Fma(a, b, c):
                 ts = (self.expr(a), self.expr(b), self.expr(c))

@@ -17,6 +17,7 @@ import msgpack
 from vyre_core.errors import InvalidProgramError
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
+    MAX_TABLE,
     ONE,
     Access,
     Assign,
@@ -49,6 +50,7 @@ from vyre_core.ir.nodes import (
     Store,
     Subgroup,
     SubgroupOp,
+    Table,
     Unary,
     UnOp,
     Var,
@@ -81,7 +83,7 @@ _SUBGROUP_TAGS = {op: i for i, op in enumerate(SubgroupOp)}
 
 # Expression tags 1..; statement tags 64..
 (E_LIT, E_VAR, E_LOAD, E_BUFLEN, E_ID, E_BIN, E_UN, E_SELECT, E_CAST, E_FMA, E_ATOMIC,
- E_SPEC, E_SUBGROUP, E_BITCAST) = range(1, 15)
+ E_SPEC, E_SUBGROUP, E_BITCAST, E_TABLE) = range(1, 16)
 (S_LET, S_ASSIGN, S_STORE, S_IF, S_LOOP, S_RETURN, S_BARRIER, S_BLOCK, S_WHILE, S_BREAK,
  S_CONTINUE, S_LOOP_STEP) = range(64, 76)
 
@@ -197,6 +199,8 @@ def _enc_expr(e: Expr, depth: int) -> list:
             return [E_CAST, DTYPE_TAGS[dtype], _enc_expr(value, d)]
         case Bitcast(dtype, value):
             return [E_BITCAST, DTYPE_TAGS[dtype], _enc_expr(value, d)]
+        case Table(dtype, bits, index):
+            return [E_TABLE, DTYPE_TAGS[dtype], list(bits), _enc_expr(index, d)]
         case Fma(a, b, c):
             return [E_FMA, _enc_expr(a, d), _enc_expr(b, d), _enc_expr(c, d)]
         case Atomic(op, buffer, index, value, comparand):
@@ -394,7 +398,7 @@ class _Decoder:
         d = depth + 1
         shape = {E_LIT: 3, E_VAR: 2, E_LOAD: 3, E_BUFLEN: 2, E_ID: 3, E_BIN: 4, E_UN: 3,
                  E_SELECT: 4, E_CAST: 3, E_FMA: 4, E_ATOMIC: 6, E_SPEC: 2, E_SUBGROUP: 5,
-                 E_BITCAST: 3}
+                 E_BITCAST: 3, E_TABLE: 4}
         tag = self.tag({t: t for t in shape}, v[0] if v else None, "expression")
         self.arr(v, f"expression {tag}", shape[tag])
         if tag == E_LIT:
@@ -421,6 +425,14 @@ class _Decoder:
             return Cast(self.tag(_DTYPES, v[1], "dtype"), self.expr(v[2], d))
         if tag == E_BITCAST:
             return Bitcast(self.tag(_DTYPES, v[1], "dtype"), self.expr(v[2], d))
+        if tag == E_TABLE:
+            dtype = self.tag(_DTYPES, v[1], "dtype")
+            values = self.arr(v[2], "table values")
+            if not 1 <= len(values) <= MAX_TABLE:
+                raise self.fail(f"a table of {len(values)} values, not 1 to {MAX_TABLE}")
+            hi = 1 if dtype is DType.BOOL else 2**dtype.bits - 1
+            return Table(dtype, tuple(self.int_(b, "table value bits", 0, hi) for b in values),
+                         self.expr(v[3], d))
         if tag == E_FMA:
             return Fma(self.expr(v[1], d), self.expr(v[2], d), self.expr(v[3], d))
         if tag == E_SUBGROUP:

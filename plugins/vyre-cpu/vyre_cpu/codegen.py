@@ -52,6 +52,7 @@ from vyre_core.ir.nodes import (
     Store,
     Subgroup,
     SubgroupOp,
+    Table,
     Unary,
     UnOp,
     Var,
@@ -124,7 +125,7 @@ def refusal(program: Program) -> str | None:
         if b.dtype not in DTYPES:
             return f"buffer {b.name!r} is {b.dtype.value}, which the cpu backend does not run"
     for node in walk(program.body):
-        if isinstance(node, Lit | Cast | Bitcast) and node.dtype not in DTYPES:
+        if isinstance(node, Lit | Cast | Bitcast | Table) and node.dtype not in DTYPES:
             return f"a {node.dtype.value} value, which the cpu backend does not run"
     return None
 
@@ -393,7 +394,7 @@ class _Writer:
     def typeof(self, e: Expr) -> DType:
         """The type of ``e`` in this program (validated)."""
         match e:
-            case Lit(dtype) | Cast(dtype) | Bitcast(dtype):
+            case Lit(dtype) | Cast(dtype) | Bitcast(dtype) | Table(dtype):
                 return dtype
             case Var(name):
                 return self.var(name)[1]
@@ -973,6 +974,9 @@ class _Writer:
             case Bitcast(dtype, value):
                 a, t = self.expr(value)
                 return self.bitcast(a, t, dtype), dtype
+            case Table(dtype, bits, index):
+                i, _ = self.expr(index)
+                return f"load({self.table(dtype, bits)}, {i}, {_NP[dtype]}(0))", dtype
             case Fma(a, b, c):
                 x, t = self.expr(a)
                 y, _ = self.expr(b)
@@ -1029,7 +1033,7 @@ class _Writer:
                 return self.buffers[buffer].access is not Access.WORKGROUP
             case Load(buffer, index):
                 return self.read_only(buffer) and self.invariant(index)
-            case Binary() | Unary() | Cast() | Bitcast() | Select() | Fma():
+            case Binary() | Unary() | Cast() | Bitcast() | Table() | Select() | Fma():
                 return all(map(self.invariant, children(e)))
         return False
 
@@ -1072,7 +1076,7 @@ class _Writer:
                 return self.var(name)[0] in self.scalars
             case Load(buffer, index):
                 return self.read_only(buffer) and self.lane_free(index)
-            case Binary() | Unary() | Cast() | Bitcast() | Select() | Fma():
+            case Binary() | Unary() | Cast() | Bitcast() | Table() | Select() | Fma():
                 return all(map(self.lane_free, children(e)))
         return False
 
@@ -1136,6 +1140,15 @@ class _Writer:
             width = "np.uint32" if dtype is DType.F32 else "np.uint64"
             value = f"{width}({bits}).view({_NP[dtype]})"
         self.consts.append(f"{name} = {value}")
+        return name
+
+    def table(self, dtype: DType, bits: tuple[int, ...]) -> str:
+        """A module constant holding a table's values (read as a buffer is: 0 past the
+        end), by bit pattern; f16 in its f32 carrier (exact)."""
+        name = f"K{len(self.consts)}"
+        width = {8: "np.uint8", 16: "np.uint16", 32: "np.uint32", 64: "np.uint64"}[dtype.bits]
+        of = "np.float16).astype(np.float32" if dtype is DType.F16 else _NP[dtype]
+        self.consts.append(f"{name} = np.array({list(bits)}, {width}).view({of})")
         return name
 
     def binary(self, op: BinOp, a: str, b: str, t: DType) -> str:
@@ -1388,7 +1401,7 @@ class _Writer:
                     if not self.invariant(n):
                         return False
                 case Lit() | BufLen() | InvocationId() | Binary() | Unary() | Cast() | \
-                        Bitcast() | Select():
+                        Bitcast() | Table() | Select():
                     pass
                 case _:
                     return False

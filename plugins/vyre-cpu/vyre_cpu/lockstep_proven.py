@@ -53,6 +53,7 @@ from vyre_core.ir.nodes import (
     Stmt,
     Store,
     Subgroup,
+    Table,
     Unary,
     Var,
     While,
@@ -337,7 +338,7 @@ def rematerialized(program: Program) -> Program:
         nodes = list(walk((e,)))
         return len(nodes) <= _REMAT_NODES and all(
             isinstance(n, Lit | InvocationId | BufLen | Binary | Unary | Cast | Bitcast |
-                       Select) or
+                       Table | Select) or
             (isinstance(n, Load) and n.buffer in fixed and isinstance(n.index, Lit))
             for n in nodes)
 

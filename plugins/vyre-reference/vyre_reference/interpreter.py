@@ -59,6 +59,7 @@ from vyre_core.ir.nodes import (
     Store,
     Subgroup,
     SubgroupOp,
+    Table,
     Unary,
     UnOp,
     Var,
@@ -205,6 +206,7 @@ class _Dispatch:
             else:
                 self.mem[b.name] = inputs[b.name]
         self.used_vars = _used_vars(program)
+        self.tables: dict[int, np.ndarray] = {}  # id of a Table node -> its values, 0 last
 
     def workgroups_per_chunk(self) -> int:
         """As many workgroups as MAX_LANES and MAX_WORKGROUP_MEMORY_BYTES allow. A launch
@@ -573,6 +575,12 @@ class _Dispatch:
                 return _cast(self.eval(value), dtype)
             case Bitcast(dtype, value):
                 return _bitcast(self.eval(value), dtype)
+            case Table(dtype, bits, index):
+                values = self.tables.get(id(e))
+                if values is None:  # (once a dispatch: not hashing the bits at every read)
+                    values = self.tables[id(e)] = np.array(
+                        [*bits, 0], _UNSIGNED[dtype.bits]).view(dtype.value_np)
+                return _table(values, self.eval(index))
             case Fma(a, b, c):  # a * b + c, rounded twice in the type (semantics.md)
                 va, vb, vc = self.eval(a), self.eval(b), self.eval(c)
                 return va * vb + vc
@@ -831,6 +839,12 @@ def _unary(op: UnOp, a: Value) -> Value:
         with np.errstate(all="ignore"):
             return _scalar(_FLOAT_FUNCS[op](np.asarray(a, np.float64)).astype(a.dtype))
     return _FLOAT_FUNCS[op](a)
+
+
+def _table(values: np.ndarray, index: Value) -> Value:
+    """Element ``index`` of a table's values, which end with the 0 an index past the end
+    reads."""
+    return _scalar(values[np.minimum(index, np.uint32(len(values) - 1))])
 
 
 def _bitcast(v: Value, dst: DType) -> Value:

@@ -49,6 +49,7 @@ from vyre_core.ir.nodes import (
     Store,
     Subgroup,
     SubgroupOp,
+    Table,
     Unary,
     UnOp,
     Var,
@@ -57,7 +58,7 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.ir.typerules import binop_result, subgroup_result, unop_result
-from vyre_wgpu import bitcasts, float_math, narrow_ints
+from vyre_wgpu import bitcasts, float_math, narrow_ints, tables
 
 #: Params uniform layout (u32 words): [0] 1 when the grid is folded (submission.launch_grid),
 #: else 0, [1] logical workgroups along x, [2] along y, [3] along z, [4] zero (see
@@ -187,8 +188,9 @@ class _Lowering:
         self.assigned = {n.name for n in walk(program.body) if isinstance(n, Assign)}
         self.literals: dict[Lit, str] = {}
         self.helpers: dict[str, str] = {}
+        self.tables: dict[tuple[DType, tuple[int, ...]], str] = {}
         self.dtypes = {b.dtype for b in program.buffers} | {
-            n.dtype for n in walk(program.body) if isinstance(n, Lit | Cast | Bitcast)}
+            n.dtype for n in walk(program.body) if isinstance(n, Lit | Cast | Bitcast | Table)}
         storage = [b for b in program.buffers if b.access is not Access.WORKGROUP]
         self.length_word = {b.name: PARAMS_HEADER_WORDS + i for i, b in enumerate(storage)}
         self.storage = storage
@@ -256,7 +258,7 @@ class _Lowering:
     def type_of(self, e: Expr) -> DType:
         """Type of an expression of a validated program."""
         match e:
-            case Lit(dtype=t) | Cast(dtype=t) | Bitcast(dtype=t):
+            case Lit(dtype=t) | Cast(dtype=t) | Bitcast(dtype=t) | Table(dtype=t):
                 return t
             case Var(name):
                 return self.types[name]
@@ -304,6 +306,8 @@ class _Lowering:
                 for name, source in helpers.items():
                     self.helpers.setdefault(name, source)
                 return code
+            case Table(dtype, bits, index):
+                return self.table(dtype, bits, self.expr(index))
             case Fma(a, b, c):  # a * b + c, two roundings: fused is not on every device
                 t = self.type_of(a)
                 product = self.exact(t, f"({self.expr(a)} * {self.expr(b)})")
@@ -313,6 +317,16 @@ class _Lowering:
             case Subgroup():
                 return self.subgroup(e)
         raise AssertionError(e)
+
+    def table(self, dtype: DType, bits: tuple[int, ...], index: str) -> str:
+        name = self.tables.get((dtype, bits))
+        if name is None:
+            name = self.tables[dtype, bits] = f"vyre_table{len(self.tables)}"
+            self.helpers[name] = tables.declaration(name, dtype, bits)
+        code, helpers = tables.element(name, dtype, len(bits), index, OPAQUE_ZERO)
+        for helper, source in helpers.items():
+            self.helpers.setdefault(helper, source)
+        return code
 
     def subgroup(self, e: Subgroup) -> str:
         """The device forms subgroups of exactly ``e.size`` consecutive local indices

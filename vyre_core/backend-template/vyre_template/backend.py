@@ -167,8 +167,8 @@ def vyre_compile(program: Program, config: DispatchConfig) -> None:
 def vyre_supported_ops() -> frozenset[str]:
     """Pure (routing asks it before any worker): every op but those the IR gained after
     the contract froze (``ir.NEWER_OPS``: stride and while loops, break and continue,
-    subgroups, the bit and rounding ops, tan, tanh, exp2, log2, pow, atan2, bitcast, the 8-,
-    16- and 64-bit integers). Name those in ``CLAIMS["supported_ops"]`` once
+    subgroups, the bit and rounding ops, tan, tanh, exp2, log2, pow, atan2, bitcast,
+    table, the 8-, 16- and 64-bit integers). Name those in ``CLAIMS["supported_ops"]`` once
     your device runs them (a loop's ``step``, say)."""
     return frozenset(CLAIMS.get("supported_ops", DEFAULT_OPS))
 

@@ -1,0 +1,7 @@
+"""vyre's math library, written in the IR: functions made of the basic operations only, so
+that every backend that runs the basic operations as written (each rounded once, to
+nearest even: docs/semantics.md) gives the same bits for them, and a result proved
+correctly rounded once is so everywhere (docs/design-42.md).
+
+``ff``: float-float arithmetic, the exact building blocks, and the one final rounding.
+"""
