@@ -42,6 +42,7 @@ from vyre_core.errors import (
     UnsupportedFeatureError,
     VyreError,
 )
+from vyre_core.mathlib.library import version as math_library_version
 from vyre_core.pipeline import CompiledPipeline, pipeline_cache_key
 from vyre_core.sequence import Sequence, SequenceBuilder
 from vyre_reference import run as reference_run
@@ -129,6 +130,7 @@ def test_minimal_identity_defaults(minimal):
     assert host.precedence() == 1000
     assert host.loaded.call("vyre_backend_claims") == {}
     assert host.is_reference_oracle() is False
+    assert host.loaded.call("vyre_lowers_math_library", version="any") is False
     # (the ops newer than contract 1 only when named: a plugin written before them is
     # never routed a program it would misread)
     assert host.supported_ops() == ir.DEFAULT_OPS == ir.ALL_OPS - ir.NEWER_OPS
@@ -531,6 +533,12 @@ class FullBackend:
         self._seen("vyre_supported_ops")
         return FULL_CAPS["supported_ops"]
 
+    @hookimpl
+    def vyre_lowers_math_library(self, version):
+        self._seen("vyre_lowers_math_library")
+        self.math_version = version
+        return True
+
     # dispatch
     @hookimpl
     def vyre_dispatch(self, program, inputs, config):
@@ -778,6 +786,14 @@ def check_supported_ops(host, backend):
     assert host.supported_ops() <= ir.ALL_OPS
 
 
+def check_lowers_math_library(host, backend):
+    """A backend that computes the math library itself is given programs as they are
+    (and is asked about the library version the worker has)."""
+    program = xor_program()
+    assert host.runnable(program) is program
+    assert backend.math_version == math_library_version()
+
+
 def check_dispatch(host, backend):
     # the framework enters through the (overridden) borrowed hook, which calls dispatch
     out = host.dispatch(xor_program(), [A8, B8])
@@ -969,6 +985,7 @@ FULL_CHECKS = {
     "vyre_backend_claims": check_backend_claims,
     "vyre_is_reference_oracle": check_is_reference_oracle,
     "vyre_supported_ops": check_supported_ops,
+    "vyre_lowers_math_library": check_lowers_math_library,
     "vyre_dispatch": check_dispatch,
     "vyre_dispatch_borrowed": check_dispatch_borrowed,
     "vyre_dispatch_timed": check_dispatch_timed,

@@ -1,8 +1,10 @@
 """Compiled-pipeline handles and their cache keys.
 
 A key is blake3 over the canonical program bytes, the dispatch policy that changes
-compiled code (workgroup override, constants, ULP budget) and the backend id and version, so equal
-IR built differently shares a pipeline and any change to those parts gets a new one.
+compiled code (workgroup override, constants, ULP budget), the backend id and version and
+the math library's version (a backend that computes the library itself is given the
+program without it written out), so equal IR built differently shares a pipeline and any
+change to those parts gets a new one.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.specialize import specialize
 from vyre_core.launch import effective_program
+from vyre_core.mathlib.library import version as math_library_version
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.sequence import output_buffers
 
@@ -30,7 +33,8 @@ def pipeline_cache_key(program: Program, config: DispatchConfig, backend_id: str
     """The key of the program as it will run (``effective_program``): an override equal
     to the program's own workgroup, or a constant given its default, shares the key."""
     effective = effective_program(program, config)
-    policy = msgpack.packb([config.ulp_budget, backend_id, backend_version])
+    policy = msgpack.packb([config.ulp_budget, backend_id, backend_version,
+                            math_library_version()])
     digest = blake3.blake3(effective.to_wire())
     digest.update(b"\x00vyre-pipeline\x00")
     digest.update(policy)

@@ -54,6 +54,8 @@ from vyre_core.launch import (
     plan_launch,
     run_launch,
 )
+from vyre_core.mathlib.inline import expand
+from vyre_core.mathlib.library import version as math_library_version
 from vyre_core.pipeline import CompiledPipeline, pipeline_cache_key
 from vyre_core.registry import ENTRY_POINT_GROUP
 from vyre_core.sequence import Role
@@ -85,6 +87,7 @@ class BackendHost:
         self.generation = generation
         self._id: str = self.loaded.call("vyre_backend_id")
         self._caps: Capabilities | None = None
+        self._lowers_math: bool | None = None  # (asked once: the answer is static)
         self._devices: list[DeviceInfo] | None = None
         self.device: int | None = None  # the device it is pinned to (None: the default)
         self._prepared = False
@@ -117,6 +120,19 @@ class BackendHost:
 
     def supported_ops(self) -> frozenset[str]:
         return frozenset(self._call("vyre_supported_ops"))
+
+    def runnable(self, work: Program | StepSequence) -> Program | StepSequence:
+        """``work`` as this backend is given it: the math library's functions written out
+        into each program (``mathlib.inline``), unless the backend says it computes this
+        version of the library itself."""
+        if self._lowers_math is None:
+            self._lowers_math = bool(self._call("vyre_lowers_math_library",
+                                                version=math_library_version()))
+        if self._lowers_math:
+            return work
+        if isinstance(work, Program):
+            return expand(work)
+        return work.with_programs(expand)
 
     # -- devices -------------------------------------------------------------------------
 

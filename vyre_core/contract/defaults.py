@@ -63,6 +63,10 @@ class ConservativeDefaults:
     def vyre_supported_ops(self) -> frozenset[str]:
         return DEFAULT_OPS
 
+    @hookimpl(trylast=True)
+    def vyre_lowers_math_library(self, version: str) -> bool:
+        return False
+
     # dispatch
     @hookimpl(trylast=True)
     def vyre_dispatch_borrowed(self, program, inputs, config) -> list[np.ndarray]:

@@ -83,6 +83,14 @@ def vyre_supported_ops() -> frozenset[str]:
     Default: ``ir.DEFAULT_OPS``, every op but the newer ones."""
 
 
+@hookspec(firstresult=True)
+def vyre_lowers_math_library(version: str) -> bool:
+    """Whether this backend computes the operations of the math library of ``version``
+    (``vyre_core.mathlib``) itself, giving the bytes the library's functions give on
+    every input; otherwise the worker host writes those functions out into each program
+    before the backend sees it. Default: ``False``."""
+
+
 # -- Dispatch -------------------------------------------------------------------------------
 
 

@@ -4,4 +4,6 @@ nearest even: docs/semantics.md) gives the same bits for them, and a result prov
 correctly rounded once is so everywhere (docs/design-42.md).
 
 ``ff``: float-float arithmetic, the exact building blocks, and the one final rounding.
+``library``: the functions, the operations they compute, and the library's version.
+``inline``: writing the functions out into a program, where it uses those operations.
 """

@@ -22,7 +22,7 @@ after ``max_iterations`` (reported, not raised).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -130,6 +130,19 @@ class Sequence:
         for n, step in self.steps():
             found.setdefault(step.program.fingerprint(), (step.program, []))[1].append(n)
         return list(found.values())
+
+    def with_programs(self, change: Callable[[Program], Program]) -> Sequence:
+        """This sequence with each step's program replaced by ``change(program)`` (the
+        buffers a program binds must stay as they were); itself where nothing changed."""
+        programs = {p.fingerprint(): p for p, _ in self.programs()}
+        changed = {fp: change(p) for fp, p in programs.items()}
+        if all(changed[fp] is p for fp, p in programs.items()):
+            return self
+        def items(body: tuple[Item, ...]) -> tuple[Item, ...]:
+            return tuple(replace(item, body=items(item.body)) if isinstance(item, StepLoop)
+                         else replace(item, program=changed[item.program.fingerprint()])
+                         for item in body)
+        return replace(self, items=items(self.items))
 
     def lengths(self, step: Step) -> dict[str, int]:
         """Element count of each non-workgroup buffer of ``step``'s program, by its name."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields, replace
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.exprtypes import type_of
 from vyre_core.ir.nodes import (
     ONE,
     Access,
@@ -393,22 +394,7 @@ class _Writer:
 
     def typeof(self, e: Expr) -> DType:
         """The type of ``e`` in this program (validated)."""
-        match e:
-            case Lit(dtype) | Cast(dtype) | Bitcast(dtype) | Table(dtype):
-                return dtype
-            case Var(name):
-                return self.var(name)[1]
-            case InvocationId() | BufLen():
-                return DType.U32
-            case Load(buffer) | Atomic(buffer=buffer):
-                return self.buffers[buffer].dtype
-            case Binary(op, lhs, rhs):
-                return binop_result(op, self.typeof(lhs), self.typeof(rhs))
-            case Unary(op, operand):
-                return unop_result(op, self.typeof(operand))
-            case Select(_, if_true, _) | Fma(if_true, _, _):
-                return self.typeof(if_true)
-        return subgroup_result(e.op, None, None)  # (lockstep only: never ranged)
+        return type_of(e, lambda name: self.var(name)[1], self.buffers)
 
     def range_name(self, name: str) -> str | None:
         """A variable's kernel name, for ``Ranges``: None for one assigned again."""

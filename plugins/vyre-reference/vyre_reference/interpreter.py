@@ -67,6 +67,7 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.limits import index_exceeded
+from vyre_core.mathlib.inline import expand
 
 #: The most invocations run in lockstep at once (one chunk of a launch): a chunk's
 #: per-lane arrays (ids, masks, variables) take a few bytes per lane each.
@@ -91,8 +92,9 @@ _UFUNC_AT = {AtomicOp.MIN: np.minimum, AtomicOp.MAX: np.maximum, AtomicOp.AND: n
 def run(program: Program, inputs: Sequence[Any], grid: Sequence[int] | None = None,
         constants: Mapping[str, Any] | None = None) -> list[np.ndarray]:
     """Outputs of one dispatch, in ABI order (see docs/semantics.md); ``constants`` chooses
-    the program's specialization values (defaults otherwise)."""
-    program = program.specialize(constants or {})
+    the program's specialization values (defaults otherwise). The math library's
+    functions are written out first, as a worker host does before any backend runs."""
+    program = expand(program.specialize(constants or {}))
     bound = abi.bind_inputs(program, inputs)
     lengths = abi.buffer_lengths(program, bound)
     return execute(program, bound, abi.infer_grid(program, lengths, grid))

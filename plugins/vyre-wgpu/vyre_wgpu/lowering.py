@@ -18,6 +18,7 @@ import numpy as np
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.exprtypes import type_of
 from vyre_core.ir.nodes import (
     ONE,
     SUBGROUP_LANE_OPS,
@@ -57,7 +58,6 @@ from vyre_core.ir.nodes import (
     loop_jumps,
     walk,
 )
-from vyre_core.ir.typerules import binop_result, subgroup_result, unop_result
 from vyre_wgpu import bitcasts, float_math, narrow_ints, tables
 
 #: Params uniform layout (u32 words): [0] 1 when the grid is folded (submission.launch_grid),
@@ -257,27 +257,7 @@ class _Lowering:
 
     def type_of(self, e: Expr) -> DType:
         """Type of an expression of a validated program."""
-        match e:
-            case Lit(dtype=t) | Cast(dtype=t) | Bitcast(dtype=t) | Table(dtype=t):
-                return t
-            case Var(name):
-                return self.types[name]
-            case Load(buffer=b) | Atomic(buffer=b):
-                return self.buffers[b].dtype
-            case BufLen() | InvocationId():
-                return DType.U32
-            case Binary(op, lhs, rhs):
-                return binop_result(op, self.type_of(lhs), self.type_of(rhs))
-            case Unary(op, x):
-                return unop_result(op, self.type_of(x))
-            case Fma(a=x):
-                return self.type_of(x)
-            case Subgroup(op, _, value, lane):
-                return subgroup_result(op, None if value is None else self.type_of(value),
-                                       None if lane is None else self.type_of(lane))
-            case Select(if_true=x):
-                return self.type_of(x)
-        raise AssertionError(e)
+        return type_of(e, self.types.__getitem__, self.buffers)
 
     def expr(self, e: Expr) -> str:
         match e:
