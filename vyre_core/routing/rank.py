@@ -17,6 +17,7 @@ from vyre_core.errors import InvalidInputError, NoCapableBackendError, PluginLoa
 from vyre_core.ir.requirements import ALL_OPS, FEATURES
 from vyre_core.launch import Launch
 from vyre_core.limits import buffer_exceeded, grid_exceeded, workgroup_exceeded
+from vyre_core.mathlib.inline import expand
 from vyre_core.registry import BackendRegistration
 from vyre_core.sequence import Sequence as StepSequence
 
@@ -392,12 +393,15 @@ def _key(work: Routable) -> str | tuple:
 
 
 def _requirements(target: Routable) -> list[tuple[str, Requirements]]:
-    """What ``target`` needs: a program's requirements; for a sequence, each distinct
-    program's, each reason then saying which steps it holds for (one backend runs all)."""
+    """What ``target`` needs: a program's requirements as a backend is given it (the
+    math library's functions written out: ``mathlib.inline``); for a sequence, each
+    distinct program's, each reason then saying which steps it holds for (one backend
+    runs all)."""
     if isinstance(target, StepSequence):
         return [(f"step{'s' if len(steps) > 1 else ''} {_numbers(steps)}: ",
-                 program.requirements()) for program, steps in target.programs()]
-    return [("", target.requirements())]
+                 expand(program).requirements()) for program, steps in target.programs()]
+    program = target.program if isinstance(target, Launch) else target
+    return [("", expand(program).requirements())]
 
 
 def _numbers(steps: list[int]) -> str:
