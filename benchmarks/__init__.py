@@ -9,4 +9,4 @@ run here, say an optional dependency missing; None when it can)."""
 #: Suite names in run order; the module of ``name`` is ``vyre_benchmarks.bench_<name>``.
 SUITES = ("foundation", "contract", "routing", "startup", "workers", "wgpu", "sequences", "ray",
           "cpu", "cpu_launch", "kernels", "lib", "lib_histogram", "lib_matmul", "lib_sort",
-          "suite", "suite_numba", "suite_warp", "suite_taichi")
+          "math", "suite", "suite_numba", "suite_warp", "suite_taichi")

@@ -1,0 +1,104 @@
+"""The transcendentals' throughput (issue 42): each IR function over 4 Mi f32 through a
+Driver on cpu and wgpu (lavapipe here: a software Vulkan on the same cores), next to
+numpy's f32 function on the same array timed in turns with it (one call of each per
+round, medians), so a machine that slows down moves both alike. The input is a
+``Driver.asarray`` array (its descriptor crosses, no copy); the output comes back as an
+ordinary array. Arguments lie where each function does its work: ``exp``'s whole range,
+``sin`` up to 50 (a reduction at every magnitude), ``pow``'s bases near 1 and exponents to
++-40, ...
+
+Before it is timed, each result is checked against the reference backend's: within the
+ULP budget the semantics state for transcendentals today (docs/semantics.md), identical
+bytes once the op is computed by the correctly rounded math library (issue 42: the
+budget the check uses is the one in ``cases_special``).
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from vyre_benchmarks.harness import Result, reps
+from vyre_core import Driver, ir
+from vyre_core.compare import first_divergence
+from vyre_core.conformance.cases_special import TRANSCENDENTAL_ULP
+
+REQUIRES = ("reference", "cpu", "wgpu")
+N = 1 << 22
+
+
+def _uniform(low: float, high: float) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: rng.uniform(low, high, N).astype(np.float32)
+
+
+def _log_uniform(rng: np.random.Generator) -> np.ndarray:
+    return np.exp2(rng.uniform(-120, 120, N)).astype(np.float32)
+
+
+#: op -> (IR builder, numpy's function, how each operand is drawn)
+OPS: dict[str, tuple[Callable, Callable, tuple[Callable, ...]]] = {
+    "exp": (ir.exp, np.exp, (_uniform(-87, 88),)),
+    "exp2": (ir.exp2, np.exp2, (_uniform(-126, 127),)),
+    "log": (ir.log, np.log, (_log_uniform,)),
+    "log2": (ir.log2, np.log2, (_log_uniform,)),
+    "sin": (ir.sin, np.sin, (_uniform(-50, 50),)),
+    "cos": (ir.cos, np.cos, (_uniform(-50, 50),)),
+    "tan": (ir.tan, np.tan, (_uniform(-50, 50),)),
+    "tanh": (ir.tanh, np.tanh, (_uniform(-10, 10),)),
+    "pow": (ir.pow, np.power, (_uniform(0.25, 4.0), _uniform(-40, 40))),
+    "atan2": (ir.atan2, np.arctan2, (_uniform(-10, 10), _uniform(-10, 10))),
+}
+
+
+@functools.cache
+def _driver() -> Driver:
+    return Driver()  # (closed at exit by the driver's own atexit hook)
+
+
+@functools.cache
+def _program(op: str) -> ir.Program:
+    fn, _, operands = OPS[op]
+    k = ir.Kernel(workgroup=(256,))
+    ins = [k.read(f"x{j}", ir.f32) for j in range(len(operands))]
+    out = k.output("out", ir.f32, N)
+    i = k.let("i", ir.global_id())
+    out[i] = fn(*(x[i] for x in ins))
+    return k.build()
+
+
+@functools.cache
+def _inputs(op: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    rng = np.random.default_rng(42)
+    arrays = [draw(rng) for draw in OPS[op][2]]
+    return arrays, [_driver().asarray(a) for a in arrays]
+
+
+def _bench(op: str, backend: str) -> Callable[[], Result]:
+    def bench() -> Result:
+        drv, program, (arrays, shared) = _driver(), _program(op), _inputs(op)
+        numpy_fn = OPS[op][1]
+        want, = drv.dispatch(program, arrays, "reference")
+        got, = drv.dispatch(program, shared, backend)
+        found = first_divergence(want, got, ir.f32, TRANSCENDENTAL_ULP)
+        if found is not None:
+            raise AssertionError(f"{op} on {backend} differs from the reference: {found}")
+        mine: list[float] = []
+        theirs: list[float] = []
+        for _ in range(reps(7 if backend == "cpu" else 3, 1)):
+            for call, into in ((lambda: drv.dispatch(program, shared, backend), mine),
+                               (lambda: numpy_fn(*arrays), theirs)):
+                start = time.perf_counter()
+                call()
+                into.append(time.perf_counter() - start)
+        return Result(f"{op} over 4 Mi f32, {backend} backend", statistics.median(mine) * 1e3,
+                      "ms", f"numpy.{numpy_fn.__name__} f32", statistics.median(theirs) * 1e3)
+
+    bench.__name__ = f"{op}_4m_f32_{backend}_vs_numpy"
+    return bench
+
+
+BENCHMARKS = [_bench(op, backend) for backend in ("cpu", "wgpu") for op in OPS]
