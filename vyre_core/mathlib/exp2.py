@@ -11,16 +11,18 @@ input (tools/exp2_exhaustive.py) proves them right once for all:
   a pair from two tables.
 - ``2^r - 1 = e^s - 1`` with ``s = r ln 2`` as a pair (``two_prod``), ``s + s^2 / 2``
   with ``s_hi^2`` exact (``two_prod``), the rest ``s^2 / 2 (s / 3 + s^2 / 12 + s^3 / 60)``
-  and the terms of ``s_lo`` in plain f32: absolute error below 2^-50.
+  and the terms of ``s_lo`` in plain f32: absolute error about 2^-50.
 - ``T (1 + p) = T_hi + T_hi p_hi + (the low terms)``, ``T_hi p_hi`` exact: a pair within
-  about 2^-46 (relative) of ``2^x`` in the worst case, rounded once by ``ff.round_ff`` at
+  about 2^-46 (relative, by the sizes of the f32 roundings of the low terms; the
+  exhaustive run finds it wrong only where ``2^x`` lies within 2^-48 of a rounding
+  boundary) of ``2^x``, rounded once by ``ff.round_ff`` at
   scale ``n >> 6`` (subnormal results on their grid, overflow to infinity), to f32 or,
   for f16, straight to f16 (never f16 of the rounded f32: design-42 section 4).
 
 Integer ``x`` gives ``T = 1`` and ``r = 0``, so an exact power of two (``2^-150``, the
 midpoint between 0 and the least subnormal, rounds to +0, ties to even). Every other
 input has an irrational result; the f32 inputs whose pair lies too near a rounding
-boundary to round right are listed in ``_EXCEPTIONS`` with their correct results, found
+boundary to round right are listed in ``_EXCEPTION_INPUTS`` with their correct results, found
 by running every f32 input against MPFR. No f16 input needs one (checked over all 65,536).
 """
 
@@ -109,8 +111,9 @@ def _core(k: Kernel, x: Val) -> tuple[FF, Val]:
     r = _let(k, x - cast(n, F32) * (1 / 64))
     j = _let(k, cast(n & 63, U32))
     t_hi, t_lo = _let(k, table(_T_HI, j)), _let(k, table(_T_LO, j))
-    # s = r ln 2 as a pair; e^s - 1 = s + s^2/2 + (s^2/2)(s/3 + s^2/12 + s^3/60) + the
-    # terms of s_lo (s_lo (1 + s + s^2/2) - s_lo): |s| < 2^-7.5, the next term 2^-54.
+    # s = r ln 2 as a pair, |s| < 2^-7.5: e^s - 1 = (e^s_hi - 1) + s_lo (1 + s_hi + s_hi^2/2)
+    # (to 2^-56), e^s_hi - 1 = s_hi + s_hi^2/2 (1 + s_hi/3 + s_hi^2/12 + s_hi^3/60) (the
+    # next term, s^6/720, is below 2^-54)
     s = ff.two_prod(k, r, _LN2_HI)
     s_lo = _let(k, s.lo + r * _LN2_LO)
     square = ff.two_prod(k, s.hi, s.hi)
@@ -130,8 +133,6 @@ def _exception(k: Kernel, x: Val, rounded: Val) -> Val:
     """``rounded``, or the listed result where ``x`` is a listed input: a branch-free
     bisection over the sorted inputs (padded to a power of two with 0xFFFFFFFF, which no
     bitcast of an f32 gives: NaNs read as the canonical NaN's bits)."""
-    if not _EXCEPTION_INPUTS:
-        return rounded
     size = 1 << (len(_EXCEPTION_INPUTS) - 1).bit_length()
     keys = np.full(size, 0xFFFFFFFF, np.uint32)
     keys[: len(_EXCEPTION_INPUTS)] = _EXCEPTION_INPUTS
