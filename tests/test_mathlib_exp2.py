@@ -65,9 +65,13 @@ def f32_bits(values) -> np.ndarray:
 def adversarial() -> np.ndarray:
     """Inputs where 2^x is exact, a tie, subnormal, near overflow or near 1, the special
     values, the hard cases and every listed exception."""
-    integers = np.arange(-160, 140, dtype=np.float32)  # (-149..127 exact; beyond 0 and inf)
-    subnormal = np.arange(-150 * 64, -126 * 64 + 1, dtype=np.float32) / 64  # step 1/64
     f32 = np.float32
+    integers = np.arange(-160, 140, dtype=f32)  # (-149..127 exact; beyond 0 and inf)
+    # subnormal results: x in [-150, -126] at every 1/64 (the table's points) and at 2048
+    # bit patterns spread evenly between (every reduced argument's size)
+    subnormal = np.concatenate([np.arange(-150 * 64, -126 * 64 + 1, dtype=np.float32) / 64,
+                                np.linspace(0xC2FC0000, 0xC3160000, 2048).astype(
+                                    np.uint32).view(f32)])
     around = [-150, -149.5, -149, -126, -125.5, 128, 127, -151, 0.5, -0.5, 1, -1]
     near = [np.nextafter(f32(v), f32(d)) for v in around for d in (-np.inf, np.inf)]
     tiny = [2.0**-149, -(2.0**-149), 2.0**-126, 2.0**-30, -(2.0**-30), 2.0**-25, -(2.0**-25),
