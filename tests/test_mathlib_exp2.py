@@ -67,10 +67,11 @@ def adversarial() -> np.ndarray:
     values, the hard cases and every listed exception."""
     f32 = np.float32
     integers = np.arange(-160, 140, dtype=f32)  # (-149..127 exact; beyond 0 and inf)
-    # subnormal results: x in [-150, -126] at every 1/64 (the table's points) and at 2048
-    # bit patterns spread evenly between (every reduced argument's size)
-    subnormal = np.concatenate([np.arange(-150 * 64, -126 * 64 + 1, dtype=np.float32) / 64,
-                                np.linspace(0xC2FC0000, 0xC3160000, 2048).astype(
+    # subnormal results and the least normal ones: x in [-150, -124] at every 1/64 (the
+    # table's points) and at 2048 bit patterns spread evenly between (every reduced
+    # argument's size)
+    subnormal = np.concatenate([np.arange(-150 * 64, -124 * 64 + 1, dtype=f32) / 64,
+                                np.linspace(0xC2F80000, 0xC3160000, 2048).astype(
                                     np.uint32).view(f32)])
     around = [-150, -149.5, -149, -126, -125.5, 128, 127, -151, 0.5, -0.5, 1, -1]
     near = [np.nextafter(f32(v), f32(d)) for v in around for d in (-np.inf, np.inf)]
