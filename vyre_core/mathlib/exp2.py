@@ -15,11 +15,9 @@ input (tools/exp2_exhaustive.py) proves them right once for all:
 - ``T (1 + p) = T_hi + T_hi p_hi + (the low terms)``, ``T_hi p_hi`` exact: a pair within
   about 2^-46 (relative, by the sizes of the f32 roundings of the low terms; the
   exhaustive run finds it wrong only where ``2^x`` lies within 2^-48 of a rounding
-  boundary) of ``2^x``, at scale ``n >> 6``. Rounded once: to f32, a normal result is
-  ``hi`` scaled by two exact products (the pair is normalized: ``hi`` is its f32
-  rounding; overflow gives infinity), and a result below the normal range goes through
-  ``ff.round_ff`` (onto the subnormal grid); to f16, always ``ff.round_ff``, straight
-  to f16 (never f16 of the rounded f32: design-42 section 4).
+  boundary) of ``2^x``, rounded once by ``ff.round_ff`` at
+  scale ``n >> 6`` (subnormal results on their grid, overflow to infinity), to f32 or,
+  for f16, straight to f16 (never f16 of the rounded f32: design-42 section 4).
 
 Integer ``x`` gives ``T = 1`` and ``r = 0``, so an exact power of two (``2^-150``, the
 midpoint between 0 and the least subnormal, rounds to +0, ties to even). Every other
@@ -90,15 +88,8 @@ def exp2_f32(k: Kernel, x: Val) -> Val:
     """``2^x`` correctly rounded to f32, for an f32 ``x``: NaN for NaN, +0 at and below
     -150, +inf from 128 up."""
     pair, scale = _core(k, x)
-    # A normal result is 2^scale hi exactly: the pair is normalized, so hi is already the
-    # pair rounded to f32. Only the results below the normal range (x < -125) need the
-    # full rounding onto the subnormal grid: a branch on a rare condition (about 100 of
-    # the function's 240 operations, skipped everywhere else).
-    rounded = _let(k, (pair.hi * ff._power_of_two(scale >> 1)) * ff._power_of_two(
-        scale - (scale >> 1)))
-    with k.if_(scale < -125):
-        k.assign(rounded, ff.round_ff(k, pair, scale))
-    return select(x != x, x, _exception(k, x, rounded))
+    rounded = _exception(k, x, ff.round_ff(k, pair, scale))
+    return select(x != x, x, rounded)
 
 
 def exp2_f16(k: Kernel, x: Val) -> Val:
