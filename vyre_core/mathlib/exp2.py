@@ -88,8 +88,7 @@ def exp2_f32(k: Kernel, x: Val) -> Val:
     """``2^x`` correctly rounded to f32, for an f32 ``x``: NaN for NaN, +0 at and below
     -150, +inf from 128 up."""
     pair, scale = _core(k, x)
-    rounded = _exception(k, x, ff.round_ff(k, pair, scale))
-    return select(x != x, x, rounded)
+    return select(x != x, x, _exception(k, x, _round_f32(k, pair, scale)))
 
 
 def exp2_f16(k: Kernel, x: Val) -> Val:
@@ -127,6 +126,28 @@ def _core(k: Kernel, x: Val) -> tuple[FF, Val]:
     low = ((product.lo + t_lo * p.hi) + t_hi * p_lo) + t_lo
     head = ff.fast_two_sum(k, t_hi, product.hi)
     return ff.fast_two_sum(k, head.hi, head.lo + low), _let(k, n >> 6)
+
+
+def _round_f32(k: Kernel, x: FF, scale: Val) -> Val:
+    """``ff.round_ff(k, x, scale)`` for ``_core``'s pairs (``hi`` in [0.99, 2), the pair
+    normalized, ``scale`` in [-160, 140]) in a third of its operations (35 against 111;
+    measured, round_ff is nearly half of the function's cost otherwise). A normal result
+    is ``2^scale hi`` exactly, by two exact products (overflow gives infinity): ``hi`` is
+    already the pair rounded to f32. Below the normal range (``scale <= -126``, results
+    under 2^-125, whose quantum is 2^-149), the pair is scaled onto the integer grid of
+    2^-149 (``H + L``, both exact) and ``H`` rounded to an integer, ties to even: ``L``,
+    at most half an ulp of ``H``, changes that integer only where ``H`` is a midpoint
+    (then ``L``'s sign decides), and the integer is the result's bits."""
+    half = _let(k, scale >> 1)
+    normal = (x.hi * ff._power_of_two(half)) * ff._power_of_two(scale - half)
+    quanta = _let(k, ff._power_of_two(ir.min(scale + 149, 23)))
+    big, little = _let(k, x.hi * quanta), _let(k, x.lo * quanta)
+    nearest = _let(k, ir.round(big))
+    off = _let(k, big - nearest)
+    up = select(ir.logical_and(off == 0.5, little > 0.0), 1.0, 0.0)
+    down = select(ir.logical_and(off == -0.5, little < 0.0), 1.0, 0.0)
+    subnormal = bitcast(cast(nearest + up - down, U32), F32)
+    return select(scale <= -126, subnormal, normal)
 
 
 def _exception(k: Kernel, x: Val, rounded: Val) -> Val:
