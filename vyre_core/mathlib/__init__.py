@@ -4,6 +4,7 @@ nearest even: docs/semantics.md) gives the same bits for them, and a result prov
 correctly rounded once is so everywhere (docs/design-42.md).
 
 ``ff``: float-float arithmetic, the exact building blocks, and the one final rounding.
+``exp2``: ``2^x`` correctly rounded in f32 and f16 (checked over every input).
 ``library``: the functions, the operations they compute, and the library's version.
 ``inline``: writing the functions out into a program, where it uses those operations.
 """
