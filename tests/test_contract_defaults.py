@@ -137,6 +137,23 @@ def test_minimal_identity_defaults(minimal):
     assert {"stmt.loop_step", "stmt.while", "subgroup.add", "unop.clz"} <= ir.NEWER_OPS
 
 
+def test_a_backend_is_given_programs_with_the_math_library_written_out(minimal):
+    """The default (``vyre_lowers_math_library`` False): every hook that takes a program
+    gets it with the library's functions written out, made once per program."""
+    _, host = minimal
+    k = ir.Kernel(workgroup=(8,))
+    x, out = k.read("x", ir.f32), k.output("out", ir.f32, 8)
+    i = k.let("i", ir.global_id())
+    out[i] = ir.exp2(x[i])
+    program = k.build()
+    given = host.runnable(program)
+    assert "unop.exp2" in program.requirements().ops
+    assert "unop.exp2" not in given.requirements().ops and given.check() is given
+    assert host.runnable(program) is given
+    plain = xor_program()
+    assert host.runnable(plain) is plain
+
+
 def test_minimal_capability_defaults(minimal):
     _, host = minimal
     caps = host.capabilities()

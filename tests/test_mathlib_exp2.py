@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vyre_core import Driver, ir
+from vyre_core import Driver, SequenceBuilder, ir
 from vyre_core.mathlib import exp2
 from vyre_reference import run
 
@@ -184,3 +184,38 @@ def test_every_backend_gives_the_references_bytes(driver, backend):
         want = driver.dispatch(prog, [bits], "reference")[0]
         got = driver.dispatch(prog, [bits], backend)[0]
         assert got.tobytes() == want.tobytes(), f"exp2 f{width} on {backend}"
+
+
+def op_program(floats: ir.DType, lanes: int) -> ir.Program:
+    """``out[i] = ir.exp2(x[i])``: the IR operation itself, as a user writes it."""
+    k = ir.Kernel(workgroup=(64,))
+    x, out = k.read("x", floats), k.output("out", floats, lanes)
+    i = k.let("i", ir.global_id())
+    out[i] = ir.exp2(x[i])
+    return k.build()
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
+def test_the_ir_operation_is_the_librarys_on_every_backend(driver, backend):
+    """A program that uses ``ir.exp2`` itself is given to each backend with the library's
+    function written out (the worker host does it): MPFR's bytes on every backend, in a
+    single dispatch and as the step of a sequence."""
+    rng = np.random.default_rng(5)
+    f32 = np.concatenate([adversarial(), rng.integers(0, 2**32, 2048, dtype=np.uint32)])
+    for floats, bits, width in ((ir.f32, f32, 32), (ir.f16, EVERY_F16, 16)):
+        values = bits.view(np.float32 if width == 32 else np.float16)
+        got = driver.dispatch(op_program(floats, bits.size), [values], backend)[0]
+        assert got.view(bits.dtype).tobytes() == correct(bits, width).tobytes(), \
+            f"ir.exp2 on f{width} on {backend}"
+    lanes = 4096
+    b = SequenceBuilder()
+    b.input("x", ir.f32, lanes)
+    b.transient("t", ir.f32, lanes)
+    b.transient("u", ir.f32, lanes)
+    b.step(op_program(ir.f32, lanes), {"x": "x", "out": "t"})
+    b.step(op_program(ir.f32, lanes), {"x": "t", "out": "u"})
+    x = (rng.standard_normal(lanes) * 8).astype(np.float32)
+    t, u = driver.dispatch_sequence(b.build(returns=["t", "u"]), [x], backend=backend)
+    want_t = correct(x.view(np.uint32), 32)
+    assert t.view(np.uint32).tobytes() == want_t.tobytes(), f"a sequence's step on {backend}"
+    assert u.view(np.uint32).tobytes() == correct(want_t, 32).tobytes()

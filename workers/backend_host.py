@@ -88,6 +88,7 @@ class BackendHost:
         self._id: str = self.loaded.call("vyre_backend_id")
         self._caps: Capabilities | None = None
         self._lowers_math: bool | None = None  # (asked once: the answer is static)
+        self._runnable: OrderedDict[str, Program | StepSequence] = OrderedDict()
         self._devices: list[DeviceInfo] | None = None
         self.device: int | None = None  # the device it is pinned to (None: the default)
         self._prepared = False
@@ -124,15 +125,23 @@ class BackendHost:
     def runnable(self, work: Program | StepSequence) -> Program | StepSequence:
         """``work`` as this backend is given it: the math library's functions written out
         into each program (``mathlib.inline``), unless the backend says it computes this
-        version of the library itself."""
+        version of the library itself. Every hook that takes a program is given it so;
+        kept per fingerprint."""
         if self._lowers_math is None:
             self._lowers_math = bool(self._call("vyre_lowers_math_library",
                                                 version=math_library_version()))
         if self._lowers_math:
             return work
-        if isinstance(work, Program):
-            return expand(work)
-        return work.with_programs(expand)
+        key = work.fingerprint()
+        found = self._runnable.get(key)
+        if found is None:
+            found = expand(work) if isinstance(work, Program) else work.with_programs(expand)
+            self._runnable[key] = found
+            if len(self._runnable) > PLAN_CACHE:
+                self._runnable.popitem(last=False)
+        else:
+            self._runnable.move_to_end(key)
+        return found
 
     # -- devices -------------------------------------------------------------------------
 
@@ -228,6 +237,7 @@ class BackendHost:
         (what ``dispatch_into`` writes into), both kept per (program, input signature,
         config): a launch that repeats all three is bound by its ``abi.Binder``."""
         config = config or DispatchConfig()
+        program = self.runnable(program)
         signature = abi.input_signature(inputs)
         recent = self._recent.get((id(program), id(config)))
         if recent is not None and recent[0] is program and recent[1] is config \
@@ -300,7 +310,8 @@ class BackendHost:
     def compile(self, program: Program, config: DispatchConfig | None = None) -> CompiledPipeline:
         """Compile once: the backend's native pipeline, or a passthrough over dispatch."""
         config = config or DispatchConfig()
-        source, program = program, effective_program(program, config)
+        source = self.runnable(program)
+        program = effective_program(source, config)
         compile_config = config.replace(workgroup_override=None, constants=())
         native = self._call("vyre_compile", program=program, config=compile_config)
         if native is not None and not isinstance(native, NativePipeline):
@@ -364,7 +375,7 @@ class BackendHost:
         if not self.loaded.implements("vyre_dispatch_resident"):
             return self._call("vyre_dispatch_resident", program=program, handles=list(handles),
                               config=config)  # the default: UnsupportedFeatureError
-        program = effective_program(program, config)
+        program = effective_program(self.runnable(program), config)
         bound = [b for b in program.buffers if b.access is not Access.WORKGROUP]
         if len(handles) != len(bound):
             raise InvalidInputError(f"{len(handles)} resident handles for {len(bound)} buffers",
@@ -406,6 +417,7 @@ class BackendHost:
                          config: DispatchConfig | None = None) -> None:
         """Check the sequence here and compile each of its programs once (a backend that
         compiles keeps them in its own cache), with the config its runs will use."""
+        sequence = self.runnable(sequence)
         self.check_sequence(sequence)
         for program, _ in sequence.programs():
             self._call("vyre_compile", program=program, config=config or DispatchConfig())
@@ -416,6 +428,7 @@ class BackendHost:
         """Run ``sequence`` (inputs in declaration order, resident handles by buffer
         name) and check what the backend returns."""
         config = config or DispatchConfig()
+        sequence = self.runnable(sequence)
         self.check_sequence(sequence)
         bound = sequence.bind_inputs(inputs)
         declared = sequence.of_role(Role.RESIDENT)

@@ -167,10 +167,10 @@ class Handlers:
     # -- handlers ------------------------------------------------------------------------
 
     def _program(self, meta: dict[str, Any], kind: type = Program) -> Any:
-        """The request's program (or sequence: ``kind``), decoded once, made runnable
-        (``BackendHost.runnable``) and kept by fingerprint (``fp``): the parent sends its
-        wire form only to a worker that does not hold it yet, and sends it again when
-        this worker answers that it does not (PROGRAM_NOT_HELD)."""
+        """The request's program (or sequence: ``kind``), decoded once and kept by
+        fingerprint (``fp``): the parent sends its wire form only to a worker that does
+        not hold it yet, and sends it again when this worker answers that it does not
+        (PROGRAM_NOT_HELD)."""
         fp, wire = meta.get("fp"), meta.get("program")
         key = fp if isinstance(fp, str) else wire
         program = self._programs.get(key) if isinstance(key, str | bytes) else None
@@ -187,7 +187,7 @@ class Handlers:
                                     "The parent sends it again.",
                                     **{PROGRAM_NOT_HELD: True})
             raise ProtocolError("request carries no program bytes", "Send Program.to_wire().")
-        program = self._programs[key] = self.host.runnable(kind.from_wire(wire))
+        program = self._programs[key] = kind.from_wire(wire)
         if len(self._programs) > protocol.PROGRAM_CACHE:
             self._programs.popitem(last=False)
         return program

@@ -22,6 +22,7 @@ from vyre_core.ir import Program
 from vyre_core.ir.builder import Kernel, Val, as_val
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Expr, Let, Stmt, Var
+from vyre_core.mathlib import exp2
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,10 @@ Operation = tuple[str, DType]
 @cache
 def functions() -> Mapping[Operation, Function]:
     """The operations the library computes, and the function each runs as."""
-    return {}
+    return {
+        ("unop.exp2", DType.F32): define("exp2.f32", (DType.F32,), exp2.exp2_f32),
+        ("unop.exp2", DType.F16): define("exp2.f16", (DType.F16,), exp2.exp2_f16),
+    }
 
 
 @cache

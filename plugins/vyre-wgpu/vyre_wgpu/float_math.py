@@ -137,7 +137,7 @@ _TANH = f"""fn vyre_tanh_f32(x: f32) -> f32 {{
 
 #: 2^(h + l) for |h + l| <= 200 and l small beside h: 2^k e^(r ln 2) with k the integer
 #: nearest h + l, r = (h - k) + l kept as two floats, r ln 2 as two floats (Dekker), then
-#: the exp kernel and exact scaling; exp2(x) is 2^(x + 0).
+#: the exp kernel and exact scaling (pow's last step; exp2 itself is the math library's).
 _EXP2 = f"""fn vyre_exp2_wide(h: f32, l: f32) -> f32 {{
     let kf = floor(vyre_x(vyre_x(h + l) + {_k(0.5)}));
     let rh = vyre_x(h - kf);
@@ -148,14 +148,6 @@ _EXP2 = f"""fn vyre_exp2_wide(h: f32, l: f32) -> f32 {{
     let tl = vyre_x(vyre_x(t.y + vyre_x(r1 * {_pair(_LN2)[1]})) + vyre_x(r2 * {_k(_LN2)}));
     let y = vyre_x({_k(1.0)} + vyre_expm1_core(t.x, vyre_x(-tl)));
     return vyre_scalbn(y, i32(kf));
-}}
-
-fn vyre_exp2_f32(x: f32) -> f32 {{
-    let ux = bitcast<u32>(x);
-    if ((ux & 0x7fffffffu) > 0x7f800000u) {{ return x; }}
-    if (ux >= 0x43000000u && ux < 0x80000000u) {{ return vyre_k(0x7f800000u); }}  // x >= 128
-    if (ux > 0xc3170000u) {{ return vyre_k(0u); }}  // x < -151: below half the least subnormal
-    return vyre_exp2_wide(x, vyre_k(0u));
 }}"""
 
 def _top12(value: float) -> float:
@@ -537,7 +529,6 @@ OWN_F32: dict[UnOp | BinOp, tuple[str, str, tuple[str, ...]]] = {
     UnOp.COS: ("vyre_trig_f32", ", 1u", ("trig",)),
     UnOp.TAN: ("vyre_tan_f32", "", ("trig",)),
     UnOp.TANH: ("vyre_tanh_f32", "", ("exp", "tanh")),
-    UnOp.EXP2: ("vyre_exp2_f32", "", ("exp", "exp2")),
     UnOp.LOG2: ("vyre_log2_f32", "", ("log2",)),
     BinOp.POW: ("vyre_pow_f32", "", ("exp", "exp2", "log2", "pow")),
     BinOp.ATAN2: ("vyre_atan2_f32", "", ("atan",)),

@@ -484,6 +484,9 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
         if op in float_math.OWN_F32:  # the native ones are hundreds of ULPs out, or worse
             return self.own_float(op, t, [x])
+        if op not in _FLOAT_FN:
+            raise AssertionError(f"{op.value} on {t.value} reached the lowering: the math "
+                                 "library's operations come written out (mathlib.inline)")
         return self.exact(t, f"{_FLOAT_FN[op]}({x})")
 
     def own_float(self, op: UnOp | BinOp, t: DType, args: list[str]) -> str:
