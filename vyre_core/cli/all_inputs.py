@@ -46,21 +46,22 @@ def run(args: argparse.Namespace) -> int:
     chunks = all_inputs.parse_chunks(args.chunks) if args.chunks else None
     work = all_inputs.plan(selected, chunks, args.chunk_bits)
     if args.jobs < 1:
-        raise InvalidConfigError(f"--jobs {args.jobs}: at least one is needed",
+        raise InvalidConfigError(f"at least one job is needed (--jobs {args.jobs})",
                                  "Give --jobs 1 or more (the cores to use).")
     if args.record and args.backend:
-        raise InvalidConfigError("--record runs the oracle, not a backend",
+        raise InvalidConfigError("a record (--record) runs the oracle, not a backend",
                                  "Leave out --backend with --record.")
-    log = all_inputs.RunLog(args.run_dir)
     if args.record:
         from vyre_core.conformance.oracle import correctly_rounded
 
+        log = all_inputs.RunLog(args.run_dir)
         with progress("recording digests", len(work), not args.json) as bar, \
                 ProcessPoolExecutor(args.jobs) as pool:
             results = all_inputs.record(work, args.chunk_bits, args.digests, log, pool,
                                         correctly_rounded, bar.advance)
     else:
         expected = all_inputs.recorded(work, args.chunk_bits, args.digests)
+        log = all_inputs.RunLog(args.run_dir)
         with Driver(workers=args.jobs) as drv, ThreadPoolExecutor(args.jobs) as threads:
             backends = [drv.registry.get(args.backend).id] if args.backend else drv.registry.ids()
             with progress("all inputs", len(backends) * len(work), not args.json) as bar:

@@ -54,7 +54,7 @@ def _count(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.all_inputs and not args.exhaustive:
-        raise InvalidConfigError("--all-inputs is a mode of --exhaustive",
+        raise InvalidConfigError("a mode of --exhaustive, --all-inputs, was given alone",
                                  "Write vyre conform --exhaustive --all-inputs.")
     if args.exhaustive:
         return all_inputs.run(args) if args.all_inputs else _exhaustive(args)

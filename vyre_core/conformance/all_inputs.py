@@ -137,7 +137,7 @@ def suites(ops: Iterable[str] | None = None,
     for name, given, known in (("op", ops, (*UNARY, *BINARY)), ("dtype", dtypes, DTYPES)):
         unknown = [g for g in given if g not in known]
         if unknown:
-            raise InvalidConfigError(f"--{name} {', '.join(unknown)}: no such {name} here",
+            raise InvalidConfigError(f"no such {name} here: {', '.join(unknown)} (--{name})",
                                      f"Use one or more of {', '.join(known)}.")
     return [Suite(op, dtype) for dtype in dtypes for op in ops]
 
@@ -153,10 +153,10 @@ def parse_chunks(text: str) -> list[int]:
             else:
                 chosen.append(int(part))
         except ValueError:
-            raise InvalidConfigError(f"--chunks {text!r}: {part!r} is not a chunk number "
-                                     "or a range", "Write e.g. 0:16, 5 or 0:4,10,12.") from None
+            raise InvalidConfigError(f"not a chunk number or a range: {part!r} (--chunks "
+                                     f"{text!r})", "Write e.g. 0:16, 5 or 0:4,10,12.") from None
     if not chosen or min(chosen) < 0:
-        raise InvalidConfigError(f"--chunks {text!r} selects no chunk",
+        raise InvalidConfigError(f"no chunk selected by --chunks {text!r}",
                                  "Give chunk numbers from 0, e.g. 0:16.")
     return sorted(set(chosen))
 
@@ -170,7 +170,7 @@ def plan(selected: list[Suite], chunks: list[int] | None,
                                  "Use 8 to 24 (2^24 inputs a chunk is the record's).")
     most = max(s.chunks(chunk_bits) for s in selected)
     if chunks and max(chunks) >= most:
-        raise InvalidConfigError(f"--chunks: chunk {max(chunks)} is past the last one "
+        raise InvalidConfigError(f"chunk {max(chunks)} (--chunks) is past the last one "
                                  f"({most - 1}) of every selected op",
                                  f"Select chunks below {most}.")
     return [(s, c) for s in selected for c in (chunks or range(s.chunks(chunk_bits)))

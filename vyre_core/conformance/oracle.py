@@ -59,7 +59,7 @@ FORMATS = {
 }
 
 #: numpy's f64 function of each op, IR operand order (``atan2(y, x)``, ``pow(x, y)``)
-_F64: dict[str, Callable[..., np.ndarray]] = {
+F64: dict[str, Callable[..., np.ndarray]] = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin,
     "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "sqrt": np.sqrt, "pow": np.power,
     "atan2": np.arctan2,
@@ -73,7 +73,7 @@ def correctly_rounded(op: str, dtype: str, *args: np.ndarray) -> np.ndarray:
     fmt = FORMATS[dtype]
     with np.errstate(all="ignore"):
         wide = [np.asarray(a, fmt.kind).astype(np.float64) for a in args]
-        w = _F64[op](*wide)
+        w = F64[op](*wide)
         out = w.astype(fmt.kind)
         low = (w * (1.0 - MARGIN)).astype(fmt.kind).view(fmt.bits)
         high = (w * (1.0 + MARGIN)).astype(fmt.kind).view(fmt.bits)
