@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", action="append", metavar="T",
                    help="--all-inputs: only f32 or f16")
     p.add_argument("--chunks", metavar="SPEC",
-                   help="--all-inputs: only these chunks of 2^24 inputs, e.g. 0:16 or 0,5,9")
+                   help="--all-inputs: only these chunks, e.g. 0:16 (end excluded) or 0,5,9")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="--all-inputs: chunks at once (worker processes per backend, or "
                         "oracle processes with --record)")
@@ -34,10 +34,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"the same directory resumes (default {RUN_DIR})")
     p.add_argument("--record", action="store_true",
                    help="--all-inputs: record the digests from the oracle (needs gmpy2)")
-    # (for tests and experiments: smaller chunks, another place for the records)
-    p.add_argument("--chunk-bits", type=int, default=all_inputs.CHUNK_BITS,
-                   help=argparse.SUPPRESS)
-    p.add_argument("--digests", type=Path, default=digests.RECORDS, help=argparse.SUPPRESS)
+    p.add_argument("--chunk-bits", type=int, default=all_inputs.CHUNK_BITS, metavar="B",
+                   help="--all-inputs: chunks of 2^B inputs (8 to 24; the records' are 24: "
+                        "smaller ones for tests, with their own --digests)")
+    p.add_argument("--digests", type=Path, default=digests.RECORDS, metavar="DIR",
+                   help="--all-inputs: where the records are read and written (default: "
+                        "the package's)")
 
 
 def run(args: argparse.Namespace) -> int:

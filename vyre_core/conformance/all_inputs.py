@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import Executor, as_completed
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, as_completed
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -262,8 +262,7 @@ def record(work: list[tuple[Suite, int]], chunk_bits: int, directory: Path, log:
             advance(f"{suite.dtype} {suite.op} {chunk} (logged)")
         else:
             pending.append(pool.submit(record_chunk, suite, chunk, chunk_bits, oracle))
-    for future in as_completed(pending):
-        result = future.result()
+    for result in _finished(pending):
         _, chunks = digests.read(directory, result.dtype, result.op)
         chunks[result.chunk] = result.digest
         digests.write(directory, result.dtype, result.op, chunk_bits, chunks)
@@ -271,6 +270,18 @@ def record(work: list[tuple[Suite, int]], chunk_bits: int, directory: Path, log:
         results.append(result)
         advance(f"{result.dtype} {result.op} {result.chunk}")
     return results
+
+
+def _finished(pending: list[Future]) -> Iterator[ChunkResult]:
+    """The results as they finish; on an interrupt (or any error) the chunks not yet
+    started are cancelled, so that the run stops after those in flight (the log has every
+    finished one)."""
+    try:
+        for future in as_completed(pending):
+            yield future.result()
+    finally:
+        for future in pending:
+            future.cancel()
 
 
 # -- checking ----------------------------------------------------------------------------
@@ -349,8 +360,7 @@ def check(driver: Any, backends: list[str], work: list[tuple[Suite, int]], chunk
             else:
                 pending.append(threads.submit(check_chunk, driver, backend, suite, chunk,
                                               chunk_bits, want, oracle))
-    for future in as_completed(pending):
-        result = future.result()
+    for result in _finished(pending):
         log.append(result)
         results.append(result)
         advance(f"{result.backend} {result.dtype} {result.op} {result.chunk}")
