@@ -50,7 +50,6 @@ def record(directory: Path, work: list[tuple[Suite, int]], oracle_fn=None) -> No
 
 # -- digests and records (no process) ---------------------------------------------------
 
-@pytest.mark.fast
 @pytest.mark.parametrize("suite,chunk", [(Suite("exp2", "f32"), ONE),
                                          (Suite("atan2", "f16"), 0x3C00 << 16 >> BITS),
                                          (Suite("sin", "f16"), 9),
@@ -78,7 +77,6 @@ def test_a_chunk_digest_is_the_hash_of_the_oracle_bits_and_reproducible(suite, c
     assert first.inputs == 1 << BITS
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize("dtype,op", [
     (p.name.split("_")[0], p.name.split("_", 1)[1].removesuffix(".digests"))
     for p in sorted(digests.RECORDS.glob("*.digests"))])
