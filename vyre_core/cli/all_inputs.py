@@ -93,7 +93,8 @@ def _print(rows: list[dict], results: list[all_inputs.ChunkResult], recorded: bo
                           style="red")
         for miss in r.first:
             console.print(f"{r.backend} {r.dtype} {r.op} chunk {r.chunk}: input "
-                          f"{_hex(miss['input'], r.dtype)} {miss['input_value']}: expected "
+                          f"{_hex(miss['input'], r.dtype)} "
+                          f"({', '.join(map(repr, miss['input_value']))}): expected "
                           f"{_hex([miss['expected']], r.dtype)} {miss['expected_value']!r}, "
                           f"got {_hex([miss['actual']], r.dtype)} {miss['actual_value']!r}")
     print_table(["backend", "op", "dtype", "chunks", "inputs", "misrounded", "errors",
