@@ -10,6 +10,7 @@ from pathlib import Path
 
 from vyre_core.cli.output import console, ok, print_json, print_table, progress
 from vyre_core.conformance import all_inputs, digests
+from vyre_core.conformance.oracle import correctly_rounded  # (gmpy2: only if a chunk differs)
 from vyre_core.driver import Driver
 from vyre_core.errors import InvalidConfigError
 
@@ -43,8 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    split = lambda values: [v for value in values or () for v in value.split(",") if v]  # noqa: E731
-    selected = all_inputs.suites(split(args.op), split(args.dtype))
+    selected = all_inputs.suites(_split(args.op), _split(args.dtype))
     chunks = all_inputs.parse_chunks(args.chunks) if args.chunks else None
     work = all_inputs.plan(selected, chunks, args.chunk_bits)
     if args.jobs < 1:
@@ -54,8 +54,6 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidConfigError("a record (--record) runs the oracle, not a backend",
                                  "Leave out --backend with --record.")
     if args.record:
-        from vyre_core.conformance.oracle import correctly_rounded
-
         log = all_inputs.RunLog(args.run_dir)
         with progress("recording digests", len(work), not args.json) as bar, \
                 ProcessPoolExecutor(args.jobs) as pool:
@@ -68,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             backends = [drv.registry.get(args.backend).id] if args.backend else drv.registry.ids()
             with progress("all inputs", len(backends) * len(work), not args.json) as bar:
                 results = all_inputs.check(drv, backends, work, args.chunk_bits, expected,
-                                           log, threads, _oracle, bar.advance)
+                                           log, threads, correctly_rounded, bar.advance)
     rows = all_inputs.summary(results)
     if args.json:
         print_json({"run_dir": str(args.run_dir), "summary": rows,
@@ -78,12 +76,9 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
-def _oracle(op: str, dtype: str, *operands):
-    """The oracle, imported only when a chunk's digest differs (it needs gmpy2 where the
-    f64 filter leaves inputs undecided)."""
-    from vyre_core.conformance.oracle import correctly_rounded
-
-    return correctly_rounded(op, dtype, *operands)
+def _split(values: list[str] | None) -> list[str]:
+    """``--op exp --op log,sin`` as ``[exp, log, sin]``."""
+    return [v for value in values or () for v in value.split(",") if v]
 
 
 def _print(rows: list[dict], results: list[all_inputs.ChunkResult], recorded: bool) -> None:
