@@ -4,9 +4,10 @@ its default, unbounded context: the error is far below any f32 or f16 rounding q
 these inputs raise), or exact rationals where the result is exact, rounded to nearest
 even by this file's own ``round_to`` (subnormal grid, overflow). Over exact cases (exp2
 of integers, log2 of powers of two, sqrt of squares, pow's exact families with results
-on a midpoint), hard cases (CORE-MATH's atan2f worst cases; inputs whose f64 value lies
-within 2^-40 of a midpoint, found by search), random bits, every f16 input against MPFR
-in the binary16 context, and the special values docs/semantics.md states."""
+on a midpoint), hard cases (CORE-MATH's atan2f worst cases and sinf exceptions; inputs
+whose f64 value lies within 2^-40 of a midpoint, found by search, or on one), random
+bits, every f16 input against MPFR in the binary16 context, and the special values
+docs/semantics.md states."""
 
 from __future__ import annotations
 
@@ -154,6 +155,32 @@ def test_core_math_atan2f_worst_cases():
     y, x = (np.array([float.fromhex(c[j]) for c in ATAN2F_WORST]) for j in (0, 1))
     assert_reference("atan2", "f32", y, x)
     assert_reference("atan2", "f32", -y, x)
+
+
+#: CORE-MATH's sinf exceptions (as_sinf_database: inputs its fast path cannot round)
+SINF_HARD = ["0x1.33333p+13", "0x1.75b8a2p-1", "0x1.4f0654p+0", "0x1.2d97c8p+3"]
+
+#: f32 inputs whose f64 value (numpy's and glibc's alike) rounds onto an f32 midpoint,
+#: so that rounding it once is wrong: the baseline run found them on the reference and cpu
+BASELINE_HARD = {"exp2": [0x3B429D37, 0xBCF3A937],
+                 "log": [0x3C413D3A, 0x41178FEB, 0x4C5D65A5, 0x65D890D3, 0x6F31A8EC],
+                 "sin": [0x46199998, 0xC6199998],
+                 "cos": [0x5F18B878, 0x6115CB11, 0xDF18B878, 0xE115CB11]}
+
+
+@pytest.mark.fast
+def test_core_math_sinf_exceptions():
+    x = np.array([float.fromhex(h) for h in SINF_HARD], np.float32)
+    assert_reference("sin", "f32", np.concatenate([x, -x]))
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("op", list(BASELINE_HARD))
+def test_inputs_whose_f64_value_rounds_onto_a_midpoint(op):
+    x = np.array(BASELINE_HARD[op], np.uint32).view(np.float32)
+    assert_reference(op, "f32", x)
+    once = oracle.F64[op](x.astype(np.float64)).astype(np.float32).view(np.uint32)
+    assert (once != oracle_bits(op, "f32", x)).all()  # (rounding the f64 value is wrong)
 
 
 def near_midpoints(op: str, count: int) -> np.ndarray:
