@@ -12,12 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any
 
+from vyre_core.cli import all_inputs
 from vyre_core.cli.output import console, ok, print_json, print_table, progress, styled
 from vyre_core.conformance import honesty, sweep
 from vyre_core.conformance.corpus import CASES, SEQUENCE_CASES
 from vyre_core.conformance.runner import CaseResult, run_any
 from vyre_core.driver import Driver
-from vyre_core.errors import VyreError
+from vyre_core.errors import InvalidConfigError, VyreError
 
 VERDICTS = ("pass", "refused", "unclaimed", "fail", "error")
 CELL = {"pass": styled(("pass", "green")), "refused": styled(("refused", "yellow")),
@@ -40,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "spread over all bit patterns, the largest ULP distance per op")
     p.add_argument("--inputs", type=_count, default=sweep.DEFAULT_INPUTS, metavar="N",
                    help=f"inputs per op of --exhaustive (default {sweep.DEFAULT_INPUTS})")
+    all_inputs.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -51,8 +53,11 @@ def _count(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.all_inputs and not args.exhaustive:
+        raise InvalidConfigError("a mode of --exhaustive, --all-inputs, was given alone",
+                                 "Write vyre conform --exhaustive --all-inputs.")
     if args.exhaustive:
-        return _exhaustive(args)
+        return all_inputs.run(args) if args.all_inputs else _exhaustive(args)
     with Driver(workers=PARALLEL) as drv, ThreadPoolExecutor(PARALLEL) as threads:
         backends = [drv.registry.get(args.backend).id] if args.backend else drv.registry.ids()
         results: list[CaseResult] = []
