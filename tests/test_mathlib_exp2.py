@@ -4,7 +4,7 @@ on the reference in this process over drawn f32 bits and adversarial ones (every
 exponent, the subnormal results sampled densely, next to overflow, tiny inputs, zeros,
 NaNs with payloads, infinities, every input of the exception list) and over every f16
 input; then the same programs give the reference's bytes on cpu and wgpu.
-(tools/exp2_exhaustive.py checks every f32 input.)"""
+(``vyre conform --exhaustive --all-inputs --op exp2`` checks every f32 input.)"""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def program(width: int, lanes: int) -> ir.Program:
 
 
 #: The inputs whose results lie nearest a rounding boundary (within 2^-48, relative) that
-#: the exhaustive run found (tools/exp2_exhaustive.py): the fast path alone misrounds them.
+#: the exhaustive run found (tools/math_exceptions.py): the fast path alone misrounds them.
 HARD = [0x33B8AA3B, 0x37E338EB, 0x383ECB1D, 0x3B429D37, 0x3B53AA14, 0x3C02A9AD, 0x3DC9ABE2,
         0xB4FDEA14, 0xB5160A52, 0xB63B8CF0, 0xB8D3D026, 0xBCAF4D02, 0xBCF3A937]
 

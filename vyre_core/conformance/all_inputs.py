@@ -301,9 +301,10 @@ def recorded(work: list[tuple[Suite, int]], chunk_bits: int,
 
 
 def check_chunk(driver: Any, backend: str, suite: Suite, chunk: int, chunk_bits: int,
-                expected: str, oracle: Oracle) -> ChunkResult:
+                expected: str, oracle: Oracle, listed: int | None = FIRST) -> ChunkResult:
     """One chunk on ``backend`` through ``driver``; its misrounded inputs listed (by the
-    oracle) only where its digest differs from ``expected``."""
+    oracle; the first ``listed``, every one for None) only where its digest differs from
+    ``expected``."""
     size = suite.chunk_size(chunk_bits)
     start = chunk * size
     config = DispatchConfig(timeout=600.0)
@@ -330,7 +331,7 @@ def check_chunk(driver: Any, backend: str, suite: Suite, chunk: int, chunk_bits:
         wrong = np.flatnonzero(want != actual)
         result.misrounded = len(wrong)
         result.first = [_listed(suite, start + int(j), int(want[j]), int(actual[j]))
-                        for j in wrong[:FIRST]]
+                        for j in wrong[:listed]]
         if not len(wrong):
             result.error = ("the digest differs from the record but every result is the "
                             "oracle's: the record is stale")

@@ -2,7 +2,8 @@
 
 One float-float algorithm (f32 pairs, no f64, no ``fma``), so every backend that runs the
 basic operations as written gives the same bits, and the exhaustive check of every f32
-input (tools/exp2_exhaustive.py) proves them right once for all:
+input (``vyre conform --exhaustive --all-inputs --op exp2``) proves them right once for
+all:
 
 - ``x`` is clamped to [-160, 140] (NaN taken to -160, its result replaced at the end):
   past either end every f32 result is 0 or infinity, and the clamped value gives it.
@@ -34,7 +35,7 @@ import numpy as np
 from vyre_core.ir import builder as ir
 from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
 from vyre_core.ir.dtypes import DType
-from vyre_core.mathlib import ff
+from vyre_core.mathlib import exceptions, ff
 from vyre_core.mathlib.ff import FF
 
 F32, I32, U32 = DType.F32, DType.I32, DType.U32
@@ -44,7 +45,7 @@ def _f32(bits: list[int]) -> np.ndarray:
     return np.array(bits, np.uint32).view(np.float32)
 
 
-# Made by ``tools/exp2_exhaustive.py constants`` (gmpy2 at 200 bits, each part rounded
+# Made by ``tools/exp2_constants.py`` (gmpy2 at 200 bits, each part rounded
 # once to f32): ``T_j = 2^(j / 64)`` as ``hi + lo``, hi = RN32(T_j), lo = RN32(T_j - hi);
 # ln 2 the same way.
 _T_HI = _f32([
@@ -72,12 +73,12 @@ _T_LO = _f32([
 _LN2_HI, _LN2_LO = _f32([0x3F317218, 0xB102E308])
 
 #: The f32 inputs (their bits, sorted) whose pair rounds the wrong way, and their
-#: correctly rounded results' bits (``_exception``): 13 of 2^32, every one with |x| < 0.1
-#: (where most inputs with results other than 0, 1 and infinity lie) and 2^x within
-#: 2^-48 (relative) of a rounding boundary. Made by ``tools/exp2_exhaustive.py
-#: check`` over every f32 input with the list empty, then ``exceptions``, at commit
-#: 44b0607 plus this file; every later version of this file is held to the same bytes on
-#: all 2^32 inputs (the per-chunk digests of ``check``).
+#: correctly rounded results' bits (``exceptions.corrected``): 13 of 2^32, every one with
+#: |x| < 0.1 (where most inputs with results other than 0, 1 and infinity lie) and 2^x within
+#: 2^-48 (relative) of a rounding boundary. Made over every f32 input with the list
+#: empty (``tools/math_exceptions.py exp2`` does it now; then a tool of its own, at commit
+#: 44b0607 plus this file); every later version of this file is held to the same bytes on
+#: all 2^32 inputs (``vyre conform --exhaustive --all-inputs --op exp2``).
 _EXCEPTION_INPUTS = [
     0x33B8AA3B, 0x37E338EB, 0x383ECB1D, 0x3B429D37, 0x3B53AA14, 0x3C02A9AD, 0x3DC9ABE2,
     0xB4FDEA14, 0xB5160A52, 0xB63B8CF0, 0xB8D3D026, 0xBCAF4D02, 0xBCF3A937]
@@ -90,7 +91,9 @@ def exp2_f32(k: Kernel, x: Val) -> Val:
     """``2^x`` correctly rounded to f32, for an f32 ``x``: NaN for NaN, +0 at and below
     -150, +inf from 128 up."""
     pair, scale = _core(k, x)
-    return select(x != x, x, _exception(k, x, _round_f32(k, pair, scale)))
+    rounded = _round_f32(k, pair, scale)
+    return select(x != x, x, exceptions.corrected(k, x, rounded, _EXCEPTION_INPUTS,
+                                                  _EXCEPTION_RESULTS))
 
 
 def exp2_f16(k: Kernel, x: Val) -> Val:
@@ -141,8 +144,8 @@ def _round_f32(k: Kernel, x: FF, scale: Val) -> Val:
     at most half an ulp of ``H``, changes that integer only where ``H`` is a midpoint
     (then ``L``'s sign decides), and the integer is the result's bits."""
     half = _let(k, scale >> 1)
-    normal = (x.hi * ff._power_of_two(half)) * ff._power_of_two(scale - half)
-    quanta = _let(k, ff._power_of_two(ir.min(scale + 149, 23)))
+    normal = (x.hi * ff.power_of_two(half)) * ff.power_of_two(scale - half)
+    quanta = _let(k, ff.power_of_two(ir.min(scale + 149, 23)))
     big, little = _let(k, x.hi * quanta), _let(k, x.lo * quanta)
     nearest = _let(k, ir.round(big))
     off = _let(k, big - nearest)
@@ -150,20 +153,3 @@ def _round_f32(k: Kernel, x: FF, scale: Val) -> Val:
     down = select(ir.logical_and(off == -0.5, little < 0.0), 1.0, 0.0)
     subnormal = bitcast(cast(nearest + up - down, U32), F32)
     return select(scale <= -126, subnormal, normal)
-
-
-def _exception(k: Kernel, x: Val, rounded: Val) -> Val:
-    """``rounded``, or the listed result where ``x`` is a listed input: a branch-free
-    bisection over the sorted inputs (padded to a power of two with 0xFFFFFFFF, which no
-    bitcast of an f32 gives: NaNs read as the canonical NaN's bits)."""
-    size = 1 << (len(_EXCEPTION_INPUTS) - 1).bit_length()
-    keys = np.full(size, 0xFFFFFFFF, np.uint32)
-    keys[: len(_EXCEPTION_INPUTS)] = _EXCEPTION_INPUTS
-    bits = _let(k, bitcast(x, U32))
-    at = ir.lit(0, U32)
-    step = size // 2
-    while step:
-        at = _let(k, select(table(keys, at + step) <= bits, at + step, at))
-        step //= 2
-    results = np.array(_EXCEPTION_RESULTS, np.uint32).view(np.float32)
-    return select(table(keys, at) == bits, table(results, at), rounded)

@@ -195,9 +195,9 @@ def _scaled(k: Kernel, m: Val, n: Val) -> Val:
     normal powers of two (``n`` taken in [-252, 126]: below, the result is under 2^-228)."""
     n = _let(k, ir.min(ir.max(n, -252), 126))
     half = _let(k, n >> 1)
-    return (cast(m, DType.F32) * _power_of_two(half)) * _power_of_two(n - half)
+    return (cast(m, DType.F32) * power_of_two(half)) * power_of_two(n - half)
 
 
-def _power_of_two(n: Val) -> Val:
+def power_of_two(n: Val) -> Val:
     """``2^n`` as an f32, for ``n`` in [-126, 127]."""
     return bitcast(cast(n + 127, DType.U32) << 23, DType.F32)
