@@ -7,10 +7,10 @@ ordinary array. Arguments lie where each function does its work: ``exp``'s whole
 ``sin`` up to 50 (a reduction at every magnitude), ``pow``'s bases near 1 and exponents to
 +-40, ...
 
-Before it is timed, each result is checked against the reference backend's: within the
-ULP budget the semantics state for transcendentals today (docs/semantics.md), identical
-bytes once the op is computed by the correctly rounded math library (issue 42: the
-budget the check uses is the one in ``cases_special``).
+Before it is timed, each result is checked against the reference backend's, within the
+op's budget in ``vyre conform --exhaustive`` (``sweep.OPS``): 0, identical bytes, for the
+math library's correctly rounded functions; the ULP budget docs/semantics.md states for
+the other transcendentals.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from vyre_benchmarks.harness import Result, reps
 from vyre_core import Driver, ir
 from vyre_core.compare import first_divergence
-from vyre_core.conformance.cases_special import TRANSCENDENTAL_ULP
+from vyre_core.conformance import sweep
 
 REQUIRES = ("reference", "cpu", "wgpu")
 N = 1 << 22
@@ -83,7 +83,7 @@ def _bench(op: str, backend: str) -> Callable[[], Result]:
         numpy_fn = OPS[op][1]
         want, = drv.dispatch(program, arrays, "reference")
         got, = drv.dispatch(program, shared, backend)
-        found = first_divergence(want, got, ir.f32, TRANSCENDENTAL_ULP)
+        found = first_divergence(want, got, ir.f32, sweep.OPS[op][2])
         if found is not None:
             raise AssertionError(f"{op} on {backend} differs from the reference: {found}")
         mine: list[float] = []

@@ -309,17 +309,19 @@ def test_every_nan_is_the_canonical_one(dtype):
 
 @pytest.mark.processes
 def test_the_product_imports_without_gmpy2_and_decided_inputs_need_none():
-    """gmpy2 is the test extra's: vyre_core.conformance, the CLI and the check mode import
-    without it, and the oracle reaches for it only where the filter leaves an input."""
+    """gmpy2 is the ``conform`` extra's: vyre_core.conformance, the CLI and the check mode
+    import without it, and the oracle reaches for it only where the filter leaves an
+    input, saying then how to install it."""
     code = ("import sys; sys.modules['gmpy2'] = None\n"
             "import numpy as np\n"
-            "import vyre_core.conformance, vyre_core.cli.conform\n"
+            "import vyre_core.conformance, vyre_core.cli.conform, vyre_core.errors\n"
             "from vyre_core.conformance import all_inputs, oracle\n"
             "print(oracle.correctly_rounded_bits('exp2', 'f32', np.arange(-5.0, 5.0))[0])\n"
             "try:\n"
             "    oracle.correctly_rounded('pow', 'f32', np.array([1 + 2.0**-12]), "
             "np.array([2.0]))\n"
-            "except ImportError:\n"
+            "except vyre_core.errors.InvalidConfigError as exc:\n"
+            "    assert \"pip install 'vyre[conform]'\" in str(exc), exc\n"
             "    print('needs gmpy2')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)

@@ -9,6 +9,7 @@ work, with their Fix."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from vyre_core.conformance import all_inputs, digests, oracle, sweep
 from vyre_core.conformance.all_inputs import Suite
 from vyre_core.driver import Driver
 from vyre_core.errors import InvalidConfigError
+from vyre_core.mathlib.library import version as math_library_version
 
 BITS = 12  # inputs per chunk: 2^12
 ONE = 0x3F800000 >> BITS  # the f32 chunk from 1.0 up
@@ -186,28 +188,48 @@ def independent(driver, backend: str, suite: Suite, operands: list[np.ndarray]) 
 
 
 class NoDispatch:
+    """A driver with the backends of ``like`` (their versions) that must not dispatch;
+    ``version`` replaces cpu's version (another build of the backend)."""
+
+    def __init__(self, like, version: str | None = None) -> None:
+        self.registrations = [dataclasses.replace(r, version=version)
+                              if version and r.id == "cpu" else r for r in like.backends()]
+
+    def backends(self):
+        return self.registrations
+
     def dispatch(self, *args, **kwargs):
         raise AssertionError("a logged chunk was dispatched again")
 
 
 def test_a_run_resumes_from_its_log(driver, tmp_path):
     """A second run over the same run directory dispatches nothing for finished chunks
-    and reports what the first found; a chunk checked against another record, or not
-    yet run, runs."""
+    and reports what the first found; a chunk checked against another record, by another
+    version of the backend or of the math library, or not yet run, runs."""
     work = all_inputs.plan(all_inputs.suites(["sqrt", "exp2"], ["f32"]), [ONE, ONE + 1],
                            BITS)
     record(tmp_path, work)
     first = check(driver, ["cpu"], work[:3], tmp_path, tmp_path / "run",
                   oracle.correctly_rounded)
-    again = check(NoDispatch(), ["cpu"], work[:3], tmp_path, tmp_path / "run",
+    again = check(NoDispatch(driver), ["cpu"], work[:3], tmp_path, tmp_path / "run",
                   oracle.correctly_rounded)
     assert [(r.op, r.chunk, r.digest, r.misrounded) for r in again] == [
         (r.op, r.chunk, r.digest, r.misrounded) for r in first]
     with pytest.raises(AssertionError, match="dispatched again"):
-        check(NoDispatch(), ["cpu"], work, tmp_path, tmp_path / "run", oracle.correctly_rounded)
+        check(NoDispatch(driver), ["cpu"], work, tmp_path, tmp_path / "run",
+              oracle.correctly_rounded)
+    with pytest.raises(AssertionError, match="dispatched again"):
+        check(NoDispatch(driver, "9.9-rebuilt"), ["cpu"], work[:3], tmp_path,
+              tmp_path / "run", oracle.correctly_rounded)
     log = all_inputs.RunLog(tmp_path / "run")
-    assert log.finished(first[0].key, first[0].expected) is not None
-    assert log.finished(first[0].key, "0" * 32) is None
+    code = all_inputs.code_of(driver, "cpu")
+    assert log.finished(first[0].key, first[0].expected, code) is not None
+    assert log.finished(first[0].key, "0" * 32, code) is None
+    other_library = code.replace(math_library_version(), "0" * 32)
+    assert log.finished(first[0].key, first[0].expected, other_library) is None
+    with (tmp_path / "run" / "chunks.jsonl").open("a") as f:
+        f.write('{"backend": "cpu", "op": "sq')  # (a line cut short by a kill)
+    assert all_inputs.RunLog(tmp_path / "run").done.keys() == log.done.keys()
 
 
 # -- the command -------------------------------------------------------------------------

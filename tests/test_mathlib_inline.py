@@ -130,6 +130,31 @@ def test_a_call_anywhere_is_written_out_and_computes_the_function(case):
 
 
 @pytest.mark.fast
+def test_a_uniform_while_condition_stays_uniform():
+    """A ``while`` whose condition (a call) is the same in every invocation may hold a
+    barrier; written out, the loop keeps that shape, so it is still valid (a ``break``
+    under an ``if`` would make every pass after it diverge, by the uniformity rules)."""
+    k = ir.Kernel(workgroup=(64,))
+    x, u, out = k.read("x", F32), k.uniform("u", F32), k.output("out", F32, N)
+    shared = k.workgroup_buffer("shared", F32, 64)
+    i = k.let("i", ir.global_id())
+    y, n = k.let("y", u[0]), k.let("n", 0.0)
+    with k.while_(ir.exp2(y) < 30.0, max_trips=12):
+        shared[ir.local_id()] = x[i]
+        k.barrier()
+        y += 1.0
+        n += 1.0
+    out[i] = n
+    program = k.build()
+    expanded = expand(program, TOY)
+    expanded.check()
+    # y from 1 and 20: passes while 2y + 1 < 30, at most 12
+    for start, passes in ((1.0, 12.0), (20.0, 0.0), (10.0, 5.0)):
+        got = run(expanded, [X, np.array([start], np.float32)])[0]
+        assert got.tobytes() == np.full(N, passes, np.float32).tobytes(), start
+
+
+@pytest.mark.fast
 def test_fresh_names_never_meet_the_programs_own():
     """The program already uses the names the inliner would pick first (``_math1``) and
     the function's parameter and local names (``arg0``, ``acc``, ``i``)."""

@@ -26,11 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from vyre_core import __version__ as vyre_version
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_core.conformance import digests, sweep
 from vyre_core.conformance.oracle import BINARY, FORMATS, UNARY
 from vyre_core.errors import InvalidConfigError, VyreError
+from vyre_core.mathlib.library import version as math_library_version
 
 CHUNK_BITS = 24
 DISPATCH = 1 << 22
@@ -188,6 +190,7 @@ class ChunkResult:
     misrounded: int = 0
     first: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    code: str = ""  # what computed it (``code_of``): a run resumes only the same code's
 
     @property
     def key(self) -> tuple:
@@ -198,8 +201,23 @@ class ChunkResult:
         return self.error is None and self.misrounded == 0
 
 
+#: What computes a recorded chunk: the oracle of this version of vyre.
+ORACLE_CODE = f"vyre {vyre_version} oracle"
+
+
+def code_of(driver: Any, backend: str) -> str:
+    """What computes a chunk on ``backend``: vyre's version, the math library's (its
+    functions' digest) and the backend's. A run directory's results are taken again only
+    for the same; after editing a backend without changing its version, use a new
+    ``--run-dir``."""
+    versions = {r.id: r.version for r in driver.backends()}
+    return (f"vyre {vyre_version} library {math_library_version()} "
+            f"{backend} {versions.get(backend, 'unknown')}")
+
+
 class RunLog:
-    """The JSON-lines log of finished chunks in ``directory``: what a run resumes from."""
+    """The JSON-lines log of finished chunks in ``directory``: what a run resumes from (a
+    line that does not parse, cut short by a kill, is run again)."""
 
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -207,15 +225,18 @@ class RunLog:
         self.done: dict[tuple, ChunkResult] = {}
         if self.file.exists():
             for line in self.file.read_text().splitlines():
-                if line.strip():
+                try:
                     result = ChunkResult(**json.loads(line))
-                    self.done[result.key] = result
+                except (ValueError, TypeError):
+                    continue
+                self.done[result.key] = result
 
-    def finished(self, key: tuple, expected: str | None) -> ChunkResult | None:
-        """The logged result of ``key`` if it was checked against the same record (an
-        errored chunk runs again)."""
+    def finished(self, key: tuple, expected: str | None, code: str) -> ChunkResult | None:
+        """The logged result of ``key`` if the same ``code`` checked it against the same
+        record (an errored chunk runs again)."""
         result = self.done.get(key)
-        if result is None or result.error is not None or result.expected != expected:
+        if result is None or result.error is not None or result.expected != expected or \
+                result.code != code:
             return None
         return result
 
@@ -234,7 +255,8 @@ def record_chunk(suite: Suite, chunk: int, chunk_bits: int, oracle: Oracle) -> C
     h = digests.hasher()
     digests.update(h, suite.expected(chunk * size, size, oracle))
     return ChunkResult("oracle", suite.op, suite.dtype, chunk, chunk_bits, size,
-                       digests.hexdigest(h), None, time.perf_counter() - started)
+                       digests.hexdigest(h), None, time.perf_counter() - started,
+                       code=ORACLE_CODE)
 
 
 def record(work: list[tuple[Suite, int]], chunk_bits: int, directory: Path, log: RunLog,
@@ -250,7 +272,8 @@ def record(work: list[tuple[Suite, int]], chunk_bits: int, directory: Path, log:
                 f" inputs, not 2^{chunk_bits}", "Record into another directory (--digests).")
     results, pending = [], []
     for suite, chunk in work:
-        done = log.finished(("oracle", suite.op, suite.dtype, chunk, chunk_bits), None)
+        done = log.finished(("oracle", suite.op, suite.dtype, chunk, chunk_bits), None,
+                            ORACLE_CODE)
         if done is not None and done.digest == digests.read(
                 directory, suite.dtype, suite.op)[1].get(chunk):
             results.append(done)
@@ -309,7 +332,7 @@ def check_chunk(driver: Any, backend: str, suite: Suite, chunk: int, chunk_bits:
     start = chunk * size
     config = DispatchConfig(timeout=600.0)
     result = ChunkResult(backend, suite.op, suite.dtype, chunk, chunk_bits, size, "",
-                         expected, 0.0)
+                         expected, 0.0, code=code_of(driver, backend))
     started = time.perf_counter()
     h = digests.hasher()
     parts = []
@@ -344,12 +367,14 @@ def check(driver: Any, backends: list[str], work: list[tuple[Suite, int]], chunk
           ) -> list[ChunkResult]:
     """Every chunk of ``work`` on each backend, as many at once as ``threads`` runs (the
     driver's pool as many workers), each logged as it finishes; chunks the log has
-    (checked against the same record) are taken from it."""
+    (checked against the same record by the same code) are taken from it."""
     results, pending = [], []
     for backend in backends:
+        code = code_of(driver, backend)
         for suite, chunk in work:
             want = expected[(suite.op, suite.dtype, chunk)]
-            done = log.finished((backend, suite.op, suite.dtype, chunk, chunk_bits), want)
+            done = log.finished((backend, suite.op, suite.dtype, chunk, chunk_bits), want,
+                                code)
             if done is not None:
                 results.append(done)
                 advance(f"{backend} {suite.dtype} {suite.op} {chunk} (logged)")

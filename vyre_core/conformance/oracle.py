@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vyre_core.errors import InvalidConfigError
+
 UNARY = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt")
 BINARY = ("pow", "atan2")
 OPS = (*UNARY, *BINARY)
@@ -92,7 +94,14 @@ def mpfr(op: str, dtype: str, *args: np.ndarray) -> np.ndarray:
     """``op`` of each input by MPFR in ``dtype``'s context (correctly rounded, subnormal
     results on their grid, overflow to infinity), one call per input: only for the few the
     filter leaves, and for the tests. NaN as MPFR gives it (not yet canonical)."""
-    import gmpy2
+    try:
+        import gmpy2
+    except ImportError as exc:  # (an optional extra: say how to get it)
+        raise InvalidConfigError(
+            f"the correctly rounded result of {len(args[0])} {dtype} {op} input(s) lies too "
+            f"near a rounding boundary for f64 to decide, and MPFR (gmpy2) is not installed "
+            f"({exc})", "Install it in this environment: pip install 'vyre[conform]'.") \
+            from None
 
     fmt = FORMATS[dtype]
     fn = {"exp": gmpy2.exp, "exp2": gmpy2.exp2, "log": gmpy2.log, "log2": gmpy2.log2,

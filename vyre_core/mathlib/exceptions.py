@@ -19,8 +19,11 @@ from vyre_core.ir.dtypes import DType
 
 def corrected(k: Kernel, x: Val, rounded: Val, inputs: list[int], results: list[int]) -> Val:
     """``rounded``, or the listed result where the f32 ``x`` is a listed input (``inputs``
-    the sorted bits, ``results`` the bits of their correctly rounded results)."""
-    if list(inputs) != sorted(set(inputs)) or len(inputs) != len(results) or not inputs:
+    the sorted bits, ``results`` the bits of their correctly rounded results); an empty
+    list is no lookup (how tools/math_exceptions.py makes a list: with it emptied)."""
+    if not inputs and not results:
+        return rounded
+    if list(inputs) != sorted(set(inputs)) or len(inputs) != len(results):
         raise ValueError("an exception list is its inputs' bits, sorted and distinct, and one "
                          "result per input. Fix: make it with tools/math_exceptions.py")
     size = 1 << (len(inputs) - 1).bit_length()

@@ -5,16 +5,19 @@ before the statement that holds it: a ``let`` per argument, the function's body 
 every name made fresh, and a ``let`` of its result, which the statement then reads. Every
 expression is pure and total (docs/semantics.md), so evaluating an argument before the
 rest of its statement changes nothing; the one expression evaluated more than once per
-statement, a ``while`` condition, is checked at the start of each pass instead::
+statement, a ``while`` condition, has its values computed before the loop and again at
+the end of each pass and before each ``continue``::
 
-    while c(exp2(x)):  body   ->   while true: { <exp2 of x>; if !c(r): break; body }
+    while c(exp2(x)):  body   ->   <r = exp2 of x>; while c(r): { body; <r = exp2 of x> }
 
-which takes the same passes (``max_trips`` counts the same ones) and leaves the loop where
-the original does, ``continue`` included.
+so the loop keeps its shape: the same passes, and whatever the uniformity rules made of
+it (a condition the same in every invocation stays so, where a ``break`` under an ``if``
+would not).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -25,24 +28,21 @@ from vyre_core.ir.nodes import (
     Assign,
     Binary,
     Block,
-    Break,
+    Continue,
     Expr,
     If,
     Let,
-    Lit,
     Loop,
     Stmt,
     Store,
     Unary,
-    UnOp,
     Var,
     While,
     walk,
 )
+from vyre_core.ir.requirements import Requirements
 from vyre_core.ir.rewrite import transform
 from vyre_core.mathlib.library import Function, Operation, functions, param
-
-_TRUE = Lit(DType.BOOL, 1)
 
 
 def expand(program: Program, library: Mapping[Operation, Function] | None = None) -> Program:
@@ -56,6 +56,24 @@ def expand(program: Program, library: Mapping[Operation, Function] | None = None
     inliner = _Inliner(program, library, used)
     body = inliner.block(program.body, {})
     return replace(program, body=body) if inliner.serial else program
+
+
+#: The requirements of the programs routing weighed last, by fingerprint.
+_WEIGHED: OrderedDict[str, Requirements] = OrderedDict()
+_WEIGHED_LIMIT = 256
+
+
+def requirements(program: Program) -> Requirements:
+    """``program``'s requirements as a backend is given it, the library written out
+    (routing's view of a program: a backend that lowers the library itself is held to
+    them as well), kept for the programs weighed last."""
+    key = program.fingerprint()
+    found = _WEIGHED.get(key)
+    if found is None:
+        found = _WEIGHED[key] = expand(program).requirements()
+        while len(_WEIGHED) > _WEIGHED_LIMIT:
+            _WEIGHED.pop(next(iter(_WEIGHED)), None)
+    return found
 
 
 class _Inliner:
@@ -105,11 +123,12 @@ class _Inliner:
             case While(cond, body, max_trips):
                 inner = dict(scope)
                 test = transform(cond, lambda node: self.call(node, before, inner))
-                if not before:
-                    return [While(test, self.block(body, inner), max_trips)]
-                stop = If(Unary(UnOp.NOT, test), (Break(),))
-                body = (*before, stop, *self.block(body, inner))
-                return [While(_TRUE, body, max_trips)]
+                body = self.block(body, inner)
+                if before:  # (the condition's values again, for the next pass's test)
+                    again = tuple(Assign(t.name, t.value) if isinstance(t, Let) else t
+                                  for t in before)
+                    body = (*_before_continues(body, again), *again)
+                s = While(test, body, max_trips)
             case Block(body):
                 s = Block(self.block(body, scope))
         return [*before, s]
@@ -155,3 +174,19 @@ class _Inliner:
         before.append(Let(result, transform(fn.result, rename)))
         scope[result] = fn.dtype
         return Var(result)
+
+
+def _before_continues(body: tuple[Stmt, ...], again: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """``body`` with ``again`` before each ``continue`` of its own loop (a nested loop's
+    are that loop's)."""
+    out: list[Stmt] = []
+    for s in body:
+        match s:
+            case Continue():
+                out.extend(again)
+            case If(cond, then, orelse):
+                s = If(cond, _before_continues(then, again), _before_continues(orelse, again))
+            case Block(inner):
+                s = Block(_before_continues(inner, again))
+        out.append(s)
+    return tuple(out)

@@ -17,7 +17,7 @@ from vyre_core.errors import InvalidInputError, NoCapableBackendError, PluginLoa
 from vyre_core.ir.requirements import ALL_OPS, FEATURES
 from vyre_core.launch import Launch
 from vyre_core.limits import buffer_exceeded, grid_exceeded, workgroup_exceeded
-from vyre_core.mathlib.inline import expand
+from vyre_core.mathlib.inline import requirements
 from vyre_core.registry import BackendRegistration
 from vyre_core.sequence import Sequence as StepSequence
 
@@ -399,9 +399,8 @@ def _requirements(target: Routable) -> list[tuple[str, Requirements]]:
     runs all)."""
     if isinstance(target, StepSequence):
         return [(f"step{'s' if len(steps) > 1 else ''} {_numbers(steps)}: ",
-                 expand(program).requirements()) for program, steps in target.programs()]
-    program = target.program if isinstance(target, Launch) else target
-    return [("", expand(program).requirements())]
+                 requirements(program)) for program, steps in target.programs()]
+    return [("", requirements(target.program if isinstance(target, Launch) else target))]
 
 
 def _numbers(steps: list[int]) -> str:
