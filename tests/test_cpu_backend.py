@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import vyre_cpu.backend
+import vyre_cpu.mathlib
 from vyre_cpu import codegen, compiler
 
 from vyre_core import Driver, ir
@@ -58,7 +59,7 @@ def test_a_kernel_compiled_once_is_loaded_from_the_disk_cache_after(monkeypatch,
     first = vyre_cpu.backend.Pipeline(program, DispatchConfig())
     assert not first.compiled.cached and first.compile_seconds > 0
     made, = tmp_path.glob("vyre_cpu_kernel_*.py")
-    assert made.stem.endswith(compiler._generator_digest())
+    assert made.stem.endswith(compiler.generator_digest())
     compiler._loaded.clear()  # (as a new process would: nothing in memory)
     compiler.sys.modules.pop(next(iter(tmp_path.glob("*.py"))).stem, None)
     second = vyre_cpu.backend.Pipeline(program, DispatchConfig())
@@ -68,11 +69,11 @@ def test_a_kernel_compiled_once_is_loaded_from_the_disk_cache_after(monkeypatch,
 def test_a_changed_helper_names_new_kernels_instead_of_loading_stale_ones(monkeypatch):
     """numba's cache checks only the kernel file's stamp; the helpers compiled into it
     (runtime.py) and the code that writes it are part of its name."""
-    before = compiler._generator_digest.__wrapped__()
+    before = compiler.generator_digest.__wrapped__()
     real = Path.read_bytes
     monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
         b"# changed" if self.name == "runtime.py" else b""))
-    assert compiler._generator_digest.__wrapped__() != before
+    assert compiler.generator_digest.__wrapped__() != before
 
 
 def test_a_cache_directory_that_cannot_be_written_costs_a_compile_not_a_failure(
@@ -89,6 +90,51 @@ def test_a_cache_directory_that_cannot_be_written_costs_a_compile_not_a_failure(
 
     assert out.tobytes() == run(program, data)[0].tobytes()
     assert "compiling in memory" in caplog.text
+    # the math library's helpers too, and a kernel that imports them (by module name)
+    vyre_cpu.mathlib.module.cache_clear()
+    compiler.sys.modules.pop(vyre_cpu.mathlib.module_name(), None)
+    x = np.linspace(-10, 10, 256, dtype=np.float32)
+    out, = vyre_cpu.backend.Pipeline(exp2_calls(8), DispatchConfig()).dispatch(
+        [x], DispatchConfig(grid_override=(4, 1, 1)))
+    assert out.tobytes() == run(exp2_calls(8), [x])[0].tobytes()
+
+
+def exp2_calls(count: int, dtype: ir.DType = ir.f32) -> ir.Program:
+    """``count`` calls of ``exp2``, each on the last one's result."""
+    k = ir.Kernel(workgroup=(64,))
+    x, out = k.read("x", dtype), k.output("out", dtype, 256)
+    i = k.let("i", ir.global_id())
+    acc = k.let("acc", x[i])
+    for j in range(count):
+        acc += ir.exp2(acc * 0.125 - float(j))
+    out[i] = acc
+    return k.build()
+
+
+@pytest.mark.parametrize("dtype", [ir.f32, ir.f16], ids=str)
+def test_the_math_library_is_one_helper_its_kernels_call(host, dtype):
+    """The cpu backend computes the math library itself (``vyre_lowers_math_library``,
+    for this version of it): a kernel with few calls has them written out (vectorized),
+    one with more calls one numba helper per function written from its IR
+    (``vyre_cpu.mathlib``), not the body at every call; the bytes are the written-out
+    program's (the reference's) either way."""
+    from vyre_core.mathlib.inline import expand
+    from vyre_core.mathlib.library import version
+    from vyre_reference import run
+
+    assert vyre_cpu.backend.vyre_lowers_math_library(version()) is True
+    assert vyre_cpu.backend.vyre_lowers_math_library("0" * 32) is False
+    few = exp2_calls(vyre_cpu.mathlib.INLINE_CALLS, dtype)
+    assert "mathlib_exp2" not in codegen.generate(few).source
+    program = exp2_calls(8, dtype)
+    assert host.runnable(program) is program
+    source = codegen.generate(program).source
+    assert source.count(f"mathlib_exp2_{dtype.value}(") >= 8
+    assert len(source) * 4 < len(codegen.generate(expand(program)).source)
+    x = np.linspace(-30, 30, 256).astype(dtype.storage_np)
+    for calls in (few, program):
+        got, = host.dispatch(calls, [x])
+        assert got.tobytes() == run(calls, [x])[0].tobytes()
 
 
 def test_an_expression_as_deep_as_the_ir_allows_compiles(host):

@@ -255,13 +255,13 @@ def test_a_change_to_any_module_that_writes_kernels_changes_their_cache_name(
     for source in Path(compiler.__file__).parent.glob("*.py"):
         (tmp_path / source.name).write_bytes(source.read_bytes())
     monkeypatch.setattr(compiler, "__file__", str(tmp_path / "compiler.py"))
-    compiler._generator_digest.cache_clear()
-    before = compiler._generator_digest()
+    compiler.generator_digest.cache_clear()
+    before = compiler.generator_digest()
     with open(tmp_path / module, "a") as f:
         f.write("\n# changed\n")
-    compiler._generator_digest.cache_clear()
+    compiler.generator_digest.cache_clear()
     try:
-        assert compiler._generator_digest() != before
+        assert compiler.generator_digest() != before
     finally:
         monkeypatch.undo()
-        compiler._generator_digest.cache_clear()
+        compiler.generator_digest.cache_clear()

@@ -27,6 +27,7 @@ from vyre_core.host_memory import HostMemory
 from vyre_core.ir import Access, Program
 from vyre_core.ir.requirements import ALL_OPS
 from vyre_core.limits import NO_GRID_LIMIT
+from vyre_core.mathlib.library import version as math_library_version
 from vyre_core.sequence.run import step_config
 from vyre_cpu import __version__
 from vyre_cpu.threads import configured, parallel_worth, worth_measuring
@@ -88,6 +89,13 @@ def vyre_pipeline_cache_snapshot() -> CacheSnapshot:
 @hookimpl
 def vyre_supported_ops() -> frozenset[str]:
     return CLAIMS["supported_ops"]
+
+
+@hookimpl
+def vyre_lowers_math_library(version: str) -> bool:
+    """The library this process has: its functions become numba helpers written from
+    their own IR (``vyre_cpu.mathlib``), the same operations as written out."""
+    return version == math_library_version()
 
 
 @hookimpl

@@ -34,7 +34,7 @@ from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Access, Program
 from vyre_core.ir.nodes import Barrier, Loop, While, walk
 from vyre_core.pipeline import pipeline_cache_key
-from vyre_cpu import __version__, threads
+from vyre_cpu import __version__, mathlib, threads
 from vyre_cpu.codegen import Kernel, generate
 
 ENV = "VYRE_CPU_CACHE_DIR"
@@ -333,7 +333,7 @@ def signature(program: Program) -> tuple[Any, ...]:
 
 
 @functools.cache
-def _generator_digest() -> str:
+def generator_digest() -> str:
     """What the kernels are made of besides the program: the code that writes them
     (codegen, blocks, lockstep_proven, ranges) and the helpers compiled into them
     (runtime), every module of this package, and numba's version. numba's cache checks
@@ -347,21 +347,29 @@ def _generator_digest() -> str:
 
 def _source_path(key: str) -> Path:
     """Where the source of the kernel under ``key`` is kept, numba's cache beside it."""
-    return cache_dir() / f"vyre_cpu_kernel_{key[:32]}_{_generator_digest()}.py"
+    return cache_dir() / f"vyre_cpu_kernel_{key[:32]}_{generator_digest()}.py"
 
 
 def _module(kernel: Kernel, key: str) -> ModuleType:
-    """The kernel's module, from its source file in the cache directory (written once,
-    atomically); in memory, without numba's cache, where the directory cannot be used."""
-    path = _source_path(key)
-    name = path.stem
+    """The kernel's module, from its source file in the cache directory (the math
+    library's helpers loaded first where it calls them)."""
+    if mathlib.PREFIX in kernel.source:
+        mathlib.module()
+    return load_module(kernel.source, _source_path(key).stem)
+
+
+def load_module(source: str, name: str) -> ModuleType:
+    """The module of generated ``source``, from its file ``name`` in the cache directory
+    (written once, atomically); in memory, without numba's cache, where the directory
+    cannot be used."""
+    path = cache_dir() / f"{name}.py"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text() != kernel.source:
+        if not path.exists() or path.read_text() != source:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".kernel-", suffix=".py")
             try:
                 with os.fdopen(fd, "w") as f:
-                    f.write(kernel.source)
+                    f.write(source)
                 os.replace(tmp, path)
             finally:
                 with contextlib.suppress(FileNotFoundError):
@@ -375,7 +383,7 @@ def _module(kernel: Kernel, key: str) -> ModuleType:
         _log.warning("vyre-cpu: kernel cache %s unusable (%s); compiling in memory",
                      path.parent, exc)
     module = ModuleType(name)
-    exec(compile(kernel.source.replace("cache=True", "cache=False"), name, "exec"),
+    sys.modules.setdefault(name, module)  # (before: a kernel imports the helpers by name)
+    exec(compile(source.replace("cache=True", "cache=False"), name, "exec"),
          module.__dict__)
-    sys.modules.setdefault(name, module)
     return module
