@@ -69,7 +69,8 @@ fn vyre_two_prod(a: f32, b: f32) -> vec2<f32> {{
 
 
 #: e^(hi - lo) - 1 for |hi - lo| <= ln(2)/2, one rounding at the end (fdlibm's expf kernel:
-#: a rational approximation); e^x = 2^k (1 + m) by Cody-Waite reduction by ln 2 in two parts.
+#: a rational approximation); e^x = 2^k (1 + m) by Cody-Waite reduction by ln 2 in two parts
+#: (tanh's and pow's pieces; exp itself is the math library's).
 _EXP = """struct VyreExpParts { m: f32, k: i32 }
 
 fn vyre_expm1_core(hi: f32, lo: f32) -> f32 {
@@ -100,20 +101,6 @@ fn vyre_exp_parts(x: f32) -> VyreExpParts {
         lo = vyre_x(kf * vyre_k(0x35bfbe8eu));
     }
     return VyreExpParts(vyre_expm1_core(hi, lo), k);
-}
-
-fn vyre_exp_f32(x: f32) -> f32 {
-    let ux = bitcast<u32>(x);
-    let hx = ux & 0x7fffffffu;
-    let neg = (ux >> 31u) == 1u;
-    if (hx > 0x7f800000u) { return x; }
-    if (hx >= 0x42b17218u && !neg) { return vyre_k(0x7f800000u); }
-    if (hx >= 0x42cff1b5u && neg) { return vyre_k(0u); }
-    if (hx <= 0x39000000u) { return vyre_x(vyre_k(0x3f800000u) + x); }
-    let e = vyre_exp_parts(x);
-    let y = vyre_x(vyre_k(0x3f800000u) + e.m);
-    if (e.k == 0) { return y; }
-    return vyre_scalbn(y, e.k);
 }"""
 
 #: tanh(x) from e^(-2|x|) = 2^k (1 + m), without cancelling: -m / (2 + m) for k = 0, else
@@ -523,7 +510,6 @@ fn vyre_tan_f32(x: f32) -> f32 {
 
 #: Each op the lowering builds here: (WGSL function, extra arguments, the pieces it needs).
 OWN_F32: dict[UnOp | BinOp, tuple[str, str, tuple[str, ...]]] = {
-    UnOp.EXP: ("vyre_exp_f32", "", ("exp",)),
     UnOp.LOG: ("vyre_log_f32", "", ("log",)),
     UnOp.SIN: ("vyre_trig_f32", ", 0u", ("trig",)),
     UnOp.COS: ("vyre_trig_f32", ", 1u", ("trig",)),
