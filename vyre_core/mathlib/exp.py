@@ -14,9 +14,9 @@ runs the basic operations as written (f32 pairs, no f64, no ``fma``):
   off by ``two_sum``; ``n C3`` (below 2^-27) and the pair's low parts in plain f32. ``r``
   is a pair ``s_hi + s_lo``, ``|s_hi| <= ln 2 / 128`` (just over), absolute error about
   2^-51, ``|s_lo|`` below 2^-27. ``e^x = 2^(n >> 6) * T_j * e^r`` with ``j = n & 63``.
-- ``e^r - 1`` and ``T (1 + p)`` as exp2.py computes ``2^r`` from its ``s = r ln 2``
-  (absolute error about 2^-50; then a pair within about 2^-46 of ``e^x``, relative),
-  rounded once: to f32 by exp2's ``_round_f32``, to f16 by ``ff.round_ff`` (straight to
+- ``T_j e^r`` by exp2.py's ``table_times_exp`` (the code ``2^x`` uses from its ``s = r
+  ln 2``: absolute error about 2^-50; a pair within about 2^-46 of ``e^x``, relative),
+  rounded once: to f32 by exp2's ``round_f32``, to f16 by ``ff.round_ff`` (straight to
   f16, never f16 of the rounded f32: design-42 section 4).
 
 ``e^0 = 1`` exactly (``n = 0``, ``r = 0``, ``T = 1``), the only finite input with a
@@ -30,10 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, cast, select, table
+from vyre_core.ir.builder import Kernel, Val, cast, select
 from vyre_core.ir.dtypes import DType
-from vyre_core.mathlib import exceptions, ff
-from vyre_core.mathlib.exp2 import _T_HI, _T_LO, _round_f32
+from vyre_core.mathlib import exceptions, exp2, ff
 from vyre_core.mathlib.ff import FF
 
 F32, I32, U32 = DType.F32, DType.I32, DType.U32
@@ -65,7 +64,7 @@ def exp_f32(k: Kernel, x: Val) -> Val:
     """``e^x`` correctly rounded to f32, for an f32 ``x``: NaN for NaN, +0 below about
     -103.97, +inf above about 88.72."""
     pair, scale = _core(k, x)
-    rounded = _round_f32(k, pair, scale)
+    rounded = exp2.round_f32(k, pair, scale)
     return select(x != x, x, exceptions.corrected(k, x, rounded, _EXCEPTION_INPUTS,
                                                   _EXCEPTION_RESULTS))
 
@@ -83,25 +82,11 @@ def _let(k: Kernel, value: Val) -> Val:
 
 def _core(k: Kernel, x: Val) -> tuple[FF, Val]:
     """``e^x = 2^scale * (hi + lo)`` for an f32 ``x``, the pair within about 2^-46 of it
-    (relative) and ``hi`` in [0.99, 2) (as exp2's ``_core``, for ``_round_f32``)."""
+    (relative) and ``hi`` in [0.99, 2) (as exp2's ``_core``, for ``round_f32``)."""
     x = _let(k, select(x >= -105.0, select(x <= 90.0, x, 90.0), -105.0))
     n = _let(k, cast(ir.round(x * _INV_STEP), I32))
     n_f = _let(k, cast(n, F32))
     nc2 = ff.two_prod(k, n_f, _STEP_2)
     s = ff.two_sum(k, x - n_f * _STEP_1, -nc2.hi)
     s_lo = _let(k, s.lo - (nc2.lo + n_f * _STEP_3))
-    j = _let(k, cast(n & 63, U32))
-    t_hi, t_lo = _let(k, table(_T_HI, j)), _let(k, table(_T_LO, j))
-    # e^s - 1 = (e^s_hi - 1) + s_lo (1 + s_hi + s_hi^2/2) (to 2^-52), e^s_hi - 1 = s_hi +
-    # s_hi^2/2 (1 + s_hi/3 + s_hi^2/12 + s_hi^3/60) (the next term is below 2^-54): as
-    # exp2._core from its s on
-    square = ff.two_prod(k, s.hi, s.hi)
-    half = _let(k, square.hi * 0.5)
-    tail = half * (s.hi * (1 / 3 + s.hi * (1 / 12 + s.hi * (1 / 60))))
-    rest = (square.lo * 0.5 + s_lo * (s.hi + half)) + tail
-    p = ff.fast_two_sum(k, s.hi, half)
-    p_lo = _let(k, p.lo + (s_lo + rest))
-    product = ff.two_prod(k, t_hi, p.hi)
-    low = ((product.lo + t_lo * p.hi) + t_hi * p_lo) + t_lo
-    head = ff.fast_two_sum(k, t_hi, product.hi)
-    return ff.fast_two_sum(k, head.hi, head.lo + low), _let(k, n >> 6)
+    return exp2.table_times_exp(k, FF(s.hi, s_lo), n), _let(k, n >> 6)

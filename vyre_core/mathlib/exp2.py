@@ -17,7 +17,7 @@ all:
   about 2^-46 (relative, by the sizes of the f32 roundings of the low terms; the
   exhaustive run finds it wrong only where ``2^x`` lies within 2^-48 of a rounding
   boundary) of ``2^x``, at scale ``n >> 6``. Rounded once (subnormal results on their
-  grid, overflow to infinity): to f32 by ``_round_f32``, which does ``ff.round_ff``'s
+  grid, overflow to infinity): to f32 by ``round_f32``, which does ``ff.round_ff``'s
   work for these pairs only, in a third of its operations; to f16 by ``ff.round_ff``,
   straight to f16 (never f16 of the rounded f32: design-42 section 4).
 
@@ -91,7 +91,7 @@ def exp2_f32(k: Kernel, x: Val) -> Val:
     """``2^x`` correctly rounded to f32, for an f32 ``x``: NaN for NaN, +0 at and below
     -150, +inf from 128 up."""
     pair, scale = _core(k, x)
-    rounded = _round_f32(k, pair, scale)
+    rounded = round_f32(k, pair, scale)
     return select(x != x, x, exceptions.corrected(k, x, rounded, _EXCEPTION_INPUTS,
                                                   _EXCEPTION_RESULTS))
 
@@ -113,27 +113,34 @@ def _core(k: Kernel, x: Val) -> tuple[FF, Val]:
     x = _let(k, select(x >= -160.0, select(x <= 140.0, x, 140.0), -160.0))
     n = _let(k, cast(ir.round(x * 64.0), I32))
     r = _let(k, x - cast(n, F32) * (1 / 64))
-    j = _let(k, cast(n & 63, U32))
-    t_hi, t_lo = _let(k, table(_T_HI, j)), _let(k, table(_T_LO, j))
-    # s = r ln 2 as a pair, |s| < 2^-7.5: e^s - 1 = (e^s_hi - 1) + s_lo (1 + s_hi + s_hi^2/2)
-    # (to 2^-56), e^s_hi - 1 = s_hi + s_hi^2/2 (1 + s_hi/3 + s_hi^2/12 + s_hi^3/60) (the
-    # next term, s^6/720, is below 2^-54)
+    # s = r ln 2 as a pair, |s| < 2^-7.5
     s = ff.two_prod(k, r, _LN2_HI)
     s_lo = _let(k, s.lo + r * _LN2_LO)
+    return table_times_exp(k, FF(s.hi, s_lo), n), _let(k, n >> 6)
+
+
+def table_times_exp(k: Kernel, s: FF, n: Val) -> FF:
+    """``2^((n & 63) / 64) * e^(s.hi + s.lo)`` as a normalized pair, ``hi`` in [0.99, 2),
+    within about 2^-46 (relative), for ``|s.hi| <= 2^-7.5`` and ``s.lo`` below 2^-27 (the
+    core of ``exp2`` and ``exp``, one code for both). ``e^s - 1 = (e^s_hi - 1) + s_lo (1 +
+    s_hi + s_hi^2/2)`` (to 2^-56), ``e^s_hi - 1 = s_hi + s_hi^2/2 (1 + s_hi/3 + s_hi^2/12
+    + s_hi^3/60)`` (the next term, s^6/720, is below 2^-54), then ``T (1 + p) = T_hi +
+    T_hi p_hi`` (exact, as a pair) ``+ T_hi p_lo + T_lo + T_lo p_hi``."""
+    j = _let(k, cast(n & 63, U32))
+    t_hi, t_lo = _let(k, table(_T_HI, j)), _let(k, table(_T_LO, j))
     square = ff.two_prod(k, s.hi, s.hi)
     half = _let(k, square.hi * 0.5)
     tail = half * (s.hi * (1 / 3 + s.hi * (1 / 12 + s.hi * (1 / 60))))
-    rest = (square.lo * 0.5 + s_lo * (s.hi + half)) + tail
+    rest = (square.lo * 0.5 + s.lo * (s.hi + half)) + tail
     p = ff.fast_two_sum(k, s.hi, half)
-    p_lo = _let(k, p.lo + (s_lo + rest))
-    # T (1 + p) = T_hi + T_hi p_hi (exact, as a pair) + T_hi p_lo + T_lo + T_lo p_hi
+    p_lo = _let(k, p.lo + (s.lo + rest))
     product = ff.two_prod(k, t_hi, p.hi)
     low = ((product.lo + t_lo * p.hi) + t_hi * p_lo) + t_lo
     head = ff.fast_two_sum(k, t_hi, product.hi)
-    return ff.fast_two_sum(k, head.hi, head.lo + low), _let(k, n >> 6)
+    return ff.fast_two_sum(k, head.hi, head.lo + low)
 
 
-def _round_f32(k: Kernel, x: FF, scale: Val) -> Val:
+def round_f32(k: Kernel, x: FF, scale: Val) -> Val:
     """``ff.round_ff(k, x, scale)`` for ``_core``'s pairs (``hi`` in [0.99, 2), the pair
     normalized, ``scale`` in [-160, 140]) in a third of its operations (36 against 112;
     measured, round_ff is nearly half of the function's cost otherwise). A normal result
