@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from vyre_core.ir import builder as ir
 from vyre_core.ir.builder import Kernel, Operand, Val, as_val, bitcast, cast, lit, select
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.nodes import Lit
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ def split(k: Kernel, a: Operand) -> FF:
     exact: f32 by clearing the low 12 significand bits (12 + 12 bits, no overflow for any
     finite ``a``); f64 by Veltkamp's method (26 + 26 bits, for ``|a| < 2^996``)."""
     v = as_val(a)
+    if isinstance(v.node, Lit) and v.dtype in (DType.F32, DType.F64):
+        return _split_constant(v.node)
     if v.dtype is DType.F32:
         hi = _let(k, bitcast(bitcast(v, DType.U32) & 0xFFFFF000, DType.F32))
     elif v.dtype is DType.F64:
@@ -65,6 +70,20 @@ def split(k: Kernel, a: Operand) -> FF:
                         "and f64. Fix: compute in f32 and round the result to f16 with "
                         "round_ff(..., ir.f16)")
     return FF(hi, _let(k, v - hi))
+
+
+def _split_constant(c: Lit) -> FF:
+    """``split`` of a literal, made here by the same operations, rounded the same way
+    (numpy's f32 and f64 are IEEE's): the same halves, without their operations in
+    every program."""
+    if c.dtype is DType.F32:
+        v = np.uint32(c.bits).view(np.float32)
+        hi = np.uint32(c.bits & 0xFFFFF000).view(np.float32)
+        return FF(lit(hi, DType.F32), lit(np.float32(v - hi), DType.F32))
+    v = np.uint64(c.bits).view(np.float64)
+    scaled = v * np.float64(2.0**27 + 1)
+    hi = scaled - (scaled - v)
+    return FF(lit(hi, DType.F64), lit(v - hi, DType.F64))
 
 
 def two_prod(k: Kernel, a: Operand, b: Operand) -> FF:
