@@ -136,6 +136,28 @@ def test_the_exception_list_is_sorted_and_each_entry_is_needed_and_right():
 
 
 @pytest.mark.fast
+def test_the_table_is_minus_log2_of_the_reciprocals_the_function_computes():
+    """``-log2 c_j`` (less 1 from the halved cells on) to 48 bits, for the ``c_j`` that
+    ``_reciprocal`` gives on the reference: the table and the computation agree, and
+    ``c_j`` is near ``1 / (1 + j / 128)`` (|r| stays within 2^-8 + 2^-15), exactly 1 and
+    1/2 at the ends."""
+    k = ir.Kernel(workgroup=(64,))
+    source = k.read("j", ir.u32)
+    out = k.output("out", ir.f32, 129)
+    i = k.let("i", ir.global_id())
+    out[i] = log2._reciprocal(k, source[i])
+    c = run(k.build(), [np.arange(129, dtype=np.uint32)])[0].view(np.float32)
+    assert (c[0], c[128]) == (1.0, 0.5)
+    m = 1 + np.arange(129) / 128
+    assert np.max(np.abs(c * m - 1)) < 2.0**-15
+    with gmpy2.context(precision=200):
+        for j, cj in enumerate(c):
+            want = -gmpy2.log2(gmpy2.mpfr(float(cj))) - (j >= log2._HALVED_FROM)
+            error = want - gmpy2.mpfr(float(log2._T_HI[j])) - gmpy2.mpfr(float(log2._T_LO[j]))
+            assert abs(error) <= 2.0**-48 * max(abs(want), 2.0**-100), j
+
+
+@pytest.mark.fast
 @settings(max_examples=25, deadline=None, derandomize=True, database=None)
 @given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=64),
        st.lists(st.integers(0x3F000000, 0x40000000), min_size=1, max_size=64))
