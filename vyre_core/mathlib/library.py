@@ -22,7 +22,7 @@ from vyre_core.ir import Program
 from vyre_core.ir.builder import Kernel, Val, as_val
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Expr, Let, Stmt, Var
-from vyre_core.mathlib import exp, exp2
+from vyre_core.mathlib import exp, exp2, log2
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,8 @@ def functions() -> Mapping[Operation, Function]:
         ("unop.exp2", DType.F16): define("exp2.f16", (DType.F16,), exp2.exp2_f16),
         ("unop.exp", DType.F32): define("exp.f32", (DType.F32,), exp.exp_f32),
         ("unop.exp", DType.F16): define("exp.f16", (DType.F16,), exp.exp_f16),
+        ("unop.log2", DType.F32): define("log2.f32", (DType.F32,), log2.log2_f32),
+        ("unop.log2", DType.F16): define("log2.f16", (DType.F16,), log2.log2_f16),
     }
 
 

@@ -193,15 +193,6 @@ _LOG2 = f"""fn vyre_log2_wide(x0: f32) -> vec2<f32> {{
     let nf = f32(n);
     let t1 = vyre_trunc12(vyre_x(vyre_x(vyre_x(hi + lo) + b_hi) + nf));
     return vec2<f32>(t1, vyre_x(lo - vyre_x(vyre_x(vyre_x(t1 - nf) - b_hi) - hi)));
-}}
-
-fn vyre_log2_f32(x: f32) -> f32 {{
-    let ix = bitcast<u32>(x);
-    if ((ix << 1u) == 0u) {{ return vyre_k(0xff800000u); }}
-    if ((ix >> 31u) == 1u) {{ return vyre_k(0x7fc00000u); }}
-    if (ix >= 0x7f800000u) {{ return x; }}
-    let w = vyre_log2_wide(x);
-    return vyre_x(w.x + w.y);
 }}"""
 
 #: pow(x, y) with C's special cases; otherwise |x|^y = 2^(y log2 |x|), the exponent as two
@@ -515,7 +506,6 @@ OWN_F32: dict[UnOp | BinOp, tuple[str, str, tuple[str, ...]]] = {
     UnOp.COS: ("vyre_trig_f32", ", 1u", ("trig",)),
     UnOp.TAN: ("vyre_tan_f32", "", ("trig",)),
     UnOp.TANH: ("vyre_tanh_f32", "", ("exp", "tanh")),
-    UnOp.LOG2: ("vyre_log2_f32", "", ("log2",)),
     BinOp.POW: ("vyre_pow_f32", "", ("exp", "exp2", "log2", "pow")),
     BinOp.ATAN2: ("vyre_atan2_f32", "", ("atan",)),
 }
