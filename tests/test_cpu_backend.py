@@ -91,8 +91,8 @@ def test_a_cache_directory_that_cannot_be_written_costs_a_compile_not_a_failure(
     assert out.tobytes() == run(program, data)[0].tobytes()
     assert "compiling in memory" in caplog.text
     # the math library's helpers too, and a kernel that imports them (by module name)
-    vyre_cpu.mathlib.module.cache_clear()
-    compiler.sys.modules.pop(vyre_cpu.mathlib.module_name(), None)
+    compiler.helpers_module.cache_clear()
+    compiler.sys.modules.pop(vyre_cpu.mathlib.MODULE, None)
     x = np.linspace(-10, 10, 256, dtype=np.float32)
     out, = vyre_cpu.backend.Pipeline(exp2_calls(8), DispatchConfig()).dispatch(
         [x], DispatchConfig(grid_override=(4, 1, 1)))

@@ -33,9 +33,11 @@ from vyre_core.config import DispatchConfig
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Access, Program
 from vyre_core.ir.nodes import Barrier, Loop, While, walk
+from vyre_core.mathlib.library import version as math_library_version
 from vyre_core.pipeline import pipeline_cache_key
 from vyre_cpu import __version__, mathlib, threads
 from vyre_cpu.codegen import Kernel, generate
+from vyre_cpu.math_helpers import source as math_helpers_source
 
 ENV = "VYRE_CPU_CACHE_DIR"
 if not {"NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY"} & set(os.environ):
@@ -353,9 +355,21 @@ def _source_path(key: str) -> Path:
 def _module(kernel: Kernel, key: str) -> ModuleType:
     """The kernel's module, from its source file in the cache directory (the math
     library's helpers loaded first where it calls them)."""
-    if mathlib.PREFIX in kernel.source:
-        mathlib.module()
+    if mathlib.MODULE in kernel.source:
+        helpers_module()
     return load_module(kernel.source, _source_path(key).stem)
+
+
+@functools.cache
+def helpers_module() -> ModuleType:
+    """The math library's helpers (``vyre_cpu.mathlib``), loaded as a kernel is, from a
+    file named by the library's version and this package's code (as numba's cache
+    needs), and registered under the name kernels import them by."""
+    module = load_module(math_helpers_source(),
+                         f"{mathlib.MODULE}_{math_library_version()[:16]}_"
+                         f"{generator_digest()}")
+    sys.modules[mathlib.MODULE] = module
+    return module
 
 
 def load_module(source: str, name: str) -> ModuleType:

@@ -11,26 +11,26 @@ the library has them written out (``mathlib.inline``, as every other backend), a
 with more calls the helpers. The helpers are written by the kernels' own writer from the
 library's IR, so they compute the same operations, rounded the same way: the bytes are
 the library's either way (``vyre_lowers_math_library`` says so for exactly this
-version).
+version). Here: the rule and the names; ``math_helpers``: the helpers' source;
+``compiler``: their module, loaded once.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-from types import ModuleType
 
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Binary, Unary, walk
 from vyre_core.mathlib.inline import expand
-from vyre_core.mathlib.library import Operation, functions, param, version
+from vyre_core.mathlib.library import Operation, functions
 
 #: The most calls of the library a kernel has written out; past it, it calls helpers.
 INLINE_CALLS = 4
 
-#: How every helpers' module is named (a kernel that imports one names it).
-PREFIX = "vyre_cpu_mathlib_"
+#: The name kernels import the helpers by: the module of this library version's helpers
+#: is registered under it when loaded (``compiler.helpers_module``).
+MODULE = "vyre_cpu_mathlib"
 
 
 def written_out_where_few(program: Program) -> Program:
@@ -49,45 +49,6 @@ def helper_name(operation: Operation) -> str:
     return f"mathlib_{re.sub(r'[^0-9a-z]', '_', op.split('.', 1)[1])}_{dtype.value}"
 
 
-def module_name() -> str:
-    """The helpers' module: its name changes with the library and with this package's
-    code (``compiler``'s generator digest), as numba's cache needs."""
-    from vyre_cpu.compiler import generator_digest
-
-    return f"{PREFIX}{version()[:16]}_{generator_digest()}"
-
-
-def source() -> str:
-    """The helpers' module source: every function of the library, each a ``@njit``
-    function of its parameters returning its result."""
-    from vyre_cpu.codegen import HEAD, _Writer  # (codegen imports this module)
-
-    library = functions()
-    writer = _Writer(Program((), (1, 1, 1), tuple(s for fn in library.values()
-                                                  for s in fn.body)))
-    parts: list[str] = []
-    for operation, fn in library.items():
-        args = [param(i) for i in range(len(fn.params))]
-        writer.scopes = [{a: (a, t) for a, t in zip(args, fn.params, strict=True)}]
-        writer.lines, writer.entry = [], []
-        for statement in fn.body:  # (in the function's scope: the result reads its lets)
-            writer.stmt(statement, 1)
-        result, _ = writer.expr(fn.result)
-        parts += ["", "", "@njit(cache=True, nogil=True)",
-                  f"def {helper_name(operation)}({', '.join(args)}):",
-                  *writer.entry, *writer.lines, f"    return {result}"]
-    return "\n".join([*HEAD, *writer.consts, *parts, ""])
-
-
-@functools.cache
-def module() -> ModuleType:
-    """The helpers' module, loaded (its source written to the kernels' cache directory
-    the first time, as a kernel's is)."""
-    from vyre_cpu.compiler import load_module
-
-    return load_module(source(), module_name())
-
-
 def call(operation: Operation, args: list[str]) -> tuple[str, DType, str] | None:
     """The call of ``operation``'s helper on ``args`` (source), its type, and the import
     line a kernel module needs for it; None when the library has no such function."""
@@ -96,4 +57,4 @@ def call(operation: Operation, args: list[str]) -> tuple[str, DType, str] | None
         return None
     name = helper_name(operation)
     return (f"{name}({', '.join(args)})", fn.dtype,
-            f"from {module_name()} import {name}")
+            f"from {MODULE} import {name}")
