@@ -14,39 +14,28 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_mathlib_exp2 import BINARY16, BINARY32, CANONICAL_NAN, EVERY_F16, f32_bits
+from mathlib_cases import (
+    EVERY_F16,
+    assert_correctly_rounded,
+    assert_exception_list,
+    block,
+    f32_bits,
+    mpfr,
+    operation_is_mpfrs,
+    same_bytes_on,
+)
 
-from vyre_core import Driver, SequenceBuilder, ir
+from vyre_core import Driver, ir
 from vyre_core.mathlib import exp
 from vyre_core.mathlib.exp2 import round_f32
-from vyre_reference import run
 
 
 def correct(bits: np.ndarray, width: int) -> np.ndarray:
-    """MPFR's ``e^x`` of each input (bits of an f32 or f16), rounded once to the format,
-    as bits; a NaN's is the canonical NaN (stores canonicalize)."""
-    floats, unsigned = ((np.float32, np.uint32) if width == 32 else (np.float16, np.uint16))
-    out = np.empty(bits.size, unsigned)
-    with gmpy2.context(BINARY32 if width == 32 else BINARY16):
-        for at, v in enumerate(bits.astype(unsigned).view(floats)):
-            if np.isnan(v):
-                out[at] = CANONICAL_NAN[width]
-            else:
-                out[at] = floats(float(gmpy2.exp(gmpy2.mpfr(float(v))))).view(unsigned)
-    return out
+    return mpfr(gmpy2.exp, bits, width)
 
 
 def program(width: int, lanes: int) -> ir.Program:
-    """``out[i]`` = the bits of ``e^x`` for the bits ``x`` of ``in[i]``: one block."""
-    unsigned, floats = (ir.u32, ir.f32) if width == 32 else (ir.u16, ir.f16)
-    function = exp.exp_f32 if width == 32 else exp.exp_f16
-    k = ir.Kernel(workgroup=(64,))
-    source = k.read("x", unsigned)
-    out = k.output("out", unsigned, lanes)
-    i = k.let("i", ir.global_id())
-    x = k.let("v", ir.bitcast(source[i], floats))
-    out[i] = ir.bitcast(function(k, x), unsigned)
-    return k.build()
+    return block(exp.exp_f32 if width == 32 else exp.exp_f16, width, lanes)
 
 
 #: ``e^x``'s thresholds in f32 (the first input past each, with its neighbours below):
@@ -81,9 +70,6 @@ def adversarial() -> np.ndarray:
                            np.array(exp._EXCEPTION_INPUTS, np.uint32)])
 
 
-def on_reference(width: int, bits: np.ndarray) -> np.ndarray:
-    return run(program(width, bits.size), [bits])[0]
-
 
 # -- the oracle ---------------------------------------------------------------------------
 
@@ -104,11 +90,7 @@ def test_the_oracle_gives_exps_exact_case_and_thresholds():
 # -- f32 on the reference ----------------------------------------------------------------
 
 def check_f32(bits: np.ndarray) -> None:
-    got, want = on_reference(32, bits), correct(bits, 32)
-    wrong = np.flatnonzero(got != want)
-    assert wrong.size == 0, "exp_f32 misrounds " + ", ".join(
-        f"{bits[at]:08x} ({bits[at:at + 1].view(np.float32)[0]!r}): got {got[at]:08x}, "
-        f"want {want[at]:08x}" for at in wrong[:8])
+    assert_correctly_rounded(exp.exp_f32, gmpy2.exp, 32, bits)
 
 
 @pytest.mark.fast
@@ -120,18 +102,8 @@ def test_f32_is_correctly_rounded_on_adversarial_inputs():
 def test_the_exception_list_is_sorted_and_each_entry_is_needed_and_right():
     """Sorted (the bisection needs it), and each entry is a correctly rounded result that
     the fast path alone misses (an entry that is not needed is a stale list)."""
-    inputs = np.array(exp._EXCEPTION_INPUTS, np.uint32)
-    assert np.all(np.diff(inputs.astype(np.int64)) > 0)
-    results = np.array(exp._EXCEPTION_RESULTS, np.uint32)
-    assert results.tolist() == correct(inputs, 32).tolist()
-    k = ir.Kernel(workgroup=(64,))
-    source = k.read("x", ir.u32)
-    out = k.output("out", ir.u32, inputs.size)
-    i = k.let("i", ir.global_id())
-    pair, scale = exp._core(k, k.let("v", ir.bitcast(source[i], ir.f32)))
-    out[i] = ir.bitcast(round_f32(k, pair, scale), ir.u32)
-    fast = run(k.build(), [inputs])[0]
-    assert not np.any(fast == results), "an exception the fast path gets right"
+    assert_exception_list(exp._EXCEPTION_INPUTS, exp._EXCEPTION_RESULTS, gmpy2.exp,
+                          lambda k, x: round_f32(k, *exp._core(k, x)))
 
 
 @pytest.mark.fast
@@ -149,11 +121,7 @@ def test_f32_is_correctly_rounded_for_drawn_bits(anywhere, ordinary):
 
 @pytest.mark.fast
 def test_f16_is_correctly_rounded_for_every_input():
-    got = on_reference(16, EVERY_F16)
-    want = correct(EVERY_F16, 16)
-    wrong = np.flatnonzero(got != want)
-    assert wrong.size == 0, "exp_f16 misrounds " + ", ".join(
-        f"{at:04x}: got {got[at]:04x}, want {want[at]:04x}" for at in wrong[:8])
+    assert_correctly_rounded(exp.exp_f16, gmpy2.exp, 16, EVERY_F16)
 
 
 # -- the same bytes on every backend -----------------------------------------------------
@@ -170,20 +138,7 @@ def test_every_backend_gives_the_references_bytes(driver, backend):
     f32 = np.concatenate([adversarial(), rng.integers(0, 2**32, 4096, dtype=np.uint32),
                           rng.integers(0x32000000, 0x42D00000, 4096, dtype=np.uint32)])
     f32 = np.concatenate([f32, f32[-4096:] | 0x80000000]).astype(np.uint32)
-    for width, bits in ((32, f32), (16, EVERY_F16)):
-        prog = program(width, bits.size)
-        want = driver.dispatch(prog, [bits], "reference")[0]
-        got = driver.dispatch(prog, [bits], backend)[0]
-        assert got.tobytes() == want.tobytes(), f"exp f{width} on {backend}"
-
-
-def op_program(floats: ir.DType, lanes: int) -> ir.Program:
-    """``out[i] = ir.exp(x[i])``: the IR operation itself, as a user writes it."""
-    k = ir.Kernel(workgroup=(64,))
-    x, out = k.read("x", floats), k.output("out", floats, lanes)
-    i = k.let("i", ir.global_id())
-    out[i] = ir.exp(x[i])
-    return k.build()
+    same_bytes_on(driver, backend, (exp.exp_f32, exp.exp_f16), f32)
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
@@ -193,20 +148,5 @@ def test_the_ir_operation_is_the_librarys_on_every_backend(driver, backend):
     single dispatch and as the step of a sequence."""
     rng = np.random.default_rng(5)
     f32 = np.concatenate([adversarial(), rng.integers(0, 2**32, 2048, dtype=np.uint32)])
-    for floats, bits, width in ((ir.f32, f32, 32), (ir.f16, EVERY_F16, 16)):
-        values = bits.view(np.float32 if width == 32 else np.float16)
-        got = driver.dispatch(op_program(floats, bits.size), [values], backend)[0]
-        assert got.view(bits.dtype).tobytes() == correct(bits, width).tobytes(), \
-            f"ir.exp on f{width} on {backend}"
-    lanes = 4096
-    b = SequenceBuilder()
-    b.input("x", ir.f32, lanes)
-    b.transient("t", ir.f32, lanes)
-    b.transient("u", ir.f32, lanes)
-    b.step(op_program(ir.f32, lanes), {"x": "x", "out": "t"})
-    b.step(op_program(ir.f32, lanes), {"x": "t", "out": "u"})
-    x = (rng.standard_normal(lanes) * 4).astype(np.float32)
-    t, u = driver.dispatch_sequence(b.build(returns=["t", "u"]), [x], backend=backend)
-    want_t = correct(x.view(np.uint32), 32)
-    assert t.view(np.uint32).tobytes() == want_t.tobytes(), f"a sequence's step on {backend}"
-    assert u.view(np.uint32).tobytes() == correct(want_t, 32).tobytes()
+    chained = (rng.standard_normal(4096) * 4).astype(np.float32)
+    operation_is_mpfrs(driver, backend, ir.exp, gmpy2.exp, f32, chained)

@@ -14,45 +14,29 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mathlib_cases import (
+    CANONICAL_NAN,
+    EVERY_F16,
+    assert_correctly_rounded,
+    assert_exception_list,
+    block,
+    f32_bits,
+    mpfr,
+    operation_is_mpfrs,
+    same_bytes_on,
+)
 
-from vyre_core import Driver, SequenceBuilder, ir
+from vyre_core import Driver, ir
 from vyre_core.mathlib import log2
 from vyre_reference import run
 
-#: MPFR's formats: precision with the hidden bit, and exponents for m * 2^e, m in [1/2, 1)
-#: (so emin is one above the least normal's C exponent, minus the subnormal bits).
-BINARY32 = gmpy2.context(precision=24, emin=-148, emax=128, subnormalize=True)
-BINARY16 = gmpy2.context(precision=11, emin=-23, emax=16, subnormalize=True)
-CANONICAL_NAN = {32: 0x7FC00000, 16: 0x7E00}
-
 
 def correct(bits: np.ndarray, width: int) -> np.ndarray:
-    """MPFR's ``log2 x`` of each input (bits of an f32 or f16), rounded once to the format,
-    as bits; a NaN is the canonical NaN (stores canonicalize)."""
-    floats, unsigned = ((np.float32, np.uint32) if width == 32 else (np.float16, np.uint16))
-    out = np.empty(bits.size, unsigned)
-    with gmpy2.context(BINARY32 if width == 32 else BINARY16):
-        for at, v in enumerate(bits.astype(unsigned).view(floats)):
-            result = floats(float(gmpy2.log2(gmpy2.mpfr(float(v)))))
-            out[at] = CANONICAL_NAN[width] if np.isnan(result) else result.view(unsigned)
-    return out
+    return mpfr(gmpy2.log2, bits, width)
 
 
 def program(width: int, lanes: int) -> ir.Program:
-    """``out[i]`` = the bits of ``log2 x`` for the bits ``x`` of ``in[i]``: one block."""
-    unsigned, floats = (ir.u32, ir.f32) if width == 32 else (ir.u16, ir.f16)
-    function = log2.log2_f32 if width == 32 else log2.log2_f16
-    k = ir.Kernel(workgroup=(64,))
-    source = k.read("x", unsigned)
-    out = k.output("out", unsigned, lanes)
-    i = k.let("i", ir.global_id())
-    x = k.let("v", ir.bitcast(source[i], floats))
-    out[i] = ir.bitcast(function(k, x), unsigned)
-    return k.build()
-
-
-def f32_bits(values) -> np.ndarray:
-    return np.asarray(values, np.float32).view(np.uint32)
+    return block(log2.log2_f32 if width == 32 else log2.log2_f16, width, lanes)
 
 
 def adversarial() -> np.ndarray:
@@ -83,9 +67,6 @@ def adversarial() -> np.ndarray:
                            np.array(log2._EXCEPTION_INPUTS, np.uint32)])
 
 
-def on_reference(width: int, bits: np.ndarray) -> np.ndarray:
-    return run(program(width, bits.size), [bits])[0]
-
 
 # -- the oracle's contexts ---------------------------------------------------------------
 
@@ -106,11 +87,7 @@ def test_the_oracle_rounds_as_binary32_and_binary16():
 # -- f32 on the reference ----------------------------------------------------------------
 
 def check_f32(bits: np.ndarray) -> None:
-    got, want = on_reference(32, bits), correct(bits, 32)
-    wrong = np.flatnonzero(got != want)
-    assert wrong.size == 0, "log2_f32 misrounds " + ", ".join(
-        f"{bits[at]:08x} ({bits[at:at + 1].view(np.float32)[0]!r}): got {got[at]:08x}, "
-        f"want {want[at]:08x}" for at in wrong[:8])
+    assert_correctly_rounded(log2.log2_f32, gmpy2.log2, 32, bits)
 
 
 @pytest.mark.fast
@@ -122,17 +99,8 @@ def test_f32_is_correctly_rounded_on_adversarial_inputs():
 def test_the_exception_list_is_sorted_and_each_entry_is_needed_and_right():
     """Sorted (the bisection needs it), and each entry is a correctly rounded result that
     the fast path alone misses (an entry that is not needed is a stale list)."""
-    inputs = np.array(log2._EXCEPTION_INPUTS, np.uint32)
-    assert np.all(np.diff(inputs.astype(np.int64)) > 0)
-    results = np.array(log2._EXCEPTION_RESULTS, np.uint32)
-    assert results.tolist() == correct(inputs, 32).tolist()
-    k = ir.Kernel(workgroup=(64,))
-    source = k.read("x", ir.u32)
-    out = k.output("out", ir.u32, inputs.size)
-    i = k.let("i", ir.global_id())
-    out[i] = ir.bitcast(log2._core(k, k.let("v", ir.bitcast(source[i], ir.f32))).hi, ir.u32)
-    fast = run(k.build(), [inputs])[0]
-    assert not np.any(fast == results), "an exception the fast path gets right"
+    assert_exception_list(log2._EXCEPTION_INPUTS, log2._EXCEPTION_RESULTS, gmpy2.log2,
+                          lambda k, x: log2._core(k, x).hi)
 
 
 @pytest.mark.fast
@@ -170,16 +138,11 @@ def test_f32_is_correctly_rounded_for_drawn_bits(anywhere, near):
 
 # -- f16 on the reference ----------------------------------------------------------------
 
-EVERY_F16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
 
 
 @pytest.mark.fast
 def test_f16_is_correctly_rounded_for_every_input():
-    got = on_reference(16, EVERY_F16)
-    want = correct(EVERY_F16, 16)
-    wrong = np.flatnonzero(got != want)
-    assert wrong.size == 0, "log2_f16 misrounds " + ", ".join(
-        f"{at:04x}: got {got[at]:04x}, want {want[at]:04x}" for at in wrong[:8])
+    assert_correctly_rounded(log2.log2_f16, gmpy2.log2, 16, EVERY_F16)
 
 
 # -- the same bytes on every backend -----------------------------------------------------
@@ -196,20 +159,7 @@ def test_every_backend_gives_the_references_bytes(driver, backend):
     f32 = np.concatenate([adversarial(), rng.integers(0, 2**32, 4096, dtype=np.uint32),
                           rng.integers(0x3F000000, 0x40000000, 4096, dtype=np.uint32)])
     f32 = np.concatenate([f32, f32[-4096:] & 0x7FFFFF]).astype(np.uint32)
-    for width, bits in ((32, f32), (16, EVERY_F16)):
-        prog = program(width, bits.size)
-        want = driver.dispatch(prog, [bits], "reference")[0]
-        got = driver.dispatch(prog, [bits], backend)[0]
-        assert got.tobytes() == want.tobytes(), f"log2 f{width} on {backend}"
-
-
-def op_program(floats: ir.DType, lanes: int) -> ir.Program:
-    """``out[i] = ir.log2(x[i])``: the IR operation itself, as a user writes it."""
-    k = ir.Kernel(workgroup=(64,))
-    x, out = k.read("x", floats), k.output("out", floats, lanes)
-    i = k.let("i", ir.global_id())
-    out[i] = ir.log2(x[i])
-    return k.build()
+    same_bytes_on(driver, backend, (log2.log2_f32, log2.log2_f16), f32)
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
@@ -219,20 +169,5 @@ def test_the_ir_operation_is_the_librarys_on_every_backend(driver, backend):
     single dispatch and as the step of a sequence."""
     rng = np.random.default_rng(5)
     f32 = np.concatenate([adversarial(), rng.integers(0, 2**32, 2048, dtype=np.uint32)])
-    for floats, bits, width in ((ir.f32, f32, 32), (ir.f16, EVERY_F16, 16)):
-        values = bits.view(np.float32 if width == 32 else np.float16)
-        got = driver.dispatch(op_program(floats, bits.size), [values], backend)[0]
-        assert got.view(bits.dtype).tobytes() == correct(bits, width).tobytes(), \
-            f"ir.log2 on f{width} on {backend}"
-    lanes = 4096
-    b = SequenceBuilder()
-    b.input("x", ir.f32, lanes)
-    b.transient("t", ir.f32, lanes)
-    b.transient("u", ir.f32, lanes)
-    b.step(op_program(ir.f32, lanes), {"x": "x", "out": "t"})
-    b.step(op_program(ir.f32, lanes), {"x": "t", "out": "u"})
-    x = np.exp2(rng.standard_normal(lanes) * 40).astype(np.float32)
-    t, u = driver.dispatch_sequence(b.build(returns=["t", "u"]), [x], backend=backend)
-    want_t = correct(x.view(np.uint32), 32)
-    assert t.view(np.uint32).tobytes() == want_t.tobytes(), f"a sequence's step on {backend}"
-    assert u.view(np.uint32).tobytes() == correct(want_t, 32).tobytes()
+    chained = np.exp2(rng.standard_normal(4096) * 40).astype(np.float32)
+    operation_is_mpfrs(driver, backend, ir.log2, gmpy2.log2, f32, chained)

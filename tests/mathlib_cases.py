@@ -1,0 +1,123 @@
+"""What the tests of the math library's functions share (test_mathlib_exp2, _exp, _log2):
+MPFR's correctly rounded results, one-block programs of a function's IR, and the two
+checks through worker processes every function passes the same way: its block gives the
+reference's bytes on cpu and wgpu, and the IR operation itself (written out by the worker
+host, or the cpu backend's helper) gives MPFR's bytes on every backend, in a dispatch and
+as a sequence's step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gmpy2
+import numpy as np
+
+from vyre_core import SequenceBuilder, ir
+from vyre_reference import run
+
+#: MPFR's formats: precision with the hidden bit, and exponents for m * 2^e, m in [1/2, 1)
+#: (so emin is one above the least normal's C exponent, minus the subnormal bits).
+BINARY32 = gmpy2.context(precision=24, emin=-148, emax=128, subnormalize=True)
+BINARY16 = gmpy2.context(precision=11, emin=-23, emax=16, subnormalize=True)
+CANONICAL_NAN = {32: 0x7FC00000, 16: 0x7E00}
+EVERY_F16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+
+
+def f32_bits(values) -> np.ndarray:
+    return np.asarray(values, np.float32).view(np.uint32)
+
+
+def mpfr(fn: Callable, bits: np.ndarray, width: int) -> np.ndarray:
+    """MPFR's ``fn`` of each input (bits of an f32 or f16), rounded once to the format, as
+    bits; a NaN is the canonical NaN (stores canonicalize)."""
+    floats, unsigned = ((np.float32, np.uint32) if width == 32 else (np.float16, np.uint16))
+    out = np.empty(bits.size, unsigned)
+    with gmpy2.context(BINARY32 if width == 32 else BINARY16):
+        for at, v in enumerate(bits.astype(unsigned).view(floats)):
+            result = floats(float(fn(gmpy2.mpfr(float(v))))) if v == v else floats("nan")
+            out[at] = CANONICAL_NAN[width] if np.isnan(result) else result.view(unsigned)
+    return out
+
+
+def block(function: Callable, width: int, lanes: int) -> ir.Program:
+    """``out[i]`` = the bits of ``function`` of the bits of ``in[i]``: the function's IR
+    in a one-block program."""
+    unsigned, floats = (ir.u32, ir.f32) if width == 32 else (ir.u16, ir.f16)
+    k = ir.Kernel(workgroup=(64,))
+    source = k.read("x", unsigned)
+    out = k.output("out", unsigned, lanes)
+    i = k.let("i", ir.global_id())
+    x = k.let("v", ir.bitcast(source[i], floats))
+    out[i] = ir.bitcast(function(k, x), unsigned)
+    return k.build()
+
+
+def on_reference(function: Callable, width: int, bits: np.ndarray) -> np.ndarray:
+    return run(block(function, width, bits.size), [bits])[0]
+
+
+def same_bytes_on(driver, backend: str, functions: tuple[Callable, Callable],
+                  f32: np.ndarray) -> None:
+    """The f32 function over ``f32`` and the f16 one over every f16 input give the
+    reference's bytes on ``backend``."""
+    for width, function, bits in ((32, functions[0], f32), (16, functions[1], EVERY_F16)):
+        program = block(function, width, bits.size)
+        want = driver.dispatch(program, [bits], "reference")[0]
+        got = driver.dispatch(program, [bits], backend)[0]
+        assert got.tobytes() == want.tobytes(), f"{function.__name__} on {backend}"
+
+
+def op_program(op: Callable, floats: ir.DType, lanes: int) -> ir.Program:
+    """``out[i] = op(x[i])``: the IR operation itself, as a user writes it."""
+    k = ir.Kernel(workgroup=(64,))
+    x, out = k.read("x", floats), k.output("out", floats, lanes)
+    i = k.let("i", ir.global_id())
+    out[i] = op(x[i])
+    return k.build()
+
+
+def operation_is_mpfrs(driver, backend: str, op: Callable, fn: Callable, f32: np.ndarray,
+                       chained: np.ndarray) -> None:
+    """``op`` (``ir.exp2``, ...) gives MPFR's ``fn`` on ``backend``: over ``f32`` and every
+    f16 input, and as two steps of a sequence, the second on the first's results, from
+    the f32 values ``chained``."""
+    for floats, bits, width in ((ir.f32, f32, 32), (ir.f16, EVERY_F16, 16)):
+        values = bits.view(np.float32 if width == 32 else np.float16)
+        got = driver.dispatch(op_program(op, floats, bits.size), [values], backend)[0]
+        assert got.view(bits.dtype).tobytes() == mpfr(fn, bits, width).tobytes(), \
+            f"{op.__name__} on f{width} on {backend}"
+    lanes = chained.size
+    b = SequenceBuilder()
+    b.input("x", ir.f32, lanes)
+    b.transient("t", ir.f32, lanes)
+    b.transient("u", ir.f32, lanes)
+    b.step(op_program(op, ir.f32, lanes), {"x": "x", "out": "t"})
+    b.step(op_program(op, ir.f32, lanes), {"x": "t", "out": "u"})
+    t, u = driver.dispatch_sequence(b.build(returns=["t", "u"]), [chained], backend=backend)
+    want_t = mpfr(fn, chained.view(np.uint32), 32)
+    assert t.view(np.uint32).tobytes() == want_t.tobytes(), f"a sequence's step on {backend}"
+    assert u.view(np.uint32).tobytes() == mpfr(fn, want_t, 32).tobytes()
+
+
+def assert_correctly_rounded(function: Callable, fn: Callable, width: int,
+                             bits: np.ndarray) -> None:
+    """``function``'s IR on the reference gives MPFR's ``fn`` for every input of ``bits``
+    (the first wrong ones named)."""
+    got, want = on_reference(function, width, bits), mpfr(fn, bits, width)
+    wrong = np.flatnonzero(got != want)
+    digits = width // 4
+    assert wrong.size == 0, f"{function.__name__} misrounds " + ", ".join(
+        f"{int(bits[at]):0{digits}x}: got {int(got[at]):0{digits}x}, "
+        f"want {int(want[at]):0{digits}x}" for at in wrong[:8])
+
+
+def assert_exception_list(inputs: list[int], results: list[int], fn: Callable,
+                          fast: Callable) -> None:
+    """Sorted (the bisection needs it), each result MPFR's, and each entry needed: the
+    function's fast path (``fast(k, x)``, before the list) gets every one wrong (an entry
+    it gets right is a stale list)."""
+    listed = np.array(inputs, np.uint32)
+    assert np.all(np.diff(listed.astype(np.int64)) > 0)
+    assert list(results) == mpfr(fn, listed, 32).tolist()
+    assert not np.any(on_reference(fast, 32, listed) == np.array(results, np.uint32)), \
+        "an exception the fast path gets right"
