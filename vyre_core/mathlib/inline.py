@@ -42,17 +42,18 @@ from vyre_core.ir.nodes import (
 )
 from vyre_core.ir.requirements import Requirements
 from vyre_core.ir.rewrite import transform
-from vyre_core.mathlib.library import Function, Operation, functions, param
+from vyre_core.mathlib.library import OPERATIONS, Function, Operation, functions, param
 
 
 def expand(program: Program, library: Mapping[Operation, Function] | None = None) -> Program:
     """``program`` with every operation of ``library`` (default: the math library's)
     written out as its function; the program itself when it uses none (of an operand
     type the library has)."""
-    library = functions() if library is None else library
-    used = program.requirements().ops & {op for op, _ in library}
+    ops = OPERATIONS if library is None else {op for op, _ in library}
+    used = program.requirements().ops & ops
     if not used:
         return program
+    library = functions() if library is None else library
     inliner = _Inliner(program, library, used)
     body = inliner.block(program.body, {})
     return replace(program, body=body) if inliner.serial else program

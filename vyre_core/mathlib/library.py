@@ -5,9 +5,8 @@ A function is what a backend runs in place of an IR operation of one operand typ
 of statements over its parameters and the expression of its result. Programs keep the
 operation itself (``unop.exp2``: their bytes and fingerprints do not change), and
 ``inline.expand`` writes the function out where the program uses it, before a backend
-compiles it. The version is a digest of every function's canonical bytes: it joins the
-pipeline key, so a change of the library is never served from a pipeline compiled with
-the old one.
+compiles it. The version is a digest of the library's code: it joins the pipeline key,
+so a change of the library is never served from a pipeline compiled with the old one.
 """
 
 from __future__ import annotations
@@ -15,14 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from importlib import import_module
+from pathlib import Path
+from typing import Any
 
 import blake3
 
 from vyre_core.ir import Program
-from vyre_core.ir.builder import Kernel, Val, as_val
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Expr, Let, Stmt, Var
-from vyre_core.mathlib import exp, exp2, log2
 
 
 @dataclass(frozen=True)
@@ -47,9 +47,11 @@ def param(i: int) -> str:
     return f"arg{i}"
 
 
-def define(name: str, params: tuple[DType, ...], build: Callable[..., Val]) -> Function:
+def define(name: str, params: tuple[DType, ...], build: Callable[..., Any]) -> Function:
     """The function ``build`` writes: it is called with a kernel to emit ``let``s into
     and one value per parameter, and returns the result."""
+    from vyre_core.ir.builder import Kernel, Val, as_val  # (only where a function is built)
+
     k = Kernel()
     result = as_val(build(k, *(Val(Var(param(i)), t) for i, t in enumerate(params))))
     return Function(name, params, k.build(validate=False).body, result.node, result.dtype)
@@ -60,25 +62,34 @@ def define(name: str, params: tuple[DType, ...], build: Callable[..., Val]) -> F
 Operation = tuple[str, DType]
 
 
+#: Each operation the library computes: the module of ``vyre_core.mathlib`` and the name
+#: of the function that writes its IR (imported only when a program uses one: the
+#: builder stays out of a worker that runs none).
+_WRITTEN_BY: dict[Operation, tuple[str, str]] = {
+    ("unop.exp2", DType.F32): ("exp2", "exp2_f32"),
+    ("unop.exp2", DType.F16): ("exp2", "exp2_f16"),
+    ("unop.exp", DType.F32): ("exp", "exp_f32"),
+    ("unop.exp", DType.F16): ("exp", "exp_f16"),
+    ("unop.log2", DType.F32): ("log2", "log2_f32"),
+    ("unop.log2", DType.F16): ("log2", "log2_f16"),
+}
+#: The op ids the library computes (for some operand type).
+OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)
+
+
 @cache
 def functions() -> Mapping[Operation, Function]:
     """The operations the library computes, and the function each runs as."""
-    return {
-        ("unop.exp2", DType.F32): define("exp2.f32", (DType.F32,), exp2.exp2_f32),
-        ("unop.exp2", DType.F16): define("exp2.f16", (DType.F16,), exp2.exp2_f16),
-        ("unop.exp", DType.F32): define("exp.f32", (DType.F32,), exp.exp_f32),
-        ("unop.exp", DType.F16): define("exp.f16", (DType.F16,), exp.exp_f16),
-        ("unop.log2", DType.F32): define("log2.f32", (DType.F32,), log2.log2_f32),
-        ("unop.log2", DType.F16): define("log2.f16", (DType.F16,), log2.log2_f16),
-    }
+    return {(op, dtype): define(f"{module}.{dtype.value}", (dtype,), getattr(
+                import_module(f"vyre_core.mathlib.{module}"), name))
+            for (op, dtype), (module, name) in _WRITTEN_BY.items()}
 
 
 @cache
 def version() -> str:
-    """A digest of the library's functions: equal for equal code, whoever built it."""
+    """A digest of the library's code (every module of ``vyre_core.mathlib``): a change
+    of any function changes it. Read from the files, so asking costs no function built."""
     digest = blake3.blake3(b"vyre-mathlib\x00")
-    for (op, dtype), fn in sorted(functions().items(), key=lambda item: (item[0][0],
-                                                                           item[0][1].value)):
-        digest.update(f"{op}:{dtype.value}\x00".encode())
-        digest.update(fn.to_wire())
+    for module in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(module.name.encode() + b"\0" + module.read_bytes())
     return digest.hexdigest()[:32]

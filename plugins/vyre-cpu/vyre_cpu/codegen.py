@@ -65,7 +65,7 @@ from vyre_core.ir.nodes import (
 from vyre_core.ir.rewrite import transform
 from vyre_core.ir.typerules import binop_result, subgroup_result, unop_result
 from vyre_core.ir.uniformity import is_uniform
-from vyre_core.mathlib.library import functions
+from vyre_core.mathlib.library import OPERATIONS, functions
 from vyre_cpu import blocks, mathlib
 from vyre_cpu.ranges import INTS, Ranges
 
@@ -928,9 +928,11 @@ class _Writer:
                     return self.lane_id(kind, axis), DType.U32
                 self.ids.add((kind, axis))
                 return _id_name(kind, axis), DType.U32
-            case Binary(op, lhs, rhs) if (f"binop.{op.value}", self.typeof(lhs)) in functions():
+            case Binary(op, lhs, rhs) if f"binop.{op.value}" in OPERATIONS and \
+                    (f"binop.{op.value}", self.typeof(lhs)) in functions():
                 return self.library_call(f"binop.{op.value}", [lhs, rhs])
-            case Unary(op, operand) if (f"unop.{op.value}", self.typeof(operand)) in functions():
+            case Unary(op, operand) if f"unop.{op.value}" in OPERATIONS and \
+                    (f"unop.{op.value}", self.typeof(operand)) in functions():
                 return self.library_call(f"unop.{op.value}", [operand])
             case Binary(op, lhs, rhs):
                 a, ta = self.expr(lhs)

@@ -23,7 +23,7 @@ from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import Binary, Unary, walk
 from vyre_core.mathlib.inline import expand
-from vyre_core.mathlib.library import Operation, functions
+from vyre_core.mathlib.library import OPERATIONS, Operation, functions
 
 #: The most calls of the library a kernel has written out; past it, it calls helpers.
 INLINE_CALLS = 4
@@ -37,9 +37,9 @@ def written_out_where_few(program: Program) -> Program:
     """``program`` with the library written out if it calls it at most
     ``INLINE_CALLS`` times (any operand type counts: a bound, not a census), else as it
     is (its calls become helper calls)."""
-    ops = {op for op, _ in functions()}
     calls = sum(1 for node in walk(program.body) if isinstance(node, Unary | Binary) and
-                f"{'unop' if isinstance(node, Unary) else 'binop'}.{node.op.value}" in ops)
+                f"{'unop' if isinstance(node, Unary) else 'binop'}.{node.op.value}" in
+                OPERATIONS)
     return expand(program) if calls <= INLINE_CALLS else program
 
 
