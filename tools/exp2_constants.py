@@ -10,22 +10,10 @@ at 200 bits, each part rounded once to f32.
 from __future__ import annotations
 
 import gmpy2
-import numpy as np
-from math_exceptions import hex_list  # (tools/ is the script's folder)
-
-BINARY32 = gmpy2.context(precision=24, emin=-148, emax=128, subnormalize=True)
+from math_constants import hex_list, pair  # (tools/ is the script's folder)
 
 
 def constants() -> str:
-    def pair(v: gmpy2.mpfr) -> tuple[int, int]:
-        with gmpy2.context(BINARY32):
-            hi = gmpy2.mpfr(v)
-        with gmpy2.context(precision=200):
-            rest = v - hi
-        with gmpy2.context(BINARY32):
-            lo = gmpy2.mpfr(rest)
-        return tuple(int(np.float32(float(h)).view(np.uint32)) for h in (hi, lo))
-
     with gmpy2.context(precision=200):
         table = [pair(gmpy2.exp2(gmpy2.mpfr(j) / 64)) for j in range(64)]
         ln2 = pair(gmpy2.log(2))

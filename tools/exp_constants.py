@@ -14,16 +14,10 @@ third what remains rounded to f32. (2^(j/64) is exp2.py's table:
 from __future__ import annotations
 
 import gmpy2
-import numpy as np
-
-BINARY32 = gmpy2.context(precision=24, emin=-148, emax=128, subnormalize=True)
+from math_constants import BINARY32, bits  # (tools/ is the script's folder)
 
 
 def constants() -> str:
-    def bits(v: gmpy2.mpfr) -> int:
-        with gmpy2.context(BINARY32):
-            return int(np.float32(float(gmpy2.mpfr(v))).view(np.uint32))
-
     with gmpy2.context(precision=200):
         step = gmpy2.log(2) / 64
         inverse = 64 / gmpy2.log(2)

@@ -14,28 +14,12 @@ from __future__ import annotations
 
 import gmpy2
 import numpy as np
-from math_exceptions import hex_list  # (tools/ is the script's folder)
-
-BINARY32 = gmpy2.context(precision=24, emin=-148, emax=128, subnormalize=True)
+from math_constants import hex_list, pair  # (tools/ is the script's folder)
 
 #: The first cell (of 129, the significand in [1, 2) rounded to a multiple of 1/128) read
 #: as half its value with the exponent one higher: 1 + 53/128 is the first centre above
 #: sqrt(2) - 1/256.
 HALVED_FROM = 53
-
-
-def _bits(v: gmpy2.mpfr) -> int:
-    return int(np.float32(float(v)).view(np.uint32))
-
-
-def pair(v: gmpy2.mpfr) -> tuple[int, int]:
-    with gmpy2.context(BINARY32):
-        hi = gmpy2.mpfr(v)
-    with gmpy2.context(precision=200):
-        rest = v - hi
-    with gmpy2.context(BINARY32):
-        lo = gmpy2.mpfr(rest)
-    return _bits(hi), _bits(lo)
 
 
 def reciprocal(j: int) -> np.float32:

@@ -17,17 +17,11 @@ import argparse
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+from math_constants import hex_list  # (tools/ is the script's folder)
+
 from vyre_core import Driver
 from vyre_core.conformance import all_inputs, digests
 from vyre_core.conformance.oracle import correctly_rounded
-
-
-def hex_list(name: str, values: list[int], call: str = "") -> str:
-    """``name = call([0x..., ...])``, seven words a row, as the library's tables are."""
-    words = [f"0x{v:08X}" for v in values]
-    rows = [", ".join(words[i:i + 7]) for i in range(0, len(words), 7)]
-    opening, closing = (f"{call}([", "])") if call else ("[", "]")
-    return f"{name} = {opening}\n    " + ",\n    ".join(rows) + closing
 
 
 def main() -> int:
