@@ -17,6 +17,7 @@ would not).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
@@ -62,6 +63,7 @@ def expand(program: Program, library: Mapping[Operation, Function] | None = None
 #: The requirements of the programs routing weighed last, by fingerprint.
 _WEIGHED: OrderedDict[str, Requirements] = OrderedDict()
 _WEIGHED_LIMIT = 256
+_WEIGHING = threading.Lock()
 
 
 def requirements(program: Program) -> Requirements:
@@ -71,9 +73,11 @@ def requirements(program: Program) -> Requirements:
     key = program.fingerprint()
     found = _WEIGHED.get(key)
     if found is None:
-        found = _WEIGHED[key] = expand(program).requirements()
-        while len(_WEIGHED) > _WEIGHED_LIMIT:
-            _WEIGHED.pop(next(iter(_WEIGHED)), None)
+        found = expand(program).requirements()
+        with _WEIGHING:  # (routing runs on the caller's threads)
+            _WEIGHED[key] = found
+            while len(_WEIGHED) > _WEIGHED_LIMIT:
+                _WEIGHED.popitem(last=False)
     return found
 
 
