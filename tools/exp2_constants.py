@@ -17,9 +17,9 @@ def constants() -> str:
     with gmpy2.context(precision=200):
         table = [pair(gmpy2.exp2(gmpy2.mpfr(j) / 64)) for j in range(64)]
         ln2 = pair(gmpy2.log(2))
-    lines = [hex_list("_T_HI", [h for h, _ in table], "_f32"),
-             hex_list("_T_LO", [lo for _, lo in table], "_f32"),
-             f"_LN2_HI, _LN2_LO = _f32([0x{ln2[0]:08X}, 0x{ln2[1]:08X}])"]
+    lines = [hex_list("_T_HI", [h for h, _ in table], "ff.from_bits"),
+             hex_list("_T_LO", [lo for _, lo in table], "ff.from_bits"),
+             f"_LN2_HI, _LN2_LO = ff.from_bits([0x{ln2[0]:08X}, 0x{ln2[1]:08X}])"]
     return "\n".join(lines)
 
 

@@ -30,7 +30,7 @@ def constants() -> str:
     with gmpy2.context(precision=200):
         c3 = rest - c2
     words = [bits(inverse), bits(c1), bits(c2), bits(c3)]
-    return ("_INV_STEP, _STEP_1, _STEP_2, _STEP_3 = _f32([\n    "
+    return ("_INV_STEP, _STEP_1, _STEP_2, _STEP_3 = ff.from_bits([\n    "
             + ", ".join(f"0x{w:08X}" for w in words) + "])")
 
 

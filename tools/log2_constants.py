@@ -43,10 +43,10 @@ def constants() -> str:
             c = gmpy2.mpfr(float(reciprocal(j)))
             logs.append(pair(-gmpy2.log2(c) - (1 if j >= HALVED_FROM else 0)))
         third, inv_ln2 = pair(gmpy2.mpfr(1) / 3), pair(1 / gmpy2.log(2))
-    lines = [hex_list("_T_HI", [h for h, _ in logs], "_f32"),
-             hex_list("_T_LO", [lo for _, lo in logs], "_f32"),
-             f"_THIRD_HI, _THIRD_LO = _f32([0x{third[0]:08X}, 0x{third[1]:08X}])",
-             f"_INV_LN2_HI, _INV_LN2_LO = _f32([0x{inv_ln2[0]:08X}, 0x{inv_ln2[1]:08X}])"]
+    lines = [hex_list("_T_HI", [h for h, _ in logs], "ff.from_bits"),
+             hex_list("_T_LO", [lo for _, lo in logs], "ff.from_bits"),
+             f"_THIRD_HI, _THIRD_LO = ff.from_bits([0x{third[0]:08X}, 0x{third[1]:08X}])",
+             f"_INV_LN2_HI, _INV_LN2_LO = ff.from_bits([0x{inv_ln2[0]:08X}, 0x{inv_ln2[1]:08X}])"]
     return "\n".join(lines)
 
 

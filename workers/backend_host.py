@@ -237,7 +237,6 @@ class BackendHost:
         (what ``dispatch_into`` writes into), both kept per (program, input signature,
         config): a launch that repeats all three is bound by its ``abi.Binder``."""
         config = config or DispatchConfig()
-        program = self.runnable(program)
         signature = abi.input_signature(inputs)
         recent = self._recent.get((id(program), id(config)))
         if recent is not None and recent[0] is program and recent[1] is config \
@@ -247,7 +246,8 @@ class BackendHost:
             key = None if signature is None else (program.fingerprint(), signature, config)
             cached = self._plans.get(key) if key is not None else None
             if cached is None:
-                plan = plan_launch(program, inputs, config, self.capabilities(), self._id)
+                plan = plan_launch(self.runnable(program), inputs, config,  # (once a plan)
+                                   self.capabilities(), self._id)
                 out = tuple((b.dtype.storage_np, (plan.lengths[b.name],))
                             for b in plan.program.outputs)
                 if key is not None:

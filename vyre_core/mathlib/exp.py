@@ -27,8 +27,6 @@ input against MPFR (``tools/math_exceptions.py exp`` with the list empty).
 
 from __future__ import annotations
 
-import numpy as np
-
 from vyre_core.ir import builder as ir
 from vyre_core.ir.builder import Kernel, Val, cast, select
 from vyre_core.ir.dtypes import DType
@@ -38,13 +36,10 @@ from vyre_core.mathlib.ff import FF
 F32, I32, U32 = DType.F32, DType.I32, DType.U32
 
 
-def _f32(bits: list[int]) -> np.ndarray:
-    return np.array(bits, np.uint32).view(np.float32)
-
 
 # Made by ``tools/exp_constants.py`` (gmpy2 at 200 bits): 64 / ln 2 in f32; ln 2 / 64 as
 # C1 (10 significant bits) + C2 + C3 (each the rest rounded once to f32).
-_INV_STEP, _STEP_1, _STEP_2, _STEP_3 = _f32([
+_INV_STEP, _STEP_1, _STEP_2, _STEP_3 = ff.from_bits([
     0x42B8AA3B, 0x3C318000, 0xB65E8083, 0x28E7BCD6])
 
 #: The f32 inputs (their bits, sorted) whose pair rounds the wrong way, and their
@@ -76,17 +71,14 @@ def exp_f16(k: Kernel, x: Val) -> Val:
     return select(x != x, x, ff.round_ff(k, pair, scale, DType.F16))
 
 
-def _let(k: Kernel, value: Val) -> Val:
-    return k.let(k.fresh_name("exp_"), value)
-
 
 def _core(k: Kernel, x: Val) -> tuple[FF, Val]:
     """``e^x = 2^scale * (hi + lo)`` for an f32 ``x``, the pair within about 2^-46 of it
     (relative) and ``hi`` in [0.99, 2) (as exp2's ``_core``, for ``round_f32``)."""
-    x = _let(k, select(x >= -105.0, select(x <= 90.0, x, 90.0), -105.0))
-    n = _let(k, cast(ir.round(x * _INV_STEP), I32))
-    n_f = _let(k, cast(n, F32))
+    x = ff.let(k, select(x >= -105.0, select(x <= 90.0, x, 90.0), -105.0))
+    n = ff.let(k, cast(ir.round(x * _INV_STEP), I32))
+    n_f = ff.let(k, cast(n, F32))
     nc2 = ff.two_prod(k, n_f, _STEP_2)
     s = ff.two_sum(k, x - n_f * _STEP_1, -nc2.hi)
-    s_lo = _let(k, s.lo - (nc2.lo + n_f * _STEP_3))
-    return exp2.table_times_exp(k, FF(s.hi, s_lo), n), _let(k, n >> 6)
+    s_lo = ff.let(k, s.lo - (nc2.lo + n_f * _STEP_3))
+    return exp2.table_times_exp(k, FF(s.hi, s_lo), n), ff.let(k, n >> 6)

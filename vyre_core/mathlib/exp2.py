@@ -30,8 +30,6 @@ by running every f32 input against MPFR. No f16 input needs one (checked over al
 
 from __future__ import annotations
 
-import numpy as np
-
 from vyre_core.ir import builder as ir
 from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
 from vyre_core.ir.dtypes import DType
@@ -41,14 +39,11 @@ from vyre_core.mathlib.ff import FF
 F32, I32, U32 = DType.F32, DType.I32, DType.U32
 
 
-def _f32(bits: list[int]) -> np.ndarray:
-    return np.array(bits, np.uint32).view(np.float32)
-
 
 # Made by ``tools/exp2_constants.py`` (gmpy2 at 200 bits, each part rounded
 # once to f32): ``T_j = 2^(j / 64)`` as ``hi + lo``, hi = RN32(T_j), lo = RN32(T_j - hi);
 # ln 2 the same way.
-_T_HI = _f32([
+_T_HI = ff.from_bits([
     0x3F800000, 0x3F8164D2, 0x3F82CD87, 0x3F843A29, 0x3F85AAC3, 0x3F871F62, 0x3F88980F,
     0x3F8A14D5, 0x3F8B95C2, 0x3F8D1ADF, 0x3F8EA43A, 0x3F9031DC, 0x3F91C3D3, 0x3F935A2B,
     0x3F94F4F0, 0x3F96942D, 0x3F9837F0, 0x3F99E046, 0x3F9B8D3A, 0x3F9D3EDA, 0x3F9EF532,
@@ -59,7 +54,7 @@ _T_HI = _f32([
     0x3FD99D16, 0x3FDBFBB8, 0x3FDE60F5, 0x3FE0CCDF, 0x3FE33F89, 0x3FE5B907, 0x3FE8396A,
     0x3FEAC0C7, 0x3FED4F30, 0x3FEFE4BA, 0x3FF28177, 0x3FF5257D, 0x3FF7D0DF, 0x3FFA83B3,
     0x3FFD3E0C])
-_T_LO = _f32([
+_T_LO = ff.from_bits([
     0x00000000, 0xB1C43FD0, 0xB34EA7A9, 0xB2F14C87, 0x334F9891, 0xB352C2E6, 0xB37EDA4B,
     0x336A92DE, 0xB260ABA1, 0x3336FCB7, 0xB3697465, 0x330628CD, 0x33675624, 0x32BC4F9C,
     0xB32E0212, 0x32DC8061, 0x33231B71, 0xB359BE90, 0xB30C5563, 0xB331A601, 0x33412342,
@@ -70,7 +65,7 @@ _T_LO = _f32([
     0xB2F61D41, 0xB3504A1C, 0xB37B43E3, 0xB21EAB59, 0x33657D15, 0xB2441BE6, 0x33207898,
     0xB24116DE, 0x3276CCA1, 0xB348464A, 0x32F167FF, 0x32292436, 0x336615A2, 0xB2923758,
     0x31CF486C])
-_LN2_HI, _LN2_LO = _f32([0x3F317218, 0xB102E308])
+_LN2_HI, _LN2_LO = ff.from_bits([0x3F317218, 0xB102E308])
 
 #: The f32 inputs (their bits, sorted) whose pair rounds the wrong way, and their
 #: correctly rounded results' bits (``exceptions.corrected``): 13 of 2^32, every one with
@@ -103,20 +98,17 @@ def exp2_f16(k: Kernel, x: Val) -> Val:
     return select(x != x, x, ff.round_ff(k, pair, scale, DType.F16))
 
 
-def _let(k: Kernel, value: Val) -> Val:
-    return k.let(k.fresh_name("exp2_"), value)
-
 
 def _core(k: Kernel, x: Val) -> tuple[FF, Val]:
     """``2^x = 2^scale * (hi + lo)`` for an f32 ``x``, the pair within about 2^-46 of it
     (relative) and ``hi`` in [0.99, 2)."""
-    x = _let(k, select(x >= -160.0, select(x <= 140.0, x, 140.0), -160.0))
-    n = _let(k, cast(ir.round(x * 64.0), I32))
-    r = _let(k, x - cast(n, F32) * (1 / 64))
+    x = ff.let(k, select(x >= -160.0, select(x <= 140.0, x, 140.0), -160.0))
+    n = ff.let(k, cast(ir.round(x * 64.0), I32))
+    r = ff.let(k, x - cast(n, F32) * (1 / 64))
     # s = r ln 2 as a pair, |s| < 2^-7.5
     s = ff.two_prod(k, r, _LN2_HI)
-    s_lo = _let(k, s.lo + r * _LN2_LO)
-    return table_times_exp(k, FF(s.hi, s_lo), n), _let(k, n >> 6)
+    s_lo = ff.let(k, s.lo + r * _LN2_LO)
+    return table_times_exp(k, FF(s.hi, s_lo), n), ff.let(k, n >> 6)
 
 
 def table_times_exp(k: Kernel, s: FF, n: Val) -> FF:
@@ -126,14 +118,14 @@ def table_times_exp(k: Kernel, s: FF, n: Val) -> FF:
     s_hi + s_hi^2/2)`` (to 2^-56), ``e^s_hi - 1 = s_hi + s_hi^2/2 (1 + s_hi/3 + s_hi^2/12
     + s_hi^3/60)`` (the next term, s^6/720, is below 2^-54), then ``T (1 + p) = T_hi +
     T_hi p_hi`` (exact, as a pair) ``+ T_hi p_lo + T_lo + T_lo p_hi``."""
-    j = _let(k, cast(n & 63, U32))
-    t_hi, t_lo = _let(k, table(_T_HI, j)), _let(k, table(_T_LO, j))
+    j = ff.let(k, cast(n & 63, U32))
+    t_hi, t_lo = ff.let(k, table(_T_HI, j)), ff.let(k, table(_T_LO, j))
     square = ff.two_prod(k, s.hi, s.hi)
-    half = _let(k, square.hi * 0.5)
+    half = ff.let(k, square.hi * 0.5)
     tail = half * (s.hi * (1 / 3 + s.hi * (1 / 12 + s.hi * (1 / 60))))
     rest = (square.lo * 0.5 + s.lo * (s.hi + half)) + tail
     p = ff.fast_two_sum(k, s.hi, half)
-    p_lo = _let(k, p.lo + (s.lo + rest))
+    p_lo = ff.let(k, p.lo + (s.lo + rest))
     product = ff.two_prod(k, t_hi, p.hi)
     low = ((product.lo + t_lo * p.hi) + t_hi * p_lo) + t_lo
     head = ff.fast_two_sum(k, t_hi, product.hi)
@@ -150,12 +142,12 @@ def round_f32(k: Kernel, x: FF, scale: Val) -> Val:
     2^-149 (``H + L``, both exact) and ``H`` rounded to an integer, ties to even: ``L``,
     at most half an ulp of ``H``, changes that integer only where ``H`` is a midpoint
     (then ``L``'s sign decides), and the integer is the result's bits."""
-    half = _let(k, scale >> 1)
+    half = ff.let(k, scale >> 1)
     normal = (x.hi * ff.power_of_two(half)) * ff.power_of_two(scale - half)
-    quanta = _let(k, ff.power_of_two(ir.min(scale + 149, 23)))
-    big, little = _let(k, x.hi * quanta), _let(k, x.lo * quanta)
-    nearest = _let(k, ir.round(big))
-    off = _let(k, big - nearest)
+    quanta = ff.let(k, ff.power_of_two(ir.min(scale + 149, 23)))
+    big, little = ff.let(k, x.hi * quanta), ff.let(k, x.lo * quanta)
+    nearest = ff.let(k, ir.round(big))
+    off = ff.let(k, big - nearest)
     up = select(ir.logical_and(off == 0.5, little > 0.0), 1.0, 0.0)
     down = select(ir.logical_and(off == -0.5, little < 0.0), 1.0, 0.0)
     subnormal = bitcast(cast(nearest + up - down, U32), F32)

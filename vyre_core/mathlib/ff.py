@@ -36,21 +36,29 @@ class FF:
     lo: Val
 
 
-def _let(k: Kernel, value: Val) -> Val:
-    return k.let(k.fresh_name("ff"), value)
+def let(k: Kernel, value: Val) -> Val:
+    """``value`` bound to a fresh variable of ``k``: computed once, read as often as
+    needed (every function of the library binds what it makes so)."""
+    return k.let(k.fresh_name("m"), value)
+
+
+def from_bits(bits: list[int]) -> np.ndarray:
+    """The f32 values of these bit patterns: how the library writes its constants (exact,
+    whatever Python's float parsing)."""
+    return np.array(bits, np.uint32).view(np.float32)
 
 
 def fast_two_sum(k: Kernel, a: Operand, b: Operand) -> FF:
     """``a + b`` exactly, as a pair, for ``|a| >= |b|`` (or ``a`` zero): 3 operations."""
-    s = _let(k, as_val(a) + b)
-    return FF(s, _let(k, b - (s - a)))
+    s = let(k, as_val(a) + b)
+    return FF(s, let(k, b - (s - a)))
 
 
 def two_sum(k: Kernel, a: Operand, b: Operand) -> FF:
     """``a + b`` exactly, as a pair, whatever their magnitudes (Knuth): 6 operations."""
-    s = _let(k, as_val(a) + b)
-    b_part = _let(k, s - a)
-    return FF(s, _let(k, (a - (s - b_part)) + (b - b_part)))
+    s = let(k, as_val(a) + b)
+    b_part = let(k, s - a)
+    return FF(s, let(k, (a - (s - b_part)) + (b - b_part)))
 
 
 def split(k: Kernel, a: Operand) -> FF:
@@ -61,15 +69,15 @@ def split(k: Kernel, a: Operand) -> FF:
     if isinstance(v.node, Lit) and v.dtype in (DType.F32, DType.F64):
         return _split_constant(v.node)
     if v.dtype is DType.F32:
-        hi = _let(k, bitcast(bitcast(v, DType.U32) & 0xFFFFF000, DType.F32))
+        hi = let(k, bitcast(bitcast(v, DType.U32) & 0xFFFFF000, DType.F32))
     elif v.dtype is DType.F64:
-        c = _let(k, v * lit(2.0**27 + 1, DType.F64))
-        hi = _let(k, c - (c - v))
+        c = let(k, v * lit(2.0**27 + 1, DType.F64))
+        hi = let(k, c - (c - v))
     else:
         raise TypeError(f"split of a {v.dtype}: float-float arithmetic is written for f32 "
                         "and f64. Fix: compute in f32 and round the result to f16 with "
                         "round_ff(..., ir.f16)")
-    return FF(hi, _let(k, v - hi))
+    return FF(hi, let(k, v - hi))
 
 
 def _split_constant(c: Lit) -> FF:
@@ -89,10 +97,10 @@ def _split_constant(c: Lit) -> FF:
 def two_prod(k: Kernel, a: Operand, b: Operand) -> FF:
     """``a * b`` exactly, as a pair (Dekker; no fused multiply-add, which the IR does not
     promise: docs/semantics.md): 17 operations."""
-    p = _let(k, as_val(a) * b)
+    p = let(k, as_val(a) * b)
     x, y = split(k, a), split(k, b)
     err = (((x.hi * y.hi - p) + x.hi * y.lo) + x.lo * y.hi) + x.lo * y.lo
-    return FF(p, _let(k, err))
+    return FF(p, let(k, err))
 
 
 def add_float(k: Kernel, x: FF, y: Operand) -> FF:
@@ -126,7 +134,7 @@ def mul(k: Kernel, x: FF, y: FF) -> FF:
 def div(k: Kernel, x: FF, y: FF) -> FF:
     """``x / y``, relative error at most ``16u^2``: the quotient of the high parts,
     then the remainder ``x - q * y`` (exact in its leading part) divided once more."""
-    q = _let(k, x.hi / y.hi)
+    q = let(k, x.hi / y.hi)
     r = mul_float(k, y, q)
     rest = (x.hi - r.hi) + (x.lo - r.lo)
     return fast_two_sum(k, q, rest / y.hi)
@@ -157,29 +165,29 @@ def round_ff(k: Kernel, x: FF, scale: Operand = 0, dtype: DType = DType.F32) -> 
                         f"pair to {dtype}. Fix: compute the pair in f32")
     p, emin, ebits = _FORMATS[dtype]
     bias, inf_exponent = (1 << (ebits - 1)) - 1, (1 << ebits) - 1
-    bits, lo_bits = _let(k, bitcast(x.hi, DType.U32)), _let(k, bitcast(x.lo, DType.U32))
-    scale = _let(k, ir.min(ir.max(as_val(scale, DType.I32), -1000), 1000))
+    bits, lo_bits = let(k, bitcast(x.hi, DType.U32)), let(k, bitcast(x.lo, DType.U32))
+    scale = let(k, ir.min(ir.max(as_val(scale, DType.I32), -1000), 1000))
     hi_m, hi_e = _significand(k, bits)
     lead = lit(31, DType.I32) - cast(ir.clz(hi_m), DType.I32)
-    target = _let(k, ir.max(lead + hi_e + scale, lit(emin, DType.I32)))
-    shift = _let(k, scale - target + (p - 1))  # (2^shift puts the result's quantum at 1)
-    big = _let(k, _scaled(k, hi_m, shift + hi_e))
+    target = let(k, ir.max(lead + hi_e + scale, lit(emin, DType.I32)))
+    shift = let(k, scale - target + (p - 1))  # (2^shift puts the result's quantum at 1)
+    big = let(k, _scaled(k, hi_m, shift + hi_e))
     lo_m, lo_e = _significand(k, lo_bits)
-    same = _let(k, ((bits ^ lo_bits) & 0x80000000) == 0)
-    size = _let(k, _scaled(k, lo_m, shift + lo_e))
-    little = _let(k, select(same, size, -size))
-    has_lo = _let(k, lo_m != 0)
-    nearest = _let(k, ir.round(big))
-    off = _let(k, big - nearest)
-    up_to, down_to = _let(k, 0.5 - off), _let(k, -0.5 - off)
-    odd = _let(k, (cast(nearest, DType.U32) & 1) == 1)
+    same = let(k, ((bits ^ lo_bits) & 0x80000000) == 0)
+    size = let(k, _scaled(k, lo_m, shift + lo_e))
+    little = let(k, select(same, size, -size))
+    has_lo = let(k, lo_m != 0)
+    nearest = let(k, ir.round(big))
+    off = let(k, big - nearest)
+    up_to, down_to = let(k, 0.5 - off), let(k, -0.5 - off)
+    odd = let(k, (cast(nearest, DType.U32) & 1) == 1)
     up = select(up_to == 0.0, ir.logical_and(has_lo, same), ir.logical_or(
         little > up_to, ir.logical_and(little == up_to, odd)))
     down = select(down_to == 0.0, ir.logical_and(has_lo, ir.logical_not(same)), ir.logical_or(
         little < down_to, ir.logical_and(little == down_to, odd)))
-    n = _let(k, cast(select(big < 0.5, lit(0.0), select(
+    n = let(k, cast(select(big < 0.5, lit(0.0), select(
         up, nearest + 1.0, select(down, nearest - 1.0, nearest))), DType.U32))
-    biased = _let(k, ir.min(target + bias, lit(inf_exponent, DType.I32)))
+    biased = let(k, ir.min(target + bias, lit(inf_exponent, DType.I32)))
     magnitude = select(n == 0, lit(0, DType.U32),
                        select(biased >= inf_exponent, lit(inf_exponent << (p - 1), DType.U32),
                               (cast(biased - 1, DType.U32) << (p - 1)) + n))
@@ -204,16 +212,16 @@ def decided(k: Kernel, x: FF, err: Operand, scale: Operand = 0,
 def _significand(k: Kernel, bits: Val) -> tuple[Val, Val]:
     """An f32's magnitude as ``m * 2^e``: its integer significand (the hidden one included
     where it is normal; 0 for zero) and the exponent of its last bit."""
-    biased = _let(k, (bits >> 23) & 0xFF)
-    m = _let(k, select(biased == 0, bits & 0x7FFFFF, (bits & 0x7FFFFF) | 0x800000))
-    return m, _let(k, cast(ir.max(biased, 1), DType.I32) - 150)
+    biased = let(k, (bits >> 23) & 0xFF)
+    m = let(k, select(biased == 0, bits & 0x7FFFFF, (bits & 0x7FFFFF) | 0x800000))
+    return m, let(k, cast(ir.max(biased, 1), DType.I32) - 150)
 
 
 def _scaled(k: Kernel, m: Val, n: Val) -> Val:
     """``m * 2^n`` as an f32 (``m`` below 2^24: its conversion is exact), through two
     normal powers of two (``n`` taken in [-252, 126]: below, the result is under 2^-228)."""
-    n = _let(k, ir.min(ir.max(n, -252), 126))
-    half = _let(k, n >> 1)
+    n = let(k, ir.min(ir.max(n, -252), 126))
+    half = let(k, n >> 1)
     return (cast(m, DType.F32) * power_of_two(half)) * power_of_two(n - half)
 
 

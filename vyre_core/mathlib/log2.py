@@ -39,8 +39,6 @@ Special values (docs/semantics.md, Floats): NaN for NaN and below zero, ``-inf``
 
 from __future__ import annotations
 
-import numpy as np
-
 from vyre_core.ir import builder as ir
 from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
 from vyre_core.ir.dtypes import DType
@@ -50,14 +48,11 @@ from vyre_core.mathlib.ff import FF
 F32, I32, U32 = DType.F32, DType.I32, DType.U32
 
 
-def _f32(bits: list[int]) -> np.ndarray:
-    return np.array(bits, np.uint32).view(np.float32)
-
 
 # Made by ``tools/log2_constants.py`` (gmpy2 at 200 bits, each part rounded once to f32):
 # ``-log2(c_j)`` (less 1 from ``j = 53``) as ``hi + lo`` for ``_reciprocal``'s ``c_j``;
 # 1/3 and 1/ln 2 the same way.
-_T_HI = _f32([
+_T_HI = ff.from_bits([
     0x80000000, 0x3C382A86, 0x3CB75250, 0x3D08EEC4, 0x3D35DC84, 0x3D627433, 0x3D875B40,
     0x3D9D529A, 0x3DB3206F, 0x3DC8C589, 0x3DDE4272, 0x3DF3978E, 0x3E0462D0, 0x3E0EE696,
     0x3E195751, 0x3E23B557, 0x3E2E00CB, 0x3E383A17, 0x3E426159, 0x3E4C76E4, 0x3E567AF6,
@@ -77,7 +72,7 @@ _T_HI = _f32([
     0xBDBEB019, 0xBDB2671E, 0xBDA62B16, 0xBD99FBE1, 0xBD8DD974, 0xBD81C3D9, 0xBD6B7582,
     0xBD537BE0, 0xBD3B9B35, 0xBD23D2DA, 0xBD0C22AE, 0xBCE914BE, 0xBCBA138F, 0xBC8B40C9,
     0xBC3938E6, 0xBBB8976E, 0x00000000])
-_T_LO = _f32([
+_T_LO = ff.from_bits([
     0x00000000, 0xAF201D84, 0x2FDB0E59, 0xAF4E5942, 0xB0C2048A, 0x30A9E31F, 0x2FE9DBF4,
     0x311F1961, 0x2FF34FA1, 0xB17B03DD, 0xAFA2056F, 0x310643DB, 0x31F7EE75, 0x311B6421,
     0xB0F487D8, 0x31A72112, 0xB1CD8F2E, 0x2F734C64, 0xB1B5DE00, 0xB1D1A8A8, 0xB1796CDB,
@@ -97,8 +92,8 @@ _T_LO = _f32([
     0xB0AF6888, 0x315ECFEC, 0x31303050, 0xB021FAC5, 0xB13B81E5, 0xB1487792, 0x3038624B,
     0xB05A11EF, 0x2EB6E2D6, 0xB0A934B6, 0xAEDAA0C1, 0x2D2B962A, 0x303014E1, 0x3066C9E2,
     0x2EA73ABD, 0x2E4D63A9, 0x00000000])
-_THIRD_HI, _THIRD_LO = _f32([0x3EAAAAAB, 0xB22AAAAB])
-_INV_LN2_HI, _INV_LN2_LO = _f32([0x3FB8AA3B, 0x32A57060])
+_THIRD_HI, _THIRD_LO = ff.from_bits([0x3EAAAAAB, 0xB22AAAAB])
+_INV_LN2_HI, _INV_LN2_LO = ff.from_bits([0x3FB8AA3B, 0x32A57060])
 
 
 #: The first ``j`` whose significand is read as half of it, the exponent one higher.
@@ -140,9 +135,6 @@ def log2_f16(k: Kernel, x: Val) -> Val:
     return _special(k, x, ff.round_ff(k, _core(k, cast(x, F32)), 0, DType.F16))
 
 
-def _let(k: Kernel, value: Val) -> Val:
-    return k.let(k.fresh_name("log2_"), value)
-
 
 def _special(k: Kernel, x: Val, finite: Val) -> Val:
     """``finite`` for positive finite ``x``; NaN for NaN and below zero, ``-inf`` at
@@ -158,22 +150,22 @@ def _reciprocal(k: Kernel, j: Val) -> Val:
     costs wgpu more than these operations (measured: each table word is paid by every
     invocation on lavapipe). ``tools/log2_constants.py``'s ``reciprocal`` is the same
     f32 operations, for ``-log2 c_j``."""
-    m = _let(k, cast(j, F32) * (1 / 128) + 1.0)
-    y = _let(k, (24 / 17) - m * (8 / 17))
+    m = ff.let(k, cast(j, F32) * (1 / 128) + 1.0)
+    y = ff.let(k, (24 / 17) - m * (8 / 17))
     for _ in range(2):
-        y = _let(k, y * (2.0 - m * y))
-    return _let(k, select(j == 0, 1.0, select(j == 128, 0.5, y)))
+        y = ff.let(k, y * (2.0 - m * y))
+    return ff.let(k, select(j == 0, 1.0, select(j == 128, 0.5, y)))
 
 
 def _core(k: Kernel, x: Val) -> FF:
     """``log2 x`` as a normalized pair, for a positive finite f32 ``x`` (any other input
     is read as 1 and its result replaced by ``_special``)."""
-    raw = _let(k, bitcast(x, U32))
-    bits = _let(k, select(raw - 1 < 0x7F7FFFFF, raw, 0x3F800000))  # (0 wraps past)
-    shift = _let(k, select(bits < 0x800000, ir.clz(bits) - 8, ir.lit(0, U32)))
-    normal = _let(k, bits << shift)
-    mantissa = _let(k, normal & 0x7FFFFF)
-    j = _let(k, (mantissa + 0x8000) >> 16)
+    raw = ff.let(k, bitcast(x, U32))
+    bits = ff.let(k, select(raw - 1 < 0x7F7FFFFF, raw, 0x3F800000))  # (0 wraps past)
+    shift = ff.let(k, select(bits < 0x800000, ir.clz(bits) - 8, ir.lit(0, U32)))
+    normal = ff.let(k, bits << shift)
+    mantissa = ff.let(k, normal & 0x7FFFFF)
+    j = ff.let(k, (mantissa + 0x8000) >> 16)
     e = cast(normal >> 23, I32) - cast(shift, I32) - 127 + cast(
         select(j >= _HALVED_FROM, ir.lit(1, U32), ir.lit(0, U32)), I32)
     m = bitcast(mantissa | 0x3F800000, F32)
@@ -181,19 +173,19 @@ def _core(k: Kernel, x: Val) -> FF:
     r = ff.fast_two_sum(k, product.hi - 1.0, product.lo)
     big, rho = r.hi, r.lo
     square = ff.two_prod(k, big, big)
-    half = _let(k, square.hi * -0.5)
+    half = ff.let(k, square.hi * -0.5)
     # R^3 (1/3 - R/4 + R^2 (1/5 - R/6 + R^2/7)), the cube and its first two terms as pairs
     inner = 0.2 + big * (-1 / 6 + big * (1 / 7))
     g = ff.fast_two_sum(k, _THIRD_HI, big * -0.25)
-    g = FF(g.hi, _let(k, g.lo + (_THIRD_LO + square.hi * inner)))
+    g = FF(g.hi, ff.let(k, g.lo + (_THIRD_LO + square.hi * inner)))
     cube = ff.two_prod(k, square.hi, big)
-    cube = FF(cube.hi, _let(k, cube.lo + square.lo * big))
+    cube = FF(cube.hi, ff.let(k, cube.lo + square.lo * big))
     third = ff.mul(k, cube, g)
     head = ff.fast_two_sum(k, big, half)
     sum3 = ff.fast_two_sum(k, head.hi, third.hi)
     low = sum3.lo + ((head.lo + third.lo) + (square.lo * -0.5 + rho * (1.0 - big + square.hi)))
     ln = ff.fast_two_sum(k, sum3.hi, low)
     poly = ff.mul(k, ln, FF(ir.lit(float(_INV_LN2_HI), F32), ir.lit(float(_INV_LN2_LO), F32)))
-    frac = ff.add(k, FF(_let(k, table(_T_HI, j)), _let(k, table(_T_LO, j))), poly)
+    frac = ff.add(k, FF(ff.let(k, table(_T_HI, j)), ff.let(k, table(_T_LO, j))), poly)
     whole = ff.two_sum(k, cast(e, F32), frac.hi)
     return ff.fast_two_sum(k, whole.hi, whole.lo + frac.lo)
