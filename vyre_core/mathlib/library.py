@@ -20,9 +20,8 @@ from typing import Any
 
 import blake3
 
-from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
-from vyre_core.ir.nodes import Expr, Let, Stmt, Var
+from vyre_core.ir.nodes import Expr, Stmt, Var
 
 
 @dataclass(frozen=True)
@@ -36,10 +35,6 @@ class Function:
     body: tuple[Stmt, ...]
     result: Expr
     dtype: DType
-
-    def to_wire(self) -> bytes:
-        """Canonical bytes: the body and a last ``let`` of the result, as a program's."""
-        return Program((), (1, 1, 1), (*self.body, Let("result", self.result))).to_wire()
 
 
 def param(i: int) -> str:
