@@ -252,13 +252,47 @@ def test_a_table_of_the_largest_size_reads_the_same_bytes_everywhere(driver, t):
         assert driver.dispatch(program, [at], backend)[0].tobytes() == want.tobytes(), backend
 
 
+def test_the_tables_buffer_counts_against_the_devices_storage_buffers(driver):
+    """wgpu binds its tables as one more storage buffer: a kernel at the device's limit
+    without a table runs there, the same kernel reading one is refused, naming the tables,
+    and routing, left to choose, runs it elsewhere."""
+    from vyre_core.errors import UnsupportedFeatureError
+
+    limit = 32  # lavapipe's max-storage-buffers-per-shader-stage (the CI adapter)
+
+    def kernel(with_table: bool) -> Program:
+        k = ir.Kernel(workgroup=(1,))
+        ins = [k.read(f"x{j}", ir.u32) for j in range(limit - 2)]
+        out = k.output("out", ir.u32, 1)
+        total = ins[0][0]
+        for x in ins[1:]:
+            total = total + x[0]
+        out[0] = total + (ir.table(np.array([7], np.uint32), ins[0][0] - 1) if with_table
+                          else 0)
+        return k.build()
+
+    ones = [np.ones(1, np.uint32)] * (limit - 2)
+    assert driver.dispatch(kernel(False), ones, "wgpu")[0].tolist() == [limit - 2]
+    with pytest.raises(UnsupportedFeatureError, match="tables its math reads") as raised:
+        driver.dispatch(kernel(True), ones, "wgpu")
+    assert f"binds {limit + 1} storage buffers (2 of them vyre's own" in str(raised.value)
+    assert driver.dispatch(kernel(True), ones)[0].tolist() == [limit - 2 + 7]
+
+
 @pytest.mark.fast
-def test_the_wgsl_holds_a_table_read_twice_in_one_module_array():
+def test_the_wgsl_stores_a_table_read_twice_once_in_the_tables_buffer():
+    """Tables are words of one read-only buffer (a per-invocation array would be copied
+    into every lane): a table read twice is stored once, an f64 as two words a value,
+    each followed by the 0 an index past its end reads."""
     from vyre_wgpu.lowering import lower
 
     k = ir.Kernel(workgroup=(64,))
     x = k.read("x", ir.u32)
     out = k.output("out", ir.f32, N)
     out[ir.global_id()] = ir.table(VALUES[ir.f32], x[0]) + ir.table(VALUES[ir.f32], x[1])
-    wgsl = lower(k.build()).wgsl
-    assert wgsl.count("var<private> vyre_table") == 1
+    lowered = lower(k.build())
+    f32_bits = VALUES[ir.f32].view(np.uint32)
+    assert lowered.tables == np.append(f32_bits, 0).astype(np.uint32).tobytes()
+    assert "var<private>" not in lowered.wgsl
+    assert lowered.wgsl.count("var<storage, read> vyre_tables") == 1
+    assert lower(ir.Kernel(workgroup=(1,)).build()).tables == b""

@@ -96,6 +96,9 @@ def bind_group(dev: DeviceState, kernel: Kernel, bound: Sequence[tuple[Any, int]
                  "resource": {"buffer": params_buffer, "offset": 0, "size": params_buffer.size}},
                 {"binding": lowered.status_binding,
                  "resource": {"buffer": status, "offset": 0, "size": 4}}]
+    if kernel.tables is not None:
+        entries.append({"binding": lowered.tables_binding, "resource": {
+            "buffer": kernel.tables, "offset": 0, "size": kernel.tables.size}})
     return dev.device.create_bind_group(layout=kernel.layout, entries=entries)
 
 

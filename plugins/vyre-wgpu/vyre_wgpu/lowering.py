@@ -93,6 +93,12 @@ class Lowered:
     status_binding: int                 # one atomic u32, read_write: nonzero = discard the
                                         # outputs (STATUS_* bits say why)
     features: frozenset[str]            # wgpu features the shader needs: "shader-f16", "shader-f64"
+    tables: bytes = b""                 # the tables buffer's words (tables.py), bound read-only
+                                        # after the status word when there are any
+
+    @property
+    def tables_binding(self) -> int:
+        return self.status_binding + 1
 
 
 #: Bits of the status word: the adapter cut a loop short; the pipeline formed subgroups of
@@ -188,7 +194,7 @@ class _Lowering:
         self.assigned = {n.name for n in walk(program.body) if isinstance(n, Assign)}
         self.literals: dict[Lit, str] = {}
         self.helpers: dict[str, str] = {}
-        self.tables: dict[tuple[DType, tuple[int, ...]], str] = {}
+        self.tables = tables.Tables()
         self.dtypes = {b.dtype for b in program.buffers} | {
             n.dtype for n in walk(program.body) if isinstance(n, Lit | Cast | Bitcast | Table)}
         storage = [b for b in program.buffers if b.access is not Access.WORKGROUP]
@@ -299,11 +305,8 @@ class _Lowering:
         raise AssertionError(e)
 
     def table(self, dtype: DType, bits: tuple[int, ...], index: str) -> str:
-        name = self.tables.get((dtype, bits))
-        if name is None:
-            name = self.tables[dtype, bits] = f"vyre_table{len(self.tables)}"
-            self.helpers[name] = tables.declaration(name, dtype, bits)
-        code, helpers = tables.element(name, dtype, len(bits), index, OPAQUE_ZERO)
+        code, helpers = tables.element(self.tables.offset(dtype, bits), dtype, len(bits),
+                                       index, OPAQUE_ZERO)
         for helper, source in helpers.items():
             self.helpers.setdefault(helper, source)
         return code
@@ -785,6 +788,7 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             f"array<vec4<u32>, {words // 4}>;",
             f"@group(0) @binding({params_binding + 1}) var<storage, read_write> vyre_status: "
             "array<atomic<u32>, 1>;",
+            *([tables.declaration(params_binding + 2)] if self.tables.data() else []),
             "",
             *self.helpers.values(),
             "",
@@ -813,7 +817,7 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             "",
         ])
         return Lowered(source, tuple(bindings), params_binding, words, params_binding + 1,
-                       frozenset(features))
+                       frozenset(features), self.tables.data())
 
 
 def lower(program: Program) -> Lowered:

@@ -26,6 +26,7 @@ class Kernel:
     layout: Any          # the explicit bind group layout
     pipeline: Any
     generation: int
+    tables: Any = None   # the read-only buffer of the kernel's tables, if it reads any
     key: str | None = None
 
 
@@ -61,7 +62,8 @@ class PipelineCache:
 
 def build_kernel(dev: DeviceState, lowered: Lowered, label: str = "") -> Kernel:
     """(Under the device lock.) The pipeline of ``lowered`` with an explicit bind group
-    layout: its buffers, the params uniform and vyre's status word."""
+    layout: its buffers, the params uniform, vyre's status word and, when the kernel reads
+    tables, the buffer holding them (made here, once: its contents never change)."""
     wgpu = wgpu_module()
     check_usable(dev)
     missing = sorted(lowered.features - dev.features)
@@ -70,11 +72,14 @@ def build_kernel(dev: DeviceState, lowered: Lowered, label: str = "") -> Kernel:
             f"backend 'wgpu': the kernel needs {missing}, which the device on "
             f"{dev.name!r} lacks", "Route the program to a backend that reports the feature.")
     storage_max = dev.limit("max-storage-buffers-per-shader-stage")
-    if len(lowered.buffers) + 1 > storage_max:  # + the status word
+    own = 2 if lowered.tables else 1  # the status word, and the tables
+    if len(lowered.buffers) + own > storage_max:
         raise UnsupportedFeatureError(
-            f"backend 'wgpu': the kernel binds {len(lowered.buffers) + 1} storage "
-            f"buffers (one is vyre's status word), the device allows {storage_max}",
-            f"Use at most {storage_max - 1} buffers, or route to another backend.")
+            f"backend 'wgpu': the kernel binds {len(lowered.buffers) + own} storage "
+            f"buffers ({own} of them vyre's own: its status word"
+            f"{' and the tables its math reads' if own == 2 else ''}), the device allows "
+            f"{storage_max}", f"Use at most {storage_max - own} buffers, or route to "
+            "another backend.")
     entries = []
     for b in lowered.buffers:
         if b.access not in ("read", "read_write"):
@@ -87,6 +92,10 @@ def build_kernel(dev: DeviceState, lowered: Lowered, label: str = "") -> Kernel:
                     "buffer": {"type": "uniform"}})
     entries.append({"binding": lowered.status_binding, "visibility": wgpu.ShaderStage.COMPUTE,
                     "buffer": {"type": "storage"}})
+    if lowered.tables:
+        entries.append({"binding": lowered.tables_binding,
+                        "visibility": wgpu.ShaderStage.COMPUTE,
+                        "buffer": {"type": "read-only-storage"}})
     stage = "shader module creation"
     try:
         module = dev.device.create_shader_module(label=label, code=lowered.wgsl)
@@ -97,9 +106,13 @@ def build_kernel(dev: DeviceState, lowered: Lowered, label: str = "") -> Kernel:
             label=label,
             layout=dev.device.create_pipeline_layout(label=label, bind_group_layouts=[layout]),
             compute={"module": module, "entry_point": "main"})
+        stage = "tables buffer creation"
+        tables = dev.device.create_buffer_with_data(
+            label=f"{label}-tables", data=lowered.tables,
+            usage=wgpu.BufferUsage.STORAGE) if lowered.tables else None
     except Exception as exc:
         raise fail(dev, exc, stage, compiling=True, wgsl=lowered.wgsl) from exc
-    return Kernel(lowered, module, layout, pipeline, dev.generation)
+    return Kernel(lowered, module, layout, pipeline, dev.generation, tables)
 
 
 def check_current(dev: DeviceState, kernel: Kernel) -> None:

@@ -1,43 +1,67 @@
-"""Tables in WGSL: a constant array read at any index, 0 past its end. Pure text, for
-lowering.py.
+"""Tables in WGSL: a constant array read at any index, 0 past its end. Pure text and
+words, for lowering.py.
 
-A table is a module-scope ``var<private>`` array of its bits (a variable: WGSL lets any
-index read a variable, where dynamic indexing of a constant array is not promised), one
-``u32`` an element (an 8- or 16-bit one in its low bits) or a ``vec2<u32>`` for an f64,
-and one 0 element after the last, which an index past the end reads. An element read is
-xored with a word the compiler cannot see (the lowering's ``OPAQUE_ZERO``, as literals
-are) and made the table's type with the bitcasts of ``bitcasts.py``; an f64 from its two
-words with ``vyre_f64_of_words``. 64-bit integers never reach here (the lowering refuses
-them: WGSL has none).
+Every table of a kernel lives in one read-only storage buffer, ``vyre_tables``, made once
+with the kernel (pipelines.py) and bound with its buffers. A module-scope array would be
+a per-invocation copy: SPIR-V indexes only variables, so a ``var<private>`` array (or a
+constant one indexed at run time) is written into each invocation's memory before its
+first read, which lavapipe pays per lane (the math library's tables made ``log2`` 2.5x
+its cost). In the buffer a table is its words, one ``u32`` an element (an 8- or 16-bit
+one in its low bits) or two for an f64 (low word first), then one 0 element that an index
+past the end reads. The compiler cannot see a buffer's contents, so no element folds into
+the code around it; an element is made the table's type with the bitcasts of
+``bitcasts.py``, an f64 from its two words with ``vyre_f64_of_words``. 64-bit integers
+never reach here (the lowering refuses them: WGSL has none).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from vyre_core.ir.dtypes import DType
 from vyre_wgpu import bitcasts
 
+#: The buffer's name in WGSL.
+BUFFER = "vyre_tables"
 _UNSIGNED = {8: DType.U8, 16: DType.U16, 32: DType.U32}
 
 
-def declaration(name: str, dtype: DType, bits: tuple[int, ...]) -> str:
-    """The module-scope array holding a table's bits, and the 0 after them."""
-    wide = dtype.bits == 64
-    kind = "vec2<u32>" if wide else "u32"
-    values = ", ".join(f"vec2<u32>({b & 0xFFFFFFFF}u, {b >> 32}u)" if wide else f"{b}u"
-                       for b in (*bits, 0))
-    return f"var<private> {name}: array<{kind}, {len(bits) + 1}> = " \
-           f"array<{kind}, {len(bits) + 1}>({values});"
+class Tables:
+    """The tables of one kernel, each stored once, at a word offset of the buffer."""
+
+    def __init__(self) -> None:
+        self._offsets: dict[tuple[DType, tuple[int, ...]], int] = {}
+        self._words: list[int] = []
+
+    def offset(self, dtype: DType, bits: tuple[int, ...]) -> int:
+        """The word where the table of these ``bits`` starts, stored on first use."""
+        key = dtype, bits
+        if key not in self._offsets:
+            self._offsets[key] = len(self._words)
+            for b in (*bits, 0):
+                self._words += [b & 0xFFFFFFFF, b >> 32] if dtype.bits == 64 else [b]
+        return self._offsets[key]
+
+    def data(self) -> bytes:
+        """The buffer's bytes (empty when the kernel reads no table)."""
+        return np.array(self._words, np.uint32).tobytes()
 
 
-def element(name: str, dtype: DType, count: int, index: str,
+def declaration(binding: int) -> str:
+    """The buffer's binding in WGSL."""
+    return f"@group(0) @binding({binding}) var<storage, read> {BUFFER}: array<u32>;"
+
+
+def element(offset: int, dtype: DType, count: int, index: str,
             hidden_zero: str) -> tuple[str, dict[str, str]]:
-    """The WGSL of element ``index`` (a u32 expression) of the table ``name`` of ``count``
-    values, in ``dtype``'s carrier, and the helpers it calls."""
+    """The WGSL of element ``index`` (a u32 expression) of the table of ``count`` values
+    at word ``offset``, in ``dtype``'s carrier, and the helpers it calls."""
+    position = f"min({index}, {count}u)"
     if dtype.bits == 64:
-        word = f"({name}[min({index}, {count}u)] ^ vec2<u32>({hidden_zero}))"
+        at = f"{offset}u + 2u * {position}"
+        word = f"vec2<u32>({BUFFER}[{at}], {BUFFER}[{at} + 1u])"
         return f"vyre_f64_of_words({word})", {"vyre_f64_of_words": _f64_of_words(hidden_zero)}
-    word = f"({name}[min({index}, {count}u)] ^ {hidden_zero})"
-    return bitcasts.bitcast(_UNSIGNED[dtype.bits], dtype, word)
+    return bitcasts.bitcast(_UNSIGNED[dtype.bits], dtype, f"{BUFFER}[{offset}u + {position}]")
 
 
 def _f64_of_words(hidden_zero: str) -> str:
