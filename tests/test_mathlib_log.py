@@ -103,7 +103,7 @@ def test_the_table_is_minus_ln_of_the_reciprocals_and_ln2_splits_exactly():
     """``-ln c_j`` (``-ln(2 c_j)`` in the halved cells) to 48 bits, for the ``c_j`` that
     log2.py's ``_reciprocal`` gives on the reference (exactly 0 at both ends: ``c`` is 1
     and 1/2); ln 2's first part short enough that ``e`` times it is exact for every
-    exponent, and the three parts within 2^-70 of ln 2."""
+    exponent, and the three parts within 2^-68 of ln 2 (half an ulp of the third)."""
     k = ir.Kernel(workgroup=(64,))
     source = k.read("j", ir.u32)
     out = k.output("out", ir.f32, 129)
@@ -114,7 +114,7 @@ def test_the_table_is_minus_ln_of_the_reciprocals_and_ln2_splits_exactly():
     assert int(log._LN2_1.view(np.uint32)) & 0x1FF == 0  # (<= 15 bits; |e| <= 149 < 2^8)
     with gmpy2.context(precision=200):
         parts = sum(gmpy2.mpfr(float(v)) for v in (log._LN2_1, log._LN2_2, log._LN2_3))
-        assert abs(parts - gmpy2.log(2)) < 2.0**-70
+        assert abs(parts - gmpy2.log(2)) < 2.0**-68
         for j, cj in enumerate(c):
             want = -gmpy2.log(gmpy2.mpfr(float(cj)) * (2 if j >= log2._HALVED_FROM else 1))
             error = want - gmpy2.mpfr(float(log._T_HI[j])) - gmpy2.mpfr(float(log._T_LO[j]))
