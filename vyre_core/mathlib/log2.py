@@ -163,9 +163,14 @@ def _core(k: Kernel, x: Val) -> FF:
     e, j, r = reduce(k, x)
     ln = log1p(k, r)
     poly = ff.mul(k, ln, FF(ir.lit(float(_INV_LN2_HI), F32), ir.lit(float(_INV_LN2_LO), F32)))
-    frac = ff.add(k, FF(ff.let(k, table(_T_HI, j)), ff.let(k, table(_T_LO, j))), poly)
+    frac = ff.add(k, minus_log2_reciprocal(k, j), poly)
     whole = ff.two_sum(k, cast(e, F32), frac.hi)
     return ff.fast_two_sum(k, whole.hi, whole.lo + frac.lo)
+
+
+def minus_log2_reciprocal(k: Kernel, j: Val) -> FF:
+    """``-log2 c_j`` (less 1 from the halved cells on) as a pair, read from the tables."""
+    return FF(ff.let(k, table(_T_HI, j)), ff.let(k, table(_T_LO, j)))
 
 
 def reduce(k: Kernel, x: Val) -> tuple[Val, Val, FF]:
