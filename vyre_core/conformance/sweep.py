@@ -30,7 +30,7 @@ OPS: dict[str, tuple[Callable, Callable, int]] = {
     "neg": (lambda x: -x, np.negative, 0), "abs": (abs, np.abs, 0),
     "floor": (ir.floor, np.floor, 0), "ceil": (ir.ceil, np.ceil, 0),
     "sqrt": (ir.sqrt, np.sqrt, 0),
-    "exp": (ir.exp, np.exp, 0), "log": (ir.log, np.log, 4),
+    "exp": (ir.exp, np.exp, 0), "log": (ir.log, np.log, 0),
     "sin": (ir.sin, np.sin, 4), "cos": (ir.cos, np.cos, 4),
     "tan": (ir.tan, np.tan, 4), "tanh": (ir.tanh, np.tanh, 4),
     "exp2": (ir.exp2, np.exp2, 0), "log2": (ir.log2, np.log2, 0),

@@ -125,20 +125,20 @@ _EXCEPTION_RESULTS = [
 def log2_f32(k: Kernel, x: Val) -> Val:
     """``log2 x`` correctly rounded to f32, for an f32 ``x``."""
     pair = _core(k, x)
-    rounded = _special(k, x, pair.hi)
+    rounded = special(k, x, pair.hi)
     return exceptions.corrected(k, x, rounded, _EXCEPTION_INPUTS, _EXCEPTION_RESULTS)
 
 
 def log2_f16(k: Kernel, x: Val) -> Val:
     """``log2 x`` correctly rounded to f16, for an f16 ``x``: the f32 algorithm's pair
     rounded once to f16."""
-    return _special(k, x, ff.round_ff(k, _core(k, cast(x, F32)), 0, DType.F16))
+    return special(k, x, ff.round_ff(k, _core(k, cast(x, F32)), 0, DType.F16))
 
 
 
-def _special(k: Kernel, x: Val, finite: Val) -> Val:
+def special(k: Kernel, x: Val, finite: Val) -> Val:
     """``finite`` for positive finite ``x``; NaN for NaN and below zero, ``-inf`` at
-    ``+-0``, ``+inf`` at ``+inf`` (in ``x``'s type)."""
+    ``+-0``, ``+inf`` at ``+inf`` (in ``x``'s type): ``log2``'s and ``log``'s alike."""
     nan, minus_inf = ir.lit(float("nan"), x.dtype), ir.lit(float("-inf"), x.dtype)
     return select(x > 0.0, select(x == float("inf"), x, finite),
                   select(x == 0.0, minus_inf, nan))
@@ -159,7 +159,25 @@ def _reciprocal(k: Kernel, j: Val) -> Val:
 
 def _core(k: Kernel, x: Val) -> FF:
     """``log2 x`` as a normalized pair, for a positive finite f32 ``x`` (any other input
-    is read as 1 and its result replaced by ``_special``)."""
+    is read as 1 and its result replaced by ``special``)."""
+    e, j, r = reduce(k, x)
+    ln = log1p(k, r)
+    poly = ff.mul(k, ln, FF(ir.lit(float(_INV_LN2_HI), F32), ir.lit(float(_INV_LN2_LO), F32)))
+    frac = ff.add(k, minus_log2_reciprocal(k, j), poly)
+    whole = ff.two_sum(k, cast(e, F32), frac.hi)
+    return ff.fast_two_sum(k, whole.hi, whole.lo + frac.lo)
+
+
+def minus_log2_reciprocal(k: Kernel, j: Val) -> FF:
+    """``-log2 c_j`` (less 1 from the halved cells on) as a pair, read from the tables."""
+    return FF(ff.let(k, table(_T_HI, j)), ff.let(k, table(_T_LO, j)))
+
+
+def reduce(k: Kernel, x: Val) -> tuple[Val, Val, FF]:
+    """``x = 2^e m / c_j (1 + r)`` for a positive finite f32 ``x`` (any other input is
+    read as 1): ``e`` (i32, one higher from the halved cells on), the cell ``j`` (u32, 0
+    to 128, ``c_j`` by ``_reciprocal``) and ``r = m c_j - 1`` exactly as a normalized
+    pair, ``|r| <= 2^-8`` (the reduction of ``log2`` and ``log``, one code for both)."""
     raw = ff.let(k, bitcast(x, U32))
     bits = ff.let(k, select(raw - 1 < 0x7F7FFFFF, raw, 0x3F800000))  # (0 wraps past)
     shift = ff.let(k, select(bits < 0x800000, ir.clz(bits) - 8, ir.lit(0, U32)))
@@ -170,7 +188,14 @@ def _core(k: Kernel, x: Val) -> FF:
         select(j >= _HALVED_FROM, ir.lit(1, U32), ir.lit(0, U32)), I32)
     m = bitcast(mantissa | 0x3F800000, F32)
     product = ff.two_prod(k, m, _reciprocal(k, j))
-    r = ff.fast_two_sum(k, product.hi - 1.0, product.lo)
+    return e, j, ff.fast_two_sum(k, product.hi - 1.0, product.lo)
+
+
+def log1p(k: Kernel, r: FF) -> FF:
+    """``ln(1 + r)`` as a normalized pair for ``reduce``'s ``r`` (``|r| <= 2^-8``):
+    ``R - R^2/2 + R^3 (1/3 - R/4 + R^2 (1/5 - R/6 + R^2/7)) + rho (1 - R + R^2)`` for
+    ``r = R + rho``, ``R^2`` and ``R^3`` exact as pairs, ``1/3 - R/4`` as a pair, the rest
+    in f32; relative error about 2^-48, and exactly 0 at ``r = 0``."""
     big, rho = r.hi, r.lo
     square = ff.two_prod(k, big, big)
     half = ff.let(k, square.hi * -0.5)
@@ -184,8 +209,4 @@ def _core(k: Kernel, x: Val) -> FF:
     head = ff.fast_two_sum(k, big, half)
     sum3 = ff.fast_two_sum(k, head.hi, third.hi)
     low = sum3.lo + ((head.lo + third.lo) + (square.lo * -0.5 + rho * (1.0 - big + square.hi)))
-    ln = ff.fast_two_sum(k, sum3.hi, low)
-    poly = ff.mul(k, ln, FF(ir.lit(float(_INV_LN2_HI), F32), ir.lit(float(_INV_LN2_LO), F32)))
-    frac = ff.add(k, FF(ff.let(k, table(_T_HI, j)), ff.let(k, table(_T_LO, j))), poly)
-    whole = ff.two_sum(k, cast(e, F32), frac.hi)
-    return ff.fast_two_sum(k, whole.hi, whole.lo + frac.lo)
+    return ff.fast_two_sum(k, sum3.hi, low)

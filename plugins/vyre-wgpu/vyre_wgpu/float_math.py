@@ -302,40 +302,6 @@ fn vyre_atan2_f32(y: f32, x: f32) -> f32 {{
     return bitcast<f32>(bitcast<u32>(r) | (uy & 0x80000000u));
 }}"""
 
-#: log(x) for f32 within 1 ULP (fdlibm's logf: x = 2^k (1 + f) with 1 + f near 1,
-#: log(1 + f) from s = f / (2 + f) and a polynomial in s^2, ln 2 in two parts).
-_LOG = """fn vyre_log_f32(x0: f32) -> f32 {
-    var ix = bitcast<u32>(x0);
-    var k = 0;
-    var x = x0;
-    if (ix < 0x00800000u || (ix >> 31u) == 1u) {
-        if ((ix << 1u) == 0u) { return vyre_k(0xff800000u); }
-        if ((ix >> 31u) == 1u) { return vyre_k(0x7fc00000u); }
-        k = -25;
-        x = vyre_x(x * vyre_k(0x4c000000u));
-        ix = bitcast<u32>(x);
-    } else if (ix >= 0x7f800000u) {
-        return x;
-    } else if (ix == 0x3f800000u) {
-        return vyre_k(0u);
-    }
-    ix = ix + (0x3f800000u - 0x3f3504f3u);
-    k = k + i32(ix >> 23u) - 127;
-    ix = (ix & 0x007fffffu) + 0x3f3504f3u;
-    let f = vyre_x(bitcast<f32>(ix) - vyre_k(0x3f800000u));
-    let s = vyre_x(f / vyre_x(vyre_k(0x40000000u) + f));
-    let z = vyre_x(s * s);
-    let w = vyre_x(z * z);
-    let t1 = vyre_x(w * vyre_x(vyre_k(0x3eccce13u) + vyre_x(w * vyre_k(0x3e789e26u))));
-    let t2 = vyre_x(z * vyre_x(vyre_k(0x3f2aaaaau) + vyre_x(w * vyre_k(0x3e91e9eeu))));
-    let r = vyre_x(t2 + t1);
-    let hfsq = vyre_x(vyre_x(vyre_k(0x3f000000u) * f) * f);
-    let dk = f32(k);
-    let sum = vyre_x(vyre_x(s * vyre_x(hfsq + r)) + vyre_x(dk * vyre_k(0x3717f7d1u)));
-    return vyre_x(vyre_x(vyre_x(sum - hfsq) + f) + vyre_x(dk * vyre_k(0x3f317180u)));
-}"""
-
-
 #: sin and cos for f32 over the whole domain, within 1 ULP: x = q (pi/2) + r with
 #: |r| <= pi/4, r from the bits of 2/pi (Payne-Hanek, 96 bits of 2/pi against the 24-bit
 #: significand, in u32 limbs) kept as r + lo, then Taylor polynomials on r (their
@@ -501,7 +467,6 @@ fn vyre_tan_f32(x: f32) -> f32 {
 
 #: Each op the lowering builds here: (WGSL function, extra arguments, the pieces it needs).
 OWN_F32: dict[UnOp | BinOp, tuple[str, str, tuple[str, ...]]] = {
-    UnOp.LOG: ("vyre_log_f32", "", ("log",)),
     UnOp.SIN: ("vyre_trig_f32", ", 0u", ("trig",)),
     UnOp.COS: ("vyre_trig_f32", ", 1u", ("trig",)),
     UnOp.TAN: ("vyre_tan_f32", "", ("trig",)),
@@ -509,7 +474,7 @@ OWN_F32: dict[UnOp | BinOp, tuple[str, str, tuple[str, ...]]] = {
     BinOp.POW: ("vyre_pow_f32", "", ("exp", "exp2", "log2", "pow")),
     BinOp.ATAN2: ("vyre_atan2_f32", "", ("atan",)),
 }
-_PIECES = {"exp": _EXP, "log": _LOG, "trig": _TRIG, "tanh": _TANH, "exp2": _EXP2,
+_PIECES = {"exp": _EXP, "trig": _TRIG, "tanh": _TANH, "exp2": _EXP2,
            "log2": _LOG2, "pow": _POW, "atan": _ATAN}
 
 
