@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vyre_core import Driver, SequenceBuilder, ir
-from vyre_core.mathlib import exp_f64
+from vyre_core.mathlib import exp_f64, log_f64
 from vyre_reference import run
 
 #: MPFR's binary64: 53 bits, m * 2^e with m in [1/2, 1), subnormals on their grid.
@@ -98,11 +98,39 @@ def exp2_inputs() -> np.ndarray:
                            bits_of(points)])
 
 
+def log_inputs() -> np.ndarray:
+    """x near 1 from both sides (no cancellation: ``r = x - 1``), every power of two
+    (``log2`` exact) and its neighbours, subnormal inputs of every size, the table's cell
+    edges, the largest finite, zeros, negatives."""
+    near_one = [1 + d * 2.0**-e for e in range(1, 60) for d in (1, -1)]
+    powers = 2.0 ** np.arange(-1074, 1024, dtype=np.float64)
+    edges = (0x3FE6000000000000 + (np.arange(129, dtype=np.uint64) << np.uint64(45)))
+    negative = [-1.0, -(2.0**-1074), -np.inf, -0.5]
+    return np.concatenate([around([1.0], 40), around(near_one, 2), around(list(powers), 1),
+                           around(list(edges.view(np.float64)), 1), bits_of(negative)])
+
+
+def exp_drawn(reach: float) -> Callable[[np.random.Generator, int], np.ndarray]:
+    """Uniform over [-reach, reach] and log-uniform magnitudes of both signs."""
+    def draw(rng: np.random.Generator, size: int) -> np.ndarray:
+        return np.concatenate([rng.uniform(-reach, reach, size), np.exp2(rng.uniform(
+            -60, np.log2(reach), size)) * rng.choice([-1, 1], size)])
+    return draw
+
+
+def log_drawn(rng: np.random.Generator, size: int) -> np.ndarray:
+    """Log-uniform over every binade, subnormals included, and uniform near 1."""
+    return np.concatenate([np.exp2(rng.uniform(-1074, 1024, size)),
+                           1 + rng.uniform(-0.1, 0.1, size)])
+
+
 #: Each function: its library builder, the IR operation, MPFR's function, its adversarial
-#: inputs and the range of ordinary inputs (results neither 0, 1 nor infinity).
+#: inputs and its drawn ordinary ones (results neither 0, 1 nor infinity).
 FUNCTIONS = {
-    "exp": (exp_f64.exp_f64, ir.exp, gmpy2.exp, exp_inputs, 746.0),
-    "exp2": (exp_f64.exp2_f64, ir.exp2, gmpy2.exp2, exp2_inputs, 1076.0),
+    "exp": (exp_f64.exp_f64, ir.exp, gmpy2.exp, exp_inputs, exp_drawn(746.0)),
+    "exp2": (exp_f64.exp2_f64, ir.exp2, gmpy2.exp2, exp2_inputs, exp_drawn(1076.0)),
+    "log": (log_f64.log_f64, ir.log, gmpy2.log, log_inputs, log_drawn),
+    "log2": (log_f64.log2_f64, ir.log2, gmpy2.log2, log_inputs, log_drawn),
 }
 
 
@@ -111,14 +139,10 @@ def adversarial(name: str) -> np.ndarray:
 
 
 def drawn(name: str, seed: int, size: int) -> np.ndarray:
-    """Random bits anywhere, and ordinary inputs: uniform in the function's range and
-    log-uniform magnitudes of both signs."""
+    """Random bits anywhere, and ``size`` ordinary inputs of each of the function's kinds."""
     rng = np.random.default_rng(seed)
-    reach = FUNCTIONS[name][4]
-    return np.concatenate([
-        rng.integers(0, 2**64, size, dtype=np.uint64),
-        bits_of(rng.uniform(-reach, reach, size)),
-        bits_of(np.exp2(rng.uniform(-60, np.log2(reach), size)) * rng.choice([-1, 1], size))])
+    return np.concatenate([rng.integers(0, 2**64, size, dtype=np.uint64),
+                           bits_of(FUNCTIONS[name][4](rng, size))])
 
 
 # -- on the reference, against MPFR ------------------------------------------------------

@@ -33,10 +33,10 @@ def bits(v: float) -> int:
 
 
 def hex_list(name: str, values: list[float]) -> str:
-    """``name = _from_bits([0x..., ...])``, four words a row."""
+    """``name = from_bits([0x..., ...])``, four words a row."""
     words = [f"0x{bits(v):016X}" for v in values]
     rows = [", ".join(words[i:i + 4]) for i in range(0, len(words), 4)]
-    return f"{name} = _from_bits([\n    " + ",\n    ".join(rows) + "])"
+    return f"{name} = from_bits([\n    " + ",\n    ".join(rows) + "])"
 
 
 def significant_bits(v: float) -> int:
@@ -66,6 +66,79 @@ def exp_constants() -> str:
                                [inv, c1, c2, ln2_hi, ln2_lo])])
 
 
+#: log_f64's reduction: ``x = 2^k z`` with z in [OFFSET, 2 OFFSET) (ARM's choice, so that
+#: x near 1 has k = 0), cut into N cells by the 7 bits below the exponent of ``bits(x) -
+#: bits(OFFSET)``; the cells either side of 1 (79 and 80) take ``c = 1``.
+OFFSET = 0x3FE6000000000000
+ONE_CELLS = (79, 80)
+
+
+def log_constants() -> str:
+    """Per cell ``i``: ``invc_i = RN(1 / c_i)`` for ``c_i`` the cell's middle (1 in the
+    cells either side of 1), ``-ln(invc_i)`` and ``-log2(invc_i)`` as pairs; ln 2 as
+    ``L1 + L2`` with ``L1`` of at most 42 significant bits (``k L1`` exact for
+    ``|k| < 2^11``); 1 / ln 2 as a pair."""
+    invc, ln_pairs, log2_pairs, reach = [], [], [], 0.0
+    with gmpy2.context(WIDE):
+        for i in range(N):
+            low = float(np.uint64(OFFSET + (i << 45)).view(np.float64))
+            high = float(np.uint64(OFFSET + ((i + 1) << 45)).view(np.float64))
+            inv = 1.0 if i in ONE_CELLS else f64(2 / (gmpy2.mpfr(low) + gmpy2.mpfr(high)))
+            reach = max(reach, abs(low * inv - 1), abs(high * inv - 1))
+            invc.append(inv)
+            for pairs, value in ((ln_pairs, -gmpy2.log(gmpy2.mpfr(inv))),
+                                 (log2_pairs, -gmpy2.log2(gmpy2.mpfr(inv)))):
+                hi = f64(value)
+                pairs.append((hi, f64(value - hi)))
+        ln2 = gmpy2.log(2)
+        l1 = float(gmpy2.mpfr(round(ln2 * 2**42)) / 2**42)
+        l2 = f64(ln2 - l1)
+        inv_hi = f64(1 / ln2)
+        inv_lo = f64(1 / ln2 - inv_hi)
+    assert significant_bits(l1) <= 42 and reach <= 2.0**-7, (l1, reach)
+    return "\n".join([
+        hex_list("_INVC", invc), hex_list("_LN_C_HI", [h for h, _ in ln_pairs]),
+        hex_list("_LN_C_LO", [lo for _, lo in ln_pairs]),
+        hex_list("_LOG2_C_HI", [h for h, _ in log2_pairs]),
+        hex_list("_LOG2_C_LO", [lo for _, lo in log2_pairs]),
+        hex_list("_LN2_1, _LN2_2, _INV_LN2_HI, _INV_LN2_LO", [l1, l2, inv_hi, inv_lo]),
+        f"# |r| = |z invc - 1| at most 2^{np.log2(reach):.3f}"])
+
+
+#: 1/3 as a pair (log_f64's first coefficient past r^2/2).
+def _pair(v: gmpy2.mpfr) -> tuple[float, float]:
+    """``v`` as an f64 pair: rounded once, and the rest rounded once."""
+    hi = f64(v)
+    with gmpy2.context(WIDE):
+        return hi, f64(v - hi)
+
+
+with gmpy2.context(WIDE):
+    THIRD = _pair(gmpy2.mpfr(1) / 3)
+
+
+def check_log_polynomial() -> float:
+    """The truncation error of ``ln(1 + r) = r - r^2/2 + r^3 (1/3 - r/4 + ... + r^8/11)``
+    (Taylor, each coefficient rounded once to f64 but 1/3, a pair: its rounding alone
+    would be 2^-69.6 of the result at ``r = 2^-7``), relative, for ``|r| <= 2^-7``, at
+    2001 points: its largest value, as a power of two."""
+    coefficients = [f64(gmpy2.mpfr((-1) ** (n + 1)) / n) for n in range(3, 12)]
+    with gmpy2.context(WIDE):
+        coefficients[0] = gmpy2.mpfr(THIRD[0]) + gmpy2.mpfr(THIRD[1])
+    worst = 0.0
+    with gmpy2.context(WIDE):
+        for i in range(-1000, 1001):
+            r = gmpy2.mpfr(2) ** -7 * i / 1000
+            if r == 0:
+                continue
+            poly = gmpy2.mpfr(0)
+            for c in reversed(coefficients):
+                poly = poly * r + c
+            approx = r - r * r / 2 + r**3 * poly
+            worst = max(worst, abs(float((gmpy2.log1p(r) - approx) / gmpy2.log1p(r))))
+    return float(np.log2(worst))
+
+
 def check_exp_polynomial() -> float:
     """The truncation error of ``e^r - 1 - r = r^2 (1/2 + r/6 + ... + r^4/720)`` (Taylor,
     each coefficient rounded once to f64) for ``|r| <= ln 2 / 256 + 2^-20``, exactly
@@ -86,3 +159,6 @@ def check_exp_polynomial() -> float:
 if __name__ == "__main__":
     print(exp_constants())
     print(f"# exp polynomial: truncation error below 2^{check_exp_polynomial():.2f}")
+    print(log_constants())
+    print(hex_list("_THIRD_HI, _THIRD_LO", list(THIRD)))
+    print(f"# log polynomial: relative truncation error below 2^{check_log_polynomial():.2f}")
