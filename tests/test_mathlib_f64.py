@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vyre_core import Driver, SequenceBuilder, ir
-from vyre_core.mathlib import exp_f64, log_f64
+from vyre_core.mathlib import exp_f64, log_f64, tanh_f64
 from vyre_reference import run
 
 #: MPFR's binary64: 53 bits, m * 2^e with m in [1/2, 1), subnormals on their grid.
@@ -110,6 +110,15 @@ def log_inputs() -> np.ndarray:
                            around(list(edges.view(np.float64)), 1), bits_of(negative)])
 
 
+def tanh_inputs() -> np.ndarray:
+    """Either side of the series' threshold 1/8, where tanh starts rounding to 1 (about
+    19.06) and the clamp 22, tiny x (tanh x rounds to x), subnormals, integers."""
+    seams = [0.125, -0.125, 19.061547465398498, 19.0615474653985, 22.0, -22.0, 2.0**-26,
+             2.0**-27, 1.0, 0.5, 0.25, 2.0**-1074, 2.0**-1022]
+    return np.concatenate([around(seams, 4), bits_of(np.linspace(-25, 25, 4001)),
+                           bits_of(np.linspace(0.12, 0.13, 1001))])
+
+
 def exp_drawn(reach: float) -> Callable[[np.random.Generator, int], np.ndarray]:
     """Uniform over [-reach, reach] and log-uniform magnitudes of both signs."""
     def draw(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -131,6 +140,7 @@ FUNCTIONS = {
     "exp2": (exp_f64.exp2_f64, ir.exp2, gmpy2.exp2, exp2_inputs, exp_drawn(1076.0)),
     "log": (log_f64.log_f64, ir.log, gmpy2.log, log_inputs, log_drawn),
     "log2": (log_f64.log2_f64, ir.log2, gmpy2.log2, log_inputs, log_drawn),
+    "tanh": (tanh_f64.tanh_f64, ir.tanh, gmpy2.tanh, tanh_inputs, exp_drawn(20.0)),
 }
 
 

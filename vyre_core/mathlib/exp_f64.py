@@ -132,10 +132,15 @@ _TAYLOR = tuple(np.float64(1.0) / np.float64(f) for f in (2.0, 6.0, 24.0, 120.0,
 
 def exp_f64(k: Kernel, x: Val) -> Val:
     """``e^x`` in f64: NaN for NaN, +0 below about -745.13, +inf above about 709.78."""
-    xc = _clamped(k, x, -746.0, 710.0)
-    n = ff.let(k, ir.round(xc * _INV_STEP))
-    r = ff.two_sum(k, xc - n * _STEP_1, -(n * _STEP_2))
-    return select(x != x, x, _scaled_exp(k, r, cast(n, I64)))
+    r, n = reduced(k, _clamped(k, x, -746.0, 710.0))
+    return select(x != x, x, _scaled_exp(k, r, n))
+
+
+def reduced(k: Kernel, x: Val) -> tuple[FF, Val]:
+    """``x = n ln 2 / 128 + r``: ``r`` as a pair (absolute error about 2^-77) and ``n``
+    (i64), for ``|x| <= 746`` (``exp``'s reduction; ``tanh_f64`` uses it too)."""
+    n = ff.let(k, ir.round(x * _INV_STEP))
+    return ff.two_sum(k, x - n * _STEP_1, -(n * _STEP_2)), cast(n, I64)
 
 
 def exp2_f64(k: Kernel, x: Val) -> Val:
@@ -157,6 +162,24 @@ def _clamped(k: Kernel, x: Val, low: float, high: float) -> Val:
 def _scaled_exp(k: Kernel, r: FF, n: Val) -> Val:
     """``2^(n / 128) e^r`` rounded once to f64, for ``|r.hi| <= ln 2 / 256`` (just over),
     ``|r.lo|`` below 2^-60 and ``n`` (i64) in [-1076 128, 1025 128]."""
+    head_hi, low, e = exp_parts(k, r, n)
+    half = ff.let(k, e >> 1)
+    rounded = ff.let(k, head_hi + sticky(k, low))
+    normal = (rounded * power_of_two(half)) * power_of_two(e - half)
+    # below 2^-1022: w = the pair times 2^(e + 1022) < 1, rounded on the grid of 1 + w
+    down = ff.let(k, power_of_two(ir.min(e + 1022, ir.lit(0, I64))))
+    w_hi = ff.let(k, head_hi * down)
+    one_plus = ff.fast_two_sum(k, ir.lit(1.0, F64), w_hi)
+    w_low = ff.two_sum(k, one_plus.lo, low.hi * down)
+    w_rounded = one_plus.hi + sticky(k, FF(w_low.hi, w_low.lo + low.lo * down))
+    subnormal = (w_rounded - 1.0) * 2.0**-1022
+    return select(ir.logical_and(e <= -1022, w_hi < 1.0), subnormal, normal)
+
+
+def exp_parts(k: Kernel, r: FF, n: Val) -> tuple[Val, FF, Val]:
+    """``2^(n / 128) e^r = 2^e (h + l.hi + l.lo)`` (``h``, ``l``, ``e``), within about
+    2^-70 (relative), ``h`` in [0.99, 2.01) and ``|l| <= ulp(h)``, for the arguments of
+    ``_scaled_exp`` (whose core it is; ``tanh_f64`` uses it unrounded)."""
     j = ff.let(k, cast(n & 127, U32))
     t, tail = ff.let(k, table(_T, j)), ff.let(k, table(_TAIL, j))
     c2, c3, c4, c5, c6 = _TAYLOR
@@ -166,18 +189,7 @@ def _scaled_exp(k: Kernel, r: FF, n: Val) -> Val:
     product = ff.two_prod(k, t, m.hi)
     head = ff.fast_two_sum(k, t, product.hi)
     low = ff.two_sum(k, head.lo, product.lo + t * m_lo)
-    e = ff.let(k, n >> 7)
-    half = ff.let(k, e >> 1)
-    rounded = ff.let(k, head.hi + sticky(k, low))
-    normal = (rounded * _power_of_two(half)) * _power_of_two(e - half)
-    # below 2^-1022: w = the pair times 2^(e + 1022) < 1, rounded on the grid of 1 + w
-    down = ff.let(k, _power_of_two(ir.min(e + 1022, ir.lit(0, I64))))
-    w_hi = ff.let(k, head.hi * down)
-    one_plus = ff.fast_two_sum(k, ir.lit(1.0, F64), w_hi)
-    w_low = ff.two_sum(k, one_plus.lo, low.hi * down)
-    w_rounded = one_plus.hi + sticky(k, FF(w_low.hi, w_low.lo + low.lo * down))
-    subnormal = (w_rounded - 1.0) * 2.0**-1022
-    return select(ir.logical_and(e <= -1022, w_hi < 1.0), subnormal, normal)
+    return head.hi, low, ff.let(k, n >> 7)
 
 
 def sticky(k: Kernel, x: FF) -> Val:
@@ -193,6 +205,6 @@ def sticky(k: Kernel, x: FF) -> Val:
     return select(x.hi == 0.0, x.lo, odd)  # (a zero high part: the low one is as sticky)
 
 
-def _power_of_two(e: Val) -> Val:
+def power_of_two(e: Val) -> Val:
     """``2^e`` as an f64, for an i64 ``e`` in [-1022, 1023]."""
     return bitcast(bitcast(e + 1023, U64) << 52, F64)

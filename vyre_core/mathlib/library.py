@@ -71,6 +71,7 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.exp2", DType.F64): ("exp_f64", "exp2_f64"),
     ("unop.log", DType.F64): ("log_f64", "log_f64"),
     ("unop.log2", DType.F64): ("log_f64", "log2_f64"),
+    ("unop.tanh", DType.F64): ("tanh_f64", "tanh_f64"),
 }
 #: The op ids the library computes (for some operand type).
 OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)
