@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vyre_core import Driver, SequenceBuilder, ir
-from vyre_core.mathlib import exp_f64, log_f64, tanh_f64
+from vyre_core.mathlib import exp_f64, log_f64, tanh_f64, trig_f64
 from vyre_reference import run
 
 #: MPFR's binary64: 53 bits, m * 2^e with m in [1/2, 1), subnormals on their grid.
@@ -119,6 +119,24 @@ def tanh_inputs() -> np.ndarray:
                            bits_of(np.linspace(0.12, 0.13, 1001))])
 
 
+def trig_inputs() -> np.ndarray:
+    """Doubles nearest multiples of pi/32 (and pi/2) at every size, the worst case of the
+    f64 reduction (6381956970095103 2^797, within 2^-60.9 of a multiple of pi/2), either
+    side of 2^19 (Cody and Waite below, Payne and Hanek from it) and 2^-27 (the tiny
+    rule), huge x at every exponent, the largest finite."""
+    steps = np.concatenate([np.arange(1, 2000), 2.0 ** np.arange(11, 60)]) * (np.pi / 32)
+    seams = [6381956970095103 * 2.0**797, 2.0**19, 2.0**-27, 2.0**-26, np.pi / 2, np.pi,
+             1e22, 2.0**1023, 1.7976931348623157e308]
+    huge = 2.0 ** np.arange(19, 1024) * 1.2345678901234567
+    return np.concatenate([around(list(steps), 1), around(seams, 3), bits_of(huge)])
+
+
+def trig_drawn(rng: np.random.Generator, size: int) -> np.ndarray:
+    """Uniform in [-10, 10] and [-1e6, 1e6], log-uniform magnitudes to 2^1023."""
+    return np.concatenate([rng.uniform(-10, 10, size), rng.uniform(-1e6, 1e6, size),
+                           np.exp2(rng.uniform(-30, 1023, size)) * rng.choice([-1, 1], size)])
+
+
 def exp_drawn(reach: float) -> Callable[[np.random.Generator, int], np.ndarray]:
     """Uniform over [-reach, reach] and log-uniform magnitudes of both signs."""
     def draw(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -141,6 +159,9 @@ FUNCTIONS = {
     "log": (log_f64.log_f64, ir.log, gmpy2.log, log_inputs, log_drawn),
     "log2": (log_f64.log2_f64, ir.log2, gmpy2.log2, log_inputs, log_drawn),
     "tanh": (tanh_f64.tanh_f64, ir.tanh, gmpy2.tanh, tanh_inputs, exp_drawn(20.0)),
+    "sin": (trig_f64.sin_f64, ir.sin, gmpy2.sin, trig_inputs, trig_drawn),
+    "cos": (trig_f64.cos_f64, ir.cos, gmpy2.cos, trig_inputs, trig_drawn),
+    "tan": (trig_f64.tan_f64, ir.tan, gmpy2.tan, trig_inputs, trig_drawn),
 }
 
 

@@ -72,6 +72,9 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.log", DType.F64): ("log_f64", "log_f64"),
     ("unop.log2", DType.F64): ("log_f64", "log2_f64"),
     ("unop.tanh", DType.F64): ("tanh_f64", "tanh_f64"),
+    ("unop.sin", DType.F64): ("trig_f64", "sin_f64"),
+    ("unop.cos", DType.F64): ("trig_f64", "cos_f64"),
+    ("unop.tan", DType.F64): ("trig_f64", "tan_f64"),
 }
 #: The op ids the library computes (for some operand type).
 OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)
