@@ -69,6 +69,10 @@ OPS_F64: dict[str, tuple[Callable, Callable, tuple[Callable, ...]]] = {
     "exp2": (ir.exp2, np.exp2, (_uniform64(-1022, 1023),)),
     "log": (ir.log, np.log, (_log_uniform64,)),
     "log2": (ir.log2, np.log2, (_log_uniform64,)),
+    "sin": (ir.sin, np.sin, (_uniform64(-50, 50),)),
+    "cos": (ir.cos, np.cos, (_uniform64(-50, 50),)),
+    "tan": (ir.tan, np.tan, (_uniform64(-50, 50),)),
+    "tanh": (ir.tanh, np.tanh, (_uniform64(-10, 10),)),
 }
 _TABLES = {ir.f32: OPS, ir.f64: OPS_F64}
 
