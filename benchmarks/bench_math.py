@@ -73,6 +73,7 @@ OPS_F64: dict[str, tuple[Callable, Callable, tuple[Callable, ...]]] = {
     "cos": (ir.cos, np.cos, (_uniform64(-50, 50),)),
     "tan": (ir.tan, np.tan, (_uniform64(-50, 50),)),
     "tanh": (ir.tanh, np.tanh, (_uniform64(-10, 10),)),
+    "atan2": (ir.atan2, np.arctan2, (_uniform64(-10, 10), _uniform64(-10, 10))),
 }
 _TABLES = {ir.f32: OPS, ir.f64: OPS_F64}
 
@@ -105,7 +106,8 @@ def _budget(op: str, dtype: ir.DType) -> int:
     else the 4 ULP between numpy's and libm's that docs/semantics.md allows."""
     if dtype is ir.f32:
         return sweep.OPS[op][2]
-    return 0 if (f"unop.{op}", dtype) in functions() else 4
+    kind = "binop" if len(OPS_F64[op][2]) == 2 else "unop"
+    return 0 if (f"{kind}.{op}", dtype) in functions() else 4
 
 
 def _bench(op: str, backend: str, dtype: ir.DType = ir.f32) -> Callable[[], Result]:

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vyre_core import Driver, SequenceBuilder, ir
-from vyre_core.mathlib import exp_f64, log_f64, tanh_f64, trig_f64
+from vyre_core.mathlib import atan2_f64, exp_f64, log_f64, tanh_f64, trig_f64
 from vyre_reference import run
 
 #: MPFR's binary64: 53 bits, m * 2^e with m in [1/2, 1), subnormals on their grid.
@@ -56,6 +56,30 @@ def block(function: Callable, lanes: int) -> ir.Program:
     out = k.output("out", ir.u64, lanes)
     i = k.let("i", ir.global_id())
     out[i] = ir.bitcast(function(k, k.let("v", ir.bitcast(source[i], ir.f64))), ir.u64)
+    return k.build()
+
+
+def mpfr2(fn: Callable, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``mpfr`` for a function of two f64 inputs (their bits)."""
+    out = np.empty(y.size, np.uint64)
+    with gmpy2.context(BINARY64):
+        for at, (a, b) in enumerate(zip(y.view(np.float64).tolist(),
+                                        x.view(np.float64).tolist(), strict=True)):
+            result = float(fn(gmpy2.mpfr(a), gmpy2.mpfr(b))) if a == a and b == b else \
+                float("nan")
+            out[at] = CANONICAL_NAN if result != result else bits_of(result)
+    return out
+
+
+def block2(function: Callable, lanes: int) -> ir.Program:
+    """``out[i]`` = the bits of ``function(y, x)`` of the f64s whose bits are ``y[i]``,
+    ``x[i]``."""
+    k = ir.Kernel(workgroup=(64,))
+    ys, xs = k.read("y", ir.u64), k.read("x", ir.u64)
+    out = k.output("out", ir.u64, lanes)
+    i = k.let("i", ir.global_id())
+    y = k.let("a", ir.bitcast(ys[i], ir.f64))
+    out[i] = ir.bitcast(function(k, y, k.let("b", ir.bitcast(xs[i], ir.f64))), ir.u64)
     return k.build()
 
 
@@ -165,6 +189,38 @@ FUNCTIONS = {
 }
 
 
+def atan2_pairs() -> tuple[np.ndarray, np.ndarray]:
+    """(y, x) bits: every pair of special values (C's cases), equal magnitudes, ratios at
+    the table's points i/64 and between, quotients in the subnormal range (exact midpoints
+    of its grid among them: they round toward zero), every quadrant, huge and tiny
+    operands."""
+    specials = np.array(SPECIALS, np.uint64)
+    sy, sx = np.repeat(specials, specials.size), np.tile(specials, specials.size)
+    rng = np.random.default_rng(17)
+    x = np.exp2(rng.uniform(-1000, 1000, 600))
+    ratios = np.concatenate([np.arange(0, 65) / 64, np.arange(0, 128) / 128 + 2.0**-20])
+    ry = np.concatenate([ratios * 3.0, 3.0 / np.maximum(ratios, 2.0**-30)])
+    rx = np.concatenate([np.full(ratios.size, 3.0), np.full(ratios.size, 3.0)])
+    tiny_y = np.array([3, 5, 1, 7, 2**52 + 1, 2**53 - 1], np.float64) * 2.0**-1074
+    ty = np.concatenate([tiny_y, tiny_y, tiny_y * 2.0**60])
+    tx = np.concatenate([np.full(6, 2.0), np.full(6, 4.0), np.full(6, 2.0**70)])
+    ys = np.concatenate([x, x * 1.5, -x, x * 2.0**-60, ry, -ry, ry, ty, -ty])
+    xs = np.concatenate([x, -x, x, x, rx, rx, -rx, tx, tx])
+    return (np.concatenate([sy, bits_of(ys)]), np.concatenate([sx, bits_of(xs)]))
+
+
+def atan2_drawn(seed: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random bits, uniform operands in [-10, 10], log-uniform magnitudes of both signs."""
+    rng = np.random.default_rng(seed)
+
+    def draw() -> np.ndarray:
+        return np.concatenate([
+            rng.integers(0, 2**64, size, dtype=np.uint64),
+            bits_of(rng.uniform(-10, 10, size)),
+            bits_of(np.exp2(rng.uniform(-1074, 1024, size)) * rng.choice([-1, 1], size))])
+    return draw(), draw()
+
+
 def adversarial(name: str) -> np.ndarray:
     return np.concatenate([FUNCTIONS[name][3](), np.array(SPECIALS, np.uint64)])
 
@@ -221,6 +277,28 @@ def test_the_reference_is_within_the_bound_for_drawn_bits(name, anywhere, seed):
                                               drawn(name, seed, 64)]))
 
 
+def assert_atan2_within_bound(y: np.ndarray, x: np.ndarray) -> None:
+    got = run(block2(atan2_f64.atan2_f64, y.size), [y, x])[0]
+    want = mpfr2(gmpy2.atan2, y, x)
+    wrong = np.flatnonzero(got != want)
+    assert wrong.size <= y.size // 2**14 and np.all(
+        ulps_apart(got[wrong], want[wrong]) <= 1), "atan2 misrounds " + ", ".join(
+        f"({int(y[at]):016x}, {int(x[at]):016x}): got {int(got[at]):016x}, "
+        f"want {int(want[at]):016x}" for at in wrong[:8])
+
+
+@pytest.mark.fast
+def test_atan2_is_correctly_rounded_on_adversarial_pairs():
+    assert_atan2_within_bound(*atan2_pairs())
+
+
+@pytest.mark.fast
+@settings(max_examples=20, deadline=None, derandomize=True, database=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_atan2_is_within_the_bound_for_drawn_pairs(seed):
+    assert_atan2_within_bound(*atan2_drawn(seed, 64))
+
+
 # -- reference and cpu: the same bytes ---------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -267,7 +345,8 @@ def test_reference_and_cpu_give_identical_bytes(driver, name):
 
 def test_the_cpu_backends_helpers_give_the_same_bytes(driver):
     """A kernel with more library calls than cpu writes out (``INLINE_CALLS``) calls its
-    numba helpers, written from the same IR: the reference's bytes still."""
+    numba helpers, written from the same IR: the reference's bytes still (every unary
+    function and atan2)."""
     from vyre_cpu.mathlib import INLINE_CALLS
 
     lanes = 1024
@@ -279,8 +358,32 @@ def test_the_cpu_backends_helpers_give_the_same_bytes(driver):
     total = v
     for n, name in enumerate(FUNCTIONS):  # (every function, once each)
         total = total + FUNCTIONS[name][1](v * (n + 2.0))
-    out[i] = total
+    out[i] = total + ir.atan2(v, total)
     values = np.random.default_rng(11).standard_normal(lanes) * 50
     program = k.build()
     want = driver.dispatch(program, [values], "reference")[0]
     assert driver.dispatch(program, [values], "cpu")[0].tobytes() == want.tobytes()
+
+
+def test_atan2_gives_identical_bytes_on_reference_and_cpu(driver):
+    """``ir.atan2`` on f64 (the library's function, written out by each worker host): the
+    same bytes on the reference and cpu over adversarial and drawn pairs, in a dispatch
+    and as a sequence's step."""
+    y, x = (np.concatenate(parts) for parts in zip(atan2_pairs(), atan2_drawn(5, 2048),
+                                                    strict=True))
+    k = ir.Kernel(workgroup=(64,))
+    ys, xs, out = k.read("y", ir.f64), k.read("x", ir.f64), k.output("out", ir.f64, y.size)
+    i = k.let("i", ir.global_id())
+    out[i] = ir.atan2(ys[i], xs[i])
+    program = k.build()
+    values = [y.view(np.float64), x.view(np.float64)]
+    want = driver.dispatch(program, values, "reference")[0]
+    assert driver.dispatch(program, values, "cpu")[0].tobytes() == want.tobytes()
+    b = SequenceBuilder()
+    b.input("y", ir.f64, y.size)
+    b.input("x", ir.f64, y.size)
+    b.transient("t", ir.f64, y.size)
+    b.step(program, {"y": "y", "x": "x", "out": "t"})
+    outs = [driver.dispatch_sequence(b.build(returns=["t"]), values, backend=backend)[0]
+            for backend in ("reference", "cpu")]
+    assert outs[0].tobytes() == outs[1].tobytes() == want.tobytes()

@@ -239,6 +239,18 @@ def trig_constants() -> str:
         words("_WINDOW_2", 128), words("_WINDOW_1", 64), words("_WINDOW_0", 0)])
 
 
+def atan2_constants() -> str:
+    """``atan(i/64)`` for i = 0..64, pi and pi/2, each as a pair (atan2_f64's table and
+    quadrant constants)."""
+    with gmpy2.context(precision=400):
+        table = [_pair(gmpy2.atan(gmpy2.mpfr(i) / 64)) for i in range(65)]
+        pi = gmpy2.const_pi()
+        constants = [*_pair(pi), *_pair(pi / 2)]
+    return "\n".join([hex_list("_ATAN_HI", [h for h, _ in table]),
+                      hex_list("_ATAN_LO", [lo for _, lo in table]),
+                      hex_list("_PI_HI, _PI_LO, _HALF_PI_HI, _HALF_PI_LO", constants)])
+
+
 if __name__ == "__main__":
     print(exp_constants())
     print(f"# exp polynomial: truncation error below 2^{check_exp_polynomial():.2f}")
@@ -247,3 +259,4 @@ if __name__ == "__main__":
     print(f"# log polynomial: relative truncation error below 2^{check_log_polynomial():.2f}")
     print(tanh_constants())
     print(trig_constants())
+    print(atan2_constants())

@@ -75,6 +75,7 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.sin", DType.F64): ("trig_f64", "sin_f64"),
     ("unop.cos", DType.F64): ("trig_f64", "cos_f64"),
     ("unop.tan", DType.F64): ("trig_f64", "tan_f64"),
+    ("binop.atan2", DType.F64): ("atan2_f64", "atan2_f64"),
 }
 #: The op ids the library computes (for some operand type).
 OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)
@@ -83,9 +84,14 @@ OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)
 @cache
 def functions() -> Mapping[Operation, Function]:
     """The operations the library computes, and the function each runs as."""
-    return {(op, dtype): define(f"{module}.{dtype.value}", (dtype,), getattr(
+    return {(op, dtype): define(f"{module}.{dtype.value}", (dtype,) * _arity(op), getattr(
                 import_module(f"vyre_core.mathlib.{module}"), name))
             for (op, dtype), (module, name) in _WRITTEN_BY.items()}
+
+
+def _arity(op: str) -> int:
+    """How many operands ``op`` takes (``binop.atan2``: two, of one type)."""
+    return 2 if op.startswith("binop.") else 1
 
 
 @cache
