@@ -387,3 +387,26 @@ def test_atan2_gives_identical_bytes_on_reference_and_cpu(driver):
     outs = [driver.dispatch_sequence(b.build(returns=["t"]), values, backend=backend)[0]
             for backend in ("reference", "cpu")]
     assert outs[0].tobytes() == outs[1].tobytes() == want.tobytes()
+
+
+@pytest.mark.fast
+def test_the_cpu_backend_weighs_a_long_function_as_more_calls():
+    """f64 sin is about 1400 nodes written out: two calls count as four
+    (``vyre_cpu.mathlib.CALL_NODES``) and are still written out; a third sends the kernel
+    to the helpers (written out, numba took over a minute for four such calls)."""
+    from vyre_cpu import codegen
+    from vyre_cpu.mathlib import INLINE_CALLS
+
+    def sines(count: int) -> ir.Program:
+        k = ir.Kernel(workgroup=(64,))
+        x, out = k.read("x", ir.f64), k.output("out", ir.f64, 64)
+        i = k.let("i", ir.global_id())
+        acc = k.let("acc", x[i])
+        for j in range(count):
+            acc += ir.sin(acc * 0.5 + float(j))
+        out[i] = acc
+        return k.build()
+
+    assert INLINE_CALLS == 4  # (the premise of the counts below)
+    assert "mathlib_sin_f64" not in codegen.generate(sines(2)).source
+    assert codegen.generate(sines(3)).source.count("mathlib_sin_f64(") >= 3
