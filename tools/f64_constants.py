@@ -199,14 +199,18 @@ def tanh_constants() -> str:
 #: and Hanek from there (binary exponents E of x = m 2^E, m < 2^53, from -33 to 971).
 TRIG_CODY_WAITE_BELOW = 2.0**19
 TRIG_E_MIN, TRIG_E_MAX = -33, 971
+#: ``floor(2^TRIG_BITS 32/pi)`` holds every window (``TRIG_E_MAX + 186`` bits below the
+#: point).
+TRIG_BITS = TRIG_E_MAX + 186
 
 
 def trig_constants() -> str:
     """``sin(j pi/32)`` and ``cos(j pi/32)`` for j = 0..63 as pairs; pi/32 as a pair and
     as P1 + P2 + P3 (30 significant bits each, so ``k P_i`` is exact for ``k < 2^23``)
-    + P4; and Payne and Hanek's windows of 32/pi: for each E, ``G(E) = floor(2^(E + 186)
-    32/pi) mod 2^192`` as three u64 words (most significant first), so that ``m G(E)
-    2^-186`` is ``x 32/pi`` less a multiple of 64, short of it by under ``m 2^-186``."""
+    + P4; and the bits of 32/pi, ``floor(2^TRIG_BITS 32/pi)``, of which Payne and
+    Hanek's windows are slices: for each E, ``G(E) = floor(2^(E + 186) 32/pi) mod 2^192``
+    (checked against its own computation), so that ``m G(E) 2^-186`` is ``x 32/pi``
+    less a multiple of 64, short of it by under ``m 2^-186``."""
     with gmpy2.context(precision=1600):
         pi = gmpy2.const_pi()
         step = pi / 32
@@ -222,21 +226,20 @@ def trig_constants() -> str:
         step_pair = _pair(step)
         windows = [int(gmpy2.floor(gmpy2.mpfr(2) ** (e + 186) * 32 / pi)) % 2**192
                    for e in range(TRIG_E_MIN, TRIG_E_MAX + 1)]
+        whole = int(gmpy2.floor(gmpy2.mpfr(2) ** TRIG_BITS * 32 / pi))
     assert all(significant_bits(p) <= 30 for p in parts[:3])
     assert len(windows) <= 1024
-
-    def words(name: str, shift: int) -> str:
-        values = [(w >> shift) & (2**64 - 1) for w in windows]
-        rows = [", ".join(f"0x{v:016X}" for v in values[i:i + 4])
-                for i in range(0, len(values), 4)]
-        return f"{name} = np.array([\n    " + ",\n    ".join(rows) + "], np.uint64)"
-
+    # every window is a slice of the bits of 32/pi (trig_f64 cuts them at import)
+    assert windows == [(whole >> (TRIG_BITS - e - 186)) % 2**192
+                       for e in range(TRIG_E_MIN, TRIG_E_MAX + 1)]
+    digits = f"{whole:X}"
+    rows = [f'    "{digits[i:i + 80]}"' for i in range(0, len(digits), 80)]
     return "\n".join([
         hex_list("_SIN_HI", [h for h, _ in sines]), hex_list("_SIN_LO", [lo for _, lo in sines]),
         hex_list("_COS_HI", [h for h, _ in cosines]),
         hex_list("_COS_LO", [lo for _, lo in cosines]),
         hex_list("_STEP_HI, _STEP_LO, _P1, _P2, _P3, _P4", [*step_pair, *parts]),
-        words("_WINDOW_2", 128), words("_WINDOW_1", 64), words("_WINDOW_0", 0)])
+        "_32_OVER_PI = int(\n" + "\n".join(rows) + ", 16)"])
 
 
 def atan2_constants() -> str:
