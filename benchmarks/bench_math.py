@@ -26,6 +26,7 @@ from vyre_benchmarks.harness import Result, reps
 from vyre_core import Driver, ir
 from vyre_core.compare import first_divergence
 from vyre_core.conformance import sweep
+from vyre_core.mathlib.library import functions
 
 REQUIRES = ("reference", "cpu", "wgpu")
 N = 1 << 22
@@ -54,36 +55,68 @@ OPS: dict[str, tuple[Callable, Callable, tuple[Callable, ...]]] = {
 }
 
 
+def _uniform64(low: float, high: float) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: rng.uniform(low, high, N)
+
+
+def _log_uniform64(rng: np.random.Generator) -> np.ndarray:
+    return np.exp2(rng.uniform(-1000, 1000, N))
+
+
+#: The f64 functions (cpu only: wgpu has no f64 transcendentals), next to numpy's f64.
+OPS_F64: dict[str, tuple[Callable, Callable, tuple[Callable, ...]]] = {
+    "exp": (ir.exp, np.exp, (_uniform64(-708, 709),)),
+    "exp2": (ir.exp2, np.exp2, (_uniform64(-1022, 1023),)),
+    "log": (ir.log, np.log, (_log_uniform64,)),
+    "log2": (ir.log2, np.log2, (_log_uniform64,)),
+    "sin": (ir.sin, np.sin, (_uniform64(-50, 50),)),
+    "cos": (ir.cos, np.cos, (_uniform64(-50, 50),)),
+    "tan": (ir.tan, np.tan, (_uniform64(-50, 50),)),
+    "tanh": (ir.tanh, np.tanh, (_uniform64(-10, 10),)),
+    "atan2": (ir.atan2, np.arctan2, (_uniform64(-10, 10), _uniform64(-10, 10))),
+}
+_TABLES = {ir.f32: OPS, ir.f64: OPS_F64}
+
+
 @functools.cache
 def _driver() -> Driver:
     return Driver()  # (closed at exit by the driver's own atexit hook)
 
 
 @functools.cache
-def _program(op: str) -> ir.Program:
-    fn, _, operands = OPS[op]
+def _program(op: str, dtype: ir.DType = ir.f32) -> ir.Program:
+    fn, _, operands = _TABLES[dtype][op]
     k = ir.Kernel(workgroup=(256,))
-    ins = [k.read(f"x{j}", ir.f32) for j in range(len(operands))]
-    out = k.output("out", ir.f32, N)
+    ins = [k.read(f"x{j}", dtype) for j in range(len(operands))]
+    out = k.output("out", dtype, N)
     i = k.let("i", ir.global_id())
     out[i] = fn(*(x[i] for x in ins))
     return k.build()
 
 
 @functools.cache
-def _inputs(op: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _inputs(op: str, dtype: ir.DType = ir.f32) -> tuple[list[np.ndarray], list[np.ndarray]]:
     rng = np.random.default_rng(42)
-    arrays = [draw(rng) for draw in OPS[op][2]]
+    arrays = [draw(rng) for draw in _TABLES[dtype][op][2]]
     return arrays, [_driver().asarray(a) for a in arrays]
 
 
-def _bench(op: str, backend: str) -> Callable[[], Result]:
+def _budget(op: str, dtype: ir.DType) -> int:
+    """f32: the sweep's budget; f64: 0 (identical bytes) where the library computes it,
+    else the 4 ULP between numpy's and libm's that docs/semantics.md allows."""
+    if dtype is ir.f32:
+        return sweep.OPS[op][2]
+    kind = "binop" if len(OPS_F64[op][2]) == 2 else "unop"
+    return 0 if (f"{kind}.{op}", dtype) in functions() else 4
+
+
+def _bench(op: str, backend: str, dtype: ir.DType = ir.f32) -> Callable[[], Result]:
     def bench() -> Result:
-        drv, program, (arrays, shared) = _driver(), _program(op), _inputs(op)
-        numpy_fn = OPS[op][1]
+        drv, program, (arrays, shared) = _driver(), _program(op, dtype), _inputs(op, dtype)
+        numpy_fn = _TABLES[dtype][op][1]
         want, = drv.dispatch(program, arrays, "reference")
         got, = drv.dispatch(program, shared, backend)
-        found = first_divergence(want, got, ir.f32, sweep.OPS[op][2])
+        found = first_divergence(want, got, dtype, _budget(op, dtype))
         if found is not None:
             raise AssertionError(f"{op} on {backend} differs from the reference: {found}")
         mine: list[float] = []
@@ -94,11 +127,13 @@ def _bench(op: str, backend: str) -> Callable[[], Result]:
                 start = time.perf_counter()
                 call()
                 into.append(time.perf_counter() - start)
-        return Result(f"{op} over 4 Mi f32, {backend} backend", statistics.median(mine) * 1e3,
-                      "ms", f"numpy.{numpy_fn.__name__} f32", statistics.median(theirs) * 1e3)
+        return Result(f"{op} over 4 Mi {dtype.value}, {backend} backend",
+                      statistics.median(mine) * 1e3, "ms",
+                      f"numpy.{numpy_fn.__name__} {dtype.value}", statistics.median(theirs) * 1e3)
 
-    bench.__name__ = f"{op}_4m_f32_{backend}_vs_numpy"
+    bench.__name__ = f"{op}_4m_{dtype.value}_{backend}_vs_numpy"
     return bench
 
 
-BENCHMARKS = [_bench(op, backend) for backend in ("cpu", "wgpu") for op in OPS]
+BENCHMARKS = [*(_bench(op, backend) for backend in ("cpu", "wgpu") for op in OPS),
+              *(_bench(op, "cpu", ir.f64) for op in OPS_F64)]

@@ -146,21 +146,23 @@ def test_a_backend_that_names_no_ops_is_not_routed_ops_newer_than_its_contract()
 
 
 def test_a_program_is_weighed_with_the_math_library_written_out():
-    """``exp2`` on f32 reaches a backend as the library's IR (tables, bitcasts): a backend
-    that names ``unop.exp2`` but not the ops the library is made of is not routed it; the
-    same op on f64 (no library function) needs only itself."""
-    def exp2_of(dtype: ir.DType) -> ir.Program:
+    """``exp2`` on f32 (and f64) reaches a backend as the library's IR (tables, bitcasts):
+    a backend that names ``unop.exp2`` but not the ops the library is made of is not
+    routed it; an op of a type the library has no function for (``pow`` on f64) needs
+    only itself."""
+    def of(dtype: ir.DType, op=ir.exp2) -> ir.Program:
         k = ir.Kernel(workgroup=(8,))
         x, out = k.read("x", dtype), k.output("out", dtype, 8)
         i = k.let("i", ir.global_id())
-        out[i] = ir.exp2(x[i])
+        out[i] = op(x[i]) if op is ir.exp2 else op(x[i], x[i])
         return k.build()
 
-    only_exp2 = caps(supported_ops=ir.DEFAULT_OPS | {"unop.exp2"}, supports_f64=True)
-    assert claim_reasons(exp2_of(ir.f64), only_exp2) == []
-    [reason] = claim_reasons(exp2_of(ir.f32), only_exp2)
-    assert reason.startswith("uses ops not supported: ") and "expr.table" in reason
-    assert claim_reasons(exp2_of(ir.f32), caps(supported_ops=ALL_OPS)) == []
+    only = caps(supported_ops=ir.DEFAULT_OPS | {"unop.exp2", "binop.pow"}, supports_f64=True)
+    assert claim_reasons(of(ir.f64, ir.pow), only) == []
+    for dtype in (ir.f32, ir.f64):
+        [reason] = claim_reasons(of(dtype), only)
+        assert reason.startswith("uses ops not supported: ") and "expr.table" in reason
+    assert claim_reasons(of(ir.f32), caps(supported_ops=ALL_OPS)) == []
 
 
 def test_atomics_and_barriers_are_ops():

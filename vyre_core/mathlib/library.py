@@ -69,6 +69,15 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.log2", DType.F16): ("log2", "log2_f16"),
     ("unop.log", DType.F32): ("log", "log_f32"),
     ("unop.log", DType.F16): ("log", "log_f16"),
+    ("unop.exp", DType.F64): ("exp_f64", "exp_f64"),
+    ("unop.exp2", DType.F64): ("exp_f64", "exp2_f64"),
+    ("unop.log", DType.F64): ("log_f64", "log_f64"),
+    ("unop.log2", DType.F64): ("log_f64", "log2_f64"),
+    ("unop.tanh", DType.F64): ("tanh_f64", "tanh_f64"),
+    ("unop.sin", DType.F64): ("trig_f64", "sin_f64"),
+    ("unop.cos", DType.F64): ("trig_f64", "cos_f64"),
+    ("unop.tan", DType.F64): ("trig_f64", "tan_f64"),
+    ("binop.atan2", DType.F64): ("atan2_f64", "atan2_f64"),
 }
 #: The op ids the library computes (for some operand type).
 OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)
@@ -77,9 +86,14 @@ OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)
 @cache
 def functions() -> Mapping[Operation, Function]:
     """The operations the library computes, and the function each runs as."""
-    return {(op, dtype): define(f"{module}.{dtype.value}", (dtype,), getattr(
+    return {(op, dtype): define(f"{module}.{name}", (dtype,) * _arity(op), getattr(
                 import_module(f"vyre_core.mathlib.{module}"), name))
             for (op, dtype), (module, name) in _WRITTEN_BY.items()}
+
+
+def _arity(op: str) -> int:
+    """How many operands ``op`` takes (``binop.atan2``: two, of one type)."""
+    return 2 if op.startswith("binop.") else 1
 
 
 @cache

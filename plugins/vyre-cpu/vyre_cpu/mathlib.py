@@ -18,6 +18,7 @@ version). Here: the rule and the names; ``math_helpers``: the helpers' source;
 from __future__ import annotations
 
 import re
+from functools import cache
 
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
@@ -33,14 +34,34 @@ INLINE_CALLS = 4
 MODULE = "vyre_cpu_mathlib"
 
 
+#: A function's written-out body counts as one call per this many nodes, rounded up:
+#: every f32 and f16 function is one (the longest, f16 log2, has about 850), f64 sin,
+#: cos, tan and atan2 two (1000 to 1500: four of them written out took numba past a
+#: dispatch's 60 s deadline on the loaded 2-core machine).
+CALL_NODES = 1000
+
+
 def written_out_where_few(program: Program) -> Program:
     """``program`` with the library written out if it calls it at most
-    ``INLINE_CALLS`` times (any operand type counts: a bound, not a census), else as it
-    is (its calls become helper calls)."""
-    calls = sum(1 for node in walk(program.body) if isinstance(node, Unary | Binary) and
-                f"{'unop' if isinstance(node, Unary) else 'binop'}.{node.op.value}" in
-                OPERATIONS)
-    return expand(program) if calls <= INLINE_CALLS else program
+    ``INLINE_CALLS`` times, each call weighed by its body's length (``CALL_NODES``;
+    the op's longest function of any operand type: a bound, not a census), else as it is
+    (its calls become helper calls)."""
+    ops = [op for op in (f"{'unop' if isinstance(node, Unary) else 'binop'}.{node.op.value}"
+                         for node in walk(program.body) if isinstance(node, Unary | Binary))
+           if op in OPERATIONS]
+    if not ops:  # (the library's functions stay unbuilt in a worker that runs none)
+        return program
+    weights = _weights()
+    return expand(program) if sum(weights[op] for op in ops) <= INLINE_CALLS else program
+
+
+@cache
+def _weights() -> dict[str, int]:
+    """Each op the library computes, and what one call of it counts as."""
+    weights: dict[str, int] = {}
+    for (op, _), fn in functions().items():
+        weights[op] = max(weights.get(op, 1), -(-sum(1 for _ in walk(fn.body)) // CALL_NODES))
+    return weights
 
 
 def helper_name(operation: Operation) -> str:
