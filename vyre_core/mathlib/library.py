@@ -67,6 +67,8 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.exp", DType.F16): ("exp", "exp_f16"),
     ("unop.log2", DType.F32): ("log2", "log2_f32"),
     ("unop.log2", DType.F16): ("log2", "log2_f16"),
+    ("unop.tanh", DType.F32): ("tanh", "tanh_f32"),
+    ("unop.tanh", DType.F16): ("tanh", "tanh_f16"),
 }
 #: The op ids the library computes (for some operand type).
 OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)
