@@ -9,7 +9,7 @@ odd: the pair is made for ``a = |x|`` and the sign put back at the end (``tanh(-
   the end): from about 9.0109 every f32 result is 1.
 - ``a < 1/16``: the odd series ``a + a u``, ``u = z P(z)``, ``z = a^2`` exactly as a pair
   (``two_prod``), ``P = -1/3 + z (2/15 + z R)`` with ``-1/3`` and ``2/15`` as pairs and
-  ``R`` (the terms to ``z^4``, the next below 2^-60 of ``a``) in f32; ``z P`` by
+  ``R`` (``c_7`` to ``c_13``; the next term is below 2^-65 of ``a``) in f32; ``z P`` by
   ``ff.mul``, ``a u_hi`` exact (``two_prod``). ``|u| < 2^-9.6``, so the pair is within
   about 2^-50 of ``tanh a``. Tiny ``a`` (whose products underflow) gives ``a`` itself,
   which is then the correctly rounded result (``a^3 / 3`` is far below half its ulp).
