@@ -151,3 +151,26 @@ def test_the_ir_operation_is_the_librarys_on_every_backend(driver, backend):
     f32 = np.concatenate([adversarial(), rng.integers(0, 2**32, 2048, dtype=np.uint32)])
     chained = (rng.standard_normal(4096) * 3).astype(np.float32)
     operation_is_mpfrs(driver, backend, ir.tanh, gmpy2.tanh, f32, chained)
+
+
+@pytest.mark.parametrize("floats", [ir.f32, ir.f16], ids=str)
+def test_the_cpu_backends_helper_gives_the_references_bytes(driver, floats):
+    """Past ``INLINE_CALLS`` calls in a kernel the cpu backend calls one numba helper
+    written from the library's IR (vyre_cpu/mathlib.py): ``tanh`` applied five times over,
+    the same bytes as the reference, which writes each call out."""
+    from vyre_cpu.mathlib import INLINE_CALLS
+
+    calls = INLINE_CALLS + 1
+    rng = np.random.default_rng(9)
+    x = (EVERY_F16.view(np.float16) if floats is ir.f16 else np.concatenate([
+        adversarial().view(np.float32), (rng.standard_normal(4096) * 3).astype(np.float32)]))
+    k = ir.Kernel(workgroup=(64,))
+    src, out = k.read("x", floats), k.output("out", floats, x.size)
+    i = k.let("i", ir.global_id())
+    v = src[i]
+    for _ in range(calls):
+        v = ir.tanh(v)
+    out[i] = v
+    program = k.build()
+    want = driver.dispatch(program, [x], "reference")[0]
+    assert driver.dispatch(program, [x], "cpu")[0].tobytes() == want.tobytes()
