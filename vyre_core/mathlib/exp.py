@@ -58,7 +58,7 @@ _EXCEPTION_RESULTS = [
 def exp_f32(k: Kernel, x: Val) -> Val:
     """``e^x`` correctly rounded to f32, for an f32 ``x``: NaN for NaN, +0 below about
     -103.97, +inf above about 88.72."""
-    pair, scale = _core(k, x)
+    pair, scale = core(k, x)
     rounded = exp2.round_f32(k, pair, scale)
     return select(x != x, x, exceptions.corrected(k, x, rounded, _EXCEPTION_INPUTS,
                                                   _EXCEPTION_RESULTS))
@@ -67,14 +67,15 @@ def exp_f32(k: Kernel, x: Val) -> Val:
 def exp_f16(k: Kernel, x: Val) -> Val:
     """``e^x`` correctly rounded to f16, for an f16 ``x``: the f32 algorithm's pair
     rounded once to f16 (+0 below about -17.33, +inf above about 11.09, NaN for NaN)."""
-    pair, scale = _core(k, cast(x, F32))
+    pair, scale = core(k, cast(x, F32))
     return select(x != x, x, ff.round_ff(k, pair, scale, DType.F16))
 
 
 
-def _core(k: Kernel, x: Val) -> tuple[FF, Val]:
+def core(k: Kernel, x: Val) -> tuple[FF, Val]:
     """``e^x = 2^scale * (hi + lo)`` for an f32 ``x``, the pair within about 2^-46 of it
-    (relative) and ``hi`` in [0.99, 2) (as exp2's ``_core``, for ``round_f32``)."""
+    (relative) and ``hi`` in [0.99, 2) (as exp2's ``_core``, for ``round_f32``; tanh.py
+    reads ``e^(-2|x|)`` from it)."""
     x = ff.let(k, select(x >= -105.0, select(x <= 90.0, x, 90.0), -105.0))
     n = ff.let(k, cast(ir.round(x * _INV_STEP), I32))
     n_f = ff.let(k, cast(n, F32))

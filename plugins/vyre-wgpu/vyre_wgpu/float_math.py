@@ -69,58 +69,15 @@ fn vyre_two_prod(a: f32, b: f32) -> vec2<f32> {{
 
 
 #: e^(hi - lo) - 1 for |hi - lo| <= ln(2)/2, one rounding at the end (fdlibm's expf kernel:
-#: a rational approximation); e^x = 2^k (1 + m) by Cody-Waite reduction by ln 2 in two parts
-#: (tanh's and pow's pieces; exp itself is the math library's).
-_EXP = """struct VyreExpParts { m: f32, k: i32 }
-
-fn vyre_expm1_core(hi: f32, lo: f32) -> f32 {
+#: a rational approximation): pow's piece (exp and tanh themselves are the math library's).
+_EXP = """fn vyre_expm1_core(hi: f32, lo: f32) -> f32 {
     let r = vyre_x(hi - lo);
     let rr = vyre_x(r * r);
     let p = vyre_x(vyre_k(0x3e2aaaa8u) + vyre_x(rr * vyre_k(0xbb355215u)));
     let c = vyre_x(r - vyre_x(rr * p));
     let q = vyre_x(vyre_x(r * c) / vyre_x(vyre_k(0x40000000u) - c));
     return vyre_x(vyre_x(q - lo) + hi);
-}
-
-fn vyre_exp_parts(x: f32) -> VyreExpParts {
-    let ux = bitcast<u32>(x);
-    let hx = ux & 0x7fffffffu;
-    let neg = (ux >> 31u) == 1u;
-    var k = 0;
-    var hi = x;
-    var lo = vyre_k(0u);
-    if (hx > 0x3eb17218u) {
-        if (hx > 0x3f851592u) {
-            let half = select(vyre_k(0x3f000000u), vyre_k(0xbf000000u), neg);
-            k = i32(vyre_x(vyre_x(vyre_k(0x3fb8aa3bu) * x) + half));
-        } else {
-            k = select(1, -1, neg);
-        }
-        let kf = f32(k);
-        hi = vyre_x(x - vyre_x(kf * vyre_k(0x3f317200u)));
-        lo = vyre_x(kf * vyre_k(0x35bfbe8eu));
-    }
-    return VyreExpParts(vyre_expm1_core(hi, lo), k);
 }"""
-
-#: tanh(x) from e^(-2|x|) = 2^k (1 + m), without cancelling: -m / (2 + m) for k = 0, else
-#: ((1 - 2^k) - 2^k m) / ((1 + 2^k) + 2^k m); x itself below 2^-12, ±1 from 10 on.
-_TANH = f"""fn vyre_tanh_f32(x: f32) -> f32 {{
-    let ux = bitcast<u32>(x);
-    let ax = ux & 0x7fffffffu;
-    let sign = ux & 0x80000000u;
-    if (ax > 0x7f800000u || ax < 0x39800000u) {{ return x; }}
-    if (ax >= 0x41200000u) {{ return vyre_k(0x3f800000u | sign); }}
-    let e = vyre_exp_parts(vyre_x(bitcast<f32>(ax) * {_k(-2.0)}));
-    var t = vyre_x(vyre_x(-e.m) / vyre_x({_k(2.0)} + e.m));
-    if (e.k != 0) {{
-        let p = vyre_pow2(e.k);
-        let pm = vyre_x(p * e.m);
-        let num = vyre_x(vyre_x({_k(1.0)} - p) - pm);
-        t = vyre_x(num / vyre_x(vyre_x({_k(1.0)} + p) + pm));
-    }}
-    return bitcast<f32>(bitcast<u32>(t) | sign);
-}}"""
 
 #: 2^(h + l) for |h + l| <= 200 and l small beside h: 2^k e^(r ln 2) with k the integer
 #: nearest h + l, r = (h - k) + l kept as two floats, r ln 2 as two floats (Dekker), then
@@ -470,11 +427,10 @@ OWN_F32: dict[UnOp | BinOp, tuple[str, str, tuple[str, ...]]] = {
     UnOp.SIN: ("vyre_trig_f32", ", 0u", ("trig",)),
     UnOp.COS: ("vyre_trig_f32", ", 1u", ("trig",)),
     UnOp.TAN: ("vyre_tan_f32", "", ("trig",)),
-    UnOp.TANH: ("vyre_tanh_f32", "", ("exp", "tanh")),
     BinOp.POW: ("vyre_pow_f32", "", ("exp", "exp2", "log2", "pow")),
     BinOp.ATAN2: ("vyre_atan2_f32", "", ("atan",)),
 }
-_PIECES = {"exp": _EXP, "trig": _TRIG, "tanh": _TANH, "exp2": _EXP2,
+_PIECES = {"exp": _EXP, "trig": _TRIG, "exp2": _EXP2,
            "log2": _LOG2, "pow": _POW, "atan": _ATAN}
 
 
