@@ -67,6 +67,10 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.exp", DType.F16): ("exp", "exp_f16"),
     ("unop.log2", DType.F32): ("log2", "log2_f32"),
     ("unop.log2", DType.F16): ("log2", "log2_f16"),
+    ("unop.sin", DType.F32): ("trig", "sin_f32"),
+    ("unop.sin", DType.F16): ("trig", "sin_f16"),
+    ("unop.cos", DType.F32): ("trig", "cos_f32"),
+    ("unop.cos", DType.F16): ("trig", "cos_f16"),
 }
 #: The op ids the library computes (for some operand type).
 OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)
