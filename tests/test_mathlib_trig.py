@@ -42,6 +42,26 @@ FUNCTIONS = {
 TURN = {"sin": 0, "cos": 32}
 
 
+#: The positive inputs whose results lie nearest a rounding boundary that the exhaustive
+#: runs found (tools/math_exceptions.py, cpu, the lists empty): the pair alone misrounds
+#: them and their negatives. Written here, not read from trig.py, so that an entry
+#: dropped there fails here.
+SIN_HARD = [
+    0x3A852018, 0x3DCF5597, 0x3EF3830F, 0x3FA0FA4E, 0x401F2100, 0x42D44528, 0x4605B1C7,
+    0x46199998, 0x4967CB9B, 0x497D25C7, 0x4A987933, 0x4CF3E70E, 0x4DF947F3, 0x4F45DCAB,
+    0x4FB56937, 0x55CAFB2A, 0x55DA572E, 0x5CDAA4F7, 0x5D937CE2, 0x616D8730, 0x61DFC847,
+    0x6201BE80, 0x64E5A461, 0x653CEE8F, 0x6652A0DC, 0x67051B8D, 0x67A9242B, 0x6A3F60FF,
+    0x6D734599, 0x6DCEA82E, 0x6E649053, 0x726FD58E, 0x729085EF, 0x7970A79D, 0x7A175DF8,
+    0x7A5AACDB, 0x7A93D493, 0x7BCEBCDD]
+COS_HARD = [
+    0x3A0F1BBD, 0x3A544395, 0x3B434E12, 0x3CFCFBFF, 0x3DAC4FC0, 0x3FAA2672, 0x3FDB3C0E,
+    0x4010A4BF, 0x42378DB8, 0x46F85A22, 0x4B511330, 0x4C46D929, 0x4E5B65FF, 0x4EB4D529,
+    0x52D9D3FE, 0x52F88494, 0x543F6E04, 0x5922AA80, 0x5BAE7209, 0x5D173A7D, 0x5DA7AB87,
+    0x5DF96A14, 0x5F18B878, 0x6094669A, 0x6115CB11, 0x6978E912, 0x6AA2E13A, 0x6F611333,
+    0x75DA4C95, 0x768BD236, 0x7908CD73, 0x79F953B7, 0x7A38AB34, 0x7D378AEF, 0x7DB91687,
+    0x7DBEB31D, 0x7E82FEA4]
+
+
 def nearest_multiples(step, count: int = 40) -> np.ndarray:
     """The f32 nearest to ``n * step`` (and its two neighbours) for ``n`` from 1 to
     ``count`` and for ``n`` the multiple nearest each power of two from 2^-5 to 2^127:
@@ -60,8 +80,8 @@ def nearest_multiples(step, count: int = 40) -> np.ndarray:
 def adversarial(name: str) -> np.ndarray:
     """Both signs of: the nearest multiples of pi/2 and pi/64, the seams (``_SMALL``,
     where the reduction starts; ``_TINY``, where ``sin x`` is ``x``; pi/128, pi/4), every
-    power of two, tiny and subnormal inputs, the largest finite, and the listed exceptions;
-    then the special values."""
+    power of two, tiny and subnormal inputs, the largest finite, and the hard cases; then
+    the special values."""
     f32 = np.float32
     seams = [trig._SMALL, trig._TINY, np.pi / 128, np.pi / 4, np.pi / 2, np.pi, 2 * np.pi,
              2.0**16, 2.0**24, 1, 3.0e38]
@@ -69,7 +89,7 @@ def adversarial(name: str) -> np.ndarray:
     seams = np.concatenate([seams + d for d in range(-3, 4)])
     powers = f32_bits([2.0**e for e in range(-149, 128)])
     subnormal = np.array([1, 2, 3, 0x400000, 0x7FFFFF, 0x12345], np.uint32)
-    inputs = trig._SIN_EXCEPTION_INPUTS if name == "sin" else trig._COS_EXCEPTION_INPUTS
+    inputs = SIN_HARD if name == "sin" else COS_HARD
     positive = np.concatenate([
         nearest_multiples(lambda pi: pi / 2, 1000), nearest_multiples(lambda pi: pi / 64),
         seams.astype(np.uint32), powers, subnormal, f32_bits([f32(3.4028235e38)]),
