@@ -140,9 +140,9 @@ def _domain(np_type, name: str) -> np.ndarray:
 
 
 #: The most ULPs each function may be from the correctly rounded result on wgpu, over the
-#: whole domain (measured: `vyre conform --exhaustive`, 2^24 inputs each; exp and log are
-#: the math library's, correctly rounded)
-_WGPU_ULPS = {"exp": 0, "log": 0, "sin": 1, "cos": 1}
+#: whole domain (measured: `vyre conform --exhaustive`, 2^24 inputs each; exp, log, sin and
+#: cos are the math library's, correctly rounded)
+_WGPU_ULPS = {"exp": 0, "log": 0, "sin": 0, "cos": 0}
 
 
 @pytest.mark.parametrize("np_type", [np.float32, np.float16], ids=["f32", "f16"])

@@ -69,6 +69,12 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.log2", DType.F16): ("log2", "log2_f16"),
     ("unop.log", DType.F32): ("log", "log_f32"),
     ("unop.log", DType.F16): ("log", "log_f16"),
+    ("unop.tanh", DType.F32): ("tanh", "tanh_f32"),
+    ("unop.tanh", DType.F16): ("tanh", "tanh_f16"),
+    ("unop.sin", DType.F32): ("trig", "sin_f32"),
+    ("unop.sin", DType.F16): ("trig", "sin_f16"),
+    ("unop.cos", DType.F32): ("trig", "cos_f32"),
+    ("unop.cos", DType.F16): ("trig", "cos_f16"),
     ("unop.exp", DType.F64): ("exp_f64", "exp_f64"),
     ("unop.exp2", DType.F64): ("exp_f64", "exp2_f64"),
     ("unop.log", DType.F64): ("log_f64", "log_f64"),
@@ -78,8 +84,6 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.cos", DType.F64): ("trig_f64", "cos_f64"),
     ("unop.tan", DType.F64): ("trig_f64", "tan_f64"),
     ("binop.atan2", DType.F64): ("atan2_f64", "atan2_f64"),
-    ("unop.tanh", DType.F32): ("tanh", "tanh_f32"),
-    ("unop.tanh", DType.F16): ("tanh", "tanh_f16"),
 }
 #: The op ids the library computes (for some operand type).
 OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)

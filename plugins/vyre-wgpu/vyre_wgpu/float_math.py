@@ -259,10 +259,11 @@ fn vyre_atan2_f32(y: f32, x: f32) -> f32 {{
     return bitcast<f32>(bitcast<u32>(r) | (uy & 0x80000000u));
 }}"""
 
-#: sin and cos for f32 over the whole domain, within 1 ULP: x = q (pi/2) + r with
-#: |r| <= pi/4, r from the bits of 2/pi (Payne-Hanek, 96 bits of 2/pi against the 24-bit
-#: significand, in u32 limbs) kept as r + lo, then Taylor polynomials on r (their
-#: truncation error is below 2^-28) with lo's first-order term; tan is their quotient.
+#: tan for f32 over the whole domain, within 2 ULP: x = q (pi/2) + r with |r| <= pi/4, r
+#: from the bits of 2/pi (Payne-Hanek, 96 bits of 2/pi against the 24-bit significand, in
+#: u32 limbs) kept as r + lo, then Taylor polynomials for sin r and cos r (their truncation
+#: error is below 2^-28) with lo's first-order term, and their quotient (sin and cos
+#: themselves are the math library's).
 _TRIG = """struct VyreReduced { r: f32, lo: f32, q: u32 }
 
 fn vyre_mul_wide(a: u32, b: u32) -> vec2<u32> {
@@ -364,8 +365,6 @@ fn vyre_sin_tail(r: f32, lo: f32, s: f32) -> f32 {
     return vyre_x(vyre_x(vyre_x(r * s) * p) + vyre_x(lo * c));
 }
 
-fn vyre_sin_poly(r: f32, lo: f32, s: f32) -> f32 { return vyre_x(r + vyre_sin_tail(r, lo, s)); }
-
 // cos(r + lo) = 1 + (s Q(s) - lo r): the small term, added to 1 last
 fn vyre_cos_tail(r: f32, lo: f32, s: f32) -> f32 {
     var p = vyre_k(0xb493f27eu);
@@ -374,24 +373,6 @@ fn vyre_cos_tail(r: f32, lo: f32, s: f32) -> f32 {
     p = vyre_x(vyre_x(p * s) + vyre_k(0x3d2aaaabu));
     p = vyre_x(vyre_x(p * s) + vyre_k(0xbf000000u));
     return vyre_x(vyre_x(p * s) + vyre_x(-vyre_x(lo * r)));
-}
-
-fn vyre_cos_poly(r: f32, lo: f32, s: f32) -> f32 {
-    return vyre_x(vyre_k(0x3f800000u) + vyre_cos_tail(r, lo, s));
-}
-
-fn vyre_trig_f32(x: f32, shift: u32) -> f32 {
-    let ax = bitcast<u32>(x) & 0x7fffffffu;
-    if (ax > 0x7f800000u) { return x; }
-    if (ax == 0x7f800000u) { return vyre_k(0x7fc00000u); }  // sin(inf), cos(inf): NaN
-    if (ax < 0x39800000u) { return select(x, vyre_k(0x3f800000u), shift == 1u); }
-    var red = VyreReduced(x, vyre_k(0u), 0u);
-    if (ax > 0x3f490fdbu) { red = vyre_reduce_pio2(x); }
-    let s = vyre_x(red.r * red.r);
-    let q = (red.q + shift) & 3u;
-    let v = select(vyre_sin_poly(red.r, red.lo, s), vyre_cos_poly(red.r, red.lo, s),
-                   (q & 1u) == 1u);
-    return select(v, vyre_x(-v), q >= 2u);
 }
 
 // tan = sin / cos over the same reduction (-cos / sin in odd quadrants), the quotient q
@@ -424,8 +405,6 @@ fn vyre_tan_f32(x: f32) -> f32 {
 
 #: Each op the lowering builds here: (WGSL function, extra arguments, the pieces it needs).
 OWN_F32: dict[UnOp | BinOp, tuple[str, str, tuple[str, ...]]] = {
-    UnOp.SIN: ("vyre_trig_f32", ", 0u", ("trig",)),
-    UnOp.COS: ("vyre_trig_f32", ", 1u", ("trig",)),
     UnOp.TAN: ("vyre_tan_f32", "", ("trig",)),
     BinOp.POW: ("vyre_pow_f32", "", ("exp", "exp2", "log2", "pow")),
     BinOp.ATAN2: ("vyre_atan2_f32", "", ("atan",)),
