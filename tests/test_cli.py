@@ -200,9 +200,10 @@ def test_conform_reports_the_whole_corpus_passing_on_every_backend():
     judged = len(CASES) + len(SEQUENCE_CASES) + len(PROBES)
     assert report["backends"]["reference"]["counts"] == {"pass": judged - 1, "unclaimed": 1}
     # (subgroups of 4 and 32: lavapipe forms subgroups of 8 only; WGSL has no u64/i64,
-    # so no f64 bitcast either)
-    assert report["backends"]["wgpu"]["counts"] == {"pass": judged - 15, "refused": 7,
-                                                    "unclaimed": 8}
+    # so no f64 bitcast either, and the math library's f64 functions, which use them, are
+    # not claimed)
+    assert report["backends"]["wgpu"]["counts"] == {"pass": judged - 15, "refused": 5,
+                                                    "unclaimed": 10}
     assert report["backends"]["cpu"]["counts"] == {"pass": judged - 1, "unclaimed": 1}
     assert len(report["results"]) == 3 * judged
     # the sequences, run whole, after the programs and before the probes
