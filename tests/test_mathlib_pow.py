@@ -260,3 +260,24 @@ def test_the_ir_operation_is_the_librarys_on_every_backend(driver, backend):
     want_t = correct(x.view(np.uint16), y.view(np.uint16), 16)
     assert t.view(np.uint16).tobytes() == want_t.tobytes(), f"a sequence's step on {backend}"
     assert u.view(np.uint16).tobytes() == correct(want_t, y.view(np.uint16), 16).tobytes()
+
+
+def test_many_calls_go_through_cpus_helper_with_the_same_bytes(driver):
+    """A kernel with more than ``INLINE_CALLS`` calls of ``ir.pow`` calls the cpu
+    backend's numba helper of ``pow_f16`` (two parameters) instead of the written-out
+    body: MPFR's bytes either way."""
+    import vyre_cpu.mathlib
+
+    calls = vyre_cpu.mathlib.INLINE_CALLS + 1
+    k = ir.Kernel(workgroup=(64,))
+    x, y = k.read("x", ir.f16), k.read("y", ir.f16)
+    outs = [k.output(f"out{j}", ir.f16, 1 << 16) for j in range(calls)]
+    i = k.let("i", ir.global_id())
+    for j, out in enumerate(outs):
+        out[i] = ir.pow(x[i], y[i] + float(j))
+    xb = EVERY_F16
+    y = np.full(xb.size, 0.5, np.float16)
+    got = driver.dispatch(k.build(), [xb.view(np.float16), y], "cpu")
+    for j, result in enumerate(got):
+        want = correct(xb, (y + np.float16(j)).view(np.uint16), 16)
+        assert result.view(np.uint16).tobytes() == want.tobytes(), f"call {j}"
