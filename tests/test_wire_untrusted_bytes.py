@@ -9,7 +9,6 @@ import io
 import subprocess
 import sys
 import textwrap
-import time
 
 import msgpack
 import numpy as np
@@ -19,7 +18,7 @@ from hypothesis import strategies as st
 from ir_strategies import every_node_program, programs
 
 from vyre_core import ir
-from vyre_core.errors import InvalidProgramError
+from vyre_core.errors import InvalidProgramError, VyreError
 from vyre_core.ir import AtomicOp, BinOp, Program, UnOp, wire
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.wire import (
@@ -370,14 +369,13 @@ def test_malformed_input_raises_invalid_program_error_with_fix(case_id):
     assert_rejected(_materialise(CORPUS[case_id]))
 
 
-def test_whole_adversarial_corpus_is_rejected_within_10_seconds():
-    # A hang guard, not a benchmark: everything above plus every prefix, in one go.
+def test_whole_adversarial_corpus_and_every_prefix_is_decoded_without_hanging():
+    # A hang guard, not a benchmark (pytest-timeout ends a decoder that hangs): everything
+    # above plus every prefix of a real program, in one go, each refused or decoded.
     real = every_node_program().to_wire()
-    start = time.perf_counter()
     for case in [*CORPUS.values(), *(real[:n] for n in range(len(real)))]:
-        with contextlib.suppress(Exception):  # classes are checked by the other tests
+        with contextlib.suppress(VyreError):  # classes are checked by the other tests
             Program.from_wire(_materialise(case))
-    assert time.perf_counter() - start < 10.0
 
 
 # -- specific messages -----------------------------------------------------------------
@@ -433,9 +431,7 @@ def test_more_than_max_nodes_is_rejected_and_names_the_limit():
     ret = b"\x91" + bytes([S_RETURN])
     block = b"\x92" + bytes([S_BLOCK]) + b"\xdd" + per_block.to_bytes(4, "big") + ret * per_block
     data = HEADER + b"\x93\x90\x93\x01\x01\x01" + bytes([0x90 + blocks]) + block * blocks
-    start = time.perf_counter()
-    exc = assert_rejected(data)
-    assert time.perf_counter() - start < 30.0  # hang guard: decoding ~10**6 nodes
+    exc = assert_rejected(data)  # (a decoder that walked all ~10**6 nodes: pytest-timeout)
     assert str(wire.MAX_NODES) in exc.cause
 
 
