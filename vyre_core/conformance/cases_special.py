@@ -78,7 +78,7 @@ def _unary(t: ir.DType, name: str, x: np.ndarray) -> list[Case]:
                  ("floor", t, ir.floor, np.floor(x)), ("ceil", t, ir.ceil, np.ceil(x)),
                  ("sqrt", t, ir.sqrt, correctly_rounded(np.sqrt, x))]
     cases = [map_case(f"{t.value}_{name}_exact_unary", [("x", t, x)], exact)]
-    if t is not ir.f64:  # (f64 transcendentals: no backend but the reference has them)
+    if t is not ir.f64:  # (f64 transcendentals: the f64 cases of cases_float.py)
         rounded = [(op, t, getattr(ir, op), correctly_rounded(getattr(np, op), x))
                    for op in ("exp", "log", "sin", "cos", "tan", "tanh", "exp2", "log2")]
         cases.append(map_case(f"{t.value}_{name}_transcendental", [("x", t, x)], rounded,

@@ -29,9 +29,10 @@ rounding boundary to round right are listed with their correct results in
 
 Cost (``vyre bench --only math.log2_``, 4 Mi f32, alternating with main's code on the
 shared 2-core machine): cpu about 32 ms against today's 10 to 18, wgpu (lavapipe) about
-175 ms against 62 to 70: over the issue's 2x there. On lavapipe most of it is tables:
-every word of a ``table`` is paid by every invocation (this function's 258 and the
-exception list's 112 cost about as much as its 290 operations), so ``c_j`` is computed.
+175 ms against 62 to 70: over the issue's 2x there. Then most of it was tables: wgpu
+gave every invocation its own copy of each (this function's 258 words and the exception
+list's 112 cost about as much as its 290 operations), so ``c_j`` is computed. wgpu's
+tables are one storage buffer now (BENCHMARKS.md, session 26), read at no per-lane cost.
 
 Special values (docs/semantics.md, Floats): NaN for NaN and below zero, ``-inf`` for
 ``+-0``, ``+inf`` for ``+inf``; ``log2 1 = +0``.
@@ -147,9 +148,9 @@ def special(k: Kernel, x: Val, finite: Val) -> Val:
 def _reciprocal(k: Kernel, j: Val) -> Val:
     """``c_j``, within 2^-16 of ``1 / (1 + j / 128)`` (two Newton steps from a linear
     guess), 1 and 1/2 exactly at the ends: computed rather than read from a table, which
-    costs wgpu more than these operations (measured: each table word is paid by every
-    invocation on lavapipe). ``tools/log2_constants.py``'s ``reciprocal`` is the same
-    f32 operations, for ``-log2 c_j``."""
+    cost wgpu more than these operations when its tables were per-invocation copies.
+    ``tools/log2_constants.py``'s ``reciprocal`` is the same f32 operations, for
+    ``-log2 c_j``."""
     m = ff.let(k, cast(j, F32) * (1 / 128) + 1.0)
     y = ff.let(k, (24 / 17) - m * (8 / 17))
     for _ in range(2):
