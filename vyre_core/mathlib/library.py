@@ -67,6 +67,7 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.exp", DType.F16): ("exp", "exp_f16"),
     ("unop.log2", DType.F32): ("log2", "log2_f32"),
     ("unop.log2", DType.F16): ("log2", "log2_f16"),
+    ("binop.atan2", DType.F16): ("atan2", "atan2_f16"),
 }
 #: The op ids the library computes (for some operand type).
 OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)
@@ -75,9 +76,14 @@ OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)
 @cache
 def functions() -> Mapping[Operation, Function]:
     """The operations the library computes, and the function each runs as."""
-    return {(op, dtype): define(f"{module}.{dtype.value}", (dtype,), getattr(
+    return {(op, dtype): define(f"{module}.{dtype.value}", (dtype,) * _arity(op), getattr(
                 import_module(f"vyre_core.mathlib.{module}"), name))
             for (op, dtype), (module, name) in _WRITTEN_BY.items()}
+
+
+def _arity(op: str) -> int:
+    """How many operands ``op`` takes (a ``binop`` two, both of the operand type)."""
+    return 2 if op.startswith("binop.") else 1
 
 
 @cache
