@@ -60,6 +60,18 @@ def expand(program: Program, library: Mapping[Operation, Function] | None = None
     return replace(program, body=body) if inliner.serial else program
 
 
+def calls(program: Program) -> list[Operation]:
+    """Each call ``program`` makes of the library's functions, as its operation and
+    operand type, a call written out more than once (a ``while`` condition's) as often:
+    what writing it out adds (the cpu backend weighs its compile time so)."""
+    used = program.requirements().ops & OPERATIONS
+    if not used:  # (the functions stay unbuilt for a program that calls none)
+        return []
+    inliner = _Inliner(program, functions(), used)
+    inliner.block(program.body, {})
+    return inliner.written
+
+
 #: The requirements of the programs routing weighed last, by fingerprint.
 _WEIGHED: OrderedDict[str, Requirements] = OrderedDict()
 _WEIGHED_LIMIT = 256
@@ -92,6 +104,7 @@ class _Inliner:
             n.name if isinstance(n, Let | Assign | Var) else n.var
             for n in walk(program.body) if isinstance(n, Let | Assign | Var | Loop)}
         self.serial = 0
+        self.written: list[Operation] = []
 
     def fresh(self) -> str:
         """A name no variable or buffer of the program has."""
@@ -149,10 +162,11 @@ class _Inliner:
                 key, args = f"binop.{op.value}", (a, b)
             case _:
                 return node
-        fn = self.library.get((key, type_of(args[0], scope.__getitem__, self.buffers,
-                                             self.constants)))
+        operation = key, type_of(args[0], scope.__getitem__, self.buffers, self.constants)
+        fn = self.library.get(operation)
         if fn is None:
             return node
+        self.written.append(operation)
         names: dict[str, str] = {}
 
         def name(n: str) -> str:

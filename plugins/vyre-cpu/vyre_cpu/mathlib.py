@@ -6,9 +6,9 @@ Written out, every call of a function is its whole body in the kernel (``exp2``:
 its compile time grows faster than the code: 2 s a call, 400 s for a kernel of 32 calls.
 A helper is compiled once (kept in numba's cache on disk beside the kernels, under the
 library's version), and a kernel's compile sees only calls (32 calls: 3 s), but a call
-is not vectorized (50 ns an element). So a kernel with at most ``INLINE_CALLS`` calls of
-the library has them written out (``mathlib.inline``, as every other backend), and one
-with more calls the helpers. The helpers are written by the kernels' own writer from the
+is not vectorized (50 ns an element). So a kernel whose calls of the library weigh at
+most ``INLINE_CALLS`` (a call weighs one per ``CALL_NODES`` of its function) has them
+written out (``mathlib.inline``, as every other backend), and a heavier one the helpers. The helpers are written by the kernels' own writer from the
 library's IR, so they compute the same operations, rounded the same way: the bytes are
 the library's either way (``vyre_lowers_math_library`` says so for exactly this
 version). Here: the rule and the names; ``math_helpers``: the helpers' source;
@@ -22,9 +22,9 @@ from functools import cache
 
 from vyre_core.ir import Program
 from vyre_core.ir.dtypes import DType
-from vyre_core.ir.nodes import Binary, Unary, walk
-from vyre_core.mathlib.inline import expand
-from vyre_core.mathlib.library import OPERATIONS, Operation, functions
+from vyre_core.ir.nodes import walk
+from vyre_core.mathlib.inline import calls, expand
+from vyre_core.mathlib.library import Operation, functions
 
 #: The most calls of the library a kernel has written out; past it, it calls helpers.
 INLINE_CALLS = 4
@@ -35,33 +35,29 @@ MODULE = "vyre_cpu_mathlib"
 
 
 #: A function's written-out body counts as one call per this many nodes, rounded up:
-#: every f32 and f16 function is one (the longest, f16 log2, has about 850), f64 sin,
-#: cos, tan and atan2 two (1000 to 1500: four of them written out took numba past a
-#: dispatch's 60 s deadline on the loaded 2-core machine).
+#: `exp`, `exp2`, `log`, `log2` and f32 and f64 `tanh` (300 to 850 nodes) count one; `sin`
+#: and `cos` in every type, f16 `tanh`, `pow` and `atan2`, f64 `tan` and `atan2` (1000 to
+#: 1600) two (four f64 trigonometric calls written out took numba past a dispatch's 60 s
+#: deadline on the loaded 2-core machine).
 CALL_NODES = 1000
 
 
 def written_out_where_few(program: Program) -> Program:
-    """``program`` with the library written out if it calls it at most
-    ``INLINE_CALLS`` times, each call weighed by its body's length (``CALL_NODES``;
-    the op's longest function of any operand type: a bound, not a census), else as it is
-    (its calls become helper calls)."""
-    ops = [op for op in (f"{'unop' if isinstance(node, Unary) else 'binop'}.{node.op.value}"
-                         for node in walk(program.body) if isinstance(node, Unary | Binary))
-           if op in OPERATIONS]
-    if not ops:  # (the library's functions stay unbuilt in a worker that runs none)
+    """``program`` with the library written out if its calls of it weigh at most
+    ``INLINE_CALLS``, each weighed by its function's length (``CALL_NODES``), else as it
+    is (its calls become helper calls)."""
+    called = calls(program)
+    if not called:  # (the library's functions stay unbuilt in a worker that runs none)
         return program
     weights = _weights()
-    return expand(program) if sum(weights[op] for op in ops) <= INLINE_CALLS else program
+    return expand(program) if sum(weights[c] for c in called) <= INLINE_CALLS else program
 
 
 @cache
-def _weights() -> dict[str, int]:
-    """Each op the library computes, and what one call of it counts as."""
-    weights: dict[str, int] = {}
-    for (op, _), fn in functions().items():
-        weights[op] = max(weights.get(op, 1), -(-sum(1 for _ in walk(fn.body)) // CALL_NODES))
-    return weights
+def _weights() -> dict[Operation, int]:
+    """What one call of each of the library's functions counts as."""
+    return {operation: -(-sum(1 for _ in walk(fn.body)) // CALL_NODES)
+            for operation, fn in functions().items()}
 
 
 def helper_name(operation: Operation) -> str:
