@@ -8,11 +8,11 @@ A helper is compiled once (kept in numba's cache on disk beside the kernels, und
 library's version), and a kernel's compile sees only calls (32 calls: 3 s), but a call
 is not vectorized (50 ns an element). So a kernel whose calls of the library weigh at
 most ``INLINE_CALLS`` (a call weighs one per ``CALL_NODES`` of its function) has them
-written out (``mathlib.inline``, as every other backend), and a heavier one the helpers. The helpers are written by the kernels' own writer from the
-library's IR, so they compute the same operations, rounded the same way: the bytes are
-the library's either way (``vyre_lowers_math_library`` says so for exactly this
-version). Here: the rule and the names; ``math_helpers``: the helpers' source;
-``compiler``: their module, loaded once.
+written out (``mathlib.inline``, as every other backend), and a heavier one the helpers.
+The helpers are written by the kernels' own writer from the library's IR, so they
+compute the same operations, rounded the same way: the bytes are the library's either
+way (``vyre_lowers_math_library`` says so for exactly this version). Here: the rule and
+the names; ``math_helpers``: the helpers' source; ``compiler``: their module, loaded once.
 """
 
 from __future__ import annotations
