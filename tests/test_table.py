@@ -258,7 +258,9 @@ def test_the_tables_buffer_counts_against_the_devices_storage_buffers(driver):
     and routing, left to choose, runs it elsewhere."""
     from vyre_core.errors import UnsupportedFeatureError
 
-    limit = 32  # lavapipe's max-storage-buffers-per-shader-stage (the CI adapter)
+    if not all("llvmpipe" in d.name for d in driver.devices("wgpu")):
+        pytest.skip("the limit below is lavapipe's (the CI adapter); this device's differs")
+    limit = 32  # lavapipe's max-storage-buffers-per-shader-stage
 
     def kernel(with_table: bool) -> Program:
         k = ir.Kernel(workgroup=(1,))
