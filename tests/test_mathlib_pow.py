@@ -207,7 +207,9 @@ def driver():
         yield drv
 
 
-@pytest.mark.parametrize("backend", ["cpu", "wgpu"])
+# (cpu: the operation's own test below compiles the same written-out IR; a second
+# compile of it here cost the suite a minute)
+@pytest.mark.parametrize("backend", ["wgpu"])
 def test_every_backend_gives_the_references_bytes(driver, backend):
     rng = np.random.default_rng(42)
     ax, ay = adversarial_f32()

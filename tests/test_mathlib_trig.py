@@ -171,7 +171,9 @@ def driver():
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
-@pytest.mark.parametrize("backend", ["cpu", "wgpu"])
+# (cpu: the operation's own test below compiles the same written-out IR; a second
+# compile of it here cost the suite a minute)
+@pytest.mark.parametrize("backend", ["wgpu"])
 def test_every_backend_gives_the_references_bytes(driver, backend, name):
     _, f32, f16, *_ = FUNCTIONS[name]
     rng = np.random.default_rng(42)
