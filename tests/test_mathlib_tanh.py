@@ -24,6 +24,7 @@ from mathlib_cases import (
     mpfr,
     operation_is_mpfrs,
     same_bytes_on,
+    whole_workgroups,
 )
 
 from vyre_core import Driver, ir
@@ -164,8 +165,8 @@ def test_the_cpu_backends_helper_gives_the_references_bytes(driver, floats):
 
     calls = INLINE_CALLS + 1
     rng = np.random.default_rng(9)
-    x = (EVERY_F16.view(np.float16) if floats is ir.f16 else np.concatenate([
-        adversarial().view(np.float32), (rng.standard_normal(4096) * 3).astype(np.float32)]))
+    x = (EVERY_F16.view(np.float16) if floats is ir.f16 else whole_workgroups(np.concatenate([
+        adversarial().view(np.float32), (rng.standard_normal(4096) * 3).astype(np.float32)])))
     k = ir.Kernel(workgroup=(64,))
     src, out = k.read("x", floats), k.output("out", floats, x.size)
     i = k.let("i", ir.global_id())
