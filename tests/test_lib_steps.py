@@ -107,8 +107,9 @@ def test_a_sort_and_an_argsort_as_steps_are_lib_s_bytes(drv, backend, dtype):
         assert got_sort.dtype == x.dtype and got_order.dtype == np.int32
         assert got_sort.tobytes() == want_sort, (shape, axis)
         assert got_order.astype(np.intp).tobytes() == want_order, (shape, axis)
-        assert got_sort.tobytes() == lib.sort(drv, x, axis, backend=backend).reshape(-1) \
-            .tobytes()
+        if k == 0:  # (lib.sort is numpy's at every shape: tests/test_lib_sort.py)
+            assert got_sort.tobytes() == lib.sort(drv, x, axis, backend=backend).reshape(
+                -1).tobytes()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
