@@ -85,8 +85,9 @@ def pow_f64(k: Kernel, x: Val, y: Val) -> Val:
     one, nan = ir.lit(1.0, F64), ir.lit(float("nan"), F64)
     # one IEEE operation where there is one (each correctly rounded): y = 1, 2, 1/2, -1;
     # |x| = 1 before _magnitude, whose y ln|x| is NaN for a huge y there
-    magnitude = select(ax == 1.0, one, select(y == 1.0, ax, select(y == 2.0, ax * ax, select(
-        y == 0.5, ir.sqrt(ax), select(y == -1.0, 1.0 / ax, _magnitude(k, ax, y))))))
+    magnitude = ff.let(k, select(ax == 1.0, one, select(y == 1.0, ax, select(
+        y == 2.0, ax * ax, select(y == 0.5, ir.sqrt(ax), select(
+            y == -1.0, 1.0 / ax, _magnitude(k, ax, y)))))))
     finite = select(odd_negative, -magnitude, magnitude)
     inf, zero = ir.lit(float("inf"), F64), ir.lit(0.0, F64)
     y_negative = y < 0.0
@@ -116,8 +117,8 @@ def _magnitude(k: Kernel, ax: Val, y: Val) -> Val:
     head_hi, low, e = exp_f64.exp_parts(k, r, cast(n, I64))
     # a possible midpoint: the pair first rounded to a multiple of _GRID (its head is one)
     snap = ff.let(k, _may_tie(k, ax, y, t_hi))
-    snapped = FF(select(snap, ir.round(low.hi * (1 / _GRID)) * _GRID, low.hi),
-                 select(snap, ir.lit(0.0, F64), low.lo))
+    snapped = FF(ff.let(k, select(snap, ir.round(low.hi * (1 / _GRID)) * _GRID, low.hi)),
+                 ff.let(k, select(snap, ir.lit(0.0, F64), low.lo)))
     return exp_f64.rounded(k, head_hi, snapped, e)
 
 
