@@ -74,6 +74,7 @@ OPS_F64: dict[str, tuple[Callable, Callable, tuple[Callable, ...]]] = {
     "tan": (ir.tan, np.tan, (_uniform64(-50, 50),)),
     "tanh": (ir.tanh, np.tanh, (_uniform64(-10, 10),)),
     "atan2": (ir.atan2, np.arctan2, (_uniform64(-10, 10), _uniform64(-10, 10))),
+    "pow": (ir.pow, np.power, (_uniform64(0.25, 4.0), _uniform64(-40, 40))),
 }
 _TABLES = {ir.f32: OPS, ir.f64: OPS_F64}
 

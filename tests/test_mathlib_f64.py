@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from mathlib_cases import whole_workgroups
 
 from vyre_core import Driver, SequenceBuilder, ir
-from vyre_core.mathlib import atan2_f64, exp_f64, log_f64, tanh_f64, trig_f64
+from vyre_core.mathlib import atan2_f64, exp_f64, log_f64, pow_f64, tanh_f64, trig_f64
 from vyre_reference import run
 
 #: MPFR's binary64: 53 bits, m * 2^e with m in [1/2, 1), subnormals on their grid.
@@ -222,6 +222,86 @@ def atan2_drawn(seed: int, size: int) -> tuple[np.ndarray, np.ndarray]:
     return draw(), draw()
 
 
+def mpfr_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """MPFR's ``x^y`` of f64 inputs (their bits), as bits: C's special values (``pow(NaN,
+    0) = pow(1, NaN) = 1``, MPFR's ``mpfr_pow`` keeps them), the canonical NaN."""
+    out = np.empty(x.size, np.uint64)
+    with gmpy2.context(BINARY64):
+        for at, (a, b) in enumerate(zip(x.view(np.float64).tolist(),
+                                        y.view(np.float64).tolist(), strict=True)):
+            result = float(gmpy2.mpfr(a) ** gmpy2.mpfr(b))
+            out[at] = CANONICAL_NAN if result != result else bits_of(result)
+    return out
+
+
+def pow_exact() -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) bits whose ``x^y`` is exact: midpoints (54 significant bits, so they round
+    to even: odd ``m^2``, ``m^3``, ``(w^2)^1.5``, ``(w^2)^2.5``, ``(3^16)^2.125`` at
+    every scale, negative bases to odd powers; odd multiples of 2^-1075 in the subnormal
+    range: ``(3 2^-215)^5``, ``2^-1075``) and representable results (``10^22``,
+    ``2^-1074``, ``16^0.25``)."""
+    rng = np.random.default_rng(23)
+
+    def odd(bits: int, power: int, count: int) -> list[int]:
+        drawn = rng.integers(2 ** (bits - 1), 2**bits, 8 * count) | 1
+        return [int(m) for m in drawn if (int(m) ** power).bit_length() == 54][:count]
+
+    def at_scales(bases: list[float], step: int) -> np.ndarray:
+        return np.array(bases) * np.exp2(rng.integers(-300, 300, len(bases)) * step)
+    squares, cubes = odd(27, 2, 150), odd(18, 3, 150)
+    roots, fifths = [float(w * w) for w in odd(18, 3, 100)], [float(w * w) for w in
+                                                               odd(11, 5, 50)]
+    pairs = [(at_scales(list(map(float, squares)), 1), 2.0),
+             (-at_scales(list(map(float, squares)), 1), 2.0),
+             (at_scales(list(map(float, cubes)), 1), 3.0),
+             (-at_scales(list(map(float, cubes)), 1), 3.0),
+             (at_scales(roots, 2), 1.5), (np.array(fifths), 2.5)]
+    xs = [x for x, _ in pairs] + [np.array([3.0**16, 3.0**8, 9.0, 3 * 2.0**-215, 2.0, 0.5,
+                                             2.0**-43, 2.0**43, -(2.0**-43), 10.0, 2.0,
+                                             16.0, 7.0, 0.5, -3.0])]
+    ys = [np.full(x.size, y) for x, y in pairs] + [np.array([
+        2.125, 4.25, 17.0, 5.0, -1075.0, 1075.0, 25.0, -25.0, 25.0, 22.0, -1074.0, 0.25,
+        18.0, 1074.0, 33.0])]
+    return bits_of(np.concatenate(xs)), bits_of(np.concatenate(ys))
+
+
+def pow_pairs() -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) bits: every pair of special values and of a few ordinary ones (C's cases:
+    negative bases to odd, even and non-integer powers, signed zeros, infinities, NaNs),
+    ``x`` near 1 with ``y`` up to where ``x^y`` leaves the range, integer ``y``, results
+    either side of the overflow threshold, the subnormal range and its bottom."""
+    ordinary = bits_of([2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 0.75, 2.5, -1.5, 1e300, 1e-300])
+    values = np.concatenate([np.array(SPECIALS, np.uint64), ordinary])
+    sx, sy = np.repeat(values, values.size), np.tile(values, values.size)
+    rng = np.random.default_rng(19)
+    near_one = 1 + rng.choice([-1, 1], 400) * np.exp2(rng.uniform(-53, -4, 400))
+    big_y = rng.uniform(-1, 1, 400) * 745 / np.abs(np.log(near_one))
+    base = np.exp2(rng.uniform(-20, 20, 400)) * rng.choice([-1, 1], 400)
+    integer = np.round(rng.uniform(-1, 1, 400) * 740 / np.abs(np.log(np.abs(base))))
+    edge_x = np.exp2(rng.uniform(-10, 10, 600))
+    edge_t = np.concatenate([rng.uniform(709.0, 709.9, 200), rng.uniform(-746, -744, 200),
+                             rng.uniform(-745, -707, 200)])
+    edge_y = edge_t / np.log(edge_x)
+    xs = np.concatenate([near_one, base, edge_x])
+    ys = np.concatenate([big_y, integer, edge_y])
+    return np.concatenate([sx, bits_of(xs)]), np.concatenate([sy, bits_of(ys)])
+
+
+def pow_drawn(seed: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random bits; ``x`` in [0, 4] with ``y`` in [-40, 40]; log-uniform ``x`` with ``y``
+    drawn so that ``x^y`` lies anywhere in f64's range; ``x`` near 1 with large ``y``."""
+    rng = np.random.default_rng(seed)
+    x_log = np.exp2(rng.uniform(-1074, 1024, size))
+    y_log = rng.uniform(-745, 709, size) / np.log(x_log)
+    near_one = 1 + rng.uniform(-2.0**-20, 2.0**-20, size)
+    y_near = rng.uniform(-745, 709, size) / np.log(near_one)
+    xs = np.concatenate([rng.integers(0, 2**64, size, dtype=np.uint64),
+                         bits_of(rng.uniform(0, 4, size)), bits_of(x_log), bits_of(near_one)])
+    ys = np.concatenate([rng.integers(0, 2**64, size, dtype=np.uint64),
+                         bits_of(rng.uniform(-40, 40, size)), bits_of(y_log), bits_of(y_near)])
+    return xs, ys
+
+
 def adversarial(name: str) -> np.ndarray:
     return np.concatenate([FUNCTIONS[name][3](), np.array(SPECIALS, np.uint64)])
 
@@ -300,6 +380,42 @@ def test_atan2_is_within_the_bound_for_drawn_pairs(seed):
     assert_atan2_within_bound(*atan2_drawn(seed, 64))
 
 
+def assert_pow_within_bound(x: np.ndarray, y: np.ndarray) -> None:
+    got = run(block2(pow_f64.pow_f64, x.size), [x, y])[0]
+    want = mpfr_pow(x, y)
+    wrong = np.flatnonzero(got != want)
+    assert wrong.size <= x.size // 2**14 and np.all(
+        ulps_apart(got[wrong], want[wrong]) <= 1), "pow misrounds " + ", ".join(
+        f"({int(x[at]):016x}, {int(y[at]):016x}): got {int(got[at]):016x}, "
+        f"want {int(want[at]):016x}" for at in wrong[:8])
+
+
+@pytest.mark.fast
+def test_pow_is_correctly_rounded_on_adversarial_pairs():
+    assert_pow_within_bound(*pow_pairs())
+
+
+@pytest.mark.fast
+def test_pow_rounds_exact_results_and_midpoints_right():
+    """Every exact ``x^y`` comes out right, not within the bound: representable results
+    are themselves, midpoints go to the even neighbour (without the tie rule, about half
+    of these go the other way: the pair is within 2^-69 of the midpoint, on either
+    side)."""
+    x, y = pow_exact()
+    got = run(block2(pow_f64.pow_f64, x.size), [x, y])[0]
+    want = mpfr_pow(x, y)
+    wrong = np.flatnonzero(got != want)
+    assert wrong.size == 0, [(x.view(np.float64)[at], y.view(np.float64)[at])
+                             for at in wrong[:8]]
+
+
+@pytest.mark.fast
+@settings(max_examples=20, deadline=None, derandomize=True, database=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_pow_is_within_the_bound_for_drawn_pairs(seed):
+    assert_pow_within_bound(*pow_drawn(seed, 64))
+
+
 # -- reference and cpu: the same bytes ---------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -348,7 +464,7 @@ def test_reference_and_cpu_give_identical_bytes(driver, name):
 def test_the_cpu_backends_helpers_give_the_same_bytes(driver):
     """A kernel with more library calls than cpu writes out (``INLINE_CALLS``) calls its
     numba helpers, written from the same IR: the reference's bytes still (every unary
-    function and atan2)."""
+    function, atan2 and pow)."""
     from vyre_cpu.mathlib import INLINE_CALLS
 
     lanes = 1024
@@ -360,37 +476,42 @@ def test_the_cpu_backends_helpers_give_the_same_bytes(driver):
     total = v
     for n, name in enumerate(FUNCTIONS):  # (every function, once each)
         total = total + FUNCTIONS[name][1](v * (n + 2.0))
-    out[i] = total + ir.atan2(v, total)
+    out[i] = total + ir.atan2(v, total) + ir.pow(v, total * 0.01)
     values = np.random.default_rng(11).standard_normal(lanes) * 50
     program = k.build()
     from vyre_cpu import codegen
 
     source = codegen.generate(program).source
-    assert all(f"mathlib_{name}_f64(" in source for name in FUNCTIONS), source[:200]
+    assert all(f"mathlib_{name}_f64(" in source for name in [*FUNCTIONS, "atan2", "pow"]), \
+        source[:200]
     want = driver.dispatch(program, [values], "reference")[0]
     assert driver.dispatch(program, [values], "cpu")[0].tobytes() == want.tobytes()
 
 
-def test_atan2_gives_identical_bytes_on_reference_and_cpu(driver):
-    """``ir.atan2`` on f64 (the library's function, written out by each worker host): the
-    same bytes on the reference and cpu over adversarial and drawn pairs, in a dispatch
-    and as a sequence's step."""
-    y, x = (whole_workgroups(np.concatenate(parts)) for parts in zip(
-        atan2_pairs(), atan2_drawn(5, 2048), strict=True))
+@pytest.mark.parametrize("name", ["atan2", "pow"])
+def test_binary_functions_give_identical_bytes_on_reference_and_cpu(driver, name):
+    """``ir.atan2`` and ``ir.pow`` on f64 (the library's functions, written out by each
+    worker host): the same bytes on the reference and cpu over adversarial and drawn
+    pairs (pow's exact ones too), in a dispatch and as a sequence's step."""
+    op, sources = {"atan2": (ir.atan2, [atan2_pairs(), atan2_drawn(5, 2048)]),
+                   "pow": (ir.pow, [pow_pairs(), pow_exact(), pow_drawn(5, 1024)])}[name]
+    first, second = (whole_workgroups(np.concatenate(parts))
+                     for parts in zip(*sources, strict=True))
+    lanes = first.size
     k = ir.Kernel(workgroup=(64,))
-    ys, xs, out = k.read("y", ir.f64), k.read("x", ir.f64), k.output("out", ir.f64, y.size)
+    a, b, out = k.read("a", ir.f64), k.read("b", ir.f64), k.output("out", ir.f64, lanes)
     i = k.let("i", ir.global_id())
-    out[i] = ir.atan2(ys[i], xs[i])
+    out[i] = op(a[i], b[i])
     program = k.build()
-    values = [y.view(np.float64), x.view(np.float64)]
+    values = [first.view(np.float64), second.view(np.float64)]
     want = driver.dispatch(program, values, "reference")[0]
     assert driver.dispatch(program, values, "cpu")[0].tobytes() == want.tobytes()
-    b = SequenceBuilder()
-    b.input("y", ir.f64, y.size)
-    b.input("x", ir.f64, y.size)
-    b.transient("t", ir.f64, y.size)
-    b.step(program, {"y": "y", "x": "x", "out": "t"})
-    outs = [driver.dispatch_sequence(b.build(returns=["t"]), values, backend=backend)[0]
+    seq = SequenceBuilder()
+    seq.input("a", ir.f64, lanes)
+    seq.input("b", ir.f64, lanes)
+    seq.transient("t", ir.f64, lanes)
+    seq.step(program, {"a": "a", "b": "b", "out": "t"})
+    outs = [driver.dispatch_sequence(seq.build(returns=["t"]), values, backend=backend)[0]
             for backend in ("reference", "cpu")]
     assert outs[0].tobytes() == outs[1].tobytes() == want.tobytes()
 

@@ -258,29 +258,29 @@ def test_a_step_the_backend_cannot_fit_is_refused_naming_the_step(drv):
         drv.dispatch_sequence(b.build(returns=["out"]), [], backend="reference")
 
 
-def _pow_f64(n: int) -> ir.Program:
+def _rem_f64(n: int) -> ir.Program:
     k = ir.Kernel(workgroup=(64,))
     x, out = k.read("x", ir.f64), k.output("out", ir.f64, count=n)
     i = k.let("i", ir.global_id(0))
     with k.if_(i < x.len):
-        out[i] = ir.pow(x[i], x[i] + 1.0)
+        out[i] = (x[i] * 7.0) % (x[i] + 1.0)
     return k.build()
 
 
 def test_a_sequence_a_named_backend_refuses_gets_a_fix_naming_the_backends_that_run_it(drv):
-    """wgpu refuses f64 ``pow`` at compile (the math library has no f64 ``pow`` yet: each
-    backend's own); its own Fix could only say "the reference". The refusal names every
-    backend whose claims accept each step (fails on main before this commit: "Route the
-    program to the reference backend.")."""
+    """wgpu refuses f64 ``rem`` at compile (an exact fmod needs 64-bit integers); its own
+    Fix could only say "the reference". The refusal names every backend whose claims
+    accept each step (fails on main before this commit: "Route the program to the
+    reference backend.")."""
     b = SequenceBuilder()
     b.input("x", ir.f64, 8)
     b.transient("t", ir.f64, 8)
-    b.step(_pow_f64(8), {"out": "t"})
+    b.step(_rem_f64(8), {"out": "t"})
     seq = b.build(returns=["t"])
-    with pytest.raises(UnsupportedFeatureError, match="pow on f64") as err:
+    with pytest.raises(UnsupportedFeatureError, match="rem on f64") as err:
         drv.dispatch_sequence(seq, [np.full(8, 3.0)], backend="wgpu")
     assert "Name cpu or reference as the backend" in err.value.fix
-    assert drv.dispatch_sequence(seq, [np.full(8, 3.0)])[0].tolist() == [81.0] * 8
+    assert drv.dispatch_sequence(seq, [np.full(8, 3.0)])[0].tolist() == [1.0] * 8
 
 
 def test_a_sequence_whose_step_wgpu_is_not_offered_names_the_backends_that_run_it(drv):

@@ -205,7 +205,8 @@ TRIG_BITS = TRIG_E_MAX + 186
 
 
 def trig_constants() -> str:
-    """``sin(j pi/32)`` and ``cos(j pi/32)`` for j = 0..63 as pairs; pi/32 as a pair and
+    """``sin(j pi/32)`` for j = 0..63 as pairs (and ``cos(j pi/32)``, checked to be the
+    same pairs 16 cells on, as trig_f64 takes them); pi/32 as a pair and
     as P1 + P2 + P3 (30 significant bits each, so ``k P_i`` is exact for ``k < 2^23``)
     + P4; and the bits of 32/pi, ``floor(2^TRIG_BITS 32/pi)``, of which Payne and
     Hanek's windows are slices: for each E, ``G(E) = floor(2^(E + 186) 32/pi) mod 2^192``
@@ -228,6 +229,9 @@ def trig_constants() -> str:
                    for e in range(TRIG_E_MIN, TRIG_E_MAX + 1)]
         whole = int(gmpy2.floor(gmpy2.mpfr(2) ** TRIG_BITS * 32 / pi))
     assert all(significant_bits(p) <= 30 for p in parts[:3])
+    # trig_f64 takes its cosines from its sines, 16 cells on: the same pairs
+    assert [bits(v) for pair in cosines for v in pair] == [
+        bits(v) for pair in sines[16:] + sines[:16] for v in pair]
     assert len(windows) <= 1024
     # every window is a slice of the bits of 32/pi (trig_f64 cuts them at import)
     assert windows == [(whole >> (TRIG_BITS - e - 186)) % 2**192
@@ -236,8 +240,6 @@ def trig_constants() -> str:
     rows = [f'    "{digits[i:i + 80]}"' for i in range(0, len(digits), 80)]
     return "\n".join([
         hex_list("_SIN_HI", [h for h, _ in sines]), hex_list("_SIN_LO", [lo for _, lo in sines]),
-        hex_list("_COS_HI", [h for h, _ in cosines]),
-        hex_list("_COS_LO", [lo for _, lo in cosines]),
         hex_list("_STEP_HI, _STEP_LO, _P1, _P2, _P3, _P4", [*step_pair, *parts]),
         "_32_OVER_PI = int(\n" + "\n".join(rows) + ", 16)"])
 
@@ -254,6 +256,50 @@ def atan2_constants() -> str:
                       hex_list("_PI_HI, _PI_LO, _HALF_PI_HI, _HALF_PI_LO", constants)])
 
 
+def check_pow_log_polynomial() -> float:
+    """The truncation error of pow_f64's ``ln(1 + r) = r - r^2/2 + r^3 Q(r)``, ``Q = 1/3 -
+    r/4 + r^2 (1/5 - r/6 + ... + r^8/13)`` (1/3 as a pair, the others rounded once to
+    f64), relative, for ``|r| <= 2^-7``, at 2001 points: its largest value, as a power of
+    two."""
+    tail = [f64(gmpy2.mpfr((-1) ** (n + 1)) / n) for n in range(5, 14)]
+    worst = 0.0
+    with gmpy2.context(WIDE):
+        third = gmpy2.mpfr(THIRD[0]) + gmpy2.mpfr(THIRD[1])
+        for i in range(-1000, 1001):
+            r = gmpy2.mpfr(2) ** -7 * i / 1000
+            if r == 0:
+                continue
+            poly = gmpy2.mpfr(0)
+            for c in reversed(tail):
+                poly = poly * r + c
+            approx = r - r * r / 2 + r**3 * (third - r / 4 + r * r * poly)
+            worst = max(worst, abs(float((gmpy2.log1p(r) - approx) / gmpy2.log1p(r))))
+    return float(np.log2(worst))
+
+
+#: cases_float's ``f64_transcendental_more`` operands (``px``, ``py``).
+MORE_X = [2.0, -2.0, -2.0, 0.5, 10.0, 1.5, -0.0, 0.0, 1.0, -1.0, 4.0, 0.75, -3.0, 5.5]
+MORE_Y = [10.0, 3.0, 0.5, -3.0, -2.5, 7.25, -1.0, 0.0, float("nan"), float("inf"), 0.5,
+          -0.0, -2.0, 1.0]
+
+
+def transcendental_more() -> str:
+    """MPFR's correctly rounded f64 results of ``f64_transcendental_more``
+    (vyre_core/conformance/cases_float.py): ``tan tanh exp2 log2`` of ``px``, ``pow(px,
+    py)``, ``atan2(py, px)``, as bits (NaN the canonical one)."""
+    def of(fn, *args: float) -> int:
+        with gmpy2.context(BINARY64):
+            value = float(fn(*map(gmpy2.mpfr, args)))
+        return 0x7FF8000000000000 if value != value else bits(value)
+    rows = {name: [of(fn, x) for x in MORE_X] for name, fn in (
+        ("tan", gmpy2.tan), ("tanh", gmpy2.tanh), ("exp2", gmpy2.exp2),
+        ("log2", gmpy2.log2))}
+    rows["pow"] = [of(lambda a, b: a**b, x, y) for x, y in zip(MORE_X, MORE_Y, strict=True)]
+    rows["atan2"] = [of(gmpy2.atan2, y, x) for x, y in zip(MORE_X, MORE_Y, strict=True)]
+    return "\n".join(f'    "{name}": [' + ", ".join(f"0x{v:016X}" for v in values) + "],"
+                     for name, values in rows.items())
+
+
 if __name__ == "__main__":
     print(exp_constants())
     print(f"# exp polynomial: truncation error below 2^{check_exp_polynomial():.2f}")
@@ -263,3 +309,6 @@ if __name__ == "__main__":
     print(tanh_constants())
     print(trig_constants())
     print(atan2_constants())
+    print(f"# pow's ln(1 + r): relative truncation error below 2^{check_pow_log_polynomial():.2f}")
+    print("# f64_transcendental_more, MPFR's bits:")
+    print(transcendental_more())

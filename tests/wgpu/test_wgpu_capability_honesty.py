@@ -551,19 +551,20 @@ def test_routing_refuses_a_static_loop_past_the_reported_budget(host, caps):
 
 def test_f64_ops_the_lowering_cannot_express_are_refused_at_compile(host, caps):
     """With supports_f64 true, routing accepts wgpu for an f64 program whose ops it names
-    (an op set cannot say "pow, but not on f64"), yet SPIR-V has no double transcendentals
-    and an f64 -> f16 cast would round twice. The lowering refuses those at compile with
-    UnsupportedFeatureError, never runs them wrongly; the Driver treats such a refusal
-    as a late routing rejection and routes again (tests/faults/test_refusal_fallback.py).
-    The math library's f64 functions (sin, cos, exp, log, ...) are not offered to wgpu at
-    all: written out, they use 64-bit integers, which routing sees."""
+    (an op set cannot say "rem, but not on f64"), yet an exact f64 fmod needs 64-bit
+    integers, which WGSL lacks, and an f64 -> f16 cast would round twice. The lowering
+    refuses those at compile with UnsupportedFeatureError, never runs them wrongly; the
+    Driver treats such a refusal as a late routing rejection and routes again
+    (tests/faults/test_refusal_fallback.py). The math library's f64 functions (sin, cos,
+    exp, log, pow, ...) are not offered to wgpu at all: written out, they use 64-bit
+    integers, which routing sees."""
     assert caps.supports_f64, "only meaningful where f64 is reported"
     wgpu = register_plugin(backend, name="wgpu")
     hardware_caps = dataclasses.replace(  # what a non-software adapter reports
         caps, extra={k: v for k, v in caps.extra.items() if k != "software_adapter"})
     router = Router(lambda: [(wgpu, hardware_caps)])
     refused = []
-    for name, op in (("pow", lambda v: ir.pow(v, v)),
+    for name, op in (("rem", lambda v: v % (v + 1.0)),
                      ("cast to f16", lambda v: ir.cast(v, ir.f16))):
         k = ir.Kernel(workgroup=(4,))
         a = k.read("a", ir.f64)
@@ -577,8 +578,8 @@ def test_f64_ops_the_lowering_cannot_express_are_refused_at_compile(host, caps):
             host.dispatch(program, [np.array([0.25, 0.5, 1.0, 2.0])])
         refused.append(name)
         assert "cannot express" in err.value.cause
-    assert refused == ["pow", "cast to f16"]
-    for op in (ir.sin, ir.cos, ir.exp, ir.log):
+    assert refused == ["rem", "cast to f16"]
+    for op in (ir.sin, ir.cos, ir.exp, ir.log, lambda v: ir.pow(v, v)):
         k = ir.Kernel(workgroup=(4,))
         a, out = k.read("a", ir.f64), k.output("out", ir.f64, count=4)
         out[ir.global_id(0)] = op(a[ir.global_id(0)])

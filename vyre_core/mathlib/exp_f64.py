@@ -162,7 +162,13 @@ def _clamped(k: Kernel, x: Val, low: float, high: float) -> Val:
 def _scaled_exp(k: Kernel, r: FF, n: Val) -> Val:
     """``2^(n / 128) e^r`` rounded once to f64, for ``|r.hi| <= ln 2 / 256`` (just over),
     ``|r.lo|`` below 2^-60 and ``n`` (i64) in [-1076 128, 1025 128]."""
-    head_hi, low, e = exp_parts(k, r, n)
+    return rounded(k, *exp_parts(k, r, n))
+
+
+def rounded(k: Kernel, head_hi: Val, low: FF, e: Val) -> Val:
+    """``2^e (head_hi + low.hi + low.lo)`` rounded once to f64, for ``exp_parts``'s
+    results (``pow_f64`` rounds its pair here too): a normal result by ``sticky``, one
+    below 2^-1022 on the subnormal grid, overflow to infinity."""
     half = ff.let(k, e >> 1)
     rounded = ff.let(k, head_hi + sticky(k, low))
     normal = (rounded * power_of_two(half)) * power_of_two(e - half)

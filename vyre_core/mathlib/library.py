@@ -86,6 +86,7 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.cos", DType.F64): ("trig_f64", "cos_f64"),
     ("unop.tan", DType.F64): ("trig_f64", "tan_f64"),
     ("binop.atan2", DType.F64): ("atan2_f64", "atan2_f64"),
+    ("binop.pow", DType.F64): ("pow_f64", "pow_f64"),
 }
 #: The op ids the library computes (for some operand type).
 OPERATIONS = frozenset(op for op, _ in _WRITTEN_BY)

@@ -235,6 +235,21 @@ def log2_f64(k: Kernel, x: Val) -> Val:
 def _reduced(k: Kernel, x: Val) -> tuple[Val, Val, FF]:
     """``x = 2^n z`` (``n`` an f64 integer), the cell ``i`` (u32), and ``ln(1 + r)`` as a
     pair, ``r = z invc_i - 1``."""
+    n, i, r = reduction(k, x)
+    square = ff.two_prod(k, r.hi, r.hi)
+    rest = _TAYLOR[-1]
+    for c in reversed(_TAYLOR[:-1]):
+        rest = c + r.hi * rest
+    cube = ff.let(k, r.hi * square.hi) * (_THIRD_HI + (_THIRD_LO + r.hi * rest))
+    s = ff.fast_two_sum(k, r.hi, square.hi * -0.5)
+    low = s.lo + ((square.lo * -0.5 + cube) + r.lo * (1.0 - r.hi))
+    return n, i, FF(s.hi, ff.let(k, low))
+
+
+def reduction(k: Kernel, x: Val) -> tuple[Val, Val, FF]:
+    """``x = 2^n z`` (``n`` an f64 integer), the cell ``i`` (u32), and ``r = z invc_i -
+    1`` exactly, as a pair (``|r| <= 2^-7``), for a positive finite ``x`` (``pow_f64``
+    uses it too)."""
     tiny = ff.let(k, x < 2.0**-1022)
     scaled = ff.let(k, select(tiny, x * 2.0**52, x))
     bits = ff.let(k, bitcast(scaled, U64))
@@ -244,15 +259,7 @@ def _reduced(k: Kernel, x: Val) -> tuple[Val, Val, FF]:
                                                                 ir.lit(0, I64)), F64))
     z = bitcast(bits - (shifted & (0xFFF << 52)), F64)
     product = ff.two_prod(k, z, table(_INVC, i))
-    r = ff.fast_two_sum(k, product.hi - 1.0, product.lo)
-    square = ff.two_prod(k, r.hi, r.hi)
-    rest = _TAYLOR[-1]
-    for c in reversed(_TAYLOR[:-1]):
-        rest = c + r.hi * rest
-    cube = ff.let(k, r.hi * square.hi) * (_THIRD_HI + (_THIRD_LO + r.hi * rest))
-    s = ff.fast_two_sum(k, r.hi, square.hi * -0.5)
-    low = s.lo + ((square.lo * -0.5 + cube) + r.lo * (1.0 - r.hi))
-    return n, i, FF(s.hi, ff.let(k, low))
+    return n, i, ff.fast_two_sum(k, product.hi - 1.0, product.lo)
 
 
 def _sum(k: Kernel, head: FF, p_hi: Val, low: Val) -> Val:

@@ -748,82 +748,27 @@ def sqrt_f64(a):
 
 
 @njit(**_FAST)
-def exp_f64(a):
-    if a != a:
-        return a
-    return math.exp(a)
-
-
-@njit(**_FAST)
-def log_f64(a):
-    if a != a or a < 0.0:
-        return np.float64(np.nan)
-    if a == 0.0:
-        return np.float64(-np.inf)
-    return math.log(a)
-
-
-@njit(**_FAST)
-def sin_f64(a):
-    if math.isinf(a):
-        return np.float64(np.nan)
-    return math.sin(a)
-
-
-@njit(**_FAST)
-def cos_f64(a):
-    if math.isinf(a):
-        return np.float64(np.nan)
-    return math.cos(a)
-
-
-@njit(**_FAST)
 def tan_f64(a):
+    """libm's tan, for f32 and f16 ``tan`` (rounded once to their type: not the math
+    library's yet; f64 ``tan`` is)."""
     if math.isinf(a):
         return np.float64(np.nan)
     return math.tan(a)
 
 
 @njit(**_FAST)
-def tanh_f64(a):
-    return math.tanh(a)
-
-
-@njit(**_FAST)
-def exp2_f64(a):
-    return np.exp2(a)
-
-
-@njit(**_FAST)
-def log2_f64(a):
-    if a != a or a < 0.0:
-        return np.float64(np.nan)
-    if a == 0.0:
-        return np.float64(-np.inf)
-    return np.log2(a)
-
-
-@njit(**_FAST)
-def pow_f64(a, b):
-    """C's pow: its special cases (pow(x, ±0) == 1, pow(1, y) == 1, of any NaN)."""
-    if b == 0.0 or a == 1.0:
-        return np.float64(1.0)
-    return np.power(a, b)
-
-
-@njit(**_FAST)
 def pow_f32(a, b):
-    return np.float32(pow_f64(np.float64(a), np.float64(b)))
-
-
-@njit(**_FAST)
-def atan2_f64(a, b):
-    return math.atan2(a, b)
+    """C's pow in f64, rounded once (f32 ``pow`` is not the math library's yet): its
+    special cases (pow(x, ±0) == 1, pow(1, y) == 1, of any NaN)."""
+    if b == 0.0 or a == 1.0:
+        return np.float32(1.0)
+    return np.float32(np.power(np.float64(a), np.float64(b)))
 
 
 @njit(**_FAST)
 def atan2_f32(a, b):
-    return np.float32(atan2_f64(np.float64(a), np.float64(b)))
+    """libm's atan2 in f64, rounded once (f32 ``atan2`` is not the math library's yet)."""
+    return np.float32(math.atan2(np.float64(a), np.float64(b)))
 
 
 @njit(**_FAST)
@@ -1136,16 +1081,6 @@ def div_f16(a, b):
 @njit(**_FAST)
 def rem_f16(a, b):
     return to_f16(rem_f64(np.float64(a), np.float64(b)))
-
-
-@njit(**_FAST)
-def pow_f16(a, b):
-    return to_f16(pow_f64(np.float64(a), np.float64(b)))
-
-
-@njit(**_FAST)
-def atan2_f16(a, b):
-    return to_f16(atan2_f64(np.float64(a), np.float64(b)))
 
 
 @njit(**_FAST)

@@ -767,10 +767,11 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
             return _mulhi(a, b, dtype)
         case BinOp.ADD_SAT | BinOp.SUB_SAT:
             return _saturating(op, a, b, dtype)
-        case BinOp.POW | BinOp.ATAN2:  # C's pow and atan2; f16/f32 as the transcendentals
+        case BinOp.POW | BinOp.ATAN2:  # C's pow and atan2 in f32 (in f16 and f64 they are
+            # the math library's, written out), computed in f64 and rounded once
             fn = np.power if op is BinOp.POW else np.arctan2
-            wide = fn(a, b) if dtype is DType.F64 else _scalar(
-                fn(np.asarray(a, np.float64), np.asarray(b, np.float64)).astype(a.dtype))
+            wide = _scalar(fn(np.asarray(a, np.float64), np.asarray(b, np.float64)).astype(
+                a.dtype))
             if op is BinOp.POW:  # x ** ±0 and 1 ** y are 1 for every NaN (C's pow gives a
                 # signaling NaN's NaN)
                 wide = np.where((b == 0) | (a == 1), np.ones_like(wide), wide)
@@ -790,14 +791,13 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
     raise AssertionError(op)
 
 
-_FLOAT_FUNCS = {UnOp.SQRT: np.sqrt, UnOp.EXP: np.exp, UnOp.LOG: np.log, UnOp.SIN: np.sin,
-                UnOp.COS: np.cos, UnOp.FLOOR: np.floor, UnOp.CEIL: np.ceil,
+#: The float unary ops numpy computes here; the math library's (``exp`` ..., every type)
+#: never reach the interpreter: programs are run written out.
+_FLOAT_FUNCS = {UnOp.SQRT: np.sqrt, UnOp.FLOOR: np.floor, UnOp.CEIL: np.ceil,
                 UnOp.ROUND: np.rint, UnOp.TRUNC: np.trunc,  # (rint: ties to even)
-                UnOp.TAN: np.tan, UnOp.TANH: np.tanh, UnOp.EXP2: np.exp2, UnOp.LOG2: np.log2}
+                UnOp.TAN: np.tan}
 #: Each byte with its bits in reverse order.
 _REVERSED_BYTE = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint64)
-_TRANSCENDENTAL = (UnOp.EXP, UnOp.LOG, UnOp.SIN, UnOp.COS, UnOp.TAN, UnOp.TANH, UnOp.EXP2,
-                   UnOp.LOG2)
 
 
 def _unary(op: UnOp, a: Value) -> Value:
@@ -835,9 +835,8 @@ def _unary(op: UnOp, a: Value) -> Value:
             return np.isnan(a)
         case UnOp.ISINF:
             return np.isinf(a)
-    if op in _TRANSCENDENTAL and dtype is not DType.F64:
-        # correctly rounded (as near as f64 gets): computed in f64, rounded once to the
-        # operand type; numpy's own f32 exp/log/sin/cos are off by up to a few ULPs
+    if op is UnOp.TAN:  # (f32 and f16: f64 tan is the math library's) correctly rounded
+        # as near as f64 gets: computed in f64, rounded once to the operand type
         with np.errstate(all="ignore"):
             return _scalar(_FLOAT_FUNCS[op](np.asarray(a, np.float64)).astype(a.dtype))
     return _FLOAT_FUNCS[op](a)
