@@ -42,11 +42,16 @@ so an accurate path needs about 2^-80) need an accurate path, not built.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 from vyre_core.ir import builder as ir
 from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
 from vyre_core.ir.dtypes import DType
-from vyre_core.mathlib import ff
+from vyre_core.mathlib import ff, fixed
 from vyre_core.mathlib.ff import FF
+from vyre_core.mathlib.fixed import Fixed
 
 F32, I32, U32 = DType.F32, DType.I32, DType.U32
 
@@ -78,6 +83,47 @@ _ATAN_LO = ff.from_bits([
 _PI_1, _PI_2, _PI_3, _HALF_PI_1, _HALF_PI_2, _HALF_PI_3 = ff.from_bits([
     0x40490FDB, 0xB3BBBD2E, 0xA7772CED, 0x3FC90FDB, 0xB33BBD2E, 0xA6F72CED])
 _MINUS_THIRD_HI, _MINUS_THIRD_LO = ff.from_bits([0xBEAAAAAB, 0x322AAAAB])
+# The accurate path's fixed point (the same tool, each rounded once to its last bit):
+# ``atan(j / 64)`` as three words with 96 fraction bits, pi/2 and pi with 94, the
+# series' ``1 / (2i + 3)`` with 96.
+_ATAN_WORDS = np.array([
+    0x00000000, 0x00000000, 0x00000000, 0x03FFEAAB, 0x776E5356, 0xEF9E3159, 0x07FF556E,
+    0xEA5D892A, 0x13BCEBBB, 0x0BFDC0C2, 0x186D14FC, 0xF220E10D, 0x0FFAADDB, 0x967EF4E3,
+    0x6CB2792E, 0x13F59F0E, 0x7C559D6B, 0x1338A178, 0x17EE1826, 0x02F10E8C, 0x126ACFCF,
+    0x1BE39EBE, 0x6F07C37D, 0xEE3CA681, 0x1FD5BA9A, 0xAC2F6DC6, 0x5912F314, 0x23C3F5F6,
+    0x086E4DC9, 0x6F4DD64A, 0x27ADDDD1, 0x8CC4D8B0, 0xD1D86749, 0x2B93023C, 0x7D84D3BE,
+    0xAD534FFC, 0x2F72F697, 0x9CB6044D, 0x1EC2D3E2, 0x334D51D2, 0xD90C4C39, 0xEC03CF68,
+    0x3721AEA5, 0x24C14408, 0xBD886970, 0x3AEFABBE, 0x40AE6CE3, 0x2468A9A3, 0x3EB6EBF2,
+    0x5901BAC5, 0x5B71E7BD, 0x4277165F, 0x618D8962, 0xE47390CC, 0x462FD68C, 0x2FC5E098,
+    0x6523A459, 0x49E0DC81, 0x5FBD16F8, 0x8322C920, 0x4D89DCDC, 0x1FAF2F34, 0xE2D5DA4C,
+    0x512A90DB, 0x0ABC26A2, 0xA1BC3AA5, 0x54C2B665, 0x4735276D, 0x4CDBFBBE, 0x5852100C,
+    0x273F8658, 0xDA8EA8EE, 0x5BD86507, 0x937BC239, 0xC5519091, 0x5F55812D, 0x8ECFDD69,
+    0xC885C2B2, 0x62C934E5, 0x286C95B6, 0xD0BA3749, 0x66335515, 0x35AC619E, 0x6C988FD1,
+    0x6993BB0F, 0x308FF2DB, 0x213E4AF5, 0x6CEA4476, 0x9971B1AE, 0x187B1CA5, 0x7036D325,
+    0x3B27BE33, 0xE318F6CB, 0x73794D0C, 0xB04D425D, 0x305BBE71, 0x76B19C15, 0x86ED3DA2,
+    0xB7F222F6, 0x79DFADFC, 0x5D68D10E, 0x53DC1BF3, 0x7D03742D, 0x50505F2E, 0x33691E3F,
+    0x801CE39E, 0x0D205C99, 0xA6D6C6C5, 0x832BF4A6, 0xD9867E2A, 0x4B6A09CB, 0x8630A2DA,
+    0xDA1ED065, 0xD3E84ED5, 0x892AECDF, 0xDE9547B5, 0x094478FC, 0x8C1AD445, 0xF3E09B8C,
+    0x439D8018, 0x8F005D5E, 0xF7F59F9B, 0x5C835E16, 0x91DB8F16, 0x64F350E2, 0x10E4F9C1,
+    0x94AC72C9, 0x847186F6, 0x18C4F394, 0x97731420, 0x365E538B, 0xABD3FE1A, 0x9A2F80E6,
+    0x71BDDA20, 0x4226F8E2, 0x9CE1C8E6, 0xA0B8CDB9, 0xF799C4E8, 0x9F89FDC4, 0xF4B7A1EC,
+    0xF8B49264, 0xA22832DB, 0xCADAAE08, 0x92FE9C08, 0xA4BC7D19, 0x34F70924, 0x19A87F2A,
+    0xA746F2DD, 0xB7602294, 0x67B7D66F, 0xA9C7ABDC, 0x4830F5C8, 0x916A84B6, 0xAC3EC0FB,
+    0x997DD6A1, 0xA36273A5, 0xAEAC4C38, 0xB4D8C080, 0x14725E2F, 0xB110688A, 0xEBDC6F6A,
+    0x43D65789, 0xB36B31C9, 0x1F043691, 0x59014174, 0xB5BCC490, 0x59ECC4AF, 0xF8F3CEE7,
+    0xB8053E2B, 0xC2319E73, 0xCB2DA552, 0xBA44BC7D, 0xD470782F, 0x654C2CB1, 0xBC7B5DEA,
+    0xE98AF280, 0xD4113007, 0xBEA94144, 0xFD049AAC, 0x1043C5E7, 0xC0CE85B8, 0xAC526640,
+    0x89DD62C4, 0xC2EB4ABB, 0x661628B5, 0xB373FE46, 0xC4FFAFFA, 0xBF8FBD54, 0x8CB43D11,
+    0xC70BD54C, 0xE602EE13, 0xE7D54FBD, 0xC90FDAA2, 0x2168C234, 0xC4C6628C], np.uint32)
+_HALF_PI_FIXED, _PI_FIXED = 0x6487ED5110B4611A62633146, 0xC90FDAA22168C234C4C6628C
+_SERIES = (
+    0x555555555555555555555555,
+    0x333333333333333333333333,
+    0x249249249249249249249249,
+    0x1C71C71C71C71C71C71C71C7,
+    0x1745D1745D1745D1745D1746,
+    0x13B13B13B13B13B13B13B13B,
+    0x111111111111111111111111)
 
 #: The quotients below ``2^_SMALL`` (their exponent difference) take the short series.
 _SMALL = -12
@@ -91,8 +137,21 @@ _ONE, _INF = 0x3F800000, 0x7F800000
 def atan2_f16(k: Kernel, y: Val, x: Val) -> Val:
     """``atan2(y, x)`` correctly rounded to f16, for f16 ``y`` and ``x``: the f32
     algorithm's pair rounded once to f16."""
-    pair, scale = _core(k, cast(y, F32), cast(x, F32))
+    pair, scale, _ = _core(k, cast(y, F32), cast(x, F32))
     return _nan(y, x, ff.round_ff(k, pair, scale, DType.F16))
+
+
+def atan2_f32(k: Kernel, y: Val, x: Val) -> Val:
+    """``atan2(y, x)`` correctly rounded to f32: the pair rounded once where
+    ``ff.decided`` says that is the true value's rounding at ``_FAST_ERROR`` (a zero
+    pair is exact), else the accurate path's fixed-point value rounded once."""
+    pair, scale, parts = _core(k, y, x)
+    result = k.let(k.fresh_name("m"), ff.round_ff(k, pair, scale))
+    sure = ir.logical_or(ff.decided(k, pair, abs(pair.hi) * _FAST_ERROR, scale),
+                         pair.hi == 0.0)
+    with k.if_(ir.logical_not(sure)):
+        k.assign(result, _accurate(k, parts))
+    return _nan(y, x, result)
 
 
 def _nan(y: Val, x: Val, finite: Val) -> Val:
@@ -109,9 +168,25 @@ def _unpack(k: Kernel, bits: Val) -> tuple[Val, Val]:
     return ff.let(k, m), ff.let(k, cast(normal >> 23, I32) - cast(shift, I32))
 
 
-def _core(k: Kernel, y: Val, x: Val) -> tuple[FF, Val]:
+@dataclass(frozen=True)
+class _Parts:
+    """What the accurate path takes from the fast one: the operands' magnitudes as
+    bits, ``n <= d`` (``n / d = 2^de m``), the table's index ``j``, and the placing."""
+
+    n_bits: Val
+    d_bits: Val
+    de: Val
+    j: Val
+    swap: Val
+    flip: Val
+    direct: Val
+    minus: Val
+
+
+def _core(k: Kernel, y: Val, x: Val) -> tuple[FF, Val, _Parts]:
     """``atan2(y, x) = 2^scale (hi + lo)`` for f32 ``y`` and ``x`` (a NaN gives some
-    pair, replaced by the caller), within ``_FAST_ERROR`` of it, relative."""
+    pair, replaced by the caller), within ``_FAST_ERROR`` of it, relative, and what the
+    accurate path needs."""
     by, bx = ff.let(k, bitcast(y, U32)), ff.let(k, bitcast(x, U32))
     ay, ax = ff.let(k, by & 0x7FFFFFFF), ff.let(k, bx & 0x7FFFFFFF)
     y_inf, x_inf = ff.let(k, ay == _INF), ff.let(k, ax == _INF)
@@ -130,7 +205,7 @@ def _core(k: Kernel, y: Val, x: Val) -> tuple[FF, Val]:
     m = ff.fast_two_sum(k, mh, ((n_m - p.hi) - p.lo) / d_m)
     small = ff.let(k, de < _SMALL)
     a_small = _tiny(k, m, de)
-    a_norm = _reduced(k, m, ff.let(k, ir.max(de, _SMALL)))
+    a_norm, j = _reduced(k, m, ff.let(k, ir.max(de, _SMALL)))
     a = FF(ff.let(k, select(small, a_small.hi, a_norm.hi)),
            ff.let(k, select(small, a_small.lo, a_norm.lo)))
     a_scale = ff.let(k, select(small, de, ir.lit(0, I32)))
@@ -149,7 +224,8 @@ def _core(k: Kernel, y: Val, x: Val) -> tuple[FF, Val]:
     lo = ff.let(k, select(direct, a.lo, placed.lo))
     scale = ff.let(k, select(direct, a_scale, ir.lit(0, I32)))
     minus = ff.let(k, (by >> 31) == 1)
-    return FF(ff.let(k, select(minus, -hi, hi)), ff.let(k, select(minus, -lo, lo))), scale
+    pair = FF(ff.let(k, select(minus, -hi, hi)), ff.let(k, select(minus, -lo, lo)))
+    return pair, scale, _Parts(n_bits, d_bits, de, j, swap, flip, direct, minus)
 
 
 def _tiny(k: Kernel, m: FF, de: Val) -> FF:
@@ -160,8 +236,9 @@ def _tiny(k: Kernel, m: FF, de: Val) -> FF:
     return ff.fast_two_sum(k, m.hi, m.lo - m.hi * c)
 
 
-def _reduced(k: Kernel, m: FF, de: Val) -> FF:
-    """``atan q`` for ``q = 2^de m`` in [2^-13, 1] (``de`` in [-12, 0])."""
+def _reduced(k: Kernel, m: FF, de: Val) -> tuple[FF, Val]:
+    """``atan q`` for ``q = 2^de m`` in [2^-13, 1] (``de`` in [-12, 0]), and the
+    table's index ``j = round(64 q)`` it used."""
     scale = ff.power_of_two(de)
     qh, ql = ff.let(k, m.hi * scale), ff.let(k, m.lo * scale)
     j = ff.let(k, cast(ir.round(qh * 64.0), U32))
@@ -179,4 +256,108 @@ def _reduced(k: Kernel, m: FF, de: Val) -> FF:
     rest = z * z * (0.2 + z * (-1 / 7 + z * (1 / 9)))
     poly = ff.fast_two_sum(k, first.hi, first.lo + rest)
     angle = ff.add(k, u, ff.mul(k, u, poly))
-    return ff.add(k, FF(ff.let(k, table(_ATAN_HI, j)), ff.let(k, table(_ATAN_LO, j))), angle)
+    return ff.add(k, FF(ff.let(k, table(_ATAN_HI, j)), ff.let(k, table(_ATAN_LO, j))),
+                  angle), j
+
+
+def _accurate(k: Kernel, p: _Parts) -> Val:
+    """``atan2(y, x)`` correctly rounded to f32 from fixed-point values of 96 bits
+    (module docstring: the accurate path)."""
+    big, small = _significand(p.d_bits), _significand(p.n_bits)
+    quotient = _divide(k, small, big)  # m = n / d, an integer word and 96 fraction bits
+    scaled = ff.let(k, p.j == 0)
+    x_start = fixed.shr(k, quotient, ff.let(k, select(scaled, ir.lit(1, U32),
+                                                       cast(-p.de, U32))))[1:]
+    # j >= 1: x = u = (q - t) / (1 + q t), t = j / 64; j = 0: x = m / 2
+    u, u_negative = _reduced_u(k, x_start, p.j)
+    x = tuple(ff.let(k, select(scaled, a, b)) for a, b in zip(x_start, u, strict=True))
+    sigma = ff.let(k, select(scaled, p.de + 1, ir.lit(0, I32)))
+    square = fixed.mul(k, x, x, 3)
+    w = fixed.shr(k, square, ff.let(k, cast(ir.min(-2 * sigma, 96), U32)))  # u^2 or q^2
+    s = _series(k, x, w)
+    t = tuple(ff.let(k, table(_ATAN_WORDS, 3 * p.j + i)) for i in range(3))
+    a_abs = _either(k, u_negative, fixed.sub(k, t, s), fixed.add(k, t, s))
+    a = _either(k, scaled, s, a_abs)  # atan q = 2^sigma a
+    shown = fixed.shr(k, a, ff.let(k, cast(2 - sigma, U32)))  # 94 fraction bits
+    place = tuple(ff.let(k, select(p.swap, ir.lit(h, U32), ir.lit(w_, U32))) for h, w_ in zip(
+        _words(_HALF_PI_FIXED), _words(_PI_FIXED), strict=True))
+    placed = _either(k, p.flip, fixed.sub(k, place, shown), fixed.add(k, place, shown))
+    value = _either(k, p.direct, a, placed)
+    exponent = ff.let(k, select(p.direct, sigma - 96, ir.lit(-94, I32)))
+    pair, scale = fixed.to_pair(k, value, exponent)
+    rounded = bitcast(ff.round_ff(k, pair, scale), U32)
+    return bitcast(rounded | select(p.minus, ir.lit(0x80000000, U32), ir.lit(0, U32)), F32)
+
+
+def _words(value: int) -> list[int]:
+    return [(value >> shift) & 0xFFFFFFFF for shift in (64, 32, 0)]
+
+
+def _either(k: Kernel, cond: Val, a: Fixed, b: Fixed) -> Fixed:
+    """``a`` where ``cond``, else ``b``, limb by limb."""
+    return tuple(ff.let(k, select(cond, x, y)) for x, y in zip(a, b, strict=True))
+
+
+def _significand(bits: Val) -> Val:
+    """A positive f32's significand as a 24-bit integer (a subnormal's normalized)."""
+    shift = select(bits < 0x800000, ir.clz(bits) - 8, ir.lit(0, U32))
+    return ((bits << shift) & 0x7FFFFF) | 0x800000
+
+
+def _divide(k: Kernel, n: Val, d: Val) -> Fixed:
+    """``n / d`` for 24-bit integers with their top bit set: an integer word (0 or 1)
+    and three fraction words, truncated (8 bits a step: the remainder stays below
+    ``d < 2^24``, so ``remainder * 2^8`` fits a word)."""
+    d = ff.let(k, d)
+    whole = ff.let(k, select(n >= d, ir.lit(1, U32), ir.lit(0, U32)))
+    rest = ff.let(k, n - whole * d)
+    words = [whole]
+    for _ in range(3):
+        word: Val = ir.lit(0, U32)
+        for _ in range(4):
+            shifted = ff.let(k, rest << 8)
+            digit = ff.let(k, shifted // d)
+            rest = ff.let(k, shifted - digit * d)
+            word = (word << 8) | digit
+        words.append(ff.let(k, word))
+    return tuple(words)
+
+
+def _reduced_u(k: Kernel, q: Fixed, j: Val) -> tuple[Fixed, Val]:
+    """``|u|`` for ``u = (q - t) / (1 + q t)``, ``t = j / 64``, and whether ``u < 0``:
+    ``u0 = |q - t| r`` with ``r`` the pair ``1 / (1 + q t)`` (error 2^-44), then once
+    ``u0 + (|q - t| - u0 (1 + q t)) r``, which squares the error (and ``j = 64``'s
+    ``t = 1`` is 0 modulo 1: ``t - q`` is still right)."""
+    diff = fixed.sub(k, q, (ff.let(k, j << 26), ir.lit(0, U32), ir.lit(0, U32)))
+    negative = ff.let(k, fixed.negative(diff))
+    num = fixed.magnitude(k, diff)
+    # half the denominator, (1 + q t) / 2 = 1/2 + q j / 128, in [1/2, 1)
+    half_den = fixed.add(k, fixed.const(1 << 95, 3), fixed.mul(k, q, (ff.let(k, j << 25),), 3))
+    top = half_den[0]
+    den_pair = ff.fast_two_sum(k, cast(top >> 8, F32) * 2.0**-24, cast(
+        ((top & 0xFF) << 16) | (half_den[1] >> 16), F32) * 2.0**-48)
+    r = fixed.from_pair(k, ff.div(k, FF(ir.lit(0.5, F32), ir.lit(0.0, F32)), den_pair), 2)
+    u0 = fixed.mul(k, num, r, 3)
+    rest = fixed.sub(k, fixed.shr(k, num, 1), fixed.mul(k, u0, half_den, 3))  # half of it
+    rest_negative = ff.let(k, fixed.negative(rest))
+    step = fixed.mul(k, fixed.magnitude(k, rest), r, 3)
+    step = fixed.add(k, step, step)
+    return _either(k, rest_negative, fixed.sub(k, u0, step), fixed.add(k, u0, step)), negative
+
+
+#: How many limbs each of the series' nested sums keeps (module docstring's bound).
+_SERIES_LIMBS = (3, 3, 2, 2, 1, 1, 1)
+
+
+def _series(k: Kernel, x: Fixed, w: Fixed) -> Fixed:
+    """``x (1 - w/3 + w^2/5 - ... + w^6/15)`` for ``w <= 2^-14``, below the sum: nested,
+    ``b_i = 1/(2i + 3) - w b_(i+1)`` (each positive), then ``x - (x w) b_0`` with the
+    subtracted part's last bit set, so that it is never 0 (``atan q < q``: a quotient
+    that is a rounding boundary rounds down)."""
+    b: Fixed = ()
+    for i in range(6, -1, -1):
+        n = _SERIES_LIMBS[i]
+        c = fixed.const(_SERIES[i] >> (32 * (3 - n)), n)
+        b = c if i == 6 else fixed.sub(k, c, fixed.mul(k, w[:n], b, n))
+    part = fixed.mul(k, fixed.mul(k, x, w, 3), b, 3)
+    return fixed.sub(k, x, (*part[:2], ff.let(k, part[2] | 1)))

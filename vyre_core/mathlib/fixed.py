@@ -1,0 +1,185 @@
+"""Fixed-point numbers of u32 limbs in the IR: what an accurate path needs beyond a pair's
+48 bits (``atan2``'s: about 90), exact where float-float is not.
+
+A number is a tuple of u32 values, the most significant first, read as a fraction: limb
+``i`` weighs ``2^(-32 (i + 1))`` (a caller may read the same limbs with another scale,
+as ``to_pair`` takes one). The IR's integer operations (``mulhi`` for a product's high
+word) are exact on every backend, so the only errors are the truncations each function
+names; addition and subtraction wrap modulo 1 and are exact. Everything binds what it
+makes with ``ff.let``. tests/test_mathlib_fixed.py holds each function to Python's
+integers.
+"""
+
+from __future__ import annotations
+
+from vyre_core.ir import builder as ir
+from vyre_core.ir.builder import Kernel, Val, cast, select
+from vyre_core.ir.dtypes import DType
+from vyre_core.mathlib import ff
+from vyre_core.mathlib.ff import FF
+
+F32, I32, U32 = DType.F32, DType.I32, DType.U32
+Fixed = tuple[Val, ...]
+
+_ZERO, _ONE = ir.lit(0, U32), ir.lit(1, U32)
+
+
+def const(value: int, limbs: int) -> Fixed:
+    """The integer ``value`` (below ``2^(32 limbs)``) as literal limbs: a fraction
+    ``value / 2^(32 limbs)``."""
+    return tuple(ir.lit((value >> (32 * (limbs - 1 - i))) & 0xFFFFFFFF, U32)
+                 for i in range(limbs))
+
+
+def _carry(s: Val, t: Val) -> Val:
+    """1 where ``s = x + t`` wrapped (``s < t``), else 0."""
+    return select(s < t, _ONE, _ZERO)
+
+
+def add(k: Kernel, a: Fixed, b: Fixed) -> Fixed:
+    """``a + b`` modulo 1, exactly."""
+    out, carry = [], None
+    for x, y in zip(reversed(a), reversed(b), strict=True):
+        s = ff.let(k, x + y)
+        c = _carry(s, y)
+        if carry is not None:
+            t = ff.let(k, s + carry)
+            c = c + _carry(t, carry)
+            s = t
+        carry = ff.let(k, c)
+        out.append(s)
+    return tuple(reversed(out))
+
+
+def sub(k: Kernel, a: Fixed, b: Fixed) -> Fixed:
+    """``a - b`` modulo 1, exactly."""
+    out, borrow = [], None
+    for x, y in zip(reversed(a), reversed(b), strict=True):
+        d = ff.let(k, x - y)
+        c = select(x < y, _ONE, _ZERO)
+        if borrow is not None:
+            t = ff.let(k, d - borrow)
+            c = c + select(d < borrow, _ONE, _ZERO)
+            d = t
+        borrow = ff.let(k, c)
+        out.append(d)
+    return tuple(reversed(out))
+
+
+def negative(a: Fixed) -> Val:
+    """Whether ``a``, read as a two's complement fraction in [-1/2, 1/2), is negative."""
+    return (a[0] >> 31) == 1
+
+
+def magnitude(k: Kernel, a: Fixed) -> Fixed:
+    """``|a|`` of a two's complement fraction (``negative``)."""
+    flipped = sub(k, const(0, len(a)), a)
+    sign = ff.let(k, negative(a))
+    return tuple(ff.let(k, select(sign, f, x)) for f, x in zip(flipped, a, strict=True))
+
+
+def mul(k: Kernel, a: Fixed, b: Fixed, limbs: int) -> Fixed:
+    """The top ``limbs`` limbs of the fractions' product, below it by less than
+    ``(len(a) + len(b)) 2^(-32 (limbs + 1)) + 2^(-32 limbs)``: every partial product
+    down to one guard limb, whose carries are kept, and no lower word."""
+    columns: list[list[Val]] = [[] for _ in range(limbs + 1)]
+    for i, x in enumerate(a):
+        for j, y in enumerate(b):
+            if i + j < limbs:
+                columns[i + j].append(ff.let(k, ir.mulhi(x, y)))
+                columns[i + j + 1].append(ff.let(k, x * y))
+            elif i + j == limbs:
+                columns[limbs].append(ff.let(k, ir.mulhi(x, y)))
+    out: list[Val] = []
+    carry = None
+    for column in reversed(columns):
+        terms = column + ([carry] if carry is not None else [])
+        s, c = (terms[0] if terms else _ZERO), None
+        for t in terms[1:]:
+            s = ff.let(k, s + t)
+            c = _carry(s, t) if c is None else c + _carry(s, t)
+        carry = _ZERO if c is None else ff.let(k, c)
+        out.append(s)
+    return tuple(reversed(out[1:]))
+
+
+def shr(k: Kernel, a: Fixed, amount: Val | int) -> Fixed:
+    """``a / 2^amount``, truncated: ``amount`` a u32 (any: from ``32 len(a)`` on, 0) or
+    a Python int."""
+    n = len(a)
+    if isinstance(amount, int):
+        words, bits = divmod(min(amount, 32 * n), 32)
+        moved = [_ZERO] * words + list(a[:n - words])
+        return tuple(_funnel(moved, i, bits) if bits else moved[i] for i in range(n))
+    amount = ff.let(k, ir.min(amount, 32 * n))
+    words, bits = ff.let(k, amount >> 5), ff.let(k, amount & 31)
+    moved = []
+    for i in range(n):
+        v: Val = _ZERO
+        for w in range(i, -1, -1):  # (a[i - w] where words == w)
+            v = select(words == w, a[i - w], v)
+        moved.append(ff.let(k, v))
+    spill = ff.let(k, (32 - bits) & 31)
+    return tuple(ff.let(k, (moved[i] >> bits) | (select(bits == 0, _ZERO, moved[i - 1] << spill)
+                                                 if i else _ZERO))
+                 for i in range(n))
+
+
+def _funnel(moved: list[Val], i: int, bits: int) -> Val:
+    """Limb ``i`` of ``moved`` shifted right by ``bits`` (1 to 31) bits."""
+    high = moved[i] >> bits
+    return high | (moved[i - 1] << (32 - bits)) if i else high
+
+
+def shl(k: Kernel, a: Fixed, amount: Val) -> Fixed:
+    """``a * 2^amount`` modulo 1, for a u32 ``amount`` below ``32 len(a)``."""
+    n = len(a)
+    words, bits = ff.let(k, amount >> 5), ff.let(k, amount & 31)
+    moved = []
+    for i in range(n):
+        v: Val = _ZERO
+        for w in range(n - i - 1, -1, -1):  # (a[i + w] where words == w)
+            v = select(words == w, a[i + w], v)
+        moved.append(ff.let(k, v))
+    spill = ff.let(k, (32 - bits) & 31)
+    return tuple(ff.let(k, (moved[i] << bits) | (select(bits == 0, _ZERO, moved[i + 1] >> spill)
+                                                 if i + 1 < n else _ZERO))
+                 for i in range(n))
+
+
+def from_float(k: Kernel, v: Val, limbs: int) -> Fixed:
+    """A float in [0, 1) as a fraction, truncated below its last limb (exact where its
+    bits reach no lower): each limb is ``floor`` of the rest times 2^32, exact in f32."""
+    out, rest = [], v
+    for _ in range(limbs):
+        scaled = ff.let(k, rest * 4294967296.0)
+        whole = ff.let(k, ir.floor(scaled))
+        out.append(ff.let(k, cast(whole, U32)))
+        rest = ff.let(k, scaled - whole)
+    return tuple(out)
+
+
+def from_pair(k: Kernel, p: FF, limbs: int) -> Fixed:
+    """A pair ``hi + lo`` with ``hi`` in [0, 1) and the sum too, truncated as
+    ``from_float`` (each part's truncation: below 2^(-32 limbs) each)."""
+    high, low = from_float(k, p.hi, limbs), from_float(k, abs(p.lo), limbs)
+    plus, minus = add(k, high, low), sub(k, high, low)
+    down = ff.let(k, p.lo < 0.0)
+    return tuple(ff.let(k, select(down, m, s)) for m, s in zip(minus, plus, strict=True))
+
+
+def to_pair(k: Kernel, a: Fixed, exponent: Val) -> tuple[FF, Val]:
+    """``A 2^exponent``, ``A`` the limbs read as one integer (three limbs), as ``2^scale
+    (hi + lo)``: its top 48 bits with every lower bit ORed into the last (round to odd),
+    so any rounding of it to 46 bits or fewer is that of the exact value. ``A`` nonzero;
+    ``exponent`` an i32."""
+    if len(a) != 3:
+        raise TypeError("to_pair reads three limbs")
+    lead = ff.let(k, select(a[0] != 0, ir.clz(a[0]), select(
+        a[1] != 0, ir.clz(a[1]) + 32, ir.clz(a[2]) + 64)))
+    top, mid, low = shl(k, a, lead)
+    hi = cast(top >> 8, F32)
+    sticky = select(((mid & 0xFFFF) | low) != 0, _ONE, _ZERO)
+    lo = cast((((top & 0xFF) << 16) | (mid >> 16)) | sticky, F32) * 2.0**-24
+    scale = ff.let(k, exponent + 72 - cast(lead, I32))
+    return ff.fast_two_sum(k, hi, lo), scale
