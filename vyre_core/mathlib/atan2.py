@@ -146,12 +146,15 @@ def atan2_f32(k: Kernel, y: Val, x: Val) -> Val:
     ``ff.decided`` says that is the true value's rounding at ``_FAST_ERROR`` (a zero
     pair is exact), else the accurate path's fixed-point value rounded once."""
     pair, scale, parts = _core(k, y, x)
-    result = k.let(k.fresh_name("m"), ff.round_ff(k, pair, scale))
+    hi, lo, at = (k.let(k.fresh_name("m"), v) for v in (pair.hi, pair.lo, scale))
     sure = ir.logical_or(ff.decided(k, pair, abs(pair.hi) * _FAST_ERROR, scale),
                          pair.hi == 0.0)
     with k.if_(ir.logical_not(sure)):
-        k.assign(result, _accurate(k, parts))
-    return _nan(y, x, result)
+        exact, exact_scale = _accurate(k, parts)
+        k.assign(hi, select(parts.minus, -exact.hi, exact.hi))
+        k.assign(lo, select(parts.minus, -exact.lo, exact.lo))
+        k.assign(at, exact_scale)
+    return _nan(y, x, ff.round_ff(k, FF(hi, lo), at))
 
 
 def _nan(y: Val, x: Val, finite: Val) -> Val:
@@ -260,17 +263,16 @@ def _reduced(k: Kernel, m: FF, de: Val) -> tuple[FF, Val]:
                   angle), j
 
 
-def _accurate(k: Kernel, p: _Parts) -> Val:
-    """``atan2(y, x)`` correctly rounded to f32 from fixed-point values of 96 bits
-    (module docstring: the accurate path)."""
-    big, small = _significand(p.d_bits), _significand(p.n_bits)
-    quotient = _divide(k, small, big)  # m = n / d, an integer word and 96 fraction bits
+def _accurate(k: Kernel, p: _Parts) -> tuple[FF, Val]:
+    """``|atan2(y, x)| = 2^scale (hi + lo)`` from fixed-point values of 96 bits, ``lo``
+    rounded to odd (module docstring: the accurate path)."""
+    quotient = _divide(k, _significand(p.n_bits), _significand(p.d_bits))  # m = n / d
     scaled = ff.let(k, p.j == 0)
-    x_start = fixed.shr(k, quotient, ff.let(k, select(scaled, ir.lit(1, U32),
-                                                       cast(-p.de, U32))))[1:]
+    x_start = fixed.shr(k, quotient, ff.let(k, select(scaled, ir.lit(1, U32), cast(
+        ir.min(-p.de, 8), U32))), most=8)[1:]
     # j >= 1: x = u = (q - t) / (1 + q t), t = j / 64; j = 0: x = m / 2
     u, u_negative = _reduced_u(k, x_start, p.j)
-    x = tuple(ff.let(k, select(scaled, a, b)) for a, b in zip(x_start, u, strict=True))
+    x = _either(k, scaled, x_start, u)
     sigma = ff.let(k, select(scaled, p.de + 1, ir.lit(0, I32)))
     square = fixed.mul(k, x, x, 3)
     w = fixed.shr(k, square, ff.let(k, cast(ir.min(-2 * sigma, 96), U32)))  # u^2 or q^2
@@ -283,10 +285,7 @@ def _accurate(k: Kernel, p: _Parts) -> Val:
         _words(_HALF_PI_FIXED), _words(_PI_FIXED), strict=True))
     placed = _either(k, p.flip, fixed.sub(k, place, shown), fixed.add(k, place, shown))
     value = _either(k, p.direct, a, placed)
-    exponent = ff.let(k, select(p.direct, sigma - 96, ir.lit(-94, I32)))
-    pair, scale = fixed.to_pair(k, value, exponent)
-    rounded = bitcast(ff.round_ff(k, pair, scale), U32)
-    return bitcast(rounded | select(p.minus, ir.lit(0x80000000, U32), ir.lit(0, U32)), F32)
+    return fixed.to_pair(k, value, ff.let(k, select(p.direct, sigma - 96, ir.lit(-94, I32))))
 
 
 def _words(value: int) -> list[int]:
@@ -304,29 +303,33 @@ def _significand(bits: Val) -> Val:
     return ((bits << shift) & 0x7FFFFF) | 0x800000
 
 
+def _variable(k: Kernel, value: Val) -> Val:
+    """A variable a loop assigns to, starting at ``value``."""
+    return k.let(k.fresh_name("m"), value)
+
+
 def _divide(k: Kernel, n: Val, d: Val) -> Fixed:
     """``n / d`` for 24-bit integers with their top bit set: an integer word (0 or 1)
-    and three fraction words, truncated (8 bits a step: the remainder stays below
-    ``d < 2^24``, so ``remainder * 2^8`` fits a word)."""
+    and three fraction words, truncated. Long division, 8 bits a pass: the remainder
+    stays below ``d < 2^24``, so ``remainder * 2^8`` fits a word."""
     d = ff.let(k, d)
     whole = ff.let(k, select(n >= d, ir.lit(1, U32), ir.lit(0, U32)))
-    rest = ff.let(k, n - whole * d)
-    words = [whole]
-    for _ in range(3):
-        word: Val = ir.lit(0, U32)
-        for _ in range(4):
-            shifted = ff.let(k, rest << 8)
-            digit = ff.let(k, shifted // d)
-            rest = ff.let(k, shifted - digit * d)
-            word = (word << 8) | digit
-        words.append(ff.let(k, word))
-    return tuple(words)
+    rest = _variable(k, n - whole * d)
+    words = [_variable(k, ir.lit(0, U32)) for _ in range(3)]
+    with k.loop(k.fresh_name("m"), 0, 12):
+        shifted = ff.let(k, rest << 8)
+        digit = ff.let(k, shifted // d)
+        k.assign(rest, shifted - digit * d)
+        k.assign(words[0], (words[0] << 8) | (words[1] >> 24))
+        k.assign(words[1], (words[1] << 8) | (words[2] >> 24))
+        k.assign(words[2], (words[2] << 8) | digit)
+    return (whole, *words)
 
 
 def _reduced_u(k: Kernel, q: Fixed, j: Val) -> tuple[Fixed, Val]:
     """``|u|`` for ``u = (q - t) / (1 + q t)``, ``t = j / 64``, and whether ``u < 0``:
-    ``u0 = |q - t| r`` with ``r`` the pair ``1 / (1 + q t)`` (error 2^-44), then once
-    ``u0 + (|q - t| - u0 (1 + q t)) r``, which squares the error (and ``j = 64``'s
+    ``u0 = |q - t| r`` to 64 bits, ``r`` the pair ``1 / (1 + q t)`` (error 2^-44), then
+    once ``u0 + (|q - t| - u0 (1 + q t)) r``, which squares the error (``j = 64``'s
     ``t = 1`` is 0 modulo 1: ``t - q`` is still right)."""
     diff = fixed.sub(k, q, (ff.let(k, j << 26), ir.lit(0, U32), ir.lit(0, U32)))
     negative = ff.let(k, fixed.negative(diff))
@@ -336,28 +339,35 @@ def _reduced_u(k: Kernel, q: Fixed, j: Val) -> tuple[Fixed, Val]:
     top = half_den[0]
     den_pair = ff.fast_two_sum(k, cast(top >> 8, F32) * 2.0**-24, cast(
         ((top & 0xFF) << 16) | (half_den[1] >> 16), F32) * 2.0**-48)
-    r = fixed.from_pair(k, ff.div(k, FF(ir.lit(0.5, F32), ir.lit(0.0, F32)), den_pair), 2)
-    u0 = fixed.mul(k, num, r, 3)
+    r = fixed.from_pair(k, ff.div(k, FF(ir.lit(0.5, F32), ir.lit(0.0, F32)), den_pair))
+    u0 = fixed.mul(k, num[:2], r, 2)
     rest = fixed.sub(k, fixed.shr(k, num, 1), fixed.mul(k, u0, half_den, 3))  # half of it
     rest_negative = ff.let(k, fixed.negative(rest))
-    step = fixed.mul(k, fixed.magnitude(k, rest), r, 3)
-    step = fixed.add(k, step, step)
+    step = fixed.mul(k, fixed.magnitude(k, rest)[1:], r, 2)  # (|rest| < 2^-32)
+    step = fixed.add(k, (ir.lit(0, U32), *step), (ir.lit(0, U32), *step))
+    u0 = (*u0, ir.lit(0, U32))
     return _either(k, rest_negative, fixed.sub(k, u0, step), fixed.add(k, u0, step)), negative
 
 
-#: How many limbs each of the series' nested sums keeps (module docstring's bound).
-_SERIES_LIMBS = (3, 3, 2, 2, 1, 1, 1)
+#: The series' nested sums, one pass each: ``b = c - (f b)`` with ``c = 1/(2i + 3)`` for
+#: i = 6 down to 0 (``f = w``), then ``c = 0`` with ``f = w`` and with ``f = x``.
+_PASSES = 9
+_SERIES_WORDS = np.array([w for c in (*_SERIES[::-1], 0, 0) for w in _words(c)], np.uint32)
 
 
 def _series(k: Kernel, x: Fixed, w: Fixed) -> Fixed:
-    """``x (1 - w/3 + w^2/5 - ... + w^6/15)`` for ``w <= 2^-14``, below the sum: nested,
-    ``b_i = 1/(2i + 3) - w b_(i+1)`` (each positive), then ``x - (x w) b_0`` with the
-    subtracted part's last bit set, so that it is never 0 (``atan q < q``: a quotient
-    that is a rounding boundary rounds down)."""
-    b: Fixed = ()
-    for i in range(6, -1, -1):
-        n = _SERIES_LIMBS[i]
-        c = fixed.const(_SERIES[i] >> (32 * (3 - n)), n)
-        b = c if i == 6 else fixed.sub(k, c, fixed.mul(k, w[:n], b, n))
-    part = fixed.mul(k, fixed.mul(k, x, w, 3), b, 3)
-    return fixed.sub(k, x, (*part[:2], ff.let(k, part[2] | 1)))
+    """``x (1 - w/3 + w^2/5 - ... + w^6/15)`` for ``w <= 2^-14``, below it, by nested
+    sums modulo 1 in one loop: ``b_i = 1/(2i + 3) - w b_(i+1)`` (each in (0, 1)), then
+    ``1 - w b_0`` (0 - w b_0 modulo 1), then ``-x (1 - w b_0)``, negated. Each product
+    has its last bit set, so it is never 0: ``1 - w b_0 < 1`` even where ``w`` is 0, and
+    the result is below ``x`` (``atan q < q``: a quotient that is a rounding boundary
+    rounds down)."""
+    b = [_variable(k, ir.lit(0, U32)) for _ in range(3)]
+    with k.loop(k.fresh_name("m"), 0, _PASSES) as i:
+        last = ff.let(k, i == _PASSES - 1)
+        f = tuple(ff.let(k, select(last, xi, wi)) for xi, wi in zip(x, w, strict=True))
+        part = fixed.mul(k, f, tuple(b), 3)
+        c = tuple(ff.let(k, table(_SERIES_WORDS, 3 * i + n)) for n in range(3))
+        for bi, v in zip(b, fixed.sub(k, c, (*part[:2], part[2] | 1)), strict=True):
+            k.assign(bi, v)
+    return fixed.sub(k, fixed.const(0, 3), tuple(b))

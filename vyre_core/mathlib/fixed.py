@@ -103,22 +103,25 @@ def mul(k: Kernel, a: Fixed, b: Fixed, limbs: int) -> Fixed:
     return tuple(reversed(out[1:]))
 
 
-def shr(k: Kernel, a: Fixed, amount: Val | int) -> Fixed:
-    """``a / 2^amount``, truncated: ``amount`` a u32 (any: from ``32 len(a)`` on, 0) or
-    a Python int."""
+def shr(k: Kernel, a: Fixed, amount: Val | int, most: int | None = None) -> Fixed:
+    """``a / 2^amount``, truncated: ``amount`` a Python int, or a u32 up to ``most``
+    (default: any; from ``32 len(a)`` on, 0)."""
     n = len(a)
     if isinstance(amount, int):
         words, bits = divmod(min(amount, 32 * n), 32)
         moved = [_ZERO] * words + list(a[:n - words])
         return tuple(_funnel(moved, i, bits) if bits else moved[i] for i in range(n))
-    amount = ff.let(k, ir.min(amount, 32 * n))
+    most = 32 * n if most is None else min(most, 32 * n)
+    if most == 32 * n:
+        amount = ff.let(k, ir.min(amount, 32 * n))
     words, bits = ff.let(k, amount >> 5), ff.let(k, amount & 31)
+    most_words = most >> 5
     moved = []
-    for i in range(n):
-        v: Val = _ZERO
-        for w in range(i, -1, -1):  # (a[i - w] where words == w)
+    for i in range(n):  # (a[i - words], 0 where words > i)
+        v: Val = a[i - most_words] if most_words <= i else _ZERO
+        for w in range(min(i, most_words - 1), -1, -1):
             v = select(words == w, a[i - w], v)
-        moved.append(ff.let(k, v))
+        moved.append(v if most < 32 else ff.let(k, v))
     spill = ff.let(k, (32 - bits) & 31)
     return tuple(ff.let(k, (moved[i] >> bits) | (select(bits == 0, _ZERO, moved[i - 1] << spill)
                                                  if i else _ZERO))
@@ -147,25 +150,14 @@ def shl(k: Kernel, a: Fixed, amount: Val) -> Fixed:
                  for i in range(n))
 
 
-def from_float(k: Kernel, v: Val, limbs: int) -> Fixed:
-    """A float in [0, 1) as a fraction, truncated below its last limb (exact where its
-    bits reach no lower): each limb is ``floor`` of the rest times 2^32, exact in f32."""
-    out, rest = [], v
-    for _ in range(limbs):
-        scaled = ff.let(k, rest * 4294967296.0)
-        whole = ff.let(k, ir.floor(scaled))
-        out.append(ff.let(k, cast(whole, U32)))
-        rest = ff.let(k, scaled - whole)
-    return tuple(out)
-
-
-def from_pair(k: Kernel, p: FF, limbs: int) -> Fixed:
-    """A pair ``hi + lo`` with ``hi`` in [0, 1) and the sum too, truncated as
-    ``from_float`` (each part's truncation: below 2^(-32 limbs) each)."""
-    high, low = from_float(k, p.hi, limbs), from_float(k, abs(p.lo), limbs)
-    plus, minus = add(k, high, low), sub(k, high, low)
-    down = ff.let(k, p.lo < 0.0)
-    return tuple(ff.let(k, select(down, m, s)) for m, s in zip(minus, plus, strict=True))
+def from_pair(k: Kernel, p: FF) -> Fixed:
+    """A pair with ``hi`` in [1/2, 1) as two limbs, truncated below 2^-64: ``hi 2^32``
+    is an integer, ``lo 2^32`` (below 2^8 in size) an integer and a fraction, each part
+    exact in f32."""
+    low = ff.let(k, p.lo * 4294967296.0)
+    whole = ff.let(k, ir.floor(low))
+    first = cast(p.hi * 4294967296.0, U32) + cast(cast(whole, I32), U32)
+    return ff.let(k, first), ff.let(k, cast((low - whole) * 4294967296.0, U32))
 
 
 def to_pair(k: Kernel, a: Fixed, exponent: Val) -> tuple[FF, Val]:
