@@ -98,5 +98,5 @@ if __name__ == "__main__":
     print(f"# {len(pairs)} pairs, same bits after the rounding bit: "
           f"{pairs[0][2]:.1f} to {pairs[-1][2]:.1f}")
     print("HARD_PAIRS = [\n    " + ",\n    ".join(
-        ", ".join(f"(0x{y:08X}, 0x{x:08X})" for y, x, _ in pairs[i:i + 4])
-        for i in range(0, len(pairs), 4)) + "]")
+        ", ".join(f"(0x{y:08X}, 0x{x:08X})" for y, x, _ in pairs[i:i + 3])
+        for i in range(0, len(pairs), 3)) + "]")
