@@ -350,8 +350,8 @@ def accurate_only(k: ir.Kernel, y: ir.Val, x: ir.Val) -> ir.Val:
     infinite: their pair is exact)."""
     pair, scale, parts = atan2._core(k, y, x)
     exact, exact_scale = atan2._accurate(k, parts)
-    signed = ff.FF(ir.select(parts.minus, -exact.hi, exact.hi),
-                   ir.select(parts.minus, -exact.lo, exact.lo))
+    minus = parts.minus == 1
+    signed = ff.FF(ir.select(minus, -exact.hi, exact.hi), ir.select(minus, -exact.lo, exact.lo))
     special = ir.logical_or(ir.logical_or(y == 0.0, x == 0.0), ir.logical_or(
         abs(y) == float("inf"), abs(x) == float("inf")))
     return atan2._nan(y, x, ir.select(special, ff.round_ff(k, pair, scale),

@@ -151,8 +151,9 @@ def atan2_f32(k: Kernel, y: Val, x: Val) -> Val:
                          pair.hi == 0.0)
     with k.if_(ir.logical_not(sure)):
         exact, exact_scale = _accurate(k, parts)
-        k.assign(hi, select(parts.minus, -exact.hi, exact.hi))
-        k.assign(lo, select(parts.minus, -exact.lo, exact.lo))
+        sign = ff.let(k, parts.minus << 31)
+        k.assign(hi, bitcast(bitcast(exact.hi, U32) ^ sign, F32))
+        k.assign(lo, bitcast(bitcast(exact.lo, U32) ^ sign, F32))
         k.assign(at, exact_scale)
     return _nan(y, x, ff.round_ff(k, FF(hi, lo), at))
 
@@ -174,15 +175,15 @@ def _unpack(k: Kernel, bits: Val) -> tuple[Val, Val]:
 @dataclass(frozen=True)
 class _Parts:
     """What the accurate path takes from the fast one: the operands' magnitudes as
-    bits, ``n <= d`` (``n / d = 2^de m``), the table's index ``j``, and the placing."""
+    bits, ``n <= d`` (``n / d = 2^de m``), the table's index ``j``, and the placing as
+    u32 bits (1 where |y| > |x|, where x's sign bit is set, where y's is)."""
 
     n_bits: Val
     d_bits: Val
     de: Val
     j: Val
     swap: Val
-    flip: Val
-    direct: Val
+    negative: Val
     minus: Val
 
 
@@ -228,7 +229,8 @@ def _core(k: Kernel, y: Val, x: Val) -> tuple[FF, Val, _Parts]:
     scale = ff.let(k, select(direct, a_scale, ir.lit(0, I32)))
     minus = ff.let(k, (by >> 31) == 1)
     pair = FF(ff.let(k, select(minus, -hi, hi)), ff.let(k, select(minus, -lo, lo)))
-    return pair, scale, _Parts(n_bits, d_bits, de, j, swap, flip, direct, minus)
+    return pair, scale, _Parts(n_bits, d_bits, de, j, ff.let(k, (ax - ay) >> 31),
+                               ff.let(k, bx >> 31), ff.let(k, by >> 31))
 
 
 def _tiny(k: Kernel, m: FF, de: Val) -> FF:
@@ -267,40 +269,37 @@ def _accurate(k: Kernel, p: _Parts) -> tuple[FF, Val]:
     """``|atan2(y, x)| = 2^scale (hi + lo)`` from fixed-point values of 96 bits, ``lo``
     rounded to odd (module docstring: the accurate path)."""
     quotient = _divide(k, _significand(p.n_bits), _significand(p.d_bits))  # m = n / d
-    scaled = ff.let(k, p.j == 0)
-    x_start = fixed.shr(k, quotient, ff.let(k, select(scaled, ir.lit(1, U32), cast(
+    scaled = ff.let(k, fixed.is_zero(p.j))
+    x_start = fixed.shr(k, quotient, ff.let(k, fixed.pick(scaled, ir.lit(1, U32), cast(
         ir.min(-p.de, 8), U32))), most=8)[1:]
     # j >= 1: x = u = (q - t) / (1 + q t), t = j / 64; j = 0: x = m / 2
     u, u_negative = _reduced_u(k, x_start, p.j)
-    x = _either(k, scaled, x_start, u)
-    sigma = ff.let(k, select(scaled, p.de + 1, ir.lit(0, I32)))
+    x = fixed.either(k, scaled, x_start, u)
+    sigma = ff.let(k, cast(fixed.pick(scaled, cast(p.de + 1, U32), ir.lit(0, U32)), I32))
     square = fixed.mul(k, x, x, 3)
     w = fixed.shr(k, square, ff.let(k, cast(ir.min(-2 * sigma, 96), U32)))  # u^2 or q^2
     s = _series(k, x, w)
     t = tuple(ff.let(k, table(_ATAN_WORDS, 3 * p.j + i)) for i in range(3))
-    a_abs = _either(k, u_negative, fixed.sub(k, t, s), fixed.add(k, t, s))
-    a = _either(k, scaled, s, a_abs)  # atan q = 2^sigma a
+    a = fixed.either(k, scaled, s, fixed.either(k, u_negative, fixed.sub(k, t, s),
+                                                 fixed.add(k, t, s)))  # atan q = 2^sigma a
     shown = fixed.shr(k, a, ff.let(k, cast(2 - sigma, U32)))  # 94 fraction bits
-    place = tuple(ff.let(k, select(p.swap, ir.lit(h, U32), ir.lit(w_, U32))) for h, w_ in zip(
-        _words(_HALF_PI_FIXED), _words(_PI_FIXED), strict=True))
-    placed = _either(k, p.flip, fixed.sub(k, place, shown), fixed.add(k, place, shown))
-    value = _either(k, p.direct, a, placed)
-    return fixed.to_pair(k, value, ff.let(k, select(p.direct, sigma - 96, ir.lit(-94, I32))))
+    place = tuple(ff.let(k, fixed.pick(p.swap, ir.lit(h, U32), ir.lit(w_, U32))) for h, w_ in
+                  zip(_words(_HALF_PI_FIXED), _words(_PI_FIXED), strict=True))
+    placed = fixed.either(k, p.swap ^ p.negative, fixed.sub(k, place, shown),
+                          fixed.add(k, place, shown))
+    direct = ff.let(k, (p.swap | p.negative) ^ 1)
+    exponent = cast(fixed.pick(direct, cast(sigma - 96, U32), ir.lit(-94 & 0xFFFFFFFF, U32)),
+                    I32)
+    return fixed.to_pair(k, fixed.either(k, direct, a, placed), ff.let(k, exponent))
 
 
 def _words(value: int) -> list[int]:
     return [(value >> shift) & 0xFFFFFFFF for shift in (64, 32, 0)]
 
 
-def _either(k: Kernel, cond: Val, a: Fixed, b: Fixed) -> Fixed:
-    """``a`` where ``cond``, else ``b``, limb by limb."""
-    return tuple(ff.let(k, select(cond, x, y)) for x, y in zip(a, b, strict=True))
-
-
 def _significand(bits: Val) -> Val:
     """A positive f32's significand as a 24-bit integer (a subnormal's normalized)."""
-    shift = select(bits < 0x800000, ir.clz(bits) - 8, ir.lit(0, U32))
-    return ((bits << shift) & 0x7FFFFF) | 0x800000
+    return ((bits << (ir.max(ir.clz(bits), 8) - 8)) & 0x7FFFFF) | 0x800000
 
 
 def _variable(k: Kernel, value: Val) -> Val:
@@ -313,7 +312,7 @@ def _divide(k: Kernel, n: Val, d: Val) -> Fixed:
     and three fraction words, truncated. Long division, 8 bits a pass: the remainder
     stays below ``d < 2^24``, so ``remainder * 2^8`` fits a word."""
     d = ff.let(k, d)
-    whole = ff.let(k, select(n >= d, ir.lit(1, U32), ir.lit(0, U32)))
+    whole = ff.let(k, ((n - d) >> 31) ^ 1)
     rest = _variable(k, n - whole * d)
     words = [_variable(k, ir.lit(0, U32)) for _ in range(3)]
     with k.loop(k.fresh_name("m"), 0, 12):
@@ -343,8 +342,8 @@ def _reduced_u(k: Kernel, q: Fixed, j: Val) -> tuple[Fixed, Val]:
         down = ff.let(k, fixed.negative(rest))
         step = fixed.mul(k, fixed.magnitude(k, rest), (r,), 3)
         step = fixed.add(k, step, step)
-        for vi, new in zip(v, _either(k, down, fixed.sub(k, tuple(v), step),
-                                      fixed.add(k, tuple(v), step)), strict=True):
+        for vi, new in zip(v, fixed.either(k, down, fixed.sub(k, tuple(v), step),
+                                           fixed.add(k, tuple(v), step)), strict=True):
             k.assign(vi, new)
     return tuple(v), negative
 
@@ -368,8 +367,7 @@ def _series(k: Kernel, x: Fixed, w: Fixed) -> Fixed:
     rounds down)."""
     b = [_variable(k, ir.lit(0, U32)) for _ in range(3)]
     with k.loop(k.fresh_name("m"), 0, _PASSES) as i:
-        last = ff.let(k, i == _PASSES - 1)
-        f = tuple(ff.let(k, select(last, xi, wi)) for xi, wi in zip(x, w, strict=True))
+        f = fixed.either(k, ff.let(k, fixed.is_zero(i ^ (_PASSES - 1))), x, w)
         part = fixed.mul(k, f, tuple(b), 3)
         c = tuple(ff.let(k, table(_SERIES_WORDS, 3 * i + n)) for n in range(3))
         for bi, v in zip(b, fixed.sub(k, c, (*part[:2], part[2] | 1)), strict=True):

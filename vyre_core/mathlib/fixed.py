@@ -6,14 +6,16 @@ A number is a tuple of u32 values, the most significant first, read as a fractio
 as ``to_pair`` takes one). The IR's integer operations (``mulhi`` for a product's high
 word) are exact on every backend, so the only errors are the truncations each function
 names; addition and subtraction wrap modulo 1 and are exact. Everything binds what it
-makes with ``ff.let``. tests/test_mathlib_fixed.py holds each function to Python's
-integers.
+makes with ``ff.let``, and nothing here compares or selects: carries, borrows and choices
+are bit operations on words (a ``select`` is a branch in numba's helpers, and their
+compile time grows with the branches, not the operations). tests/test_mathlib_fixed.py
+holds each function to Python's integers.
 """
 
 from __future__ import annotations
 
 from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, cast, select
+from vyre_core.ir.builder import Kernel, Val, cast
 from vyre_core.ir.dtypes import DType
 from vyre_core.mathlib import ff
 from vyre_core.mathlib.ff import FF
@@ -31,51 +33,58 @@ def const(value: int, limbs: int) -> Fixed:
                  for i in range(limbs))
 
 
-def _carry(s: Val, t: Val) -> Val:
-    """1 where ``s = x + t`` wrapped (``s < t``), else 0."""
-    return select(s < t, _ONE, _ZERO)
+def mask(bit: Val) -> Val:
+    """All ones where the u32 ``bit`` is 1, 0 where it is 0."""
+    return _ZERO - bit
+
+
+def is_zero(v: Val) -> Val:
+    """1 where the u32 ``v`` is 0, else 0."""
+    return ((v | (_ZERO - v)) >> 31) ^ 1
+
+
+def pick(bit: Val, a: Val, b: Val) -> Val:
+    """``a`` where the u32 ``bit`` is 1, ``b`` where it is 0."""
+    return b ^ ((a ^ b) & mask(bit))
+
+
+def either(k: Kernel, bit: Val, a: Fixed, b: Fixed) -> Fixed:
+    """``a`` where the u32 ``bit`` is 1, else ``b``, limb by limb."""
+    m = ff.let(k, mask(bit))
+    return tuple(ff.let(k, y ^ ((x ^ y) & m)) for x, y in zip(a, b, strict=True))
 
 
 def add(k: Kernel, a: Fixed, b: Fixed) -> Fixed:
-    """``a + b`` modulo 1, exactly."""
+    """``a + b`` modulo 1, exactly (each carry the top bit of the full adder's
+    ``(x & y) | ((x | y) & ~s)``)."""
     out, carry = [], None
     for x, y in zip(reversed(a), reversed(b), strict=True):
-        s = ff.let(k, x + y)
-        c = _carry(s, y)
-        if carry is not None:
-            t = ff.let(k, s + carry)
-            c = c + _carry(t, carry)
-            s = t
-        carry = ff.let(k, c)
+        s = ff.let(k, x + y if carry is None else x + y + carry)
+        carry = ff.let(k, ((x & y) | ((x | y) & ~s)) >> 31)
         out.append(s)
     return tuple(reversed(out))
 
 
 def sub(k: Kernel, a: Fixed, b: Fixed) -> Fixed:
-    """``a - b`` modulo 1, exactly."""
+    """``a - b`` modulo 1, exactly (each borrow the top bit of
+    ``(~x & y) | ((~x | y) & d)``)."""
     out, borrow = [], None
     for x, y in zip(reversed(a), reversed(b), strict=True):
-        d = ff.let(k, x - y)
-        c = select(x < y, _ONE, _ZERO)
-        if borrow is not None:
-            t = ff.let(k, d - borrow)
-            c = c + select(d < borrow, _ONE, _ZERO)
-            d = t
-        borrow = ff.let(k, c)
+        d = ff.let(k, x - y if borrow is None else x - y - borrow)
+        borrow = ff.let(k, ((~x & y) | ((~x | y) & d)) >> 31)
         out.append(d)
     return tuple(reversed(out))
 
 
 def negative(a: Fixed) -> Val:
-    """Whether ``a``, read as a two's complement fraction in [-1/2, 1/2), is negative."""
-    return (a[0] >> 31) == 1
+    """1 where ``a``, read as a two's complement fraction in [-1/2, 1/2), is negative,
+    else 0."""
+    return a[0] >> 31
 
 
 def magnitude(k: Kernel, a: Fixed) -> Fixed:
     """``|a|`` of a two's complement fraction (``negative``)."""
-    flipped = sub(k, const(0, len(a)), a)
-    sign = ff.let(k, negative(a))
-    return tuple(ff.let(k, select(sign, f, x)) for f, x in zip(flipped, a, strict=True))
+    return either(k, ff.let(k, negative(a)), sub(k, const(0, len(a)), a), a)
 
 
 def mul(k: Kernel, a: Fixed, b: Fixed, limbs: int) -> Fixed:
@@ -96,11 +105,29 @@ def mul(k: Kernel, a: Fixed, b: Fixed, limbs: int) -> Fixed:
         terms = column + ([carry] if carry is not None else [])
         s, c = (terms[0] if terms else _ZERO), None
         for t in terms[1:]:
-            s = ff.let(k, s + t)
-            c = _carry(s, t) if c is None else c + _carry(s, t)
+            total = ff.let(k, s + t)
+            wrapped = ((s & t) | ((s | t) & ~total)) >> 31
+            c = wrapped if c is None else c + wrapped
+            s = total
         carry = _ZERO if c is None else ff.let(k, c)
         out.append(s)
     return tuple(reversed(out[1:]))
+
+
+def _words(k: Kernel, a: Fixed, words: Val, most: int, left: bool) -> list[Val]:
+    """``a`` moved by ``words`` (u32, up to ``most``) whole limbs, right or left, zeros
+    coming in: one stage a bit of ``words``, as a barrel shifter."""
+    moved = list(a)
+    n, stage = len(a), 0
+    while (1 << stage) <= most:
+        step = 1 << stage
+        bit = ff.let(k, mask((words >> stage) & 1))
+        shifted = ([_ZERO] * step + moved[:n - step] if not left
+                   else moved[step:] + [_ZERO] * step)[:n]
+        moved = [ff.let(k, m ^ ((s ^ m) & bit)) if s is not m else m
+                 for m, s in zip(moved, shifted, strict=True)]
+        stage += 1
+    return moved
 
 
 def shr(k: Kernel, a: Fixed, amount: Val | int, most: int | None = None) -> Fixed:
@@ -114,18 +141,11 @@ def shr(k: Kernel, a: Fixed, amount: Val | int, most: int | None = None) -> Fixe
     most = 32 * n if most is None else min(most, 32 * n)
     if most == 32 * n:
         amount = ff.let(k, ir.min(amount, 32 * n))
-    words, bits = ff.let(k, amount >> 5), ff.let(k, amount & 31)
-    most_words = most >> 5
-    moved = []
-    for i in range(n):  # (a[i - words], 0 where words > i)
-        v: Val = a[i - most_words] if most_words <= i else _ZERO
-        for w in range(min(i, most_words - 1), -1, -1):
-            v = select(words == w, a[i - w], v)
-        moved.append(v if most < 32 else ff.let(k, v))
-    spill = ff.let(k, (32 - bits) & 31)
-    return tuple(ff.let(k, (moved[i] >> bits) | (select(bits == 0, _ZERO, moved[i - 1] << spill)
-                                                 if i else _ZERO))
-                 for i in range(n))
+    bits = ff.let(k, amount & 31)
+    moved = _words(k, a, ff.let(k, amount >> 5), most >> 5, left=False)
+    back = ff.let(k, 31 - bits)  # (the spilled bits: << 1 << back, 0 when bits is 0)
+    return tuple(ff.let(k, (moved[i] >> bits) | ((moved[i - 1] << 1) << back) if i
+                        else moved[i] >> bits) for i in range(n))
 
 
 def _funnel(moved: list[Val], i: int, bits: int) -> Val:
@@ -137,17 +157,11 @@ def _funnel(moved: list[Val], i: int, bits: int) -> Val:
 def shl(k: Kernel, a: Fixed, amount: Val) -> Fixed:
     """``a * 2^amount`` modulo 1, for a u32 ``amount`` below ``32 len(a)``."""
     n = len(a)
-    words, bits = ff.let(k, amount >> 5), ff.let(k, amount & 31)
-    moved = []
-    for i in range(n):
-        v: Val = _ZERO
-        for w in range(n - i - 1, -1, -1):  # (a[i + w] where words == w)
-            v = select(words == w, a[i + w], v)
-        moved.append(ff.let(k, v))
-    spill = ff.let(k, (32 - bits) & 31)
-    return tuple(ff.let(k, (moved[i] << bits) | (select(bits == 0, _ZERO, moved[i + 1] >> spill)
-                                                 if i + 1 < n else _ZERO))
-                 for i in range(n))
+    bits = ff.let(k, amount & 31)
+    moved = _words(k, a, ff.let(k, amount >> 5), n - 1, left=True)
+    back = ff.let(k, 31 - bits)
+    return tuple(ff.let(k, (moved[i] << bits) | ((moved[i + 1] >> 1) >> back)
+                        if i + 1 < n else moved[i] << bits) for i in range(n))
 
 
 def from_pair(k: Kernel, p: FF) -> Fixed:
@@ -167,11 +181,12 @@ def to_pair(k: Kernel, a: Fixed, exponent: Val) -> tuple[FF, Val]:
     ``exponent`` an i32."""
     if len(a) != 3:
         raise TypeError("to_pair reads three limbs")
-    lead = ff.let(k, select(a[0] != 0, ir.clz(a[0]), select(
-        a[1] != 0, ir.clz(a[1]) + 32, ir.clz(a[2]) + 64)))
+    zeros = [ff.let(k, ir.clz(limb)) for limb in a]  # (32 for a zero limb)
+    lead = ff.let(k, zeros[0] + (mask(zeros[0] >> 5) & (
+        zeros[1] + (mask(zeros[1] >> 5) & zeros[2]))))
     top, mid, low = shl(k, a, lead)
     hi = cast(top >> 8, F32)
-    sticky = select(((mid & 0xFFFF) | low) != 0, _ONE, _ZERO)
+    sticky = is_zero((mid & 0xFFFF) | low) ^ 1
     lo = cast((((top & 0xFF) << 16) | (mid >> 16)) | sticky, F32) * 2.0**-24
     scale = ff.let(k, exponent + 72 - cast(lead, I32))
     return ff.fast_two_sum(k, hi, lo), scale
