@@ -15,6 +15,14 @@ results from 2^-7 on; this search reaches below it (down to 2^-25; below that th
 is the quotient's rounding, atan2.py's docstring).
 
     python tools/atan2_hard_pairs.py [midpoints per binade] [pairs kept] [seed]
+
+``--check FILE`` instead runs the library's f32 ``atan2`` (the reference, in this process)
+over the pairs of a CORE-MATH worst-case file (``atan2f.wc``: ``y,x`` a line, C99 hex
+floats, ``inf`` and ``nan``; ``#`` comments) in every sign and order, the accurate path
+alone as well, against MPFR, and prints how many it misrounds (run from the repository
+root, with tests/ on the path for the test's helpers).
+
+    PYTHONPATH=tests python tools/atan2_hard_pairs.py --check atan2f.wc
 """
 
 from __future__ import annotations
@@ -92,7 +100,35 @@ def search(per_binade: int, seed: int) -> list[tuple[int, int, float]]:
     return sorted(((y, x, b) for (y, x), b in found.items()), key=lambda t: -t[2])
 
 
+def check(path: str) -> str:
+    """The misrounded count of each check of the pairs in ``path`` (``--check``)."""
+    from test_mathlib_atan2 import accurate_only, mpfr_atan2, on_reference, signs
+
+    from vyre_core.mathlib import atan2
+
+    def value(text: str) -> float:
+        word = text.strip().lstrip("+")
+        sign, word = (-1.0, word[1:]) if word.startswith("-") else (1.0, word)
+        if word in ("nan", "snan"):
+            return float("nan")
+        return sign * (float("inf") if word == "inf" else float.fromhex(word))
+    with open(path) as listed:
+        rows = [line.split(",") for line in listed if line.strip() and line[0] != "#"]
+    y, x = (np.array([value(r[i]) for r in rows], np.float32).view(np.uint32) for i in (0, 1))
+    y, x = signs(np.concatenate([y, x]), np.concatenate([x, y]), 0x80000000)
+    want = mpfr_atan2(y, x, 32)
+    lines = [f"{len(rows)} pairs, {y.size} with their signs and orders"]
+    for name, function in (("atan2_f32", atan2.atan2_f32), ("the accurate path", accurate_only)):
+        wrong = np.flatnonzero(on_reference(function, 32, y, x) != want)
+        lines.append(f"{name}: {wrong.size} misrounded " + " ".join(
+            f"({int(y[i]):08x}, {int(x[i]):08x})" for i in wrong[:8]))
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--check"]:
+        print(check(sys.argv[2]))
+        sys.exit()
     per, keep, seed = (int(a) for a in [*sys.argv[1:], *("10000", "384", "42")[len(sys.argv) - 1:]])
     pairs = search(per, seed)[:keep]
     print(f"# {len(pairs)} pairs, same bits after the rounding bit: "
