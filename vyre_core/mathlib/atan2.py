@@ -334,6 +334,7 @@ def _accurate(k: Kernel, p: _Parts) -> tuple[FF, Val]:
 
 
 def _words(value: int) -> list[int]:
+    """A 96-bit constant's three u32 words, the most significant first."""
     return [(value >> shift) & 0xFFFFFFFF for shift in (64, 32, 0)]
 
 
@@ -403,8 +404,8 @@ def _series(k: Kernel, x: Fixed, w: Fixed) -> Fixed:
     sums modulo 1 in one loop: ``b_i = 1/(2i + 3) - w b_(i+1)`` (each in (0, 1)), then
     ``1 - w b_0`` (0 - w b_0 modulo 1), then ``-x (1 - w b_0)``, negated. Each product
     has its last bit set, so it is never 0: ``1 - w b_0 < 1`` even where ``w`` is 0, and
-    the result is below ``x`` (``atan q < q``: a quotient that is a rounding boundary
-    rounds down)."""
+    the result is below ``x`` wherever ``x``'s last bit is 0, as at every rounding
+    boundary (``atan q < q``: a quotient that is a boundary rounds down)."""
     b = [_variable(k, ir.lit(0, U32)) for _ in range(3)]
     with k.loop(k.fresh_name("m"), 0, _PASSES) as i:
         f = fixed.either(k, ff.let(k, fixed.is_zero(i ^ (_PASSES - 1))), x, w)
