@@ -1,7 +1,10 @@
 """Development tool for vyre_core/mathlib/atan2.py (not product code; needs the ``test``
 extra's gmpy2): the source of atan2.py's constants, from MPFR at 200 bits, each part
 rounded once to f32: ``atan(j / 64)`` for j = 0..64 as pairs, pi and pi/2 as three
-floats (each the rest rounded once), and -1/3 as a pair.
+floats (each the rest rounded once), and -1/3 as a pair; for the accurate path, fixed
+point words (``vyre_core/mathlib/fixed.py``), each value rounded once to its last bit:
+``atan(j / 64)`` as three words (96 fraction bits), pi/2 and pi with 94 fraction bits,
+and the series' ``1 / (2i + 3)`` for i = 0..6 with 96.
 
     python tools/atan2_constants.py
 """
@@ -25,6 +28,29 @@ def _f32(word: int) -> float:
     return float(np.uint32(word).view(np.float32))
 
 
+def fixed(v: gmpy2.mpfr, fraction_bits: int) -> int:
+    """``v 2^fraction_bits`` rounded to the nearest integer."""
+    with gmpy2.context(precision=400):
+        return int(gmpy2.rint(v * gmpy2.mpfr(2) ** fraction_bits))
+
+
+def words(value: int) -> list[int]:
+    """A 96-bit integer as three u32 words, the most significant first."""
+    return [(value >> shift) & 0xFFFFFFFF for shift in (64, 32, 0)]
+
+
+def accurate() -> str:
+    with gmpy2.context(precision=400):
+        atans = [w for j in range(65) for w in words(fixed(gmpy2.atan(gmpy2.mpfr(j) / 64), 96))]
+        pi = gmpy2.const_pi()
+        places = [fixed(pi / 2, 94), fixed(pi, 94)]
+        series = [fixed(1 / gmpy2.mpfr(2 * i + 3), 96) for i in range(7)]
+    return "\n".join([
+        hex_list("_ATAN_WORDS", atans, "np.array") .replace("])", "], np.uint32)"),
+        f"_HALF_PI_FIXED, _PI_FIXED = {', '.join(f'0x{v:024X}' for v in places)}",
+        "_SERIES = (\n    " + ",\n    ".join(f"0x{v:024X}" for v in series) + ")"])
+
+
 def constants() -> str:
     with gmpy2.context(precision=200):
         atans = [pair(gmpy2.atan(gmpy2.mpfr(j) / 64)) for j in range(65)]
@@ -42,3 +68,4 @@ def constants() -> str:
 
 if __name__ == "__main__":
     print(constants())
+    print(accurate())

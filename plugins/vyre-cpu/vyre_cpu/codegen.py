@@ -248,6 +248,9 @@ class _Writer:
         self.stretch_names: dict[Load, str] = {}
         self.direct: set[str] = set()
         self.in_bounds = False
+        # whether loops look at the stop words (a math helper has none: the library's
+        # loops are short and of fixed length)
+        self.cancellable = True
         # (plain) the ranges of the version written with its indices proven (``proven``);
         # None while another version is written
         self.ranges: Ranges | None = None
@@ -816,6 +819,8 @@ class _Writer:
         Looked at once every STOP_EVERY passes of a loop with a unit counter (``counter``:
         a mask and a branch per pass; the stop words' loads, which LLVM may not hoist, only
         then), every pass of any other."""
+        if not self.cancellable:
+            return
         due = "" if counter is None else f"{counter} & {STOP_EVERY - 1} == 0 and "
         self.emit(depth, f"if {due}stopped(stop):")
         self.emit(depth + 1, "break")

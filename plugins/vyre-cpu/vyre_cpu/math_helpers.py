@@ -16,6 +16,7 @@ def source() -> str:
     library = functions()
     writer = _Writer(Program((), (1, 1, 1), tuple(s for fn in library.values()
                                                   for s in fn.body)))
+    writer.cancellable = False  # (a helper has no stop words; its loops are short)
     parts: list[str] = []
     for operation, fn in library.items():
         args = [param(i) for i in range(len(fn.params))]

@@ -199,66 +199,6 @@ fn vyre_pow_f32(x: f32, y: f32) -> f32 {{
 }}"""
 
 
-
-#: atan(t) for t >= 0 (inf included): t reduced at 7/16, 11/16, 19/16 and 39/16 to
-#: |u| <= 7/16 around atan of 0, 1/2, 1, 3/2 and inf (each a float and its remainder);
-#: atan(u) from its series to u^23 (the rest is below 2^-33 of u), returned as that
-#: angle and the rest. atan2 divides, then places the angle in its quadrant (pi less the
-#: angle as pi's two parts less the angle's: one rounding where it is pi/2).
-_ATAN = f"""fn vyre_atan_parts(t: f32) -> vec2<f32> {{
-    let a = bitcast<u32>(t);
-    if (a < 0x39800000u) {{ return vec2<f32>(vyre_k(0u), t); }}
-    var u = t;
-    var hi = vyre_k(0u);
-    var lo = vyre_k(0u);
-    if (a >= 0x3ee00000u) {{
-        let t2 = vyre_x(t * {_k(2.0)});
-        if (a < 0x3f300000u) {{
-            hi = {_pair(math.atan(0.5))[0]};
-            lo = {_pair(math.atan(0.5))[1]};
-            u = vyre_x(vyre_x(t2 - {_k(1.0)}) / vyre_x({_k(2.0)} + t));
-        }} else if (a < 0x3f980000u) {{
-            hi = {_pair(math.pi / 4)[0]};
-            lo = {_pair(math.pi / 4)[1]};
-            u = vyre_x(vyre_x(t - {_k(1.0)}) / vyre_x(t + {_k(1.0)}));
-        }} else if (a < 0x401c0000u) {{
-            hi = {_pair(math.atan(1.5))[0]};
-            lo = {_pair(math.atan(1.5))[1]};
-            u = vyre_x(vyre_x(t2 - {_k(3.0)}) / vyre_x({_k(2.0)} + vyre_x(t * {_k(3.0)})));
-        }} else {{
-            hi = {_pair(math.pi / 2)[0]};
-            lo = {_pair(math.pi / 2)[1]};
-            u = vyre_x({_k(-1.0)} / t);
-        }}
-    }}
-    let z = vyre_x(u * u);
-{_series([(-1) ** i / (2 * i + 1) for i in range(11, 0, -1)], "z")}
-    let at = vyre_x(u + vyre_x(vyre_x(u * z) * p));
-    return vec2<f32>(hi, vyre_x(lo + at));
-}}
-
-fn vyre_atan2_f32(y: f32, x: f32) -> f32 {{
-    let ux = bitcast<u32>(x);
-    let uy = bitcast<u32>(y);
-    let ax = ux & 0x7fffffffu;
-    let ay = uy & 0x7fffffffu;
-    if (ax > 0x7f800000u || ay > 0x7f800000u) {{ return vyre_k(0x7fc00000u); }}
-    let x_neg = (ux >> 31u) == 1u;
-    let pi = {_pair(math.pi)[0]};
-    var r = select(vyre_k(0u), pi, x_neg);  // y = ±0, or x = ±inf with y finite
-    if (ay != 0u && ax == 0u) {{
-        r = {_k(math.pi / 2)};
-    }} else if (ay == 0x7f800000u) {{
-        let corner = select({_k(math.pi / 4)}, {_k(3 * math.pi / 4)}, x_neg);
-        r = select({_k(math.pi / 2)}, corner, ax == 0x7f800000u);
-    }} else if (ay != 0u && ax != 0x7f800000u) {{
-        let a = vyre_atan_parts(vyre_x(bitcast<f32>(ay) / bitcast<f32>(ax)));
-        let far = vyre_x(vyre_x(pi - a.x) + vyre_x({_pair(math.pi)[1]} - a.y));
-        r = select(vyre_x(a.x + a.y), far, x_neg);
-    }}
-    return bitcast<f32>(bitcast<u32>(r) | (uy & 0x80000000u));
-}}"""
-
 #: tan for f32 over the whole domain, within 2 ULP: x = q (pi/2) + r with |r| <= pi/4, r
 #: from the bits of 2/pi (Payne-Hanek, 96 bits of 2/pi against the 24-bit significand, in
 #: u32 limbs) kept as r + lo, then Taylor polynomials for sin r and cos r (their truncation
@@ -407,10 +347,9 @@ fn vyre_tan_f32(x: f32) -> f32 {
 OWN_F32: dict[UnOp | BinOp, tuple[str, str, tuple[str, ...]]] = {
     UnOp.TAN: ("vyre_tan_f32", "", ("trig",)),
     BinOp.POW: ("vyre_pow_f32", "", ("exp", "exp2", "log2", "pow")),
-    BinOp.ATAN2: ("vyre_atan2_f32", "", ("atan",)),
 }
 _PIECES = {"exp": _EXP, "trig": _TRIG, "exp2": _EXP2,
-           "log2": _LOG2, "pow": _POW, "atan": _ATAN}
+           "log2": _LOG2, "pow": _POW}
 
 
 def helpers(op: UnOp | BinOp, opaque_zero: str) -> dict[str, str]:
