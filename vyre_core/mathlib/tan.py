@@ -15,7 +15,7 @@ back at the end (``tan(-0) = -0``).
   ``s = +-r``.
 - ``tan(a pi / 64 + s) = (T + t) / (1 - T t)``, ``T = tan(a pi / 64)`` a pair from a
   table of 17, ``t = tan s = s + s^3 P(s^2)``, ``P`` to ``s^8`` (the next term is below
-  2^-60 of ``s``) with its ``1/3`` as a pair, the cube as a pair. The reciprocal is the
+  2^-72 of ``s``) with its ``1/3`` as a pair, the cube as a pair. The reciprocal is the
   same quotient upside down: one ``ff.div`` of the two pairs, swapped by a select. Near a
   pole (``a = 0``, ``T = 0``) it is ``1 / t`` exactly as the reduction left ``r``: the
   72 bits of ``f`` are what hold its relative error there (as at ``sin``'s zeros, proven
@@ -25,9 +25,10 @@ back at the end (``tan(-0) = -0``).
   run is the proof).
 
 The pair's last step is a ``fast_two_sum``, so its ``hi`` is its sum rounded to f32, the
-one rounding wanted for f32 (no result is subnormal but ``x`` itself, for tiny ``x``,
-where the pair is ``x`` exactly: ``tan x`` rounds to ``x`` up to 0x39B89BA2, about
-3.5e-4); f16 is the pair rounded once to f16 by ``ff.round_ff``. The f32 inputs whose pair
+one rounding wanted for f32 (no result is subnormal but for a subnormal ``x``, whose
+pair is ``x`` and 0: its square underflows; ``tan x`` rounds to ``x`` up to 0x39B89BA2,
+about 3.5e-4, and the pair's ``hi`` is ``x`` there, with ``x^3 / 3`` in its ``lo``);
+f16 is the pair rounded once to f16 by ``ff.round_ff``. The f32 inputs whose pair
 lies too near a rounding boundary are listed with their correct results, found by running
 every f32 input against MPFR with the list empty (``tools/math_exceptions.py tan``).
 
@@ -99,7 +100,7 @@ def core(k: Kernel, x: Val) -> FF:
     """``tan |x|`` as a normalized pair, for a finite f32 ``x`` (module docstring)."""
     r, n = trig.reduced(k, x)
     shifted = ff.let(k, n + 16)
-    i = ff.let(k, shifted & 31)  # (i + 16 of the docstring)
+    i = ff.let(k, shifted & 31)  # (the docstring's i, plus 16)
     below = ff.let(k, i < 16)
     a = select(below, 16 - i, i - 16)
     s = FF(ff.let(k, select(below, -r.hi, r.hi)), ff.let(k, select(below, -r.lo, r.lo)))
