@@ -1,9 +1,10 @@
 """Development tool for the tests of vyre_core/mathlib's f32 trigonometric functions (not
 product code; needs the ``test`` extra's gmpy2): the f32 inputs nearest a multiple of
 ``pi/2``, the worst cases of the reduction (where ``sin`` or ``cos`` is nearly 0 and
-``tan`` nearly 0 or a pole), the ``--count`` nearest in each binade from 2^-5 up.
+``tan`` nearly 0 or a pole), the ``--count`` nearest in each binade from 1 up (below 1
+no multiple but 0 is near).
 
-    python tools/trig_worst_cases.py [--count 2]
+    python tools/trig_worst_cases.py [--count 1]
 
 For every significand ``m`` of a binade ``2^e``, ``m 2^e 2/pi`` modulo 1 in 64-bit
 fixed point from 2/pi's bits (MPFR at 400 bits) by numpy's wrapping u64 products; the
@@ -39,11 +40,11 @@ def nearest(e: int, count: int, two_over_pi: int) -> list[int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--count", type=int, default=2)
+    parser.add_argument("--count", type=int, default=1)
     args = parser.parse_args()
     with gmpy2.context(precision=400):
         two_over_pi = int(gmpy2.floor((2 / gmpy2.const_pi()) * gmpy2.mpfr(2) ** (32 * WORDS)))
-    found = sorted(b for e in range(-5, 128) for b in nearest(e, args.count, two_over_pi))
+    found = sorted(b for e in range(0, 128) for b in nearest(e, args.count, two_over_pi))
     with gmpy2.context(precision=400):
         for b in found:
             x = gmpy2.mpfr(float(np.uint32(b).view(np.float32)))
