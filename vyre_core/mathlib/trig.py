@@ -6,16 +6,16 @@ backend runs the same operations, and the exhaustive check of every f32 input (`
 conform --exhaustive --all-inputs --op sin``, ``--op cos``) proves the bytes right once
 for all.
 
-- Reduction of ``|x|`` (``_reduced``): ``|x| = (n + f) pi / 64``, ``n`` an integer (only
-  its last 7 bits matter), ``|f| <= 1/2``, ``r = f pi / 64`` as a pair, ``|r| <= pi /
-  128``. Payne and Hanek's for every argument from 0.0245 up: ``|x| = m 2^e`` (``m`` the
-  24-bit significand) times the 128 bits of ``2/pi`` from its bit of weight ``2^-(e - 1)``
-  on (the bits before it give multiples of 128 in ``64 |x| / pi``), in u32 limbs
-  (``mulhi`` gives each high word), leaves ``n`` mod 128 in the product's bits 121 to 127
-  and ``f`` in the bits below; ``f``'s top 72 bits as three exact f32 (a signed one, then
-  two unsigned), summed as a pair, times ``pi / 64`` as a pair (``ff.mul``). Below 0.0245
-  (under ``pi / 128``), ``r = |x|`` exactly and ``n = 0``. No branch: both are computed
-  and one is selected, the same work for every input.
+- Reduction of ``|x|`` (``reduced``, which tan.py shares): ``|x| = (n + f) pi / 64``,
+  ``n`` an integer (only its last 7 bits matter), ``|f| <= 1/2``, ``r = f pi / 64`` as a
+  pair, ``|r| <= pi / 128``. Payne and Hanek's for every argument from 0.0245 up: ``|x| =
+  m 2^e`` (``m`` the 24-bit significand) times the 128 bits of ``2/pi`` from its bit of
+  weight ``2^-(e - 1)`` on (the bits before it give multiples of 128 in ``64 |x| / pi``),
+  in u32 limbs (``mulhi`` gives each high word), leaves ``n`` mod 128 in the product's
+  bits 121 to 127 and ``f`` in the bits below; ``f``'s top 72 bits as three exact f32 (a
+  signed one, then two unsigned), summed as a pair, times ``pi / 64`` as a pair
+  (``ff.mul``). Below 0.0245 (under ``pi / 128``), ``r = |x|`` exactly and ``n = 0``. No
+  branch: both are computed and one is selected, the same work for every input.
 - ``sin x = sin(|x| + pi)`` for ``x < 0`` (``n`` moved by 64) and ``cos x = sin(|x| +
   pi/2)`` (by 32): both are ``sin(q pi / 2 + j pi / 64 + r)``, ``q`` the bits 5 and 6 of
   ``n``, ``j`` its last 5: ``A cos r + B sin r`` where ``(A, B)`` is ``(S_j, C_j)`` for
@@ -122,14 +122,14 @@ def sin_f32(k: Kernel, x: Val) -> Val:
     # the list holds |x| and sin |x|: the flipped sign read, then put back
     flipped = exceptions.corrected(k, abs(x), _flip(rounded, sign), _SIN_EXCEPTION_INPUTS,
                                    _SIN_EXCEPTION_RESULTS)
-    return _special(x, _flip(flipped, sign))
+    return special(x, _flip(flipped, sign))
 
 
 def cos_f32(k: Kernel, x: Val) -> Val:
     """``cos x`` correctly rounded to f32, for an f32 ``x``."""
     pair = _core(k, x, ir.lit(32, U32))
     # (the list holds |x|: cos is even, and so is this code, which reads only |x|)
-    return _special(x, exceptions.corrected(k, abs(x), pair.hi, _COS_EXCEPTION_INPUTS,
+    return special(x, exceptions.corrected(k, abs(x), pair.hi, _COS_EXCEPTION_INPUTS,
                                             _COS_EXCEPTION_RESULTS))
 
 
@@ -138,14 +138,14 @@ def sin_f16(k: Kernel, x: Val) -> Val:
     rounded once to f16 (``x`` itself at ``+-0``, for the sign)."""
     wide = ff.let(k, cast(x, F32))
     pair = _core(k, wide, (bitcast(wide, U32) & 0x80000000) >> 25)
-    return _special(x, select(x == 0.0, x, ff.round_ff(k, pair, 0, DType.F16)))
+    return special(x, select(x == 0.0, x, ff.round_ff(k, pair, 0, DType.F16)))
 
 
 def cos_f16(k: Kernel, x: Val) -> Val:
     """``cos x`` correctly rounded to f16, for an f16 ``x``: the f32 algorithm's pair
     rounded once to f16."""
     pair = _core(k, cast(x, F32), ir.lit(32, U32))
-    return _special(x, ff.round_ff(k, pair, 0, DType.F16))
+    return special(x, ff.round_ff(k, pair, 0, DType.F16))
 
 
 def _flip(v: Val, sign: Val) -> Val:
@@ -153,7 +153,7 @@ def _flip(v: Val, sign: Val) -> Val:
     return bitcast(bitcast(v, U32) ^ sign, F32)
 
 
-def _special(x: Val, finite: Val) -> Val:
+def special(x: Val, finite: Val) -> Val:
     """``finite`` for finite ``x``, NaN for NaN and ``+-inf`` (in ``x``'s type)."""
     return select(abs(x) < float("inf"), finite, ir.lit(float("nan"), x.dtype))
 
@@ -161,7 +161,7 @@ def _special(x: Val, finite: Val) -> Val:
 def _core(k: Kernel, x: Val, turn: Val) -> FF:
     """``sin(|x| + turn pi / 64)`` as a normalized pair, for a finite f32 ``x`` and a u32
     ``turn`` (0, 32 or 64)."""
-    r, n = _reduced(k, x)
+    r, n = reduced(k, x)
     n = ff.let(k, n + turn)
     j = ff.let(k, n & 31)
     odd = ff.let(k, (n & 32) != 0)
@@ -196,7 +196,7 @@ def _sin_cos(k: Kernel, r: FF) -> tuple[FF, FF]:
     return sine, FF(ff.let(k, half.hi * -0.5), ff.let(k, half.lo * -0.5))
 
 
-def _reduced(k: Kernel, x: Val) -> tuple[FF, Val]:
+def reduced(k: Kernel, x: Val) -> tuple[FF, Val]:
     """``|x| = (n + f) pi / 64`` for a finite f32 ``x``: ``r = f pi / 64`` as a pair and
     ``n`` (u32, right modulo 128), by Payne and Hanek's method (module docstring)."""
     magnitude = ff.let(k, bitcast(x, U32) & 0x7FFFFFFF)

@@ -35,8 +35,8 @@ MODULE = "vyre_cpu_mathlib"
 
 
 #: A function's written-out body counts as one call per this many nodes, rounded up:
-#: `exp`, `exp2`, `log`, `log2` and f32 and f64 `tanh` (300 to 850 nodes) count one; `sin`
-#: and `cos` in every type, f16 `tanh`, `pow` and `atan2`, f64 `tan`, `atan2` and `pow`
+#: `exp`, `exp2`, `log`, `log2` and f32 and f64 `tanh` (300 to 850 nodes) count one; `sin`,
+#: `cos` and `tan` in every type, f16 `tanh`, `pow` and `atan2`, f64 `atan2` and `pow`
 #: (1000 to 1600) two (four f64 trigonometric calls written out took numba past a
 #: dispatch's 60 s deadline on the loaded 2-core machine); f32 `atan2` (4225, its accurate
 #: path in loops) five, so it is always its helper.

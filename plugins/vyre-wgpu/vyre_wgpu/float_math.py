@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from vyre_core.ir.nodes import BinOp, UnOp
+from vyre_core.ir.nodes import BinOp
 
 
 def _k(value: float) -> str:
@@ -199,160 +199,15 @@ fn vyre_pow_f32(x: f32, y: f32) -> f32 {{
 }}"""
 
 
-#: tan for f32 over the whole domain, within 2 ULP: x = q (pi/2) + r with |r| <= pi/4, r
-#: from the bits of 2/pi (Payne-Hanek, 96 bits of 2/pi against the 24-bit significand, in
-#: u32 limbs) kept as r + lo, then Taylor polynomials for sin r and cos r (their truncation
-#: error is below 2^-28) with lo's first-order term, and their quotient (sin and cos
-#: themselves are the math library's).
-_TRIG = """struct VyreReduced { r: f32, lo: f32, q: u32 }
-
-fn vyre_mul_wide(a: u32, b: u32) -> vec2<u32> {
-    let a0 = a & 0xffffu;
-    let a1 = a >> 16u;
-    let b0 = b & 0xffffu;
-    let b1 = b >> 16u;
-    let p00 = a0 * b0;
-    let p01 = a0 * b1;
-    let p10 = a1 * b0;
-    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
-    return vec2<u32>(a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u),
-                     (p00 & 0xffffu) | (mid << 16u));
-}
-
-fn vyre_window(t: array<u32, 8>, i: u32, s: u32) -> u32 {
-    if (s == 0u) { return t[i]; }
-    return (t[i] << s) | (t[i + 1u] >> (32u - s));
-}
-
-fn vyre_reduce_pio2(x: f32) -> VyreReduced {
-    let ux = bitcast<u32>(x);
-    let m = (ux & 0x7fffffu) | 0x800000u;
-    let e = i32((ux >> 23u) & 0xffu) - 150;
-    let two_over_pi = array<u32, 8>(0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u,
-                                    0xdb629599u, 0x3c439041u, 0xfe5163abu);
-    let p = u32(e + 30);
-    let i = p >> 5u;
-    let s = p & 31u;
-    let w0 = vyre_window(two_over_pi, i, s);
-    let w1 = vyre_window(two_over_pi, i + 1u, s);
-    let w2 = vyre_window(two_over_pi, i + 2u, s);
-    let m2 = vyre_mul_wide(m, w2);
-    let m1 = vyre_mul_wide(m, w1);
-    let m0 = vyre_mul_wide(m, w0);
-    // m * window = limbs r2 r1 r0 (and a fourth, a multiple of 4 once scaled: dropped);
-    // x * 2/pi = that * 2^-94: the quadrant is r2's top two bits, the fraction the rest
-    let r0 = m2.y;
-    let r1 = m2.x + m1.y;
-    let r2 = m1.x + m0.y + select(0u, 1u, r1 < m2.x);
-    var q = r2 >> 30u;
-    var fh = (r2 << 2u) | (r1 >> 30u);
-    var fl = (r1 << 2u) | (r0 >> 30u);
-    let neg_frac = (fh >> 31u) == 1u;  // fraction >= 1/2: the next quadrant, r < 0
-    if (neg_frac) {
-        q = q + 1u;
-        fl = ~fl + 1u;
-        fh = ~fh + select(0u, 1u, fl == 0u);
-    }
-    var lz = countLeadingZeros(fh);
-    if (fh == 0u) {
-        fh = fl;
-        fl = 0u;
-        lz = 32u + countLeadingZeros(fh);
-    }
-    let sh = lz & 31u;
-    var top = fh;
-    var low = fl;
-    if (sh != 0u) {
-        top = (fh << sh) | (fl >> (32u - sh));
-        low = fl << sh;
-    }
-    let scale = vyre_pow2(-24 - i32(lz));
-    let a = vyre_x(f32(top >> 8u) * scale);
-    let a_hi = vyre_x(f32((top >> 8u) & 0xfff000u) * scale);  // 12 bits each: exact
-    let a_lo = vyre_x(f32((top >> 8u) & 0xfffu) * scale);
-    let b = vyre_x(f32(((top & 0xffu) << 16u) | (low >> 16u)) * vyre_pow2(-48 - i32(lz)));
-    let p1 = vyre_k(0x3fc90fdbu);
-    let p2 = vyre_k(0xb33bbd2eu);
-    // r + lo = (a + b) (p1 + p2): a * p1 = ph + pl exactly (Dekker's product over the
-    // 12-bit halves of a and of p1, so it holds where fma is not fused), summed exactly
-    let t = vyre_x(vyre_x(a * p2) + vyre_x(b * p1));
-    let ph = vyre_x(a * p1);
-    let p1h = vyre_k(0x3fc90000u);
-    let p1l = vyre_k(0x39fdb000u);
-    let e1 = vyre_x(vyre_x(a_hi * p1h) - ph);
-    let e2 = vyre_x(e1 + vyre_x(a_hi * p1l));
-    let e3 = vyre_x(e2 + vyre_x(a_lo * p1h));
-    let pl = vyre_x(e3 + vyre_x(a_lo * p1l));
-    var r = vyre_x(ph + t);
-    var lo = vyre_x(vyre_x(vyre_x(ph - r) + t) + pl);
-    if (neg_frac != ((ux >> 31u) == 1u)) {
-        r = vyre_x(-r);
-        lo = vyre_x(-lo);
-    }
-    if ((ux >> 31u) == 1u) { q = 0u - q; }
-    return VyreReduced(r, lo, q & 3u);
-}
-
-// sin(r + lo) = r + (r s P(s) + lo (1 - s / 2)): the small term, added to r last (each
-// multiply and add rounded apart, never fma: a device may fuse it or not, and the bytes
-// would differ by device)
-fn vyre_sin_tail(r: f32, lo: f32, s: f32) -> f32 {
-    var p = vyre_k(0x3638ef1du);
-    p = vyre_x(vyre_x(p * s) + vyre_k(0xb9500d01u));
-    p = vyre_x(vyre_x(p * s) + vyre_k(0x3c088889u));
-    p = vyre_x(vyre_x(p * s) + vyre_k(0xbe2aaaabu));
-    let c = vyre_x(vyre_x(vyre_k(0xbf000000u) * s) + vyre_k(0x3f800000u));
-    return vyre_x(vyre_x(vyre_x(r * s) * p) + vyre_x(lo * c));
-}
-
-// cos(r + lo) = 1 + (s Q(s) - lo r): the small term, added to 1 last
-fn vyre_cos_tail(r: f32, lo: f32, s: f32) -> f32 {
-    var p = vyre_k(0xb493f27eu);
-    p = vyre_x(vyre_x(p * s) + vyre_k(0x37d00d01u));
-    p = vyre_x(vyre_x(p * s) + vyre_k(0xbab60b61u));
-    p = vyre_x(vyre_x(p * s) + vyre_k(0x3d2aaaabu));
-    p = vyre_x(vyre_x(p * s) + vyre_k(0xbf000000u));
-    return vyre_x(vyre_x(p * s) + vyre_x(-vyre_x(lo * r)));
-}
-
-// tan = sin / cos over the same reduction (-cos / sin in odd quadrants), the quotient q
-// of the rounded values corrected once by what q leaves of the unrounded ones
-// ((r + sx) - q (1 + cy), or (1 + cy) - q (r + sx)); x itself below 2^-12
-fn vyre_tan_f32(x: f32) -> f32 {
-    let ax = bitcast<u32>(x) & 0x7fffffffu;
-    if (ax > 0x7f800000u || ax < 0x39800000u) { return x; }
-    if (ax == 0x7f800000u) { return vyre_k(0x7fc00000u); }
-    var red = VyreReduced(x, vyre_k(0u), 0u);
-    if (ax > 0x3f490fdbu) { red = vyre_reduce_pio2(x); }
-    let r = red.r;
-    let s = vyre_x(r * r);
-    let sx = vyre_sin_tail(r, red.lo, s);
-    let cy = vyre_cos_tail(r, red.lo, s);
-    let sn = vyre_x(r + sx);
-    let cs = vyre_x(vyre_k(0x3f800000u) + cy);
-    if ((red.q & 1u) == 0u) {
-        let q = vyre_x(sn / cs);
-        let left = vyre_x(vyre_x(r - q) + vyre_x(sx - vyre_x(q * cy)));
-        return vyre_x(q + vyre_x(left / cs));
-    }
-    let q = vyre_x(cs / sn);
-    let qr = vyre_two_prod(q, r);
-    let one_less = vyre_x(vyre_x(vyre_k(0x3f800000u) - qr.x) - qr.y);
-    let left = vyre_x(one_less + vyre_x(cy - vyre_x(q * sx)));
-    return vyre_x(-vyre_x(q + vyre_x(left / sn)));
-}"""
-
 
 #: Each op the lowering builds here: (WGSL function, extra arguments, the pieces it needs).
-OWN_F32: dict[UnOp | BinOp, tuple[str, str, tuple[str, ...]]] = {
-    UnOp.TAN: ("vyre_tan_f32", "", ("trig",)),
+OWN_F32: dict[BinOp, tuple[str, str, tuple[str, ...]]] = {
     BinOp.POW: ("vyre_pow_f32", "", ("exp", "exp2", "log2", "pow")),
 }
-_PIECES = {"exp": _EXP, "trig": _TRIG, "exp2": _EXP2,
-           "log2": _LOG2, "pow": _POW}
+_PIECES = {"exp": _EXP, "exp2": _EXP2, "log2": _LOG2, "pow": _POW}
 
 
-def helpers(op: UnOp | BinOp, opaque_zero: str) -> dict[str, str]:
+def helpers(op: BinOp, opaque_zero: str) -> dict[str, str]:
     """The WGSL ``op``'s function needs, by helper name: the kit (built on ``opaque_zero``,
     a u32 word the compiler cannot see) and each piece."""
     return {"vyre_float_kit": _kit(opaque_zero),

@@ -117,7 +117,7 @@ _ARITH = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.AND: "&", BinOp.
           BinOp.XOR: "^", BinOp.EQ: "==", BinOp.NE: "!=", BinOp.LT: "<", BinOp.LE: "<=",
           BinOp.GT: ">", BinOp.GE: ">=", BinOp.LOGICAL_AND: "&&", BinOp.LOGICAL_OR: "||"}
 _FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil", UnOp.ROUND: "round",
-             UnOp.TRUNC: "trunc"}  # (WGSL's round: ties to even; the rest are float_math's)
+             UnOp.TRUNC: "trunc"}  # (WGSL's round: ties to even; the rest are the math library's)
 
 #: f64 round (ties to even) and trunc from floor and ceil, exact: ``x - floor(x)`` is
 #: exact below 2**52, where every larger double is already an integer (inf, NaN too).
@@ -485,14 +485,12 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             return self.helper_call(name, [x], _ROUND_F64[op].format(name=name))
         if t is DType.F64 and op not in (UnOp.SQRT, UnOp.FLOOR, UnOp.CEIL):
             raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
-        if op in float_math.OWN_F32:  # the native ones are hundreds of ULPs out, or worse
-            return self.own_float(op, t, [x])
         if op not in _FLOAT_FN:
             raise AssertionError(f"{op.value} on {t.value} reached the lowering: the math "
                                  "library's operations come written out (mathlib.inline)")
         return self.exact(t, f"{_FLOAT_FN[op]}({x})")
 
-    def own_float(self, op: UnOp | BinOp, t: DType, args: list[str]) -> str:
+    def own_float(self, op: BinOp, t: DType, args: list[str]) -> str:
         """A call of float_math's f32 function for ``op`` (f16 through it)."""
         name, extra, _ = float_math.OWN_F32[op]
         for helper, source in float_math.helpers(op, OPAQUE_ZERO).items():
