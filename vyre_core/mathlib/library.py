@@ -75,6 +75,7 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.sin", DType.F16): ("trig", "sin_f16"),
     ("unop.cos", DType.F32): ("trig", "cos_f32"),
     ("unop.cos", DType.F16): ("trig", "cos_f16"),
+    ("binop.pow", DType.F32): ("pow", "pow_f32"),
     ("binop.pow", DType.F16): ("pow", "pow_f16"),
     ("binop.atan2", DType.F16): ("atan2", "atan2_f16"),
     ("unop.exp", DType.F64): ("exp_f64", "exp_f64"),
