@@ -32,13 +32,31 @@ is either exactly a midpoint or farther than ``err`` from every boundary.
   where a result is neither 0 nor infinity, ``err`` is about 2^-40, and f16 rounding
   boundaries lie 2^-12 apart (relative). The exhaustive run finds the rule right on every
   pair: the undecided ones are exact midpoints, or round as a tie would.
-- **f32** (``pow_f32``): the same rule is correct rounding wherever ``|x|^y`` is not
-  within ``err`` (up to 2^-37.7 at ``|t|`` = 150) of an f32 rounding boundary without
-  being exactly on it. Pairs that are need an accurate path (``log2 |x|`` and ``2^t`` to
-  about 2^-70 in triple-float, then the same test; what is still undecided a midpoint):
-  not written yet. Measured without it: 4 of 769,271 ordinary pairs (``x`` in [1/4, 4),
-  ``|t| < 126``) misrounded. So ``pow_f32`` is not registered (``library._WRITTEN_BY``)
-  and ``ir.pow`` in f32 is still each backend's own code.
+- **f32** (``pow_f32``): the same rule would misround the pairs within ``err`` (up to
+  2^-37.7 at ``|t|`` = 150) of an f32 rounding boundary ``B`` that are not on it (86 of
+  the 2^24-pair sample). So where the two roundings differ, an accurate path runs, under
+  an IR ``if`` (``_rounded_f32``: the pair's rule is the result elsewhere, and a backend
+  that branches pays for it only on those pairs, about one in 2^13 ordinary ones):
+  ``log2 |x|`` in triple-float (``triple.py``; log2.py's exact reduction, its table's
+  third word, the series of ``log2(1 + r)`` to ``r^10`` by Horner in f32, pairs and
+  triples), ``t = y log2 |x|`` as a triple, ``2^(t - n/64)`` (the fast path's ``n``, so
+  the same scale) by its series to ``r^8`` and exp2's table's third word, and from that
+  the distance ``d`` of ``|x|^y`` to ``B`` (its leading part exact). The bound on ``d``'s
+  error is ``|t| 2^-64 + 2^-62`` (``_ACCURATE_ERR``): the kit's stated bounds summed over
+  the path give about ``|t| 2^-65.3 + 2^-65.5``, and MPFR at 300 bits measures at most
+  ``(|t| + 1) 2^-69.5`` on 40,000 pairs (random and near 1, ``|t|`` to 150). Where
+  ``|d|`` exceeds the bound, ``d``'s sign picks ``below`` or ``above``: correct rounding.
+  Where it does not, ``|x|^y`` is within 2^-62 or so of ``B``: an exact midpoint takes
+  the even neighbour, and CORE-MATH's ``is_exact`` rules say which pairs can be one
+  (``_may_be_exact``: ``|x|`` a power of two, or ``y`` with at most 4 significant bits);
+  any other pair takes ``d``'s sign, the better guess. This last step is a sampled
+  claim, not a proof (2^64 pairs cannot all be run): a pair that is not exact and lies
+  within the accurate path's actual error (about 2^-70) of ``B`` would be misrounded;
+  about 2^60 pairs give ordinary results and the chance is about 2^-46 each, half of
+  them on the wrong side, so of the order of 2^13 such pairs may exist in all; none is
+  in the 2^24-pair sample or among the undecided pairs tools/pow_hard_pairs.py finds. CORE-MATH's powf closes this gap with a double-double
+  accurate path (about 2^-100) and a search for the worst cases; triple-float from f32
+  would need a fourth word for that.
 
 Special values (docs/semantics.md, Floats, C's ``pow``, as the oracle computes them):
 ``pow(x, +-0) = pow(1, y) = 1`` (NaN included), else NaN for a NaN operand;
