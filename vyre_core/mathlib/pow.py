@@ -54,9 +54,9 @@ is either exactly a midpoint or farther than ``err`` from every boundary.
   within the accurate path's actual error (about 2^-70) of ``B`` would be misrounded;
   about 2^60 pairs give ordinary results and the chance is about 2^-46 each, half of
   them on the wrong side, so of the order of 2^13 such pairs may exist in all; none is
-  in the 2^24-pair sample or among the undecided pairs tools/pow_hard_pairs.py finds. CORE-MATH's powf closes this gap with a double-double
-  accurate path (about 2^-100) and a search for the worst cases; triple-float from f32
-  would need a fourth word for that.
+  in the 2^24-pair sample or among the undecided pairs tools/pow_hard_pairs.py finds.
+  CORE-MATH's powf closes this gap with a double-double accurate path (about 2^-100) and
+  a search for the worst cases; triple-float from f32 would need a fourth word for that.
 
 Special values (docs/semantics.md, Floats, C's ``pow``, as the oracle computes them):
 ``pow(x, +-0) = pow(1, y) = 1`` (NaN included), else NaN for a NaN operand;
@@ -127,9 +127,9 @@ _B6_8 = ff.from_bits([0x39218489, 0x377FE5FE, 0x35B16011])
 
 
 def pow_f32(k: Kernel, x: Val, y: Val) -> Val:
-    """``x^y`` rounded to f32 by ``_rounded``'s rule (correct rounding except where the
-    pair is undecided and the exact value is not a midpoint: see the module's docstring),
-    with C's special values."""
+    """``x^y`` correctly rounded to f32 (the fast path's pair, and the accurate path where
+    it leaves the rounding undecided; sampled, not proven over every pair: the module's
+    docstring), with C's special values."""
     return _pow(k, x, y, F32)
 
 

@@ -397,9 +397,9 @@ fn vyre_rotl(a: u32, n: u32) -> u32 { return (a << n) | (a >> ((32u - n) & 31u))
             self.helpers.setdefault("vyre_mulhi_u32", _MULHI_U32)
             return self.helper_call(f"vyre_mulhi_{ty}", [a, b], _MULHI_I32) \
                 if t is DType.I32 else f"vyre_mulhi_u32({a}, {b})"
+        if op in (BinOp.POW, BinOp.ATAN2) and t is DType.F64:
+            raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
         if op in float_math.OWN_F32:
-            if t is DType.F64:
-                raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
             return self.own_float(op, t, [a, b])
         if op in (BinOp.ADD_SAT, BinOp.SUB_SAT):
             name = f"vyre_{op.value}_{ty}"
