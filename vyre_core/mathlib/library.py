@@ -77,6 +77,8 @@ _WRITTEN_BY: dict[Operation, tuple[str, str]] = {
     ("unop.cos", DType.F16): ("trig", "cos_f16"),
     ("unop.tan", DType.F32): ("tan", "tan_f32"),
     ("unop.tan", DType.F16): ("tan", "tan_f16"),
+
+    ("binop.pow", DType.F32): ("pow", "pow_f32"),
     ("binop.pow", DType.F16): ("pow", "pow_f16"),
     ("binop.atan2", DType.F32): ("atan2", "atan2_f32"),
     ("binop.atan2", DType.F16): ("atan2", "atan2_f16"),

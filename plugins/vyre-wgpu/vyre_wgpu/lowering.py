@@ -58,7 +58,7 @@ from vyre_core.ir.nodes import (
     loop_jumps,
     walk,
 )
-from vyre_wgpu import bitcasts, float_math, narrow_ints, tables
+from vyre_wgpu import bitcasts, narrow_ints, tables
 
 #: Params uniform layout (u32 words): [0] 1 when the grid is folded (submission.launch_grid),
 #: else 0, [1] logical workgroups along x, [2] along y, [3] along z, [4] zero (see
@@ -397,14 +397,13 @@ fn vyre_rotl(a: u32, n: u32) -> u32 { return (a << n) | (a >> ((32u - n) & 31u))
             self.helpers.setdefault("vyre_mulhi_u32", _MULHI_U32)
             return self.helper_call(f"vyre_mulhi_{ty}", [a, b], _MULHI_I32) \
                 if t is DType.I32 else f"vyre_mulhi_u32({a}, {b})"
-        if op in float_math.OWN_F32:
-            if t is DType.F64:
-                raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
-            return self.own_float(op, t, [a, b])
+        if op in (BinOp.POW, BinOp.ATAN2) and t is DType.F64:
+            raise _unsupported(f"{op.value} on f64 (SPIR-V has no double transcendentals)")
         if op in (BinOp.ADD_SAT, BinOp.SUB_SAT):
             name = f"vyre_{op.value}_{ty}"
             return self.helper_call(name, [a, b], _SATURATING[op, t].format(name=name))
-        raise AssertionError(op)
+        raise AssertionError(f"{op.value} on {t.value} reached the lowering: the math "
+                             "library's operations come written out (mathlib.inline)")
 
     @staticmethod
     def bits(t: DType, x: str) -> str:
@@ -489,15 +488,6 @@ fn vyre_fmod_f32(a: f32, b: f32) -> f32 {
             raise AssertionError(f"{op.value} on {t.value} reached the lowering: the math "
                                  "library's operations come written out (mathlib.inline)")
         return self.exact(t, f"{_FLOAT_FN[op]}({x})")
-
-    def own_float(self, op: BinOp, t: DType, args: list[str]) -> str:
-        """A call of float_math's f32 function for ``op`` (f16 through it)."""
-        name, extra, _ = float_math.OWN_F32[op]
-        for helper, source in float_math.helpers(op, OPAQUE_ZERO).items():
-            self.helpers.setdefault(helper, source)
-        wide = args if t is DType.F32 else [f"f32({a})" for a in args]
-        call = f"{name}({', '.join(wide)}{extra})"
-        return call if t is DType.F32 else f"{_TYPE[t]}({call})"
 
     @staticmethod
     def exact(t: DType, x: str) -> str:
