@@ -105,7 +105,7 @@ HOIST_EVERY = 48
 #: The float unary ops runtime computes (in f64, rounded once to a narrower type); the
 #: math library's (``exp`` ..., every type) never reach it: written out or helper calls.
 _FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil", UnOp.ROUND: "round",
-             UnOp.TRUNC: "trunc", UnOp.TAN: "tan"}
+             UnOp.TRUNC: "trunc"}
 
 
 @dataclass(frozen=True)

@@ -748,30 +748,6 @@ def sqrt_f64(a):
 
 
 @njit(**_FAST)
-def tan_f64(a):
-    """libm's tan, for f32 and f16 ``tan`` (rounded once to their type: not the math
-    library's yet; f64 ``tan`` is)."""
-    if math.isinf(a):
-        return np.float64(np.nan)
-    return math.tan(a)
-
-
-@njit(**_FAST)
-def pow_f32(a, b):
-    """C's pow in f64, rounded once (f32 ``pow`` is not the math library's yet): its
-    special cases (pow(x, ±0) == 1, pow(1, y) == 1, of any NaN)."""
-    if b == 0.0 or a == 1.0:
-        return np.float32(1.0)
-    return np.float32(np.power(np.float64(a), np.float64(b)))
-
-
-@njit(**_FAST)
-def atan2_f32(a, b):
-    """libm's atan2 in f64, rounded once (f32 ``atan2`` is not the math library's yet)."""
-    return np.float32(math.atan2(np.float64(a), np.float64(b)))
-
-
-@njit(**_FAST)
 def floor_f64(a):
     return np.floor(a)
 

@@ -767,15 +767,6 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
             return _mulhi(a, b, dtype)
         case BinOp.ADD_SAT | BinOp.SUB_SAT:
             return _saturating(op, a, b, dtype)
-        case BinOp.POW | BinOp.ATAN2:  # C's pow and atan2 in f32 (in f16 and f64 they are
-            # the math library's, written out), computed in f64 and rounded once
-            fn = np.power if op is BinOp.POW else np.arctan2
-            wide = _scalar(fn(np.asarray(a, np.float64), np.asarray(b, np.float64)).astype(
-                a.dtype))
-            if op is BinOp.POW:  # x ** ±0 and 1 ** y are 1 for every NaN (C's pow gives a
-                # signaling NaN's NaN)
-                wide = np.where((b == 0) | (a == 1), np.ones_like(wide), wide)
-            return _scalar(wide)
         case BinOp.EQ:
             return a == b
         case BinOp.NE:
@@ -794,8 +785,7 @@ def _binary(op: BinOp, a: Value, b: Value) -> Value:
 #: The float unary ops numpy computes here; the math library's (``exp`` ..., every type)
 #: never reach the interpreter: programs are run written out.
 _FLOAT_FUNCS = {UnOp.SQRT: np.sqrt, UnOp.FLOOR: np.floor, UnOp.CEIL: np.ceil,
-                UnOp.ROUND: np.rint, UnOp.TRUNC: np.trunc,  # (rint: ties to even)
-                UnOp.TAN: np.tan}
+                UnOp.ROUND: np.rint, UnOp.TRUNC: np.trunc}  # (rint: ties to even)
 #: Each byte with its bits in reverse order.
 _REVERSED_BYTE = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint64)
 
@@ -835,10 +825,6 @@ def _unary(op: UnOp, a: Value) -> Value:
             return np.isnan(a)
         case UnOp.ISINF:
             return np.isinf(a)
-    if op is UnOp.TAN:  # (f32 and f16: f64 tan is the math library's) correctly rounded
-        # as near as f64 gets: computed in f64, rounded once to the operand type
-        with np.errstate(all="ignore"):
-            return _scalar(_FLOAT_FUNCS[op](np.asarray(a, np.float64)).astype(a.dtype))
     return _FLOAT_FUNCS[op](a)
 
 
