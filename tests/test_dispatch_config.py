@@ -129,7 +129,7 @@ def test_defaults():
     assert cfg.workgroup_override is None and cfg.grid_override is None
     assert cfg.dispatch_elements is None and cfg.max_output_bytes is None
     assert cfg.fixpoint_iterations == 1 and cfg.retries == 1
-    assert cfg.ulp_budget == 4
+    assert cfg.ulp_budget == 0
     assert cfg.profile is False and cfg.label is None and cfg.timeout is None
 
 
@@ -313,14 +313,15 @@ def test_fixpoint_starting_at_the_fixpoint_runs_once():
     assert plugin.calls == 1
 
 
-def test_ulp_budget_defaults_to_four_and_changes_the_pipeline_key(host):
-    assert DispatchConfig().ulp_budget == 4
+def test_ulp_budget_defaults_to_zero_and_changes_the_pipeline_key(host):
+    """0: every operation is exact or correctly rounded, so a shadow compares bytes."""
+    assert DispatchConfig().ulp_budget == 0
     prog = counting_kernel()
     keys = {pipeline_cache_key(prog, DispatchConfig(ulp_budget=b), host.id(), host.version())
             for b in (0, 1, 4, 1000)}
     assert len(keys) == 4
     assert pipeline_cache_key(prog, DispatchConfig(), "reference", "0.1.0") == \
-        pipeline_cache_key(prog, DispatchConfig(ulp_budget=4), "reference", "0.1.0")
+        pipeline_cache_key(prog, DispatchConfig(ulp_budget=0), "reference", "0.1.0")
     assert host.compile(prog, DispatchConfig(ulp_budget=0)).key != \
         host.compile(prog, DispatchConfig(ulp_budget=4)).key
 

@@ -90,7 +90,7 @@ def test_first_divergence_names_case_program_output_and_byte():
     assert d.expected.tolist() == [3 * v for v in range(1, 9)]
     assert d.actual.tolist() == [3, 6, 9, 12, 15, 18 ^ 0x100, 21, 24]
     assert str(report) == (f"skewed diverges from reference: case 'ramp1', program "
-                           f"{program.fingerprint()[:16]}, output 'out' (u32, ULP budget 4): "
+                           f"{program.fingerprint()[:16]}, output 'out' (u32, ULP budget 0): "
                            f"element 5 (byte 21): expected 18, got 274")
 
 

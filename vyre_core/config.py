@@ -57,7 +57,7 @@ class DispatchConfig:
     dispatch_elements: int | None = None  # invocations to cover when inferring the grid
     dim: tuple[int, ...] | None = None    # invocations per axis: dim[i] is global_id(i)'s extent
     fixpoint_iterations: int = 1          # re-run, feeding read_write back, until unchanged
-    ulp_budget: int = 4                   # float tolerance for shadow/conformance checks
+    ulp_budget: int = 0                   # float tolerance of shadow checks (0: the bytes)
     max_output_bytes: int | None = None   # refuse dispatches whose outputs exceed this
     profile: bool = False                 # return wall and device time with the outputs
     label: str | None = None              # names the dispatch in errors and timings

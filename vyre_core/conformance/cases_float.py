@@ -11,7 +11,7 @@ import numpy as np
 from vyre_core import ir
 
 from .base import INF, NAN, Case, arr, map_case
-from .cases_special import TRANSCENDENTAL_ULP, correctly_rounded, correctly_rounded_pow
+from .cases_special import correctly_rounded, correctly_rounded_pow
 
 b_ = ir.bool_
 
@@ -153,10 +153,10 @@ def _float_cases(t: ir.DType) -> list[Case]:
         map_case(f"{n}_transcendental", [("x", t, x)], [
             ("sqrt", t, ir.sqrt, np.sqrt(x)),
             *((op, t, getattr(ir, op), F64_CORRECTLY_ROUNDED[op] if t is ir.f64
-               else getattr(np, op)(x)) for op in ("exp", "log", "sin", "cos")),
-        # f64: the math library's one algorithm (docs/semantics.md), held to MPFR's
-        # correctly rounded bits (numpy's own f64 functions depend on the host)
-        ], ulp=0 if t is ir.f64 else 2),
+               else correctly_rounded(getattr(np, op), x)) for op in ("exp", "log", "sin", "cos")),
+        # every type held to the correctly rounded bits: f64 to MPFR's (numpy's own f64
+        # functions depend on the host), f16 and f32 to f64's rounded once
+        ]),
         # C's special cases among ordinary values: negative bases to odd, even and
         # non-integer powers, signed zeros, 1 ** NaN, (-1) ** inf
         # (f64: MPFR's bits, held to identical bytes, as f64_transcendental)
@@ -169,7 +169,7 @@ def _float_cases(t: ir.DType) -> list[Case]:
              correctly_rounded_pow(px, py)),
             ("atan2", t, lambda v, w: ir.atan2(w, v), F64_MORE_CORRECTLY_ROUNDED["atan2"]
              if t is ir.f64 else correctly_rounded(np.arctan2, py, px)),
-        ], ulp=0 if t is ir.f64 else TRANSCENDENTAL_ULP),
+        ]),
         # fma is a * b + c rounded twice, in the type (docs/semantics.md); the last two
         # lanes cancel: fused, they would keep the product's rounding error
         map_case(f"{n}_fma", [("a", t, fma_a), ("b", t, fma_b), ("c", t, fma_c)], [
