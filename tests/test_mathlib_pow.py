@@ -333,14 +333,18 @@ def op_program(floats: ir.DType, lanes: int) -> ir.Program:
 
 def f32_pairs() -> tuple[np.ndarray, np.ndarray]:
     """The adversarial pairs, the undecided ones, ordinary ones (x in [1/4, 4), |y| < 60)
-    and random bits."""
+    and random bits, to a whole number of workgroups."""
     rng = np.random.default_rng(42)
     ax, ay = adversarial_f32()
     ux, uy = np.array(F32_UNDECIDED, np.uint32).T
     ox = rng.uniform(0.25, 4, 4096).astype(np.float32).view(np.uint32)
     oy = rng.uniform(-60, 60, 4096).astype(np.float32).view(np.uint32)
-    return (np.concatenate([ax, ux, ox, rng.integers(0, 2**32, 4096, dtype=np.uint32)]),
-            np.concatenate([ay, uy, oy, rng.integers(0, 2**32, 4096, dtype=np.uint32)]))
+    x = np.concatenate([ax, ux, ox, rng.integers(0, 2**32, 4096, dtype=np.uint32)])
+    y = np.concatenate([ay, uy, oy, rng.integers(0, 2**32, 4096, dtype=np.uint32)])
+    # (repeated to whole workgroups: a ragged last one makes the cpu backend compile the
+    # kernel's checked version too, a second numba compile of the whole function)
+    lanes = -(-x.size // 64) * 64
+    return np.resize(x, lanes), np.resize(y, lanes)
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
