@@ -1,17 +1,16 @@
-"""The transcendentals' throughput (issue 42): each IR function over 4 Mi f32 through a
-Driver on cpu and wgpu (lavapipe here: a software Vulkan on the same cores), next to
-numpy's f32 function on the same array timed in turns with it (one call of each per
-round, medians), so a machine that slows down moves both alike. The input is a
-``Driver.asarray`` array (its descriptor crosses, no copy); the output comes back as an
-ordinary array. Arguments lie where each function does its work: ``exp``'s whole range,
-``sin`` up to 50 (a reduction at every magnitude), ``pow``'s bases near 1 and exponents to
-+-40, ...
+"""The transcendentals' throughput (issue 42): each IR function over 4 Mi f32 (64 Ki in
+quick mode) through a Driver on cpu and wgpu (lavapipe here: a software Vulkan on the
+same cores), next to numpy's f32 function on the same array timed in turns with it (one
+call of each per round, medians), so a machine that slows down moves both alike. The
+input is a ``Driver.asarray`` array (its descriptor crosses, no copy); the output comes
+back as an ordinary array. Arguments lie where each function does its work: ``exp``'s
+whole range, ``sin`` up to 50 (a reduction at every magnitude), ``pow``'s bases near 1
+and exponents to +-40, ...
 
 Before it is timed, each result is checked against the reference backend's, within the
 op's budget in ``vyre conform --exhaustive`` (``sweep.OPS``): 0, identical bytes, for the
 math library's correctly rounded functions; the ULP budget docs/semantics.md states for
-the other transcendentals.
-"""
+the other transcendentals."""
 
 from __future__ import annotations
 
@@ -29,15 +28,20 @@ from vyre_core.conformance import sweep
 from vyre_core.mathlib.library import functions
 
 REQUIRES = ("reference", "cpu", "wgpu")
-N = 1 << 22
+
+
+def _size() -> int:
+    """4 Mi elements; quick mode 64 Ki (the reference checks every result first, and it
+    interprets: 4 Mi of each function is minutes of it)."""
+    return reps(1 << 22, 1 << 16)
 
 
 def _uniform(low: float, high: float) -> Callable[[np.random.Generator], np.ndarray]:
-    return lambda rng: rng.uniform(low, high, N).astype(np.float32)
+    return lambda rng: rng.uniform(low, high, _size()).astype(np.float32)
 
 
 def _log_uniform(rng: np.random.Generator) -> np.ndarray:
-    return np.exp2(rng.uniform(-120, 120, N)).astype(np.float32)
+    return np.exp2(rng.uniform(-120, 120, _size())).astype(np.float32)
 
 
 #: op -> (IR builder, numpy's function, how each operand is drawn)
@@ -56,11 +60,11 @@ OPS: dict[str, tuple[Callable, Callable, tuple[Callable, ...]]] = {
 
 
 def _uniform64(low: float, high: float) -> Callable[[np.random.Generator], np.ndarray]:
-    return lambda rng: rng.uniform(low, high, N)
+    return lambda rng: rng.uniform(low, high, _size())
 
 
 def _log_uniform64(rng: np.random.Generator) -> np.ndarray:
-    return np.exp2(rng.uniform(-1000, 1000, N))
+    return np.exp2(rng.uniform(-1000, 1000, _size()))
 
 
 #: The f64 functions (cpu only: wgpu has no f64 transcendentals), next to numpy's f64.
@@ -89,7 +93,7 @@ def _program(op: str, dtype: ir.DType = ir.f32) -> ir.Program:
     fn, _, operands = _TABLES[dtype][op]
     k = ir.Kernel(workgroup=(256,))
     ins = [k.read(f"x{j}", dtype) for j in range(len(operands))]
-    out = k.output("out", dtype, N)
+    out = k.output("out", dtype, _size())
     i = k.let("i", ir.global_id())
     out[i] = fn(*(x[i] for x in ins))
     return k.build()
@@ -128,7 +132,7 @@ def _bench(op: str, backend: str, dtype: ir.DType = ir.f32) -> Callable[[], Resu
                 start = time.perf_counter()
                 call()
                 into.append(time.perf_counter() - start)
-        return Result(f"{op} over 4 Mi {dtype.value}, {backend} backend",
+        return Result(f"{op} over {_size() >> 10:,} Ki {dtype.value}, {backend} backend",
                       statistics.median(mine) * 1e3, "ms",
                       f"numpy.{numpy_fn.__name__} {dtype.value}", statistics.median(theirs) * 1e3)
 
