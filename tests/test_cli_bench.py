@@ -109,6 +109,7 @@ def test_quick_bench_reports_every_benchmark_with_its_baseline(tmp_path):
         for key in ("value", "baseline_value", "ratio"):
             assert isinstance(result[key], float) and math.isfinite(result[key]), (result, key)
         assert result["ratio"] == result["value"] / result["baseline_value"]
+        assert isinstance(result["seconds"], float) and result["seconds"] >= 0, result
     for bench_id, words in REQUIRED.items():
         assert words in results[bench_id]["baseline"], results[bench_id]
     machine = doc["machine"]

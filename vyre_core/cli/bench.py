@@ -105,8 +105,10 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _record(bench_id: str, result: harness.Result) -> dict[str, Any]:
-    data = {"id": bench_id, **result.to_dict()}
+def _record(bench_id: str, result: harness.Result, seconds: float) -> dict[str, Any]:
+    """A result as JSON; ``seconds``: what running its benchmark took, set-up and checks
+    included (which benchmarks make a run long)."""
+    data = {"id": bench_id, **result.to_dict(), "seconds": round(seconds, 2)}
     return {k: None if isinstance(v, float) and not math.isfinite(v) else v
             for k, v in data.items()}
 
@@ -139,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
     with progress("benchmarks", len(chosen), live=False) as bar:  # (no display thread)
         for (bench_id, fn), after in zip(chosen, upcoming, strict=True):
             try:
-                results.append(_record(bench_id, fn()))
+                began = time.perf_counter()
+                results.append(_record(bench_id, fn(), time.perf_counter() - began))
             except harness.Unavailable as exc:  # (it cannot run here: its row says why)
                 skipped.append({"suite": bench_id.partition(".")[0], "benchmarks": [bench_id],
                                 "reason": str(exc)})
