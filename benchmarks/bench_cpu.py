@@ -80,10 +80,12 @@ def _vs_reference(name: str) -> Callable[[], Result]:
         example.run_in(ref)
         once = time.perf_counter() - start
         # (rounds of at least 50 ms: a single call of a fraction of a millisecond moves
-        # with whatever else the machine did at that moment)
+        # with whatever else the machine did at that moment; the run above is the
+        # interpreter's warm-up: the sort example takes it tens of seconds)
         return compare(f"example {name}, cpu backend", lambda: example.run_in(cpu),
                        "the reference interpreter on it", lambda: example.run_in(ref),
-                       repeat=reps(5, 1), number=max(1, round(0.05 / once)))
+                       repeat=reps(5, 1), number=max(1, round(0.05 / once)),
+                       baseline_warm=True)
     bench.__name__ = f"example_{name}_vs_reference"
     return bench
 

@@ -107,9 +107,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank]
 
 
-def seconds_per_call(fn: Callable[[], object], repeat: int = 7, number: int = 1) -> float:
-    """Median wall time of one call over ``repeat`` rounds of ``number`` calls, after a warm-up."""
-    fn()
+def seconds_per_call(fn: Callable[[], object], repeat: int = 7, number: int = 1,
+                     warmup: bool = True) -> float:
+    """Median wall time of one call over ``repeat`` rounds of ``number`` calls, after a
+    warm-up (``warmup`` false: the caller made one)."""
+    if warmup:
+        fn()
     rounds = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -121,13 +124,14 @@ def seconds_per_call(fn: Callable[[], object], repeat: int = 7, number: int = 1)
 
 def compare(name: str, fn: Callable[[], object], baseline: str,
             baseline_fn: Callable[[], object], repeat: int = 7, number: int = 1,
-            unit: str = "ms") -> Result:
+            unit: str = "ms", baseline_warm: bool = False) -> Result:
     """Time ``fn`` and ``baseline_fn`` one after the other in one run and report both
-    (quick mode: 2 rounds of a 20th of the calls)."""
+    (quick mode: 2 rounds of a 20th of the calls). ``baseline_warm``: the caller already
+    called ``baseline_fn`` once (a slow interpreter: no second warm-up)."""
     repeat, number = reps(repeat, min(repeat, 2)), reps(number, max(1, number // 20))
     scale = {"ms": 1e3, "us": 1e6, "s": 1.0}[unit]
     value = seconds_per_call(fn, repeat, number) * scale
-    base = seconds_per_call(baseline_fn, repeat, number) * scale
+    base = seconds_per_call(baseline_fn, repeat, number, warmup=not baseline_warm) * scale
     return Result(name, value, unit, baseline, base)
 
 
