@@ -71,26 +71,20 @@ def _made_here(caught: list[warnings.WarningMessage], line: int) -> None:
 @pytest.mark.timeout(480)  # (20 drivers made and dropped: see _nothing_left)
 def test_a_driver_made_in_a_function_and_dropped_is_closed(runtime) -> None:
     """A function that makes a driver, dispatches and returns, called 20 times, each drop
-    collected by gc.collect(). Fails before the finalizer: 2 processes per call stayed.
-    What the test process held before is frozen out of the collections (in a suite's
-    worker, 50 full collections of its heap took over 100 s)."""
+    collected by gc.collect(). Fails before the finalizer: 2 processes per call stayed."""
     fds = _fds()
-    gc.freeze()
 
     def cell() -> weakref.ref:
         drv = vyre_core.Driver()  # (made in a function)
         assert drv.dispatch(PROGRAM, INPUTS, backend="reference")[0].tobytes() == EXPECTED
         return weakref.ref(drv)
 
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            for _ in range(DROPS):
-                dropped = cell()
-                gc.collect()
-                assert dropped() is None, "a dropped driver is still referenced"
-    finally:
-        gc.unfreeze()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(DROPS):
+            dropped = cell()
+            gc.collect()
+            assert dropped() is None, "a dropped driver is still referenced"
     _made_here(caught, _line_of("# (made in a function)"))
     _nothing_left(runtime, fds)
 
