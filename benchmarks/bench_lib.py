@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from vyre_benchmarks.harness import Result, reps
+from vyre_benchmarks.harness import Result, elements, reps, size
 from vyre_core import Driver, lib
 
 REQUIRES = ("reference", "cpu", "wgpu")
@@ -35,14 +35,14 @@ def _driver() -> Driver:
 
 @functools.cache
 def _data() -> tuple[np.ndarray, np.ndarray]:
-    x = np.random.default_rng(0).standard_normal(N).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal(size(N)).astype(np.float32)
     return x, _driver().asarray(x)
 
 
 @functools.cache
 def _reference(name: str) -> np.ndarray:
     """``lib.NAME`` of the data on the reference backend, once for all its rows (it
-    interprets 16 Mi elements)."""
+    interprets every element)."""
     return np.asarray(getattr(lib, name)(_driver(), _data()[0], backend="reference"))
 
 
@@ -75,7 +75,7 @@ def _bench(name: str, backend: str, shared: bool) -> Callable[[], Result]:
         value, base = _in_turns(lambda: fn(drv, arg, backend=backend), lambda: numpy_fn(x),
                                 reps(15 if backend == "cpu" else 5, 2))
         how = "a Driver.asarray array (no copy)" if shared else "a numpy array (copied)"
-        return Result(f"lib.{name} 16 Mi f32, {backend} backend, {how}", value, "ms",
+        return Result(f"lib.{name} {elements(x.size)} f32, {backend} backend, {how}", value, "ms",
                       f"numpy.{name}", base)
 
     bench.__name__ = f"{name}_16m_{backend}_{'shared' if shared else 'copied'}_vs_numpy"

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from vyre_benchmarks.bench_lib import _driver, _in_turns
-from vyre_benchmarks.harness import Result, reps
+from vyre_benchmarks.harness import Result, elements, reps, size
 from vyre_core import lib
 
 REQUIRES = ("reference", "cpu", "wgpu")
@@ -32,9 +32,10 @@ BINS = 256
 def _data() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     drv = _driver()
-    values = rng.integers(0, BINS, N).astype(np.int32)
-    points = rng.standard_normal(N).astype(np.float32)
-    weights = rng.standard_normal(N).astype(np.float32)
+    n = size(N)
+    values = rng.integers(0, BINS, n).astype(np.int32)
+    points = rng.standard_normal(n).astype(np.float32)
+    weights = rng.standard_normal(n).astype(np.float32)
     return {"values": values, "shared_values": drv.asarray(values), "points": points,
             "shared_points": drv.asarray(points), "weights": weights,
             "shared_weights": drv.asarray(weights)}
@@ -55,7 +56,8 @@ def _counts(backend: str, shared: bool) -> Callable[[], Result]:
                                 lambda: np.bincount(d["values"]),
                                 reps(15 if backend == "cpu" else 5, 2))
         how = "a Driver.asarray array (no copy)" if shared else "a numpy array (copied)"
-        return Result(f"lib.bincount 16 Mi int32 into {BINS} bins, {backend} backend, {how}",
+        return Result(f"lib.bincount {elements(d['values'].size)} int32 into {BINS} bins, "
+                      f"{backend} backend, {how}",
                       value, "ms", "numpy.bincount", base)
 
     bench.__name__ = f"bincount_16m_{backend}_{'shared' if shared else 'copied'}_vs_numpy"
@@ -65,7 +67,7 @@ def _counts(backend: str, shared: bool) -> Callable[[], Result]:
 @functools.cache
 def _weighted_on_the_reference() -> np.ndarray:
     """The weighted counts on the reference backend, once for both rows (it interprets
-    16 Mi elements)."""
+    every element)."""
     d = _data()
     return lib.bincount(_driver(), d["shared_values"], d["shared_weights"],
                         backend="reference")
@@ -80,7 +82,8 @@ def _weighted(backend: str) -> Callable[[], Result]:
         value, base = _in_turns(lambda: lib.bincount(drv, x, w, backend=backend),
                                 lambda: np.bincount(d["values"], d["weights"]),
                                 reps(15 if backend == "cpu" else 5, 2))
-        return Result(f"lib.bincount 16 Mi int32 into {BINS} bins, float32 weights, "
+        return Result(f"lib.bincount {elements(d['values'].size)} int32 into {BINS} bins, "
+                      "float32 weights, "
                       f"{backend} backend, Driver.asarray arrays", value, "ms",
                       "numpy.bincount (weights)", base)
 
@@ -97,7 +100,8 @@ def _histogram(backend: str) -> Callable[[], Result]:
         value, base = _in_turns(lambda: lib.histogram(drv, x, BINS, backend=backend),
                                 lambda: np.histogram(d["points"], BINS),
                                 reps(15 if backend == "cpu" else 5, 2))
-        return Result(f"lib.histogram 16 Mi float32 into {BINS} bins, {backend} backend, "
+        return Result(f"lib.histogram {elements(d['points'].size)} float32 into {BINS} bins, "
+                      f"{backend} backend, "
                       "a Driver.asarray array", value, "ms", "numpy.histogram", base)
 
     bench.__name__ = f"histogram_16m_{backend}_vs_numpy"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from vyre_benchmarks.bench_lib import _driver, _in_turns
-from vyre_benchmarks.harness import Result, reps
+from vyre_benchmarks.harness import Result, elements, reps, size
 from vyre_core import lib
 
 REQUIRES = ("cpu", "wgpu")
@@ -26,7 +26,7 @@ REQUIRES = ("cpu", "wgpu")
 
 @functools.cache
 def _data(n: int) -> tuple[np.ndarray, np.ndarray]:
-    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal(size(n)).astype(np.float32)
     return x, _driver().asarray(x)
 
 
@@ -42,7 +42,7 @@ def _bench(n: int, backend: str, shared: bool) -> Callable[[], Result]:
         value, base = _in_turns(lambda: lib.sort(drv, arg, backend=backend),
                                 lambda: np.sort(x), rounds)
         how = "a Driver.asarray array (no copy)" if shared else "a numpy array (copied)"
-        return Result(f"lib.sort {n >> 20} Mi f32, {backend} backend, {how}", value, "ms",
+        return Result(f"lib.sort {elements(x.size)} f32, {backend} backend, {how}", value, "ms",
                       "numpy.sort", base)
 
     bench.__name__ = f"sort_{n >> 20}m_{backend}_{'shared' if shared else 'copied'}_vs_numpy"

@@ -6,6 +6,7 @@ numpy's before it is timed."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -45,16 +46,19 @@ def port_against_numpy(problem: Problem, run: Callable[[Problem, dict[str, Any]]
     return bench
 
 
+@functools.cache
+def _driver() -> Driver:
+    return Driver()  # one for every row (closed at exit by the driver's own atexit hook)
+
+
 def _bench(problem: Problem, size: int, suffix: str = "") -> Callable[[], Result]:
     def bench() -> Result:
-        data = problem.make(size)
-        with Driver() as drv:
-            check(problem, run_vyre(problem, data, drv, BACKEND), problem.reference(data),
-                  "vyre")
-            return compare(f"{problem.name} (n={size}), vyre kernels on cpu",
-                           lambda: run_vyre(problem, data, drv, BACKEND),
-                           "the same problem in numpy", lambda: problem.reference(data),
-                           repeat=5, number=3)
+        data, drv = problem.make(size), _driver()
+        check(problem, run_vyre(problem, data, drv, BACKEND), problem.reference(data), "vyre")
+        return compare(f"{problem.name} (n={size}), vyre kernels on cpu",
+                       lambda: run_vyre(problem, data, drv, BACKEND),
+                       "the same problem in numpy", lambda: problem.reference(data),
+                       repeat=5, number=3)
     bench.__name__ = problem.name + suffix
     return bench
 

@@ -1,8 +1,10 @@
 """Timing and reporting shared by every benchmark: each figure is measured next to a
 baseline in the same run, and reported as a ratio, because these machines are noisy.
 
-``vyre bench --quick`` sets quick mode: every repeat count shrinks (``reps``), so the
-whole set runs in seconds with rough figures; sizes stay as named."""
+``vyre bench --quick`` sets quick mode: every repeat count shrinks (``reps``), and so do
+the largest inputs (``size``: the array suites checked 16 Mi elements against the
+interpreted reference, minutes of it), so the whole set runs in a few minutes with rough
+figures; each row's name says the size it ran."""
 
 from __future__ import annotations
 
@@ -30,6 +32,19 @@ def set_quick(quick: bool) -> None:
 def reps(full: N, quick: N) -> N:
     """A repeat count (or a duration): ``full`` normally, ``quick`` in quick mode."""
     return quick if _quick else full
+
+
+def size(full: int) -> int:
+    """An input's element count: ``full`` normally, a sixteenth of it in quick mode."""
+    return reps(full, max(1, full >> 4))
+
+
+def elements(n: int) -> str:
+    """``n`` elements as a row names them: 16 Mi, 1 Mi, 64 Ki, 1000."""
+    for shift, unit in ((20, "Mi"), (10, "Ki")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return str(n)
 
 
 @dataclass(frozen=True)
