@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from vyre_benchmarks import compile_once
-from vyre_benchmarks.harness import Result, compare, reps
+from vyre_benchmarks.harness import Result, compare, elements, reps, size
 from vyre_core.example import Example
 from vyre_core.sequence import Sequence
 from vyre_examples.saxpy import inputs as saxpy_inputs
@@ -55,18 +55,25 @@ def _host(backend: str) -> BackendHost:
 def elementwise_64mib_vs_numpy() -> Result:
     """saxpy over 16 Mi f32 (64 MiB per array) against ``a * x + y`` in numpy."""
     cpu = _host("cpu")
-    program, data = saxpy(BIG, 1024), saxpy_inputs(BIG, 5)  # (65536 groups of 256: over the limit)
+    # (workgroups of 1024: 65536 groups of 256 are over the limit)
+    program, data = saxpy(size(BIG), 1024), saxpy_inputs(size(BIG), 5)
     x, y, a = data
     out, = cpu.dispatch(program, data)
     if out.tobytes() != (a[0] * x + y).tobytes():
         raise AssertionError("the cpu backend's saxpy differs from numpy's")
-    return compare("saxpy, 16 Mi f32 (64 MiB per array), cpu backend",
+    return compare(f"saxpy, {elements(x.size)} f32 ({x.nbytes >> 20} MiB per array), cpu backend",
                    lambda: cpu.dispatch(program, data), "numpy a * x + y",
                    lambda: a[0] * x + y, repeat=reps(7, 2))
 
 
+#: The examples built smaller in quick mode (the reference interprets each: the sort
+#: example's million keys took it tens of seconds a run)
+QUICK_N = {"sort": 1 << 16, "scan": 1 << 18, "reduce": 1 << 20}
+
+
 def _example(name: str) -> Example:
-    return importlib.import_module(f"vyre_examples.{name}").build()
+    build = importlib.import_module(f"vyre_examples.{name}").build
+    return build(n=QUICK_N[name]) if name in QUICK_N and reps(False, True) else build()
 
 
 def _vs_reference(name: str) -> Callable[[], Result]:
@@ -99,7 +106,7 @@ def reduce_vs_numpy_sum() -> Result:
     if wrong:
         raise AssertionError(f"the reduce example on the cpu backend: {wrong}")
     x = example.inputs[0]
-    return compare("reduce 16 Mi f32, cpu backend", lambda: example.run_in(cpu),
+    return compare(f"reduce {elements(x.size)} f32, cpu backend", lambda: example.run_in(cpu),
                    "numpy.sum", lambda: x.sum(), repeat=reps(7, 2))
 
 
@@ -339,7 +346,8 @@ def two_cores_vs_one() -> Result:
     from vyre_cpu import backend, threads
 
     cpu = _host("cpu")
-    program, data = saxpy(BIG, 1024), saxpy_inputs(BIG, 5)  # (65536 groups of 256: over the limit)
+    # (workgroups of 1024: 65536 groups of 256 are over the limit)
+    program, data = saxpy(size(BIG), 1024), saxpy_inputs(size(BIG), 5)
     everyone = threads.available_cores()
 
     def on(count: int) -> Callable[[], Any]:
@@ -357,8 +365,8 @@ def two_cores_vs_one() -> Result:
                 backend._threads.cache_clear()
         return run
 
-    return compare(f"saxpy 64 MiB on {everyone} cores", on(everyone), "the same on 1 core",
-                   on(1), repeat=reps(7, 2))
+    return compare(f"saxpy {data[0].nbytes >> 20} MiB on {everyone} cores", on(everyone),
+                   "the same on 1 core", on(1), repeat=reps(7, 2))
 
 
 BENCHMARKS = [elementwise_64mib_vs_numpy, reduce_vs_numpy_sum,
