@@ -8,6 +8,7 @@ the end (loads of 0, dropped stores), and with an index that wraps below 0."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -259,6 +260,23 @@ def _arrays(program: Program, inputs: list) -> list[np.ndarray]:
             for b in program.buffers]
 
 
+@functools.cache
+def _compiled_alone(source: str, version: str) -> dict[str, Any]:
+    """``source``'s kernel with the other version's function ("block" or "workgroup") made
+    to do nothing; kept, so that cases of one program compile it once."""
+    from numba import njit
+
+    @njit
+    def nothing(*args: Any) -> None:
+        pass
+
+    space: dict[str, Any] = {}
+    exec(compile(source.replace("cache=True", "cache=False"), f"<{version} alone>", "exec"),
+         space)
+    space["workgroup" if version == "block" else "block"] = nothing
+    return space
+
+
 @pytest.mark.parametrize("keep, case", [
     ("block", "matmul inside"), ("workgroup", "matmul a past its end"),
     ("block", "gather"), ("workgroup", "matmul index wraps below 0"),
@@ -267,22 +285,13 @@ def test_each_version_runs_where_it_should_and_alone_gives_the_reference_bytes(k
     """The kernel with the other version's function made to do nothing: where the
     assumptions hold, the blocks alone write the reference's bytes (and the workgroups
     alone nothing); where one fails, the workgroups alone do (and the blocks nothing)."""
-    from numba import njit
-
     from vyre_reference import run
-
-    @njit
-    def nothing(*args: Any) -> None:
-        pass
 
     program, dims, lengths, grid = CASES[case]
     inputs = _inputs(program, dims, lengths)
     want, = run(program, inputs, grid=grid)
     for version in ("block", "workgroup"):
-        space: dict[str, Any] = {}
-        source = codegen.generate(program).source.replace("cache=True", "cache=False")
-        exec(compile(source, f"<{case}>", "exec"), space)
-        space["workgroup" if version == "block" else "block"] = nothing
+        space = _compiled_alone(codegen.generate(program).source, version)
         arrays = _arrays(program, inputs)
         if space["kernel_serial"](*grid, cancel.words(), *arrays):  # (as the backend
             space["fallback_serial"](*grid, cancel.words(), *arrays)  # runs them)

@@ -34,9 +34,9 @@ def inputs(t: ir.DType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return a, b, s
 
 
-def check(t: ir.DType, run, where: str, types: tuple = tuple(TYPES)) -> None:
+def check(t: ir.DType, run, where: str, types: tuple = tuple(TYPES), per: int = 24) -> None:
     a, b, s = inputs(t)
-    for case in split_case(t.value, t, a.tolist(), b.tolist(), s.tolist(), types):
+    for case in split_case(t.value, t, a.tolist(), b.tolist(), s.tolist(), types, per):
         got = run(case.program, list(case.inputs))
         for out, want, have in zip(case.program.outputs, case.expected, got, strict=True):
             bad = np.flatnonzero(want.view(f"u{want.itemsize}") != have.view(f"u{have.itemsize}"))
@@ -59,7 +59,9 @@ def driver():
 
 @pytest.mark.parametrize("t", TYPES, ids=str)
 def test_every_backend_claiming_the_type_follows_the_model(driver, t):
-    check(t, lambda prog, args: driver.dispatch(prog, args, "cpu"), "cpu")
+    # (cpu binds any number of buffers: every output in one program, one numba compile a
+    # type where 24 to a program made two; for u16, 8.5 s against 12.6 s on a busy machine)
+    check(t, lambda prog, args: driver.dispatch(prog, args, "cpu"), "cpu", per=1000)
     if t not in WIDE:
         check(t, lambda prog, args: driver.dispatch(prog, args, "wgpu"), "wgpu",
               tuple(d for d in TYPES if d not in WIDE))
@@ -86,10 +88,12 @@ def narrow_program(t: ir.DType, n: int, workgroup: int = 64) -> ir.Program:
 
 
 @pytest.mark.parametrize("t", [ir.u8, ir.i8, ir.u16, ir.i16], ids=str)
-@pytest.mark.parametrize("n", [1, 3, 1001])
+@pytest.mark.parametrize("n", [1, 1003])
 def test_packed_buffers_of_odd_lengths_and_workgroup_memory(driver, t, n):
     """Every invocation stores its own element (up to four to a word, all at once), loads
-    past the end read 0, the last word's padding is neither read nor returned."""
+    past the end read 0, the last word's padding is neither read nor returned. 1: one
+    invocation, a word of padding; 1003: a ragged last workgroup, three 8-bit values or
+    one 16-bit value in the last word (3 did that in one workgroup, a compile each)."""
     rng = np.random.default_rng(n)
     lo, hi = t.int_range
     x = rng.integers(lo, hi, n, dtype=t.value_np, endpoint=True)

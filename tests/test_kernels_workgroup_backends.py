@@ -20,9 +20,15 @@ def drv():
         yield driver
 
 
-@pytest.mark.parametrize("backend", ["cpu", "wgpu"])
+#: Every size on wgpu (a shader compile each, well under a second); on cpu (a numba
+#: compile each, 3 to 9 s, more the larger the workgroup) no step count, one lane, an odd
+#: count halved unevenly (5) and the largest workgroup (256): 48, another uneven count, is
+#: the reference's and wgpu's (tests/test_kernels_workgroup.py runs every size there).
+SIZES = [(size, "wgpu") for size in (1, 5, 48, 256)] + [(size, "cpu") for size in (1, 5, 256)]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
-@pytest.mark.parametrize("size", [1, 5, 48, 256])
+@pytest.mark.parametrize(("size", "backend"), SIZES)
 def test_every_backend_gives_the_orders_bytes(drv, backend, dtype, size):
     groups = 4
     x = sample(dtype, size, groups)
