@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import time
 from typing import Any
 
 import numpy as np
@@ -343,3 +344,29 @@ def test_the_suites_loop_kernels_give_the_reference_bytes_past_one_block(host, n
     problem.run(vyre_kernels, launch, {k: v.copy() if isinstance(v, np.ndarray) else v
                                        for k, v in data.items()})
     assert any(seen)
+
+
+def test_compiling_the_checked_version_is_not_counted_as_the_kernels_run_time(monkeypatch):
+    """The first launch whose proven kernel leaves workgroups to the checked version
+    compiles that version inside the launch's timed window: counted as run time, it made a
+    768-invocation kernel look 1.6 ms an invocation, and the next launch compiled and ran
+    the parallel version (8 s on a loaded machine) for microseconds of work. A fallback
+    made to spend 0.5 s of this thread's CPU first must not show in the time recorded."""
+    program, dims, lengths, grid = CASES["matmul a past its end"]
+    _, inside_dims, inside_lengths, _ = CASES["matmul inside"]
+    config = DispatchConfig(grid_override=grid)
+    pipeline = vyre_cpu.backend.Pipeline(program, config)
+    for _ in range(2):  # (a launch is timed from its second run on one thread)
+        pipeline.dispatch(_inputs(program, inside_dims, inside_lengths), config)
+    compiled = pipeline.compiled
+    checked = compiled.fallback
+
+    def slow_to_compile(threaded: bool) -> Any:
+        until = time.thread_time() + 0.5
+        while time.thread_time() < until:
+            pass
+        return checked(threaded)
+
+    monkeypatch.setattr(compiled, "fallback", slow_to_compile)
+    pipeline.dispatch(_inputs(program, dims, lengths), config)
+    assert 0 < compiled.seconds_each * math.prod(grid) * compiled.layout.lanes < 0.25

@@ -314,7 +314,10 @@ class Pipeline:
             workgroups, layout.loops, threads)
         started = time.thread_time() if timed else 0.0
         if kernel(gx, gy, gz, stop, *words):  # (a proven kernel left workgroups undone)
-            self.compiled.fallback(threaded)(gx, gy, gz, stop, *words)
+            compiling = time.thread_time()  # (its fallback is compiled the first time: no
+            fallback = self.compiled.fallback(threaded)  # part of the run's time, which
+            started += time.thread_time() - compiling  # decides when threads pay)
+            fallback(gx, gy, gz, stop, *words)
         self.compiled.ran_serially |= not threaded
         cancel.check()  # (stopped early: what it computed is not a result, nor its time)
         if timed:
