@@ -47,20 +47,21 @@ def test_every_backend_gives_numpys_stable_bytes(drv, dtype):
             backends = BACKENDS if (shape, axis, ties) in REFERENCE else BACKENDS[1:]
             if (shape, axis) == MANY_LANES and dtype not in (np.float32, np.float64):
                 backends = ["wgpu"]
-            _check(drv, adversarial(dtype, shape, seed=k, ties=ties), axis, backends)
+            _check(drv, adversarial(dtype, shape, seed=k, ties=ties), axis, backends, ties)
 
 
 @pytest.mark.processes
 def test_the_reference_sorts_past_a_block(drv):
-    _check(drv, adversarial(np.float32, (RADIX + 1,), seed=3, ties=True), -1, ["reference"])
+    _check(drv, adversarial(np.float32, (RADIX + 1,), seed=3, ties=True), -1, ["reference"],
+           True)
 
 
-def _check(drv, x, axis, backends):
+def _check(drv, x, axis, backends, ties):
     want, want_order = numpys(x, axis)
     for backend in backends:
         got = lib.sort(drv, x, axis, backend=backend)
         order = lib.argsort(drv, x, axis, backend=backend)
-        where = (x.shape, axis, backend)
+        where = (x.shape, axis, ties, backend)
         assert got.dtype == x.dtype and order.dtype == np.intp, where
         assert got.shape == order.shape == (x.shape if axis is not None
                                             else (x.size,)), where
