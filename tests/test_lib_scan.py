@@ -47,10 +47,13 @@ def test_every_backend_gives_the_models_bytes(drv, dtype):
     for k, (shape, axis) in enumerate(SHAPES):
         if dtype in (np.float16, np.float64) and math.prod(shape) > 100_000:
             continue  # (the reference's f16/f64 are slow; f32 covers the deep scan)
+        backends = BACKENDS[dtype]
+        if dtype != np.float32 and math.prod(shape) > 100_000:  # (the reference: f32's)
+            backends = [b for b in backends if b != "reference"]
         x = adversarial(dtype, shape, seed=k)
         for exclusive in (False, True):
             want = cumsum(x, axis, exclusive).tobytes()
-            for backend in BACKENDS[dtype]:
+            for backend in backends:
                 got = lib.cumsum(drv, x, axis, exclusive=exclusive, backend=backend)
                 assert got.tobytes() == want, (shape, axis, exclusive, backend)
 
