@@ -75,35 +75,55 @@ def whole_workgroups(bits: np.ndarray, workgroup: int = 64) -> np.ndarray:
     return np.resize(bits, -(-bits.size // workgroup) * workgroup)
 
 
-def op_program(op: Callable, floats: ir.DType, lanes: int) -> ir.Program:
-    """``out[i] = op(x[i])``: the IR operation itself, as a user writes it."""
+#: The IR's operations of two operands (the others take one)
+BINARY_OPS = (ir.pow, ir.atan2)
+
+
+def op_program(op: Callable, floats: ir.DType) -> ir.Program:
+    """``out[i] = op(a[i])`` (``op(a[i], b[i])`` for pow and atan2): the IR operation
+    itself, as a user writes it, over buffers of no declared length (``out`` read-write,
+    given zeros). One program per (op, type) whatever the inputs' length: the cpu backend
+    compiles it once per test run (numba's cache on disk is the session's), and every
+    test of the operation dispatches this one (each function's module,
+    test_transcendental_ops, test_exhaustive). Its inputs are whole workgroups
+    (``apply``): the program checks no bounds."""
     k = ir.Kernel(workgroup=(64,))
-    x, out = k.read("x", floats), k.output("out", floats, lanes)
+    args = [k.read(name, floats) for name in ("a", "b")[:1 + (op in BINARY_OPS)]]
+    out = k.read_write("out", floats)
     i = k.let("i", ir.global_id())
-    out[i] = op(x[i])
+    out[i] = op(*(a[i] for a in args))
     return k.build()
+
+
+def apply(driver, backend: str, op: Callable, floats: ir.DType, *operands: np.ndarray,
+          config=None) -> np.ndarray:
+    """``op`` over ``operands`` (of ``floats``'s storage type, one length) on ``backend``,
+    by ``op_program``: the operands repeated to whole workgroups, the results cut back."""
+    padded = [whole_workgroups(np.asarray(a)) for a in operands]
+    args = [*padded, np.zeros_like(padded[0])]
+    got = driver.dispatch(op_program(op, floats), args, backend, config)[0]
+    return np.asarray(got)[:len(operands[0])]
 
 
 def operation_is_mpfrs(driver, backend: str, op: Callable, fn: Callable, f32: np.ndarray,
                        chained: np.ndarray) -> None:
     """``op`` (``ir.exp2``, ...) gives MPFR's ``fn`` on ``backend``: over ``f32`` and every
     f16 input, and as two steps of a sequence, the second on the first's results, from
-    the f32 values ``chained`` (repeated to ``f32``'s length)."""
-    f32 = whole_workgroups(f32)
+    the f32 values ``chained`` (repeated to ``f32``'s length, whole workgroups)."""
     for floats, bits, width in ((ir.f32, f32, 32), (ir.f16, EVERY_F16, 16)):
         values = bits.view(np.float32 if width == 32 else np.float16)
-        got = driver.dispatch(op_program(op, floats, bits.size), [values], backend)[0]
+        got = apply(driver, backend, op, floats, values)
         assert got.view(bits.dtype).tobytes() == mpfr(fn, bits, width).tobytes(), \
             f"{op.__name__} on f{width} on {backend}"
     # (the steps are the dispatch's own program: compiled once on a backend, not twice)
-    lanes = f32.size
+    lanes = whole_workgroups(f32).size
     chained = np.resize(chained, lanes)
     b = SequenceBuilder()
     b.input("x", ir.f32, lanes)
     b.transient("t", ir.f32, lanes)
     b.transient("u", ir.f32, lanes)
-    b.step(op_program(op, ir.f32, lanes), {"x": "x", "out": "t"})
-    b.step(op_program(op, ir.f32, lanes), {"x": "t", "out": "u"})
+    b.step(op_program(op, ir.f32), {"a": "x", "out": "t"})
+    b.step(op_program(op, ir.f32), {"a": "t", "out": "u"})
     t, u = driver.dispatch_sequence(b.build(returns=["t", "u"]), [chained], backend=backend)
     want_t = mpfr(fn, chained.view(np.uint32), 32)
     assert t.view(np.uint32).tobytes() == want_t.tobytes(), f"a sequence's step on {backend}"

@@ -192,22 +192,23 @@ def test_route_explains_every_backend():
 
 # -- vyre conform ----------------------------------------------------------------------------
 
-@pytest.mark.timeout(400)  # run alone with cpu's kernel cache empty, it compiles ~100 kernels
-def test_conform_reports_the_whole_corpus_passing_on_every_backend():
-    report = json_of(vyre("conform", "--json"))
-    assert set(report["backends"]) == {"reference", "wgpu", "cpu"}
-    assert all(b["ok"] for b in report["backends"].values())
+def test_conform_reports_the_whole_corpus_on_a_backend_in_order():
+    """The command's report: per backend its verdict counts, one result per case, the
+    sequences after the programs and before the probes. On the reference only: the
+    same runner's verdicts on wgpu and the reference are the kit's
+    (test_conformance_kit, identical counts), the cpu's are its corpus test's
+    (test_cpu_backend, the probes too) and its sequences' (test_sequence_conformance);
+    every installed backend in one run: the exhaustive sweep below."""
+    report = json_of(vyre("conform", "--backend", "reference", "--json"))
+    assert set(report["backends"]) == {"reference"}
+    assert report["backends"]["reference"]["ok"]
     judged = len(CASES) + len(SEQUENCE_CASES) + len(PROBES)
+    # (the over-limit workgroup is the one probe nobody claims)
     assert report["backends"]["reference"]["counts"] == {"pass": judged - 1, "unclaimed": 1}
-    # (subgroups of 4 and 32: lavapipe forms subgroups of 8 only; WGSL has no u64/i64,
-    # so no f64 bitcast either, and the math library's f64 functions, which use them, are
-    # not claimed)
-    assert report["backends"]["wgpu"]["counts"] == {"pass": judged - 15, "refused": 5,
-                                                    "unclaimed": 10}
-    assert report["backends"]["cpu"]["counts"] == {"pass": judged - 1, "unclaimed": 1}
-    assert len(report["results"]) == 3 * judged
+    assert len(report["results"]) == judged
     # the sequences, run whole, after the programs and before the probes
-    names = [r["case"] for r in report["results"] if r["backend"] == "reference"]
+    names = [r["case"] for r in report["results"]]
+    assert names[:len(CASES)] == [c.name for c in CASES]
     assert names[len(CASES):len(CASES) + len(SEQUENCE_CASES)] == [c.name for c in
                                                                    SEQUENCE_CASES]
 

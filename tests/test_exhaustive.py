@@ -20,6 +20,7 @@ import blake3
 import numpy as np
 import pytest
 from fresh_env import fresh_env
+from mathlib_cases import apply
 
 from vyre_core.config import DispatchConfig
 from vyre_core.conformance import all_inputs, digests, oracle, sweep
@@ -174,17 +175,14 @@ def test_the_tool_finds_what_an_independent_dispatch_finds(driver, tmp_path):
 
 
 def independent(driver, backend: str, suite: Suite, operands: list[np.ndarray]) -> np.ndarray:
+    """The operation over ``operands`` by the math tests' own program of it (one per op
+    and type: compiled once per run on cpu, whichever module dispatches it first)."""
     from vyre_core import ir
 
-    n = len(operands[0])
     t = ir.f32 if suite.dtype == "f32" else ir.f16
-    k = ir.Kernel(workgroup=(64,))
-    args = [k.read(f"a{j}", t, n) for j in range(len(operands))]
-    out = k.output("out", t, n)
-    i = k.let("i", ir.global_id(0))
-    out[i] = getattr(ir, suite.op)(*(a[i] for a in args))
-    got = driver.dispatch(k.build(), operands, backend, DispatchConfig(timeout=120.0))[0]
-    return np.asarray(got).view(oracle.FORMATS[suite.dtype].bits)
+    got = apply(driver, backend, getattr(ir, suite.op), t, *operands,
+                config=DispatchConfig(timeout=120.0))
+    return got.view(oracle.FORMATS[suite.dtype].bits)
 
 
 class NoDispatch:

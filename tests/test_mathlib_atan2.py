@@ -19,7 +19,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mathlib_cases import BINARY16, BINARY32, CANONICAL_NAN, EVERY_F16
+from mathlib_cases import (
+    BINARY16,
+    BINARY32,
+    CANONICAL_NAN,
+    EVERY_F16,
+    apply,
+    op_program,
+    whole_workgroups,
+)
 
 from vyre_core import Driver, SequenceBuilder, ir
 from vyre_core.mathlib import atan2, ff
@@ -424,16 +432,6 @@ def driver():
         yield drv
 
 
-def op_program(floats: ir.DType, lanes: int) -> ir.Program:
-    """``out[i] = atan2(y[i], x[i])``: the IR operation itself."""
-    k = ir.Kernel(workgroup=(64,))
-    y, x = k.read("y", floats), k.read("x", floats)
-    out = k.output("out", floats, lanes)
-    i = k.let("i", ir.global_id())
-    out[i] = ir.atan2(y[i], x[i])
-    return k.build()
-
-
 def operands(width: int) -> tuple[np.ndarray, np.ndarray]:
     """Drawn bits, then (f16) every ``y`` against ``x = -1`` or (f32) the hard pairs."""
     rng = np.random.default_rng(7)
@@ -454,10 +452,9 @@ def test_the_ir_operation_is_the_librarys_on_every_backend(driver, backend, widt
     one call weighs more than a kernel writes out): MPFR's bytes on every backend, in a
     dispatch and as two steps of a sequence (the second's ``x`` the first's results)."""
     floats, storage = (ir.f16, np.float16) if width == 16 else (ir.f32, np.float32)
-    y, x = operands(width)
-    lanes = y.size  # (one program for both: compiled once)
-    got = driver.dispatch(op_program(floats, lanes), [y.view(storage), x.view(storage)],
-                          backend)[0]
+    y, x = (whole_workgroups(a) for a in operands(width))
+    lanes = y.size
+    got = apply(driver, backend, ir.atan2, floats, y.view(storage), x.view(storage))
     want_t = mpfr_atan2(y, x, width)
     assert got.view(y.dtype).tobytes() == want_t.tobytes(), backend
     b = SequenceBuilder()
@@ -465,8 +462,8 @@ def test_the_ir_operation_is_the_librarys_on_every_backend(driver, backend, widt
     b.input("x", floats, lanes)
     b.transient("t", floats, lanes)
     b.transient("u", floats, lanes)
-    b.step(op_program(floats, lanes), {"y": "y", "x": "x", "out": "t"})
-    b.step(op_program(floats, lanes), {"y": "y", "x": "t", "out": "u"})
+    b.step(op_program(ir.atan2, floats), {"a": "y", "b": "x", "out": "t"})
+    b.step(op_program(ir.atan2, floats), {"a": "y", "b": "t", "out": "u"})
     t, u = driver.dispatch_sequence(b.build(returns=["t", "u"]),
                                     [y.view(storage), x.view(storage)], backend=backend)
     assert t.view(y.dtype).tobytes() == want_t.tobytes(), f"a sequence's step on {backend}"

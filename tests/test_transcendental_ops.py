@@ -3,7 +3,8 @@ docs/semantics.md writes them out (exact bits, every backend), and every backend
 its ULP budget of the correctly rounded result over random and edge values (tan's values,
 special ones included, are MPFR's on every backend in test_mathlib_tan, which compiles
 its function once per type on cpu). The corpus and ``vyre conform --exhaustive`` hold the
-rest."""
+rest. The backends run the math tests' own program of each operation
+(``mathlib_cases.op_program``, one per op and type): numba compiles it once per run."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from mathlib_cases import apply
 
 from vyre_core import Driver, ir
 from vyre_core.compare import ulp_distance
@@ -112,7 +114,7 @@ def test_cs_special_cases_on_every_backend(driver, backend):
     """Exact, as written out in semantics.md (pi and pi/2 as f32 rounds them)."""
     for op, table in (("pow", POW_SPECIALS), ("atan2", ATAN2_SPECIALS)):
         a, b, want = (np.array(col, np.float32) for col in zip(*table, strict=True))
-        got = driver.dispatch(program(op, ir.f32, len(a)), [a, b], backend)[0]
+        got = apply(driver, backend, getattr(ir, op), ir.f32, a, b)
         bad = np.flatnonzero(exact_bits(want, got))
         assert bad.size == 0, [(op, a[i], b[i], got[i], want[i]) for i in bad]
     x = np.array([0.0, -0.0, INF, -INF, NAN, 4.0, 0.125, -1.0, 1.0], np.float32)
@@ -120,7 +122,7 @@ def test_cs_special_cases_on_every_backend(driver, backend):
             "exp2": [1.0, 1.0, INF, 0.0, NAN, 16.0, None, 0.5, 2.0],
             "log2": [-INF, -INF, INF, NAN, NAN, 2.0, -3.0, NAN, 0.0]}
     for op, values in want.items():
-        got = driver.dispatch(program(op, ir.f32, len(x)), [x], backend)[0]
+        got = apply(driver, backend, getattr(ir, op), ir.f32, x)
         for i, value in enumerate(values):
             if value is not None:
                 assert not exact_bits(np.array([value], np.float32), got[i:i + 1]).any(), \
@@ -160,9 +162,8 @@ def test_every_backend_is_within_its_budget_of_the_correctly_rounded_result(driv
     args = inputs(dtype, op if op in ("pow", "atan2") else None)
     want = correctly_rounded_pow(*args) if op == "pow" else correctly_rounded(
         UNARY.get(op, np.arctan2), *args)
-    prog = program(op, dtype, len(args[0]))
     for backend, budget in (("reference", 0), ("cpu", 0), ("wgpu", WGPU_ULP[op])):
-        got = driver.dispatch(prog, args, backend)[0]
+        got = apply(driver, backend, getattr(ir, op), dtype, *args)
         distance = ulp_distance(want, got)
         at = int(distance.argmax())
         assert distance[at] <= budget, (backend, [a[at] for a in args], got[at], want[at])
