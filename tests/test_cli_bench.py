@@ -67,11 +67,23 @@ OPTIONAL = {suite: f"{dist} is not installed" for suite, module, dist in (
     if importlib.util.find_spec(module) is None}
 
 
-#: Suites whose rows are one factory over many operations: the run takes the rows this
-#: selects (the factory once per backend and type), not all. bench_math's 30 rows differ
-#: only in the function timed, and each first compile of a math function on cpu takes
-#: 2-50 s: its bytes on every backend are the conformance and math library tests'.
-SAMPLED = {"math": "math.exp_4m"}
+#: Suites with rows made by one factory over many cases: the run takes the rows these
+#: select (each factory run once per backend and type, every other row), not all; each
+#: case left out costs a compile or an interpreted run (seconds to tens) and checks only
+#: what another test checks. bench_math: one function (30 rows differ only in it; each
+#: function's bytes are the conformance and math library tests'); bench_cpu: two of the
+#: twelve examples against the reference, one of the five compile kinds, one of the three
+#: new-process kernels; bench_suite and bench_suite_numba: two of the ten ports (each is
+#: tests/test_suite_ports.py's); bench_sequences: one of the five examples.
+SAMPLED = {
+    "math": ("math.exp_4m",),
+    "cpu": ("cpu.elementwise", "cpu.reduce_vs", "cpu.example_saxpy", "cpu.example_sort",
+            "cpu.matmul_", "cpu.compile_elementwise", "cpu.compile_stencil",
+            "cpu.compile_large", "cpu.compile_sequence_side", "cpu.two_cores"),
+    "suite": ("suite.jacobi_2d", "suite.gemm"),
+    "suite_numba": ("suite_numba.jacobi_2d", "suite_numba.gemm"),
+    "sequences": ("sequences.chain", "sequences.fused", "sequences.example_reduce"),
+}
 
 
 def every_benchmark_id() -> set[str]:
@@ -85,8 +97,8 @@ def test_quick_bench_reports_every_benchmark_with_its_baseline(tmp_path):
     it names), two at a time (figures are not judged here, so running side by side costs
     nothing but time saved)."""
     def suite(name: str) -> dict | None:
-        proc = bench("--quick", "--only", SAMPLED.get(name, f"{name}."), "--json", "-",
-                     cwd=tmp_path)
+        only = [arg for part in SAMPLED.get(name, (f"{name}.",)) for arg in ("--only", part)]
+        proc = bench("--quick", *only, "--json", "-", cwd=tmp_path)
         if name in OPTIONAL:  # (asked for it alone, the run says why it has nothing to run)
             assert proc.returncode != 0 and OPTIONAL[name] in proc.stderr, proc.stderr
             return None
@@ -110,9 +122,11 @@ def test_quick_bench_reports_every_benchmark_with_its_baseline(tmp_path):
     results = {r["id"]: r for doc in docs.values() for r in doc["results"]}
     doc = docs["wgpu"]
     left = {i for i in every_benchmark_id() if i.partition(".")[0] in SAMPLED
-            and SAMPLED[i.partition(".")[0]] not in i}
+            and not any(part in i for part in SAMPLED[i.partition(".")[0]])}
     assert {"math.exp_4m_f32_cpu_vs_numpy", "math.exp_4m_f32_wgpu_vs_numpy",
-            "math.exp_4m_f64_cpu_vs_numpy"} <= set(results)
+            "math.exp_4m_f64_cpu_vs_numpy", "cpu.example_sort_vs_reference",
+            "suite.gemm_medium", "suite_numba.jacobi_2d"} <= set(results)
+    assert len(left) < len(every_benchmark_id()) // 2, left  # (a sample, not most)
     assert set(results) | cannot_run | left == every_benchmark_id()
     assert not set(results) & cannot_run
     assert set(REQUIRED) <= set(results)
@@ -159,3 +173,13 @@ def test_only_benchmarks_of_a_skipped_suite_is_an_error_not_an_empty_table():
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "nothing to run: the wgpu suite is skipped" in proc.stderr
     assert "Fix: Install (or stop leaving out) the backend" in proc.stderr
+
+
+def test_only_given_twice_runs_the_benchmarks_either_selects(tmp_path):
+    proc = bench("--quick", "--only", "contract.small_dispatch", "--only", "ROUTING.warm_",
+                 "--json", "-", select="reference", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [r["id"] for r in doc["results"]] == ["contract.small_dispatch",
+                                                 "routing.warm_route"]
+    assert doc["failed"] == []

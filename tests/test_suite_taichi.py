@@ -26,7 +26,7 @@ REASON = "taichi is not installed (pip install 'vyre[suite]')"
 def test_without_taichi_the_suite_is_skipped_with_its_reason(monkeypatch):
     monkeypatch.setitem(sys.modules, "taichi", None)  # (import taichi now fails: not found)
     assert bench_suite_taichi.unavailable() == REASON
-    chosen, skipped = bench.select("suite_taichi.", Registry.discover("cpu"))
+    chosen, skipped = bench.select(["suite_taichi."], Registry.discover("cpu"))
     assert chosen == []
     assert skipped == [{"suite": "suite_taichi", "reason": REASON, "benchmarks": [
         f"suite_taichi.{fn.__name__}" for fn in bench_suite_taichi.BENCHMARKS]}]

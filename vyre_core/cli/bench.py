@@ -45,21 +45,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true",
                    help="few repeats: every figure rough, all of them in minutes (about 5 on "
                         "two cores shared with other work; for tests)")
-    p.add_argument("--only", metavar="SUBSTRING",
+    p.add_argument("--only", metavar="SUBSTRING", action="append",
                    help="run only the benchmarks whose id (suite.function, e.g. "
-                        "workers.recovery_after_kill) contains SUBSTRING")
+                        "workers.recovery_after_kill) contains SUBSTRING (repeat it: any of "
+                        "them)")
     p.set_defaults(func=run)
 
 
-def select(only: str | None, registry: Registry) -> tuple[list[Benchmark], list[dict[str, Any]]]:
-    """The benchmarks to run, in suite order, and the suites skipped (with why) because a
-    backend they need is not registered."""
+def select(only: list[str] | None, registry: Registry
+           ) -> tuple[list[Benchmark], list[dict[str, Any]]]:
+    """The benchmarks to run (those whose id contains any of ``only``; None: all), in suite
+    order, and the suites skipped (with why) because a backend they need is not
+    registered."""
+    wanted = None if only is None else [part.lower() for part in only]
     chosen: list[Benchmark] = []
     skipped: list[dict[str, Any]] = []
     for name in SUITES:
         suite = importlib.import_module(f"vyre_benchmarks.bench_{name}")
         ids = [(f"{name}.{fn.__name__}", fn) for fn in suite.BENCHMARKS]
-        ids = [(i, fn) for i, fn in ids if only is None or only.lower() in i.lower()]
+        ids = [(i, fn) for i, fn in ids
+               if wanted is None or any(part in i.lower() for part in wanted)]
         if not ids:
             continue
         reason = _missing_backends(suite.REQUIRES, registry) \
@@ -128,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
             "benchmarks with --only.")
     if not chosen:
         raise InvalidInputError(
-            f"no benchmark id contains {args.only!r}",
+            f"no benchmark id contains {' or '.join(map(repr, args.only))}",
             "Pass part of a suite.function id: " + ", ".join(
                 f"{s}.*" for s in SUITES) + " (see benchmarks/ for the functions).")
     for skip in skipped:
