@@ -27,6 +27,7 @@ from vyre_core.ir import (
     Lit,
     Load,
     Program,
+    Return,
     Store,
     Var,
 )
@@ -141,3 +142,53 @@ def test_a_guard_on_a_sum_bounds_its_terms_and_the_variables_that_hold_them(
     got, = pipeline.dispatch(inputs, config)
     assert got.tobytes() == run(program, inputs, grid=(1, 1, 1))[0].tobytes()
     assert not pipeline.compiled._fallback._serial.signatures
+
+
+@pytest.mark.parametrize("y_length, needed", [(1000, False), (900, True)])
+def test_a_kernel_at_the_global_id_compiles_its_checked_version_only_for_a_short_buffer(
+        tmp_path, monkeypatch, y_length, needed):
+    """saxpy over 1,000 elements in workgroups of 256: the last workgroup is ragged, but
+    its ids from ``len(x)`` on run nothing (the guard ``i < len(x)``), so every id that
+    runs lies inside x, y and out, and the version without checks runs alone. Where y is
+    shorter than x, some ids pass its end: the version with checks is compiled then, and
+    reads 0 there, as the reference does. Fails before this commit (the two versions were
+    one function, compiled together: about 40% of such a kernel's compile time)."""
+    from vyre_cpu import compiler
+
+    from vyre_examples.saxpy import inputs as saxpy_inputs
+    from vyre_examples.saxpy import program as saxpy
+    from vyre_reference import run
+
+    monkeypatch.setenv(compiler.ENV, str(tmp_path))
+    monkeypatch.setattr(compiler, "_loaded", compiler.collections.OrderedDict())
+    program = saxpy(1000)
+    x, y, a = saxpy_inputs(1000)
+    inputs = [x, y[:y_length], a]
+    config = DispatchConfig(grid_override=(4, 1, 1))
+    pipeline = vyre_cpu.backend.Pipeline(program, config)
+    got, = pipeline.dispatch(inputs, config)
+    assert got.tobytes() == run(program, inputs, grid=(4, 1, 1))[0].tobytes()
+    assert bool(pipeline.compiled._fallback._serial.signatures) is needed
+
+
+@pytest.mark.fast
+def test_the_launch_bound_is_the_guard_every_statement_of_the_body_is_behind():
+    """``codegen.launch_bound``: the ``n`` past which invocations run nothing, read from
+    vyre.kernel's launch guard (``if gid >= n or ...: return`` first) or from lets of the
+    id and then one ``if gid < n`` holding the rest; None for any other body."""
+    n, gy = BufLen("a"), Load("s", Lit(U32, 1))
+    store = Store("out", GX, Load("a", GX))
+    guard = If(Binary(BinOp.GE, GX, n), (Return(),))
+    either = If(Binary(BinOp.LOGICAL_OR, Binary(BinOp.GE, GY, gy), Binary(BinOp.GE, GX, n)),
+                (Return(),))
+    under = If(Binary(BinOp.LT, Var("i"), n), (store,))
+    assert codegen.launch_bound((guard, store)) == n
+    assert codegen.launch_bound((either, store)) == n
+    assert codegen.launch_bound((Let("i", GX), under)) == n
+    assert codegen.launch_bound((If(Binary(BinOp.LT, GX, n), (store,)),)) == n
+    for body in [(store, guard), (Let("i", GX), under, store),
+                 (Let("i", GX), If(under.cond, (store,), (store,))),
+                 (Let("i", GY), under), (store, Let("i", GX), under),
+                 (Let("i", GX), If(Binary(BinOp.LE, Var("i"), n), (store,))),
+                 (If(Binary(BinOp.GE, GY, gy), (Return(),)), store), ()]:
+        assert codegen.launch_bound(body) is None, body

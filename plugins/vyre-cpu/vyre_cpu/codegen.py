@@ -268,30 +268,53 @@ class _Writer:
         inlined function per invocation kept its arrays' reference counts: 40 ns per
         invocation where workgroups run in turn). Where the program reads or writes
         buffers at the global x id, a workgroup whose ids all lie inside them runs a
-        version without those bounds checks (``at_gid``)."""
+        version without those bounds checks (``at_gid``); where no proven version is
+        written, the kernel is that version alone for a dispatch whose every workgroup is
+        such a one (``all_inside``), and the split one its ``fallback``."""
         if self.lockstep:
             return self.write_lockstep()
         wx = self.program.workgroup[0]
         checked = self.invocation(5)
         parallel = not any(isinstance(n, Atomic) for n in walk(self.program.body))
         proven = self.proven(3) if parallel else None
+        fast = None
         if self.direct:
             self.in_bounds = True
+            fast = self.invocation(5)
             inside = " and ".join(f"(wx + 1) * {wx} <= {self.arg[b]}.shape[0]"
                                   for b in sorted(self.direct))
-            loops = [f"        if {inside}:", *self.lane_loops(3, self.invocation(6)),
+            loops = [f"        if {inside}:", *self.lane_loops(3, ["    " + c for c in fast]),
                      "        else:", *self.lane_loops(3, ["    " + c for c in checked])]
         else:
             loops = self.lane_loops(2, checked)
         args = ", ".join(self.arg[b.name] for b in self.program.buffers)
         own = ["    per_plane = gx * gy", *self.workgroups(loops, parallel)]
-        if proven is None:
+        if proven is None and fast is not None:
+            # (every workgroup inside: the kernel without checks, the split one compiled
+            # only for a dispatch that has one outside; most never do)
+            body = [*self.all_inside(), *_UNPROVEN, "    per_plane = gx * gy",
+                    *self.workgroups(self.lane_loops(2, fast), parallel), "    return False"]
+            functions = [*_function("kernel", parallel, args, [*_read(self.entry, body), *body]),
+                         *_function("fallback", parallel, args, [*_read(self.entry, own), *own])]
+        elif proven is None:
             functions = _function("kernel", parallel, args, [*self.entry, *own])
         else:
             functions = [*_function("kernel", True, args, [
                 *self.entry, *_UNPROVEN, *self.flat_loops(proven), "    return False"]),
                 *_function("fallback", True, args, [*_read(self.entry, own), *own])]
         return Kernel("\n".join([*HEAD, *self.consts, *functions, ""]))
+
+    def all_inside(self) -> list[str]:
+        """(Plain.) The lines that set ``proven``: whether the ids of every workgroup lie
+        inside the buffers read or written at the global x id (``direct``), as far as
+        invocations reach them (``reach``): those whose id is the launch's bound
+        (``launch_bound``) or past it run nothing."""
+        reach = f"np.int64(gx) * {self.program.workgroup[0]}"
+        bound = launch_bound(self.program.body)
+        if bound is not None and self.invariant(bound):
+            reach = f"min2({reach}, np.int64({self.entry_value(bound)[0]}))"
+        return [f"    reach = {reach}",
+                check([f"reach <= {self.arg[b]}.shape[0]" for b in sorted(self.direct)])]
 
     @staticmethod
     def workgroups(loops: list[str], parallel: bool) -> list[str]:
@@ -1608,6 +1631,38 @@ def _needs_lockstep(program: Program) -> bool:
     """Workgroup memory, barriers or subgroups: lanes must run side by side."""
     return any(b.access is Access.WORKGROUP for b in program.buffers) or \
         any(isinstance(n, Barrier | Subgroup) for n in walk(program.body))
+
+
+_GID = InvocationId(IdKind.GLOBAL, 0)
+
+
+def launch_bound(body: tuple[Stmt, ...]) -> Expr | None:
+    """``n`` where ``body`` runs nothing for the invocations whose global x id is ``n`` or
+    past it: it starts ``if gid >= n (or ...): return`` (vyre.kernel's launch guard), or
+    it is lets of the id, then one ``if gid < n:`` (no else) holding the rest. None where
+    it is neither."""
+    if body and isinstance(body[0], If) and body[0].then == (Return(),) and \
+            not body[0].orelse:
+        tests, disjuncts = [body[0].cond], []
+        while tests:
+            test = tests.pop()
+            if isinstance(test, Binary) and test.op is BinOp.LOGICAL_OR:
+                tests += [test.lhs, test.rhs]
+            else:
+                disjuncts.append(test)
+        for test in disjuncts:
+            if isinstance(test, Binary) and test.op is BinOp.GE and test.lhs == _GID:
+                return test.rhs
+    ids = {_GID}
+    for s in body[:-1]:
+        if not (isinstance(s, Let) and s.value == _GID):
+            return None
+        ids.add(Var(s.name))
+    last = body[-1] if body else None
+    if isinstance(last, If) and not last.orelse and isinstance(last.cond, Binary) and \
+            last.cond.op is BinOp.LT and last.cond.lhs in ids:
+        return last.cond.rhs
+    return None
 
 
 def _reads(exprs: tuple[Expr, ...]) -> set[str]:
