@@ -68,10 +68,8 @@ def _twin(example: Example, program, config, inputs) -> Example:
 
 @pytest.fixture(scope="module", params=list(BACKENDS))
 def host(request):
-    host = BackendHost(BACKENDS[request.param])
-    host.prepare()
-    yield host
-    host.shutdown()
+    with BackendHost(BACKENDS[request.param]) as host:
+        yield host
 
 
 def test_every_kernel_example_has_a_builder_twin():
@@ -82,10 +80,8 @@ def test_every_kernel_example_has_a_builder_twin():
 
 @pytest.fixture(scope="module")
 def reference():
-    host = BackendHost(vyre_reference.backend)
-    host.prepare()
-    yield host
-    host.shutdown()
+    with BackendHost(vyre_reference.backend) as host:
+        yield host
 
 
 @pytest.mark.parametrize("name", list(TWINS))

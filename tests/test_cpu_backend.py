@@ -32,10 +32,8 @@ def _refused(case) -> str | None:
 
 @pytest.fixture(scope="module")
 def host():
-    host = BackendHost(vyre_cpu.backend)
-    host.prepare()
-    yield host
-    host.shutdown()
+    with BackendHost(vyre_cpu.backend) as host:
+        yield host
 
 
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])

@@ -180,10 +180,8 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def host():
-    host = BackendHost(vyre_cpu.backend)
-    host.prepare()
-    yield host
-    host.shutdown()
+    with BackendHost(vyre_cpu.backend) as host:
+        yield host
 
 
 def _block(source: str) -> str:

@@ -60,10 +60,8 @@ COMPARE = [BinOp.LT, BinOp.EQ, BinOp.NE, BinOp.GE]
 
 @pytest.fixture(scope="module")
 def cpu_host():
-    host = BackendHost(vyre_cpu.backend)
-    host.prepare()
-    yield host
-    host.shutdown()
+    with BackendHost(vyre_cpu.backend) as host:
+        yield host
 
 
 def lit(v: int) -> Lit:

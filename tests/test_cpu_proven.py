@@ -56,10 +56,8 @@ def rows(shift: int) -> Program:
 
 @pytest.fixture(scope="module")
 def host():
-    host = BackendHost(vyre_cpu.backend)
-    host.prepare()
-    yield host
-    host.shutdown()
+    with BackendHost(vyre_cpu.backend) as host:
+        yield host
 
 
 @pytest.mark.fast

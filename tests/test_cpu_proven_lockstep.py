@@ -45,10 +45,8 @@ U32, F32 = DType.U32, DType.F32
 
 @pytest.fixture(scope="module")
 def host():
-    host = BackendHost(vyre_cpu.backend)
-    host.prepare()
-    yield host
-    host.shutdown()
+    with BackendHost(vyre_cpu.backend) as host:
+        yield host
 
 
 def _matmul_plan(host, m: int, k: int, n: int, ktile: int):

@@ -33,10 +33,8 @@ BACKENDS = {"reference": vyre_reference.backend, "wgpu": vyre_wgpu.backend,
 
 @pytest.fixture(scope="module", params=list(BACKENDS))
 def host(request):
-    host = BackendHost(BACKENDS[request.param])
-    host.prepare()
-    yield host
-    host.shutdown()
+    with BackendHost(BACKENDS[request.param]) as host:
+        yield host
 
 
 def test_every_example_is_bundled():

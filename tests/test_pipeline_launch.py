@@ -19,10 +19,8 @@ from vyre_workers.backend_host import BackendHost
 
 @pytest.fixture(scope="module")
 def host():
-    host = BackendHost(vyre_cpu.backend)
-    host.prepare()
-    yield host
-    host.shutdown()
+    with BackendHost(vyre_cpu.backend) as host:
+        yield host
 
 
 def test_a_repeated_launch_binds_its_new_inputs(host):

@@ -176,6 +176,15 @@ class BackendHost:
             self._call("vyre_prepare")
             self._prepared = True
 
+    def __enter__(self) -> BackendHost:
+        """Prepared, and shut down on leaving: a host in a test's or a benchmark's own
+        process, outside any worker."""
+        self.prepare()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
     def flush(self) -> None:
         self._call("vyre_flush")
 
