@@ -313,7 +313,7 @@ class Pipeline:
         timed = not threaded and self.compiled.ran_serially and worth_measuring(
             workgroups, layout.loops, threads)
         started = time.thread_time() if timed else 0.0
-        if kernel(gx, gy, gz, stop, *words):  # (a proven kernel left workgroups undone)
+        if kernel(gx, gy, gz, stop, *words):  # (an assumption failed: workgroups undone)
             compiling = time.thread_time()  # (its fallback is compiled the first time: no
             fallback = self.compiled.fallback(threaded)  # part of the run's time, which
             started += time.thread_time() - compiling  # decides when threads pay)

@@ -128,9 +128,10 @@ class Compiled:
     first needs it: most kernels of small launches never pay for the parallel one, and
     one whose first launch is large pays for the serial one only if a small launch
     comes (``compiled``'s ``grid``). A kernel with a proven version (``codegen``,
-    ``lockstep_proven``) returns True where it left workgroups undone (an assumption
-    failed): ``fallback(threaded)`` runs those, the checked version, compiled the first
-    time a launch needs it (most never do)."""
+    ``lockstep_proven``), or written without checks for workgroups inside its buffers
+    (``codegen``'s ``all_inside``), returns True where it left workgroups undone (an
+    assumption failed, a buffer ends before its ids): ``fallback(threaded)`` runs those,
+    the checked version, compiled the first time a launch needs it (most never do)."""
 
     def __init__(self, main: _Versions, seconds: float, cached: bool, layout: Layout,
                  fallback: _Versions | None = None) -> None:
