@@ -12,8 +12,10 @@ keeps numba's own typing out of the question."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -642,34 +644,37 @@ def float_to_i64(x):
 # -- floats --------------------------------------------------------------------------------
 
 
-@njit(**_FAST)
-def add_f32(a, b):
-    return np.float32(np.float64(a) + np.float64(b))
+def _float_operation(instruction: str, of: types.Float) -> Any:
+    """``a + b`` (``instruction``: fadd, fsub or fmul) of two values of ``of``: for f32
+    computed in f64 and rounded once, for f64 in f64; IEEE, no fast-math flag. Written as
+    LLVM's instruction at the call (an intrinsic): the math library's helpers make
+    thousands of these calls, and numba lowered each as a call to a function of its own
+    that LLVM then inlined, a third of the helpers' compile time (f32 ``pow``: 11.7 s ->
+    7.6 s). Any other operand type is a typing error, never a silent conversion."""
+    double = ir.DoubleType()
+
+    @intrinsic
+    def operation(typingctx, a, b):
+        if a != of or b != of:
+            return None
+
+        def codegen(context, builder, sig, args):
+            x, y = args
+            if of == types.float64:
+                return getattr(builder, instruction)(x, y)
+            exact = getattr(builder, instruction)(builder.fpext(x, double),
+                                                  builder.fpext(y, double))
+            return builder.fptrunc(exact, ir.FloatType())
+        return of(of, of), codegen
+    return operation
 
 
-@njit(**_FAST)
-def sub_f32(a, b):
-    return np.float32(np.float64(a) - np.float64(b))
-
-
-@njit(**_FAST)
-def mul_f32(a, b):
-    return np.float32(np.float64(a) * np.float64(b))
-
-
-@njit(**_FAST)
-def add_f64(a, b):
-    return a + b
-
-
-@njit(**_FAST)
-def sub_f64(a, b):
-    return a - b
-
-
-@njit(**_FAST)
-def mul_f64(a, b):
-    return a * b
+add_f32 = _float_operation("fadd", types.float32)
+sub_f32 = _float_operation("fsub", types.float32)
+mul_f32 = _float_operation("fmul", types.float32)
+add_f64 = _float_operation("fadd", types.float64)
+sub_f64 = _float_operation("fsub", types.float64)
+mul_f64 = _float_operation("fmul", types.float64)
 
 
 @njit(**_FAST)
