@@ -429,3 +429,21 @@ def test_binary16_rounding_and_bits_match_numpy_for_every_pattern():
         want = samples.astype(np.float16).astype(np.float32)
     got = np.array([to_f16(v) for v in samples], dtype=np.float32)
     assert want.tobytes() == got.tobytes()
+
+
+def test_the_runtimes_float_operations_round_once_and_take_their_own_type_only():
+    """``add_f32`` is the f64 sum rounded once to f32, and an operand of another type is
+    refused when numba types the call (a conversion there would round twice), as
+    ``mul_f64`` refuses an f32."""
+    from numba import njit
+    from numba.core.errors import TypingError
+    from vyre_cpu.runtime import add_f32, mul_f64
+
+    a, b = np.float32(16777216.0), np.float32(1.0000001)
+    add = njit(lambda x, y: add_f32(x, y))
+    assert np.float32(add(a, b)).tobytes() == np.float32(np.float64(a) + np.float64(b)).tobytes()
+    assert njit(lambda x, y: mul_f64(x, y))(0.1, 3.0) == 0.1 * 3.0
+    with pytest.raises(TypingError):
+        add(np.float64(a), b)
+    with pytest.raises(TypingError):
+        njit(lambda x, y: mul_f64(x, y))(a, 3.0)
