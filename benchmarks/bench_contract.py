@@ -19,9 +19,9 @@ def hook_call() -> Result:
     import vyre_reference.backend as reference_plugin
 
     loaded = LoadedBackend(reference_plugin)
-    return compare("contract call (vyre_max_workgroup_size)",
-                   lambda: loaded.call("vyre_max_workgroup_size"),
-                   "direct function call", reference_plugin.vyre_max_workgroup_size,
+    return compare("contract call (vyre_backend_id)",
+                   lambda: loaded.call("vyre_backend_id"),
+                   "direct function call", reference_plugin.vyre_backend_id,
                    repeat=7, number=20_000, unit="us")
 
 

@@ -4,6 +4,7 @@ limits, counting how many dispatches reach it."""
 from __future__ import annotations
 
 import vyre_reference
+from vyre_core.contract import Capabilities
 
 
 class CountingBackend:
@@ -19,17 +20,11 @@ class CountingBackend:
         self.calls += 1
         return vyre_reference.run(program, inputs, grid=config.grid_override)
 
-    def vyre_max_workgroup_size(self):
-        return (1024, 1024, 64)
+    def vyre_capabilities(self) -> Capabilities:
+        return Capabilities(max_workgroup_size=(1024, 1024, 64),
+                            max_invocations_per_workgroup=1024,
+                            max_workgroups_per_dimension=self.grid_limit(),
+                            max_storage_buffer_bytes=2**31, max_workgroup_memory_bytes=1 << 16)
 
-    def vyre_max_invocations_per_workgroup(self) -> int:
-        return 1024
-
-    def vyre_max_workgroups_per_dimension(self) -> int:
+    def grid_limit(self) -> int:
         return 65535
-
-    def vyre_max_storage_buffer_bytes(self) -> int:
-        return 2**31
-
-    def vyre_max_workgroup_memory_bytes(self) -> int:
-        return 1 << 16

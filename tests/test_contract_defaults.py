@@ -29,7 +29,7 @@ from vyre_core.contract import (
     Timing,
     hookimpl,
 )
-from vyre_core.contract.defaults import CAPABILITY_HOOKS
+from vyre_core.deprecations import CAPABILITY_QUERIES as CAPABILITY_HOOKS
 from vyre_core.deprecations import VyreDeprecationWarning
 from vyre_core.errors import (
     DispatchError,
@@ -175,7 +175,7 @@ def test_minimal_capability_defaults(minimal):
         if f.name != "extra":
             assert getattr(caps, f.name) == getattr(floor, f.name), f.name
     assert caps == floor
-    assert caps.extra == {"backend": "minimal"}  # the profile's non-capability facts
+    assert caps.extra == {}  # (no facts: it implements no profile)
     # every supports_* hook of the contract is covered above
     assert {h.removeprefix("vyre_") for h in HOOK_NAMES if h.startswith("vyre_supports_")} == {
         n for n in CAPABILITY_HOOKS if n.startswith("supports_") and n != "supported_ops"}
@@ -192,7 +192,8 @@ def test_minimal_device_profile_has_the_id_and_every_capability(minimal):
     _, host = minimal
     profile = host.device_profile()
     assert profile["backend"] == "minimal"
-    assert profile == {"backend": "minimal", **Capabilities().to_dict()}
+    assert profile == {"backend": "minimal",
+                       **{k: v for k, v in Capabilities().to_dict().items() if k != "extra"}}
     for name in CAPABILITY_HOOKS:
         assert name in profile, name
     assert profile["max_workgroup_size"] == [1, 1, 1]
@@ -476,6 +477,7 @@ FULL_CAPS = {
     "max_workgroup_memory_bytes": 4096,
 }
 FULL_PROFILE = {"backend": "full", "adapter": "FullCard 9000", "driver": "42.0"}
+FULL_FACTS = {"adapter": "FullCard 9000", "driver": "42.1"}  # (its record's: not the profile's)
 
 
 def xor_tagged(inputs, tag: int) -> list[np.ndarray]:
@@ -720,6 +722,11 @@ class FullBackend:
         self._seen("vyre_device_profile")
         return dict(FULL_PROFILE)
 
+    @hookimpl
+    def vyre_capabilities(self):
+        self._seen("vyre_capabilities")
+        return Capabilities(**FULL_CAPS, extra=dict(FULL_FACTS))
+
     # devices
     @hookimpl
     def vyre_devices(self):
@@ -798,9 +805,9 @@ def check_is_reference_oracle(host, backend):
 
 
 def check_supported_ops(host, backend):
-    assert host.supported_ops() == FULL_CAPS["supported_ops"]
-    assert host.capabilities().supported_ops == FULL_CAPS["supported_ops"]
-    assert host.supported_ops() <= ir.ALL_OPS
+    # (contract 1's query: the host reads the record, so it is asked only directly)
+    assert host.loaded.call("vyre_supported_ops") == FULL_CAPS["supported_ops"]
+    assert host.supported_ops() == FULL_CAPS["supported_ops"] <= ir.ALL_OPS
 
 
 def check_lowers_math_library(host, backend):
@@ -922,7 +929,14 @@ def check_dispatch_sequence(host, backend):
 
 def check_device_profile(host, backend):
     assert host.device_profile() == FULL_PROFILE
-    assert host.capabilities().extra == FULL_PROFILE  # none of its keys is a capability
+    assert host.capabilities().extra == FULL_FACTS  # (the record's, not the profile's)
+
+
+def check_capabilities(host, backend):
+    caps = host.capabilities()
+    assert caps == Capabilities(**FULL_CAPS) and caps.extra == FULL_FACTS
+    host.capabilities()
+    assert backend.calls == ["vyre_capabilities"]  # asked once, and nothing else
 
 
 def check_devices(host, backend):
@@ -970,7 +984,7 @@ def check_device_lost(host, backend):
 def check_try_recover(host, backend):
     before = host.compile(xor_program())
     host.capabilities()
-    probes = backend.calls.count("vyre_max_workgroup_size")
+    probes = backend.calls.count("vyre_capabilities")
     assert host.generation == 0 and before.valid
     assert host.try_recover() is None  # the default would have raised
     assert host.generation == 1
@@ -984,14 +998,15 @@ def check_try_recover(host, backend):
     assert after.dispatch([A8, B8])[0].tolist() == tagged("pipeline")
     # capabilities are probed again in the new generation
     host.capabilities()
-    assert backend.calls.count("vyre_max_workgroup_size") == probes + 1
+    assert backend.calls.count("vyre_capabilities") == probes + 1
 
 
 def _capability_check(name: str):
+    """Contract 1's query of ``name``: the host reads the record, so it is asked directly."""
     def check(host, backend):
-        caps = host.capabilities()
-        assert getattr(caps, name) == FULL_CAPS[name]
-        assert getattr(caps, name) != getattr(Capabilities(), name)  # not the default
+        answer = host.loaded.call(f"vyre_{name}")
+        assert answer == FULL_CAPS[name] == getattr(host.capabilities(), name)
+        assert answer != getattr(Capabilities(), name)  # not the default
     return check
 
 
@@ -1019,6 +1034,7 @@ FULL_CHECKS = {
     **{f"vyre_{name}": _capability_check(name) for name in CAPABILITY_HOOKS
        if name != "supported_ops"},
     "vyre_device_profile": check_device_profile,
+    "vyre_capabilities": check_capabilities,
     "vyre_devices": check_devices,
     "vyre_select_device": check_select_device,
     "vyre_prepare": check_prepare,
@@ -1079,11 +1095,70 @@ def test_a_backend_returning_none_is_not_overruled_by_a_default():
 def test_the_subgroup_range_defaults_to_the_deprecated_width(monkeypatch):
     """A backend still on vyre_subgroup_size gets (n, n) as its range, and is warned."""
     monkeypatch.setattr(deprecations, "_warned", {})  # (as in a fresh process)
-    with pytest.warns(VyreDeprecationWarning, match="vyre_subgroup_size_range instead"):
+    with pytest.warns(VyreDeprecationWarning, match="with subgroup_size_range in its record"):
         host = BackendHost(minimal_backend(vyre_subgroup_size=lambda: 32))
     caps = host.capabilities()
     assert (caps.subgroup_size, caps.subgroup_size_range) == (32, (32, 32))
     assert Capabilities.from_dict(caps.to_dict()) == caps
+
+
+# -- one capabilities hook, and contract 1's queries beside it ---------------------------------
+
+
+class ContractOneBackend(FullBackend):
+    """The full backend as contract 1 wrote it: every per-capability query and the
+    profile, no ``vyre_capabilities``."""
+
+    vyre_capabilities = None
+
+
+def test_a_contract_1_backend_gets_its_record_from_its_queries_and_profile(monkeypatch):
+    """The default of vyre_capabilities asks each old query once and takes the profile's
+    facts (the keys that are no field) as ``extra``: a plugin written before the hook
+    sees no change, and is told the Fix."""
+    monkeypatch.setattr(deprecations, "_warned", {})
+    with pytest.warns(VyreDeprecationWarning, match="Fix: Implement vyre_capabilities"):
+        backend = ContractOneBackend()
+        host = BackendHost(backend)
+    assert not host.loaded.implements("vyre_capabilities")
+    backend.calls.clear()
+    caps = host.capabilities()
+    assert caps == Capabilities(**FULL_CAPS) and caps.extra == FULL_PROFILE
+    assert sorted(backend.calls) == sorted(
+        [f"vyre_{name}" for name in CAPABILITY_HOOKS] + ["vyre_device_profile"])
+
+
+def test_the_old_queries_answer_from_the_record_of_a_backend_that_gives_one():
+    """A caller still on contract 1's queries (a plugin's own tests, a tool) and the host
+    reading the record never disagree; a dict of fields is a record too; the profile's
+    default is the record, flat, with the backend's id."""
+    record = {"supports_f16": True, "max_workgroup_size": [16, 4, 1],
+              "subgroup_size_range": [4, 32], "supported_ops": ["binop.add"],
+              "extra": {"device": "card"}}
+    host = BackendHost(minimal_backend(vyre_capabilities=lambda: dict(record)))
+    caps = host.capabilities()
+    assert (caps.supports_f16, caps.max_workgroup_size, caps.subgroup_size_range) == (
+        True, (16, 4, 1), (4, 32))
+    assert caps.max_invocations_per_workgroup == 64  # (derived from the size, as in claims)
+    assert caps.extra == {"device": "card"}
+    for name in CAPABILITY_HOOKS:
+        assert host.loaded.call(f"vyre_{name}") == getattr(caps, name), name
+    assert host.device_profile() == {
+        "backend": "minimal", "device": "card",
+        **{k: v for k, v in caps.to_dict().items() if k != "extra"}}
+
+
+@pytest.mark.parametrize("answer, cause", [
+    (42, "vyre_capabilities answered 42, not a Capabilities record"),
+    (None, "vyre_capabilities answered None, not a Capabilities record"),
+    ({"supports_f17": True}, "unknown capability claims ['supports_f17']"),
+])
+def test_a_bad_record_is_refused_with_a_fix(answer, cause):
+    host = BackendHost(minimal_backend(vyre_capabilities=lambda: answer))
+    with pytest.raises(InvalidConfigError) as caught:
+        host.capabilities()
+    assert caught.value.cause == cause
+    assert "vyre_capabilities" in caught.value.fix or "Claim only" in caught.value.fix
 
 
 # -- load-time refusals -----------------------------------------------------------------------

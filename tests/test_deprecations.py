@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from vyre_core import DispatchConfig, __version__, deprecations, ir
 from vyre_core.cli.doctor import plugin_findings
-from vyre_core.contract import hookimpl
+from vyre_core.contract import Capabilities, hookimpl
 from vyre_core.contract.manager import HOOK_NAMES, LoadedBackend
 from vyre_core.deprecations import DEPRECATIONS, Deprecation, VyreDeprecationWarning
 from vyre_core.errors import InvalidConfigError, PluginLoadError, ValidationError
@@ -85,7 +85,7 @@ def test_a_plugin_with_a_deprecated_hook_warns_once_with_the_fix(fresh, caplog):
     text = str(caught[0].message)
     assert text.startswith("plugin 'old' uses hook 'vyre_subgroup_size', deprecated since "
                            "vyre 0.1.0 and removed in vyre 1.0.0. Fix: Implement "
-                           "vyre_subgroup_size_range instead")
+                           "vyre_capabilities instead, with subgroup_size_range in its record")
     assert [r.getMessage() for r in caplog.records] == [text]
 
 
@@ -93,7 +93,8 @@ def test_a_plugin_with_a_deprecated_hook_warns_once_with_the_fix(fresh, caplog):
 def test_a_plugin_without_deprecated_hooks_says_nothing(fresh):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        LoadedBackend(plugin(vyre_subgroup_size_range=lambda: (8, 64)), "new")
+        LoadedBackend(plugin(vyre_capabilities=lambda: Capabilities(
+            supports_subgroup_ops=True, subgroup_size_range=(8, 64))), "new")
 
 
 @fast
@@ -174,7 +175,7 @@ def test_doctor_notes_a_plugin_that_uses_a_deprecated_hook():
     notes = plugin_findings(rows, [])
     assert [(n.what, n.fix) for n in notes] == [("plugin 'old' uses a deprecated hook", None)]
     assert notes[0].detail.startswith("vyre_subgroup_size (deprecated since vyre 0.1.0, "
-                                      "removed in 1.0.0): Implement vyre_subgroup_size_range")
+                                      "removed in 1.0.0): Implement vyre_capabilities")
 
 
 def test_vyre_doctor_lists_the_deprecations():

@@ -282,3 +282,24 @@ def test_the_common_capabilities_of_unlike_workers():
     assert both.subgroup_size is None and both.supported_ops == frozenset({"add"})
     assert both.extra == {"device": "gpu", "software_adapter": True}
     assert Capabilities.common([a]) is a
+
+
+def test_a_new_capability_is_one_field():
+    """Reading a claim, the wire form and combining workers' answers follow each field's
+    rule, so a capability added to the record (a feature and a limit here) needs no edit
+    anywhere else in the contract: one field, and one claim in each backend with it."""
+    from dataclasses import field, make_dataclass
+
+    Wider = make_dataclass("Wider", [("supports_f32_atomics", bool, field(default=False)),
+                                     ("max_push_bytes", int, field(default=0))],
+                           bases=(Capabilities,), frozen=True)
+    a = Wider.from_claims({"supports_f32_atomics": True, "max_push_bytes": 128,
+                           "max_workgroup_size": [8, 8, 1]})
+    b = Wider.from_claims({"max_push_bytes": 64})
+    assert (a.supports_f32_atomics, a.max_push_bytes, a.max_workgroup_size) == (True, 128,
+                                                                                 (8, 8, 1))
+    assert Wider.from_dict(a.to_dict()) == a
+    both = Wider.common([a, b])
+    assert (both.supports_f32_atomics, both.max_push_bytes) == (False, 64)
+    with pytest.raises(InvalidConfigError, match="unknown capability claims"):
+        Capabilities.from_claims({"supports_f32_atomics": True})

@@ -173,6 +173,15 @@ def test_pool_options_table_lists_every_option():
     assert not missing, f"PoolOptions fields missing from docs/operations.md: {missing}"
 
 
+def test_the_deprecations_table_lists_every_entry():
+    from vyre_core.deprecations import DEPRECATIONS
+
+    rows = {(what, since, removed) for what, since, removed, _ in
+            table_rows("operations.md", "| hook `") + table_rows("operations.md", "| op `")
+            + table_rows("operations.md", "| config `")}
+    assert rows == {(f"{d.kind} `{d.name}`", d.since, d.removed_in) for d in DEPRECATIONS}
+
+
 def test_the_public_surface_is_exactly_what_vyre_core_exports():
     """docs/architecture.md lists every name of ``vyre_core.__all__``, and nothing else;
     every name importable from it resolves."""

@@ -579,13 +579,13 @@ class Shrinking(CountingBackend):
 
     def __init__(self) -> None:
         super().__init__()
-        self.grid_limit = 65535
+        self.limit = 65535
 
-    def vyre_max_workgroups_per_dimension(self) -> int:
-        return self.grid_limit
+    def grid_limit(self) -> int:
+        return self.limit
 
     def vyre_try_recover(self) -> None:
-        self.grid_limit = 3
+        self.limit = 3
 
 
 @pytest.mark.fast

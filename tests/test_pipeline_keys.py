@@ -11,6 +11,7 @@ import vyre_reference
 import vyre_reference.backend
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
+from vyre_core.contract import Capabilities
 from vyre_core.errors import PipelineInvalidatedError, VyreError
 from vyre_core.ir import (
     Access,
@@ -231,11 +232,9 @@ def test_invalidated_handle_does_not_run_the_backend():
             calls.append(1)
             return vyre_reference.run(program, inputs, grid=config.grid_override)
 
-        def vyre_max_workgroup_size(self):
-            return (64, 1, 1)
-
-        def vyre_max_workgroups_per_dimension(self) -> int:
-            return 1024
+        def vyre_capabilities(self) -> Capabilities:
+            return Capabilities.from_claims({"max_workgroup_size": (64, 1, 1),
+                                             "max_workgroups_per_dimension": 1024})
 
     host = BackendHost(Counting(), "counting")
     pipeline = host.compile(saxpy_built())
@@ -271,11 +270,9 @@ class NativeBackend:
     def vyre_compile(self, program, config):
         return NativeBackend.Pipeline(program)
 
-    def vyre_max_workgroup_size(self):
-        return (64, 1, 1)
-
-    def vyre_max_workgroups_per_dimension(self) -> int:
-        return 1024
+    def vyre_capabilities(self) -> Capabilities:
+        return Capabilities.from_claims({"max_workgroup_size": (64, 1, 1),
+                                         "max_workgroups_per_dimension": 1024})
 
 
 def test_native_pipeline_dispatch_equals_host_dispatch():

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import types
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -142,6 +143,7 @@ def test_register_plugin_reads_identity_hooks_and_defaults():
     assert register_plugin(backend_module("anon")).entry_point == "vyre_anon_backend"
 
 
+@pytest.mark.filterwarnings("ignore::vyre_core.deprecations.VyreDeprecationWarning")  # (contract 1)
 def test_static_claims_hold_only_the_ops_the_plugin_says_it_supports():
     """Before: claims left vyre_supported_ops out, so routing sent a program with an op
     the backend does not execute to it until a worker had probed it."""
@@ -154,6 +156,7 @@ def test_static_claims_hold_only_the_ops_the_plugin_says_it_supports():
     assert registration("wide").claims.supported_ops == ALL_OPS - NEWER_OPS
 
 
+@pytest.mark.filterwarnings("ignore::vyre_core.deprecations.VyreDeprecationWarning")  # (contract 1)
 def test_supported_ops_may_come_as_any_iterable_and_name_ops_of_a_newer_vyre():
     """Found in review: a generator was used up by the check, leaving no op at all; an
     op this vyre does not know (a newer vyre's) made the plugin unloadable."""
@@ -162,6 +165,7 @@ def test_supported_ops_may_come_as_any_iterable_and_name_ops_of_a_newer_vyre():
     assert register_plugin(plugin).claims.supported_ops == {"binop.add"}
 
 
+@pytest.mark.filterwarnings("ignore::vyre_core.deprecations.VyreDeprecationWarning")  # (contract 1)
 @pytest.mark.parametrize(("answer", "cause"), [
     ("add", "returned 'add' from vyre_supported_ops"),
     ([1, 2], "returned [1, 2] from vyre_supported_ops"),
@@ -173,6 +177,27 @@ def test_a_bad_supported_ops_answer_is_refused_at_registration(answer, cause):
     with pytest.raises(PluginLoadError) as caught:
         register_plugin(plugin)
     assert cause in caught.value.cause and "ALL_OPS" in caught.value.fix
+
+
+def test_the_claims_alone_name_the_ops_newer_ones_included():
+    """Without contract 1's query the claims are the whole answer: the ops newer than the
+    contract when named there, a newer vyre's op left out, nothing warned."""
+    plugin = backend_module("claimer")
+    plugin.vyre_backend_claims = hookimpl(lambda: {"supported_ops": [*ALL_OPS, "binop.fma3"]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert register_plugin(plugin).claims.supported_ops == ALL_OPS
+
+
+@pytest.mark.parametrize("ops", ["binop.add", [1, 2], 5])
+def test_claimed_ops_that_are_no_set_of_names_are_refused_at_registration(ops):
+    plugin = backend_module("odd")
+    plugin.vyre_backend_claims = hookimpl(lambda: {"supported_ops": ops})
+    with pytest.raises(PluginLoadError) as caught:
+        register_plugin(plugin)
+    assert caught.value.cause == (f"plugin 'vyre_odd_backend' makes bad claims: "
+                                  f"supported_ops is {ops!r}, not a set of op names")
+    assert "ALL_OPS" in caught.value.fix
 
 
 def test_an_entry_point_named_otherwise_than_its_backend_is_refused_with_the_right_line():

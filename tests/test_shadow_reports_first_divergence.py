@@ -11,7 +11,7 @@ import pytest
 import vyre_reference.backend as reference_plugin
 from vyre_core import ir
 from vyre_core.config import DispatchConfig
-from vyre_core.contract import hookimpl
+from vyre_core.contract import Capabilities, hookimpl
 from vyre_core.errors import InvalidInputError
 from vyre_core.shadow import ShadowCase, shadow
 from vyre_reference import run as reference_run
@@ -32,19 +32,15 @@ def skewed_backend(skew) -> types.ModuleType:
         return [skew(out.copy()) for out in reference_run(program, inputs, config.grid_override)]
 
     @hookimpl
-    def vyre_max_workgroup_size():
-        return (64, 1, 1)
-
-    @hookimpl
-    def vyre_max_workgroups_per_dimension():
-        return 1024
+    def vyre_capabilities():
+        return Capabilities.from_claims({"max_workgroup_size": (64, 1, 1),
+                                         "max_workgroups_per_dimension": 1024})
 
     plugin = types.ModuleType("skewed_backend")
     plugin.VYRE_CONTRACT = 1
     plugin.vyre_backend_id = vyre_backend_id
     plugin.vyre_dispatch = vyre_dispatch
-    plugin.vyre_max_workgroup_size = vyre_max_workgroup_size
-    plugin.vyre_max_workgroups_per_dimension = vyre_max_workgroups_per_dimension
+    plugin.vyre_capabilities = vyre_capabilities
     return plugin
 
 

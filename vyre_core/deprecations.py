@@ -62,12 +62,32 @@ class Deprecation:
                 "removed_in": self.removed_in, "fix": self.replacement}
 
 
+#: The per-capability queries of contract 1, one ``Capabilities`` field each (``vyre_`` +
+#: field), which ``vyre_capabilities`` replaces with the whole record: frozen at these
+#: names (a new capability is a field and a claim, never a hook), removed in contract 2.
+CAPABILITY_QUERIES = (
+    "supported_ops", "supports_subgroup_ops", "supports_f16", "supports_bf16", "supports_f64",
+    "supports_tensor_cores", "supports_async_compute", "supports_indirect_dispatch",
+    "supports_grid_sync", "is_distributed", "max_workgroup_size",
+    "max_workgroups_per_dimension", "max_invocations_per_workgroup", "subgroup_size",
+    "subgroup_size_range", "max_storage_buffer_bytes", "max_workgroup_memory_bytes",
+)
+_WHOLE_RECORD = ("Implement vyre_capabilities instead: return the whole Capabilities "
+                 "record, device facts in its extra (docs/contract.md, \"Capabilities\").")
+
 #: Everything deprecated, oldest first. Append; delete an entry only together with the
 #: thing itself, in its removal version.
 DEPRECATIONS: tuple[Deprecation, ...] = (
     Deprecation("hook", "vyre_subgroup_size", "0.1.0", "1.0.0",
-                "Implement vyre_subgroup_size_range instead: the (smallest, largest) "
-                "subgroup size a program may declare and run with exactly."),
+                "Implement vyre_capabilities instead, with subgroup_size_range in its "
+                "record: the (smallest, largest) subgroup size a program may declare and "
+                "run with exactly."),
+    Deprecation("hook", "vyre_supported_ops", "0.1.0", "1.0.0",
+                "Name the ops as supported_ops in the claims (vyre_backend_claims, read "
+                "before any worker starts) and in the record of vyre_capabilities."),
+    *(Deprecation("hook", f"vyre_{name}", "0.1.0", "1.0.0", _WHOLE_RECORD)
+      for name in (*CAPABILITY_QUERIES, "device_profile")
+      if name not in ("subgroup_size", "supported_ops")),
 )
 
 

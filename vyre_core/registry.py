@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from importlib import metadata
 
 from vyre_core.contract.manager import LoadedBackend
-from vyre_core.contract.types import Capabilities
+from vyre_core.contract.types import Capabilities, op_names
 from vyre_core.errors import PluginLoadError, VyreError
 from vyre_core.ir.requirements import ALL_OPS
 
@@ -81,7 +81,10 @@ def register_plugin(plugin: object, *, name: str | None = None, distribution: st
     except VyreError as exc:
         raise PluginLoadError(f"plugin {loaded.name!r} makes bad claims: {exc.cause}",
                               exc.fix) from None
-    claims = replace(claims, supported_ops=claims.supported_ops & _supported_ops(loaded))
+    ops = claims.supported_ops & ALL_OPS  # (a newer vyre's ops cannot be in its programs)
+    if loaded.implements("vyre_supported_ops"):  # (contract 1's query, deprecated)
+        ops &= _supported_ops(loaded)
+    claims = replace(claims, supported_ops=ops)
     return BackendRegistration(
         id=backend_id, version=str(loaded.call("vyre_backend_version")),
         distribution=distribution, precedence=int(loaded.call("vyre_backend_precedence")),
@@ -90,19 +93,15 @@ def register_plugin(plugin: object, *, name: str | None = None, distribution: st
 
 
 def _supported_ops(loaded: LoadedBackend) -> frozenset[str]:
-    """The ops the plugin says it executes (a pure hook, like its claims): routing must
-    not send a program with any other op to it before a worker has probed it. Names
-    this vyre does not know (ops of a newer vyre) cannot be in its programs: left out."""
+    """The ops the plugin says it executes through contract 1's query (a pure hook, like
+    its claims): routing must not send a program with any other op to it before a worker
+    has probed it."""
     answer = loaded.call("vyre_supported_ops")
     try:
-        ops = frozenset(answer) if not isinstance(answer, str | bytes) else None
-    except TypeError:
-        ops = None
-    if ops is None or not all(isinstance(op, str) for op in ops):
+        return op_names(answer)
+    except VyreError as exc:
         raise PluginLoadError(f"plugin {loaded.name!r} returned {answer!r:.200} from "
-                              "vyre_supported_ops", "Return a frozenset of op names (the "
-                              "vocabulary of vyre_core.ir.ALL_OPS).")
-    return ops & ALL_OPS
+                              "vyre_supported_ops", exc.fix) from None
 
 
 class Registry:

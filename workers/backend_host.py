@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import fields
 from importlib import metadata
 from typing import Any
 
@@ -19,7 +18,6 @@ import numpy as np
 from vyre_core import abi
 from vyre_core.abi import BACKEND_BUG_FIX, check_outputs
 from vyre_core.config import DispatchConfig
-from vyre_core.contract.defaults import CAPABILITY_HOOKS
 from vyre_core.contract.manager import LoadedBackend
 from vyre_core.contract.types import (
     CacheSnapshot,
@@ -61,7 +59,6 @@ from vyre_core.registry import ENTRY_POINT_GROUP
 from vyre_core.sequence import Role
 from vyre_core.sequence import Sequence as StepSequence
 
-_CAPABILITY_FIELDS = {f.name for f in fields(Capabilities)}
 #: Launch plans a host keeps (the most recently used).
 PLAN_CACHE = 256
 #: Of those, the ones found by the identity of their program and config (emptied when
@@ -120,7 +117,7 @@ class BackendHost:
         return bool(self._call("vyre_is_reference_oracle"))
 
     def supported_ops(self) -> frozenset[str]:
-        return frozenset(self._call("vyre_supported_ops"))
+        return self.capabilities().supported_ops
 
     def runnable(self, work: Program | StepSequence) -> Program | StepSequence:
         """``work`` as this backend is given it: the math library's functions written out
@@ -213,17 +210,9 @@ class BackendHost:
     # -- capabilities --------------------------------------------------------------------
 
     def capabilities(self) -> Capabilities:
-        """Every capability query answered once per generation; device-profile facts that
-        are not capability fields (adapter name, ...) go to ``extra``."""
+        """The backend's whole record, asked once per generation."""
         if self._caps is None:
-            answers = {name: self._call(f"vyre_{name}") for name in CAPABILITY_HOOKS}
-            answers["supported_ops"] = frozenset(answers["supported_ops"])
-            answers["max_workgroup_size"] = tuple(answers["max_workgroup_size"])
-            if answers["subgroup_size_range"] is not None:
-                answers["subgroup_size_range"] = tuple(answers["subgroup_size_range"])
-            profile = self.device_profile()
-            extra = {k: v for k, v in profile.items() if k not in _CAPABILITY_FIELDS}
-            self._caps = Capabilities(**answers, extra=extra)
+            self._caps = Capabilities.of(self._call("vyre_capabilities"))
         return self._caps
 
     def device_profile(self) -> dict[str, Any]:

@@ -5,7 +5,7 @@ Backend id ``null``. It never interprets the program: ``vyre_dispatch`` and
 ``vyre_dispatch_borrowed`` return zero-filled outputs of each output's storage dtype and
 bound length, and ``vyre_dispatch_into`` only zeroes the caller's output arrays. Its
 precedence is 1000000, after every real backend: routing never picks it unless it is
-named. It claims what the reference claims (and answers the capability queries the same
+named. It claims what the reference claims (and answers ``vyre_capabilities`` the same
 way), so it is handed every program the reference would be.
 
 Installed by ``vyre_benchmarks.bench_workers`` into a temporary folder for one figure;
@@ -24,14 +24,8 @@ from vyre_reference.backend import CLAIMS
 VYRE_CONTRACT = 1
 PRECEDENCE = 1_000_000
 
-# The reference's honest capability hooks serve as this backend's own (as its claims do).
-vyre_supports_f16 = _reference.vyre_supports_f16
-vyre_supports_f64 = _reference.vyre_supports_f64
-vyre_max_workgroup_size = _reference.vyre_max_workgroup_size
-vyre_max_invocations_per_workgroup = _reference.vyre_max_invocations_per_workgroup
-vyre_max_workgroups_per_dimension = _reference.vyre_max_workgroups_per_dimension
-vyre_max_storage_buffer_bytes = _reference.vyre_max_storage_buffer_bytes
-vyre_max_workgroup_memory_bytes = _reference.vyre_max_workgroup_memory_bytes
+# The reference's honest record serves as this backend's own (as its claims do).
+vyre_capabilities = _reference.vyre_capabilities
 
 
 @hookimpl

@@ -7,7 +7,7 @@ dispatch with the reference interpreter (it has no device of its own).
 
 from __future__ import annotations
 
-from vyre_core.contract import hookimpl
+from vyre_core.contract import Capabilities, hookimpl
 
 VYRE_CONTRACT = 1
 
@@ -40,13 +40,8 @@ def vyre_backend_claims() -> dict:
 
 
 @hookimpl
-def vyre_max_workgroup_size() -> tuple[int, int, int]:
-    return CLAIMS["max_workgroup_size"]
-
-
-@hookimpl
-def vyre_max_workgroups_per_dimension() -> int:
-    return CLAIMS["max_workgroups_per_dimension"]
+def vyre_capabilities() -> Capabilities:
+    return Capabilities.from_claims(CLAIMS)
 
 
 @hookimpl

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from vyre_core.contract import hookimpl
+from vyre_core.contract import Capabilities, hookimpl
 from vyre_core.ir import DType
 from vyre_reference import run
 
@@ -30,35 +30,12 @@ def vyre_backend_precedence() -> int:
 
 
 @hookimpl
-def vyre_supported_ops() -> frozenset[str]:
+def vyre_capabilities() -> Capabilities:
     from vyre_core.ir import ALL_OPS
 
-    return ALL_OPS
-
-
-@hookimpl
-def vyre_supports_f16() -> bool:
-    return True
-
-
-@hookimpl
-def vyre_supports_f64() -> bool:
-    return MODE != "f64_unclaimed"
-
-
-@hookimpl
-def vyre_max_workgroup_size() -> tuple[int, int, int]:
-    return (256, 256, 64)
-
-
-@hookimpl
-def vyre_max_invocations_per_workgroup() -> int:
-    return 256
-
-
-@hookimpl
-def vyre_max_workgroup_memory_bytes() -> int:
-    return 16384
+    return Capabilities(supported_ops=ALL_OPS, supports_f16=True,
+                        supports_f64=MODE != "f64_unclaimed", max_workgroup_size=(256, 256, 64),
+                        max_invocations_per_workgroup=256, max_workgroup_memory_bytes=16384)
 
 
 @hookimpl

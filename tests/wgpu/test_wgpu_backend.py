@@ -370,7 +370,7 @@ def test_a_launch_reuses_its_buffers_and_still_starts_from_zeros(host) -> None:
     assert got.tobytes() == reference_run(where_nonzero(n), [half])[0].tobytes()
 
 
-def test_its_static_claims_name_every_op_as_its_probe_does():
+def test_its_static_claims_name_every_op_as_its_probe_does(host):
     """Found in review: the claims left supported_ops out, so registration took the
     contract's default (no op newer than the contract) while the hook and the probe said
     every op: routing before a probe saw less than the backend runs."""
@@ -378,4 +378,4 @@ def test_its_static_claims_name_every_op_as_its_probe_does():
 
     every = ir.ALL_OPS - {"dtype.u64", "dtype.i64"}  # (WGSL has no 64-bit integers)
     assert register_plugin(backend).claims.supported_ops == every
-    assert backend.vyre_supported_ops() == every
+    assert host.capabilities().supported_ops == every

@@ -9,6 +9,7 @@ back through ``call`` so they see the backend's answers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -24,18 +25,21 @@ from vyre_core.contract.types import (
     Timing,
     wall_clock_ns,
 )
+from vyre_core.deprecations import CAPABILITY_QUERIES
 from vyre_core.errors import UnsupportedFeatureError
-from vyre_core.ir.requirements import DEFAULT_OPS
 from vyre_core.sequence.run import run_sequence, step_config
 
 DEFAULT_PRECEDENCE = 1000
+#: The conservative floor of every capability: what a backend that claims nothing has.
+FLOOR = Capabilities()
+_FIELDS = {f.name for f in fields(Capabilities)}
 
 
 class ConservativeDefaults:
     """Hook implementations with exactly the contract's defaults."""
 
-    def __init__(self, call: Callable[..., Any]) -> None:
-        self.call = call
+    def __init__(self, call: Callable[..., Any], implements: Callable[[str], bool]) -> None:
+        self.call, self.implements = call, implements
 
     def _unsupported(self, what: str) -> UnsupportedFeatureError:
         backend = self.call("vyre_backend_id")
@@ -58,10 +62,6 @@ class ConservativeDefaults:
     @hookimpl(trylast=True)
     def vyre_is_reference_oracle(self) -> bool:
         return False
-
-    @hookimpl(trylast=True)
-    def vyre_supported_ops(self) -> frozenset[str]:
-        return DEFAULT_OPS
 
     @hookimpl(trylast=True)
     def vyre_lowers_math_library(self, version: str) -> bool:
@@ -140,77 +140,102 @@ class ConservativeDefaults:
     def vyre_dispatch_resident(self, program, handles, config):
         raise self._unsupported("resident dispatch")
 
-    # capabilities: the conservative floor
+    # capabilities
     @hookimpl(trylast=True)
-    def vyre_supports_subgroup_ops(self) -> bool:
-        return False
-
-    @hookimpl(trylast=True)
-    def vyre_supports_f16(self) -> bool:
-        return False
-
-    @hookimpl(trylast=True)
-    def vyre_supports_bf16(self) -> bool:
-        return False
-
-    @hookimpl(trylast=True)
-    def vyre_supports_f64(self) -> bool:
-        return False
-
-    @hookimpl(trylast=True)
-    def vyre_supports_tensor_cores(self) -> bool:
-        return False
-
-    @hookimpl(trylast=True)
-    def vyre_supports_async_compute(self) -> bool:
-        return False
-
-    @hookimpl(trylast=True)
-    def vyre_supports_indirect_dispatch(self) -> bool:
-        return False
-
-    @hookimpl(trylast=True)
-    def vyre_supports_grid_sync(self) -> bool:
-        return False
-
-    @hookimpl(trylast=True)
-    def vyre_is_distributed(self) -> bool:
-        return False
-
-    @hookimpl(trylast=True)
-    def vyre_max_workgroup_size(self) -> tuple[int, int, int]:
-        return (1, 1, 1)
-
-    @hookimpl(trylast=True)
-    def vyre_max_workgroups_per_dimension(self) -> int:
-        return 1
-
-    @hookimpl(trylast=True)
-    def vyre_max_invocations_per_workgroup(self) -> int:
-        x, y, z = self.call("vyre_max_workgroup_size")
-        return min(x * y * z, 2**32 - 1)
-
-    @hookimpl(trylast=True)
-    def vyre_subgroup_size(self) -> None:
-        return None
-
-    @hookimpl(trylast=True)
-    def vyre_subgroup_size_range(self) -> tuple[int, int] | None:
-        width = self.call("vyre_subgroup_size")
-        return None if width is None else (width, width)
-
-    @hookimpl(trylast=True)
-    def vyre_max_storage_buffer_bytes(self) -> int:
-        return 0
-
-    @hookimpl(trylast=True)
-    def vyre_max_workgroup_memory_bytes(self) -> int:
-        return 0
+    def vyre_capabilities(self) -> Capabilities:
+        answers = {name: self.call(f"vyre_{name}") for name in CAPABILITY_QUERIES}
+        facts = (self.call("vyre_device_profile")
+                 if self.implements("vyre_device_profile") else {})
+        return Capabilities.from_claims({
+            **answers, "extra": {k: v for k, v in facts.items() if k not in _FIELDS}})
 
     @hookimpl(trylast=True)
     def vyre_device_profile(self) -> dict[str, Any]:
-        caps = {name: self.call(f"vyre_{name}") for name in CAPABILITY_HOOKS}
-        return {"backend": self.call("vyre_backend_id"), **Capabilities(**caps).to_dict()}
+        record = Capabilities.of(self.call("vyre_capabilities"))
+        return {"backend": self.call("vyre_backend_id"),
+                **{k: v for k, v in record.to_dict().items() if k != "extra"},
+                **record.extra}
+
+    # the per-capability queries of contract 1: the backend's record where it answers
+    # vyre_capabilities, else the conservative floor
+    def _query(self, name: str, floor: Callable[[], Any] | None = None) -> Any:
+        if self.implements("vyre_capabilities"):
+            return getattr(Capabilities.of(self.call("vyre_capabilities")), name)
+        return floor() if floor is not None else getattr(FLOOR, name)
+
+    @hookimpl(trylast=True)
+    def vyre_supported_ops(self) -> frozenset[str]:
+        return self._query("supported_ops")
+
+    @hookimpl(trylast=True)
+    def vyre_supports_subgroup_ops(self) -> bool:
+        return self._query("supports_subgroup_ops")
+
+    @hookimpl(trylast=True)
+    def vyre_supports_f16(self) -> bool:
+        return self._query("supports_f16")
+
+    @hookimpl(trylast=True)
+    def vyre_supports_bf16(self) -> bool:
+        return self._query("supports_bf16")
+
+    @hookimpl(trylast=True)
+    def vyre_supports_f64(self) -> bool:
+        return self._query("supports_f64")
+
+    @hookimpl(trylast=True)
+    def vyre_supports_tensor_cores(self) -> bool:
+        return self._query("supports_tensor_cores")
+
+    @hookimpl(trylast=True)
+    def vyre_supports_async_compute(self) -> bool:
+        return self._query("supports_async_compute")
+
+    @hookimpl(trylast=True)
+    def vyre_supports_indirect_dispatch(self) -> bool:
+        return self._query("supports_indirect_dispatch")
+
+    @hookimpl(trylast=True)
+    def vyre_supports_grid_sync(self) -> bool:
+        return self._query("supports_grid_sync")
+
+    @hookimpl(trylast=True)
+    def vyre_is_distributed(self) -> bool:
+        return self._query("is_distributed")
+
+    @hookimpl(trylast=True)
+    def vyre_max_workgroup_size(self) -> tuple[int, int, int]:
+        return self._query("max_workgroup_size")
+
+    @hookimpl(trylast=True)
+    def vyre_max_workgroups_per_dimension(self) -> int:
+        return self._query("max_workgroups_per_dimension")
+
+    @hookimpl(trylast=True)
+    def vyre_max_invocations_per_workgroup(self) -> int:
+        def product() -> int:
+            x, y, z = self.call("vyre_max_workgroup_size")
+            return min(x * y * z, 2**32 - 1)
+        return self._query("max_invocations_per_workgroup", product)
+
+    @hookimpl(trylast=True)
+    def vyre_subgroup_size(self) -> int | None:
+        return self._query("subgroup_size")
+
+    @hookimpl(trylast=True)
+    def vyre_subgroup_size_range(self) -> tuple[int, int] | None:
+        def from_width() -> tuple[int, int] | None:
+            width = self.call("vyre_subgroup_size")
+            return None if width is None else (width, width)
+        return self._query("subgroup_size_range", from_width)
+
+    @hookimpl(trylast=True)
+    def vyre_max_storage_buffer_bytes(self) -> int:
+        return self._query("max_storage_buffer_bytes")
+
+    @hookimpl(trylast=True)
+    def vyre_max_workgroup_memory_bytes(self) -> int:
+        return self._query("max_workgroup_memory_bytes")
 
     # devices
     @hookimpl(trylast=True)
@@ -247,12 +272,3 @@ class ConservativeDefaults:
     def vyre_try_recover(self) -> None:
         raise self._unsupported("device recovery")
 
-
-#: Capabilities fields answered by a hook of the same name (``vyre_`` + field).
-CAPABILITY_HOOKS = (
-    "supported_ops", "supports_subgroup_ops", "supports_f16", "supports_bf16", "supports_f64",
-    "supports_tensor_cores", "supports_async_compute", "supports_indirect_dispatch",
-    "supports_grid_sync", "is_distributed", "max_workgroup_size",
-    "max_workgroups_per_dimension", "max_invocations_per_workgroup", "subgroup_size",
-    "subgroup_size_range", "max_storage_buffer_bytes", "max_workgroup_memory_bytes",
-)

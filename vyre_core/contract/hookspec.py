@@ -32,6 +32,7 @@ import pluggy
 
 from vyre_core.contract.types import (
     CacheSnapshot,
+    Capabilities,
     NativePipeline,
     PendingDispatch,
     SequenceRun,
@@ -78,9 +79,11 @@ def vyre_is_reference_oracle() -> bool:
 
 @hookspec(firstresult=True)
 def vyre_supported_ops() -> frozenset[str]:
-    """Operation ids (``vyre_core.ir.ALL_OPS`` vocabulary) this backend executes; the ops
-    the IR gained after this contract froze (``ir.NEWER_OPS``) only when named here.
-    Default: ``ir.DEFAULT_OPS``, every op but the newer ones."""
+    """Operation ids (``vyre_core.ir.ALL_OPS`` vocabulary) this backend executes; the
+    ops the IR gained after this contract froze (``ir.NEWER_OPS``) only when named here.
+    Default: ``ir.DEFAULT_OPS``, every op but the newer ones. Deprecated since vyre
+    0.1.0, removed in 1.0.0: the ``supported_ops`` of ``vyre_backend_claims`` and of
+    ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
@@ -185,77 +188,103 @@ def vyre_dispatch_resident(program: Any, handles: list[int], config: Any) -> Tim
     returned ``outputs`` may be empty). Default: raise ``UnsupportedFeatureError``."""
 
 
-# -- Capability queries (run in the worker; report honestly) ---------------------------------
+# -- Capabilities (run in the worker; report honestly) ----------------------------------------
 # True is a promise that the lowering emits the feature and the device has it.
+
+
+@hookspec(firstresult=True)
+def vyre_capabilities() -> Capabilities:
+    """Everything the backend can do on its device, as one ``Capabilities`` record (or a
+    dict of its fields), device facts such as the adapter name in its ``extra``: asked
+    once per worker generation, so a probe of the device belongs here. Default: the record
+    built from the per-capability queries below and ``vyre_device_profile``, which contract
+    1 had in its place (each deprecated since vyre 0.1.0, removed in 1.0.0)."""
+
+
+# The per-capability queries of contract 1 (deprecated since vyre 0.1.0, removed in 1.0.0).
+# Each one's default answers from the backend's ``vyre_capabilities`` where it implements
+# that hook, so old callers and new backends agree.
 
 
 @hookspec(firstresult=True)
 def vyre_supports_subgroup_ops() -> bool:
     """Subgroup operations (``ir.SubgroupOp``) run, over subgroups of the sizes
     ``vyre_subgroup_size_range`` gives, formed as docs/semantics.md says. Default:
-    ``False``."""
+    ``False``. Deprecated since vyre 0.1.0, removed in 1.0.0: part of
+    ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_supports_f16() -> bool:
-    """f16 is computed in half precision (not emulated in f32). Default: ``False``."""
+    """f16 is computed in half precision (not emulated in f32). Default: ``False``.
+    Deprecated since vyre 0.1.0, removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_supports_bf16() -> bool:
-    """bfloat16 is lowered natively. Default: ``False``."""
+    """bfloat16 is lowered natively. Default: ``False``. Deprecated since vyre 0.1.0,
+    removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_supports_f64() -> bool:
-    """f64 is computed in double precision. Default: ``False``."""
+    """f64 is computed in double precision. Default: ``False``. Deprecated since vyre
+    0.1.0, removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_supports_tensor_cores() -> bool:
-    """Matrix-engine intrinsics are emitted. Default: ``False``."""
+    """Matrix-engine intrinsics are emitted. Default: ``False``. Deprecated since vyre
+    0.1.0, removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_supports_async_compute() -> bool:
-    """A real asynchronous queue overlaps copies and compute. Default: ``False``."""
+    """A real asynchronous queue overlaps copies and compute. Default: ``False``.
+    Deprecated since vyre 0.1.0, removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_supports_indirect_dispatch() -> bool:
-    """Indirect launch records can be executed. Default: ``False``."""
+    """Indirect launch records can be executed. Default: ``False``. Deprecated since
+    vyre 0.1.0, removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_supports_grid_sync() -> bool:
-    """A whole-grid barrier exists inside one dispatch. Default: ``False``."""
+    """A whole-grid barrier exists inside one dispatch. Default: ``False``. Deprecated
+    since vyre 0.1.0, removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_is_distributed() -> bool:
-    """The backend spans more than one device or node. Default: ``False``."""
+    """The backend spans more than one device or node. Default: ``False``. Deprecated
+    since vyre 0.1.0, removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_max_workgroup_size() -> tuple[int, int, int]:
-    """Largest workgroup per axis. Default: ``(1, 1, 1)``."""
+    """Largest workgroup per axis. Default: ``(1, 1, 1)``. Deprecated since vyre 0.1.0,
+    removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_max_workgroups_per_dimension() -> int:
-    """Most workgroups along one grid axis. Default: ``1``."""
+    """Most workgroups along one grid axis. Default: ``1``. Deprecated since vyre 0.1.0,
+    removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_max_invocations_per_workgroup() -> int:
-    """Most invocations in one workgroup.
-    Default: the product of ``vyre_max_workgroup_size``."""
+    """Most invocations in one workgroup. Default: the product of
+    ``vyre_max_workgroup_size``. Deprecated since vyre 0.1.0, removed in 1.0.0: part of
+    ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_subgroup_size() -> int | None:
     """Native subgroup width when known. Default: ``None``. Deprecated since vyre 0.1.0,
-    removed in 1.0.0 (contract 2): implement ``vyre_subgroup_size_range``."""
+    removed in 1.0.0 (contract 2): ``subgroup_size_range`` in ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
@@ -264,24 +293,29 @@ def vyre_subgroup_size_range() -> tuple[int, int] | None:
     exactly: ``(n, n)`` for a device that always forms subgroups of ``n``, a range for a
     backend that forms whatever size the program says. A device that picks a size per
     pipeline promises none. Default: ``(n, n)`` when the backend still implements the
-    deprecated ``vyre_subgroup_size`` and it returns ``n``, else ``None``."""
+    deprecated ``vyre_subgroup_size`` and it returns ``n``, else ``None``. Deprecated
+    since vyre 0.1.0, removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_max_storage_buffer_bytes() -> int:
     """Largest storage buffer in bytes; 0 means "not reported", not "unlimited".
-    Default: ``0``."""
+    Default: ``0``. Deprecated since vyre 0.1.0, removed in 1.0.0: part of
+    ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_max_workgroup_memory_bytes() -> int:
-    """Workgroup memory available to one workgroup, in bytes. Default: ``0``."""
+    """Workgroup memory available to one workgroup, in bytes. Default: ``0``. Deprecated
+    since vyre 0.1.0, removed in 1.0.0: part of ``vyre_capabilities``."""
 
 
 @hookspec(firstresult=True)
 def vyre_device_profile() -> dict[str, Any]:
     """Every capability in one dict (``Capabilities`` fields plus backend facts such as
-    the adapter name). Default: built from the individual queries above."""
+    the adapter name). Default: ``vyre_capabilities`` as a dict, its ``extra`` spread in,
+    with ``"backend"``. Deprecated since vyre 0.1.0, removed in 1.0.0: part of
+    ``vyre_capabilities``."""
 
 
 # -- Devices (worker only; before vyre_prepare) ------------------------------------------

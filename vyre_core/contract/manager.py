@@ -77,7 +77,7 @@ class LoadedBackend:
                                   "Every backend implements vyre_backend_id and vyre_dispatch.")
         for deprecation in deprecations.hooks_of(plugin):
             deprecations.enforce(deprecation, f"plugin {self.name!r}", PluginLoadError)
-        self.defaults = ConservativeDefaults(self.call)
+        self.defaults = ConservativeDefaults(self.call, self.implements)
         self.pm.register(self.defaults, "vyre-defaults")
         self._callers = {name: self._winner(name) for name in HOOK_NAMES}
 

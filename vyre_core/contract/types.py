@@ -98,13 +98,34 @@ def wall_clock_ns() -> int:
     return time.perf_counter_ns()
 
 
+#: How the capabilities of several workers combine into what all of them can do
+#: (``Capabilities.common``), named in a field's metadata; a field without one: ``all``
+#: for a feature (bool), ``least`` for a limit.
+_COMBINE = {
+    "all": all,
+    "least": min,
+    "each_least": lambda each: tuple(min(axis) for axis in zip(*each, strict=True)),
+    "intersect": lambda each: frozenset.intersection(*each),
+    "agree": lambda each: each[0] if all(v == each[0] for v in each) else None,
+}
+
+
+def _rule(combine: str, *, ops: bool = False, tuple_: bool = False) -> dict[str, Any]:
+    """A field's metadata: how it combines, and what a claim of it is coerced to (a set
+    of op names, a tuple: plain data arrives as lists)."""
+    return {"combine": combine, "ops": ops, "tuple": tuple_}
+
+
 @dataclass(frozen=True)
 class Capabilities:
-    """Every capability query of the contract, answered. Defaults are the conservative
-    floor of the contract (docs/contract.md); a field is true only when the backend's
-    lowering really uses the feature and the device has it."""
+    """Every capability of a backend on its device. Defaults are the conservative floor of
+    the contract (docs/contract.md); a field is true only when the backend's lowering
+    really uses the feature and the device has it. A new capability is a field here (its
+    metadata says how workers' answers combine and how a claim is coerced, where the
+    type's default rule does not fit) and a claim in the backends that have it."""
 
-    supported_ops: frozenset[str] = field(default=DEFAULT_OPS, repr=False)
+    supported_ops: frozenset[str] = field(default=DEFAULT_OPS, repr=False,
+                                          metadata=_rule("intersect", ops=True))
     supports_subgroup_ops: bool = False
     supports_f16: bool = False
     supports_bf16: bool = False
@@ -114,40 +135,60 @@ class Capabilities:
     supports_indirect_dispatch: bool = False
     supports_grid_sync: bool = False
     is_distributed: bool = False
-    max_workgroup_size: tuple[int, int, int] = (1, 1, 1)
+    max_workgroup_size: tuple[int, int, int] = field(
+        default=(1, 1, 1), metadata=_rule("each_least", tuple_=True))
     max_workgroups_per_dimension: int = 1
     max_invocations_per_workgroup: int = 1
-    subgroup_size: int | None = None  # deprecated: subgroup_size_range
-    subgroup_size_range: tuple[int, int] | None = None  # smallest and largest width
+    # deprecated: subgroup_size_range
+    subgroup_size: int | None = field(default=None, metadata=_rule("agree"))
+    # the smallest and largest width
+    subgroup_size_range: tuple[int, int] | None = field(
+        default=None, metadata=_rule("agree", tuple_=True))
     max_storage_buffer_bytes: int = 0  # 0: not reported (not "unlimited")
     max_workgroup_memory_bytes: int = 0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)  # adapter facts etc.
 
     @classmethod
     def from_claims(cls, claims: dict[str, Any]) -> Capabilities:
-        """Capabilities from a backend's static claims; unknown names are refused."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(claims) - known)
+        """Capabilities from a backend's static claims (or its record as plain data);
+        unknown names are refused. Invocations per workgroup, when not claimed, are the
+        claimed workgroup size's product."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(claims) - set(known))
         if unknown:
             raise InvalidConfigError(f"unknown capability claims {unknown}",
-                                     f"Claim only these names: {sorted(known - {'extra'})}.")
+                                     f"Claim only these names: {sorted(set(known) - {'extra'})}.")
         claims = dict(claims)
-        if "supported_ops" in claims:
-            claims["supported_ops"] = frozenset(claims["supported_ops"])
-        if claims.get("subgroup_size_range") is not None:
-            claims["subgroup_size_range"] = tuple(claims["subgroup_size_range"])
+        for name, value in claims.items():
+            if known[name].metadata.get("ops"):
+                claims[name] = op_names(value)
+            elif known[name].metadata.get("tuple") and value is not None:
+                claims[name] = tuple(value)
         if "max_workgroup_size" in claims:
-            claims["max_workgroup_size"] = tuple(claims["max_workgroup_size"])
             claims.setdefault("max_invocations_per_workgroup",
                               int(np.prod(claims["max_workgroup_size"])))
         return cls(**claims)
 
+    @classmethod
+    def of(cls, answer: Any, hook: str = "vyre_capabilities") -> Capabilities:
+        """What ``hook`` answered (a record, or a dict of its fields) as a record; refused
+        when it is neither or names a field the record does not have."""
+        if isinstance(answer, Capabilities):
+            return answer
+        if not isinstance(answer, dict):
+            raise InvalidConfigError(
+                f"{hook} answered {answer!r:.200}, not a Capabilities record",
+                "Return Capabilities(...) (vyre_core.contract), or a dict of its fields, "
+                f"from {hook}.")
+        return cls.from_claims(answer)
+
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["supported_ops"] = sorted(out["supported_ops"])
-        out["max_workgroup_size"] = list(out["max_workgroup_size"])
-        if out["subgroup_size_range"] is not None:
-            out["subgroup_size_range"] = list(out["subgroup_size_range"])
+        """Plain data (JSON, the wire): op sets sorted, tuples as lists."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = (sorted(value) if isinstance(value, frozenset) else
+                           list(value) if isinstance(value, tuple) else value)
         return out
 
     @classmethod
@@ -164,31 +205,39 @@ class Capabilities:
     @classmethod
     def common(cls, found: list[Capabilities]) -> Capabilities:
         """What every one of ``found`` can do (workers of one device on different nodes of
-        a cluster, say): a feature only where all have it, the smallest of each limit, the
-        operations all support; a subgroup size and adapter facts only where all agree,
-        and a software adapter if any is one (routing then demotes it)."""
+        a cluster, say), each field combined by its rule (``_COMBINE``); adapter facts
+        only where all agree, and a software adapter if any is one (routing then demotes
+        it)."""
         first, *rest = found
         if not rest:
             return first
         values: dict[str, Any] = {}
         for f in fields(cls):
             each = [getattr(c, f.name) for c in found]
-            if f.name == "supported_ops":
-                values[f.name] = frozenset.intersection(*each)
-            elif f.name == "max_workgroup_size":
-                values[f.name] = tuple(min(axis) for axis in zip(*each, strict=True))
-            elif f.name == "extra":
+            if f.name == "extra":
                 values[f.name] = {k: v for k, v in first.extra.items()
                                   if all(c.extra.get(k) == v for c in rest)}
                 if any(c.extra.get("software_adapter") for c in found):
                     values[f.name]["software_adapter"] = True
-            elif f.name in ("subgroup_size", "subgroup_size_range"):
-                values[f.name] = each[0] if all(v == each[0] for v in each) else None
-            elif isinstance(each[0], bool):
-                values[f.name] = all(each)
             else:
-                values[f.name] = min(each)
+                combine = f.metadata.get("combine") or (
+                    "all" if isinstance(each[0], bool) else "least")
+                values[f.name] = _COMBINE[combine](each)
         return cls(**values)
+
+
+def op_names(ops: Any) -> frozenset[str]:
+    """Claimed ops as a set of names; refused when they are not one (a lone string would
+    otherwise become its letters)."""
+    try:
+        names = None if isinstance(ops, str | bytes) else frozenset(ops)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(op, str) for op in names):
+        raise InvalidConfigError(f"supported_ops is {ops!r:.200}, not a set of op names",
+                                 "Claim supported_ops as a frozenset of op ids (the "
+                                 "vocabulary of vyre_core.ir.ALL_OPS).")
+    return names
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import numpy as np
 from vyre_core import cancel
 from vyre_core.contract import (
     CacheSnapshot,
+    Capabilities,
     DeviceInfo,
     SequenceRun,
     TimedDispatch,
@@ -84,11 +85,6 @@ def vyre_pipeline_cache_snapshot() -> CacheSnapshot:
     compiler = sys.modules.get("vyre_cpu.compiler")  # (not loaded: nothing compiled yet,
     # and counting is no reason to import numba)
     return CacheSnapshot(*compiler.cache_counts()) if compiler else CacheSnapshot(0, 0, 0)
-
-
-@hookimpl
-def vyre_supported_ops() -> frozenset[str]:
-    return CLAIMS["supported_ops"]
 
 
 @hookimpl
@@ -194,56 +190,12 @@ def vyre_dispatch_sequence(sequence, inputs, resident, config) -> SequenceRun:
 
 
 @hookimpl
-def vyre_supports_f16() -> bool:
-    return CLAIMS["supports_f16"]
-
-
-@hookimpl
-def vyre_supports_f64() -> bool:
-    return CLAIMS["supports_f64"]
-
-
-@hookimpl
-def vyre_supports_subgroup_ops() -> bool:
-    return CLAIMS["supports_subgroup_ops"]
-
-
-@hookimpl
-def vyre_subgroup_size_range() -> tuple[int, int]:
-    return CLAIMS["subgroup_size_range"]
-
-
-@hookimpl
-def vyre_max_workgroup_size() -> tuple[int, int, int]:
-    return CLAIMS["max_workgroup_size"]
-
-
-@hookimpl
-def vyre_max_invocations_per_workgroup() -> int:
-    return CLAIMS["max_invocations_per_workgroup"]
-
-
-@hookimpl
-def vyre_max_workgroups_per_dimension() -> int:
-    return CLAIMS["max_workgroups_per_dimension"]
-
-
-@hookimpl
-def vyre_max_storage_buffer_bytes() -> int:
-    return CLAIMS["max_storage_buffer_bytes"]
-
-
-@hookimpl
-def vyre_max_workgroup_memory_bytes() -> int:
-    return CLAIMS["max_workgroup_memory_bytes"]
-
-
-@hookimpl
-def vyre_device_profile() -> dict[str, Any]:
+def vyre_capabilities() -> Capabilities:
     import numba
 
-    return {"cores": os.cpu_count(), "threads": _threads(),
-            "numba": numba.__version__, "threading_layer": _threading_layer()}
+    return Capabilities.from_claims({**CLAIMS, "extra": {
+        **CLAIMS["extra"], "cores": os.cpu_count(), "threads": _threads(),
+        "numba": numba.__version__, "threading_layer": _threading_layer()}})
 
 
 def _threading_layer() -> str:

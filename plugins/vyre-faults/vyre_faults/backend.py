@@ -16,11 +16,12 @@ import os
 import resource
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 
 import vyre_reference.backend as _reference
-from vyre_core.contract import DeviceInfo, hookimpl
+from vyre_core.contract import Capabilities, DeviceInfo, hookimpl
 from vyre_core.errors import DispatchError, InvalidConfigError, UnsupportedFeatureError
 from vyre_core.testing.faults import PRECEDENCE_ENV, active_startup_faults, parse_label
 from vyre_reference import run
@@ -33,17 +34,7 @@ _IN_WORKER = "VYRE_WORKER" in os.environ
 if _IN_WORKER and "crash_import" in _STARTUP:
     raise ImportError("vyre_faults: injected crash at import (VYRE_FAULTS=crash_import)")
 
-# The reference's honest capability hooks serve as this backend's own (f64 aside) ...
-vyre_supports_f16 = _reference.vyre_supports_f16
-vyre_supported_ops = _reference.vyre_supported_ops
-vyre_supports_subgroup_ops = _reference.vyre_supports_subgroup_ops
-vyre_subgroup_size_range = _reference.vyre_subgroup_size_range
-vyre_max_workgroup_size = _reference.vyre_max_workgroup_size
-vyre_max_invocations_per_workgroup = _reference.vyre_max_invocations_per_workgroup
-vyre_max_workgroups_per_dimension = _reference.vyre_max_workgroups_per_dimension
-vyre_max_storage_buffer_bytes = _reference.vyre_max_storage_buffer_bytes
-vyre_max_workgroup_memory_bytes = _reference.vyre_max_workgroup_memory_bytes
-# ... and its resident buffers
+# The reference's resident buffers serve as this backend's own
 vyre_allocate_resident = _reference.vyre_allocate_resident
 vyre_upload_resident = _reference.vyre_upload_resident
 vyre_download_resident = _reference.vyre_download_resident
@@ -76,9 +67,10 @@ def vyre_backend_claims() -> dict:
 
 
 @hookimpl
-def vyre_supports_f64() -> bool:
-    return "no_f64" not in _STARTUP and (
-        _selected is None or f"no_f64_on:{_selected}" not in _STARTUP)
+def vyre_capabilities() -> Capabilities:
+    """The reference's honest record, but f64 where a startup fault takes it away."""
+    return replace(_reference.vyre_capabilities(), supports_f64="no_f64" not in _STARTUP and (
+        _selected is None or f"no_f64_on:{_selected}" not in _STARTUP))
 
 
 @hookimpl

@@ -48,16 +48,7 @@ HARD_LOSS = "destroy_then_submit"
 vyre_backend_version = wgpu_backend.vyre_backend_version
 vyre_backend_claims = wgpu_backend.vyre_backend_claims
 vyre_pipeline_cache_snapshot = wgpu_backend.vyre_pipeline_cache_snapshot
-vyre_supported_ops = wgpu_backend.vyre_supported_ops
-vyre_supports_subgroup_ops = wgpu_backend.vyre_supports_subgroup_ops
-vyre_supports_f16 = wgpu_backend.vyre_supports_f16
-vyre_supports_f64 = wgpu_backend.vyre_supports_f64
-vyre_max_workgroup_size = wgpu_backend.vyre_max_workgroup_size
-vyre_max_invocations_per_workgroup = wgpu_backend.vyre_max_invocations_per_workgroup
-vyre_max_workgroups_per_dimension = wgpu_backend.vyre_max_workgroups_per_dimension
-vyre_subgroup_size_range = wgpu_backend.vyre_subgroup_size_range
-vyre_max_storage_buffer_bytes = wgpu_backend.vyre_max_storage_buffer_bytes
-vyre_max_workgroup_memory_bytes = wgpu_backend.vyre_max_workgroup_memory_bytes
+vyre_capabilities = wgpu_backend.vyre_capabilities
 vyre_prepare = wgpu_backend.vyre_prepare
 vyre_flush = wgpu_backend.vyre_flush
 vyre_shutdown = wgpu_backend.vyre_shutdown
@@ -75,11 +66,6 @@ def vyre_backend_id() -> str:
 @hookimpl
 def vyre_backend_precedence() -> int:
     return int(os.environ.get(PRECEDENCE_ENV, str(DEFAULT_PRECEDENCE)))
-
-
-@hookimpl
-def vyre_device_profile() -> dict[str, Any]:
-    return {**wgpu_backend.vyre_device_profile(), "backend": BACKEND_ID}
 
 
 # -- faults --------------------------------------------------------------------------------

@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from vyre_core import abi
-from vyre_core.contract import DeviceInfo, SequenceRun, TimedDispatch, Timing, hookimpl
+from vyre_core.contract import (
+    Capabilities,
+    DeviceInfo,
+    SequenceRun,
+    TimedDispatch,
+    Timing,
+    hookimpl,
+)
 from vyre_core.contract.types import wall_clock_ns
 from vyre_core.host_memory import HostMemory
 from vyre_core.ir.requirements import ALL_OPS
@@ -80,53 +87,8 @@ def vyre_dispatch_into(program, inputs, config, outputs) -> None:
 
 
 @hookimpl
-def vyre_supports_f16() -> bool:
-    return CLAIMS["supports_f16"]
-
-
-@hookimpl
-def vyre_supports_f64() -> bool:
-    return CLAIMS["supports_f64"]
-
-
-@hookimpl
-def vyre_supported_ops() -> frozenset[str]:
-    return CLAIMS["supported_ops"]
-
-
-@hookimpl
-def vyre_supports_subgroup_ops() -> bool:
-    return CLAIMS["supports_subgroup_ops"]
-
-
-@hookimpl
-def vyre_subgroup_size_range() -> tuple[int, int]:
-    return CLAIMS["subgroup_size_range"]
-
-
-@hookimpl
-def vyre_max_workgroup_size() -> tuple[int, int, int]:
-    return CLAIMS["max_workgroup_size"]
-
-
-@hookimpl
-def vyre_max_invocations_per_workgroup() -> int:
-    return CLAIMS["max_invocations_per_workgroup"]
-
-
-@hookimpl
-def vyre_max_workgroups_per_dimension() -> int:
-    return CLAIMS["max_workgroups_per_dimension"]
-
-
-@hookimpl
-def vyre_max_storage_buffer_bytes() -> int:
-    return CLAIMS["max_storage_buffer_bytes"]
-
-
-@hookimpl
-def vyre_max_workgroup_memory_bytes() -> int:
-    return CLAIMS["max_workgroup_memory_bytes"]
+def vyre_capabilities() -> Capabilities:
+    return Capabilities.from_claims(CLAIMS)
 
 
 # -- Resident buffers: host memory standing in for device memory ---------------------------

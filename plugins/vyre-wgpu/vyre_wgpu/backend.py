@@ -218,69 +218,14 @@ def vyre_pipeline_cache_snapshot() -> CacheSnapshot:
 
 # -- capabilities (probed) -----------------------------------------------------------------
 
-def _cap(name: str) -> Any:
-    from vyre_wgpu import capabilities
-
-    return capabilities.fields(device())[name]
-
-
 @hookimpl
-def vyre_supported_ops() -> frozenset[str]:
-    return OPS
-
-
-@hookimpl
-def vyre_supports_subgroup_ops() -> bool:
-    return _cap("supports_subgroup_ops")
-
-
-@hookimpl
-def vyre_supports_f16() -> bool:
-    return _cap("supports_f16")
-
-
-@hookimpl
-def vyre_supports_f64() -> bool:
-    return _cap("supports_f64")
-
-
-@hookimpl
-def vyre_max_workgroup_size() -> tuple[int, int, int]:
-    return _cap("max_workgroup_size")
-
-
-@hookimpl
-def vyre_max_invocations_per_workgroup() -> int:
-    return _cap("max_invocations_per_workgroup")
-
-
-@hookimpl
-def vyre_max_workgroups_per_dimension() -> int:
-    return _cap("max_workgroups_per_dimension")
-
-
-@hookimpl
-def vyre_subgroup_size_range() -> tuple[int, int] | None:
-    return _cap("subgroup_size_range")
-
-
-@hookimpl
-def vyre_max_storage_buffer_bytes() -> int:
-    return _cap("max_storage_buffer_bytes")
-
-
-@hookimpl
-def vyre_max_workgroup_memory_bytes() -> int:
-    return _cap("max_workgroup_memory_bytes")
-
-
-@hookimpl
-def vyre_device_profile() -> dict[str, Any]:
+def vyre_capabilities() -> Capabilities:
+    """The device's record, as its probes found it (``vyre_wgpu.capabilities``)."""
     from vyre_wgpu import capabilities
 
     dev = device()
-    caps = Capabilities(supported_ops=OPS, **capabilities.fields(dev))
-    return {"backend": BACKEND_ID, **caps.to_dict(), **capabilities.profile(dev)}
+    return Capabilities(supported_ops=OPS, **capabilities.fields(dev),
+                        extra=capabilities.profile(dev))
 
 
 # -- lifecycle -----------------------------------------------------------------------------

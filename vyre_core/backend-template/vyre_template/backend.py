@@ -23,7 +23,7 @@ import numpy as np
 from vyre_core.config import DispatchConfig
 from vyre_core.contract import Capabilities, hookimpl
 from vyre_core.errors import UnsupportedFeatureError
-from vyre_core.ir import DEFAULT_OPS, Program
+from vyre_core.ir import Program
 from vyre_core.limits import NO_GRID_LIMIT
 from vyre_core.routing import rejection_reasons
 
@@ -42,6 +42,10 @@ CLAIMS: dict[str, Any] = {
     "max_workgroups_per_dimension": NO_GRID_LIMIT,  # no per-axis limit (docs/semantics.md)
     "max_storage_buffer_bytes": 1 << 28,
     "max_workgroup_memory_bytes": 16384,
+    # "supported_ops" left out: every op but those the IR gained after the contract froze
+    # (ir.NEWER_OPS: stride and while loops, break and continue, subgroups, the bit and
+    # rounding ops, tan, tanh, exp2, log2, pow, atan2, bitcast, table, the 8-, 16- and
+    # 64-bit integers). Name the ops here once your device runs them.
 }
 
 
@@ -57,7 +61,7 @@ def _device_open() -> dict[str, Any]:
 
     TEMPLATE: there is no device to open. The stand-in reports ``CLAIMS``: what the
     template chooses to promise, less than the interpreter could do."""
-    return dict(CLAIMS)
+    return {**CLAIMS, "extra": {"device": "reference interpreter (template stand-in)"}}
 
 
 def _device_run(program: Program, inputs: list[np.ndarray],
@@ -88,7 +92,7 @@ _caps: Capabilities | None = None  # the open device's report; None while it is 
 
 def _capabilities() -> Capabilities:
     """The device's report, opening the device on first use (``vyre_prepare`` normally
-    has). Every capability hook answers from it, so the worker reports what it probed."""
+    has). ``vyre_capabilities`` answers from it, so the worker reports what it probed."""
     global _caps
     with _lock:
         if _caps is None:
@@ -161,58 +165,13 @@ def vyre_compile(program: Program, config: DispatchConfig) -> None:
 
 
 # -- capabilities: in the worker, answered from the device's report ----------------------
-# Hooks left out keep the contract's conservative default (no subgroups, no bf16, ...).
 
 @hookimpl
-def vyre_supported_ops() -> frozenset[str]:
-    """Pure (routing asks it before any worker): every op but those the IR gained after
-    the contract froze (``ir.NEWER_OPS``: stride and while loops, break and continue,
-    subgroups, the bit and rounding ops, tan, tanh, exp2, log2, pow, atan2, bitcast,
-    table, the 8-, 16- and 64-bit integers). Name those in ``CLAIMS["supported_ops"]`` once
-    your device runs them (a loop's ``step``, say)."""
-    return frozenset(CLAIMS.get("supported_ops", DEFAULT_OPS))
-
-
-@hookimpl
-def vyre_supports_f16() -> bool:
-    return _capabilities().supports_f16
-
-
-@hookimpl
-def vyre_supports_f64() -> bool:
-    return _capabilities().supports_f64
-
-
-@hookimpl
-def vyre_max_workgroup_size() -> tuple[int, int, int]:
-    return _capabilities().max_workgroup_size
-
-
-@hookimpl
-def vyre_max_invocations_per_workgroup() -> int:
-    return _capabilities().max_invocations_per_workgroup
-
-
-@hookimpl
-def vyre_max_workgroups_per_dimension() -> int:
-    return _capabilities().max_workgroups_per_dimension
-
-
-@hookimpl
-def vyre_max_storage_buffer_bytes() -> int:
-    return _capabilities().max_storage_buffer_bytes
-
-
-@hookimpl
-def vyre_max_workgroup_memory_bytes() -> int:
-    return _capabilities().max_workgroup_memory_bytes
-
-
-@hookimpl
-def vyre_device_profile() -> dict[str, Any]:
-    # Facts beyond the capability fields (the device's name) reach `vyre backends --probe`.
-    return {"backend": BACKEND_ID, **_capabilities().to_dict(),
-            "device": "reference interpreter (template stand-in)"}
+def vyre_capabilities() -> Capabilities:
+    """The whole record, as the open device reported it. A field left out keeps the
+    contract's conservative floor (no subgroups, no bf16, ...); facts beyond the fields
+    (the device's name) go in ``extra`` and reach `vyre backends --probe`."""
+    return _capabilities()
 
 
 # -- lifecycle: in the worker -------------------------------------------------------------
