@@ -18,6 +18,7 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, fields, replace
+from typing import NamedTuple
 
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.ir import Program
@@ -106,6 +107,14 @@ HOIST_EVERY = 48
 #: math library's (``exp`` ..., every type) never reach it: written out or helper calls.
 _FLOAT_FN = {UnOp.SQRT: "sqrt", UnOp.FLOOR: "floor", UnOp.CEIL: "ceil", UnOp.ROUND: "round",
              UnOp.TRUNC: "trunc"}
+
+
+class Proven(NamedTuple):
+    """(Proven.) One invocation's lines written on ``Ranges``' assumptions, and where the
+    flat loop over x stops (``flat_bound``'s value; None: at the grid's end)."""
+
+    lines: list[str]
+    stop_at: str | None
 
 
 @dataclass(frozen=True)
@@ -254,7 +263,6 @@ class _Writer:
         # (plain) the ranges of the version written with its indices proven (``proven``);
         # None while another version is written
         self.ranges: Ranges | None = None
-        self.stop_at: str | None = None  # (proven) where the flat loop stops (flat_bound)
         self.bounds: dict[str, str] = {}  # (proven) the bounds named at entry, by source
         self.gains = 0  # (proven) what it does that the other versions do not
         # (lockstep, proven: ``in_blocks``) the id axis a block's lanes run along, None while
@@ -357,21 +365,22 @@ class _Writer:
         return [f"{pad}for lz in range({wz}):", f"{pad}    for ly in range({wy}):",
                 f"{pad}        for lx in range({wx}):", *ids, *body]
 
-    def flat_loops(self, body: list[str]) -> list[str]:
+    def flat_loops(self, proven: Proven) -> list[str]:
         """(Proven.) The invocations of the whole grid, where its assumptions hold: rows
         of one id axis in parallel, in chunks (task ``wg``), each a loop over that axis's
         global ids (``inner_axis``: the one the program's accesses step along), with
-        ``body`` inside. Invocations of a program without barriers, workgroup memory,
-        subgroups or atomics are independent, so any order gives the same memory
-        (semantics.md: racing stores keep an unspecified one). One long loop of
-        consecutive ids, the ids 64-bit integers, is what LLVM's vectoriser takes (it
-        leaves a loop of 8 lanes that needs alias checks: "tiny trip count")."""
+        ``proven``'s lines inside, stopping where it says. Invocations of a program
+        without barriers, workgroup memory, subgroups or atomics are independent, so any
+        order gives the same memory (semantics.md: racing stores keep an unspecified
+        one). One long loop of consecutive ids, the ids 64-bit integers, is what LLVM's
+        vectoriser takes (it leaves a loop of 8 lanes that needs alias checks: "tiny trip
+        count")."""
         inner = self.inner_axis()
         a, b = (axis for axis in range(3) if axis != inner)
         extent = [f"(g{x} * {size})" for x, size in zip("xyz", self.program.workgroup,
                                                          strict=True)]
-        if self.stop_at is not None:  # (``flat_bound``: x is the inner axis)
-            extent[0] = f"min2({extent[0]}, np.int64({self.stop_at}))"
+        if proven.stop_at is not None:  # (``flat_bound``: x is the inner axis)
+            extent[0] = f"min2({extent[0]}, np.int64({proven.stop_at}))"
         ids = []
         for kind, axis in sorted(self.ids, key=lambda k: (k[0].value, k[1])):
             size = self.program.workgroup[axis]
@@ -388,7 +397,7 @@ class _Writer:
             f"        GID{b} = row // {extent[a]}",
             f"        for gi in range(first, min2(first + {CHUNK}, {extent[inner]})):",
             f"            GID{inner} = gi",
-            *ids, *body]
+            *ids, *proven.lines]
 
     def inner_axis(self) -> int:
         """The id axis most accesses step along by one: the global id added last in
@@ -407,7 +416,7 @@ class _Writer:
                     votes[term.axis] += 1
         return max(range(3), key=lambda axis: (votes[axis], -axis))
 
-    def proven(self, depth: int) -> list[str] | None:
+    def proven(self, depth: int) -> Proven | None:
         """(Plain.) The lines of one invocation written on the assumptions ``Ranges``
         makes (accesses inside their buffers, index arithmetic that does not wrap, the
         first branch of a select that guards a row's end), or None where none was
@@ -416,14 +425,14 @@ class _Writer:
         self.ranges = Ranges(self.program.workgroup, self.typeof, self.range_name,
                              self.range_invariant, self.range_length, self.range_bound)
         self.gains = 0
-        bound = self.flat_bound()
+        bound, stop_at = self.flat_bound(), None
         try:
             if bound is None:
                 lines = self.invocation(depth)
             else:  # (the ids the loop runs are those the guard lets on)
                 self.ranges.refine(self.program.body[0].cond, False)
                 lines = self.invocation(depth, self.program.body[1:])
-                self.stop_at = self.entry_value(bound)[0]
+                stop_at = self.entry_value(bound)[0]
             assumptions = list(self.ranges.assumptions)
         finally:
             self.ranges = None
@@ -432,7 +441,7 @@ class _Writer:
         for x, size in zip("xyz", self.program.workgroup, strict=True):  # (native ids)
             assumptions.append(f"np.float64(g{x}) * {size} <= 4294967296.0")
         self.entry.append(check(assumptions))
-        return lines
+        return Proven(lines, stop_at)
 
     def flat_bound(self) -> Expr | None:
         """(Proven.) ``n`` where the program starts with vyre.kernel's launch guard on the
@@ -440,12 +449,10 @@ class _Writer:
         is the axis the flat loop runs along (``inner_axis``): that loop then stops at
         ``n`` and runs the rest of the body, with no branch per id (which kept LLVM from
         vectorising it: an elementwise kernel at 4 Mi ran 2.5-3.4x slower)."""
-        first = self.program.body[0] if self.program.body else None
-        if isinstance(first, If) and first.then == (Return(),) and not first.orelse and \
-                isinstance(first.cond, Binary) and first.cond.op is BinOp.GE and \
-                first.cond.lhs == _GID and self.invariant(first.cond.rhs) and \
-                self.inner_axis() == 0:
-            return first.cond.rhs
+        tests = launch_guard(self.program.body)
+        bound = _x_bound(tests[0]) if len(tests) == 1 else None
+        if bound is not None and self.invariant(bound) and self.inner_axis() == 0:
+            return bound
         return None
 
     def typeof(self, e: Expr) -> DType:
@@ -1665,23 +1672,37 @@ def _needs_lockstep(program: Program) -> bool:
 _GID = InvocationId(IdKind.GLOBAL, 0)
 
 
+def launch_guard(body: tuple[Stmt, ...]) -> list[Expr]:
+    """The tests of vyre.kernel's launch guard where ``body`` starts with one (``if t1 or
+    t2 ...: return``, no else), one per axis of the launch; none where it does not."""
+    if not (body and isinstance(body[0], If) and body[0].then == (Return(),) and
+            not body[0].orelse):
+        return []
+    tests, disjuncts = [body[0].cond], []
+    while tests:
+        test = tests.pop()
+        if isinstance(test, Binary) and test.op is BinOp.LOGICAL_OR:
+            tests += [test.lhs, test.rhs]
+        else:
+            disjuncts.append(test)
+    return disjuncts
+
+
+def _x_bound(test: Expr) -> Expr | None:
+    """``n`` where ``test`` is ``gid >= n`` on the global x id."""
+    if isinstance(test, Binary) and test.op is BinOp.GE and test.lhs == _GID:
+        return test.rhs
+    return None
+
+
 def launch_bound(body: tuple[Stmt, ...]) -> Expr | None:
     """``n`` where ``body`` runs nothing for the invocations whose global x id is ``n`` or
     past it: it starts ``if gid >= n (or ...): return`` (vyre.kernel's launch guard), or
     it is lets of the id, then one ``if gid < n:`` (no else) holding the rest. None where
     it is neither."""
-    if body and isinstance(body[0], If) and body[0].then == (Return(),) and \
-            not body[0].orelse:
-        tests, disjuncts = [body[0].cond], []
-        while tests:
-            test = tests.pop()
-            if isinstance(test, Binary) and test.op is BinOp.LOGICAL_OR:
-                tests += [test.lhs, test.rhs]
-            else:
-                disjuncts.append(test)
-        for test in disjuncts:
-            if isinstance(test, Binary) and test.op is BinOp.GE and test.lhs == _GID:
-                return test.rhs
+    for test in launch_guard(body):
+        if (bound := _x_bound(test)) is not None:
+            return bound
     ids = {_GID}
     for s in body[:-1]:
         if not (isinstance(s, Let) and s.value == _GID):
