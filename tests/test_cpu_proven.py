@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import vyre_cpu.backend
-from vyre_cpu import codegen
+from vyre_cpu import codegen, plain
 
 import vyre_core as vyre
 from vyre_core.config import DispatchConfig
@@ -172,7 +172,7 @@ def test_a_kernel_at_the_global_id_compiles_its_checked_version_only_for_a_short
 
 @pytest.mark.fast
 def test_the_launch_bound_is_the_guard_every_statement_of_the_body_is_behind():
-    """``codegen.launch_bound``: the ``n`` past which invocations run nothing, read from
+    """``plain.launch_bound``: the ``n`` past which invocations run nothing, read from
     vyre.kernel's launch guard (``if gid >= n or ...: return`` first) or from lets of the
     id and then one ``if gid < n`` holding the rest; None for any other body."""
     n, gy = BufLen("a"), Load("s", Lit(U32, 1))
@@ -181,16 +181,16 @@ def test_the_launch_bound_is_the_guard_every_statement_of_the_body_is_behind():
     either = If(Binary(BinOp.LOGICAL_OR, Binary(BinOp.GE, GY, gy), Binary(BinOp.GE, GX, n)),
                 (Return(),))
     under = If(Binary(BinOp.LT, Var("i"), n), (store,))
-    assert codegen.launch_bound((guard, store)) == n
-    assert codegen.launch_bound((either, store)) == n
-    assert codegen.launch_bound((Let("i", GX), under)) == n
-    assert codegen.launch_bound((If(Binary(BinOp.LT, GX, n), (store,)),)) == n
+    assert plain.launch_bound((guard, store)) == n
+    assert plain.launch_bound((either, store)) == n
+    assert plain.launch_bound((Let("i", GX), under)) == n
+    assert plain.launch_bound((If(Binary(BinOp.LT, GX, n), (store,)),)) == n
     for body in [(store, guard), (Let("i", GX), under, store),
                  (Let("i", GX), If(under.cond, (store,), (store,))),
                  (Let("i", GY), under), (store, Let("i", GX), under),
                  (Let("i", GX), If(Binary(BinOp.LE, Var("i"), n), (store,))),
                  (If(Binary(BinOp.GE, GY, gy), (Return(),)), store), ()]:
-        assert codegen.launch_bound(body) is None, body
+        assert plain.launch_bound(body) is None, body
 
 
 @vyre.kernel

@@ -14,17 +14,38 @@ no lane loop needs a mask."""
 
 from __future__ import annotations
 
+import math
+import re
+from dataclasses import dataclass
+
+from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
+    ONE,
+    Assign,
     Binary,
     BinOp,
+    Bitcast,
+    BufLen,
+    Cast,
     Expr,
     IdKind,
     If,
     InvocationId,
+    Let,
+    Lit,
+    Load,
+    Loop,
     Return,
+    Select,
     Stmt,
+    Table,
+    Unary,
+    Var,
     walk,
 )
+from vyre_core.ir.rewrite import transform
+from vyre_cpu.ranges import INTS, Ranges
+from vyre_cpu.writing import STOP_WORKGROUP, check, has_atomic, renamed
 
 #: The most lanes of a block (a row's ids are split into equal blocks of at most this
 #: many): long enough for the vectoriser (a loop of 8 stays scalar, and every pass of a
@@ -74,3 +95,200 @@ def _past(cond: Expr) -> dict[int, Expr] | None:
                 return None
             return a | b
     return None
+
+
+class BlockKernel:
+    """The writer's proven lockstep kernels, in blocks (a mixin of ``codegen._Writer``)."""
+
+    def lane_count(self) -> str:
+        """(Lockstep.) How many lanes a lane loop runs: the workgroup's, or the block's."""
+        return "count" if self.along is not None else str(math.prod(self.program.workgroup))
+
+    def in_blocks(self) -> _Blocks | None:
+        """(Lockstep, plain, parallel.) The body of the version that runs the grid in
+        blocks of lanes along the axis the accesses step on (``py``), written on
+        the assumptions ``Ranges`` makes, as the plain kernels' proven version is
+        (``proven``); None where it cannot be written (a ``return`` besides the launch
+        guard, a loop run once whose bounds differ within a block). The kernel checks the
+        assumptions once per dispatch and runs the workgroups instead where one fails."""
+        found = launch_guard(self.program.body)
+        if found is None or not all(map(self.invariant, found[0].values())):
+            return None
+        bounds, body = found
+        inner = self.inner_axis()
+        returns = self.returns
+        self.along, self.returns, self.lines, self.arrays = inner, False, [], []
+        self.scopes, self.uniform_vars = [{}], set()
+        self.ranges = Ranges(self.program.workgroup, self.typeof, self.range_name,
+                             self.range_invariant, self.range_length, self.range_bound)
+        try:
+            for axis, bound in bounds.items():  # (the lanes that do not return)
+                self.ranges.refine(Binary(BinOp.LT, InvocationId(IdKind.GLOBAL, axis),
+                                          bound), True)
+            self.uniform(body, 1)
+            assumptions = list(self.ranges.assumptions)
+        except Unblockable:
+            return None
+        finally:
+            self.along, self.ranges, self.returns = None, None, returns
+        extents = []
+        for axis, (x, size) in enumerate(zip("xyz", self.program.workgroup, strict=True)):
+            assumptions.append(f"np.float64(g{x}) * {size} <= 4294967296.0")  # (u32 ids)
+            extent = f"np.int64(g{x}) * {size}"
+            if axis in bounds:
+                extent = f"min2({extent}, np.int64({self.entry_value(bounds[axis])[0]}))"
+            extents.append(extent)
+        self.entry.append(check(assumptions))
+        rows = tuple(axis for axis in range(3) if axis != inner)
+        return _Blocks(_unread_dropped(self.lines), self.arrays, inner, rows, tuple(extents))
+
+    def block_tasks(self, proven: _Blocks, group_args: str) -> list[str]:
+        """(Lockstep, proven.) The proven kernel's parallel loop: its tasks are the
+        blocks (a row of the two other axes, ``LANES`` ids along the block's)."""
+        a, b = proven.rows
+        lanes, inner = LANES, proven.inner
+        return [*(f"    extent{axis} = {code}" for axis, code in enumerate(proven.extents)),
+                f"    chunks = (extent{inner} + {lanes - 1}) // {lanes}",
+                f"    chunk = (extent{inner} + chunks - 1) // chunks if chunks else 0",
+                f"    for wg in prange(extent{a} * extent{b} * chunks):", *STOP_WORKGROUP,
+                "        row = wg // chunks",
+                "        first = (wg - row * chunks) * chunk",
+                f"        block(row % extent{a}, row // extent{a}, first, "
+                f"min2(chunk, extent{inner} - first), {group_args})"]
+
+    def block_id(self, kind: IdKind, axis: int) -> str:
+        """(Lockstep, proven.) An invocation id of lane ``l`` of a block (64-bit): the
+        block's axis counts from ``first``, the others are the block's row."""
+        size = self.program.workgroup[axis]
+        gid = "(first + l)" if axis == self.along else f"GID{axis}"
+        return {IdKind.GLOBAL: gid, IdKind.LOCAL: f"({gid} % {size})",
+                IdKind.WORKGROUP: f"({gid} // {size})"}[kind]
+
+    def block_loop(self, name: str, start: Expr, end: Expr) -> None:
+        """(Lockstep.) A loop run once per block has bounds the same in every lane of
+        the block (else ``Unblockable``), and its variable ``name`` lies between them. A
+        ranges scope opens for its body (the caller closes it)."""
+        if self.along is None:
+            return
+        if not (self.lane_free(start) and self.lane_free(end)):
+            raise Unblockable
+        self.ranges.push()
+        self.loop_range_of(name, start, end)
+
+    def unrolled(self, loop: Loop, depth: int) -> str | None:
+        """(Lockstep, proven.) A loop run once per block whose body is lets and
+        assignments only, written ``UNROLL`` passes at a time, each lane running the
+        passes in turn inside one lane loop (unroll and jam): a lane's variables stay in
+        registers across them, and its four loads along a row are neighbours (atax's
+        ``A x``, lanes across rows: 0.046 -> 0.029 ms). Each lane runs its passes in
+        their order; no other lane can see the difference (no stores, no atomics).
+        Returns the range of the passes left (None where it is not written so)."""
+        if self.along is None or loop.step != ONE or has_atomic(loop.body) or \
+                not all(isinstance(b, Let | Assign) for b in loop.body):
+            return None
+        times = UNROLL
+        lo, _ = self.expr(loop.start)
+        hi, _ = self.expr(loop.end)
+        first, last, counter = self.fresh("lo"), self.fresh("hi"), self.fresh("k")
+        self.emit(depth, f"{first} = np.int64({lo})")
+        self.emit(depth, f"{last} = np.int64({hi})")
+        self.emit(depth, f"for {counter} in range({first}, {last} - {times - 1}, {times}):")
+        self.stop_check(depth + 1, None)
+        scope: dict[str, tuple[str, DType]] = {}
+        passes: list[Stmt] = []
+        own = {loop.var} | {b.name for b in loop.body if isinstance(b, Let)}
+        for step in range(times):
+            names = {name: f"{name} {step}" for name in own}  # (no program's own)
+            self.assigned |= {names[name] for name in own & self.assigned}
+            py = self.fresh(loop.var)
+            self.scalars.add(py)
+            self.emit(depth + 1, f"{py} = np.uint32({counter} + {step})")
+            self.loop_range_of(py, loop.start, loop.end)
+            scope[names[loop.var]] = (py, DType.U32)
+            self.uniform_vars.add(names[loop.var])
+            passes += [transform(b, lambda n, names=names: renamed(n, names))
+                       for b in loop.body]
+        self.scopes.append(scope)
+        self.uniform(tuple(passes), depth + 1)
+        self.leave_scope()
+        return f"range(max2({first}, {first} + ({last} - {first}) // {times} * {times}), {last})"
+
+    def block_let(self, s: Stmt, guard: str) -> bool:
+        """(Lockstep, proven.) Whether ``s``, a statement of a stretch every lane runs, is
+        a let written without a lane array (written here): a value the same in every
+        lane of the block as a variable computed before the lane loop (``i`` where the
+        lanes run along ``j``), a value of the lane's ids as its code, read where used
+        (``j``, so ``b[k, j]`` is seen as consecutive from lane to lane: a lane array
+        hid that from LLVM, every load a gather)."""
+        if self.along is None or guard or not isinstance(s, Let) or s.name in self.assigned:
+            return False
+        py = self.fresh(s.name)
+        if self.lane_free(s.value):
+            code, dtype = self.expr_into(self.before_stretch, 0, s.value)
+            self.before_stretch.append(f"{py} = {code}")
+            self.scalars.add(py)
+        elif self.lane_affine(s.value):
+            code, dtype = self.expr(s.value)
+            self.inline[py] = code
+        else:
+            self.names -= 1  # (not taken: ``stmt`` names it)
+            return False
+        if self.is_uniform(s.value):
+            self.uniform_vars.add(s.name)
+        else:
+            self.uniform_vars.discard(s.name)
+        self.scopes[-1][s.name] = (py, dtype)
+        if dtype in INTS:
+            self.ranges.let(py, s.value)
+        return True
+
+    def lane_affine(self, e: Expr) -> bool:
+        """(Lockstep, proven.) Whether ``e`` is a short computation on the lane's ids,
+        literals, values the dispatch or the block shares, and lets written as their
+        code: cheap to compute again where read, and the same value there."""
+        if sum(1 for _ in walk((e,))) > INLINE_NODES:
+            return False
+        for n in walk((e,)):
+            match n:
+                case Var(name):
+                    py = self.var(name)[0]
+                    if py not in self.scalars and py not in self.inline:
+                        return False
+                case Load():
+                    if not self.invariant(n):
+                        return False
+                case Lit() | BufLen() | InvocationId() | Binary() | Unary() | Cast() | \
+                        Bitcast() | Table() | Select():
+                    pass
+                case _:
+                    return False
+        return True
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """The proven version of a lockstep kernel (``_Writer.in_blocks``): its body and lane
+    arrays, the axis its lanes run along, the two others, and each axis's extent (the
+    ids that run: the grid's, or fewer under the launch guard)."""
+
+    body: list[str]
+    arrays: list[tuple[str, DType]]
+    inner: int
+    rows: tuple[int, int]
+    extents: tuple[str, str, str]
+
+
+def _unread_dropped(lines: list[str]) -> list[str]:
+    """(Lockstep, proven.) The block's lines without the stores of lane arrays no line
+    reads (``_in_registers``' stores of a loop body's lets, whose scope ends with it):
+    each was a store per lane and pass, at addresses a multiple of 4 KiB from the loads of
+    a pass along a power-of-two stride, which a core then waits on."""
+    stores = [re.match(r"\s*(\w+)\[l\] = (\w+)_l$", line) for line in lines]
+    touched: dict[str, int] = {}
+    for line in lines:
+        for name in re.findall(r"\b(\w+)\[l\]", line):
+            touched[name] = touched.get(name, 0) + 1
+    dead = {m.group(1) for m in stores if m and m.group(2) == m.group(1)}
+    dead = {n for n in dead if touched[n] == sum(1 for m in stores if m and m.group(1) == n)}
+    return [line for line, m in zip(lines, stores, strict=True)
+            if not (m and m.group(1) in dead)]

@@ -60,8 +60,9 @@ from vyre_core.ir.nodes import (
     walk,
 )
 from vyre_core.ir.rewrite import transform
-from vyre_cpu.codegen import INTS, Kernel, _Writer, check
-from vyre_cpu.ranges import Range, Ranges
+from vyre_cpu.codegen import _Writer
+from vyre_cpu.ranges import INTS, Range, Ranges
+from vyre_cpu.writing import Kernel, check
 
 #: A lane-loop extent LLVM cannot fold to a constant (``stop``, the cancel words, is
 #: never empty): the loop stays a loop, and the vectoriser takes the innermost one.

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from vyre_core.ir import Program
 from vyre_core.mathlib.library import functions, param
-from vyre_cpu.codegen import HEAD, _Writer
+from vyre_cpu.codegen import _Writer
 from vyre_cpu.mathlib import helper_name
+from vyre_cpu.writing import HEAD
 
 
 def source() -> str:
