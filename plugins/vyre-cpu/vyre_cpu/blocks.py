@@ -29,7 +29,6 @@ from vyre_core.ir.nodes import (
     Cast,
     Expr,
     IdKind,
-    If,
     InvocationId,
     Let,
     Lit,
@@ -45,7 +44,7 @@ from vyre_core.ir.nodes import (
 )
 from vyre_core.ir.rewrite import transform
 from vyre_cpu.ranges import INTS, Ranges
-from vyre_cpu.writing import STOP_WORKGROUP, check, has_atomic, renamed
+from vyre_cpu.writing import STOP_WORKGROUP, check, guard_tests, has_atomic, renamed
 
 #: The most lanes of a block (a row's ids are split into equal blocks of at most this
 #: many): long enough for the vectoriser (a loop of 8 stays scalar, and every pass of a
@@ -74,27 +73,26 @@ def launch_guard(body: tuple[Stmt, ...]) -> tuple[dict[int, Expr], tuple[Stmt, .
     anywhere else: a lane that returns needs the lockstep's masks, which this version
     is without."""
     bounds: dict[int, Expr] = {}
-    if body and isinstance(body[0], If) and body[0].then == (Return(),) and \
-            not body[0].orelse:
-        found = _past(body[0].cond)
-        if found is not None:
-            bounds, body = found, body[1:]
+    found = _bounds(guard_tests(body))
+    if found:
+        bounds, body = found, body[1:]
     if any(isinstance(n, Return) for n in walk(body)):
         return None
     return bounds, body
 
 
-def _past(cond: Expr) -> dict[int, Expr] | None:
-    """``gid(a) >= x or gid(b) >= y ...`` as ``{a: x, b: y}`` (None: another condition)."""
-    match cond:
-        case Binary(BinOp.GE, InvocationId(IdKind.GLOBAL, axis), bound):
-            return {axis: bound}
-        case Binary(BinOp.OR | BinOp.LOGICAL_OR, lhs, rhs):
-            a, b = _past(lhs), _past(rhs)
-            if a is None or b is None or a.keys() & b.keys():
+def _bounds(tests: list[Expr]) -> dict[int, Expr] | None:
+    """Tests ``gid(a) >= x``, ``gid(b) >= y`` ... as ``{a: x, b: y}`` (None: another test,
+    or an axis twice)."""
+    bounds: dict[int, Expr] = {}
+    for test in tests:
+        match test:
+            case Binary(BinOp.GE, InvocationId(IdKind.GLOBAL, axis), bound) \
+                    if axis not in bounds:
+                bounds[axis] = bound
+            case _:
                 return None
-            return a | b
-    return None
+    return bounds
 
 
 class BlockKernel:

@@ -36,6 +36,7 @@ from vyre_cpu.writing import (
     Kernel,
     Proven,
     check,
+    guard_tests,
     id_name,
     kernel_function,
     last_term,
@@ -226,7 +227,7 @@ class PlainKernel:
         is the axis the flat loop runs along (``inner_axis``): that loop then stops at
         ``n`` and runs the rest of the body, with no branch per id (which kept LLVM from
         vectorising it: an elementwise kernel at 4 Mi ran 2.5-3.4x slower)."""
-        tests = launch_guard(self.program.body)
+        tests = guard_tests(self.program.body)
         bound = _x_bound(tests[0]) if len(tests) == 1 else None
         if bound is not None and self.invariant(bound) and self.inner_axis() == 0:
             return bound
@@ -263,22 +264,6 @@ class PlainKernel:
 GLOBAL_X = InvocationId(IdKind.GLOBAL, 0)
 
 
-def launch_guard(body: tuple[Stmt, ...]) -> list[Expr]:
-    """The tests of vyre.kernel's launch guard where ``body`` starts with one (``if t1 or
-    t2 ...: return``, no else), one per axis of the launch; none where it does not."""
-    if not (body and isinstance(body[0], If) and body[0].then == (Return(),) and
-            not body[0].orelse):
-        return []
-    tests, disjuncts = [body[0].cond], []
-    while tests:
-        test = tests.pop()
-        if isinstance(test, Binary) and test.op is BinOp.LOGICAL_OR:
-            tests += [test.lhs, test.rhs]
-        else:
-            disjuncts.append(test)
-    return disjuncts
-
-
 def _x_bound(test: Expr) -> Expr | None:
     """``n`` where ``test`` is ``gid >= n`` on the global x id."""
     if isinstance(test, Binary) and test.op is BinOp.GE and test.lhs == GLOBAL_X:
@@ -291,7 +276,7 @@ def launch_bound(body: tuple[Stmt, ...]) -> Expr | None:
     past it: it starts ``if gid >= n (or ...): return`` (vyre.kernel's launch guard), or
     it is lets of the id, then one ``if gid < n:`` (no else) holding the rest. None where
     it is neither."""
-    for test in launch_guard(body):
+    for test in guard_tests(body):
         if (bound := _x_bound(test)) is not None:
             return bound
     ids = {GLOBAL_X}

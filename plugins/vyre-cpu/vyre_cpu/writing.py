@@ -22,6 +22,7 @@ from vyre_core.ir.nodes import (
     Cast,
     Expr,
     IdKind,
+    If,
     Let,
     Loop,
     Return,
@@ -237,3 +238,19 @@ def lane_type(dtype: DType) -> str:
 
 def id_name(kind: IdKind, axis: int) -> str:
     return f"{kind.value[0].upper()}ID{axis}"
+
+
+def guard_tests(body: tuple[Stmt, ...]) -> list[Expr]:
+    """The tests of vyre.kernel's launch guard where ``body`` starts with one (``if t1 or
+    t2 ...: return``, no else: one test per axis of the launch), or none."""
+    if not (body and isinstance(body[0], If) and body[0].then == (Return(),) and
+            not body[0].orelse):
+        return []
+    return _disjuncts(body[0].cond)
+
+
+def _disjuncts(test: Expr) -> list[Expr]:
+    """The tests ``test`` joins with ``or``, left to right."""
+    if isinstance(test, Binary) and test.op in (BinOp.LOGICAL_OR, BinOp.OR):
+        return [*_disjuncts(test.lhs), *_disjuncts(test.rhs)]
+    return [test]
