@@ -81,11 +81,11 @@ def test_a_kernel_compiled_once_is_loaded_from_the_disk_cache_after(monkeypatch,
 
 def test_a_changed_helper_names_new_kernels_instead_of_loading_stale_ones(monkeypatch):
     """numba's cache checks only the kernel file's stamp; the helpers compiled into it
-    (runtime.py) and the code that writes it are part of its name."""
+    (runtime/) and the code that writes it are part of its name."""
     before = compiler.generator_digest.__wrapped__()
     real = Path.read_bytes
     monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
-        b"# changed" if self.name == "runtime.py" else b""))
+        b"# changed" if self.name == "floats.py" else b""))
     assert compiler.generator_digest.__wrapped__() != before
 
 

@@ -246,14 +246,17 @@ def test_a_sequence_run_cold_gives_the_reference_bytes_and_is_looked_at_once(
 
 @pytest.mark.fast
 @pytest.mark.parametrize("module", ["blocks.py", "lockstep_proven.py", "ranges.py",
-                                    "codegen.py", "runtime.py"])
+                                    "codegen.py", "expressions.py", "writing.py",
+                                    "runtime/floats.py", "runtime/__init__.py"])
 def test_a_change_to_any_module_that_writes_kernels_changes_their_cache_name(
         tmp_path, monkeypatch, module):
     """Fails on main before this commit for blocks.py, lockstep_proven.py and ranges.py
     (only codegen.py and runtime.py were hashed: a kernel written by an older blocks.py
     was loaded from the disk cache)."""
-    for source in Path(compiler.__file__).parent.glob("*.py"):
-        (tmp_path / source.name).write_bytes(source.read_bytes())
+    package = Path(compiler.__file__).parent
+    for source in package.rglob("*.py"):
+        (tmp_path / source.relative_to(package)).parent.mkdir(exist_ok=True)
+        (tmp_path / source.relative_to(package)).write_bytes(source.read_bytes())
     monkeypatch.setattr(compiler, "__file__", str(tmp_path / "compiler.py"))
     compiler.generator_digest.cache_clear()
     before = compiler.generator_digest()

@@ -21,7 +21,6 @@ DRIVER_LINES = 671
 SPLITTING = {
     "vyre_core.supervisor.machine": "step 8: the rules split by concern",
     "vyre_core.driver": "step 14: the driver package",
-    "vyre_cpu.runtime": "step 19: runtime/ by kind of helper",
     "vyre_core.kernels.lower": "step 19: lowering, statements, expressions, calls",
     "vyre_core.supervisor.pool": "step 10: the local shell split",
     "vyre_reference.interpreter": "step 19: the interpreter and its operators",

@@ -6,7 +6,7 @@ at a time). A program with workgroup memory or barriers runs in lockstep per wor
 instead (``write_lockstep``): each stretch between barriers, written inline, for every
 live lane in turn. Pure text: this module neither imports numba nor compiles anything.
 
-Every operation is a call into ``runtime.py``, which keeps the IR's semantics exactly;
+Every operation is a call into ``runtime/``, which keeps the IR's semantics exactly;
 values keep their IR type (np.uint32, np.int32, np.float32, np.float64, bool; an f16
 value is the f32 that holds it exactly, rounded to binary16 after every operation) at
 every step. A type this backend does not know is refused here, before anything is

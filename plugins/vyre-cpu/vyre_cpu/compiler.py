@@ -339,12 +339,14 @@ def signature(program: Program) -> tuple[Any, ...]:
 def generator_digest() -> str:
     """What the kernels are made of besides the program: the code that writes them
     (codegen, blocks, lockstep_proven, ranges) and the helpers compiled into them
-    (runtime), every module of this package, and numba's version. numba's cache checks
+    (runtime/), every module of this package, and numba's version. numba's cache checks
     only the kernel file's own stamp, so a change to any of them must change the
     kernel's name."""
     digest = blake3.blake3(numba.__version__.encode())
-    for module in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(module.name.encode() + b"\0" + module.read_bytes())
+    package = Path(__file__).parent
+    for module in sorted(package.rglob("*.py")):
+        digest.update(module.relative_to(package).as_posix().encode() + b"\0" +
+                      module.read_bytes())
     return digest.hexdigest()[:16]
 
 

@@ -1,4 +1,4 @@
-"""Expressions as kernel code: each operation a call into ``runtime.py`` (or numba's own
+"""Expressions as kernel code: each operation a call into ``runtime/`` (or numba's own
 arithmetic where it is the IR's), values computed once per dispatch at the kernel's entry,
 loads inside their buffers unchecked, math library calls, literals, casts and bitcasts."""
 
