@@ -18,7 +18,8 @@ from vyre_core.driver import Driver
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.registry import Registry
 from vyre_reference import run
-from vyre_reference.interpreter import chunks, execute
+from vyre_reference.chunks import chunks
+from vyre_reference.interpreter import execute
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 

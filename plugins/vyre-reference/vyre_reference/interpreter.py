@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ import numpy as np
 from vyre_core import abi, cancel
 from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError
 from vyre_core.ir import Program
-from vyre_core.ir.dtypes import CANONICAL_NAN, DType
+from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
     SUBGROUP_LANE_OPS,
     Access,
@@ -37,7 +37,6 @@ from vyre_core.ir.nodes import (
     AtomicOp,
     Barrier,
     Binary,
-    BinOp,
     Bitcast,
     Block,
     Break,
@@ -61,30 +60,36 @@ from vyre_core.ir.nodes import (
     SubgroupOp,
     Table,
     Unary,
-    UnOp,
     Var,
     While,
     walk,
 )
 from vyre_core.limits import index_exceeded
 from vyre_core.mathlib.inline import expand
+from vyre_reference.chunks import MAX_LANES, MAX_WORKGROUP_MEMORY_BYTES, Triple, chunks
+from vyre_reference.operators import (
+    SCANS,
+    SUBGROUP_REDUCE,
+    UNSIGNED,
+    Mask,
+    Value,
+    as_scalar,
+    binary_op,
+    bitcast_to,
+    cast_to,
+    is_uniform,
+    literal_value,
+    mask_and,
+    table_lookup,
+    unary_op,
+    unsort,
+)
 
-#: The most invocations run in lockstep at once (one chunk of a launch): a chunk's
-#: per-lane arrays (ids, masks, variables) take a few bytes per lane each.
-MAX_LANES = 1 << 26
-#: The most workgroup memory one chunk holds (its workgroups' buffers side by side).
-MAX_WORKGROUP_MEMORY_BYTES = 1 << 30
 #: A loop whose bound differs between lanes goes on with its running lanes alone once
 #: fewer than 1/COMPACT_BELOW of them run (in dispatches of at least COMPACT_MIN_LANES).
 COMPACT_BELOW = 4
 COMPACT_MIN_LANES = 64
 
-Value = Any  # np.generic (uniform) or np.ndarray of shape (lanes,)
-Mask = np.ndarray | None
-
-_DTYPE_OF = {t.value_np: t for t in DType}
-#: The unsigned numpy type of each width: a number's bit pattern
-_UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _UFUNC_AT = {AtomicOp.MIN: np.minimum, AtomicOp.MAX: np.maximum, AtomicOp.AND: np.bitwise_and,
              AtomicOp.OR: np.bitwise_or, AtomicOp.XOR: np.bitwise_xor}
 
@@ -110,34 +115,6 @@ def execute(program: Program, bound: Sequence[np.ndarray], grid: tuple[int, int,
         return _Dispatch(program, list(bound), grid, into).run()
 
 
-Triple = tuple[int, int, int]
-
-
-def chunks(grid: Triple, per_chunk: int) -> Iterator[tuple[Triple, Triple]]:
-    """The launch's workgroups as boxes (first workgroup, workgroups per axis) of at most
-    ``per_chunk`` workgroups, in ascending linear workgroup order: the whole grid, else
-    whole z-slabs, else whole rows of one slab, else runs of one row. Each box is a
-    contiguous range of linear workgroup numbers and, but for the last of the launch, of
-    a slab or of a row, holds at least half of ``per_chunk`` workgroups."""
-    gx, gy, gz = grid
-    if gx * gy * gz <= per_chunk:
-        yield (0, 0, 0), grid
-    elif gx * gy <= per_chunk:
-        step = per_chunk // (gx * gy)
-        for z in range(0, gz, step):
-            yield (0, 0, z), (gx, gy, min(step, gz - z))
-    elif gx <= per_chunk:
-        step = per_chunk // gx
-        for z in range(gz):
-            for y in range(0, gy, step):
-                yield (0, y, z), (gx, min(step, gy - y), 1)
-    else:
-        for z in range(gz):
-            for y in range(gy):
-                for x in range(0, gx, per_chunk):
-                    yield (x, y, z), (min(per_chunk, gx - x), 1, 1)
-
-
 @functools.lru_cache(maxsize=4)
 def _lane_ids(lanes: int) -> np.ndarray:
     """``arange(lanes)`` as u32, shared read-only between dispatches of the same size."""
@@ -160,24 +137,6 @@ def _used_vars(program: Program) -> frozenset[str]:
         found = _USED_VARS[key] = frozenset(
             n.name for n in walk(program.body) if isinstance(n, Var))
     return found
-
-
-def _and(a: Mask, b: Mask) -> Mask:
-    if a is None:
-        return b
-    return a if b is None else a & b
-
-
-def _is_uniform(v: Value) -> bool:
-    return np.ndim(v) == 0
-
-
-@functools.lru_cache(maxsize=4096)
-def _literal(node: Lit) -> Value:
-    """A literal's value (a numpy scalar: immutable, so shared between dispatches)."""
-    if node.dtype.is_numeric:  # (its bit pattern, in the unsigned type of its width)
-        return np.array(node.bits, _UNSIGNED[node.dtype.bits]).view(node.dtype.value_np)[()]
-    return node.dtype.value_np.type(node.bits)
 
 
 class _Dispatch:
@@ -266,7 +225,7 @@ class _Dispatch:
 
     def block(self, stmts: tuple[Stmt, ...], mask: Mask) -> None:
         for stmt in stmts:
-            m = _and(_and(mask, self.alive), self.in_pass)
+            m = mask_and(mask_and(mask, self.alive), self.in_pass)
             if m is not None and not m.any():
                 return
             self.stmt(stmt, m)
@@ -284,11 +243,11 @@ class _Dispatch:
                 self.store(buffer, self.eval(index), self.eval(value), mask)
             case If(cond, then, orelse):
                 c = self.eval(cond)
-                if _is_uniform(c) or c.all() or not c.any():
-                    self.block(then if (c if _is_uniform(c) else c[0]) else orelse, mask)
+                if is_uniform(c) or c.all() or not c.any():
+                    self.block(then if (c if is_uniform(c) else c[0]) else orelse, mask)
                 else:
-                    self.block(then, _and(mask, c))
-                    self.block(orelse, _and(mask, ~c))
+                    self.block(then, mask_and(mask, c))
+                    self.block(orelse, mask_and(mask, ~c))
             case Loop(var, start, end, body, Lit(bits=step)):
                 outer = self.enter_loop()
                 self.loop(var, self.eval(start), self.eval(end), step, body, mask)
@@ -313,7 +272,7 @@ class _Dispatch:
 
     def without(self, lanes: Mask, mask: Mask) -> np.ndarray:
         """``lanes`` less those of ``mask`` (None: every lane)."""
-        return np.zeros(self.lanes, dtype=bool) if mask is None else _and(lanes, ~mask)
+        return np.zeros(self.lanes, dtype=bool) if mask is None else mask_and(lanes, ~mask)
 
     def enter_loop(self) -> tuple[Mask, Mask]:
         """A loop's own break and continue state, starting with every lane in; returns the
@@ -324,11 +283,11 @@ class _Dispatch:
 
     def loop(self, var: str, start: Value, end: Value, step: int, body: tuple[Stmt, ...],
              mask: Mask) -> None:
-        if _is_uniform(start) and _is_uniform(end):
+        if is_uniform(start) and is_uniform(end):
             for i in range(int(start), int(end), step):
                 cancel.check()  # (a back-edge: a safe point to stop a cancelled call)
-                running = _and(mask, self.in_loop)
-                live = _and(running, self.alive)
+                running = mask_and(mask, self.in_loop)
+                live = mask_and(running, self.alive)
                 if live is not None and not live.any():
                     break
                 self.vars[var] = np.uint32(i)
@@ -336,7 +295,7 @@ class _Dispatch:
                 self.block(body, running)
         else:  # (u64 counters past a step: start + trips * step can pass 2**32 - 1)
             i = np.broadcast_to(start, (self.lanes,)).astype(np.uint32 if step == 1 else np.uint64)
-            self.loop_lanes(var, i, end, step, body, _and(mask, i < end))
+            self.loop_lanes(var, i, end, step, body, mask_and(mask, i < end))
         self.vars.pop(var, None)
 
     def loop_lanes(self, var: str, i: np.ndarray, end: Value, step: int,
@@ -347,7 +306,7 @@ class _Dispatch:
         of every lane for their whole trip count."""
         while True:
             cancel.check()
-            running = _and(_and(running, self.alive), self.in_loop)
+            running = mask_and(mask_and(running, self.alive), self.in_loop)
             count = int(np.count_nonzero(running))
             if not count:
                 return
@@ -371,13 +330,13 @@ class _Dispatch:
         running = mask
         for _ in range(max_trips):
             cancel.check()
-            running = _and(_and(running, self.alive), self.in_loop)
+            running = mask_and(mask_and(running, self.alive), self.in_loop)
             c = self.eval(cond)
-            if _is_uniform(c):
+            if is_uniform(c):
                 if not c:
                     return
             else:
-                running = _and(running, c)
+                running = mask_and(running, c)
             if running is not None and not running.any():
                 return
             self.in_pass = None
@@ -439,7 +398,7 @@ class _Dispatch:
                 out = np.concatenate([out, np.zeros(self.lanes - n, dtype=data.dtype)])
         else:
             data, flat, inside = self.address(name, index)
-            if _is_uniform(flat) and _is_uniform(inside):
+            if is_uniform(flat) and is_uniform(inside):
                 out = data[flat] if inside else data.dtype.type(0)
             elif np.ndim(flat) == 1 and inside.all():  # every lane in bounds: one gather
                 out = data[flat]
@@ -467,7 +426,7 @@ class _Dispatch:
                 kept = mask[:n]
                 self.mem[name][lo:lo + n][kept] = value if value.ndim == 0 else value[:n][kept]
             return
-        if mask is None and value.ndim == 0 and _is_uniform(index) \
+        if mask is None and value.ndim == 0 and is_uniform(index) \
                 and buf.access is not Access.WORKGROUP:
             if index < len(self.mem[name]):  # every lane stores the same value there
                 self.mem[name][index] = value
@@ -476,7 +435,7 @@ class _Dispatch:
         if mask is None and np.ndim(flat) == 1 and inside.all():  # every lane, in bounds
             data[flat] = value
             return
-        lanes = self.active_lanes(_and(mask, np.broadcast_to(inside, (self.lanes,))))
+        lanes = self.active_lanes(mask_and(mask, np.broadcast_to(inside, (self.lanes,))))
         data[np.broadcast_to(flat, (self.lanes,))[lanes]] = \
             np.broadcast_to(value, (self.lanes,))[lanes]
 
@@ -486,7 +445,7 @@ class _Dispatch:
     def atomic(self, e: Atomic, mask: Mask, want_old: bool) -> Value:
         buf = self.buffers[e.buffer]
         data, flat, inside = self.address(e.buffer, self.eval(e.index))
-        lanes = self.active_lanes(_and(mask, np.broadcast_to(inside, (self.lanes,))))
+        lanes = self.active_lanes(mask_and(mask, np.broadcast_to(inside, (self.lanes,))))
         targets = np.broadcast_to(flat, (self.lanes,))[lanes]
         values = np.broadcast_to(self.eval(e.value), (self.lanes,))[lanes]
         old = np.zeros(self.lanes, dtype=buf.dtype.storage_np)
@@ -557,7 +516,7 @@ class _Dispatch:
     def eval(self, e: Expr) -> Value:
         match e:
             case Lit():
-                return _literal(e)
+                return literal_value(e)
             case Var(name):
                 return self.vars[name]
             case Load(buffer, index):
@@ -568,21 +527,21 @@ class _Dispatch:
             case InvocationId(kind, axis):
                 return self.invocation_id(kind, axis)
             case Binary(op, lhs, rhs):
-                return _binary(op, self.eval(lhs), self.eval(rhs))
+                return binary_op(op, self.eval(lhs), self.eval(rhs))
             case Unary(op, operand):
-                return _unary(op, self.eval(operand))
+                return unary_op(op, self.eval(operand))
             case Select(cond, if_true, if_false):
-                return _scalar(np.where(self.eval(cond), self.eval(if_true), self.eval(if_false)))
+                return as_scalar(np.where(self.eval(cond), self.eval(if_true), self.eval(if_false)))
             case Cast(dtype, value):
-                return _cast(self.eval(value), dtype)
+                return cast_to(self.eval(value), dtype)
             case Bitcast(dtype, value):
-                return _bitcast(self.eval(value), dtype)
+                return bitcast_to(self.eval(value), dtype)
             case Table(dtype, bits, index):
                 values = self.tables.get(id(e))
                 if values is None:  # (once a dispatch: not hashing the bits at every read)
                     values = self.tables[id(e)] = np.array(
-                        [*bits, 0], _UNSIGNED[dtype.bits]).view(dtype.value_np)
-                return _table(values, self.eval(index))
+                        [*bits, 0], UNSIGNED[dtype.bits]).view(dtype.value_np)
+                return table_lookup(values, self.eval(index))
             case Fma(a, b, c):  # a * b + c, rounded twice in the type (semantics.md)
                 va, vb, vc = self.eval(a), self.eval(b), self.eval(c)
                 return va * vb + vc
@@ -613,249 +572,20 @@ class _Dispatch:
         if e.op in SUBGROUP_LANE_OPS:
             lane = np.broadcast_to(self.eval(e.lane), (self.lanes,)) % np.uint32(e.size)
             moved = np.take_along_axis(grouped, lane[order].reshape(-1, e.size), axis=1)
-            return _unsort(moved, order)
+            return unsort(moved, order)
         if e.op is SubgroupOp.BALLOT:
             bits = grouped.astype(np.uint32) << np.arange(e.size, dtype=np.uint32)
-            return _unsort(np.repeat(np.bitwise_or.reduce(bits, axis=1), e.size), order)
+            return unsort(np.repeat(np.bitwise_or.reduce(bits, axis=1), e.size), order)
         words = grouped.view(np.uint32)  # (sums wrap: i32 adds as its u32 bits)
-        if e.op in _SCANS:
+        if e.op in SCANS:
             sums = np.cumsum(words, axis=1, dtype=np.uint32)
             if e.op is SubgroupOp.EXCLUSIVE_ADD:
                 sums -= words
-            return _unsort(sums.view(value.dtype), order)
+            return unsort(sums.view(value.dtype), order)
         if e.op is SubgroupOp.ADD:
             total = np.add.reduce(words, axis=1, dtype=np.uint32).view(value.dtype)
         else:
-            total = _SUBGROUP_REDUCE[e.op].reduce(grouped, axis=1)
-        return _unsort(np.repeat(total, e.size), order)
+            total = SUBGROUP_REDUCE[e.op].reduce(grouped, axis=1)
+        return unsort(np.repeat(total, e.size), order)
 
 
-_SCANS = (SubgroupOp.INCLUSIVE_ADD, SubgroupOp.EXCLUSIVE_ADD)
-_SUBGROUP_REDUCE = {SubgroupOp.MIN: np.minimum, SubgroupOp.MAX: np.maximum,
-                    SubgroupOp.AND: np.bitwise_and, SubgroupOp.OR: np.bitwise_or,
-                    SubgroupOp.XOR: np.bitwise_xor}
-
-
-def _unsort(values: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Per-lane values back from subgroup order."""
-    out = np.empty(len(order), dtype=values.dtype)
-    out[order] = values.reshape(-1)
-    return out
-
-
-def _scalar(v: Value) -> Value:
-    return v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v
-
-
-def _bits(a: Value, dtype: DType) -> np.ndarray:
-    """An integer's bit pattern (the unsigned type of its width)."""
-    return np.asarray(a).view(_UNSIGNED[dtype.bits])
-
-
-def _of_bits(bits: np.ndarray, dtype: DType) -> Value:
-    return _scalar(np.asarray(bits, _UNSIGNED[dtype.bits]).view(dtype.value_np))
-
-
-def _int_div_rem(a: Value, b: Value, dtype: DType) -> tuple[Value, Value]:
-    """Truncating quotient and remainder with vyre's total rules (x/0 all ones, x%0 0, MIN /
-    -1 == MIN): unsigned as numpy divides (it truncates), signed up to 32 bits in i64, and
-    i64 on the magnitudes as unsigned numbers (no wider type to hold them)."""
-    if not dtype.is_signed:
-        if np.ndim(b) == 0 and b:
-            return a // b, a % b
-        zero = b == 0
-        safe = np.where(zero, a.dtype.type(1), b)
-        return (_scalar(np.where(zero, a.dtype.type(np.iinfo(a.dtype).max), a // safe)),
-                _scalar(np.where(zero, a.dtype.type(0), a % safe)))
-    if dtype.bits <= 32:
-        a64, b64 = np.asarray(a, np.int64), np.asarray(b, np.int64)
-        zero = b64 == 0
-        safe = np.where(zero, 1, b64)
-        q = np.abs(a64) // np.abs(safe) * (np.sign(a64) * np.sign(safe))
-        r = np.where(zero, 0, a64 - q * safe)
-        return _scalar(np.where(zero, -1, q).astype(a.dtype)), _scalar(r.astype(a.dtype))
-    u = np.uint64
-    ua, ub = _bits(a, dtype), _bits(b, dtype)
-    neg_a, neg_b = np.asarray(a) < 0, np.asarray(b) < 0
-    mag_a = np.where(neg_a, u(0) - ua, ua).astype(u)
-    mag_b = np.where(neg_b, u(0) - ub, ub).astype(u)
-    zero = mag_b == 0
-    safe = np.where(zero, u(1), mag_b).astype(u)
-    q, r = mag_a // safe, mag_a % safe
-    q = np.where(neg_a != neg_b, u(0) - q, q).astype(u)
-    r = np.where(neg_a, u(0) - r, r).astype(u)
-    return (_of_bits(np.where(zero, u(2**64 - 1), q), dtype),
-            _of_bits(np.where(zero, u(0), r), dtype))
-
-
-def _mulhi(a: Value, b: Value, dtype: DType) -> Value:
-    """The high half of the exact double-width product."""
-    if dtype.bits <= 32:
-        wide = np.int64 if dtype.is_signed else np.uint64
-        high = (np.asarray(a, wide) * np.asarray(b, wide)) >> wide(dtype.bits)
-        return _scalar(high.astype(a.dtype))
-    u, half, mask = np.uint64, np.uint64(32), np.uint64(0xFFFFFFFF)
-    ua, ub = _bits(a, dtype), _bits(b, dtype)
-    a0, a1, b0, b1 = ua & mask, ua >> half, ub & mask, ub >> half
-    mid = ((a0 * b0) >> half) + (a1 * b0 & mask) + (a0 * b1 & mask)
-    high = a1 * b1 + ((a1 * b0) >> half) + ((a0 * b1) >> half) + (mid >> half)
-    if dtype.is_signed:  # (a signed product's high word: the unsigned one less the
-        # other operand for each negative one, mod 2^64)
-        high = high - np.where(np.asarray(a) < 0, ub, u(0)) - np.where(np.asarray(b) < 0,
-                                                                      ua, u(0))
-    return _of_bits(high, dtype)
-
-
-def _saturating(op: BinOp, a: Value, b: Value, dtype: DType) -> Value:
-    """add_sat/sub_sat: the wrapped result, or the bound it crossed."""
-    lo, hi = (np.array(v, dtype.value_np) for v in dtype.int_range)
-    out = a + b if op is BinOp.ADD_SAT else a - b
-    a, b = np.asarray(a), np.asarray(b)
-    if not dtype.is_signed:
-        crossed = out < a if op is BinOp.ADD_SAT else b > a
-        return _scalar(np.where(crossed, hi if op is BinOp.ADD_SAT else lo, out))
-    same_signs = (a < 0) == (b < 0)
-    crossed = (same_signs if op is BinOp.ADD_SAT else ~same_signs) & ((out < 0) != (a < 0))
-    return _scalar(np.where(crossed, np.where(a < 0, lo, hi), out))
-
-
-def _float_extreme(pick: np.ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IEEE minimumNumber/maximumNumber: ``pick`` (fmin/fmax: a NaN loses to a number),
-    with -0 below +0 where both are zeros (numpy leaves that to chance)."""
-    out = pick(a, b)
-    zeros = (a == 0) & (b == 0)
-    if np.any(zeros):
-        negative = np.signbit(a) | np.signbit(b) if pick is np.fmin else \
-            np.signbit(a) & np.signbit(b)
-        out = np.where(zeros, np.where(negative, -0.0, 0.0).astype(out.dtype), out)
-    return out
-
-def _binary(op: BinOp, a: Value, b: Value) -> Value:
-    dtype = _DTYPE_OF[a.dtype]
-    match op:
-        case BinOp.ADD:
-            return a + b
-        case BinOp.SUB:
-            return a - b
-        case BinOp.MUL:
-            return a * b
-        case BinOp.DIV:
-            return _int_div_rem(a, b, dtype)[0] if dtype.is_int else a / b
-        case BinOp.REM:
-            return _int_div_rem(a, b, dtype)[1] if dtype.is_int else np.fmod(a, b)
-        case BinOp.MIN:
-            return _float_extreme(np.fmin, a, b) if dtype.is_float else np.minimum(a, b)
-        case BinOp.MAX:
-            return _float_extreme(np.fmax, a, b) if dtype.is_float else np.maximum(a, b)
-        case BinOp.AND | BinOp.LOGICAL_AND:
-            return a & b
-        case BinOp.OR | BinOp.LOGICAL_OR:
-            return a | b
-        case BinOp.XOR:
-            return a ^ b
-        case BinOp.SHL | BinOp.SHR | BinOp.ROTL | BinOp.ROTR:  # (amounts mod the width)
-            w, u = dtype.bits, _UNSIGNED[dtype.bits]
-            if op is BinOp.SHR:  # (arithmetic on a signed type)
-                return _scalar(a >> (b & np.uint32(w - 1)).astype(a.dtype))
-            n = (b & np.uint32(w - 1)).astype(u)
-            if op is BinOp.SHL:
-                return _of_bits(_bits(a, dtype) << n, dtype)
-            left = n if op is BinOp.ROTL else (u(w) - n) & u(w - 1)
-            bits = _bits(a, dtype)
-            return _of_bits((bits << left) | (bits >> ((u(w) - left) & u(w - 1))), dtype)
-        case BinOp.MULHI:
-            return _mulhi(a, b, dtype)
-        case BinOp.ADD_SAT | BinOp.SUB_SAT:
-            return _saturating(op, a, b, dtype)
-        case BinOp.EQ:
-            return a == b
-        case BinOp.NE:
-            return a != b
-        case BinOp.LT:
-            return a < b
-        case BinOp.LE:
-            return a <= b
-        case BinOp.GT:
-            return a > b
-        case BinOp.GE:
-            return a >= b
-    raise AssertionError(op)
-
-
-#: The float unary ops numpy computes here; the math library's (``exp`` ..., every type)
-#: never reach the interpreter: programs are run written out.
-_FLOAT_FUNCS = {UnOp.SQRT: np.sqrt, UnOp.FLOOR: np.floor, UnOp.CEIL: np.ceil,
-                UnOp.ROUND: np.rint, UnOp.TRUNC: np.trunc}  # (rint: ties to even)
-#: Each byte with its bits in reverse order.
-_REVERSED_BYTE = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint64)
-
-
-def _unary(op: UnOp, a: Value) -> Value:
-    dtype = _DTYPE_OF[a.dtype]
-    match op:
-        case UnOp.NEG:
-            return -a
-        case UnOp.BIT_NOT:
-            return ~a
-        case UnOp.NOT:
-            return ~a
-        case UnOp.ABS:
-            return a if dtype.is_int and not dtype.is_signed else np.abs(a)
-        case UnOp.POPCOUNT:
-            return _scalar(np.bitwise_count(_bits(a, dtype)).astype(a.dtype))
-        case UnOp.CLZ:  # the width minus the bits up to the highest set one (smeared down)
-            bits = _bits(a, dtype)
-            shift = 1
-            while shift < dtype.bits:
-                bits = bits | (bits >> bits.dtype.type(shift))
-                shift *= 2
-            return _scalar((dtype.bits - np.bitwise_count(bits)).astype(a.dtype))
-        case UnOp.CTZ:  # the ones below the lowest set bit (the width for zero)
-            bits = _bits(a, dtype)
-            below = (bits & (~bits + bits.dtype.type(1))) - bits.dtype.type(1)
-            return _scalar(np.bitwise_count(below).astype(a.dtype))
-        case UnOp.BIT_REVERSE:
-            bits = _bits(a, dtype).astype(np.uint64)
-            out = np.zeros_like(bits)
-            for byte in range(dtype.bits // 8):
-                out |= _REVERSED_BYTE[(bits >> np.uint64(8 * byte)) & np.uint64(255)] \
-                    << np.uint64(dtype.bits - 8 - 8 * byte)
-            return _of_bits(out.astype(_UNSIGNED[dtype.bits]), dtype)
-        case UnOp.ISNAN:
-            return np.isnan(a)
-        case UnOp.ISINF:
-            return np.isinf(a)
-    return _FLOAT_FUNCS[op](a)
-
-
-def _table(values: np.ndarray, index: Value) -> Value:
-    """Element ``index`` of a table's values, which end with the 0 an index past the end
-    reads."""
-    return _scalar(values[np.minimum(index, np.uint32(len(values) - 1))])
-
-
-def _bitcast(v: Value, dst: DType) -> Value:
-    """``v``'s bits as ``dst`` (numpy's view); a NaN's are the canonical NaN's."""
-    src = _DTYPE_OF[v.dtype]
-    bits = _bits(v, src)
-    if src.is_float:
-        nan = np.isnan(v)
-        if np.any(nan):
-            bits = np.where(nan, bits.dtype.type(CANONICAL_NAN[src]), bits)
-    return _of_bits(bits, dst)
-
-
-def _cast(v: Value, dst: DType) -> Value:
-    src = _DTYPE_OF[v.dtype]
-    if dst is DType.BOOL:
-        return v if src is DType.BOOL else v != 0
-    if src.is_float and dst.is_int:  # (the bounds as floats: 2^63 and 2^64 are exact)
-        lo, hi = dst.int_range
-        x = np.trunc(np.nan_to_num(np.asarray(v, np.float64), nan=0.0))
-        over, under = x >= float(hi), x <= float(lo)
-        inside = np.where(over | under, 0.0, x).astype(dst.value_np)
-        return _scalar(np.where(over, np.array(hi, dst.value_np),
-                                np.where(under, np.array(lo, dst.value_np), inside)))
-    if src.is_int and dst.is_int:  # (modulo 2^width: numpy's integer casts wrap so)
-        return _scalar(np.asarray(v).astype(dst.value_np))
-    return _scalar(np.asarray(v).astype(dst.value_np))
