@@ -451,7 +451,7 @@ def exact_float_cost() -> Result:
     the compiler may fold, both launched the same way on the same device."""
     import vyre_wgpu.backend as backend
     from vyre_wgpu.buffers import Launch
-    from vyre_wgpu.lowering import BufferBinding, Lowered
+    from vyre_wgpu.wgsl import BufferBinding, Lowered
 
     host, adapter, _ = _wgpu()
     program = _alu_program()

@@ -61,7 +61,7 @@ def test_example_module_says_what_it_shows_and_runs_as_a_script(name):
 def test_every_backend_reproduces_expected(host, name):
     """Every example on every backend, mandelbrot's chaotic escape counts included (wgpu's
     lowering keeps the shader compiler from reassociating or folding float arithmetic:
-    lowering.OPAQUE_ZERO), chain's resident buffers included."""
+    wgsl.OPAQUE_ZERO), chain's resident buffers included."""
     example = _example(name)
     assert example.expected is not None, "every bundled example ships a numpy oracle"
     assert example.mismatch(example.run_in(host)) is None

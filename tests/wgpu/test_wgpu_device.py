@@ -22,8 +22,8 @@ from vyre_wgpu import capabilities
 from vyre_wgpu.adapter import request_adapter
 from vyre_wgpu.buffers import Launch, padded_size
 from vyre_wgpu.device import Device
-from vyre_wgpu.lowering import BufferBinding, Lowered
 from vyre_wgpu.submission import launch_grid
+from vyre_wgpu.wgsl import BufferBinding, Lowered
 
 #: out[i] = x[i] * 2 + 1 over a fold-aware 1-D grid of 64-wide workgroups;
 #: params: [0] = (folded, logical x, y, z), [1].x = 0 (the lowering's opaque zero),

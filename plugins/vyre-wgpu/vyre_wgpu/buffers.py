@@ -13,9 +13,10 @@ import numpy as np
 
 from vyre_core.errors import LaunchLimitError
 from vyre_wgpu.adapter import wgpu_module
-from vyre_wgpu.lowering import BufferBinding, params_data
+from vyre_wgpu.lowering import params_data
 from vyre_wgpu.pipelines import Kernel
 from vyre_wgpu.state import DeviceState
+from vyre_wgpu.wgsl import BufferBinding
 
 #: The buffers and bind group of a launch are kept for the next launch of the same kernel
 #: with the same sizes and grid when they take at most KEEP_BYTES; at most KEEP_LAUNCHES

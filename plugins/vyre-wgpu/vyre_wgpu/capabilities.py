@@ -15,10 +15,11 @@ from vyre_core.ir.dtypes import DType
 from vyre_wgpu import narrow_ints
 from vyre_wgpu.adapter import USED_LIMITS, wgpu_module
 from vyre_wgpu.buffers import Launch
-from vyre_wgpu.lowering import BufferBinding, Lowered, lower
+from vyre_wgpu.lowering import lower
 from vyre_wgpu.pipelines import Kernel
 from vyre_wgpu.state import DeviceState
 from vyre_wgpu.submission import max_grid_workgroups
+from vyre_wgpu.wgsl import BufferBinding, Lowered
 
 #: Loop budget assumed for a software adapter whose loop probe could not run: Mesa's
 #: llvmpipe (lavapipe) ends every loop of an invocation after 65,535 iterations in total,

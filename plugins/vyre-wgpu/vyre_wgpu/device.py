@@ -34,10 +34,11 @@ from vyre_wgpu.adapter import (
 )
 from vyre_wgpu.buffers import KeptLaunches, Launch, LaunchBuffers, as_words, launch_buffers
 from vyre_wgpu.loss import check_usable, fail, summary, touch
-from vyre_wgpu.lowering import Lowered, lower
+from vyre_wgpu.lowering import lower
 from vyre_wgpu.pipelines import Kernel, PipelineCache, build_kernel, check_current
 from vyre_wgpu.state import DeviceState
 from vyre_wgpu.submission import Pass, Readback, Recorder, launch_grid, submitting
+from vyre_wgpu.wgsl import Lowered
 
 _generations = itertools.count(1)  # process-wide: a kernel never matches another device
 

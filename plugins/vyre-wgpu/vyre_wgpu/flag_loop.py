@@ -27,8 +27,8 @@ import numpy as np
 
 from vyre_wgpu.adapter import wgpu_module
 from vyre_wgpu.buffers import bind_group, destroy, padded_size, uniform
-from vyre_wgpu.lowering import BufferBinding, Lowered
 from vyre_wgpu.submission import Pass, Recorder
+from vyre_wgpu.wgsl import BufferBinding, Lowered
 
 if TYPE_CHECKING:
     from vyre_wgpu.device import Device

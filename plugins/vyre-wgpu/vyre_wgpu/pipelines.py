@@ -13,8 +13,8 @@ from vyre_core.errors import KernelCompileError, PipelineInvalidatedError, Unsup
 from vyre_wgpu import BACKEND_ID
 from vyre_wgpu.adapter import wgpu_module
 from vyre_wgpu.loss import check_usable, fail
-from vyre_wgpu.lowering import Lowered
 from vyre_wgpu.state import DeviceState
+from vyre_wgpu.wgsl import Lowered
 
 
 @dataclass(eq=False)

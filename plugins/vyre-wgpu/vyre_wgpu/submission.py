@@ -15,9 +15,9 @@ from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError, VyreErro
 from vyre_wgpu.adapter import wgpu_module
 from vyre_wgpu.buffers import destroy, padded_size
 from vyre_wgpu.loss import fail
-from vyre_wgpu.lowering import STATUS_SUBGROUP_SIZE
 from vyre_wgpu.pipelines import Kernel
 from vyre_wgpu.state import DeviceState
+from vyre_wgpu.wgsl import STATUS_SUBGROUP_SIZE
 
 #: Passes recorded into one command buffer before it is submitted (a long loop).
 PASSES_PER_SUBMIT = 1024
