@@ -11,7 +11,8 @@ import pytest
 _CHECK = """
 import sys
 {body}
-pure = ("vyre_wgpu", "vyre_wgpu.backend", "vyre_wgpu.lowering",
+pure = ("vyre_wgpu", "vyre_wgpu.backend", "vyre_wgpu.lowering", "vyre_wgpu.wgsl",
+        "vyre_wgpu.expressions", "vyre_wgpu.statements", "vyre_wgpu.bindings",
         "vyre_wgpu.narrow_ints", "vyre_wgpu.bitcasts", "vyre_wgpu.tables")
 leaked = sorted(m for m in sys.modules if m.split(".")[0] == "wgpu"
                 or (m.split(".")[0] == "vyre_wgpu" and m not in pure))
