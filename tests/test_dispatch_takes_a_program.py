@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import vyre_core as vyre
 from vyre_core import Driver, ir
 from vyre_core.errors import InvalidInputError
 from vyre_core.registry import Registry
@@ -32,8 +33,16 @@ def unbuilt() -> ir.Kernel:
     return k
 
 
+@vyre.kernel(workgroup=(4,))
+def copy(x: vyre.Array[vyre.f32], out: vyre.Array[vyre.f32]):
+    out[vyre.global_id(0)] = x[vyre.global_id(0)]
+
+
 NOT_PROGRAMS = {"name": ("saxpy", "not names"), "kernel": (unbuilt(), "kernel.build()"),
-                "function": (unbuilt, "Call it"), "number": (3, r"ir\.Kernel")}
+                "function": (unbuilt, "Call it"), "number": (3, r"ir\.Kernel"),
+                # (calling a @vyre.kernel refuses, so "Call it" would send a user in a
+                # circle: the Fix names launch and the kernel's program)
+                "@vyre.kernel": (copy, r"drv\.launch\(copy, .*copy\.program\(dim=n")}
 ENTRY_POINTS = {
     "dispatch": lambda d, p: d.dispatch(p, DATA),
     "dispatch_on": lambda d, p: d.dispatch_on("reference", p, DATA),

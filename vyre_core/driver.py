@@ -382,6 +382,10 @@ def _checked_program(program: Any) -> Program:
            StepSequence: "Run a sequence with Driver.dispatch_sequence.",
            str: "Pass the Program object itself, e.g. ir.Kernel(...).build(); vyre "
                 "dispatches programs, not names."}.get(type(program))
+    if isinstance(program, KernelFunction):
+        name = program.fn.__name__
+        fix = (f"Launch a @vyre.kernel: drv.launch({name}, dim=n, args=(...)); or pass "
+               f"its Program, {name}.program(dim=n, args=(...)).")
     if fix is None and callable(program):
         fix = "Call it and pass the Program it returns."
     given = repr(program)[:60] if isinstance(program, str) else \
