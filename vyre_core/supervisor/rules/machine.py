@@ -1,0 +1,422 @@
+"""The rules of one worker pool, as a pure state machine.
+
+No sockets, threads, clocks or processes here: events come in as method calls that carry
+the time (a request submitted, a worker spawned or not, a message from a worker, a worker's
+progress page read, a worker exited, a tick, close) and the rules answer with actions
+(spawn, send, signal, resolve) that the pool's I/O thread carries out. This file is the
+class the shells hold and feed; the rules themselves are its mixins, one file per concern
+(starting, ending, serving, wording), so that each can be read whole: generations,
+deadlines from submit, retries and poison requests, lost messages, frozen and stuck
+workers, restart intensity with a cool-down, recycling, device recovery. Nothing here may
+block or touch the OS.
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+from typing import Any
+
+from vyre_core.contract.types import Capabilities, DeviceInfo
+from vyre_core.errors import DispatchCancelledError, InvalidInputError, MessageLostError, VyreError
+from vyre_core.protocol import Message, Op
+from vyre_core.supervisor.metrics import PoolMetrics
+from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.rules.actions import Action, Log, Promote, RoutingChanged, Signal, Stop
+from vyre_core.supervisor.rules.constants import OUTPUT_IN_ERRORS
+from vyre_core.supervisor.rules.ending import Ending
+from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.serving import Serving
+from vyre_core.supervisor.rules.slots import Failure, Worker
+from vyre_core.supervisor.rules.starting import Starting
+from vyre_core.supervisor.rules.wording import Wording
+
+
+class PoolMachine(Starting, Ending, Serving, Wording):
+    """The supervision rules of one backend's pool (see the module docstring)."""
+
+    def __init__(self, backend: str, options: PoolOptions,
+                 devices: tuple[int, ...] | None = None) -> None:
+        self.backend = backend
+        self.options = options
+        self.state = "new"  # new, running, failed, closed
+        # the devices its workers are pinned to (None: each worker on the backend's
+        # preferred device): ``devices``, else the ids the options name
+        if devices is None and isinstance(options.devices, tuple):
+            devices = options.devices
+        self.devices = devices
+        # slots 0..serving-1 serve, ``options.workers`` per device; the ``standby`` slots
+        # after them hold spare processes, spread over the devices
+        serving = [d for d in devices for _ in range(options.workers)] if devices \
+            else [None] * options.workers
+        spares = [devices[j % len(devices)] if devices else None
+                  for j in range(options.standby)]
+        self.workers = [Worker(i, d) for i, d in enumerate(serving + spares)]
+        self.serving = len(serving)
+        self._serving = tuple(self.workers[:self.serving])  # (the hot path walks them)
+        self._silence = options.silence_limit
+        self.queue: collections.deque[Request] = collections.deque()
+        # what the serving workers of each device (None: unpinned) can all do, from what
+        # each probed: kept on restarts
+        self.device_capabilities: dict[int | None, Capabilities] = {}
+        # per device, each distinct set of capabilities its serving workers probed (one,
+        # unless they run on unlike nodes); ``varied``: some device has more than one
+        self.device_variants: dict[int | None, tuple[Capabilities, ...]] = {}
+        self.varied = False
+        self.device_list: list[DeviceInfo] = []  # the backend's devices, as last reported
+        self.failure: Failure | None = None
+        self.half_open = False  # restarted after a cool-down: one death fails it again
+        self.started = False    # some worker has said hello since the pool was made
+        self.dropped_replies = 0      # late or stray replies from our own workers
+        self.rejected_messages = 0    # messages from peers that are not our workers
+        self.lost_messages = 0
+        self.metrics = PoolMetrics()  # (fed by the shell too: answers, with their latency)
+        self._deaths: collections.deque[float] = collections.deque()
+        self._deadlines: list[tuple[float, int, Request]] = []
+        self._live_deadlines = 0  # entries of _deadlines whose request is not done
+        self._last_tick: float | None = None
+        self._by_identity: dict[bytes, Worker] = {}
+        self._former: collections.deque[bytes] = collections.deque(maxlen=64)
+        self._actions: list[Action] = []
+
+    # -- outputs ---------------------------------------------------------------------------
+
+    def take_actions(self) -> list[Action]:
+        actions, self._actions = self._actions, []
+        return actions
+
+    def take_promotions(self) -> list[Promote]:
+        """The pending Promote actions alone (the rest stay): the shell moves a promoted
+        process's records at once, so that the next exit it reads lands on the right slot."""
+        promotions = [a for a in self._actions if isinstance(a, Promote)]
+        self._actions = [a for a in self._actions if not isinstance(a, Promote)]
+        return promotions
+
+    @property
+    def stopped(self) -> bool:
+        """Closed, and no worker process is left."""
+        return self.state == "closed" and all(
+            w.state in ("stopped", "backoff") for w in self.workers)
+
+    def next_timer(self) -> float | None:
+        """The earliest time at which ``tick`` has something to do: the shell ticks only
+        then (or ``TICK_EVERY`` after its last tick), so every event that can make work
+        possible must schedule it itself."""
+        while self._deadlines and self._deadlines[0][2].done:
+            heapq.heappop(self._deadlines)
+        times = [self._deadlines[0][0]] if self._deadlines else []
+        # Exactly the times at which tick acts: a time reported here that tick ignores
+        # would make the I/O thread poll(0) in a loop.
+        for w in self.workers:
+            if w.state == "starting":
+                times.append(w.startup_deadline)
+            elif w.state == "backoff" and self.state == "running":
+                times.append(w.backoff_until)
+            elif w.state in ("idle", "spare"):
+                times.append(w.heard_at + self.options.heartbeat_timeout)
+            if w.kill_at is not None:
+                times.append(w.kill_at)
+            if w.cancel_by is not None:
+                times.append(w.cancel_by)
+            req = w.current
+            if w.state == "busy" and req is not None and not req.done:
+                if not req.acked:
+                    times.append(req.sent_at + self._window(req.nbytes))
+                elif req.finished_seen_at is not None:
+                    times.append(req.finished_seen_at + self._window(req.reply_bytes))
+                else:
+                    times.append(w.heard_at + self.options.heartbeat_timeout)
+        if self.failure is not None and not self.failure.announced:
+            times.append(self.failure.retry_at)
+        return min(times) if times else None
+
+    @property
+    def capabilities(self) -> Capabilities | None:
+        """What the first slot's device probed (any device's, until it has)."""
+        first = self.device_capabilities.get(self.workers[0].device)
+        return first if first is not None else next(iter(self.device_capabilities.values()),
+                                                    None)
+
+    @property
+    def unprobed_devices(self) -> list[int | None]:
+        """The devices none of whose workers has said what it can do yet (None stands
+        for the unpinned workers of a pool without devices)."""
+        return [d for d in (self.devices or (None,)) if d not in self.device_capabilities]
+
+    def holds_everywhere(self, req: Request) -> bool:
+        """Whether every serving worker that may run ``req`` holds its program (a guess for
+        the encoder: a wrong one costs a refusal and a resend)."""
+        fp = req.meta.get("fp")
+        return fp is not None and all(fp in w.held for w in self._eligible(req))
+
+    def holds(self, slot: int, generation: int) -> bool:
+        """Whether worker ``slot`` is still ``generation`` and serving (handles made there
+        are valid); false as soon as it is being stopped, even for recycling. Once the
+        pool is closed, calls go on to the pool, whose answer says so."""
+        if not 0 <= slot < self.serving:
+            return False
+        w = self.workers[slot]
+        if self.state == "closed":
+            return w.generation == generation
+        return w.generation == generation and w.state in ("idle", "busy")
+
+    def unavailable(self, now: float) -> str | None:
+        """Why routing must pass this pool over now (None: it may be used)."""
+        if self.state == "closed":
+            return "the driver is closed"
+        if self.failure is not None and now < self.failure.retry_at:
+            return (f"its worker pool failed ({self.failure.cause.splitlines()[0]}); next try "
+                    f"in {self.failure.retry_at - now:.0f} s")
+        if self.state == "running" and all(w.refusal is not None for w in self._serving):
+            return f"its workers cannot start ({self._serving[0].refusal.cause})"
+        return None
+
+    def status(self, now: float) -> dict[str, Any]:
+        state = {"new": "not started", "running": "recovering" if self.half_open else "running",
+                 "failed": "failed", "closed": "closed"}[self.state]
+        workers = [{"index": w.index, "pid": w.pid, "generation": w.generation,
+                    "state": w.state, "restarts": w.deaths,
+                    "in_flight": int(w.current is not None and not w.current.internal
+                                     and not w.current.done),
+                    # (work its main thread holds: never the pool's own requests nor
+                    # routing's probe, which a fault injected "while it runs" would miss)
+                    "running": bool(w.current is not None and not w.current.internal
+                                    and w.current.op is not Op.PING
+                                    and w.current.acked and not w.current.done),
+                    "silent_for": round(now - w.heard_at, 3) if w.pid else None,
+                    "served": w.served, "queued": sum(not r.done for r in w.pinned),
+                    "spare": w.index >= self.serving, "device": w.device}
+                   for w in self.workers]
+        return {"backend": self.backend, "state": state,
+                "queued": sum(not r.done for r in self.queue),
+                "restarts": sum(w.deaths for w in self.workers),
+                "dropped_replies": self.dropped_replies,
+                "rejected_messages": self.rejected_messages,
+                "lost_messages": self.lost_messages, "workers": workers,
+                "devices": [d.to_dict() for d in self.device_list],
+                "standby": sum(w.state == "spare" for w in self.workers),
+                "failure": None if self.failure is None else self.failure.cause,
+                "failure_output": (None if self.failure is None
+                                   else self.failure.output[-OUTPUT_IN_ERRORS:]),
+                "retry_in": (None if self.failure is None
+                             else max(0.0, round(self.failure.retry_at - now, 3))),
+                "metrics": self.metrics.snapshot()}
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        """``Driver.metrics()``'s entry for this pool: its counters, and the gauges that
+        go with them (calls waiting, calls running, live worker processes)."""
+        return {"backend": self.backend, "state": self.state,
+                "queued": sum(not r.done for r in self.queue)
+                + sum(not r.done for w in self.workers for r in w.pinned),
+                "in_flight": sum(w.current is not None and not w.current.internal
+                                 and not w.current.done for w in self.workers),
+                "workers": sum(w.pid is not None for w in self.workers),
+                **self.metrics.snapshot()}
+
+    def answered(self, req: Request, value: Any, now: float) -> None:
+        """(The shell, handing ``req``'s answer to its caller.) Counted in the metrics,
+        with the time since it was submitted."""
+        self.metrics.answered(req.op.value, value, now - req.submitted_at, req.input_bytes)
+
+    # -- events: callers -------------------------------------------------------------------
+
+    def submit(self, req: Request, now: float) -> None:
+        """A caller's request (or a retry re-routed here)."""
+        req.submitted_at = now
+        if self.state == "closed":
+            self._resolve(req, self._closed_error(req))
+            return
+        if self.state == "failed":
+            if now < self.failure.retry_at:
+                self._resolve(req, self._failed_error(now))
+                return
+            self._restart_after_cooldown(now)
+        if req.deadline.passed(now):
+            self._resolve(req, self._timeout(req, "before it could be queued"))
+            return
+        if self.state == "new":
+            self.state = "running"
+            for w in self.workers:
+                self._spawn(w)
+        if req.slot is None and not self._eligible(req):
+            self._resolve(req, InvalidInputError(
+                f"{req.label} may run only on device(s) {sorted(req.devices or ())} of "
+                f"{self.backend!r}, which has workers on {self._device_names()}",
+                "Route through Driver calls (they name only devices the pool has)."))
+            return
+        unservable = None if req.slot is not None else self._unservable(req, None)
+        if unservable is not None:
+            self._resolve(req, unservable)
+            return
+        if req.slot is not None:
+            if not 0 <= req.slot < self.serving:
+                self._resolve(req, InvalidInputError(
+                    f"{req.label} names worker {req.slot} of {self.backend!r}, which has "
+                    f"{self.serving}", "Use the handles Driver returns, unchanged."))
+                return
+            w = self.workers[req.slot]
+            if req.generation != w.generation or w.state not in ("idle", "busy"):
+                self._resolve(req, self._invalidated(req, w))
+                return
+            w.pinned.append(req)
+        else:
+            self.queue.append(req)
+        req.state = "queued"
+        self._watch_deadline(req)
+        self._schedule(now)
+
+    def close(self, now: float) -> None:
+        """Fail everything pending and stop every worker; idempotent."""
+        if self.state == "closed":
+            return
+        self.state = "closed"
+        for req in self._pending():
+            self._resolve(req, self._closed_error(req))
+        for w in self.workers:
+            self._retire(w, "planned", "the driver is closing", now, cause=None)
+
+    def cancel(self, req: Request, now: float) -> None:
+        """``req``'s caller cancelled it (its outcome says so already; a no-op once it is
+        answered). Waiting, it is dropped. Running, it is answered as cancelled now and
+        its worker is told to stop at its next safe point (``Stop``): it serves again once
+        it has answered the request, or it is killed after ``cancel_grace``, a planned
+        stop that spends none of the restart intensity."""
+        if req.done:
+            return
+        w = self.workers[req.worker] if req.state == "sent" and req.worker is not None \
+            else None
+        running = w is not None and w.current is req and w.state == "busy"
+        self._resolve(req, DispatchCancelledError(
+            f"{req.label} on {self.backend!r} was cancelled "
+            + ("while it ran" if running else "before it ran")))
+        if running:
+            req.stopping = True
+            w.cancel_by = now + self.options.cancel_grace
+            self._actions.append(Stop(w.index, req.id))
+        self._schedule(now)
+
+    # -- events: messages and progress -----------------------------------------------------
+
+    def message(self, identity: bytes, msg: Message | VyreError, now: float) -> None:
+        """A message from the peer ``identity``, decoded (or the ProtocolError its bytes
+        gave, or the SystemResourceError of one this process had no memory for). Peers
+        that are not our proven workers are dropped and counted."""
+        w = self._by_identity.get(identity)
+        if w is None:
+            if identity in self._former:
+                self.dropped_replies += 1  # a worker that is already gone
+            else:
+                self.rejected_messages += 1
+            return
+        if not w.proven:
+            self._hello(w, msg, now)
+            return
+        w.heard_at = now
+        if isinstance(msg, VyreError):  # (undecodable, or dropped: no room for it here)
+            req = w.current
+            if req is not None and not req.done and msg.details.get("request_id") == req.id:
+                self._finish(w, req, msg, now)
+            else:
+                self.dropped_replies += 1
+            return
+        if msg.op is Op.HEARTBEAT:
+            return
+        if msg.op not in (Op.REPLY, Op.ERROR):
+            self.rejected_messages += 1
+            return
+        req = w.current
+        if req is not None and req.stopping and w.state == "busy" and msg.id == req.id \
+                and msg.gen == w.generation:
+            self._stopped(w, req, now)  # (its answer: cancelled, or finished anyway)
+            return
+        if req is None or req.done or w.state != "busy" or msg.gen != w.generation \
+                or (msg.id != req.id and not (msg.op is Op.ERROR and msg.id == 0)):
+            self.dropped_replies += 1
+            return
+        result = (VyreError.from_dict(msg.meta.get("error")) if msg.op is Op.ERROR
+                  else (msg.meta, msg.arrays))
+        self._finish(w, req, result, now)
+
+    def progress(self, index: int, received: int, finished: int, now: float,
+                 reply_bytes: int = 0) -> None:
+        """What the worker at ``index`` wrote in its progress page: the id of the last
+        request its main thread received, of the last one it answered, and that answer's
+        size (the parent allows its transfer that long)."""
+        w = self.workers[index]
+        req = w.current
+        if req is not None and req.stopping and w.state == "busy" and finished == req.id:
+            # it answered: its reply is on its way, and must be read whole before the
+            # lane carries anything else (``message`` then lets it serve again)
+            w.cancel_by = max(w.cancel_by or now, now + self._window(reply_bytes))
+            return
+        if w.state != "busy" or req is None or req.done:
+            return
+        if received == req.id:
+            req.acked = True
+        if finished == req.id:
+            req.acked = True
+            req.reply_bytes = reply_bytes
+            if req.finished_seen_at is None:
+                req.finished_seen_at = now
+
+    def measured(self, index: int, rss: int) -> None:
+        """The resident memory of the worker at ``index`` (for ``recycle_rss_bytes``)."""
+        self.workers[index].rss = rss
+
+    def send_failed(self, index: int, req: Request, error: str, now: float,
+                    generation: int | None = None) -> None:
+        """``req`` could not be sent (the worker's lane is gone, broken or stuck) to the
+        worker at ``index`` as ``generation`` (the Send's). A send that failed on a process
+        the slot no longer has is old news: its death was handled, and the request, sent
+        on since, must not cost the slot's new process (a caller thread may send on a lane
+        it took before the slot's worker died and a spare took its place)."""
+        w = self.workers[index]
+        if w.current is not req or req.done or (
+                generation is not None and generation != w.generation):
+            return
+        w.current = None
+        self.lost_messages += 1
+        # Unreachable is how a worker that just died looks before its exit is read: a
+        # fault, counted toward the restart intensity like the death it most likely is.
+        self._retire(w, "fault", f"unreachable: {error}", now, kill=True,
+                     cause="unresponsive")
+        self._lost(req, f"could not be sent to {w.name} ({error})", now, MessageLostError)
+
+    def tick(self, now: float) -> None:
+        """Time has passed: deadlines, startup and kill timers, frozen or stuck workers,
+        lost requests and replies, back-offs, and the end of a cool-down."""
+        self._credit_own_pause(now)
+        if self.failure is not None and not self.failure.announced \
+                and now >= self.failure.retry_at:
+            self.failure.announced = True
+            self._actions.append(RoutingChanged())
+        while self._deadlines and self._deadlines[0][0] <= now:
+            req = heapq.heappop(self._deadlines)[2]
+            if not req.done:
+                self._expire(req, now)
+        for w in self.workers:
+            if w.kill_at is not None and now >= w.kill_at:
+                w.kill_at = None
+                self._actions.append(Signal(w.index, kill=True))
+            if w.cancel_by is not None and now >= w.cancel_by:
+                w.cancel_by = None
+                self._retire(w, "planned", f"a cancelled call did not stop within "
+                             f"{self.options.cancel_grace:g} s (cancel_grace)", now,
+                             kill=True, cause="cancelled")
+            if w.state == "starting" and now >= w.startup_deadline:
+                w.hello_error = w.hello_error or (
+                    f"no hello within {self.options.startup_timeout:g} s of starting")
+                self._retire(w, "fault", "it did not start in time", now, kill=True,
+                             cause="start_failed")
+            elif w.state == "backoff" and now >= w.backoff_until and self.state == "running":
+                self._spawn(w)
+            elif w.state == "busy":
+                self._check_busy(w, now)
+            elif w.state in ("idle", "spare") \
+                    and now - w.heard_at > self.options.heartbeat_timeout:
+                self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s while "
+                             f"{w.state}", now, kill=True, cause="unresponsive")
+        self._schedule(now)
+
+    def _log(self, level: int, text: str) -> None:
+        self._actions.append(Log(level, text))
