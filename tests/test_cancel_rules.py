@@ -1,4 +1,4 @@
-"""The rules of cancelling a call (machine.py ``cancel``), without processes; and the
+"""The rules of cancelling a call (``PoolMachine.cancel``), without processes; and the
 lock-free outcome a call is answered through (outcome.py)."""
 
 from __future__ import annotations

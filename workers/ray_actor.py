@@ -1,7 +1,7 @@
 """A backend's worker as a Ray actor: the same host and request handlers as the process
 worker (``__main__.py``), reached through Ray instead of a lane. Ray places it on a node
 (requesting a GPU when the pool asks), carries its arrays through the object store, and
-tells the parent when it dies; the parent's rules (``supervisor/machine.py``) do the rest.
+tells the parent when it dies; the parent's rules (``supervisor/rules/``) do the rest.
 
 Two concurrency groups: requests run one at a time in ``work``; ``heartbeat`` answers in
 ``ctl`` while one runs, unless the request holds the GIL (then it is judged frozen, as a

@@ -1,4 +1,4 @@
-"""A pool of one backend's workers as Ray actors: the same rules (``supervisor/machine.py``)
+"""A pool of one backend's workers as Ray actors: the same rules (``supervisor/rules/``)
 as a local pool, with Ray as the transport. Ray places each actor on a node (requesting
 ``PoolOptions.gpus_per_worker`` GPUs), carries arrays through its object store (outputs
 come back as zero-copy read-only arrays) and says when an actor dies (killed, crashed, or

@@ -1,6 +1,6 @@
 """A pool of worker processes for one backend: the I/O around ``PoolMachine``.
 
-One thread, the pool's I/O thread, feeds the rules in ``machine.py`` events and carries
+One thread, the pool's I/O thread, feeds the rules in ``rules/`` events and carries
 out the actions they answer with; it decides nothing itself. It owns the ROUTER socket
 (hellos, heartbeats), the worker processes, their lanes (``lane.py``, ``framing.py``) and
 the clock. It polls the socket, an eventfd (other threads hand it work), each worker's
