@@ -19,7 +19,7 @@ DRIVER_LINES = 671
 
 #: Today's modules over MAX_LINES and the step that splits each (only ever remove).
 SPLITTING = {
-    "vyre_core.driver": "step 14: the driver package",
+    "vyre_core.driver.driver": "steps 14-15: the Driver thinned, its verbs over driver/calls.py",
     "vyre_core.kernels.lower": "step 19: lowering, statements, expressions, calls",
     "vyre_core.supervisor.pool": "step 10: the local shell split",
     "vyre_core.ir.builder": "step 19: the builder and the expression constructors",
@@ -43,7 +43,7 @@ def test_no_module_passes_the_line_budget_but_the_listed_ones():
 
 
 def test_the_driver_class_does_not_grow():
-    tree = ast.parse((ROOT / "vyre_core/driver.py").read_text())
+    tree = ast.parse((ROOT / "vyre_core/driver/driver.py").read_text())
     driver = next(c for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "Driver")
     lines = driver.end_lineno - driver.lineno + 1
     assert lines <= DRIVER_LINES, (f"the Driver class is {lines} lines, over its "

@@ -64,7 +64,7 @@ def test_a_divergence_is_saved_and_a_failing_reference_does_not_end_the_thread(t
 @pytest.mark.parametrize("every", [0, -1, 1.5, True])
 def test_a_bad_shadow_every_is_refused_before_the_driver_makes_a_run_directory(monkeypatch,
                                                                               every):
-    import vyre_core.driver as driver
+    import vyre_core.driver.driver as driver  # (where Driver.__init__ reads RunDir)
     from vyre_core.errors import InvalidConfigError
 
     def no_run_dir():

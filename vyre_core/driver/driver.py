@@ -24,37 +24,55 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import InvalidStateError, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
-from vyre_core import abi, lifetime, shared_arrays
+from vyre_core import abi, lifetime
 from vyre_core.cluster import connect
 from vyre_core.config import DispatchConfig
-from vyre_core.contract.types import Capabilities, DeviceInfo, LoopRun, Outputs, Timing
+from vyre_core.contract.types import Capabilities, DeviceInfo, Outputs, Timing
 from vyre_core.deadline import Deadline, checked_seconds
+from vyre_core.driver.calls import (
+    _check_out,
+    _checked_program,
+    _checked_sequence,
+    _config,
+    _kernel_plan,
+    _launch_config,
+    _outputs,
+    _read_write,
+    _resident_pool,
+    _sequence_config,
+    _sequence_into,
+    _sequence_outputs,
+    _sequence_request,
+    _untuned,
+    _unwritten,
+    _weighed,
+    _writing_into,
+)
+from vyre_core.driver.owned import _options_for, _Owned
+from vyre_core.driver.pending import PendingResult, _LaunchResult
+from vyre_core.driver.resident import ResidentBuffer
 from vyre_core.errors import (
-    DispatchTimeoutError,
     InvalidConfigError,
     InvalidInputError,
     InvalidSequenceError,
-    LaunchLimitError,
     NoCapableBackendError,
-    PipelineInvalidatedError,
     PoolFailedError,
 )
-from vyre_core.ir import Kernel, Program
-from vyre_core.kernels.kernel import KernelFunction, LaunchPlan, Written
+from vyre_core.ir import Program
+from vyre_core.kernels.kernel import KernelFunction
 from vyre_core.kernels.resident import ResidentLaunch
 from vyre_core.launch import Launch, PlannedLaunches, effective_program, launch_of
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op
 from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import Explanation, RouteDecision, RoutingPolicy
-from vyre_core.sequence import Role, output_buffers
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.shadow_sampler import Every, Sample, ShadowSampler, default_dir
 from vyre_core.supervisor.outcome import Outcome
@@ -64,240 +82,7 @@ from vyre_core.supervisor.rundir import RunDir
 from vyre_core.tuning.candidates import DEFAULT_LIMIT
 from vyre_core.tuning.tuner import DEFAULT_REPEATS, Measured, Tuner, TuneResult
 
-Reply = tuple[dict[str, Any], list[Any]]
 _Handle = TypeVar("_Handle", CompiledPipeline, CompiledSequence, "ResidentBuffer")
-
-
-def _outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
-    out = Outputs(arrays)
-    if "wall_ns" in meta:
-        out.timing = Timing(meta["wall_ns"], meta.get("device_ns"), meta.get("label"))
-    return out
-
-
-_DEFAULT_CONFIG = DispatchConfig()  # frozen: one shared instance, checked once
-
-
-def _config(config: Any) -> DispatchConfig:
-    if config is None:
-        return _DEFAULT_CONFIG
-    if not isinstance(config, DispatchConfig):
-        raise InvalidConfigError(f"config must be a DispatchConfig, got "
-                                 f"{type(config).__name__}",
-                                 "Pass config=DispatchConfig(...) (e.g. "
-                                 "DispatchConfig(timeout=5.0)), or leave it out.")
-    return config
-
-
-def _check_out(work: Program | StepSequence, shapes: list[tuple[np.dtype, int]],
-               out: Any) -> None:
-    """``out`` must hold one writable, C-contiguous array per output (a sequence's:
-    per return), of its storage dtype and length: refused before any work otherwise."""
-    names = [name for name, _ in output_buffers(work)]
-    if not isinstance(out, list | tuple) or len(out) != len(shapes):
-        got = len(out) if isinstance(out, list | tuple) else type(out).__name__
-        raise InvalidInputError(f"out= needs {len(shapes)} array(s) (outputs {names}), got "
-                                f"{got}", "Pass a list with one numpy array per output, "
-                                "e.g. out=[np.empty(n, np.float32)].")
-    for name, (dtype, count), target in zip(names, shapes, out, strict=True):
-        fix = f"Pass np.empty({count}, dtype=np.{dtype.name}) for output {name!r}."
-        if not isinstance(target, np.ndarray):
-            raise InvalidInputError(f"out= array for {name!r} is a {type(target).__name__}, "
-                                    "not a numpy array", fix)
-        shared_arrays.check(target, f"out= array for {name!r}")
-        problem = (f"has dtype {target.dtype}, not {dtype}" if target.dtype != dtype
-                   else f"has {target.size} elements, not {count}" if target.size != count
-                   else "is not C-contiguous" if not target.flags.c_contiguous
-                   else "is read-only" if not target.flags.writeable else None)
-        if problem is not None:
-            raise InvalidInputError(f"out= array for {name!r} {problem}", fix)
-    for i, first in enumerate(out):
-        for j in range(i + 1, len(out)):
-            if np.shares_memory(first, out[j]):
-                raise InvalidInputError(
-                    f"out= arrays for {names[i]!r} and {names[j]!r} share memory: one output "
-                    "would overwrite the other", "Pass a separate array for each output.")
-
-
-def _writing_into(request: Request, out: Sequence[np.ndarray], own: dict[int, int]) -> None:
-    """``request`` writes its outputs into ``out`` (checked): a worker writes straight
-    into those in shared memory (``Driver.empty``), so an input there that it could see
-    change meanwhile is copied (``shared_arrays.unaliased``; ``own``: input index -> the
-    output index of the same read_write buffer, updated in place)."""
-    request.into = [target.reshape(-1) for target in out]
-    request.arrays = shared_arrays.unaliased(request.arrays, request.into, own)
-
-
-def _read_write(program: Program) -> dict[int, int]:
-    """Input index -> output index of each read_write buffer of ``program``."""
-    outputs = {b.name: j for j, b in enumerate(program.outputs)}
-    return {i: outputs[b.name] for i, b in enumerate(program.inputs) if b.name in outputs}
-
-
-def _unwritten(arrays: Sequence[Any], out: Sequence[np.ndarray] | None) -> list[Any]:
-    """A call's inputs as they are before it runs (what the shadow replays): a copy of
-    each one an ``out`` array may overwrite (an in-place launch), the others as they are
-    (unchanged till the call returns)."""
-    if out is None:
-        return list(arrays)
-    return [np.array(a, copy=True) if isinstance(a, np.ndarray)
-            and any(np.may_share_memory(a, target) for target in out) else a
-            for a in arrays]
-
-
-class PendingResult:
-    """A dispatch in flight: ``is_ready()``, ``result(timeout)`` and ``cancel()``."""
-
-    def __init__(self, future: Outcome) -> None:
-        self._future = future
-
-    def is_ready(self) -> bool:
-        return self._future.done()
-
-    def cancel(self) -> bool:
-        """Cancel the call: True if this cancelled it, False (a no-op) when it had already
-        finished, failed or been cancelled. Safe from any thread. A waiting call is
-        dropped; a running one is stopped at its worker's next safe point (or its worker
-        is replaced, docs/operations.md "Cancelling a call"). Exactly one of a cancel and
-        the call's answer wins: after a True, ``result()`` raises
-        ``DispatchCancelledError``."""
-        return self._future.cancel()
-
-    def cancelled(self) -> bool:
-        return self._future.cancelled()
-
-    def result(self, timeout: float | None = None) -> Outputs:
-        return _outputs(*self._future_result(timeout))
-
-    def __await__(self) -> Generator[Any, None, Outputs]:
-        """``await`` the call from a coroutine: its loop keeps running meanwhile, the
-        answer is ``result()``'s, and cancelling the awaiting task cancels the call."""
-        from vyre_core import awaiting  # (asyncio is imported only by those who await)
-
-        return awaiting.answer(self._future, lambda: self.result(0),
-                               lambda: self.cancel()).__await__()
-
-    def _future_result(self, timeout: float | None) -> tuple[dict[str, Any], list[Any]]:
-        timeout = checked_seconds(timeout, "timeout", zero=True)
-        try:
-            if not self._future.wait(timeout):
-                raise DispatchTimeoutError(
-                    f"the dispatch did not finish within result(timeout={timeout})",
-                    "Wait longer; the dispatch keeps running (its own deadline is "
-                    "DispatchConfig.timeout).")
-        except DispatchTimeoutError:
-            raise
-        except BaseException:  # Ctrl-C (any exception) while waiting: the call is cancelled
-            self._future.cancel()
-            raise
-        return self._future.result()
-
-
-def _kernel_plan(kernel: Any, dim: Any, args: Sequence[Any], shapes: Any = None,
-                 config: Any = None) -> LaunchPlan | ResidentLaunch:
-    """The plan of one launch: a dispatch, or (some arguments resident buffers) a
-    one-step sequence in their worker."""
-    if not isinstance(kernel, KernelFunction):
-        raise InvalidInputError(f"launch() takes a @vyre.kernel function, got "
-                                f"{type(kernel).__name__}",
-                                "Decorate the function with @vyre.kernel, or run a Program "
-                                "with Driver.dispatch.")
-    resident = {p: a for p, a in enumerate(args) if isinstance(a, ResidentBuffer)} \
-        if isinstance(args, list | tuple) else {}
-    if resident:
-        return ResidentLaunch(kernel, dim, args, resident, shapes, _config(config))
-    if shapes is not None:
-        raise InvalidInputError("shapes= gives the extents of resident buffers, and no "
-                                "argument is one", "Leave shapes= out: a numpy array has "
-                                "its own shape.")
-    return kernel.plan(dim, args)
-
-
-class _LaunchResult(PendingResult):
-    """A launch in flight: ``result()`` fills the caller's arrays, once."""
-
-    def __init__(self, future: Outcome, plan: Written) -> None:
-        super().__init__(future)
-        self._plan: Written | None = plan
-
-    def result(self, timeout: float | None = None) -> Outputs:
-        meta, arrays = self._future_result(timeout)
-        plan, self._plan = self._plan, None
-        if plan is not None:
-            for target, array in zip(plan.out, arrays, strict=True):
-                np.copyto(target.reshape(-1), array, casting="no")
-            plan.fill()
-            self._filled = plan.out
-        return _outputs(meta, list(self._filled))
-
-
-class ResidentBuffer:
-    """Device memory that stays in one worker between dispatches. It belongs to the
-    worker generation that allocated it: after that worker restarts, using it raises
-    PipelineInvalidatedError. Each method takes ``timeout`` (seconds, default None: no
-    deadline, the call waits only while a live worker runs it)."""
-
-    def __init__(self, pool: Pool, slot: int, generation: int, handle: int,
-                 byte_len: int) -> None:
-        self.pool = pool
-        self.slot = slot
-        self.generation = generation
-        self.handle = handle
-        self.byte_len = byte_len
-
-    def __repr__(self) -> str:
-        return (f"ResidentBuffer({self.pool.backend!r}, {self.byte_len} bytes, "
-                f"generation={self.generation})")
-
-    @property
-    def valid(self) -> bool:
-        return self.pool.holds(self.slot, self.generation)
-
-    def refuse_if_stale(self, name: str | None = None) -> None:
-        """PipelineInvalidatedError when the worker generation it lived in is gone."""
-        if not self.valid:
-            raise PipelineInvalidatedError(
-                f"resident buffer {name or self.handle!r} of {self.pool.backend!r} lived in "
-                f"worker generation {self.generation}, which has since restarted",
-                "Allocate the buffer again and upload its data.",
-                generation=self.generation, backend=self.pool.backend)
-
-    def _call(self, op: Op, meta: dict[str, Any], arrays: Sequence[Any] = (),
-              timeout: float | None = None, deadline: Deadline | None = None) -> Reply:
-        """One request to the buffer's worker, within ``deadline`` (made by the caller's
-        call), else ``timeout`` seconds from now."""
-        self.refuse_if_stale()
-        return self.pool.call(Request(
-            op, meta, list(arrays), deadline=deadline or Deadline.after(timeout),
-            slot=self.slot, generation=self.generation))
-
-    def upload(self, data: Any, timeout: float | None = None) -> None:
-        self._call(Op.UPLOAD, {"handle": self.handle}, [data], timeout)
-
-    def download(self, timeout: float | None = None) -> bytes:
-        return self._call(Op.DOWNLOAD, {"handle": self.handle}, (), timeout)[1][0].tobytes()
-
-    def free(self, timeout: float | None = None) -> None:
-        if self.valid:
-            self._call(Op.FREE, {"handle": self.handle}, (), timeout)
-
-
-def _weighed(work: Program | StepSequence, config: DispatchConfig,
-             inputs: Sequence[Any] | None = None) -> Program | Launch | StepSequence:
-    """What routing weighs: a program's launch as ``config`` makes it (on ``inputs`` when
-    given; the program as ``config`` runs it when the grid needs the inputs' lengths), a
-    sequence as it is."""
-    if isinstance(work, StepSequence):
-        return work.check()
-    work = _checked_program(work)
-    bound = None if inputs is None else abi.bind_inputs(work.check(), inputs)
-    return launch_of(work, config, bound)[0]
-
-
-def _launch_config(config: Any, dim: Any) -> DispatchConfig:
-    """The config of a call that takes ``dim=`` beside ``config``."""
-    config = _config(config)
-    return config if dim is None else config.with_dim(dim)
 
 
 def _keywords_checked(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -319,195 +104,7 @@ def _keywords_checked(fn: Callable[..., Any]) -> Callable[..., Any]:
     return checked
 
 
-def _untuned(config: DispatchConfig, where: str) -> DispatchConfig:
-    """Refuse ``tuned=True`` where no tuned choice applies (only ``dispatch`` and
-    ``dispatch_async`` look one up), rather than run untuned without a word."""
-    if config.tuned:
-        raise InvalidConfigError(
-            f"tuned=True has no tuned choice to apply in {where}",
-            "Take Driver.tuned_config(program, inputs, backend, config) and pass that "
-            "config instead, or dispatch with Driver.dispatch.")
-    return config
-
-
-def _sequence_config(config: Any) -> DispatchConfig:
-    """The config of a whole sequence: launch shape belongs to its steps."""
-    config = _untuned(_config(config), "a sequence")
-    per_step = [name for name, value in (
-        ("grid_override", config.grid_override),
-        ("workgroup_override", config.workgroup_override),
-        ("dispatch_elements", config.dispatch_elements),
-        ("dim", config.dim)) if value is not None]
-    if config.fixpoint_iterations != 1:
-        per_step.append("fixpoint_iterations")
-    if config.constants:
-        per_step.append("constants")
-    if per_step:
-        raise InvalidConfigError(
-            f"a sequence's config sets {', '.join(per_step)}, which belong to its steps",
-            "Give each step its grid (SequenceBuilder.step(..., grid=...)) and constants "
-            "(SequenceBuilder.step(..., constants=...)), apply workgroup sizes to the "
-            "programs, and loop with SequenceBuilder.loop(...).")
-    return config
-
-
-def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
-                      resident: Mapping[str, ResidentBuffer] | None,
-                      config: DispatchConfig) -> Request:
-    """The request that runs ``sequence``, checked before any work: inputs bound, the
-    resident buffers exactly those declared, of one live worker and the declared sizes,
-    and the returns within ``max_output_bytes``. Pinned to that worker when any."""
-    _checked_sequence(sequence)
-    bound = sequence.bind_inputs(inputs)
-    handles, slot, generation = _resident_handles(sequence, resident or {})
-    shapes = sequence.return_shapes()
-    if config.max_output_bytes is not None:
-        total = sum(dtype.itemsize * count for dtype, count in shapes)
-        if total > config.max_output_bytes:
-            raise LaunchLimitError(f"the sequence would return {total} bytes, over "
-                                   f"max_output_bytes={config.max_output_bytes}",
-                                   "Return fewer buffers, or raise max_output_bytes.")
-    meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
-            "config": config.to_wire(), "label": config.label, "resident": handles}
-    return Request(Op.SEQUENCE, meta, bound, deadline=Deadline.after(config.timeout),
-                   retries=0 if handles else config.retries,
-                   slot=slot, generation=generation, outputs=shapes)
-
-
-def _checked_program(program: Any) -> Program:
-    """``program`` when it is a Program; else a refusal saying what to pass instead."""
-    if isinstance(program, Program):
-        return program
-    fix = {Kernel: "Pass kernel.build() (it validates the kernel and returns its Program).",
-           StepSequence: "Run a sequence with Driver.dispatch_sequence.",
-           str: "Pass the Program object itself, e.g. ir.Kernel(...).build(); vyre "
-                "dispatches programs, not names."}.get(type(program))
-    if isinstance(program, KernelFunction):
-        name = program.fn.__name__
-        fix = (f"Launch a @vyre.kernel: drv.launch({name}, dim=n, args=(...)); or pass "
-               f"its Program, {name}.program(dim=n, args=(...)).")
-    if fix is None and callable(program):
-        fix = "Call it and pass the Program it returns."
-    given = repr(program)[:60] if isinstance(program, str) else \
-        f"{type(program).__name__} {getattr(program, '__qualname__', '')}".rstrip()
-    raise InvalidInputError(f"expected a Program, got {given}",
-                            fix or "Pass a Program: build one with ir.Kernel(...).build().")
-
-
-def _checked_sequence(sequence: Any) -> StepSequence:
-    if not isinstance(sequence, StepSequence):
-        raise InvalidSequenceError(f"expected a Sequence, got {type(sequence).__name__}",
-                                   "Build one with vyre_core.SequenceBuilder.")
-    return sequence.check()
-
-
-def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
-                      ) -> tuple[dict[str, int], int | None, int | None]:
-    declared = {b.name: b for b in sequence.of_role(Role.RESIDENT)}
-    if not isinstance(resident, Mapping) or set(resident) != set(declared):
-        got = sorted(resident) if isinstance(resident, Mapping) else type(resident).__name__
-        raise InvalidSequenceError(
-            f"the sequence's resident buffers are {sorted(declared)}, resident= names {got}",
-            "Pass resident={name: ResidentBuffer} for exactly its resident buffers.")
-    places = set()
-    for name, buf in resident.items():
-        want = declared[name].nbytes
-        if not isinstance(buf, ResidentBuffer):
-            raise InvalidSequenceError(f"resident {name!r} is a {type(buf).__name__}, not a "
-                                       "ResidentBuffer", "Pass Driver.allocate_resident(...).")
-        if buf.byte_len != want:
-            raise InvalidSequenceError(
-                f"resident {name!r} holds {buf.byte_len} bytes, the sequence declares {want}",
-                f"Allocate it with Driver.allocate_resident({want}, ...).")
-        buf.refuse_if_stale(name)
-        places.add((buf.pool, buf.slot, buf.generation))
-    if len(places) > 1:
-        raise InvalidSequenceError("the sequence's resident buffers live in different workers",
-                                   "Allocate them in one worker: "
-                                   "drv.allocate_resident(nbytes, near=first_buffer).")
-    if len({buf.handle for buf in resident.values()}) < len(resident):
-        raise InvalidSequenceError("one ResidentBuffer is bound to two resident names",
-                                   "Bind a distinct ResidentBuffer to each name (a step that "
-                                   "reads one and writes the other would see either).")
-    if not places:
-        return {}, None, None
-    _, slot, generation = places.pop()
-    return {name: buf.handle for name, buf in resident.items()}, slot, generation
-
-
-def _resident_pool(resident: Mapping[str, ResidentBuffer]) -> Pool:
-    return next(iter(resident.values())).pool
-
-
-def _sequence_outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
-    out = _outputs(meta, arrays)
-    out.loops = [LoopRun(int(n), bool(done)) for n, done in meta.get("loops", [])]
-    return out
-
-
-def _sequence_into(got: Outputs, out: Sequence[np.ndarray] | None) -> Outputs:
-    """``got``, written into ``out`` (checked) when given, which then holds the returns."""
-    if out is None:
-        return got
-    for target, array in zip(out, got, strict=True):
-        np.copyto(target.reshape(-1), array, casting="no")
-    into = _outputs({}, list(out))
-    into.loops, into.timing = got.loops, got.timing
-    return into
-
-
 _DRIVERS: weakref.WeakSet[Driver] = weakref.WeakSet()
-
-
-class _Owned:
-    """What a Driver owns and ``close()`` stops, apart from the Driver: its finalizer,
-    atexit and the pools' threads hold this, never the Driver, so a dropped Driver is
-    collected (and its finalizer closes this)."""
-
-    pools: Pools
-
-    def __init__(self, cluster: connect.RayCluster | None) -> None:
-        self.owner_pid = os.getpid()
-        self.cluster = cluster
-        self.arrays = shared_arrays.SharedArrays()  # (Driver.empty's)
-        self.shadow: ShadowSampler | None = None
-        self._closing = threading.Lock()  # (a second close waits for the first to end)
-
-    def close(self, timeout: float | None = None) -> None:
-        """The shadow first (it needs the reference's pool), then the pools, then the
-        cluster; every step runs even when one before it is interrupted."""
-        if os.getpid() != self.owner_pid:
-            return  # forked without Python's fork hooks: nothing here is this process's
-        with self._closing:
-            try:
-                try:
-                    if self.shadow is not None:
-                        self.shadow.close(30.0 if timeout is None else timeout)
-                finally:
-                    try:
-                        self.pools.close(timeout)
-                    finally:
-                        self.arrays.close()
-                        if self.cluster is not None:
-                            self.cluster.close()
-            finally:
-                atexit.unregister(self.close)
-
-    def close_in_multiprocessing_child(self) -> None:
-        """A multiprocessing child leaves with os._exit (no atexit): close there too."""
-        from multiprocessing import util
-
-        util.Finalize(None, _close_if_alive, args=(weakref.ref(self),), exitpriority=10)
-
-
-def _close_if_alive(owned: weakref.ref[_Owned]) -> None:
-    if (alive := owned()) is not None:
-        alive.close()
-
-
-def _options_for(per_backend: Mapping[str, PoolOptions], options: PoolOptions,
-                 backend: str) -> PoolOptions:
-    return per_backend.get(backend, options)
 
 
 def _invalidate_routing(driver: weakref.ref[Driver]) -> None:

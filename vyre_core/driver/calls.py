@@ -1,0 +1,284 @@
+"""What each verb of the Driver checks and builds before any work leaves the process: a
+wrong program, config, ``out=`` array or resident buffer is refused here, with its Fix,
+and the request a worker runs is made here; a reply comes back as ``Outputs``. Apart from
+the Driver so that every verb shares one check and one wording for each refusal, and
+the checks can be read (and tested) without a pool."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from vyre_core import abi, shared_arrays
+from vyre_core.config import DispatchConfig
+from vyre_core.contract.types import LoopRun, Outputs, Timing
+from vyre_core.deadline import Deadline
+from vyre_core.driver.resident import ResidentBuffer
+from vyre_core.errors import (
+    InvalidConfigError,
+    InvalidInputError,
+    InvalidSequenceError,
+    LaunchLimitError,
+)
+from vyre_core.ir import Kernel, Program
+from vyre_core.kernels.kernel import KernelFunction, LaunchPlan
+from vyre_core.kernels.resident import ResidentLaunch
+from vyre_core.launch import Launch, launch_of
+from vyre_core.protocol import Op
+from vyre_core.sequence import Role, output_buffers
+from vyre_core.sequence import Sequence as StepSequence
+from vyre_core.supervisor.pool import Pool, Request
+
+
+def _outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
+    out = Outputs(arrays)
+    if "wall_ns" in meta:
+        out.timing = Timing(meta["wall_ns"], meta.get("device_ns"), meta.get("label"))
+    return out
+
+
+_DEFAULT_CONFIG = DispatchConfig()  # frozen: one shared instance, checked once
+
+
+def _config(config: Any) -> DispatchConfig:
+    if config is None:
+        return _DEFAULT_CONFIG
+    if not isinstance(config, DispatchConfig):
+        raise InvalidConfigError(f"config must be a DispatchConfig, got "
+                                 f"{type(config).__name__}",
+                                 "Pass config=DispatchConfig(...) (e.g. "
+                                 "DispatchConfig(timeout=5.0)), or leave it out.")
+    return config
+
+
+def _check_out(work: Program | StepSequence, shapes: list[tuple[np.dtype, int]],
+               out: Any) -> None:
+    """``out`` must hold one writable, C-contiguous array per output (a sequence's:
+    per return), of its storage dtype and length: refused before any work otherwise."""
+    names = [name for name, _ in output_buffers(work)]
+    if not isinstance(out, list | tuple) or len(out) != len(shapes):
+        got = len(out) if isinstance(out, list | tuple) else type(out).__name__
+        raise InvalidInputError(f"out= needs {len(shapes)} array(s) (outputs {names}), got "
+                                f"{got}", "Pass a list with one numpy array per output, "
+                                "e.g. out=[np.empty(n, np.float32)].")
+    for name, (dtype, count), target in zip(names, shapes, out, strict=True):
+        fix = f"Pass np.empty({count}, dtype=np.{dtype.name}) for output {name!r}."
+        if not isinstance(target, np.ndarray):
+            raise InvalidInputError(f"out= array for {name!r} is a {type(target).__name__}, "
+                                    "not a numpy array", fix)
+        shared_arrays.check(target, f"out= array for {name!r}")
+        problem = (f"has dtype {target.dtype}, not {dtype}" if target.dtype != dtype
+                   else f"has {target.size} elements, not {count}" if target.size != count
+                   else "is not C-contiguous" if not target.flags.c_contiguous
+                   else "is read-only" if not target.flags.writeable else None)
+        if problem is not None:
+            raise InvalidInputError(f"out= array for {name!r} {problem}", fix)
+    for i, first in enumerate(out):
+        for j in range(i + 1, len(out)):
+            if np.shares_memory(first, out[j]):
+                raise InvalidInputError(
+                    f"out= arrays for {names[i]!r} and {names[j]!r} share memory: one output "
+                    "would overwrite the other", "Pass a separate array for each output.")
+
+
+def _writing_into(request: Request, out: Sequence[np.ndarray], own: dict[int, int]) -> None:
+    """``request`` writes its outputs into ``out`` (checked): a worker writes straight
+    into those in shared memory (``Driver.empty``), so an input there that it could see
+    change meanwhile is copied (``shared_arrays.unaliased``; ``own``: input index -> the
+    output index of the same read_write buffer, updated in place)."""
+    request.into = [target.reshape(-1) for target in out]
+    request.arrays = shared_arrays.unaliased(request.arrays, request.into, own)
+
+
+def _read_write(program: Program) -> dict[int, int]:
+    """Input index -> output index of each read_write buffer of ``program``."""
+    outputs = {b.name: j for j, b in enumerate(program.outputs)}
+    return {i: outputs[b.name] for i, b in enumerate(program.inputs) if b.name in outputs}
+
+
+def _unwritten(arrays: Sequence[Any], out: Sequence[np.ndarray] | None) -> list[Any]:
+    """A call's inputs as they are before it runs (what the shadow replays): a copy of
+    each one an ``out`` array may overwrite (an in-place launch), the others as they are
+    (unchanged till the call returns)."""
+    if out is None:
+        return list(arrays)
+    return [np.array(a, copy=True) if isinstance(a, np.ndarray)
+            and any(np.may_share_memory(a, target) for target in out) else a
+            for a in arrays]
+
+
+def _kernel_plan(kernel: Any, dim: Any, args: Sequence[Any], shapes: Any = None,
+                 config: Any = None) -> LaunchPlan | ResidentLaunch:
+    """The plan of one launch: a dispatch, or (some arguments resident buffers) a
+    one-step sequence in their worker."""
+    if not isinstance(kernel, KernelFunction):
+        raise InvalidInputError(f"launch() takes a @vyre.kernel function, got "
+                                f"{type(kernel).__name__}",
+                                "Decorate the function with @vyre.kernel, or run a Program "
+                                "with Driver.dispatch.")
+    resident = {p: a for p, a in enumerate(args) if isinstance(a, ResidentBuffer)} \
+        if isinstance(args, list | tuple) else {}
+    if resident:
+        return ResidentLaunch(kernel, dim, args, resident, shapes, _config(config))
+    if shapes is not None:
+        raise InvalidInputError("shapes= gives the extents of resident buffers, and no "
+                                "argument is one", "Leave shapes= out: a numpy array has "
+                                "its own shape.")
+    return kernel.plan(dim, args)
+
+
+def _weighed(work: Program | StepSequence, config: DispatchConfig,
+             inputs: Sequence[Any] | None = None) -> Program | Launch | StepSequence:
+    """What routing weighs: a program's launch as ``config`` makes it (on ``inputs`` when
+    given; the program as ``config`` runs it when the grid needs the inputs' lengths), a
+    sequence as it is."""
+    if isinstance(work, StepSequence):
+        return work.check()
+    work = _checked_program(work)
+    bound = None if inputs is None else abi.bind_inputs(work.check(), inputs)
+    return launch_of(work, config, bound)[0]
+
+
+def _launch_config(config: Any, dim: Any) -> DispatchConfig:
+    """The config of a call that takes ``dim=`` beside ``config``."""
+    config = _config(config)
+    return config if dim is None else config.with_dim(dim)
+
+
+def _untuned(config: DispatchConfig, where: str) -> DispatchConfig:
+    """Refuse ``tuned=True`` where no tuned choice applies (only ``dispatch`` and
+    ``dispatch_async`` look one up), rather than run untuned without a word."""
+    if config.tuned:
+        raise InvalidConfigError(
+            f"tuned=True has no tuned choice to apply in {where}",
+            "Take Driver.tuned_config(program, inputs, backend, config) and pass that "
+            "config instead, or dispatch with Driver.dispatch.")
+    return config
+
+
+def _sequence_config(config: Any) -> DispatchConfig:
+    """The config of a whole sequence: launch shape belongs to its steps."""
+    config = _untuned(_config(config), "a sequence")
+    per_step = [name for name, value in (
+        ("grid_override", config.grid_override),
+        ("workgroup_override", config.workgroup_override),
+        ("dispatch_elements", config.dispatch_elements),
+        ("dim", config.dim)) if value is not None]
+    if config.fixpoint_iterations != 1:
+        per_step.append("fixpoint_iterations")
+    if config.constants:
+        per_step.append("constants")
+    if per_step:
+        raise InvalidConfigError(
+            f"a sequence's config sets {', '.join(per_step)}, which belong to its steps",
+            "Give each step its grid (SequenceBuilder.step(..., grid=...)) and constants "
+            "(SequenceBuilder.step(..., constants=...)), apply workgroup sizes to the "
+            "programs, and loop with SequenceBuilder.loop(...).")
+    return config
+
+
+def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
+                      resident: Mapping[str, ResidentBuffer] | None,
+                      config: DispatchConfig) -> Request:
+    """The request that runs ``sequence``, checked before any work: inputs bound, the
+    resident buffers exactly those declared, of one live worker and the declared sizes,
+    and the returns within ``max_output_bytes``. Pinned to that worker when any."""
+    _checked_sequence(sequence)
+    bound = sequence.bind_inputs(inputs)
+    handles, slot, generation = _resident_handles(sequence, resident or {})
+    shapes = sequence.return_shapes()
+    if config.max_output_bytes is not None:
+        total = sum(dtype.itemsize * count for dtype, count in shapes)
+        if total > config.max_output_bytes:
+            raise LaunchLimitError(f"the sequence would return {total} bytes, over "
+                                   f"max_output_bytes={config.max_output_bytes}",
+                                   "Return fewer buffers, or raise max_output_bytes.")
+    meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
+            "config": config.to_wire(), "label": config.label, "resident": handles}
+    return Request(Op.SEQUENCE, meta, bound, deadline=Deadline.after(config.timeout),
+                   retries=0 if handles else config.retries,
+                   slot=slot, generation=generation, outputs=shapes)
+
+
+def _checked_program(program: Any) -> Program:
+    """``program`` when it is a Program; else a refusal saying what to pass instead."""
+    if isinstance(program, Program):
+        return program
+    fix = {Kernel: "Pass kernel.build() (it validates the kernel and returns its Program).",
+           StepSequence: "Run a sequence with Driver.dispatch_sequence.",
+           str: "Pass the Program object itself, e.g. ir.Kernel(...).build(); vyre "
+                "dispatches programs, not names."}.get(type(program))
+    if isinstance(program, KernelFunction):
+        name = program.fn.__name__
+        fix = (f"Launch a @vyre.kernel: drv.launch({name}, dim=n, args=(...)); or pass "
+               f"its Program, {name}.program(dim=n, args=(...)).")
+    if fix is None and callable(program):
+        fix = "Call it and pass the Program it returns."
+    given = repr(program)[:60] if isinstance(program, str) else \
+        f"{type(program).__name__} {getattr(program, '__qualname__', '')}".rstrip()
+    raise InvalidInputError(f"expected a Program, got {given}",
+                            fix or "Pass a Program: build one with ir.Kernel(...).build().")
+
+
+def _checked_sequence(sequence: Any) -> StepSequence:
+    if not isinstance(sequence, StepSequence):
+        raise InvalidSequenceError(f"expected a Sequence, got {type(sequence).__name__}",
+                                   "Build one with vyre_core.SequenceBuilder.")
+    return sequence.check()
+
+
+def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
+                      ) -> tuple[dict[str, int], int | None, int | None]:
+    declared = {b.name: b for b in sequence.of_role(Role.RESIDENT)}
+    if not isinstance(resident, Mapping) or set(resident) != set(declared):
+        got = sorted(resident) if isinstance(resident, Mapping) else type(resident).__name__
+        raise InvalidSequenceError(
+            f"the sequence's resident buffers are {sorted(declared)}, resident= names {got}",
+            "Pass resident={name: ResidentBuffer} for exactly its resident buffers.")
+    places = set()
+    for name, buf in resident.items():
+        want = declared[name].nbytes
+        if not isinstance(buf, ResidentBuffer):
+            raise InvalidSequenceError(f"resident {name!r} is a {type(buf).__name__}, not a "
+                                       "ResidentBuffer", "Pass Driver.allocate_resident(...).")
+        if buf.byte_len != want:
+            raise InvalidSequenceError(
+                f"resident {name!r} holds {buf.byte_len} bytes, the sequence declares {want}",
+                f"Allocate it with Driver.allocate_resident({want}, ...).")
+        buf.refuse_if_stale(name)
+        places.add((buf.pool, buf.slot, buf.generation))
+    if len(places) > 1:
+        raise InvalidSequenceError("the sequence's resident buffers live in different workers",
+                                   "Allocate them in one worker: "
+                                   "drv.allocate_resident(nbytes, near=first_buffer).")
+    if len({buf.handle for buf in resident.values()}) < len(resident):
+        raise InvalidSequenceError("one ResidentBuffer is bound to two resident names",
+                                   "Bind a distinct ResidentBuffer to each name (a step that "
+                                   "reads one and writes the other would see either).")
+    if not places:
+        return {}, None, None
+    _, slot, generation = places.pop()
+    return {name: buf.handle for name, buf in resident.items()}, slot, generation
+
+
+def _resident_pool(resident: Mapping[str, ResidentBuffer]) -> Pool:
+    return next(iter(resident.values())).pool
+
+
+def _sequence_outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
+    out = _outputs(meta, arrays)
+    out.loops = [LoopRun(int(n), bool(done)) for n, done in meta.get("loops", [])]
+    return out
+
+
+def _sequence_into(got: Outputs, out: Sequence[np.ndarray] | None) -> Outputs:
+    """``got``, written into ``out`` (checked) when given, which then holds the returns."""
+    if out is None:
+        return got
+    for target, array in zip(out, got, strict=True):
+        np.copyto(target.reshape(-1), array, casting="no")
+    into = _outputs({}, list(out))
+    into.loops, into.timing = got.loops, got.timing
+    return into
