@@ -22,7 +22,6 @@ SPLITTING = {
     "vyre_core.driver": "step 14: the driver package",
     "vyre_core.kernels.lower": "step 19: lowering, statements, expressions, calls",
     "vyre_core.supervisor.pool": "step 10: the local shell split",
-    "vyre_core.ir.builder": "step 19: the builder and the expression constructors",
     "vyre_core.cluster.ray_pool": "step 10: the Ray shell and its placement",
 }
 
