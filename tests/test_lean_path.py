@@ -464,7 +464,8 @@ def test_a_worker_imports_neither_the_driver_nor_the_supervisor_nor_the_builder(
     out = python("""
         import sys
         import vyre_workers.__main__
-        heavy = ("vyre_core.driver", "vyre_core.supervisor", "vyre_core.ir.builder")
+        heavy = ("vyre_core.driver", "vyre_core.supervisor", "vyre_core.ir.builder",
+                 "vyre_core.ir.values", "vyre_core.ir.expressions")
         print(sorted(m for m in sys.modules if m.startswith(heavy)))
     """)
     assert out.strip() == "[]"

@@ -8,12 +8,14 @@ import importlib
 from typing import Any
 
 _DEFINED_IN = {  # module -> the public names it defines
-    "vyre_core.ir.builder": (
-        "BufferRef", "Kernel", "Val", "bitcast", "cast", "ceil", "cos", "exp", "floor", "fma",
-        "global_id", "lit", "local_id", "log", "logical_and", "logical_not", "logical_or",
-        "max", "min", "popcount", "select", "sin", "sqrt", "workgroup_id", "round", "trunc",
-        "isnan", "isinf", "clz", "ctz", "bit_reverse", "rotl", "rotr", "mulhi", "add_sat",
-        "sub_sat", "tan", "tanh", "exp2", "log2", "pow", "atan2", "table",
+    "vyre_core.ir.builder": ("Kernel",),
+    "vyre_core.ir.values": ("BufferRef", "Val", "bitcast", "cast", "lit"),
+    "vyre_core.ir.expressions": (
+        "ceil", "cos", "exp", "floor", "fma", "global_id", "local_id", "log", "logical_and",
+        "logical_not", "logical_or", "max", "min", "popcount", "select", "sin", "sqrt",
+        "workgroup_id", "round", "trunc", "isnan", "isinf", "clz", "ctz", "bit_reverse",
+        "rotl", "rotr", "mulhi", "add_sat", "sub_sat", "tan", "tanh", "exp2", "log2", "pow",
+        "atan2", "table",
     ),
     "vyre_core.ir.dtypes": ("DType", "bool_", "f16", "f32", "f64", "i32", "u32", "u8", "u16",
                             "i8", "i16", "u64", "i64"),

@@ -160,6 +160,6 @@ _literal: Callable[[Any, DType], Any] = _no_builder
 
 
 def make_literals_with(make: Callable[[Any, DType], Any]) -> None:
-    """Called once by ``vyre_core.ir.builder``: ``DType(value)`` returns ``make(value, dtype)``."""
+    """Called once by ``vyre_core.ir.values``: ``DType(value)`` returns ``make(value, dtype)``."""
     global _literal
     _literal = make

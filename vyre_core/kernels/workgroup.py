@@ -1,7 +1,8 @@
 """Workgroup reductions and scans called from kernel code (``s = vyre.workgroup_sum(v)``),
 written out as IR statements over a workgroup buffer, in one defined order, so that
 every backend gives the same bytes (docs/kernels.md, "Workgroup reductions and scans").
-Pure: the lowering (``lower.Lowerer.workgroup``) hands in names it made fresh.
+Pure: the lowering (``calls.Calls.workgroup``, a mixin of ``lower.Lowerer``) hands in
+names it made fresh.
 
 The order, for a workgroup of ``W`` invocations with linear local index ``l``:
 
