@@ -396,7 +396,7 @@ def test_bytes_not_in_canonical_form_are_refused():
 
 
 def test_a_sequence_config_with_per_step_launch_fields_is_refused():
-    from vyre_core.driver import _sequence_config
+    from vyre_core.driver.calls import _sequence_config
     from vyre_core.errors import InvalidConfigError
 
     for config in (DispatchConfig(grid_override=(4,)), DispatchConfig(fixpoint_iterations=3),
