@@ -74,15 +74,21 @@ OPTIONAL = {suite: f"{dist} is not installed" for suite, module, dist in (
 #: function's bytes are the conformance and math library tests'); bench_cpu: two of the
 #: twelve examples against the reference, one of the five compile kinds, one of the three
 #: new-process kernels; bench_suite and bench_suite_numba: two of the ten ports (each is
-#: tests/test_suite_ports.py's); bench_sequences: one of the five examples.
+#: tests/test_suite_ports.py's); bench_sequences: one of the five examples; bench_cpu's
+#: matmuls: the kernel and int8, not the tuned one (the autotuner's search, 25 s here; the
+#: tuner's choices are tests/test_lib_matmul.py's); bench_ray: the tiny and big calls, not
+#: the three rates (one factory starting two more clusters and six pools, 21 s; a pool on
+#: Ray is tests/faults/test_ray_cluster.py's).
 SAMPLED = {
     "math": ("math.exp_4m",),
     "cpu": ("cpu.elementwise", "cpu.reduce_vs", "cpu.example_saxpy", "cpu.example_sort",
-            "cpu.matmul_", "cpu.compile_elementwise", "cpu.compile_stencil",
-            "cpu.compile_large", "cpu.compile_sequence_side", "cpu.two_cores"),
+            "cpu.matmul_kernel", "cpu.matmul_int8", "cpu.compile_elementwise",
+            "cpu.compile_stencil", "cpu.compile_large", "cpu.compile_sequence_side",
+            "cpu.two_cores"),
     "suite": ("suite.jacobi_2d", "suite.gemm"),
     "suite_numba": ("suite_numba.jacobi_2d", "suite_numba.gemm"),
     "sequences": ("sequences.chain", "sequences.fused", "sequences.example_reduce"),
+    "ray": ("ray.tiny", "ray.big"),
 }
 
 
