@@ -92,10 +92,15 @@ def pytest_configure(config: pytest.Config) -> None:
     Under ``make test-fast`` (``-m "fast and not processes"``) nothing may start a process:
     the fast tier stays fast and honest, a test that starts one there fails instead of
     slowing it; hypothesis's profile there is "fast-tier", for costly property tests to
-    draw fewer examples."""
+    draw fewer examples. Every move of a supervision state is checked against the rules'
+    tables (``states.CHECKING``): a move no row allows fails where it happens."""
     global _KERNEL_CACHE, _PROBE_CACHE, _BASETEMP
     import os
     import tempfile
+
+    from vyre_core.supervisor.rules import states
+
+    states.CHECKING = True
 
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         # Tests start workers with VYRE_RUNTIME_DIR under tmp_path, and a unix socket path

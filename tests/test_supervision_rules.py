@@ -38,6 +38,7 @@ from vyre_core.supervisor.machine import (
     Send,
 )
 from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.rules.states import WorkerState
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
@@ -732,7 +733,7 @@ def test_probed_capabilities_outlive_a_restart_and_change_only_with_a_new_probe(
     assert shell.machine.capabilities is probed  # meanwhile, still what was probed
     assert shell.routing_changes == changes       # same probe again: nothing to redo
     shell.die(0)
-    shell.worker(0).state = "starting"  # a new worker whose probe differs
+    shell.worker(0).state = WorkerState.STARTING  # a new worker whose probe differs
     shell.worker(0).proven = False
     shell.hello(0, caps={**CAPS, "supports_f64": True})
     assert shell.machine.capabilities.supports_f64 and shell.routing_changes == changes + 1

@@ -18,6 +18,25 @@ from vyre_core.supervisor.rules.actions import Release, RoutingChanged, Signal, 
 from vyre_core.supervisor.rules.constants import POISON_KILLS, START_TRIES
 from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.rules.slots import Failure, Worker, _Rules
+from vyre_core.supervisor.rules.states import (
+    CLOSED,
+    COOLDOWN_OVER,
+    ENDING,
+    EXITED,
+    FAIL,
+    FAILED,
+    KILLING,
+    NO_PROCESS,
+    QUEUED,
+    RECOVER,
+    REQUEUE,
+    RESTING,
+    RETIRE,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    STOPPING,
+)
 
 
 class Ending(_Rules):
@@ -37,48 +56,52 @@ class Ending(_Rules):
         kernel's OOM killer killed it (its memory cgroup counted the kill): the request it
         ran fails at once, never run again (it would take the same memory)."""
         w = self.workers[index]
-        if w.state in ("stopped", "spawning", "backoff"):
+        if w.state in NO_PROCESS:
             return
         for held in w.holding:
             self._actions.append(Release(held))
         w.holding.clear()
         self._forget(w)
-        if w.refusal is not None and w.state == "starting":  # (it said why it could not)
+        if w.refusal is not None and w.state == STARTING:  # (it said why it could not)
             w.pid, w.kill_at, w.proven = None, None, False
-            if self.state == "running":
-                self._back_off(w, w.refusal, now)
+            if self.state == RUNNING:
+                self._back_off(w, w.refusal, now, EXITED)
             else:
-                w.state = "stopped"
+                self._move(w, EXITED, STOPPED)
             return
         # a worker told to stop for its cancelled call dies in the caller's cancellation
         # (killed at cancel_grace it would be a planned stop): never charged
         counted = w.retiring != "planned" and not collateral and w.cancel_by is None
         died_starting = not w.proven
-        self.metrics.process_gone(w.index, None if self.state == "closed" else (
+        self.metrics.process_gone(w.index, None if self.state == CLOSED else (
             w.retire_cause if w.retiring is not None else "fork_server" if collateral
             else "start_failed" if died_starting else "crashed"))
         w.last_exit = f"{w.name} {describe_exit(code)}" + (
             " with its fork server" if collateral else "") + (
             " (the kernel's OOM killer: its memory cgroup was out of memory)"
             if oom_killed else "")
-        if self.state != "closed" and (counted or collateral):  # (before its request's fate)
+        # (said before its request's fate)
+        if self.state != CLOSED and (counted or collateral):
             self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}" + (
                 "" if collateral or w.retiring is None else f" ({w.retiring})"))
         req, w.current = w.current, None
-        w.state, w.pid, w.kill_at, w.proven = "stopped", None, None, False
+        self._move(w, EXITED, STOPPED)
+        w.pid, w.kill_at, w.proven = None, None, False
         w.cancel_by = None
         if req is not None:
             req.stopping = False
         if req is not None and not req.done:
             if collateral and not req.internal and req.slot is None:
-                req.state, req.worker = "queued", None  # it runs again, no crash counted
+                # it runs again, no crash counted
+                self._move_call(req, REQUEUE, QUEUED)
+                req.worker = None
                 self.queue.appendleft(req)
             else:
                 self._cut_off(w, req, code, output, now, oom_killed)
         for pinned in list(w.pinned):
             self._resolve(pinned, self._invalidated(pinned, w))
         w.pinned.clear()
-        if self.state == "closed":
+        if self.state == CLOSED:
             return
         if counted:
             w.deaths += 1
@@ -87,12 +110,12 @@ class Ending(_Rules):
                 self._deaths.popleft()
             if died_starting:
                 w.failed_starts += 1
-            if self.state == "running" and (self.half_open
+            if self.state == RUNNING and (self.half_open
                                             or len(self._deaths) > self.restart_limit
                                             or self._cannot_start()):
                 self._fail_pool(w, output, now)
                 return
-        if self.state == "running":
+        if self.state == RUNNING:
             spare = self._ready_spare(w.device) if w.index < self.serving else None
             if spare is None:
                 self._spawn(w)
@@ -136,7 +159,8 @@ class Ending(_Rules):
             elif req.crashes > req.retries:
                 self._resolve(req, WorkerCrashedError(what, stderr=output))
             else:
-                req.state, req.worker = "queued", None
+                self._move_call(req, REQUEUE, QUEUED)
+                req.worker = None
                 self.queue.appendleft(req)
                 self._log(logging.INFO, f"pool {self.backend!r}: {req.label} was cut off; "
                                         f"running it again (retry {req.crashes} of "
@@ -148,7 +172,7 @@ class Ending(_Rules):
         req = Request(Op.TRY_RECOVER, {"generation": w.generation + 1}, [],
                       deadline=Deadline(now + self.options.startup_timeout), internal=True)
         self._watch_deadline(req)
-        self._send(w, req, now)
+        self._send(w, req, now, RECOVER)
 
     def _recovered(self, w: Worker, result: Any, now: float) -> None:
         if isinstance(result, Exception):
@@ -182,18 +206,18 @@ class Ending(_Rules):
         """Stop the worker at ``w``: ``planned`` stops (recycling, deadlines, close) do not
         count toward the restart intensity, ``fault`` stops (frozen, stuck) do. ``cause``
         is the reason's word in metrics.RESTART_REASONS (None: the driver closes)."""
-        if w.state in ("stopped", "spawning", "backoff", "stopping", "killing"):
-            if w.state in ("stopping", "killing") and kill and w.kill_at is not None:
+        if w.state in NO_PROCESS + ENDING:
+            if w.state in ENDING and kill and w.kill_at is not None:
                 w.kill_at = now  # escalate now
             return
         w.retiring, w.retire_reason, w.retire_cause = kind, reason, cause
-        if w.state in ("idle", "spare") and not kill and kind == "planned" \
-                and self.state == "running":
-            self._send(w, Request(Op.SHUTDOWN, {}, [], internal=True), now)
-            w.state = "stopping"
+        if w.state in RESTING and not kill and kind == "planned" \
+                and self.state == RUNNING:
+            self._send(w, Request(Op.SHUTDOWN, {}, [], internal=True), now, RETIRE,
+                       STOPPING)
         else:
             self._actions.append(Signal(w.index, kill=kill))
-            w.state = "killing"
+            self._move(w, RETIRE, KILLING)
         w.kill_at = now + self.options.kill_grace
         self._log(logging.INFO if kind == "planned" else logging.WARNING,
                   f"pool {self.backend!r}: stopping {w.name}: {reason}")
@@ -235,7 +259,8 @@ class Ending(_Rules):
             fix = ("Fix the backend (this error's details carry its last worker's output) "
                    f"or uninstall it. {meanwhile} PoolOptions.max_restarts, restart_window "
                    "and cooldown tune this.")
-        self.state, self.half_open = "failed", False
+        self._move_pool(FAIL, FAILED)
+        self.half_open = False
         self.failure = Failure(first, fix, w.start_output or output or "(no output)", now,
                                now + opts.cooldown)
         self._log(logging.ERROR, f"{first}; next try in {opts.cooldown:g} s")
@@ -247,10 +272,11 @@ class Ending(_Rules):
         self._actions.append(RoutingChanged())
 
     def _restart_after_cooldown(self, now: float) -> None:
-        self.state, self.half_open, self.failure = "running", True, None
+        self._move_pool(COOLDOWN_OVER, RUNNING)
+        self.half_open, self.failure = True, None
         self._deaths.clear()
         self._log(logging.INFO, f"pool {self.backend!r}: cool-down over, starting again")
         for w in self.workers:
-            if w.state == "stopped":
+            if w.state == STOPPED:
                 self._spawn(w)
         self._actions.append(RoutingChanged())

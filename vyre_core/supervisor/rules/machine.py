@@ -22,6 +22,7 @@ from vyre_core.errors import DispatchCancelledError, InvalidInputError, MessageL
 from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.metrics import PoolMetrics
 from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.rules import states
 from vyre_core.supervisor.rules.actions import Action, Log, Promote, RoutingChanged, Signal, Stop
 from vyre_core.supervisor.rules.constants import OUTPUT_IN_ERRORS
 from vyre_core.supervisor.rules.ending import Ending
@@ -29,6 +30,26 @@ from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.rules.serving import Serving
 from vyre_core.supervisor.rules.slots import Failure, Worker
 from vyre_core.supervisor.rules.starting import Starting
+from vyre_core.supervisor.rules.states import (
+    BACKOFF,
+    BUSY,
+    CLOSE,
+    CLOSED,
+    FAILED,
+    QUEUED,
+    RESTING,
+    RUNNING,
+    SENT,
+    SERVING,
+    SPARE,
+    STARTING,
+    STOPPED,
+    SUBMIT,
+    CallState,
+    Event,
+    PoolState,
+    WorkerState,
+)
 from vyre_core.supervisor.rules.wording import Wording
 
 
@@ -39,7 +60,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
                  devices: tuple[int, ...] | None = None) -> None:
         self.backend = backend
         self.options = options
-        self.state = "new"  # new, running, failed, closed
+        self.state = PoolState.NEW
         # the devices its workers are pinned to (None: each worker on the backend's
         # preferred device): ``devices``, else the ids the options name
         if devices is None and isinstance(options.devices, tuple):
@@ -95,8 +116,8 @@ class PoolMachine(Starting, Ending, Serving, Wording):
     @property
     def stopped(self) -> bool:
         """Closed, and no worker process is left."""
-        return self.state == "closed" and all(
-            w.state in ("stopped", "backoff") for w in self.workers)
+        return self.state == CLOSED and all(
+            w.state in (STOPPED, BACKOFF) for w in self.workers)
 
     def next_timer(self) -> float | None:
         """The earliest time at which ``tick`` has something to do: the shell ticks only
@@ -108,18 +129,18 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         # Exactly the times at which tick acts: a time reported here that tick ignores
         # would make the I/O thread poll(0) in a loop.
         for w in self.workers:
-            if w.state == "starting":
+            if w.state == STARTING:
                 times.append(w.startup_deadline)
-            elif w.state == "backoff" and self.state == "running":
+            elif w.state == BACKOFF and self.state == RUNNING:
                 times.append(w.backoff_until)
-            elif w.state in ("idle", "spare"):
+            elif w.state in RESTING:
                 times.append(w.heard_at + self.options.heartbeat_timeout)
             if w.kill_at is not None:
                 times.append(w.kill_at)
             if w.cancel_by is not None:
                 times.append(w.cancel_by)
             req = w.current
-            if w.state == "busy" and req is not None and not req.done:
+            if w.state == BUSY and req is not None and not req.done:
                 if not req.acked:
                     times.append(req.sent_at + self._window(req.nbytes))
                 elif req.finished_seen_at is not None:
@@ -156,26 +177,27 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         if not 0 <= slot < self.serving:
             return False
         w = self.workers[slot]
-        if self.state == "closed":
+        if self.state == CLOSED:
             return w.generation == generation
-        return w.generation == generation and w.state in ("idle", "busy")
+        return w.generation == generation and w.state in SERVING
 
     def unavailable(self, now: float) -> str | None:
         """Why routing must pass this pool over now (None: it may be used)."""
-        if self.state == "closed":
+        if self.state == CLOSED:
             return "the driver is closed"
         if self.failure is not None and now < self.failure.retry_at:
             return (f"its worker pool failed ({self.failure.cause.splitlines()[0]}); next try "
                     f"in {self.failure.retry_at - now:.0f} s")
-        if self.state == "running" and all(w.refusal is not None for w in self._serving):
+        if self.state == RUNNING and all(w.refusal is not None for w in self._serving):
             return f"its workers cannot start ({self._serving[0].refusal.cause})"
         return None
 
     def status(self, now: float) -> dict[str, Any]:
-        state = {"new": "not started", "running": "recovering" if self.half_open else "running",
-                 "failed": "failed", "closed": "closed"}[self.state]
+        state = {PoolState.NEW: "not started",
+                 RUNNING: "recovering" if self.half_open else "running",
+                 FAILED: "failed", CLOSED: "closed"}[self.state]
         workers = [{"index": w.index, "pid": w.pid, "generation": w.generation,
-                    "state": w.state, "restarts": w.deaths,
+                    "state": w.state.value, "restarts": w.deaths,
                     "in_flight": int(w.current is not None and not w.current.internal
                                      and not w.current.done),
                     # (work its main thread holds: never the pool's own requests nor
@@ -194,7 +216,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
                 "rejected_messages": self.rejected_messages,
                 "lost_messages": self.lost_messages, "workers": workers,
                 "devices": [d.to_dict() for d in self.device_list],
-                "standby": sum(w.state == "spare" for w in self.workers),
+                "standby": sum(w.state == SPARE for w in self.workers),
                 "failure": None if self.failure is None else self.failure.cause,
                 "failure_output": (None if self.failure is None
                                    else self.failure.output[-OUTPUT_IN_ERRORS:]),
@@ -205,7 +227,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
     def metrics_snapshot(self) -> dict[str, Any]:
         """``Driver.metrics()``'s entry for this pool: its counters, and the gauges that
         go with them (calls waiting, calls running, live worker processes)."""
-        return {"backend": self.backend, "state": self.state,
+        return {"backend": self.backend, "state": self.state.value,
                 "queued": sum(not r.done for r in self.queue)
                 + sum(not r.done for w in self.workers for r in w.pinned),
                 "in_flight": sum(w.current is not None and not w.current.internal
@@ -223,10 +245,10 @@ class PoolMachine(Starting, Ending, Serving, Wording):
     def submit(self, req: Request, now: float) -> None:
         """A caller's request (or a retry re-routed here)."""
         req.submitted_at = now
-        if self.state == "closed":
+        if self.state == CLOSED:
             self._resolve(req, self._closed_error(req))
             return
-        if self.state == "failed":
+        if self.state == FAILED:
             if now < self.failure.retry_at:
                 self._resolve(req, self._failed_error(now))
                 return
@@ -234,8 +256,8 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         if req.deadline.passed(now):
             self._resolve(req, self._timeout(req, "before it could be queued"))
             return
-        if self.state == "new":
-            self.state = "running"
+        if self.state == PoolState.NEW:
+            self._move_pool(SUBMIT, RUNNING)
             for w in self.workers:
                 self._spawn(w)
         if req.slot is None and not self._eligible(req):
@@ -255,21 +277,21 @@ class PoolMachine(Starting, Ending, Serving, Wording):
                     f"{self.serving}", "Use the handles Driver returns, unchanged."))
                 return
             w = self.workers[req.slot]
-            if req.generation != w.generation or w.state not in ("idle", "busy"):
+            if req.generation != w.generation or w.state not in SERVING:
                 self._resolve(req, self._invalidated(req, w))
                 return
             w.pinned.append(req)
         else:
             self.queue.append(req)
-        req.state = "queued"
+        self._move_call(req, SUBMIT, QUEUED)
         self._watch_deadline(req)
         self._schedule(now)
 
     def close(self, now: float) -> None:
         """Fail everything pending and stop every worker; idempotent."""
-        if self.state == "closed":
+        if self.state == CLOSED:
             return
-        self.state = "closed"
+        self._move_pool(CLOSE, CLOSED)
         for req in self._pending():
             self._resolve(req, self._closed_error(req))
         for w in self.workers:
@@ -283,9 +305,9 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         stop that spends none of the restart intensity."""
         if req.done:
             return
-        w = self.workers[req.worker] if req.state == "sent" and req.worker is not None \
+        w = self.workers[req.worker] if req.state == SENT and req.worker is not None \
             else None
-        running = w is not None and w.current is req and w.state == "busy"
+        running = w is not None and w.current is req and w.state == BUSY
         self._resolve(req, DispatchCancelledError(
             f"{req.label} on {self.backend!r} was cancelled "
             + ("while it ran" if running else "before it ran")))
@@ -325,11 +347,11 @@ class PoolMachine(Starting, Ending, Serving, Wording):
             self.rejected_messages += 1
             return
         req = w.current
-        if req is not None and req.stopping and w.state == "busy" and msg.id == req.id \
+        if req is not None and req.stopping and w.state == BUSY and msg.id == req.id \
                 and msg.gen == w.generation:
             self._stopped(w, req, now)  # (its answer: cancelled, or finished anyway)
             return
-        if req is None or req.done or w.state != "busy" or msg.gen != w.generation \
+        if req is None or req.done or w.state != BUSY or msg.gen != w.generation \
                 or (msg.id != req.id and not (msg.op is Op.ERROR and msg.id == 0)):
             self.dropped_replies += 1
             return
@@ -344,12 +366,12 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         size (the parent allows its transfer that long)."""
         w = self.workers[index]
         req = w.current
-        if req is not None and req.stopping and w.state == "busy" and finished == req.id:
+        if req is not None and req.stopping and w.state == BUSY and finished == req.id:
             # it answered: its reply is on its way, and must be read whole before the
             # lane carries anything else (``message`` then lets it serve again)
             w.cancel_by = max(w.cancel_by or now, now + self._window(reply_bytes))
             return
-        if w.state != "busy" or req is None or req.done:
+        if w.state != BUSY or req is None or req.done:
             return
         if received == req.id:
             req.acked = True
@@ -403,16 +425,17 @@ class PoolMachine(Starting, Ending, Serving, Wording):
                 self._retire(w, "planned", f"a cancelled call did not stop within "
                              f"{self.options.cancel_grace:g} s (cancel_grace)", now,
                              kill=True, cause="cancelled")
-            if w.state == "starting" and now >= w.startup_deadline:
+            if w.state == STARTING and now >= w.startup_deadline:
                 w.hello_error = w.hello_error or (
                     f"no hello within {self.options.startup_timeout:g} s of starting")
                 self._retire(w, "fault", "it did not start in time", now, kill=True,
                              cause="start_failed")
-            elif w.state == "backoff" and now >= w.backoff_until and self.state == "running":
+            elif w.state == BACKOFF and now >= w.backoff_until \
+                    and self.state == RUNNING:
                 self._spawn(w)
-            elif w.state == "busy":
+            elif w.state == BUSY:
                 self._check_busy(w, now)
-            elif w.state in ("idle", "spare") \
+            elif w.state in RESTING \
                     and now - w.heard_at > self.options.heartbeat_timeout:
                 self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s while "
                              f"{w.state}", now, kill=True, cause="unresponsive")
@@ -420,3 +443,20 @@ class PoolMachine(Starting, Ending, Serving, Wording):
 
     def _log(self, level: int, text: str) -> None:
         self._actions.append(Log(level, text))
+
+    # -- moves: every change of a state, one of the rows of states.py's tables ------------
+
+    def _move(self, w: Worker, event: Event, after: WorkerState) -> None:
+        if states.CHECKING:
+            states.check("worker", event, w.state, after, f"pool {self.backend!r}: {w.name}")
+        w.state = after
+
+    def _move_pool(self, event: Event, after: PoolState) -> None:
+        if states.CHECKING:
+            states.check("pool", event, self.state, after, f"pool {self.backend!r}")
+        self.state = after
+
+    def _move_call(self, req: Request, event: Event, after: CallState) -> None:
+        if states.CHECKING:
+            states.check("call", event, req.state, after, f"pool {self.backend!r}: {req.label}")
+        req.state = after

@@ -10,6 +10,7 @@ from typing import Any
 from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.protocol import Op
 from vyre_core.supervisor.outcome import Outcome
+from vyre_core.supervisor.rules.states import DONE, CallState
 
 _ids = itertools.count(1)
 
@@ -57,7 +58,7 @@ class Request:
         self.wire: Any = None                 # (meta, arrays) as encoded (the shell's)
         self.trace: Any = None                # its span's parent and start (the shell's)
         # what the rules have done with it
-        self.state = "new"              # queued, sent, done
+        self.state = CallState.NEW
         self.worker: int | None = None
         self.sent_at = 0.0
         self.acked = False              # the worker's main thread has it (its page says so)
@@ -74,7 +75,7 @@ class Request:
 
     @property
     def done(self) -> bool:
-        return self.state == "done"
+        return self.state == DONE
 
     @property
     def label(self) -> str:

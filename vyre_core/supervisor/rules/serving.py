@@ -24,6 +24,25 @@ from vyre_core.supervisor.rules.actions import Release, Resolve, Send
 from vyre_core.supervisor.rules.constants import MAX_RESENDS, TICK_EVERY, TRANSFER_FLOOR
 from vyre_core.supervisor.rules.requests import Request, _ids
 from vyre_core.supervisor.rules.slots import Worker, _Rules
+from vyre_core.supervisor.rules.states import (
+    ANSWER,
+    BUSY,
+    DONE,
+    IDLE,
+    PASSING,
+    QUEUED,
+    REPLY_LOST,
+    REQUEUE,
+    RESOLVE,
+    RUNNING,
+    SCHEDULE,
+    SEND,
+    SENT,
+    SERVING,
+    STARTING,
+    Event,
+    WorkerState,
+)
 
 
 class Serving(_Rules):
@@ -38,7 +57,8 @@ class Serving(_Rules):
     def _stopped(self, w: Worker, req: Request, now: float) -> None:
         """The worker's reply to the cancelled ``req`` arrived: it serves again; the
         memory it might have written is free."""
-        w.current, w.state, w.cancel_by, w.heard_at = None, "idle", None, now
+        self._move(w, ANSWER, IDLE)
+        w.current, w.cancel_by, w.heard_at = None, None, now
         req.stopping = False
         for held in [r for r in w.holding if r is req]:
             w.holding.remove(held)
@@ -49,10 +69,10 @@ class Serving(_Rules):
 
     def _may_serve(self, w: Worker, req: Request) -> bool:
         """Whether ``w`` serves ``req`` now, or may once it has started."""
-        if w.state in ("idle", "busy"):
+        if w.state in SERVING:
             return req.capable is None or (w.caps is not None
                                            and w.caps.identity in req.capable)
-        return w.state in ("spawning", "starting", "stopping", "killing") \
+        return w.state in PASSING \
             and w.refusal is None
 
     def _fail_waiting(self, error: VyreError | None) -> None:
@@ -68,7 +88,7 @@ class Serving(_Rules):
         eligible = self._eligible(req)
         if any(self._may_serve(v, req) for v in eligible):
             return None
-        if req.capable is not None and any(v.state in ("idle", "busy") for v in eligible):
+        if req.capable is not None and any(v.state in SERVING for v in eligible):
             return NoCapableBackendError(
                 f"{req.label}: no worker of {self.backend!r} that can run it remains (those "
                 "serving now run where the device lacks what it needs)",
@@ -85,10 +105,10 @@ class Serving(_Rules):
         nowhere else), then the queue in order, each request to the idle worker that suits
         it best (``_pick``); a request no idle worker may take waits, without holding up
         those behind it."""
-        if self.state != "running":
+        if self.state != RUNNING:
             return
         for w in self.workers:
-            while w.state == "idle" and w.pinned:
+            while w.state == IDLE and w.pinned:
                 if w.pinned[0].done:
                     w.pinned.popleft()
                     continue
@@ -109,7 +129,7 @@ class Serving(_Rules):
                 if waiting is None:
                     waiting = []
                 waiting.append(req)
-                if not any(v.state == "idle" for v in self._serving):
+                if not any(v.state == IDLE for v in self._serving):
                     break
                 continue
             self._send(w, req, now)
@@ -126,7 +146,7 @@ class Serving(_Rules):
         devices, capable = req.devices, req.capable
         best: Worker | None = None
         for w in self._serving:
-            if w.state != "idle" or (devices is not None and w.device not in devices) \
+            if w.state != IDLE or (devices is not None and w.device not in devices) \
                     or (capable is not None and w.caps.identity not in capable):
                 continue
             if self._frozen(w, now):
@@ -143,11 +163,15 @@ class Serving(_Rules):
                      "for it (frozen?)", now, kill=True, cause="unresponsive")
         return True
 
-    def _send(self, w: Worker, req: Request, now: float) -> None:
-        req.state, req.worker, req.sent_at = "sent", w.index, now
+    def _send(self, w: Worker, req: Request, now: float, event: Event = SCHEDULE,
+              after: WorkerState = BUSY) -> None:
+        """Send ``req`` to ``w``, which ``event`` moves to ``after`` (it runs ``req``)."""
+        self._move_call(req, SEND, SENT)
+        req.worker, req.sent_at = w.index, now
         req.acked, req.finished_seen_at = False, None
         req.served_by = (w.index, w.generation)
-        w.current, w.state = req, "busy"
+        w.current = req
+        self._move(w, event, after)
         fp = req.meta.get("fp")
         had = fp in w.held
         if fp is not None:  # it holds the program once this arrives (its cache, mirrored)
@@ -182,7 +206,8 @@ class Serving(_Rules):
                            WorkerCrashedError)
         elif req.finished_seen_at is not None:
             if now - req.finished_seen_at >= self._window(req.reply_bytes):
-                w.current, w.state = None, "idle"
+                w.current = None
+                self._move(w, REPLY_LOST, IDLE)
                 self.lost_messages += 1
                 self._resolve(req, MessageLostError(
                     f"the reply to {req.label} from {w.name} of {self.backend!r} was lost on "
@@ -215,7 +240,8 @@ class Serving(_Rules):
                 f"{req.losses + 1} tries"))
         else:
             req.losses += 1
-            req.state, req.worker = "queued", None
+            self._move_call(req, REQUEUE, QUEUED)
+            req.worker = None
             self.queue.appendleft(req)
             self._log(logging.INFO, f"pool {self.backend!r}: {req.label} {how}; sending it "
                                     f"again (resend {req.losses} of {MAX_RESENDS})")
@@ -223,8 +249,8 @@ class Serving(_Rules):
 
     def _finish(self, w: Worker, req: Request, result: Any, now: float) -> None:
         w.current = None
-        if w.state == "busy":
-            w.state = "stopping" if req.op is Op.SHUTDOWN else "idle"
+        if w.state == BUSY:  # (a stopping one answers its Shutdown: it stays)
+            self._move(w, ANSWER, IDLE)
         refused = result.details if isinstance(result, ProtocolError) \
             and not req.internal else {}
         if (refused.get(PROGRAM_NOT_HELD) and not req.with_program) \
@@ -236,7 +262,8 @@ class Serving(_Rules):
             req.id = next(_ids)
             req.with_program |= bool(refused.get(PROGRAM_NOT_HELD))
             req.socket_only |= bool(refused.get(SHARED_REFUSED))
-            req.state, req.worker = "queued", None
+            self._move_call(req, REQUEUE, QUEUED)
+            req.worker = None
             (w.pinned if req.slot is not None else self.queue).appendleft(req)
             self._schedule(now)
             return
@@ -261,12 +288,12 @@ class Serving(_Rules):
         self._resolve(req, result)
         if isinstance(result, DeviceLostError):
             self._request_recovery(w, now)
-        elif w.state == "idle" and (why := self._recycle_reason(w)):
+        elif w.state == IDLE and (why := self._recycle_reason(w)):
             self._retire(w, "planned", why, now, cause="recycled")
         self._schedule(now)
 
     def _expire(self, req: Request, now: float) -> None:
-        if req.state == "sent" and req.worker is not None \
+        if req.state == SENT and req.worker is not None \
                 and self.workers[req.worker].current is req:
             w = self.workers[req.worker]
             if req.internal:
@@ -300,7 +327,7 @@ class Serving(_Rules):
     def _resolve(self, req: Request, value: Any) -> None:
         if req.done:
             return
-        req.state = "done"
+        self._move_call(req, RESOLVE, DONE)
         req.arrays, req.frames = [], None  # answered: its data need not stay in memory
         if req.watched:
             self._live_deadlines -= 1
@@ -344,7 +371,7 @@ class Serving(_Rules):
                                    "against them")
         for w in self.workers:  # what was heard after the pause stays as it is
             w.heard_at = min(now, w.heard_at + gap)
-            if w.state == "starting":
+            if w.state == STARTING:
                 w.startup_deadline = min(now + self.options.startup_timeout,
                                          w.startup_deadline + gap)
             req = w.current

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import VyreError
 from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.states import STOPPED, PoolState, WorkerState
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from vyre_core.supervisor.metrics import PoolMetrics
     from vyre_core.supervisor.options import PoolOptions
     from vyre_core.supervisor.rules.actions import Action
+    from vyre_core.supervisor.rules.states import CallState, Event
 
 
 # -- state -------------------------------------------------------------------------------
@@ -39,9 +41,7 @@ class Worker:
         self.device = device            # the device its processes are pinned to, or None
         self.caps: Capabilities | None = None  # what its current process probed
         self.generation = 0
-        # stopped, spawning, starting, idle, busy, spare (ready, in a standby slot),
-        # stopping (asked to), killing, backoff
-        self.state = "stopped"
+        self.state = STOPPED
         self.identity = b""
         self.proof = b""
         self.proven = False             # said hello with the driver's secret
@@ -95,7 +95,7 @@ class _Rules:
 
     backend: str
     options: PoolOptions
-    state: str
+    state: PoolState
     devices: tuple[int, ...] | None
     workers: list[Worker]
     serving: int
@@ -124,7 +124,7 @@ class _Rules:
     if TYPE_CHECKING:
         def _eligible(self, req: Request) -> tuple[Worker, ...] | list[Worker]: ...
 
-        def _back_off(self, w: Worker, error: VyreError, now: float) -> None: ...
+        def _back_off(self, w: Worker, error: VyreError, now: float, event: Event) -> None: ...
 
         def _fail_waiting(self, error: VyreError | None) -> None: ...
 
@@ -138,7 +138,14 @@ class _Rules:
 
         def _schedule(self, now: float) -> None: ...
 
-        def _send(self, w: Worker, req: Request, now: float) -> None: ...
+        def _send(self, w: Worker, req: Request, now: float, event: Event = ...,
+                  after: WorkerState = ...) -> None: ...
+
+        def _move(self, w: Worker, event: Event, after: WorkerState) -> None: ...
+
+        def _move_pool(self, event: Event, after: PoolState) -> None: ...
+
+        def _move_call(self, req: Request, event: Event, after: CallState) -> None: ...
 
         def _lost(self, req: Request, how: str, now: float,
                   error: type[VyreError] = WorkerCrashedError) -> None: ...

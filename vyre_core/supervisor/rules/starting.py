@@ -16,6 +16,28 @@ from vyre_core.supervisor.rules.actions import Promote, RoutingChanged, Signal, 
 from vyre_core.supervisor.rules.constants import START_ERROR_CHARS
 from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.rules.slots import Worker, _Rules
+from vyre_core.supervisor.rules.states import (
+    BACKOFF,
+    CLOSED,
+    FAILED,
+    HELLO,
+    IDLE,
+    PROMOTE,
+    PROVEN,
+    RUNNING,
+    SERVING,
+    SPARE,
+    SPAWN_DROPPED,
+    SPAWN_FAILED,
+    SPAWNED,
+    SPAWNING,
+    START,
+    START_REFUSED,
+    STARTING,
+    STOPPED,
+    UNPLACED,
+    Event,
+)
 
 
 class Starting(_Rules):
@@ -28,13 +50,14 @@ class Starting(_Rules):
         """The process for ``Spawn(index, generation)`` started; ``proof`` is what its hello
         must carry."""
         w = self.workers[index]
-        if generation != w.generation or w.state != "spawning":
+        if generation != w.generation or w.state != SPAWNING:
             return
         w.identity, w.proof, w.pid, w.proven = identity, proof, pid, False
-        w.state, w.heard_at = "starting", now
+        self._move(w, SPAWNED, STARTING)
+        w.heard_at = now
         w.startup_deadline = now + self.options.startup_timeout
         self._by_identity[identity] = w
-        if self.state in ("closed", "failed"):
+        if self.state in (CLOSED, FAILED):
             self._retire(w, "planned", "the pool stopped while it was starting", now,
                          cause=None)
 
@@ -42,31 +65,32 @@ class Starting(_Rules):
         """The pool closed before the shell started the process for ``Spawn(index,
         generation)`` (it was waiting for its fork server): there is none to stop."""
         w = self.workers[index]
-        if generation == w.generation and w.state == "spawning" and self.state == "closed":
-            w.state = "stopped"
+        if generation == w.generation and w.state == SPAWNING \
+                and self.state == CLOSED:
+            self._move(w, SPAWN_DROPPED, STOPPED)
 
     def spawn_failed(self, index: int, generation: int, error: VyreError, now: float) -> None:
         """The OS refused to start the process (ENOSPC, EMFILE, EAGAIN...): back off and try
         again; requests that no live worker can serve fail now with the OS's error."""
         w = self.workers[index]
-        if generation != w.generation or w.state != "spawning":
+        if generation != w.generation or w.state != SPAWNING:
             return
         spare = self._ready_spare(w.device) if index < self.serving \
-            and self.state == "running" else None
+            and self.state == RUNNING else None
         if spare is not None:  # a prepared process stands by: it serves instead
             self._log(logging.WARNING, f"pool {self.backend!r}: worker {index} could not "
                                        f"start ({error.cause}); a spare takes its place")
             self._promote(spare, w, now)
             return
-        self._back_off(w, error, now)
+        self._back_off(w, error, now, SPAWN_FAILED)
 
-    def _back_off(self, w: Worker, error: VyreError, now: float) -> None:
+    def _back_off(self, w: Worker, error: VyreError, now: float, event: Event) -> None:
         """Worker ``w`` could not start for a reason no restart cures at once (the OS
         refused a process, the configuration names what the backend lacks, no room on the
         cluster): it is tried again later, no death is counted, and requests no other
         worker may serve fail now with that reason and its Fix."""
         w.spawn_failures += 1
-        w.state = "backoff"
+        self._move(w, event, BACKOFF)
         w.backoff_until = now + min(0.1 * 2 ** (w.spawn_failures - 1), 10.0)
         w.last_exit = f"worker {w.index} could not start: {error.cause}"
         self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}; trying again in "
@@ -86,14 +110,15 @@ class Starting(_Rules):
         cluster node without it installed): the shell starts it elsewhere, and no death is
         counted (the backend did nothing wrong; the shell stops offering that place)."""
         w = self.workers[index]
-        if generation != w.generation or w.state != "starting":
+        if generation != w.generation or w.state != STARTING:
             return
         self._forget(w)
-        w.state, w.pid, w.proven, w.kill_at = "stopped", None, False, None
+        self._move(w, START_REFUSED, STOPPED)
+        w.pid, w.proven, w.kill_at = None, False, None
         w.last_exit = f"{w.name} could not start there: {why}"
         self._log(logging.WARNING, f"pool {self.backend!r}: {w.last_exit}; starting it "
                                    "elsewhere")
-        if self.state == "running":
+        if self.state == RUNNING:
             self._spawn(w)
         self._schedule(now)
 
@@ -103,11 +128,12 @@ class Starting(_Rules):
         on without a death counted, requests no live worker can serve fail with ``error``,
         and it is tried again after a back-off."""
         w = self.workers[index]
-        if generation != w.generation or w.state != "starting":
+        if generation != w.generation or w.state != STARTING:
             return
         self._forget(w)  # (the shell drops the attempt: its actor holds nothing yet)
         self._actions.append(Signal(w.index, kill=True))
-        self._back_off(w, error, now)  # (room may come: later calls wait for the next try)
+        # (room may come: later calls wait for the next try)
+        self._back_off(w, error, now, UNPLACED)
 
     # -- rules -----------------------------------------------------------------------------
 
@@ -130,12 +156,12 @@ class Starting(_Rules):
             w.hello_error = cause if len(cause) <= START_ERROR_CHARS else \
                 cause[:START_ERROR_CHARS - 3] + "..."
             w.start_output = tb if isinstance(tb, str) else ""
-            if isinstance(error, CallerError) and w.state == "starting":
+            if isinstance(error, CallerError) and w.state == STARTING:
                 # the configuration asks for what the backend lacks (a device it does not
                 # have): no restart cures it, so none is spent (its process exits by itself)
                 self._refuse_start(w, error)
             return
-        if w.state != "starting" or msg.gen != w.generation:
+        if w.state != STARTING or msg.gen != w.generation:
             self.dropped_replies += 1
             return
         try:
@@ -150,10 +176,11 @@ class Starting(_Rules):
             return
         w.proven, w.heard_at, w.spawn_failures, w.refusal = True, now, 0, None
         w.failed_starts, self.started = 0, True
-        w.state = "idle" if w.index < self.serving else "spare"
+        self._move(w, HELLO, IDLE if w.index < self.serving
+                   else SPARE)
         self._log(logging.INFO, f"pool {self.backend!r}: {w.name} generation {w.generation} "
                   f"is up" + ("" if w.device is None else f" on device {w.device}")
-                  + (" (a spare)" if w.state == "spare" else ""))
+                  + (" (a spare)" if w.state == SPARE else ""))
         self.device_list = devices or self.device_list
         w.caps = caps
         self._learned(w.device)
@@ -165,7 +192,7 @@ class Starting(_Rules):
 
     def _ready_spare(self, device: int | None) -> Worker | None:
         return next((v for v in self.workers[self.serving:]
-                     if v.state == "spare" and v.device == device), None)
+                     if v.state == SPARE and v.device == device), None)
 
     def _promote(self, spare: Worker, w: Worker, now: float) -> None:
         """Slot ``w`` lost its process: the ready spare's process serves it at once, as
@@ -176,7 +203,8 @@ class Starting(_Rules):
         w.heard_at, w.rss, w.retiring, w.retire_reason = spare.heard_at, spare.rss, None, ""
         w.kill_at, w.hello_error, w.start_output, w.served_generation = None, None, "", 0
         self._by_identity[w.identity] = w
-        spare.identity, spare.pid, spare.proven, spare.state = b"", None, False, "stopped"
+        spare.identity, spare.pid, spare.proven = b"", None, False
+        self._move(spare, PROMOTE, STOPPED)
         w.caps, spare.caps = spare.caps, None
         w.spawn_failures, w.refusal = 0, None
         w.held.clear()  # (a spare has served nothing)
@@ -186,12 +214,12 @@ class Starting(_Rules):
         req = Request(Op.ADOPT, {"generation": w.generation}, [],
                       deadline=Deadline(now + self.options.startup_timeout), internal=True)
         self._watch_deadline(req)
-        self._send(w, req, now)
+        self._send(w, req, now, PROMOTE)
         self._spawn(spare)
 
     def _spawn(self, w: Worker) -> None:
         w.generation += 1
-        w.state = "spawning"
+        self._move(w, START, SPAWNING)
         w.identity, w.proof, w.pid, w.proven = b"", b"", None, False
         w.current, w.kill_at, w.retiring, w.rss = None, None, None, None
         w.cancel_by = None
@@ -207,7 +235,7 @@ class Starting(_Rules):
         until a probe differs (adapter facts included), so a restart never sends routing
         back to static claims."""
         probed = [w.caps for w in self.workers if w.device == device and w.proven
-                  and w.caps is not None and w.state in ("idle", "busy", "spare")]
+                  and w.caps is not None and w.state in PROVEN]
         if not probed:
             return
         caps = Capabilities.common(probed)
@@ -216,7 +244,7 @@ class Starting(_Rules):
         if changed:
             self.device_capabilities[device] = caps
         serving = {w.caps.identity: w.caps for w in self._serving if w.device == device
-                   and w.caps is not None and w.state in ("idle", "busy")}
+                   and w.caps is not None and w.state in SERVING}
         known_variants = self.device_variants.get(device, ())
         if serving and set(serving) != {c.identity for c in known_variants}:
             changed = True
