@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from vyre_core import Driver, ir
-from vyre_core.ir.builder import Kernel, Val
+from vyre_core.ir.builder import Kernel
+from vyre_core.ir.values import Val
 from vyre_core.mathlib import library
 from vyre_core.mathlib.inline import expand
 from vyre_core.mathlib.library import define

@@ -7,8 +7,7 @@ statements; ``with`` blocks open if/else/loop bodies. Nothing here checks the pr
 
 ``Val`` and ``BufferRef``, with the constructors their operators call, are in
 ``values.py``; the functions over values (``ir.select``, ``ir.sqrt``, ...) in
-``expressions.py``. Every public name of both is importable from here too, as
-before the split.
+``expressions.py``; ``vyre_core.ir`` names them all.
 """
 
 from __future__ import annotations
@@ -23,45 +22,6 @@ import numpy as np
 from vyre_core.errors import InvalidConfigError
 from vyre_core.ir import scope, typerules
 from vyre_core.ir.dtypes import DType
-from vyre_core.ir.expressions import (
-    add_sat,
-    atan2,
-    bit_reverse,
-    ceil,
-    clz,
-    cos,
-    ctz,
-    exp,
-    exp2,
-    floor,
-    fma,
-    global_id,
-    isinf,
-    isnan,
-    local_id,
-    log,
-    log2,
-    logical_and,
-    logical_not,
-    logical_or,
-    max,
-    min,
-    mulhi,
-    popcount,
-    pow,
-    rotl,
-    rotr,
-    round,
-    select,
-    sin,
-    sqrt,
-    sub_sat,
-    table,
-    tan,
-    tanh,
-    trunc,
-    workgroup_id,
-)
 from vyre_core.ir.nodes import (
     Access,
     Assign,
@@ -87,18 +47,10 @@ from vyre_core.ir.program import Program
 from vyre_core.ir.specialize import typed_literal
 from vyre_core.ir.values import (
     _SERIALS,
-    MAX_POWER,
     BufferRef,
     Operand,
     Val,
     as_val,
-    binary,
-    bitcast,
-    cast,
-    floor_div,
-    lit,
-    power,
-    unary,
 )
 
 
@@ -310,57 +262,3 @@ class Kernel:
         prog = Program(tuple(self.buffers), self.workgroup, tuple(self._blocks[0]),
                        tuple(self.constants))
         return prog.check() if validate else prog
-
-
-__all__ = [
-    "MAX_POWER",
-    "BufferRef",
-    "Kernel",
-    "Operand",
-    "Val",
-    "add_sat",
-    "as_val",
-    "atan2",
-    "binary",
-    "bit_reverse",
-    "bitcast",
-    "cast",
-    "ceil",
-    "clz",
-    "cos",
-    "ctz",
-    "exp",
-    "exp2",
-    "floor",
-    "floor_div",
-    "fma",
-    "global_id",
-    "isinf",
-    "isnan",
-    "lit",
-    "local_id",
-    "log",
-    "log2",
-    "logical_and",
-    "logical_not",
-    "logical_or",
-    "max",
-    "min",
-    "mulhi",
-    "popcount",
-    "pow",
-    "power",
-    "rotl",
-    "rotr",
-    "round",
-    "select",
-    "sin",
-    "sqrt",
-    "sub_sat",
-    "table",
-    "tan",
-    "tanh",
-    "trunc",
-    "unary",
-    "workgroup_id",
-]

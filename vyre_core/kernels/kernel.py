@@ -43,10 +43,11 @@ from vyre_core.ir.nodes import Block as BlockStmt
 from vyre_core.ir.program import Program
 from vyre_core.ir.specialize import describe_range, in_range
 from vyre_core.kernels.annotations import ArrayType, ConstantType
-from vyre_core.kernels.lower import ArrayRef, Lowerer, Unit
+from vyre_core.kernels.lower import Lowerer
 from vyre_core.kernels.scope import Capture, Scope
 from vyre_core.kernels.signature import Parameters, signature_of
 from vyre_core.kernels.source import Source
+from vyre_core.kernels.unit import ArrayRef, Unit
 from vyre_core.kernels.values import Refusal, Value, literal
 
 #: The workgroup a kernel gets for a launch of 1, 2 or 3 axes, unless it names one.

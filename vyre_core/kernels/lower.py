@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from vyre_core.errors import KernelSyntaxError
 from vyre_core.ir.dtypes import DType
 from vyre_core.ir.nodes import (
     Atomic,
@@ -32,11 +31,9 @@ from vyre_core.ir.nodes import (
 )
 from vyre_core.kernels import flow, intrinsics, values
 from vyre_core.kernels.calls import Calls
-from vyre_core.kernels.expressions import OUTSIDE as OUTSIDE  # (importable here, as before)
 from vyre_core.kernels.expressions import Expressions
 from vyre_core.kernels.scope import Scope, is_number
 from vyre_core.kernels.source import Source
-from vyre_core.kernels.statements import WHILE_MAX_TRIPS as WHILE_MAX_TRIPS  # (as before)
 from vyre_core.kernels.statements import Statements
 from vyre_core.kernels.unit import ArrayRef, Unit
 from vyre_core.kernels.values import Refusal, Value
@@ -289,5 +286,3 @@ class Lowerer(Statements, Expressions, Calls):
             return Value(None, None, None)
         return result
 
-
-__all__ = ["ArrayRef", "KernelSyntaxError", "Lowerer", "Unit"]

@@ -86,9 +86,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, cast, lit
 from vyre_core.mathlib import ff, fixed
 from vyre_core.mathlib.ff import FF
 from vyre_core.mathlib.fixed import Fixed
@@ -200,13 +202,13 @@ def atan2_f32(k: Kernel, y: Val, x: Val) -> Val:
 
 def _nan(y: Val, x: Val, finite: Val) -> Val:
     """``finite``, or NaN (the canonical one) where ``y`` or ``x`` is NaN."""
-    return select(ir.logical_or(y != y, x != x), ir.lit(float("nan"), y.dtype), finite)
+    return select(ir.logical_or(y != y, x != x), lit(float("nan"), y.dtype), finite)
 
 
 def _unpack(k: Kernel, bits: Val) -> tuple[Val, Val]:
     """A positive finite f32's bits as ``(m, e)``, the value ``2^e m`` with ``m`` in
     [1, 2) (zero reads as ``m = 1``), by integer operations only."""
-    shift = ff.let(k, select(bits < 0x800000, ir.clz(bits) - 8, ir.lit(0, U32)))
+    shift = ff.let(k, select(bits < 0x800000, ir.clz(bits) - 8, lit(0, U32)))
     normal = ff.let(k, bits << shift)
     m = bitcast((normal & 0x7FFFFF) | 0x3F800000, F32)
     return ff.let(k, m), ff.let(k, cast(normal >> 23, I32) - cast(shift, I32))
@@ -234,15 +236,15 @@ def _core(k: Kernel, y: Val, x: Val) -> tuple[FF, Val, _Parts]:
     by, bx = ff.let(k, bitcast(y, U32)), ff.let(k, bitcast(x, U32))
     ay, ax = ff.let(k, by & 0x7FFFFFFF), ff.let(k, bx & 0x7FFFFFFF)
     y_inf, x_inf = ff.let(k, ay == _INF), ff.let(k, ax == _INF)
-    ay = ff.let(k, select(y_inf, ir.lit(_ONE, U32), select(x_inf, ir.lit(0, U32), ay)))
-    ax = ff.let(k, select(x_inf, ir.lit(_ONE, U32), select(y_inf, ir.lit(0, U32), ax)))
+    ay = ff.let(k, select(y_inf, lit(_ONE, U32), select(x_inf, lit(0, U32), ay)))
+    ax = ff.let(k, select(x_inf, lit(_ONE, U32), select(y_inf, lit(0, U32), ax)))
     swap = ff.let(k, ay > ax)
     n_bits, d_bits = ff.let(k, select(swap, ax, ay)), ff.let(k, select(swap, ay, ax))
     n_m, n_e = _unpack(k, n_bits)
     d_m, d_e = _unpack(k, d_bits)
     zero = ff.let(k, n_bits == 0)
     n_m = ff.let(k, select(zero, 0.0, n_m))
-    de = ff.let(k, select(zero, ir.lit(0, I32), n_e - d_e))
+    de = ff.let(k, select(zero, lit(0, I32), n_e - d_e))
     # m = n_m / d_m as a pair: the remainder n_m - mh d_m is exact
     mh = ff.let(k, n_m / d_m)
     p = ff.two_prod(k, mh, d_m)
@@ -252,7 +254,7 @@ def _core(k: Kernel, y: Val, x: Val) -> tuple[FF, Val, _Parts]:
     a_norm, j = _reduced(k, m, ff.let(k, ir.max(de, _SMALL)))
     a = FF(ff.let(k, select(small, a_small.hi, a_norm.hi)),
            ff.let(k, select(small, a_small.lo, a_norm.lo)))
-    a_scale = ff.let(k, select(small, de, ir.lit(0, I32)))
+    a_scale = ff.let(k, select(small, de, lit(0, I32)))
     negative = ff.let(k, (bx >> 31) == 1)
     direct = ff.let(k, ir.logical_and(ir.logical_not(swap), ir.logical_not(negative)))
     # the quadrant: C + s a, C in {pi/2, pi}, s = -1 where swap differs from negative
@@ -266,7 +268,7 @@ def _core(k: Kernel, y: Val, x: Val) -> tuple[FF, Val, _Parts]:
     placed = ff.fast_two_sum(k, placed.hi, placed.lo + c3)
     hi = ff.let(k, select(direct, a.hi, placed.hi))
     lo = ff.let(k, select(direct, a.lo, placed.lo))
-    scale = ff.let(k, select(direct, a_scale, ir.lit(0, I32)))
+    scale = ff.let(k, select(direct, a_scale, lit(0, I32)))
     minus = ff.let(k, (by >> 31) == 1)
     pair = FF(ff.let(k, select(minus, -hi, hi)), ff.let(k, select(minus, -lo, lo)))
     return pair, scale, _Parts(n_bits, d_bits, de, j, ff.let(k, (ax - ay) >> 31),
@@ -295,8 +297,8 @@ def _reduced(k: Kernel, m: FF, de: Val) -> tuple[FF, Val]:
     u = ff.div(k, num, den)
     sq = ff.two_prod(k, u.hi, u.hi)
     s = FF(sq.hi, ff.let(k, sq.lo + 2.0 * u.hi * u.lo))
-    first = ff.mul(k, s, FF(ir.lit(float(_MINUS_THIRD_HI), F32),
-                            ir.lit(float(_MINUS_THIRD_LO), F32)))
+    first = ff.mul(k, s, FF(lit(float(_MINUS_THIRD_HI), F32),
+                            lit(float(_MINUS_THIRD_LO), F32)))
     z = sq.hi
     rest = z * z * (0.2 + z * (-1 / 7 + z * (1 / 9)))
     poly = ff.fast_two_sum(k, first.hi, first.lo + rest)
@@ -310,12 +312,12 @@ def _accurate(k: Kernel, p: _Parts) -> tuple[FF, Val]:
     rounded to odd (module docstring: the accurate path)."""
     quotient = _divide(k, _significand(p.n_bits), _significand(p.d_bits))  # m = n / d
     scaled = ff.let(k, fixed.is_zero(p.j))
-    x_start = fixed.shr(k, quotient, ff.let(k, fixed.pick(scaled, ir.lit(1, U32), cast(
+    x_start = fixed.shr(k, quotient, ff.let(k, fixed.pick(scaled, lit(1, U32), cast(
         ir.min(-p.de, 8), U32))), most=8)[1:]
     # j >= 1: x = u = (q - t) / (1 + q t), t = j / 64; j = 0: x = m / 2
     u, u_negative = _reduced_u(k, x_start, p.j)
     x = fixed.either(k, scaled, x_start, u)
-    sigma = ff.let(k, cast(fixed.pick(scaled, cast(p.de + 1, U32), ir.lit(0, U32)), I32))
+    sigma = ff.let(k, cast(fixed.pick(scaled, cast(p.de + 1, U32), lit(0, U32)), I32))
     square = fixed.mul(k, x, x, 3)
     w = fixed.shr(k, square, ff.let(k, cast(ir.min(-2 * sigma, 96), U32)))  # u^2 or q^2
     s = _series(k, x, w)
@@ -323,12 +325,12 @@ def _accurate(k: Kernel, p: _Parts) -> tuple[FF, Val]:
     a = fixed.either(k, scaled, s, fixed.either(k, u_negative, fixed.sub(k, t, s),
                                                  fixed.add(k, t, s)))  # atan q = 2^sigma a
     shown = fixed.shr(k, a, ff.let(k, cast(2 - sigma, U32)))  # 94 fraction bits
-    place = tuple(ff.let(k, fixed.pick(p.swap, ir.lit(h, U32), ir.lit(w_, U32))) for h, w_ in
+    place = tuple(ff.let(k, fixed.pick(p.swap, lit(h, U32), lit(w_, U32))) for h, w_ in
                   zip(_words(_HALF_PI_FIXED), _words(_PI_FIXED), strict=True))
     placed = fixed.either(k, p.swap ^ p.negative, fixed.sub(k, place, shown),
                           fixed.add(k, place, shown))
     direct = ff.let(k, (p.swap | p.negative) ^ 1)
-    exponent = cast(fixed.pick(direct, cast(sigma - 96, U32), ir.lit(-94 & 0xFFFFFFFF, U32)),
+    exponent = cast(fixed.pick(direct, cast(sigma - 96, U32), lit(-94 & 0xFFFFFFFF, U32)),
                     I32)
     return fixed.to_pair(k, fixed.either(k, direct, a, placed), ff.let(k, exponent))
 
@@ -355,7 +357,7 @@ def _divide(k: Kernel, n: Val, d: Val) -> Fixed:
     d = ff.let(k, d)
     whole = ff.let(k, ((n - d) >> 31) ^ 1)
     rest = _variable(k, n - whole * d)
-    words = [_variable(k, ir.lit(0, U32)) for _ in range(3)]
+    words = [_variable(k, lit(0, U32)) for _ in range(3)]
     with k.loop(k.fresh_name("m"), 0, 12):
         shifted = ff.let(k, rest << 8)
         digit = ff.let(k, shifted // d)
@@ -371,13 +373,13 @@ def _reduced_u(k: Kernel, q: Fixed, j: Val) -> tuple[Fixed, Val]:
     from 0, ``_NEWTON`` passes of ``v + (|q - t| - v (1 + q t)) r``, ``r`` a float
     within 2^-23 of ``1 / (1 + q t)``, each taking the error to 2^-23 of what it was
     (``j = 64``'s ``t = 1`` is 0 modulo 1: ``t - q`` is still right)."""
-    diff = fixed.sub(k, q, (ff.let(k, j << 26), ir.lit(0, U32), ir.lit(0, U32)))
+    diff = fixed.sub(k, q, (ff.let(k, j << 26), lit(0, U32), lit(0, U32)))
     negative = ff.let(k, fixed.negative(diff))
     half_num = fixed.shr(k, fixed.magnitude(k, diff), 1)
     # half the denominator, (1 + q t) / 2 = 1/2 + q j / 128, in [1/2, 1)
     half_den = fixed.add(k, fixed.const(1 << 95, 3), fixed.mul(k, q, (ff.let(k, j << 25),), 3))
     r = ff.let(k, cast(0.5 / cast(half_den[0] >> 8, F32) * 2.0**56, U32))  # 1 / (2 half)
-    v = [_variable(k, ir.lit(0, U32)) for _ in range(3)]
+    v = [_variable(k, lit(0, U32)) for _ in range(3)]
     with k.loop(k.fresh_name("m"), 0, _NEWTON):
         rest = fixed.sub(k, half_num, fixed.mul(k, tuple(v), half_den, 3))  # half of it
         down = ff.let(k, fixed.negative(rest))
@@ -406,7 +408,7 @@ def _series(k: Kernel, x: Fixed, w: Fixed) -> Fixed:
     has its last bit set, so it is never 0: ``1 - w b_0 < 1`` even where ``w`` is 0, and
     the result is below ``x`` wherever ``x``'s last bit is 0, as at every rounding
     boundary (``atan q < q``: a quotient that is a boundary rounds down)."""
-    b = [_variable(k, ir.lit(0, U32)) for _ in range(3)]
+    b = [_variable(k, lit(0, U32)) for _ in range(3)]
     with k.loop(k.fresh_name("m"), 0, _PASSES) as i:
         f = fixed.either(k, ff.let(k, fixed.is_zero(i ^ (_PASSES - 1))), x, w)
         part = fixed.mul(k, f, tuple(b), 3)

@@ -26,9 +26,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, cast, lit
 from vyre_core.mathlib import ff
 from vyre_core.mathlib.exp_f64 import from_bits, power_of_two
 from vyre_core.mathlib.ff import FF
@@ -102,7 +104,7 @@ def _angle(k: Kernel, num: Val, den: Val, swap: Val, x: Val) -> Val:
     """``atan2(|y|, x)`` for finite nonzero operands (with ``x > 0``, a quotient of 2^-900
     or more)."""
     e = ff.let(k, cast((bitcast(den, U64) >> 52) & 0x7FF, I64) - 1023)
-    down = ff.let(k, power_of_two(ir.max(-e, ir.lit(-1022, I64))))
+    down = ff.let(k, power_of_two(ir.max(-e, lit(-1022, I64))))
     n_s, d_s = ff.let(k, num * down), ff.let(k, den * down)
     q = ff.let(k, n_s / d_s)
     back = ff.two_prod(k, q, d_s)
@@ -110,7 +112,7 @@ def _angle(k: Kernel, num: Val, den: Val, swap: Val, x: Val) -> Val:
     c = ff.let(k, ir.round(t.hi * 64.0) * (1 / 64))
     numerator = ff.two_sum(k, t.hi - c, t.lo)
     product = ff.two_prod(k, t.hi, c)
-    denominator = ff.add_float(k, FF(ir.lit(1.0, F64), ir.lit(0.0, F64)), product.hi)
+    denominator = ff.add_float(k, FF(lit(1.0, F64), lit(0.0, F64)), product.hi)
     denominator = ff.add_float(k, denominator, product.lo + t.lo * c)
     u = ff.div(k, numerator, denominator)
     square = ff.two_prod(k, u.hi, u.hi)
@@ -123,9 +125,9 @@ def _angle(k: Kernel, num: Val, den: Val, swap: Val, x: Val) -> Val:
     atan_u = ff.fast_two_sum(k, s.hi, s.lo + (term.lo + u.lo * (1.0 - square.hi)))
     i = ff.let(k, cast(ir.round(t.hi * 64.0), U32))
     a = ff.add(k, FF(ff.let(k, table(_ATAN_HI, i)), ff.let(k, table(_ATAN_LO, i))), atan_u)
-    half = ff.add(k, FF(ir.lit(_HALF_PI_HI, F64), ir.lit(_HALF_PI_LO, F64)), FF(-a.hi, -a.lo))
+    half = ff.add(k, FF(lit(_HALF_PI_HI, F64), lit(_HALF_PI_LO, F64)), FF(-a.hi, -a.lo))
     b = FF(ff.let(k, select(swap, half.hi, a.hi)), ff.let(k, select(swap, half.lo, a.lo)))
-    behind = ff.add(k, FF(ir.lit(_PI_HI, F64), ir.lit(_PI_LO, F64)), FF(-b.hi, -b.lo))
+    behind = ff.add(k, FF(lit(_PI_HI, F64), lit(_PI_LO, F64)), FF(-b.hi, -b.lo))
     return select(x < 0.0, behind.hi, b.hi)
 
 
@@ -154,7 +156,7 @@ def _special(k: Kernel, y: Val, x: Val, ax: Val, ay: Val, general: Val) -> Val:
     """C's special cases (NaN, zeros, infinities: docs/semantics.md), else ``general``
     (``atan2(|y|, x)``); ``y``'s sign on either."""
     def const(v: float) -> Val:
-        return ir.lit(v, F64)
+        return lit(v, F64)
 
     inf = const(float("inf"))
     negative_x = ff.let(k, (bitcast(x, U64) >> 63) == 1)  # (-0 counts: atan2(0, -0) = pi)

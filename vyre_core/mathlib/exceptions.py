@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, select, table
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, lit
 
 
 def corrected(k: Kernel, x: Val, rounded: Val, inputs: list[int], results: list[int]) -> Val:
@@ -30,7 +31,7 @@ def corrected(k: Kernel, x: Val, rounded: Val, inputs: list[int], results: list[
     keys = np.full(size, 0xFFFFFFFF, np.uint32)
     keys[: len(inputs)] = inputs
     bits = k.let(k.fresh_name("exc"), bitcast(x, DType.U32))
-    at = ir.lit(0, DType.U32)
+    at = lit(0, DType.U32)
     step = size // 2
     while step:
         at = k.let(k.fresh_name("exc"), select(table(keys, at + step) <= bits, at + step, at))

@@ -27,9 +27,11 @@ input against MPFR (``tools/math_exceptions.py exp`` with the list empty).
 
 from __future__ import annotations
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, cast, select
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select
+from vyre_core.ir.values import Val, cast
 from vyre_core.mathlib import exceptions, exp2, ff
 from vyre_core.mathlib.ff import FF
 

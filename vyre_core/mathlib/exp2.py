@@ -30,9 +30,11 @@ by running every f32 input against MPFR. No f16 input needs one (checked over al
 
 from __future__ import annotations
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, cast
 from vyre_core.mathlib import exceptions, ff
 from vyre_core.mathlib.ff import FF
 

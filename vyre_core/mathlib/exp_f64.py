@@ -37,9 +37,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, cast, lit
 from vyre_core.mathlib import ff
 from vyre_core.mathlib.ff import FF
 
@@ -173,9 +175,9 @@ def rounded(k: Kernel, head_hi: Val, low: FF, e: Val) -> Val:
     rounded = ff.let(k, head_hi + sticky(k, low))
     normal = (rounded * power_of_two(half)) * power_of_two(e - half)
     # below 2^-1022: w = the pair times 2^(e + 1022) < 1, rounded on the grid of 1 + w
-    down = ff.let(k, power_of_two(ir.min(e + 1022, ir.lit(0, I64))))
+    down = ff.let(k, power_of_two(ir.min(e + 1022, lit(0, I64))))
     w_hi = ff.let(k, head_hi * down)
-    one_plus = ff.fast_two_sum(k, ir.lit(1.0, F64), w_hi)
+    one_plus = ff.fast_two_sum(k, lit(1.0, F64), w_hi)
     w_low = ff.two_sum(k, one_plus.lo, low.hi * down)
     w_rounded = one_plus.hi + sticky(k, FF(w_low.hi, w_low.lo + low.lo * down))
     subnormal = (w_rounded - 1.0) * 2.0**-1022

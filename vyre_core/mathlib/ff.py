@@ -22,10 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Operand, Val, as_val, bitcast, cast, lit, select
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select
 from vyre_core.ir.nodes import Lit
+from vyre_core.ir.values import Operand, Val, as_val, bitcast, cast, lit
 
 
 @dataclass(frozen=True)

@@ -14,22 +14,23 @@ holds each function to Python's integers.
 
 from __future__ import annotations
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, cast
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.values import Val, cast, lit
 from vyre_core.mathlib import ff
 from vyre_core.mathlib.ff import FF
 
 F32, I32, U32 = DType.F32, DType.I32, DType.U32
 Fixed = tuple[Val, ...]
 
-_ZERO, _ONE = ir.lit(0, U32), ir.lit(1, U32)
+_ZERO, _ONE = lit(0, U32), lit(1, U32)
 
 
 def const(value: int, limbs: int) -> Fixed:
     """The integer ``value`` (below ``2^(32 limbs)``) as literal limbs: a fraction
     ``value / 2^(32 limbs)``."""
-    return tuple(ir.lit((value >> (32 * (limbs - 1 - i))) & 0xFFFFFFFF, U32)
+    return tuple(lit((value >> (32 * (limbs - 1 - i))) & 0xFFFFFFFF, U32)
                  for i in range(limbs))
 
 

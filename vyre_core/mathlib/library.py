@@ -45,7 +45,8 @@ def param(i: int) -> str:
 def define(name: str, params: tuple[DType, ...], build: Callable[..., Any]) -> Function:
     """The function ``build`` writes: it is called with a kernel to emit ``let``s into
     and one value per parameter, and returns the result."""
-    from vyre_core.ir.builder import Kernel, Val, as_val  # (only where a function is built)
+    from vyre_core.ir.builder import Kernel  # (only where a function is built)
+    from vyre_core.ir.values import Val, as_val
 
     k = Kernel()
     result = as_val(build(k, *(Val(Var(param(i)), t) for i, t in enumerate(params))))

@@ -35,9 +35,9 @@ Special values (docs/semantics.md, Floats), as ``log2``'s: NaN for NaN and below
 
 from __future__ import annotations
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, cast
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.values import Val, cast, lit
 from vyre_core.mathlib import exceptions, exp2, ff, log2
 from vyre_core.mathlib.ff import FF
 
@@ -92,6 +92,6 @@ def _core(k: Kernel, x: Val) -> FF:
     t = log2.minus_log2_reciprocal(k, j)
     whole = ff.two_sum(k, cast(e, F32), t.hi)
     whole = ff.fast_two_sum(k, whole.hi, whole.lo + t.lo)
-    scaled = ff.mul(k, whole, FF(ir.lit(float(exp2._LN2_HI), F32),
-                                 ir.lit(float(exp2._LN2_LO), F32)))
+    scaled = ff.mul(k, whole, FF(lit(float(exp2._LN2_HI), F32),
+                                 lit(float(exp2._LN2_LO), F32)))
     return ff.add(k, scaled, log2.log1p(k, r))

@@ -41,9 +41,11 @@ Special values (docs/semantics.md, Floats): NaN for NaN and below zero, ``-inf``
 
 from __future__ import annotations
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, cast, lit
 from vyre_core.mathlib import exceptions, ff
 from vyre_core.mathlib.ff import FF
 
@@ -141,7 +143,7 @@ def log2_f16(k: Kernel, x: Val) -> Val:
 def special(k: Kernel, x: Val, finite: Val) -> Val:
     """``finite`` for positive finite ``x``; NaN for NaN and below zero, ``-inf`` at
     ``+-0``, ``+inf`` at ``+inf`` (in ``x``'s type): ``log2``'s and ``log``'s alike."""
-    nan, minus_inf = ir.lit(float("nan"), x.dtype), ir.lit(float("-inf"), x.dtype)
+    nan, minus_inf = lit(float("nan"), x.dtype), lit(float("-inf"), x.dtype)
     return select(x > 0.0, select(x == float("inf"), x, finite),
                   select(x == 0.0, minus_inf, nan))
 
@@ -164,7 +166,7 @@ def _core(k: Kernel, x: Val) -> FF:
     is read as 1 and its result replaced by ``special``)."""
     e, j, r = reduce(k, x)
     ln = log1p(k, r)
-    poly = ff.mul(k, ln, FF(ir.lit(float(_INV_LN2_HI), F32), ir.lit(float(_INV_LN2_LO), F32)))
+    poly = ff.mul(k, ln, FF(lit(float(_INV_LN2_HI), F32), lit(float(_INV_LN2_LO), F32)))
     frac = ff.add(k, minus_log2_reciprocal(k, j), poly)
     whole = ff.two_sum(k, cast(e, F32), frac.hi)
     return ff.fast_two_sum(k, whole.hi, whole.lo + frac.lo)
@@ -182,12 +184,12 @@ def reduce(k: Kernel, x: Val) -> tuple[Val, Val, FF]:
     pair, ``|r| <= 2^-8`` (the reduction of ``log2`` and ``log``, one code for both)."""
     raw = ff.let(k, bitcast(x, U32))
     bits = ff.let(k, select(raw - 1 < 0x7F7FFFFF, raw, 0x3F800000))  # (0 wraps past)
-    shift = ff.let(k, select(bits < 0x800000, ir.clz(bits) - 8, ir.lit(0, U32)))
+    shift = ff.let(k, select(bits < 0x800000, ir.clz(bits) - 8, lit(0, U32)))
     normal = ff.let(k, bits << shift)
     mantissa = ff.let(k, normal & 0x7FFFFF)
     j = ff.let(k, (mantissa + 0x8000) >> 16)
     e = cast(normal >> 23, I32) - cast(shift, I32) - 127 + cast(
-        select(j >= _HALVED_FROM, ir.lit(1, U32), ir.lit(0, U32)), I32)
+        select(j >= _HALVED_FROM, lit(1, U32), lit(0, U32)), I32)
     m = bitcast(mantissa | 0x3F800000, F32)
     product = ff.two_prod(k, m, _reciprocal(k, j))
     return e, j, ff.fast_two_sum(k, product.hi - 1.0, product.lo)

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, cast, lit
 from vyre_core.mathlib import ff
 from vyre_core.mathlib.exp_f64 import from_bits
 from vyre_core.mathlib.ff import FF
@@ -227,7 +228,7 @@ def log_f64(k: Kernel, x: Val) -> Val:
 def log2_f64(k: Kernel, x: Val) -> Val:
     """``log2 x`` in f64 (exact at powers of two)."""
     n, i, p = _reduced(k, x)
-    q = ff.mul(k, p, FF(ir.lit(_INV_LN2_HI, F64), ir.lit(_INV_LN2_LO, F64)))
+    q = ff.mul(k, p, FF(lit(_INV_LN2_HI, F64), lit(_INV_LN2_LO, F64)))
     head = ff.two_sum(k, n, table(_LOG2_C_HI, i))
     return _special(x, _sum(k, head, q.hi, table(_LOG2_C_LO, i) + q.lo))
 
@@ -255,8 +256,8 @@ def reduction(k: Kernel, x: Val) -> tuple[Val, Val, FF]:
     bits = ff.let(k, bitcast(scaled, U64))
     shifted = ff.let(k, bits - _OFFSET)
     i = ff.let(k, cast((shifted >> 45) & 127, U32))
-    n = ff.let(k, cast((bitcast(shifted, I64) >> 52) - select(tiny, ir.lit(52, I64),
-                                                                ir.lit(0, I64)), F64))
+    n = ff.let(k, cast((bitcast(shifted, I64) >> 52) - select(tiny, lit(52, I64),
+                                                                lit(0, I64)), F64))
     z = bitcast(bits - (shifted & (0xFFF << 52)), F64)
     product = ff.two_prod(k, z, table(_INVC, i))
     return n, i, ff.fast_two_sum(k, product.hi - 1.0, product.lo)
@@ -270,6 +271,6 @@ def _sum(k: Kernel, head: FF, p_hi: Val, low: Val) -> Val:
 
 def _special(x: Val, y: Val) -> Val:
     """NaN for NaN and negative ``x``, -inf for zeros, +inf for +inf, else ``y``."""
-    nan, inf = ir.lit(float("nan"), F64), ir.lit(float("inf"), F64)
+    nan, inf = lit(float("nan"), F64), lit(float("inf"), F64)
     return select(x > 0.0, select(x == inf, inf, y),
                   select(x == 0.0, -inf, nan))

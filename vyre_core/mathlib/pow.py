@@ -67,9 +67,11 @@ Special values (docs/semantics.md, Floats, C's ``pow``, as the oracle computes t
 
 from __future__ import annotations
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, cast, lit
 from vyre_core.mathlib import exp2, ff, log2, triple
 from vyre_core.mathlib.ff import FF
 from vyre_core.mathlib.triple import TF
@@ -153,8 +155,8 @@ def _pow(k: Kernel, x: Val, y: Val, dtype: DType) -> Val:
     else:
         magnitude = _rounded(k, pair, n >> 6, err, dtype)
     finite = select(odd_negative, -magnitude, magnitude)
-    one, nan = ir.lit(1.0, dtype), ir.lit(float("nan"), dtype)
-    inf, zero = ir.lit(float("inf"), dtype), ir.lit(0.0, dtype)
+    one, nan = lit(1.0, dtype), lit(float("nan"), dtype)
+    inf, zero = lit(float("inf"), dtype), lit(0.0, dtype)
     y_negative = uy > 0x7FFFFFFF
     # y = +-inf: +inf or +0 by whether |x| > 1 and y's sign (|x| = 1 is 1)
     infinite_y = select(ax == 0x3F800000, one, select(
@@ -174,11 +176,11 @@ def _integer_kind(k: Kernel, ay: Val) -> Val:
     one (zero and every float from 2^24 are even)."""
     shift = ff.let(k, ir.min(ir.max(150 - cast(ay >> 23, I32), 0), 31))
     significand = ff.let(k, (ay & 0x7FFFFF) | 0x800000)
-    fraction = significand & ((ir.lit(1, U32) << cast(shift, U32)) - 1)
+    fraction = significand & ((lit(1, U32) << cast(shift, U32)) - 1)
     odd = ((significand >> cast(shift, U32)) & 1) == 1
-    return ff.let(k, select(ay >= 0x4B800000, ir.lit(2, U32), select(
-        ay < 0x3F800000, select(ay == 0, ir.lit(2, U32), ir.lit(0, U32)), select(
-            fraction != 0, ir.lit(0, U32), select(odd, ir.lit(1, U32), ir.lit(2, U32))))))
+    return ff.let(k, select(ay >= 0x4B800000, lit(2, U32), select(
+        ay < 0x3F800000, select(ay == 0, lit(2, U32), lit(0, U32)), select(
+            fraction != 0, lit(0, U32), select(odd, lit(1, U32), lit(2, U32))))))
 
 
 def _core(k: Kernel, ax: Val, y: Val) -> tuple[FF, Val, Val]:
@@ -283,9 +285,9 @@ def _log2_accurate(k: Kernel, ax: Val) -> TF:
     h = ff.let(k, float(_A7_10[3]))
     for c in _A7_10[2::-1]:
         h = ff.let(k, r.hi * h + c)
-    pair = ff.add(k, FF(ir.lit(_A4_6[4]), ir.lit(_A4_6[5])), ff.mul_float(k, r, h))
+    pair = ff.add(k, FF(lit(_A4_6[4]), lit(_A4_6[5])), ff.mul_float(k, r, h))
     for at in (2, 0):
-        pair = ff.add(k, FF(ir.lit(_A4_6[at]), ir.lit(_A4_6[at + 1])), ff.mul(k, r, pair))
+        pair = ff.add(k, FF(lit(_A4_6[at]), lit(_A4_6[at + 1])), ff.mul(k, r, pair))
     series = triple.add(k, triple.constant(_A3), triple.mul(k, r, pair))
     for a in (_A2, _A1):
         series = triple.add(k, triple.constant(a), triple.mul(k, r, series))
@@ -305,9 +307,9 @@ def _exp2_accurate(k: Kernel, t: TF, n: Val) -> TF:
     for c in _B6_8[1::-1]:
         h = ff.let(k, r.hi * h + c)
     head = FF(r.hi, r.mid)
-    pair = ff.add(k, FF(ir.lit(_B3_5[4]), ir.lit(_B3_5[5])), ff.mul_float(k, head, h))
+    pair = ff.add(k, FF(lit(_B3_5[4]), lit(_B3_5[5])), ff.mul_float(k, head, h))
     for at in (2, 0):
-        pair = ff.add(k, FF(ir.lit(_B3_5[at]), ir.lit(_B3_5[at + 1])),
+        pair = ff.add(k, FF(lit(_B3_5[at]), lit(_B3_5[at + 1])),
                       ff.mul(k, head, pair))
     series = triple.add(k, triple.constant(_B2), triple.mul(k, r, pair))
     series = triple.add(k, triple.constant(_B1), triple.mul(k, r, series))

@@ -54,9 +54,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, cast, lit
 from vyre_core.mathlib import exp_f64, ff, log_f64
 from vyre_core.mathlib.ff import FF
 
@@ -82,14 +84,14 @@ def pow_f64(k: Kernel, x: Val, y: Val) -> Val:
     negative_x = (bitcast(x, U64) >> 63) == 1  # (-0 too: pow(-0, -1) = -inf)
     odd_negative = ff.let(k, ir.logical_and(ir.logical_and(integer, ir.trunc(half) != half),
                                             negative_x))
-    one, nan = ir.lit(1.0, F64), ir.lit(float("nan"), F64)
+    one, nan = lit(1.0, F64), lit(float("nan"), F64)
     # one IEEE operation where there is one (each correctly rounded): y = 1, 2, 1/2, -1;
     # |x| = 1 before _magnitude, whose y ln|x| is NaN for a huge y there
     magnitude = ff.let(k, select(ax == 1.0, one, select(y == 1.0, ax, select(
         y == 2.0, ax * ax, select(y == 0.5, ir.sqrt(ax), select(
             y == -1.0, 1.0 / ax, _magnitude(k, ax, y)))))))
     finite = select(odd_negative, -magnitude, magnitude)
-    inf, zero = ir.lit(float("inf"), F64), ir.lit(0.0, F64)
+    inf, zero = lit(float("inf"), F64), lit(0.0, F64)
     y_negative = y < 0.0
     # y = +-inf: +inf or +0 by whether |x| > 1 and y's sign (|x| = 1 is 1)
     infinite_y = select(ax == 1.0, one, select((ax > 1.0) != y_negative, inf, zero))
@@ -109,8 +111,8 @@ def _magnitude(k: Kernel, ax: Val, y: Val) -> Val:
     big_l = _log(k, ax)
     product = ff.two_prod(k, y, big_l.hi)
     inside = ff.let(k, ir.logical_and(product.hi >= _LOW, product.hi <= _HIGH))
-    t_hi = ff.let(k, select(inside, product.hi, select(product.hi > 0.0, ir.lit(_HIGH, F64),
-                                                            ir.lit(_LOW, F64))))
+    t_hi = ff.let(k, select(inside, product.hi, select(product.hi > 0.0, lit(_HIGH, F64),
+                                                            lit(_LOW, F64))))
     t_lo = ff.let(k, select(inside, product.lo + y * big_l.lo, 0.0))
     n = ff.let(k, ir.round(t_hi * exp_f64._INV_STEP))
     r = ff.two_sum(k, t_hi - n * exp_f64._STEP_1, t_lo - n * exp_f64._STEP_2)
@@ -118,7 +120,7 @@ def _magnitude(k: Kernel, ax: Val, y: Val) -> Val:
     # a possible midpoint: the pair first rounded to a multiple of _GRID (its head is one)
     snap = ff.let(k, _may_tie(k, ax, y, t_hi))
     snapped = FF(ff.let(k, select(snap, ir.round(low.hi * (1 / _GRID)) * _GRID, low.hi)),
-                 ff.let(k, select(snap, ir.lit(0.0, F64), low.lo)))
+                 ff.let(k, select(snap, lit(0.0, F64), low.lo)))
     return exp_f64.rounded(k, head_hi, snapped, e)
 
 

@@ -37,8 +37,10 @@ Special values (docs/semantics.md, Floats): ``tan(+-0) = +-0``, NaN for NaN and 
 
 from __future__ import annotations
 
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, cast
 from vyre_core.mathlib import exceptions, ff, trig
 from vyre_core.mathlib.ff import FF
 

@@ -31,8 +31,10 @@ NaN for NaN.
 
 from __future__ import annotations
 
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select
+from vyre_core.ir.values import Val, bitcast, cast
 from vyre_core.mathlib import exceptions, exp, ff
 from vyre_core.mathlib.ff import FF
 

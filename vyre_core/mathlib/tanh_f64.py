@@ -17,9 +17,11 @@ rounding boundary; measured against MPFR in docs/semantics.md ("Floats"). NaN fo
 
 from __future__ import annotations
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, select
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select
+from vyre_core.ir.values import Val, bitcast, lit
 from vyre_core.mathlib import exp_f64, ff
 from vyre_core.mathlib.exp_f64 import from_bits
 from vyre_core.mathlib.ff import FF
@@ -64,7 +66,7 @@ def _quotient(k: Kernel, a: Val) -> Val:
     head_hi, low, e = exp_f64.exp_parts(k, *exp_f64.reduced(k, a * -2.0))
     scale = exp_f64.power_of_two(e)
     big = ff.fast_two_sum(k, head_hi * scale, (low.hi + low.lo) * scale)
-    one = FF(ir.lit(1.0, F64), ir.lit(0.0, F64))
+    one = FF(lit(1.0, F64), lit(0.0, F64))
     minus = FF(-big.hi, -big.lo)
     q = ff.div(k, ff.add(k, one, minus), ff.add(k, one, big))
     return q.hi

@@ -43,9 +43,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, cast, lit
 from vyre_core.mathlib import exceptions, ff
 from vyre_core.mathlib.ff import FF
 
@@ -127,7 +129,7 @@ def sin_f32(k: Kernel, x: Val) -> Val:
 
 def cos_f32(k: Kernel, x: Val) -> Val:
     """``cos x`` correctly rounded to f32, for an f32 ``x``."""
-    pair = _core(k, x, ir.lit(32, U32))
+    pair = _core(k, x, lit(32, U32))
     # (the list holds |x|: cos is even, and so is this code, which reads only |x|)
     return special(x, exceptions.corrected(k, abs(x), pair.hi, _COS_EXCEPTION_INPUTS,
                                             _COS_EXCEPTION_RESULTS))
@@ -144,7 +146,7 @@ def sin_f16(k: Kernel, x: Val) -> Val:
 def cos_f16(k: Kernel, x: Val) -> Val:
     """``cos x`` correctly rounded to f16, for an f16 ``x``: the f32 algorithm's pair
     rounded once to f16."""
-    pair = _core(k, cast(x, F32), ir.lit(32, U32))
+    pair = _core(k, cast(x, F32), lit(32, U32))
     return special(x, ff.round_ff(k, pair, 0, DType.F16))
 
 
@@ -155,7 +157,7 @@ def _flip(v: Val, sign: Val) -> Val:
 
 def special(x: Val, finite: Val) -> Val:
     """``finite`` for finite ``x``, NaN for NaN and ``+-inf`` (in ``x``'s type)."""
-    return select(abs(x) < float("inf"), finite, ir.lit(float("nan"), x.dtype))
+    return select(abs(x) < float("inf"), finite, lit(float("nan"), x.dtype))
 
 
 def _core(k: Kernel, x: Val, turn: Val) -> FF:
@@ -202,14 +204,14 @@ def reduced(k: Kernel, x: Val) -> tuple[FF, Val]:
     magnitude = ff.let(k, bitcast(x, U32) & 0x7FFFFFFF)
     ax = ff.let(k, bitcast(magnitude, F32))
     m = ff.let(k, (magnitude & 0x7FFFFF) | 0x800000)
-    start = ff.let(k, ir.max(magnitude >> 23, ir.lit(121, U32)) - 120)  # e + 30
+    start = ff.let(k, ir.max(magnitude >> 23, lit(121, U32)) - 120)  # e + 30
     word, shift = ff.let(k, start >> 5), ff.let(k, start & 31)
     raw = [ff.let(k, table(_TWO_OVER_PI, word + i)) for i in range(5)]
     window = [ff.let(k, (raw[i] << shift) | ((raw[i + 1] >> 1) >> (31 - shift)))
               for i in range(4)]
     low = [ff.let(k, m * w) for w in window]
     high = [ff.let(k, ir.mulhi(m, w)) for w in window]
-    one, zero = ir.lit(1, U32), ir.lit(0, U32)
+    one, zero = lit(1, U32), lit(0, U32)
     q1 = ff.let(k, high[3] + low[2])
     carry = select(q1 < high[3], one, zero)
     t2 = ff.let(k, high[2] + low[1])
@@ -224,7 +226,7 @@ def reduced(k: Kernel, x: Val) -> tuple[FF, Val]:
     middle = cast(((g2 & 0xFF) << 16) | (g1 >> 16), F32) * 2.0**-48
     bottom = cast(((g1 & 0xFFFF) << 8) | (g0 >> 24), F32) * 2.0**-72
     f = ff.add_float(k, ff.two_sum(k, top, middle), bottom)
-    r = ff.mul(k, f, FF(ir.lit(float(_STEP_HI), F32), ir.lit(float(_STEP_LO), F32)))
+    r = ff.mul(k, f, FF(lit(float(_STEP_HI), F32), lit(float(_STEP_LO), F32)))
     small = ff.let(k, ax < _SMALL)
     return (FF(ff.let(k, select(small, ax, r.hi)), ff.let(k, select(small, 0.0, r.lo))),
             ff.let(k, select(small, zero, n)))

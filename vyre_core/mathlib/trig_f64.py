@@ -32,9 +32,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from vyre_core.ir import builder as ir
-from vyre_core.ir.builder import Kernel, Val, bitcast, cast, select, table
+from vyre_core.ir import expressions as ir
+from vyre_core.ir.builder import Kernel
 from vyre_core.ir.dtypes import DType
+from vyre_core.ir.expressions import select, table
+from vyre_core.ir.values import Val, bitcast, cast, lit
 from vyre_core.mathlib import ff
 from vyre_core.mathlib.exp_f64 import from_bits
 from vyre_core.mathlib.ff import FF
@@ -124,7 +126,7 @@ def sin_f64(k: Kernel, x: Val) -> Val:
 def cos_f64(k: Kernel, x: Val) -> Val:
     """``cos x`` in f64."""
     _, c, a = _sin_cos(k, x)
-    return _finish(x, a, c.hi, ir.lit(1.0, F64))
+    return _finish(x, a, c.hi, lit(1.0, F64))
 
 
 def tan_f64(k: Kernel, x: Val) -> Val:
@@ -135,7 +137,7 @@ def tan_f64(k: Kernel, x: Val) -> Val:
 
 def _finish(x: Val, a: Val, y: Val, tiny: Val) -> Val:
     """``y``; ``tiny`` below 2^-27; NaN for infinities and NaN."""
-    nan = ir.lit(float("nan"), F64)
+    nan = lit(float("nan"), F64)
     return select(a < _TINY, tiny, select(a <= np.finfo(np.float64).max, y, nan))
 
 
@@ -176,32 +178,32 @@ def _payne_hanek(k: Kernel, a: Val) -> tuple[FF, Val]:
     bits = ff.let(k, bitcast(a, U64))
     m = ff.let(k, (bits & 0xFFFFFFFFFFFFF) | 0x10000000000000)
     e = cast(bits >> 52, I64) - (1075 + _E_MIN)
-    at = ff.let(k, cast(ir.min(ir.max(e, ir.lit(0, I64)), ir.lit(_WINDOW_0.size - 1, I64)),
+    at = ff.let(k, cast(ir.min(ir.max(e, lit(0, I64)), lit(_WINDOW_0.size - 1, I64)),
                         U32))
     g2, g1, g0 = (ff.let(k, table(w, at, U64)) for w in (_WINDOW_2, _WINDOW_1, _WINDOW_0))
     w0 = ff.let(k, m * g0)
     hi0 = ff.let(k, ir.mulhi(m, g0))
     w1 = ff.let(k, hi0 + m * g1)
-    carry = select(w1 < hi0, ir.lit(1, U64), ir.lit(0, U64))
+    carry = select(w1 < hi0, lit(1, U64), lit(0, U64))
     w2 = ff.let(k, ir.mulhi(m, g1) + m * g2 + carry)
     # the point lies below bit 58 of w2: above it n mod 64, below it the fraction
     f2 = ff.let(k, w2 & 0x3FFFFFFFFFFFFFF)
     up = ff.let(k, (f2 >> 57) != 0)  # (a fraction of 1/2 or more: n + 1, r negative)
     borrow0 = w0 != 0
-    n1 = ff.let(k, ir.lit(0, U64) - w1 - select(borrow0, ir.lit(1, U64), ir.lit(0, U64)))
+    n1 = ff.let(k, lit(0, U64) - w1 - select(borrow0, lit(1, U64), lit(0, U64)))
     borrow1 = ir.logical_or(w1 != 0, borrow0)
-    n2 = (ir.lit(1 << 58, U64) - f2 - select(borrow1, ir.lit(1, U64), ir.lit(0, U64)))
+    n2 = (lit(1 << 58, U64) - f2 - select(borrow1, lit(1, U64), lit(0, U64)))
     m2 = ff.let(k, select(up, n2, f2))
     m1 = ff.let(k, select(up, n1, w1))
-    m0 = ff.let(k, select(up, ir.lit(0, U64) - w0, w0))
+    m0 = ff.let(k, select(up, lit(0, U64) - w0, w0))
     # the fraction, in units of 2^-58 of a step: m2 + m1 2^-64 + m0 2^-128, as a pair
     head = ff.two_sum(k, cast(m2 >> 29, F64) * 2.0**29, cast(m2 & 0x1FFFFFFF, F64))
     part = ff.add_float(k, head, cast(m1 >> 32, F64) * 2.0**-32)
     part = ff.add_float(k, part, cast(m1 & 0xFFFFFFFF, F64) * 2.0**-64)
     part = ff.add_float(k, part, cast(m0 >> 32, F64) * 2.0**-96)
     r = ff.mul(k, FF(part.hi * 2.0**-58, part.lo * 2.0**-58),
-               FF(ir.lit(_STEP_HI, F64), ir.lit(_STEP_LO, F64)))
-    n = (w2 >> 58) + select(up, ir.lit(1, U64), ir.lit(0, U64))
+               FF(lit(_STEP_HI, F64), lit(_STEP_LO, F64)))
+    n = (w2 >> 58) + select(up, lit(1, U64), lit(0, U64))
     return (FF(ff.let(k, select(up, -r.hi, r.hi)), ff.let(k, select(up, -r.lo, r.lo))),
             ff.let(k, cast(n & 63, U32)))
 
@@ -225,6 +227,6 @@ def _cos_r(k: Kernel, r: FF) -> FF:
     rest = _COS[-1]
     for c in reversed(_COS[:-1]):
         rest = c + square.hi * rest
-    h = ff.fast_two_sum(k, ir.lit(1.0, F64), square.hi * -0.5)
+    h = ff.fast_two_sum(k, lit(1.0, F64), square.hi * -0.5)
     low = (square.lo * -0.5 + (square.hi * square.hi) * rest) - r.lo * r.hi
     return ff.fast_two_sum(k, h.hi, h.lo + low)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vyre_core.ir.builder import Kernel, Operand, Val, as_val
+from vyre_core.ir.builder import Kernel
+from vyre_core.ir.values import Operand, Val, as_val
 from vyre_core.mathlib import ff
 from vyre_core.mathlib.ff import FF
 
