@@ -514,24 +514,24 @@ def rss_growth_1gib_input() -> Result:
 # -- recovery -------------------------------------------------------------------------------------
 
 
-def _recoveries(standby: int, kills: int) -> list[float]:
+def _recoveries(standby: int, kills: int, backend: str = BACKEND) -> list[float]:
     """Seconds from SIGKILL of the idle serving worker to the next successful dispatch,
     each kill made once ``standby`` spares are ready."""
     program = empty_program()
     recoveries = []
     with Driver(max_restarts=kills + 5, standby=standby) as driver:
-        driver.dispatch(program, [], BACKEND)
+        driver.dispatch(program, [], backend)
         for _ in range(kills):
             deadline = time.monotonic() + 60
-            while driver.status()["pools"][BACKEND]["standby"] < standby:
+            while driver.status()["pools"][backend]["standby"] < standby:
                 if time.monotonic() > deadline:
                     raise RuntimeError("no spare became ready within 60 s")
                 time.sleep(0.01)
-            worker = driver.status()["pools"][BACKEND]["workers"][0]
+            worker = driver.status()["pools"][backend]["workers"][0]
             victim = psutil.Process(worker["pid"])
             start = time.perf_counter()
             os.kill(victim.pid, signal.SIGKILL)
-            driver.dispatch(program, [], BACKEND)
+            driver.dispatch(program, [], backend)
             recoveries.append(time.perf_counter() - start)
             victim.wait(timeout=10)
     return recoveries
@@ -561,6 +561,17 @@ def recovery_after_kill() -> Result:
     return Result("SIGKILLed idle worker -> first dispatch p50",
                   statistics.median(recoveries) * 1e3, "ms",
                   "cold start: new Driver -> first dispatch p50", statistics.median(cold) * 1e3)
+
+
+def recovery_after_kill_cpu() -> Result:
+    """ms from SIGKILL of an idle cpu worker to the next success, p50, against the same on
+    the reference backend: what the cpu backend's own start adds (its fork server has
+    imported numba before it forks: entry points ``vyre.preload``)."""
+    kills = reps(KILLS, 2)
+    return Result("SIGKILLed idle cpu worker -> next dispatch p50",
+                  statistics.median(_recoveries(0, kills, "cpu")) * 1e3, "ms",
+                  "the same on the reference backend",
+                  statistics.median(_recoveries(0, kills)) * 1e3)
 
 
 # -- throughput -----------------------------------------------------------------------------------
@@ -638,6 +649,6 @@ BENCHMARKS = [empty_dispatch_p50, empty_dispatch_p99, empty_dispatch_vs_executor
               null_dispatch_vs_bare_path_p50,
               big_round_trip, zero_copy_round_trip, round_trip_1mib, round_trip_16mib,
               round_trip_64mib, round_trip_1gib, rss_growth_1gib_input, recovery_after_kill,
-              recovery_after_kill_standby,
+              recovery_after_kill_standby, recovery_after_kill_cpu,
               throughput_1_worker, throughput_2_workers, tiny_rate_1_thread,
               tiny_rate_2_threads, tiny_rate_4_threads]

@@ -3,7 +3,9 @@
 A worker's start is almost all imports. This process imports what every worker needs
 once, then forks a worker per request from its pool, so a replacement costs a fork, the
 plugin's own import and its ``prepare`` instead of a whole interpreter start. It never
-imports a plugin and never opens a device or a ZeroMQ context: what it forks is clean.
+imports a plugin and never opens a device or a ZeroMQ context: what it forks is clean. A
+backend may name modules of its dependencies for it to import too (``preload``), such as
+numba for the cpu backend: they must open no device and start no thread.
 
 Parent-death detection holds through it: it dies with the pool's supervisor thread and
 each worker dies with it (the kernel's parent-death signal at both steps). Because the
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
+import importlib.metadata
 import os
 import resource
 import select
@@ -48,6 +52,22 @@ from vyre_workers.__main__ import main as worker_main
 
 #: Exit status of a forked child that could not become a worker.
 CHILD_FAILED = 70
+#: The entry points by which a backend's distribution names modules for its fork server
+#: to import before it forks (``[project.entry-points."vyre.preload"] cpu = "numba"``).
+PRELOAD_GROUP = "vyre.preload"
+
+
+def preload(backend: str) -> list[str]:
+    """Import the modules ``backend`` names in ``PRELOAD_GROUP``, so that every worker
+    forked from here has them; returns those that failed. A failure costs only the time:
+    each worker imports the module itself, and reports its error where it always would."""
+    failed = []
+    for entry in importlib.metadata.entry_points(group=PRELOAD_GROUP, name=backend):
+        try:
+            importlib.import_module(entry.value)
+        except Exception:  # (BaseException: SystemExit and the like end the server)
+            failed.append(entry.value)
+    return failed
 
 
 def _send(control: socket.socket, message: dict, fds: list[int] | None = None) -> None:
@@ -201,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid)
     title.name_fork_server(args.backend, args.parent_pid)
+    preload(args.backend)
     control = socket.socket(fileno=args.control_fd)
     server = _Server(control)
     try:

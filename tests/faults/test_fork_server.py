@@ -69,6 +69,40 @@ def test_workers_and_their_replacements_are_forked_by_the_pool_fork_server() -> 
         assert server_of(drv).pid == server.pid  # one server served every start
 
 
+def test_the_cpu_pools_fork_server_holds_numba_before_it_forks_a_worker() -> None:
+    """The cpu backend names numba for its fork server to import (entry points
+    ``vyre.preload``): each forked worker has it, and a restart no longer pays its import.
+    The reference backend names nothing: its server stays as lean as ever."""
+    with driver() as drv:
+        data = inputs(40)
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="cpu"), data)
+        dispatch_exact(drv, 41, backend="reference")
+        cpu, reference = server_of(drv, "cpu"), server_of(drv, "reference")
+        assert psutil.Process(wait_idle(drv, backend="cpu")["pid"]).ppid() == cpu.pid
+
+        def maps(server: psutil.Process) -> str:
+            return Path(f"/proc/{server.pid}/maps").read_text()
+
+        assert "/numba/" in maps(cpu)
+        assert "/numba/" not in maps(reference)
+
+
+def test_a_module_named_for_preloading_that_fails_costs_only_the_time(monkeypatch) -> None:
+    """A broken dependency must not stop the fork server: the worker imports it itself and
+    reports the error where it always would."""
+    from importlib.metadata import EntryPoint
+
+    from vyre_workers import fork_server
+
+    named = [EntryPoint("cpu", "vyre_no_such_module_at_all", fork_server.PRELOAD_GROUP),
+             EntryPoint("cpu", "json", fork_server.PRELOAD_GROUP)]
+    monkeypatch.setattr(fork_server.importlib.metadata, "entry_points",
+                        lambda group, name: [e for e in named
+                                             if e.group == group and e.name == name])
+    assert fork_server.preload("cpu") == ["vyre_no_such_module_at_all"]
+    assert fork_server.preload("reference") == []
+
+
 def test_exit_statuses_come_through_the_fork_server() -> None:
     with driver() as drv:
         dispatch_exact(drv, 10)
