@@ -69,10 +69,11 @@ def test_workers_and_their_replacements_are_forked_by_the_pool_fork_server() -> 
         assert server_of(drv).pid == server.pid  # one server served every start
 
 
-def test_the_cpu_pools_fork_server_holds_numba_before_it_forks_a_worker() -> None:
+def test_the_cpu_pools_fork_server_holds_numba_before_it_forks_a_worker(monkeypatch) -> None:
     """The cpu backend names numba for its fork server to import (entry points
     ``vyre.preload``): each forked worker has it, and a restart no longer pays its import.
-    The reference backend names nothing: its server stays as lean as ever."""
+    The reference backend names nothing: its server stays as lean as ever. numba reads its
+    NUMBA_ variables when imported, so a worker started under others starts the plain way."""
     with driver() as drv:
         data = inputs(40)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="cpu"), data)
@@ -85,6 +86,11 @@ def test_the_cpu_pools_fork_server_holds_numba_before_it_forks_a_worker() -> Non
 
         assert "/numba/" in maps(cpu)
         assert "/numba/" not in maps(reference)
+        monkeypatch.setenv("NUMBA_OPT", "2")
+        kill_worker(drv, "cpu")
+        data = inputs(42)
+        assert_saxpy(drv.dispatch(PROGRAM, data, backend="cpu"), data)
+        assert psutil.Process(wait_idle(drv, backend="cpu")["pid"]).ppid() == os.getpid()
 
 
 def test_a_module_named_for_preloading_that_fails_costs_only_the_time(monkeypatch) -> None:

@@ -37,9 +37,10 @@ from vyre_core.protocol import FORK_REQUEST_BYTES
 #: or reaps: milliseconds). The rules hear of a forked worker's death once its status is
 #: in, so this also bounds how late a death is seen when its server is frozen.
 ANSWER_WITHIN = 2.0
-#: Variables read when an interpreter starts or numpy loads: a server started under other
-#: values would give its workers the wrong ones, so such a worker starts the plain way.
-PRELOADED_PREFIXES = ("PYTHON", "LD_", "OMP_", "OPENBLAS_", "MKL_")
+#: Variables read when an interpreter starts or numpy loads, or numba (which a backend may
+#: have the server import: ``vyre.preload``): a server started under other values would
+#: give its workers the wrong ones, so such a worker starts the plain way.
+PRELOADED_PREFIXES = ("PYTHON", "LD_", "OMP_", "OPENBLAS_", "MKL_", "NUMBA_")
 _ANSWER_BYTES = 4096  # (what the server says is small: ids and numbers)
 SERVER_MODULE = "vyre_workers.fork_server"
 
