@@ -19,6 +19,7 @@ worker's pidfd while stale poll events still name it.
 from __future__ import annotations
 
 import contextlib
+import enum
 import errno
 import os
 import resource
@@ -44,6 +45,17 @@ PRELOADED_PREFIXES = ("PYTHON", "LD_", "OMP_", "OPENBLAS_", "MKL_", "NUMBA_")
 _ANSWER_BYTES = 4096  # (what the server says is small: ids and numbers)
 SERVER_MODULE = "vyre_workers.fork_server"
 
+
+
+class ServerState(enum.StrEnum):
+    """A fork server's state, as its pool sees it."""
+
+    STARTING = "starting"  # importing; starts wait for it (or go the plain way)
+    READY = "ready"        # serving spawns
+    GONE = "gone"          # stopped or lost: starts go the plain way, or to a new one
+
+
+STARTING, READY, GONE = ServerState.STARTING, ServerState.READY, ServerState.GONE
 
 
 class ForkServerError(OSError):
@@ -89,7 +101,7 @@ class ForkServer:
         finally:
             theirs.close()
         self.control = ours
-        self.state = "starting"  # starting, ready, gone
+        self.state = STARTING
         self.was_ready = False
         self.ready_by = time.monotonic() + ready_within
         self._poller = select.poll()  # (not select(): descriptors may be numbered >= 1024)
@@ -102,7 +114,7 @@ class ForkServer:
         return self.control.fileno()
 
     def can_start(self, env: Mapping[str, str]) -> bool:
-        return self.state == "ready" and preloaded(env) == self._preloaded
+        return self.state == READY and preloaded(env) == self._preloaded
 
     def take_messages(self) -> None:
         """Read what the server said (without blocking): readiness and exit statuses."""
@@ -130,7 +142,7 @@ class ForkServer:
         while True:
             message = self._receive(block=True, deadline=deadline)
             if message is None:
-                if self.state != "gone":
+                if self.state != GONE:
                     self.stop()
                 raise ForkServerError(errno.ETIMEDOUT, "the fork server did not answer")
             op = message.get("op")
@@ -143,13 +155,13 @@ class ForkServer:
 
     def knows_exit(self, pid: int) -> bool:
         """Whether ``exit_code(pid)`` answers without waiting."""
-        return pid in self._exits or self.state == "gone"
+        return pid in self._exits or self.state == GONE
 
     def exit_code(self, pid: int) -> int | None:
         """The exit status of a worker it forked (negative: killed by that signal), once it
         reports it, waiting at most ``ANSWER_WITHIN``; None when it does not say."""
         deadline = time.monotonic() + ANSWER_WITHIN
-        while pid not in self._exits and self.state != "gone" \
+        while pid not in self._exits and self.state != GONE \
                 and self._receive(block=True, deadline=deadline) is not None:
             pass
         return self._exits.pop(pid, None)
@@ -157,7 +169,7 @@ class ForkServer:
     def stop(self) -> None:
         """End the server, from any thread (its workers go with it: they die with their
         parent), within a bound; the socket stays open until ``close``."""
-        self.state = "gone"
+        self.state = GONE
         with contextlib.suppress(OSError):
             self.popen.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -173,14 +185,14 @@ class ForkServer:
     def forget(self) -> None:
         """(In a forked child.) The server is the parent's: close our copy of the socket
         and never touch the process."""
-        self.state = "gone"
+        self.state = GONE
         with contextlib.suppress(OSError):
             self.control.close()
 
     def _receive(self, block: bool, deadline: float = 0.0) -> dict | None:
         """One message, handled (readiness, exits), or None when there is none by the
         deadline, or the server has gone."""
-        if self.state == "gone":
+        if self.state == GONE:
             return None
         wait = max(0.0, deadline - time.monotonic()) if block else 0.0
         if not self._poller.poll(int(wait * 1000)):
@@ -204,7 +216,7 @@ class ForkServer:
             self.stop()  # gone (its end closed), or broken
             return None
         if op == "ready":
-            self.state = "ready"
+            self.state = READY
             self.was_ready = True
         elif op == "spawned":
             message["pidfd"] = fds[0]
