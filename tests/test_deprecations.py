@@ -16,6 +16,7 @@ from dataclasses import fields
 import pytest
 from packaging.version import Version
 
+import vyre_core
 from vyre_core import DispatchConfig, __version__, deprecations, ir
 from vyre_core.cli.doctor import plugin_findings
 from vyre_core.contract import Capabilities, hookimpl
@@ -66,7 +67,8 @@ def test_every_entry_names_something_that_exists_and_is_not_yet_removed(entry):
     """An entry past its removal version means the thing should have been deleted in
     this release; one naming nothing is a typo that would never warn."""
     names = {"hook": set(HOOK_NAMES), "op": set(ALL_OPS),
-             "config": {f.name for f in fields(DispatchConfig)}}[entry.kind]
+             "config": {f.name for f in fields(DispatchConfig)},
+             "call": set(vyre_core.__all__)}[entry.kind]
     assert entry.name in names
     assert Version(entry.since) <= Version(__version__) < Version(entry.removed_in)
     assert entry.replacement.endswith(".") and not entry.removed()

@@ -17,10 +17,10 @@ from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import (
     Candidate,
     Explanation,
+    Explanations,
     Rejection,
     RouteDecision,
     Router,
-    format_explanation,
     rank,
     rejection_reasons,
 )
@@ -371,12 +371,12 @@ def test_software_adapter_already_below_the_reference_stays_in_place():
 def test_explain_lists_every_backend_and_marks_the_chosen_one():
     other = reg("other", 20, caps(supports_f64=True))
     expl = router(REFERENCE, other, GPU).explain(f64_program())
-    assert expl == [
+    assert expl == (
         Explanation("gpu", 10, False, ("needs f64 (supports_f64 is false)",), False),
         Explanation("other", 20, True, (), True),
         Explanation("reference", 100, True, (), False),
-    ]
-    assert format_explanation(expl) == (
+    )
+    assert str(expl) == (
         "  gpu (rank 10): rejected\n"
         "    - needs f64 (supports_f64 is false)\n"
         "* other (rank 20): chosen\n"
@@ -387,11 +387,42 @@ def test_explain_with_an_explicit_backend_and_with_nothing_capable():
     r = router(GPU, REFERENCE)
     assert [e.chosen for e in r.explain(f32_program(), backend="reference")] == [False, True]
     assert [e.chosen for e in router(GPU).explain(f64_program())] == [False]
-    assert format_explanation([]) == "no backends are registered"
+    assert str(Explanations()) == "no backends are registered"
+
+
+def test_format_explanation_is_deprecated_and_says_what_str_says(monkeypatch):
+    from vyre_core import deprecations
+    from vyre_core.routing import format_explanation
+
+    monkeypatch.setattr(deprecations, "_warned", {})
+    expl = router(GPU, REFERENCE).explain(f64_program())
+    with pytest.warns(deprecations.VyreDeprecationWarning, match=r"call 'format_explanation'"
+                      r".*Fix: print what Driver.explain answers"):
+        assert format_explanation(expl) == str(expl) == str(Explanations(list(expl)))
+    assert format_explanation([]) == "no backends are registered"  # (warned once)
+    monkeypatch.setattr(deprecations, "__version__", "1.0.0")
+    with pytest.raises(InvalidInputError, match=r"removed in vyre 1\.0\.0, and this is vyre "
+                                                 r"1\.0\.0") as caught:
+        format_explanation(expl)
+    assert "print what Driver.explain answers" in caught.value.fix
+
+
+def test_what_the_driver_answers_is_exported_by_vyre_core():
+    import vyre_core
+    from vyre_core.registry import BackendRegistration
+    from vyre_core.routing import RouteDecision
+    from vyre_core.tuning.candidates import Candidate
+    from vyre_core.tuning.tuner import Measured, TuneResult
+
+    assert (vyre_core.Explanation, vyre_core.Explanations, vyre_core.RouteDecision,
+            vyre_core.TuneResult, vyre_core.Measured, vyre_core.TuneCandidate,
+            vyre_core.BackendRegistration) == (Explanation, Explanations, RouteDecision,
+                                               TuneResult, Measured, Candidate,
+                                               BackendRegistration)
 
 
 def test_demoted_adapter_is_shown_as_such():
-    text = format_explanation(router(SOFT, REFERENCE).explain(f32_program()))
+    text = str(router(SOFT, REFERENCE).explain(f32_program()))
     assert text == ("* reference (rank 100): chosen\n"
                     "  lavapipe (rank 5, demoted: software adapter): capable")
 
@@ -562,7 +593,7 @@ def test_routing_keeps_a_program_to_the_devices_that_can_run_it():
     assert r.route(f64_program(), backend="gpu").devices == (1, 2)
     assert r.route(f32_program()).devices == (0, 1, 2)
     assert r.route(f32_program(), backend="reference").devices is None
-    text = format_explanation(r.explain(f64_program()))
+    text = str(r.explain(f64_program()))
     assert "gpu device 0 (rank 10): rejected" in text
     assert "gpu device 1 (rank 10): chosen" in text
 

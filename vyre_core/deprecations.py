@@ -1,14 +1,16 @@
 """What vyre has deprecated, and the one rule for each: warn once, then refuse.
 
-Every entry names a hook, a ``DispatchConfig`` field or an IR op id, the vyre version
-that deprecated it, the version that removes it, and what to use instead (the Fix). Until
-the removal version, using it warns once per process (``VyreDeprecationWarning``, shown
-by default, and a log record); from that version on it is refused with both versions
-named. Hooks are removed only with a new contract major (the freeze rule of
-contract/hookspec.py), so a hook's removal version is the vyre that ships that contract.
+Every entry names a hook, a ``DispatchConfig`` field, an IR op id or a public call, the
+vyre version that deprecated it, the version that removes it, and what to use instead (the
+Fix). Until the removal version, using it warns once per process
+(``VyreDeprecationWarning``, shown by default, and a log record); from that version on it
+is refused with both versions named. Hooks are removed only with a new contract major
+(the freeze rule of contract/hookspec.py), so a hook's removal version is the vyre that
+ships that contract.
 
 Checked where each kind enters: plugins when they load (``contract/manager.py``), configs
-when they are made (``config.py``), programs when they are validated (``ir/validate.py``).
+when they are made (``config.py``), programs when they are validated (``ir/validate.py``),
+calls when they are made (the function itself).
 ``vyre doctor`` lists the entries and the installed plugins that still use one.
 """
 
@@ -31,7 +33,7 @@ from vyre_core.errors import VyreError
 
 logger = logging.getLogger("vyre.deprecation")
 
-Kind = Literal["hook", "config", "op"]
+Kind = Literal["hook", "config", "op", "call"]
 
 
 class VyreDeprecationWarning(FutureWarning):
@@ -43,7 +45,7 @@ class VyreDeprecationWarning(FutureWarning):
 @dataclass(frozen=True)
 class Deprecation:
     kind: Kind
-    name: str          # the hook's name, the config field, or the op id ("unop.floor")
+    name: str          # the hook, the config field, the op id ("unop.floor") or the call
     since: str         # the vyre version that deprecated it
     removed_in: str    # the vyre version that refuses it
     replacement: str   # what to do instead: the Fix
@@ -88,6 +90,9 @@ DEPRECATIONS: tuple[Deprecation, ...] = (
     *(Deprecation("hook", f"vyre_{name}", "0.1.0", "1.0.0", _WHOLE_RECORD)
       for name in (*CAPABILITY_QUERIES, "device_profile")
       if name not in ("subgroup_size", "supported_ops")),
+    Deprecation("call", "format_explanation", "0.1.0", "1.0.0",
+                "print what Driver.explain answers, or take str() of it: its Explanations "
+                "format themselves, one block per backend."),
 )
 
 

@@ -10,7 +10,6 @@ from vyre_core.cli.output import console, print_json, styled
 from vyre_core.cli.run import add_target_argument
 from vyre_core.cli.targets import load_target
 from vyre_core.driver import Driver
-from vyre_core.routing import format_explanation
 from vyre_core.sequence import Sequence as StepSequence
 
 
@@ -32,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
                     "backends": [asdict(e) for e in explanation]})
     else:
         console.print(styled((target.name, "bold"), f"  program {program.fingerprint()[:16]}"))
-        console.print(format_explanation(explanation))
+        console.print(str(explanation))
     return 0
 
 

@@ -8,6 +8,7 @@ from vyre_core.routing.rank import (
     DEMOTED,
     Candidate,
     Explanation,
+    Explanations,
     Rejection,
     RouteDecision,
     Router,
@@ -20,6 +21,6 @@ from vyre_core.routing.rank import (
     routing_order,
 )
 
-__all__ = ["DEMOTED", "Candidate", "Explanation", "Rejection", "RouteDecision", "Router",
-           "RoutingPolicy", "claim_reasons", "demotable", "format_explanation",
+__all__ = ["DEMOTED", "Candidate", "Explanation", "Explanations", "Rejection", "RouteDecision",
+           "Router", "RoutingPolicy", "claim_reasons", "demotable", "format_explanation",
            "is_software_adapter", "no_capable_backend", "rejection_reasons", "routing_order"]

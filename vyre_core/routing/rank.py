@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from vyre_core import deprecations
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import InvalidInputError, NoCapableBackendError, PluginLoadError
 from vyre_core.ir.requirements import ALL_OPS, FEATURES
@@ -77,6 +78,23 @@ class Explanation:
     chosen: bool
     demoted: bool = False
     device: int | None = None
+
+    def __str__(self) -> str:
+        """Its block of ``explain``'s text: the backend, its rank, and why not."""
+        status = "chosen" if self.chosen else "capable" if self.accepted else "rejected"
+        demoted = f", {DEMOTED}" if self.demoted else ""
+        device = "" if self.device is None else f" device {self.device}"
+        return "\n".join([f"{'*' if self.chosen else ' '} {self.backend}{device} (rank "
+                          f"{self.precedence}{demoted}): {status}",
+                          *(f"    - {r}" for r in self.reasons)])
+
+
+class Explanations(tuple[Explanation, ...]):
+    """What ``Driver.explain`` answers: every candidate in routing order; ``str()`` (or
+    ``print``) gives the text, one block per backend."""
+
+    def __str__(self) -> str:
+        return "\n".join(map(str, self)) if self else "no backends are registered"
 
 
 def rejection_reasons(req: Requirements, caps: Capabilities) -> list[str]:
@@ -280,7 +298,7 @@ class Router:
                     self._cache.popitem(last=False)
         return decision
 
-    def explain(self, program: Routable, backend: str | None = None) -> list[Explanation]:
+    def explain(self, program: Routable, backend: str | None = None) -> Explanations:
         """Every candidate in routing order, accepted or with its exact reasons, and which
         one ``route`` would choose (none when it would raise). Not cached."""
         found: list[Explanation] = []
@@ -291,7 +309,7 @@ class Router:
             chosen_done = chosen_done or chosen
             found.append(Explanation(reg.id, reg.precedence, not reasons, reasons, chosen,
                                      demoted, device))
-        return found
+        return Explanations(found)
 
     def capable_elsewhere(self, program: Routable, backend: str) -> list[str]:
         """The backends other than ``backend`` whose claims accept all of ``program``
@@ -413,16 +431,8 @@ def _label(program: Routable) -> str:
     return f"{kind} {program.fingerprint()[:12]}"
 
 
-def format_explanation(expl: list[Explanation]) -> str:
-    """``explain``'s answer as text, one block per backend in routing order."""
-    if not expl:
-        return "no backends are registered"
-    lines = []
-    for e in expl:
-        status = "chosen" if e.chosen else "capable" if e.accepted else "rejected"
-        demoted = f", {DEMOTED}" if e.demoted else ""
-        device = "" if e.device is None else f" device {e.device}"
-        lines.append(f"{'*' if e.chosen else ' '} {e.backend}{device} (rank {e.precedence}"
-                     f"{demoted}): {status}")
-        lines.extend(f"    - {r}" for r in e.reasons)
-    return "\n".join(lines)
+def format_explanation(expl: Iterable[Explanation]) -> str:
+    """``explain``'s answer as text (deprecated: ``str()`` of what ``explain`` answers)."""
+    deprecations.enforce(deprecations.of_kind("call")["format_explanation"],
+                         "this program", InvalidInputError)
+    return str(Explanations(expl))

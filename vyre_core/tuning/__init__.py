@@ -6,7 +6,8 @@ is the command. docs/operations.md, "Tuning"."""
 
 from vyre_core.tuning.cache import CACHE_ENV, Tuned, TuneKey
 from vyre_core.tuning.candidates import Candidate, candidates
+from vyre_core.tuning.candidates import Candidate as TuneCandidate
 from vyre_core.tuning.tuner import Measured, TuneResult
 
-__all__ = ["CACHE_ENV", "Candidate", "Measured", "TuneKey", "TuneResult", "Tuned",
-           "candidates"]
+__all__ = ["CACHE_ENV", "Candidate", "Measured", "TuneCandidate", "TuneKey", "TuneResult",
+           "Tuned", "candidates"]
