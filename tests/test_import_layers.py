@@ -72,10 +72,6 @@ MOVING = {
         "step 11: probe_cache.py moves beside the set of pools",
     ("vyre_core.supervisor.facts", "vyre_core.observability.tracing"):
         "step 9: the shells take spans through the Spans protocol",
-    ("vyre_core.kernels.resident", "vyre_core.driver"):
-        "step 14: ResidentLaunch moves to driver/ beside ResidentBuffer",
-    ("vyre_core.kernels.resident", "vyre_core.sequence"):
-        "step 14: ResidentLaunch moves to driver/ beside ResidentBuffer",
 }
 
 #: Circles through imports inside functions of one room, each with why it stays or the

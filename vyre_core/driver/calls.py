@@ -15,7 +15,7 @@ from vyre_core import abi, shared_arrays
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import LoopRun, Outputs, Timing
 from vyre_core.deadline import Deadline
-from vyre_core.driver.resident import ResidentBuffer
+from vyre_core.driver.resident import ResidentBuffer, ResidentLaunch
 from vyre_core.errors import (
     InvalidConfigError,
     InvalidInputError,
@@ -24,7 +24,6 @@ from vyre_core.errors import (
 )
 from vyre_core.ir import Kernel, Program
 from vyre_core.kernels.kernel import KernelFunction, LaunchPlan
-from vyre_core.kernels.resident import ResidentLaunch
 from vyre_core.launch import Launch, launch_of
 from vyre_core.protocol import Op
 from vyre_core.sequence import Role, output_buffers

@@ -57,7 +57,7 @@ from vyre_core.driver.calls import (
 )
 from vyre_core.driver.owned import _options_for, _Owned
 from vyre_core.driver.pending import PendingResult, _LaunchResult
-from vyre_core.driver.resident import ResidentBuffer
+from vyre_core.driver.resident import ResidentBuffer, ResidentLaunch
 from vyre_core.errors import (
     InvalidConfigError,
     InvalidInputError,
@@ -67,7 +67,6 @@ from vyre_core.errors import (
 )
 from vyre_core.ir import Program
 from vyre_core.kernels.kernel import KernelFunction
-from vyre_core.kernels.resident import ResidentLaunch
 from vyre_core.launch import Launch, PlannedLaunches, effective_program, launch_of
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op

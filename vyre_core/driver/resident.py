@@ -1,16 +1,39 @@
 """A resident buffer's handle. Device memory that stays in one worker outlives the call
 that made it and belongs to that worker's generation, not to routing: its handle talks
 to its own worker directly and refuses use once that worker has restarted, whichever
-driver call it is passed to."""
+driver call it is passed to.
+
+``ResidentLaunch``: a launch some of whose arrays are resident buffers: the kernel as the
+one step of a sequence that the worker holding the buffers runs. A sequence already
+binds resident buffers, inputs and constants in one request, so the kernel's scalars and
+its hidden ``launch`` uniform (constants of the sequence, as ``SequenceBuilder.step``
+makes them) reach that worker with no new protocol and no new backend hook. Resident
+buffers are read and written in place; numpy arrays are the sequence's inputs, and those
+the kernel writes come back as its returns, filled into the caller's arrays as a plain
+launch fills them (``Written``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from vyre_core.config import DispatchConfig
 from vyre_core.deadline import Deadline
-from vyre_core.errors import PipelineInvalidatedError
+from vyre_core.errors import (
+    InvalidConfigError,
+    InvalidInputError,
+    InvalidSequenceError,
+    PipelineInvalidatedError,
+)
+from vyre_core.ir.dtypes import DType
+from vyre_core.kernels.annotations import ArrayType
+from vyre_core.kernels.kernel import KernelFunction, Written, axes_of, scalar_argument
+from vyre_core.kernels.signature import check_count, parameter_type
 from vyre_core.protocol import Op
+from vyre_core.sequence import Sequence as StepSequence
+from vyre_core.sequence import SequenceBuilder
 from vyre_core.supervisor.pool import Pool, Request
 
 Reply = tuple[dict[str, Any], list[Any]]
@@ -65,3 +88,147 @@ class ResidentBuffer:
     def free(self, timeout: float | None = None) -> None:
         if self.valid:
             self._call(Op.FREE, {"handle": self.handle}, (), timeout)
+
+
+#: DispatchConfig fields that shape one dispatch's grid: a resident launch's grid is its
+#: ``dim`` over the kernel's workgroup, as a sequence step's is.
+_PER_DISPATCH = ("workgroup_override", "grid_override", "dispatch_elements", "dim")
+
+
+class ResidentLaunch(Written):
+    """One launch on resident buffers: ``sequence`` (the kernel as its one step),
+    ``inputs`` (the numpy arrays, in parameter order), ``resident`` (parameter name ->
+    buffer), ``config`` (the sequence's), and the numpy arrays the kernel writes
+    (``Written``: its returns, in parameter order)."""
+
+    def __init__(self, kernel: KernelFunction, dim: Any, args: Sequence[Any],
+                 resident: Mapping[int, ResidentBuffer], shapes: Any,
+                 config: DispatchConfig) -> None:
+        params = kernel.params
+        check_count(params, args)
+        axes = axes_of(dim)
+        shapes = _checked_shapes(shapes, params.names, resident)
+        types = tuple(_resident_type(name, declared, resident[p]) if p in resident
+                      else parameter_type(name, declared, value)
+                      for p, (name, declared, value) in
+                      enumerate(zip(params.names, params.declared, args, strict=True)))
+        _one_worker(params.names, resident)
+        written = kernel.compiled_for(types, axes).written
+        mine = [p for p in written if p not in resident]
+        super().__init__([args[p] for p in mine], [params.names[p] for p in mine])
+        self.config, constants = _split(config)
+        self.sequence = _sequence(kernel, dim, args, types, resident, shapes,
+                                  [params.names[p] for p in mine], constants)
+        self.inputs = [args[p].reshape(-1) if isinstance(t, ArrayType) else
+                       scalar_argument(name, args[p], t)
+                       for p, (name, t) in enumerate(zip(params.names, types, strict=True))
+                       if p not in resident and _is_input(params.declared[p], t)]
+        self.resident = {params.names[p]: buf for p, buf in resident.items()}
+
+
+def _is_input(declared: Any, t: ArrayType | DType) -> bool:
+    """Whether a numpy argument travels as an input of the sequence: an array, or a
+    scalar whose parameter is annotated."""
+    return isinstance(t, ArrayType) or isinstance(declared, DType)
+
+
+def _resident_type(name: str, declared: Any, buf: ResidentBuffer) -> ArrayType:
+    """A resident buffer's parameter must be an annotated array (a buffer has bytes, no
+    dtype), whose elements fill it exactly."""
+    if not isinstance(declared, ArrayType):
+        wants = f"a {declared.value} number" if isinstance(declared, DType) else \
+            "an array whose dtype it does not say"
+        raise InvalidInputError(
+            f"argument {name!r} is a ResidentBuffer, and the kernel wants {wants}",
+            f"Pass a number for {name!r}." if isinstance(declared, DType) else
+            f"Annotate the parameter: {name}: vyre.Array[f32] (a resident buffer holds "
+            "bytes; the annotation says their dtype), or pass a numpy array.")
+    size = declared.dtype.storage_bytes
+    if buf.byte_len == 0 or buf.byte_len % size:
+        raise InvalidInputError(
+            f"argument {name!r} is a resident buffer of {buf.byte_len} bytes, not a whole, "
+            f"non-zero number of {declared.dtype.value} elements ({size} bytes each)",
+            f"Allocate it with n * {size} bytes: drv.allocate_resident(n * {size}, ...).")
+    return declared
+
+
+def _checked_shapes(shapes: Any, names: Sequence[str],
+                    resident: Mapping[int, ResidentBuffer]) -> dict[str, Any]:
+    """``shapes=``: the extents of shaped resident parameters only (a numpy array has its
+    own); the kernel step checks each against its parameter and buffer."""
+    if shapes is None:
+        return {}
+    own = {names[p] for p in resident}
+    if not isinstance(shapes, Mapping) or not all(isinstance(k, str) for k in shapes):
+        raise InvalidInputError(f"shapes= is a {type(shapes).__name__}, not a dict of "
+                                "parameter names", "Pass shapes={'img': (rows, cols)} for "
+                                "each shaped parameter bound to a resident buffer.")
+    for name in shapes:
+        if name in names and name not in own:
+            raise InvalidInputError(f"shapes= names {name!r}, which is not given a "
+                                    "resident buffer (a numpy array has its own shape)",
+                                    f"Leave {name!r} out of shapes=.")
+    return dict(shapes)
+
+
+def _one_worker(names: Sequence[str], resident: Mapping[int, ResidentBuffer]) -> None:
+    """All of a launch's resident buffers in one worker generation, each bound once."""
+    if len({(b.pool, b.slot, b.generation) for b in resident.values()}) > 1:
+        raise InvalidInputError("the launch's resident buffers live in different workers",
+                                "Allocate them in one worker: "
+                                "drv.allocate_resident(nbytes, near=first_buffer).")
+    seen: dict[int, str] = {}
+    for p, buf in resident.items():
+        other = seen.setdefault(buf.handle, names[p])
+        if other != names[p]:
+            raise InvalidInputError(f"one ResidentBuffer is passed as both {other!r} and "
+                                    f"{names[p]!r}", "Pass a distinct buffer for each "
+                                    "parameter (a kernel that reads one and writes the "
+                                    "other would see either).")
+
+
+def _split(config: DispatchConfig) -> tuple[DispatchConfig, dict[str, Any]]:
+    """The sequence's config and the kernel's constants (its step's): a resident launch
+    runs ``dim`` over the kernel's workgroup, so a grid chosen in ``config`` is refused."""
+    if config.tuned:
+        raise InvalidConfigError("tuned=True has no tuned choice to apply in a launch on "
+                                 "resident buffers", "Leave tuned out.")
+    chosen = [f for f in _PER_DISPATCH if getattr(config, f) is not None]
+    if config.fixpoint_iterations != 1:
+        chosen.append("fixpoint_iterations")
+    if chosen:
+        raise InvalidConfigError(
+            f"a launch on resident buffers runs dim= over the kernel's workgroup; its "
+            f"config sets {', '.join(chosen)}",
+            "Leave them out: pass dim=, and name the workgroup with "
+            "@vyre.kernel(workgroup=(...))." )
+    constants = dict(config.constants)
+    return (config.replace(constants=()) if constants else config), constants
+
+
+def _sequence(kernel: KernelFunction, dim: Any, args: Sequence[Any],
+              types: tuple[ArrayType | DType, ...], resident: Mapping[int, ResidentBuffer],
+              shapes: dict[str, Any], returns: list[str],
+              constants: dict[str, Any]) -> StepSequence:
+    """The launch as a one-step sequence: resident buffers, then numpy arrays and
+    annotated scalars as its inputs (a new value is no new sequence), an unannotated
+    scalar as a number (a constant: a step types a parameter bound to a buffer as an
+    array unless annotated)."""
+    b = SequenceBuilder()
+    bind: dict[str, Any] = {}
+    for p, (name, t) in enumerate(zip(kernel.params.names, types, strict=True)):
+        if p in resident:
+            b.resident(name, t.dtype, resident[p].byte_len // t.dtype.storage_bytes)
+        elif isinstance(t, ArrayType):
+            b.input(name, t.dtype, int(np.size(args[p])))
+            if t.ndim > 1:
+                shapes[name] = tuple(args[p].shape)
+        elif _is_input(kernel.params.declared[p], t):
+            b.input(name, t, 1)
+        else:
+            bind[name] = args[p]
+    try:
+        b.step(kernel, bind, dim=dim, shapes=shapes, constants=constants or None)
+        return b.build(returns=returns)
+    except InvalidSequenceError as exc:  # (a shape or scalar of this launch's arguments)
+        raise InvalidInputError(exc.cause, exc.fix) from None
