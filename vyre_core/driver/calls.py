@@ -15,7 +15,7 @@ from vyre_core import abi, shared_arrays
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import LoopRun, Outputs, Timing
 from vyre_core.deadline import Deadline
-from vyre_core.driver.resident import ResidentBuffer, ResidentLaunch
+from vyre_core.driver.resident import ResidentBuffer, ResidentLaunch, one_worker
 from vyre_core.errors import (
     InvalidConfigError,
     InvalidInputError,
@@ -236,7 +236,6 @@ def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
         raise InvalidSequenceError(
             f"the sequence's resident buffers are {sorted(declared)}, resident= names {got}",
             "Pass resident={name: ResidentBuffer} for exactly its resident buffers.")
-    places = set()
     for name, buf in resident.items():
         want = declared[name].nbytes
         if not isinstance(buf, ResidentBuffer):
@@ -247,18 +246,13 @@ def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
                 f"resident {name!r} holds {buf.byte_len} bytes, the sequence declares {want}",
                 f"Allocate it with Driver.allocate_resident({want}, ...).")
         buf.refuse_if_stale(name)
-        places.add((buf.pool, buf.slot, buf.generation))
-    if len(places) > 1:
-        raise InvalidSequenceError("the sequence's resident buffers live in different workers",
-                                   "Allocate them in one worker: "
-                                   "drv.allocate_resident(nbytes, near=first_buffer).")
+    if not resident:
+        return {}, None, None
+    _, slot, generation = one_worker(list(resident.values()), list(resident))
     if len({buf.handle for buf in resident.values()}) < len(resident):
         raise InvalidSequenceError("one ResidentBuffer is bound to two resident names",
                                    "Bind a distinct ResidentBuffer to each name (a step that "
                                    "reads one and writes the other would see either).")
-    if not places:
-        return {}, None, None
-    _, slot, generation = places.pop()
     return {name: buf.handle for name, buf in resident.items()}, slot, generation
 
 

@@ -54,6 +54,7 @@ from vyre_core.driver.calls import (
     _unwritten,
     _weighed,
     _writing_into,
+    one_worker,
 )
 from vyre_core.driver.owned import _options_for, _Owned
 from vyre_core.driver.pending import PendingResult, _LaunchResult
@@ -594,10 +595,7 @@ class Driver:
         """Dispatch on resident buffers (one per non-workgroup buffer, declaration order);
         outputs are written into their buffers. All must live in the same worker."""
         config = _untuned(_config(config), "dispatch_resident")
-        if not buffers or len({(b.pool, b.slot, b.generation) for b in buffers}) != 1:
-            raise InvalidInputError("resident buffers of one dispatch must all live in one "
-                                    "worker (same backend, worker and generation)",
-                                    "Allocate them on the same backend, one after another.")
+        one_worker(buffers, [f"buffers[{i}]" for i in range(len(buffers))])
         first, deadline = buffers[0], Deadline.after(config.timeout)
         self._check_device(effective_program(_checked_program(program), config), first,
                            deadline)
@@ -714,12 +712,8 @@ class Driver:
             if out is not None:
                 _check_out(sequence, req.outputs, out)
                 _writing_into(req, out, {})
-            if req.slot is not None and (_resident_pool(resident), req.slot,
-                                         req.generation) != (pool, slot, generation):
-                raise InvalidSequenceError(
-                    "the resident buffers live in another worker than this compiled sequence",
-                    "Allocate them on the backend and worker the sequence was compiled for, "
-                    "or run it with Driver.dispatch_sequence.")
+            if req.slot is not None:
+                one_worker(list(resident.values()), list(resident), (pool, slot, generation))
             req.slot, req.generation = slot, generation
             return _sequence_into(_sequence_outputs(*pool.call(req)), out)
 

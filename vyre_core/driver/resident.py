@@ -90,6 +90,30 @@ class ResidentBuffer:
             self._call(Op.FREE, {"handle": self.handle}, (), timeout)
 
 
+
+Worker = tuple[Pool, int, int]  # (pool, slot, generation): one worker generation
+
+
+def one_worker(buffers: Sequence[ResidentBuffer], names: Sequence[str],
+               worker: Worker | None = None) -> Worker:
+    """The worker all of ``buffers`` (called ``names``) live in, and ``worker`` too when
+    given (a compiled sequence's): the resident buffers of one call must share one worker,
+    which runs the call (a dispatch on resident buffers, a launch, a sequence)."""
+    places = {(b.pool, b.slot, b.generation) for b in buffers}
+    if worker is not None:
+        places.add(worker)
+    if len(places) == 1:
+        return places.pop()
+    where = [f"{name!r} in {b.pool.backend!r} worker {b.slot} generation {b.generation}"
+             for name, b in zip(names, buffers, strict=True)]
+    if worker is not None:
+        where.append(f"the compiled sequence in {worker[0].backend!r} worker {worker[1]} "
+                     f"generation {worker[2]}")
+    raise InvalidInputError(
+        f"resident buffers must share one worker: {'; '.join(where) or 'none was given'}",
+        "Allocate them in one worker: drv.allocate_resident(nbytes, near=first_buffer) "
+        "(a compiled sequence's: near a buffer of the worker it was compiled in).")
+
 #: DispatchConfig fields that shape one dispatch's grid: a resident launch's grid is its
 #: ``dim`` over the kernel's workgroup, as a sequence step's is.
 _PER_DISPATCH = ("workgroup_override", "grid_override", "dispatch_elements", "dim")
@@ -112,7 +136,8 @@ class ResidentLaunch(Written):
                       else parameter_type(name, declared, value)
                       for p, (name, declared, value) in
                       enumerate(zip(params.names, params.declared, args, strict=True)))
-        _one_worker(params.names, resident)
+        one_worker(list(resident.values()), [params.names[p] for p in resident])
+        _each_once(params.names, resident)
         written = kernel.compiled_for(types, axes).written
         mine = [p for p in written if p not in resident]
         super().__init__([args[p] for p in mine], [params.names[p] for p in mine])
@@ -171,12 +196,8 @@ def _checked_shapes(shapes: Any, names: Sequence[str],
     return dict(shapes)
 
 
-def _one_worker(names: Sequence[str], resident: Mapping[int, ResidentBuffer]) -> None:
-    """All of a launch's resident buffers in one worker generation, each bound once."""
-    if len({(b.pool, b.slot, b.generation) for b in resident.values()}) > 1:
-        raise InvalidInputError("the launch's resident buffers live in different workers",
-                                "Allocate them in one worker: "
-                                "drv.allocate_resident(nbytes, near=first_buffer).")
+def _each_once(names: Sequence[str], resident: Mapping[int, ResidentBuffer]) -> None:
+    """Each of a launch's resident buffers bound to one parameter only."""
     seen: dict[int, str] = {}
     for p, buf in resident.items():
         other = seen.setdefault(buf.handle, names[p])
