@@ -15,7 +15,7 @@ launch fills them (``Written``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from vyre_core.errors import (
     InvalidConfigError,
     InvalidInputError,
     InvalidSequenceError,
+    NoCapableBackendError,
     PipelineInvalidatedError,
 )
 from vyre_core.ir.dtypes import DType
@@ -35,6 +36,11 @@ from vyre_core.protocol import Op
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.sequence import SequenceBuilder
 from vyre_core.supervisor.pool import Pool, Request
+
+if TYPE_CHECKING:
+    from vyre_core.ir import Program
+    from vyre_core.routing import RoutingPolicy
+    from vyre_core.supervisor.pools import Pools
 
 Reply = tuple[dict[str, Any], list[Any]]
 
@@ -90,6 +96,54 @@ class ResidentBuffer:
             self._call(Op.FREE, {"handle": self.handle}, (), timeout)
 
 
+
+
+def allocate(pools: Pools, byte_len: int, backend: str | None, timeout: float | None,
+             near: ResidentBuffer | None) -> ResidentBuffer:
+    """``Driver.allocate_resident``: ``byte_len`` bytes in a worker of ``backend``, or in
+    the worker that holds ``near``."""
+    if isinstance(byte_len, bool) or not isinstance(byte_len, int | np.integer) \
+            or not 0 <= byte_len < 2**62:
+        raise InvalidInputError(f"byte_len={byte_len!r} is not a byte count",
+                                "Pass an int from 0 to 2**62.")
+    if near is not None:
+        if not isinstance(near, ResidentBuffer):
+            raise InvalidInputError(f"near= is a {type(near).__name__}, not a "
+                                    "ResidentBuffer", "Pass a buffer of allocate_resident.")
+        if backend not in (None, near.pool.backend):
+            raise InvalidInputError(f"backend={backend!r}, but near= lives in "
+                                    f"{near.pool.backend!r}", "Leave backend out.")
+        meta, _ = near._call(Op.ALLOCATE, {"byte_len": int(byte_len)}, (), timeout)
+        return ResidentBuffer(near.pool, near.slot, near.generation, meta["handle"],
+                              int(byte_len))
+    if backend is None:
+        raise InvalidInputError("allocate_resident needs backend= or near=",
+                                "Name the backend, e.g. backend='wgpu'.")
+    pool = pools.open(backend)
+    request = Request(Op.ALLOCATE, {"byte_len": int(byte_len)}, [],
+                      deadline=Deadline.after(timeout))
+    meta, _ = pool.call(request)
+    slot, generation = request.served_by
+    return ResidentBuffer(pool, slot, generation, meta["handle"], int(byte_len))
+
+
+def _check_device(routing: RoutingPolicy, work: Program | StepSequence,
+                  buffer: ResidentBuffer, deadline: Deadline) -> None:
+    """Refuse work for resident buffers whose device cannot run it (a pool with one
+    worker set per device: capabilities differ per device)."""
+    pool = buffer.pool
+    if not pool.pinned:
+        return
+    device = pool.device_of(buffer.slot)
+    devices = routing.route(work, pool.backend, deadline).devices
+    if devices is not None and device not in devices:
+        raise NoCapableBackendError(
+            f"the resident buffers live on device {device} of {pool.backend!r}, which "
+            f"cannot run {type(work).__name__.lower()} {work.fingerprint()[:12]} (its "
+            f"devices that can: {', '.join(map(str, devices))})",
+            "Allocate the buffers with allocate_resident(near=...) next to a buffer on a "
+            "capable device, or run the work without resident buffers.",
+            rejections={pool.backend: [f"device {device} cannot run it"]})
 
 Worker = tuple[Pool, int, int]  # (pool, slot, generation): one worker generation
 
