@@ -10,6 +10,7 @@
 - ``resident.py``: ``ResidentBuffer``, device memory that stays in one worker,
   ``ResidentLaunch``, a launch on such buffers, and ``one_worker``, the check that the
   buffers of one call share a worker;
+- ``awaiting.py``: ``await`` on a call's handle, woken through the awaiting loop;
 - ``owned.py``: what a Driver owns and ``close()`` stops, held apart from the Driver; its
   construction, fork and exit hooks, ``status``, ``metrics``, the context manager and the
   arrays in shared memory.

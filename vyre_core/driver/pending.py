@@ -71,7 +71,7 @@ class PendingResult:
     def __await__(self) -> Generator[Any, None, Outputs]:
         """``await`` the call from a coroutine: its loop keeps running meanwhile, the
         answer is ``result()``'s, and cancelling the awaiting task cancels the call."""
-        from vyre_core import awaiting  # (asyncio is imported only by those who await)
+        from vyre_core.driver import awaiting  # (asyncio: imported only by those who await)
 
         return awaiting.answer(self._future, lambda: self.result(0),
                                lambda: self.cancel()).__await__()
