@@ -209,7 +209,7 @@ REFUSALS = {
                               "shapes= names 'y', which is not given a resident buffer",
                               "Leave 'y' out of shapes=."),
     "two workers": (saxpy, 4, lambda: (1.0, fake(16), fake(16, 2, slot=1), fake(16, 3)), {},
-                    "the launch's resident buffers live in different workers",
+                    "resident buffers must share one worker",
                     "near=first_buffer"),
     "one buffer twice": (saxpy, 4, lambda: (1.0, fake(16), fake(16), fake(16, 3)), {},
                          "one ResidentBuffer is passed as both 'x' and 'y'",

@@ -33,6 +33,8 @@ import vyre_workers.backend_host as backend_host
 from vyre_core import ir, protocol
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver
+from vyre_core.driver.calls import _planned
+from vyre_core.driver.owned import _options_for
 from vyre_core.errors import (
     DeviceLostError,
     DispatchTimeoutError,
@@ -228,7 +230,7 @@ def assert_exact(outputs, expected) -> None:
 
 def request(drv: Driver, program: ir.Program, inputs, config: DispatchConfig | None = None):
     """A request built the way ``Driver.dispatch`` builds it."""
-    return drv._planned(program, inputs, config or DispatchConfig())[1].renewed()
+    return _planned(drv._plans, program, inputs, config or DispatchConfig())[1].renewed()
 
 
 def recording(pool) -> list[tuple[Request, dict]]:
@@ -330,7 +332,7 @@ def test_a_long_dispatch_sent_again_after_a_miss_is_not_judged_lost():
         for salt in range(PROGRAM_CACHE + 1):
             drv.compile(affine(salt=3000 + salt), backend="reference")
         n = 1_200_000
-        assert drv._options_for("reference").silence_limit < 1.6
+        assert _options_for(drv._backend_options, drv.options, "reference").silence_limit < 1.6
         req = request(drv, program, [np.array([n], np.uint32)])
         _, (out,) = pool.submit(req).result(timeout=40)
         assert req.lean and req.with_program  # the miss happened

@@ -13,13 +13,12 @@ from source_tree import ROOT, line_count, modules
 pytestmark = pytest.mark.fast
 
 MAX_LINES = 600
-#: The Driver class's lines: today's, which may only fall; steps 14-15 of the move bring
-#: it under 250, the budget it then keeps.
-DRIVER_LINES = 671
+#: The Driver class's budget (steps 14-15 of the move brought it under): construction and
+#: the verbs, each a few lines over the rooms of driver/.
+DRIVER_LINES = 250
 
 #: Today's modules over MAX_LINES and the step that splits each (only ever remove).
 SPLITTING = {
-    "vyre_core.driver.driver": "steps 14-15: the Driver thinned, its verbs over driver/calls.py",
     "vyre_core.supervisor.pool": "step 10: the local shell split",
     "vyre_core.cluster.ray_pool": "step 10: the Ray shell and its placement",
 }
@@ -40,9 +39,10 @@ def test_no_module_passes_the_line_budget_but_the_listed_ones():
     assert not stale, f"these are now within {MAX_LINES} lines: remove their entries: {stale}"
 
 
-def test_the_driver_class_does_not_grow():
+def test_the_driver_class_is_under_250_lines():
+    """From ``class Driver`` to its last line, as ``ast`` reads it."""
     tree = ast.parse((ROOT / "vyre_core/driver/driver.py").read_text())
     driver = next(c for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "Driver")
     lines = driver.end_lineno - driver.lineno + 1
-    assert lines <= DRIVER_LINES, (f"the Driver class is {lines} lines, over its "
-                                   f"{DRIVER_LINES}: put the new work in a room of its own")
+    assert lines < DRIVER_LINES, (f"the Driver class is {lines} lines, not under its "
+                                  f"{DRIVER_LINES}: put the new work in a room of driver/")

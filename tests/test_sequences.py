@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from waiting import wait_for, workers
 
+import vyre_core as vyre
 from vyre_core import DispatchConfig, Driver, SequenceBuilder, ir
 from vyre_core.conformance.cases_sequences import double_in_place
 from vyre_core.contract.types import LoopRun
@@ -204,6 +205,38 @@ def test_buffers_allocated_near_another_share_its_worker_and_names_need_their_ow
             driver.allocate_resident(4)
 
 
+
+def test_every_path_refuses_resident_buffers_of_two_workers_with_one_error(drv):
+    """A sequence, its compiled handle, a dispatch and a launch on resident buffers: one
+    check (``one_worker``), one cause and one Fix, before any work."""
+    @vyre.kernel
+    def add_into(x: vyre.Array[vyre.f32], y: vyre.Array[vyre.f32]):
+        y[vyre.global_id(0)] = y[vyre.global_id(0)] + x[vyre.global_id(0)]
+
+    seq = two_residents()
+    acc = drv.allocate_resident(N * 4, "reference")
+    elsewhere = drv.allocate_resident(N * 4, "wgpu")
+    beside = drv.allocate_resident(N * 4, near=elsewhere)
+    compiled = drv.compile_sequence(seq, backend="reference")
+    paths = {
+        "dispatch_sequence": lambda: drv.dispatch_sequence(
+            seq, [X], resident={"acc": acc, "other": elsewhere}),
+        "a compiled sequence": lambda: compiled.dispatch(
+            [X], resident={"acc": elsewhere, "other": beside}),
+        "dispatch_resident": lambda: drv.dispatch_resident(affine(1.0, 0.0), [acc, elsewhere]),
+        "launch": lambda: drv.launch(add_into, N, (acc, elsewhere)),
+        "launch_async": lambda: drv.launch_async(add_into, N, (acc, elsewhere)),
+    }
+    refusals = {}
+    for name, path in paths.items():
+        with pytest.raises(InvalidInputError) as err:
+            path()
+        refusals[name] = (err.value.cause.split(":")[0], err.value.fix)
+    assert set(refusals.values()) == {(
+        "resident buffers must share one worker",
+        "Allocate them in one worker: drv.allocate_resident(nbytes, near=first_buffer) "
+        "(a compiled sequence's: near a buffer of the worker it was compiled in).")}, refusals
+
 def test_compile_sequence_refuses_what_is_not_a_sequence(drv):
     with pytest.raises(InvalidSequenceError, match="expected a Sequence, got Program"):
         drv.compile_sequence(affine(1.0, 0.0))
@@ -214,7 +247,7 @@ def test_resident_buffers_of_two_workers_or_an_old_generation_are_refused(drv):
     acc = drv.allocate_resident(N * 4, "reference")
     same = drv.allocate_resident(N * 4, "reference")
     elsewhere = drv.allocate_resident(N * 4, "wgpu")
-    with pytest.raises(InvalidSequenceError, match="live in different workers"):
+    with pytest.raises(InvalidInputError, match="resident buffers must share one worker"):
         drv.dispatch_sequence(seq, [X], resident={"acc": acc, "other": elsewhere})
     pid = next(w["pid"] for w in workers(drv, "reference") if w["index"] == acc.slot)
     os.kill(pid, signal.SIGKILL)

@@ -1,11 +1,19 @@
 """The Driver and the handles it gives out, in rooms:
 
 - ``driver.py``: ``Driver``, the one object callers use (its contract is that module's
-  docstring);
-- ``calls.py``: what each verb checks and builds before any work is sent;
-- ``pending.py``: ``PendingResult``, a call in flight;
-- ``resident.py``: ``ResidentBuffer``, device memory that stays in one worker;
-- ``owned.py``: what a Driver owns and ``close()`` stops, held apart from the Driver.
+  docstring): construction and the verbs, each a few lines over the rooms below;
+- ``calls.py``: what each verb checks and builds before any work is sent, and the
+  synchronous calls that send it (dispatch, sequences, ``dispatch_resident``);
+- ``compiled.py``: the handles ``compile`` and ``compile_sequence`` make;
+- ``pending.py``: ``PendingResult``, a call in flight, and ``Background``, the
+  asynchronous routing of ``dispatch_async`` and ``launch_async``;
+- ``resident.py``: ``ResidentBuffer``, device memory that stays in one worker,
+  ``ResidentLaunch``, a launch on such buffers, and ``one_worker``, the check that the
+  buffers of one call share a worker;
+- ``awaiting.py``: ``await`` on a call's handle, woken through the awaiting loop;
+- ``owned.py``: what a Driver owns and ``close()`` stops, held apart from the Driver; its
+  construction, fork and exit hooks, ``status``, ``metrics``, the context manager and the
+  arrays in shared memory.
 
 ``from vyre_core.driver import Driver, PendingResult, ResidentBuffer`` is the public
 path; a private helper is imported from the room that holds it.

@@ -7,7 +7,7 @@ the checks can be read (and tested) without a pool."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,7 +15,12 @@ from vyre_core import abi, shared_arrays
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import LoopRun, Outputs, Timing
 from vyre_core.deadline import Deadline
-from vyre_core.driver.resident import ResidentBuffer
+from vyre_core.driver.resident import (
+    ResidentBuffer,
+    ResidentLaunch,
+    _check_device,
+    one_worker,
+)
 from vyre_core.errors import (
     InvalidConfigError,
     InvalidInputError,
@@ -24,12 +29,17 @@ from vyre_core.errors import (
 )
 from vyre_core.ir import Kernel, Program
 from vyre_core.kernels.kernel import KernelFunction, LaunchPlan
-from vyre_core.kernels.resident import ResidentLaunch
-from vyre_core.launch import Launch, launch_of
+from vyre_core.launch import Launch, PlannedLaunches, effective_program, launch_of
 from vyre_core.protocol import Op
 from vyre_core.sequence import Role, output_buffers
 from vyre_core.sequence import Sequence as StepSequence
+from vyre_core.shadow_sampler import Sample
+from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.pool import Pool, Request
+
+if TYPE_CHECKING:
+    from vyre_core.routing import RoutingPolicy
+    from vyre_core.shadow_sampler import ShadowSampler
 
 
 def _outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
@@ -237,7 +247,6 @@ def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
         raise InvalidSequenceError(
             f"the sequence's resident buffers are {sorted(declared)}, resident= names {got}",
             "Pass resident={name: ResidentBuffer} for exactly its resident buffers.")
-    places = set()
     for name, buf in resident.items():
         want = declared[name].nbytes
         if not isinstance(buf, ResidentBuffer):
@@ -248,18 +257,13 @@ def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
                 f"resident {name!r} holds {buf.byte_len} bytes, the sequence declares {want}",
                 f"Allocate it with Driver.allocate_resident({want}, ...).")
         buf.refuse_if_stale(name)
-        places.add((buf.pool, buf.slot, buf.generation))
-    if len(places) > 1:
-        raise InvalidSequenceError("the sequence's resident buffers live in different workers",
-                                   "Allocate them in one worker: "
-                                   "drv.allocate_resident(nbytes, near=first_buffer).")
+    if not resident:
+        return {}, None, None
+    _, slot, generation = one_worker(list(resident.values()), list(resident))
     if len({buf.handle for buf in resident.values()}) < len(resident):
         raise InvalidSequenceError("one ResidentBuffer is bound to two resident names",
                                    "Bind a distinct ResidentBuffer to each name (a step that "
                                    "reads one and writes the other would see either).")
-    if not places:
-        return {}, None, None
-    _, slot, generation = places.pop()
     return {name: buf.handle for name, buf in resident.items()}, slot, generation
 
 
@@ -282,3 +286,122 @@ def _sequence_into(got: Outputs, out: Sequence[np.ndarray] | None) -> Outputs:
     into = _outputs({}, list(out))
     into.loops, into.timing = got.loops, got.timing
     return into
+
+
+def _planned(plans: PlannedLaunches, program: Program, inputs: Sequence[Any],
+             config: DispatchConfig) -> tuple[Launch, Request]:
+    """The request of one dispatch with its launch planned here, before any work: the
+    grid (from dim, the config, or inference) checked against the index types and the
+    inputs; routing weighs the launch, the worker gets its grid."""
+    program = _checked_program(program).check()
+    bound = abi.bind_inputs(program, inputs)
+    launch, sent, outputs = plans.plan(program, config, bound)
+    meta = {"fp": program.fingerprint(), "program": program.to_wire(), "config": sent,
+            "label": config.label}
+    return launch, Request(  # type: ignore[return-value]
+        Op.DISPATCH, meta, bound, deadline=Deadline.after(config.timeout),
+        retries=config.retries, outputs=outputs)
+
+
+def _dispatched(routing: RoutingPolicy, plans: PlannedLaunches, program: Program,
+                inputs: Sequence[Any], backend: str | None, config: DispatchConfig,
+                out: Sequence[np.ndarray] | None, shadow: ShadowSampler | None) -> Outputs:
+    """``Driver.dispatch`` once its config is final; ``shadow`` (when sampling) is offered
+    the call when its rule says so and a backend other than the reference served it."""
+    launch, request = _planned(plans, program, inputs, config)
+    if out is not None:
+        _check_out(program, request.outputs, out)
+        _writing_into(request, out, _read_write(program))
+    bound = None if shadow is None else _unwritten(request.arrays, out)
+    pool, _, (meta, arrays) = routing.call(
+        launch, backend, lambda pool: request.renewed(), request.deadline)
+    if out is not None:
+        for target, array in zip(out, arrays, strict=True):
+            np.copyto(target.reshape(-1), array, casting="no")
+        arrays = list(out)  # the shared results go back to the pool now
+    outputs = _outputs(meta, arrays)
+    if bound is not None and not pool.registration.is_reference and shadow.rule.due():
+        shadow.offer(Sample(program, [np.array(a, copy=True) for a in bound], config,
+                            [np.array(a, copy=out is not None) for a in outputs],
+                            pool.backend))
+    return outputs
+
+
+def _dispatch_resident(routing: RoutingPolicy, program: Program,
+                       buffers: Sequence[ResidentBuffer], config: Any) -> Timing:
+    """``Driver.dispatch_resident``: ``program`` run by the worker holding ``buffers``."""
+    config = _untuned(_config(config), "dispatch_resident")
+    one_worker(buffers, [f"buffers[{i}]" for i in range(len(buffers))])
+    first, deadline = buffers[0], Deadline.after(config.timeout)
+    _check_device(routing, effective_program(_checked_program(program), config), first,
+                  deadline)
+    meta, _ = first._call(Op.DISPATCH_RESIDENT, {
+        "fp": program.check().fingerprint(), "program": program.to_wire(),
+        "config": config.to_wire(),
+        "handles": [b.handle for b in buffers], "label": config.label},
+        deadline=deadline)
+    return Timing(meta["wall_ns"], meta.get("device_ns"), config.label)
+
+
+def _resident_launch(routing: RoutingPolicy, plan: ResidentLaunch,
+                     backend: str | None) -> Outcome:
+    """``Driver.launch_async`` on resident buffers: its one-step sequence, submitted to
+    the worker that holds them."""
+    request = _sequence_request(plan.sequence, plan.inputs, plan.resident,
+                                _sequence_config(plan.config))
+    _check_out(plan.sequence, request.outputs, plan.out)
+    _writing_into(request, plan.out, {})
+    pool = _resident_sequence_pool(routing, plan.sequence, request, plan.resident, backend)
+    return pool.submit(request)
+
+
+def _run_sequence(routing: RoutingPolicy, sequence: StepSequence, request: Request,
+                  resident: Mapping[str, ResidentBuffer] | None,
+                  backend: str | None) -> Outputs:
+    if request.slot is not None:  # resident buffers: their worker runs it
+        pool = _resident_sequence_pool(routing, sequence, request, resident, backend)
+        return _sequence_outputs(*pool.call(request))
+    _, _, reply = routing.call(sequence, backend, lambda pool: request.renewed(),
+                               request.deadline)
+    return _sequence_outputs(*reply)
+
+
+def _resident_sequence_pool(routing: RoutingPolicy, sequence: StepSequence, request: Request,
+                            resident: Mapping[str, ResidentBuffer],
+                            backend: str | None) -> Pool:
+    """The pool whose worker holds ``resident`` and runs ``sequence`` (``request``
+    is pinned to it), once it is seen able to."""
+    pool = _resident_pool(resident)
+    if backend not in (None, pool.backend):
+        raise InvalidSequenceError(
+            f"backend={backend!r}, but the resident buffers live in "
+            f"{pool.backend!r}", "Leave backend out, or allocate the buffers there.")
+    # (capable, or every reason why not)
+    routing.route(sequence, pool.backend, request.deadline)
+    _check_device(routing, sequence, next(iter(resident.values())), request.deadline)
+    return pool
+
+
+def _dispatched_sequence(routing: RoutingPolicy, sequence: StepSequence, inputs: Sequence[Any],
+                         resident: Mapping[str, ResidentBuffer] | None, backend: str | None,
+                         config: Any, out: Sequence[np.ndarray] | None) -> Outputs:
+    """``Driver.dispatch_sequence``: the request built and checked, run by the routed
+    backend (or the worker holding ``resident``), its returns written into ``out``."""
+    config = _sequence_config(config)
+    if config.fuse:
+        sequence = _checked_sequence(sequence).fused()
+    request = _sequence_request(sequence, inputs, resident, config)
+    if out is not None:
+        _check_out(sequence, request.outputs, out)
+        _writing_into(request, out, {})
+    return _sequence_into(_run_sequence(routing, sequence, request, resident, backend), out)
+
+
+def _sequence_on(pool: Pool, sequence: StepSequence, inputs: Sequence[Any],
+                 config: Any) -> Outputs:
+    """``Driver.dispatch_sequence_on``: straight to ``pool``, no routing."""
+    config = _sequence_config(config)
+    if config.fuse:
+        sequence = _checked_sequence(sequence).fused()
+    request = _sequence_request(sequence, inputs, None, config)
+    return _sequence_outputs(*pool.call(request))

@@ -1,21 +1,47 @@
 """A call in flight (``dispatch_async``, ``launch_async``): the handle a caller polls,
 waits on, cancels or awaits. Apart from the Driver because a handle outlives the call
 that made it and waits on the call's outcome alone, never on the driver's routing or
-locks; a launch's handle also fills the caller's arrays, once, when the answer is read."""
+locks; a launch's handle also fills the caller's arrays, once, when the answer is read.
+
+``Background``: the asynchronous routing those calls share. A call whose pool is ready is
+submitted at once; one whose pool must be started or probed first, or that routing must
+try again after a failure, is routed on a background thread, so the caller never
+waits."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+import contextlib
+import contextvars
+import threading
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import InvalidStateError, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vyre_core.contract.types import Outputs
 from vyre_core.deadline import checked_seconds
-from vyre_core.driver.calls import _outputs
-from vyre_core.errors import DispatchTimeoutError
-from vyre_core.kernels.kernel import Written
+from vyre_core.driver.calls import (
+    _check_out,
+    _kernel_plan,
+    _launch_config,
+    _outputs,
+    _planned,
+    _read_write,
+    _resident_launch,
+    _writing_into,
+)
+from vyre_core.driver.resident import ResidentLaunch
+from vyre_core.errors import DispatchTimeoutError, PoolFailedError
+from vyre_core.kernels.kernel import KernelFunction, Written
 from vyre_core.supervisor.outcome import Outcome
+
+if TYPE_CHECKING:
+    from vyre_core.config import DispatchConfig
+    from vyre_core.ir import Program
+    from vyre_core.launch import Launch, PlannedLaunches
+    from vyre_core.routing import RoutingPolicy
+    from vyre_core.supervisor.pool import Pool, Request
 
 
 class PendingResult:
@@ -45,7 +71,7 @@ class PendingResult:
     def __await__(self) -> Generator[Any, None, Outputs]:
         """``await`` the call from a coroutine: its loop keeps running meanwhile, the
         answer is ``result()``'s, and cancelling the awaiting task cancels the call."""
-        from vyre_core import awaiting  # (asyncio is imported only by those who await)
+        from vyre_core.driver import awaiting  # (asyncio: imported only by those who await)
 
         return awaiting.answer(self._future, lambda: self.result(0),
                                lambda: self.cancel()).__await__()
@@ -82,3 +108,110 @@ class _LaunchResult(PendingResult):
             plan.fill()
             self._filled = plan.out
         return _outputs(meta, list(self._filled))
+
+
+class Background:
+    """The asynchronous routing of ``dispatch_async`` and ``launch_async``, and the
+    executor whose threads route a call off its caller's thread (made on first use)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+
+    def dispatch_async(self, routing: RoutingPolicy, plans: PlannedLaunches,
+                       tuned_config: Callable[..., DispatchConfig], program: Program,
+                       inputs: Sequence[Any], backend: str | None, config: DispatchConfig,
+                       out: Sequence[np.ndarray] | None) -> PendingResult:
+        """``dispatch_async``, its outputs written into ``out`` when given (a launch's)."""
+        if config.tuned:
+            config = tuned_config(program, inputs, backend, config)
+        source, (program, request) = program, _planned(plans, program, inputs, config)
+        if out is not None:  # (program: now the launch, what routing weighs)
+            _check_out(source, request.outputs, out)
+            _writing_into(request, out, _read_write(source))
+        outcome = Outcome()
+        running: list[Outcome] = []  # the outcome of the request that runs it now
+        outcome.on_cancel = lambda: running and running[-1].cancel()
+        caller = contextvars.copy_context()  # (its span is the parent of the call's spans)
+        pool, _ = routing.decide(program, backend)
+        if pool is None:
+            self._in_background(routing, outcome, running, program, backend, request, caller)
+        else:
+            first = routing.place(request.renewed(), program, backend, pool)
+            running.append(first.future)
+            pool.submit(first).add_done_callback(
+                lambda done: self._async_done(routing, done, outcome, running, program,
+                                              backend, request, pool, first, caller))
+        return PendingResult(outcome)
+
+    def launch_async(self, routing: RoutingPolicy, plans: PlannedLaunches,
+                     tuned_config: Callable[..., DispatchConfig], kernel: KernelFunction,
+                     dim: Any, args: Sequence[Any], backend: str | None, config: Any,
+                     shapes: Any) -> PendingResult:
+        """``launch_async``: a plain launch routed as ``dispatch_async``; one on resident
+        buffers submitted to the worker that holds them."""
+        plan = _kernel_plan(kernel, dim, args, shapes, config)
+        if isinstance(plan, ResidentLaunch):
+            return _LaunchResult(_resident_launch(routing, plan, backend), plan)
+        pending = self.dispatch_async(routing, plans, tuned_config, plan.program, plan.inputs,
+                                      backend, _launch_config(config, dim), plan.out)
+        return _LaunchResult(pending._future, plan)
+
+    def _async_done(self, routing: RoutingPolicy, done: Outcome, outcome: Outcome,
+                    running: list[Outcome], program: Launch, backend: str | None,
+                    request: Request, pool: Pool, ran: Request,
+                    caller: contextvars.Context) -> None:
+        """Runs in the pool's I/O thread: pass the answer on (of ``ran``, the copy of
+        ``request`` that ran), or hand the call to a background thread when routing must
+        try again. (``outcome`` may be cancelled meanwhile: it then stays so.)"""
+        if done.cancelled() or outcome.done():
+            return
+        exc = done.exception()
+        with contextlib.suppress(InvalidStateError):
+            if exc is not None and routing.again(exc, program, backend, pool, ran):
+                self._in_background(routing, outcome, running, program, backend, request,
+                                    caller)
+            elif exc is not None:
+                outcome.set_exception(exc)
+            else:
+                outcome.set_result(done.result())
+
+    def _in_background(self, routing: RoutingPolicy, outcome: Outcome,
+                       running: list[Outcome], program: Launch, backend: str | None,
+                       request: Request, caller: contextvars.Context) -> None:
+        """Route and run the call on a background thread, in (a copy of) the caller's
+        context; each request made for it goes into ``running`` (so a cancel reaches it)."""
+        def made(pool: Pool) -> Request:
+            renewed = request.renewed()
+            running.append(renewed.future)
+            if outcome.cancelled():
+                renewed.future.cancel()
+            return renewed
+
+        def run() -> None:
+            if outcome.done():
+                return
+            try:
+                _, _, reply = routing.call(program, backend, made, request.deadline)
+                outcome.set_result(reply)
+            except BaseException as exc:
+                with contextlib.suppress(InvalidStateError):
+                    outcome.set_exception(exc)
+
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(4, thread_name_prefix="vyre-route")
+            executor = self._executor
+        try:
+            executor.submit(caller.copy().run, run)
+        except RuntimeError:  # shut down: the driver is closing
+            with contextlib.suppress(InvalidStateError):
+                outcome.set_exception(PoolFailedError("the driver was closed",
+                                                      "Create a new vyre Driver."))
+
+    def shutdown(self) -> None:
+        """Stop taking calls (the pools are closed: queued routing fails fast now)."""
+        with self._lock:
+            executor = self._executor
+        if executor is not None:
+            executor.shutdown(wait=False)
