@@ -208,7 +208,8 @@ def test_buffers_allocated_near_another_share_its_worker_and_names_need_their_ow
 
 def test_every_path_refuses_resident_buffers_of_two_workers_with_one_error(drv):
     """A sequence, its compiled handle, a dispatch and a launch on resident buffers: one
-    check (``one_worker``), one cause and one Fix, before any work."""
+    check (``one_worker``), one cause and one Fix, before any work; the error's class is
+    the one each path raises for its other refusals."""
     @vyre.kernel
     def add_into(x: vyre.Array[vyre.f32], y: vyre.Array[vyre.f32]):
         y[vyre.global_id(0)] = y[vyre.global_id(0)] + x[vyre.global_id(0)]
@@ -228,8 +229,9 @@ def test_every_path_refuses_resident_buffers_of_two_workers_with_one_error(drv):
         "launch_async": lambda: drv.launch_async(add_into, N, (acc, elsewhere)),
     }
     refusals = {}
-    for name, path in paths.items():
-        with pytest.raises(InvalidInputError) as err:
+    for name, path in paths.items():  # (a sequence's refusals are InvalidSequenceError)
+        expected = InvalidSequenceError if "sequence" in name else InvalidInputError
+        with pytest.raises(expected) as err:
             path()
         refusals[name] = (err.value.cause.split(":")[0], err.value.fix)
     assert set(refusals.values()) == {(
@@ -247,7 +249,7 @@ def test_resident_buffers_of_two_workers_or_an_old_generation_are_refused(drv):
     acc = drv.allocate_resident(N * 4, "reference")
     same = drv.allocate_resident(N * 4, "reference")
     elsewhere = drv.allocate_resident(N * 4, "wgpu")
-    with pytest.raises(InvalidInputError, match="resident buffers must share one worker"):
+    with pytest.raises(InvalidSequenceError, match="resident buffers must share one worker"):
         drv.dispatch_sequence(seq, [X], resident={"acc": acc, "other": elsewhere})
     pid = next(w["pid"] for w in workers(drv, "reference") if w["index"] == acc.slot)
     os.kill(pid, signal.SIGKILL)

@@ -259,7 +259,8 @@ def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
         buf.refuse_if_stale(name)
     if not resident:
         return {}, None, None
-    _, slot, generation = one_worker(list(resident.values()), list(resident))
+    _, slot, generation = one_worker(list(resident.values()), list(resident),
+                                     error=InvalidSequenceError)
     if len({buf.handle for buf in resident.values()}) < len(resident):
         raise InvalidSequenceError("one ResidentBuffer is bound to two resident names",
                                    "Bind a distinct ResidentBuffer to each name (a step that "

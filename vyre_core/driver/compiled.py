@@ -30,6 +30,7 @@ from vyre_core.driver.calls import (
     one_worker,
 )
 from vyre_core.driver.resident import ResidentBuffer
+from vyre_core.errors import InvalidSequenceError
 from vyre_core.ir import Program
 from vyre_core.launch import effective_program, launch_of
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
@@ -114,7 +115,8 @@ def compiled_sequence(routing: RoutingPolicy, sequence: StepSequence, backend: s
             _check_out(sequence, req.outputs, out)
             _writing_into(req, out, {})
         if req.slot is not None:
-            one_worker(list(resident.values()), list(resident), (pool, slot, generation))
+            one_worker(list(resident.values()), list(resident), (pool, slot, generation),
+                       InvalidSequenceError)
         req.slot, req.generation = slot, generation
         return _sequence_into(_sequence_outputs(*pool.call(req)), out)
 

@@ -22,6 +22,7 @@ import numpy as np
 from vyre_core.config import DispatchConfig
 from vyre_core.deadline import Deadline
 from vyre_core.errors import (
+    CallerError,
     InvalidConfigError,
     InvalidInputError,
     InvalidSequenceError,
@@ -149,10 +150,13 @@ Worker = tuple[Pool, int, int]  # (pool, slot, generation): one worker generatio
 
 
 def one_worker(buffers: Sequence[ResidentBuffer], names: Sequence[str],
-               worker: Worker | None = None) -> Worker:
+               worker: Worker | None = None,
+               error: type[CallerError] = InvalidInputError) -> Worker:
     """The worker all of ``buffers`` (called ``names``) live in, and ``worker`` too when
     given (a compiled sequence's): the resident buffers of one call must share one worker,
-    which runs the call (a dispatch on resident buffers, a launch, a sequence)."""
+    which runs the call (a dispatch on resident buffers, a launch, a sequence). ``error``:
+    the class a refusal raises (a sequence's: ``InvalidSequenceError``, as its other
+    refusals)."""
     places = {(b.pool, b.slot, b.generation) for b in buffers}
     if worker is not None:
         places.add(worker)
@@ -163,7 +167,7 @@ def one_worker(buffers: Sequence[ResidentBuffer], names: Sequence[str],
     if worker is not None:
         where.append(f"the compiled sequence in {worker[0].backend!r} worker {worker[1]} "
                      f"generation {worker[2]}")
-    raise InvalidInputError(
+    raise error(
         f"resident buffers must share one worker: {'; '.join(where) or 'none was given'}",
         "Allocate them in one worker: drv.allocate_resident(nbytes, near=first_buffer) "
         "(a compiled sequence's: near a buffer of the worker it was compiled in).")
