@@ -66,7 +66,7 @@ from vyre_core.kernels.kernel import KernelFunction
 from vyre_core.launch import PlannedLaunches
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.registry import BackendRegistration, Registry
-from vyre_core.routing import Explanation, RouteDecision
+from vyre_core.routing import Explanations, RouteDecision
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.supervisor.pool import PoolOptions
 from vyre_core.supervisor.rundir import RunDir
@@ -148,10 +148,10 @@ class Driver(_Closing, _SharedArrays):
 
     def explain(self, program: Program, timeout: float | None = None,
                 config: DispatchConfig | None = None, *, inputs: Sequence[Any] | None = None,
-                dim: int | Sequence[int] | None = None) -> list[Explanation]:
+                dim: int | Sequence[int] | None = None) -> Explanations:
         """Every backend, accepted or why not, as ``dispatch`` would see them (the winner
         probed first; the launch weighed as ``route`` weighs it), also when none can run
-        it."""
+        it; ``print`` it for the text."""
         config = _launch_config(config, dim)
         return self.routing.explain(_weighed(program, config, inputs), Deadline.after(timeout))
 

@@ -21,7 +21,7 @@ from vyre_core.errors import (
     UnsupportedFeatureError,
     VyreError,
 )
-from vyre_core.routing.rank import Candidate, Explanation, RouteDecision, Router, demotable
+from vyre_core.routing.rank import Candidate, Explanations, RouteDecision, Router, demotable
 from vyre_core.sequence import Sequence as StepSequence
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class RoutingPolicy:
         self.pool_for(work, backend, deadline)
         return self.router.route(work, backend)
 
-    def explain(self, work: Routable, deadline: Deadline) -> list[Explanation]:
+    def explain(self, work: Routable, deadline: Deadline) -> Explanations:
         """Every backend, accepted or why not, after probing the winner as a call would;
         also when none can run it."""
         with contextlib.suppress(NoCapableBackendError):
