@@ -20,8 +20,6 @@ DRIVER_LINES = 671
 #: Today's modules over MAX_LINES and the step that splits each (only ever remove).
 SPLITTING = {
     "vyre_core.driver.driver": "steps 14-15: the Driver thinned, its verbs over driver/calls.py",
-    "vyre_core.supervisor.pool": "step 10: the local shell split",
-    "vyre_core.cluster.ray_pool": "step 10: the Ray shell and its placement",
 }
 
 

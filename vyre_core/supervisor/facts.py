@@ -1,5 +1,5 @@
 """What routing and the Driver read of a pool, answered from its rules (``PoolMachine``)
-the same way whichever I/O shell runs it: worker processes here (``pool.py``) or Ray
+the same way whichever I/O shell runs it: worker processes here (``local/``) or Ray
 actors (``cluster/ray_pool.py``)."""
 
 from __future__ import annotations
