@@ -17,7 +17,6 @@ import logging
 import secrets
 import threading
 import time
-from concurrent.futures import InvalidStateError
 from pathlib import Path
 from typing import Any
 
@@ -34,23 +33,22 @@ from vyre_core.errors import (
 from vyre_core.protocol import Message, Op
 from vyre_core.registry import BackendRegistration
 from vyre_core.supervisor import published
-from vyre_core.supervisor.facts import PoolFacts, call_spans
+from vyre_core.supervisor.facts import PoolFacts
 from vyre_core.supervisor.lane import interrupts_deferred
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
-    Log,
     PoolMachine,
     Promote,
     Release,
     Request,
-    Resolve,
-    RoutingChanged,
     Send,
     Signal,
     Spawn,
+    Stop,
 )
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import Outcome
+from vyre_core.supervisor.shell import Carrier, Spans
 
 _log = logging.getLogger("vyre.cluster")
 #: The longest the pool's thread waits on Ray before it looks again (hellos, heartbeats
@@ -66,7 +64,7 @@ class RayPool(Placement, PoolFacts):
 
     def __init__(self, registration: BackendRegistration, cluster: RayCluster,
                  options: PoolOptions, on_change: Any, snapshot: Path,
-                 devices: tuple[int, ...] | None = None) -> None:
+                 devices: tuple[int, ...] | None = None, spans: Spans | None = None) -> None:
         self.registration = registration
         self.backend = registration.id
         self.options = options
@@ -75,7 +73,8 @@ class RayPool(Placement, PoolFacts):
         self._on_change = on_change
         self._machine = PoolMachine(self.backend, options, devices)
         self._lock = threading.RLock()
-        self._spans = call_spans(self.backend, options)
+        self._spans = spans
+        self._carrier = Carrier(self, self._machine, self._lock, on_change, spans, _log)
         self._actors: dict[int, Any] = {}          # slot -> actor handle
         self._identity: dict[int, bytes] = {}      # slot -> the identity of its actor
         self._node: dict[int, str] = {}            # slot -> the node its actor runs on
@@ -87,8 +86,6 @@ class RayPool(Placement, PoolFacts):
         self._pending: dict[Any, tuple[str, int, bytes, Request | None]] = {}
         self._beating: set[int] = set()            # slots with a heartbeat outstanding
         self._beat_at: dict[int, float] = {}
-        self._resolved: list[tuple[Outcome, Any]] = []
-        self._changed = False
         self._state = "new"                        # new, running, closing, stopped
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
@@ -262,7 +259,7 @@ class RayPool(Placement, PoolFacts):
             for req in waiting:
                 future, req.future = req.future, None
                 if future is not None:
-                    self._resolved.append((future, error))
+                    self._carrier.resolved.append((future, error))
         self._deliver()
         self._on_change()
 
@@ -341,50 +338,51 @@ class RayPool(Placement, PoolFacts):
     # -- actions -------------------------------------------------------------------------
 
     def _carry(self, actions: list[Any], own: object | None = None) -> Any:
-        """(Locked.) Carry out the rules' actions; the reference of the send of the caller
-        ``own`` is returned (that caller takes its reply)."""
-        mine = None
-        for action in actions:
-            try:
-                if isinstance(action, Send):
-                    ref = self._send(action)
-                    if ref is not None and own is not None and action.request.waker is own:
-                        mine = ref
-                elif isinstance(action, Resolve):
-                    request = action.request
-                    future, request.future = request.future, None
-                    if future is not None:
-                        self._resolved.append((future, action.value))
-                    self._answered(request, action.value)
-                elif isinstance(action, Spawn):
-                    self._spawn(action)
-                elif isinstance(action, Signal):
-                    self._kill(action.index)
-                elif isinstance(action, Promote):
-                    self._promote(action)
-                elif isinstance(action, Log):
-                    _log.log(action.level, action.text)
-                elif isinstance(action, RoutingChanged):
-                    self._changed = True
-                elif isinstance(action, Release):
-                    pass  # (arrays live in Ray's object store: nothing of ours to reuse)
-            except Exception as exc:  # never strand a caller on a failed action
-                _log.error("pool %r (ray): carrying out %s failed", self.backend,
-                           type(action).__name__, exc_info=exc)
-                if isinstance(action, Send):
-                    self._machine.send_failed(action.index, action.request, str(exc),
-                                              time.monotonic())
-                elif isinstance(action, Spawn):
-                    self._machine.spawn_failed(action.index, action.generation,
-                                               ClusterUnavailableError(
-                                                   f"Ray could not start a worker of "
-                                                   f"{self.backend!r}: {_text(exc)}",
-                                                   backend=self.backend),
-                                               time.monotonic())
-        if len(actions) and (more := self._machine.take_actions()):
-            found = self._carry(more, own)
-            mine = mine or found
-        return mine
+        """(Locked.) Carry out the rules' actions, and what they answer to them
+        (``Carrier.carry_all``); the reference of the send of the caller ``own`` is
+        returned (that caller takes its reply)."""
+        return self._carrier.carry_all(actions, own)
+
+    # -- the shell: what the Carrier calls, one method per kind of action ----------------
+
+    def spawn(self, action: Spawn) -> None:
+        self._spawn(action)
+
+    def send(self, action: Send) -> Any:
+        return self._send(action)
+
+    def stop(self, action: Stop) -> None:
+        """Nothing, on purpose: an actor cannot be told to stop a call at a safe point
+        (the stop request goes nowhere), so the rules kill one still running the call
+        after ``cancel_grace``, a planned stop (``_cancel``)."""
+
+    def signal(self, action: Signal) -> None:
+        self._kill(action.index)  # (an actor is only ever killed: no SIGTERM to send)
+
+    def promote(self, action: Promote) -> None:
+        self._promote(action)
+
+    def release(self, action: Release) -> None:
+        """Nothing: arrays live in Ray's object store, with nothing of ours to reuse."""
+
+    def reply_of(self, request: Request, value: Any) -> Any:
+        return value  # (outputs come back as arrays of the object store already)
+
+    def action_failed(self, action: Any, exc: Exception) -> None:
+        """Carrying out ``action`` failed: a Send counts as not sent, a Spawn as failed
+        (the cluster could not start it); the pool goes on."""
+        _log.error("pool %r (ray): carrying out %s failed", self.backend,
+                   type(action).__name__, exc_info=exc)
+        if isinstance(action, Send):
+            self._machine.send_failed(action.index, action.request, str(exc),
+                                      time.monotonic())
+        elif isinstance(action, Spawn):
+            self._machine.spawn_failed(action.index, action.generation,
+                                       ClusterUnavailableError(
+                                           f"Ray could not start a worker of "
+                                           f"{self.backend!r}: {_text(exc)}",
+                                           backend=self.backend),
+                                       time.monotonic())
 
     def _send(self, action: Send) -> Any:
         actor = self._actors.get(action.index)
@@ -493,22 +491,9 @@ class RayPool(Placement, PoolFacts):
             self._beating.add(action.index)
 
     def _deliver(self) -> None:
-        """Outside the lock: tell routing, then complete the answered futures (every one
-        of them: a Ctrl-C inside waits till they are, or their callers would wait on)."""
-        with interrupts_deferred():
-            with self._lock:
-                resolved, self._resolved = self._resolved, []
-                changed, self._changed = self._changed, False
-            if changed:
-                self._on_change()
-            for future, value in resolved:
-                with contextlib.suppress(InvalidStateError):
-                    if isinstance(value, BaseException):
-                        future.set_exception(value)
-                    else:
-                        future.set_result(value)
-        if self._spans is not None:
-            self._spans.flush()
+        """Outside the lock: tell routing, then complete the answered futures
+        (``Carrier.deliver``)."""
+        self._carrier.deliver()
 
     # -- closing -------------------------------------------------------------------------
 

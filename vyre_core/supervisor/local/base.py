@@ -21,9 +21,9 @@ from vyre_core.supervisor.fork_server import ForkServer
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.machine import Request, Send, Spawn
 from vyre_core.supervisor.options import PoolOptions
-from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess
 from vyre_core.supervisor.rundir import RunDir
+from vyre_core.supervisor.shell import Carrier
 
 
 class _Local(PoolFacts):
@@ -56,13 +56,12 @@ class _Local(PoolFacts):
     _pages: dict[int, tuple[int, int]]
     _index_of: dict[bytes, int]
     _history: list[OutputHistory]
-    _resolved: list[tuple[Outcome, Any]]
     _segments: SegmentPool
     _lanes: dict[int, Lane]
     _io_lanes: dict[Lane, Request]
     _waiting_sends: list[Send]
     _deferred: list[Any]
-    _routing_changed: bool
+    _carrier: Carrier
     _spinning: Spinning
     _callers_spinning: Spinning
     _ticked_at: float

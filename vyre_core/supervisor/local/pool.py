@@ -50,20 +50,16 @@ from vyre_core.protocol import Message, Op
 from vyre_core.registry import BackendRegistration
 from vyre_core.spinning import Spinning
 from vyre_core.supervisor import fork_server, published
-from vyre_core.supervisor.facts import call_spans
 from vyre_core.supervisor.fork_server import ForkServer
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.local.processes import Processes
 from vyre_core.supervisor.local.transfer import Transfer
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
-    Log,
     PoolMachine,
     Promote,
     Release,
     Request,
-    Resolve,
-    RoutingChanged,
     Send,
     Signal,
     Spawn,
@@ -73,6 +69,7 @@ from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess, ensure_descriptors
 from vyre_core.supervisor.rundir import RunDir
+from vyre_core.supervisor.shell import Carrier, Spans
 
 __all__ = ["Pool", "PoolOptions", "Request"]
 
@@ -100,7 +97,7 @@ class Pool(Transfer, Processes):
     def __init__(self, registration: BackendRegistration, rundir: RunDir, name: str,
                  options: PoolOptions, on_change: Callable[[], None], secret: bytes,
                  context: Callable[[], zmq.Context],
-                 devices: tuple[int, ...] | None = None) -> None:
+                 devices: tuple[int, ...] | None = None, spans: Spans | None = None) -> None:
         self.registration = registration
         self.backend = registration.id
         self.options = options
@@ -114,7 +111,8 @@ class Pool(Transfer, Processes):
         self._context_of_driver = context  # one zmq context (and I/O thread) per driver
         self._machine = PoolMachine(self.backend, options, devices)
         self._lock = threading.Lock()   # the machine: the I/O thread, and status readers
-        self._spans = call_spans(self.backend, options)
+        self._spans = spans
+        self._carrier = Carrier(self, self._machine, self._lock, on_change, spans)
         self._gate = threading.Lock()   # the hand-over: inbox, wake fd, I/O state
         self._io_state = "new"          # new, running, stopped
         self._closing = False
@@ -134,13 +132,11 @@ class Pool(Transfer, Processes):
         self._pages: dict[int, tuple[int, int]] = {}
         self._index_of: dict[bytes, int] = {}
         self._history = [OutputHistory() for _ in self._machine.workers]
-        self._resolved: list[tuple[Outcome, Any]] = []
         self._segments = SegmentPool(f"pool {self.backend!r}")
         self._lanes: dict[int, Lane] = {}          # per slot: its process's lane
         self._io_lanes: dict[Lane, Request] = {}   # held by the I/O thread, for a request
         self._waiting_sends: list[Send] = []       # for the I/O thread, once a lane is free
         self._deferred: list[Any] = []             # spawns parked for the fork server
-        self._routing_changed = False              # routing to be told, before completing
         self._spinning = Spinning(options.spin)  # the I/O thread's, after a send
         self._callers_spinning = Spinning(options.spin)  # a caller's, before it sleeps
         self._ticked_at = 0.0                      # the last tick of the rules
@@ -461,67 +457,39 @@ class Pool(Transfer, Processes):
                 if not deferred and not actions:
                     self._let_go_of_answered_lanes()
                     break
-                for action in deferred + actions:  # (handed over earlier: first)
-                    try:
-                        self._carry(action)
-                    except Exception as exc:  # never strand a caller on a failed action
-                        self._failed(action, exc)
-        self._deliver()
+                self._carrier.carry(deferred + actions)  # (handed over earlier: first)
+        self._carrier.deliver()
 
-    def _deliver(self) -> None:
-        """(I/O thread.) Tell routing if it must decide again, then complete the outcomes
-        the rules answered, in that order, so no caller goes on on a stale routing
-        decision. Completing an outcome never blocks (``outcome.py``); one its caller
-        cancelled meanwhile stays cancelled."""
-        with self._lock:
-            resolved, self._resolved = self._resolved, []
-            changed, self._routing_changed = self._routing_changed, False
-        if changed:
-            self._on_change()
-        for future, value in resolved:
-            with contextlib.suppress(InvalidStateError):  # cancelled by its caller
-                if isinstance(value, BaseException):
-                    future.set_exception(value)
-                else:
-                    future.set_result(value)
-        if self._spans is not None:
-            self._spans.flush()
+    # -- the shell: what the Carrier calls, one method per kind of action ----------------
 
-    def _carry(self, action: Any) -> None:
-        """(I/O thread, under the lock.) Carry out one action of the rules."""
-        if isinstance(action, Resolve):
-            request = action.request
-            future, request.future, request.wire = request.future, None, None  # (the
-            # request may stay referenced, by the deadline heap say: its result must not)
-            try:
-                value = self._results(request, action.value)
-            except Exception as exc:  # a bug: the caller gets it, never a wait
-                value = as_vyre_error(exc, f"pool {self.backend!r} reading a reply")
-            if future is not None:
-                self._resolved.append((future, value))
-            self._answered(request, value)
-        elif isinstance(action, Release):
-            self._release(action.request)
-        elif isinstance(action, Send):
-            self._io_send(action, self._lanes.get(action.index))
-        elif isinstance(action, Stop):
-            proc = self._processes.get(action.index)
-            if proc is not None:
-                proc.page.cancel(action.request_id)
-        elif isinstance(action, Spawn):
-            self._spawn(action)
-        elif isinstance(action, Signal):
-            proc = self._processes.get(action.index)
-            if proc is not None:
-                (proc.kill if action.kill else proc.terminate)()
-        elif isinstance(action, Promote):
-            self._promote(action)
-        elif isinstance(action, Log):
-            _log.log(action.level, action.text)
-        elif isinstance(action, RoutingChanged):
-            self._routing_changed = True  # told in _deliver, before outcomes complete
+    def spawn(self, action: Spawn) -> None:
+        self._spawn(action)
 
-    def _failed(self, action: Any, exc: Exception) -> None:
+    def send(self, action: Send) -> None:
+        self._io_send(action, self._lanes.get(action.index))
+
+    def stop(self, action: Stop) -> None:
+        proc = self._processes.get(action.index)
+        if proc is not None:
+            proc.page.cancel(action.request_id)
+
+    def signal(self, action: Signal) -> None:
+        proc = self._processes.get(action.index)
+        if proc is not None:
+            (proc.kill if action.kill else proc.terminate)()
+
+    def promote(self, action: Promote) -> None:
+        self._promote(action)
+
+    def release(self, action: Release) -> None:
+        self._release(action.request)
+
+    def reply_of(self, request: Request, value: Any) -> Any:
+        # (the request may stay referenced, by the deadline heap say: its result must not)
+        request.wire = None
+        return self._results(request, value)
+
+    def action_failed(self, action: Any, exc: Exception) -> None:
         """An action could not be carried out (a bug, or this process out of a resource):
         a Send counts as not sent (the rules retire that worker and send elsewhere); the pool
         goes on."""
@@ -540,7 +508,7 @@ class Pool(Transfer, Processes):
         waiting = [r.future for r in (*machine.queue, *(r for w in machine.workers
                                                          for r in (*w.pinned, w.current)))
                    if r is not None]
-        waiting += [future for future, _ in self._resolved]
+        waiting += [future for future, _ in self._carrier.resolved]
         for future in waiting:
             if future is not None and not future.done():
                 with contextlib.suppress(InvalidStateError):
