@@ -72,8 +72,8 @@ MOVING = {
         "step 11: the set of pools moves above both shells, the Place injected",
     ("vyre_core.supervisor.pools", "vyre_core.routing.probe_cache"):
         "step 11: probe_cache.py moves beside the set of pools",
-    ("vyre_core.supervisor.facts", "vyre_core.observability.tracing"):
-        "step 9: the shells take spans through the Spans protocol",
+    ("vyre_core.supervisor.pools", "vyre_core.observability.tracing"):
+        "step 11: the set of pools, which makes each pool's spans, moves above both shells",
 }
 
 #: Circles through imports inside functions of one room, each with why it stays or the

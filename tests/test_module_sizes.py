@@ -1,7 +1,6 @@
 """No module of vyre_core, the worker or the plugins passes 600 lines (the conformance
 corpus's case tables aside), and the Driver class stays under 250: a room a reader takes
-in whole. Today's larger ones are listed, each with the step of docs/design-41.md ("The
-order of the move") that splits it; the list may only shrink."""
+in whole (issue 41's move brought the last ones under)."""
 
 from __future__ import annotations
 
@@ -17,26 +16,15 @@ MAX_LINES = 600
 #: the verbs, each a few lines over the rooms of driver/.
 DRIVER_LINES = 250
 
-#: Today's modules over MAX_LINES and the step that splits each (only ever remove).
-SPLITTING = {
-    "vyre_core.supervisor.pool": "step 10: the local shell split",
-    "vyre_core.cluster.ray_pool": "step 10: the Ray shell and its placement",
-}
-
-
 def _exempt(module: str) -> bool:
     """The conformance corpus's case tables: data, one case a few lines."""
     return module.startswith("vyre_core.conformance.cases_")
 
 
-def test_no_module_passes_the_line_budget_but_the_listed_ones():
+def test_no_module_passes_the_line_budget():
     over = {m: line_count(p) for m, p in modules().items()
             if line_count(p) > MAX_LINES and not _exempt(m)}
-    unlisted = {m: n for m, n in over.items() if m not in SPLITTING}
-    assert not unlisted, (f"modules over {MAX_LINES} lines (split them by job): "
-                          f"{unlisted}")
-    stale = sorted(set(SPLITTING) - set(over))
-    assert not stale, f"these are now within {MAX_LINES} lines: remove their entries: {stale}"
+    assert not over, f"modules over {MAX_LINES} lines (split them by job): {over}"
 
 
 def test_the_driver_class_is_under_250_lines():

@@ -7,7 +7,8 @@ and keep deadlines and restart intensity as for worker processes.
 
 One thread per pool carries out what only it does (hellos, heartbeats, replies to requests
 nobody waits on, ticks); a caller's own request is sent and its reply taken by the
-caller's thread, so a call costs one Ray actor call and a little bookkeeping."""
+caller's thread, so a call costs one Ray actor call and a little bookkeeping. Where an
+actor goes is ``placement.py``'s, a mixin of ``RayPool``."""
 
 from __future__ import annotations
 
@@ -16,15 +17,14 @@ import logging
 import secrets
 import threading
 import time
-from concurrent.futures import InvalidStateError
 from pathlib import Path
 from typing import Any
 
 from vyre_core import protocol
 from vyre_core.cluster.connect import RayCluster
+from vyre_core.cluster.placement import Placement
 from vyre_core.errors import (
     ClusterUnavailableError,
-    NoCapableBackendError,
     PoolFailedError,
     SystemResourceError,
     VyreError,
@@ -33,23 +33,22 @@ from vyre_core.errors import (
 from vyre_core.protocol import Message, Op
 from vyre_core.registry import BackendRegistration
 from vyre_core.supervisor import published
-from vyre_core.supervisor.facts import PoolFacts, call_spans
+from vyre_core.supervisor.facts import PoolFacts
 from vyre_core.supervisor.lane import interrupts_deferred
 from vyre_core.supervisor.machine import (
     TICK_EVERY,
-    Log,
     PoolMachine,
     Promote,
     Release,
     Request,
-    Resolve,
-    RoutingChanged,
     Send,
     Signal,
     Spawn,
+    Stop,
 )
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import Outcome
+from vyre_core.supervisor.shell import Carrier, Spans
 
 _log = logging.getLogger("vyre.cluster")
 #: The longest the pool's thread waits on Ray before it looks again (hellos, heartbeats
@@ -60,12 +59,12 @@ LOOK_EVERY = 0.05
 PUT_FROM = 1 << 20
 
 
-class RayPool(PoolFacts):
+class RayPool(Placement, PoolFacts):
     """One backend's workers as Ray actors; used by the Driver exactly as a local ``Pool``."""
 
     def __init__(self, registration: BackendRegistration, cluster: RayCluster,
                  options: PoolOptions, on_change: Any, snapshot: Path,
-                 devices: tuple[int, ...] | None = None) -> None:
+                 devices: tuple[int, ...] | None = None, spans: Spans | None = None) -> None:
         self.registration = registration
         self.backend = registration.id
         self.options = options
@@ -74,7 +73,8 @@ class RayPool(PoolFacts):
         self._on_change = on_change
         self._machine = PoolMachine(self.backend, options, devices)
         self._lock = threading.RLock()
-        self._spans = call_spans(self.backend, options)
+        self._spans = spans
+        self._carrier = Carrier(self, self._machine, self._lock, on_change, spans, _log)
         self._actors: dict[int, Any] = {}          # slot -> actor handle
         self._identity: dict[int, bytes] = {}      # slot -> the identity of its actor
         self._node: dict[int, str] = {}            # slot -> the node its actor runs on
@@ -86,8 +86,6 @@ class RayPool(PoolFacts):
         self._pending: dict[Any, tuple[str, int, bytes, Request | None]] = {}
         self._beating: set[int] = set()            # slots with a heartbeat outstanding
         self._beat_at: dict[int, float] = {}
-        self._resolved: list[tuple[Outcome, Any]] = []
-        self._changed = False
         self._state = "new"                        # new, running, closing, stopped
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
@@ -261,7 +259,7 @@ class RayPool(PoolFacts):
             for req in waiting:
                 future, req.future = req.future, None
                 if future is not None:
-                    self._resolved.append((future, error))
+                    self._carrier.resolved.append((future, error))
         self._deliver()
         self._on_change()
 
@@ -340,50 +338,51 @@ class RayPool(PoolFacts):
     # -- actions -------------------------------------------------------------------------
 
     def _carry(self, actions: list[Any], own: object | None = None) -> Any:
-        """(Locked.) Carry out the rules' actions; the reference of the send of the caller
-        ``own`` is returned (that caller takes its reply)."""
-        mine = None
-        for action in actions:
-            try:
-                if isinstance(action, Send):
-                    ref = self._send(action)
-                    if ref is not None and own is not None and action.request.waker is own:
-                        mine = ref
-                elif isinstance(action, Resolve):
-                    request = action.request
-                    future, request.future = request.future, None
-                    if future is not None:
-                        self._resolved.append((future, action.value))
-                    self._answered(request, action.value)
-                elif isinstance(action, Spawn):
-                    self._spawn(action)
-                elif isinstance(action, Signal):
-                    self._kill(action.index)
-                elif isinstance(action, Promote):
-                    self._promote(action)
-                elif isinstance(action, Log):
-                    _log.log(action.level, action.text)
-                elif isinstance(action, RoutingChanged):
-                    self._changed = True
-                elif isinstance(action, Release):
-                    pass  # (arrays live in Ray's object store: nothing of ours to reuse)
-            except Exception as exc:  # never strand a caller on a failed action
-                _log.error("pool %r (ray): carrying out %s failed", self.backend,
-                           type(action).__name__, exc_info=exc)
-                if isinstance(action, Send):
-                    self._machine.send_failed(action.index, action.request, str(exc),
-                                              time.monotonic())
-                elif isinstance(action, Spawn):
-                    self._machine.spawn_failed(action.index, action.generation,
-                                               ClusterUnavailableError(
-                                                   f"Ray could not start a worker of "
-                                                   f"{self.backend!r}: {_text(exc)}",
-                                                   backend=self.backend),
-                                               time.monotonic())
-        if len(actions) and (more := self._machine.take_actions()):
-            found = self._carry(more, own)
-            mine = mine or found
-        return mine
+        """(Locked.) Carry out the rules' actions, and what they answer to them
+        (``Carrier.carry_all``); the reference of the send of the caller ``own`` is
+        returned (that caller takes its reply)."""
+        return self._carrier.carry_all(actions, own)
+
+    # -- the shell: what the Carrier calls, one method per kind of action ----------------
+
+    def spawn(self, action: Spawn) -> None:
+        self._spawn(action)
+
+    def send(self, action: Send) -> Any:
+        return self._send(action)
+
+    def stop(self, action: Stop) -> None:
+        """Nothing, on purpose: an actor cannot be told to stop a call at a safe point
+        (the stop request goes nowhere), so the rules kill one still running the call
+        after ``cancel_grace``, a planned stop (``_cancel``)."""
+
+    def signal(self, action: Signal) -> None:
+        self._kill(action.index)  # (an actor is only ever killed: no SIGTERM to send)
+
+    def promote(self, action: Promote) -> None:
+        self._promote(action)
+
+    def release(self, action: Release) -> None:
+        """Nothing: arrays live in Ray's object store, with nothing of ours to reuse."""
+
+    def reply_of(self, request: Request, value: Any) -> Any:
+        return value  # (outputs come back as arrays of the object store already)
+
+    def action_failed(self, action: Any, exc: Exception) -> None:
+        """Carrying out ``action`` failed: a Send counts as not sent, a Spawn as failed
+        (the cluster could not start it); the pool goes on."""
+        _log.error("pool %r (ray): carrying out %s failed", self.backend,
+                   type(action).__name__, exc_info=exc)
+        if isinstance(action, Send):
+            self._machine.send_failed(action.index, action.request, str(exc),
+                                      time.monotonic())
+        elif isinstance(action, Spawn):
+            self._machine.spawn_failed(action.index, action.generation,
+                                       ClusterUnavailableError(
+                                           f"Ray could not start a worker of "
+                                           f"{self.backend!r}: {_text(exc)}",
+                                           backend=self.backend),
+                                       time.monotonic())
 
     def _send(self, action: Send) -> Any:
         actor = self._actors.get(action.index)
@@ -441,117 +440,6 @@ class RayPool(PoolFacts):
         self._machine.spawned(action.index, action.generation, identity, proof, 0,
                               time.monotonic())
 
-    def _place(self) -> VyreError | str | None:
-        """Where the next worker may go: None (anywhere: Ray places it), a node (the one
-        with fewest of our workers, once some nodes are known to lack the backend), or
-        why no node of the cluster can ever take it (one only busy now is Ray's to wait
-        for)."""
-        need = self.options.gpus_per_worker
-        nodes = [n for n in self._cluster.nodes() if n["alive"]]
-        fits = [n for n in nodes
-                if n["resources"].get("CPU", 0) >= 1 and n["resources"].get("GPU", 0) >= need]
-        having = [n for n in fits if n["node"] not in self._lacking]
-        if having:
-            if not self._lacking:
-                return None
-            free = self._free_per_node()
-            ours = list({**self._node, **self._target}.values())  # (started ones too)
-            return min(having, key=lambda n: (not self._room(free.get(n["node"], {})),
-                                              ours.count(n["node"])))["node"]
-        if not fits:
-            listed = "; ".join(f"{n['address']}: {n['resources'].get('CPU', 0):g} CPU, "
-                               f"{n['resources'].get('GPU', 0):g} GPU" for n in nodes)
-            return NoCapableBackendError(
-                f"no node of the Ray cluster {self._cluster.spec} has 1 CPU and {need:g} "
-                f"GPU(s) for a worker of {self.backend!r} (nodes: {listed or 'none'})",
-                "Add a node with the CPUs and GPUs a worker needs (ray start --address ...), "
-                "or lower PoolOptions(gpus_per_worker=...) (0 for a CPU backend).",
-                rejections={self.backend: [f"no node has 1 CPU and {need:g} GPU"]},
-                nodes=nodes)
-        listed = "; ".join(
-            f"{n['address']} ({n['node'][:8]}): has "
-            f"{', '.join(self._lacking[n['node']][0]) or 'no backend'}"
-            f"; {self._lacking[n['node']][1]}" for n in fits)
-        return NoCapableBackendError(
-            f"backend {self.backend!r} is on no node of the Ray cluster "
-            f"{self._cluster.spec} that can take its workers: {listed}",
-            f"Install the distribution of {self.backend!r} in the Python of the cluster's "
-            "nodes (the same version as here), or add a node that has it; then create a new "
-            "Driver.", rejections={self.backend: ["installed on no node"]},
-            nodes=[{**n, "backends": self._lacking[n["node"]][0]} for n in fits])
-
-    def _unsure_of_place(self, now: float) -> list[tuple[int, int, Any]]:
-        """(Locked.) The starting workers whose start deadline is near: each is asked
-        once whether Ray has placed it at all (an actor no node can take now waits for
-        one for ever; that is no fault of the backend's)."""
-        margin = min(1.0, self.options.startup_timeout / 2)
-        found = []
-        for w in self._machine.workers:
-            if w.state == "starting" and now >= w.startup_deadline - margin \
-                    and self._placing.get(w.index) != w.generation and w.index in self._actors:
-                self._placing[w.index] = w.generation
-                found.append((w.index, w.generation, self._actors[w.index]))
-        return found
-
-    def _check_placed(self, unsure: list[tuple[int, int, Any]]) -> None:
-        """(Outside the lock: Ray's control store answers.) Tell the rules of each worker
-        that Ray has not placed because no node it may go to has room for it."""
-        from ray._private import state  # (the actor table: no public API has it)
-
-        try:
-            everywhere = {k: v for k, v in self._ray.available_resources().items()
-                          if k in ("CPU", "GPU")}
-            total = {k: v for k, v in self._ray.cluster_resources().items()
-                     if k in ("CPU", "GPU")}
-        except Exception:  # (the control store did not answer: the start deadline judges)
-            return
-        per_node = self._free_per_node()
-        unplaced = []
-        for index, generation, actor in unsure:
-            target = self._target.get(index)
-            free = everywhere if target is None else per_node.get(target, everywhere)
-            if self._room(free):
-                continue  # (room enough: a slow start is the start deadline's to judge)
-            with contextlib.suppress(Exception):  # (no process yet: not placed anywhere)
-                info = state.actors(actor_id=actor._actor_id.hex())
-                if info.get("State") in ("PENDING_CREATION", "DEPENDENCIES_UNREADY") \
-                        and not info.get("Pid"):
-                    unplaced.append((index, generation, target, free))
-        if not unplaced:
-            return
-        need = "1 CPU" + (f" and {self.options.gpus_per_worker:g} GPU(s)"
-                          if self.options.gpus_per_worker else "")
-        with self._lock:
-            for index, generation, target, free in unplaced:
-                where = (f"node {target[:8]} (the one of the cluster {self._cluster.spec} "
-                         "with the backend)" if target is not None else
-                         f"no node of the Ray cluster {self._cluster.spec}")
-                error = SystemResourceError(
-                    f"Ray could not place a worker of {self.backend!r} as its start deadline "
-                    f"neared: {where} has {need} free (free: "
-                    f"{', '.join(f'{free.get(k, 0):g} {k}' for k in total) or 'nothing'}; "
-                    "in all: "
-                    f"{', '.join(f'{v:g} {k}' for k, v in total.items()) or 'nothing'})",
-                    "Free resources on the cluster (other actors and tasks hold them), add a "
-                    "node (ray start --address ...), or ask for fewer workers "
-                    "(PoolOptions(workers=...)); the pool tries again by itself.")
-                self._machine.unplaced(index, generation, error, time.monotonic())
-            self._carry(self._machine.take_actions())
-        self._deliver()
-
-    def _room(self, free: dict[str, float]) -> bool:
-        """Whether ``free`` resources take one more worker."""
-        return free.get("CPU", 0.0) >= 1 and free.get("GPU", 0.0) >= self.options.gpus_per_worker
-
-    def _free_per_node(self) -> dict[str, dict[str, float]]:
-        """What each node has free now ({} when Ray cannot say)."""
-        from ray._private import state
-
-        try:
-            return dict(state.available_resources_per_node())
-        except Exception:
-            return {}
-
     def _actor(self) -> Any:
         if self._actor_class is None:
             from vyre_workers.ray_actor import RayWorker
@@ -603,22 +491,9 @@ class RayPool(PoolFacts):
             self._beating.add(action.index)
 
     def _deliver(self) -> None:
-        """Outside the lock: tell routing, then complete the answered futures (every one
-        of them: a Ctrl-C inside waits till they are, or their callers would wait on)."""
-        with interrupts_deferred():
-            with self._lock:
-                resolved, self._resolved = self._resolved, []
-                changed, self._changed = self._changed, False
-            if changed:
-                self._on_change()
-            for future, value in resolved:
-                with contextlib.suppress(InvalidStateError):
-                    if isinstance(value, BaseException):
-                        future.set_exception(value)
-                    else:
-                        future.set_result(value)
-        if self._spans is not None:
-            self._spans.flush()
+        """Outside the lock: tell routing, then complete the answered futures
+        (``Carrier.deliver``)."""
+        self._carrier.deliver()
 
     # -- closing -------------------------------------------------------------------------
 

@@ -1,31 +1,18 @@
 """What routing and the Driver read of a pool, answered from its rules (``PoolMachine``)
-the same way whichever I/O shell runs it: worker processes here (``pool.py``) or Ray
+the same way whichever I/O shell runs it: worker processes here (``local/``) or Ray
 actors (``cluster/ray_pool.py``)."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.supervisor.machine import PoolMachine, Request
-from vyre_core.supervisor.options import PoolOptions
 
 if TYPE_CHECKING:
-    from vyre_core.observability.tracing import CallSpans
-
-_log = logging.getLogger("vyre.supervisor")
-
-
-def call_spans(backend: str, options: PoolOptions) -> CallSpans | None:
-    """The spans a pool makes of its calls (None: tracing is off)."""
-    if not options.tracing:
-        return None
-    from vyre_core.observability.tracing import CallSpans
-
-    return CallSpans(backend)
+    from vyre_core.supervisor.shell import Spans
 
 
 class PoolFacts:
@@ -35,23 +22,12 @@ class PoolFacts:
     backend: str
     _machine: PoolMachine
     _lock: threading.Lock | threading.RLock
-    _spans: CallSpans | None  # (PoolOptions.tracing)
+    _spans: Spans | None  # (PoolOptions.tracing: made by whoever made the pool)
 
     def _begin_span(self, request: Request) -> None:
         """(The caller's thread.) Note where ``request``'s span starts, when tracing."""
         if self._spans is not None:
             self._spans.begin(request)
-
-    def _answered(self, request: Request, value: Any) -> None:
-        """(Locked, once ``request``'s answer is queued for its caller.) Count it, and
-        note its span's end; counting never changes or holds up an answer."""
-        try:
-            self._machine.answered(request, value, time.monotonic())
-        except Exception as exc:  # (a bug: logged, the answer goes out as it is)
-            _log.error("pool %r: counting %s failed", self.backend, request.label,
-                       exc_info=exc)
-        if self._spans is not None:
-            self._spans.answered(request, value)
 
     @property
     def capabilities(self) -> Capabilities | None:

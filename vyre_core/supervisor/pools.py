@@ -25,8 +25,19 @@ from vyre_core.supervisor.pool import Pool, Request
 from vyre_core.supervisor.process import Askers, list_devices, probe_apart
 from vyre_core.supervisor.published import SUFFIX
 from vyre_core.supervisor.rundir import RunDir
+from vyre_core.supervisor.shell import Spans
 
 _log = logging.getLogger("vyre.supervisor")
+
+
+def call_spans(backend: str, options: PoolOptions) -> Spans | None:
+    """The spans a pool makes of its calls (None: tracing is off), handed to the pool:
+    the shells take any ``Spans``, and never import observability themselves."""
+    if not options.tracing:
+        return None
+    from vyre_core.observability.tracing import CallSpans
+
+    return CallSpans(backend)
 
 
 class Pools:
@@ -85,10 +96,11 @@ class Pools:
                 if self.cluster is not None:
                     pool = RayPool(self.registry.get(backend), self.cluster, options,
                                    self._invalidate, self.rundir.path / f"{name}{SUFFIX}",
-                                   devices)
+                                   devices, spans=call_spans(backend, options))
                 else:
                     pool = Pool(self.registry.get(backend), self.rundir, name, options,
-                                self._invalidate, self._secret, self._zmq_context, devices)
+                                self._invalidate, self._secret, self._zmq_context, devices,
+                                spans=call_spans(backend, options))
                 self._pools[backend] = pool
             return pool
 

@@ -1,0 +1,260 @@
+"""The local pool's data path: a request onto a worker's lane and into shared memory,
+and its reply back. A room of its own because this is where bytes cross (frames, segments
+a caller lends, output slots a worker writes, a lane held or broken), and every rule of
+that crossing is read here against the others; ``Pool`` mixes it in (``local/pool.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from typing import Any
+
+import zmq
+
+from vyre_core import framing, protocol, shared_arrays
+from vyre_core.dataplane import SHARE_THRESHOLD, Segment, Shared
+from vyre_core.errors import ProtocolError, SystemResourceError, VyreError
+from vyre_core.protocol import Message
+from vyre_core.supervisor.lane import Lane
+from vyre_core.supervisor.local.base import _Local
+from vyre_core.supervisor.machine import Request, Send
+
+_log = logging.getLogger("vyre.supervisor")
+
+
+class Transfer(_Local):
+    """A request's way onto a lane and into shared memory, and its reply's way back
+    (see the module docstring)."""
+
+    def _encode_into(self, request: Request) -> None:
+        request.frames = self._encode(request)
+        request.nbytes = len(request.frames[0]) + sum(a.nbytes for a in request.frames[1:])
+
+    def _encode(self, request: Request) -> list[Any]:
+        """The request's frames, its large inputs placed in shared memory and a segment
+        taken for each large output (``request.outputs``), where the worker writes it."""
+        if request.outputs:  # known before it runs: refused before any copy
+            protocol.check_output_bytes(sum(dtype.itemsize * count
+                                            for dtype, count in request.outputs),
+                                        self.options.max_message_bytes)
+        arrays: list[Any] = []
+        request.input_bytes = 0
+        for data in request.arrays:
+            array = protocol.as_frame_array(data)
+            request.input_bytes += array.nbytes
+            segment = self._lend(request, array)  # (a caller's array in shared memory)
+            if segment is None and array.nbytes >= SHARE_THRESHOLD:
+                segment = self._segments.place(array)
+                if segment is not None:
+                    request.shared.append(segment)
+            if segment is None:
+                arrays.append(array)
+            else:
+                arrays.append(segment.describe(array.dtype, array.shape[0]))
+        meta = request.meta
+        if request.outputs:
+            slots = [self._share(request, dtype.itemsize * count, into)
+                     for (dtype, count), into in zip(
+                         request.outputs, request.into or [None] * len(request.outputs),
+                         strict=True)]
+            if any(slots):  # else the worker returns them as usual
+                request.out_slots = slots
+                meta = {**meta, "out": [protocol.array_spec(
+                    dtype, count, slot and slot.describe(dtype, count)) for
+                    (dtype, count), slot in zip(request.outputs, slots, strict=True)]}
+        request.wire = (meta, arrays)
+        if self._machine.holds_everywhere(request):
+            request.lean = True  # every worker holds the program: name it, do not send it
+            meta = {k: v for k, v in meta.items() if k != "program"}
+        return protocol.encode_checked(Message(request.op, request.id, 0, meta, arrays),
+                                       self.options.max_message_bytes)
+
+    def _share(self, request: Request, nbytes: int, into: Any = None
+               ) -> Segment | shared_arrays.Lent | None:
+        """A segment for ``nbytes`` of ``request``'s data (the caller's own ``into`` array
+        when it lies in shared memory), or None: small, or no shared memory to be had (the
+        data then rides the socket)."""
+        lent = None if into is None else self._lend(request, into)
+        if lent is not None:
+            return lent
+        segment = self._segments.take(nbytes) if nbytes >= SHARE_THRESHOLD else None
+        if segment is not None:
+            request.shared.append(segment)
+        return segment
+
+    def _lend(self, request: Request, array: Any) -> shared_arrays.Lent | None:
+        """``array`` held for ``request`` when it is a caller's array in shared memory
+        (``Driver.empty``) that crosses as it is, without a copy."""
+        lent = shared_arrays.lend(array) if self._segments.enabled else None
+        if lent is not None:
+            request.shared.append(lent)
+        return lent
+
+    def _release(self, request: Request) -> None:
+        """No worker can write ``request``'s segments any more: reuse them (a caller's
+        own: let go of them, and of every reference to the caller's arrays)."""
+        shared, request.shared = request.shared, []
+        request.into, request.out_slots = None, []
+        for segment in shared:
+            if isinstance(segment, shared_arrays.Lent):
+                segment.release()
+            else:
+                self._segments.give_back(segment)
+
+    def _results(self, request: Request, value: Any) -> Any:
+        """A reply with its shared outputs as arrays over the request's own output slots
+        (each then held by its array, not the request). Output ``i`` must come back in
+        exactly the slot taken for it, or as a frame when none was: anything else is a
+        protocol error."""
+        if isinstance(value, BaseException):
+            return value
+        meta, arrays = value
+        slots = request.out_slots or [None] * len(arrays)
+        if len(arrays) != len(slots):
+            return self._misnamed(request)
+        results = []
+        for array, segment in zip(arrays, slots, strict=True):
+            if isinstance(array, Shared) != (segment is not None):
+                return self._misnamed(request)
+            if segment is not None:
+                wanted = request.outputs[len(results)]
+                if array.segment != segment.id or (array.dtype, array.count) != wanted:
+                    return self._misnamed(request)
+            results.append(array)
+        for i, (array, segment) in enumerate(zip(arrays, slots, strict=True)):
+            if isinstance(segment, shared_arrays.Lent):
+                results[i] = segment.array  # the caller's own array, written in place
+            elif segment is not None:
+                request.shared.remove(segment)  # (the result holds it now)
+                results[i] = self._segments.result(segment, array.dtype, array.count)
+        request.out_slots = []
+        return meta, results
+
+    @staticmethod
+    def _misnamed(request: Request) -> ProtocolError:
+        return ProtocolError(f"the reply to {request.label} does not name its output slots",
+                             request_id=request.id)
+
+    def _send(self, action: Send, lane: Lane) -> str | None:
+        """Send ``action``'s request on ``lane`` (held by this thread): None, or why the
+        transport refused."""
+        req = action.request
+        if lane.broken or lane.reader.ended:
+            return "its lane is broken" if lane.broken else "its worker closed its lane"
+        frames = req.frames or protocol.encode(
+            Message(req.op, req.id, 0, req.meta, req.arrays))
+        if req.socket_only and req.shared:  # the worker cannot open shared memory
+            self._segments.refused()
+            req.out_slots = []
+            meta = {k: v for k, v in req.wire[0].items() if k != "out"}
+            frames = protocol.encode(Message(req.op, req.id, 0, meta, req.arrays))
+        if req.meta.get("fp") is not None and not req.socket_only \
+                and (req.with_program or (req.lean and not action.holds_program)):
+            meta, arrays = req.wire  # named by fingerprint to a worker without the program
+            frames = protocol.encode(Message(req.op, req.id, 0, meta, arrays))
+        req.sent_on = lane  # (first: should the send be cut short, its reply is still read)
+        try:
+            # (a live worker reads a whole request before it does anything else)
+            framing.send(lane.socket, frames, within=self.options.silence_limit,
+                         cut=lambda: self._break(lane))
+        except OSError as exc:  # gone, or stuck with part of the message taken
+            lane.broken = True  # (the rules retire the worker: it is killed)
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def _io_send(self, action: Send, lane: Lane | None) -> None:
+        """(I/O thread.) Send a request and watch its lane for the reply (looking busily
+        for ``spin`` seconds first: ``_poll``). A lane not given back yet is tried again
+        once it has."""
+        if lane is None or lane.closed:
+            self._machine.send_failed(action.index, action.request, "its worker is gone",
+                                      time.monotonic(), action.generation)
+            return
+        held = lane in self._io_lanes  # (this thread holds it already: a resend, say)
+        if not held and not lane.take(timeout=0):
+            lane.on_free = self._wake_io
+            self._waiting_sends.append(action)
+            return
+        error = self._send(action, lane)
+        if error is not None:
+            if held:
+                del self._io_lanes[lane]
+                with contextlib.suppress(KeyError):
+                    self._poller.unregister(lane.fd)
+            lane.give()
+            self._machine.send_failed(action.index, action.request, error, time.monotonic(),
+                                      action.generation)
+            return
+        self._io_lanes[lane] = action.request
+        if not held:
+            self._poller.register(lane.fd, zmq.POLLIN)
+        self._spinning.start(time.perf_counter())
+
+    def _let_go_of_answered_lanes(self) -> None:
+        """(I/O thread, under the lock.) Give back the lanes of answered requests, and
+        retry sends that waited for a lane."""
+        for lane, request in list(self._io_lanes.items()):
+            if (request.done and not request.stopping) or lane.doomed:
+                del self._io_lanes[lane]
+                with contextlib.suppress(KeyError):
+                    self._poller.unregister(lane.fd)
+                lane.give()
+        waiting, self._waiting_sends = self._waiting_sends, []
+        for action in waiting:
+            if not action.request.done:
+                self._io_send(action, self._lanes.get(action.index))
+
+    def _wake_io(self) -> None:
+        with self._gate:  # (the fd is closed under the gate when the thread ends)
+            if self._wake_fd >= 0:
+                os.eventfd_write(self._wake_fd, 1)
+
+    def _read_lane(self, lane: Lane, budget: int | None = None) -> list[Message | VyreError]:
+        """The messages waiting on ``lane`` (held by this thread), decoded; at most about
+        ``budget`` bytes read. A stream that cannot be framed any more is its worker's
+        fault, unless the worker went in the middle of a message: either way nothing more
+        is read from it, and a live worker is stopped (its death then handled as any
+        other). So is one whose stream was left in an unknown state by an exception in the
+        middle of reading (only a bug, or one thrown into the I/O thread itself)."""
+        if lane.closed or lane.broken:
+            return []
+        try:
+            received = lane.reader.messages(budget)
+        except framing.BrokenStream as exc:
+            lane.broken = True
+            if not lane.reader.ended:  # (else it died while sending: its exit tells)
+                _log.error("pool %r: the lane of worker %r broke (%s); the worker is "
+                           "stopped", self.backend, lane.identity, exc)
+                self._kill_worker_of(lane)
+            return []
+        except BaseException:
+            self._break(lane)
+            raise
+        messages: list[Message | VyreError] = []
+        for frames in received:
+            if isinstance(frames, framing.Dropped):
+                messages.append(protocol.dropped_error(  # (this process's memory)
+                    frames, "this process", SystemResourceError))
+                continue
+            try:
+                messages.append(protocol.decode(frames, self.options.max_message_bytes))
+            except ProtocolError as exc:
+                messages.append(exc)
+        if messages and self.options.recycle_rss_bytes is not None:
+            self._measure(lane.identity)
+        return messages
+
+    def _break(self, lane: Lane) -> None:
+        """Lane I/O was cut short (a send stalled part-way, an exception): what is on the
+        stream is unknown, so nothing more crosses it and its worker is stopped."""
+        lane.broken = True
+        self._kill_worker_of(lane)
+
+    def _kill_worker_of(self, lane: Lane) -> None:
+        index = self._index_of.get(lane.identity)
+        proc = None if index is None else self._processes.get(index)
+        if proc is not None:
+            proc.kill()

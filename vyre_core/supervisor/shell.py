@@ -1,0 +1,193 @@
+"""What the two shells share: the ``Shell`` protocol each implements, the ``Spans`` it is
+handed, and the ``Carrier``, the one dispatcher of the rules' actions. A room of its own
+because the rules (``rules/``) answer every event with actions, and the local pool
+(``local/``) and the Ray pool (``cluster/ray_pool.py``) must carry out each kind the same
+way where it is the same work: a reply resolved (its future, its count, its span),
+routing told before any caller goes on, a log line, a failed action answered. Each shell
+keeps what is its own (the local pool's I/O thread, lanes, fork server and shared memory;
+the Ray pool's thread, actors, heartbeats and placement) behind the protocol's methods."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import InvalidStateError
+from typing import Any, Protocol
+
+from vyre_core.errors import as_vyre_error
+from vyre_core.supervisor.lane import interrupts_deferred
+from vyre_core.supervisor.outcome import Outcome
+from vyre_core.supervisor.rules.actions import (
+    Action,
+    Log,
+    Promote,
+    Release,
+    Resolve,
+    RoutingChanged,
+    Send,
+    Signal,
+    Spawn,
+    Stop,
+)
+from vyre_core.supervisor.rules.machine import PoolMachine
+from vyre_core.supervisor.rules.requests import Request
+
+_log = logging.getLogger("vyre.supervisor")
+
+
+class Spans(Protocol):
+    """The spans a pool makes of its calls (``observability/tracing.py``'s ``CallSpans``
+    when ``PoolOptions.tracing``), made by whoever makes the pool and handed to it, so the
+    supervisor never imports observability."""
+
+    def begin(self, request: Request) -> None:
+        """(The caller's thread.) ``request``'s span starts now."""
+
+    def answered(self, request: Request, value: Any) -> None:
+        """(Under the pool's lock.) ``request`` is answered with ``value``."""
+
+    def flush(self) -> None:
+        """(Outside the lock, the callers answered.) Make the spans answered so far."""
+
+
+class Shell(Protocol):
+    """Carries out what the rules decide, on the thread that holds the rules' lock; the
+    ``Carrier`` calls one method per kind of action."""
+
+    backend: str
+
+    def spawn(self, action: Spawn) -> None:
+        """Start a worker for ``action.index``; the shell tells the rules how it went."""
+
+    def send(self, action: Send) -> object | None:
+        """Send a request; a ticket its caller may wait on (Ray), or None."""
+
+    def stop(self, action: Stop) -> None:
+        """Ask a worker to stop a request at its next safe point."""
+
+    def signal(self, action: Signal) -> None:
+        """Terminate or kill a worker."""
+
+    def promote(self, action: Promote) -> None:
+        """A spare serves a slot now: move what the shell keeps per worker."""
+
+    def release(self, action: Release) -> None:
+        """No worker can write the request's memory any more: reuse it."""
+
+    def reply_of(self, request: Request, value: Any) -> Any:
+        """What ``request``'s caller gets for the rules' answer ``value``."""
+
+    def action_failed(self, action: Action, exc: Exception) -> None:
+        """Carrying out ``action`` raised ``exc`` (a bug, or out of a resource): log it,
+        and tell the rules what they must know, so no caller is stranded."""
+
+
+class Carrier:
+    """Carries the rules' actions out through a ``Shell`` (on the thread that holds the
+    rules' ``lock``), and hands the answers over (``deliver``, outside the lock): routing
+    is told first (``on_change``), then each answered outcome completes. ``log`` is the
+    logger of the rules' ``Log`` actions."""
+
+    def __init__(self, shell: Shell, machine: PoolMachine,
+                 lock: threading.Lock | threading.RLock, on_change: Callable[[], None],
+                 spans: Spans | None, log: logging.Logger = _log) -> None:
+        self.shell = shell
+        self.machine = machine
+        self.lock = lock
+        self.on_change = on_change
+        self.spans = spans
+        self.log = log
+        self.resolved: list[tuple[Outcome, Any]] = []  # answered, for ``deliver``
+        self.changed = False                           # routing to be told, before them
+
+    def carry(self, actions: list[Action], own: object | None = None) -> object | None:
+        """(Locked.) Carry out ``actions``, each whole or not at all: one that fails goes
+        to the shell's ``action_failed``, and the rest are carried out still. The ticket
+        of the send of the caller ``own`` (its ``request.waker``) is returned, for that
+        caller to take its reply (Ray); else None."""
+        mine = None
+        for action in actions:
+            try:
+                match action:
+                    case Resolve():
+                        self._resolve(action)
+                    case Send():
+                        ticket = self.shell.send(action)
+                        if ticket is not None and own is not None \
+                                and action.request.waker is own:
+                            mine = ticket
+                    case Spawn():
+                        self.shell.spawn(action)
+                    case Stop():
+                        self.shell.stop(action)
+                    case Signal():
+                        self.shell.signal(action)
+                    case Promote():
+                        self.shell.promote(action)
+                    case Release():
+                        self.shell.release(action)
+                    case Log():
+                        self.log.log(action.level, action.text)
+                    case RoutingChanged():
+                        self.changed = True  # told in deliver, before outcomes complete
+                    case _:
+                        raise TypeError(f"no case for the action {action!r}")
+            except Exception as exc:  # never strand a caller on a failed action
+                self.shell.action_failed(action, exc)
+        return mine
+
+    def carry_all(self, actions: list[Action], own: object | None = None) -> object | None:
+        """(Locked.) ``carry``, then whatever the rules answered to that, until they
+        answer nothing more."""
+        mine = self.carry(actions, own)
+        while actions:
+            actions = self.machine.take_actions()
+            found = self.carry(actions, own)
+            mine = mine or found
+        return mine
+
+    def _resolve(self, action: Resolve) -> None:
+        request = action.request
+        future, request.future = request.future, None
+        try:
+            value = self.shell.reply_of(request, action.value)
+        except Exception as exc:  # a bug: the caller gets it, never a wait
+            value = as_vyre_error(exc, f"pool {self.shell.backend!r} reading a reply")
+        if future is not None:
+            self.resolved.append((future, value))
+        self.answered(request, value)
+
+    def answered(self, request: Request, value: Any) -> None:
+        """(Locked, once ``request``'s answer is queued for its caller.) Count it, and
+        note its span's end; counting never changes or holds up an answer."""
+        try:
+            self.machine.answered(request, value, time.monotonic())
+        except Exception as exc:  # (a bug: logged, the answer goes out as it is)
+            _log.error("pool %r: counting %s failed", self.shell.backend, request.label,
+                       exc_info=exc)
+        if self.spans is not None:
+            self.spans.answered(request, value)
+
+    def deliver(self) -> None:
+        """Outside the lock: tell routing if it must decide again, then complete the
+        outcomes the rules answered, in that order, so no caller goes on on a stale
+        routing decision. Completing an outcome never blocks (``outcome.py``); one its
+        caller cancelled meanwhile stays cancelled. On the main thread a Ctrl-C inside
+        waits till every one is complete, or their callers would wait on."""
+        with interrupts_deferred():
+            with self.lock:
+                resolved, self.resolved = self.resolved, []
+                changed, self.changed = self.changed, False
+            if changed:
+                self.on_change()
+            for future, value in resolved:
+                with contextlib.suppress(InvalidStateError):  # cancelled by its caller
+                    if isinstance(value, BaseException):
+                        future.set_exception(value)
+                    else:
+                        future.set_result(value)
+        if self.spans is not None:
+            self.spans.flush()
