@@ -12,18 +12,11 @@ from vyre_core.contract.types import Capabilities
 from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.errors import VyreError
 from vyre_core.protocol import Message, Op
-from vyre_core.supervisor.machine import (
-    TICK_EVERY,
-    Log,
-    PoolMachine,
-    Request,
-    Resolve,
-    RoutingChanged,
-    Send,
-    Signal,
-    Spawn,
-)
 from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.rules.actions import Log, Resolve, RoutingChanged, Send, Signal, Spawn
+from vyre_core.supervisor.rules.constants import TICK_EVERY
+from vyre_core.supervisor.rules.machine import PoolMachine
+from vyre_core.supervisor.rules.requests import Request
 
 CAPS = Capabilities(max_workgroup_size=(64, 1, 1), max_invocations_per_workgroup=64,
                     max_workgroups_per_dimension=1024).to_dict()

@@ -10,8 +10,9 @@ from supervision_harness import Shell
 
 from vyre_core.errors import DispatchCancelledError
 from vyre_core.protocol import Op
-from vyre_core.supervisor.machine import Request, Stop
 from vyre_core.supervisor.outcome import InvalidStateError, Outcome
+from vyre_core.supervisor.rules.actions import Stop
+from vyre_core.supervisor.rules.requests import Request
 
 pytestmark = pytest.mark.fast
 

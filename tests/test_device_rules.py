@@ -15,8 +15,9 @@ from vyre_core.errors import (
     NoCapableBackendError,
     SystemResourceError,
 )
-from vyre_core.supervisor.machine import Request, Spawn
 from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.rules.actions import Spawn
+from vyre_core.supervisor.rules.requests import Request
 
 pytestmark = pytest.mark.fast
 

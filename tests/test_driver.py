@@ -26,7 +26,7 @@ from vyre_core.errors import (
 )
 from vyre_core.pipeline import pipeline_cache_key
 from vyre_core.registry import Registry
-from vyre_core.supervisor.pool import PoolOptions
+from vyre_core.supervisor.options import PoolOptions
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
 from vyre_reference import run

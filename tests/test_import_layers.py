@@ -36,9 +36,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     9: (),
     10: ("routing",),
     11: ("tuning", "shadow_sampler", "saved"),
-    # ("awaiting" is driver/awaiting.py now, in the driver's room: it leaves this row
-    # together with its name in docs/architecture.md's table, which LAYERS must equal)
-    12: ("driver", "awaiting"),
+    12: ("driver",),
     13: ("lib", "shadow", "example", "conformance", "testing", "observability.prometheus",
          "cli", "vyre_core"),
 }

@@ -44,7 +44,7 @@ from vyre_core.errors import (
     WorkerCrashedError,
 )
 from vyre_core.protocol import PROGRAM_CACHE, PROGRAM_NOT_HELD, Op
-from vyre_core.supervisor.machine import Request
+from vyre_core.supervisor.rules.requests import Request
 from vyre_workers.backend_host import BackendHost
 
 FP = "ab" * 32

@@ -22,7 +22,8 @@ from vyre_core.errors import (
     WorkerCrashedError,
 )
 from vyre_core.protocol import Op
-from vyre_core.supervisor.machine import Release, Request, Resolve
+from vyre_core.supervisor.rules.actions import Release, Resolve
+from vyre_core.supervisor.rules.requests import Request
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 

@@ -26,7 +26,7 @@ from vyre_core import DispatchConfig, ir, shared_arrays
 from vyre_core.dataplane import SHARE_THRESHOLD
 from vyre_core.errors import DispatchTimeoutError, InvalidInputError, PoolFailedError
 from vyre_core.sequence import SequenceBuilder
-from vyre_core.supervisor.pool import Pool
+from vyre_core.supervisor.local.pool import Pool
 
 pytestmark = [pytest.mark.processes]
 

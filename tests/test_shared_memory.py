@@ -43,8 +43,8 @@ from vyre_core.errors import (
     ProtocolError,
 )
 from vyre_core.protocol import Message, Op
-from vyre_core.supervisor.machine import Request
-from vyre_core.supervisor.pool import Pool
+from vyre_core.supervisor.local.pool import Pool
+from vyre_core.supervisor.rules.requests import Request
 
 pytestmark = [pytest.mark.processes]
 

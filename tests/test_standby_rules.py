@@ -22,8 +22,10 @@ from vyre_core.errors import (
     WorkerCrashedError,
 )
 from vyre_core.protocol import Message, Op
-from vyre_core.supervisor.machine import Log, PoolMachine, Promote, Request, Send, Signal, Spawn
 from vyre_core.supervisor.options import MAX_STANDBY, PoolOptions
+from vyre_core.supervisor.rules.actions import Log, Promote, Send, Signal, Spawn
+from vyre_core.supervisor.rules.machine import PoolMachine
+from vyre_core.supervisor.rules.requests import Request
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 

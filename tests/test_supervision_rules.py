@@ -29,15 +29,15 @@ from vyre_core.errors import (
     WorkerCrashedError,
 )
 from vyre_core.protocol import Message, Op
-from vyre_core.supervisor.machine import (
+from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.rules.actions import Send
+from vyre_core.supervisor.rules.constants import (
     MAX_RESENDS,
     OUTPUT_IN_ERRORS,
     START_ERROR_CHARS,
     START_TRIES,
-    Request,
-    Send,
 )
-from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.rules.states import WorkerState
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)

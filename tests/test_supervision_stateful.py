@@ -36,16 +36,11 @@ from supervision_harness import CAPS, deadline_after
 
 from vyre_core.errors import DeviceLostError, ProtocolError, SystemResourceError, VyreError
 from vyre_core.protocol import Message, Op
-from vyre_core.supervisor.machine import (
-    TICK_EVERY,
-    PoolMachine,
-    Request,
-    Resolve,
-    Send,
-    Signal,
-    Spawn,
-)
 from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.rules.actions import Resolve, Send, Signal, Spawn
+from vyre_core.supervisor.rules.constants import TICK_EVERY
+from vyre_core.supervisor.rules.machine import PoolMachine
+from vyre_core.supervisor.rules.requests import Request
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 

@@ -24,7 +24,7 @@ from waiting import stays_true
 import vyre_core
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import PipelineInvalidatedError, WorkerCrashedError
-from vyre_core.supervisor.pool import Pool
+from vyre_core.supervisor.local.pool import Pool
 
 from .support import (
     PATIENCE,

@@ -30,7 +30,7 @@ from vyre_core.errors import (
     PoolFailedError,
     WorkerCrashedError,
 )
-from vyre_core.supervisor.machine import START_TRIES
+from vyre_core.supervisor.rules.constants import START_TRIES
 
 from .support import (
     PROGRAM,

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from vyre_core.cluster.connect import RayCluster
 from vyre_core.errors import NoCapableBackendError, SystemResourceError, VyreError
-from vyre_core.supervisor.machine import PoolMachine
 from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.rules.machine import PoolMachine
 
 
 class Placement:

@@ -13,6 +13,7 @@ actor goes is ``placement.py``'s, a mixin of ``RayPool``."""
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import secrets
 import threading
@@ -35,19 +36,12 @@ from vyre_core.registry import BackendRegistration
 from vyre_core.supervisor import published
 from vyre_core.supervisor.facts import PoolFacts
 from vyre_core.supervisor.lane import interrupts_deferred
-from vyre_core.supervisor.machine import (
-    TICK_EVERY,
-    PoolMachine,
-    Promote,
-    Release,
-    Request,
-    Send,
-    Signal,
-    Spawn,
-    Stop,
-)
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import Outcome
+from vyre_core.supervisor.rules.actions import Promote, Release, Send, Signal, Spawn, Stop
+from vyre_core.supervisor.rules.constants import TICK_EVERY
+from vyre_core.supervisor.rules.machine import PoolMachine
+from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.shell import Carrier, Spans
 
 _log = logging.getLogger("vyre.cluster")
@@ -57,6 +51,16 @@ LOOK_EVERY = 0.05
 #: Inputs of this many bytes or more go into the object store once per call, by the
 #: caller; smaller ones ride inside each send (Ray inlines them).
 PUT_FROM = 1 << 20
+
+
+class RayPoolState(enum.StrEnum):
+    """The Ray pool's own state (its workers' are the rules'): not started, running,
+    closing (its actors being stopped), stopped."""
+
+    NEW = "new"
+    RUNNING = "running"
+    CLOSING = "closing"
+    STOPPED = "stopped"
 
 
 class RayPool(Placement, PoolFacts):
@@ -86,7 +90,7 @@ class RayPool(Placement, PoolFacts):
         self._pending: dict[Any, tuple[str, int, bytes, Request | None]] = {}
         self._beating: set[int] = set()            # slots with a heartbeat outstanding
         self._beat_at: dict[int, float] = {}
-        self._state = "new"                        # new, running, closing, stopped
+        self._state = RayPoolState.NEW
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._actor_class = None
@@ -201,13 +205,13 @@ class RayPool(Placement, PoolFacts):
                                   "Report this as a bug in vyre; create a new Driver.",
                                   backend=self.backend)
         with self._lock:
-            if self._state != "new":
-                if self._state != "running":
+            if self._state != RayPoolState.NEW:
+                if self._state != RayPoolState.RUNNING:
                     raise PoolFailedError(f"the driver is closed; pool {self.backend!r} takes "
                                           "no more work", "Create a new vyre Driver.",
                                           backend=self.backend)
                 return
-            self._state = "running"
+            self._state = RayPoolState.RUNNING
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name=f"vyre-ray-{self.backend}")
             self._thread.start()
@@ -217,7 +221,8 @@ class RayPool(Placement, PoolFacts):
             while True:
                 now = time.monotonic()
                 with self._lock:
-                    if self._machine.stopped or (self._state == "closing" and not self._actors):
+                    if self._machine.stopped or (self._state == RayPoolState.CLOSING
+                                                 and not self._actors):
                         break
                     self._machine.tick(now)
                     self._beat(now)
@@ -503,10 +508,10 @@ class RayPool(Placement, PoolFacts):
 
     def begin_close(self) -> None:
         with self._lock:
-            if self._state in ("closing", "stopped"):
+            if self._state in (RayPoolState.CLOSING, RayPoolState.STOPPED):
                 return
-            started = self._state == "running"
-            self._state = "closing"
+            started = self._state == RayPoolState.RUNNING
+            self._state = RayPoolState.CLOSING
             self._machine.close(time.monotonic())
             self._carry(self._machine.take_actions())
             for index in list(self._actors):
@@ -524,7 +529,7 @@ class RayPool(Placement, PoolFacts):
 
     def forget(self) -> None:
         """In a forked child: Ray's connection is the parent's; nothing here is used."""
-        self._state = "stopped"
+        self._state = RayPoolState.STOPPED
 
 
 def _text(exc: BaseException, limit: int = 4000) -> str:

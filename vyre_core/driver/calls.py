@@ -34,8 +34,9 @@ from vyre_core.protocol import Op
 from vyre_core.sequence import Role, output_buffers
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.shadow_sampler import Sample
+from vyre_core.supervisor.local.pool import Pool
 from vyre_core.supervisor.outcome import Outcome
-from vyre_core.supervisor.pool import Pool, Request
+from vyre_core.supervisor.rules.requests import Request
 
 if TYPE_CHECKING:
     from vyre_core.routing import RoutingPolicy

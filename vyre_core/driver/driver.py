@@ -68,7 +68,7 @@ from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import Explanations, RouteDecision
 from vyre_core.sequence import Sequence as StepSequence
-from vyre_core.supervisor.pool import PoolOptions
+from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.rundir import RunDir
 from vyre_core.tuning.candidates import DEFAULT_LIMIT
 from vyre_core.tuning.tuner import DEFAULT_REPEATS, Measured, TuneResult

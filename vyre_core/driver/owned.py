@@ -40,7 +40,7 @@ from vyre_core.errors import InvalidConfigError, PoolFailedError
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.routing import RoutingPolicy
 from vyre_core.shadow_sampler import Every, ShadowSampler, default_dir
-from vyre_core.supervisor.pool import PoolOptions
+from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.pools import Pools
 from vyre_core.tuning.tuner import Tuner
 

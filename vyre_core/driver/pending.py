@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from vyre_core.ir import Program
     from vyre_core.launch import Launch, PlannedLaunches
     from vyre_core.routing import RoutingPolicy
-    from vyre_core.supervisor.pool import Pool, Request
+    from vyre_core.supervisor.local.pool import Pool
+    from vyre_core.supervisor.rules.requests import Request
 
 
 class PendingResult:

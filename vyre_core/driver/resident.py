@@ -36,7 +36,8 @@ from vyre_core.kernels.signature import check_count, parameter_type
 from vyre_core.protocol import Op
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.sequence import SequenceBuilder
-from vyre_core.supervisor.pool import Pool, Request
+from vyre_core.supervisor.local.pool import Pool
+from vyre_core.supervisor.rules.requests import Request
 
 if TYPE_CHECKING:
     from vyre_core.ir import Program

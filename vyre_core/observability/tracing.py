@@ -15,8 +15,8 @@ from typing import Any
 
 from vyre_core import __version__
 from vyre_core.errors import VyreError
-from vyre_core.supervisor.machine import Request
 from vyre_core.supervisor.metrics import data_bytes
+from vyre_core.supervisor.rules.requests import Request
 
 _log = logging.getLogger("vyre.supervisor")
 

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from vyre_core.deadline import Deadline
     from vyre_core.registry import Registry
     from vyre_core.routing.rank import Routable
-    from vyre_core.supervisor.pool import Pool, Request
+    from vyre_core.supervisor.local.pool import Pool
+    from vyre_core.supervisor.rules.requests import Request
 
 Reply = tuple[dict[str, Any], list[Any]]
 _log = logging.getLogger("vyre.routing")

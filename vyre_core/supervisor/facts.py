@@ -9,7 +9,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from vyre_core.contract.types import Capabilities, DeviceInfo
-from vyre_core.supervisor.machine import PoolMachine, Request
+from vyre_core.supervisor.rules.machine import PoolMachine
+from vyre_core.supervisor.rules.requests import Request
 
 if TYPE_CHECKING:
     from vyre_core.supervisor.shell import Spans

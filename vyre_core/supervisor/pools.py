@@ -19,11 +19,12 @@ from vyre_core.errors import DispatchTimeoutError, PoolFailedError, VyreError
 from vyre_core.protocol import Op
 from vyre_core.registry import Registry
 from vyre_core.routing.probe_cache import ProbeCache
+from vyre_core.supervisor.local.pool import Pool
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import wait_first
-from vyre_core.supervisor.pool import Pool, Request
 from vyre_core.supervisor.process import Askers, list_devices, probe_apart
 from vyre_core.supervisor.published import SUFFIX
+from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.rundir import RunDir
 from vyre_core.supervisor.shell import Spans
 

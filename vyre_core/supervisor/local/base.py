@@ -6,6 +6,7 @@ importing the class they are mixed into."""
 from __future__ import annotations
 
 import collections
+import enum
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -19,11 +20,21 @@ from vyre_core.supervisor import published
 from vyre_core.supervisor.facts import PoolFacts
 from vyre_core.supervisor.fork_server import ForkServer
 from vyre_core.supervisor.lane import Lane
-from vyre_core.supervisor.machine import Request, Send, Spawn
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess
+from vyre_core.supervisor.rules.actions import Send, Spawn
+from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.rundir import RunDir
 from vyre_core.supervisor.shell import Carrier
+
+
+class IoState(enum.StrEnum):
+    """The pool's I/O thread: not started yet (the first call starts it), running, or
+    stopped (the pool closed; nothing starts it again)."""
+
+    NEW = "new"
+    RUNNING = "running"
+    STOPPED = "stopped"
 
 
 class _Local(PoolFacts):
@@ -40,7 +51,7 @@ class _Local(PoolFacts):
     _secret: bytes
     _context_of_driver: Callable[[], zmq.Context]
     _gate: threading.Lock
-    _io_state: str
+    _io_state: IoState
     _closing: bool
     _inbox: collections.deque[Any]
     _wake_fd: int

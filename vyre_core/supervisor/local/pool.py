@@ -52,22 +52,16 @@ from vyre_core.spinning import Spinning
 from vyre_core.supervisor import fork_server, published
 from vyre_core.supervisor.fork_server import ForkServer
 from vyre_core.supervisor.lane import Lane
+from vyre_core.supervisor.local.base import IoState
 from vyre_core.supervisor.local.processes import Processes
 from vyre_core.supervisor.local.transfer import Transfer
-from vyre_core.supervisor.machine import (
-    TICK_EVERY,
-    PoolMachine,
-    Promote,
-    Release,
-    Request,
-    Send,
-    Signal,
-    Spawn,
-    Stop,
-)
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess, ensure_descriptors
+from vyre_core.supervisor.rules.actions import Promote, Release, Send, Signal, Spawn, Stop
+from vyre_core.supervisor.rules.constants import TICK_EVERY
+from vyre_core.supervisor.rules.machine import PoolMachine
+from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.rundir import RunDir
 from vyre_core.supervisor.shell import Carrier, Spans
 
@@ -114,7 +108,7 @@ class Pool(Transfer, Processes):
         self._spans = spans
         self._carrier = Carrier(self, self._machine, self._lock, on_change, spans)
         self._gate = threading.Lock()   # the hand-over: inbox, wake fd, I/O state
-        self._io_state = "new"          # new, running, stopped
+        self._io_state = IoState.NEW
         self._closing = False
         self._inbox: collections.deque[Any] = collections.deque()
         self._wake_fd = -1
@@ -186,9 +180,9 @@ class Pool(Transfer, Processes):
 
     def _open(self) -> bool:
         """(Under the gate.) Start the pool if it is new; whether it takes work."""
-        if self._io_state == "new":
+        if self._io_state == IoState.NEW:
             self._start()
-        return self._io_state == "running"
+        return self._io_state == IoState.RUNNING
 
     def _closed_error(self) -> PoolFailedError:
         return PoolFailedError(f"the driver is closed; pool {self.backend!r} takes no more "
@@ -233,9 +227,9 @@ class Pool(Transfer, Processes):
         """Ask the I/O thread to fail what is pending and stop every worker (SIGTERM,
         SIGKILL after the grace); returns at once. Idempotent."""
         with self._gate:
-            if self._io_state == "new":
-                self._io_state = "stopped"
-            elif self._io_state == "running" and not self._closing:
+            if self._io_state == IoState.NEW:
+                self._io_state = IoState.STOPPED
+            elif self._io_state == IoState.RUNNING and not self._closing:
                 self._closing = True
                 self._inbox.append(_CLOSE)
                 os.eventfd_write(self._wake_fd, 1)
@@ -308,7 +302,7 @@ class Pool(Transfer, Processes):
             raise system_resource_error(OSError(code, str(exc)),
                                         f"starting pool {self.backend!r}") from exc
         self._thread = thread
-        self._io_state = "running"
+        self._io_state = IoState.RUNNING
 
     def _run(self) -> None:
         try:
@@ -518,7 +512,7 @@ class Pool(Transfer, Processes):
 
     def _close_io(self) -> None:
         with self._gate:
-            self._io_state = "stopped"
+            self._io_state = IoState.STOPPED
             if self._wake_fd >= 0:
                 os.close(self._wake_fd)
                 self._wake_fd = -1

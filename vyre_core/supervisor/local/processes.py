@@ -23,11 +23,11 @@ from vyre_core.contract.types import THREADS_ENV
 from vyre_core.dataplane import release_cached, short_of_descriptors
 from vyre_core.errors import PoolFailedError, VyreError, system_resource_error
 from vyre_core.protocol import ProgressPage
-from vyre_core.supervisor.fork_server import ForkServer, ForkServerError
+from vyre_core.supervisor.fork_server import GONE, STARTING, ForkServer, ForkServerError
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.local.base import _Local
-from vyre_core.supervisor.machine import Promote, Spawn, describe_exit
 from vyre_core.supervisor.process import WorkerProcess, ensure_descriptors
+from vyre_core.supervisor.rules.actions import Promote, Spawn, describe_exit
 from vyre_core.supervisor.rundir import ENV as RUNTIME_DIR_ENV
 
 _log = logging.getLogger("vyre.supervisor")
@@ -47,7 +47,7 @@ class Processes(_Local):
             return  # (parked, and the rules moved on meanwhile)
         if self._fork_server is None:
             self._launch_fork_server()  # (the last one left)
-        if self._fork_server is not None and self._fork_server.state == "starting":
+        if self._fork_server is not None and self._fork_server.state == STARTING:
             self._parked.append(action)  # forking is cheaper than starting anew
             return
         reg = self.registration
@@ -181,18 +181,18 @@ class Processes(_Local):
         assert server is not None
         if readable:
             server.take_messages()
-        if server.state == "starting" and now > server.ready_by:
+        if server.state == STARTING and now > server.ready_by:
             _log.warning("pool %r: the fork server was not ready within %g s; workers start "
                          "the plain way", self.backend, self.options.startup_timeout)
             server.stop()
-        if server.state == "gone":
+        if server.state == GONE:
             _log.warning("pool %r: its fork server (pid %d) %s; workers start the plain way "
                          "until a new one is ready", self.backend, server.popen.pid,
                          describe_exit(server.popen.poll()))
             self._fork_server_losses.append(now)
             self._fork_server_broken |= not server.was_ready  # it never worked: no more
             self._drop_fork_server()
-        if server.state != "starting":
+        if server.state != STARTING:
             self._deferred += self._parked
             self._parked = []
 
@@ -209,7 +209,7 @@ class Processes(_Local):
         """When the shell itself must look again: exit statuses due from the fork server,
         the server's readiness."""
         due = list(self._exits_awaited.values())
-        if self._fork_server is not None and self._fork_server.state == "starting":
+        if self._fork_server is not None and self._fork_server.state == STARTING:
             due.append(self._fork_server.ready_by)
         return due
 

@@ -20,7 +20,8 @@ from vyre_core.errors import ProtocolError, SystemResourceError, VyreError
 from vyre_core.protocol import Message
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.local.base import _Local
-from vyre_core.supervisor.machine import Request, Send
+from vyre_core.supervisor.rules.actions import Send
+from vyre_core.supervisor.rules.requests import Request
 
 _log = logging.getLogger("vyre.supervisor")
 

@@ -1,6 +1,6 @@
 """The rules of one worker pool, as a pure state machine: no socket, thread, clock or
 process in this package. Events come in as method calls that carry the time, and the rules
-answer with actions the shell (``supervisor/pool.py``, ``cluster/ray_pool.py``) carries out,
+answer with actions the shell (``supervisor/local/``, ``cluster/ray_pool.py``) carries out,
 so every rule can be tested without a process and both shells obey the same ones.
 
 - ``machine.py``: ``PoolMachine``, its state, its outputs (``take_actions``, ``next_timer``),
@@ -13,5 +13,6 @@ so every rule can be tested without a process and both shells obey the same ones
 - ``wording.py``: the errors and descriptions callers and logs see;
 - ``slots.py``: a worker slot, a pool's failure, and what the mixins share;
 - ``requests.py``: ``Request``; ``actions.py``: what the shell is asked to do;
+- ``states.py``: the states and every move between them, as tables;
 - ``constants.py``: the limits the rules apply.
 """
