@@ -171,5 +171,6 @@ def test_the_ir_operation_is_the_librarys_on_every_backend(driver, backend):
     single dispatch and as the step of a sequence."""
     rng = np.random.default_rng(5)
     f32 = np.concatenate([adversarial(), rng.integers(0, 2**32, 2048, dtype=np.uint32)])
-    chained = np.exp2(rng.standard_normal(4096) * 40).astype(np.float32)
+    with np.errstate(over="ignore"):  # (the largest overflow to inf: inputs too)
+        chained = np.exp2(rng.standard_normal(4096) * 40).astype(np.float32)
     operation_is_mpfrs(driver, backend, ir.log2, gmpy2.log2, f32, chained)
