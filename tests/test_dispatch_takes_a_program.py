@@ -11,6 +11,7 @@ import vyre_core as vyre
 from vyre_core import Driver, ir
 from vyre_core.errors import InvalidInputError
 from vyre_core.registry import Registry
+from vyre_core.testing import dispatch_on
 
 pytestmark = pytest.mark.fast  # the fast tier: no process is started here
 
@@ -45,7 +46,7 @@ NOT_PROGRAMS = {"name": ("saxpy", "not names"), "kernel": (unbuilt(), "kernel.bu
                 "@vyre.kernel": (copy, r"drv\.launch\(copy, .*copy\.program\(dim=n")}
 ENTRY_POINTS = {
     "dispatch": lambda d, p: d.dispatch(p, DATA),
-    "dispatch_on": lambda d, p: d.dispatch_on("reference", p, DATA),
+    "dispatch_on": lambda d, p: dispatch_on(d, "reference", p, DATA),
     "dispatch_async": lambda d, p: d.dispatch_async(p, DATA),
     "compile": lambda d, p: d.compile(p),
     "route": lambda d, p: d.route(p),

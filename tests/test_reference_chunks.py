@@ -17,6 +17,7 @@ from vyre_core import ir
 from vyre_core.driver import Driver
 from vyre_core.errors import UnsupportedFeatureError
 from vyre_core.registry import Registry
+from vyre_core.testing import dispatch_on
 from vyre_reference import run
 from vyre_reference.chunks import chunks
 from vyre_reference.interpreter import execute
@@ -331,6 +332,6 @@ def test_a_launch_past_2_to_the_26_runs_on_the_reference_worker():
     i = k.let("i", ir.global_id(0))
     out[i] = (i & 255).cast(ir.u8)
     with Driver(Registry.discover("reference")) as drv:
-        (got,) = drv.dispatch_on("reference", k.build(), [], dim=n)
+        (got,) = dispatch_on(drv, "reference", k.build(), [], dim=n)
     assert got.dtype == np.uint8 and len(got) == n
     assert (got.reshape(-1, 256) == np.arange(256, dtype=np.uint8)).all()

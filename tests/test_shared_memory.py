@@ -45,6 +45,7 @@ from vyre_core.errors import (
 from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.local.pool import Pool
 from vyre_core.supervisor.rules.requests import Request
+from vyre_core.testing import dispatch_on
 
 pytestmark = [pytest.mark.processes]
 
@@ -405,7 +406,7 @@ def test_a_dispatch_failing_in_its_worker_gives_its_segments_back() -> None:
         counts = []
         for _ in range(5):
             with pytest.raises(LaunchLimitError):  # (refused in the worker: no routing)
-                drv.dispatch_on("reference", too_wide, [x])
+                dispatch_on(drv, "reference", too_wide, [x])
             counts.append(len(segments() - before))
         assert max(counts) == counts[0] <= 2, counts
         out, want = dispatch_rw(drv, rw(BIG), 4, BIG)

@@ -19,6 +19,7 @@ from vyre_core.ir.nodes import Lit, SpecConstant, SpecRef, walk
 from vyre_core.launch import effective_program, plan_launch
 from vyre_core.pipeline import pipeline_cache_key
 from vyre_core.sequence import Sequence, Step
+from vyre_core.testing import dispatch_on
 from vyre_reference import run as reference_run
 from vyre_workers.backend_host import BackendHost
 
@@ -447,8 +448,8 @@ def test_routing_and_a_dispatch_on_weigh_the_chosen_values():
     """route/explain take the config; dispatch_on refuses a bad value before any worker."""
     with Driver() as drv:
         with pytest.raises(InvalidConfigError, match="cannot hold -1"):
-            drv.dispatch_on("reference", scaled(), [],
-                            DispatchConfig(constants={"STEPS": -1}))
+            dispatch_on(drv, "reference", scaled(), [],
+                        config=DispatchConfig(constants={"STEPS": -1}))
         assert all(pool["state"] == "not started" for pool in drv.status()["pools"].values())
         config = DispatchConfig(constants={"STEPS": 7})
         assert drv.route(scaled(), "reference", config=config).backend == "reference"

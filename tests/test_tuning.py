@@ -16,6 +16,7 @@ from vyre_core import DispatchConfig, Driver, ir
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import InvalidConfigError, SystemResourceError
 from vyre_core.ir.specialize import canonical_values
+from vyre_core.testing import dispatch_on
 from vyre_core.tuning import cache
 from vyre_core.tuning.candidates import Candidate, candidates
 from vyre_examples.saxpy import program as saxpy_program
@@ -238,7 +239,7 @@ def test_tuned_true_is_refused_where_there_is_no_choice_to_apply(driver, tuning_
     x = np.arange(N, dtype=np.float32)
     tuned = DispatchConfig(tuned=True)
     for call in (lambda: driver.compile(scaled_by_gain(), "reference", tuned),
-                 lambda: driver.dispatch_on("reference", scaled_by_gain(), [x], tuned),
+                 lambda: dispatch_on(driver, "reference", scaled_by_gain(), [x], config=tuned),
                  lambda: driver.compile(scaled_by_gain(), "reference").dispatch([x], tuned)):
         with pytest.raises(InvalidConfigError, match="tuned=True has no tuned choice"):
             call()

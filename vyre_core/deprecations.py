@@ -93,6 +93,12 @@ DEPRECATIONS: tuple[Deprecation, ...] = (
     Deprecation("call", "format_explanation", "0.1.0", "1.0.0",
                 "print what Driver.explain answers, or take str() of it: its Explanations "
                 "format themselves, one block per backend."),
+    Deprecation("call", "Driver.dispatch_on", "0.1.0", "1.0.0",
+                "Call vyre_core.testing.dispatch_on(driver, backend, program, inputs, "
+                "config=..., dim=...): sending work past routing is a tool of tests."),
+    Deprecation("call", "Driver.dispatch_sequence_on", "0.1.0", "1.0.0",
+                "Call vyre_core.testing.dispatch_on(driver, backend, sequence, inputs, "
+                "config=...): it takes a sequence too."),
 )
 
 

@@ -35,6 +35,7 @@ from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError
 from vyre_core.ir import ALL_OPS
 from vyre_core.registry import BackendRegistration, register_plugin
 from vyre_core.routing import rejection_reasons
+from vyre_core.testing.dispatch import dispatch_on
 
 __all__ = [
     "backend_id",
@@ -143,7 +144,7 @@ def test_survives_a_refusal(kit_driver: Driver, caps: Capabilities, backend_id: 
     before = kit_driver.status()["pools"][backend_id]["workers"]
     over = honesty.oversized_workgroup(caps)
     with pytest.raises((UnsupportedFeatureError, LaunchLimitError)) as info:
-        kit_driver.dispatch_on(backend_id, over.program, over.inputs)
+        dispatch_on(kit_driver, backend_id, over.program, over.inputs)
     assert info.value.fix and "Fix:" in str(info.value)
     assert kit_driver.dispatch(c.program, c.inputs, backend_id)[0].tobytes() \
         == c.expected[0].tobytes()

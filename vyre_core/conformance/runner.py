@@ -30,6 +30,7 @@ from vyre_core.driver import Driver
 from vyre_core.errors import LaunchLimitError, UnsupportedFeatureError, VyreError
 from vyre_core.launch import effective_program
 from vyre_core.routing import claim_reasons
+from vyre_core.testing.dispatch import dispatch_on
 
 from .base import Case, SequenceCase
 
@@ -62,7 +63,7 @@ def run_case(driver: Driver, backend: str, caps: Capabilities, case: Case) -> Ca
 
     def run() -> Outputs:
         if reasons:  # not claimed: hand it over anyway, it must be refused
-            return driver.dispatch_on(backend, case.program, case.inputs, config)
+            return dispatch_on(driver, backend, case.program, case.inputs, config=config)
         return driver.dispatch(case.program, case.inputs, backend, config)
 
     return _judged(case.name, backend, reasons, run, lambda outputs: outputs_divergence(
@@ -79,7 +80,7 @@ def run_sequence_case(driver: Driver, backend: str, caps: Capabilities,
 
     def run() -> Outputs:
         if reasons:  # not claimed: hand it over anyway, it must be refused
-            return driver.dispatch_sequence_on(backend, case.sequence, case.inputs, config)
+            return dispatch_on(driver, backend, case.sequence, case.inputs, config=config)
         return driver.dispatch_sequence(case.sequence, case.inputs, backend=backend,
                                         config=config)
 

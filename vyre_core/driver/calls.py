@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vyre_core import abi, shared_arrays
+from vyre_core import abi, deprecations, shared_arrays
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import LoopRun, Outputs, Timing
 from vyre_core.deadline import Deadline
@@ -399,11 +399,26 @@ def _dispatched_sequence(routing: RoutingPolicy, sequence: StepSequence, inputs:
     return _sequence_into(_run_sequence(routing, sequence, request, resident, backend), out)
 
 
-def _sequence_on(pool: Pool, sequence: StepSequence, inputs: Sequence[Any],
-                 config: Any) -> Outputs:
-    """``Driver.dispatch_sequence_on``: straight to ``pool``, no routing."""
+def dispatched_on(driver: Any, backend: str, work: Program | StepSequence,
+                  inputs: Sequence[Any], config: DispatchConfig | None,
+                  dim: int | Sequence[int] | None, deprecated: str | None = None) -> Outputs:
+    """``vyre_core.testing.dispatch_on``: ``work`` (a program or a sequence) straight to
+    ``backend``'s pool of ``driver`` (a Driver), no routing. ``deprecated``: the old
+    Driver method it was called as, which warns."""
+    if deprecated is not None:
+        deprecations.enforce(deprecations.of_kind("call")[deprecated], "this program",
+                             InvalidInputError)
+    pool = driver.pools.open(backend)
+    if not isinstance(work, StepSequence):
+        config = _untuned(_launch_config(config, dim), "dispatch_on")
+        _, request = _planned(driver._plans, work, inputs, config)
+        return _outputs(*pool.call(request))
+    if dim is not None:
+        raise InvalidConfigError("dispatch_on(dim=...) of a sequence: its steps say their "
+                                 "own grids", "Give dim= to the steps (Sequence.dispatch), "
+                                 "not to the call.")
     config = _sequence_config(config)
     if config.fuse:
-        sequence = _checked_sequence(sequence).fused()
-    request = _sequence_request(sequence, inputs, None, config)
+        work = _checked_sequence(work).fused()
+    request = _sequence_request(work, inputs, None, config)
     return _sequence_outputs(*pool.call(request))

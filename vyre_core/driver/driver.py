@@ -38,11 +38,8 @@ from vyre_core.driver.calls import (
     _dispatched_sequence,
     _kernel_plan,
     _launch_config,
-    _outputs,
-    _planned,
-    _sequence_on,
-    _untuned,
     _weighed,
+    dispatched_on,
 )
 from vyre_core.driver.compiled import compiled_pipeline, compiled_sequence
 from vyre_core.driver.owned import (
@@ -215,13 +212,10 @@ class Driver(_Closing, _SharedArrays):
     def dispatch_on(self, backend: str, program: Program, inputs: Sequence[Any],
                     config: DispatchConfig | None = None, *,
                     dim: int | Sequence[int] | None = None) -> Outputs:
-        """Send ``program`` straight to ``backend``'s worker, skipping routing's capability
-        check: how a conformance kit sees that a backend itself refuses what it did not
-        claim. Everything else (ABI binding, the launch planned, ``dim``, supervision,
-        timeouts) is as ``dispatch``."""
-        config = _untuned(_launch_config(config, dim), "dispatch_on")
-        _, request = _planned(self._plans, program, inputs, config)
-        return _outputs(*self.pools.open(backend).call(request))
+        """Deprecated (until 1.0.0): ``vyre_core.testing.dispatch_on(driver, backend,
+        program, inputs, config=..., dim=...)``."""
+        return dispatched_on(self, backend, program, inputs, config, dim,
+                             "Driver.dispatch_on")
 
     @_keywords_checked
     def dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
@@ -307,10 +301,10 @@ class Driver(_Closing, _SharedArrays):
     def dispatch_sequence_on(self, backend: str, sequence: StepSequence,
                              inputs: Sequence[Any] = (),
                              config: DispatchConfig | None = None) -> Outputs:
-        """``dispatch_on`` for a sequence: straight to ``backend``'s worker, skipping
-        routing's capability check, so a conformance kit sees the backend itself refuse a
-        step it did not claim. Everything else is as ``dispatch_sequence``."""
-        return _sequence_on(self.pools.open(backend), sequence, inputs, config)
+        """Deprecated (until 1.0.0): ``vyre_core.testing.dispatch_on``, which takes a
+        sequence too."""
+        return dispatched_on(self, backend, sequence, inputs, config, None,
+                             "Driver.dispatch_sequence_on")
 
     def compile_sequence(self, sequence: StepSequence, backend: str | None = None,
                          config: DispatchConfig | None = None,

@@ -1,7 +1,8 @@
 """Tools for testing code that runs on vyre under worker faults: the fault vocabulary a
 fault-injection backend (the ``vyre-faults`` distribution) obeys, a driver's workers as a
-test handles them, a small disk to fill, and waiting with deadlines. The pytest fixtures
-over them are in ``vyre_core.testing.pytest_plugin`` (loaded by pytest on its own);
+test handles them, a small disk to fill, waiting with deadlines, and work sent to one
+backend past routing (``dispatch_on``). The pytest fixtures over them are in
+``vyre_core.testing.pytest_plugin`` (loaded by pytest on its own);
 docs/fault-injection.md walks through an example.
 
 Names load on first use: the fault backend imports the vocabulary in every worker, and
@@ -16,7 +17,7 @@ _HOMES = {
     "DISPATCH_FAULTS": "faults", "STARTUP_FAULTS": "faults", "fault": "faults",
     "startup_faults": "faults", "PATIENCE": "waiting", "stays_true": "waiting",
     "wait_for": "waiting", "Stalls": "waiting", "Workers": "workers", "one_word_program": "workers",
-    "DiskUnavailable": "disk", "SmallDisk": "disk",
+    "DiskUnavailable": "disk", "SmallDisk": "disk", "dispatch_on": "dispatch",
 }
 
 __all__ = sorted(_HOMES)

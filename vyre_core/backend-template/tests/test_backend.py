@@ -14,6 +14,7 @@ import pytest
 from vyre_core import ir
 from vyre_core.driver import Driver
 from vyre_core.errors import UnsupportedFeatureError
+from vyre_core.testing import dispatch_on
 
 BACKEND = "template"  # the backend id
 
@@ -61,5 +62,5 @@ def test_f64_is_routed_elsewhere_and_refused_here(driver: Driver) -> None:
     assert driver.route(program).backend != BACKEND
     assert driver.dispatch(program, [xs])[0].tobytes() == (xs * 3.0).tobytes()
     with pytest.raises(UnsupportedFeatureError, match="needs f64") as refused:
-        driver.dispatch_on(BACKEND, program, [xs])
+        dispatch_on(driver, BACKEND, program, [xs])
     assert "Fix: Let routing choose a backend" in str(refused.value)
