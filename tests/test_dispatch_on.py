@@ -68,7 +68,7 @@ def test_dim_is_for_a_program_not_a_sequence(drv):
     assert out.tobytes() == (X * 2).tobytes()
     with pytest.raises(InvalidConfigError, match="its steps say their own grids") as err:
         dispatch_on(drv, "reference", two_steps(), [X], dim=8)
-    assert "Give dim= to the steps" in err.value.fix
+    assert "Give dim= to each step (SequenceBuilder.step)" in err.value.fix
 
 
 def test_the_drivers_old_methods_work_and_warn_once(drv, monkeypatch):

@@ -415,8 +415,8 @@ def dispatched_on(driver: Any, backend: str, work: Program | StepSequence,
         return _outputs(*pool.call(request))
     if dim is not None:
         raise InvalidConfigError("dispatch_on(dim=...) of a sequence: its steps say their "
-                                 "own grids", "Give dim= to the steps (Sequence.dispatch), "
-                                 "not to the call.")
+                                 "own grids", "Give dim= to each step "
+                                 "(SequenceBuilder.step), not to the call.")
     config = _sequence_config(config)
     if config.fuse:
         work = _checked_sequence(work).fused()
