@@ -10,15 +10,16 @@ import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vyre_core.cli import all_inputs
 from vyre_core.cli.output import console, ok, print_json, print_table, progress, styled
 from vyre_core.conformance import honesty, sweep
-from vyre_core.conformance.corpus import CASES, SEQUENCE_CASES
-from vyre_core.conformance.runner import CaseResult, run_any
 from vyre_core.driver import Driver
 from vyre_core.errors import InvalidConfigError, VyreError
+
+if TYPE_CHECKING:
+    from vyre_core.conformance.runner import CaseResult
 
 VERDICTS = ("pass", "refused", "unclaimed", "fail", "error")
 CELL = {"pass": styled(("pass", "green")), "refused": styled(("refused", "yellow")),
@@ -58,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
                                  "Write vyre conform --exhaustive --all-inputs.")
     if args.exhaustive:
         return all_inputs.run(args) if args.all_inputs else _exhaustive(args)
+    # (the corpus is built when imported, half a second: only this command pays for it)
+    from vyre_core.conformance.corpus import CASES, SEQUENCE_CASES
+
     with Driver(workers=PARALLEL) as drv, ThreadPoolExecutor(PARALLEL) as threads:
         backends = [drv.registry.get(args.backend).id] if args.backend else drv.registry.ids()
         results: list[CaseResult] = []
@@ -81,6 +85,9 @@ def _conform(drv: Driver, backend: str, started: dict[str, str | None],
              bar: Any, threads: ThreadPoolExecutor) -> list[CaseResult]:
     """Every case on ``backend``, PARALLEL at a time (each case is independent), in
     corpus order."""
+    from vyre_core.conformance.corpus import CASES, SEQUENCE_CASES
+    from vyre_core.conformance.runner import run_any
+
     try:
         caps = drv.probe(backend)
     except VyreError as exc:
