@@ -4,9 +4,9 @@ never import a backend, and vyre_core never the worker package; a plugin imports
 plugin-facing surface; no circle runs between rooms, nor through the imports that run at
 a module's import inside one room.
 
-Today's exceptions are listed in ``MOVING``, each with the step of docs/design-41.md
-("The order of the move") that removes it. The list may only shrink: an entry that no
-longer matches an import fails too, so removing an import means removing its entry.
+The imports allowed across the rules are listed in ``CROSSINGS``, each with why. The
+list may only shrink: an entry that no longer matches an import fails too, so removing an
+import means removing its entry.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     6: ("vyre_workers",),
     7: ("supervisor",),
     8: ("cluster", "observability", "observability.tracing"),
-    9: (),
+    9: ("pools", "probe_cache"),
     10: ("routing",),
     11: ("tuning", "shadow_sampler", "saved"),
     12: ("driver",),
@@ -59,19 +59,6 @@ CROSSINGS = {
     ("vyre_faults.backend", "vyre_reference.backend"):
         "a fault backend wraps the reference backend",
     ("vyre_faults.wgpu", "vyre_wgpu.backend"): "a fault backend wraps the wgpu backend",
-}
-
-#: Today's imports across the rules, each with the step of docs/design-41.md's move that
-#: removes it. Only ever remove entries.
-MOVING = {
-    ("vyre_core.supervisor.pools", "vyre_core.cluster.connect"):
-        "step 11: the set of pools moves above both shells, the Place injected",
-    ("vyre_core.supervisor.pools", "vyre_core.cluster.ray_pool"):
-        "step 11: the set of pools moves above both shells, the Place injected",
-    ("vyre_core.supervisor.pools", "vyre_core.routing.probe_cache"):
-        "step 11: probe_cache.py moves beside the set of pools",
-    ("vyre_core.supervisor.pools", "vyre_core.observability.tracing"):
-        "step 11: the set of pools, which makes each pool's spans, moves above both shells",
 }
 
 #: Circles through imports inside functions of one room, each with why it stays or the
@@ -137,7 +124,7 @@ def test_no_module_imports_across_the_layers_but_the_listed_ones():
     found = _broken()
     unlisted = [f"{_where(imps[0])}: {pair[0]} -> {pair[1]}: {broken_rule(imps[0])}"
                 for pair, imps in sorted(found.items())
-                if pair not in CROSSINGS and pair not in MOVING]
+                if pair not in CROSSINGS]
     assert not unlisted, ("imports across the layers of docs/architecture.md:\n" +
                           "\n".join(unlisted))
 
@@ -145,7 +132,7 @@ def test_no_module_imports_across_the_layers_but_the_listed_ones():
 def test_the_lists_of_exceptions_only_shrink():
     """An entry whose import is gone must go from the list (so it cannot come back)."""
     found = _broken()
-    stale = sorted(set(MOVING) - set(found)) + sorted(set(CROSSINGS) - set(found))
+    stale = sorted(set(CROSSINGS) - set(found))
     assert not stale, f"these imports are gone: remove their entries: {stale}"
 
 
@@ -193,11 +180,11 @@ def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
 
 def test_no_circle_between_rooms():
     """Any import counts (inside functions and for typing too): a circle between rooms
-    means neither can be understood, or moved, alone. Today's listed imports are set
-    aside: each of them closes a circle that its step of the move opens."""
+    means neither can be understood, or moved, alone. The listed crossings are set
+    aside."""
     graph: dict[str, set[str]] = defaultdict(set)
     for imp in imports():
-        if (imp.source, imp.target) not in MOVING | CROSSINGS:
+        if (imp.source, imp.target) not in CROSSINGS:
             source, target = room(imp.source), room(imp.target)
             if source != target:
                 graph[source].add(target)

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from vyre_core import ir
+from vyre_core import ir, probe_cache
 from vyre_core.contract.types import Capabilities
 from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError
+from vyre_core.probe_cache import ProbeCache
 from vyre_core.registry import BackendRegistration, Registry
-from vyre_core.routing import RoutingPolicy, probe_cache
-from vyre_core.routing.probe_cache import ProbeCache
+from vyre_core.routing import RoutingPolicy
 from vyre_core.testing import PATIENCE, wait_for
 
 pytestmark = pytest.mark.fast
@@ -137,7 +137,7 @@ class StandInPool:
 
 @dataclass
 class StandInPools:
-    """What the policy asks of ``supervisor.pools.Pools``; ``found``: each backend's probe
+    """What the policy asks of ``pools.Pools``; ``found``: each backend's probe
     (an exception: its probe fails)."""
 
     found: dict

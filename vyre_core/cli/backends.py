@@ -14,9 +14,9 @@ from vyre_core.cli.output import console, print_error, print_json, print_table, 
 from vyre_core.contract.types import Capabilities
 from vyre_core.driver import Driver
 from vyre_core.errors import PluginLoadError, VyreError
+from vyre_core.probe_cache import ProbeCache
 from vyre_core.registry import Registry
 from vyre_core.routing import DEMOTED, demotable, is_software_adapter, routing_order
-from vyre_core.routing.probe_cache import ProbeCache
 
 
 def register(sub: argparse._SubParsersAction) -> None:

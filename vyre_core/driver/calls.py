@@ -34,9 +34,9 @@ from vyre_core.protocol import Op
 from vyre_core.sequence import Role, output_buffers
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.shadow_sampler import Sample
-from vyre_core.supervisor.local.pool import Pool
 from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.shell import PoolHandle
 
 if TYPE_CHECKING:
     from vyre_core.routing import RoutingPolicy
@@ -269,7 +269,7 @@ def _resident_handles(sequence: StepSequence, resident: Mapping[str, Any]
     return {name: buf.handle for name, buf in resident.items()}, slot, generation
 
 
-def _resident_pool(resident: Mapping[str, ResidentBuffer]) -> Pool:
+def _resident_pool(resident: Mapping[str, ResidentBuffer]) -> PoolHandle:
     return next(iter(resident.values())).pool
 
 
@@ -370,7 +370,7 @@ def _run_sequence(routing: RoutingPolicy, sequence: StepSequence, request: Reque
 
 def _resident_sequence_pool(routing: RoutingPolicy, sequence: StepSequence, request: Request,
                             resident: Mapping[str, ResidentBuffer],
-                            backend: str | None) -> Pool:
+                            backend: str | None) -> PoolHandle:
     """The pool whose worker holds ``resident`` and runs ``sequence`` (``request``
     is pinned to it), once it is seen able to."""
     pool = _resident_pool(resident)

@@ -36,8 +36,8 @@ from vyre_core.launch import effective_program, launch_of
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.protocol import Op
 from vyre_core.sequence import Sequence as StepSequence
-from vyre_core.supervisor.local.pool import Pool
 from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.shell import PoolHandle
 
 if TYPE_CHECKING:
     from vyre_core.routing import RoutingPolicy
@@ -55,7 +55,7 @@ def compiled_pipeline(routing: RoutingPolicy, program: Program, backend: str | N
     meta = {"program": program.to_wire(), "config": config.to_wire()}
     deadline = Deadline.after(timeout)
 
-    def request(pool: Pool) -> Request:
+    def request(pool: PoolHandle) -> Request:
         return Request(Op.COMPILE, meta, [],
                        deadline=deadline.within(pool.options.compile_timeout))
 
@@ -101,7 +101,7 @@ def compiled_sequence(routing: RoutingPolicy, sequence: StepSequence, backend: s
             "config": config.to_wire()}
     deadline = Deadline.after(timeout)
 
-    def request(pool: Pool) -> Request:
+    def request(pool: PoolHandle) -> Request:
         return Request(Op.COMPILE_SEQUENCE, meta, [],
                        deadline=deadline.within(pool.options.compile_timeout))
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from vyre_core import lifetime, shared_arrays
 from vyre_core.cluster import connect
+from vyre_core.cluster.place import RayPlace
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Outputs
 from vyre_core.deadline import checked_seconds
@@ -38,10 +39,11 @@ from vyre_core.driver.pending import Background
 from vyre_core.driver.resident import ResidentBuffer
 from vyre_core.errors import InvalidConfigError, PoolFailedError
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
+from vyre_core.pools import Pools
 from vyre_core.routing import RoutingPolicy
 from vyre_core.shadow_sampler import Every, ShadowSampler, default_dir
+from vyre_core.supervisor.local.place import LocalPlace
 from vyre_core.supervisor.options import PoolOptions
-from vyre_core.supervisor.pools import Pools
 from vyre_core.tuning.tuner import Tuner
 
 if TYPE_CHECKING:
@@ -157,11 +159,12 @@ def _own_process(driver: Any, rundir: RunDir | None) -> None:
     driver._tuner = Tuner(driver)
     # nothing the pools keep may refer to the Driver: their threads would keep it alive
     driver._owned = owned = _Owned(driver.cluster)
+    place = LocalPlace() if driver.cluster is None else RayPlace(driver.cluster)
     driver.pools = owned.pools = Pools(
-        driver.registry,
+        driver.registry, place,
         functools.partial(_options_for, driver._backend_options, driver.options),
         functools.partial(_invalidate_routing, weakref.ref(driver)), rundir,
-        owned.close_in_multiprocessing_child, driver.cluster)
+        owned.close_in_multiprocessing_child)
     atexit.register(owned.close)
 
 

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from vyre_core.ir import Program
     from vyre_core.launch import Launch, PlannedLaunches
     from vyre_core.routing import RoutingPolicy
-    from vyre_core.supervisor.local.pool import Pool
     from vyre_core.supervisor.rules.requests import Request
+    from vyre_core.supervisor.shell import PoolHandle
 
 
 class PendingResult:
@@ -160,7 +160,7 @@ class Background:
 
     def _async_done(self, routing: RoutingPolicy, done: Outcome, outcome: Outcome,
                     running: list[Outcome], program: Launch, backend: str | None,
-                    request: Request, pool: Pool, ran: Request,
+                    request: Request, pool: PoolHandle, ran: Request,
                     caller: contextvars.Context) -> None:
         """Runs in the pool's I/O thread: pass the answer on (of ``ran``, the copy of
         ``request`` that ran), or hand the call to a background thread when routing must
@@ -182,7 +182,7 @@ class Background:
                        request: Request, caller: contextvars.Context) -> None:
         """Route and run the call on a background thread, in (a copy of) the caller's
         context; each request made for it goes into ``running`` (so a cancel reaches it)."""
-        def made(pool: Pool) -> Request:
+        def made(pool: PoolHandle) -> Request:
             renewed = request.renewed()
             running.append(renewed.future)
             if outcome.cancelled():

@@ -36,13 +36,13 @@ from vyre_core.kernels.signature import check_count, parameter_type
 from vyre_core.protocol import Op
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.sequence import SequenceBuilder
-from vyre_core.supervisor.local.pool import Pool
 from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.shell import PoolHandle
 
 if TYPE_CHECKING:
     from vyre_core.ir import Program
+    from vyre_core.pools import Pools
     from vyre_core.routing import RoutingPolicy
-    from vyre_core.supervisor.pools import Pools
 
 Reply = tuple[dict[str, Any], list[Any]]
 
@@ -53,7 +53,7 @@ class ResidentBuffer:
     PipelineInvalidatedError. Each method takes ``timeout`` (seconds, default None: no
     deadline, the call waits only while a live worker runs it)."""
 
-    def __init__(self, pool: Pool, slot: int, generation: int, handle: int,
+    def __init__(self, pool: PoolHandle, slot: int, generation: int, handle: int,
                  byte_len: int) -> None:
         self.pool = pool
         self.slot = slot
@@ -147,7 +147,7 @@ def _check_device(routing: RoutingPolicy, work: Program | StepSequence,
             "capable device, or run the work without resident buffers.",
             rejections={pool.backend: [f"device {device} cannot run it"]})
 
-Worker = tuple[Pool, int, int]  # (pool, slot, generation): one worker generation
+Worker = tuple[PoolHandle, int, int]  # (pool, slot, generation): one worker generation
 
 
 def one_worker(buffers: Sequence[ResidentBuffer], names: Sequence[str],

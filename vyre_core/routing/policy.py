@@ -21,6 +21,7 @@ from vyre_core.errors import (
     UnsupportedFeatureError,
     VyreError,
 )
+from vyre_core.pools import probe_expired
 from vyre_core.routing.rank import Candidate, Explanations, RouteDecision, Router, demotable
 from vyre_core.sequence import Sequence as StepSequence
 
@@ -28,22 +29,22 @@ if TYPE_CHECKING:
     from vyre_core.deadline import Deadline
     from vyre_core.registry import Registry
     from vyre_core.routing.rank import Routable
-    from vyre_core.supervisor.local.pool import Pool
     from vyre_core.supervisor.rules.requests import Request
+    from vyre_core.supervisor.shell import PoolHandle
 
 Reply = tuple[dict[str, Any], list[Any]]
 _log = logging.getLogger("vyre.routing")
 
 
 class PoolSource(Protocol):
-    """What routing needs of the pools (``supervisor.pools.Pools``)."""
+    """What routing needs of the pools (``pools.Pools``)."""
 
     @property
     def closed(self) -> bool: ...
 
-    def existing(self, backend: str) -> Pool | None: ...
+    def existing(self, backend: str) -> PoolHandle | None: ...
 
-    def open(self, backend: str) -> Pool: ...
+    def open(self, backend: str) -> PoolHandle: ...
 
     def probe(self, backend: str, deadline: Deadline) -> Capabilities: ...
 
@@ -93,8 +94,8 @@ class RoutingPolicy:
     # -- a routed call --------------------------------------------------------------------
 
     def call(self, work: Routable, backend: str | None,
-             make_request: Callable[[Pool], Request],
-             deadline: Deadline) -> tuple[Pool, Request, Reply]:
+             make_request: Callable[[PoolHandle], Request],
+             deadline: Deadline) -> tuple[PoolHandle, Request, Reply]:
         """Run a request (built for the pool that serves it) on the routed backend, routing
         again after a failure that allows it (``again``). Returns the pool, the request
         that ran, and its reply."""
@@ -124,7 +125,7 @@ class RoutingPolicy:
             f"backend out: routing then passes {backend!r} over for it.", **exc.details)
 
     def again(self, exc: BaseException, work: Routable, backend: str | None,
-              pool: Pool | None, request: Request | None = None) -> bool:
+              pool: PoolHandle | None, request: Request | None = None) -> bool:
         """Whether a routed call that failed with ``exc`` on ``pool`` may be routed again:
         its pool failed (fall over to the next capable backend), or its backend refused
         this work (remembered: routing passes it over for this work from now; on the
@@ -155,7 +156,7 @@ class RoutingPolicy:
         return False
 
     def place(self, request: Request, work: Routable, backend: str | None,
-              pool: Pool) -> Request:
+              pool: PoolHandle) -> Request:
         """``request`` limited to the devices of ``pool`` that can run ``work``, for a pool
         with one worker set per device (the decision is cached), and to the workers whose
         own probe accepts it, where workers of one device probed unlike (unlike nodes)."""
@@ -174,14 +175,14 @@ class RoutingPolicy:
                     c.identity for c in accepted)  # (none: the pool answers at once)
         return request
 
-    def decide(self, work: Routable, backend: str | None) -> tuple[Pool | None, list[str]]:
+    def decide(self, work: Routable, backend: str | None) -> tuple[PoolHandle | None, list[str]]:
         """One routing decision that never blocks: the pool to run ``work`` on, or the
         backends to probe before deciding again (``pool_for`` probes them)."""
         pool, apart, start = self._decide(work, backend)
         return pool, apart + start
 
     def _decide(self, work: Routable,
-                backend: str | None) -> tuple[Pool | None, list[str], list[str]]:
+                backend: str | None) -> tuple[PoolHandle | None, list[str], list[str]]:
         """The pool to run ``work`` on; else the backends to probe apart (those ranked
         ahead of the choice, and the choice itself when a probe could demote it, never
         probed: routing may pass them over, so no pool of theirs is started) and the one
@@ -216,7 +217,7 @@ class RoutingPolicy:
             return None, [], [chosen]
         return self.pools.open(chosen), [], []
 
-    def pool_for(self, work: Routable, backend: str | None, deadline: Deadline) -> Pool:
+    def pool_for(self, work: Routable, backend: str | None, deadline: Deadline) -> PoolHandle:
         """The pool to run ``work`` on, probing backends first as ``_decide`` asks."""
         while True:
             pool, apart, start = self._decide(work, backend)
@@ -244,8 +245,6 @@ class RoutingPolicy:
             probing = self._probing.setdefault(name, threading.Lock())
         left = deadline.left()
         if not probing.acquire(timeout=-1 if left is None else left):
-            from vyre_core.supervisor.pools import probe_expired  # (it imports routing)
-
             raise probe_expired(name, deadline)
         try:
             if not self._unprobed(name):

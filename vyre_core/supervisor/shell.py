@@ -1,5 +1,8 @@
 """What the two shells share: the ``Shell`` protocol each implements, the ``Spans`` it is
-handed, and the ``Carrier``, the one dispatcher of the rules' actions. A room of its own
+handed, the ``Carrier`` (the one dispatcher of the rules' actions), and what the set of
+pools above them (``vyre_core/pools.py``) sees: a ``PoolHandle`` per backend, made by the
+``Place`` it is given (``local/place.py``: worker processes here; ``cluster/place.py``:
+Ray actors), so that the set of pools never names either shell. A room of its own
 because the rules (``rules/``) answer every event with actions, and the local pool
 (``local/``) and the Ray pool (``cluster/ray_pool.py``) must carry out each kind the same
 way where it is the same work: a reply resolved (its future, its count, its span),
@@ -15,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import InvalidStateError
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vyre_core.errors import as_vyre_error
 from vyre_core.supervisor.lane import interrupts_deferred
@@ -34,6 +37,12 @@ from vyre_core.supervisor.rules.actions import (
 )
 from vyre_core.supervisor.rules.machine import PoolMachine
 from vyre_core.supervisor.rules.requests import Request
+
+if TYPE_CHECKING:
+    from vyre_core.contract.types import Capabilities, DeviceInfo
+    from vyre_core.registry import BackendRegistration
+    from vyre_core.supervisor.options import PoolOptions
+    from vyre_core.supervisor.rundir import RunDir
 
 _log = logging.getLogger("vyre.supervisor")
 
@@ -191,3 +200,113 @@ class Carrier:
                         future.set_result(value)
         if self.spans is not None:
             self.spans.flush()
+
+
+class PoolHandle(Protocol):
+    """One backend's pool as routing, the set of pools and the Driver use it, whichever
+    shell carries it (``local.pool.Pool``, ``cluster.ray_pool.RayPool``): the caller's
+    side and the read side (``facts.PoolFacts``, which both inherit)."""
+
+    backend: str
+    registration: BackendRegistration
+    options: PoolOptions
+
+    def submit(self, request: Request) -> Outcome:
+        """Queue ``request``; its outcome completes with the reply or the error."""
+
+    def call(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
+        """``submit``, then wait for the reply (bounded by the request's deadline)."""
+
+    @property
+    def capabilities(self) -> Capabilities | None:
+        """What the workers probed (None before the first hello)."""
+
+    @property
+    def device_capabilities(self) -> dict[int | None, Capabilities]:
+        """Per device, what its workers probed."""
+
+    @property
+    def device_variants(self) -> dict[int | None, tuple[Capabilities, ...]]:
+        """Per device, every distinct record its workers reported."""
+
+    @property
+    def varied(self) -> bool:
+        """Whether the devices reported different capabilities."""
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the pool runs one worker set per named device."""
+
+    def device_of(self, slot: int) -> int | None:
+        """The device worker slot ``slot`` runs on."""
+
+    @property
+    def devices(self) -> list[DeviceInfo]:
+        """The devices the workers reported."""
+
+    @property
+    def unprobed_devices(self) -> list[int | None]:
+        """The devices no worker has said hello from yet."""
+
+    def holds(self, slot: int, generation: int) -> bool:
+        """Whether the worker ``slot`` of ``generation`` still lives (its handles hold)."""
+
+    def unavailable(self) -> str | None:
+        """Why the pool serves nothing now (failed, closed), or None."""
+
+    def metrics(self) -> dict[str, Any]:
+        """What the pool counted (docs/operations.md)."""
+
+    def status(self) -> dict[str, Any]:
+        """The pool's workers, their states and requests."""
+
+    @property
+    def running(self) -> bool:
+        """Whether the pool's own thread still runs."""
+
+    def begin_close(self) -> None:
+        """Tell every worker to stop; returns at once."""
+
+    def wait_closed(self, timeout: float | None = None) -> None:
+        """Wait (within ``timeout``) for what ``begin_close`` started."""
+
+    def force_stop(self) -> None:
+        """Kill what is still running; never blocks for long."""
+
+    def forget(self) -> None:
+        """(A forked child.) Never touch the parent's workers."""
+
+
+class Place(Protocol):
+    """Where a driver's workers run, given to the set of pools (``vyre_core/pools.py``),
+    which never imports a shell: it makes each backend's pool, and asks short-lived
+    processes (or Ray tasks) what a backend would probe or list, without a pool."""
+
+    #: Whether probes may be kept between processes (the probe cache): on this machine
+    #: only; a cluster's nodes may change under it.
+    keeps_probes: bool
+
+    def make_pool(self, registration: BackendRegistration, options: PoolOptions,
+                  on_change: Callable[[], None], name: str, devices: tuple[int, ...] | None,
+                  rundir: RunDir, spans: Spans | None) -> PoolHandle:
+        """A new pool for ``registration`` (its workers start lazily); ``name`` is unique
+        among the driver's pools, ``on_change`` tells routing to decide again."""
+
+    def list_devices(self, backend: str, entry_point: str,
+                     timeout: float) -> list[DeviceInfo]:
+        """``backend``'s devices, listed apart within ``timeout`` seconds; raises a
+        VyreError saying why not."""
+
+    def probe_apart(self, backend: str, entry_point: str, timeout: float) -> Capabilities:
+        """What a worker of ``backend`` would probe, asked apart within ``timeout``."""
+
+    def check_usable(self) -> None:
+        """Raise a VyreError with a Fix where no pool can be made here now."""
+
+    def stop_asking(self) -> None:
+        """End the processes ``list_devices`` and ``probe_apart`` started, and any
+        started after (the driver is closing)."""
+
+    def close(self, pools_running: bool) -> None:
+        """Let go of what the place holds, once its pools are closed (``pools_running``:
+        a pool's thread still runs, and may still use it)."""

@@ -1,32 +1,27 @@
-"""The worker pools of one Driver in one process: one per backend, made on first use,
-with the run directory, the zmq context and the hello secret they share; probed for
-routing, closed together. A forked child makes pools of its own (``forget``)."""
+"""The worker pools of one Driver in one process: one per backend, made on first use by
+the ``Place`` the driver was given (processes here, or Ray actors: this room names
+neither), sharing the run directory; probed for routing, closed together. Above both
+shells and below routing: routing asks it for pools and probes, and keeps what a probe
+apart found in the probe cache beside it (``probe_cache.py``). A forked child makes pools
+of its own (``forget``)."""
 
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 from collections.abc import Callable
 
-import zmq
-
-from vyre_core.cluster.connect import RayCluster
-from vyre_core.cluster.ray_pool import RayPool
 from vyre_core.contract.types import Capabilities
 from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError, VyreError
+from vyre_core.probe_cache import ProbeCache
 from vyre_core.protocol import Op
 from vyre_core.registry import Registry
-from vyre_core.routing.probe_cache import ProbeCache
-from vyre_core.supervisor.local.pool import Pool
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import wait_first
-from vyre_core.supervisor.process import Askers, list_devices, probe_apart
-from vyre_core.supervisor.published import SUFFIX
 from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.rundir import RunDir
-from vyre_core.supervisor.shell import Spans
+from vyre_core.supervisor.shell import Place, PoolHandle, Spans
 
 _log = logging.getLogger("vyre.supervisor")
 
@@ -42,45 +37,42 @@ def call_spans(backend: str, options: PoolOptions) -> Spans | None:
 
 
 class Pools:
-    """``options_for(backend)`` gives a backend's PoolOptions; ``invalidate`` is called
-    whenever a pool's capabilities or availability change (routing forgets its
-    decisions). Without ``rundir`` one is made on the first pool, and ``on_late_rundir``
-    called then (a multiprocessing child must close its driver itself)."""
+    """``place`` makes the pools (``supervisor.shell.Place``); ``options_for(backend)``
+    gives a backend's PoolOptions; ``invalidate`` is called whenever a pool's capabilities
+    or availability change (routing forgets its decisions). Without ``rundir`` one is made
+    on the first pool, and ``on_late_rundir`` called then (a multiprocessing child must
+    close its driver itself)."""
 
-    def __init__(self, registry: Registry, options_for: Callable[[str], PoolOptions],
-                 invalidate: Callable[[], None], rundir: RunDir | None,
-                 on_late_rundir: Callable[[], None], cluster: RayCluster | None = None) -> None:
+    def __init__(self, registry: Registry, place: Place,
+                 options_for: Callable[[str], PoolOptions], invalidate: Callable[[], None],
+                 rundir: RunDir | None, on_late_rundir: Callable[[], None]) -> None:
         self.registry = registry
-        self.cluster = cluster  # None: worker processes here; else Ray actors there
+        self.place = place
         self.rundir = rundir
         self.closed = False
         self._options_for = options_for
         self._invalidate = invalidate
         self._on_late_rundir = on_late_rundir
         self._lock = threading.Lock()
-        self._pools: dict[str, Pool] = {}
-        self._secret = secrets.token_bytes(32)  # workers prove it in their hello
-        self._zmq: zmq.Context | None = None
+        self._pools: dict[str, PoolHandle] = {}
         self._listing: dict[str, threading.Lock] = {}  # per backend: its devices listed once
-        # probes kept between processes: on this machine only (a cluster's nodes may change)
-        self.probe_cache = ProbeCache.from_env() if cluster is None else ProbeCache(None)
-        self._askers = Askers()  # short-lived processes asked here: ended by close
+        self.probe_cache = ProbeCache.from_env() if place.keeps_probes else ProbeCache(None)
 
-    def existing(self, backend: str) -> Pool | None:
+    def existing(self, backend: str) -> PoolHandle | None:
         return self._pools.get(backend)
 
-    def all(self) -> list[Pool]:
+    def all(self) -> list[PoolHandle]:
         with self._lock:
             return list(self._pools.values())
 
-    def open(self, backend: str, deadline: Deadline = NO_DEADLINE) -> Pool:
+    def open(self, backend: str, deadline: Deadline = NO_DEADLINE) -> PoolHandle:
         """``backend``'s pool, made now if it has none (its workers start lazily; for
         ``devices="all"`` the backend's devices are listed first, by a process of its own,
         once, within ``deadline`` and the start-up bound)."""
         options = self._options_for(backend)
         devices = None
-        if self.cluster is not None and self._pools.get(backend) is None:
-            self.cluster.check_usable()  # (a forked child's is its parent's)
+        if self._pools.get(backend) is None:
+            self.place.check_usable()
         if options.devices == "all" and self._pools.get(backend) is None:
             with self._listing.setdefault(backend, threading.Lock()):
                 if self._pools.get(backend) is None:  # (else another thread made it)
@@ -93,15 +85,9 @@ class Pools:
                 if self.rundir is None:
                     self.rundir = RunDir()
                     self._on_late_rundir()
-                name = f"p{len(self._pools)}"
-                if self.cluster is not None:
-                    pool = RayPool(self.registry.get(backend), self.cluster, options,
-                                   self._invalidate, self.rundir.path / f"{name}{SUFFIX}",
-                                   devices, spans=call_spans(backend, options))
-                else:
-                    pool = Pool(self.registry.get(backend), self.rundir, name, options,
-                                self._invalidate, self._secret, self._zmq_context, devices,
-                                spans=call_spans(backend, options))
+                pool = self.place.make_pool(self.registry.get(backend), options,
+                                            self._invalidate, f"p{len(self._pools)}",
+                                            devices, self.rundir, call_spans(backend, options))
                 self._pools[backend] = pool
             return pool
 
@@ -115,9 +101,7 @@ class Pools:
             raise _listing_timeout(backend, deadline)
         limit = deadline.bound(options.startup_timeout)
         try:
-            found = list_devices(backend, reg.entry_point.split(" = ")[0], limit,
-                                 self._askers) if self.cluster is None else \
-                self.cluster.list_devices(backend, reg.entry_point.split(" = ")[0], limit)
+            found = self.place.list_devices(backend, reg.entry_point.split(" = ")[0], limit)
         except VyreError as exc:
             if deadline.passed():
                 raise _listing_timeout(backend, deadline) from exc
@@ -180,9 +164,7 @@ class Pools:
         limit = deadline.bound(self._options_for(backend).startup_timeout)
         entry_point = reg.entry_point.split(" = ")[0]
         try:
-            caps = probe_apart(backend, entry_point, limit, self._askers) \
-                if self.cluster is None else self.cluster.probe_apart(backend, entry_point,
-                                                                      limit)
+            caps = self.place.probe_apart(backend, entry_point, limit)
         except VyreError as exc:
             if self.closed:
                 raise PoolFailedError("the driver was closed while routing probed backend "
@@ -196,7 +178,7 @@ class Pools:
         self.probe_cache.store(reg, caps)
         return caps
 
-    def forget(self) -> list[Pool]:
+    def forget(self) -> list[PoolHandle]:
         """In a forked child: the parent's pools, never to be touched (nor collected:
         the caller keeps them)."""
         pools = list(self._pools.values())
@@ -206,13 +188,13 @@ class Pools:
 
     def close(self, timeout: float | None) -> bool:
         """Stop every pool (told first, then waited for, then forced), remove the run
-        directory, end the zmq context. False when already closed."""
+        directory, let the place go. False when already closed."""
         with self._lock:
             if self.closed:
                 return False
             self.closed = True
             pools = list(self._pools.values())
-        self._askers.stop_all()
+        self.place.stop_asking()
         try:
             for pool in pools:  # every pool told first: an interruption cannot skip one
                 pool.begin_close()
@@ -224,16 +206,8 @@ class Pools:
                 pool.force_stop()
             if self.rundir is not None:
                 self.rundir.remove()
-            if self._zmq is not None and not any(p.running for p in pools):
-                self._zmq.term()  # (a pool thread still running keeps it: term would wait)
+            self.place.close(any(p.running for p in pools))
         return True
-
-    def _zmq_context(self) -> zmq.Context:
-        """The driver's one zmq context (its I/O thread starts with the first socket)."""
-        with self._lock:
-            if self._zmq is None:
-                self._zmq = zmq.Context()
-            return self._zmq
 
 
 def probe_expired(backend: str, deadline: Deadline) -> DispatchTimeoutError:
