@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 
+from vyre_core.cluster.place import RayPlace
 from vyre_core.cluster.ray_pool import RayPool
+from vyre_core.supervisor.local.place import LocalPlace
 from vyre_core.supervisor.local.pool import Pool
 from vyre_core.supervisor.rules.actions import Action, Log, Resolve, RoutingChanged, Send, Stop
-from vyre_core.supervisor.shell import Carrier, Shell
+from vyre_core.supervisor.shell import Carrier, Place, PoolHandle, Shell
 
 pytestmark = pytest.mark.fast
 
@@ -130,6 +132,42 @@ def test_each_shell_implements_every_method_of_the_protocol(shell):
     assert missing == []
     assert set(_protocol_methods()) == {"spawn", "send", "stop", "signal", "promote",
                                         "release", "reply_of", "action_failed"}
+
+
+def _members(protocol: type) -> dict[str, Any]:
+    """What ``protocol`` declares: its methods and properties, and its annotated fields."""
+    declared = {name: member for name, member in vars(protocol).items()
+                if not name.startswith("_") and (inspect.isfunction(member)
+                                                 or isinstance(member, property))}
+    return declared | dict.fromkeys(protocol.__annotations__)
+
+
+@pytest.mark.parametrize(("protocol", "implementation"), [
+    (PoolHandle, Pool), (PoolHandle, RayPool), (Place, LocalPlace), (Place, RayPlace)],
+    ids=lambda c: c.__name__)
+def test_each_pool_and_place_has_every_member_of_its_protocol_with_its_parameters(
+        protocol, implementation):
+    """No type checker runs here: the protocols the set of pools and routing read stay
+    true by this (a method with another name or other parameters fails; more parameters,
+    each with a default, are allowed)."""
+    for name, member in _members(protocol).items():
+        found = inspect.getattr_static(implementation, name, None)
+        if member is None:  # (a field: set in __init__, or a class attribute)
+            source = inspect.getsource(implementation.__init__) \
+                if hasattr(implementation.__init__, "__code__") else ""
+            assert found is not None or f"self.{name} =" in source or any(
+                f"self.{name} =" in inspect.getsource(base.__init__)
+                for base in implementation.__mro__[1:] if "__init__" in vars(base)), name
+        elif isinstance(member, property):
+            assert isinstance(found, property), (implementation.__name__, name)
+        else:
+            assert callable(found), (implementation.__name__, name)
+            declared = list(inspect.signature(member).parameters)
+            has = list(inspect.signature(found).parameters.values())
+            assert [p.name for p in has[:len(declared)]] == declared, \
+                (implementation.__name__, name)
+            assert all(p.default is not p.empty for p in has[len(declared):]), \
+                (implementation.__name__, name, "more parameters, without defaults")
 
 
 def test_the_ray_shell_stop_does_nothing_on_purpose():
