@@ -129,17 +129,18 @@ def matmul_tuned_vs_numpy() -> Result:
     os.environ[CACHE_ENV] = where
     try:
         with Driver() as drv:
-            tuned = drv.tune(example.program, example.inputs, "cpu", config=example.config,
+            tuned = drv.tune(example.program, example.inputs, backend="cpu", config=example.config,
                              constants={"KTILE": reps([16, 1, 2, 4, 8], [16, 8])},
                              repeats=reps(3, 1))  # (quick: two kernels to compile, not five)
             config = example.config.replace(tuned=True)  # (its dim, and the tuned KTILE)
-            out = drv.dispatch(example.program, example.inputs, "cpu", config)[0]
+            out = drv.dispatch(example.program, example.inputs, backend="cpu", config=config)[0]
             if out.tobytes() != example.expected[0].tobytes():
                 raise AssertionError("the tuned matmul on the cpu backend differs from numpy")
             chosen = dict(tuned.best.constants)["KTILE"]
             return compare(f"matmul {MATMUL}x{MATMUL}x{MATMUL} f32, cpu backend, tuned "
                            f"KTILE={chosen}",
-                           lambda: drv.dispatch(example.program, example.inputs, "cpu", config),
+                           lambda: drv.dispatch(example.program, example.inputs, backend="cpu",
+                                                config=config),
                            "numpy.matmul", lambda: a @ b, repeat=reps(5, 1))
     finally:
         shutil.rmtree(where, ignore_errors=True)

@@ -112,19 +112,18 @@ def _figures() -> dict[str, float]:
     x = TINY_INPUT
     with Driver() as drv:
         for backend in BACKENDS:
-            got, = drv.dispatch(tiny, [x], backend)
+            got, = drv.dispatch(tiny, [x], backend=backend)
             if got.tolist() != [1]:
                 raise AssertionError(f"the tiny dispatch on {backend} gave {got}")
-            if drv.dispatch_sequence(sequence, [X], backend=backend)[0].tobytes() != \
+            if drv.dispatch(sequence, [X], backend=backend)[0].tobytes() != \
                     want.tobytes():
                 raise AssertionError(f"the sequence on {backend} differs from numpy")
         workloads: dict[str, Callable[[], float]] = {}
         for backend in BACKENDS:
             workloads[f"tiny {backend}"] = functools.partial(
-                _p50, functools.partial(drv.dispatch, tiny, [x], backend))
+                _p50, functools.partial(drv.dispatch, tiny, [x], backend=backend))
             workloads[f"sequence {backend}"] = functools.partial(
-                _seconds, functools.partial(drv.dispatch_sequence, sequence, [X],
-                                            backend=backend))
+                _seconds, functools.partial(drv.dispatch, sequence, [X], backend=backend))
         workloads["tiny numpy"] = functools.partial(_p50, lambda: x[:1] + np.uint32(1))
         workloads["sequence numpy"] = functools.partial(
             _seconds, functools.partial(chain_in_numpy, steps))
@@ -189,7 +188,7 @@ def pipeline_launch_vs_lane() -> Result:
     program = tiny_program()
     x = TINY_INPUT
     with Driver() as drv, lane_echo() as echo:
-        pipeline = drv.compile(program, "cpu")
+        pipeline = drv.compile(program, backend="cpu")
         if pipeline.dispatch([x])[0].tolist() != [1]:
             raise AssertionError("the pipeline's launch on cpu gave a wrong result")
         launches, lanes = [], []

@@ -35,7 +35,7 @@ def cached_launch() -> Result:
         return compare(f"launch of a cached kernel (saxpy, {N} f32)",
                        lambda: drv.launch(saxpy, dim=N, args=args, backend=BACKEND),
                        "dispatch of the same program and inputs",
-                       lambda: drv.dispatch(program, inputs, BACKEND, dim=N),
+                       lambda: drv.dispatch(program, inputs, backend=BACKEND, dim=N),
                        repeat=7, number=200, unit="us")
 
 

@@ -119,15 +119,15 @@ def _bench(op: str, backend: str, dtype: ir.DType = ir.f32) -> Callable[[], Resu
     def bench() -> Result:
         drv, program, (arrays, shared) = _driver(), _program(op, dtype), _inputs(op, dtype)
         numpy_fn = _TABLES[dtype][op][1]
-        want, = drv.dispatch(program, arrays, "reference")
-        got, = drv.dispatch(program, shared, backend)
+        want, = drv.dispatch(program, arrays, backend="reference")
+        got, = drv.dispatch(program, shared, backend=backend)
         found = first_divergence(want, got, dtype, _budget(op, dtype))
         if found is not None:
             raise AssertionError(f"{op} on {backend} differs from the reference: {found}")
         mine: list[float] = []
         theirs: list[float] = []
         for _ in range(reps(7 if backend == "cpu" else 3, 1)):
-            for call, into in ((lambda: drv.dispatch(program, shared, backend), mine),
+            for call, into in ((lambda: drv.dispatch(program, shared, backend=backend), mine),
                                (lambda: numpy_fn(*arrays), theirs)):
                 start = time.perf_counter()
                 call()

@@ -112,24 +112,24 @@ def _chain_figures(backend: str) -> dict[str, float]:
     drv = _driver()
     program = step_program()
     long, short = chain(STEPS), chain(1)
-    got = drv.dispatch_sequence(long, [X], backend=backend)[0]
+    got = drv.dispatch(long, [X], backend=backend)[0]
     if got.tobytes() != chain_in_numpy(STEPS).tobytes():
         raise AssertionError(f"the chain on {backend} differs from numpy")
 
     def per_pass() -> np.ndarray:
         x = X
         for _ in range(STEPS):
-            (x,) = drv.dispatch(program, [x], backend)
+            (x,) = drv.dispatch(program, [x], backend=backend)
         return x
 
     if per_pass().tobytes() != got.tobytes():
         raise AssertionError(f"the per-pass chain on {backend} differs from the sequence")
     empty = empty_program()
     return _interleaved_p50s({
-        "long": lambda: drv.dispatch_sequence(long, [X], backend=backend),
-        "short": lambda: drv.dispatch_sequence(short, [X], backend=backend),
+        "long": lambda: drv.dispatch(long, [X], backend=backend),
+        "short": lambda: drv.dispatch(short, [X], backend=backend),
         "per_pass": per_pass,
-        "empty": lambda: drv.dispatch(empty, [], backend)})
+        "empty": lambda: drv.dispatch(empty, [], backend=backend)})
 
 
 def _chain_whole(backend: str) -> Result:
@@ -197,13 +197,13 @@ def _fusion_figures(backend: str) -> dict[str, float]:
         raise AssertionError("the fusable chain did not fuse into one step")
     want = chain_in_numpy(STEPS).tobytes()
     for config in (None, fused):
-        if drv.dispatch_sequence(sequence, [X], backend=backend, config=config)[0].tobytes() \
+        if drv.dispatch(sequence, [X], backend=backend, config=config)[0].tobytes() \
                 != want:
             raise AssertionError(f"the chain on {backend} (fuse={config is fused}) differs "
                                  "from numpy")
     return _interleaved_p50s({
-        "fused": lambda: drv.dispatch_sequence(sequence, [X], backend=backend, config=fused),
-        "unfused": lambda: drv.dispatch_sequence(sequence, [X], backend=backend)})
+        "fused": lambda: drv.dispatch(sequence, [X], backend=backend, config=fused),
+        "unfused": lambda: drv.dispatch(sequence, [X], backend=backend)})
 
 
 def _fusion(backend: str) -> Result:
@@ -253,8 +253,9 @@ def _example(name: str, backend: str) -> Result:
         raise AssertionError(f"{name} on {backend}: {mismatch}")
     repeat = reps(EXAMPLE_REPEAT[name], 1)
     resident = example.upload_resident(drv, backend)  # once: the run is what is timed
-    value = seconds_per_call(lambda: drv.dispatch_sequence(  # (the run above warmed it:
-        example.program, example.inputs, resident, backend, example.config), repeat,
+    value = seconds_per_call(lambda: drv.dispatch(  # (the run above warmed it:
+        example.program, example.inputs, resident=resident, backend=backend,
+        config=example.config), repeat,
         warmup=False)  # the reference takes tens of seconds on the sort example)
     for buf in resident.values():
         buf.free()

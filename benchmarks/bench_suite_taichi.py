@@ -43,7 +43,7 @@ def tiny_launch() -> Result:
     if out.tolist() != [1]:
         raise AssertionError(f"the Taichi kernel gave {out}")
     with Driver() as drv:
-        pipeline = drv.compile(tiny_program(), "cpu")
+        pipeline = drv.compile(tiny_program(), backend="cpu")
         if pipeline.dispatch([x])[0].tolist() != [1]:
             raise AssertionError("the pipeline's launch on cpu gave a wrong result")
         launches, taichi = [], []

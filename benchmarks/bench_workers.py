@@ -254,8 +254,9 @@ def _round_trip_samples() -> dict[str, list[float]]:
     """Driver empty dispatch, raw zmq echo and ProcessPoolExecutor samples, one run."""
     program = empty_program()
     with Driver() as driver:
-        driver.dispatch(program, [], BACKEND)
-        found = {"driver": latencies(lambda: driver.dispatch(program, [], BACKEND), ROUND_TRIPS)}
+        driver.dispatch(program, [], backend=BACKEND)
+        found = {"driver": latencies(lambda: driver.dispatch(program, [], backend=BACKEND),
+                                     ROUND_TRIPS)}
     found["echo"] = _echo_latencies(_dispatch_header(program), ROUND_TRIPS)
     with ProcessPoolExecutor(max_workers=1) as pool:
         found["executor"] = latencies(lambda: pool.submit(noop).result(), ROUND_TRIPS)
@@ -339,9 +340,10 @@ def _null_samples() -> dict[str, list[float]]:
     samples, one run."""
     program = empty_program()
     with null_backend_installed(), Driver(_registry_with_null()) as driver:
-        out, = driver.dispatch(program, [], NULL)
+        out, = driver.dispatch(program, [], backend=NULL)
         assert out.tolist() == [0], out  # the null backend ran, not the reference (7)
-        found = {"driver": latencies(lambda: driver.dispatch(program, [], NULL), ROUND_TRIPS)}
+        found = {"driver": latencies(lambda: driver.dispatch(program, [], backend=NULL),
+                                     ROUND_TRIPS)}
     found["echo"] = _echo_latencies(_dispatch_header(program), ROUND_TRIPS)
     found["bare"] = _bare_path_latencies(_dispatch_header(program), ROUND_TRIPS)
     with ProcessPoolExecutor(max_workers=1) as pool:
@@ -402,10 +404,10 @@ def _round_trip_seconds(nbytes: int) -> tuple[float, float]:
     data = np.arange(nbytes // 4, dtype=np.uint32)
     timed = []
     with Driver() as driver:
-        driver.dispatch(program, [data[:16]], BACKEND, config)  # the worker is up
+        driver.dispatch(program, [data[:16]], backend=BACKEND, config=config)  # the worker is up
         for i in range(warmup + repeat):
             start = time.perf_counter()
-            out, = driver.dispatch(program, [data], BACKEND, config)
+            out, = driver.dispatch(program, [data], backend=BACKEND, config=config)
             elapsed = time.perf_counter() - start
             if i == 0:
                 assert _same_bytes(out, data), f"a {_size_name(nbytes)} round trip changed bytes"
@@ -439,10 +441,11 @@ def _zero_copy_seconds(nbytes: int) -> float:
     timed = []
     with Driver() as driver:
         data = driver.asarray(expected)
-        driver.dispatch(program, [expected[:16]], BACKEND, config)  # the worker is up
+        driver.dispatch(program, [expected[:16]], backend=BACKEND,
+                        config=config)  # the worker is up
         for i in range(warmup + repeat):
             start = time.perf_counter()
-            driver.dispatch(program, [data], BACKEND, config, out=[data])
+            driver.dispatch(program, [data], backend=BACKEND, config=config, out=[data])
             elapsed = time.perf_counter() - start
             if i == 0:
                 assert _same_bytes(data, expected), "a zero-copy round trip changed bytes"
@@ -497,12 +500,12 @@ def rss_growth_1gib_input() -> Result:
     warm = np.arange(MIB // 4, dtype=np.uint32)  # small, but through shared memory too
     process = psutil.Process()
     with Driver() as driver:
-        out, = driver.dispatch(program, [warm], BACKEND)
+        out, = driver.dispatch(program, [warm], backend=BACKEND)
         assert out[0] == warm[-1]
         del out
         gc.collect()
         before = process.memory_info().rss
-        out, = driver.dispatch(program, [data], BACKEND)
+        out, = driver.dispatch(program, [data], backend=BACKEND)
         assert out[0] == data[-1]
         del out
         gc.collect()
@@ -520,7 +523,7 @@ def _recoveries(standby: int, kills: int, backend: str = BACKEND) -> list[float]
     program = empty_program()
     recoveries = []
     with Driver(max_restarts=kills + 5, standby=standby) as driver:
-        driver.dispatch(program, [], backend)
+        driver.dispatch(program, [], backend=backend)
         for _ in range(kills):
             deadline = time.monotonic() + 60
             while driver.status()["pools"][backend]["standby"] < standby:
@@ -531,7 +534,7 @@ def _recoveries(standby: int, kills: int, backend: str = BACKEND) -> list[float]
             victim = psutil.Process(worker["pid"])
             start = time.perf_counter()
             os.kill(victim.pid, signal.SIGKILL)
-            driver.dispatch(program, [], backend)
+            driver.dispatch(program, [], backend=backend)
             recoveries.append(time.perf_counter() - start)
             victim.wait(timeout=10)
     return recoveries
@@ -556,7 +559,7 @@ def recovery_after_kill() -> Result:
     for _ in range(kills):
         start = time.perf_counter()
         with Driver() as driver:
-            driver.dispatch(program, [], BACKEND)
+            driver.dispatch(program, [], backend=BACKEND)
             cold.append(time.perf_counter() - start)
     return Result("SIGKILLed idle worker -> first dispatch p50",
                   statistics.median(recoveries) * 1e3, "ms",
@@ -591,10 +594,11 @@ def _in_process_rate(program: ir.Program, seconds: float) -> float:
 def _driver_rate(program: ir.Program, workers: int, seconds: float,
                  threads: int = CLIENT_THREADS) -> float:
     with Driver(workers=workers) as driver:
-        warm = [driver.dispatch_async(program, [], BACKEND) for _ in range(workers)]
+        warm = [driver.dispatch_async(program, [], backend=BACKEND) for _ in range(workers)]
         for pending in warm:
             pending.result()
-        return threaded_rate(lambda: driver.dispatch(program, [], BACKEND), threads, seconds)
+        return threaded_rate(lambda: driver.dispatch(program, [], backend=BACKEND), threads,
+                             seconds)
 
 
 def _throughput(workers: int) -> Result:

@@ -118,7 +118,7 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
     prog = example.program
     quick = list(example.inputs)
     matches = example.mismatch(example.run(driver, backend)) is None
-    pipeline = driver.compile(prog, backend, example.config)
+    pipeline = driver.compile(prog, backend=backend, config=example.config)
     first = _worker(driver, backend, lambda w: w["state"] == "idle")
     if not step(f"dispatch on {backend!r} in worker pid {first['pid']} (generation "
                 f"{first['generation']}) matches numpy; a pipeline compiled in generation "
@@ -129,8 +129,8 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
     rounds = slow_rounds(driver, backend)
     slow = build(rounds)
     restarts = driver.status()["pools"][backend]["restarts"]
-    pending = driver.dispatch_async(prog, slow.inputs, backend,
-                                    slow.config.replace(label="killed mid-run", retries=1))
+    pending = driver.dispatch_async(prog, slow.inputs, backend=backend,
+                                    config=slow.config.replace(label="killed mid-run", retries=1))
     busy = _worker(driver, backend, lambda w: w["state"] == "busy" and w["running"])
     in_flight = not pending.is_ready()
     os.kill(busy["pid"], signal.SIGKILL)
@@ -164,7 +164,7 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
                 + (f"PipelineInvalidatedError [E{refused.code}]" if refused
                    else "it ran (it should not)"), refused is not None):
         return
-    fresh = driver.compile(prog, backend, example.config)
+    fresh = driver.compile(prog, backend=backend, config=example.config)
     step(f"compiling again gives a pipeline in generation {fresh.generation} that matches "
          "numpy", fresh.valid and example.mismatch(fresh.dispatch(quick)) is None)
 

@@ -62,8 +62,8 @@ def same_bytes_on(driver, backend: str, functions: tuple[Callable, Callable],
     reference's bytes on ``backend``."""
     for width, function, bits in ((32, functions[0], f32), (16, functions[1], EVERY_F16)):
         program = block(function, width, bits.size)
-        want = driver.dispatch(program, [bits], "reference")[0]
-        got = driver.dispatch(program, [bits], backend)[0]
+        want = driver.dispatch(program, [bits], backend="reference")[0]
+        got = driver.dispatch(program, [bits], backend=backend)[0]
         assert got.tobytes() == want.tobytes(), f"{function.__name__} on {backend}"
 
 
@@ -101,7 +101,7 @@ def apply(driver, backend: str, op: Callable, floats: ir.DType, *operands: np.nd
     by ``op_program``: the operands repeated to whole workgroups, the results cut back."""
     padded = [whole_workgroups(np.asarray(a)) for a in operands]
     args = [*padded, np.zeros_like(padded[0])]
-    got = driver.dispatch(op_program(op, floats), args, backend, config)[0]
+    got = driver.dispatch(op_program(op, floats), args, backend=backend, config=config)[0]
     return np.asarray(got)[:len(operands[0])]
 
 
@@ -124,7 +124,7 @@ def operation_is_mpfrs(driver, backend: str, op: Callable, fn: Callable, f32: np
     b.transient("u", ir.f32, lanes)
     b.step(op_program(op, ir.f32), {"a": "x", "out": "t"})
     b.step(op_program(op, ir.f32), {"a": "t", "out": "u"})
-    t, u = driver.dispatch_sequence(b.build(returns=["t", "u"]), [chained], backend=backend)
+    t, u = driver.dispatch(b.build(returns=["t", "u"]), [chained], backend=backend)
     want_t = mpfr(fn, chained.view(np.uint32), 32)
     assert t.view(np.uint32).tobytes() == want_t.tobytes(), f"a sequence's step on {backend}"
     assert u.view(np.uint32).tobytes() == mpfr(fn, want_t, 32).tobytes()

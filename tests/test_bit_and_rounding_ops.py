@@ -112,9 +112,9 @@ def driver():
 @pytest.mark.parametrize("dtype", [ir.u32, ir.i32], ids=str)
 def test_integer_ops_give_the_reference_bytes_on_every_backend(driver, dtype):
     program, inputs = int_program(dtype), int_inputs(dtype)
-    expected = driver.dispatch(program, inputs, "reference")
+    expected = driver.dispatch(program, inputs, backend="reference")
     for backend in ("cpu", "wgpu"):
-        got = driver.dispatch(program, inputs, backend)
+        got = driver.dispatch(program, inputs, backend=backend)
         for name, want, have in zip(INT_OPS, expected, got, strict=True):
             bad = np.flatnonzero(want != have)
             assert bad.size == 0, (f"{backend} {name}: first differs at a={inputs[0][bad[0]]} "
@@ -127,10 +127,10 @@ def test_float_ops_give_the_reference_bytes_on_every_backend(driver, dtype):
     x = float_inputs(dtype)
     for ops in (["round", "trunc", "isnan"], ["isinf"]):
         program = float_program(dtype, ops, len(x))
-        expected = driver.dispatch(program, [x], "reference")
+        expected = driver.dispatch(program, [x], backend="reference")
         for backend in ("cpu", "wgpu"):
             try:
-                got = driver.dispatch(program, [x], backend)
+                got = driver.dispatch(program, [x], backend=backend)
             except UnsupportedFeatureError as exc:  # (wgpu: f64 isinf, and only that)
                 assert (backend, dtype, ops) == ("wgpu", ir.f64, ["isinf"]), exc
                 continue
@@ -144,8 +144,8 @@ def test_float_ops_give_the_reference_bytes_on_every_backend(driver, dtype):
 def test_ties_round_to_even_with_the_sign_of_zero_kept(driver):
     x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, -0.25, 4503599627370495.5], np.float64)
     for backend in ("reference", "cpu", "wgpu"):
-        rounded, truncated, _ = driver.dispatch(float_program(ir.f64, ["round", "trunc",
-                                                                       "isnan"]), [x], backend)
+        rounded, truncated, _ = driver.dispatch(
+            float_program(ir.f64, ["round", "trunc", "isnan"]), [x], backend=backend)
         assert rounded[:len(x)].tobytes() == np.array(
             [0.0, 2.0, 2.0, -0.0, -2.0, -0.0, 4503599627370496.0]).tobytes(), backend
         assert truncated[:len(x)].tobytes() == np.array(
@@ -181,10 +181,10 @@ def classify(shared: bool) -> ir.Program:
 def test_bool_results_of_isnan_and_isinf_work_wherever_a_bool_does(driver, shared):
     x = float_inputs(ir.f32)
     program = classify(shared)
-    expected = driver.dispatch(program, [x], "reference")
+    expected = driver.dispatch(program, [x], backend="reference")
     assert expected[1].sum() > 0  # (some NaNs and infinities among the inputs)
     for backend in ("cpu", "wgpu"):
-        got = driver.dispatch(program, [x], backend)
+        got = driver.dispatch(program, [x], backend=backend)
         assert [a.tobytes() for a in got] == [a.tobytes() for a in expected], backend
 
 

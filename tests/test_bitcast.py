@@ -238,7 +238,7 @@ def check(driver: Driver, program: Program, src: ir.DType, bits: np.ndarray) -> 
     want = width_expected(src, bits)
     names = [b.name for b in program.outputs]
     for backend in backends_for(src):
-        got = driver.dispatch(program, [bits.view(src.value_np)], backend)
+        got = driver.dispatch(program, [bits.view(src.value_np)], backend=backend)
         for name, have in zip(names, got, strict=True):
             have_bits = have.view(want[name].dtype)
             bad = np.flatnonzero(have_bits != want[name])
@@ -305,7 +305,7 @@ def test_a_bitcast_in_a_loop_gives_the_same_bytes(driver):
     padded = np.append(seen, np.zeros(8, np.uint32))
     want = np.bitwise_xor.reduce(np.stack([padded[j:j + N] for j in range(8)]), axis=0)
     for backend in ("reference", "cpu", "wgpu"):
-        (got,) = driver.dispatch(loop_program(), [bits], backend)
+        (got,) = driver.dispatch(loop_program(), [bits], backend=backend)
         assert got.tobytes() == want.tobytes(), backend
 
 
@@ -325,7 +325,7 @@ def test_a_64_bit_bitcast_routes_around_wgpu(driver):
     program = width_program(ir.f64)
     assert "dtype.u64" in program.requirements().ops
     with pytest.raises(NoCapableBackendError, match=r"dtype\.u64"):
-        driver.dispatch(program, [np.zeros(1, np.float64)], "wgpu")
+        driver.dispatch(program, [np.zeros(1, np.float64)], backend="wgpu")
 
 
 def test_a_lowered_f16_bitcast_is_exact_for_every_f16(driver):
@@ -341,7 +341,8 @@ def test_a_lowered_f16_bitcast_is_exact_for_every_f16(driver):
     program = k.build()
     want = expected_bits(bits, ir.f16, ir.i16)
     for backend in ("reference", "cpu", "wgpu"):
-        got_bits, got_half = driver.dispatch(program, [bits.view(np.float16), bits], backend)
+        got_bits, got_half = driver.dispatch(program, [bits.view(np.float16), bits],
+                                             backend=backend)
         assert got_bits.view(np.uint16).tobytes() == want.tobytes(), backend
         assert got_half.view(np.uint16).tobytes() == want.tobytes(), backend
 

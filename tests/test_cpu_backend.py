@@ -238,7 +238,7 @@ def test_resident_buffers_run_in_place_in_the_worker_with_the_reference_bytes(ba
     x0, acc0 = rng.standard_normal(1000, np.float32), rng.standard_normal(1000, np.float32)
     program = _affine()
     with Driver() as drv:
-        x, acc, out = (drv.allocate_resident(4000, backend) for _ in range(3))
+        x, acc, out = (drv.allocate_resident(4000, backend=backend) for _ in range(3))
         x.upload(x0)
         acc.upload(acc0)
         out.upload(np.full(1000, 7, np.float32))
@@ -257,7 +257,7 @@ def test_resident_buffers_of_the_wrong_size_or_bound_twice_where_written_are_ref
     rules: whole elements, a fixed-size buffer exactly its count, a written one once."""
     program = _affine()
     with Driver() as drv:
-        x, acc = (drv.allocate_resident(4000, backend) for _ in range(2))
+        x, acc = (drv.allocate_resident(4000, backend=backend) for _ in range(2))
         out = drv.allocate_resident(4000, near=x)
         odd = drv.allocate_resident(3999, near=x)
         short = drv.allocate_resident(3996, near=x)

@@ -171,6 +171,6 @@ def test_a_worker_takes_its_thread_count_from_the_pool_option():
 def test_a_bad_thread_count_stops_the_worker_with_its_reason(monkeypatch):
     monkeypatch.setenv(threads.ENV, "zero")
     with Driver() as drv, pytest.raises(InvalidConfigError) as caught:
-        drv.dispatch(saxpy(64, 64), saxpy_inputs(64, 1), "cpu")
+        drv.dispatch(saxpy(64, 64), saxpy_inputs(64, 1), backend="cpu")
     assert f"{threads.ENV}='zero'" in caught.value.cause
     assert "whole number from 1 to" in caught.value.fix

@@ -51,7 +51,7 @@ ENTRY_POINTS = {
     "compile": lambda d, p: d.compile(p),
     "route": lambda d, p: d.route(p),
     "explain": lambda d, p: d.explain(p),
-    "tune": lambda d, p: d.tune(p, DATA, "reference"),
+    "tune": lambda d, p: d.tune(p, DATA, backend="reference"),
     "tuned_config": lambda d, p: d.tuned_config(p, DATA),
 }
 

@@ -349,13 +349,13 @@ def test_compiled_pipeline_with_workgroup_override(drv):
 
 def test_resident_buffers_round_trip(drv):
     n = 100
-    x = drv.allocate_resident(4 * n, "reference")
-    out = drv.allocate_resident(4 * n, "reference")
+    x = drv.allocate_resident(4 * n, backend="reference")
+    out = drv.allocate_resident(4 * n, backend="reference")
     assert x.valid and out.valid and x.byte_len == 4 * n
     data = (np.arange(n, dtype=np.uint32) * 977) ^ 0x5A5A
     x.upload(data.tobytes())
-    timing = drv.dispatch_resident(affine(n), [x, out], DispatchConfig(label="resident"))
-    assert timing.wall_ns > 0 and timing.label == "resident"
+    got = drv.dispatch_resident(affine(n), [x, out], config=DispatchConfig(label="resident"))
+    assert got == [] and got.timing.wall_ns > 0 and got.timing.label == "resident"
     assert out.download() == (data * 3 + 1).astype(np.uint32).tobytes()
     assert x.download() == data.tobytes()
     x.upload(np.full(n, 2, np.uint32))  # numpy data uploads as well
@@ -369,9 +369,9 @@ def test_resident_buffers_round_trip(drv):
 
 def test_resident_buffers_of_different_workers_are_refused(drv):
     n = 8
-    mine = drv.allocate_resident(4 * n, "reference")
+    mine = drv.allocate_resident(4 * n, backend="reference")
     with reference_driver() as other_driver:
-        theirs = other_driver.allocate_resident(4 * n, "reference")
+        theirs = other_driver.allocate_resident(4 * n, backend="reference")
         with pytest.raises(InvalidInputError) as err:
             drv.dispatch_resident(affine(n), [mine, theirs])
         assert "Fix:" in str(err.value) and err.value.fix
@@ -395,15 +395,15 @@ def test_resident_buffers_of_two_workers_of_one_pool_are_refused():
         wait_for(both_idle, 30.0, "both workers started and idle")
         busy = driver.dispatch_async(spin(1_000_000), [])  # ~2 s on worker 0 ...
         assert [w["index"] for w in wait_running(driver)] == [0]
-        first = driver.allocate_resident(4 * n, "reference")  # ... so worker 1 serves this
+        first = driver.allocate_resident(4 * n, backend="reference")  # ... so worker 1 serves this
         busy.result(timeout=60)
         wait_for(both_idle, 30.0, "both workers idle again")
-        second = driver.allocate_resident(4 * n, "reference")  # worker 0: the lowest idle
+        second = driver.allocate_resident(4 * n, backend="reference")  # worker 0: the lowest idle
         assert (first.slot, second.slot) == (1, 0)
         with pytest.raises(InvalidInputError) as err:
             driver.dispatch_resident(affine(n), [first, second])
         assert err.value.fix
-        x = driver.allocate_resident(4 * n, "reference")  # both idle: worker 0 again
+        x = driver.allocate_resident(4 * n, backend="reference")  # both idle: worker 0 again
         assert x.slot == second.slot
         x.upload(np.arange(n, dtype=np.uint32))
         driver.dispatch_resident(affine(n), [x, second])
@@ -583,8 +583,8 @@ def test_compile_uses_the_backends_own_compile_timeout():
         call = pool.call
         pool.call = lambda request: seen.append(request) or call(request)
         driver.compile(spin(2))
-        driver.compile(spin(3), timeout=100.0)
-        driver.compile(spin(4), timeout=2.0)
+        driver.compile(spin(3), config=DispatchConfig(timeout=100.0))
+        driver.compile(spin(4), config=DispatchConfig(timeout=2.0))
         assert [r.deadline.seconds for r in seen] == [7.0, 7.0, 2.0]
 
 

@@ -188,19 +188,19 @@ X = np.random.default_rng(4).standard_normal(N).astype(np.float32)
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
 def test_fused_gives_the_unfused_bytes_on_every_backend(driver, backend):
     seq = chain(DOUBLE, PLUS, elementwise(lambda t, x: t * t - x, inputs=("t", "x")))
-    plain = driver.dispatch_sequence(seq, [X], backend=backend)
-    fused = driver.dispatch_sequence(seq, [X], backend=backend,
+    plain = driver.dispatch(seq, [X], backend=backend)
+    fused = driver.dispatch(seq, [X], backend=backend,
                                      config=DispatchConfig(fuse=True))
     assert [a.tobytes() for a in fused] == [a.tobytes() for a in plain]
 
 
 def test_shadow_holds_a_fused_candidate_against_its_unfused_reference(driver):
     seq = chain(DOUBLE, PLUS)
-    candidate = driver.compile_sequence(seq, "cpu", DispatchConfig(fuse=True))
-    reference = driver.compile_sequence(seq, "reference")
+    candidate = driver.compile(seq, backend="cpu", config=DispatchConfig(fuse=True))
+    reference = driver.compile(seq, backend="reference")
     assert candidate.fingerprint == seq.fused().fingerprint() != reference.fingerprint
     report = shadow(candidate, reference, [ShadowCase("x", [X]), ShadowCase("-x", [-X])])
     assert report.ok and report.cases_run == 2
-    other = driver.compile_sequence(chain(PLUS, DOUBLE), "cpu", DispatchConfig(fuse=True))
+    other = driver.compile(chain(PLUS, DOUBLE), backend="cpu", config=DispatchConfig(fuse=True))
     with pytest.raises(InvalidInputError, match="they are not the same work"):
         shadow(other, reference, [ShadowCase("x", [X])])

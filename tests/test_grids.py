@@ -262,7 +262,7 @@ def test_a_grid_past_65535_workgroups_runs_on_the_cpu_backends(drv, backend):
     n = 70_000
     program = saxpy(n, workgroup=1)
     data = saxpy_inputs(n)
-    out, = drv.dispatch(program, data, backend)
+    out, = drv.dispatch(program, data, backend=backend)
     assert out.tobytes() == (np.float32(2.5) * data[0] + data[1]).tobytes()
     chosen = next(e for e in drv.explain(program, inputs=data) if e.chosen)
     assert drv.dispatch(program, data)[0].tobytes() == out.tobytes(), chosen
@@ -289,7 +289,7 @@ def test_one_invocation_per_row_with_dim(drv):
     assert ran.tolist() == [rows]
     assert out.tobytes() == np.cumsum(m.reshape(rows, cols), axis=1).astype(
         np.uint32).tobytes()
-    pipeline = drv.compile(row_sums(rows, cols), "cpu")
+    pipeline = drv.compile(row_sums(rows, cols), backend="cpu")
     again, ran = pipeline.dispatch([m], dim=rows)
     assert ran.tolist() == [rows] and again.tobytes() == out.tobytes()
 

@@ -61,9 +61,9 @@ def driver():
 def test_every_backend_claiming_the_type_follows_the_model(driver, t):
     # (cpu binds any number of buffers: every output in one program, one numba compile a
     # type where 24 to a program made two; for u16, 8.5 s against 12.6 s on a busy machine)
-    check(t, lambda prog, args: driver.dispatch(prog, args, "cpu"), "cpu", per=1000)
+    check(t, lambda prog, args: driver.dispatch(prog, args, backend="cpu"), "cpu", per=1000)
     if t not in WIDE:
-        check(t, lambda prog, args: driver.dispatch(prog, args, "wgpu"), "wgpu",
+        check(t, lambda prog, args: driver.dispatch(prog, args, backend="wgpu"), "wgpu",
               tuple(d for d in TYPES if d not in WIDE))
 
 
@@ -105,7 +105,7 @@ def test_packed_buffers_of_odd_lengths_and_workgroup_memory(driver, t, n):
         "i", "u")).view(t.value_np)
     bumped = (inc.astype(np.int64) + 1).astype(t.value_np)
     for backend in ("reference", "cpu", "wgpu"):
-        got_inc, got_out = driver.dispatch(prog, [x, inc], backend)  # (declaration order)
+        got_inc, got_out = driver.dispatch(prog, [x, inc], backend=backend)  # (declaration order)
         assert got_out.dtype == t.value_np and len(got_out) == n and len(got_inc) == n
         assert got_out.tobytes() == out.tobytes(), backend
         assert got_inc.tobytes() == bumped.tobytes(), backend
@@ -129,7 +129,7 @@ def test_64_bit_integers_route_around_a_backend_without_them(driver):
     assert driver.dispatch(prog, [x])[0].tobytes() == want.tobytes()  # (cpu or reference)
     assert driver.route(prog).backend in ("cpu", "reference")
     with pytest.raises(NoCapableBackendError, match=r"dtype\.u64"):
-        driver.dispatch(prog, [x], "wgpu")
+        driver.dispatch(prog, [x], backend="wgpu")
 
 
 @pytest.mark.fast

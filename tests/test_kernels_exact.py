@@ -110,6 +110,6 @@ def test_a_sequence_step_runs_exactly_its_dim():
     b.step(count, {}, dim=5)
     seq = b.build(returns=["bins"])
     with vyre.Driver() as drv:
-        bins, = drv.dispatch_sequence(seq, [np.array([1, 2, 2, 3, 1], np.int32)],
+        bins, = drv.dispatch(seq, [np.array([1, 2, 2, 3, 1], np.int32)],
                                       backend="reference")
     assert bins.tolist() == [0, 2, 2, 1]

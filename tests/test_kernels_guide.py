@@ -39,6 +39,7 @@ import vyre_core as vyre
 from vyre_core import Driver, SequenceBuilder
 from vyre_core.driver import ResidentBuffer
 from vyre_core.kernels.kernel import KernelFunction
+from vyre_core.sequence import Sequence
 
 pytestmark = [pytest.mark.processes]
 
@@ -105,16 +106,16 @@ def _run_page() -> Page:
     sequences: list[SequenceRun] = []
     steps: set[str] = set()
     launch, launch_async = Driver.launch, Driver.launch_async
-    dispatch_sequence, step = Driver.dispatch_sequence, SequenceBuilder.step
+    dispatch, step = Driver.dispatch, SequenceBuilder.step
 
     inside: list[bool] = []  # (a launch on resident buffers runs as a sequence: not the page's)
 
     def recorded(run):
-        def wrapper(self, kernel, dim, args, backend=None, config=None, **kwargs):
+        def wrapper(self, kernel, args, *, dim, config=None, **kwargs):
             before = [_copy(a) for a in args]
             inside.append(True)
             try:
-                result = run(self, kernel, dim, args, backend, config, **kwargs)
+                result = run(self, kernel, args, dim=dim, config=config, **kwargs)
             finally:
                 inside.pop()
             if not any(isinstance(a, ResidentBuffer) for a in args):  # (tied to a worker:
@@ -122,10 +123,10 @@ def _run_page() -> Page:
             return result                       # test_kernels_resident, every backend)
         return wrapper
 
-    def sequence_recorded(self, sequence, inputs=(), *rest, **kwargs):
+    def sequence_recorded(self, sequence, inputs=(), **kwargs):
         copies = [_copy(a) for a in inputs]
-        outputs = dispatch_sequence(self, sequence, inputs, *rest, **kwargs)
-        if inside:
+        outputs = dispatch(self, sequence, inputs, **kwargs)
+        if inside or not isinstance(sequence, Sequence):
             return outputs
         sequences.append(SequenceRun(sequence, copies, [_copy(o) for o in outputs]))
         return outputs
@@ -141,7 +142,7 @@ def _run_page() -> Page:
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
         mp.setattr(Driver, "launch", recorded(launch))
         mp.setattr(Driver, "launch_async", recorded(launch_async))
-        mp.setattr(Driver, "dispatch_sequence", sequence_recorded)
+        mp.setattr(Driver, "dispatch", sequence_recorded)
         mp.setattr(SequenceBuilder, "step", step_recorded)
         for match in re.finditer(r"```python\n(.*?)```", text, re.S):
             line = text.count("\n", 0, match.start(1))
@@ -192,7 +193,7 @@ def test_every_launch_on_the_page_gives_the_same_bytes_on_every_backend(page, dr
         for position, (got, want) in enumerate(zip(args, made.after, strict=True)):
             assert _same(got, want), (made.kernel.__name__, made.dim, position, backend)
     for run in page.sequences:
-        got = drv.dispatch_sequence(run.sequence, [_copy(a) for a in run.inputs],
+        got = drv.dispatch(run.sequence, [_copy(a) for a in run.inputs],
                                     backend=backend)
         assert all(_same(g, w) for g, w in zip(got, run.outputs, strict=True)), backend
 
@@ -215,5 +216,5 @@ def test_every_kernel_on_the_page_gives_its_builder_twins_bytes(page, drv, backe
             want = made.after[names.index(name)]
             assert out.tobytes() == want.tobytes(), (made.kernel.__name__, name, backend)
     for run, twin in zip(page.sequences, SEQUENCE_TWINS, strict=True):
-        got = drv.dispatch_sequence(twin(), [_copy(a) for a in run.inputs], backend=backend)
+        got = drv.dispatch(twin(), [_copy(a) for a in run.inputs], backend=backend)
         assert all(_same(g, w) for g, w in zip(got, run.outputs, strict=True)), backend

@@ -36,7 +36,7 @@ def drv():
 
 def resident(drv, data: np.ndarray, backend: str | None = None,
              near: ResidentBuffer | None = None) -> ResidentBuffer:
-    buf = drv.allocate_resident(data.nbytes, backend, near=near)
+    buf = drv.allocate_resident(data.nbytes, backend=backend, near=near)
     buf.upload(data)
     return buf
 

@@ -129,7 +129,7 @@ def test_same_sequence_same_fingerprint():
 def test_kernel_steps_give_exact_bytes_on_every_backend(backend):
     seq, inputs = _sequence(), _inputs()
     with vyre.Driver() as drv:
-        out = drv.dispatch_sequence(seq, inputs, backend=backend)
+        out = drv.dispatch(seq, inputs, backend=backend)
     for got, want in zip(out, _expected(*inputs), strict=True):
         assert got.tobytes() == want.tobytes()
 

@@ -325,7 +325,7 @@ def test_bincount_is_a_step_of_your_own_sequence(drv, backend):
     b.step(remainder, {"out": "m"}, dim=n)
     counts = lib.steps.bincount(b, "m", 5)
     sums = lib.steps.bincount(b, "m", 5, weights="w", name="sums")
-    got_counts, got_sums = drv.dispatch_sequence(b.build(returns=[counts, sums]), [x, w],
+    got_counts, got_sums = drv.dispatch(b.build(returns=[counts, sums]), [x, w],
                                                  backend=backend)
     m = x % 7
     assert _bytes(got_counts) == _bytes(np.bincount(m[m < 5]).astype(np.uint32))

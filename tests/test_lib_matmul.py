@@ -262,7 +262,7 @@ def test_steps_run_the_same_order_inside_a_callers_sequence(drv):
     flat = lib.steps.transpose(b, "x", shape=(x.size,), name="copy")  # (the identity)
     seq = b.build(returns=[xt, product, flat])
     for backend in ("reference", "cpu", "wgpu"):
-        got_t, got, copy = drv.dispatch_sequence(seq, [x.reshape(-1)], backend=backend)
+        got_t, got, copy = drv.dispatch(seq, [x.reshape(-1)], backend=backend)
         assert _bytes(got_t) == _bytes(canonical(np.transpose(x, (0, 2, 1)))), backend
         assert _bytes(got) == _bytes(matmul(x, np.transpose(x, (0, 2, 1)))), backend
         assert _bytes(copy) == _bytes(canonical(x)), backend

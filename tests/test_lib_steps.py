@@ -52,7 +52,7 @@ def test_a_reduction_of_what_an_earlier_step_computed_is_lib_s_bytes(drv, backen
     b.step(halve_less_one, {"x": "x", "out": "h"}, dim=x.size)
     total = lib.steps.sum(b, "h", shape=shape, axis=1)
     best = lib.steps.argmax(b, "h", shape=shape, name="best")
-    got_sum, got_best = drv.dispatch_sequence(b.build(returns=[total, best]),
+    got_sum, got_best = drv.dispatch(b.build(returns=[total, best]),
                                               [x.reshape(-1)], backend=backend)
     halved = x * np.float32(0.5) - np.float32(1.0)
     assert got_sum.tobytes() == reduce("sum", halved, 1).tobytes()
@@ -64,7 +64,7 @@ def test_a_reduction_of_what_an_earlier_step_computed_is_lib_s_bytes(drv, backen
 def test_a_reduction_of_a_resident_buffer_runs_in_its_worker(drv, backend):
     x = _values(3000, seed=1)
     y = _values(3000, seed=2)
-    rx = drv.allocate_resident(x.nbytes, backend)
+    rx = drv.allocate_resident(x.nbytes, backend=backend)
     ry = drv.allocate_resident(y.nbytes, near=rx)
     try:
         rx.upload(x)
@@ -73,7 +73,7 @@ def test_a_reduction_of_a_resident_buffer_runs_in_its_worker(drv, backend):
         b.resident("x", DType.F32, x.size)
         b.resident("y", DType.F32, y.size)
         seq = b.build(returns=[lib.steps.dot(b, "x", "y"), lib.steps.max(b, "x")])
-        got_dot, got_max = drv.dispatch_sequence(seq, [], resident={"x": rx, "y": ry})
+        got_dot, got_max = drv.dispatch(seq, [], resident={"x": rx, "y": ry})
         assert got_dot.tobytes() == np.asarray(lib.dot(drv, x, y, backend=backend)).tobytes()
         assert got_max.tobytes() == np.asarray(lib.max(drv, x, backend=backend)).tobytes()
     finally:
@@ -104,9 +104,9 @@ def test_a_sort_and_an_argsort_as_steps_are_lib_s_bytes(drv, backend, dtype):
                                lib.steps.argsort(b, "x", shape=shape, axis=axis)])
         if backend == "wgpu" and dtype is np.float64:
             with pytest.raises(NoCapableBackendError, match=r"dtype\.u64"):
-                drv.dispatch_sequence(seq, [x.reshape(-1)], backend=backend)
+                drv.dispatch(seq, [x.reshape(-1)], backend=backend)
             return
-        got_sort, got_order = drv.dispatch_sequence(seq, [x.reshape(-1)], backend=backend)
+        got_sort, got_order = drv.dispatch(seq, [x.reshape(-1)], backend=backend)
         want_sort, want_order = numpys(x, axis)
         assert got_sort.dtype == x.dtype and got_order.dtype == np.int32
         assert got_sort.tobytes() == want_sort, (shape, axis)
@@ -126,7 +126,7 @@ def test_a_sort_of_what_an_earlier_step_computed_is_lib_s_bytes(drv, backend):
     b.step(halve_less_one, {"x": "x", "out": "h"}, dim=x.size)
     rows = lib.steps.sort(b, "h", shape=shape, name="rows")
     order = lib.steps.argsort(b, "h", axis=None)
-    got_rows, got_order = drv.dispatch_sequence(b.build(returns=[rows, order]),
+    got_rows, got_order = drv.dispatch(b.build(returns=[rows, order]),
                                                 [x.reshape(-1)], backend=backend)
     halved = x * np.float32(0.5) - np.float32(1.0)
     assert got_rows.tobytes() == lib.sort(drv, halved, backend=backend).tobytes()

@@ -443,8 +443,8 @@ def test_reference_and_cpu_give_identical_bytes(driver, name):
     values = whole_workgroups(np.concatenate([adversarial(name), drawn(name, 7, 4096)])
                               ).view(np.float64)
     program = op_program(op, values.size)
-    want = driver.dispatch(program, [values], "reference")[0]
-    got = driver.dispatch(program, [values], "cpu")[0]
+    want = driver.dispatch(program, [values], backend="reference")[0]
+    got = driver.dispatch(program, [values], backend="cpu")[0]
     assert got.tobytes() == want.tobytes(), f"{name}: cpu differs from the reference"
     lanes = values.size  # (the steps are the dispatch's program: no second compile)
     b = SequenceBuilder()
@@ -454,7 +454,7 @@ def test_reference_and_cpu_give_identical_bytes(driver, name):
     b.step(op_program(op, lanes), {"x": "x", "out": "t"})
     b.step(op_program(op, lanes), {"x": "t", "out": "u"})
     chained = np.random.default_rng(3).standard_normal(lanes) * 4
-    outs = {backend: driver.dispatch_sequence(b.build(returns=["t", "u"]), [chained],
+    outs = {backend: driver.dispatch(b.build(returns=["t", "u"]), [chained],
                                                backend=backend)
             for backend in ("reference", "cpu")}
     for mine, theirs in zip(outs["cpu"], outs["reference"], strict=True):
@@ -484,8 +484,8 @@ def test_the_cpu_backends_helpers_give_the_same_bytes(driver):
     source = codegen.generate(program).source
     assert all(f"mathlib_{name}_f64(" in source for name in [*FUNCTIONS, "atan2", "pow"]), \
         source[:200]
-    want = driver.dispatch(program, [values], "reference")[0]
-    assert driver.dispatch(program, [values], "cpu")[0].tobytes() == want.tobytes()
+    want = driver.dispatch(program, [values], backend="reference")[0]
+    assert driver.dispatch(program, [values], backend="cpu")[0].tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("name", ["atan2", "pow"])
@@ -504,14 +504,14 @@ def test_binary_functions_give_identical_bytes_on_reference_and_cpu(driver, name
     out[i] = op(a[i], b[i])
     program = k.build()
     values = [first.view(np.float64), second.view(np.float64)]
-    want = driver.dispatch(program, values, "reference")[0]
-    assert driver.dispatch(program, values, "cpu")[0].tobytes() == want.tobytes()
+    want = driver.dispatch(program, values, backend="reference")[0]
+    assert driver.dispatch(program, values, backend="cpu")[0].tobytes() == want.tobytes()
     seq = SequenceBuilder()
     seq.input("a", ir.f64, lanes)
     seq.input("b", ir.f64, lanes)
     seq.transient("t", ir.f64, lanes)
     seq.step(program, {"a": "a", "b": "b", "out": "t"})
-    outs = [driver.dispatch_sequence(seq.build(returns=["t"]), values, backend=backend)[0]
+    outs = [driver.dispatch(seq.build(returns=["t"]), values, backend=backend)[0]
             for backend in ("reference", "cpu")]
     assert outs[0].tobytes() == outs[1].tobytes() == want.tobytes()
 

@@ -455,8 +455,8 @@ def inputs_for(name: str, rng: np.random.Generator) -> list[np.ndarray]:
 def test_every_block_gives_the_same_bytes_on_every_backend(driver, name):
     rng = np.random.default_rng(7)
     inputs = inputs_for(name, rng)
-    want = driver.dispatch(PROGRAMS[name], inputs, "reference")
+    want = driver.dispatch(PROGRAMS[name], inputs, backend="reference")
     for backend in ("cpu", "wgpu"):
-        got = driver.dispatch(PROGRAMS[name], inputs, backend)
+        got = driver.dispatch(PROGRAMS[name], inputs, backend=backend)
         for w, g in zip(want, got, strict=True):
             assert g.tobytes() == w.tobytes(), f"{name} on {backend}"

@@ -212,6 +212,6 @@ def driver():
 def test_expanded_programs_give_the_references_bytes_on_every_backend(driver, backend):
     for case, (body, _) in CASES.items():
         expanded = expand(one_output(body), TOY)
-        want = driver.dispatch(expanded, [X], "reference")
-        got = driver.dispatch(expanded, [X], backend)
+        want = driver.dispatch(expanded, [X], backend="reference")
+        got = driver.dispatch(expanded, [X], backend=backend)
         assert got[0].tobytes() == want[0].tobytes(), f"{case} on {backend}"

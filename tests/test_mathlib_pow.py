@@ -363,7 +363,7 @@ def test_the_ir_operation_is_the_librarys_on_every_backend(driver, backend):
     b.transient("u", ir.f32, x.size)
     b.step(program, {"a": "x", "b": "y", "out": "t"})
     b.step(program, {"a": "t", "b": "y", "out": "u"})
-    t, u = driver.dispatch_sequence(b.build(returns=["t", "u"]),
+    t, u = driver.dispatch(b.build(returns=["t", "u"]),
                                     [x.view(np.float32), y.view(np.float32)], backend=backend)
     assert t.view(np.uint32).tobytes() == want_t.tobytes(), f"a sequence's step on {backend}"
     assert u.view(np.uint32).tobytes() == correct(want_t, y, 32).tobytes()
@@ -388,7 +388,7 @@ def test_many_calls_go_through_cpus_helper_with_the_same_bytes(driver):
     assert "mathlib_pow_f16(" in codegen.generate(program).source
     xb = EVERY_F16
     y = np.full(xb.size, 0.5, np.float16)
-    got = driver.dispatch(program, [xb.view(np.float16), y], "cpu")
+    got = driver.dispatch(program, [xb.view(np.float16), y], backend="cpu")
     for j, result in enumerate(got):
         want = correct(xb, (y + np.float16(j)).view(np.uint16), 16)
         assert result.view(np.uint16).tobytes() == want.tobytes(), f"call {j}"

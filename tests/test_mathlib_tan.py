@@ -195,5 +195,5 @@ def test_the_cpu_backends_helper_gives_the_references_bytes(driver, floats):
     out[i] = v
     program = k.build()
     assert f"mathlib_tan_{floats.value}(" in codegen.generate(program).source
-    want = driver.dispatch(program, [x], "reference")[0]
-    assert driver.dispatch(program, [x], "cpu")[0].tobytes() == want.tobytes()
+    want = driver.dispatch(program, [x], backend="reference")[0]
+    assert driver.dispatch(program, [x], backend="cpu")[0].tobytes() == want.tobytes()

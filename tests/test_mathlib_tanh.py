@@ -178,5 +178,5 @@ def test_the_cpu_backends_helper_gives_the_references_bytes(driver, floats):
     from vyre_cpu import codegen
 
     assert f"mathlib_tanh_{floats.value}(" in codegen.generate(program).source
-    want = driver.dispatch(program, [x], "reference")[0]
-    assert driver.dispatch(program, [x], "cpu")[0].tobytes() == want.tobytes()
+    want = driver.dispatch(program, [x], backend="reference")[0]
+    assert driver.dispatch(program, [x], backend="cpu")[0].tobytes() == want.tobytes()

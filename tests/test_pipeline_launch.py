@@ -55,7 +55,7 @@ def test_a_driver_pipeline_checks_each_new_launch_once(backend):
     program = saxpy(256, 64)
     data = saxpy_inputs(256, 2)
     with Driver() as drv:
-        pipeline = drv.compile(program, backend)
+        pipeline = drv.compile(program, backend=backend)
         for _ in range(2):
             got, = pipeline.dispatch(data)
             assert got.tobytes() == run(program, data)[0].tobytes()

@@ -13,7 +13,7 @@ import pytest
 from waiting import wait_for, workers
 
 import vyre_core as vyre
-from vyre_core import DispatchConfig, Driver, SequenceBuilder, ir
+from vyre_core import CompiledPipeline, DispatchConfig, Driver, SequenceBuilder, ir
 from vyre_core.conformance.cases_sequences import double_in_place
 from vyre_core.contract.types import LoopRun
 from vyre_core.errors import (
@@ -86,7 +86,7 @@ def drv():
 def test_a_chain_runs_in_one_request_with_the_bytes_numpy_gives(drv, backend):
     drv.probe(backend)
     served = sum(w["served"] for w in workers(drv, backend))
-    out = drv.dispatch_sequence(chain(), [X], backend=backend)
+    out = drv.dispatch(chain(), [X], backend=backend)
     t, u = out
     want_t, want_u = chain_in_numpy(X)
     assert t.tobytes() == want_t.tobytes() and u.tobytes() == want_u.tobytes()
@@ -110,13 +110,13 @@ def test_routing_picks_a_backend_for_the_whole_sequence_and_refusals_name_steps(
     seq = b.build(returns=["t"])
     with pytest.raises(NoCapableBackendError, match=rf"step 1: workgroup memory is "
                                                     rf"{limit * 2} bytes, the limit is {limit}"):
-        drv.dispatch_sequence(seq, [X], backend="wgpu")
-    assert drv.dispatch_sequence(seq, [X])[0][:2].tolist() == [1.0, 0.0]  # on the cpu
+        drv.dispatch(seq, [X], backend="wgpu")
+    assert drv.dispatch(seq, [X])[0][:2].tolist() == [1.0, 0.0]  # on the cpu
 
 
 def test_a_compiled_sequence_reruns_in_its_worker_and_is_invalidated_by_a_restart(drv):
     seq = chain(2)
-    compiled = drv.compile_sequence(seq, backend="reference")
+    compiled = drv.compile(seq, backend="reference")
     assert compiled.valid and compiled.backend == "reference"
     for seed in (1, 2):
         x = np.random.default_rng(seed).standard_normal(N).astype(np.float32)
@@ -129,7 +129,7 @@ def test_a_compiled_sequence_reruns_in_its_worker_and_is_invalidated_by_a_restar
     assert not compiled.valid
     with pytest.raises(PipelineInvalidatedError, match="Compile the sequence again"):
         compiled.dispatch([X])
-    fresh = drv.compile_sequence(seq, backend="reference")
+    fresh = drv.compile(seq, backend="reference")
     assert fresh.dispatch([X])[0].tobytes() == chain_in_numpy(X, 2)[0].tobytes()
 
 
@@ -141,15 +141,15 @@ def test_resident_buffers_stay_in_the_worker_across_runs(drv):
     with b.loop(times=3):
         b.step(accumulate())
     seq = b.build()
-    acc = drv.allocate_resident(N * 4, "reference")
+    acc = drv.allocate_resident(N * 4, backend="reference")
     acc.upload(np.ones(N, np.float32))
     for _ in range(2):
-        assert list(drv.dispatch_sequence(seq, [X], resident={"acc": acc})) == []
+        assert list(drv.dispatch(seq, [X], resident={"acc": acc})) == []
     want = np.ones(N, np.float32)
     for _ in range(6):
         want = want + X
     assert acc.download() == want.tobytes()
-    compiled = drv.compile_sequence(seq, backend="reference")
+    compiled = drv.compile(seq, backend="reference")
     compiled.dispatch([X], resident={"acc": acc})
     assert acc.download() == (want + X + X + X).tobytes()
 
@@ -167,8 +167,8 @@ def two_residents():
 
 def test_bad_resident_bindings_are_refused_before_any_work(drv):
     seq = two_residents()
-    right = drv.allocate_resident(N * 4, "reference")
-    small = drv.allocate_resident(N * 4 - 4, "reference")
+    right = drv.allocate_resident(N * 4, backend="reference")
+    small = drv.allocate_resident(N * 4 - 4, backend="reference")
     right.upload(np.zeros(N, np.float32))
     served = sum(w["served"] for w in workers(drv, "reference"))
     cases = [
@@ -178,29 +178,29 @@ def test_bad_resident_bindings_are_refused_before_any_work(drv):
     ]
     for resident, match in cases:
         with pytest.raises(InvalidSequenceError, match=match) as err:
-            drv.dispatch_sequence(seq, [X], resident=resident)
+            drv.dispatch(seq, [X], resident=resident)
         assert "\nFix: " in str(err.value)
     assert sum(w["served"] for w in workers(drv, "reference")) == served
     other = drv.allocate_resident(N * 4, near=right)
     with pytest.raises(InvalidSequenceError, match="backend='wgpu', but the resident"):
-        drv.dispatch_sequence(seq, [X], resident={"acc": right, "other": other},
+        drv.dispatch(seq, [X], resident={"acc": right, "other": other},
                               backend="wgpu")
 
 
 def test_buffers_allocated_near_another_share_its_worker_and_names_need_their_own():
     with Driver(workers=2) as driver:
-        first = driver.allocate_resident(N * 4, "reference")
+        first = driver.allocate_resident(N * 4, backend="reference")
         others = [driver.allocate_resident(N * 4, near=first) for _ in range(4)]
         assert {(b.slot, b.generation) for b in others} == {(first.slot, first.generation)}
         seq = two_residents()
         for buf in (first, others[0]):
             buf.upload(np.zeros(N, np.float32))
-        driver.dispatch_sequence(seq, [X], resident={"acc": first, "other": others[0]})
+        driver.dispatch(seq, [X], resident={"acc": first, "other": others[0]})
         assert first.download() == others[0].download() == X.tobytes()
         with pytest.raises(InvalidSequenceError, match="bound to two resident names"):
-            driver.dispatch_sequence(seq, [X], resident={"acc": first, "other": first})
+            driver.dispatch(seq, [X], resident={"acc": first, "other": first})
         with pytest.raises(Exception, match="near= lives in 'reference'"):
-            driver.allocate_resident(4, "wgpu", near=first)
+            driver.allocate_resident(4, backend="wgpu", near=first)
         with pytest.raises(Exception, match="needs backend= or near="):
             driver.allocate_resident(4)
 
@@ -215,18 +215,18 @@ def test_every_path_refuses_resident_buffers_of_two_workers_with_one_error(drv):
         y[vyre.global_id(0)] = y[vyre.global_id(0)] + x[vyre.global_id(0)]
 
     seq = two_residents()
-    acc = drv.allocate_resident(N * 4, "reference")
-    elsewhere = drv.allocate_resident(N * 4, "wgpu")
+    acc = drv.allocate_resident(N * 4, backend="reference")
+    elsewhere = drv.allocate_resident(N * 4, backend="wgpu")
     beside = drv.allocate_resident(N * 4, near=elsewhere)
-    compiled = drv.compile_sequence(seq, backend="reference")
+    compiled = drv.compile(seq, backend="reference")
     paths = {
-        "dispatch_sequence": lambda: drv.dispatch_sequence(
+        "dispatch_sequence": lambda: drv.dispatch(
             seq, [X], resident={"acc": acc, "other": elsewhere}),
         "a compiled sequence": lambda: compiled.dispatch(
             [X], resident={"acc": elsewhere, "other": beside}),
         "dispatch_resident": lambda: drv.dispatch_resident(affine(1.0, 0.0), [acc, elsewhere]),
-        "launch": lambda: drv.launch(add_into, N, (acc, elsewhere)),
-        "launch_async": lambda: drv.launch_async(add_into, N, (acc, elsewhere)),
+        "launch": lambda: drv.launch(add_into, (acc, elsewhere), dim=N),
+        "launch_async": lambda: drv.launch_async(add_into, (acc, elsewhere), dim=N),
     }
     refusals = {}
     for name, path in paths.items():  # (a sequence's refusals are InvalidSequenceError)
@@ -239,47 +239,47 @@ def test_every_path_refuses_resident_buffers_of_two_workers_with_one_error(drv):
         "Allocate them in one worker: drv.allocate_resident(nbytes, near=first_buffer) "
         "(a compiled sequence's: near a buffer of the worker it was compiled in).")}, refusals
 
-def test_compile_sequence_refuses_what_is_not_a_sequence(drv):
-    with pytest.raises(InvalidSequenceError, match="expected a Sequence, got Program"):
-        drv.compile_sequence(affine(1.0, 0.0))
+def test_compile_takes_a_program_or_a_sequence_and_refuses_anything_else(drv):
+    assert isinstance(drv.compile(affine(1.0, 0.0)), CompiledPipeline)
+    with pytest.raises(InvalidInputError, match="expected a Program, got 'affine'") as e:
+        drv.compile("affine")
+    assert "not names" in e.value.fix
 
 
 def test_resident_buffers_of_two_workers_or_an_old_generation_are_refused(drv):
     seq = two_residents()
-    acc = drv.allocate_resident(N * 4, "reference")
-    same = drv.allocate_resident(N * 4, "reference")
-    elsewhere = drv.allocate_resident(N * 4, "wgpu")
+    acc = drv.allocate_resident(N * 4, backend="reference")
+    same = drv.allocate_resident(N * 4, backend="reference")
+    elsewhere = drv.allocate_resident(N * 4, backend="wgpu")
     with pytest.raises(InvalidSequenceError, match="resident buffers must share one worker"):
-        drv.dispatch_sequence(seq, [X], resident={"acc": acc, "other": elsewhere})
+        drv.dispatch(seq, [X], resident={"acc": acc, "other": elsewhere})
     pid = next(w["pid"] for w in workers(drv, "reference") if w["index"] == acc.slot)
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not acc.valid, 10.0, "the generation to end")
     with pytest.raises(PipelineInvalidatedError, match="Allocate the buffer again"):
-        drv.dispatch_sequence(seq, [X], resident={"acc": acc, "other": same})
+        drv.dispatch(seq, [X], resident={"acc": acc, "other": same})
     wait_for(lambda: workers(drv, "reference")[0]["state"] == "idle", 10.0, "a new worker")
 
 
 def test_bad_inputs_and_configs_are_refused_before_any_work(drv):
     seq = chain()
     with pytest.raises(InvalidSequenceError, match=r"takes 1 input\(s\), got 0"):
-        drv.dispatch_sequence(seq, [])
-    with pytest.raises(InvalidSequenceError, match="expected a Sequence, got Program"):
-        drv.dispatch_sequence(affine(1.0, 0.0), [X])
+        drv.dispatch(seq, [])
     with pytest.raises(LaunchLimitError, match="would return 8000 bytes"):
-        drv.dispatch_sequence(seq, [X], config=DispatchConfig(max_output_bytes=4000))
+        drv.dispatch(seq, [X], config=DispatchConfig(max_output_bytes=4000))
 
 
 def test_shadow_compares_a_whole_sequence_against_the_reference(drv):
     seq = chain(3)
-    candidate = drv.compile_sequence(seq, backend="wgpu")
-    reference = drv.compile_sequence(seq, backend="reference")
+    candidate = drv.compile(seq, backend="wgpu")
+    reference = drv.compile(seq, backend="reference")
     cases = [ShadowCase(f"seed {s}", [np.random.default_rng(s).standard_normal(N)
                                       .astype(np.float32)]) for s in range(3)]
     report = shadow(candidate, reference, cases, ulp_budget=0)
     assert report.ok and report.cases_run == 3, str(report)
     other = chain(2)
     with pytest.raises(Exception, match="not the same work"):
-        shadow(drv.compile_sequence(other, backend="reference"), reference, cases)
+        shadow(drv.compile(other, backend="reference"), reference, cases)
 
 
 def test_a_step_the_backend_cannot_fit_is_refused_naming_the_step(drv):
@@ -290,7 +290,7 @@ def test_a_step_the_backend_cannot_fit_is_refused_naming_the_step(drv):
     b.transient("out", ir.f32, N)
     b.step(big.build(), grid=(2**26 + 1,))  # 64 more invocations than a u32 id numbers
     with pytest.raises(LaunchLimitError, match="step 0: backend 'reference': grid axis x"):
-        drv.dispatch_sequence(b.build(returns=["out"]), [], backend="reference")
+        drv.dispatch(b.build(returns=["out"]), [], backend="reference")
 
 
 def _rem_f64(n: int) -> ir.Program:
@@ -313,9 +313,9 @@ def test_a_sequence_a_named_backend_refuses_gets_a_fix_naming_the_backends_that_
     b.step(_rem_f64(8), {"out": "t"})
     seq = b.build(returns=["t"])
     with pytest.raises(UnsupportedFeatureError, match="rem on f64") as err:
-        drv.dispatch_sequence(seq, [np.full(8, 3.0)], backend="wgpu")
+        drv.dispatch(seq, [np.full(8, 3.0)], backend="wgpu")
     assert "Name cpu or reference as the backend" in err.value.fix
-    assert drv.dispatch_sequence(seq, [np.full(8, 3.0)])[0].tolist() == [1.0] * 8
+    assert drv.dispatch(seq, [np.full(8, 3.0)])[0].tolist() == [1.0] * 8
 
 
 def test_a_sequence_whose_step_wgpu_is_not_offered_names_the_backends_that_run_it(drv):
@@ -330,9 +330,9 @@ def test_a_sequence_whose_step_wgpu_is_not_offered_names_the_backends_that_run_i
     b.step(k.build(), {"out": "t"})
     seq = b.build(returns=["t"])
     with pytest.raises(NoCapableBackendError, match="uses ops not supported") as err:
-        drv.dispatch_sequence(seq, [np.ones(8)], backend="wgpu")
+        drv.dispatch(seq, [np.ones(8)], backend="wgpu")
     assert "cpu and reference can run all of it" in err.value.fix
-    assert drv.dispatch_sequence(seq, [np.ones(8)])[0].tobytes() == np.sin(np.ones(8)).tobytes()
+    assert drv.dispatch(seq, [np.ones(8)])[0].tobytes() == np.sin(np.ones(8)).tobytes()
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
@@ -348,14 +348,14 @@ def test_an_input_updated_in_place_comes_back_and_the_callers_array_is_not_writt
         b.step(double_in_place())
     seq = b.build(returns=["x"])
     before = x.copy()
-    out = drv.dispatch_sequence(seq, [x], backend=backend)
+    out = drv.dispatch(seq, [x], backend=backend)
     assert out[0].tobytes() == ((x * 2 + 1) * 2 + 1).tobytes()
     assert x.tobytes() == before.tobytes()
-    into = drv.dispatch_sequence(seq, [x], backend=backend, out=[x])
+    into = drv.dispatch(seq, [x], backend=backend, out=[x])
     assert into[0] is x and x.tobytes() == ((before * 2 + 1) * 2 + 1).tobytes()
     assert into.loops == [LoopRun(2, True)]
     with pytest.raises(InvalidInputError, match="out= array for 'x' has dtype float32"):
-        drv.dispatch_sequence(seq, [x], backend=backend, out=[np.zeros(n, np.float32)])
+        drv.dispatch(seq, [x], backend=backend, out=[np.zeros(n, np.float32)])
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
@@ -364,7 +364,7 @@ def test_a_compiled_sequence_writes_its_returns_into_out(drv, backend):
     main before this commit: TypeError, no such keyword): the returns land in the
     caller's arrays, which are returned; the inputs are unchanged unless named there; a
     wrong ``out=`` is refused before any work."""
-    compiled = drv.compile_sequence(chain(2), backend=backend)
+    compiled = drv.compile(chain(2), backend=backend)
     x = np.random.default_rng(35).standard_normal(N).astype(np.float32)
     before = x.copy()
     t, u = np.full(N, 7, np.float32), np.full((10, N // 10), 7, np.float32)
@@ -386,7 +386,7 @@ def test_a_compiled_sequence_writes_its_returns_into_out(drv, backend):
     b.input("x", ir.u32, n)
     with b.loop(times=2):
         b.step(double_in_place())
-    in_place = drv.compile_sequence(b.build(returns=["x"]), backend=backend)
+    in_place = drv.compile(b.build(returns=["x"]), backend=backend)
     x = np.arange(n, dtype=np.uint32)
     into = in_place.dispatch([x], out=[x])  # the caller asks for its input in place
     assert into[0] is x and x.tobytes() == ((np.arange(n, dtype=np.uint32) * 2 + 1) * 2

@@ -112,11 +112,11 @@ def test_a_dispatch_on_shared_arrays_is_exact_and_carries_no_array_bytes(
     """x (read_write) updated in place, y read, o written into the caller's array: the
     same bytes as the call on ordinary arrays, and the request only a header."""
     x0, y0 = case(1)
-    want_x, want_o = drv.dispatch(rw(N), [x0, y0], backend)
+    want_x, want_o = drv.dispatch(rw(N), [x0, y0], backend=backend)
     x, y, o = drv.asarray(x0), drv.asarray(y0), drv.empty(N, np.uint32)
     before = segments()
     lane_bytes.clear()
-    got = drv.dispatch(rw(N), [x, y], backend, out=[x, o])  # (outputs: x, then o)
+    got = drv.dispatch(rw(N), [x, y], backend=backend, out=[x, o])  # (outputs: x, then o)
     assert np.shares_memory(got[0], x) and np.shares_memory(got[1], o)
     exact(o, want_o)
     exact(x, want_x)
@@ -132,14 +132,15 @@ def test_a_launch_writes_shared_arrays_in_place_exactly(drv, backend, lane_bytes
     rng = np.random.default_rng(2)
     x0, y0 = (rng.standard_normal(N).astype(np.float32) for _ in range(2))
     want = np.empty(N, np.float32)
-    drv.launch(saxpy, N, (np.float32(1.5), x0, y0, want), backend)
+    drv.launch(saxpy, (np.float32(1.5), x0, y0, want), dim=N, backend=backend)
     x, y, out = drv.asarray(x0), drv.asarray(y0), drv.zeros((N // 256, 256), np.float32)
     lane_bytes.clear()
-    drv.launch(saxpy, N, (np.float32(1.5), x, y, out.reshape(-1)), backend)
+    drv.launch(saxpy, (np.float32(1.5), x, y, out.reshape(-1)), dim=N, backend=backend)
     exact(out.reshape(-1), want)
     assert max(lane_bytes) < 4096, lane_bytes
     out[:] = 0
-    pending = drv.launch_async(saxpy, N, (np.float32(1.5), x, y, out.reshape(-1)), backend)
+    pending = drv.launch_async(saxpy, (np.float32(1.5), x, y, out.reshape(-1)), dim=N,
+                               backend=backend)
     pending.result()
     exact(out.reshape(-1), want)
     assert max(lane_bytes) < 4096, lane_bytes
@@ -156,9 +157,9 @@ def test_a_sequence_returns_into_shared_arrays_exactly(drv, backend, lane_bytes)
     b.step(reverse(N), {"x": "x", "o": "t"})
     seq = b.build(returns=["t"])
     x0, _ = case(3)
-    want, = drv.dispatch_sequence(seq, [x0], backend=backend)
+    want, = drv.dispatch(seq, [x0], backend=backend)
     x = drv.asarray(x0)
-    drv.dispatch_sequence(seq, [x], backend=backend, out=[x])
+    drv.dispatch(seq, [x], backend=backend, out=[x])
     exact(x, want)
     exact(want, x0[::-1].copy())
 
@@ -173,13 +174,13 @@ def test_contiguous_views_at_an_offset_cross_as_descriptors_exactly(drv, lane_by
     x_before, y_before = x.copy(), y.copy()
     want_o = x_before ^ y_before
     lane_bytes.clear()
-    drv.dispatch(rw(N), [x, y], "reference", out=[x, o])
+    drv.dispatch(rw(N), [x, y], backend="reference", out=[x, o])
     exact(o, want_o)
     exact(x, x_before * np.uint32(3) + y_before)
     exact(base[:N], np.arange(N, dtype=np.uint32))  # around the views: untouched
     assert lane_bytes[0] < 4096
     small = base[:16]  # under 64 KiB: rides the lane, as any small array
-    assert drv.dispatch(one_output(16), [small], "reference")[0].tolist() == \
+    assert drv.dispatch(one_output(16), [small], backend="reference")[0].tolist() == \
         list(range(1, 17))
 
 
@@ -187,11 +188,11 @@ def test_non_contiguous_views_are_refused_with_a_fix(drv) -> None:
     a = drv.empty((256, 256), np.uint32)
     for view in (a.reshape(-1)[::-1], a[:, 1], a.T, a[::2]):
         with pytest.raises(InvalidInputError, match="not C-contiguous") as err:
-            drv.dispatch(one_output(view.size), [view], "reference")
+            drv.dispatch(one_output(view.size), [view], backend="reference")
         assert "np.ascontiguousarray" in err.value.fix
     with pytest.raises(InvalidInputError, match="not C-contiguous"):
-        drv.launch(saxpy, 256, (np.float32(1), drv.empty((256, 256), np.float32)[:, 0],
-                                np.zeros(256, np.float32), np.zeros(256, np.float32)))
+        drv.launch(saxpy, (np.float32(1), drv.empty((256, 256), np.float32)[:, 0],
+                                np.zeros(256, np.float32), np.zeros(256, np.float32)), dim=256)
 
 
 @pytest.mark.timeout(120)
@@ -201,7 +202,7 @@ def test_an_input_written_through_another_output_is_copied_not_read_while_writte
     """``o`` written over ``x``'s own memory: the worker must read x as it was."""
     x0, _ = case(4)
     x = drv.asarray(x0)
-    got, = drv.dispatch(reverse(N), [x], backend, out=[x])
+    got, = drv.dispatch(reverse(N), [x], backend=backend, out=[x])
     exact(got, x0[::-1].copy())
     exact(x, x0[::-1].copy())
 
@@ -212,7 +213,7 @@ def test_an_array_of_one_driver_crosses_without_a_copy_with_another(drv, lane_by
     x = drv.asarray(x0)
     with vyre.Driver() as other:
         lane_bytes.clear()
-        x_after, o = other.dispatch(rw(N), [x, drv.asarray(y0)], "reference")
+        x_after, o = other.dispatch(rw(N), [x, drv.asarray(y0)], backend="reference")
         assert lane_bytes[0] < 4096
         exact(o, x0 ^ y0)
         exact(x_after, x0 * np.uint32(3) + y0)
@@ -228,7 +229,7 @@ def test_dropped_arrays_close_their_descriptors(drv) -> None:
     counted as one the arrays left open; in the whole suite, the last request's
     reference (on the pool's thread) outlived the caller's ``del`` by a moment. A
     dispatch first, and the close waited for with a deadline, as the tests below do."""
-    drv.dispatch(one_output(N), [drv.empty(N, np.uint32)], "reference")
+    drv.dispatch(one_output(N), [drv.empty(N, np.uint32)], backend="reference")
     gc.collect()
     before = segments()
     arrays = [drv.empty(N, np.uint32) for _ in range(4)]
@@ -236,7 +237,7 @@ def test_dropped_arrays_close_their_descriptors(drv) -> None:
     mine = segments() - before  # (the pool's own cached segments may close meanwhile)
     assert len(mine) == 4
     for a in arrays:
-        drv.dispatch(one_output(N), [a], "reference", out=[a])
+        drv.dispatch(one_output(N), [a], backend="reference", out=[a])
     del arrays
     gc.collect()
     assert mine <= segments()  # the views keep them
@@ -252,21 +253,21 @@ def test_a_closed_drivers_arrays_stay_readable_and_every_call_refuses_them() -> 
     before = segments()
     with vyre.Driver() as d:
         a = d.asarray(np.arange(N, dtype=np.uint32))
-        d.dispatch(one_output(N), [a], "reference", out=[a])
+        d.dispatch(one_output(N), [a], backend="reference", out=[a])
     assert segments() <= before  # descriptors closed with the driver
     exact(a, np.arange(1, N + 1, dtype=np.uint32))  # the memory stays until collected
     a[0] = 5
     with vyre.Driver() as other:
-        for call in (lambda: other.dispatch(one_output(N), [a], "reference"),
+        for call in (lambda: other.dispatch(one_output(N), [a], backend="reference"),
                      lambda: other.dispatch(one_output(N), [np.zeros(N, np.uint32)],
-                                            "reference", out=[a]),
-                     lambda: other.launch(saxpy, N, (np.float32(1), np.zeros(N, np.float32),
+                                            backend="reference", out=[a]),
+                     lambda: other.launch(saxpy, (np.float32(1), np.zeros(N, np.float32),
                                                      np.zeros(N, np.float32), a.view(
-                                                         np.float32)))):
+                                                         np.float32)), dim=N)):
             with pytest.raises(InvalidInputError, match="closed") as err:
                 call()
             assert "np.array(x)" in err.value.fix
-        assert other.dispatch(one_output(N), [np.array(a)], "reference")[0][0] == 6
+        assert other.dispatch(one_output(N), [np.array(a)], backend="reference")[0][0] == 6
     with pytest.raises(PoolFailedError, match="closed"):
         d.empty(N, np.uint32)
 
@@ -281,7 +282,7 @@ def test_a_forked_child_refuses_the_parents_arrays_and_closes_their_descriptors(
         code = 1
         try:
             try:
-                drv.dispatch(one_output(N), [a], "reference")
+                drv.dispatch(one_output(N), [a], backend="reference")
             except InvalidInputError as exc:
                 if "forked" in exc.cause and "np.array(x)" in exc.fix and not (
                         segments() & mine) and a[1] == 1:
@@ -295,7 +296,7 @@ def test_a_forked_child_refuses_the_parents_arrays_and_closes_their_descriptors(
         os.waitpid(pid, 0)
         os.close(said)
         os.close(told)
-    got, = drv.dispatch(one_output(N), [a], "reference")  # the parent's: unchanged
+    got, = drv.dispatch(one_output(N), [a], backend="reference")  # the parent's: unchanged
     exact(got, np.arange(1, N + 1, dtype=np.uint32))
 
 
@@ -310,7 +311,7 @@ def test_the_worker_writes_straight_into_the_callers_array_and_it_survives_a_kil
 
         def call() -> None:
             try:
-                d.dispatch(write_then_spin(N, 50_000_000), [], "reference", out=[o],
+                d.dispatch(write_then_spin(N, 50_000_000), [], backend="reference", out=[o],
                            config=DispatchConfig(retries=0))
             except BaseException as exc:
                 failed.append(exc)
@@ -323,7 +324,7 @@ def test_the_worker_writes_straight_into_the_callers_array_and_it_survives_a_kil
         os.kill(busy["pid"], signal.SIGKILL)
         assert done.wait(PATIENCE) and failed
         o[:] = 1  # still the caller's: valid, writable
-        d.dispatch(one_output(N), [np.arange(N, dtype=np.uint32)], "reference", out=[o])
+        d.dispatch(one_output(N), [np.arange(N, dtype=np.uint32)], backend="reference", out=[o])
         exact(o, np.arange(1, N + 1, dtype=np.uint32))
 
 
@@ -332,14 +333,14 @@ def test_an_array_dropped_while_a_late_worker_may_write_it_stays_open_until_it_e
     """Past its deadline the worker is SIGTERMed and finishes first: its output segment,
     the caller's array dropped meanwhile, is closed only once that worker exited."""
     with vyre.Driver(kill_grace=10.0) as d:
-        d.dispatch(one_output(16), [np.zeros(16, np.uint32)], "reference")  # started
+        d.dispatch(one_output(16), [np.zeros(16, np.uint32)], backend="reference")  # started
         before = segments()
         o = d.empty(N, np.uint32)
         mine = segments() - before
         with pytest.raises(DispatchTimeoutError):
             # (200,000 passes: 3.4 s on the reference on a busy machine, well past the
             # 0.3 s deadline and within the 10 s grace; 1,500,000 took the whole grace)
-            d.dispatch(write_then_spin(N, 200_000), [], "reference", out=[o],
+            d.dispatch(write_then_spin(N, 200_000), [], backend="reference", out=[o],
                        config=DispatchConfig(timeout=0.3))
         late = [w for w in workers(d, "reference") if w["state"] != "idle"]
         assert len(late) == 1, workers(d, "reference")
@@ -437,7 +438,7 @@ def test_an_array_keeps_its_driver_alive_and_open(drv) -> None:
     del made
     gc.collect()
     assert kept() is not None
-    got, = drv.dispatch(one_output(N), [a], "reference")
+    got, = drv.dispatch(one_output(N), [a], backend="reference")
     exact(got, np.arange(1, N + 1, dtype=np.uint32))
     with warnings.catch_warnings(record=True):  # (the dropped driver's ResourceWarning)
         warnings.simplefilter("always")

@@ -322,15 +322,17 @@ def driver():
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
 def test_every_backend_gives_the_bytes_of_the_chosen_values(driver, backend):
     config = DispatchConfig(constants={"SCALE": 8, "STEPS": 3, "GAIN": -0.25})
-    same_bytes(driver.dispatch(scaled(), [], backend, config), expected(8, 3, -0.25))
-    same_bytes(driver.dispatch(scaled(), [], backend), expected())
-    same_bytes(driver.dispatch_async(scaled(), [], backend, config).result(60),
+    same_bytes(driver.dispatch(scaled(), [], backend=backend, config=config), expected(8, 3, -0.25))
+    same_bytes(driver.dispatch(scaled(), [], backend=backend), expected())
+    same_bytes(driver.dispatch_async(scaled(), [], backend=backend, config=config).result(60),
                expected(8, 3, -0.25))
 
 
 def test_compile_in_a_worker_keeps_the_values(driver):
-    pipeline = driver.compile(scaled(), "reference", DispatchConfig(constants={"SCALE": 2}))
-    other = driver.compile(scaled(), "reference", DispatchConfig(constants={"SCALE": 4}))
+    pipeline = driver.compile(scaled(), backend="reference",
+                              config=DispatchConfig(constants={"SCALE": 2}))
+    other = driver.compile(scaled(), backend="reference",
+                           config=DispatchConfig(constants={"SCALE": 4}))
     assert pipeline.key != other.key
     same_bytes(pipeline.dispatch([]), expected(2))
     same_bytes(other.dispatch([], DispatchConfig(constants={"SCALE": 4})), expected(4))
@@ -339,10 +341,10 @@ def test_compile_in_a_worker_keeps_the_values(driver):
 
 
 def test_a_sequence_runs_specialized_steps_and_refuses_config_constants(driver):
-    same_bytes(driver.dispatch_sequence(_sequence(SCALE=5, STEPS=2), backend="reference"),
+    same_bytes(driver.dispatch(_sequence(SCALE=5, STEPS=2), backend="reference"),
                expected(5, 2))
     with pytest.raises(InvalidConfigError, match="a sequence's config sets constants"):
-        driver.dispatch_sequence(_sequence(), backend="reference",
+        driver.dispatch(_sequence(), backend="reference",
                                  config=DispatchConfig(constants={"SCALE": 5}))
 
 
@@ -357,8 +359,8 @@ def test_unused_spec_constant_values_stay_apart_in_the_cpu_cache(driver):
     """Two values of one program are two native kernels (two pipeline keys), not one
     reused: the second value's bytes come back, not the first's."""
     for scale in (2, 6, 2):
-        same_bytes(driver.dispatch(scaled(), [], "cpu",
-                                   DispatchConfig(constants={"SCALE": scale})), expected(scale))
+        config = DispatchConfig(constants={"SCALE": scale})
+        same_bytes(driver.dispatch(scaled(), [], backend="cpu", config=config), expected(scale))
 
 
 def test_lit_of_a_constant_default_survives_a_worker_round_trip(driver):
@@ -367,7 +369,7 @@ def test_lit_of_a_constant_default_survives_a_worker_round_trip(driver):
     z = k.constant("Z", ir.f32, -0.0)
     out = k.output("out", ir.f32, 1)
     out[0] = z
-    got = driver.dispatch(k.build(), [], "reference")[0]
+    got = driver.dispatch(k.build(), [], backend="reference")[0]
     assert got.tobytes() == np.float32(-0.0).tobytes()
     assert SpecConstant("Z", Lit.of(ir.f32, -0.0)).default.bits == 0x80000000
 
@@ -385,8 +387,8 @@ def _reciprocal() -> ir.Program:
 def test_a_worker_does_not_take_a_zero_of_one_sign_for_the_other(driver):
     """The worker's config shortcut compared decoded dicts: [G, -0.0] == [G, 0.0]."""
     for value, want in ((0.0, np.inf), (-0.0, -np.inf), (0.0, np.inf)):
-        got = driver.dispatch(_reciprocal(), [], "reference",
-                              DispatchConfig(constants={"G": value}))[0]
+        got = driver.dispatch(_reciprocal(), [], backend="reference",
+                              config=DispatchConfig(constants={"G": value}))[0]
         assert got.tobytes() == np.full(4, want, np.float32).tobytes(), value
 
 
@@ -452,6 +454,6 @@ def test_routing_and_a_dispatch_on_weigh_the_chosen_values():
                         config=DispatchConfig(constants={"STEPS": -1}))
         assert all(pool["state"] == "not started" for pool in drv.status()["pools"].values())
         config = DispatchConfig(constants={"STEPS": 7})
-        assert drv.route(scaled(), "reference", config=config).backend == "reference"
+        assert drv.route(scaled(), backend="reference", config=config).backend == "reference"
         weighed = [e for e in drv.explain(scaled(), config=config) if e.backend == "reference"]
         assert weighed and weighed[0].accepted

@@ -173,9 +173,9 @@ def backends_for(t: ir.DType) -> list[str]:
 def test_every_backend_reads_the_references_bytes(driver, t):
     program = program_of([t])
     at = indices()
-    want = driver.dispatch(program, [at], "reference")
+    want = driver.dispatch(program, [at], backend="reference")
     for backend in backends_for(t):
-        got = driver.dispatch(program, [at], backend)
+        got = driver.dispatch(program, [at], backend=backend)
         for w, g in zip(want, got, strict=True):
             assert g.tobytes() == w.tobytes(), f"{t} on {backend}"
 
@@ -184,7 +184,7 @@ def test_a_table_of_64_bit_integers_routes_around_wgpu(driver):
     program = program_of([ir.u64])
     assert "dtype.u64" in program.requirements().ops
     with pytest.raises(NoCapableBackendError, match=r"dtype\.u64"):
-        driver.dispatch(program, [indices()], "wgpu")
+        driver.dispatch(program, [indices()], backend="wgpu")
 
 
 @settings(max_examples=6, deadline=None, derandomize=True, database=None)
@@ -206,7 +206,8 @@ def test_a_drawn_table_reads_the_same_bytes_everywhere(driver, drawn):
                                 np.zeros(1, np.uint32)])
     assert want.tobytes() == canonical[np.minimum(at, len(drawn))].tobytes()
     for backend in ("cpu", "wgpu"):
-        assert driver.dispatch(program, [at], backend)[0].tobytes() == want.tobytes(), backend
+        assert driver.dispatch(program, [at],
+                               backend=backend)[0].tobytes() == want.tobytes(), backend
 
 
 def test_a_barrier_under_a_table_read_at_a_uniform_index_runs_everywhere(driver):
@@ -225,13 +226,13 @@ def test_a_barrier_under_a_table_read_at_a_uniform_index_runs_everywhere(driver)
     out[ir.global_id()] = value
     program = k.build()
     assert program.validate() == []
-    want = driver.dispatch(program, [], "reference")[0]
+    want = driver.dispatch(program, [], backend="reference")[0]
     gid = np.arange(256, dtype=np.uint32)
     neighbour = gid - gid % 64 + (gid % 64 + 1) % 64
     assert want.tobytes() == np.where(np.isin(gid // 64, [0, 2, 3]), neighbour,
                                       gid).astype(np.uint32).tobytes()
     for backend in ("cpu", "wgpu"):
-        assert driver.dispatch(program, [], backend)[0].tobytes() == want.tobytes(), backend
+        assert driver.dispatch(program, [], backend=backend)[0].tobytes() == want.tobytes(), backend
 
 
 @pytest.mark.parametrize("t", [ir.f32, ir.f64, ir.u8], ids=str)
@@ -247,9 +248,10 @@ def test_a_table_of_the_largest_size_reads_the_same_bytes_everywhere(driver, t):
     out[ir.global_id()] = ir.table(values, x[ir.global_id()], t)
     program = k.build()
     at = np.arange(MAX_TABLE + 64, dtype=np.uint32)
-    want = driver.dispatch(program, [at], "reference")[0]
+    want = driver.dispatch(program, [at], backend="reference")[0]
     for backend in ("cpu", "wgpu"):
-        assert driver.dispatch(program, [at], backend)[0].tobytes() == want.tobytes(), backend
+        assert driver.dispatch(program, [at],
+                               backend=backend)[0].tobytes() == want.tobytes(), backend
 
 
 def test_the_tables_buffer_counts_against_the_devices_storage_buffers(driver):
@@ -274,9 +276,9 @@ def test_the_tables_buffer_counts_against_the_devices_storage_buffers(driver):
         return k.build()
 
     ones = [np.ones(1, np.uint32)] * (limit - 2)
-    assert driver.dispatch(kernel(False), ones, "wgpu")[0].tolist() == [limit - 2]
+    assert driver.dispatch(kernel(False), ones, backend="wgpu")[0].tolist() == [limit - 2]
     with pytest.raises(UnsupportedFeatureError, match="tables its math reads") as raised:
-        driver.dispatch(kernel(True), ones, "wgpu")
+        driver.dispatch(kernel(True), ones, backend="wgpu")
     assert f"binds {limit + 1} storage buffers (2 of them vyre's own" in str(raised.value)
     assert driver.dispatch(kernel(True), ones)[0].tolist() == [limit - 2 + 7]
 

@@ -176,4 +176,4 @@ def test_f64_pow_is_not_offered_to_wgpu(driver):
     x = np.array([0.5, -2.0, 3.0, 1e-300, 700.0], np.float64)
     y = np.array([3.0, 3.0, -0.5, 0.5, 1.5], np.float64)
     with pytest.raises(NoCapableBackendError, match="uses ops not supported"):
-        driver.dispatch(program("pow", ir.f64, len(x)), [x, y], "wgpu")
+        driver.dispatch(program("pow", ir.f64, len(x)), [x, y], backend="wgpu")

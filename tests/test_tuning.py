@@ -187,20 +187,20 @@ def driver():
 def test_tuning_measures_every_candidate_and_keeps_the_fastest(driver, tuning_dir):
     x = np.arange(N, dtype=np.uint32)
     seen = []
-    result = driver.tune(unrolled(), [x], "reference", workgroups=[(64,), (128,)],
+    result = driver.tune(unrolled(), [x], backend="reference", workgroups=[(64,), (128,)],
                          constants={"UNROLL": [1, 4]}, repeats=2, on_measured=seen.append)
     assert len(result.measured) == len(seen) == 4 and not result.cached
     assert [m.verdict for m in result.measured].count("best") == 1
     best = next(m for m in result.measured if m.verdict == "best")
     assert best.seconds == min(m.seconds for m in result.measured)
     assert result.path is not None and result.path.parent == tuning_dir
-    again = driver.tune(unrolled(), [x], "reference", workgroups=[(64,), (128,)],
+    again = driver.tune(unrolled(), [x], backend="reference", workgroups=[(64,), (128,)],
                         constants={"UNROLL": [1, 4]}, repeats=2)
     assert again.cached and again.best == result.best and again.measured == []
 
 
 def test_a_candidate_that_changes_bytes_is_rejected(driver, tuning_dir):
-    result = driver.tune(by_lane(), [], "reference", workgroups=[(64,), (32,)], repeats=1)
+    result = driver.tune(by_lane(), [], backend="reference", workgroups=[(64,), (32,)], repeats=1)
     verdicts = {m.candidate.workgroup: m.verdict for m in result.measured}
     assert verdicts == {(64, 1, 1): "best", (32, 1, 1): "rejected"}
     rejected = result.measured[1]
@@ -221,16 +221,18 @@ def test_tuned_true_keeps_the_callers_constants_and_grid(driver, tuning_dir):
     """A review found tuned=True ran the defaults: G=2.0 came out as x * 1.0."""
     x = np.arange(N, dtype=np.float32)
     mine = DispatchConfig(constants={"G": 2.0})
-    result = driver.tune(scaled_by_gain(), [x], "reference", config=mine, repeats=1)
+    result = driver.tune(scaled_by_gain(), [x], backend="reference", config=mine, repeats=1)
     assert result.measured[0].candidate.constants == mine.constants
     assert all(m.candidate.constants == mine.constants for m in result.measured)
-    tuned = driver.dispatch(scaled_by_gain(), [x], "reference", mine.replace(tuned=True))[0]
+    tuned = driver.dispatch(scaled_by_gain(), [x], backend="reference",
+                            config=mine.replace(tuned=True))[0]
     assert tuned.tobytes() == (x * 2).tobytes()
     # another grid is another key: nothing tuned for it, so it runs as given
     grid = mine.replace(grid_override=(4,), tuned=True)
-    assert driver.tuned_config(scaled_by_gain(), [x], "reference", grid) == grid.replace(
+    assert driver.tuned_config(scaled_by_gain(), [x], backend="reference",
+                               config=grid) == grid.replace(
         tuned=False)
-    covered = driver.dispatch(scaled_by_gain(), [x], "reference", grid)[0]
+    covered = driver.dispatch(scaled_by_gain(), [x], backend="reference", config=grid)[0]
     assert covered.tobytes() == np.concatenate([x[:256] * 2, np.zeros(N - 256,
                                                                       np.float32)]).tobytes()
 
@@ -238,44 +240,47 @@ def test_tuned_true_keeps_the_callers_constants_and_grid(driver, tuning_dir):
 def test_tuned_true_is_refused_where_there_is_no_choice_to_apply(driver, tuning_dir):
     x = np.arange(N, dtype=np.float32)
     tuned = DispatchConfig(tuned=True)
-    for call in (lambda: driver.compile(scaled_by_gain(), "reference", tuned),
+    for call in (lambda: driver.compile(scaled_by_gain(), backend="reference", config=tuned),
                  lambda: dispatch_on(driver, "reference", scaled_by_gain(), [x], config=tuned),
-                 lambda: driver.compile(scaled_by_gain(), "reference").dispatch([x], tuned)):
+                 lambda: driver.compile(scaled_by_gain(), backend="reference").dispatch([x],
+                                                                                        tuned)):
         with pytest.raises(InvalidConfigError, match="tuned=True has no tuned choice"):
             call()
 
 
 def test_a_cached_choice_is_checked_against_the_request(driver, tuning_dir):
     x = np.arange(N, dtype=np.uint32)
-    first = driver.tune(unrolled(), [x], "reference", workgroups=[(64,), (128,)],
+    first = driver.tune(unrolled(), [x], backend="reference", workgroups=[(64,), (128,)],
                         constants={"UNROLL": [4]}, repeats=1)
     wide = cache.Tuned(Candidate((128, 1, 1), canonical_values({"UNROLL": 4})), 1e-9, 1.0)
     cache.store(first.key, wide)  # (the cache now says 128, whatever was measured)
     with pytest.raises(InvalidConfigError, match="repeats=0 must be an int >= 1"):
-        driver.tune(unrolled(), [x], "reference", workgroups=[(64,), (128,)], repeats=0)
-    again = driver.tune(unrolled(), [x], "reference", workgroups=[(64,), (128,)],
+        driver.tune(unrolled(), [x], backend="reference", workgroups=[(64,), (128,)], repeats=0)
+    again = driver.tune(unrolled(), [x], backend="reference", workgroups=[(64,), (128,)],
                         constants={"UNROLL": [4]}, repeats=1)
     assert again.cached and again.best == wide.best
-    narrowed = driver.tune(unrolled(), [x], "reference", workgroups=[(32,)],
+    narrowed = driver.tune(unrolled(), [x], backend="reference", workgroups=[(32,)],
                            constants={"UNROLL": [4]}, repeats=1)
     assert not narrowed.cached and narrowed.best.workgroup in {(32, 1, 1), (64, 1, 1)}
 
 
 def test_tuned_true_dispatches_with_the_choice(driver, tuning_dir):
     x = np.arange(N, dtype=np.uint32)
-    result = driver.tune(unrolled(), [x], "reference", workgroups=[(32,)],
+    result = driver.tune(unrolled(), [x], backend="reference", workgroups=[(32,)],
                          constants={"UNROLL": [2]}, repeats=1)
     assert result.best in (Candidate((32, 1, 1), canonical_values({"UNROLL": 2})),
                            Candidate((64, 1, 1), canonical_values({"UNROLL": 4})))
-    chosen = driver.tuned_config(unrolled(), [x], "reference", DispatchConfig(tuned=True))
+    chosen = driver.tuned_config(unrolled(), [x], backend="reference",
+                                 config=DispatchConfig(tuned=True))
     assert (chosen.workgroup_override, chosen.constants) == (result.best.workgroup,
                                                             result.best.constants)
-    out = driver.dispatch(unrolled(), [x], "reference", DispatchConfig(tuned=True))[0]
+    out = driver.dispatch(unrolled(), [x], backend="reference",
+                          config=DispatchConfig(tuned=True))[0]
     assert out.tobytes() == x.tobytes()
     # no entry for these sizes: the config as given
     other = np.arange(N // 2, dtype=np.uint32)
-    assert driver.tuned_config(unrolled(), [other], "reference",
-                               DispatchConfig(tuned=True)).constants == ()
+    assert driver.tuned_config(unrolled(), [other], backend="reference",
+                               config=DispatchConfig(tuned=True)).constants == ()
 
 
 def test_the_matmul_example_tunes_its_tile_depth_without_changing_a_byte(driver, tuning_dir):
@@ -283,11 +288,11 @@ def test_the_matmul_example_tunes_its_tile_depth_without_changing_a_byte(driver,
     from vyre_examples.matmul import build
 
     example = build()
-    result = driver.tune(example.program, example.inputs, "cpu", config=example.config,
+    result = driver.tune(example.program, example.inputs, backend="cpu", config=example.config,
                          constants={"KTILE": [4, 16]}, repeats=1)
     assert sorted(m.verdict for m in result.measured) == ["best", "ok"]
-    out = driver.dispatch(example.program, example.inputs, "cpu",
-                          example.config.replace(tuned=True))[0]   # (its dim)
+    out = driver.dispatch(example.program, example.inputs, backend="cpu",
+                          config=example.config.replace(tuned=True))[0]   # (its dim)
     assert out.tobytes() == example.expected[0].tobytes()
 
 

@@ -99,6 +99,24 @@ DEPRECATIONS: tuple[Deprecation, ...] = (
     Deprecation("call", "Driver.dispatch_sequence_on", "0.1.0", "1.0.0",
                 "Call vyre_core.testing.dispatch_on(driver, backend, sequence, inputs, "
                 "config=...): it takes a sequence too."),
+    Deprecation("call", "positional backend and config", "0.1.0", "1.0.0",
+                "Name them: every verb is (work, inputs, *, backend=None, config=None, ...), "
+                "e.g. drv.dispatch(program, [x], backend='cpu'); a verb without a config "
+                "takes timeout= by name (drv.probe('cpu', timeout=5))."),
+    Deprecation("call", "timeout= beside config=", "0.1.0", "1.0.0",
+                "Give config=DispatchConfig(timeout=...): a config's timeout bounds the "
+                "whole call (routing, probing, starting pools, compiling)."),
+    Deprecation("call", "Driver.launch(kernel, dim, args)", "0.1.0", "1.0.0",
+                "Write drv.launch(kernel, args, dim=dim)."),
+    Deprecation("call", "Driver.dispatch_sequence", "0.1.0", "1.0.0",
+                "Call drv.dispatch(sequence, inputs, resident=..., backend=..., config=..., "
+                "out=...): dispatch takes a sequence."),
+    Deprecation("call", "Driver.compile_sequence", "0.1.0", "1.0.0",
+                "Call drv.compile(sequence, backend=..., config=...): compile takes a "
+                "sequence."),
+    Deprecation("call", "Driver.dispatch_resident's Timing", "0.1.0", "1.0.0",
+                "Read outputs.timing (wall_ns, device_ns, label): dispatch_resident returns "
+                "Outputs, as every dispatch does."),
 )
 
 

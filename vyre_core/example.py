@@ -75,15 +75,15 @@ class Example:
         """Run it through ``drv`` on the routed (or named) backend. A sequence's resident
         buffers are allocated there, filled from ``resident``, and freed afterwards."""
         if not isinstance(self.program, StepSequence):
-            return drv.dispatch(self.program, self.inputs, backend, self.config)
+            return drv.dispatch(self.program, self.inputs, backend=backend, config=self.config)
         if not self.resident:
-            return drv.dispatch_sequence(self.program, self.inputs, backend=backend,
+            return drv.dispatch(self.program, self.inputs, backend=backend,
                                          config=self.config)
-        chosen = drv.route(self.program, backend).backend
+        chosen = drv.route(self.program, backend=backend).backend
         buffers = self.upload_resident(drv, chosen)
         try:
-            return drv.dispatch_sequence(self.program, self.inputs, buffers, chosen,
-                                         self.config)
+            return drv.dispatch(self.program, self.inputs, resident=buffers, backend=chosen,
+                                         config=self.config)
         finally:
             for buf in buffers.values():
                 buf.free()
@@ -94,7 +94,7 @@ class Example:
         buffers: dict[str, ResidentBuffer] = {}
         for name, data in self.resident.items():
             first = next(iter(buffers.values()), None)
-            buffers[name] = drv.allocate_resident(data.nbytes, backend, near=first)
+            buffers[name] = drv.allocate_resident(data.nbytes, backend=backend, near=first)
             buffers[name].upload(data)
         return buffers
 

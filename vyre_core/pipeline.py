@@ -153,8 +153,8 @@ class CompiledSequence(_PinnedHandle):
                  out: Sequence[np.ndarray] | None = None) -> Outputs:
         """Run the sequence: ``inputs`` one per input buffer in declaration order,
         ``resident`` a ResidentBuffer of this handle's worker per resident buffer; with
-        ``out`` the returns are written there, as ``Driver.dispatch_sequence`` does."""
+        ``out`` the returns are written there, as ``Driver.dispatch`` does."""
         self._refuse_if_stale(f"sequence {self.fingerprint[:12]}",
-                              "Compile the sequence again (Driver.compile_sequence) and use "
-                              "the new handle; Driver.dispatch_sequence recompiles by itself.")
+                              "Compile the sequence again (Driver.compile) and use the new "
+                              "handle; Driver.dispatch recompiles by itself.")
         return self._runner(inputs, resident or {}, config or self.config, out)

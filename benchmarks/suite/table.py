@@ -172,9 +172,9 @@ def launches(drv: Driver, have: dict[str, bool]) -> dict[str, float]:
         wx, wout = wp.array(x, device="cpu"), wp.zeros(1, dtype=wp.uint32, device="cpu")
         calls["Warp (wp.launch)"] = lambda: wp.launch(warp_tiny, dim=1, inputs=[wx, wout],
                                                       device="cpu")
-    pipeline = drv.compile(tiny_program(), BACKEND)
+    pipeline = drv.compile(tiny_program(), backend=BACKEND)
     calls["vyre cpu (compiled pipeline)"] = lambda: pipeline.dispatch([x])
-    calls["vyre cpu (Driver.dispatch)"] = lambda: drv.dispatch(tiny_program(), [x], BACKEND)
+    calls["vyre cpu (Driver.dispatch)"] = lambda: drv.dispatch(tiny_program(), [x], backend=BACKEND)
     found: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(3):
         for name, call in calls.items():

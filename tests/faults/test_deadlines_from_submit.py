@@ -26,6 +26,9 @@ from .support import PROGRAM, assert_saxpy, driver, inputs, pool_status, wait_bu
 
 SLACK = 1.5  # polling, scheduling and process start-up on a loaded 2-core machine
 
+#: A call bounded by half a second (a config's timeout bounds the whole call)
+HALF_SECOND = DispatchConfig(timeout=0.5)
+
 
 def timed(call, *args, **kwargs) -> tuple[float, BaseException | None, float]:
     """How long the call took, what it raised, and how long of that this process did not
@@ -68,7 +71,8 @@ def test_workers_that_never_start_cannot_hold_a_call_past_its_deadline(monkeypat
         assert elapsed <= 1.0 + SLACK + stalled, elapsed  # was max_restarts x startup_timeout
         elapsed, error, stalled = timed(drv.probe, "faults", timeout=0.5)
         assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK + stalled
-        elapsed, error, stalled = timed(drv.allocate_resident, 64, "faults", timeout=0.5)
+        elapsed, error, stalled = timed(drv.allocate_resident, 64, backend="faults",
+                                        timeout=0.5)
         assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK + stalled
 
 
@@ -79,13 +83,13 @@ def test_compile_route_and_explain_end_at_their_timeout(monkeypatch) -> None:
     routing probes a backend only once."""
     monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
-    for call, said in ((lambda drv: drv.compile(PROGRAM, backend="faults", timeout=0.5),
+    for call, said in ((lambda drv: drv.compile(PROGRAM, backend="faults", config=HALF_SECOND),
                         "routing probe of 'faults'"),
-                       (lambda drv: drv.compile(PROGRAM, timeout=0.5),
+                       (lambda drv: drv.compile(PROGRAM, config=HALF_SECOND),
                         "while routing probed backend 'faults'"),
-                       (lambda drv: drv.route(PROGRAM, timeout=0.5),
+                       (lambda drv: drv.route(PROGRAM, config=HALF_SECOND),
                         "while routing probed backend 'faults'"),
-                       (lambda drv: drv.explain(PROGRAM, timeout=0.5),
+                       (lambda drv: drv.explain(PROGRAM, config=HALF_SECOND),
                         "while routing probed backend 'faults'")):
         with driver(startup_timeout=30.0) as drv:
             elapsed, error, stalled = timed(call, drv)
@@ -148,13 +152,13 @@ def test_dispatch_async_returns_while_routing_still_starts_and_probes_a_pool(
 @pytest.mark.timeout(60)
 def test_resident_buffer_calls_take_a_timeout() -> None:
     with driver(workers=1) as drv:
-        buf = drv.allocate_resident(16, "reference", timeout=30)
+        buf = drv.allocate_resident(16, backend="reference", timeout=30)
         buf.upload(np.arange(4, dtype=np.uint32), timeout=30)
         busy = drv.dispatch_async(spin(3_000_000), [], backend="reference")  # ~5 s
         wait_for(lambda: pool_status(drv, "reference")["workers"][0]["running"], 10.0,
                  "the reference worker running the long dispatch")
-        for call in (lambda: buf.download(timeout=0.3), lambda: buf.upload(b"x" * 16, 0.3),
-                     lambda: drv.allocate_resident(16, "reference", timeout=0.3)):
+        for call in (lambda: buf.download(timeout=0.3), lambda: buf.upload(b"x" * 16, timeout=0.3),
+                     lambda: drv.allocate_resident(16, backend="reference", timeout=0.3)):
             elapsed, error, stalled = timed(call)
             assert isinstance(error, DispatchTimeoutError), error
             assert elapsed <= 0.3 + SLACK + stalled

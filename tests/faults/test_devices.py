@@ -168,7 +168,7 @@ def test_capabilities_are_per_device_and_routing_keeps_work_to_capable_ones(monk
         hold = drv.dispatch_async(PROGRAM, DATA, backend="faults",
                                   config=DispatchConfig(label="fault:sleep:1"))
         wait_for(lambda: pool_status(drv)["workers"][0]["running"], 10, "worker 0 busy")
-        buffers = [drv.allocate_resident(8 * N, "faults")]
+        buffers = [drv.allocate_resident(8 * N, backend="faults")]
         buffers.append(drv.allocate_resident(8 * N, near=buffers[0]))
         hold.result(30)
         assert drv.pools.open("faults").device_of(buffers[0].slot) == 1

@@ -155,13 +155,13 @@ def test_cancel_mid_loop_then_the_next_call_answers_within_a_second(backend, vyr
     trips = np.array([FOREVER], np.uint32)
     with vyre.Driver(kill_grace=0.5, standby=1 if backend == "wgpu" else 0) as drv:
         few = np.zeros(256, np.uint32)
-        drv.launch(spin, 256, (np.array([3], np.uint32), few), backend=backend)  # warm
+        drv.launch(spin, (np.array([3], np.uint32), few), dim=256, backend=backend)  # warm
         assert few.tobytes() == expected(3)
         if backend == "wgpu":  # (it cuts an invocation's loops at 65535 iterations:
             trips, lanes = np.array([60000], np.uint32), 1 << 20  # many invocations then)
         else:
             lanes = 256
-        pending = drv.launch_async(spin, lanes, (trips, np.zeros(lanes, np.uint32)),
+        pending = drv.launch_async(spin, (trips, np.zeros(lanes, np.uint32)), dim=lanes,
                                    backend=backend)
         def looping() -> bool:
             pool = drv.status()["pools"][backend]
@@ -175,7 +175,7 @@ def test_cancel_mid_loop_then_the_next_call_answers_within_a_second(backend, vyr
         with pytest.raises(DispatchCancelledError):
             pending.result()
         out = np.zeros(256, np.uint32)
-        drv.launch(spin, 256, (np.array([5], np.uint32), out), backend=backend)
+        drv.launch(spin, (np.array([5], np.uint32), out), dim=256, backend=backend)
         answered = time.monotonic() - started
         assert out.tobytes() == expected(5)
         # (1 s quiet; a loaded machine delays the workers, whose stalls vyre_stalls, this
@@ -200,8 +200,9 @@ def test_cancel_of_a_finished_failed_or_cancelled_call_is_a_no_op_and_races_have
         done = drv.dispatch_async(program, inputs, backend="reference")
         assert done.result()[0].tobytes() == want
         assert done.cancel() is False and done.result()[0].tobytes() == want
-        failed = drv.launch_async(spin, 256, (np.array([FOREVER], np.uint32),
-                                              np.zeros(256, np.uint32)), backend="reference",
+        failed = drv.launch_async(spin, (np.array([FOREVER], np.uint32),
+                                              np.zeros(256,
+                                                       np.uint32)), dim=256, backend="reference",
                                   config=vyre.DispatchConfig(timeout=0.2))
         with pytest.raises(vyre.errors.DispatchTimeoutError):
             failed.result()

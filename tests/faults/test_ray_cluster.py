@@ -503,7 +503,7 @@ def test_resident_buffers_out_arrays_and_a_standby_spare_on_ray(cluster):
         mine = np.empty(n, np.float32)
         drv.dispatch(program, data, backend="faults", out=[mine])
         assert mine.tobytes() == expected.tobytes()
-        buffer = drv.allocate_resident(4 * n, "faults")
+        buffer = drv.allocate_resident(4 * n, backend="faults")
         buffer.upload(x)
         assert buffer.download() == x.tobytes()
         wait_for(lambda: drv.status()["pools"]["faults"]["standby"] == 1, 30, "the spare")

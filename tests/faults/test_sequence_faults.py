@@ -55,7 +55,7 @@ def in_thread(call) -> tuple[threading.Thread, dict]:
 def test_a_sequence_cut_off_by_a_worker_kill_is_run_again_whole():
     with Driver() as drv:
         drv.probe("reference")
-        thread, outcome = in_thread(lambda: drv.dispatch_sequence(slow(100), [],
+        thread, outcome = in_thread(lambda: drv.dispatch(slow(100), [],
                                                                   backend="reference"))
         (busy,) = wait_running(drv)
         os.kill(busy["pid"], signal.SIGKILL)
@@ -70,8 +70,8 @@ def test_a_sequence_with_resident_buffers_is_not_run_again_after_a_kill():
     """Its buffers died with the worker: the caller is told, nothing is re-run on a new
     worker with buffers it does not have."""
     with Driver() as drv:
-        out = drv.allocate_resident(4, "reference")
-        thread, outcome = in_thread(lambda: drv.dispatch_sequence(
+        out = drv.allocate_resident(4, backend="reference")
+        thread, outcome = in_thread(lambda: drv.dispatch(
             slow(100, resident=True), [], resident={"out": out}))
         (busy,) = wait_running(drv)
         os.kill(busy["pid"], signal.SIGKILL)
@@ -80,7 +80,7 @@ def test_a_sequence_with_resident_buffers_is_not_run_again_after_a_kill():
             outcome
         assert not out.valid
         with pytest.raises(PipelineInvalidatedError):
-            drv.dispatch_sequence(slow(1, resident=True), [], resident={"out": out})
+            drv.dispatch(slow(1, resident=True), [], resident={"out": out})
 
 
 @pytest.mark.timeout(60)
@@ -89,12 +89,12 @@ def test_a_sequence_past_its_deadline_is_killed_and_the_pool_recovers(vyre_stall
         drv.probe("reference")
         start = time.monotonic()
         with pytest.raises(DispatchTimeoutError):
-            drv.dispatch_sequence(slow(2000), [], backend="reference",
+            drv.dispatch(slow(2000), [], backend="reference",
                                   config=DispatchConfig(timeout=0.5))
         assert time.monotonic() - start < 5.0 + vyre_stalls.since(start), vyre_stalls
         wait_for(lambda: workers(drv, "reference")[0]["state"] == "idle", 10.0,
                  "the replacement worker")
-        assert drv.dispatch_sequence(slow(2), [], backend="reference")[0].tolist() == \
+        assert drv.dispatch(slow(2), [], backend="reference")[0].tolist() == \
             [expected()]
-        assert np.array_equal(drv.dispatch_sequence(slow(1), [], backend="reference")[0],
+        assert np.array_equal(drv.dispatch(slow(1), [], backend="reference")[0],
                               [expected()])

@@ -93,8 +93,8 @@ def test_kill_idle_worker_invalidates_resident_buffers() -> None:
     """The fault backend has no resident memory; the reference backend's does."""
     with driver() as drv:
         data = inputs(5)
-        buffers = [drv.allocate_resident(arr.nbytes, "reference") for arr in data]
-        out_buf = drv.allocate_resident(N * 4, "reference")
+        buffers = [drv.allocate_resident(arr.nbytes, backend="reference") for arr in data]
+        out_buf = drv.allocate_resident(N * 4, backend="reference")
         for buf, arr in zip(buffers, data, strict=True):
             buf.upload(arr)
         drv.dispatch_resident(PROGRAM, [*buffers, out_buf])
@@ -117,7 +117,7 @@ def test_kill_idle_worker_invalidates_resident_buffers() -> None:
         with pytest.raises(PipelineInvalidatedError, match="Compile the program again"):
             pipeline.dispatch(data)
 
-        fresh = drv.allocate_resident(16, "reference")
+        fresh = drv.allocate_resident(16, backend="reference")
         fresh.upload(np.arange(4, dtype=np.uint32))
         assert fresh.download() == np.arange(4, dtype=np.uint32).tobytes()
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="reference"), data)

@@ -123,8 +123,8 @@ def test_resident_dispatches_through_a_worker_match_the_reference() -> None:
     found = {}
     with vyre_core.Driver() as drv:
         for name in ("reference", "wgpu"):
-            bx = drv.allocate_resident(x.nbytes, name)
-            by = drv.allocate_resident(y.nbytes, name)
+            bx = drv.allocate_resident(x.nbytes, backend=name)
+            by = drv.allocate_resident(y.nbytes, backend=name)
             bx.upload(x)
             by.upload(y)
             for a in (2.0, 2.0, -0.5):

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if args.save:
         record["saved"] = [str(path) for path in save_target(target, args.save)]
     with Driver() as drv:
-        decision = drv.route(example.program, args.backend, config=example.config)
+        decision = drv.route(example.program, backend=args.backend, config=example.config)
         start = time.perf_counter()
         outputs = example.run(drv, args.backend)
         seconds = time.perf_counter() - start

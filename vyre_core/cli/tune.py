@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
             def measured(row: Measured) -> None:
                 bar.advance(row.candidate.describe())
 
-            result = drv.tune(example.program, example.inputs, backend, config=example.config,
+            result = drv.tune(example.program, example.inputs, backend=backend,
+                              config=example.config,
                               workgroups=workgroups, constants=constants or None,
                               repeats=args.repeats, limit=args.limit, refresh=args.refresh,
                               on_measured=measured)

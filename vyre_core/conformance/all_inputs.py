@@ -339,8 +339,8 @@ def check_chunk(driver: Any, backend: str, suite: Suite, chunk: int, chunk_bits:
     try:
         for s in range(start, start + size, DISPATCH):
             n = min(DISPATCH, start + size - s)
-            got = np.asarray(driver.dispatch(suite.program(n), suite.inputs(s, n), backend,
-                                             config)[0])
+            got = np.asarray(driver.dispatch(suite.program(n), suite.inputs(s, n), backend=backend,
+                                             config=config)[0])
             digests.update(h, got)
             parts.append(got)
     except VyreError as exc:

@@ -130,23 +130,23 @@ def _simple_case(caps: Capabilities) -> Case:
 def test_pipeline_and_async_agree_with_dispatch(kit_driver: Driver, caps: Capabilities,
                                                 backend_id: str) -> None:
     c = _simple_case(caps)
-    pipeline = kit_driver.compile(c.program, backend_id)
-    for outputs in (kit_driver.dispatch(c.program, c.inputs, backend_id),
+    pipeline = kit_driver.compile(c.program, backend=backend_id)
+    for outputs in (kit_driver.dispatch(c.program, c.inputs, backend=backend_id),
                     pipeline.dispatch(c.inputs), pipeline.dispatch(c.inputs),
-                    kit_driver.dispatch_async(c.program, c.inputs, backend_id).result(60)):
+                    kit_driver.dispatch_async(c.program, c.inputs, backend=backend_id).result(60)):
         assert outputs[0].tobytes() == c.expected[0].tobytes()
 
 
 def test_survives_a_refusal(kit_driver: Driver, caps: Capabilities, backend_id: str) -> None:
     """A refused program leaves the same worker serving; the refusal carries a Fix."""
     c = _simple_case(caps)
-    kit_driver.dispatch(c.program, c.inputs, backend_id)
+    kit_driver.dispatch(c.program, c.inputs, backend=backend_id)
     before = kit_driver.status()["pools"][backend_id]["workers"]
     over = honesty.oversized_workgroup(caps)
     with pytest.raises((UnsupportedFeatureError, LaunchLimitError)) as info:
         dispatch_on(kit_driver, backend_id, over.program, over.inputs)
     assert info.value.fix and "Fix:" in str(info.value)
-    assert kit_driver.dispatch(c.program, c.inputs, backend_id)[0].tobytes() \
+    assert kit_driver.dispatch(c.program, c.inputs, backend=backend_id)[0].tobytes() \
         == c.expected[0].tobytes()
     after = kit_driver.status()["pools"][backend_id]["workers"]
     assert [(w["pid"], w["generation"]) for w in after] \

@@ -64,7 +64,7 @@ def run_case(driver: Driver, backend: str, caps: Capabilities, case: Case) -> Ca
     def run() -> Outputs:
         if reasons:  # not claimed: hand it over anyway, it must be refused
             return dispatch_on(driver, backend, case.program, case.inputs, config=config)
-        return driver.dispatch(case.program, case.inputs, backend, config)
+        return driver.dispatch(case.program, case.inputs, backend=backend, config=config)
 
     return _judged(case.name, backend, reasons, run, lambda outputs: outputs_divergence(
         case.program, case.expected, outputs, case.ulp))
@@ -81,7 +81,7 @@ def run_sequence_case(driver: Driver, backend: str, caps: Capabilities,
     def run() -> Outputs:
         if reasons:  # not claimed: hand it over anyway, it must be refused
             return dispatch_on(driver, backend, case.sequence, case.inputs, config=config)
-        return driver.dispatch_sequence(case.sequence, case.inputs, backend=backend,
+        return driver.dispatch(case.sequence, case.inputs, backend=backend,
                                         config=config)
 
     def divergence(out: Outputs) -> str | None:

@@ -132,7 +132,7 @@ def run_on(driver, backend: str, count: int = DEFAULT_INPUTS,
     config = DispatchConfig(timeout=120.0)
 
     def dispatch(prog: ir.Program, xs: list[np.ndarray]) -> list[np.ndarray]:
-        return list(driver.dispatch(prog, xs, backend, config))
+        return list(driver.dispatch(prog, xs, backend=backend, config=config))
 
     results = []
     for op in OPS:

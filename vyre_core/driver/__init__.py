@@ -4,7 +4,9 @@
   docstring): construction and the verbs, each a few lines over the rooms below;
 - ``calls.py``: what each verb checks and builds before any work is sent, and the
   synchronous calls that send it (dispatch, sequences, ``dispatch_resident``);
-- ``compiled.py``: the handles ``compile`` and ``compile_sequence`` make;
+- ``call_forms.py``: how a verb is called: its one shape, the refusal of a keyword it
+  does not take, and vyre 0.1's forms, kept (warned) until 1.0.0;
+- ``compiled.py``: the handles ``compile`` makes (of a program, and of a sequence);
 - ``pending.py``: ``PendingResult``, a call in flight, and ``Background``, the
   asynchronous routing of ``dispatch_async`` and ``launch_async``;
 - ``resident.py``: ``ResidentBuffer``, device memory that stays in one worker,

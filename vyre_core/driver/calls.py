@@ -15,6 +15,7 @@ from vyre_core import abi, deprecations, shared_arrays
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import LoopRun, Outputs, Timing
 from vyre_core.deadline import Deadline
+from vyre_core.driver.call_forms import ResidentOutputs
 from vyre_core.driver.resident import (
     ResidentBuffer,
     ResidentLaunch,
@@ -164,7 +165,7 @@ def _untuned(config: DispatchConfig, where: str) -> DispatchConfig:
     if config.tuned:
         raise InvalidConfigError(
             f"tuned=True has no tuned choice to apply in {where}",
-            "Take Driver.tuned_config(program, inputs, backend, config) and pass that "
+            "Take Driver.tuned_config(program, inputs, backend=..., config=...) and pass that "
             "config instead, or dispatch with Driver.dispatch.")
     return config
 
@@ -218,7 +219,7 @@ def _checked_program(program: Any) -> Program:
     if isinstance(program, Program):
         return program
     fix = {Kernel: "Pass kernel.build() (it validates the kernel and returns its Program).",
-           StepSequence: "Run a sequence with Driver.dispatch_sequence.",
+           StepSequence: "Run a sequence with Driver.dispatch(sequence, inputs).",
            str: "Pass the Program object itself, e.g. ir.Kernel(...).build(); vyre "
                 "dispatches programs, not names."}.get(type(program))
     if isinstance(program, KernelFunction):
@@ -330,7 +331,7 @@ def _dispatched(routing: RoutingPolicy, plans: PlannedLaunches, program: Program
 
 
 def _dispatch_resident(routing: RoutingPolicy, program: Program,
-                       buffers: Sequence[ResidentBuffer], config: Any) -> Timing:
+                       buffers: Sequence[ResidentBuffer], config: Any) -> ResidentOutputs:
     """``Driver.dispatch_resident``: ``program`` run by the worker holding ``buffers``."""
     config = _untuned(_config(config), "dispatch_resident")
     one_worker(buffers, [f"buffers[{i}]" for i in range(len(buffers))])
@@ -342,7 +343,9 @@ def _dispatch_resident(routing: RoutingPolicy, program: Program,
         "config": config.to_wire(),
         "handles": [b.handle for b in buffers], "label": config.label},
         deadline=deadline)
-    return Timing(meta["wall_ns"], meta.get("device_ns"), config.label)
+    outputs = ResidentOutputs()
+    outputs.timing = Timing(meta["wall_ns"], meta.get("device_ns"), config.label)
+    return outputs
 
 
 def _resident_launch(routing: RoutingPolicy, plan: ResidentLaunch,
@@ -384,10 +387,43 @@ def _resident_sequence_pool(routing: RoutingPolicy, sequence: StepSequence, requ
     return pool
 
 
+def _no_dim(config: Any, dim: Any, verb: str = "dispatch") -> Any:
+    """``config``, where a call that runs a sequence was given no ``dim``: a sequence's
+    steps say their own grids."""
+    if dim is not None:
+        raise InvalidConfigError(f"{verb}(dim=...) of a sequence: its steps say their own "
+                                 "grids", "Give dim= to each step (SequenceBuilder.step), not "
+                                 "to the call.")
+    return config
+
+
+def _program_config(config: Any, dim: Any, resident: Any) -> DispatchConfig:
+    """The config of a dispatch of a program (``dim`` applied), which takes no
+    ``resident=``: that names a sequence's resident buffers."""
+    if resident is not None:
+        raise InvalidInputError(
+            "dispatch(resident=...) of a program: resident= names a sequence's resident "
+            "buffers", "Run a program on resident buffers with "
+            "Driver.dispatch_resident(program, buffers), or launch a kernel with them among "
+            "its args (Driver.launch).")
+    return _launch_config(config, dim)
+
+
+def _one_program(work: Any) -> Any:
+    """``work``, where a verb that runs only a program (``dispatch_async``) was given one."""
+    if isinstance(work, StepSequence):
+        raise InvalidSequenceError(
+            "dispatch_async runs a program, and was given a sequence",
+            "Run the sequence with Driver.dispatch (in a thread of your own, or with "
+            "asyncio.to_thread, to go on meanwhile), or compile it once (Driver.compile) "
+            "and run the handle there.")
+    return work
+
+
 def _dispatched_sequence(routing: RoutingPolicy, sequence: StepSequence, inputs: Sequence[Any],
                          resident: Mapping[str, ResidentBuffer] | None, backend: str | None,
                          config: Any, out: Sequence[np.ndarray] | None) -> Outputs:
-    """``Driver.dispatch_sequence``: the request built and checked, run by the routed
+    """``Driver.dispatch`` of a sequence: the request built and checked, run by the routed
     backend (or the worker holding ``resident``), its returns written into ``out``."""
     config = _sequence_config(config)
     if config.fuse:
@@ -413,11 +449,7 @@ def dispatched_on(driver: Any, backend: str, work: Program | StepSequence,
         config = _untuned(_launch_config(config, dim), "dispatch_on")
         _, request = _planned(driver._plans, work, inputs, config)
         return _outputs(*pool.call(request))
-    if dim is not None:
-        raise InvalidConfigError("dispatch_on(dim=...) of a sequence: its steps say their "
-                                 "own grids", "Give dim= to each step "
-                                 "(SequenceBuilder.step), not to the call.")
-    config = _sequence_config(config)
+    config = _sequence_config(_no_dim(config, dim, "dispatch_on"))
     if config.fuse:
         work = _checked_sequence(work).fused()
     request = _sequence_request(work, inputs, None, config)

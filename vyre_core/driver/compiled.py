@@ -1,4 +1,4 @@
-"""The handles ``Driver.compile`` and ``Driver.compile_sequence`` make: the work compiled
+"""The handles ``Driver.compile`` makes (of a program, of a sequence): the work compiled
 in one worker, found by routing as a dispatch finds it, and the ``run`` each handle calls
 to send the work to that worker again until it restarts. Apart from the Driver because a
 handle outlives the call that made it and talks to its worker alone, never to routing."""
@@ -44,16 +44,15 @@ if TYPE_CHECKING:
 
 
 def compiled_pipeline(routing: RoutingPolicy, program: Program, backend: str | None,
-                      config: DispatchConfig | None, timeout: float | None
-                      ) -> CompiledPipeline:
-    """``Driver.compile``: ``program`` compiled in one worker of the routed (or named)
-    backend, and the handle that dispatches it there."""
+                      config: DispatchConfig | None) -> CompiledPipeline:
+    """``Driver.compile`` of a program: compiled in one worker of the routed (or named)
+    backend within ``config.timeout``, and the handle that dispatches it there."""
     config = _untuned(_config(config), "compile (a choice is kept per input size)")
     source, program = program, effective_program(_checked_program(program), config)
     weighed = _weighed(source, config)  # (its launch, when its grid is known already)
     config = config.replace(workgroup_override=None, constants=())
     meta = {"program": program.to_wire(), "config": config.to_wire()}
-    deadline = Deadline.after(timeout)
+    deadline = Deadline.after(config.timeout)
 
     def request(pool: PoolHandle) -> Request:
         return Request(Op.COMPILE, meta, [],
@@ -89,17 +88,17 @@ def compiled_pipeline(routing: RoutingPolicy, program: Program, backend: str | N
 
 
 def compiled_sequence(routing: RoutingPolicy, sequence: StepSequence, backend: str | None,
-                      config: DispatchConfig | None, timeout: float | None
-                      ) -> CompiledSequence:
-    """``Driver.compile_sequence``: ``sequence`` checked against the routed (or named)
-    backend and its programs compiled in one worker, and the handle that runs it there."""
+                      config: DispatchConfig | None) -> CompiledSequence:
+    """``Driver.compile`` of a sequence: checked against the routed (or named) backend and
+    its programs compiled in one worker within ``config.timeout``, and the handle that
+    runs it there."""
     config = _sequence_config(config)
     _checked_sequence(sequence)
     if config.fuse:
         sequence = sequence.fused()
     meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
             "config": config.to_wire()}
-    deadline = Deadline.after(timeout)
+    deadline = Deadline.after(config.timeout)
 
     def request(pool: PoolHandle) -> Request:
         return Request(Op.COMPILE_SEQUENCE, meta, [],

@@ -16,8 +16,6 @@ inherited Driver starts pools of its own and never touches the parent's.
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -28,8 +26,15 @@ import numpy as np
 from vyre_core import lifetime
 from vyre_core.cluster import connect
 from vyre_core.config import DispatchConfig
-from vyre_core.contract.types import Capabilities, DeviceInfo, Outputs, Timing
+from vyre_core.contract.types import Capabilities, DeviceInfo, Outputs
 from vyre_core.deadline import Deadline
+from vyre_core.driver.call_forms import (
+    alias,
+    explain_timeout_second,
+    launch_dim_first,
+    route_backend_second,
+    verb,
+)
 from vyre_core.driver.calls import (
     _checked_program,
     _config,
@@ -38,6 +43,9 @@ from vyre_core.driver.calls import (
     _dispatched_sequence,
     _kernel_plan,
     _launch_config,
+    _no_dim,
+    _one_program,
+    _program_config,
     _weighed,
     dispatched_on,
 )
@@ -57,7 +65,6 @@ from vyre_core.driver.owned import (
 )
 from vyre_core.driver.pending import PendingResult
 from vyre_core.driver.resident import ResidentBuffer, ResidentLaunch, allocate
-from vyre_core.errors import InvalidConfigError
 from vyre_core.ir import Program
 from vyre_core.kernels.kernel import KernelFunction
 from vyre_core.launch import PlannedLaunches
@@ -69,25 +76,6 @@ from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.rundir import RunDir
 from vyre_core.tuning.candidates import DEFAULT_LIMIT
 from vyre_core.tuning.tuner import DEFAULT_REPEATS, Measured, TuneResult
-
-
-def _keywords_checked(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` refusing a keyword it does not take (``grid=``, say) with the spellings it
-    does take, where Python would raise a bare TypeError."""
-    known = frozenset(inspect.signature(fn).parameters)
-
-    @functools.wraps(fn)
-    def checked(*args: Any, **kwargs: Any) -> Any:
-        unknown = kwargs.keys() - known
-        if unknown:
-            names = ", ".join(f"{name}=" for name in sorted(unknown))
-            raise InvalidConfigError(
-                f"{fn.__name__}() got an unknown keyword argument {names}",
-                "Say how many invocations run with dim= (e.g. dim=len(x), or dim=(64, 32): "
-                "dim[i] is the extent of global_id(i)), or count workgroups with "
-                "config=DispatchConfig(grid_override=(4,)).")
-        return fn(*args, **kwargs)
-    return checked
 
 
 class Driver(_Closing, _SharedArrays):
@@ -130,59 +118,70 @@ class Driver(_Closing, _SharedArrays):
         """Registered backends in precedence order."""
         return self.registry.backends()
 
-    def route(self, program: Program, backend: str | None = None, timeout: float | None = None,
-              config: DispatchConfig | None = None, *, inputs: Sequence[Any] | None = None,
+    @verb(old_form=route_backend_second, timeout_in_config=True)
+    def route(self, work: Program | StepSequence, inputs: Sequence[Any] | None = None, *,
+              backend: str | None = None, config: DispatchConfig | None = None,
               dim: int | Sequence[int] | None = None) -> RouteDecision:
         """The backend ``dispatch`` would use (with ``config``: its constants and workgroup
         override weigh, and the launch: its grid from ``dim``, the config, or inference
         over ``inputs`` or the declared sizes, and the buffer sizes). Backends judged on
-        static claims are probed first, exactly as ``dispatch`` does (within ``timeout``
-        seconds): apart, when routing may pass them over; the chosen one by starting its
-        pool."""
+        static claims are probed first, as ``dispatch`` does: apart, when routing may pass
+        them over; the chosen one by starting its pool."""
         config = _launch_config(config, dim)
-        return self.routing.route(_weighed(program, config, inputs), backend,
-                                  Deadline.after(timeout))
+        return self.routing.route(_weighed(work, config, inputs), backend,
+                                  Deadline.after(config.timeout))
 
-    def explain(self, program: Program, timeout: float | None = None,
-                config: DispatchConfig | None = None, *, inputs: Sequence[Any] | None = None,
+    @verb(old_form=explain_timeout_second, timeout_in_config=True)
+    def explain(self, work: Program | StepSequence, inputs: Sequence[Any] | None = None, *,
+                config: DispatchConfig | None = None,
                 dim: int | Sequence[int] | None = None) -> Explanations:
         """Every backend, accepted or why not, as ``dispatch`` would see them (the winner
         probed first; the launch weighed as ``route`` weighs it), also when none can run
         it; ``print`` it for the text."""
         config = _launch_config(config, dim)
-        return self.routing.explain(_weighed(program, config, inputs), Deadline.after(timeout))
+        return self.routing.explain(_weighed(work, config, inputs),
+                                    Deadline.after(config.timeout))
 
-    def probe(self, backend: str, timeout: float | None = None) -> Capabilities:
+    @verb("timeout")
+    def probe(self, backend: str, *, timeout: float | None = None) -> Capabilities:
         """What ``backend``'s worker probed on its device, starting its pool if needed.
         Raises PoolFailedError (with the worker's traceback) when it cannot start, and
         DispatchTimeoutError past ``timeout`` (default None: wait while workers start, up
-        to the pool's startup_timeout per try)."""
+        to the pool's startup bound per try)."""
         return self.pools.probe(backend, Deadline.after(timeout))
 
-    def devices(self, backend: str, timeout: float | None = None) -> list[DeviceInfo]:
+    @verb("timeout")
+    def devices(self, backend: str, *, timeout: float | None = None) -> list[DeviceInfo]:
         """The devices ``backend`` lists (``PoolOptions(devices=...)`` names them by id), as
         its worker reported them: probed first, as ``probe`` does."""
-        self.probe(backend, timeout)
+        self.probe(backend, timeout=timeout)
         return self.pools.open(backend).devices
 
-    @_keywords_checked
-    def dispatch(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
-                 config: DispatchConfig | None = None,
-                 out: Sequence[np.ndarray] | None = None, *,
-                 dim: int | Sequence[int] | None = None) -> Outputs:
-        """Outputs of one dispatch, in ABI order, from the routed (or named) backend. With
+    @verb("backend", "config", "out")
+    def dispatch(self, work: Program | StepSequence, inputs: Sequence[Any] = (), *,
+                 backend: str | None = None, config: DispatchConfig | None = None,
+                 out: Sequence[np.ndarray] | None = None, dim: int | Sequence[int] | None = None,
+                 resident: Mapping[str, ResidentBuffer] | None = None) -> Outputs:
+        """Outputs of one dispatch, in ABI order, from the routed (or named) backend.
+        ``work``: a program, or a sequence (every step in one request to one worker; its
+        ``returns`` in order, ``outputs.loops`` says how each loop ran; ``resident``: a
+        ResidentBuffer per resident buffer, all of one worker, which then runs it). With
         ``out`` (one writable, C-contiguous array per output, of its storage dtype and
-        length), the outputs are written into those arrays, which are returned. ``dim``:
-        the invocations per axis (``dim[i]`` is the extent of ``global_id(i)``), instead of
-        the grid inferred from the outputs (docs/ir.md)."""
-        config = _launch_config(config, dim)
+        length) the outputs are written there and returned. ``dim``: the invocations per
+        axis (``dim[i]`` is the extent of ``global_id(i)``), instead of the grid inferred
+        from the outputs (docs/ir.md)."""
+        if isinstance(work, StepSequence):
+            return _dispatched_sequence(self.routing, work, inputs, resident, backend,
+                                        _no_dim(config, dim), out)
+        config = _program_config(config, dim, resident)
         if config.tuned:
-            config = self.tuned_config(program, inputs, backend, config)
-        return _dispatched(self.routing, self._plans, program, inputs, backend, config, out,
+            config = self.tuned_config(work, inputs, backend=backend, config=config)
+        return _dispatched(self.routing, self._plans, work, inputs, backend, config, out,
                            self._shadow)
 
-    def launch(self, kernel: KernelFunction, dim: int | Sequence[int], args: Sequence[Any],
-               backend: str | None = None, config: DispatchConfig | None = None, *,
+    @verb("backend", "config", old_form=launch_dim_first)
+    def launch(self, kernel: KernelFunction, args: Sequence[Any], *, dim: int | Sequence[int],
+               backend: str | None = None, config: DispatchConfig | None = None,
                shapes: Mapping[str, Sequence[int]] | None = None) -> Outputs:
         """Run a ``@vyre.kernel`` over ``dim`` invocations with ``args`` (one per
         parameter), as ``dispatch`` runs its program (routing, config, timeouts, errors),
@@ -191,24 +190,25 @@ class Driver(_Closing, _SharedArrays):
         (``shapes`` gives a shaped one's extents): docs/kernels.md, "Launching"."""
         plan = _kernel_plan(kernel, dim, args, shapes, config)
         if isinstance(plan, ResidentLaunch):
-            outputs = self.dispatch_sequence(plan.sequence, plan.inputs, plan.resident,
-                                             backend, plan.config, out=plan.out)
+            outputs = self.dispatch(plan.sequence, plan.inputs, resident=plan.resident,
+                                    backend=backend, config=plan.config, out=plan.out)
         else:
-            outputs = self.dispatch(plan.program, plan.inputs, backend, config,
+            outputs = self.dispatch(plan.program, plan.inputs, backend=backend, config=config,
                                     out=plan.out, dim=dim)
         plan.fill()
         return outputs
 
-    def launch_async(self, kernel: KernelFunction, dim: int | Sequence[int],
-                     args: Sequence[Any], backend: str | None = None,
-                     config: DispatchConfig | None = None, *,
+    @verb("backend", "config", old_form=launch_dim_first)
+    def launch_async(self, kernel: KernelFunction, args: Sequence[Any], *,
+                     dim: int | Sequence[int], backend: str | None = None,
+                     config: DispatchConfig | None = None,
                      shapes: Mapping[str, Sequence[int]] | None = None) -> PendingResult:
         """``launch`` started at once: the caller's arrays are filled when ``result()``
         returns (as Warp's arrays are after a synchronize)."""
         return self._background.launch_async(self.routing, self._plans, self.tuned_config,
                                              kernel, dim, args, backend, config, shapes)
 
-    @_keywords_checked
+    @verb()
     def dispatch_on(self, backend: str, program: Program, inputs: Sequence[Any],
                     config: DispatchConfig | None = None, *,
                     dim: int | Sequence[int] | None = None) -> Outputs:
@@ -217,28 +217,31 @@ class Driver(_Closing, _SharedArrays):
         return dispatched_on(self, backend, program, inputs, config, dim,
                              "Driver.dispatch_on")
 
-    @_keywords_checked
-    def dispatch_async(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
-                       config: DispatchConfig | None = None, *,
+    @verb("backend", "config")
+    def dispatch_async(self, work: Program, inputs: Sequence[Any] = (), *,
+                       backend: str | None = None, config: DispatchConfig | None = None,
                        dim: int | Sequence[int] | None = None) -> PendingResult:
-        """Start a dispatch and return at once; the handle has ``is_ready()``,
-        ``result(timeout)`` and ``cancel()``. Routing, fall-over and refusals work as in
-        ``dispatch``: when a pool must be started or probed first, that happens off the
-        caller's thread. Errors in the program, inputs or launch are raised here, at once.
-        ``dim`` as in ``dispatch``."""
+        """Start a dispatch of a program and return at once; the handle has
+        ``is_ready()``, ``result(timeout)`` and ``cancel()``. Routing, fall-over and
+        refusals work as in ``dispatch``: when a pool must be started or probed first, that
+        happens off the caller's thread. Errors in the program, inputs or launch are raised
+        here, at once. ``dim`` as in ``dispatch``."""
         return self._background.dispatch_async(
-            self.routing, self._plans, self.tuned_config, program, inputs, backend,
-            _launch_config(config, dim), None)
+            self.routing, self._plans, self.tuned_config, _one_program(work), inputs,
+            backend, _launch_config(config, dim), None)
 
-    def compile(self, program: Program, backend: str | None = None,
-                config: DispatchConfig | None = None,
-                timeout: float | None = None) -> CompiledPipeline:
-        """Compile once in one worker; dispatch many times through the returned handle.
-        ``timeout`` bounds the whole call (default: routing unbounded, the compile itself
-        bounded by the backend's PoolOptions.compile_timeout)."""
-        return _keeping(self, compiled_pipeline(self.routing, program, backend, config, timeout))
+    @verb("backend", "config", timeout_in_config=True)
+    def compile(self, work: Program | StepSequence, *, backend: str | None = None,
+                config: DispatchConfig | None = None) -> CompiledPipeline | CompiledSequence:
+        """Compile once in one worker of the routed (or named) backend; dispatch many times
+        through the returned handle, there, until that worker restarts. A sequence is
+        checked against the backend and its programs compiled. ``config.timeout`` bounds
+        the whole call (each compile also by the pool's compile bound)."""
+        made = compiled_sequence if isinstance(work, StepSequence) else compiled_pipeline
+        return _keeping(self, made(self.routing, work, backend, config))
 
-    def tune(self, program: Program, inputs: Sequence[Any], backend: str | None = None, *,
+    @verb("backend")
+    def tune(self, program: Program, inputs: Sequence[Any], *, backend: str | None = None,
              config: DispatchConfig | None = None,
              workgroups: Sequence[Sequence[int]] | None = None,
              constants: Mapping[str, Sequence[Any]] | None = None,
@@ -259,7 +262,9 @@ class Driver(_Closing, _SharedArrays):
                                 workgroups=workgroups, constants=constants, repeats=repeats,
                                 limit=limit, refresh=refresh, on_measured=on_measured)
 
-    def tuned_config(self, program: Program, inputs: Sequence[Any], backend: str | None = None,
+    @verb("backend", "config")
+    def tuned_config(self, program: Program, inputs: Sequence[Any], *,
+                     backend: str | None = None,
                      config: DispatchConfig | None = None) -> DispatchConfig:
         """``config`` with the workgroup and constants tuning chose for this program, this
         config, backend, device and input sizes (``Driver.tune``); ``config`` as it is
@@ -269,7 +274,8 @@ class Driver(_Closing, _SharedArrays):
         config = _config(config).replace(tuned=False)
         return self._tuner.tuned_config(_checked_program(program), inputs, backend, config)
 
-    def allocate_resident(self, byte_len: int, backend: str | None = None,
+    @verb("backend", "timeout", "near")
+    def allocate_resident(self, byte_len: int, *, backend: str | None = None,
                           timeout: float | None = None,
                           near: ResidentBuffer | None = None) -> ResidentBuffer:
         """Device memory of ``byte_len`` bytes in a worker of ``backend``, or in the worker
@@ -277,26 +283,17 @@ class Driver(_Closing, _SharedArrays):
         ``timeout``: seconds for the whole call, default None."""
         return _keeping(self, allocate(self.pools, byte_len, backend, timeout, near))
 
-    def dispatch_resident(self, program: Program, buffers: Sequence[ResidentBuffer],
-                          config: DispatchConfig | None = None) -> Timing:
-        """Dispatch on resident buffers (one per non-workgroup buffer, declaration order);
-        outputs are written into their buffers. All must live in the same worker."""
-        return _dispatch_resident(self.routing, program, buffers, config)
+    @verb("config")
+    def dispatch_resident(self, work: Program, buffers: Sequence[ResidentBuffer], *,
+                          config: DispatchConfig | None = None) -> Outputs:
+        """Dispatch on resident buffers (one per non-workgroup buffer, declaration order):
+        outputs are written into their buffers, all of one worker; the ``Outputs`` hold no
+        arrays, and ``timing`` says how long it ran."""
+        return _dispatch_resident(self.routing, work, buffers, config)
 
-    def dispatch_sequence(self, sequence: StepSequence, inputs: Sequence[Any] = (),
-                          resident: Mapping[str, ResidentBuffer] | None = None,
-                          backend: str | None = None, config: DispatchConfig | None = None,
-                          out: Sequence[np.ndarray] | None = None) -> Outputs:
-        """Run every step of ``sequence`` in one request to one worker, and return its
-        ``returns`` in order (``outputs.loops`` says how each loop ran). ``inputs``: one
-        per input buffer, in declaration order (never written: an input a step updates
-        comes back as a return); ``resident``: a ResidentBuffer per resident buffer, all
-        of one worker, which then runs the sequence. With ``out`` (one array per return,
-        as ``dispatch`` takes them) the returns are written there, which may be the
-        caller's inputs. Routing takes the sequence as a whole: every step must run on
-        the backend it picks."""
-        return _dispatched_sequence(self.routing, sequence, inputs, resident, backend, config,
-                                    out)
+    dispatch_sequence = alias("dispatch_sequence", dispatch, 2,
+                              ("resident", "backend", "config", "out"))
+    compile_sequence = alias("compile_sequence", compile, 1, ("backend", "config", "timeout"))
 
     def dispatch_sequence_on(self, backend: str, sequence: StepSequence,
                              inputs: Sequence[Any] = (),
@@ -305,13 +302,6 @@ class Driver(_Closing, _SharedArrays):
         sequence too."""
         return dispatched_on(self, backend, sequence, inputs, config, None,
                              "Driver.dispatch_sequence_on")
-
-    def compile_sequence(self, sequence: StepSequence, backend: str | None = None,
-                         config: DispatchConfig | None = None,
-                         timeout: float | None = None) -> CompiledSequence:
-        """Check ``sequence`` against the routed (or named) backend and compile its programs
-        in one worker; the handle runs it there until that worker restarts."""
-        return _keeping(self, compiled_sequence(self.routing, sequence, backend, config, timeout))
 
     def status(self) -> dict[str, Any]:
         """Every registered backend's pool: workers with pid, generation, state, restarts,
@@ -327,7 +317,8 @@ class Driver(_Closing, _SharedArrays):
         ``driver`` names this driver as ``vyre top`` and Prometheus do: its run directory."""
         return _metrics(self.pools)
 
-    def close(self, timeout: float | None = None) -> None:
+    @verb("timeout")
+    def close(self, *, timeout: float | None = None) -> None:
         """Fail pending calls, stop every worker (SIGTERM, SIGKILL after the kill grace)
         and remove the run directory. Idempotent, and safe against Ctrl-C: interrupted, it
         still kills every worker it started and removes the run directory. ``timeout``

@@ -125,7 +125,7 @@ class Background:
                        out: Sequence[np.ndarray] | None) -> PendingResult:
         """``dispatch_async``, its outputs written into ``out`` when given (a launch's)."""
         if config.tuned:
-            config = tuned_config(program, inputs, backend, config)
+            config = tuned_config(program, inputs, backend=backend, config=config)
         source, (program, request) = program, _planned(plans, program, inputs, config)
         if out is not None:  # (program: now the launch, what routing weighs)
             _check_out(source, request.outputs, out)

@@ -21,6 +21,7 @@ import numpy as np
 
 from vyre_core.config import DispatchConfig
 from vyre_core.deadline import Deadline
+from vyre_core.driver.call_forms import verb
 from vyre_core.errors import (
     CallerError,
     InvalidConfigError,
@@ -87,13 +88,16 @@ class ResidentBuffer:
             op, meta, list(arrays), deadline=deadline or Deadline.after(timeout),
             slot=self.slot, generation=self.generation))
 
-    def upload(self, data: Any, timeout: float | None = None) -> None:
+    @verb("timeout")
+    def upload(self, data: Any, *, timeout: float | None = None) -> None:
         self._call(Op.UPLOAD, {"handle": self.handle}, [data], timeout)
 
-    def download(self, timeout: float | None = None) -> bytes:
+    @verb("timeout")
+    def download(self, *, timeout: float | None = None) -> bytes:
         return self._call(Op.DOWNLOAD, {"handle": self.handle}, (), timeout)[1][0].tobytes()
 
-    def free(self, timeout: float | None = None) -> None:
+    @verb("timeout")
+    def free(self, *, timeout: float | None = None) -> None:
         if self.valid:
             self._call(Op.FREE, {"handle": self.handle}, (), timeout)
 

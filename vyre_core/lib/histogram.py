@@ -326,7 +326,7 @@ def bincount(drv: Any, x: Any, weights: Any = None, minlength: int = 0, *,
     if array.size == 0:
         return np.zeros(bins, dtype)
     seq = _bincount_sequence(array.dtype, array.size, bins, None if w is None else w.dtype)
-    got, = drv.dispatch_sequence(seq, [array] + ([] if w is None else [w]), backend=backend)
+    got, = drv.dispatch(seq, [array] + ([] if w is None else [w]), backend=backend)
     return np.array(got, dtype)
 
 
@@ -348,7 +348,7 @@ def histogram(drv: Any, x: Any, bins: int = 10, range: Any = None, weights: Any 
             return np.zeros(max(edges.size - 1, 0), dtype), edges
         seq = _edges_sequence(array.dtype, array.size, edges.size - 1, compared.dtype,
                               None if w is None else w.dtype)
-        got, = drv.dispatch_sequence(seq, [array, *([] if w is None else [w]), compared],
+        got, = drv.dispatch(seq, [array, *([] if w is None else [w]), compared],
                                      backend=backend)
         return np.array(got, dtype), edges
     uniform = binning.uniform(array, bins, range)
@@ -357,7 +357,7 @@ def histogram(drv: Any, x: Any, bins: int = 10, range: Any = None, weights: Any 
     given = [uniform.lo, uniform.hi, uniform.edges, uniform.first, uniform.scale]
     seq = _histogram_sequence(array.dtype, array.size, uniform.bins,
                               tuple(a.dtype for a in given), None if w is None else w.dtype)
-    got, = drv.dispatch_sequence(seq, [array, *([] if w is None else [w]), *given],
+    got, = drv.dispatch(seq, [array, *([] if w is None else [w]), *given],
                                  backend=backend)
     return np.array(got, dtype), uniform.edges
 

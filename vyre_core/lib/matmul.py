@@ -188,7 +188,7 @@ def matmul(drv: Any, a: Any, b: Any, *, backend: str | None = None) -> Any:
         return np.zeros(p.shape, x.dtype)[()]
     left, right = operands(x, y, p)
     seq = _sequence(x.dtype, len(left), left.shape[1], p.k, p.n)
-    got, = drv.dispatch_sequence(seq, [left.reshape(-1), right.reshape(-1)],
+    got, = drv.dispatch(seq, [left.reshape(-1), right.reshape(-1)],
                                  backend=backend)
     return np.array(got).reshape(p.shape)[()]
 

@@ -39,7 +39,7 @@ def _sequence(name: str, dtype: np.dtype, outer: int, n: int, inner: int) -> Seq
 def _run(drv: Any, name: str, arrays: list[np.ndarray], where: Split,
          backend: str | None) -> list[np.ndarray]:
     seq = _sequence(name, arrays[0].dtype, where.outer, where.n, where.inner)
-    got = drv.dispatch_sequence(seq, [a.reshape(-1) for a in arrays], backend=backend)
+    got = drv.dispatch(seq, [a.reshape(-1) for a in arrays], backend=backend)
     return [np.array(a).reshape(where.shape) for a in got]
 
 

@@ -136,7 +136,7 @@ def cumsum(drv: Any, x: Any, axis: int | None = None, *, exclusive: bool = False
         return np.zeros(shape, array.dtype)
     seq = _sequence(array.dtype, shape, None if axis is None else axis % array.ndim,
                     bool(exclusive))
-    got, = drv.dispatch_sequence(seq, [array.reshape(-1)], backend=backend)
+    got, = drv.dispatch(seq, [array.reshape(-1)], backend=backend)
     return np.array(got).reshape(shape)
 
 

@@ -84,7 +84,7 @@ def _run(drv: Any, name: str, x: Any, axis: Any, backend: str | None) -> Any:
     if where.outer * where.inner == 0:
         return np.empty(shape, array.dtype)
     seq = _sequence(name, array.dtype, where.outer, where.n, where.inner)
-    got, = drv.dispatch_sequence(seq, [array.reshape(-1)], backend=backend)
+    got, = drv.dispatch(seq, [array.reshape(-1)], backend=backend)
     return np.array(got).reshape(shape)[()]
 
 

@@ -414,7 +414,7 @@ def _sort(drv: Any, x: Any, axis: Any, backend: str | None, arg: bool) -> np.nda
     half = array.itemsize == 2  # (f16: each word widened to a u32; f64: two u32 words)
     words = array.view(np.uint16).astype(np.uint32) if half else array.view(np.uint32)
     seq = _sequence(array.dtype, where.outer * where.inner, where.n, where.inner, arg)
-    got, = drv.dispatch_sequence(seq, [words.reshape(-1)], backend=backend)
+    got, = drv.dispatch(seq, [words.reshape(-1)], backend=backend)
     if arg:
         return np.asarray(got).astype(np.intp).reshape(array.shape)
     if half:

@@ -249,7 +249,7 @@ def transpose(drv: Any, x: Any, axes: Any = None, *,
     if array.size == 0 or launch(shape, order).kernel == "copy":
         return np.array(np.transpose(array, perm), order="C")  # (a copy, never x)
     seq = _sequence(word, shape, order)
-    got, = drv.dispatch_sequence(seq, [array.reshape(-1).view(word.value_np)],
+    got, = drv.dispatch(seq, [array.reshape(-1).view(word.value_np)],
                                  backend=backend)
     return np.array(got).view(array.dtype).reshape(result_shape)
 

@@ -20,6 +20,5 @@ def dispatch_on(driver: Driver, backend: str, work: Program | StepSequence,
                 dim: int | Sequence[int] | None = None) -> Outputs:
     """Run ``work`` (a program, or a sequence) on ``backend``'s worker of ``driver``,
     skipping routing's capability check; everything else (the ABI, the launch planned,
-    ``dim`` for a program, supervision, timeouts) is as ``Driver.dispatch`` (or
-    ``dispatch_sequence``)."""
+    ``dim`` for a program, supervision, timeouts) is as ``Driver.dispatch``."""
     return dispatched_on(driver, backend, work, inputs, config, dim)

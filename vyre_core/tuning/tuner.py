@@ -86,13 +86,12 @@ class Measuring(Protocol):
 
     registry: Registry
 
-    def route(self, program: Program, backend: str | None = None,
-              timeout: float | None = None,
+    def route(self, work: Program, inputs: Any = None, *, backend: str | None = None,
               config: DispatchConfig | None = None) -> RouteDecision: ...
 
-    def probe(self, backend: str, timeout: float | None = None) -> Capabilities: ...
+    def probe(self, backend: str, *, timeout: float | None = None) -> Capabilities: ...
 
-    def compile(self, program: Program, backend: str | None = None,
+    def compile(self, work: Program, *, backend: str | None = None,
                 config: DispatchConfig | None = None) -> CompiledPipeline: ...
 
 
@@ -121,9 +120,9 @@ class Tuner:
         """``Driver.tune`` (``config`` checked, untuned)."""
         check_repeats(repeats)
         driver, deadline = self.driver, Deadline.after(config.timeout)
-        backend = backend or driver.route(program, None, _left(deadline), config).backend
+        backend = backend or _routed(driver, program, config, deadline)
         key = self._key(program, inputs, backend, config, deadline)
-        listed = candidates(program, driver.probe(backend, _left(deadline)), config,
+        listed = candidates(program, driver.probe(backend, timeout=_left(deadline)), config,
                             workgroups, constants, limit)
         found = None if refresh else tuning_cache.load(key)
         if found is not None and found.best in listed:
@@ -142,7 +141,7 @@ class Tuner:
         """``Driver.tuned_config`` (``config`` checked, untuned): routing, probing and
         reading the cache within ``config.timeout``."""
         driver, deadline = self.driver, Deadline.after(config.timeout)
-        backend = backend or driver.route(program, None, _left(deadline), config).backend
+        backend = backend or _routed(driver, program, config, deadline)
         key = self._key(program, inputs, backend, config, deadline)
         if key not in self._tuned:
             self._tuned[key] = tuning_cache.load(key)
@@ -153,10 +152,16 @@ class Tuner:
              config: DispatchConfig, deadline: Deadline) -> TuneKey:
         driver = self.driver
         sizes = tuple(len(a) for a in abi.bind_inputs(program.check(), inputs))
-        caps = driver.probe(backend, _left(deadline))
+        caps = driver.probe(backend, timeout=_left(deadline))
         return tuning_cache.key_for(program.fingerprint(), backend,
                                     driver.registry.get(backend).version, caps.identity,
                                     sizes, config)
+
+
+def _routed(driver: Measuring, program: Program, config: DispatchConfig,
+            deadline: Deadline) -> str:
+    """The backend routing chooses for ``program``, within what is left of ``deadline``."""
+    return driver.route(program, config=config.replace(timeout=_left(deadline))).backend
 
 
 def _left(deadline: Deadline) -> float | None:
@@ -211,7 +216,7 @@ def _time(driver: Measuring, program: Program, inputs: Sequence[Any], backend: s
           candidate: Candidate, base: DispatchConfig, repeats: int
           ) -> tuple[float, list[np.ndarray]]:
     config = candidate.config(base).replace(profile=True)
-    pipeline = driver.compile(program, backend, config)
+    pipeline = driver.compile(program, backend=backend, config=config)
     first = pipeline.dispatch(inputs, config)  # (warm-up: caches, first touch of memory)
     outputs = [np.array(a, copy=True) for a in first]
     best = None

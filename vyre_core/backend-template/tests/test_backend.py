@@ -45,7 +45,7 @@ def test_a_kernel_of_ours_matches_numpy_byte_for_byte(driver: Driver) -> None:
     with k.if_(i < x.len):
         out[i] = (x[i] * 2654435761) >> 7
     xs = np.arange(1000, dtype=np.uint32)
-    (got,) = driver.dispatch(k.build(), [xs], BACKEND)
+    (got,) = driver.dispatch(k.build(), [xs], backend=BACKEND)
     assert got.tobytes() == ((xs * np.uint32(2654435761)) >> 7).tobytes()
 
 

@@ -27,6 +27,7 @@ from vyre_core.supervisor.rules.states import (
     FAILED,
     KILLING,
     NO_PROCESS,
+    NOTHING_TO_STOP,
     QUEUED,
     RECOVER,
     REQUEUE,
@@ -206,7 +207,7 @@ class Ending(_Rules):
         """Stop the worker at ``w``: ``planned`` stops (recycling, deadlines, close) do not
         count toward the restart intensity, ``fault`` stops (frozen, stuck) do. ``cause``
         is the reason's word in metrics.RESTART_REASONS (None: the driver closes)."""
-        if w.state in NO_PROCESS + ENDING:
+        if w.state in NOTHING_TO_STOP:
             if w.state in ENDING and kill and w.kill_at is not None:
                 w.kill_at = now  # escalate now
             return

@@ -131,6 +131,8 @@ RESTING = (IDLE, SPARE)
 PROVEN = (IDLE, BUSY, SPARE)
 #: On its way in or out: it may serve once its slot has started again.
 PASSING = (SPAWNING, STARTING, STOPPING, KILLING)
+#: No process, or one already told to stop: a retire has nothing to begin.
+NOTHING_TO_STOP = NO_PROCESS + ENDING
 
 
 @dataclass(frozen=True)
