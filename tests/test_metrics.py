@@ -258,7 +258,7 @@ def _lose_fork_server(shell: Shell) -> None:
     (_never_start, "start_failed"), (_die_starting, "start_failed"), (_overrun, "deadline"),
     (_lose_fork_server, "fork_server")])
 def test_the_rules_count_each_lost_process_by_its_reason(cause, reason: str) -> None:
-    shell = Shell(max_restarts=20, recycle_after=1, startup_timeout=3.0)
+    shell = Shell(restart={"max_restarts": 20, "recycle_after": 1}, timeouts={"startup": 3.0})
     cause(shell)
     shell.obey_signals()
     assert shell.machine.metrics_snapshot()["restarts"] == {reason: 1}

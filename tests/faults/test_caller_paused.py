@@ -23,7 +23,8 @@ from waiting import PATIENCE, stays_true, wait_for
 from .child_script import PRELUDE
 
 CHILD = PRELUDE + textwrap.dedent("""
-    drv = vyre_core.Driver(workers=3, heartbeat_timeout=3.0, heartbeat_interval=0.2)
+    drv = vyre_core.Driver(workers=3,
+                           timeouts=vyre_core.Timeouts(heartbeat=3.0, heartbeat_interval=0.2))
     drv.dispatch(PROGRAM, INPUTS, backend="faults")
     wait_until(lambda: all(w["state"] == "idle" for w in workers(drv, "faults")), "idle")
     pending = [drv.dispatch_async(PROGRAM, INPUTS, backend="faults",

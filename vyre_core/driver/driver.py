@@ -156,7 +156,7 @@ class Driver(_Closing, _SharedArrays):
         """What ``backend``'s worker probed on its device, starting its pool if needed.
         Raises PoolFailedError (with the worker's traceback) when it cannot start, and
         DispatchTimeoutError past ``timeout`` (default None: wait while workers start, up
-        to the pool's startup_timeout per try)."""
+        to the pool's Timeouts.startup per try)."""
         return self.pools.probe(backend, Deadline.after(timeout))
 
     def devices(self, backend: str, timeout: float | None = None) -> list[DeviceInfo]:
@@ -235,7 +235,7 @@ class Driver(_Closing, _SharedArrays):
                 timeout: float | None = None) -> CompiledPipeline:
         """Compile once in one worker; dispatch many times through the returned handle.
         ``timeout`` bounds the whole call (default: routing unbounded, the compile itself
-        bounded by the backend's PoolOptions.compile_timeout)."""
+        bounded by the backend's Timeouts.compile)."""
         return _keeping(self, compiled_pipeline(self.routing, program, backend, config, timeout))
 
     def tune(self, program: Program, inputs: Sequence[Any], backend: str | None = None, *,
