@@ -724,7 +724,7 @@ def test_the_collector_finds_the_fix_texts_and_their_options():
     ("Call drv.dispatch(program, inputs, shadow=True).", "keyword", "shadow"),
     ("Allocate with allocate_resident(n, close_to=b).", "keyword", "close_to"),
     ("Raise PoolOptions.spinning.", "attribute", "PoolOptions.spinning"),
-    ("Pass shadow=True.", "keyword", "shadow"),
+    ("Pass shadowing=True.", "keyword", "shadowing"),
     ("Call DispatchConfig.timeout() again.", "attribute", "DispatchConfig.timeout"),
     ("Recompile with Driver.recompile.", "attribute", "Driver.recompile"),
     ("Use vyre_core.NoSuchThing.", "attribute", "vyre_core.NoSuchThing"),

@@ -1,7 +1,7 @@
 """Option groups (issue 41 step 16): ``PoolOptions``' restart policy, timeouts and transport
-are each one frozen object checked when made, and the flat spellings of vyre 0.1 keep
-working for one version: they warn once (kind ``option``), say the group form, and are
-refused from 1.0.0."""
+are each one frozen object checked when made, the shadow's options are one object, and the
+flat spellings of vyre 0.1 keep working for one version: they warn once (kind ``option``,
+``call`` for the shadow's), say the group form, and are refused from 1.0.0."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from vyre_core import (
     Driver,
     PoolOptions,
     RestartPolicy,
+    ShadowOptions,
     Timeouts,
     Transport,
     deprecations,
@@ -224,11 +225,57 @@ def test_options_over_changes_only_the_fields_it_names(fresh):
             restart=changed.restart, timeouts=TIGHT.timeouts)
 
 
+# -- shadow options -------------------------------------------------------------------------
+
+@fast
+@pytest.mark.parametrize("every", [0, -1, 1.5, True, "2"])
+def test_shadow_options_refuse_a_bad_every(every):
+    error = refusal(lambda: ShadowOptions(every=every))
+    assert error.cause.startswith(f"ShadowOptions(every={every!r}) must be an int")
+    assert error.fix.startswith("Pass ShadowOptions(every=N)")
+
+
+@fast
+def test_shadow_options_refuse_a_dir_that_is_not_a_path(tmp_path):
+    assert refusal(lambda: ShadowOptions(every=2, dir=3)).fix.startswith(
+        "Pass ShadowOptions(dir=...) a directory path")
+    assert ShadowOptions(every=2, dir=tmp_path).dir == tmp_path
+    assert ShadowOptions() == ShadowOptions(None, None)
+
+
 def reference_only() -> Registry:
     return Registry.discover("reference")
 
 
-# -- the driver -----------------------------------------------------------------------------
+def test_the_shadow_is_one_object_and_its_flat_keywords_warn(fresh, tmp_path):
+    with Driver(reference_only(), shadow=ShadowOptions(every=3, dir=tmp_path)) as drv:
+        assert drv.shadow_report()["every"] == 3
+        assert drv.shadow_report()["directory"] == str(tmp_path)
+    with pytest.warns(VyreDeprecationWarning) as caught:
+        drv = Driver(reference_only(), shadow_every=2, shadow_dir=tmp_path)
+    with drv:
+        assert drv.shadow_report()["every"] == 2
+        assert drv.shadow_report()["directory"] == str(tmp_path)
+    said = sorted(str(w.message) for w in caught)
+    assert "call 'Driver(shadow_dir=)'" in said[0] and "call 'Driver(shadow_every=)'" in said[1]
+    assert "Fix: Pass Driver(shadow=ShadowOptions(every=N))." in said[1]
+    assert {w.filename for w in caught} == {__file__}
+    with Driver(reference_only()) as drv:
+        assert drv.shadow_report() is None
+
+
+def test_both_shadow_forms_at_once_are_refused(fresh, tmp_path):
+    error = refusal(lambda: Driver(reference_only(), shadow=ShadowOptions(every=2),
+                                   shadow_dir=tmp_path))
+    assert error.cause == "Driver got shadow= and shadow_dir= together"
+    assert error.fix == ("Pass the shadow's options in one place: "
+                         "Driver(shadow=ShadowOptions(every=N, dir=...)).")
+
+
+def test_the_shadows_flat_keywords_are_refused_past_their_removal(fresh):
+    fresh(Deprecation("call", "Driver(shadow_every=)", "0.0.1", "0.1.0", "Use shadow=."))
+    assert refusal(lambda: Driver(reference_only(), shadow_every=2)).fix == "Use shadow=."
+
 
 def test_a_driver_takes_flat_pool_fields_for_one_version(fresh):
     with pytest.warns(VyreDeprecationWarning, match="option 'kill_grace'") as caught:
@@ -241,7 +288,7 @@ def test_a_driver_takes_flat_pool_fields_for_one_version(fresh):
 
 
 def test_every_new_name_is_exported_and_listed_as_deprecated():
-    for name in ("RestartPolicy", "Timeouts", "Transport"):
+    for name in ("RestartPolicy", "Timeouts", "Transport", "ShadowOptions"):
         assert name in vyre_core.__all__
     kinds = {(d.kind, d.name) for d in DEPRECATIONS}
-    assert {("option", flat) for flat in FLAT} <= kinds
+    assert {("call", "Driver(shadow_every=)"), ("call", "Driver(shadow_dir=)")} <= kinds

@@ -119,6 +119,10 @@ DEPRECATIONS: tuple[Deprecation, ...] = (
                   f"Pass PoolOptions({group}={kind}({name}=...)) (or Driver({group}=...)), "
                   f"and read options.{group}.{name}.")
       for group, kind, names in OPTION_GROUPS for flat, name in names.items()),
+    Deprecation("call", "Driver(shadow_every=)", "0.1.0", "1.0.0",
+                "Pass Driver(shadow=ShadowOptions(every=N))."),
+    Deprecation("call", "Driver(shadow_dir=)", "0.1.0", "1.0.0",
+                "Pass Driver(shadow=ShadowOptions(every=N, dir=...))."),
 )
 
 
