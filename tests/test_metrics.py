@@ -227,13 +227,13 @@ def _recycle(shell: Shell) -> None:
 def _freeze(shell: Shell) -> None:
     shell.submit()
     shell.receive(0)
-    shell.advance(31.0)  # silent past heartbeat_timeout while running: killed
+    shell.advance(31.0)  # silent past Timeouts.heartbeat while running: killed
 
 
 def _never_start(shell: Shell) -> None:
     shell.auto_hello = False
     shell.submit()
-    shell.advance(4.0)  # no hello within startup_timeout: killed
+    shell.advance(4.0)  # no hello within Timeouts.startup: killed
 
 
 def _die_starting(shell: Shell) -> None:

@@ -364,7 +364,7 @@ def test_adopt_past_its_deadline_stops_the_process_and_the_slot_recovers():
 
 
 def test_spares_that_never_adopt_count_toward_the_restart_intensity():
-    """A process that cannot take over its slot in startup_timeout is stopped as planned,
+    """A process that cannot take over its slot in Timeouts.startup is stopped as planned,
     not counted: with a backend whose processes all hang there (the main thread blocked,
     heartbeats going on), every new spare is promoted, times out and is replaced, forever.
     A caller without a deadline then waits forever, while without standby a worker that
@@ -567,7 +567,7 @@ class StandbyPoolModel(PoolModel):
     def drain(self) -> None:
         """The base model's drain, with ADOPT answered as soon as it is taken: the base
         drain answers on its next turn, after stepping to the next timer, which can be
-        ADOPT's own deadline (startup_timeout); every promotion then times out, and (those
+        ADOPT's own deadline (Timeouts.startup); every promotion then times out, and (those
         stops being planned) the pool churns through spares forever. That is a finding of
         its own, checked deterministically by
         test_spares_that_never_adopt_count_toward_the_restart_intensity."""

@@ -62,7 +62,7 @@ def test_a_queued_request_times_out_at_its_own_deadline_not_when_the_one_ahead_e
 
 
 def test_a_pool_that_never_starts_cannot_hold_a_request_past_its_deadline():
-    """Defect 2: workers that never start cost 18 s with startup_timeout=3."""
+    """Defect 2: workers that never start cost 18 s with Timeouts(startup=3)."""
     shell = Shell(auto_hello=False, restart={"max_restarts": 5}, timeouts={"startup": 3.0})
     req = shell.submit(timeout=1.0)
     shell.advance(1.01)
@@ -167,7 +167,7 @@ def test_a_request_that_arrives_late_is_answered_once():
 
 def test_a_request_sent_to_a_frozen_idle_worker_runs_on_its_replacement():
     """Defect 5: a worker stopped while idle got the next request, which failed after
-    heartbeat_timeout without ever having run, and was not retried."""
+    Timeouts.heartbeat without ever having run, and was not retried."""
     shell = Shell(timeouts={"heartbeat": 30.0})
     shell.submit()  # start the pool
     shell.reply(0)

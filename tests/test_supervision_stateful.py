@@ -690,7 +690,7 @@ def test_a_failed_pool_with_a_worker_in_backoff_leaves_no_timer_in_the_past():
 
 
 def test_a_busy_worker_that_never_received_its_request_leaves_no_timer_in_the_past():
-    """next_timer counts heard_at + heartbeat_timeout for every busy worker, but the tick
+    """next_timer counts heard_at + Timeouts.heartbeat for every busy worker, but the tick
     checks it only once the request was received and not yet answered."""
     state = found_pool(timeouts={"heartbeat_interval": 1.0, "heartbeat": 2.0})
     worker = state.procs[0]
@@ -702,7 +702,7 @@ def test_a_busy_worker_that_never_received_its_request_leaves_no_timer_in_the_pa
 
 
 def test_a_device_recovery_that_hangs_is_stopped_at_its_deadline():
-    """_request_recovery gives TRY_RECOVER a deadline (startup_timeout) that nothing
+    """_request_recovery gives TRY_RECOVER a deadline (Timeouts.startup) that nothing
     enforces: it never enters the deadline heap, so _expire's internal branch never runs."""
     state = found_pool(timeouts={"startup": 0.5})
     worker = state.procs[0]

@@ -61,7 +61,7 @@ def test_a_stopped_caller_resumes_with_its_workers_and_requests_intact(tmp_path)
         os.kill(proc.pid, signal.SIGSTOP)
         wait_for(lambda: child.status() == psutil.STATUS_STOPPED, PATIENCE,
                  "the caller stopped")
-        # longer than heartbeat_timeout (3 s): the workers beat on, nobody reads them
+        # longer than Timeouts.heartbeat (3 s): the workers beat on, nobody reads them
         stays_true(lambda: child.status() == psutil.STATUS_STOPPED
                    and all(w.is_running() for w in workers), 5.0,
                    "the caller stopped, its workers running")

@@ -4,7 +4,7 @@ method's ``timeout``) bounds queueing, pool start, probing and re-routing, and
 
 Before: the deadline started when a worker received the request and restarted at each
 retry, so a ``timeout=1`` call queued behind a long one waited for it, workers that never
-started cost ``max_restarts x startup_timeout`` whatever the timeout, ``dispatch_async``
+started cost ``max_restarts x Timeouts.startup`` whatever the timeout, ``dispatch_async``
 blocked while routing started and probed pools, and resident-buffer methods had no timeout.
 """
 
@@ -65,7 +65,7 @@ def test_workers_that_never_start_cannot_hold_a_call_past_its_deadline(monkeypat
         elapsed, error, stalled = timed(drv.dispatch, PROGRAM, inputs(4), backend="faults",
                                         config=DispatchConfig(timeout=1.0))
         assert isinstance(error, DispatchTimeoutError), error
-        assert elapsed <= 1.0 + SLACK + stalled, elapsed  # was max_restarts x startup_timeout
+        assert elapsed <= 1.0 + SLACK + stalled, elapsed  # was max_restarts x Timeouts.startup
         elapsed, error, stalled = timed(drv.probe, "faults", timeout=0.5)
         assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK + stalled
         elapsed, error, stalled = timed(drv.allocate_resident, 64, "faults", timeout=0.5)

@@ -1,7 +1,7 @@
 """Frozen workers (SIGSTOP, a stuck native thread): alive, yet neither heartbeating nor
 receiving. An idle one that is sent a request is killed and the request runs elsewhere,
-well before ``heartbeat_timeout``; an idle one left alone is replaced by itself; one that
-already holds its request (its progress page says so) is given ``heartbeat_timeout``."""
+well before ``Timeouts.heartbeat``; an idle one left alone is replaced by itself; one that
+already holds its request (its progress page says so) is given ``Timeouts.heartbeat``."""
 
 from __future__ import annotations
 

@@ -101,8 +101,8 @@ def test_deadline_kills_hung_worker_and_replaces_it(kind, vyre_stalls):
 
 
 def test_native_hang_without_deadline_is_caught_by_missing_heartbeats(vyre_stalls):
-    heartbeat_timeout = 2.0
-    with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE, heartbeat=heartbeat_timeout,
+    heartbeat = 2.0
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE, heartbeat=heartbeat,
                                             heartbeat_interval=0.25)) as drv:
         check_dispatch_ok(drv, 5)
         old_pid = worker_pid(drv)
@@ -113,8 +113,8 @@ def test_native_hang_without_deadline_is_caught_by_missing_heartbeats(vyre_stall
             drv.dispatch(PROGRAM, data(6), backend="faults",
                          config=DispatchConfig(label="fault:hang_native"))
         elapsed = time.monotonic() - start
-        bound = heartbeat_timeout + KILL_GRACE + SLACK + vyre_stalls.since(start)
-        assert heartbeat_timeout * 0.95 <= elapsed <= bound, (elapsed, vyre_stalls)
+        bound = heartbeat + KILL_GRACE + SLACK + vyre_stalls.since(start)
+        assert heartbeat * 0.95 <= elapsed <= bound, (elapsed, vyre_stalls)
         assert info.value.code == 1302
         assert "heartbeat" in str(info.value)
         assert wait_gone(old_pid, old_created, KILL_GRACE + 5)
@@ -126,8 +126,8 @@ def test_native_hang_without_deadline_is_caught_by_missing_heartbeats(vyre_stall
 def test_python_hang_keeps_heartbeating_and_ends_at_its_deadline(vyre_stalls):
     """time.sleep releases the GIL: the heartbeat thread keeps beating, so the heartbeat
     check (2 s) must NOT fire; the 3 s deadline ends the dispatch instead."""
-    heartbeat_timeout, timeout = 2.0, 3.0
-    with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE, heartbeat=heartbeat_timeout,
+    heartbeat, timeout = 2.0, 3.0
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE, heartbeat=heartbeat,
                                             heartbeat_interval=0.25)) as drv:
         check_dispatch_ok(drv, 8)
         old_pid = worker_pid(drv)

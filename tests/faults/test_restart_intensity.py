@@ -1,8 +1,8 @@
 """Restart intensity as OTP counts it, with real workers: every unexpected death counts,
-busy or idle; past ``max_restarts`` in ``restart_window`` the pool fails, routed calls fall
-over to the next capable backend, calls that name it get its PoolFailedError (why, when
-it is tried again, what to do), and after ``cooldown`` the pool comes back (issue 11,
-defect 6).
+busy or idle; past ``max_restarts`` in ``window`` (of ``RestartPolicy``) the pool fails,
+routed calls fall over to the next capable backend, calls that name it get its
+PoolFailedError (why, when it is tried again, what to do), and after ``cooldown`` the pool
+comes back (issue 11, defect 6).
 
 Before: deaths while serving never counted, so a backend that crashes on every request
 was restarted forever and routing never fell over; deaths while idle failed the pool for
