@@ -68,6 +68,7 @@ from vyre_core import ir
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver
 from vyre_core.registry import SELECT_ENV, Registry
+from vyre_core.supervisor.options import RestartPolicy
 
 REQUIRES = ("reference",)
 BACKEND = "reference"  # named, so a GPU on the machine never changes what is measured
@@ -522,7 +523,7 @@ def _recoveries(standby: int, kills: int, backend: str = BACKEND) -> list[float]
     each kill made once ``standby`` spares are ready."""
     program = empty_program()
     recoveries = []
-    with Driver(max_restarts=kills + 5, standby=standby) as driver:
+    with Driver(restart=RestartPolicy(max_restarts=kills + 5), standby=standby) as driver:
         driver.dispatch(program, [], backend=backend)
         for _ in range(kills):
             deadline = time.monotonic() + 60

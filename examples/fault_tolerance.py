@@ -7,7 +7,7 @@ Every backend runs in a supervised worker process. This walk-through kills one f
    supervisor sees the death (pidfd), starts a new worker (the next *generation*) and runs
    the request again there (``DispatchConfig.retries``, 1 by default);
 2. the pool keeps running: the death counts toward its restart intensity (OTP style:
-   more than ``max_restarts`` deaths in ``restart_window`` fail the pool, and routing
+   more than ``restart.max_restarts`` deaths in ``restart.window`` fail the pool, and routing
    falls over to the next capable backend), one death is far from that;
 3. a ``CompiledPipeline`` made in the dead worker is refused with
    ``PipelineInvalidatedError`` (its compiled state died with the process) instead of
@@ -148,10 +148,10 @@ def _walk(driver: Driver, backend: str, steps: list[tuple[str, bool]]) -> None:
                 and worker["generation"] == busy["generation"] + 1
                 and worker["pid"] != busy["pid"]):
         return
-    limit = driver.options.max_restarts
+    limit = driver.options.restart.max_restarts
     if not step(f"the pool is {after['state']}; the death counts toward its restart "
                 f"intensity (restarts: {restarts} -> {after['restarts']}, the pool fails past "
-                f"{limit} in {driver.options.restart_window:g} s)",
+                f"{limit} in {driver.options.restart.window:g} s)",
                 after["state"] == "running" and after["restarts"] == restarts + 1):
         return
 

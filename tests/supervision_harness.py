@@ -12,15 +12,21 @@ from vyre_core.contract.types import Capabilities
 from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.errors import VyreError
 from vyre_core.protocol import Message, Op
-from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.options import PoolOptions, RestartPolicy, Timeouts
 from vyre_core.supervisor.rules.actions import Log, Resolve, RoutingChanged, Send, Signal, Spawn
 from vyre_core.supervisor.rules.constants import TICK_EVERY
 from vyre_core.supervisor.rules.machine import PoolMachine
 from vyre_core.supervisor.rules.requests import Request
+from vyre_core.testing.tight import options_over
 
 CAPS = Capabilities(max_workgroup_size=(64, 1, 1), max_invocations_per_workgroup=64,
                     max_workgroups_per_dimension=1024).to_dict()
 PROOF = b"token"
+#: The harness's pool options, under what a test changes (``Shell(restart={...})`` changes
+#: only the restart fields it names: ``options_over``).
+OPTIONS = PoolOptions(restart=RestartPolicy(max_restarts=3, window=60.0, cooldown=30.0),
+                      timeouts=Timeouts(heartbeat_interval=0.5, heartbeat=30.0,
+                                        kill_grace=2.0, startup=10.0))
 
 
 def deadline_after(timeout: float | None, now: float) -> Deadline:
@@ -35,12 +41,9 @@ class Shell:
 
     def __init__(self, auto_start: bool = True, auto_hello: bool = True,
                  resolved: tuple[int, ...] | None = None, **options: Any) -> None:
-        """``resolved``: the devices the pool found for ``devices="all"``."""
-        fields = {"heartbeat_interval": 0.5, "heartbeat_timeout": 30.0, "kill_grace": 2.0,
-                  "startup_timeout": 10.0, "max_restarts": 3, "restart_window": 60.0,
-                  "cooldown": 30.0}
-        fields.update(options)
-        self.options = PoolOptions(**fields)
+        """``resolved``: the devices the pool found for ``devices="all"``; ``options``:
+        changes to ``OPTIONS`` (``options_over``)."""
+        self.options = options_over(OPTIONS, **options)
         self.machine = PoolMachine("b", self.options, resolved)
         self.now = 0.0
         self.auto_start = auto_start

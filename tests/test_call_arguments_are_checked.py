@@ -18,7 +18,7 @@ from vyre_core.errors import (
     VyreError,
 )
 from vyre_core.registry import Registry
-from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.options import RestartPolicy, Timeouts
 from vyre_core.supervisor.outcome import Outcome
 
 pytestmark = pytest.mark.fast  # the fast tier: no process is started here
@@ -98,8 +98,9 @@ def test_configs_inputs_and_byte_counts_are_checked(drv) -> None:
     refused(InvalidConfigError, lambda: DispatchConfig(label="\udcff"))
 
 
-@pytest.mark.parametrize("field", ["kill_grace", "heartbeat_timeout", "startup_timeout",
-                                   "cooldown", "restart_window", "compile_timeout"])
+@pytest.mark.parametrize(("group", "field"), [
+    (Timeouts, "kill_grace"), (Timeouts, "heartbeat"), (Timeouts, "startup"),
+    (RestartPolicy, "cooldown"), (RestartPolicy, "window"), (Timeouts, "compile")])
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e300, 0, -1])
-def test_pool_option_times_are_finite_and_positive(field, value) -> None:
-    refused(InvalidConfigError, lambda: PoolOptions(**{field: value}))
+def test_pool_option_times_are_finite_and_positive(group, field, value) -> None:
+    refused(InvalidConfigError, lambda: group(**{field: value}))

@@ -46,7 +46,7 @@ def test_a_running_call_cancelled_tells_its_worker_which_then_serves_the_next_at
 
 
 def test_a_worker_that_does_not_stop_within_the_grace_is_killed_as_a_planned_stop():
-    shell = Shell(cancel_grace=0.25, max_restarts=0)
+    shell = Shell(restart={"max_restarts": 0}, timeouts={"cancel_grace": 0.25})
     for _ in range(3):  # never charged: even max_restarts=0 does not fail the pool
         req = shell.submit()
         shell.receive(0)
@@ -61,7 +61,7 @@ def test_a_worker_that_does_not_stop_within_the_grace_is_killed_as_a_planned_sto
 
 
 def test_a_big_reply_under_way_gets_the_time_it_needs_to_cross():
-    shell = Shell(cancel_grace=0.25)
+    shell = Shell(timeouts={"cancel_grace": 0.25})
     req = shell.submit()
     shell.receive(0)
     shell.machine.cancel(req, shell.now)

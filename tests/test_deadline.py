@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from vyre_core import RestartPolicy, Timeouts, Transport
 from vyre_core.config import DispatchConfig
 from vyre_core.deadline import NO_DEADLINE, Deadline, checked_seconds, seconds_wrong
 from vyre_core.errors import DispatchTimeoutError, InvalidConfigError
@@ -51,16 +52,16 @@ def test_checked_seconds_gives_what_a_wait_takes():
 def test_a_dispatch_timeout_and_a_pool_period_refuse_the_same_values(value):
     with pytest.raises(InvalidConfigError, match="timeout="):
         DispatchConfig(timeout=value)
-    with pytest.raises(InvalidConfigError, match="startup_timeout="):
-        PoolOptions(startup_timeout=value)
+    with pytest.raises(InvalidConfigError, match="startup="):
+        PoolOptions(timeouts=Timeouts(startup=value))
 
 
 def test_a_pool_period_is_bounded_and_spin_may_be_zero():
-    PoolOptions(cooldown=MAX_SECONDS, spin=0)
+    PoolOptions(restart=RestartPolicy(cooldown=MAX_SECONDS), transport=Transport(spin=0))
     with pytest.raises(InvalidConfigError, match="cooldown="):
-        PoolOptions(cooldown=MAX_SECONDS * 2)
+        PoolOptions(restart=RestartPolicy(cooldown=MAX_SECONDS * 2))
     with pytest.raises(InvalidConfigError, match="spin="):
-        PoolOptions(spin=NAN)
+        PoolOptions(transport=Transport(spin=NAN))
 
 
 def test_a_deadline_is_made_once_and_read_as_time_left():

@@ -4,6 +4,7 @@ both versions; ``vyre doctor`` lists them."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import subprocess
@@ -26,6 +27,7 @@ from vyre_core.driver import call_forms
 from vyre_core.errors import InvalidConfigError, PluginLoadError, ValidationError
 from vyre_core.ir import validate as validate_module
 from vyre_core.ir.requirements import ALL_OPS
+from vyre_core.supervisor.options import FLAT
 
 fast = pytest.mark.fast
 
@@ -67,11 +69,16 @@ def floor_program() -> ir.Program:
 def test_every_entry_names_something_that_exists_and_is_not_yet_removed(entry):
     """An entry past its removal version means the thing should have been deleted in
     this release; one naming nothing is a typo that would never warn."""
+    public_types = [owner for owner in vyre_core.__all__
+                    if isinstance(getattr(vyre_core, owner), type)]
     names = {"hook": set(HOOK_NAMES), "op": set(ALL_OPS),
              "config": {f.name for f in fields(DispatchConfig)},
-             "call": {*vyre_core.__all__, *(f"{owner}.{name}" for owner in vyre_core.__all__
-                                            for name in dir(getattr(vyre_core, owner))
-                                            if isinstance(getattr(vyre_core, owner), type))},
+             "option": set(FLAT),  # (each read as a property of PoolOptions too)
+             "call": {*vyre_core.__all__,
+                      *(f"{owner}.{name}" for owner in public_types
+                        for name in dir(getattr(vyre_core, owner))),
+                      *(f"{owner}({name}=)" for owner in public_types
+                        for name in inspect.signature(getattr(vyre_core, owner)).parameters)},
              }[entry.kind]
     if entry.kind == "call":  # (a form of a call: "Driver.launch(kernel, dim, args)")
         names |= {call_forms.POSITIONAL, call_forms.TIMEOUT}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from supervision_harness import CAPS, Shell
 
+from vyre_core import Transport
 from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.errors import (
     InvalidConfigError,
@@ -121,10 +122,16 @@ def test_bad_devices_are_refused_with_a_fix(devices):
 
 def test_each_bad_option_gets_its_own_fix_and_only_the_bad_ones_are_named():
     with pytest.raises(InvalidConfigError) as err:
-        PoolOptions(workers=0, spin=1, gpus_per_worker=-1)
-    assert err.value.cause == "bad pool options: workers=0, spin=1, gpus_per_worker=-1"
-    assert err.value.fix == ("Use workers: a whole number >= 1; spin: 0 to 0.01 seconds; "
-                             "gpus_per_worker: 0 to 64 (fractions share a GPU).")
+        PoolOptions(workers=0, threads=0, gpus_per_worker=-1)
+    assert err.value.cause == "bad pool options: workers=0, gpus_per_worker=-1, threads=0"
+    assert err.value.fix == ("Use workers: a whole number >= 1; gpus_per_worker: 0 to 64 "
+                             "(fractions share a GPU); threads: None or a whole number from 1 "
+                             "to 1024.")
+    with pytest.raises(InvalidConfigError) as err:  # a group's own, when it is made
+        Transport(spin=1, fork_server=None)
+    assert err.value.cause == "bad transport: fork_server=None, spin=1"
+    assert err.value.fix == ("Use Transport(fork_server=...): True or False; "
+                             "Transport(spin=...): 0 to 0.01 seconds.")
 
 
 def test_a_device_list_becomes_a_tuple():
@@ -212,7 +219,7 @@ def test_unlike_workers_of_one_device_are_told_apart_and_work_goes_where_it_can_
 def test_a_request_whose_capable_workers_are_gone_fails_instead_of_waiting_for_ever():
     """The only f64 worker dies and its replacement lands where there is no f64: the
     request limited to f64 workers fails at once, with a Fix, instead of waiting."""
-    shell = Shell(auto_hello=False, workers=2, max_restarts=5)
+    shell = Shell(auto_hello=False, workers=2, restart={"max_restarts": 5})
     plain, f64 = CAPS, {**CAPS, "supports_f64": True}
     busy = shell.submit()
     shell.hello(0, caps=plain)  # (it takes ``busy``)
@@ -247,7 +254,7 @@ def test_probes_unlike_only_in_adapter_facts_are_unlike_and_spares_are_not_count
 
 
 def test_a_call_no_worker_can_run_is_answered_at_submit_and_a_recycled_one_is_waited_for():
-    shell = Shell(auto_hello=False, workers=2, recycle_after=1)
+    shell = Shell(auto_hello=False, workers=2, restart={"recycle_after": 1})
     plain, f64 = CAPS, {**CAPS, "supports_f64": True}
     first = shell.submit()
     shell.hello(0, caps=plain)

@@ -163,14 +163,22 @@ def test_error_tree_on_the_errors_page_matches_the_groups():
 
 
 def test_pool_options_table_lists_every_option():
+    """Every field of PoolOptions, and every field of its groups under its group's name
+    (``| `timeouts`: `startup` |``)."""
     from dataclasses import fields
 
-    from vyre_core.supervisor.options import PoolOptions
+    from vyre_core.supervisor.options import GROUPS, PoolOptions
 
     rows = [row for row in table_rows("operations.md", "| `") if len(row) == 3]
     listed = {option for name, _, _ in rows for option in re.findall(r"`(\w+)`", name)}
     missing = {f.name for f in fields(PoolOptions)} - listed
     assert not missing, f"PoolOptions fields missing from docs/operations.md: {missing}"
+    grouped = {(names[0], option) for names in (re.findall(r"`(\w+)`", name)
+                                                for name, _, _ in rows)
+               if names and names[0] in GROUPS for option in names[1:]}
+    missing = {(group, f.name) for group, kind in GROUPS.items() for f in fields(kind)
+               if f.init} - grouped
+    assert not missing, f"group fields missing from docs/operations.md: {missing}"
 
 
 def test_the_deprecations_table_lists_every_entry():
@@ -178,7 +186,8 @@ def test_the_deprecations_table_lists_every_entry():
 
     rows = {(what, since, removed) for what, since, removed, _ in
             table_rows("operations.md", "| hook `") + table_rows("operations.md", "| op `")
-            + table_rows("operations.md", "| config `") + table_rows("operations.md", "| call `")}
+            + table_rows("operations.md", "| config `") + table_rows("operations.md", "| call `")
+            + table_rows("operations.md", "| option `")}
     assert rows == {(f"{d.kind} `{d.name}`", d.since, d.removed_in) for d in DEPRECATIONS}
 
 

@@ -14,7 +14,7 @@ import pytest
 from kernels import spin
 from waiting import wait_for, wait_running, workers
 
-from vyre_core import ir
+from vyre_core import RestartPolicy, Timeouts, ir
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver
 from vyre_core.errors import (
@@ -228,7 +228,7 @@ def test_input_errors_leave_a_running_pool_usable(drv):
 
 def test_timeout_kills_the_dispatch_and_the_pool_recovers(vyre_stalls):
     grace = 0.5
-    with reference_driver(kill_grace=grace) as driver:
+    with reference_driver(timeouts=Timeouts(kill_grace=grace)) as driver:
         driver.dispatch(spin(1), [])
         old_pid, = worker_pids(driver)
         start = time.monotonic()
@@ -521,7 +521,7 @@ def test_close_is_idempotent_and_leaves_nothing():
 
 def test_close_fails_pending_dispatches_and_stops_busy_workers(vyre_stalls):
     before = children()
-    with reference_driver(kill_grace=0.5) as driver:
+    with reference_driver(timeouts=Timeouts(kill_grace=0.5)) as driver:
         driver.dispatch(spin(1), [])
         pending = driver.dispatch_async(spin(10**6), [])
         wait_running(driver)
@@ -556,7 +556,7 @@ def _recycled_generations(driver: Driver, dispatches: int) -> list[int]:
 
 
 def test_recycle_after_restarts_workers_without_failure():
-    with reference_driver(recycle_after=2) as driver:
+    with reference_driver(restart=RestartPolicy(recycle_after=2)) as driver:
         gens = _recycled_generations(driver, 7)
         pool = driver.status()["pools"]["reference"]
         assert pool["state"] == "running" and pool["failure"] is None
@@ -566,7 +566,7 @@ def test_recycle_after_restarts_workers_without_failure():
 
 def test_recycle_after_counts_requests_per_worker_generation():
     """recycle_after counts caller requests served by the current worker process only."""
-    with reference_driver(recycle_after=2) as driver:
+    with reference_driver(restart=RestartPolicy(recycle_after=2)) as driver:
         gens = _recycled_generations(driver, 7)
     assert gens == [1, 1, 2, 2, 3, 3, 4]
 
@@ -575,7 +575,7 @@ def test_compile_uses_the_backends_own_compile_timeout():
     """Driver.compile takes its deadline from the backend's own PoolOptions, or the
     caller's timeout where that comes first: the request's deadline is the sooner, with
     its own seconds (a caller's 100 s were once named for a compile bounded by 7)."""
-    options = {"reference": PoolOptions(compile_timeout=7.0)}
+    options = {"reference": PoolOptions(timeouts=Timeouts(compile=7.0))}
     with reference_driver(backend_options=options) as driver:
         driver.dispatch(spin(1), [])
         pool = driver.pools.existing("reference")

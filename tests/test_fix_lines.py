@@ -4,7 +4,7 @@ A Fix once told users to pass ``shadow=True``, an option that never existed. Thi
 collects every Fix text of the package statically (``ast``, nothing is raised), finds in
 each what names something a user can set, and checks that thing against the code itself:
 
-- ``attribute``: ``DispatchConfig.timeout``, ``PoolOptions.cooldown``, ``Driver.compile``,
+- ``attribute``: ``DispatchConfig.timeout``, ``RestartPolicy.cooldown``, ``Driver.compile``,
   ``drv.dispatch(``, ``vyre_core.SequenceBuilder``, ``ir.u32``. A field of a dataclass
   (``dataclasses.fields``), else a real method or attribute; called ones must be callable.
 - ``keyword``: ``DispatchConfig(timeout=5.0)``, ``drv.allocate_resident(n, near=b)``,
@@ -18,8 +18,8 @@ each what names something a user can set, and checks that thing against the code
   ``os.environ`` / ``getenv`` / an ``env`` mapping, with that literal (or a module constant).
 - ``module-attr``: ``VYRE_CONTRACT = 1`` (a plugin module's attribute): read by a
   ``getattr``/``hasattr`` with that literal.
-- ``field``: the rest of a list begun by a field, ``PoolOptions.max_restarts,
-  restart_window and cooldown``: each snake_case item a field of that class.
+- ``field``: the rest of a list begun by a field, ``RestartPolicy.cooldown,
+  max_restarts and recycle_after``: each snake_case item a field of that class.
 - ``name``: any other bare snake_case name (``raise max_output_bytes``, ``fork_server``):
   a keyword or field of the public surface, a hook, an access mode or a function the
   package defines. Weak, but an invented name fails.
@@ -419,7 +419,7 @@ _BARE_KEYWORD = re.compile(r"(?<![\w.=!<>$-])([a-z_][a-z0-9_]*)=(?!=)")
 _VYRE_COMMAND = re.compile(r"(?<![\w./-])vyre\s+([a-z][\w-]*)")
 _FLAG = re.compile(r"(?<![\w-])(--[a-z][\w-]*)")
 _SNAKE = r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+"
-#: ", restart_window and cooldown" after a field: the list goes on (snake_case items only;
+#: ", max_restarts and recycle_after" after a field: the list goes on (snake_case items only;
 #: a plain word after "or" is prose: "DispatchConfig.timeout, or split the work").
 _MORE_FIELDS = re.compile(rf"(?:,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)({_SNAKE})\b(?![(=]|\.\w)")
 _SNAKE_NAME = re.compile(rf"(?<![\w.'\"/$`{{-])({_SNAKE})\b(?![=(\w'\"/-]|\.\w)")
@@ -724,7 +724,7 @@ def test_the_collector_finds_the_fix_texts_and_their_options():
     ("Call drv.dispatch(program, inputs, shadow=True).", "keyword", "shadow"),
     ("Allocate with allocate_resident(n, close_to=b).", "keyword", "close_to"),
     ("Raise PoolOptions.spinning.", "attribute", "PoolOptions.spinning"),
-    ("Pass shadow=True.", "keyword", "shadow"),
+    ("Pass shadowing=True.", "keyword", "shadowing"),
     ("Call DispatchConfig.timeout() again.", "attribute", "DispatchConfig.timeout"),
     ("Recompile with Driver.recompile.", "attribute", "Driver.recompile"),
     ("Use vyre_core.NoSuchThing.", "attribute", "vyre_core.NoSuchThing"),
@@ -738,9 +738,9 @@ def test_the_collector_finds_the_fix_texts_and_their_options():
     ("Point $NO_SUCH_DIR elsewhere.", "env", "NO_SUCH_DIR"),
     ("Add `VYRE_CONTRACTS = 1` to the plugin.", "module-attr", "VYRE_CONTRACTS"),
     ("Implement vyre_compile_fast.", "hook", "vyre_compile_fast"),
-    ("Tune PoolOptions.max_restarts, restart_windows and cooldown.", "field",
-     "PoolOptions.restart_windows"),
-    ("Tune PoolOptions.cooldown or max_restart.", "field", "PoolOptions.max_restart"),
+    ("Tune RestartPolicy.max_restarts, recycle_afters and cooldown.", "field",
+     "RestartPolicy.recycle_afters"),
+    ("Tune RestartPolicy.cooldown or max_restart.", "field", "RestartPolicy.max_restart"),
     ("Return fewer buffers, or raise max_output_byte.", "name", "max_output_byte"),
     ("Run `make test-quick`.", "make", "make test-quick"),
     ("Declare fixed data with .constant(name, array).", "arguments", ".constant"),
@@ -758,8 +758,8 @@ def test_the_checker_rejects_a_made_up_option(text, kind, name):
     "Pass config=DispatchConfig(...) (e.g. DispatchConfig(timeout=5.0)), or leave it out.",
     "Allocate them in one worker: drv.allocate_resident(nbytes, near=first_buffer).",
     "Pass backend='reference' to Driver.dispatch.",
-    "Driver(spin=0.0) or PoolOptions(spin=0.0) or PoolOptions.max_restarts.",
-    "PoolOptions.max_restarts, restart_window and cooldown tune this; raise max_output_bytes.",
+    "Driver(workers=2) or Transport(spin=0.0) or RestartPolicy.max_restarts.",
+    "RestartPolicy.cooldown, max_restarts and window tune this; raise max_output_bytes.",
     "Declare it read_write, or loop with until_zero and max_iterations ('my_flag').",
     "Use .constant(name, dtype, values), Program.to_wire() or drv.dispatch(p, [x], None).",
     "See docs/operations.md and vyre_core/contract/hookspec.py (benchmarks/ too).",

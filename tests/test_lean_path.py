@@ -332,7 +332,8 @@ def test_a_long_dispatch_sent_again_after_a_miss_is_not_judged_lost():
         for salt in range(PROGRAM_CACHE + 1):
             drv.compile(affine(salt=3000 + salt), backend="reference")
         n = 1_200_000
-        assert _options_for(drv._backend_options, drv.options, "reference").silence_limit < 1.6
+        options = _options_for(drv._backend_options, drv.options, "reference")
+        assert options.timeouts.silence_limit < 1.6
         req = request(drv, program, [np.array([n], np.uint32)])
         _, (out,) = pool.submit(req).result(timeout=40)
         assert req.lean and req.with_program  # the miss happened

@@ -63,7 +63,7 @@ def test_a_request_whose_worker_the_oom_killer_took_fails_at_once_and_is_not_run
     the rules fail the request with SystemResourceError and a Fix, never resend it;
     a plain SIGKILL still runs it again."""
     for oom_killed in (True, False):
-        shell = Shell(max_restarts=10)
+        shell = Shell(restart={"max_restarts": 10})
         req = shell.submit(retries=1)
         shell.receive(0)
         shell.alive.pop(0, None)

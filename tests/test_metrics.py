@@ -227,13 +227,13 @@ def _recycle(shell: Shell) -> None:
 def _freeze(shell: Shell) -> None:
     shell.submit()
     shell.receive(0)
-    shell.advance(31.0)  # silent past heartbeat_timeout while running: killed
+    shell.advance(31.0)  # silent past Timeouts.heartbeat while running: killed
 
 
 def _never_start(shell: Shell) -> None:
     shell.auto_hello = False
     shell.submit()
-    shell.advance(4.0)  # no hello within startup_timeout: killed
+    shell.advance(4.0)  # no hello within Timeouts.startup: killed
 
 
 def _die_starting(shell: Shell) -> None:
@@ -258,7 +258,7 @@ def _lose_fork_server(shell: Shell) -> None:
     (_never_start, "start_failed"), (_die_starting, "start_failed"), (_overrun, "deadline"),
     (_lose_fork_server, "fork_server")])
 def test_the_rules_count_each_lost_process_by_its_reason(cause, reason: str) -> None:
-    shell = Shell(max_restarts=20, recycle_after=1, startup_timeout=3.0)
+    shell = Shell(restart={"max_restarts": 20, "recycle_after": 1}, timeouts={"startup": 3.0})
     cause(shell)
     shell.obey_signals()
     assert shell.machine.metrics_snapshot()["restarts"] == {reason: 1}

@@ -89,7 +89,7 @@ def test_a_request_answered_by_its_worker_is_released_right_after_its_resolve():
 
 
 def test_a_request_past_its_deadline_while_running_is_released_only_when_its_worker_exits():
-    shell = Recorder(kill_grace=2.0)
+    shell = Recorder(timeouts={"kill_grace": 2.0})
     req = shell.submit_shared(timeout=1.0)
     shell.receive(0)
     shell.advance(1.0)
@@ -111,7 +111,7 @@ def test_a_request_past_its_deadline_while_running_is_released_only_when_its_wor
 
 def test_a_request_past_its_deadline_before_its_worker_took_it_waits_for_the_exit_too():
     """Sent but not yet acknowledged: the worker may be about to take it."""
-    shell = Recorder(kill_grace=2.0)
+    shell = Recorder(timeouts={"kill_grace": 2.0})
     req = shell.submit_shared(timeout=1.0)
     assert shell.sent_to(0) == [req]
     shell.advance(1.0)
@@ -122,7 +122,7 @@ def test_a_request_past_its_deadline_before_its_worker_took_it_waits_for_the_exi
 
 
 def test_a_request_resolved_by_close_while_running_is_released_only_at_its_workers_exit():
-    shell = Recorder(workers=2, kill_grace=1.0)
+    shell = Recorder(workers=2, timeouts={"kill_grace": 1.0})
     running = shell.submit_shared()
     queued = shell.submit_shared()
     shell.receive(0)
@@ -169,7 +169,7 @@ def test_a_request_past_its_deadline_at_submit_is_released_at_once():
 
 
 def test_a_request_lost_before_its_worker_took_it_keeps_its_memory_until_answered():
-    shell = Recorder(max_restarts=10)
+    shell = Recorder(restart={"max_restarts": 10})
     req = shell.submit_shared(retries=0)
     shell.die(0)  # killed before its main thread took the request: sent again
     assert req.id not in shell.results and shell.releases(req) == 0
@@ -187,7 +187,7 @@ def test_a_request_lost_before_its_worker_took_it_keeps_its_memory_until_answere
 def test_a_request_lost_in_transport_keeps_its_memory_until_answered_by_the_next_worker():
     shell = Recorder()
     req = shell.submit_shared()
-    limit = shell.options.silence_limit
+    limit = shell.options.timeouts.silence_limit
     shell.advance(limit / 2)
     shell.beat(0)  # alive, yet its page never shows the request
     shell.advance(limit / 2)
@@ -201,7 +201,7 @@ def test_a_request_lost_in_transport_keeps_its_memory_until_answered_by_the_next
 
 
 def test_a_crashed_request_retried_is_released_once_when_the_retry_answers():
-    shell = Recorder(max_restarts=10)
+    shell = Recorder(restart={"max_restarts": 10})
     req = shell.submit_shared(retries=1)
     shell.receive(0)
     shell.die(0, -signal.SIGSEGV)
@@ -212,7 +212,7 @@ def test_a_crashed_request_retried_is_released_once_when_the_retry_answers():
 
 
 def test_a_request_failed_by_its_workers_crash_is_released_once():
-    shell = Recorder(max_restarts=10)
+    shell = Recorder(restart={"max_restarts": 10})
     req = shell.submit_shared(retries=0)
     shell.receive(0)
     shell.die(0, -signal.SIGSEGV)
@@ -221,7 +221,7 @@ def test_a_request_failed_by_its_workers_crash_is_released_once():
 
 
 def test_a_request_of_a_worker_stuck_without_heartbeats_is_released_at_its_exit():
-    shell = Recorder(heartbeat_timeout=5.0)
+    shell = Recorder(timeouts={"heartbeat": 5.0})
     req = shell.submit_shared()
     shell.receive(0)
     shell.advance(5.1)
@@ -232,7 +232,7 @@ def test_a_request_of_a_worker_stuck_without_heartbeats_is_released_at_its_exit(
 
 
 def test_requests_of_a_failing_pool_are_released_once_no_worker_runs_them():
-    shell = Recorder(workers=2, max_restarts=0, kill_grace=1.0)
+    shell = Recorder(workers=2, restart={"max_restarts": 0}, timeouts={"kill_grace": 1.0})
     crashing = shell.submit_shared(retries=0)
     running = shell.submit_shared()
     queued = shell.submit_shared()
@@ -252,7 +252,7 @@ def test_requests_of_a_failing_pool_are_released_once_no_worker_runs_them():
 
 def test_a_worker_released_at_exit_holds_nothing_for_its_replacement():
     """Held memory is the exited process's: its replacement serves and releases its own."""
-    shell = Recorder(kill_grace=1.0)
+    shell = Recorder(timeouts={"kill_grace": 1.0})
     late = shell.submit_shared(timeout=1.0)
     shell.receive(0)
     shell.advance(1.0)
@@ -267,7 +267,7 @@ def test_a_worker_released_at_exit_holds_nothing_for_its_replacement():
 
 
 def test_requests_without_shared_memory_never_produce_a_release():
-    shell = Recorder(workers=2, kill_grace=1.0, max_restarts=10)
+    shell = Recorder(workers=2, restart={"max_restarts": 10}, timeouts={"kill_grace": 1.0})
     answered = shell.submit()
     shell.receive(0)
     shell.reply(0, answered, value=1)

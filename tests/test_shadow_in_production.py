@@ -1,7 +1,8 @@
-"""The production shadow (``Driver(shadow_every=N)``): 1 in N dispatches another backend
-served run again on the reference in the background; a divergence is logged, counted and
-saved as a replay bundle that ``vyre run`` replays. Through real workers: a backend that
-gets f16 sums 1 ULP wrong, installed as a distribution in a child process's path."""
+"""The production shadow (``Driver(shadow=ShadowOptions(every=N))``): 1 in N dispatches
+another backend served run again on the reference in the background; a divergence is
+logged, counted and saved as a replay bundle that ``vyre run`` replays. Through real
+workers: a backend that gets f16 sums 1 ULP wrong, installed as a distribution in a child
+process's path."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ i = k.let("i", ir.global_id(0))
 out[i] = a[i] + b[i]
 program = k.build()
 xs = np.arange(8, dtype=np.float16)
-with vyre.Driver(shadow_every=2, shadow_dir=sys.argv[1]) as drv:
+with vyre.Driver(shadow=vyre.ShadowOptions(every=2, dir=sys.argv[1])) as drv:
     backends = [drv.route(program).backend for _ in range(1)]
     exact = vyre.DispatchConfig(ulp_budget=0)  # (the backend is 1 ULP out)
     for n in range(5):
@@ -49,7 +50,7 @@ with vyre.Driver(shadow_every=2, shadow_dir=sys.argv[1]) as drv:
 def test_every_nth_dispatch_is_due_starting_with_the_first():
     rule = Every(3)
     assert [rule.due() for _ in range(7)] == [True, False, False, True, False, False, True]
-    with pytest.raises(InvalidConfigError, match="shadow_every=0"):
+    with pytest.raises(InvalidConfigError, match=r"ShadowOptions\(every=0\)"):
         Every(0)
 
 
@@ -99,7 +100,7 @@ def test_an_in_place_launch_is_shadowed_with_the_inputs_it_was_given(tmp_path):
         if i < len(x):
             x[i] = x[i] * 2
 
-    with vyre.Driver(shadow_every=1, shadow_dir=tmp_path) as drv:
+    with vyre.Driver(shadow=vyre.ShadowOptions(every=1, dir=tmp_path)) as drv:
         x = np.arange(1, 65, dtype=np.float32)
         for _ in range(3):
             drv.launch(double, dim=len(x), args=(x,), backend="cpu")

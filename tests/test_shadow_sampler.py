@@ -10,7 +10,7 @@ import pytest
 
 from vyre_core import ir, saved
 from vyre_core.config import DispatchConfig
-from vyre_core.shadow_sampler import Every, Sample, ShadowSampler
+from vyre_core.shadow_sampler import Every, Sample, ShadowOptions, ShadowSampler
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
@@ -62,8 +62,8 @@ def test_a_divergence_is_saved_and_a_failing_reference_does_not_end_the_thread(t
 
 
 @pytest.mark.parametrize("every", [0, -1, 1.5, True])
-def test_a_bad_shadow_every_is_refused_before_the_driver_makes_a_run_directory(monkeypatch,
-                                                                              every):
+def test_bad_shadow_options_are_refused_before_the_driver_makes_a_run_directory(monkeypatch,
+                                                                               every):
     import vyre_core.driver.driver as driver  # (where Driver.__init__ reads RunDir)
     from vyre_core.errors import InvalidConfigError
 
@@ -71,5 +71,7 @@ def test_a_bad_shadow_every_is_refused_before_the_driver_makes_a_run_directory(m
         raise AssertionError("a run directory was made for a Driver that is refused")
 
     monkeypatch.setattr(driver, "RunDir", no_run_dir)
-    with pytest.raises(InvalidConfigError, match="shadow_every="):
-        driver.Driver(shadow_every=every)
+    with pytest.raises(InvalidConfigError, match=r"ShadowOptions\(every="):
+        driver.Driver(shadow=ShadowOptions(every=every))
+    with pytest.raises(InvalidConfigError, match="not a ShadowOptions"):
+        driver.Driver(shadow={"every": 2})

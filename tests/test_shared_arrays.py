@@ -22,7 +22,7 @@ from test_shared_memory import one_output, segments
 from waiting import PATIENCE, wait_for, wait_running, workers
 
 import vyre_core as vyre
-from vyre_core import DispatchConfig, ir, shared_arrays
+from vyre_core import DispatchConfig, Timeouts, ir, shared_arrays
 from vyre_core.dataplane import SHARE_THRESHOLD
 from vyre_core.errors import DispatchTimeoutError, InvalidInputError, PoolFailedError
 from vyre_core.sequence import SequenceBuilder
@@ -304,7 +304,7 @@ def test_a_forked_child_refuses_the_parents_arrays_and_closes_their_descriptors(
 def test_the_worker_writes_straight_into_the_callers_array_and_it_survives_a_kill() -> None:
     """Seen mid-call: the output's first element is the caller's before the reply. The
     worker is then killed: the array stays valid, and the next call fills it exactly."""
-    with vyre.Driver(kill_grace=0.5) as d:
+    with vyre.Driver(timeouts=Timeouts(kill_grace=0.5)) as d:
         o = d.empty(N, np.uint32)
         done = threading.Event()
         failed: list[BaseException] = []
@@ -332,7 +332,7 @@ def test_the_worker_writes_straight_into_the_callers_array_and_it_survives_a_kil
 def test_an_array_dropped_while_a_late_worker_may_write_it_stays_open_until_it_exits() -> None:
     """Past its deadline the worker is SIGTERMed and finishes first: its output segment,
     the caller's array dropped meanwhile, is closed only once that worker exited."""
-    with vyre.Driver(kill_grace=10.0) as d:
+    with vyre.Driver(timeouts=Timeouts(kill_grace=10.0)) as d:
         d.dispatch(one_output(16), [np.zeros(16, np.uint32)], backend="reference")  # started
         before = segments()
         o = d.empty(N, np.uint32)

@@ -33,7 +33,7 @@ from child_process import Child, running
 from waiting import wait_for, wait_running, workers
 
 import vyre_core
-from vyre_core import DispatchConfig, ir, protocol
+from vyre_core import DispatchConfig, RestartPolicy, Timeouts, Transport, ir, protocol
 from vyre_core.dataplane import MAP_LIMIT, MIN_SEGMENT, SHARE_THRESHOLD, SegmentPool, Shared
 from vyre_core.errors import (
     DispatchTimeoutError,
@@ -181,7 +181,7 @@ def dispatch_rw(drv: vyre_core.Driver, program: ir.Program, seed: int, n: int,
 def test_large_read_write_and_output_buffers_mixed_with_small_ones_are_exact() -> None:
     program = mixed(BIG)
     before = segments()
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         for seed in range(2):
             data = mixed_inputs(seed, BIG)
             originals = [a.copy() for a in data]
@@ -202,7 +202,7 @@ def test_large_read_write_and_output_buffers_mixed_with_small_ones_are_exact() -
 def test_arrays_around_the_threshold_and_the_segment_size_are_exact() -> None:
     sizes = [SHARE_THRESHOLD // 4 - 1, SHARE_THRESHOLD // 4, MIN_SEGMENT // 4,
              MIN_SEGMENT // 4 + 1, 5 * MIN_SEGMENT // 16 + 3]
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         for seed, n in enumerate(sizes):
             out, want = dispatch_rw(drv, rw(n), seed, n)
             assert_exact(out, want)
@@ -237,7 +237,7 @@ def test_an_input_too_large_to_map_in_the_parent_is_written_exactly() -> None:
     x = np.random.default_rng(3).integers(0, 2**32, n * rounds, dtype=np.uint32)
     assert x.nbytes >= MAP_LIMIT
     program = hashed(n, rounds)
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         for seed in range(2):  # the second reuses the segment the first wrote
             data = x if seed == 0 else x[::-1].copy()
             out = drv.dispatch(program, [data], backend="reference")
@@ -259,7 +259,7 @@ def test_more_shared_arrays_in_one_request_than_a_worker_keeps_mappings_are_exac
             k.assign(acc, acc * 31 + x[i])
         o[i] = acc
     program = k.build()
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         for seed in range(2):
             rng = np.random.default_rng(seed)
             data = [rng.integers(0, 2**32, n, dtype=np.uint32) for _ in range(count)]
@@ -275,7 +275,7 @@ def test_more_shared_arrays_in_one_request_than_a_worker_keeps_mappings_are_exac
 @pytest.mark.timeout(60)
 def test_results_kept_alive_are_never_overwritten_by_later_dispatches() -> None:
     program = rw(MID)
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         held = [dispatch_rw(drv, program, seed, MID) for seed in range(5)]
         # Views outliving the arrays they came from hold the segment just as well.
         out, want = dispatch_rw(drv, program, 100, MID)
@@ -305,7 +305,7 @@ def test_segments_are_reused_bounded_and_all_closed_with_the_driver() -> None:
     def count() -> int:
         return len(segments() - before)
 
-    drv = vyre_core.Driver(kill_grace=0.5)
+    drv = vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5))
     try:
         steady = []
         for seed in range(15):
@@ -354,7 +354,7 @@ def test_results_kept_then_dropped_give_their_descriptors_and_memory_back() -> N
     program, seed = spinning(MID, with_input=False), [np.array([0], np.uint32)]
     want = spin_expected(MID, 0).tobytes()
     me = psutil.Process()
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         assert drv.dispatch(program, seed, backend="reference")[0].tobytes() == want
         gc.collect()
         fds, rss = len(os.listdir("/proc/self/fd")), me.memory_info().rss
@@ -378,7 +378,8 @@ def test_a_request_refused_at_submit_gives_its_segments_back() -> None:
     """Inputs over max_message_bytes are refused after they were written into segments:
     those go back to the pool (the next refusals reuse them), nothing stays open."""
     before = segments()
-    with vyre_core.Driver(kill_grace=0.5, max_message_bytes=24 << 20) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5),
+                          transport=Transport(max_message_bytes=24 << 20)) as drv:
         for seed in range(5):
             with pytest.raises(InvalidInputError) as info:
                 dispatch_rw(drv, rw(BIG), seed, BIG)  # 2 inputs of 16 MiB: 32 MiB
@@ -402,7 +403,7 @@ def test_a_dispatch_failing_in_its_worker_gives_its_segments_back() -> None:
     too_wide = k.build()
     x = np.arange(BIG, dtype=np.uint32)
     before = segments()
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         counts = []
         for _ in range(5):
             with pytest.raises(LaunchLimitError):  # (refused in the worker: no routing)
@@ -421,7 +422,7 @@ def test_closing_the_driver_mid_dispatch_leaves_no_segment_open() -> None:
     program = spinning(BIG, with_input=True)
     x = np.arange(BIG, dtype=np.uint32)
     before = segments()
-    drv = vyre_core.Driver(kill_grace=5.0)
+    drv = vyre_core.Driver(timeouts=Timeouts(kill_grace=5.0))
     try:
         held, want = dispatch_rw(drv, rw(MID), 1, MID)
         pending = drv.dispatch_async(program, [np.array([400_000], np.uint32), x],
@@ -448,7 +449,7 @@ def test_results_dropped_are_released_while_an_earlier_deadline_is_pending() -> 
     answered by its timeout instead of the close."""
     program = rw(MID)
     before = segments()
-    with vyre_core.Driver(workers=2, kill_grace=0.5) as drv:
+    with vyre_core.Driver(workers=2, timeouts=Timeouts(kill_grace=0.5)) as drv:
         out, want = dispatch_rw(drv, program, 0, MID)
         del out
         slow = drv.dispatch_async(spinning(1024, with_input=False),
@@ -477,7 +478,7 @@ def test_results_dropped_are_released_while_an_earlier_deadline_is_pending() -> 
 def test_out_arrays_are_filled_in_place_and_returned(n: int) -> None:
     program = rw(n)
     before = segments()
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         counts = []
         for seed in range(4):
             data = rw_inputs(seed, n)
@@ -531,7 +532,7 @@ def _bad_outs() -> dict[str, Any]:
 def test_bad_out_is_refused_with_a_fix_before_any_worker_starts(case: str) -> None:
     out = _bad_outs()[case]
     data = rw_inputs(1, N_OUT)
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         with pytest.raises(InvalidInputError) as info:
             drv.dispatch(rw(N_OUT), data, backend="reference", out=out)
         assert "Fix:" in str(info.value) and info.value.fix
@@ -547,7 +548,7 @@ def test_shared_memory_disabled_by_the_environment_falls_back_to_the_socket(
     monkeypatch.setenv("VYRE_SHARED_MEMORY", "0")
     caplog.set_level(logging.WARNING, logger="vyre.dataplane")
     before = segments()
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         for seed in range(2):
             data = mixed_inputs(seed, BIG)
             out = drv.dispatch(mixed(BIG), data, backend="reference")
@@ -623,7 +624,7 @@ FSIZE_LIMITED = """
     finally:
         os.close(probe)
     n = 4 << 20  # 16 MiB of u32: over the limit
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=0.5)) as drv:
         results = []
         for seed in range(2):
             data, want = rw_case(seed, n)
@@ -660,7 +661,7 @@ NOT_DUMPABLE = """
                         format="%(name)s %(levelname)s %(message)s")
     ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
     n = 4 << 20
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=0.5)) as drv:
         data, want = rw_case(3, n)
         report(exact=exact(drv.dispatch(rw(n), data, backend="reference"), want),
                segments=segments())
@@ -731,7 +732,7 @@ FDS_USED_UP = """
         context.term()
 
     before = set(segments())
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=0.5)) as drv:
         data, want = rw_case(0, 1 << 18)  # warm: the worker runs, 1 MiB segments exist
         warm = exact(drv.dispatch(rw(1 << 18), data, backend="reference"), want)
         n = (CASE_MIB << 20) // 4  # a size class no earlier dispatch used: a new memfd
@@ -818,7 +819,8 @@ def test_a_worker_killed_mid_dispatch_of_a_large_request_is_retried_exactly() ->
     program = spinning(BIG, with_input=True)
     iterations = 400_000  # about a second on the reference backend
     x = np.random.default_rng(5).integers(0, 2**32, BIG, dtype=np.uint32)
-    with vyre_core.Driver(kill_grace=0.5, max_restarts=5) as drv:
+    with vyre_core.Driver(restart=RestartPolicy(max_restarts=5),
+                          timeouts=Timeouts(kill_grace=0.5)) as drv:
         drv.probe("reference")  # (else the kill may land on the routing probe, not on it)
         pending = drv.dispatch_async(program, [np.array([iterations], np.uint32), x],
                                      backend="reference", config=DispatchConfig(retries=1))
@@ -842,7 +844,7 @@ def test_a_worker_past_its_deadline_never_writes_into_memory_reused_by_others() 
     class, the segment most recently freed would be first in line) keeps its bytes."""
     program = spinning(BIG, with_input=False)
     slow_iterations = 500_000  # about a second
-    with vyre_core.Driver(workers=2, kill_grace=10.0) as drv:
+    with vyre_core.Driver(workers=2, timeouts=Timeouts(kill_grace=10.0)) as drv:
         for fast in (3, 4):  # both workers started, and segments of that class made
             out = drv.dispatch(program, [np.array([fast], np.uint32)], backend="reference")
             assert_exact(out, [spin_expected(BIG, fast)])
@@ -870,7 +872,7 @@ def test_a_worker_past_its_deadline_never_writes_into_memory_reused_by_others() 
 
 
 PARENT_DIES = """
-    drv = vyre_core.Driver(workers=2, kill_grace=0.5)
+    drv = vyre_core.Driver(workers=2, timeouts=vyre_core.Timeouts(kill_grace=0.5))
     n = 4 << 20
     held, ok = [], []
     for seed in range(3):
@@ -937,7 +939,7 @@ def test_a_parent_killed_holding_results_and_mid_dispatch_leaves_nothing_behind(
 
 @pytest.mark.timeout(60)
 def test_compiled_pipelines_with_large_inputs_and_outputs_are_exact() -> None:
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         pipeline = drv.compile(rw(BIG), backend="reference")
         held = []
         for seed in range(3):
@@ -974,7 +976,7 @@ def test_four_threads_dispatching_large_buffers_on_two_workers_all_get_their_own
             results.append((out, want))
         return results
 
-    with vyre_core.Driver(workers=2, kill_grace=0.5) as drv, \
+    with vyre_core.Driver(workers=2, timeouts=Timeouts(kill_grace=0.5)) as drv, \
             ThreadPoolExecutor(max_workers=4) as executor:
         out, want = dispatch_rw(drv, program, 1, MID)
         assert_exact(out, want)
@@ -1053,7 +1055,7 @@ def test_a_worker_reply_naming_the_wrong_output_slots_fails_only_its_call(
         return msg
 
     n = 1 << 18
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         out, want = dispatch_rw(drv, rw(n), 0, n)  # started, and shared memory in use
         assert_exact(out, want)
         monkeypatch.setattr(protocol, "decode", decode)
@@ -1092,7 +1094,7 @@ def test_a_forked_child_keeps_its_results_while_the_parent_dispatches_on() -> No
     segment is never reused), and the child's exit leaves the parent's pool alone."""
     n = 1 << 20
     program, x = one_output(n), np.arange(n, dtype=np.uint32)
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         result = drv.dispatch(program, [x], backend="reference")[0]
         go, told = os.pipe()
         seen, said = os.pipe()

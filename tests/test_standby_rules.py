@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 from supervision_harness import Shell
-from test_supervision_stateful import PoolModel
+from test_supervision_stateful import POOL_RESTARTS, POOL_TIMEOUTS, PoolModel
 
 from vyre_core.errors import (
     InvalidConfigError,
@@ -134,7 +134,7 @@ def test_a_spare_never_receives_a_caller_request_however_long_the_queue():
 
 
 def test_a_spare_is_checked_for_heartbeats_like_an_idle_worker():
-    shell = StandbyShell(heartbeat_timeout=5.0).started()
+    shell = StandbyShell(timeouts={"heartbeat": 5.0}).started()
     shell.advance(2.0)
     shell.beat(0)  # worker 0 is next due at 7.0, the spare (heard at 0.0) at 5.0
     assert shell.machine.next_timer() == pytest.approx(5.0)
@@ -146,7 +146,7 @@ def test_a_spare_is_checked_for_heartbeats_like_an_idle_worker():
 
 
 def test_a_serving_death_promotes_the_ready_spare():
-    shell = StandbyShell(workers=1, standby=1, max_restarts=5).started()
+    shell = StandbyShell(workers=1, standby=1, restart={"max_restarts": 5}).started()
     spare_pid, spare_identity = shell.worker(1).pid, shell.identity(1)
     running = shell.submit(retries=1, label="running")
     queued = shell.submit(label="queued")
@@ -211,7 +211,7 @@ def test_handles_of_the_old_generation_are_invalid_and_the_new_one_holds_after_a
 
 def test_each_death_counts_once_toward_the_restart_intensity():
     # (max_restarts is per process: 1 x (a serving worker and a spare) = 2 in the window)
-    shell = StandbyShell(max_restarts=1, restart_window=60.0).started()
+    shell = StandbyShell(restart={"max_restarts": 1, "window": 60.0}).started()
     for deaths in (1, 2):
         spare_pid = shell.worker(1).pid
         shell.die(0)
@@ -229,7 +229,7 @@ def test_each_death_counts_once_toward_the_restart_intensity():
 
 
 def test_a_planned_stop_of_a_serving_worker_also_promotes_without_counting():
-    shell = StandbyShell(recycle_after=1).started()
+    shell = StandbyShell(restart={"recycle_after": 1}).started()
     assert shell.sent_to(0)[-1].op is Op.SHUTDOWN  # recycled after one request
     spare_pid = shell.worker(1).pid
     mark = shell.mark()
@@ -273,7 +273,7 @@ def test_without_a_ready_spare_the_slot_spawns_as_before():
 
 
 def test_two_deaths_in_a_row_use_the_next_ready_spare():
-    shell = StandbyShell(workers=2, standby=1, max_restarts=5).started()
+    shell = StandbyShell(workers=2, standby=1, restart={"max_restarts": 5}).started()
     first_spare = shell.worker(2).pid
     shell.die(0)
     assert shell.worker(0).pid == first_spare
@@ -288,7 +288,7 @@ def test_two_deaths_in_a_row_use_the_next_ready_spare():
 
 
 def test_a_promoted_process_that_dies_before_answering_adopt_is_replaced_again():
-    shell = StandbyShell(max_restarts=5).started()
+    shell = StandbyShell(restart={"max_restarts": 5}).started()
     req = shell.submit(retries=0)
     shell.receive(0)
     shell.die(0)
@@ -309,7 +309,7 @@ def test_a_promoted_process_that_dies_before_answering_adopt_is_replaced_again()
 
 
 def test_adopt_answered_with_an_error_kills_the_process_and_the_slot_recovers():
-    shell = StandbyShell(max_restarts=5).started()
+    shell = StandbyShell(restart={"max_restarts": 5}).started()
     shell.die(0)
     waiting = shell.submit()
     mark = shell.mark()
@@ -329,7 +329,7 @@ def test_adopt_answered_with_an_error_kills_the_process_and_the_slot_recovers():
 def test_adopt_refused_by_a_real_worker_is_seen_at_once():
     """A worker answers ADOPT, refusal included, as the generation it was asked to become
     (workers/server.py): the rules see the refusal at once, not at ADOPT's deadline."""
-    shell = StandbyShell(max_restarts=5, startup_timeout=10.0).started()
+    shell = StandbyShell(restart={"max_restarts": 5}, timeouts={"startup": 10.0}).started()
     shell.die(0)
     shell.receive(0)
     shell.reply(0, error=ProtocolError("cannot adopt"), gen=shell.worker(0).generation)
@@ -339,8 +339,8 @@ def test_adopt_refused_by_a_real_worker_is_seen_at_once():
 
 
 def test_adopt_past_its_deadline_stops_the_process_and_the_slot_recovers():
-    shell = StandbyShell(max_restarts=5, startup_timeout=10.0, heartbeat_timeout=30.0,
-                         kill_grace=2.0).started()
+    shell = StandbyShell(restart={"max_restarts": 5},
+                         timeouts={"startup": 10.0, "heartbeat": 30.0, "kill_grace": 2.0}).started()
     shell.die(0)
     waiting = shell.submit()
     shell.receive(0)  # taken, never answered; the worker keeps beating
@@ -364,13 +364,13 @@ def test_adopt_past_its_deadline_stops_the_process_and_the_slot_recovers():
 
 
 def test_spares_that_never_adopt_count_toward_the_restart_intensity():
-    """A process that cannot take over its slot in startup_timeout is stopped as planned,
+    """A process that cannot take over its slot in Timeouts.startup is stopped as planned,
     not counted: with a backend whose processes all hang there (the main thread blocked,
     heartbeats going on), every new spare is promoted, times out and is replaced, forever.
     A caller without a deadline then waits forever, while without standby a worker that
     never starts trips the restart intensity and the caller gets PoolFailedError."""
-    shell = StandbyShell(max_restarts=1, startup_timeout=2.0, heartbeat_timeout=30.0,
-                         kill_grace=0.5).started()
+    shell = StandbyShell(restart={"max_restarts": 1},
+                         timeouts={"startup": 2.0, "heartbeat": 30.0, "kill_grace": 0.5}).started()
     shell.die(0)
     waiting = shell.submit()  # no deadline
     for _ in range(6):
@@ -395,7 +395,7 @@ def test_spares_that_never_adopt_count_toward_the_restart_intensity():
 
 
 def test_close_retires_spares_too():
-    shell = StandbyShell(workers=1, standby=2, auto_hello=False, kill_grace=1.0)
+    shell = StandbyShell(workers=1, standby=2, auto_hello=False, timeouts={"kill_grace": 1.0})
     shell.submit()
     for index in (0, 1):
         shell.hello(index)  # worker 2 is still starting
@@ -422,13 +422,14 @@ def test_a_spare_spawning_at_close_is_stopped_once_started():
     shell.run()
     shell.start(1, 1)  # its process started after all
     assert shell.signals[-1] == Signal(1, kill=False)
-    shell.advance(shell.options.kill_grace)
+    shell.advance(shell.options.timeouts.kill_grace)
     shell.obey_signals()
     assert shell.machine.stopped
 
 
 def test_a_failed_pool_retires_its_spares_and_starts_them_again_after_the_cooldown():
-    shell = StandbyShell(workers=1, standby=1, max_restarts=0, cooldown=30.0).started()
+    shell = StandbyShell(workers=1, standby=1,
+                         restart={"max_restarts": 0, "cooldown": 30.0}).started()
     mark = shell.mark()
     shell.die(0, 3, "Traceback: broken")
     assert shell.machine.state == "failed"
@@ -444,7 +445,7 @@ def test_a_failed_pool_retires_its_spares_and_starts_them_again_after_the_cooldo
 
 
 def test_a_frozen_spare_is_killed_and_replaced_without_touching_the_serving_worker():
-    shell = StandbyShell(workers=1, standby=1, heartbeat_timeout=5.0).started()
+    shell = StandbyShell(workers=1, standby=1, timeouts={"heartbeat": 5.0}).started()
     serving = (shell.worker(0).pid, shell.worker(0).generation)
     for _ in range(5):  # worker 0 beats, the spare (SIGSTOPped) says nothing
         shell.advance(1.0)
@@ -517,16 +518,8 @@ class StandbyPoolModel(PoolModel):
     spare slot, and no caller request reaches a promoted process before its ADOPT is
     answered."""
 
-    @initialize(workers=st.integers(1, 3), standby=st.integers(0, 2),
-                max_restarts=st.sampled_from([0, 1, 3, 10]),
-                restart_window=st.sampled_from([1.0, 10.0, 60.0]),
-                cooldown=st.sampled_from([1.0, 5.0, 60.0]),
-                kill_grace=st.sampled_from([0.1, 1.0, 5.0]),
-                startup_timeout=st.sampled_from([0.5, 3.0, 20.0]),
-                heartbeat_interval=st.sampled_from([0.1, 0.5, 1.0]),
-                heartbeat_timeout=st.sampled_from([2.0, 5.0, 30.0]),
-                recycle_after=st.sampled_from([None, None, 1, 3]),
-                recycle_rss_bytes=st.sampled_from([None, 1000]))
+    @initialize(workers=st.integers(1, 3), standby=st.integers(0, 2), restart=POOL_RESTARTS,
+                timeouts=POOL_TIMEOUTS)
     def make_pool(self, **options) -> None:
         self.adopts: dict[int, list] = {}  # pid -> ADOPT requests sent to that process
         self.promotions = 0
@@ -574,7 +567,7 @@ class StandbyPoolModel(PoolModel):
     def drain(self) -> None:
         """The base model's drain, with ADOPT answered as soon as it is taken: the base
         drain answers on its next turn, after stepping to the next timer, which can be
-        ADOPT's own deadline (startup_timeout); every promotion then times out, and (those
+        ADOPT's own deadline (Timeouts.startup); every promotion then times out, and (those
         stops being planned) the pool churns through spares forever. That is a finding of
         its own, checked deterministically by
         test_spares_that_never_adopt_count_toward_the_restart_intensity."""

@@ -22,7 +22,7 @@ def first(lines: list[str], part: str) -> int:
 
 
 def test_a_death_is_logged_before_its_running_request_is_run_again() -> None:
-    shell = Shell(max_restarts=10)
+    shell = Shell(restart={"max_restarts": 10})
     shell.submit(retries=1)
     shell.receive(0)
     shell.die(0, -signal.SIGSEGV)
@@ -31,7 +31,7 @@ def test_a_death_is_logged_before_its_running_request_is_run_again() -> None:
 
 
 def test_a_death_is_logged_before_a_request_it_never_received_is_sent_again() -> None:
-    shell = Shell(max_restarts=10)
+    shell = Shell(restart={"max_restarts": 10})
     shell.submit(retries=0)
     shell.die(0, -signal.SIGSEGV)  # (before its main thread took the request)
     lines = texts(shell)

@@ -29,7 +29,7 @@ from vyre_core.errors import (
     WorkerCrashedError,
 )
 from vyre_core.protocol import Message, Op
-from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.options import RestartPolicy
 from vyre_core.supervisor.rules.actions import Send
 from vyre_core.supervisor.rules.constants import (
     MAX_RESENDS,
@@ -62,8 +62,8 @@ def test_a_queued_request_times_out_at_its_own_deadline_not_when_the_one_ahead_e
 
 
 def test_a_pool_that_never_starts_cannot_hold_a_request_past_its_deadline():
-    """Defect 2: workers that never start cost 18 s with startup_timeout=3."""
-    shell = Shell(auto_hello=False, startup_timeout=3.0, max_restarts=5)
+    """Defect 2: workers that never start cost 18 s with Timeouts(startup=3)."""
+    shell = Shell(auto_hello=False, restart={"max_restarts": 5}, timeouts={"startup": 3.0})
     req = shell.submit(timeout=1.0)
     shell.advance(1.01)
     assert isinstance(shell.result(req), DispatchTimeoutError)
@@ -71,7 +71,7 @@ def test_a_pool_that_never_starts_cannot_hold_a_request_past_its_deadline():
 
 
 def test_a_running_request_past_its_deadline_is_answered_then_its_worker_stopped():
-    shell = Shell(kill_grace=2.0)
+    shell = Shell(timeouts={"kill_grace": 2.0})
     req = shell.submit(timeout=1.0)
     shell.receive(0)
     shell.advance(1.0)
@@ -106,7 +106,7 @@ def test_a_request_already_past_its_deadline_is_answered_at_submit():
 
 
 def test_a_request_without_deadline_waits_while_its_worker_is_alive_and_running_it():
-    shell = Shell(heartbeat_timeout=30.0)
+    shell = Shell(timeouts={"heartbeat": 30.0})
     req = shell.submit()
     shell.receive(0)
     for _ in range(100):  # 500 s of heartbeats: still running, still waiting
@@ -124,9 +124,9 @@ def test_a_request_lost_in_transport_goes_to_a_fresh_worker_then_fails_clearly()
     """Defect 4: a worker that stays alive but never takes a request off its lane (with
     ZeroMQ lanes: a message it could not allocate, dropped without an error) is replaced,
     the request goes to the new one, and after three tries fails clearly."""
-    shell = Shell(max_restarts=0)
+    shell = Shell(restart={"max_restarts": 0})
     req = shell.submit()
-    limit = shell.options.silence_limit
+    limit = shell.options.timeouts.silence_limit
     for attempt in range(MAX_RESENDS + 1):
         assert shell.sent_to(0)[-1] is req and shell.worker(0).generation == attempt + 1
         shell.advance(limit / 2)
@@ -167,14 +167,14 @@ def test_a_request_that_arrives_late_is_answered_once():
 
 def test_a_request_sent_to_a_frozen_idle_worker_runs_on_its_replacement():
     """Defect 5: a worker stopped while idle got the next request, which failed after
-    heartbeat_timeout without ever having run, and was not retried."""
-    shell = Shell(heartbeat_timeout=30.0)
+    Timeouts.heartbeat without ever having run, and was not retried."""
+    shell = Shell(timeouts={"heartbeat": 30.0})
     shell.submit()  # start the pool
     shell.reply(0)
     shell.advance(0.4)  # SIGSTOP here: silence from now on
     req = shell.submit(retries=0)  # no retries allowed: it never ran, so that is fine
     assert shell.sent_to(0)[-1] is req
-    shell.advance(shell.options.silence_limit)
+    shell.advance(shell.options.timeouts.silence_limit)
     assert shell.signals[-1].kill and shell.worker(0).state == "killing"
     assert req.id not in shell.results
     shell.die(0)
@@ -189,7 +189,7 @@ def test_an_idle_worker_silent_with_work_waiting_is_replaced_before_anything_is_
     shell = Shell()
     shell.submit()
     shell.reply(0)
-    shell.now += shell.options.silence_limit + 0.1  # silent, and nothing ticked meanwhile
+    shell.now += shell.options.timeouts.silence_limit + 0.1  # silent, and nothing ticked meanwhile
     req = shell.submit()
     assert req not in shell.sent_to(0)[:-1] and shell.signals[-1].kill
     shell.die(0)
@@ -197,7 +197,7 @@ def test_an_idle_worker_silent_with_work_waiting_is_replaced_before_anything_is_
 
 
 def test_an_idle_worker_silent_past_heartbeat_timeout_is_replaced():
-    shell = Shell(heartbeat_timeout=5.0)
+    shell = Shell(timeouts={"heartbeat": 5.0})
     shell.submit()
     shell.reply(0)
     shell.advance(5.1)
@@ -208,7 +208,7 @@ def test_an_idle_worker_silent_past_heartbeat_timeout_is_replaced():
 
 def test_a_worker_holding_the_gil_is_not_judged_frozen_before_heartbeat_timeout():
     """Its page shows the request: it runs, merely without heartbeats."""
-    shell = Shell(heartbeat_timeout=30.0)
+    shell = Shell(timeouts={"heartbeat": 30.0})
     req = shell.submit()
     shell.receive(0)
     shell.advance(29.0)
@@ -225,7 +225,7 @@ def test_a_reply_lost_on_its_way_back_fails_the_request_clearly():
     shell = Shell()
     req = shell.submit()
     shell.machine.progress(0, req.id, req.id, shell.now)  # answered, per its page
-    shell.advance(shell.options.silence_limit)
+    shell.advance(shell.options.timeouts.silence_limit)
     error = shell.result(req)
     assert isinstance(error, MessageLostError) and "reply" in error.cause
     assert shell.worker(0).state == "idle"  # the worker itself is fine
@@ -235,7 +235,7 @@ def test_a_reply_lost_on_its_way_back_fails_the_request_clearly():
 
 
 def test_a_crash_while_running_is_retried_once_and_a_second_makes_it_poison():
-    shell = Shell(max_restarts=10)
+    shell = Shell(restart={"max_restarts": 10})
     req = shell.submit(retries=1)
     shell.receive(0)
     shell.die(0, -signal.SIGSEGV, "boom")
@@ -252,7 +252,7 @@ def test_a_crash_while_running_is_retried_once_and_a_second_makes_it_poison():
 
 @pytest.mark.parametrize("retries", [0, 5])
 def test_retries_zero_fails_at_the_first_crash_and_more_never_exceed_poison(retries):
-    shell = Shell(max_restarts=10)
+    shell = Shell(restart={"max_restarts": 10})
     req = shell.submit(retries=retries)
     shell.receive(0)
     shell.die(0, 17)
@@ -265,7 +265,7 @@ def test_retries_zero_fails_at_the_first_crash_and_more_never_exceed_poison(retr
 
 
 def test_a_death_before_the_request_arrived_resends_it_without_spending_retries():
-    shell = Shell(max_restarts=10)
+    shell = Shell(restart={"max_restarts": 10})
     req = shell.submit(retries=0)
     for resend in range(1, MAX_RESENDS + 1):
         shell.die(0)  # killed before its main thread took the request
@@ -312,7 +312,7 @@ def test_an_abort_while_running_is_a_lost_device():
 def test_every_unexpected_death_counts_busy_or_idle_and_fails_the_pool_past_the_limit():
     """Defect 6: deaths while serving never counted; a backend crashing on every request
     was restarted forever and routing never fell over."""
-    shell = Shell(max_restarts=3, restart_window=60.0)
+    shell = Shell(restart={"max_restarts": 3, "window": 60.0})
     victims = [shell.submit(retries=0) for _ in range(2)]
     shell.receive(0)
     shell.die(0)                      # busy death 1
@@ -333,7 +333,7 @@ def test_every_unexpected_death_counts_busy_or_idle_and_fails_the_pool_past_the_
 
 
 def test_deaths_older_than_the_window_are_forgotten():
-    shell = Shell(max_restarts=1, restart_window=10.0)
+    shell = Shell(restart={"max_restarts": 1, "window": 10.0})
     shell.submit()
     shell.die(0)
     shell.advance(10.5)
@@ -344,7 +344,7 @@ def test_deaths_older_than_the_window_are_forgotten():
 def test_the_intensity_is_per_worker_process_spares_included():
     """Issue 38 row 5: every death counted against one pool-wide max_restarts, so a pool
     of 8 bore no more deaths than a pool of one and random kills failed big pools."""
-    shell = Shell(workers=2, standby=1, max_restarts=2, restart_window=60.0)
+    shell = Shell(workers=2, standby=1, restart={"max_restarts": 2, "window": 60.0})
     shell.submit()
     for death in range(6):  # 2 per process x 3 processes
         shell.die(death % 3)
@@ -360,15 +360,15 @@ def test_the_default_intensity_bears_a_kill_a_second_but_fails_a_crash_loop():
     """The defaults keep a pool of one serving under a SIGKILL every second (the fault
     suite's soak kills every 1-3 s) and still fail a backend that dies at once on every
     start within about a second."""
-    defaults = PoolOptions()
-    knobs = {"max_restarts": defaults.max_restarts, "restart_window": defaults.restart_window}
-    shell = Shell(**knobs)
+    defaults = RestartPolicy()
+    knobs = {"max_restarts": defaults.max_restarts, "window": defaults.window}
+    shell = Shell(restart=knobs)
     shell.submit()
     for _ in range(300):  # five minutes of kills
         shell.advance(1.0)
         shell.die(0)
         assert shell.machine.state == "running"
-    looping = Shell(**knobs)
+    looping = Shell(restart=knobs)
     looping.submit()
     while looping.machine.state == "running":
         looping.advance(0.05)  # a fork-server restart and a crash on the next request
@@ -379,7 +379,7 @@ def test_the_default_intensity_bears_a_kill_a_second_but_fails_a_crash_loop():
 def test_a_worker_dying_while_it_stops_for_a_cancelled_call_is_not_charged():
     """The caller caused that stop: killed at cancel_grace it was a planned stop already;
     dying before it (on the stop itself) is charged no more than that."""
-    shell = Shell(max_restarts=0)
+    shell = Shell(restart={"max_restarts": 0})
     req = shell.submit()
     shell.receive(0)
     shell.machine.cancel(req, shell.now)
@@ -390,7 +390,7 @@ def test_a_worker_dying_while_it_stops_for_a_cancelled_call_is_not_charged():
 
 
 def test_planned_stops_never_count():
-    shell = Shell(max_restarts=0, recycle_after=1, kill_grace=1.0)
+    shell = Shell(restart={"max_restarts": 0, "recycle_after": 1}, timeouts={"kill_grace": 1.0})
     for _ in range(3):
         req = shell.submit(timeout=1.0)
         shell.receive(0)
@@ -405,7 +405,7 @@ def test_planned_stops_never_count():
 
 
 def test_a_failed_pool_answers_at_once_then_tries_again_after_its_cooldown():
-    shell = Shell(max_restarts=0, cooldown=30.0)
+    shell = Shell(restart={"max_restarts": 0, "cooldown": 30.0})
     shell.submit()
     shell.die(0, 3, "Traceback: broken")
     assert shell.machine.state == "failed"
@@ -428,7 +428,7 @@ def test_a_failed_pool_answers_at_once_then_tries_again_after_its_cooldown():
 
 
 def test_one_death_right_after_the_cooldown_fails_the_pool_again():
-    shell = Shell(max_restarts=0, cooldown=5.0, auto_hello=False)
+    shell = Shell(restart={"max_restarts": 0, "cooldown": 5.0}, auto_hello=False)
     shell.submit()
     shell.hello(0)  # (it served once: a pool that never started says so instead)
     shell.die(0, 3)
@@ -441,7 +441,7 @@ def test_one_death_right_after_the_cooldown_fails_the_pool_again():
 
 
 def test_a_worker_that_never_says_hello_is_killed_and_counted():
-    shell = Shell(auto_hello=False, startup_timeout=3.0, max_restarts=1)
+    shell = Shell(auto_hello=False, restart={"max_restarts": 1}, timeouts={"startup": 3.0})
     req = shell.submit()
     shell.advance(3.0)
     assert shell.signals[-1].kill
@@ -479,7 +479,7 @@ TRACEBACK = ("Traceback (most recent call last):\n" + '  File "plugin.py", line 
 def test_a_backend_that_never_started_is_given_up_after_two_tries_with_a_short_error():
     """Before: a backend failing at import was started max_restarts + 1 times and the
     error was one line of 3,000 characters (every traceback line) with a generic Fix."""
-    shell = Shell(auto_hello=False, max_restarts=5)
+    shell = Shell(auto_hello=False, restart={"max_restarts": 5})
     req = shell.submit()
     for tries in range(1, START_TRIES + 1):
         assert shell.worker(0).generation == tries and shell.machine.state == "running"
@@ -502,7 +502,7 @@ def test_a_backend_that_never_started_is_given_up_after_two_tries_with_a_short_e
 
 
 def test_a_start_error_is_quoted_short_in_the_first_line():
-    shell = Shell(auto_hello=False, max_restarts=5)
+    shell = Shell(auto_hello=False, restart={"max_restarts": 5})
     req = shell.submit()
     for _ in range(START_TRIES):
         hello_failed(shell, 0, "ImportError: " + "numpy is broken " * 100, TRACEBACK)
@@ -516,7 +516,7 @@ def test_start_failures_of_some_workers_do_not_fail_a_pool_others_may_start():
     """Found in review: one counter for the whole pool failed four workers when two of
     them failed once each (a signal during four simultaneous imports), or when one device
     could not start while the others were about to say hello."""
-    shell = Shell(auto_hello=False, workers=4, max_restarts=5)
+    shell = Shell(auto_hello=False, workers=4, restart={"max_restarts": 5})
     shell.submit()
     shell.die(1, -9)
     shell.die(2, -9)
@@ -528,7 +528,7 @@ def test_start_failures_of_some_workers_do_not_fail_a_pool_others_may_start():
     assert shell.machine.state == "running" and shell.worker(0).state in ("idle", "busy")
     # every worker failing twice is the backend: the pool fails without using up the
     # restart intensity
-    shell = Shell(auto_hello=False, workers=3, max_restarts=10)
+    shell = Shell(auto_hello=False, workers=3, restart={"max_restarts": 10})
     req = shell.submit()
     for _ in range(START_TRIES):
         for index in range(3):
@@ -538,7 +538,7 @@ def test_start_failures_of_some_workers_do_not_fail_a_pool_others_may_start():
 
 
 def test_a_silent_start_failure_is_named_by_the_last_line_it_wrote():
-    shell = Shell(auto_hello=False, max_restarts=5)
+    shell = Shell(auto_hello=False, restart={"max_restarts": 5})
     req = shell.submit()
     for _ in range(START_TRIES):
         shell.die(0, -11, output="Fatal Python error: Segmentation fault\n\n")
@@ -547,7 +547,7 @@ def test_a_silent_start_failure_is_named_by_the_last_line_it_wrote():
 
 
 def test_a_backend_that_started_once_gets_the_whole_restart_intensity():
-    shell = Shell(auto_hello=False, max_restarts=3, restart_window=60.0)
+    shell = Shell(auto_hello=False, restart={"max_restarts": 3, "window": 60.0})
     shell.submit()
     shell.hello(0)
     for death in range(3):  # dies, and its replacements die before their hello
@@ -640,7 +640,7 @@ def test_a_refused_spawn_fails_waiting_requests_clearly_and_is_retried_with_back
 def test_a_start_refused_by_its_place_is_started_again_and_counts_as_no_death():
     """A Ray node without the backend installed: the worker starts elsewhere; however many
     nodes lack it, the pool's restart intensity is not spent and the request still runs."""
-    shell = Shell(auto_hello=False, max_restarts=0)
+    shell = Shell(auto_hello=False, restart={"max_restarts": 0})
     req = shell.submit()
     for generation in (1, 2, 3):
         shell.machine.start_refused(0, generation, "no entry point 'b'", shell.now)
@@ -659,7 +659,7 @@ def test_a_start_that_fails_on_the_callers_configuration_spends_no_restart():
     """PoolOptions(devices=[5]) on a backend with devices 0 and 1 burned every restart and
     buried the backend's Fix under the pool's; now the call gets the backend's own error
     at once, and the worker is tried again with backoff (a device may come back)."""
-    shell = Shell(auto_hello=False, max_restarts=0)
+    shell = Shell(auto_hello=False, restart={"max_restarts": 0})
     req = shell.submit()
     w = shell.worker(0)
     refusal = InvalidConfigError("backend 'b' has no device 5; its devices: 0, 1",
@@ -686,7 +686,7 @@ def test_a_start_that_fails_on_the_callers_configuration_spends_no_restart():
 def test_a_worker_the_cluster_has_no_room_for_backs_off_and_counts_as_no_death():
     """Ray keeps an actor that no node has room for pending for ever: the shell says so
     before the start deadline, and the caller hears why instead of a pool failure."""
-    shell = Shell(auto_hello=False, max_restarts=0, startup_timeout=3.0)
+    shell = Shell(auto_hello=False, restart={"max_restarts": 0}, timeouts={"startup": 3.0})
     req = shell.submit(timeout=30)
     room = SystemResourceError("no node has 1 CPU free", "Free resources on the cluster.")
     shell.advance(2.0)
@@ -743,7 +743,7 @@ def test_probed_capabilities_outlive_a_restart_and_change_only_with_a_new_probe(
 
 
 def test_a_worker_over_its_memory_limit_is_recycled_between_requests():
-    shell = Shell(recycle_rss_bytes=1000)
+    shell = Shell(restart={"recycle_rss_bytes": 1000})
     req = shell.submit()
     shell.machine.measured(0, 5000)
     shell.reply(0, req, value=1)
@@ -768,7 +768,7 @@ def test_a_lost_device_is_recovered_in_place_with_a_new_generation():
 
 
 def test_a_device_that_cannot_recover_restarts_its_worker_without_counting():
-    shell = Shell(max_restarts=0)
+    shell = Shell(restart={"max_restarts": 0})
     shell.submit()
     shell.reply(0)
     req = shell.submit()
@@ -783,7 +783,7 @@ def test_a_device_that_cannot_recover_restarts_its_worker_without_counting():
 
 
 def test_close_fails_everything_pending_and_stops_every_worker():
-    shell = Shell(workers=2, kill_grace=1.0)
+    shell = Shell(workers=2, timeouts={"kill_grace": 1.0})
     running = shell.submit()
     queued = [shell.submit() for _ in range(3)]
     shell.receive(0)
@@ -803,10 +803,10 @@ def test_close_fails_everything_pending_and_stops_every_worker():
 
 
 def test_next_timer_covers_every_waiting_rule():
-    shell = Shell(heartbeat_timeout=30.0)
+    shell = Shell(timeouts={"heartbeat": 30.0})
     assert shell.machine.next_timer() is None
     req = shell.submit(timeout=7.0)
-    assert shell.machine.next_timer() == pytest.approx(shell.options.silence_limit)
+    assert shell.machine.next_timer() == pytest.approx(shell.options.timeouts.silence_limit)
     shell.receive(0)
     assert shell.machine.next_timer() == pytest.approx(7.0)
     shell.reply(0, req)
@@ -828,7 +828,7 @@ def test_sends_carry_the_worker_identity_and_generation():
 def test_a_pause_of_this_process_is_not_held_against_its_workers():
     """Ctrl-Z of the caller for 35 s: after SIGCONT every worker looked silent and was
     killed (busy ones failing their requests) before their queued heartbeats arrived."""
-    shell = Shell(workers=2, heartbeat_timeout=5.0)
+    shell = Shell(workers=2, timeouts={"heartbeat": 5.0})
     running = shell.submit()
     shell.receive(0)
     idle_ready = shell.submit()
@@ -894,7 +894,7 @@ def test_answered_requests_do_not_pile_up_behind_a_long_deadline():
 
 
 def test_handles_are_invalid_from_the_moment_recycling_starts():
-    shell = Shell(recycle_after=2)
+    shell = Shell(restart={"recycle_after": 2})
     first = shell.submit()
     shell.reply(0, first)
     assert shell.machine.holds(0, 1)
@@ -937,7 +937,7 @@ def test_a_spawn_is_never_dropped_while_the_pool_runs():
 def test_deaths_with_the_fork_server_count_neither_toward_intensity_nor_crashes():
     """Workers die with their fork server: its loss, not theirs (the shell bounds how
     often a server may be lost)."""
-    shell = Shell(workers=2, max_restarts=1)
+    shell = Shell(workers=2, restart={"max_restarts": 1})
     running = shell.submit(retries=0)
     shell.receive(0)
     for _ in range(3):  # far past max_restarts=1, had they counted
@@ -954,7 +954,7 @@ def test_deaths_with_the_fork_server_count_neither_toward_intensity_nor_crashes(
 
 
 def test_a_death_with_status_unknown_but_not_collateral_still_counts():
-    shell = Shell(max_restarts=1)
+    shell = Shell(restart={"max_restarts": 1})
     shell.submit()
     shell.die(0, None)
     shell.die(0, None)

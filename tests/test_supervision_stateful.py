@@ -36,17 +36,28 @@ from supervision_harness import CAPS, deadline_after
 
 from vyre_core.errors import DeviceLostError, ProtocolError, SystemResourceError, VyreError
 from vyre_core.protocol import Message, Op
-from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.options import PoolOptions, RestartPolicy, Timeouts
 from vyre_core.supervisor.rules.actions import Resolve, Send, Signal, Spawn
 from vyre_core.supervisor.rules.constants import TICK_EVERY
 from vyre_core.supervisor.rules.machine import PoolMachine
 from vyre_core.supervisor.rules.requests import Request
+from vyre_core.testing.tight import options_over
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
 EXIT_CODES = [-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT, 0, 3]
 TIMEOUTS = st.one_of(st.none(), st.sampled_from([0.0, 0.3, 1.0, 5.0, 60.0]),
                      st.floats(0.01, 100.0))
+#: The pools' restart policies and timeouts, as the model makes them.
+POOL_RESTARTS = st.builds(RestartPolicy, max_restarts=st.sampled_from([0, 1, 3, 10]),
+                          window=st.sampled_from([1.0, 10.0, 60.0]),
+                          cooldown=st.sampled_from([1.0, 5.0, 60.0]),
+                          recycle_after=st.sampled_from([None, None, 1, 3]),
+                          recycle_rss_bytes=st.sampled_from([None, 1000]))
+POOL_TIMEOUTS = st.builds(Timeouts, kill_grace=st.sampled_from([0.1, 1.0, 5.0]),
+                          startup=st.sampled_from([0.5, 3.0, 20.0]),
+                          heartbeat_interval=st.sampled_from([0.1, 0.5, 1.0]),
+                          heartbeat=st.sampled_from([2.0, 5.0, 30.0]))
 ERROR_MAPS = st.one_of(
     st.none(), st.integers(), st.text(max_size=4),
     st.fixed_dictionaries({}, optional={
@@ -340,15 +351,7 @@ class PoolModel(RuleBasedStateMachine):
 
     # -- setup and callers ------------------------------------------------------------------
 
-    @initialize(workers=st.integers(1, 3), max_restarts=st.sampled_from([0, 1, 3, 10]),
-                restart_window=st.sampled_from([1.0, 10.0, 60.0]),
-                cooldown=st.sampled_from([1.0, 5.0, 60.0]),
-                kill_grace=st.sampled_from([0.1, 1.0, 5.0]),
-                startup_timeout=st.sampled_from([0.5, 3.0, 20.0]),
-                heartbeat_interval=st.sampled_from([0.1, 0.5, 1.0]),
-                heartbeat_timeout=st.sampled_from([2.0, 5.0, 30.0]),
-                recycle_after=st.sampled_from([None, None, 1, 3]),
-                recycle_rss_bytes=st.sampled_from([None, 1000]))
+    @initialize(workers=st.integers(1, 3), restart=POOL_RESTARTS, timeouts=POOL_TIMEOUTS)
     def make_pool(self, **options: Any) -> None:
         """A pool, started by its first call."""
         self.machine = PoolMachine("b", PoolOptions(**options))
@@ -588,7 +591,7 @@ class PoolModel(RuleBasedStateMachine):
         """From now on every live, unfrozen worker answers whatever it gets and the OS allows
         every spawn: every request, with a deadline or without, is answered."""
         self.refusals = 0
-        interval = self.machine.options.heartbeat_interval
+        interval = self.machine.options.timeouts.heartbeat_interval
         for _ in range(400):
             if not self.unresolved():
                 return
@@ -620,7 +623,7 @@ class PoolModel(RuleBasedStateMachine):
         failure = self.machine.failure if self.machine is not None else None
         if failure is not None and " worker deaths in " in failure.cause:
             deaths = int(failure.cause.split(" worker deaths in ")[0].rsplit(" ", 1)[1])
-            limit = self.machine.options.max_restarts * len(self.machine.workers)
+            limit = self.machine.options.restart.max_restarts * len(self.machine.workers)
             assert deaths == limit + 1, (failure.cause, limit)
 
     def teardown(self) -> None:
@@ -632,7 +635,7 @@ class PoolModel(RuleBasedStateMachine):
         for _ in range(50):
             if self.machine.stopped and not any(p.alive for p in self.procs.values()):
                 break
-            self.advance_to(self.now + self.machine.options.kill_grace, beats=False)
+            self.advance_to(self.now + self.machine.options.timeouts.kill_grace, beats=False)
         assert self.machine.stopped, [(w.index, w.state) for w in self.machine.workers]
         assert not [p.pid for p in self.procs.values() if p.alive], "processes outlived close"
         assert not self.unresolved(), (
@@ -647,15 +650,19 @@ TestSupervisionStateful = PoolModel.TestCase
 
 # -- what the state machine found, replayed step by step (the model's checks fail them) --------
 
+#: The options of the sequences hypothesis found, under what each replay changes.
+FOUND = PoolOptions(restart=RestartPolicy(max_restarts=0, window=1.0, cooldown=1.0),
+                    timeouts=Timeouts(kill_grace=0.1, startup=0.5, heartbeat_interval=0.1,
+                                      heartbeat=2.0))
+
+
 def found_pool(refusals: int = 0, **options: Any) -> PoolModel:
-    """The model with the options of a sequence hypothesis found, started by its first call
-    (a PING, to worker 0)."""
+    """The model with the options of a sequence hypothesis found (``FOUND``, changed by
+    ``options``: ``options_over``), started by its first call (a PING, to worker 0)."""
     state = PoolModel()
     state.refusals = refusals
-    state.make_pool(**{"workers": 1, "max_restarts": 0, "restart_window": 1.0,
-                       "cooldown": 1.0, "kill_grace": 0.1, "startup_timeout": 0.5,
-                       "heartbeat_interval": 0.1, "heartbeat_timeout": 2.0,
-                       "recycle_after": None, "recycle_rss_bytes": None, **options})
+    found = options_over(FOUND, **options)
+    state.make_pool(workers=found.workers, restart=found.restart, timeouts=found.timeouts)
     return state
 
 
@@ -683,9 +690,9 @@ def test_a_failed_pool_with_a_worker_in_backoff_leaves_no_timer_in_the_past():
 
 
 def test_a_busy_worker_that_never_received_its_request_leaves_no_timer_in_the_past():
-    """next_timer counts heard_at + heartbeat_timeout for every busy worker, but the tick
+    """next_timer counts heard_at + Timeouts.heartbeat for every busy worker, but the tick
     checks it only once the request was received and not yet answered."""
-    state = found_pool(heartbeat_interval=1.0, heartbeat_timeout=2.0)
+    state = found_pool(timeouts={"heartbeat_interval": 1.0, "heartbeat": 2.0})
     worker = state.procs[0]
     state.step_to(1.0, beats=True)  # hello, a heartbeat, the PING taken
     state.give_answer(worker, "reply")
@@ -695,9 +702,9 @@ def test_a_busy_worker_that_never_received_its_request_leaves_no_timer_in_the_pa
 
 
 def test_a_device_recovery_that_hangs_is_stopped_at_its_deadline():
-    """_request_recovery gives TRY_RECOVER a deadline (startup_timeout) that nothing
+    """_request_recovery gives TRY_RECOVER a deadline (Timeouts.startup) that nothing
     enforces: it never enters the deadline heap, so _expire's internal branch never runs."""
-    state = found_pool(startup_timeout=0.5)
+    state = found_pool(timeouts={"startup": 0.5})
     worker = state.procs[0]
     state.step_to(0.1, beats=True)  # hello, the PING taken
     state.give_answer(worker, "device_lost")  # TRY_RECOVER sent, deadline 0.6

@@ -7,7 +7,7 @@ backend stops at its next safe point (a loop's back-edge, a step boundary) by ca
 cancelled, or, in compiled code, by reading ``words()``: the request is cancelled when
 ``words[0] == words[3]``. Outside a worker (a backend called in-process) nothing is ever
 cancelled. A backend that never checks is stopped by the kill after
-``PoolOptions.cancel_grace`` instead; the hook contract is unchanged.
+``Timeouts.cancel_grace`` instead; the hook contract is unchanged.
 """
 
 from __future__ import annotations

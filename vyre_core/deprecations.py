@@ -1,6 +1,7 @@
 """What vyre has deprecated, and the one rule for each: warn once, then refuse.
 
-Every entry names a hook, a ``DispatchConfig`` field, an IR op id or a public call, the
+Every entry names a hook, a ``DispatchConfig`` field, an IR op id, a public call or a flat
+``PoolOptions`` field (kind ``option``, now in one of its groups), the
 vyre version that deprecated it, the version that removes it, and what to use instead (the
 Fix). Until the removal version, using it warns once per process
 (``VyreDeprecationWarning``, shown by default, and a log record); from that version on it
@@ -10,7 +11,8 @@ ships that contract.
 
 Checked where each kind enters: plugins when they load (``contract/manager.py``), configs
 when they are made (``config.py``), programs when they are validated (``ir/validate.py``),
-calls when they are made (the function itself).
+calls when they are made (the function itself), flat pool options when ``PoolOptions`` is
+made or such a field is read (``supervisor/options.py``).
 ``vyre doctor`` lists the entries and the installed plugins that still use one.
 """
 
@@ -33,7 +35,7 @@ from vyre_core.errors import VyreError
 
 logger = logging.getLogger("vyre.deprecation")
 
-Kind = Literal["hook", "config", "op", "call"]
+Kind = Literal["hook", "config", "op", "option", "call"]
 
 
 class VyreDeprecationWarning(FutureWarning):
@@ -73,6 +75,20 @@ CAPABILITY_QUERIES = (
     "supports_grid_sync", "is_distributed", "max_workgroup_size",
     "max_workgroups_per_dimension", "max_invocations_per_workgroup", "subgroup_size",
     "subgroup_size_range", "max_storage_buffer_bytes", "max_workgroup_memory_bytes",
+)
+#: PoolOptions' groups (supervisor/options.py), each with the flat names of vyre 0.1 that
+#: it took over: (group field, group class, {flat name: the group's field}).
+OPTION_GROUPS: tuple[tuple[str, str, dict[str, str]], ...] = (
+    ("restart", "RestartPolicy", {
+        "max_restarts": "max_restarts", "restart_window": "window", "cooldown": "cooldown",
+        "recycle_after": "recycle_after", "recycle_rss_bytes": "recycle_rss_bytes"}),
+    ("timeouts", "Timeouts", {
+        "startup_timeout": "startup", "compile_timeout": "compile",
+        "heartbeat_interval": "heartbeat_interval", "heartbeat_timeout": "heartbeat",
+        "kill_grace": "kill_grace", "cancel_grace": "cancel_grace"}),
+    ("transport", "Transport", {
+        "max_message_bytes": "max_message_bytes", "fork_server": "fork_server",
+        "spin": "spin"}),
 )
 _WHOLE_RECORD = ("Implement vyre_capabilities instead: return the whole Capabilities "
                  "record, device facts in its extra (docs/contract.md, \"Capabilities\").")
@@ -117,6 +133,14 @@ DEPRECATIONS: tuple[Deprecation, ...] = (
     Deprecation("call", "Driver.dispatch_resident's Timing", "0.1.0", "1.0.0",
                 "Read outputs.timing (wall_ns, device_ns, label): dispatch_resident returns "
                 "Outputs, as every dispatch does."),
+    *(Deprecation("option", flat, "0.1.0", "1.0.0",
+                  f"Pass PoolOptions({group}={kind}({name}=...)) (or Driver({group}=...)), "
+                  f"and read options.{group}.{name}.")
+      for group, kind, names in OPTION_GROUPS for flat, name in names.items()),
+    Deprecation("call", "Driver(shadow_every=)", "0.1.0", "1.0.0",
+                "Pass Driver(shadow=ShadowOptions(every=N))."),
+    Deprecation("call", "Driver(shadow_dir=)", "0.1.0", "1.0.0",
+                "Pass Driver(shadow=ShadowOptions(every=N, dir=...))."),
 )
 
 

@@ -240,7 +240,7 @@ class PoolFailedError(UnavailableError):
 
     code = 1303
     default_fix = ("Check `vyre doctor`; routing skips the backend until its cool-down "
-                   "(PoolOptions.cooldown) ends, then tries it again.")
+                   "(RestartPolicy.cooldown) ends, then tries it again.")
 
 
 class PipelineInvalidatedError(CallerError):

@@ -99,7 +99,7 @@ class Pools:
         reg = self.registry.get(backend)
         if deadline.passed():
             raise _listing_timeout(backend, deadline)
-        limit = deadline.bound(options.startup_timeout)
+        limit = deadline.bound(options.timeouts.startup)
         try:
             found = self.place.list_devices(backend, reg.entry_point.split(" = ")[0], limit)
         except VyreError as exc:
@@ -116,7 +116,7 @@ class Pools:
         """What ``backend``'s worker probed, starting its pool if needed. A pool with one
         worker set per device is probed on each: the first answer is awaited as any call
         (bounded by ``deadline``, else by the workers' start-up and restarts), the others
-        at most ``startup_timeout`` more, so that routing keeps no work off a device only
+        at most ``Timeouts.startup`` more, so that routing keeps no work off a device only
         because it started a little later, and a device that never starts delays only
         this first probe."""
         pool = self.open(backend, deadline)
@@ -132,7 +132,7 @@ class Pools:
             if not waiting:
                 raise next(iter(done)).exception()
         if waiting:
-            wait_first(waiting, deadline.bound(pool.options.startup_timeout), every=True)
+            wait_first(waiting, deadline.bound(pool.options.timeouts.startup), every=True)
         caps = pool.capabilities
         if caps is None:  # answered, yet no hello was recorded: cannot happen
             raise PoolFailedError(f"backend {backend!r} answered without saying hello",
@@ -143,7 +143,7 @@ class Pools:
 
     def cooldown(self, backend: str) -> float:
         """How long routing passes ``backend`` over after it failed (its pool's cooldown)."""
-        return self._options_for(backend).cooldown
+        return self._options_for(backend).restart.cooldown
 
     def can_probe_apart(self, backend: str) -> bool:
         """Whether ``probe_apart`` can answer for ``backend``: its workers run on its
@@ -161,7 +161,7 @@ class Pools:
             return cached
         if deadline.passed():
             raise probe_expired(backend, deadline)
-        limit = deadline.bound(self._options_for(backend).startup_timeout)
+        limit = deadline.bound(self._options_for(backend).timeouts.startup)
         entry_point = reg.entry_point.split(" = ")[0]
         try:
             caps = self.place.probe_apart(backend, entry_point, limit)

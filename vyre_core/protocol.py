@@ -172,7 +172,7 @@ def encode_checked(msg: Message, max_bytes: int) -> list[Any]:
             f"{msg.op} request carries {size} bytes of arrays, over "
             f"max_message_bytes={max_bytes}",
             "Split the data across several dispatches, or raise "
-            "PoolOptions.max_message_bytes.")
+            "Transport.max_message_bytes (PoolOptions.transport).")
     return frames
 
 
@@ -183,7 +183,7 @@ def check_output_bytes(size: int, max_bytes: int) -> None:
         raise InvalidInputError(
             f"the outputs of this request are {size} bytes, over max_message_bytes={max_bytes}",
             "Return less data per call (split the dispatch), or raise "
-            "PoolOptions.max_message_bytes.")
+            "Transport.max_message_bytes (PoolOptions.transport).")
 
 
 def send(socket: zmq.Socket, msg: Message, identity: bytes | None = None) -> None:

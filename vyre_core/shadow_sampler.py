@@ -52,14 +52,36 @@ class Sample:
     backend: str
 
 
+@dataclass(frozen=True)
+class ShadowOptions:
+    """``Driver(shadow=ShadowOptions(every=N))``: 1 in ``every`` dispatches that another
+    backend served run again on the reference, in the background; each divergence is saved
+    as a replay bundle in ``dir`` (None: ``default_dir()``). ``every=None``: no shadow."""
+
+    every: int | None = None
+    dir: str | os.PathLike | None = None
+
+    def __post_init__(self) -> None:
+        if self.every is not None:
+            _check_every(self.every)
+        if self.dir is not None and not isinstance(self.dir, str | os.PathLike):
+            raise InvalidConfigError(f"ShadowOptions(dir={self.dir!r}) is not a path",
+                                     "Pass ShadowOptions(dir=...) a directory path (a str "
+                                     "or a pathlib.Path), or leave it None for the default.")
+
+
+def _check_every(n: object) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidConfigError(f"ShadowOptions(every={n!r}) must be an int of at least 1",
+                                 "Pass ShadowOptions(every=N) to shadow 1 in N dispatches "
+                                 "(1: every one), or leave it None.")
+
+
 class Every:
     """The sampling rule, apart from any I/O: the 1st, (N+1)th, (2N+1)th... call is due."""
 
     def __init__(self, n: int) -> None:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise InvalidConfigError(f"shadow_every={n!r} must be an int of at least 1",
-                                     "Pass shadow_every=N to shadow 1 in N dispatches "
-                                     "(1: every one), or leave it out.")
+        _check_every(n)
         self.n = n
         self._seen = 0
         self._lock = threading.Lock()

@@ -10,12 +10,14 @@ import numpy as np
 
 import vyre_core
 from vyre_core import ir
+from vyre_core.supervisor.options import PoolOptions
 from vyre_core.testing import PATIENCE, Workers, wait_for  # noqa: F401 (the suite imports them from here)
 from vyre_core.testing.pytest_plugin import TIGHT
+from vyre_core.testing.tight import options_over
 from vyre_examples.saxpy import program
 
 N = 64
-MAX_RESTARTS = TIGHT["max_restarts"]
+MAX_RESTARTS = TIGHT.restart.max_restarts
 
 
 def saxpy(n: int = N, workgroup: int = 64) -> ir.Program:
@@ -43,9 +45,12 @@ def assert_saxpy(outputs: Any, data: list[np.ndarray]) -> None:
     assert outputs[0].tobytes() == expected(data)
 
 
-def driver(**options: Any) -> vyre_core.Driver:
-    """A Driver with the kit's tight fault timings (``vyre_driver``'s), ``options`` over them."""
-    return vyre_core.Driver(**{**TIGHT, **options})
+def driver(*, backend_options: dict[str, PoolOptions] | None = None,
+           **options: Any) -> vyre_core.Driver:
+    """A Driver with the kit's tight fault timings (``vyre_driver``'s), ``options`` over them
+    (``options_over``: ``driver(restart={"max_restarts": 1})`` keeps the kit's window)."""
+    return vyre_core.Driver(options=options_over(TIGHT, **options),
+                            backend_options=backend_options)
 
 
 def pool_status(drv: vyre_core.Driver, backend: str = "faults") -> dict[str, Any]:

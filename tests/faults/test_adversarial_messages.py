@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vyre_core
-from vyre_core import DispatchConfig, abi, framing, ir, protocol
+from vyre_core import DispatchConfig, Timeouts, Transport, abi, framing, ir, protocol
 from vyre_core.errors import InvalidInputError, ProtocolError
 from vyre_core.protocol import Message, Op
 
@@ -508,8 +508,9 @@ def test_pool_option_max_message_bytes_refuses_oversized_dispatches():
     n = 1 << 18  # 1 MiB per f32 array: 16 times the limit
     big = saxpy(n, workgroup=32)
     small = saxpy(N, workgroup=32)
-    with vyre_core.Driver(kill_grace=0.5, max_message_bytes=limit) as drv:
-        assert drv.options.max_message_bytes == limit
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5),
+                          transport=Transport(max_message_bytes=limit)) as drv:
+        assert drv.options.transport.max_message_bytes == limit
         big_in = [np.ones(n, dtype=np.float32), np.ones(n, dtype=np.float32),
                   np.array([2.0], dtype=np.float32)]
         with pytest.raises(InvalidInputError, match=f"over max_message_bytes={limit}") as out:

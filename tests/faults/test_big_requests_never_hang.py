@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import vyre_core
-from vyre_core import DispatchConfig, ir
+from vyre_core import DispatchConfig, Timeouts, Transport, ir
 from vyre_core.errors import InvalidConfigError, InvalidInputError, ValidationError
 
 from .support import PROGRAM, assert_saxpy, driver, inputs, saxpy, worker
@@ -42,7 +42,7 @@ def test_program_of_60000_statements_runs_exactly() -> None:
     program.check()
     wire = program.to_wire()
     assert 2**20 < len(wire) < 8 * 2**20  # over the old 1 MiB header cap, under the limit
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         pending = drv.dispatch_async(program, [], backend="reference",
                                      config=DispatchConfig(grid_override=(1, 1, 1)))
         outputs = pending.result(timeout=ANSWER_WITHIN)
@@ -71,7 +71,7 @@ def test_program_past_the_wire_limits_is_refused_before_any_worker() -> None:
     assert "wire form" in v026["cause"] and v026["fix"]
     assert "V026" in str(info.value) and "Fix:" in str(info.value)
 
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         with pytest.raises(ValidationError) as info:
             drv.dispatch(program, [], backend="reference",
                          config=DispatchConfig(grid_override=(1, 1, 1)))
@@ -82,7 +82,8 @@ def test_program_past_the_wire_limits_is_refused_before_any_worker() -> None:
 @pytest.mark.timeout(90)
 def test_inputs_over_max_message_bytes_are_refused_at_submit(vyre_stalls) -> None:
     limit = 4096
-    with vyre_core.Driver(kill_grace=0.5, max_message_bytes=limit) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5),
+                          transport=Transport(max_message_bytes=limit)) as drv:
         data = inputs(1)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="reference"), data)
         before = worker(drv, backend="reference")
@@ -118,7 +119,8 @@ def counting(count: int) -> ir.Program:
 @pytest.mark.timeout(90)
 def test_outputs_over_max_message_bytes_fail_fast_and_the_worker_stays(vyre_stalls) -> None:
     limit = 4096
-    with vyre_core.Driver(kill_grace=0.5, max_message_bytes=limit) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5),
+                          transport=Transport(max_message_bytes=limit)) as drv:
         small = counting(64)
         outputs = drv.dispatch(small, [], backend="reference")
         assert outputs[0].tobytes() == np.arange(64, dtype=np.uint32).tobytes()
@@ -156,7 +158,7 @@ def test_a_large_input_is_given_time_to_cross_to_its_worker() -> None:
     after three heartbeats (its transfer takes longer), failing the call and killing a
     healthy worker. A message now gets its size at 100 MB/s on top of that."""
     x = np.arange(384 * 2**20, dtype=np.uint32)  # 1.5 GiB: more than a second to cross
-    with driver(heartbeat_interval=0.05) as drv:
+    with driver(timeouts={"heartbeat_interval": 0.05}) as drv:
         out = drv.dispatch(last_element(), [x], backend="reference")
         assert out[0].tobytes() == x[-1:].tobytes()
         status = drv.status()["pools"]["reference"]

@@ -23,7 +23,8 @@ from waiting import PATIENCE, stays_true, wait_for
 from .child_script import PRELUDE
 
 CHILD = PRELUDE + textwrap.dedent("""
-    drv = vyre_core.Driver(workers=3, heartbeat_timeout=3.0, heartbeat_interval=0.2)
+    drv = vyre_core.Driver(workers=3,
+                           timeouts=vyre_core.Timeouts(heartbeat=3.0, heartbeat_interval=0.2))
     drv.dispatch(PROGRAM, INPUTS, backend="faults")
     wait_until(lambda: all(w["state"] == "idle" for w in workers(drv, "faults")), "idle")
     pending = [drv.dispatch_async(PROGRAM, INPUTS, backend="faults",
@@ -60,7 +61,7 @@ def test_a_stopped_caller_resumes_with_its_workers_and_requests_intact(tmp_path)
         os.kill(proc.pid, signal.SIGSTOP)
         wait_for(lambda: child.status() == psutil.STATUS_STOPPED, PATIENCE,
                  "the caller stopped")
-        # longer than heartbeat_timeout (3 s): the workers beat on, nobody reads them
+        # longer than Timeouts.heartbeat (3 s): the workers beat on, nobody reads them
         stays_true(lambda: child.status() == psutil.STATUS_STOPPED
                    and all(w.is_running() for w in workers), 5.0,
                    "the caller stopped, its workers running")

@@ -49,7 +49,7 @@ def run_dirs(child: Child) -> list[Path]:
 # -- a caught Ctrl-C keeps pipelines and resident buffers ------------------------------------
 
 SURVIVES = """
-    drv = vyre_core.Driver(kill_grace=0.5)
+    drv = vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=0.5))
     pipeline = drv.compile(PROGRAM, backend="reference")
     buffer = drv.allocate_resident(64, backend="reference")
     payload = bytes(range(64))
@@ -118,7 +118,7 @@ def test_ctrl_c_reaches_the_caller_and_spares_pipelines_and_resident_buffers(tmp
 # -- Ctrl-C during a slow close() ------------------------------------------------------------
 
 SLOW_CLOSE = """
-    drv = vyre_core.Driver(kill_grace=30)
+    drv = vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=30))
     drv.dispatch(PROGRAM, INPUTS, backend="faults")
     # busy in a loop that a SIGTERM does not end: close() waits out the 30 s kill grace
     pending = drv.dispatch_async(PROGRAM, INPUTS, backend="faults",
@@ -171,7 +171,7 @@ def test_ctrl_c_during_close_still_stops_workers_and_removes_the_run_dir(tmp_pat
 
 SLOW_CLOSE_TWO_POOLS = """
     import psutil
-    drv = vyre_core.Driver(kill_grace=30)
+    drv = vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=30))
     drv.dispatch(PROGRAM, INPUTS, backend="faults")     # this pool closes first, slowly
     drv.dispatch(PROGRAM, INPUTS, backend="reference")  # this one after it
     pending = drv.dispatch_async(PROGRAM, INPUTS, backend="faults",
@@ -226,7 +226,7 @@ def test_ctrl_c_during_close_of_one_pool_still_closes_every_pool(tmp_path):
 
 UNCAUGHT = """
     how = sys.argv[1]
-    drv = vyre_core.Driver(kill_grace=0.5)
+    drv = vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=0.5))
     drv.dispatch(PROGRAM, INPUTS, backend="faults")
 
     def waits():  # no timeout: it waits as long as the worker runs it
@@ -279,7 +279,7 @@ def test_uncaught_ctrl_c_ends_the_process_despite_waiting_threads(tmp_path, how)
 INTERRUPTED_SENDS = """
     import random
     from vyre_core import framing
-    drv = vyre_core.Driver(kill_grace=0.5)
+    drv = vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=0.5))
     drv.dispatch(PROGRAM, INPUTS, backend="faults")
     rundir = drv.pools.rundir.path
     (w,) = workers(drv, "faults")
@@ -376,7 +376,7 @@ OWN_HANDLER = """
     program = saxpy(n, workgroup=256)
     # (a grace long enough for a loaded machine: the worker finishes its step and stays;
     # at 0.5 s a step slowed by load ran past it, and the cancel replaced the worker)
-    drv = vyre_core.Driver(kill_grace=30)
+    drv = vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=30))
     drv.dispatch(program, inputs, backend="faults")
     (w,) = workers(drv, "faults")
     cancelled, exact, rng = 0, True, random.Random(11)

@@ -4,7 +4,7 @@ method's ``timeout``) bounds queueing, pool start, probing and re-routing, and
 
 Before: the deadline started when a worker received the request and restarted at each
 retry, so a ``timeout=1`` call queued behind a long one waited for it, workers that never
-started cost ``max_restarts x startup_timeout`` whatever the timeout, ``dispatch_async``
+started cost ``max_restarts x Timeouts.startup`` whatever the timeout, ``dispatch_async``
 blocked while routing started and probed pools, and resident-buffer methods had no timeout.
 """
 
@@ -64,11 +64,11 @@ def test_a_call_queued_behind_a_long_one_ends_at_its_own_deadline() -> None:
 @pytest.mark.timeout(60)
 def test_workers_that_never_start_cannot_hold_a_call_past_its_deadline(monkeypatch) -> None:
     monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
-    with driver(startup_timeout=3.0, max_restarts=5) as drv:
+    with driver(restart={"max_restarts": 5}, timeouts={"startup": 3.0}) as drv:
         elapsed, error, stalled = timed(drv.dispatch, PROGRAM, inputs(4), backend="faults",
                                         config=DispatchConfig(timeout=1.0))
         assert isinstance(error, DispatchTimeoutError), error
-        assert elapsed <= 1.0 + SLACK + stalled, elapsed  # was max_restarts x startup_timeout
+        assert elapsed <= 1.0 + SLACK + stalled, elapsed  # was max_restarts x Timeouts.startup
         elapsed, error, stalled = timed(drv.probe, "faults", timeout=0.5)
         assert isinstance(error, DispatchTimeoutError) and elapsed <= 0.5 + SLACK + stalled
         elapsed, error, stalled = timed(drv.allocate_resident, 64, backend="faults",
@@ -91,7 +91,7 @@ def test_compile_route_and_explain_end_at_their_timeout(monkeypatch) -> None:
                         "while routing probed backend 'faults'"),
                        (lambda drv: drv.explain(PROGRAM, config=HALF_SECOND),
                         "while routing probed backend 'faults'")):
-        with driver(startup_timeout=30.0) as drv:
+        with driver(timeouts={"startup": 30.0}) as drv:
             elapsed, error, stalled = timed(call, drv)
             assert isinstance(error, DispatchTimeoutError), error
             assert said in error.cause
@@ -102,7 +102,7 @@ def test_compile_route_and_explain_end_at_their_timeout(monkeypatch) -> None:
 def test_close_ends_at_its_timeout_with_a_worker_that_ignores_sigterm() -> None:
     """A worker stuck in Python ignores close's SIGTERM (it finishes its request first):
     close(timeout=) bounds the wait for it, then kills it."""
-    drv = driver(kill_grace=30.0)
+    drv = driver(timeouts={"kill_grace": 30.0})
     warm = inputs(7)
     assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
     stuck = drv.dispatch_async(PROGRAM, inputs(8), backend="faults",
@@ -120,7 +120,7 @@ def test_close_ends_at_its_timeout_with_a_worker_that_ignores_sigterm() -> None:
 def test_without_a_timeout_a_pool_that_never_starts_fails_within_its_start_budget(
         monkeypatch) -> None:
     monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
-    with driver(startup_timeout=1.0, max_restarts=1) as drv:
+    with driver(restart={"max_restarts": 1}, timeouts={"startup": 1.0}) as drv:
         elapsed, error, stalled = timed(drv.dispatch, PROGRAM, inputs(5), backend="faults")
         assert isinstance(error, PoolFailedError), error
         assert "no hello within 1 s" in error.cause
@@ -137,7 +137,7 @@ def test_dispatch_async_returns_while_routing_still_starts_and_probes_a_pool(
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
     # (the start budget is every pool's: the cpu worker the call falls over to must start
     # within it too, and 1 s was too short for that on a loaded machine)
-    with driver(startup_timeout=5.0, max_restarts=0) as drv:
+    with driver(restart={"max_restarts": 0}, timeouts={"startup": 5.0}) as drv:
         data = inputs(6)
         pending = drv.dispatch_async(PROGRAM, data)
         assert not pending.is_ready()
@@ -175,7 +175,7 @@ def test_close_answers_async_calls_whose_routing_still_runs_in_the_background(
     is hard to reach from outside and is not forced here.)"""
     monkeypatch.setenv("VYRE_FAULTS", "hang_prepare")
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
-    drv = driver(startup_timeout=30.0)
+    drv = driver(timeouts={"startup": 30.0})
     pending = [drv.dispatch_async(PROGRAM, inputs(40 + i)) for i in range(8)]
     probing = wait_for(lambda: probes_of("faults"), 10.0,
                        "routing probing the faults backend apart (it never answers)")

@@ -111,7 +111,7 @@ def test_device_lost_without_recovery_restarts_the_worker(
 
 @pytest.mark.timeout(90)
 def test_repeated_device_loss_keeps_the_pool_running() -> None:
-    with driver(max_restarts=1) as drv:
+    with driver(restart={"max_restarts": 1}) as drv:
         warm = inputs(9)
         assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
         first = None

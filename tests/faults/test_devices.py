@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from vyre_core import ir
+from vyre_core import RestartPolicy, Timeouts, ir
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import InvalidConfigError, NoCapableBackendError
 from vyre_core.supervisor.options import PoolOptions
@@ -89,7 +89,8 @@ def test_a_device_the_backend_does_not_have_is_refused_with_the_devices_it_has(m
     """A configuration error, not a fault: the call fails at the first start with the
     backend's own Fix, and no restart is spent on it (max_restarts=0 would fail the pool)."""
     monkeypatch.setenv("VYRE_FAULTS", "devices:2")
-    options = PoolOptions(devices=[5], max_restarts=0, startup_timeout=30)
+    options = PoolOptions(devices=[5], restart=RestartPolicy(max_restarts=0),
+                          timeouts=Timeouts(startup=30))
     with driver(backend_options={"faults": options}) as drv:
         with pytest.raises(InvalidConfigError) as err:
             drv.dispatch(PROGRAM, DATA, backend="faults")
@@ -101,7 +102,7 @@ def test_a_device_the_backend_does_not_have_is_refused_with_the_devices_it_has(m
 
 def test_a_backend_whose_devices_cannot_be_listed_runs_on_device_0(monkeypatch, caplog):
     monkeypatch.setenv("VYRE_FAULTS", "slow_devices")  # (its workers list them at once)
-    options = PoolOptions(devices="all", startup_timeout=2)
+    options = PoolOptions(devices="all", timeouts=Timeouts(startup=2))
     with driver(backend_options={"faults": options}) as drv:
         assert device_of(drv) == 0
         assert [w["device"] for w in pool_status(drv)["workers"]] == [0]

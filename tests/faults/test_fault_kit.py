@@ -66,7 +66,7 @@ def test_a_misspelt_fault_is_refused_and_the_worker_serves_on():
 
 @pytest.mark.timeout(90)
 def test_a_frozen_worker_resumed_in_time_serves_on():
-    with driver(heartbeat_timeout=20.0) as drv:
+    with driver(timeouts={"heartbeat": 20.0}) as drv:
         workers = Workers(drv)
         data = inputs(2)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)

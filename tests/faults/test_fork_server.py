@@ -127,7 +127,7 @@ def test_exit_statuses_come_through_the_fork_server() -> None:
 def test_a_forked_worker_gets_the_environment_of_its_own_start(monkeypatch) -> None:
     """The server was started before VYRE_FAULTS changed; the worker forked afterwards
     sees the new value (here: it exits in prepare, with the status the server reports)."""
-    with driver(max_restarts=1) as drv:
+    with driver(restart={"max_restarts": 1}) as drv:
         dispatch_exact(drv, 20)
         server = server_of(drv)
         monkeypatch.setenv("VYRE_FAULTS", "exit_prepare")
@@ -143,7 +143,7 @@ def test_killing_the_fork_server_takes_its_workers_and_the_pool_recovers() -> No
     toward neither the restart intensity (here one death more than max_restarts=1 would
     fail the pool) nor their requests' crashes (found by a hostile pass: one server kill
     with workers=4, standby=2 failed the pool)."""
-    with driver(workers=2, standby=1, max_restarts=1) as drv:
+    with driver(workers=2, standby=1, restart={"max_restarts": 1}) as drv:
         dispatch_exact(drv, 30)
         server = server_of(drv)
         wait_idle(drv, 1)
@@ -169,7 +169,7 @@ def test_killing_the_fork_server_takes_its_workers_and_the_pool_recovers() -> No
 
 def test_a_frozen_fork_server_is_replaced_and_the_worker_starts_anyway(monkeypatch) -> None:
     monkeypatch.setattr(fork_server_module, "ANSWER_WITHIN", 1.0)
-    with driver(max_restarts=10) as drv:
+    with driver(restart={"max_restarts": 10}) as drv:
         dispatch_exact(drv, 40)
         server = server_of(drv)
         # the serving worker started the plain way, so its death is seen at once
@@ -274,7 +274,7 @@ def test_another_interpreter_environment_starts_the_plain_way(monkeypatch) -> No
 
 
 def test_fork_server_off() -> None:
-    with driver(fork_server=False) as drv:
+    with driver(transport={"fork_server": False}) as drv:
         dispatch_exact(drv, 70)
         assert pool_status(drv)["fork_server"] is None
         plain = psutil.Process(wait_idle(drv)["pid"])

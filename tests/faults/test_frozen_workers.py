@@ -1,7 +1,7 @@
 """Frozen workers (SIGSTOP, a stuck native thread): alive, yet neither heartbeating nor
 receiving. An idle one that is sent a request is killed and the request runs elsewhere,
-well before ``heartbeat_timeout``; an idle one left alone is replaced by itself; one that
-already holds its request (its progress page says so) is given ``heartbeat_timeout``."""
+well before ``Timeouts.heartbeat``; an idle one left alone is replaced by itself; one that
+already holds its request (its progress page says so) is given ``Timeouts.heartbeat``."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def stopped(pid: int) -> float:
 
 @pytest.mark.timeout(60)
 def test_request_to_a_frozen_idle_worker_runs_on_a_replacement(vyre_stalls) -> None:
-    with driver(heartbeat_timeout=DEFAULT_HEARTBEAT_TIMEOUT) as drv:
+    with driver(timeouts={"heartbeat": DEFAULT_HEARTBEAT_TIMEOUT}) as drv:
         data = inputs(1)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
         before = wait_idle(drv)
@@ -79,7 +79,7 @@ def test_a_healthy_idle_worker_is_not_judged_frozen_by_heartbeats_left_unread() 
     the call that comes then reads those heartbeats before its worker is judged. It was
     judged first: "silent for 1.8 s with work waiting for it (frozen?)", killed, and its
     pipelines invalidated (a clean run of the suite at load average 6)."""
-    with driver(heartbeat_interval=0.1) as drv:  # (silence limit: 0.3 s)
+    with driver(timeouts={"heartbeat_interval": 0.1}) as drv:  # (silence limit: 0.3 s)
         data = inputs(7)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
         before = wait_idle(drv)
@@ -95,7 +95,7 @@ def test_a_healthy_idle_worker_is_not_judged_frozen_by_heartbeats_left_unread() 
 
 @pytest.mark.timeout(60)
 def test_frozen_idle_worker_is_replaced_without_a_request() -> None:
-    with driver(heartbeat_timeout=2.0) as drv:
+    with driver(timeouts={"heartbeat": 2.0}) as drv:
         data = inputs(3)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
         before = wait_idle(drv)
@@ -116,7 +116,7 @@ def test_frozen_idle_worker_is_replaced_without_a_request() -> None:
 @pytest.mark.timeout(60)
 def test_stopped_worker_holding_its_request_waits_for_heartbeat_timeout() -> None:
     # Heartbeats every 0.1 s: "frozen" (three silent heartbeats) would be 0.3 s.
-    with driver(heartbeat_interval=0.1, heartbeat_timeout=4.0) as drv:
+    with driver(timeouts={"heartbeat_interval": 0.1, "heartbeat": 4.0}) as drv:
         data = inputs(5)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
         data = inputs(6)

@@ -12,7 +12,7 @@ import pytest
 from waiting import stays_true, wait_running
 
 import vyre_core
-from vyre_core import DispatchConfig
+from vyre_core import DispatchConfig, Timeouts
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError, WorkerCrashedError
 
 from .support import saxpy
@@ -68,7 +68,7 @@ def wait_gone(pid: int, create_time: float, within: float) -> bool:
 @pytest.mark.parametrize("kind", ["hang_python", "hang_native"])
 def test_deadline_kills_hung_worker_and_replaces_it(kind, vyre_stalls):
     timeout = 1.0
-    with vyre_core.Driver(kill_grace=KILL_GRACE, heartbeat_timeout=5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE, heartbeat=5)) as drv:
         check_dispatch_ok(drv, 1)
         old_pid = worker_pid(drv)
         old_created = psutil.Process(old_pid).create_time()
@@ -101,9 +101,9 @@ def test_deadline_kills_hung_worker_and_replaces_it(kind, vyre_stalls):
 
 
 def test_native_hang_without_deadline_is_caught_by_missing_heartbeats(vyre_stalls):
-    heartbeat_timeout = 2.0
-    with vyre_core.Driver(kill_grace=KILL_GRACE, heartbeat_timeout=heartbeat_timeout,
-                          heartbeat_interval=0.25) as drv:
+    heartbeat = 2.0
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE, heartbeat=heartbeat,
+                                            heartbeat_interval=0.25)) as drv:
         check_dispatch_ok(drv, 5)
         old_pid = worker_pid(drv)
         old_created = psutil.Process(old_pid).create_time()
@@ -113,8 +113,8 @@ def test_native_hang_without_deadline_is_caught_by_missing_heartbeats(vyre_stall
             drv.dispatch(PROGRAM, data(6), backend="faults",
                          config=DispatchConfig(label="fault:hang_native"))
         elapsed = time.monotonic() - start
-        bound = heartbeat_timeout + KILL_GRACE + SLACK + vyre_stalls.since(start)
-        assert heartbeat_timeout * 0.95 <= elapsed <= bound, (elapsed, vyre_stalls)
+        bound = heartbeat + KILL_GRACE + SLACK + vyre_stalls.since(start)
+        assert heartbeat * 0.95 <= elapsed <= bound, (elapsed, vyre_stalls)
         assert info.value.code == 1302
         assert "heartbeat" in str(info.value)
         assert wait_gone(old_pid, old_created, KILL_GRACE + 5)
@@ -126,9 +126,9 @@ def test_native_hang_without_deadline_is_caught_by_missing_heartbeats(vyre_stall
 def test_python_hang_keeps_heartbeating_and_ends_at_its_deadline(vyre_stalls):
     """time.sleep releases the GIL: the heartbeat thread keeps beating, so the heartbeat
     check (2 s) must NOT fire; the 3 s deadline ends the dispatch instead."""
-    heartbeat_timeout, timeout = 2.0, 3.0
-    with vyre_core.Driver(kill_grace=KILL_GRACE, heartbeat_timeout=heartbeat_timeout,
-                          heartbeat_interval=0.25) as drv:
+    heartbeat, timeout = 2.0, 3.0
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE, heartbeat=heartbeat,
+                                            heartbeat_interval=0.25)) as drv:
         check_dispatch_ok(drv, 8)
         old_pid = worker_pid(drv)
 
@@ -149,8 +149,8 @@ def test_python_hang_keeps_heartbeating_and_ends_at_its_deadline(vyre_stalls):
 def test_python_hang_without_any_deadline_is_left_running(vyre_stalls):
     """Heartbeats alone never kill a worker that is alive but slow: after several heartbeat
     timeouts the dispatch is still pending, and only close() ends it."""
-    with vyre_core.Driver(kill_grace=KILL_GRACE, heartbeat_timeout=1.5,
-                          heartbeat_interval=0.2) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE, heartbeat=1.5,
+                                            heartbeat_interval=0.2)) as drv:
         check_dispatch_ok(drv, 11)
         pid = worker_pid(drv)
         pending = drv.dispatch_async(PROGRAM, data(12), backend="faults",

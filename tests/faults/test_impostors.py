@@ -61,7 +61,7 @@ def test_impostors_receive_nothing_deliver_nothing_and_are_counted() -> None:
     context = zmq.Context()
     impostors: list[zmq.Socket] = []
     try:
-        with driver(max_restarts=10) as drv:
+        with driver(restart={"max_restarts": 10}) as drv:
             data = inputs(1)
             assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
             endpoint = drv.pools.existing("faults")._endpoint
@@ -121,7 +121,7 @@ def test_a_worker_binds_no_name_anyone_could_reach() -> None:
     dead worker's path could be squatted before the pool heard of the death. Now a lane is
     an inherited end of a socket pair: the worker binds nothing, and the run directory
     holds the pool's own socket only, before and after a restart."""
-    with driver(max_restarts=10) as drv:
+    with driver(restart={"max_restarts": 10}) as drv:
         for seed in (11, 12):
             data = inputs(seed)
             assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)

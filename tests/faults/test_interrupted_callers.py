@@ -13,7 +13,7 @@ import pytest
 from child_process import Child
 
 import vyre_core as vyre
-from vyre_core import i32, u32
+from vyre_core import Timeouts, i32, u32
 from vyre_core.errors import DispatchCancelledError
 
 from .child_script import PRELUDE
@@ -53,7 +53,7 @@ KIND = sys.argv[1] if len(sys.argv) > 1 else os.environ["KIND"]
 class Injected(Exception):
     pass
 
-drv = vyre_core.Driver(kill_grace=0.5)
+drv = vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=0.5))
 drv.dispatch(PROGRAM, INPUTS, backend="reference")
 (w,) = workers(drv, "reference")
 landed, calls, exact, other, strays = 0, 0, True, [], 0
@@ -153,7 +153,8 @@ def test_cancel_mid_loop_then_the_next_call_answers_within_a_second(backend, vyr
     and a spare (``standby=1``) serves the next call at once; a new process would take
     seconds to open its device on lavapipe."""
     trips = np.array([FOREVER], np.uint32)
-    with vyre.Driver(kill_grace=0.5, standby=1 if backend == "wgpu" else 0) as drv:
+    with vyre.Driver(timeouts=Timeouts(kill_grace=0.5),
+                     standby=1 if backend == "wgpu" else 0) as drv:
         few = np.zeros(256, np.uint32)
         drv.launch(spin, (np.array([3], np.uint32), few), dim=256, backend=backend)  # warm
         assert few.tobytes() == expected(3)
@@ -236,7 +237,7 @@ def test_cancel_of_a_finished_failed_or_cancelled_call_is_a_no_op_and_races_have
 # -- Ctrl-C: a real SIGINT to a child script ---------------------------------------------------
 
 CTRL_C = """
-drv = vyre_core.Driver(kill_grace=0.5)
+drv = vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=0.5))
 sys.path.insert(0, os.environ["TESTS_DIR"])
 from faults.test_interrupted_callers import spin
 few = np.zeros(256, np.uint32)

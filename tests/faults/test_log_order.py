@@ -17,7 +17,8 @@ from .support import PROGRAM, driver, inputs
 def test_a_segfaulting_worker_is_logged_dead_before_its_call_runs_again(
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="vyre.supervisor")
-    with driver(max_restarts=5) as drv, pytest.raises(WorkerCrashedError, match="poison"):
+    with driver(restart={"max_restarts": 5}) as drv, pytest.raises(WorkerCrashedError,
+                                                                   match="poison"):
         drv.dispatch(PROGRAM, inputs(1), backend="faults",
                      config=DispatchConfig(label="fault:segfault", retries=1))
     lines = [r.getMessage() for r in caplog.records if r.name == "vyre.supervisor"]

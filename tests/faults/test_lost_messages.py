@@ -34,7 +34,7 @@ def starved(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):
     Large arrays ride the socket (shared memory off): the transport is what drops them."""
     monkeypatch.setenv("VYRE_FAULTS", f"memory_limit:{LIMIT_MIB}")
     monkeypatch.setenv("VYRE_SHARED_MEMORY", "1" if request.param == "shared" else "0")
-    with driver(heartbeat_interval=0.1) as drv:
+    with driver(timeouts={"heartbeat_interval": 0.1}) as drv:
         data = inputs(1)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
         yield drv

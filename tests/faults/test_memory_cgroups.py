@@ -70,7 +70,7 @@ OOM_CHILD = textwrap.dedent('''
     report = {}
     x = np.ones(64, np.float32)
     data = [x, x, np.array([2.0], np.float32)]
-    with vyre_core.Driver(max_restarts=20) as drv:
+    with vyre_core.Driver(restart=vyre_core.RestartPolicy(max_restarts=20)) as drv:
         drv.dispatch(program(64), data, backend="faults")
         try:  # the worker keeps far more than its group allows: the OOM killer takes it
             drv.dispatch(program(64), data, backend="faults",

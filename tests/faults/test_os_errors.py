@@ -36,7 +36,8 @@ CHILD = textwrap.dedent('''
     data = [np.arange(64, dtype=np.float32), np.ones(64, np.float32)]
     want = (data[0] + data[1]).tobytes()
     report = {}
-    with vyre_core.Driver(kill_grace=0.5, max_restarts=5) as drv:
+    with vyre_core.Driver(restart=vyre_core.RestartPolicy(max_restarts=5),
+                          timeouts=vyre_core.Timeouts(kill_grace=0.5)) as drv:
         report["before"] = drv.dispatch(prog, data, backend="faults")[0].tobytes() == want
         pid = drv.status()["pools"]["faults"]["workers"][0]["pid"]
 
@@ -188,7 +189,7 @@ FIRST_CALL_CHILD = textwrap.dedent('''
 
     report = {}
     for headroom in range(0, 14):  # a new driver's first call with this many fds to spare
-        drv = vyre_core.Driver(kill_grace=0.5)
+        drv = vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=0.5))
         resource.setrlimit(resource.RLIMIT_NOFILE,
                            (len(os.listdir("/proc/self/fd")) + headroom, hard))
         first = attempt(drv)
@@ -241,7 +242,7 @@ SEGMENTS_CHILD = textwrap.dedent('''
         out[i] = x[i] + y[i]
     prog = k.build()
     report = {}
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=0.5)) as drv:
         def call(seed, timeout=30):
             data = [np.full(n, seed, np.float32), np.ones(n, np.float32)]
             got = drv.dispatch(prog, data, backend="faults",

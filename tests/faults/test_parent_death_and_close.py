@@ -24,7 +24,7 @@ from child_process import fork_servers, started_by, worker_processes
 from waiting import wait_running
 
 import vyre_core
-from vyre_core import DispatchConfig
+from vyre_core import DispatchConfig, Timeouts
 from vyre_core.errors import PoolFailedError, VyreError
 
 from .child_script import PRELUDE
@@ -127,7 +127,7 @@ def run_dirs(root: Path, pid: int) -> list[Path]:
 # -- the driver's process is killed ---------------------------------------------------------
 
 SIGKILLED_CHILD = """
-    drv = vyre_core.Driver(workers=2, kill_grace=0.5, heartbeat_timeout=600)
+    drv = vyre_core.Driver(workers=2, timeouts=vyre_core.Timeouts(kill_grace=0.5, heartbeat=600))
     drv.dispatch(PROGRAM, INPUTS, backend="faults")
     pending = drv.dispatch_async(PROGRAM, INPUTS, backend="faults",
                                  config=DispatchConfig(label="fault:hang_native"))
@@ -180,7 +180,7 @@ def test_sigkilled_driver_takes_its_workers_along_and_next_driver_cleans_up(
         assert stale[0].is_dir() and list(stale[0].glob("*.sock"))
         # ... until the next driver starts (same runtime root), which removes them
         monkeypatch.setenv("VYRE_RUNTIME_DIR", str(runtime))
-        with vyre_core.Driver(kill_grace=KILL_GRACE) as drv:
+        with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE)) as drv:
             assert not stale[0].exists()
             assert run_dirs(runtime, child.pid) == []
             own = run_dirs(runtime, os.getpid())
@@ -197,11 +197,11 @@ def test_sigkilled_driver_takes_its_workers_along_and_next_driver_cleans_up(
 def test_stale_dir_of_a_live_driver_is_kept(tmp_path, monkeypatch):
     """Only dead drivers' directories are removed: a running driver's stays usable."""
     monkeypatch.setenv("VYRE_RUNTIME_DIR", str(tmp_path))
-    with vyre_core.Driver(kill_grace=KILL_GRACE) as first:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE)) as first:
         first.dispatch(PROGRAM, INPUTS, backend="faults")
         mine = run_dirs(tmp_path, os.getpid())
         assert len(mine) == 1
-        with vyre_core.Driver(kill_grace=KILL_GRACE) as second:
+        with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE)) as second:
             assert mine[0].is_dir()
             assert len(run_dirs(tmp_path, os.getpid())) == 2
             assert second.dispatch(PROGRAM, INPUTS, backend="faults")[0].tobytes() == EXPECTED
@@ -216,7 +216,7 @@ def test_stale_dir_of_a_live_driver_is_kept(tmp_path, monkeypatch):
 
 def test_close_with_work_in_flight(tmp_path, monkeypatch, vyre_stalls):
     monkeypatch.setenv("VYRE_RUNTIME_DIR", str(tmp_path))
-    drv = vyre_core.Driver(kill_grace=KILL_GRACE)
+    drv = vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE))
     try:
         assert drv.dispatch(PROGRAM, INPUTS, backend="faults")[0].tobytes() == EXPECTED
         worker = psutil.Process(drv.status()["pools"]["faults"]["workers"][0]["pid"])
@@ -260,7 +260,7 @@ def test_close_with_work_in_flight(tmp_path, monkeypatch, vyre_stalls):
 def test_close_from_another_thread_wakes_a_blocked_caller(tmp_path, monkeypatch, vyre_stalls):
     monkeypatch.setenv("VYRE_RUNTIME_DIR", str(tmp_path))
     outcome: list[BaseException | None] = []
-    with vyre_core.Driver(kill_grace=KILL_GRACE) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE)) as drv:
         drv.dispatch(PROGRAM, INPUTS, backend="faults")
 
         def blocked() -> None:
@@ -287,7 +287,7 @@ def test_close_from_another_thread_wakes_a_blocked_caller(tmp_path, monkeypatch,
 # -- exit without close(): atexit ----------------------------------------------------------
 
 ATEXIT_CHILD = """
-    drv = vyre_core.Driver(workers=2, kill_grace=0.5)
+    drv = vyre_core.Driver(workers=2, timeouts=vyre_core.Timeouts(kill_grace=0.5))
     out = drv.dispatch(PROGRAM, INPUTS, backend="faults")
     in_flight = os.environ.get("IN_FLIGHT") == "1"
     if in_flight:
@@ -372,7 +372,7 @@ def test_no_shared_memory_segments(tmp_path, monkeypatch):
     data = [rng.random(big, dtype=np.float32), rng.random(big, dtype=np.float32),
             np.array([0.5], dtype=np.float32)]
     mapped: list[str] = []
-    with vyre_core.Driver(workers=2, kill_grace=KILL_GRACE) as drv:
+    with vyre_core.Driver(workers=2, timeouts=Timeouts(kill_grace=KILL_GRACE)) as drv:
         for backend in ("reference", "faults"):
             for _ in range(3):
                 out = drv.dispatch(program, data, backend=backend)
@@ -395,7 +395,7 @@ def test_no_shared_memory_segments(tmp_path, monkeypatch):
 def test_close_while_the_pool_is_still_starting(tmp_path, monkeypatch, vyre_stalls):
     """close() right after the first request, before the worker has said hello."""
     monkeypatch.setenv("VYRE_RUNTIME_DIR", str(tmp_path))
-    with vyre_core.Driver(kill_grace=KILL_GRACE) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=KILL_GRACE)) as drv:
         pending = drv.dispatch_async(PROGRAM, INPUTS, backend="faults")
         start = time.monotonic()
         drv.close()
@@ -413,7 +413,7 @@ def test_close_while_the_pool_is_still_starting(tmp_path, monkeypatch, vyre_stal
 # -- bugs ----------------------------------------------------------------------------------
 
 FORKING_CHILD = """
-    drv = vyre_core.Driver(kill_grace=0.5, startup_timeout=10)
+    drv = vyre_core.Driver(timeouts=vyre_core.Timeouts(kill_grace=0.5, startup=10))
     drv.dispatch(PROGRAM, INPUTS, backend="faults")
     rundir = drv.pools.rundir.path
     pid = os.fork()
@@ -465,7 +465,7 @@ def test_close_does_not_wait_out_the_grace_for_replies_nobody_reads(monkeypatch)
               np.array([1.5], dtype=np.float32)]
     durations = []
     for _ in range(3):
-        drv = vyre_core.Driver(workers=2, kill_grace=5.0)
+        drv = vyre_core.Driver(workers=2, timeouts=Timeouts(kill_grace=5.0))
         drv.dispatch(program, inputs, backend="faults")
         stop = threading.Event()
         done = threading.Semaphore(0)  # released once per finished call

@@ -37,8 +37,9 @@ from vyre_core.errors import (
     SystemResourceError,
 )
 from vyre_core.supervisor import published, rundir
-from vyre_core.supervisor.options import PoolOptions
+from vyre_core.supervisor.options import PoolOptions, RestartPolicy, Timeouts
 from vyre_core.testing import PATIENCE
+from vyre_core.testing.tight import options_over
 from vyre_examples.saxpy import inputs as saxpy_inputs
 from vyre_examples.saxpy import program as saxpy
 
@@ -92,11 +93,13 @@ def cluster():
         patched.undo()
 
 
+#: The Ray tests' pool options, under what a test changes (``options_over``).
+OPTIONS = PoolOptions(restart=RestartPolicy(max_restarts=5, window=30.0),
+                      timeouts=Timeouts(kill_grace=0.5, heartbeat=5.0))
+
+
 def on(cluster, **options) -> Driver:
-    fields = {"kill_grace": 0.5, "heartbeat_timeout": 5.0, "max_restarts": 5,
-              "restart_window": 30.0}
-    fields.update(options)
-    return Driver(cluster=cluster.address, **fields)
+    return Driver(cluster=cluster.address, options=options_over(OPTIONS, **options))
 
 
 def node_of(drv: Driver, backend: str, index: int = 0) -> str:
@@ -186,8 +189,9 @@ def test_a_hang_past_the_deadline_fails_on_time_and_the_actor_is_replaced(cluste
 
 
 RAY_CTRL_C = """
-drv = vyre_core.Driver(cluster=os.environ["VYRE_TEST_CLUSTER"], kill_grace=0.5,
-                       max_restarts=5, restart_window=30.0)
+drv = vyre_core.Driver(cluster=os.environ["VYRE_TEST_CLUSTER"],
+                       restart=vyre_core.RestartPolicy(max_restarts=5, window=30.0),
+                       timeouts=vyre_core.Timeouts(kill_grace=0.5))
 sys.path.insert(0, os.environ["TESTS_DIR"])
 from faults.test_interrupted_callers import spin
 drv.launch(spin, 256, (np.array([3], np.uint32), np.zeros(256, np.uint32)),
@@ -251,11 +255,12 @@ def test_a_worker_that_needs_gpus_no_node_has_is_refused_naming_the_nodes(cluste
 DEMO_ON_RAY = """
 import json, sys, time
 sys.path.insert(0, {site!r})  # (this Python has the demo backend; Ray's workers do not)
-from vyre_core import Driver
+from vyre_core import Driver, RestartPolicy
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import NoCapableBackendError
 from vyre_examples.saxpy import inputs, program
-with Driver(cluster={address!r}, max_restarts=0) as drv:  # (a failed start is no death)
+with Driver(cluster={address!r},
+            restart=RestartPolicy(max_restarts=0)) as drv:  # (a failed start is no death)
     started = time.monotonic()
     try:
         out, = drv.dispatch(program(64, 64), inputs(64, 3), backend="demo",
@@ -312,7 +317,7 @@ def test_work_goes_only_to_the_nodes_whose_workers_can_run_it(cluster):
                             env_vars={"VYRE_FAULTS": "no_f64"})
     try:
         cluster.wait_for_nodes()
-        options = PoolOptions(workers=3, kill_grace=0.5, heartbeat_timeout=5.0)
+        options = PoolOptions(workers=3, timeouts=Timeouts(kill_grace=0.5, heartbeat=5.0))
         with Driver(cluster=cluster.address, backend_options={"faults": options}) as drv:
             drv.dispatch(saxpy(64), saxpy_inputs(64), backend="faults")
             wait_for(lambda: [w["state"] for w in drv.status()["pools"]["faults"]["workers"]]
@@ -367,7 +372,7 @@ def test_a_worker_no_node_has_room_for_now_fails_the_call_clearly_and_spends_no_
     it missed it, and max_restarts=0 failed the pool.)"""
     from ray.util import placement_group, remove_placement_group
 
-    with on(cluster, startup_timeout=PATIENCE, max_restarts=0) as drv:
+    with on(cluster, restart={"max_restarts": 0}, timeouts={"startup": PATIENCE}) as drv:
         held = placement_group([{"CPU": 1}, {"CPU": 1}], strategy="SPREAD")
         try:
             held.wait(60)
@@ -395,7 +400,7 @@ def test_routing_holds_no_cpu_of_the_cluster_for_a_backend_it_passes_over(cluste
     the reference waited for a CPU and failed (SystemResourceError). A probe is a Ray
     task now, its CPU free again once it answered."""
     program, data = saxpy(64, 64), saxpy_inputs(64, 3)
-    with on(cluster, startup_timeout=2 * PATIENCE) as drv:
+    with on(cluster, timeouts={"startup": 2 * PATIENCE}) as drv:
         routed, = drv.dispatch(program, data, config=DispatchConfig(timeout=120))
         wgpu, = [e for e in drv.explain(program) if e.backend == "wgpu"]
         # (a probe that ran out of time is not a node without lavapipe: under a CPU-bound

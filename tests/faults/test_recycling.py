@@ -40,7 +40,7 @@ def test_rss_recycling_replaces_a_leaking_worker() -> None:
     failures: list[BaseException] = []
     pids: list[int] = []
     peak = 0
-    with driver(recycle_rss_bytes=limit) as drv:
+    with driver(restart={"recycle_rss_bytes": limit}) as drv:
         for seed in range(1, 13):
             data = inputs(seed)
             try:
@@ -65,7 +65,7 @@ def test_rss_recycling_replaces_a_leaking_worker() -> None:
 
 @pytest.mark.timeout(90)
 def test_recycle_after_replaces_the_worker_after_n_requests() -> None:
-    with driver(recycle_after=3) as drv:
+    with driver(restart={"recycle_after": 3}) as drv:
         first = None
         for seed in range(1, 4):
             data = inputs(seed)
@@ -90,7 +90,7 @@ def test_recycle_after_counts_requests_per_generation() -> None:
     generation serves exactly that many before it is replaced."""
     generations = []
     failures: list[BaseException] = []
-    with driver(recycle_after=3) as drv:
+    with driver(restart={"recycle_after": 3}) as drv:
         for seed in range(1, 10):
             data = inputs(seed)
             try:

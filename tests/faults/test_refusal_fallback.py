@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from vyre_core import DispatchConfig, Driver, ir
+from vyre_core import DispatchConfig, Driver, Timeouts, ir
 from vyre_core.errors import NoCapableBackendError
 from vyre_reference import run as reference_run
 
@@ -28,7 +28,7 @@ def test_a_refused_program_falls_over_to_the_next_capable_backend(monkeypatch, c
     caplog.set_level(logging.DEBUG, logger="vyre.routing")
     program, data = doubling_program(), [np.arange(16, dtype=np.uint32)]
     refuse = DispatchConfig(label="fault:unsupported")
-    with Driver(kill_grace=0.5) as drv:
+    with Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         out, = drv.dispatch(program, data, config=refuse)
         assert out.tobytes() == reference_run(program, data)[0].tobytes()
         fp = program.fingerprint()[:12]

@@ -1,8 +1,8 @@
 """Restart intensity as OTP counts it, with real workers: every unexpected death counts,
-busy or idle; past ``max_restarts`` in ``restart_window`` the pool fails, routed calls fall
-over to the next capable backend, calls that name it get its PoolFailedError (why, when
-it is tried again, what to do), and after ``cooldown`` the pool comes back (issue 11,
-defect 6).
+busy or idle; past ``max_restarts`` in ``window`` (of ``RestartPolicy``) the pool fails,
+routed calls fall over to the next capable backend, calls that name it get its
+PoolFailedError (why, when it is tried again, what to do), and after ``cooldown`` the pool
+comes back (issue 11, defect 6).
 
 Before: deaths while serving never counted, so a backend that crashes on every request
 was restarted forever and routing never fell over; deaths while idle failed the pool for
@@ -31,7 +31,7 @@ CRASH = DispatchConfig(label="fault:exit")  # the faults backend exits; the refe
 def test_a_backend_that_crashes_on_every_request_is_failed_and_routing_falls_over(
         monkeypatch) -> None:
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")  # routed to faults first
-    with driver(max_restarts=3, restart_window=60.0) as drv:
+    with driver(restart={"max_restarts": 3, "window": 60.0}) as drv:
         assert drv.route(PROGRAM).backend == "faults"
         for seed in (10, 11):  # each call is a poison request: two deaths each
             with pytest.raises(WorkerCrashedError, match="poison"):
@@ -47,7 +47,7 @@ def test_a_backend_that_crashes_on_every_request_is_failed_and_routing_falls_ove
 
 @pytest.mark.timeout(60)
 def test_idle_deaths_fail_the_pool_until_its_cooldown_then_it_comes_back() -> None:
-    with driver(max_restarts=2, restart_window=60.0, cooldown=3.0) as drv:
+    with driver(restart={"max_restarts": 2, "window": 60.0, "cooldown": 3.0}) as drv:
         data = inputs(20)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
         for _ in range(3):  # an external killer (the OOM killer, say) strikes idle workers
@@ -80,7 +80,7 @@ def test_routing_returns_to_a_recovered_backend_after_its_cooldown(monkeypatch) 
     # (a cool-down long enough that a loaded machine cannot outlast it between the crash
     # and the next line: with 2 s it once did, and routing was already back)
     cooldown = 8.0
-    with driver(max_restarts=0, cooldown=cooldown) as drv:
+    with driver(restart={"max_restarts": 0, "cooldown": cooldown}) as drv:
         data = inputs(30)
         assert_saxpy(drv.dispatch(PROGRAM, data), data)
         assert drv.route(PROGRAM).backend == "faults"
@@ -104,7 +104,7 @@ def test_the_intensity_scales_with_the_pool_each_process_bearing_max_restarts() 
     """Issue 38 row 5: all deaths counted against one pool-wide max_restarts, so random
     kills spread over a pool of three failed it at the third. Fails on main before the
     per-process intensity."""
-    with driver(workers=3, max_restarts=2, restart_window=60.0) as drv:
+    with driver(workers=3, restart={"max_restarts": 2, "window": 60.0}) as drv:
         data = inputs(40)
         assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
         for kill in range(6):  # two deaths for each of the three processes

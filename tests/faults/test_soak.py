@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 import vyre_core
-from vyre_core import DispatchConfig
+from vyre_core import DispatchConfig, RestartPolicy, Timeouts
 from vyre_core.errors import DispatchTimeoutError, VyreError, WorkerCrashedError
 from vyre_core.testing import Stalls
 
@@ -151,8 +151,8 @@ def test_soak_dispatches_under_random_worker_kills(record_property, vyre_stalls)
     stop = threading.Event()
     per_thread = TOTAL // THREADS
     started = time.monotonic()
-    with vyre_core.Driver(workers=2, max_restarts=1000, restart_window=60.0, kill_grace=0.5,
-                          heartbeat_timeout=30) as drv:
+    with vyre_core.Driver(workers=2, restart=RestartPolicy(max_restarts=1000, window=60.0),
+                          timeouts=Timeouts(kill_grace=0.5, heartbeat=30)) as drv:
         warm, expected = keyed_inputs(TOTAL + 1)
         assert drv.dispatch(PROGRAM, warm, backend="faults")[0].tobytes() == expected
         deadline = time.monotonic() + THREAD_BUDGET
@@ -225,7 +225,8 @@ def test_the_default_restart_intensity_serves_through_a_kill_every_one_to_three_
     kills: list[str] = []
     outcomes: collections.Counter[str] = collections.Counter()
     stop = threading.Event()
-    with vyre_core.Driver(kill_grace=0.5) as drv:  # the default restart intensity
+    # (the default restart intensity)
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         warm, expected = keyed_inputs(1)
         assert drv.dispatch(PROGRAM, warm, backend="faults")[0].tobytes() == expected
 

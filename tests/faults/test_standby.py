@@ -138,7 +138,7 @@ def test_a_spare_is_ready_after_start_and_serves_nobody(backend: str) -> None:
 @pytest.mark.parametrize("backend", ["reference", "faults"])
 def test_sigkill_of_the_serving_worker_promotes_the_spare(backend: str) -> None:
     kills = 3
-    with driver(standby=1, max_restarts=kills + 1, restart_window=60.0) as drv:
+    with driver(standby=1, restart={"max_restarts": kills + 1, "window": 60.0}) as drv:
         dispatch_exact(drv, 100, backend)
         seen: set[int] = set()
         for round_ in range(1, kills + 1):
@@ -199,7 +199,7 @@ def test_a_crashing_request_is_retried_on_the_promoted_spare(tmp_path) -> None:
 
 
 def test_fault_exit_with_one_retry_dies_on_the_serving_worker_then_on_the_spare() -> None:
-    with driver(standby=1, max_restarts=5) as drv:
+    with driver(standby=1, restart={"max_restarts": 5}) as drv:
         dispatch_exact(drv, 310, "faults")
         (spare,) = spare_ready(drv, "faults")
         before = serving_idle(drv, "faults")
@@ -215,7 +215,7 @@ def test_fault_exit_with_one_retry_dies_on_the_serving_worker_then_on_the_spare(
 
 
 def test_two_serving_workers_killed_one_after_another_each_get_a_spare() -> None:
-    with driver(workers=2, standby=1, max_restarts=5) as drv:
+    with driver(workers=2, standby=1, restart={"max_restarts": 5}) as drv:
         pending = [drv.dispatch_async(PROGRAM, inputs(400 + i), backend="reference")
                    for i in range(4)]
         for i, future in enumerate(pending):
@@ -280,7 +280,7 @@ def test_a_death_first_seen_as_an_unreachable_send_still_counts() -> None:
     The test makes the order certain: the worker dies, and its pidfd shows it, after the
     poll that wakes the I/O thread for the request and before the thread handles it
     (``Pool.after_poll``), so the request is sent before the exit is read."""
-    with driver(standby=1, max_restarts=5) as drv:
+    with driver(standby=1, restart={"max_restarts": 5}) as drv:
         dispatch_exact(drv, 550, "reference")
         spare_ready(drv, "reference")
         before = serving_idle(drv, "reference")
@@ -306,7 +306,7 @@ def test_a_death_first_seen_as_an_unreachable_send_still_counts() -> None:
 
 
 def test_a_frozen_spare_is_replaced_without_disturbing_the_serving_worker() -> None:
-    with driver(standby=1, heartbeat_interval=0.1, heartbeat_timeout=2.0) as drv:
+    with driver(standby=1, timeouts={"heartbeat_interval": 0.1, "heartbeat": 2.0}) as drv:
         dispatch_exact(drv, 600, "reference")
         (spare,) = spare_ready(drv, "reference")
         serving = serving_idle(drv, "reference")
@@ -358,7 +358,7 @@ def test_recovery_time_with_and_without_standby(capsys) -> None:
     rounds = 3
     times: dict[int, list[float]] = {}
     for standby in (0, 1):
-        with driver(standby=standby, max_restarts=rounds + 1, restart_window=60.0) as drv:
+        with driver(standby=standby, restart={"max_restarts": rounds + 1, "window": 60.0}) as drv:
             dispatch_exact(drv, 800, "reference")
             for round_ in range(rounds):
                 if standby:

@@ -14,6 +14,7 @@ import pytest
 from waiting import Stalls, stays_true, wait_for
 
 import vyre_core
+from vyre_core import RestartPolicy, Timeouts
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import PoolFailedError, VyreError
 from vyre_core.routing import Router, is_software_adapter
@@ -183,7 +184,7 @@ def test_a_probe_returns_only_once_routing_was_told(monkeypatch: pytest.MonkeyPa
     routes again. The probe's caller is woken by the pool: routing must have heard of the
     probed capabilities before that, however slowly it is told (found in CI: the call ran
     on wgpu, routed on its static claims)."""
-    with vyre_core.Driver(kill_grace=0.5) as probing:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as probing:
         _software_wgpu(probing)
     real = Router.invalidate
 
@@ -192,14 +193,14 @@ def test_a_probe_returns_only_once_routing_was_told(monkeypatch: pytest.MonkeyPa
         real(self)
 
     monkeypatch.setattr(Router, "invalidate", slow_invalidate)
-    with vyre_core.Driver(kill_grace=0.5) as drv:
+    with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         assert drv.route(PROGRAM).backend == "cpu"
 
 
 @pytest.mark.timeout(180)
 def test_restarts_keep_capabilities_so_a_demoted_backend_stays_demoted() -> None:
-    drv = vyre_core.Driver(kill_grace=0.5, heartbeat_timeout=10, max_restarts=20,
-                           restart_window=60)
+    drv = vyre_core.Driver(restart=RestartPolicy(max_restarts=20, window=60),
+                           timeouts=Timeouts(kill_grace=0.5, heartbeat=10))
     with drv:
         _software_wgpu(drv)
         assert drv.route(PROGRAM).backend == "cpu"
@@ -256,7 +257,7 @@ def test_restarts_keep_capabilities_so_a_demoted_backend_stays_demoted() -> None
 def test_probe_right_after_a_worker_was_killed_answers() -> None:
     """With two workers, the other one answers the probe's ping while the killed one is
     being replaced: the probe still returns the pool's capabilities."""
-    with driver(workers=2, max_restarts=10) as drv:
+    with driver(workers=2, restart={"max_restarts": 10}) as drv:
         first = drv.probe("reference", timeout=60)
         assert isinstance(first, Capabilities)
         for round_ in range(4):

@@ -22,7 +22,7 @@ import pytest
 from waiting import wait_for
 
 import vyre_core
-from vyre_core import ir
+from vyre_core import Timeouts, ir
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import DeviceLostError, PipelineInvalidatedError
 from vyre_reference import run as reference_run
@@ -70,7 +70,7 @@ def assert_exact(outputs: Any, data: list[np.ndarray]) -> None:
 
 
 def driver() -> vyre_core.Driver:
-    return vyre_core.Driver(kill_grace=1, heartbeat_timeout=10)
+    return vyre_core.Driver(timeouts=Timeouts(kill_grace=1, heartbeat=10))
 
 
 def pool_status(drv: vyre_core.Driver) -> dict[str, Any]:

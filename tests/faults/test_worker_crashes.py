@@ -219,7 +219,7 @@ def test_kill_mid_dispatch_leaves_the_other_worker_alone() -> None:
 ])
 def test_poison_request_fails_after_one_retry(label: str, death: str) -> None:
     max_restarts = 3
-    with driver(max_restarts=max_restarts) as drv:
+    with driver(restart={"max_restarts": max_restarts}) as drv:
         warm = inputs(30)
         assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
         before = wait_idle(drv)
@@ -295,7 +295,7 @@ def test_a_backend_that_cannot_start_fails_its_pool_after_two_tries(
     """Before: such a backend was started max_restarts + 1 times, and its error was one
     line of thousands of characters (the traceback) with a generic Fix."""
     monkeypatch.setenv("VYRE_FAULTS", mode)
-    with driver(max_restarts=5, restart_window=30.0) as drv:
+    with driver(restart={"max_restarts": 5, "window": 30.0}) as drv:
         with pytest.raises(PoolFailedError) as info:
             drv.dispatch(PROGRAM, inputs(60), backend="faults")
         error = info.value
@@ -343,7 +343,7 @@ def test_startup_crash_loop_routing_falls_over(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("VYRE_FAULTS", "crash_prepare")
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
     caplog.set_level(logging.INFO, logger="vyre.routing")
-    with driver(max_restarts=2) as drv:
+    with driver(restart={"max_restarts": 2}) as drv:
         data = inputs(70)
         # faults routes first on its claims, is probed apart (no pool of it is started: a
         # backend routing may pass over never is), crashes, and routing falls over
@@ -380,7 +380,7 @@ def test_late_reply_from_a_killed_worker_is_dropped() -> None:
     """SIGSTOP the busy worker so its deadline passes and the parent sends SIGTERM (held
     while stopped); SIGCONT lets it finish the dispatch and send its reply before the
     SIGKILL of kill_grace. That reply belongs to a request that already failed."""
-    with driver(kill_grace=3.0, heartbeat_timeout=10.0) as drv:
+    with driver(timeouts={"kill_grace": 3.0, "heartbeat": 10.0}) as drv:
         warm = inputs(80)
         assert_saxpy(drv.dispatch(PROGRAM, warm, backend="faults"), warm)
         late_data = inputs(81)
@@ -422,7 +422,7 @@ def test_compile_falls_over_after_pool_failure(monkeypatch: pytest.MonkeyPatch) 
     like Driver.dispatch, and the handle is pinned to the worker that compiled it."""
     monkeypatch.setenv("VYRE_FAULTS", "crash_prepare")
     monkeypatch.setenv("VYRE_FAULTS_PRECEDENCE", "1")
-    with driver(max_restarts=1) as drv:
+    with driver(restart={"max_restarts": 1}) as drv:
         pipeline = drv.compile(PROGRAM)
         assert pipeline.backend == "cpu"
         data = inputs(90)

@@ -49,7 +49,7 @@ def test_chatty_dispatches_cost_no_memory_and_no_disk() -> None:
 @pytest.mark.timeout(120)
 def test_history_keeps_three_bounded_generations() -> None:
     crashes = 4
-    with driver(max_restarts=10) as drv:
+    with driver(restart={"max_restarts": 10}) as drv:
         for seed in range(crashes):
             data = inputs(seed)  # served by the replacement of the worker crashed last
             assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults", config=chatter(0.25)),

@@ -198,8 +198,8 @@ class RayCluster:
 
         return Capabilities.from_dict(self._task(
             backend_capabilities, backend, entry_point, timeout, f"probing backend "
-            f"{backend!r}", "Raise PoolOptions(startup_timeout=...), or name the backend "
-            "(backend=...) to start its pool instead."))
+            f"{backend!r}", "Raise PoolOptions(timeouts=Timeouts(startup=...)), or name the "
+            "backend (backend=...) to start its pool instead."))
 
     def _task(self, function: Any, backend: str, entry_point: str, timeout: float,
               during: str, slow_fix: str) -> Any:

@@ -82,7 +82,7 @@ class Placement:
         """(Locked.) The starting workers whose start deadline is near: each is asked
         once whether Ray has placed it at all (an actor no node can take now waits for
         one for ever; that is no fault of the backend's)."""
-        margin = min(1.0, self.options.startup_timeout / 2)
+        margin = min(1.0, self.options.timeouts.startup / 2)
         found = []
         for w in self._machine.workers:
             if w.state == "starting" and now >= w.startup_deadline - margin \

@@ -273,7 +273,7 @@ class RayPool(Placement, PoolFacts):
         for index, actor in list(self._actors.items()):
             if index in self._beating or now < self._beat_at.get(index, 0.0):
                 continue
-            self._beat_at[index] = now + self.options.heartbeat_interval
+            self._beat_at[index] = now + self.options.timeouts.heartbeat_interval
             try:
                 ref = actor.heartbeat.options(concurrency_group="ctl").remote()
             except Exception as exc:  # (Ray refuses calls to an actor it knows is gone)
@@ -437,10 +437,10 @@ class RayPool(Placement, PoolFacts):
             options["runtime_env"] = {"env_vars": env}
         actor = self._actor().options(**options).remote(
             self.backend, self.registration.entry_point.split(" = ")[0], action.generation,
-            w.device, proof, self.options.max_message_bytes)
+            w.device, proof, self.options.transport.max_message_bytes)
         self._actors[action.index] = actor
         self._identity[action.index] = identity
-        self._beat_at[action.index] = time.monotonic() + self.options.heartbeat_interval
+        self._beat_at[action.index] = time.monotonic() + self.options.timeouts.heartbeat_interval
         self._pending[actor.hello.remote()] = ("hello", action.index, identity, None)
         self._machine.spawned(action.index, action.generation, identity, proof, 0,
                               time.monotonic())

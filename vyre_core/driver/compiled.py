@@ -56,7 +56,7 @@ def compiled_pipeline(routing: RoutingPolicy, program: Program, backend: str | N
 
     def request(pool: PoolHandle) -> Request:
         return Request(Op.COMPILE, meta, [],
-                       deadline=deadline.within(pool.options.compile_timeout))
+                       deadline=deadline.within(pool.options.timeouts.compile))
 
     pool, ran, (meta, _) = routing.call(weighed, backend, request, deadline)
     slot, generation = ran.served_by
@@ -102,7 +102,7 @@ def compiled_sequence(routing: RoutingPolicy, sequence: StepSequence, backend: s
 
     def request(pool: PoolHandle) -> Request:
         return Request(Op.COMPILE_SEQUENCE, meta, [],
-                       deadline=deadline.within(pool.options.compile_timeout))
+                       deadline=deadline.within(pool.options.timeouts.compile))
 
     pool, ran, _ = routing.call(sequence, backend, request, deadline)
     slot, generation = ran.served_by

@@ -58,6 +58,7 @@ from vyre_core.driver.owned import (
     _keeping,
     _metrics,
     _on_uncaught_exit,
+    _shadow_options,
     _SharedArrays,
     _started,
     _status,
@@ -72,6 +73,7 @@ from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import Explanations, RouteDecision
 from vyre_core.sequence import Sequence as StepSequence
+from vyre_core.shadow_sampler import ShadowOptions
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.rundir import RunDir
 from vyre_core.tuning.candidates import DEFAULT_LIMIT
@@ -81,20 +83,23 @@ from vyre_core.tuning.tuner import DEFAULT_REPEATS, Measured, TuneResult
 class Driver(_Closing, _SharedArrays):
     """Routes programs to backends and runs them in supervised worker processes.
 
-    ``options`` (or keyword fields of PoolOptions, e.g. ``workers=2``) apply to every
-    backend's pool; ``backend_options`` overrides them per backend id. ``cluster`` (else
-    ``VYRE_CLUSTER``) says where workers run: ``"local"`` processes (the default), or Ray
-    actors: ``"ray"`` (a private Ray instance), ``"auto"`` (the cluster running here),
-    ``"HOST:PORT"`` / ``"ray://HOST:PORT"`` (cluster/connect.py). ``shadow_every=N``
-    runs 1 in N dispatches that another backend served again on the reference, in the
-    background, and saves each divergence as a replay bundle in ``shadow_dir``
-    (``shadow_sampler.py``; ``shadow_report()`` counts them).
+    ``options`` (or keyword fields of PoolOptions, e.g. ``workers=2`` or
+    ``timeouts=Timeouts(startup=10.0)``) apply to every backend's pool; ``backend_options``
+    overrides them per backend id. ``cluster`` (else ``VYRE_CLUSTER``) says where workers
+    run: ``"local"`` processes (the default), or Ray actors: ``"ray"`` (a private Ray
+    instance), ``"auto"`` (the cluster running here), ``"HOST:PORT"`` /
+    ``"ray://HOST:PORT"`` (cluster/connect.py). ``shadow=ShadowOptions(every=N)`` runs 1
+    in N dispatches that another backend served again on the reference, in the
+    background, and saves each divergence as a replay bundle in its ``dir``
+    (``shadow_sampler.py``; ``shadow_report()`` counts them). ``shadow_every=`` and
+    ``shadow_dir=`` are its deprecated spellings.
     """
 
     def __init__(self, registry: Registry | None = None, *, options: PoolOptions | None = None,
                  backend_options: Mapping[str, PoolOptions] | None = None,
-                 shadow_every: int | None = None, shadow_dir: str | os.PathLike | None = None,
-                 cluster: str | None = None, **option_fields: Any) -> None:
+                 shadow: ShadowOptions | None = None, shadow_every: int | None = None,
+                 shadow_dir: str | os.PathLike | None = None, cluster: str | None = None,
+                 **option_fields: Any) -> None:
         where = lifetime.made_at()
         if registry is None:
             registry = Registry.discover()
@@ -104,13 +109,13 @@ class Driver(_Closing, _SharedArrays):
         self._backend_options = dict(backend_options or {})
         spec = connect.parse(cluster)  # (checked before anything is made)
         self._plans = PlannedLaunches()
-        _started(self, spec, RunDir, shadow_every, shadow_dir)
+        _started(self, spec, RunDir, _shadow_options(shadow, shadow_every, shadow_dir))
         self._made_at = where
         _watch(self)
         _DRIVERS.add(self)
 
     def shadow_report(self) -> dict[str, Any] | None:
-        """What the production shadow did (None without ``shadow_every``): samples taken,
+        """What the production shadow did (None without a shadow): samples taken,
         compared, diverged, dropped (the reference fell behind), failed, and the bundles."""
         return None if self._shadow is None else self._shadow.report()
 
@@ -147,7 +152,7 @@ class Driver(_Closing, _SharedArrays):
         """What ``backend``'s worker probed on its device, starting its pool if needed.
         Raises PoolFailedError (with the worker's traceback) when it cannot start, and
         DispatchTimeoutError past ``timeout`` (default None: wait while workers start, up
-        to the pool's startup bound per try)."""
+        to the pool's Timeouts.startup per try)."""
         return self.pools.probe(backend, Deadline.after(timeout))
 
     @verb("timeout")
@@ -236,7 +241,7 @@ class Driver(_Closing, _SharedArrays):
         """Compile once in one worker of the routed (or named) backend; dispatch many times
         through the returned handle, there, until that worker restarts. A sequence is
         checked against the backend and its programs compiled. ``config.timeout`` bounds
-        the whole call (each compile also by the pool's compile bound)."""
+        the whole call (each compile also by the pool's Timeouts.compile)."""
         made = compiled_sequence if isinstance(work, StepSequence) else compiled_pipeline
         return _keeping(self, made(self.routing, work, backend, config))
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 import numpy as np
 
-from vyre_core import lifetime, shared_arrays
+from vyre_core import deprecations, lifetime, shared_arrays
 from vyre_core.cluster import connect
 from vyre_core.cluster.place import RayPlace
 from vyre_core.config import DispatchConfig
@@ -41,7 +41,7 @@ from vyre_core.errors import InvalidConfigError, PoolFailedError
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.pools import Pools
 from vyre_core.routing import RoutingPolicy
-from vyre_core.shadow_sampler import Every, ShadowSampler, default_dir
+from vyre_core.shadow_sampler import Every, ShadowOptions, ShadowSampler, default_dir
 from vyre_core.supervisor.local.place import LocalPlace
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.tuning.tuner import Tuner
@@ -211,14 +211,37 @@ def _metrics(pools: Pools) -> dict[str, Any]:
             "pools": {pool.backend: pool.metrics() for pool in pools.all()}}
 
 
+def _shadow_options(shadow: ShadowOptions | None, every: int | None,
+                    directory: str | os.PathLike | None) -> ShadowOptions:
+    """``Driver(shadow=...)``, or what the deprecated ``shadow_every=`` and ``shadow_dir=``
+    say (warned; both forms at once refused)."""
+    given = {name: value for name, value in (("shadow_every", every),
+                                             ("shadow_dir", directory)) if value is not None}
+    if shadow is not None and given:
+        raise InvalidConfigError(
+            f"Driver got shadow= and {'= and '.join(given)}= together",
+            "Pass the shadow's options in one place: Driver(shadow=ShadowOptions(every=N, "
+            "dir=...)).")
+    for name in given:
+        deprecations.enforce(deprecations.of_kind("call")[f"Driver({name}=)"],
+                             "this program", InvalidConfigError)
+    if shadow is None:
+        return ShadowOptions(every, directory)
+    if not isinstance(shadow, ShadowOptions):
+        raise InvalidConfigError(f"Driver(shadow={shadow!r}) is not a ShadowOptions",
+                                 "Pass Driver(shadow=ShadowOptions(every=N)), or leave it "
+                                 "out.")
+    return shadow
+
+
 def _shadow_plan(registry: Registry, every: int) -> tuple[Every, str]:
     """The sampling rule and the reference backend's id, or the error saying why not."""
     rule = Every(every)
     reference = next((r.id for r in registry.backends() if r.is_reference), None)
     if reference is None:
-        raise InvalidConfigError("shadow_every needs the reference backend, which is not "
-                                 "loaded", "Install vyre-reference, or leave shadow_every "
-                                 "out.")
+        raise InvalidConfigError("ShadowOptions(every=...) needs the reference backend, "
+                                 "which is not loaded", "Install vyre-reference, or leave "
+                                 "Driver(shadow=...) out.")
     return rule, reference
 
 
@@ -240,12 +263,12 @@ def _shadow_sampler(driver: weakref.ref[Any], rule: Every, reference: str,
 
 
 def _started(driver: Any, spec: connect.ClusterSpec, rundir_made: Callable[[], RunDir],
-             shadow_every: int | None, shadow_dir: str | os.PathLike | None) -> None:
+             options: ShadowOptions) -> None:
     """What a new Driver makes (its cluster, pools, routing and shadow), or, when a step
     fails, none of it."""
     # checked before the run directory exists; its thread starts last, when nothing
     # after it can fail and leave it behind
-    shadow = None if shadow_every is None else _shadow_plan(driver.registry, shadow_every)
+    shadow = None if options.every is None else _shadow_plan(driver.registry, options.every)
     driver._shadow = None
     driver.cluster = None
     rundir = rundir_made()
@@ -255,7 +278,7 @@ def _started(driver: Any, spec: connect.ClusterSpec, rundir_made: Callable[[], R
         driver.routing = RoutingPolicy(driver.registry, driver.pools)
         if shadow is not None:
             driver._shadow = driver._owned.shadow = _shadow_sampler(
-                weakref.ref(driver), *shadow, shadow_dir)
+                weakref.ref(driver), *shadow, options.dir)
     except BaseException:
         if driver.cluster is not None:
             driver.cluster.close()

@@ -29,7 +29,7 @@ RESTART_REASONS = (
     "start_failed",   # died or hung before it said hello
     "unresponsive",   # silent, stuck, or its lane unreachable: killed
     "deadline",       # a request ran past its deadline: stopped
-    "cancelled",      # a cancelled call did not stop within PoolOptions.cancel_grace
+    "cancelled",      # a cancelled call did not stop within Timeouts.cancel_grace
     "recycled",       # recycle_after / recycle_rss_bytes
     "device_lost",    # its device could not be recovered in place
     "protocol",       # an unreadable hello, a slot it could not take over

@@ -235,7 +235,8 @@ def list_devices(backend: str, entry_point: str, timeout: float,
     never touches a device), within ``timeout`` seconds. Raises a VyreError saying why not."""
     answer = _ask(backend, entry_point, timeout, "devices",
                   f"listing the devices of backend {backend!r}", "Raise PoolOptions("
-                  "startup_timeout=...), or name the device ids in PoolOptions(devices=[...]).",
+                  "timeouts=Timeouts(startup=...)), or name the device ids in "
+                  "PoolOptions(devices=[...]).",
                   askers)
     return device_list(answer)
 
@@ -246,7 +247,8 @@ def probe_apart(backend: str, entry_point: str, timeout: float,
     short-lived process of its own that ends with its answer (no pool, no fork server is
     made), within ``timeout`` seconds. Raises a VyreError saying why not."""
     answer = _ask(backend, entry_point, timeout, "capabilities",
-                  f"probing backend {backend!r}", "Raise PoolOptions(startup_timeout=...), "
+                  f"probing backend {backend!r}", "Raise PoolOptions(timeouts=Timeouts("
+                  "startup=...)), "
                   "or name the backend (backend=...) to start its pool instead.", askers)
     return Capabilities.from_dict(answer)
 

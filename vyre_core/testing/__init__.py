@@ -18,6 +18,7 @@ _HOMES = {
     "startup_faults": "faults", "PATIENCE": "waiting", "stays_true": "waiting",
     "wait_for": "waiting", "Stalls": "waiting", "Workers": "workers", "one_word_program": "workers",
     "DiskUnavailable": "disk", "SmallDisk": "disk", "dispatch_on": "dispatch",
+    "TIGHT": "tight", "options_over": "tight",
 }
 
 __all__ = sorted(_HOMES)

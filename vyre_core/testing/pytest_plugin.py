@@ -2,7 +2,8 @@
 suite in an environment with vyre may use; docs/fault-injection.md has a worked example.
 
 * ``vyre_driver``: a Driver with tight fault timings (``TIGHT``; a ``vyre_driver`` marker
-  overrides them: ``@pytest.mark.vyre_driver(max_restarts=1)``), closed after the test;
+  changes them, a group by the fields it names:
+  ``@pytest.mark.vyre_driver(restart={"max_restarts": 1})``), closed after the test;
 * ``vyre_workers``: its workers (``Workers``): kill, freeze, resume, lose a device, wait;
 * ``vyre_startup_faults``: ``vyre_startup_faults("crash_prepare")`` makes the workers that
   start from then on fail so (``VYRE_FAULTS``), for this test only;
@@ -18,7 +19,7 @@ The fault backend is the ``vyre-faults`` distribution (backend ``faults``, and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,25 +29,33 @@ if TYPE_CHECKING:
     from vyre_core.testing.waiting import Stalls
     from vyre_core.testing.workers import Workers
 
-#: Pool options of ``vyre_driver``: faults are noticed and acted on within seconds.
-TIGHT = {"kill_grace": 0.5, "heartbeat_timeout": 5.0, "max_restarts": 3,
-         "restart_window": 30.0}
+
+def __getattr__(name: str) -> Any:
+    """``TIGHT`` (vyre_core/testing/tight.py), loaded on first use: this plugin loads in
+    every pytest run of an environment with vyre, and pays for nothing until then."""
+    if name == "TIGHT":
+        from vyre_core.testing.tight import TIGHT
+
+        return TIGHT
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "vyre_driver(**options): PoolOptions of the "
-                                       "vyre_driver fixture, over its tight defaults")
+                                       "vyre_driver fixture, over its tight defaults "
+                                       "(options_over(TIGHT, **options))")
 
 
 @pytest.fixture
 def vyre_driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
     from vyre_core.driver import Driver
+    from vyre_core.testing.tight import TIGHT, options_over
 
     if "vyre_full_disk" in request.fixturenames:  # (its run directory goes there)
         request.getfixturevalue("vyre_full_disk")
     marker = request.node.get_closest_marker("vyre_driver")
-    options = {**TIGHT, **(marker.kwargs if marker else {})}
-    with Driver(**options) as driver:
+    options = options_over(TIGHT, **(marker.kwargs if marker else {}))
+    with Driver(options=options) as driver:
         yield driver
 
 

@@ -131,8 +131,8 @@ class Pool(Transfer, Processes):
         self._io_lanes: dict[Lane, Request] = {}   # held by the I/O thread, for a request
         self._waiting_sends: list[Send] = []       # for the I/O thread, once a lane is free
         self._deferred: list[Any] = []             # spawns parked for the fork server
-        self._spinning = Spinning(options.spin)  # the I/O thread's, after a send
-        self._callers_spinning = Spinning(options.spin)  # a caller's, before it sleeps
+        self._spinning = Spinning(options.transport.spin)  # the I/O thread's, after a send
+        self._callers_spinning = Spinning(options.transport.spin)  # a caller's, before it sleeps
         self._ticked_at = 0.0                      # the last tick of the rules
         self._sweep_at = 0.0                       # next look for cancels it was not told of
         self._endpoint_check_at = 0.0              # next look for a lost run directory
@@ -245,7 +245,8 @@ class Pool(Transfer, Processes):
         """Wait for the I/O thread to stop its workers and end: at most ``timeout`` (default:
         the kill grace plus 5 s)."""
         if self._thread is not None:
-            self._io_ended.wait(self.options.kill_grace + 5 if timeout is None else timeout)
+            grace = self.options.timeouts.kill_grace
+            self._io_ended.wait(grace + 5 if timeout is None else timeout)
 
     def forget(self) -> None:
         """(In a forked child.) This pool is the parent's and is never used here: let go of
@@ -283,7 +284,7 @@ class Pool(Transfer, Processes):
             self._router.setsockopt(zmq.SNDHWM, 0)
             self._router.setsockopt(zmq.RCVHWM, 0)
             # Refuse oversized frames in the transport, before allocating them.
-            self._router.setsockopt(zmq.MAXMSGSIZE, max(self.options.max_message_bytes,
+            self._router.setsockopt(zmq.MAXMSGSIZE, max(self.options.transport.max_message_bytes,
                                                         protocol.MAX_HEADER_BYTES))
             self._router.bind(self._endpoint)
             self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -403,12 +404,12 @@ class Pool(Transfer, Processes):
                 identity = identity[:-3]
             try:
                 msg: Message | ProtocolError = protocol.decode(
-                    frames[1:], self.options.max_message_bytes)
+                    frames[1:], self.options.transport.max_message_bytes)
             except ProtocolError as exc:
                 msg = exc
             if heartbeat and (isinstance(msg, ProtocolError) or msg.op is not Op.HEARTBEAT):
                 identity = b""  # only heartbeats come from a heartbeat socket: a stranger
-            elif self.options.recycle_rss_bytes is not None and not heartbeat:
+            elif self.options.restart.recycle_rss_bytes is not None and not heartbeat:
                 self._measure(identity)
             self._machine.message(identity, msg, now)
 

@@ -65,9 +65,9 @@ class Processes(_Local):
             args = ["--backend", reg.id, "--entry-point", reg.entry_point.split(" = ")[0],
                     "--endpoint", self._endpoint,
                     "--parent-pid", str(os.getpid()),
-                    "--heartbeat", str(self.options.heartbeat_interval),
-                    "--spin", str(self.options.spin),
-                    "--max-message-bytes", str(self.options.max_message_bytes)]
+                    "--heartbeat", str(self.options.timeouts.heartbeat_interval),
+                    "--spin", str(self.options.transport.spin),
+                    "--max-message-bytes", str(self.options.transport.max_message_bytes)]
             if w.device is not None:
                 args += ["--device", str(w.device)]
             env = dict(os.environ,
@@ -124,7 +124,7 @@ class Processes(_Local):
         ours, theirs = framing.pair()
         return Lane(ours, identity, framing.StreamReader(
             ours, protocol.MAX_FRAMES,
-            self.options.max_message_bytes + protocol.MAX_HEADER_BYTES)), theirs
+            self.options.transport.max_message_bytes + protocol.MAX_HEADER_BYTES)), theirs
 
     def _keep_endpoint(self, now: float) -> None:
         """(I/O thread.) If the socket workers say hello through is gone with the run
@@ -159,13 +159,13 @@ class Processes(_Local):
         """(I/O thread: the server dies with it.) Start the fork server, without waiting;
         until it is ready, workers start the plain way or wait for it (``_spawn``)."""
         losses = self._fork_server_losses
-        while losses and losses[0] < time.monotonic() - self.options.restart_window:
+        while losses and losses[0] < time.monotonic() - self.options.restart.window:
             losses.popleft()
-        if not self.options.fork_server or self._fork_server_broken \
+        if not self.options.transport.fork_server or self._fork_server_broken \
                 or len(losses) >= FORK_SERVER_LOSSES:
             return
         try:
-            server = ForkServer(self.backend, os.environ, self.options.startup_timeout)
+            server = ForkServer(self.backend, os.environ, self.options.timeouts.startup)
         except OSError as exc:
             _log.warning("pool %r: no fork server (%s); workers start the plain way",
                          self.backend, exc)
@@ -183,7 +183,7 @@ class Processes(_Local):
             server.take_messages()
         if server.state == STARTING and now > server.ready_by:
             _log.warning("pool %r: the fork server was not ready within %g s; workers start "
-                         "the plain way", self.backend, self.options.startup_timeout)
+                         "the plain way", self.backend, self.options.timeouts.startup)
             server.stop()
         if server.state == GONE:
             _log.warning("pool %r: its fork server (pid %d) %s; workers start the plain way "

@@ -40,7 +40,7 @@ class Transfer(_Local):
         if request.outputs:  # known before it runs: refused before any copy
             protocol.check_output_bytes(sum(dtype.itemsize * count
                                             for dtype, count in request.outputs),
-                                        self.options.max_message_bytes)
+                                        self.options.transport.max_message_bytes)
         arrays: list[Any] = []
         request.input_bytes = 0
         for data in request.arrays:
@@ -71,7 +71,7 @@ class Transfer(_Local):
             request.lean = True  # every worker holds the program: name it, do not send it
             meta = {k: v for k, v in meta.items() if k != "program"}
         return protocol.encode_checked(Message(request.op, request.id, 0, meta, arrays),
-                                       self.options.max_message_bytes)
+                                       self.options.transport.max_message_bytes)
 
     def _share(self, request: Request, nbytes: int, into: Any = None
                ) -> Segment | shared_arrays.Lent | None:
@@ -159,7 +159,7 @@ class Transfer(_Local):
         req.sent_on = lane  # (first: should the send be cut short, its reply is still read)
         try:
             # (a live worker reads a whole request before it does anything else)
-            framing.send(lane.socket, frames, within=self.options.silence_limit,
+            framing.send(lane.socket, frames, within=self.options.timeouts.silence_limit,
                          cut=lambda: self._break(lane))
         except OSError as exc:  # gone, or stuck with part of the message taken
             lane.broken = True  # (the rules retire the worker: it is killed)
@@ -241,10 +241,10 @@ class Transfer(_Local):
                     frames, "this process", SystemResourceError))
                 continue
             try:
-                messages.append(protocol.decode(frames, self.options.max_message_bytes))
+                messages.append(protocol.decode(frames, self.options.transport.max_message_bytes))
             except ProtocolError as exc:
                 messages.append(exc)
-        if messages and self.options.recycle_rss_bytes is not None:
+        if messages and self.options.restart.recycle_rss_bytes is not None:
             self._measure(lane.identity)
         return messages
 

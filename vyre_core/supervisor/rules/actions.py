@@ -38,7 +38,7 @@ class Send:
 class Stop:
     """Ask the worker at ``index`` to stop request ``request_id`` at its next safe point
     (written into its progress page); it answers the request early, or is killed after
-    ``PoolOptions.cancel_grace``."""
+    ``Timeouts.cancel_grace``."""
 
     index: int
     request_id: int

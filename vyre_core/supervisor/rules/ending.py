@@ -107,7 +107,7 @@ class Ending(_Rules):
         if counted:
             w.deaths += 1
             self._deaths.append(now)
-            while self._deaths and self._deaths[0] <= now - self.options.restart_window:
+            while self._deaths and self._deaths[0] <= now - self.options.restart.window:
                 self._deaths.popleft()
             if died_starting:
                 w.failed_starts += 1
@@ -169,9 +169,9 @@ class Ending(_Rules):
 
     def _request_recovery(self, w: Worker, now: float) -> None:
         """Device lost: ask the backend to recover in place (a new generation), within
-        startup_timeout (a hung recovery restarts the worker instead)."""
+        Timeouts.startup (a hung recovery restarts the worker instead)."""
         req = Request(Op.TRY_RECOVER, {"generation": w.generation + 1}, [],
-                      deadline=Deadline(now + self.options.startup_timeout), internal=True)
+                      deadline=Deadline(now + self.options.timeouts.startup), internal=True)
         self._watch_deadline(req)
         self._send(w, req, now, RECOVER)
 
@@ -194,11 +194,11 @@ class Ending(_Rules):
     def _recycle_reason(self, w: Worker) -> str | None:
         """Why the worker is due for replacement between requests (None: it is not).
         Recycling is a planned restart: handles made in the worker become invalid."""
-        opts = self.options
-        if opts.recycle_after is not None and w.served_generation >= opts.recycle_after:
+        policy = self.options.restart
+        if policy.recycle_after is not None and w.served_generation >= policy.recycle_after:
             return f"recycled after {w.served_generation} requests (recycle_after)"
-        if opts.recycle_rss_bytes is not None and w.rss is not None \
-                and w.rss > opts.recycle_rss_bytes:
+        if policy.recycle_rss_bytes is not None and w.rss is not None \
+                and w.rss > policy.recycle_rss_bytes:
             return f"recycled at {w.rss} bytes resident (recycle_rss_bytes)"
         return None
 
@@ -219,17 +219,17 @@ class Ending(_Rules):
         else:
             self._actions.append(Signal(w.index, kill=kill))
             self._move(w, RETIRE, KILLING)
-        w.kill_at = now + self.options.kill_grace
+        w.kill_at = now + self.options.timeouts.kill_grace
         self._log(logging.INFO if kind == "planned" else logging.WARNING,
                   f"pool {self.backend!r}: stopping {w.name}: {reason}")
 
     @property
     def restart_limit(self) -> int:
-        """The deaths within ``restart_window`` the pool survives: ``max_restarts`` per
+        """The deaths within ``RestartPolicy.window`` the pool survives: ``max_restarts`` per
         worker process, spares included. OTP's intensity is per supervisor; each of our
         processes is a child, so a pool of 8 bears 8 times the deaths of a pool of one (a
         kill rate spread over its processes is then judged per process)."""
-        return self.options.max_restarts * len(self.workers)
+        return self.options.restart.max_restarts * len(self.workers)
 
     def _cannot_start(self) -> bool:
         """No worker ever said hello, and each serving one failed START_TRIES starts."""
@@ -251,20 +251,20 @@ class Ending(_Rules):
                    f"`vyre doctor` prints it), or uninstall it. {meanwhile}")
         else:
             first = (f"pool {self.backend!r} failed: {len(self._deaths)} worker deaths "
-                     + (f"in {opts.restart_window:g} s (more than "
-                        f"max_restarts={opts.max_restarts}" + (
+                     + (f"in {opts.restart.window:g} s (more than "
+                        f"max_restarts={opts.restart.max_restarts}" + (
                             f" x {len(self.workers)} workers" if len(self.workers) > 1
                             else "") + ")" if not self.half_open
                         else "(it failed again right after its cool-down)")
                      + f"; last: {w.last_exit}")
             fix = ("Fix the backend (this error's details carry its last worker's output) "
-                   f"or uninstall it. {meanwhile} PoolOptions.max_restarts, restart_window "
-                   "and cooldown tune this.")
+                   f"or uninstall it. {meanwhile} RestartPolicy.cooldown, max_restarts and "
+                   "window (PoolOptions.restart) tune this.")
         self._move_pool(FAIL, FAILED)
         self.half_open = False
         self.failure = Failure(first, fix, w.start_output or output or "(no output)", now,
-                               now + opts.cooldown)
-        self._log(logging.ERROR, f"{first}; next try in {opts.cooldown:g} s")
+                               now + opts.restart.cooldown)
+        self._log(logging.ERROR, f"{first}; next try in {opts.restart.cooldown:g} s")
         error = self._failed_error(now)
         for req in self._pending():
             self._resolve(req, error)

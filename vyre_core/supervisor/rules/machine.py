@@ -75,7 +75,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         self.workers = [Worker(i, d) for i, d in enumerate(serving + spares)]
         self.serving = len(serving)
         self._serving = tuple(self.workers[:self.serving])  # (the hot path walks them)
-        self._silence = options.silence_limit
+        self._silence = options.timeouts.silence_limit
         self.queue: collections.deque[Request] = collections.deque()
         # what the serving workers of each device (None: unpinned) can all do, from what
         # each probed: kept on restarts
@@ -134,7 +134,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
             elif w.state == BACKOFF and self.state == RUNNING:
                 times.append(w.backoff_until)
             elif w.state in RESTING:
-                times.append(w.heard_at + self.options.heartbeat_timeout)
+                times.append(w.heard_at + self.options.timeouts.heartbeat)
             if w.kill_at is not None:
                 times.append(w.kill_at)
             if w.cancel_by is not None:
@@ -146,7 +146,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
                 elif req.finished_seen_at is not None:
                     times.append(req.finished_seen_at + self._window(req.reply_bytes))
                 else:
-                    times.append(w.heard_at + self.options.heartbeat_timeout)
+                    times.append(w.heard_at + self.options.timeouts.heartbeat)
         if self.failure is not None and not self.failure.announced:
             times.append(self.failure.retry_at)
         return min(times) if times else None
@@ -313,7 +313,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
             + ("while it ran" if running else "before it ran")))
         if running:
             req.stopping = True
-            w.cancel_by = now + self.options.cancel_grace
+            w.cancel_by = now + self.options.timeouts.cancel_grace
             self._actions.append(Stop(w.index, req.id))
         self._schedule(now)
 
@@ -423,11 +423,11 @@ class PoolMachine(Starting, Ending, Serving, Wording):
             if w.cancel_by is not None and now >= w.cancel_by:
                 w.cancel_by = None
                 self._retire(w, "planned", f"a cancelled call did not stop within "
-                             f"{self.options.cancel_grace:g} s (cancel_grace)", now,
+                             f"{self.options.timeouts.cancel_grace:g} s (cancel_grace)", now,
                              kill=True, cause="cancelled")
             if w.state == STARTING and now >= w.startup_deadline:
                 w.hello_error = w.hello_error or (
-                    f"no hello within {self.options.startup_timeout:g} s of starting")
+                    f"no hello within {self.options.timeouts.startup:g} s of starting")
                 self._retire(w, "fault", "it did not start in time", now, kill=True,
                              cause="start_failed")
             elif w.state == BACKOFF and now >= w.backoff_until \
@@ -436,7 +436,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
             elif w.state == BUSY:
                 self._check_busy(w, now)
             elif w.state in RESTING \
-                    and now - w.heard_at > self.options.heartbeat_timeout:
+                    and now - w.heard_at > self.options.timeouts.heartbeat:
                 self._retire(w, "fault", f"silent for {now - w.heard_at:.1f} s while "
                              f"{w.state}", now, kill=True, cause="unresponsive")
         self._schedule(now)

@@ -214,11 +214,11 @@ class Serving(_Rules):
                     "its way: the worker answered, the answer never arrived whole",
                     "Call again; if it recurs, return less data per call (split the "
                     "dispatch) and read the worker's output in Driver.status()."))
-        elif now - w.heard_at > self.options.heartbeat_timeout:
+        elif now - w.heard_at > self.options.timeouts.heartbeat:
             if not req.internal:
                 self._resolve(req, WorkerCrashedError(
                     f"{w.name} of {self.backend!r} sent no heartbeat for "
-                    f"{self.options.heartbeat_timeout:g} s while running {req.label}",
+                    f"{self.options.timeouts.heartbeat:g} s while running {req.label}",
                     "The backend is stuck holding the GIL; set DispatchConfig.timeout, or "
                     "report the hang to its authors."))
             self._retire(w, "fault", "stuck without heartbeats", now, kill=True,
@@ -354,7 +354,7 @@ class Serving(_Rules):
 
     def _window(self, nbytes: int) -> float:
         """How long a message of ``nbytes`` may take to cross before it counts as lost."""
-        return self.options.silence_limit + nbytes / TRANSFER_FLOOR
+        return self.options.timeouts.silence_limit + nbytes / TRANSFER_FLOOR
 
     def _credit_own_pause(self, now: float) -> None:
         """If this process did not run for a while (the gap between ticks is far longer
@@ -364,7 +364,7 @@ class Serving(_Rules):
         if last is None:
             return
         gap = now - last - TICK_EVERY
-        if gap <= self.options.silence_limit:
+        if gap <= self.options.timeouts.silence_limit:
             return
         self._log(logging.WARNING, f"pool {self.backend!r}: this process did not run for "
                                    f"{gap:.1f} s; workers' silence meanwhile is not held "
@@ -372,7 +372,7 @@ class Serving(_Rules):
         for w in self.workers:  # what was heard after the pause stays as it is
             w.heard_at = min(now, w.heard_at + gap)
             if w.state == STARTING:
-                w.startup_deadline = min(now + self.options.startup_timeout,
+                w.startup_deadline = min(now + self.options.timeouts.startup,
                                          w.startup_deadline + gap)
             req = w.current
             if req is not None and not req.done:

@@ -55,7 +55,7 @@ class Starting(_Rules):
         w.identity, w.proof, w.pid, w.proven = identity, proof, pid, False
         self._move(w, SPAWNED, STARTING)
         w.heard_at = now
-        w.startup_deadline = now + self.options.startup_timeout
+        w.startup_deadline = now + self.options.timeouts.startup
         self._by_identity[identity] = w
         if self.state in (CLOSED, FAILED):
             self._retire(w, "planned", "the pool stopped while it was starting", now,
@@ -212,7 +212,7 @@ class Starting(_Rules):
         self._log(logging.INFO, f"pool {self.backend!r}: spare process {w.pid} serves "
                                 f"worker {w.index} as generation {w.generation}")
         req = Request(Op.ADOPT, {"generation": w.generation}, [],
-                      deadline=Deadline(now + self.options.startup_timeout), internal=True)
+                      deadline=Deadline(now + self.options.timeouts.startup), internal=True)
         self._watch_deadline(req)
         self._send(w, req, now, PROMOTE)
         self._spawn(spare)

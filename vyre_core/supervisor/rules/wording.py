@@ -42,7 +42,7 @@ class Wording(_Rules):
         failure = self.failure
         retry_in = max(0.0, failure.retry_at - now)
         return PoolFailedError(
-            f"{failure.cause}\nNext try in {retry_in:.0f} s (PoolOptions.cooldown).",
+            f"{failure.cause}\nNext try in {retry_in:.0f} s (RestartPolicy.cooldown).",
             failure.fix, backend=self.backend, retry_in=round(retry_in, 3),
             stderr=failure.output[-OUTPUT_IN_ERRORS:])
 
