@@ -761,7 +761,7 @@ def test_the_checker_rejects_a_made_up_option(text, kind, name):
     "Driver(workers=2) or Transport(spin=0.0) or RestartPolicy.max_restarts.",
     "RestartPolicy.cooldown, max_restarts and window tune this; raise max_output_bytes.",
     "Declare it read_write, or loop with until_zero and max_iterations ('my_flag').",
-    "Use .constant(name, dtype, values), Program.to_wire() or drv.dispatch(p, [x], None).",
+    "Use .constant(name, dtype, values), Program.to_wire() or drv.dispatch(p, [x], dim=4).",
     "See docs/operations.md and vyre_core/contract/hookspec.py (benchmarks/ too).",
     "Give each step its grid (SequenceBuilder.step(..., grid=...)).",
     "Check it against the reference (`vyre run TARGET --backend wgpu --shadow`).",

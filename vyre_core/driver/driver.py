@@ -238,10 +238,9 @@ class Driver(_Closing, _SharedArrays):
     @verb("backend", "config", timeout_in_config=True)
     def compile(self, work: Program | StepSequence, *, backend: str | None = None,
                 config: DispatchConfig | None = None) -> CompiledPipeline | CompiledSequence:
-        """Compile once in one worker of the routed (or named) backend; dispatch many times
-        through the returned handle, there, until that worker restarts. A sequence is
-        checked against the backend and its programs compiled. ``config.timeout`` bounds
-        the whole call (each compile also by the pool's Timeouts.compile)."""
+        """Compile a program (or a sequence's programs) once in one worker of the routed
+        (or named) backend, to run there through the handle until that worker restarts;
+        ``config.timeout`` bounds the call (each compile also Timeouts.compile)."""
         made = compiled_sequence if isinstance(work, StepSequence) else compiled_pipeline
         return _keeping(self, made(self.routing, work, backend, config))
 
@@ -301,8 +300,7 @@ class Driver(_Closing, _SharedArrays):
     compile_sequence = alias("compile_sequence", compile, 1, ("backend", "config", "timeout"))
 
     def dispatch_sequence_on(self, backend: str, sequence: StepSequence,
-                             inputs: Sequence[Any] = (),
-                             config: DispatchConfig | None = None) -> Outputs:
+                             inputs: Sequence[Any] = (), config: Any = None) -> Outputs:
         """Deprecated (until 1.0.0): ``vyre_core.testing.dispatch_on``, which takes a
         sequence too."""
         return dispatched_on(self, backend, sequence, inputs, config, None,
