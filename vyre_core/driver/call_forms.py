@@ -1,6 +1,6 @@
 """How a Driver verb is called. Each verb has one shape, ``(work, inputs, *, backend=None,
 config=None, ...)``, and ``config.timeout`` bounds the whole call; a keyword the verb does
-not take is refused with the ones it does. The forms of vyre 0.1 (``backend`` and
+not take is refused with the verb's shape. The forms of vyre 0.1 (``backend`` and
 ``config`` given by position, ``launch(kernel, dim, args)``, ``timeout=`` beside a config,
 ``dispatch_sequence``, ``compile_sequence``, ``dispatch_resident``'s ``Timing``) keep
 working until 1.0.0, each warning once (``deprecations.py``). What an old call meant is
@@ -46,7 +46,6 @@ def verb(*by_position: str, old_form: Rewrite | None = None,
         name = fn.__qualname__  # ("Driver.dispatch", "ResidentBuffer.upload")
         words = [p.name for p in params[:own]] + ["*"] + [f"{p.name}=..." for p in params[own:]]
         shape = f"{name}({', '.join(words)})"
-
         timeout_keyword = "timeout" if timeout_in_config else None
 
         @functools.wraps(fn)
