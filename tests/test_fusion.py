@@ -190,7 +190,7 @@ def test_fused_gives_the_unfused_bytes_on_every_backend(driver, backend):
     seq = chain(DOUBLE, PLUS, elementwise(lambda t, x: t * t - x, inputs=("t", "x")))
     plain = driver.dispatch(seq, [X], backend=backend)
     fused = driver.dispatch(seq, [X], backend=backend,
-                                     config=DispatchConfig(fuse=True))
+                            config=DispatchConfig(fuse=True))
     assert [a.tobytes() for a in fused] == [a.tobytes() for a in plain]
 
 

@@ -111,5 +111,5 @@ def test_a_sequence_step_runs_exactly_its_dim():
     seq = b.build(returns=["bins"])
     with vyre.Driver() as drv:
         bins, = drv.dispatch(seq, [np.array([1, 2, 2, 3, 1], np.int32)],
-                                      backend="reference")
+                             backend="reference")
     assert bins.tolist() == [0, 2, 2, 1]

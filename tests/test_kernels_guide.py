@@ -194,7 +194,7 @@ def test_every_launch_on_the_page_gives_the_same_bytes_on_every_backend(page, dr
             assert _same(got, want), (made.kernel.__name__, made.dim, position, backend)
     for run in page.sequences:
         got = drv.dispatch(run.sequence, [_copy(a) for a in run.inputs],
-                                    backend=backend)
+                           backend=backend)
         assert all(_same(g, w) for g, w in zip(got, run.outputs, strict=True)), backend
 
 

@@ -326,7 +326,7 @@ def test_bincount_is_a_step_of_your_own_sequence(drv, backend):
     counts = lib.steps.bincount(b, "m", 5)
     sums = lib.steps.bincount(b, "m", 5, weights="w", name="sums")
     got_counts, got_sums = drv.dispatch(b.build(returns=[counts, sums]), [x, w],
-                                                 backend=backend)
+                                        backend=backend)
     m = x % 7
     assert _bytes(got_counts) == _bytes(np.bincount(m[m < 5]).astype(np.uint32))
     assert _bytes(got_sums) == _bytes(model.sums(np.where(m < 5, m, -1), w, 5, np.float64))

@@ -53,7 +53,7 @@ def test_a_reduction_of_what_an_earlier_step_computed_is_lib_s_bytes(drv, backen
     total = lib.steps.sum(b, "h", shape=shape, axis=1)
     best = lib.steps.argmax(b, "h", shape=shape, name="best")
     got_sum, got_best = drv.dispatch(b.build(returns=[total, best]),
-                                              [x.reshape(-1)], backend=backend)
+                                     [x.reshape(-1)], backend=backend)
     halved = x * np.float32(0.5) - np.float32(1.0)
     assert got_sum.tobytes() == reduce("sum", halved, 1).tobytes()
     assert got_best.tobytes() == np.asarray(arg("argmax", halved, None),
@@ -127,7 +127,7 @@ def test_a_sort_of_what_an_earlier_step_computed_is_lib_s_bytes(drv, backend):
     rows = lib.steps.sort(b, "h", shape=shape, name="rows")
     order = lib.steps.argsort(b, "h", axis=None)
     got_rows, got_order = drv.dispatch(b.build(returns=[rows, order]),
-                                                [x.reshape(-1)], backend=backend)
+                                       [x.reshape(-1)], backend=backend)
     halved = x * np.float32(0.5) - np.float32(1.0)
     assert got_rows.tobytes() == lib.sort(drv, halved, backend=backend).tobytes()
     assert got_order.tobytes() == lib.argsort(drv, halved, None).astype(np.int32).tobytes()

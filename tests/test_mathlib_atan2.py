@@ -465,6 +465,6 @@ def test_the_ir_operation_is_the_librarys_on_every_backend(driver, backend, widt
     b.step(op_program(ir.atan2, floats), {"a": "y", "b": "x", "out": "t"})
     b.step(op_program(ir.atan2, floats), {"a": "y", "b": "t", "out": "u"})
     t, u = driver.dispatch(b.build(returns=["t", "u"]),
-                                    [y.view(storage), x.view(storage)], backend=backend)
+                           [y.view(storage), x.view(storage)], backend=backend)
     assert t.view(y.dtype).tobytes() == want_t.tobytes(), f"a sequence's step on {backend}"
     assert u.view(y.dtype).tobytes() == mpfr_atan2(y, want_t, width).tobytes()

@@ -364,7 +364,7 @@ def test_the_ir_operation_is_the_librarys_on_every_backend(driver, backend):
     b.step(program, {"a": "x", "b": "y", "out": "t"})
     b.step(program, {"a": "t", "b": "y", "out": "u"})
     t, u = driver.dispatch(b.build(returns=["t", "u"]),
-                                    [x.view(np.float32), y.view(np.float32)], backend=backend)
+                           [x.view(np.float32), y.view(np.float32)], backend=backend)
     assert t.view(np.uint32).tobytes() == want_t.tobytes(), f"a sequence's step on {backend}"
     assert u.view(np.uint32).tobytes() == correct(want_t, y, 32).tobytes()
 

@@ -184,7 +184,7 @@ def test_bad_resident_bindings_are_refused_before_any_work(drv):
     other = drv.allocate_resident(N * 4, near=right)
     with pytest.raises(InvalidSequenceError, match="backend='wgpu', but the resident"):
         drv.dispatch(seq, [X], resident={"acc": right, "other": other},
-                              backend="wgpu")
+                     backend="wgpu")
 
 
 def test_buffers_allocated_near_another_share_its_worker_and_names_need_their_own():

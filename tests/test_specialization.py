@@ -345,7 +345,7 @@ def test_a_sequence_runs_specialized_steps_and_refuses_config_constants(driver):
                expected(5, 2))
     with pytest.raises(InvalidConfigError, match="a sequence's config sets constants"):
         driver.dispatch(_sequence(), backend="reference",
-                                 config=DispatchConfig(constants={"SCALE": 5}))
+                        config=DispatchConfig(constants={"SCALE": 5}))
 
 
 def test_a_bad_value_is_refused_before_any_worker_starts():

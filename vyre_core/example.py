@@ -78,12 +78,12 @@ class Example:
             return drv.dispatch(self.program, self.inputs, backend=backend, config=self.config)
         if not self.resident:
             return drv.dispatch(self.program, self.inputs, backend=backend,
-                                         config=self.config)
+                                config=self.config)
         chosen = drv.route(self.program, backend=backend).backend
         buffers = self.upload_resident(drv, chosen)
         try:
             return drv.dispatch(self.program, self.inputs, resident=buffers, backend=chosen,
-                                         config=self.config)
+                                config=self.config)
         finally:
             for buf in buffers.values():
                 buf.free()

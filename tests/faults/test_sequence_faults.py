@@ -56,7 +56,7 @@ def test_a_sequence_cut_off_by_a_worker_kill_is_run_again_whole():
     with Driver() as drv:
         drv.probe("reference")
         thread, outcome = in_thread(lambda: drv.dispatch(slow(100), [],
-                                                                  backend="reference"))
+                                                         backend="reference"))
         (busy,) = wait_running(drv)
         os.kill(busy["pid"], signal.SIGKILL)
         thread.join(30)
@@ -90,7 +90,7 @@ def test_a_sequence_past_its_deadline_is_killed_and_the_pool_recovers(vyre_stall
         start = time.monotonic()
         with pytest.raises(DispatchTimeoutError):
             drv.dispatch(slow(2000), [], backend="reference",
-                                  config=DispatchConfig(timeout=0.5))
+                         config=DispatchConfig(timeout=0.5))
         assert time.monotonic() - start < 5.0 + vyre_stalls.since(start), vyre_stalls
         wait_for(lambda: workers(drv, "reference")[0]["state"] == "idle", 10.0,
                  "the replacement worker")

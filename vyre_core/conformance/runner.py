@@ -82,7 +82,7 @@ def run_sequence_case(driver: Driver, backend: str, caps: Capabilities,
         if reasons:  # not claimed: hand it over anyway, it must be refused
             return dispatch_on(driver, backend, case.sequence, case.inputs, config=config)
         return driver.dispatch(case.sequence, case.inputs, backend=backend,
-                                        config=config)
+                               config=config)
 
     def divergence(out: Outputs) -> str | None:
         for name, expected, got in zip(case.sequence.returns, case.expected, out, strict=True):

@@ -349,7 +349,7 @@ def histogram(drv: Any, x: Any, bins: int = 10, range: Any = None, weights: Any 
         seq = _edges_sequence(array.dtype, array.size, edges.size - 1, compared.dtype,
                               None if w is None else w.dtype)
         got, = drv.dispatch(seq, [array, *([] if w is None else [w]), compared],
-                                     backend=backend)
+                            backend=backend)
         return np.array(got, dtype), edges
     uniform = binning.uniform(array, bins, range)
     if array.size == 0:
@@ -358,7 +358,7 @@ def histogram(drv: Any, x: Any, bins: int = 10, range: Any = None, weights: Any 
     seq = _histogram_sequence(array.dtype, array.size, uniform.bins,
                               tuple(a.dtype for a in given), None if w is None else w.dtype)
     got, = drv.dispatch(seq, [array, *([] if w is None else [w]), *given],
-                                 backend=backend)
+                        backend=backend)
     return np.array(got, dtype), uniform.edges
 
 

@@ -189,7 +189,7 @@ def matmul(drv: Any, a: Any, b: Any, *, backend: str | None = None) -> Any:
     left, right = operands(x, y, p)
     seq = _sequence(x.dtype, len(left), left.shape[1], p.k, p.n)
     got, = drv.dispatch(seq, [left.reshape(-1), right.reshape(-1)],
-                                 backend=backend)
+                        backend=backend)
     return np.array(got).reshape(p.shape)[()]
 
 

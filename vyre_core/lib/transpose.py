@@ -250,7 +250,7 @@ def transpose(drv: Any, x: Any, axes: Any = None, *,
         return np.array(np.transpose(array, perm), order="C")  # (a copy, never x)
     seq = _sequence(word, shape, order)
     got, = drv.dispatch(seq, [array.reshape(-1).view(word.value_np)],
-                                 backend=backend)
+                        backend=backend)
     return np.array(got).view(array.dtype).reshape(result_shape)
 
 
