@@ -21,7 +21,7 @@ from vyre_core import (
     ir,
 )
 from vyre_core.deprecations import Deprecation, VyreDeprecationWarning
-from vyre_core.errors import InvalidConfigError, InvalidInputError, InvalidSequenceError
+from vyre_core.errors import InvalidConfigError, InvalidInputError
 from vyre_core.registry import Registry
 from vyre_core.sequence import SequenceBuilder
 
@@ -102,6 +102,9 @@ def test_a_program_and_a_sequence_go_through_the_same_verbs(drv):
     out[:] = 0
     drv.launch_async(scaled, (2.0, X, out), dim=N).result(timeout=60)
     assert out.tobytes() == TWICE
+    pending = drv.dispatch_async(doubled_twice(), [X], config=DispatchConfig(fuse=True))
+    (started,) = pending.result(timeout=60)
+    assert started.tobytes() == twice.tobytes() and pending.result().loops == []
 
 
 def test_backend_and_config_by_position_still_work_and_warn_once(drv, fresh):
@@ -184,8 +187,8 @@ def test_wrong_calls_are_refused_with_a_fix(drv):
          InvalidInputError, "resident= names a sequence's resident buffers"),
         (lambda: drv.dispatch(doubled_twice(), [X], dim=N),
          InvalidConfigError, "its steps say their own grids"),
-        (lambda: drv.dispatch_async(doubled_twice(), [X]),
-         InvalidSequenceError, "dispatch_async runs a program"),
+        (lambda: drv.dispatch_async(doubled_twice(), [X], dim=N),
+         InvalidConfigError, "its steps say their own grids"),
         (lambda: drv.launch(scaled, N, (2.0, X, np.zeros(N, np.float32)), dim=N),
          InvalidConfigError, "got dim twice"),
         (lambda: drv.compile(doubled(), timeout=5.0, config="fast"),

@@ -409,15 +409,15 @@ def _program_config(config: Any, dim: Any, resident: Any) -> DispatchConfig:
     return _launch_config(config, dim)
 
 
-def _one_program(work: Any) -> Any:
-    """``work``, where a verb that runs only a program (``dispatch_async``) was given one."""
-    if isinstance(work, StepSequence):
-        raise InvalidSequenceError(
-            "dispatch_async runs a program, and was given a sequence",
-            "Run the sequence with Driver.dispatch (in a thread of your own, or with "
-            "asyncio.to_thread, to go on meanwhile), or compile it once (Driver.compile) "
-            "and run the handle there.")
-    return work
+def _sequence_requested(sequence: StepSequence, inputs: Sequence[Any],
+                        resident: Mapping[str, ResidentBuffer] | None, config: Any
+                        ) -> tuple[StepSequence, Request]:
+    """The sequence as a call runs it (fused where its config says so) and the request
+    that runs it, both checked before any work."""
+    config = _sequence_config(config)
+    if config.fuse:
+        sequence = _checked_sequence(sequence).fused()
+    return sequence, _sequence_request(sequence, inputs, resident, config)
 
 
 def _dispatched_sequence(routing: RoutingPolicy, sequence: StepSequence, inputs: Sequence[Any],
@@ -425,10 +425,7 @@ def _dispatched_sequence(routing: RoutingPolicy, sequence: StepSequence, inputs:
                          config: Any, out: Sequence[np.ndarray] | None) -> Outputs:
     """``Driver.dispatch`` of a sequence: the request built and checked, run by the routed
     backend (or the worker holding ``resident``), its returns written into ``out``."""
-    config = _sequence_config(config)
-    if config.fuse:
-        sequence = _checked_sequence(sequence).fused()
-    request = _sequence_request(sequence, inputs, resident, config)
+    sequence, request = _sequence_requested(sequence, inputs, resident, config)
     if out is not None:
         _check_out(sequence, request.outputs, out)
         _writing_into(request, out, {})
@@ -449,8 +446,5 @@ def dispatched_on(driver: Any, backend: str, work: Program | StepSequence,
         config = _untuned(_launch_config(config, dim), "dispatch_on")
         _, request = _planned(driver._plans, work, inputs, config)
         return _outputs(*pool.call(request))
-    config = _sequence_config(_no_dim(config, dim, "dispatch_on"))
-    if config.fuse:
-        work = _checked_sequence(work).fused()
-    request = _sequence_request(work, inputs, None, config)
+    _, request = _sequence_requested(work, inputs, None, _no_dim(config, dim, "dispatch_on"))
     return _sequence_outputs(*pool.call(request))

@@ -44,7 +44,6 @@ from vyre_core.driver.calls import (
     _kernel_plan,
     _launch_config,
     _no_dim,
-    _one_program,
     _program_config,
     _weighed,
     dispatched_on,
@@ -223,17 +222,15 @@ class Driver(_Closing, _SharedArrays):
                              "Driver.dispatch_on")
 
     @verb("backend", "config")
-    def dispatch_async(self, work: Program, inputs: Sequence[Any] = (), *,
+    def dispatch_async(self, work: Program | StepSequence, inputs: Sequence[Any] = (), *,
                        backend: str | None = None, config: DispatchConfig | None = None,
                        dim: int | Sequence[int] | None = None) -> PendingResult:
-        """Start a dispatch of a program and return at once; the handle has
-        ``is_ready()``, ``result(timeout)`` and ``cancel()``. Routing, fall-over and
-        refusals work as in ``dispatch``: when a pool must be started or probed first, that
-        happens off the caller's thread. Errors in the program, inputs or launch are raised
-        here, at once. ``dim`` as in ``dispatch``."""
-        return self._background.dispatch_async(
-            self.routing, self._plans, self.tuned_config, _one_program(work), inputs,
-            backend, _launch_config(config, dim), None)
+        """``dispatch`` started at once (a program, or a sequence); the handle has
+        ``is_ready()``, ``result(timeout)``, ``cancel()`` and is awaitable. A pool to start
+        or probe first is started off the caller's thread; errors in the work, inputs or
+        launch are raised here, at once."""
+        return self._background.dispatch_async(self.routing, self._plans, self.tuned_config,
+                                               work, inputs, backend, config, dim)
 
     @verb("backend", "config", timeout_in_config=True)
     def compile(self, work: Program | StepSequence, *, backend: str | None = None,

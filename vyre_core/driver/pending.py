@@ -25,15 +25,19 @@ from vyre_core.driver.calls import (
     _check_out,
     _kernel_plan,
     _launch_config,
+    _no_dim,
     _outputs,
     _planned,
     _read_write,
     _resident_launch,
+    _sequence_outputs,
+    _sequence_requested,
     _writing_into,
 )
 from vyre_core.driver.resident import ResidentLaunch
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError
 from vyre_core.kernels.kernel import KernelFunction, Written
+from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.supervisor.outcome import Outcome
 
 if TYPE_CHECKING:
@@ -93,6 +97,13 @@ class PendingResult:
         return self._future.result()
 
 
+class _SequenceResult(PendingResult):
+    """A sequence in flight: its returns, and how each loop ran (``outputs.loops``)."""
+
+    def result(self, timeout: float | None = None) -> Outputs:
+        return _sequence_outputs(*self._future_result(timeout))
+
+
 class _LaunchResult(PendingResult):
     """A launch in flight: ``result()`` fills the caller's arrays, once."""
 
@@ -120,30 +131,48 @@ class Background:
         self._executor: ThreadPoolExecutor | None = None
 
     def dispatch_async(self, routing: RoutingPolicy, plans: PlannedLaunches,
+                       tuned_config: Callable[..., DispatchConfig], work: Program | StepSequence,
+                       inputs: Sequence[Any], backend: str | None, config: Any,
+                       dim: Any) -> PendingResult:
+        """``Driver.dispatch_async`` of a program or a sequence: checked and its request
+        built here, at once."""
+        if isinstance(work, StepSequence):
+            sequence, request = _sequence_requested(work, inputs, None, _no_dim(config, dim))
+            return _SequenceResult(self._routed(routing, sequence, backend, request))
+        return self._program_async(routing, plans, tuned_config, work, inputs, backend,
+                                   _launch_config(config, dim), None)
+
+    def _program_async(self, routing: RoutingPolicy, plans: PlannedLaunches,
                        tuned_config: Callable[..., DispatchConfig], program: Program,
                        inputs: Sequence[Any], backend: str | None, config: DispatchConfig,
                        out: Sequence[np.ndarray] | None) -> PendingResult:
-        """``dispatch_async``, its outputs written into ``out`` when given (a launch's)."""
+        """A program's, its outputs written into ``out`` when given (a launch's)."""
         if config.tuned:
             config = tuned_config(program, inputs, backend=backend, config=config)
         source, (program, request) = program, _planned(plans, program, inputs, config)
         if out is not None:  # (program: now the launch, what routing weighs)
             _check_out(source, request.outputs, out)
             _writing_into(request, out, _read_write(source))
+        return PendingResult(self._routed(routing, program, backend, request))
+
+    def _routed(self, routing: RoutingPolicy, work: Launch | StepSequence,
+                backend: str | None, request: Request) -> Outcome:
+        """The outcome of ``request``, submitted at once where ``work``'s pool is ready,
+        else routed on a background thread."""
         outcome = Outcome()
         running: list[Outcome] = []  # the outcome of the request that runs it now
         outcome.on_cancel = lambda: running and running[-1].cancel()
         caller = contextvars.copy_context()  # (its span is the parent of the call's spans)
-        pool, _ = routing.decide(program, backend)
+        pool, _ = routing.decide(work, backend)
         if pool is None:
-            self._in_background(routing, outcome, running, program, backend, request, caller)
+            self._in_background(routing, outcome, running, work, backend, request, caller)
         else:
-            first = routing.place(request.renewed(), program, backend, pool)
+            first = routing.place(request.renewed(), work, backend, pool)
             running.append(first.future)
             pool.submit(first).add_done_callback(
-                lambda done: self._async_done(routing, done, outcome, running, program,
+                lambda done: self._async_done(routing, done, outcome, running, work,
                                               backend, request, pool, first, caller))
-        return PendingResult(outcome)
+        return outcome
 
     def launch_async(self, routing: RoutingPolicy, plans: PlannedLaunches,
                      tuned_config: Callable[..., DispatchConfig], kernel: KernelFunction,
@@ -154,7 +183,7 @@ class Background:
         plan = _kernel_plan(kernel, dim, args, shapes, config)
         if isinstance(plan, ResidentLaunch):
             return _LaunchResult(_resident_launch(routing, plan, backend), plan)
-        pending = self.dispatch_async(routing, plans, tuned_config, plan.program, plan.inputs,
+        pending = self._program_async(routing, plans, tuned_config, plan.program, plan.inputs,
                                       backend, _launch_config(config, dim), plan.out)
         return _LaunchResult(pending._future, plan)
 
