@@ -112,10 +112,14 @@ def test_backend_and_config_by_position_still_work_and_warn_once(drv, fresh):
                                    DispatchConfig(timeout=60)), "positional backend and config")
     assert got[0].tobytes() == TWICE
     for call in (lambda: drv.dispatch_async(doubled(), [X], "reference").result(timeout=60),
-                 lambda: drv.compile(doubled(), "reference").dispatch([X]),
-                 lambda: drv.tuned_config(doubled(), [X], "reference") and [X * 2]):
+                 lambda: drv.compile(doubled(), "reference").dispatch([X])):
         with pytest.warns(VyreDeprecationWarning, match="positional backend and config"):
             assert call()[0].tobytes() == TWICE
+    label = DispatchConfig(label="tuned")
+    with pytest.warns(VyreDeprecationWarning, match="positional backend and config"):
+        chosen = drv.tuned_config(doubled(), [X], "reference", label)
+    assert chosen == drv.tuned_config(doubled(), [X], backend="reference", config=label)
+    assert chosen.label == "tuned"
     with pytest.warns(VyreDeprecationWarning, match="positional backend and config"):
         assert drv.probe("reference", 60.0) == drv.probe("reference")
     with pytest.warns(VyreDeprecationWarning, match="positional backend and config"):
