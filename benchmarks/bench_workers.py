@@ -2,7 +2,7 @@
 baseline measured in the same run.
 
 - empty-dispatch round trip (p50, p99) against a raw pyzmq DEALER/ROUTER echo of a
-  similarly sized msgpack header through a subprocess on ipc://, and the p50 against
+  dispatch request's header (``codec.encode``) through a subprocess on ipc://, and the p50 against
   ``ProcessPoolExecutor(max_workers=1).submit(noop).result()``;
 - the same three on the do-nothing ``null`` backend (``benchmarks/vyre-null``, pip-installed
   offline into a temporary folder for the measurement): the boundary's own cost, with no
@@ -51,7 +51,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import msgpack
 import numpy as np
 import psutil
 import zmq
@@ -65,6 +64,8 @@ from vyre_benchmarks.harness import (
     threaded_rate,
 )
 from vyre_core import ir
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import Dispatch, Message
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver
 from vyre_core.registry import SELECT_ENV, Registry
@@ -210,10 +211,9 @@ def _bare_path(ours: socket.socket, payload: bytes, n: int) -> list[float]:
 
 
 def _dispatch_header(program: ir.Program) -> bytes:
-    """A msgpack header the size of the Driver's dispatch request header."""
-    return msgpack.packb({"v": 1, "op": "dispatch", "id": 123456, "gen": 1, "meta": {
-        "program": program.to_wire(), "config": DispatchConfig().to_dict(), "label": None},
-        "arrays": []}, use_bin_type=True)
+    """The header of a dispatch request as the Driver encodes it (``codec.encode``)."""
+    body = Dispatch(program.fingerprint(), program.to_wire(), DispatchConfig().to_wire())
+    return bytes(codec.encode(Message(body, 123456, 1))[0])
 
 
 def _echo_latencies(payload: bytes, n: int) -> list[float]:

@@ -8,10 +8,20 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from vyre_core.boundary.messages import (
+    CLASS_OF,
+    REPLY_OF,
+    Body,
+    Failed,
+    Heartbeat,
+    Hello,
+    Message,
+    Op,
+    Recovered,
+)
 from vyre_core.contract.types import Capabilities
 from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.errors import VyreError
-from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.options import PoolOptions, RestartPolicy, Timeouts
 from vyre_core.supervisor.rules.actions import Log, Resolve, RoutingChanged, Send, Signal, Spawn
 from vyre_core.supervisor.rules.constants import TICK_EVERY
@@ -27,6 +37,34 @@ PROOF = b"token"
 OPTIONS = PoolOptions(restart=RestartPolicy(max_restarts=3, window=60.0, cooldown=30.0),
                       timeouts=Timeouts(heartbeat_interval=0.5, heartbeat=30.0,
                                         kill_grace=2.0, startup=10.0))
+
+
+#: What a request's body holds when a test does not say (the rules read only ``fp`` and
+#: ``label`` of a request, and the generation of the pool's own).
+_FIELDS: dict[str, Any] = {"fp": None, "program": None, "config": {}, "pipeline": 0,
+                           "byte_len": 0, "handle": 0, "handles": (), "resident": {},
+                           "generation": 0}
+
+
+def body_of(op: Op, label: str | None = None, fp: str | None = None) -> Body:
+    """A request of class ``op`` (``messages.CLASS_OF``) with its label and fingerprint,
+    the rest defaults. ``fp`` None makes a dispatch that names no program (the rules then
+    mirror no cache for it): no codec sees it."""
+    cls = CLASS_OF[op]
+    fields = {**_FIELDS, "fp": fp, "label": label or None}
+    assert not label or "label" in cls.__struct_fields__, f"{op} has no label"
+    assert fp is None or "fp" in cls.__struct_fields__, f"{op} has no fingerprint"
+    return cls(**{name: fields[name] for name in cls.__struct_fields__ if name in fields})
+
+
+def reply_of(req: Request) -> Body:
+    """The reply of the class ``req`` is answered with (``messages.REPLY_OF``): its
+    fields defaults (a recovery's, the harness's capabilities)."""
+    cls = REPLY_OF[type(req.message)]
+    if cls is Recovered:
+        return Recovered(CAPS)
+    defaults = {"pipeline": 0, "key": "", "compile_ns": 0, "handle": 0}
+    return cls(**{name: defaults[name] for name in cls.__struct_fields__ if name in defaults})
 
 
 def deadline_after(timeout: float | None, now: float) -> Deadline:
@@ -88,12 +126,9 @@ class Shell:
 
     def submit(self, *, op: Op = Op.DISPATCH, timeout: float | None = None,
                retries: int = 1, slot: int | None = None,
-               generation: int | None = None, label: str = "", fp: str | None = None,
-               devices: set[int] | None = None) -> Request:
-        meta: dict[str, Any] = {"label": label} if label else {}
-        if fp is not None:
-            meta["fp"] = fp
-        req = Request(op, meta, [], deadline=deadline_after(timeout, self.now),
+               generation: int | None = None, label: str | None = None,
+               fp: str | None = None, devices: set[int] | None = None) -> Request:
+        req = Request(body_of(op, label, fp), [], deadline=deadline_after(timeout, self.now),
                       retries=retries, slot=slot, generation=generation,
                       devices=None if devices is None else frozenset(devices))
         self.machine.submit(req, self.now)
@@ -131,14 +166,15 @@ class Shell:
             self.hello(index)
 
     def hello(self, index: int, proof: bytes = PROOF, caps: dict | None = None,
-              **meta: Any) -> None:
-        """The worker says hello, on the device it was pinned to unless ``meta`` says
-        otherwise."""
+              **fields: Any) -> None:
+        """The worker says hello, on the device it was pinned to unless ``fields`` (of
+        ``Hello``) say otherwise."""
         w = self.worker(index)
-        meta = {"device": w.device, **meta}
-        self.machine.message(w.identity, Message(Op.HELLO, 0, w.generation, {
-            "capabilities": CAPS if caps is None else caps, "proof": proof, **meta}),
-            self.now)
+        fields = {"pid": 0, "backend": "b", "version": "test", "device": w.device,
+                  "devices": [], **fields}
+        self.machine.message(w.identity, Message(Hello(
+            capabilities=CAPS if caps is None else caps, proof=proof, **fields),
+            0, w.generation), self.now)
         self.run()
 
     def receive(self, index: int, req: Request | None = None) -> None:
@@ -148,19 +184,25 @@ class Shell:
         self.run()
 
     def reply(self, index: int, req: Request | None = None, value: Any = None,
-              error: VyreError | None = None, gen: int | None = None) -> None:
+              error: VyreError | None = None, gen: int | None = None,
+              body: Body | None = None, cache: tuple[int, int, int] | None = None) -> None:
+        """The worker answers ``req`` (its current one): with ``error``, or with the reply
+        of its class (``body`` if given) carrying ``value``, if not None, as its one
+        array (the caller gets ``(reply, [value])``), and ``cache``, the pipeline-cache
+        counters (``Message.cache``)."""
         w = self.worker(index)
         req = req or w.current
         self.machine.progress(index, req.id, req.id, self.now)
         gen = w.generation if gen is None else gen
-        msg = (Message(Op.ERROR, req.id, gen, {"error": error.to_dict()}) if error
-               else Message(Op.REPLY, req.id, gen, {"value": value}, []))
+        msg = (Message(Failed(error.to_dict()), req.id, gen) if error
+               else Message(reply_of(req) if body is None else body, req.id, gen,
+                            [] if value is None else [value], cache=cache))
         self.machine.message(w.identity, msg, self.now)
         self.run()
 
     def beat(self, index: int) -> None:
         w = self.worker(index)
-        self.machine.message(w.identity, Message(Op.HEARTBEAT), self.now)
+        self.machine.message(w.identity, Message(Heartbeat()), self.now)
         self.run()
 
     def die(self, index: int, code: int | None = -9, output: str = "",

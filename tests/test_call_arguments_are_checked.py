@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from vyre_core import DispatchConfig, Driver, ir
+from vyre_core.boundary.messages import Ran
 from vyre_core.driver import PendingResult
 from vyre_core.errors import (
     DispatchTimeoutError,
@@ -73,14 +74,14 @@ def test_close_timeout_is_checked_before_anything_closes(drv) -> None:
 @pytest.mark.parametrize("timeout", [float("nan"), -0.5, "3"], ids=repr)
 def test_result_timeout_is_checked(timeout) -> None:
     future = Outcome()
-    future.set_result(({}, [np.zeros(1, np.uint32)]))
+    future.set_result((Ran(), [np.zeros(1, np.uint32)]))
     refused(InvalidConfigError, lambda: PendingResult(future).result(timeout))
 
 
 @pytest.mark.parametrize("timeout", [float("inf"), 1e300, 0])
 def test_result_accepts_unbounded_and_zero_timeouts(timeout) -> None:
     future = Outcome()
-    future.set_result(({}, [np.zeros(1, np.uint32)]))
+    future.set_result((Ran(), [np.zeros(1, np.uint32)]))
     assert PendingResult(future).result(timeout)[0].tolist() == [0]
     pending = PendingResult(Outcome())  # (not answered: the wait itself takes the timeout)
     if timeout == 0:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-from supervision_harness import Shell
+from supervision_harness import Shell, body_of
 
+from vyre_core.boundary.messages import Op, Ran
 from vyre_core.errors import DispatchCancelledError
-from vyre_core.protocol import Op
 from vyre_core.supervisor.outcome import InvalidStateError, Outcome
 from vyre_core.supervisor.rules.actions import Stop
 from vyre_core.supervisor.rules.requests import Request
@@ -76,7 +76,7 @@ def test_cancel_after_the_answer_is_a_no_op():
     req = shell.submit()
     shell.reply(0, req, value=1)
     shell.machine.cancel(req, shell.now)
-    assert shell.run() == [] and shell.result(req) == ({"value": 1}, [])
+    assert shell.run() == [] and shell.result(req) == (Ran(), [1])
 
 
 def test_an_outcome_has_exactly_one_completion_whoever_races():
@@ -114,7 +114,7 @@ def test_a_call_cancelled_before_the_rules_had_it_is_answered_and_never_runs():
     """Its cancel overtook it in the pool's inbox: answered now; the shell then drops the
     request itself (it is done)."""
     shell = Shell()
-    late = Request(Op.DISPATCH, {}, [])
+    late = Request(body_of(Op.DISPATCH), [])
     shell.machine.cancel(late, shell.now)
     shell.run()
     assert isinstance(shell.result(late), DispatchCancelledError) and late.done

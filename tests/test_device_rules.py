@@ -6,7 +6,7 @@ them: tests/test_routing.py). Under real workers: tests/faults/test_devices.py."
 from __future__ import annotations
 
 import pytest
-from supervision_harness import CAPS, Shell
+from supervision_harness import CAPS, Shell, body_of
 
 from vyre_core import Transport
 from vyre_core.contract.types import Capabilities, DeviceInfo
@@ -209,7 +209,7 @@ def test_unlike_workers_of_one_device_are_told_apart_and_work_goes_where_it_can_
     shell.hello(1, caps=f64)
     weak, strong = (Capabilities.from_dict(c) for c in (plain, f64))
     assert shell.machine.varied and shell.machine.device_variants == {None: (weak, strong)}
-    req_f64 = Request(req.op, {"label": "f64 only"}, [], capable=frozenset({strong.identity}))
+    req_f64 = Request(body_of(req.op, "f64 only"), [], capable=frozenset({strong.identity}))
     shell.machine.submit(req_f64, shell.now)
     shell.run()
     assert shell.sent_to(1) == [req_f64] and shell.sent_to(0) == [req]
@@ -225,8 +225,8 @@ def test_a_request_whose_capable_workers_are_gone_fails_instead_of_waiting_for_e
     shell.hello(0, caps=plain)  # (it takes ``busy``)
     shell.hello(1, caps=f64)
     strong = Capabilities.from_dict(f64)
-    first = Request(busy.op, {"label": "f64 a"}, [], capable=frozenset({strong.identity}))
-    second = Request(busy.op, {"label": "f64 b"}, [], capable=frozenset({strong.identity}))
+    first = Request(body_of(busy.op, "f64 a"), [], capable=frozenset({strong.identity}))
+    second = Request(body_of(busy.op, "f64 b"), [], capable=frozenset({strong.identity}))
     for r in (first, second):
         shell.machine.submit(r, shell.now)
     shell.run()
@@ -260,16 +260,16 @@ def test_a_call_no_worker_can_run_is_answered_at_submit_and_a_recycled_one_is_wa
     shell.hello(0, caps=plain)
     shell.hello(1, caps=f64)
     strong = Capabilities.from_dict(f64).identity
-    none = Request(first.op, {"label": "nobody"}, [], capable=frozenset())
+    none = Request(body_of(first.op, "nobody"), [], capable=frozenset())
     shell.machine.submit(none, shell.now)
     shell.run()
     assert isinstance(shell.result(none), NoCapableBackendError)
-    ran = Request(first.op, {"label": "f64"}, [], capable=frozenset({strong}))
+    ran = Request(body_of(first.op, "f64"), [], capable=frozenset({strong}))
     shell.machine.submit(ran, shell.now)
     shell.run()
     shell.reply(1, ran)  # (served once: recycled, so stopping for a while)
     assert shell.worker(1).state in ("stopping", "killing")
-    waits = Request(first.op, {"label": "f64 again"}, [], capable=frozenset({strong}))
+    waits = Request(body_of(first.op, "f64 again"), [], capable=frozenset({strong}))
     shell.machine.submit(waits, shell.now)
     shell.run()
     assert waits.id not in shell.results  # its replacement may run it: it waits

@@ -262,7 +262,7 @@ def test_timeout_and_retries_reach_the_worker_request(drv):
         del pool.call
     assert out.tolist() == [3]
     assert [(r.retries, r.deadline.seconds) for r in seen] == [(0, 30.0), (4, None)]
-    assert seen[0].meta["config"]["retries"] == 0
+    assert seen[0].message.config["retries"] == 0
 
 
 def test_profile_returns_timing_with_label(drv):

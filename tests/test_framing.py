@@ -10,8 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from vyre_core import framing, protocol
-from vyre_core.protocol import Message, Op
+from vyre_core import framing
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import Dispatch, Message
 
 pytestmark = pytest.mark.fast  # the fast tier: no process (make test-fast)
 
@@ -76,7 +77,7 @@ def test_a_large_frame_is_received_into_memory_of_its_own(lane):
 
 def test_a_frame_that_cannot_be_allocated_is_dropped_and_the_stream_goes_on(lane, monkeypatch):
     ours, _, reader = lane
-    header = protocol.encode(Message(Op.DISPATCH, 77, 0, {}, []))[0]
+    header = codec.encode(Message(Dispatch("fp", None, {}), 77, 0, []))[0]
 
     real = framing._allocate
 
@@ -96,9 +97,9 @@ def test_a_frame_that_cannot_be_allocated_is_dropped_and_the_stream_goes_on(lane
     writer.join()
     assert dropped == framing.Dropped(header, 1, 2 << 20)
     assert header_dropped == framing.Dropped(None, 0, 2 << 20)
-    assert protocol.dropped_error(header_dropped, "x").details["request_id"] is None
+    assert codec.dropped_error(header_dropped, "x").details["request_id"] is None
     assert as_bytes(following) == [b"next", b"x" * 10]
-    error = protocol.dropped_error(dropped, "the worker")
+    error = codec.dropped_error(dropped, "the worker")
     assert error.details["request_id"] == 77 and "2097152 bytes of array 0 " in error.cause
     assert "Fix:" in str(error)
 

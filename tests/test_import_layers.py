@@ -26,7 +26,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     0: ("errors", "deprecations", "deadline", "framing", "spinning", "cancel", "cachefiles",
         "memory", "dataplane", "lifetime", "__version__"),
     1: ("ir",),
-    2: ("config", "compare", "shared_arrays", "abi", "protocol", "mathlib"),
+    2: ("config", "compare", "shared_arrays", "abi", "boundary", "mathlib"),
     3: ("kernels",),
     4: ("sequence",),
     5: ("contract", "host_memory", "limits", "launch", "pipeline", "registry"),

@@ -19,18 +19,19 @@ import sys
 import textwrap
 import threading
 
-import msgpack
 import numpy as np
 import pytest
 from counting_backend import CountingBackend
 from kernels import spin
-from supervision_harness import Shell, deadline_after
+from supervision_harness import Shell, deadline_after, reply_of
 from waiting import wait_for, wait_running, workers
 
 import vyre_reference
 import vyre_reference.backend
 import vyre_workers.backend_host as backend_host
-from vyre_core import ir, protocol
+from vyre_core import ir
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import PROGRAM_CACHE, PROGRAM_NOT_HELD, Body, Dispatch, Op
 from vyre_core.config import DispatchConfig
 from vyre_core.driver import Driver
 from vyre_core.driver.calls import _planned
@@ -43,7 +44,6 @@ from vyre_core.errors import (
     ProtocolError,
     WorkerCrashedError,
 )
-from vyre_core.protocol import PROGRAM_CACHE, PROGRAM_NOT_HELD, Op
 from vyre_core.supervisor.rules.requests import Request
 from vyre_workers.backend_host import BackendHost
 
@@ -61,8 +61,8 @@ def not_held(fp: str = FP) -> ProtocolError:
 def submit_program(shell: Shell, *, fp: str = FP, slot: int | None = None,
                    generation: int | None = None, timeout: float | None = None,
                    label: str = "lean") -> Request:
-    """A caller's dispatch carrying a program (``fp`` and ``program`` in its meta)."""
-    req = Request(Op.DISPATCH, {"fp": fp, "program": b"wire form", "label": label}, [],
+    """A caller's dispatch carrying a program (its ``fp`` and ``program``)."""
+    req = Request(Dispatch(fp, b"wire form", {}, label), [],
                   deadline=deadline_after(timeout, shell.now), retries=1, slot=slot,
                   generation=generation)
     shell.machine.submit(req, shell.now)
@@ -96,7 +96,7 @@ def test_a_program_not_held_answer_sends_the_request_again_first_in_line_with_it
     assert shell.machine.lost_messages == 0 and shell.machine.dropped_replies == 0
     shell.receive(0)
     shell.reply(0, req, value=1)
-    assert shell.result(req) == ({"value": 1}, []) and shell.resolved_count[req.id] == 1
+    assert shell.result(req) == (reply_of(req), [1]) and shell.resolved_count[req.id] == 1
     assert shell.sends[-1].request is behind[0]  # and then the queue in its order
     assert shell.worker(0).served == 1  # one call served, not two
 
@@ -132,7 +132,7 @@ def test_a_program_not_held_with_two_workers_leaves_the_worker_idle_and_serving(
     assert_not_retired(shell, 1)
     shell.reply(0, req, value=2)
     shell.reply(1, busy, value=3)
-    assert shell.result(req) == ({"value": 2}, []) and shell.result(busy) == ({"value": 3}, [])
+    assert shell.result(req) == (reply_of(req), [2]) and shell.result(busy) == (reply_of(busy), [3])
     assert [w.state for w in shell.machine.workers] == ["idle", "idle"]
 
 
@@ -176,7 +176,7 @@ def test_a_pinned_request_goes_again_to_its_own_worker():
     assert shell.sent_to(0) == [warm[0]]  # worker 0 was idle, and got nothing of it
     assert_not_retired(shell, 1)
     shell.reply(1, pinned, value=4)
-    assert shell.result(pinned) == ({"value": 4}, [])
+    assert shell.result(pinned) == (reply_of(pinned), [4])
     assert shell.sends[-1].request is later and shell.sends[-1].index == 1
 
 
@@ -233,15 +233,15 @@ def request(drv: Driver, program: ir.Program, inputs, config: DispatchConfig | N
     return _planned(drv._plans, program, inputs, config or DispatchConfig())[1].renewed()
 
 
-def recording(pool) -> list[tuple[Request, dict]]:
-    """Record every request the pool encodes with the header it encoded (read before the
+def recording(pool) -> list[tuple[Request, Body]]:
+    """Record every request the pool encodes with the body it encoded (read before the
     request can be answered: an answered request drops its frames)."""
-    seen: list[tuple[Request, dict]] = []
+    seen: list[tuple[Request, Body]] = []
     encode = pool._encode
 
     def record(req: Request):
         frames = encode(req)
-        seen.append((req, msgpack.unpackb(bytes(frames[0]), raw=False)["meta"]))
+        seen.append((req, codec.decode(frames).body))
         return frames
 
     pool._encode = record
@@ -269,16 +269,16 @@ def test_the_second_dispatch_of_a_program_names_it_by_fingerprint_only():
         pool = drv.pools.open("reference")
         seen = recording(pool)
         first = run_exact(pool, drv, program, [data(1)])
-        meta = seen[0][1]
-        assert meta["fp"] == fp and meta["program"] == program.to_wire() and not first.lean
+        body = seen[0][1]
+        assert body.fp == fp and body.program == program.to_wire() and not first.lean
         for seed in range(2, 6):
             req = run_exact(pool, drv, program, [data(seed)])
             assert req.lean and not req.with_program  # named, held, no miss
-        assert [m["fp"] for _, m in seen[1:]] == [fp] * 4
-        assert all("program" not in m for _, m in seen[1:])
+        assert [b.fp for _, b in seen[1:]] == [fp] * 4
+        assert all(b.program is None for _, b in seen[1:])  # sent as nil
         other = affine(salt=6)  # another program: its first dispatch carries it
         run_exact(pool, drv, other, [data(7)])
-        assert "program" in seen[-1][1] and not seen[-1][0].lean
+        assert seen[-1][1].program == other.to_wire() and not seen[-1][0].lean
         status = drv.status()["pools"]["reference"]
         assert status["restarts"] == 0 and status["lost_messages"] == 0
 
@@ -357,7 +357,7 @@ def test_a_restarted_worker_gets_the_program_again():
                  30.0, "worker 0 restarted")
         seen = recording(pool)
         req = run_exact(pool, drv, program, [data(3)])
-        assert not req.lean and "program" in seen[0][1]  # the mirror was cleared
+        assert not req.lean and seen[0][1].program is not None  # the mirror was cleared
         assert not req.with_program
         assert run_exact(pool, drv, program, [data(4)]).lean  # the new process holds it
         assert one_worker(drv)["pid"] != old["pid"]
@@ -620,4 +620,4 @@ def test_a_cached_plan_binds_the_new_inputs_and_still_checks_them():
         assert out.tobytes() == want.tobytes() == vyre_reference.run(program, [x])[0].tobytes()
     with pytest.raises(InvalidInputError):  # a wrong input count is refused, cached or not
         host.dispatch(program, [data(0, 40), data(1, 40)])
-    assert protocol.PROGRAM_CACHE == 256 and backend_host.PLAN_CACHE == 256
+    assert PROGRAM_CACHE == 256 and backend_host.PLAN_CACHE == 256

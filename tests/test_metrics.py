@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from supervision_harness import CAPS, Shell
+from supervision_harness import Shell
 
+from vyre_core.boundary.messages import PROGRAM_NOT_HELD, Message, Op, Ran
 from vyre_core.cli import top
 from vyre_core.errors import (
     DeviceLostError,
@@ -23,7 +24,6 @@ from vyre_core.errors import (
     ProtocolError,
 )
 from vyre_core.observability import prometheus
-from vyre_core.protocol import PROGRAM_NOT_HELD, Message, Op
 from vyre_core.supervisor import rules
 from vyre_core.supervisor.metrics import (
     BOUNDS,
@@ -156,24 +156,24 @@ def test_pipeline_cache_reports_add_up_over_slots_and_never_go_down() -> None:
     assert m.snapshot()["restarts"] == {"crashed": 1}
 
 
-def _reply_with_cache(shell: Shell, report: list[int]) -> None:
+def _reply_with_cache(shell: Shell, report: tuple[int, int, int]) -> None:
     w = shell.worker(0)
     shell.machine.progress(0, w.current.id, w.current.id, shell.now)
-    shell.machine.message(w.identity, Message(Op.REPLY, w.current.id, w.generation,
-                                              {"pipeline_cache": report}, []), shell.now)
+    shell.machine.message(w.identity, Message(Ran(), w.current.id, w.generation,
+                                              cache=report), shell.now)
     shell.run()
 
 
 def test_a_device_recovered_in_place_keeps_counting_its_process_cache_once() -> None:
     shell = Shell()
     shell.submit()
-    _reply_with_cache(shell, [4, 1, 1])
+    _reply_with_cache(shell, (4, 1, 1))
     req = shell.submit()
     shell.reply(0, req, error=DeviceLostError("gone", generation=1))
-    shell.reply(0, value={"capabilities": CAPS})  # recovered: generation 2, same process
+    shell.reply(0)  # Recovered(CAPS): generation 2, same process
     assert shell.worker(0).generation == 2
     shell.submit()
-    _reply_with_cache(shell, [6, 1, 1])
+    _reply_with_cache(shell, (6, 1, 1))
     assert shell.machine.metrics_snapshot()["pipeline_cache"] == {
         "hits": 6, "misses": 1, "entries": 1}
 

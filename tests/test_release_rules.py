@@ -14,14 +14,14 @@ import signal
 from typing import Any
 
 import pytest
-from supervision_harness import Shell, deadline_after
+from supervision_harness import Shell, body_of, deadline_after
 
+from vyre_core.boundary.messages import Op, Ran
 from vyre_core.errors import (
     DispatchTimeoutError,
     PoolFailedError,
     WorkerCrashedError,
 )
-from vyre_core.protocol import Op
 from vyre_core.supervisor.rules.actions import Release, Resolve
 from vyre_core.supervisor.rules.requests import Request
 
@@ -53,7 +53,7 @@ class Recorder(Shell):
     def submit_shared(self, *, timeout: float | None = None, retries: int = 1,
                       segments: int = 2) -> Request:
         """A dispatch whose data lives in ``segments`` sentinel segments."""
-        req = Request(Op.DISPATCH, {}, [],
+        req = Request(body_of(Op.DISPATCH), [],
                       deadline=deadline_after(timeout, self.now), retries=retries)
         req.shared = [Segment(f"{req.id}.{i}") for i in range(segments)]
         self.machine.submit(req, self.now)
@@ -79,7 +79,7 @@ def test_a_request_answered_by_its_worker_is_released_right_after_its_resolve():
     shell.receive(0)
     assert shell.releases(req) == 0  # running: its memory is the worker's
     shell.reply(0, req, value=1)
-    assert shell.result(req) == ({"value": 1}, [])
+    assert shell.result(req) == (Ran(), [1])
     assert shell.releases(req) == 1
     assert shell.position(Resolve, req) < shell.position(Release, req)
     assert shell.worker(0).holding == []
@@ -180,7 +180,7 @@ def test_a_request_lost_before_its_worker_took_it_keeps_its_memory_until_answere
     shell.advance(1.0)
     assert shell.releases(req) == 0
     shell.reply(0, req, value=3)
-    assert shell.result(req) == ({"value": 3}, [])
+    assert shell.result(req) == (Ran(), [3])
     assert shell.releases(req) == 1 and shell.all_releases() == [req]
 
 
@@ -197,7 +197,7 @@ def test_a_request_lost_in_transport_keeps_its_memory_until_answered_by_the_next
     assert shell.sent_to(0)[-1] is req and shell.releases(req) == 0
     shell.receive(0)
     shell.reply(0, req, value=4)
-    assert shell.result(req) == ({"value": 4}, []) and shell.releases(req) == 1
+    assert shell.result(req) == (Ran(), [4]) and shell.releases(req) == 1
 
 
 def test_a_crashed_request_retried_is_released_once_when_the_retry_answers():

@@ -33,7 +33,9 @@ from child_process import Child, running
 from waiting import wait_for, wait_running, workers
 
 import vyre_core
-from vyre_core import DispatchConfig, RestartPolicy, Timeouts, Transport, ir, protocol
+from vyre_core import DispatchConfig, RestartPolicy, Timeouts, Transport, ir
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import Dispatch, Message, Op, Ran
 from vyre_core.dataplane import MAP_LIMIT, MIN_SEGMENT, SHARE_THRESHOLD, SegmentPool, Shared
 from vyre_core.errors import (
     DispatchTimeoutError,
@@ -42,7 +44,6 @@ from vyre_core.errors import (
     PoolFailedError,
     ProtocolError,
 )
-from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.local.pool import Pool
 from vyre_core.supervisor.rules.requests import Request
 from vyre_core.testing import dispatch_on
@@ -1003,7 +1004,7 @@ def shell() -> Any:
     pool.backend = "reference"
     pool._segments = SegmentPool("pool 'reference'")
     n = MIN_SEGMENT // 4
-    request = Request(Op.DISPATCH, {}, [], outputs=[(U32, n)] * 2)
+    request = Request(Dispatch("fp", b"wire form", {}), [], outputs=[(U32, n)] * 2)
     taken = [pool._segments.take(4 * n) for _ in range(4)]  # the last: another request's
     assert all(s is not None for s in taken)
     taken[0].write(np.full(n, 7, dtype=np.uint32))  # the input
@@ -1018,7 +1019,7 @@ def shell() -> Any:
 def test_a_reply_naming_its_own_output_slots_becomes_read_only_views(shell: Any) -> None:
     pool, request, (inp, out0, out1, _) = shell
     n = MIN_SEGMENT // 4
-    _, arrays = pool._results(request, ({}, [out0.describe(U32, n), out1.describe(U32, n)]))
+    _, arrays = pool._results(request, (Ran(), [out0.describe(U32, n), out1.describe(U32, n)]))
     assert [a.shape for a in arrays] == [(n,), (n,)]
     assert not any(a.flags.writeable for a in arrays)
     assert request.shared == [inp]  # only the input is left for Release
@@ -1032,7 +1033,7 @@ def test_a_reply_naming_memory_other_than_its_output_slot_is_a_protocol_error(
     n = MIN_SEGMENT // 4
     named = {"input_as_output": [inp, out1], "swapped_slots": [out1, out0],
              "same_slot_twice": [out0, out0], "another_requests_segment": [other, out1]}[naming]
-    value = pool._results(request, ({}, [s.describe(U32, n) for s in named]))
+    value = pool._results(request, (Ran(), [s.describe(U32, n) for s in named]))
     assert isinstance(value, ProtocolError), f"accepted: {type(value).__name__}"
     assert "does not name its output slots" in value.cause
 
@@ -1043,13 +1044,13 @@ def test_a_worker_reply_naming_the_wrong_output_slots_fails_only_its_call(
         monkeypatch: pytest.MonkeyPatch, naming: str) -> None:
     """A reply as a broken or hostile worker could send it, doctored where the parent
     decodes it: the caller gets a ProtocolError at once, and the pool serves on."""
-    real_decode = protocol.decode
+    real_decode = codec.decode
     doctored = []
 
     def decode(frames: Any, *args: Any, **kwargs: Any) -> Message:
         msg = real_decode(frames, *args, **kwargs)
         shared = [a for a in msg.arrays if isinstance(a, Shared)]
-        if msg.op is Op.REPLY and len(shared) == 2 and not doctored:
+        if msg.op is Op.RAN and len(shared) == 2 and not doctored:
             doctored.append(msg.id)
             msg.arrays = shared[::-1] if naming == "swapped_slots" else [shared[0]] * 2
         return msg
@@ -1058,7 +1059,7 @@ def test_a_worker_reply_naming_the_wrong_output_slots_fails_only_its_call(
     with vyre_core.Driver(timeouts=Timeouts(kill_grace=0.5)) as drv:
         out, want = dispatch_rw(drv, rw(n), 0, n)  # started, and shared memory in use
         assert_exact(out, want)
-        monkeypatch.setattr(protocol, "decode", decode)
+        monkeypatch.setattr(codec, "decode", decode)
         pending = drv.dispatch_async(rw(n), rw_inputs(1, n), backend="reference")
         try:
             outcome: Any = pending.result(timeout=8)
@@ -1066,7 +1067,7 @@ def test_a_worker_reply_naming_the_wrong_output_slots_fails_only_its_call(
             outcome = exc if "result(timeout" not in str(exc) else "no answer within 8 s"
         except Exception as exc:
             outcome = exc
-        monkeypatch.setattr(protocol, "decode", real_decode)
+        monkeypatch.setattr(codec, "decode", real_decode)
         assert doctored
         assert isinstance(outcome, ProtocolError), f"the caller got {outcome!r}"
         assert drv.status()["pools"]["reference"]["state"] == "running"

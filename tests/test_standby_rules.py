@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
-from supervision_harness import Shell
+from supervision_harness import Shell, body_of
 from test_supervision_stateful import POOL_RESTARTS, POOL_TIMEOUTS, PoolModel
 
+from vyre_core.boundary.messages import Adopt, Done, Message, Op, Ran
 from vyre_core.errors import (
     InvalidConfigError,
     InvalidInputError,
@@ -21,7 +22,6 @@ from vyre_core.errors import (
     ProtocolError,
     WorkerCrashedError,
 )
-from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.options import MAX_STANDBY, PoolOptions
 from vyre_core.supervisor.rules.actions import Log, Promote, Send, Signal, Spawn
 from vyre_core.supervisor.rules.machine import PoolMachine
@@ -67,8 +67,8 @@ class StandbyShell(Shell):
 
 
 def adopt_of(action: Send) -> int:
-    assert action.request.op is Op.ADOPT and action.request.internal
-    return action.request.meta["generation"]
+    assert isinstance(action.request.message, Adopt) and action.request.internal
+    return action.request.message.generation
 
 
 # -- options -------------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def test_a_spare_never_receives_a_caller_request_however_long_the_queue():
             shell.beat(index)
         shell.receive(0)
         shell.reply(0, value=step)
-    assert [shell.result(r) for r in reqs] == [({"value": i}, []) for i in range(8)]
+    assert [shell.result(r) for r in reqs] == [(Ran(), [i]) for i in range(8)]
     assert shell.sent_to(1) == [] and shell.sent_to(2) == []
     assert [w.served for w in shell.machine.workers] == [9, 0, 0]
     assert shell.signals == [] and shell.state() == ["idle", "spare", "spare"]
@@ -179,8 +179,8 @@ def test_a_serving_death_promotes_the_ready_spare():
     shell.reply(0, value="retried")
     shell.receive(0)
     shell.reply(0, value="next")
-    assert shell.result(running) == ({"value": "retried"}, [])
-    assert shell.result(queued) == ({"value": "next"}, [])
+    assert shell.result(running) == (Ran(), ["retried"])
+    assert shell.result(queued) == (Ran(), ["next"])
     assert running.served_by == (0, 2)
     assert all(count == 1 for count in shell.resolved_count.values())
     # counted once, in the slot that died
@@ -206,7 +206,7 @@ def test_handles_of_the_old_generation_are_invalid_and_the_new_one_holds_after_a
     shell.reply(0, value=None)
     assert shell.machine.holds(0, 2) and shell.sent_to(0)[-1] is pinned
     shell.reply(0, value="pinned ran")
-    assert shell.result(pinned) == ({"value": "pinned ran"}, [])
+    assert shell.result(pinned) == (Ran(), ["pinned ran"])
 
 
 def test_each_death_counts_once_toward_the_restart_intensity():
@@ -322,7 +322,7 @@ def test_adopt_answered_with_an_error_kills_the_process_and_the_slot_recovers():
     shell.reply(0, value=None)
     assert shell.sent_to(0)[-1] is waiting
     shell.reply(0, value="served")
-    assert shell.result(waiting) == ({"value": "served"}, [])
+    assert shell.result(waiting) == (Ran(), ["served"])
     assert shell.worker(0).deaths == 2  # the death, and the process that could not adopt
 
 
@@ -501,7 +501,7 @@ def test_a_request_queued_at_close_during_adopt_is_answered_once():
     shell.machine.close(shell.now)
     shell.run()
     assert isinstance(shell.result(waiting), PoolFailedError)
-    shell.machine.message(shell.identity(0), Message(Op.REPLY, shell.sent_to(0)[-1].id, 2, {}),
+    shell.machine.message(shell.identity(0), Message(Done(), shell.sent_to(0)[-1].id, 2),
                           shell.now)
     shell.run()
     assert shell.resolved_count[waiting.id] == 1
@@ -534,7 +534,7 @@ class StandbyPoolModel(PoolModel):
             return actions
 
         self.machine.take_actions = take_actions  # type: ignore[method-assign]
-        self.call(Request(Op.PING, {}, []))
+        self.call(Request(body_of(Op.PING), []))
 
     def on_promote(self, action: Promote) -> None:
         machine = self.machine
@@ -595,13 +595,14 @@ def test_a_real_worker_answers_adopt_as_its_new_generation():
     ``generation`` field is not an integer, as the generation it names whenever it can be
     read."""
     import vyre_reference.backend as reference
-    from vyre_core import protocol
-    from vyre_core.protocol import Message, Op
+    from vyre_core.boundary import codec
     from vyre_workers.backend_host import BackendHost
     from vyre_workers.server import WorkerServer
 
     server = WorkerServer(BackendHost(reference, "reference", 1), None)
-    reply = server.handle(protocol.encode(Message(Op.ADOPT, 5, 0, {"generation": 7})))
-    assert (reply.op, reply.id, reply.gen, server.host.generation) == (Op.REPLY, 5, 7, 7)
-    refused = server.handle(protocol.encode(Message(Op.ADOPT, 6, 0, {"generation": "x"})))
+    reply = server.handle(codec.encode(Message(Adopt(7), 5, 0)))
+    assert (reply.body, reply.id, reply.gen, server.host.generation) == (Done(), 5, 7, 7)
+    refused = server.handle(codec.encode(Message(Adopt("x"), 6, 0)))  # (unchecked here)
     assert (refused.op, refused.id, refused.gen) == (Op.ERROR, 6, 7)
+    assert refused.body.error["cause"] == \
+        "malformed message: adopt field 'generation': Expected `int`, got `str`"

@@ -10,8 +10,18 @@ import logging
 import signal
 
 import pytest
-from supervision_harness import CAPS, PROOF, Shell
+from supervision_harness import CAPS, PROOF, Shell, body_of
 
+from vyre_core.boundary.messages import (
+    Compiled,
+    Failed,
+    HelloFailed,
+    Message,
+    Op,
+    Ran,
+    Recovered,
+    TryRecover,
+)
 from vyre_core.deadline import Deadline
 from vyre_core.errors import (
     DeviceLostError,
@@ -28,7 +38,6 @@ from vyre_core.errors import (
     VyreError,
     WorkerCrashedError,
 )
-from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.options import RestartPolicy
 from vyre_core.supervisor.rules.actions import Send
 from vyre_core.supervisor.rules.constants import (
@@ -114,7 +123,7 @@ def test_a_request_without_deadline_waits_while_its_worker_is_alive_and_running_
         shell.beat(0)
     assert req.id not in shell.results
     shell.reply(0, req, value=7)
-    assert shell.result(req) == ({"value": 7}, [])
+    assert shell.result(req) == (Ran(), [7])
 
 
 # -- requests that never arrive, workers that freeze ----------------------------------------------
@@ -152,7 +161,7 @@ def test_a_request_the_transport_refuses_to_send_goes_to_a_fresh_worker():
     assert shell.sent_to(0)[-1] is req and shell.worker(0).generation == 2
     shell.receive(0)
     shell.reply(0, value=2)
-    assert shell.result(req) == ({"value": 2}, [])
+    assert shell.result(req) == (Ran(), [2])
 
 
 def test_a_request_that_arrives_late_is_answered_once():
@@ -161,7 +170,7 @@ def test_a_request_that_arrives_late_is_answered_once():
     shell.receive(0, req)
     shell.reply(0, req, value=1)
     shell.reply(0, req, value=2)  # a second answer for it: dropped
-    assert shell.result(req) == ({"value": 1}, []) and shell.resolved_count[req.id] == 1
+    assert shell.result(req) == (Ran(), [1]) and shell.resolved_count[req.id] == 1
     assert shell.machine.dropped_replies == 1
 
 
@@ -181,7 +190,7 @@ def test_a_request_sent_to_a_frozen_idle_worker_runs_on_its_replacement():
     assert shell.sent_to(0)[-1] is req  # on the replacement
     shell.receive(0)
     shell.reply(0, value=3)
-    assert shell.result(req) == ({"value": 3}, [])
+    assert shell.result(req) == (Ran(), [3])
     assert shell.worker(0).deaths == 1  # a frozen worker is a fault: it counts
 
 
@@ -274,7 +283,7 @@ def test_a_death_before_the_request_arrived_resends_it_without_spending_retries(
                                            f"{MAX_RESENDS})")
     shell.receive(0)
     shell.reply(0, value=1)
-    assert shell.result(req) == ({"value": 1}, [])
+    assert shell.result(req) == (Ran(), [1])
 
 
 def test_a_pinned_request_fails_with_its_worker():
@@ -424,7 +433,7 @@ def test_a_failed_pool_answers_at_once_then_tries_again_after_its_cooldown():
     req = shell.submit()  # the next call starts it: half open
     assert len(shell.spawns) == spawns + 1 and shell.machine.half_open is False  # hello
     shell.reply(0, req, value=1)
-    assert shell.result(req) == ({"value": 1}, [])
+    assert shell.result(req) == (Ran(), [1])
 
 
 def test_one_death_right_after_the_cooldown_fails_the_pool_again():
@@ -467,9 +476,9 @@ def test_a_worker_that_says_hello_is_logged_as_up():
 
 def hello_failed(shell: Shell, index: int, cause: str, tb: str) -> None:
     w = shell.worker(index)
-    shell.machine.message(w.identity, Message(Op.HELLO_FAILED, 0, w.generation, {
-        "error": DispatchError(cause, "This is a bug in the backend.").to_dict(),
-        "traceback": tb, "proof": PROOF}), shell.now)
+    shell.machine.message(w.identity, Message(HelloFailed(
+        error=DispatchError(cause, "This is a bug in the backend.").to_dict(),
+        traceback=tb, proof=PROOF), 0, w.generation), shell.now)
 
 
 TRACEBACK = ("Traceback (most recent call last):\n" + '  File "plugin.py", line 1\n' * 200
@@ -565,10 +574,10 @@ def test_strangers_and_bad_handshakes_are_dropped_and_counted():
     """Defect 9: an impostor squatting a worker identity received requests."""
     shell = Shell(auto_hello=False)
     req = shell.submit()
-    shell.machine.message(b"someone", Message(Op.REPLY, req.id, 1, {}), shell.now)
+    shell.machine.message(b"someone", Message(Ran(), req.id, 1), shell.now)
     shell.hello(0, proof=b"guess")
     w = shell.identity(0)
-    shell.machine.message(w, Message(Op.REPLY, req.id, 1, {}), shell.now)  # before hello
+    shell.machine.message(w, Message(Ran(), req.id, 1), shell.now)  # before hello
     assert shell.machine.rejected_messages == 3
     assert shell.worker(0).state == "starting" and shell.sent_to(0) == []
     shell.hello(0)
@@ -582,10 +591,10 @@ def test_late_and_stray_replies_are_dropped():
     shell.advance(1.0)
     old = shell.identity(0)
     shell.die(0)
-    shell.machine.message(old, Message(Op.REPLY, req.id, 1, {}), shell.now)  # a dead one's
+    shell.machine.message(old, Message(Ran(), req.id, 1), shell.now)  # a dead one's
     other = shell.submit()
     shell.reply(0, other, gen=1)  # from an earlier generation
-    wrong = Message(Op.REPLY, other.id + 100, shell.worker(0).generation, {})
+    wrong = Message(Ran(), other.id + 100, shell.worker(0).generation)
     shell.machine.message(shell.identity(0), wrong, shell.now)
     assert shell.machine.dropped_replies == 3 and other.id not in shell.results
 
@@ -596,7 +605,7 @@ def test_an_error_reply_of_any_shape_resolves_the_request(error):
     """Defect 9: an ERROR with a malformed details dict crashed the supervisor thread."""
     shell = Shell()
     req = shell.submit()
-    shell.machine.message(shell.identity(0), Message(Op.ERROR, req.id, 1, {"error": error}),
+    shell.machine.message(shell.identity(0), Message(Failed(error), req.id, 1),
                           shell.now)
     shell.run()
     assert isinstance(shell.result(req), VyreError)
@@ -606,10 +615,48 @@ def test_an_error_reply_of_any_shape_resolves_the_request(error):
 def test_an_error_for_an_unreadable_request_id_fails_the_request_in_flight():
     shell = Shell()
     req = shell.submit()
-    shell.machine.message(shell.identity(0), Message(Op.ERROR, 0, 1, {
-        "error": ProtocolError("header too big").to_dict()}), shell.now)
+    shell.machine.message(shell.identity(0), Message(Failed(
+        ProtocolError("header too big").to_dict()), 0, 1), shell.now)
     shell.run()
     assert isinstance(shell.result(req), ProtocolError)
+
+
+def test_a_reply_of_the_wrong_class_fails_its_request_with_a_protocol_error():
+    """Each request has one reply class (``messages.REPLY_OF``): a ``Compiled`` answering
+    a dispatch is a worker that does not speak our protocol, never a result."""
+    shell = Shell()
+    req = shell.submit(label="step")
+    shell.receive(0)
+    shell.reply(0, req, body=Compiled(pipeline=3, key="k", compile_ns=5))
+    error = shell.result(req)
+    assert isinstance(error, ProtocolError) and shell.resolved_count[req.id] == 1
+    assert error.cause == "dispatch 'step' was answered with compiled"
+    assert error.details["request_id"] == req.id
+    assert shell.worker(0).state == "idle" and shell.machine.dropped_replies == 0
+    ok = shell.submit()  # the worker still serves: the right class is a result
+    shell.reply(0, ok, value=1)
+    assert shell.result(ok) == (Ran(), [1])
+
+
+def test_the_pipeline_cache_counters_of_a_reply_reach_the_pools_metrics():
+    """A reply's envelope carries its worker's pipeline-cache counters (``Message.cache``,
+    about once a second): the pool's metrics add them up, and the call's result is the
+    reply alone."""
+    shell = Shell()
+    assert shell.machine.metrics_snapshot()["pipeline_cache"] is None
+    req = shell.submit()
+    w = shell.worker(0)
+    shell.machine.progress(0, req.id, req.id, shell.now)
+    shell.machine.message(w.identity, Message(Ran(), req.id, w.generation, [7],
+                                              cache=(4, 1, 1)), shell.now)
+    shell.run()
+    assert shell.result(req) == (Ran(), [7])
+    assert shell.machine.metrics_snapshot()["pipeline_cache"] == {
+        "hits": 4, "misses": 1, "entries": 1}
+    shell.reply(0, shell.submit(), value=8)  # no counters this time: they stay
+    shell.reply(0, shell.submit(), value=9, cache=(6, 1, 1))
+    assert shell.machine.metrics_snapshot()["pipeline_cache"] == {
+        "hits": 6, "misses": 1, "entries": 1}
 
 
 # -- the OS says no -----------------------------------------------------------------------------
@@ -664,8 +711,8 @@ def test_a_start_that_fails_on_the_callers_configuration_spends_no_restart():
     w = shell.worker(0)
     refusal = InvalidConfigError("backend 'b' has no device 5; its devices: 0, 1",
                                  "Name one of these ids in PoolOptions(devices=...).")
-    shell.machine.message(w.identity, Message(Op.HELLO_FAILED, 0, w.generation, {
-        "proof": PROOF, "error": refusal.to_dict()}), shell.now)
+    shell.machine.message(w.identity, Message(HelloFailed(
+        proof=PROOF, error=refusal.to_dict()), 0, w.generation), shell.now)
     shell.run()
     error = shell.result(req)
     assert isinstance(error, InvalidConfigError) and "no device 5" in error.cause
@@ -747,7 +794,7 @@ def test_a_worker_over_its_memory_limit_is_recycled_between_requests():
     req = shell.submit()
     shell.machine.measured(0, 5000)
     shell.reply(0, req, value=1)
-    assert shell.result(req) == ({"value": 1}, [])
+    assert shell.result(req) == (Ran(), [1])
     assert shell.sent_to(0)[-1].op is Op.SHUTDOWN and shell.worker(0).state == "stopping"
 
 
@@ -758,11 +805,11 @@ def test_a_lost_device_is_recovered_in_place_with_a_new_generation():
     pinned = shell.submit(slot=0, generation=1)
     shell.reply(0, pinned, error=DeviceLostError("gone", generation=1))
     recover = shell.sent_to(0)[-1]
-    assert recover.op is Op.TRY_RECOVER and recover.meta == {"generation": 2}
+    assert recover.message == TryRecover(2)
     queued = shell.submit(slot=0, generation=1)
-    shell.reply(0, recover, value={"capabilities": CAPS})
-    shell.machine.message(shell.identity(0), Message(Op.REPLY, recover.id, 1, {
-        "capabilities": CAPS}), shell.now)
+    shell.reply(0, recover)  # Recovered(CAPS)
+    shell.machine.message(shell.identity(0), Message(Recovered(CAPS), recover.id, 1),
+                          shell.now)
     assert shell.worker(0).generation == 2 and shell.worker(0).state == "idle"
     assert isinstance(shell.result(queued), PipelineInvalidatedError)
 
@@ -840,7 +887,7 @@ def test_a_pause_of_this_process_is_not_held_against_its_workers():
     assert [w.deaths for w in shell.machine.workers] == [0, 0]
     shell.beat(0)                     # the heartbeats queued meanwhile arrive
     shell.reply(0, running, value=5)
-    assert shell.result(running) == ({"value": 5}, [])
+    assert shell.result(running) == (Ran(), [5])
 
 
 def test_a_pause_does_not_stretch_a_callers_deadline():
@@ -857,7 +904,7 @@ def test_a_large_request_gets_time_to_cross_before_it_counts_as_lost():
     shell = Shell()
     shell.submit()
     shell.reply(0)
-    req = Request(Op.DISPATCH, {}, [])
+    req = Request(body_of(Op.DISPATCH), [])
     req.nbytes = 2 * 2**30
     shell.machine.submit(req, shell.now)
     shell.run()
@@ -882,7 +929,7 @@ def test_answered_requests_do_not_pile_up_behind_a_long_deadline():
     long = shell.submit(timeout=3600.0)
     shell.receive(0)
     for _ in range(1000):
-        req = Request(Op.DISPATCH, {}, [b"1 MiB of input"],
+        req = Request(body_of(Op.DISPATCH), [b"1 MiB of input"],
                       deadline=Deadline(shell.now + 60.0, 60.0))
         req.frames = [b"header", b"1 MiB of input"]
         shell.machine.submit(req, shell.now)

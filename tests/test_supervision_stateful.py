@@ -32,10 +32,22 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from supervision_harness import CAPS, deadline_after
+from supervision_harness import CAPS, body_of, deadline_after, reply_of
 
+from vyre_core.boundary.messages import (
+    Compiled,
+    Done,
+    Failed,
+    Heartbeat,
+    Hello,
+    HelloFailed,
+    Message,
+    Op,
+    Ran,
+    Shutdown,
+    TryRecover,
+)
 from vyre_core.errors import DeviceLostError, ProtocolError, SystemResourceError, VyreError
-from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.options import PoolOptions, RestartPolicy, Timeouts
 from vyre_core.supervisor.rules.actions import Resolve, Send, Signal, Spawn
 from vyre_core.supervisor.rules.constants import TICK_EVERY
@@ -72,8 +84,19 @@ ERROR_MAPS = st.one_of(
 
 
 def reply_value(request_id: int) -> str:
-    """What only the reply to ``request_id`` carries."""
+    """What only the reply to ``request_id`` carries (in its arrays)."""
     return f"the reply to request {request_id}"
+
+
+def hello(caps: dict[str, Any], proof: bytes) -> Hello:
+    """A worker's hello on no particular device (the model's pools pin none)."""
+    return Hello(pid=0, backend="b", version="test", capabilities=caps, device=None,
+                 devices=[], proof=proof)
+
+
+#: The replies noise carries (an answer of each class the model's callers are given).
+NOISE = {Op.RAN: Ran(), Op.COMPILED: Compiled(pipeline=0, key="", compile_ns=0),
+         Op.DONE: Done()}
 
 
 @dataclass(eq=False)
@@ -175,7 +198,7 @@ class PoolModel(RuleBasedStateMachine):
         assert req.id not in self.resolved, (  # invariant 1
             f"request {req.id} resolved twice: {self.resolved[req.id]!r}, then {value!r}")
         if isinstance(value, tuple):  # invariant 2: a reply reaches its own caller only
-            assert value[0] == {"value": reply_value(req.id)}, (
+            assert value == (reply_of(req), [reply_value(req.id)]), (
                 f"request {req.id} got another request's reply: {value!r}")
             if req.served_by is not None:
                 self.handles.append(req.served_by)
@@ -202,7 +225,7 @@ class PoolModel(RuleBasedStateMachine):
             or held.id in self.resolved, (
                 f"{where}, which still holds request {held.id} ({held.op})")
         proc.holding = req
-        proc.shut_down = req.op is Op.SHUTDOWN
+        proc.shut_down = isinstance(req.message, Shutdown)
         if req.internal and req.deadline.at is not None:
             self.internal.append((proc, req))
         if proc.cut_off:  # the transport refuses at once: the shell calls send_failed
@@ -241,7 +264,7 @@ class PoolModel(RuleBasedStateMachine):
         """``proc`` (None: a stranger) sends ``msg``; over a closed connection only its
         heartbeats (their own socket) arrive."""
         if proc is not None and proc.cut_off \
-                and not (isinstance(msg, Message) and msg.op is Op.HEARTBEAT):
+                and not (isinstance(msg, Message) and isinstance(msg.body, Heartbeat)):
             return []
         identity = b"stranger" if proc is None else proc.identity
         self.machine.message(identity, msg, self.now)
@@ -272,7 +295,7 @@ class PoolModel(RuleBasedStateMachine):
                 if proc.serves and not proc.said_hello:
                     self.say_hello(proc)
                 if proc.beats:
-                    self.send(proc, Message(Op.HEARTBEAT))
+                    self.send(proc, Message(Heartbeat()))
                 if proc.serves and proc.greeted:
                     self.take(proc)
         self.reap()
@@ -355,7 +378,7 @@ class PoolModel(RuleBasedStateMachine):
     def make_pool(self, **options: Any) -> None:
         """A pool, started by its first call."""
         self.machine = PoolMachine("b", PoolOptions(**options))
-        self.call(Request(Op.PING, {}, []))
+        self.call(Request(body_of(Op.PING), []))
 
     def call(self, req: Request) -> None:
         self.submitted[req.id] = req
@@ -379,7 +402,7 @@ class PoolModel(RuleBasedStateMachine):
         elif pin == "bogus":
             slot, generation = data.draw(st.tuples(st.integers(0, 3), st.integers(0, 4)),
                                          label="made-up handle")
-        self.call(Request(op, {}, [], deadline=deadline_after(timeout, self.now),
+        self.call(Request(body_of(op), [], deadline=deadline_after(timeout, self.now),
                           retries=retries, slot=slot, generation=generation))
 
     @precondition(lambda self: self.steps >= 25 and self.machine.state != "closed")
@@ -447,21 +470,20 @@ class PoolModel(RuleBasedStateMachine):
     def say_hello(self, proc: Process, kind: str = "hello") -> None:
         proc.said_hello = True
         if kind == "failed":  # the backend could not load: say so, then leave with 3
-            self.send(proc, Message(Op.HELLO_FAILED, 0, proc.generation, {
-                "error": VyreError("no device").to_dict(), "traceback": "tb",
-                "proof": proc.proof}))
+            self.send(proc, Message(HelloFailed(
+                error=VyreError("no device").to_dict(), traceback="tb",
+                proof=proc.proof), 0, proc.generation))
             proc.exiting = 3
             return
         caps = CAPS if kind == "hello" else {"max_workgroup_size": "many"}
         proc.greeted = kind == "hello"
-        self.send(proc, Message(Op.HELLO, 0, proc.generation, {
-            "capabilities": caps, "proof": proc.proof}))
+        self.send(proc, Message(hello(caps, proc.proof), 0, proc.generation))
 
     @precondition(lambda self: self.some(lambda p: p.beats))
     @rule(data=st.data())
     @event
     def heartbeat(self, data) -> None:
-        self.send(self.pick(data, lambda p: p.beats), Message(Op.HEARTBEAT))
+        self.send(self.pick(data, lambda p: p.beats), Message(Heartbeat()))
 
     @precondition(lambda self: self.some(lambda p: p.serves and p.inbox and not p.running))
     @rule(data=st.data(), read_page=st.booleans(), readable=st.sampled_from([True] * 5 + [False]))
@@ -472,8 +494,8 @@ class PoolModel(RuleBasedStateMachine):
         proc = self.pick(data, lambda p: p.serves and p.inbox and not p.running)
         if not readable:
             proc.answered.append(proc.inbox.pop(0))
-            self.send(proc, Message(Op.ERROR, 0, proc.generation, {
-                "error": ProtocolError("header too big").to_dict()}))
+            self.send(proc, Message(Failed(ProtocolError("header too big").to_dict()), 0,
+                                    proc.generation))
             return
         self.take(proc)
         if read_page:
@@ -508,23 +530,22 @@ class PoolModel(RuleBasedStateMachine):
         proc.running = None
         proc.answered.append(req)
         proc.page = (proc.page[0], req.id)
-        if req.op is Op.SHUTDOWN:  # answered, then it leaves
+        if isinstance(req.message, Shutdown):  # answered, then it leaves
             proc.exiting = 0
-        if req.op in (Op.SHUTDOWN, Op.TRY_RECOVER) and how not in ("error", "lost"):
+        if isinstance(req.message, Shutdown | TryRecover) and how not in ("error", "lost"):
             how = "reply"
         if how == "lost":  # its lane broke: nothing more crosses it
             proc.cut_off = True
-        if req.op is Op.TRY_RECOVER and how in ("reply", "lost"):  # recovered in place
-            proc.generation = req.meta["generation"]
-        if how == "reply":
-            meta = ({"capabilities": CAPS} if req.op is Op.TRY_RECOVER
-                    else {} if req.op is Op.SHUTDOWN else {"value": reply_value(req.id)})
-            self.send(proc, Message(Op.REPLY, req.id, gen, meta, []))
+        if isinstance(req.message, TryRecover) and how in ("reply", "lost"):  # in place
+            proc.generation = req.message.generation
+        if how == "reply":  # (the pool's own requests carry no value: Recovered(CAPS), Done)
+            self.send(proc, Message(reply_of(req), req.id, gen,
+                                    [] if req.internal else [reply_value(req.id)]))
         elif how == "error":
-            self.send(proc, Message(Op.ERROR, req.id, gen, {"error": error}))
+            self.send(proc, Message(Failed(error), req.id, gen))
         elif how == "device_lost":
-            self.send(proc, Message(Op.ERROR, req.id, gen, {
-                "error": DeviceLostError("gone", generation=gen).to_dict()}))
+            self.send(proc, Message(Failed(DeviceLostError("gone", generation=gen).to_dict()),
+                                    req.id, gen))
         elif how == "garbled":  # its reply could not be decoded, but its id could
             self.send(proc, ProtocolError("undecodable reply", request_id=req.id))
         self.machine.progress(proc.index, *proc.page, self.now)
@@ -534,7 +555,7 @@ class PoolModel(RuleBasedStateMachine):
 
     @rule(data=st.data(), kind=st.sampled_from([
         "late", "other_generation", "wrong_id", "again", "stranger", "impostor", "request_op",
-        "undecodable"]), op=st.sampled_from([Op.REPLY, Op.ERROR]),
+        "undecodable"]), op=st.sampled_from([Op.RAN, Op.COMPILED, Op.DONE, Op.ERROR]),
         offset=st.sampled_from([-2, -1, 1]))
     @event
     def noise(self, data, kind, op, offset) -> None:
@@ -547,8 +568,8 @@ class PoolModel(RuleBasedStateMachine):
             proc = self.pick(data, lambda p: p.talks and p.answered)
             if proc is not None:
                 rid = proc.answered[-1].id
-                self.send(proc, Message(Op.REPLY, rid, proc.generation,
-                                        {"value": reply_value(rid)}))
+                self.send(proc, Message(reply_of(proc.answered[-1]), rid, proc.generation,
+                                        [reply_value(rid)]))
             return
         if kind == "late":
             if not self.former:
@@ -569,14 +590,14 @@ class PoolModel(RuleBasedStateMachine):
                 ids = [held]
         for rid in ids:
             if kind == "impostor" and proc is not None:  # a worker's identity, not its proof
-                msg = Message(Op.HELLO, 0, gen, {"capabilities": CAPS, "proof": b"guess"})
+                msg = Message(hello(CAPS, b"guess"), 0, gen)
             elif kind == "request_op":
-                msg = Message(Op.DISPATCH, rid, gen, {})
+                msg = Message(body_of(Op.DISPATCH), rid, gen)
             elif kind == "undecodable":
                 msg = ProtocolError("garbage")
             else:
-                msg = Message(op, rid, gen, {"value": reply_value(rid)} if op is Op.REPLY
-                              else {"error": DeviceLostError("gone").to_dict()})
+                msg = (Message(Failed(DeviceLostError("gone").to_dict()), rid, gen)
+                       if op is Op.ERROR else Message(NOISE[op], rid, gen, [reply_value(rid)]))
             who = None if kind == "stranger" else proc
             resolves = self.send(who, msg)
             assert not resolves, (
@@ -676,7 +697,7 @@ def test_a_request_whose_send_failed_goes_to_another_worker_not_the_unreachable_
     state.take(unreachable)
     state.give_answer(unreachable, "reply")
     unreachable.cut_off = True
-    req = Request(Op.DISPATCH, {}, [])
+    req = Request(body_of(Op.DISPATCH), [])
     state.call(req)  # to worker 0, refused: on_send checks it never goes there again
     assert state.procs[1].holding is req and unreachable.signalled
 
@@ -697,7 +718,7 @@ def test_a_busy_worker_that_never_received_its_request_leaves_no_timer_in_the_pa
     state.step_to(1.0, beats=True)  # hello, a heartbeat, the PING taken
     state.give_answer(worker, "reply")
     worker.frozen = True
-    state.call(Request(Op.DISPATCH, {}, []))  # sent at 1.0, never received
+    state.call(Request(body_of(Op.DISPATCH), []))  # sent at 1.0, never received
     state.advance_to(4.0, beats=False)        # from 3.0 to 4.0 next_timer says 3.0
 
 

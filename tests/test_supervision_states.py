@@ -9,9 +9,9 @@ import ast
 import pathlib
 
 import pytest
-from supervision_harness import Shell
+from supervision_harness import Shell, body_of
 
-from vyre_core.protocol import Op
+from vyre_core.boundary.messages import Op
 from vyre_core.supervisor.rules import states
 from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.rules.states import CallState, Event, PoolState, WorkerState
@@ -50,7 +50,7 @@ def test_with_checking_off_a_move_is_only_the_assignment(
 
 def test_a_call_moves_through_its_table_on_the_way_to_its_answer() -> None:
     shell = Shell(workers=1)
-    assert Request(Op.PING, {}, []).state is CallState.NEW
+    assert Request(body_of(Op.PING), []).state is CallState.NEW
     req = shell.submit(op=Op.PING)
     assert req.state is CallState.SENT and shell.machine.state is PoolState.RUNNING
     shell.reply(0, req)

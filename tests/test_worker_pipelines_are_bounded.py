@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 import vyre_reference.backend as reference
-from vyre_core import framing, protocol
+from vyre_core import framing
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import Body, Compile, Compiled, Message, Op, PipelineDispatch, Ran
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import PipelineInvalidatedError, VyreError
 from vyre_core.ir import Kernel, global_id, u32
-from vyre_core.protocol import Message, Op
 from vyre_workers import handlers
 from vyre_workers.backend_host import BackendHost
 from vyre_workers.server import WorkerServer
@@ -39,19 +40,17 @@ class Worker:
         self.server = WorkerServer(BackendHost(reference), self.lanes[1])
         self.ids = iter(range(1, 10**6))
 
-    def call(self, op: Op, meta: dict, arrays=()) -> Message:
-        frames = protocol.encode(Message(op, next(self.ids), 0, meta, list(arrays)))
+    def call(self, body: Body, arrays=()) -> Message:
+        frames = codec.encode(Message(body, next(self.ids), 0, list(arrays)))
         return self.server.handle([bytes(f) for f in frames])
 
     def compile(self, n: int) -> int:
-        reply = self.call(Op.COMPILE, {"program": adder(n).to_wire(),
-                                       "config": DispatchConfig().to_dict()})
-        assert reply.op is Op.REPLY, reply.meta
-        return reply.meta["pipeline"]
+        reply = self.call(Compile(adder(n).to_wire(), DispatchConfig().to_wire()))
+        assert isinstance(reply.body, Compiled), reply.body
+        return reply.body.pipeline
 
     def run(self, pipeline: int) -> Message:
-        return self.call(Op.PIPELINE_DISPATCH, {"pipeline": pipeline,
-                                                "config": DispatchConfig().to_dict()},
+        return self.call(PipelineDispatch(pipeline, DispatchConfig().to_wire()),
                          [np.arange(4, dtype=np.uint32)])
 
 
@@ -68,12 +67,12 @@ def test_the_table_keeps_the_most_recently_used_and_refuses_dropped_handles(
     monkeypatch.setattr(handlers, "PIPELINE_LIMIT", 4)
     worker = Worker()
     ids = [worker.compile(n) for n in range(4)]
-    assert worker.run(ids[0]).op is Op.REPLY  # used: now the most recent
+    assert isinstance(worker.run(ids[0]).body, Ran)  # used: now the most recent
     worker.compile(10)                        # over the limit: ids[1] is dropped
     assert len(worker.server.handlers._pipelines) == 4
     reply = worker.run(ids[1])
     assert reply.op is Op.ERROR
-    error = VyreError.from_dict(reply.meta["error"])
+    error = VyreError.from_dict(reply.body.error)
     assert isinstance(error, PipelineInvalidatedError)
     assert "4 most recently used" in error.cause and "Compile the program again" in error.fix
     assert worker.run(ids[0]).arrays[0].tolist() == [0, 1, 2, 3]

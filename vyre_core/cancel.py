@@ -1,7 +1,7 @@
 """Cancellation points: how the call a worker runs learns that its caller cancelled it.
 
 The parent writes the id of a cancelled request into the worker's progress page
-(``protocol.ProgressPage``); the worker host installs that page here when it starts. A
+(``boundary.progress.ProgressPage``); the worker host installs that page here when it starts. A
 backend stops at its next safe point (a loop's back-edge, a step boundary) by calling
 ``check()``, which raises ``DispatchCancelledError`` once the request being run was
 cancelled, or, in compiled code, by reading ``words()``: the request is cancelled when

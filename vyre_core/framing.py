@@ -5,7 +5,7 @@ no path anybody could connect to or squat, no proof to exchange, and no broker t
 either side, so a message costs one system call each way (ZeroMQ's ipc transport crosses
 an I/O thread in each process, four thread wake-ups per round trip). A message is a
 prefix, ``<u32 frame count><u64 length per frame>``, followed by its frames: the msgpack
-header and the raw bytes of each array (``protocol.encode``).
+header and the raw bytes of each array (``boundary.codec.encode``).
 
 ``StreamReader`` takes whole messages off a non-blocking stream in whatever chunks they
 arrive, each frame received into memory of its own (no copy of a large frame). A frame it

@@ -11,11 +11,11 @@ import logging
 import threading
 from collections.abc import Callable
 
+from vyre_core.boundary.messages import Ping
 from vyre_core.contract.types import Capabilities
 from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError, VyreError
 from vyre_core.probe_cache import ProbeCache
-from vyre_core.protocol import Op
 from vyre_core.registry import Registry
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import wait_first
@@ -120,8 +120,8 @@ class Pools:
         because it started a little later, and a device that never starts delays only
         this first probe."""
         pool = self.open(backend, deadline)
-        label = {"label": f"routing probe of {backend!r}"}
-        pings = [pool.submit(Request(Op.PING, label, [], deadline=deadline,
+        ping = Ping(f"routing probe of {backend!r}")
+        pings = [pool.submit(Request(ping, [], deadline=deadline,
                                      devices=None if d is None else frozenset({d})))
                  for d in pool.unprobed_devices]
         waiting = set(pings)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from vyre_core.boundary.codec import DTYPES
 from vyre_core.dataplane import (
     SHARE_THRESHOLD,
     Segment,
@@ -40,7 +41,6 @@ from vyre_core.dataplane import (
     shared_memory_usable,
 )
 from vyre_core.errors import InvalidInputError, PoolFailedError
-from vyre_core.protocol import DTYPES
 
 _log = logging.getLogger("vyre.dataplane")
 

@@ -25,10 +25,12 @@ import traceback
 
 import zmq
 
-from vyre_core import cancel, protocol
+from vyre_core import cancel
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import Heartbeat, Hello, HelloFailed, Message
+from vyre_core.boundary.progress import ProgressPage
 from vyre_core.dataplane import SegmentMaps
 from vyre_core.errors import as_vyre_error
-from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_workers import title
 from vyre_workers.backend_host import listed_devices, load_backend
 from vyre_workers.server import WorkerServer
@@ -64,7 +66,7 @@ def heartbeat(context: zmq.Context, endpoint: str, identity: bytes, interval: fl
     beats.connect(endpoint)
     try:
         while not stop.wait(interval):
-            protocol.send(beats, Message(Op.HEARTBEAT))
+            codec.send(beats, Message(Heartbeat()))
             maps.drop_closed()
     finally:
         beats.close()
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--spin", type=float, default=0.0)
-    parser.add_argument("--max-message-bytes", type=int, default=protocol.MAX_MESSAGE_BYTES)
+    parser.add_argument("--max-message-bytes", type=int, default=codec.MAX_MESSAGE_BYTES)
     parser.add_argument("--device", type=int, default=None)
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid if parent_pid is None else parent_pid)
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     control.setsockopt(zmq.IDENTITY, identity)
     control.setsockopt(zmq.LINGER, 1000)
     # Refuse oversized frames in the transport, before allocating them.
-    control.setsockopt(zmq.MAXMSGSIZE, max(args.max_message_bytes, protocol.MAX_HEADER_BYTES))
+    control.setsockopt(zmq.MAXMSGSIZE, max(args.max_message_bytes, codec.MAX_HEADER_BYTES))
     control.connect(args.endpoint)
     try:
         host = load_backend(args.entry_point, args.backend, generation)
@@ -116,9 +118,9 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     except BaseException as exc:  # report why we cannot start, then leave
         text = traceback.format_exc()
         sys.stderr.write(text)
-        protocol.send(control, Message(Op.HELLO_FAILED, 0, generation, {
-            "error": as_vyre_error(exc, f"starting backend {args.backend!r}").to_dict(),
-            "traceback": text, "proof": token}))
+        codec.send(control, Message(HelloFailed(
+            as_vyre_error(exc, f"starting backend {args.backend!r}").to_dict(), token, text),
+            0, generation))
         lane.close()
         control.close()
         context.term()
@@ -135,10 +137,9 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     beat = threading.Thread(target=heartbeat, name="vyre-heartbeat", daemon=True,
                             args=(context, args.endpoint, identity, args.heartbeat, stop, maps))
     beat.start()
-    protocol.send(control, Message(Op.HELLO, 0, generation, {
-        "pid": os.getpid(), "backend": host.id(), "version": host.version(),
-        "capabilities": caps.to_dict(), "device": host.device, "devices": devices,
-        "started": time.time(), "proof": token}))
+    codec.send(control, Message(Hello(
+        os.getpid(), host.id(), host.version(), caps.to_dict(), host.device, devices, token,
+        started=time.time()), 0, generation))
     try:
         server.serve()
         host.shutdown()  # after SHUTDOWN or SIGTERM: release the device cleanly

@@ -43,7 +43,7 @@ from typing import NoReturn
 import msgpack
 
 # (the pool never sends more)
-from vyre_core.protocol import FORK_REQUEST_BYTES
+from vyre_core.boundary.codec import FORK_REQUEST_BYTES
 
 # What every worker needs, imported once here (the reason this process exists).
 from vyre_workers import title

@@ -15,7 +15,35 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from vyre_core import cancel, protocol
+from vyre_core import cancel
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import (
+    PROGRAM_CACHE,
+    PROGRAM_NOT_HELD,
+    Adopt,
+    Allocate,
+    Allocated,
+    Body,
+    Compile,
+    Compiled,
+    CompileSequence,
+    Dispatch,
+    DispatchResident,
+    Done,
+    Download,
+    Free,
+    Message,
+    Op,
+    Ping,
+    PipelineDispatch,
+    Ran,
+    Recovered,
+    RunSequence,
+    SequenceRan,
+    Shutdown,
+    TryRecover,
+    Upload,
+)
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import CacheSnapshot, Timing, wall_clock_ns
 from vyre_core.dataplane import SegmentMaps, Shared
@@ -29,7 +57,6 @@ from vyre_core.errors import (
 )
 from vyre_core.ir import Program
 from vyre_core.pipeline import CompiledPipeline
-from vyre_core.protocol import PROGRAM_NOT_HELD, Message, Op
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_workers.backend_host import BackendHost
 
@@ -46,14 +73,14 @@ PIPELINE_LIMIT = 1024
 CACHE_REPORT_EVERY = 1.0
 _COMPILE_OPS = frozenset({Op.COMPILE, Op.COMPILE_SEQUENCE})
 
-Handler = Callable[[Message], tuple[dict[str, Any], list[Any]]]
+Handler = Callable[[Message], tuple[Body, list[Any]]]
 
 
 class Handlers:
     """The operations of one worker. ``maps`` opens the parent's shared memory (a process
     worker's); ``stopping`` is set by a SHUTDOWN request."""
 
-    def __init__(self, host: BackendHost, max_message_bytes: int = protocol.MAX_MESSAGE_BYTES,
+    def __init__(self, host: BackendHost, max_message_bytes: int = codec.MAX_MESSAGE_BYTES,
                  maps: SegmentMaps | None = None) -> None:
         self.host = host
         self.max_message_bytes = max_message_bytes
@@ -64,23 +91,22 @@ class Handlers:
         self._pipeline_of_key: dict[str, int] = {}
         self._pipeline_ids = itertools.count(1)
         self._cache_report_at = 0.0  # (inf: the backend keeps no counters)
-        self._handlers: dict[Op, Handler] = {
-            Op.PING: lambda m: ({}, []),
-            Op.DISPATCH: self._dispatch,
-            Op.COMPILE: self._compile,
-            Op.PIPELINE_DISPATCH: self._pipeline_dispatch,
-            Op.ALLOCATE: lambda m: ({"handle": self.host.allocate_resident(
-                _int(m.meta, "byte_len"))}, []),
-            Op.UPLOAD: self._upload,
-            Op.DOWNLOAD: lambda m: ({}, [self.host.download_resident(_int(m.meta, "handle"))]),
-            Op.FREE: lambda m: (self.host.free_resident(_int(m.meta, "handle")) or {}, []),
-            Op.DISPATCH_RESIDENT: self._dispatch_resident,
-            Op.SEQUENCE: self._sequence,
-            Op.COMPILE_SEQUENCE: lambda m: (self.host.compile_sequence(
-                self._sequence_of(m.meta), _config(m.meta)) or {}, []),
-            Op.TRY_RECOVER: self._try_recover,
-            Op.ADOPT: self._adopt,
-            Op.SHUTDOWN: self._shutdown,
+        self._handlers: dict[type[Body], Handler] = {
+            Ping: lambda m: (_DONE, []),
+            Dispatch: self._dispatch,
+            Compile: self._compile,
+            PipelineDispatch: self._pipeline_dispatch,
+            Allocate: lambda m: (Allocated(self.host.allocate_resident(m.body.byte_len)), []),
+            Upload: self._upload,
+            Download: lambda m: (_DONE, [self.host.download_resident(m.body.handle)]),
+            Free: lambda m: (self.host.free_resident(m.body.handle) or _DONE, []),
+            DispatchResident: self._dispatch_resident,
+            RunSequence: self._sequence,
+            CompileSequence: lambda m: (self.host.compile_sequence(
+                self._program(m.body, StepSequence), _config(m.body.config)) or _DONE, []),
+            TryRecover: self._try_recover,
+            Adopt: self._adopt,
+            Shutdown: self._shutdown,
         }
 
     def answer(self, msg: Message, generation: int) -> Message:
@@ -91,11 +117,11 @@ class Handlers:
             if any(isinstance(a, Shared) for a in msg.arrays):
                 msg.arrays = [self._shared(a) if isinstance(a, Shared) else a
                               for a in msg.arrays]
-            meta, arrays = self._handlers[msg.op](msg)
+            body, arrays = self._handlers[type(msg.body)](msg)
             cancel.check()  # (cancelled while it ran: what it computed is not a result)
+            reply = Message(body, msg.id, generation, arrays)
             if msg.op in _COMPILE_OPS or time.monotonic() >= self._cache_report_at:
-                meta = self._with_cache_report(meta)
-            reply = Message(Op.REPLY, msg.id, generation, meta, arrays)
+                reply.cache = self._cache_report()
             self._check_size(reply)
             return reply
         except Exception as exc:  # the worker boundary: every failure becomes a reply
@@ -105,22 +131,22 @@ class Handlers:
                 error = DeviceLostError(
                     f"backend {self.host.id()!r} lost its device in worker generation "
                     f"{generation} ({error.cause})", generation=generation)
-            return protocol.error_message(error, msg.id, generation)
+            return codec.error_message(error, msg.id, generation)
 
-    def _with_cache_report(self, meta: dict[str, Any]) -> dict[str, Any]:
-        """``meta`` with the backend's pipeline-cache counters, when it keeps any."""
+    def _cache_report(self) -> tuple[int, int, int] | None:
+        """The backend's pipeline-cache counters, when it keeps any."""
         if self._cache_report_at == float("inf"):
-            return meta
+            return None
         self._cache_report_at = time.monotonic() + CACHE_REPORT_EVERY
         try:
             snapshot = self.host.pipeline_cache_snapshot()
         except Exception:  # (counters are not worth failing a call for: skip this one)
-            return meta
+            return None
         if snapshot is None:  # (it keeps none: never ask again)
             self._cache_report_at = float("inf")
         if not isinstance(snapshot, CacheSnapshot):
-            return meta
-        return {**meta, "pipeline_cache": [snapshot.hits, snapshot.misses, snapshot.entries]}
+            return None
+        return snapshot.hits, snapshot.misses, snapshot.entries
 
     def _shared(self, shared: Shared, writable: bool = False) -> np.ndarray:
         if self.maps is None:
@@ -128,25 +154,21 @@ class Handlers:
                                 "Start workers through the vyre supervisor.")
         return self.maps.array(shared, writable)
 
-    def _outputs(self, meta: dict[str, Any]) -> list[tuple[np.ndarray, Shared | None]] | None:
+    def _outputs(self, specs: list[Any] | None) -> list[tuple[np.ndarray, Shared | None]] | None:
         """The arrays to write a dispatch's outputs into, when the parent placed any in
-        shared memory (``meta["out"]``): a writable view of each shared one, a new array
-        for each small one."""
-        specs = meta.get("out")
+        shared memory (the message's ``out``): a writable view of each shared one, a new
+        array for each small one."""
         if specs is None:
             return None
-        if not isinstance(specs, list):
-            raise ProtocolError("request field 'out' must be a list of array specs",
-                                "Use matching vyre versions in the parent and the workers.")
         outputs = []
         for spec in specs:
-            shared = protocol.describe_shared(spec)
+            shared = codec.describe_shared(spec)
             if shared is not None:
                 outputs.append((self._shared(shared, writable=True), shared))
-            elif isinstance(spec, list) and len(spec) == 2 and spec[0] in protocol.DTYPES \
+            elif isinstance(spec, list) and len(spec) == 2 and spec[0] in codec.DTYPES \
                     and isinstance(spec[1], int) and spec[1] >= 0 \
-                    and spec[1] * protocol.DTYPES[spec[0]].itemsize <= self.max_message_bytes:
-                outputs.append((np.empty(spec[1], dtype=protocol.DTYPES[spec[0]]), None))
+                    and spec[1] * codec.DTYPES[spec[0]].itemsize <= self.max_message_bytes:
+                outputs.append((np.empty(spec[1], dtype=codec.DTYPES[spec[0]]), None))
             else:
                 raise ProtocolError(f"output spec {spec!r} is not [dtype, count] or [dtype, "
                                     "count, segment, fd, size(, offset)]",
@@ -154,8 +176,8 @@ class Handlers:
         return outputs
 
     def _check_size(self, reply: Message) -> None:
-        protocol.check_output_bytes(sum(a.nbytes if isinstance(a, Shared)
-                                        else protocol.as_frame_array(a).nbytes
+        codec.check_output_bytes(sum(a.nbytes if isinstance(a, Shared)
+                                        else codec.as_frame_array(a).nbytes
                                         for a in reply.arrays), self.max_message_bytes)
 
     def _device_lost(self) -> bool:
@@ -166,13 +188,13 @@ class Handlers:
 
     # -- handlers ------------------------------------------------------------------------
 
-    def _program(self, meta: dict[str, Any], kind: type = Program) -> Any:
+    def _program(self, body: Body, kind: type = Program) -> Any:
         """The request's program (or sequence: ``kind``), decoded once and kept by
         fingerprint (``fp``): the parent sends its wire form only to a worker that does
         not hold it yet, and sends it again when this worker answers that it does not
         (PROGRAM_NOT_HELD)."""
-        fp, wire = meta.get("fp"), meta.get("program")
-        key = fp if isinstance(fp, str) else wire
+        fp, wire = body.fp, body.program
+        key = fp if fp is not None else wire
         program = self._programs.get(key) if isinstance(key, str | bytes) else None
         if program is not None:
             if not isinstance(program, kind):
@@ -188,21 +210,21 @@ class Handlers:
                                     **{PROGRAM_NOT_HELD: True})
             raise ProtocolError("request carries no program bytes", "Send Program.to_wire().")
         program = self._programs[key] = kind.from_wire(wire)
-        if len(self._programs) > protocol.PROGRAM_CACHE:
+        if len(self._programs) > PROGRAM_CACHE:
             self._programs.popitem(last=False)
         return program
 
-    def _dispatch(self, m: Message):
-        program, config = self._program(m.meta), _config(m.meta)
-        into = self._outputs(m.meta)
+    def _dispatch(self, m: Message) -> tuple[Ran, list[Any]]:
+        program, config = self._program(m.body), _config(m.body.config)
+        into = self._outputs(m.out)
         if into is None:
             outputs = self.host.dispatch(program, m.arrays, config)
-            return _timing_meta(outputs), list(outputs)
+            return _ran(outputs), list(outputs)
         timing = self.host.dispatch_into(program, m.arrays, [a for a, _ in into], config)
-        return _timing_meta(timing), [a if shared is None else shared for a, shared in into]
+        return _ran(timing), [a if shared is None else shared for a, shared in into]
 
-    def _compile(self, m: Message):
-        program, config = self._program(m.meta), _config(m.meta)
+    def _compile(self, m: Message) -> tuple[Compiled, list[Any]]:
+        program, config = self._program(m.body), _config(m.body.config)
         started = wall_clock_ns()
         pipeline = self.host.compile(program, config)
         took = wall_clock_ns() - started
@@ -215,10 +237,10 @@ class Handlers:
         if len(self._pipelines) > PIPELINE_LIMIT:
             _, oldest = self._pipelines.popitem(last=False)
             self._pipeline_of_key.pop(oldest.key, None)
-        return {"pipeline": pipeline_id, "key": pipeline.key, "compile_ns": took}, []
+        return Compiled(pipeline_id, pipeline.key, took), []
 
-    def _pipeline_dispatch(self, m: Message):
-        pipeline_id = _int(m.meta, "pipeline")
+    def _pipeline_dispatch(self, m: Message) -> tuple[Ran, list[Any]]:
+        pipeline_id = m.body.pipeline
         pipeline = self._pipelines.get(pipeline_id)
         if pipeline is None:
             raise PipelineInvalidatedError(
@@ -227,13 +249,13 @@ class Handlers:
                 "restart)",
                 generation=self.host.generation)
         self._pipelines.move_to_end(pipeline_id)
-        outputs = pipeline.dispatch(m.arrays, _config(m.meta))
-        return _timing_meta(outputs), self._placed(m.meta, outputs)
+        outputs = pipeline.dispatch(m.arrays, _config(m.body.config))
+        return _ran(outputs), self._placed(m.out, outputs)
 
-    def _placed(self, meta: dict[str, Any], outputs: list[np.ndarray]) -> list[Any]:
+    def _placed(self, out: list[Any] | None, outputs: list[np.ndarray]) -> list[Any]:
         """The reply's arrays: each output copied into its shared slot when the parent
-        placed one there (``meta["out"]``), else the output itself."""
-        into = self._outputs(meta)
+        placed one there (the message's ``out``), else the output itself."""
+        into = self._outputs(out)
         if into is None:
             return list(outputs)
         if len(into) != len(outputs):
@@ -248,69 +270,52 @@ class Handlers:
                 replies.append(shared)
         return replies
 
-    def _sequence_of(self, meta: dict[str, Any]) -> StepSequence:
-        return self._program(meta, StepSequence)
+    def _sequence(self, m: Message) -> tuple[SequenceRan, list[Any]]:
+        run = self.host.dispatch_sequence(self._program(m.body, StepSequence), m.arrays,
+                                          m.body.resident, _config(m.body.config))
+        timing = run.timing
+        loops = tuple((loop.iterations, loop.converged) for loop in run.loops)
+        body = SequenceRan(loops=loops) if timing is None else SequenceRan(
+            timing.wall_ns, timing.device_ns, timing.label, loops)
+        return body, self._placed(m.out, run.outputs)
 
-    def _sequence(self, m: Message):
-        resident = m.meta.get("resident", {})
-        if not isinstance(resident, dict) or not all(
-                isinstance(k, str) and isinstance(v, int) for k, v in resident.items()):
-            raise ProtocolError("sequence field 'resident' must map names to handles",
-                                "Use matching vyre versions in the parent and the workers.")
-        run = self.host.dispatch_sequence(self._sequence_of(m.meta), m.arrays, resident,
-                                          _config(m.meta))
-        meta = _timing_meta(run.timing)
-        meta["loops"] = [[loop.iterations, loop.converged] for loop in run.loops]
-        return meta, self._placed(m.meta, run.outputs)
-
-    def _upload(self, m: Message):
+    def _upload(self, m: Message) -> tuple[Done, list[Any]]:
         if len(m.arrays) != 1:
             raise ProtocolError("upload carries no data frame", "Send exactly one frame.",
                                 request_id=m.id)
-        self.host.upload_resident(_int(m.meta, "handle"), m.arrays[0].tobytes())
-        return {}, []
+        self.host.upload_resident(m.body.handle, m.arrays[0].tobytes())
+        return _DONE, []
 
-    def _dispatch_resident(self, m: Message):
-        handles = m.meta.get("handles")
-        if not isinstance(handles, list) or not all(isinstance(h, int) for h in handles):
-            raise ProtocolError("dispatch_resident needs a list of integer handles",
-                                "Pass the handles of Driver.allocate_resident.", request_id=m.id)
-        timed = self.host.dispatch_resident(self._program(m.meta), handles, _config(m.meta))
-        return {"wall_ns": timed.timing.wall_ns, "device_ns": timed.timing.device_ns}, []
+    def _dispatch_resident(self, m: Message) -> tuple[Ran, list[Any]]:
+        timed = self.host.dispatch_resident(self._program(m.body), list(m.body.handles),
+                                            _config(m.body.config))
+        return Ran(timed.timing.wall_ns, timed.timing.device_ns), []
 
-    def _try_recover(self, m: Message):
-        self.host.try_recover(_int(m.meta, "generation"))
+    def _try_recover(self, m: Message) -> tuple[Recovered, list[Any]]:
+        self.host.try_recover(m.body.generation)
         self._forget_pipelines()
-        return {"capabilities": self.host.capabilities().to_dict()}, []
+        return Recovered(self.host.capabilities().to_dict()), []
 
-    def _adopt(self, m: Message):
+    def _adopt(self, m: Message) -> tuple[Done, list[Any]]:
         """This spare process now serves a slot, as that slot's next generation."""
-        self.host.serve_as(_int(m.meta, "generation"))
+        self.host.serve_as(m.body.generation)
         self._forget_pipelines()
-        return {}, []
+        return _DONE, []
 
     def _forget_pipelines(self) -> None:
         """Pipelines compiled as an earlier generation are not this one's to serve."""
         self._pipelines.clear()
         self._pipeline_of_key.clear()
 
-    def _shutdown(self, m: Message):
+    def _shutdown(self, m: Message) -> tuple[Done, list[Any]]:
         self.stopping = True  # the worker shuts the backend down after the reply
-        return {}, []
+        return _DONE, []
 
 
-def _int(meta: dict[str, Any], key: str) -> int:
-    value = meta.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ProtocolError(f"request field {key!r} must be an integer, got {value!r}",
-                            "Use matching vyre versions in the parent and the workers.")
-    return value
+_DONE = Done()
 
 
-def _config(meta: dict[str, Any]) -> DispatchConfig:
-    raw = meta.get("config", {})
-    if not isinstance(raw, dict):
-        raise ProtocolError("request config must be a map", "Send DispatchConfig.to_wire().")
+def _config(raw: dict[str, Any]) -> DispatchConfig:
     try:  # its bytes are the exact key: -0.0 is not 0.0, True is not 1, NaN keeps its bits
         key = msgpack.packb(raw, use_bin_type=True)
     except (TypeError, ValueError, OverflowError):  # not a config we could have sent
@@ -331,8 +336,10 @@ def _cached_config(key: bytes) -> DispatchConfig:
     return DispatchConfig.from_dict(msgpack.unpackb(key, raw=False))
 
 
-def _timing_meta(found: Any) -> dict[str, Any]:
-    """The reply fields of a Timing (or of the ``timing`` of outputs), if any."""
+def _ran(found: Any) -> Ran:
+    """The reply to a run: the Timing given (or the ``timing`` of outputs), if any."""
     timing = found if isinstance(found, Timing) else getattr(found, "timing", None)
-    return {} if timing is None else {"wall_ns": timing.wall_ns, "device_ns": timing.device_ns,
-                                      "label": timing.label}
+    return _UNTIMED if timing is None else Ran(timing.wall_ns, timing.device_ns, timing.label)
+
+
+_UNTIMED = Ran()

@@ -17,9 +17,9 @@ from typing import Any
 
 import psutil
 
-from vyre_core import protocol
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import Adopt, Body, Hello, HelloFailed, Message
 from vyre_core.errors import PluginLoadError, as_vyre_error
-from vyre_core.protocol import Message, Op
 from vyre_core.registry import ENTRY_POINT_GROUP
 from vyre_workers.backend_host import listed_devices, load_backend, probed_capabilities
 from vyre_workers.handlers import Handlers
@@ -34,7 +34,7 @@ class RayWorker:
         self._proof = proof
         self._lock = threading.Lock()
         self._received = self._finished = self._reply_bytes = 0
-        self._hello: dict[str, Any]
+        self._hello: Hello | HelloFailed
         # (as in every worker: backends and the fault-injection kit read it)
         os.environ["VYRE_WORKER"] = f"{backend}/ray/{generation}"
         import ray
@@ -43,12 +43,10 @@ class RayWorker:
         installed = installed_backends()
         try:  # an error here is said in the hello: the actor itself stays up to say it
             if entry_point not in installed:  # the parent starts it on another node
-                self._hello = {"failed": True, "proof": proof, "pid": os.getpid(),
-                               "node": node, "missing": True, "installed": installed,
-                               "error": PluginLoadError(
-                                   f"no entry point {entry_point!r} in group "
-                                   f"{ENTRY_POINT_GROUP} on this node",
-                                   "Install the backend on the node.").to_dict()}
+                self._hello = HelloFailed(PluginLoadError(
+                    f"no entry point {entry_point!r} in group {ENTRY_POINT_GROUP} on this "
+                    "node", "Install the backend on the node.").to_dict(), proof,
+                    pid=os.getpid(), node=node, missing=True, installed=tuple(installed))
                 return
             host = load_backend(entry_point, backend, generation)
             if device is not None:
@@ -57,16 +55,15 @@ class RayWorker:
             host.prepare()
             caps = host.capabilities()
         except BaseException as exc:
-            self._hello = {"failed": True, "proof": proof, "pid": os.getpid(), "node": node,
-                           "traceback": traceback.format_exc(),
-                           "error": as_vyre_error(exc, f"starting backend {backend!r}").to_dict()}
+            self._hello = HelloFailed(
+                as_vyre_error(exc, f"starting backend {backend!r}").to_dict(), proof,
+                traceback.format_exc(), pid=os.getpid(), node=node)
             return
         self.handlers = Handlers(host, max_message_bytes)
-        self._hello = {"pid": os.getpid(), "backend": host.id(), "version": host.version(),
-                       "capabilities": caps.to_dict(), "device": host.device,
-                       "devices": devices, "proof": proof, "node": node}
+        self._hello = Hello(os.getpid(), host.id(), host.version(), caps.to_dict(),
+                            host.device, devices, proof, node=node)
 
-    def hello(self) -> dict[str, Any]:
+    def hello(self) -> Hello | HelloFailed:
         return self._hello
 
     def heartbeat(self) -> tuple[int, int, int, int]:
@@ -76,21 +73,21 @@ class RayWorker:
             return (self._received, self._finished, self._reply_bytes,
                     psutil.Process().memory_info().rss)
 
-    def handle(self, op: str, request_id: int, meta: dict[str, Any],
-               arrays: list[Any]) -> tuple[str, int, dict[str, Any], list[Any]]:
+    def handle(self, body: Body, request_id: int, arrays: list[Any]) -> Message:
+        """The reply to a request (Ray carries the messages as they are, pickled)."""
         with self._lock:
             self._received = request_id
-        msg = Message(Op(op), request_id, 0, meta, list(arrays))
+        msg = Message(body, request_id, 0, list(arrays))
         generation = self.handlers.host.generation
-        if msg.op is Op.ADOPT and isinstance(meta.get("generation"), int):
-            generation = meta["generation"]  # answered as its new self
+        if isinstance(body, Adopt):
+            generation = body.generation  # answered as its new self
         reply = self.handlers.answer(msg, generation)
         if self.handlers.stopping:  # SHUTDOWN: release the device before the answer
             self.handlers.host.shutdown()
-        arrays = [protocol.as_frame_array(a) for a in reply.arrays]
+        reply.arrays = [codec.as_frame_array(a) for a in reply.arrays]
         with self._lock:
-            self._finished, self._reply_bytes = request_id, sum(a.nbytes for a in arrays)
-        return reply.op.value, reply.gen, reply.meta, arrays
+            self._finished, self._reply_bytes = request_id, sum(a.nbytes for a in reply.arrays)
+        return reply
 
 
 def installed_backends() -> list[str]:

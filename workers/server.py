@@ -22,10 +22,12 @@ import sys
 import time
 from typing import Any
 
-from vyre_core import framing, protocol
+from vyre_core import framing
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import REQUESTS, Adopt, Message
+from vyre_core.boundary.progress import ProgressPage
 from vyre_core.dataplane import SegmentMaps
 from vyre_core.errors import ProtocolError, SystemResourceError, as_vyre_error
-from vyre_core.protocol import Message, Op, ProgressPage
 from vyre_core.spinning import Spinning
 from vyre_workers.backend_host import BackendHost
 from vyre_workers.handlers import Handlers
@@ -44,13 +46,13 @@ class WorkerServer:
     the progress page, and has ``Handlers`` answer it."""
 
     def __init__(self, host: BackendHost, lane: socket.socket,
-                 max_message_bytes: int = protocol.MAX_MESSAGE_BYTES,
+                 max_message_bytes: int = codec.MAX_MESSAGE_BYTES,
                  page: ProgressPage | None = None, maps: SegmentMaps | None = None,
                  spin: float = 0.0) -> None:
         self.host = host
         self.lane = lane  # non-blocking
-        self.reader = framing.StreamReader(lane, protocol.MAX_FRAMES,
-                                           max_message_bytes + protocol.MAX_HEADER_BYTES)
+        self.reader = framing.StreamReader(lane, codec.MAX_FRAMES,
+                                           max_message_bytes + codec.MAX_HEADER_BYTES)
         self.spin = spin
         self.max_message_bytes = max_message_bytes
         self.page = page
@@ -95,9 +97,9 @@ class WorkerServer:
     def _send(self, reply: Message) -> bool:
         """Send ``reply`` whole on the lane; False when the parent's end is gone."""
         try:
-            encoded = protocol.encode(reply)
+            encoded = codec.encode(reply)
         except Exception as exc:  # an unencodable reply: say so rather than die
-            encoded = protocol.encode(protocol.error_message(
+            encoded = codec.encode(codec.error_message(
                 as_vyre_error(exc, f"encoding the reply to {reply.id}"), reply.id, reply.gen))
         if self.page is not None and reply.id:  # the parent allows it time to cross
             self.page.answered(reply.id, sum(len(f) if isinstance(f, bytes) else f.nbytes
@@ -125,19 +127,19 @@ class WorkerServer:
         generation = self.host.generation
         try:
             if isinstance(frames, framing.Dropped):
-                raise protocol.dropped_error(frames, f"worker of {self.host.id()!r}",
+                raise codec.dropped_error(frames, f"worker of {self.host.id()!r}",
                                              SystemResourceError)
-            msg = protocol.decode(frames, self.max_message_bytes)
-            if msg.op not in protocol.REQUESTS:
+            msg = codec.decode(frames, self.max_message_bytes)
+            if msg.op not in REQUESTS:
                 raise ProtocolError(f"{msg.op} is not a request a worker serves",
                                     "Send requests only.", request_id=msg.id)
         except (ProtocolError, SystemResourceError) as exc:
-            return protocol.error_message(exc, exc.details.get("request_id") or 0,
+            return codec.error_message(exc, exc.details.get("request_id") or 0,
                                           generation)
         if msg.id and msg.id == self._last_received:
             return None  # sent again by a parent that thought it lost: already handled
-        if msg.op is Op.ADOPT and isinstance(msg.meta.get("generation"), int):
-            generation = msg.meta["generation"]  # answered, or refused, as its new self
+        if isinstance(msg.body, Adopt):
+            generation = msg.body.generation  # answered, or refused, as its new self
         self._last_received = msg.id
         if self.page is not None:
             self.page.received(msg.id)

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from waiting import wait_for
 
-from vyre_core import protocol
-from vyre_core.protocol import Message, Op
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import Done, Failed, Heartbeat, Hello, Message, Ran
 
 from .support import PROGRAM, assert_saxpy, driver, inputs, pool_status, wait_idle
 
@@ -35,17 +35,24 @@ GUESSES = [b"w0.1", b"w0.2", b"w0.3", b"w1.1", b"worker", b"\x01", b"a" * 32]
 def forgeries(generation: int) -> list[list[bytes]]:
     """What an impostor sends: hellos with made-up proofs, replies, malformed errors."""
     caps = {"max_workgroup_size": [1024, 1, 1], "max_invocations_per_workgroup": 1024}
+    hello = Hello(os.getpid(), "faults", "0", caps, None, [], b"guess")
     messages = [
-        Message(Op.HELLO, 0, generation, {"capabilities": caps, "proof": b"guess"}),
-        Message(Op.HELLO, 0, generation, {"capabilities": caps}),
-        Message(Op.REPLY, 1, generation, {}, []),
-        Message(Op.ERROR, 1, generation, {"error": {"code": 1302, "details": "not a map"}}),
-        Message(Op.ERROR, 2, generation, {"error": {"code": "x", "details": {1: 2}}}),
-        Message(Op.ERROR, 0, generation, {"error": None}),
-        Message(Op.HEARTBEAT, 0, generation),
+        Message(hello, 0, generation),
+        Message(Ran(), 1, generation, []),
+        Message(Done(), 1, generation),
+        Message(Failed({"code": 1302, "details": "not a map"}), 1, generation),
+        Message(Failed({"code": "x", "details": {1: 2}}), 2, generation),
+        Message(Failed(None), 0, generation),  # (not a map: encoded, refused on decoding)
+        Message(Heartbeat(), 0, generation),
     ]
-    frames = [[bytes(f) for f in protocol.encode(m)] for m in messages]
-    return [*frames, [b"\xc1garbage"], [msgpack.packb({"v": 2, "op": "reply"})], []]
+    frames = [[bytes(f) for f in codec.encode(m)] for m in messages]
+    # a hello without its proof (and so without the fields after it), as raw bytes
+    unproven = msgpack.packb([codec.PROTOCOL_VERSION, 0, generation,
+                              ["hello", os.getpid(), "faults", "0", caps, None, []], [], None,
+                              None])
+    return [*frames, [unproven], [b"\xc1garbage"], [msgpack.packb({"v": 2, "op": "reply"})],
+            [msgpack.packb({"v": 3, "op": "reply", "id": 1, "gen": generation, "meta": {},
+                            "arrays": []})], []]
 
 
 def connect(context: zmq.Context, endpoint: str, identity: bytes) -> zmq.Socket:
@@ -162,15 +169,22 @@ def test_the_supervisor_survives_random_frames_from_strangers() -> None:
             assert_saxpy(drv.dispatch(PROGRAM, data, backend="faults"), data)
             sock = connect(context, drv.pools.existing("faults")._endpoint, b"fuzzer")
             sent = [0]
+            entry = (st.none() | st.integers(-2**63, 2**64 - 1) | st.text(max_size=8)
+                     | st.binary(max_size=8) | st.lists(st.integers(0, 2**32), max_size=3))
+            body = st.builds(lambda tag, fields: [tag, *fields],
+                             st.sampled_from(["ran", "done", "error", "hello", "heartbeat",
+                                              "reply", "ping"]) | st.text(max_size=8),
+                             st.lists(entry, max_size=8))
 
             @settings(max_examples=150, deadline=None,
                       suppress_health_check=[HealthCheck.function_scoped_fixture])
             @given(st.lists(st.binary(max_size=64) | st.builds(
-                lambda d: msgpack.packb(d), st.dictionaries(
-                    st.sampled_from(["v", "op", "id", "gen", "meta", "arrays"]),
-                    st.none() | st.integers(-2**63, 2**64 - 1) | st.text(max_size=8)
-                    | st.binary(max_size=8)
-                    | st.lists(st.integers(0, 2**32), max_size=3), max_size=6)),
+                lambda d: msgpack.packb(d), st.dictionaries(  # (protocol 3's map header)
+                    st.sampled_from(["v", "op", "id", "gen", "meta", "arrays"]), entry,
+                    max_size=6)) | st.builds(  # the positional header, entries at random
+                lambda v, rest: msgpack.packb([v, *rest]),
+                st.sampled_from([codec.PROTOCOL_VERSION, 3]) | entry,
+                st.lists(entry | body, max_size=8)),
                 min_size=1, max_size=4))
             def fuzz(frames: list[bytes]) -> None:
                 sock.send_multipart(frames)

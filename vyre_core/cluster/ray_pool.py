@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vyre_core import protocol
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import Heartbeat, Hello, HelloFailed, Message, Shutdown
 from vyre_core.cluster.connect import RayCluster
 from vyre_core.cluster.placement import Placement
 from vyre_core.errors import (
@@ -31,7 +32,6 @@ from vyre_core.errors import (
     VyreError,
     as_vyre_error,
 )
-from vyre_core.protocol import Message, Op
 from vyre_core.registry import BackendRegistration
 from vyre_core.supervisor import published
 from vyre_core.supervisor.facts import PoolFacts
@@ -181,7 +181,7 @@ class RayPool(Placement, PoolFacts):
         """(The caller's thread, outside the lock.) Large inputs go into Ray's object store
         once, here: every send of the request (a retry too) names them, and a store that
         cannot take them is this caller's error, not a worker's fault."""
-        arrays = [protocol.as_frame_array(a) for a in request.arrays]
+        arrays = [codec.as_frame_array(a) for a in request.arrays]
         request.nbytes = sum(a.nbytes for a in arrays)  # (its transfer is allowed time)
         request.input_bytes = request.nbytes
         if request.nbytes < PUT_FROM:
@@ -312,33 +312,31 @@ class RayPool(Placement, PoolFacts):
                 self._hello(index, identity, value, now)
             elif kind == "beat":
                 received, finished, reply_bytes, rss = value
-                self._machine.message(identity, Message(Op.HEARTBEAT), now)
+                self._machine.message(identity, _BEAT, now)
                 self._machine.progress(index, received, finished, now, reply_bytes)
                 self._machine.measured(index, rss)
             else:
-                op, gen, meta, arrays = value
-                self._machine.message(identity, Message(Op(op), request.id, gen, meta,
-                                                        list(arrays)), now)
-                if request.op is Op.SHUTDOWN:  # it released its device: the actor goes
+                self._machine.message(identity, value, now)
+                if isinstance(request.message, Shutdown):  # it released its device: the actor goes
                     self._died(index, identity, 0, "stopped", kill=True)
             self._carry(self._machine.take_actions())
 
-    def _hello(self, index: int, identity: bytes, meta: dict[str, Any], now: float) -> None:
+    def _hello(self, index: int, identity: bytes, hello: Hello | HelloFailed,
+               now: float) -> None:
         w = self._machine.workers[index]
-        if meta.get("failed") and meta.get("missing"):  # not on that node: try elsewhere
-            error = VyreError.from_dict(meta.get("error"))
-            self._lacking[str(meta.get("node"))] = (list(meta.get("installed") or []),
+        if isinstance(hello, HelloFailed) and hello.missing:  # not on that node: elsewhere
+            error = VyreError.from_dict(hello.error)
+            self._lacking[str(hello.node)] = (list(hello.installed),
                                                     error.cause)
             if self._drop(index, identity):
                 self._machine.start_refused(index, w.generation, error.cause, now)
             return
-        if meta.get("failed"):
-            self._machine.message(identity, Message(Op.HELLO_FAILED, 0, w.generation, meta),
-                                  now)
+        if isinstance(hello, HelloFailed):
+            self._machine.message(identity, Message(hello, 0, w.generation), now)
             self._died(index, identity, 3, "could not start", kill=True)
             return
-        self._node[index] = str(meta.pop("node", ""))
-        self._machine.message(identity, Message(Op.HELLO, 0, w.generation, meta), now)
+        self._node[index] = hello.node or ""
+        self._machine.message(identity, Message(hello, 0, w.generation), now)
 
     # -- actions -------------------------------------------------------------------------
 
@@ -397,17 +395,17 @@ class RayPool(Placement, PoolFacts):
             return None
         req = action.request
         if req.wire is None:  # (internal requests: recovery, adoption, shutdown)
-            req.wire = [protocol.as_frame_array(a) for a in req.arrays]
+            req.wire = [codec.as_frame_array(a) for a in req.arrays]
         try:
             ref = actor.handle.options(concurrency_group="work").remote(
-                req.op.value, req.id, req.meta, req.wire)
+                req.message, req.id, req.wire)
         except self._ray.exceptions.RayActorError as exc:
             self._machine.send_failed(action.index, req, _text(exc), time.monotonic())
             return None
         except Exception as exc:  # the request itself cannot go (unserialisable, say)
             error = as_vyre_error(exc, f"sending {req.label} to a Ray actor")
-            self._machine.message(action.identity, Message(
-                Op.ERROR, req.id, action.generation, {"error": error.to_dict()}),
+            self._machine.message(action.identity, codec.error_message(
+                error, req.id, action.generation),
                 time.monotonic())
             return None
         self._pending[ref] = ("reply", action.index, action.identity, req)
@@ -530,6 +528,9 @@ class RayPool(Placement, PoolFacts):
     def forget(self) -> None:
         """In a forked child: Ray's connection is the parent's; nothing here is used."""
         self._state = RayPoolState.STOPPED
+
+
+_BEAT = Message(Heartbeat())
 
 
 def _text(exc: BaseException, limit: int = 4000) -> str:

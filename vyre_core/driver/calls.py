@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vyre_core import abi, deprecations, shared_arrays
+from vyre_core.boundary.messages import Dispatch, DispatchResident, Ran, RunSequence, SequenceRan
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import LoopRun, Outputs, Timing
 from vyre_core.deadline import Deadline
@@ -31,7 +32,6 @@ from vyre_core.errors import (
 from vyre_core.ir import Kernel, Program
 from vyre_core.kernels.kernel import KernelFunction, LaunchPlan
 from vyre_core.launch import Launch, PlannedLaunches, effective_program, launch_of
-from vyre_core.protocol import Op
 from vyre_core.sequence import Role, output_buffers
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.shadow_sampler import Sample
@@ -44,10 +44,10 @@ if TYPE_CHECKING:
     from vyre_core.shadow_sampler import ShadowSampler
 
 
-def _outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
+def _outputs(ran: Ran | SequenceRan | None, arrays: list[Any]) -> Outputs:
     out = Outputs(arrays)
-    if "wall_ns" in meta:
-        out.timing = Timing(meta["wall_ns"], meta.get("device_ns"), meta.get("label"))
+    if ran is not None and ran.wall_ns is not None:
+        out.timing = Timing(ran.wall_ns, ran.device_ns, ran.label)
     return out
 
 
@@ -207,9 +207,9 @@ def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
             raise LaunchLimitError(f"the sequence would return {total} bytes, over "
                                    f"max_output_bytes={config.max_output_bytes}",
                                    "Return fewer buffers, or raise max_output_bytes.")
-    meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
-            "config": config.to_wire(), "label": config.label, "resident": handles}
-    return Request(Op.SEQUENCE, meta, bound, deadline=Deadline.after(config.timeout),
+    message = RunSequence(sequence.fingerprint(), sequence.to_wire(), config.to_wire(),
+                          handles, config.label)
+    return Request(message, bound, deadline=Deadline.after(config.timeout),
                    retries=0 if handles else config.retries,
                    slot=slot, generation=generation, outputs=shapes)
 
@@ -274,9 +274,9 @@ def _resident_pool(resident: Mapping[str, ResidentBuffer]) -> PoolHandle:
     return next(iter(resident.values())).pool
 
 
-def _sequence_outputs(meta: dict[str, Any], arrays: list[Any]) -> Outputs:
-    out = _outputs(meta, arrays)
-    out.loops = [LoopRun(int(n), bool(done)) for n, done in meta.get("loops", [])]
+def _sequence_outputs(ran: SequenceRan, arrays: list[Any]) -> Outputs:
+    out = _outputs(ran, arrays)
+    out.loops = [LoopRun(n, done) for n, done in ran.loops]
     return out
 
 
@@ -286,7 +286,7 @@ def _sequence_into(got: Outputs, out: Sequence[np.ndarray] | None) -> Outputs:
         return got
     for target, array in zip(out, got, strict=True):
         np.copyto(target.reshape(-1), array, casting="no")
-    into = _outputs({}, list(out))
+    into = _outputs(None, list(out))
     into.loops, into.timing = got.loops, got.timing
     return into
 
@@ -299,10 +299,9 @@ def _planned(plans: PlannedLaunches, program: Program, inputs: Sequence[Any],
     program = _checked_program(program).check()
     bound = abi.bind_inputs(program, inputs)
     launch, sent, outputs = plans.plan(program, config, bound)
-    meta = {"fp": program.fingerprint(), "program": program.to_wire(), "config": sent,
-            "label": config.label}
+    message = Dispatch(program.fingerprint(), program.to_wire(), sent, config.label)
     return launch, Request(  # type: ignore[return-value]
-        Op.DISPATCH, meta, bound, deadline=Deadline.after(config.timeout),
+        message, bound, deadline=Deadline.after(config.timeout),
         retries=config.retries, outputs=outputs)
 
 
@@ -316,13 +315,13 @@ def _dispatched(routing: RoutingPolicy, plans: PlannedLaunches, program: Program
         _check_out(program, request.outputs, out)
         _writing_into(request, out, _read_write(program))
     bound = None if shadow is None else _unwritten(request.arrays, out)
-    pool, _, (meta, arrays) = routing.call(
+    pool, _, (ran, arrays) = routing.call(
         launch, backend, lambda pool: request.renewed(), request.deadline)
     if out is not None:
         for target, array in zip(out, arrays, strict=True):
             np.copyto(target.reshape(-1), array, casting="no")
         arrays = list(out)  # the shared results go back to the pool now
-    outputs = _outputs(meta, arrays)
+    outputs = _outputs(ran, arrays)
     if bound is not None and not pool.registration.is_reference and shadow.rule.due():
         shadow.offer(Sample(program, [np.array(a, copy=True) for a in bound], config,
                             [np.array(a, copy=out is not None) for a in outputs],
@@ -338,13 +337,11 @@ def _dispatch_resident(routing: RoutingPolicy, program: Program,
     first, deadline = buffers[0], Deadline.after(config.timeout)
     _check_device(routing, effective_program(_checked_program(program), config), first,
                   deadline)
-    meta, _ = first._call(Op.DISPATCH_RESIDENT, {
-        "fp": program.check().fingerprint(), "program": program.to_wire(),
-        "config": config.to_wire(),
-        "handles": [b.handle for b in buffers], "label": config.label},
-        deadline=deadline)
+    ran, _ = first._call(DispatchResident(
+        program.check().fingerprint(), program.to_wire(), config.to_wire(),
+        tuple(b.handle for b in buffers), config.label), deadline=deadline)
     outputs = ResidentOutputs()
-    outputs.timing = Timing(meta["wall_ns"], meta.get("device_ns"), config.label)
+    outputs.timing = Timing(ran.wall_ns, ran.device_ns, config.label)
     return outputs
 
 

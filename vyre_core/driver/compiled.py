@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vyre_core import abi
+from vyre_core.boundary.messages import Compile, CompileSequence, PipelineDispatch
 from vyre_core.config import DispatchConfig
 from vyre_core.contract.types import Outputs
 from vyre_core.deadline import Deadline
@@ -34,7 +35,6 @@ from vyre_core.errors import InvalidSequenceError
 from vyre_core.ir import Program
 from vyre_core.launch import effective_program, launch_of
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
-from vyre_core.protocol import Op
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.shell import PoolHandle
@@ -51,16 +51,16 @@ def compiled_pipeline(routing: RoutingPolicy, program: Program, backend: str | N
     source, program = program, effective_program(_checked_program(program), config)
     weighed = _weighed(source, config)  # (its launch, when its grid is known already)
     config = config.replace(workgroup_override=None, constants=())
-    meta = {"program": program.to_wire(), "config": config.to_wire()}
+    message = Compile(program.to_wire(), config.to_wire())
     deadline = Deadline.after(config.timeout)
 
     def request(pool: PoolHandle) -> Request:
-        return Request(Op.COMPILE, meta, [],
+        return Request(message, [],
                        deadline=deadline.within(pool.options.timeouts.compile))
 
-    pool, ran, (meta, _) = routing.call(weighed, backend, request, deadline)
+    pool, ran, (compiled, _) = routing.call(weighed, backend, request, deadline)
     slot, generation = ran.served_by
-    pipeline_id = meta["pipeline"]
+    pipeline_id = compiled.pipeline
 
     # the last launch's config and input shapes, its config as sent and output shapes
     last: list[Any] = [(None, None, None, None)]
@@ -74,17 +74,14 @@ def compiled_pipeline(routing: RoutingPolicy, program: Program, backend: str | N
             wire, outputs = sent.to_wire(), abi.output_shapes(program, bound)
             last[0] = (cfg, shapes, wire, outputs)
         reply, arrays = pool.call(Request(
-            Op.PIPELINE_DISPATCH, {"pipeline": pipeline_id, "config": wire,
-                                   "label": cfg.label},
-            bound, deadline=Deadline.after(cfg.timeout), slot=slot,
-            generation=generation, outputs=outputs))
+            PipelineDispatch(pipeline_id, wire, cfg.label), bound,
+            deadline=Deadline.after(cfg.timeout), slot=slot, generation=generation,
+            outputs=outputs))
         return _outputs(reply, arrays)
 
-    took = meta.get("compile_ns")
     return CompiledPipeline(
-        program, config, pool.backend, meta["key"], generation, run,
-        lambda g: pool.holds(slot, g), took / 1e9 if isinstance(took, int) else None,
-        source=source)
+        program, config, pool.backend, compiled.key, generation, run,
+        lambda g: pool.holds(slot, g), compiled.compile_ns / 1e9, source=source)
 
 
 def compiled_sequence(routing: RoutingPolicy, sequence: StepSequence, backend: str | None,
@@ -96,12 +93,11 @@ def compiled_sequence(routing: RoutingPolicy, sequence: StepSequence, backend: s
     _checked_sequence(sequence)
     if config.fuse:
         sequence = sequence.fused()
-    meta = {"fp": sequence.fingerprint(), "program": sequence.to_wire(),
-            "config": config.to_wire()}
+    message = CompileSequence(sequence.fingerprint(), sequence.to_wire(), config.to_wire())
     deadline = Deadline.after(config.timeout)
 
     def request(pool: PoolHandle) -> Request:
-        return Request(Op.COMPILE_SEQUENCE, meta, [],
+        return Request(message, [],
                        deadline=deadline.within(pool.options.timeouts.compile))
 
     pool, ran, _ = routing.call(sequence, backend, request, deadline)

@@ -112,14 +112,14 @@ class _LaunchResult(PendingResult):
         self._plan: Written | None = plan
 
     def result(self, timeout: float | None = None) -> Outputs:
-        meta, arrays = self._future_result(timeout)
+        ran, arrays = self._future_result(timeout)
         plan, self._plan = self._plan, None
         if plan is not None:
             for target, array in zip(plan.out, arrays, strict=True):
                 np.copyto(target.reshape(-1), array, casting="no")
             plan.fill()
             self._filled = plan.out
-        return _outputs(meta, list(self._filled))
+        return _outputs(ran, list(self._filled))
 
 
 class Background:

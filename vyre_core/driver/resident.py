@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vyre_core.boundary.messages import Allocate, Body, Download, Free, Upload
 from vyre_core.config import DispatchConfig
 from vyre_core.deadline import Deadline
 from vyre_core.driver.call_forms import verb
@@ -34,7 +35,6 @@ from vyre_core.ir.dtypes import DType
 from vyre_core.kernels.annotations import ArrayType
 from vyre_core.kernels.kernel import KernelFunction, Written, axes_of, scalar_argument
 from vyre_core.kernels.signature import check_count, parameter_type
-from vyre_core.protocol import Op
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.sequence import SequenceBuilder
 from vyre_core.supervisor.rules.requests import Request
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from vyre_core.pools import Pools
     from vyre_core.routing import RoutingPolicy
 
-Reply = tuple[dict[str, Any], list[Any]]
+Reply = tuple[Body, list[Any]]
 
 
 class ResidentBuffer:
@@ -79,27 +79,27 @@ class ResidentBuffer:
                 "Allocate the buffer again and upload its data.",
                 generation=self.generation, backend=self.pool.backend)
 
-    def _call(self, op: Op, meta: dict[str, Any], arrays: Sequence[Any] = (),
+    def _call(self, message: Body, arrays: Sequence[Any] = (),
               timeout: float | None = None, deadline: Deadline | None = None) -> Reply:
         """One request to the buffer's worker, within ``deadline`` (made by the caller's
         call), else ``timeout`` seconds from now."""
         self.refuse_if_stale()
         return self.pool.call(Request(
-            op, meta, list(arrays), deadline=deadline or Deadline.after(timeout),
+            message, list(arrays), deadline=deadline or Deadline.after(timeout),
             slot=self.slot, generation=self.generation))
 
     @verb("timeout")
     def upload(self, data: Any, *, timeout: float | None = None) -> None:
-        self._call(Op.UPLOAD, {"handle": self.handle}, [data], timeout)
+        self._call(Upload(self.handle), [data], timeout)
 
     @verb("timeout")
     def download(self, *, timeout: float | None = None) -> bytes:
-        return self._call(Op.DOWNLOAD, {"handle": self.handle}, (), timeout)[1][0].tobytes()
+        return self._call(Download(self.handle), (), timeout)[1][0].tobytes()
 
     @verb("timeout")
     def free(self, *, timeout: float | None = None) -> None:
         if self.valid:
-            self._call(Op.FREE, {"handle": self.handle}, (), timeout)
+            self._call(Free(self.handle), (), timeout)
 
 
 
@@ -119,18 +119,17 @@ def allocate(pools: Pools, byte_len: int, backend: str | None, timeout: float | 
         if backend not in (None, near.pool.backend):
             raise InvalidInputError(f"backend={backend!r}, but near= lives in "
                                     f"{near.pool.backend!r}", "Leave backend out.")
-        meta, _ = near._call(Op.ALLOCATE, {"byte_len": int(byte_len)}, (), timeout)
-        return ResidentBuffer(near.pool, near.slot, near.generation, meta["handle"],
+        allocated, _ = near._call(Allocate(int(byte_len)), (), timeout)
+        return ResidentBuffer(near.pool, near.slot, near.generation, allocated.handle,
                               int(byte_len))
     if backend is None:
         raise InvalidInputError("allocate_resident needs backend= or near=",
                                 "Name the backend, e.g. backend='wgpu'.")
     pool = pools.open(backend)
-    request = Request(Op.ALLOCATE, {"byte_len": int(byte_len)}, [],
-                      deadline=Deadline.after(timeout))
-    meta, _ = pool.call(request)
+    request = Request(Allocate(int(byte_len)), [], deadline=Deadline.after(timeout))
+    allocated, _ = pool.call(request)
     slot, generation = request.served_by
-    return ResidentBuffer(pool, slot, generation, meta["handle"], int(byte_len))
+    return ResidentBuffer(pool, slot, generation, allocated.handle, int(byte_len))
 
 
 def _check_device(routing: RoutingPolicy, work: Program | StepSequence,

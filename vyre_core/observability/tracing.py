@@ -69,8 +69,8 @@ class CallSpans:
         attributes: dict[str, Any] = {"vyre.backend": self._backend,
                                       "vyre.op": request.op.value,
                                       "vyre.input_bytes": request.input_bytes}
-        label = request.meta.get("label")
-        if isinstance(label, str) and label:
+        label = request.message.label
+        if label:
             attributes["vyre.label"] = label
         if request.served_by is not None:
             attributes["vyre.worker"], attributes["vyre.generation"] = request.served_by

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 import msgpack
 
-from vyre_core.protocol import FORK_REQUEST_BYTES
+from vyre_core.boundary.codec import FORK_REQUEST_BYTES
 
 #: How long a ready server may take to answer a spawn or report a worker's exit (it forks
 #: or reaps: milliseconds). The rules hear of a forked worker's death once its status is

@@ -139,7 +139,7 @@ class PoolMetrics:
         self._cache_gone = [0, 0]
 
     def answered(self, op: str, value: Any, seconds: float, input_bytes: int) -> None:
-        """A caller's request was answered with ``value`` (``(meta, arrays)`` or an error)
+        """A caller's request was answered with ``value`` (``(reply, arrays)`` or an error)
         ``seconds`` after it was submitted."""
         if isinstance(value, BaseException):
             outcome = type(value).__name__

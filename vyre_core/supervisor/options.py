@@ -10,7 +10,8 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any
 
-from vyre_core import deprecations, protocol
+from vyre_core import deprecations
+from vyre_core.boundary import codec
 
 # (THREADS_ENV is importable here too: plugins built against older vyre read it here)
 from vyre_core.contract.types import MAX_THREADS
@@ -114,15 +115,15 @@ class Timeouts:
 class Transport:
     """How requests and replies travel between the caller and its workers."""
 
-    max_message_bytes: int = protocol.MAX_MESSAGE_BYTES
+    max_message_bytes: int = codec.MAX_MESSAGE_BYTES
     fork_server: bool = True        # fork workers from a pre-imported process (faster starts)
     spin: float = 0.0002            # seconds a lane is polled busily before sleeping on it
 
     def __post_init__(self) -> None:
         bad: list[tuple[str, str]] = []
         if not _is_int(self.max_message_bytes, 1) \
-                or self.max_message_bytes > protocol.MAX_MESSAGE_BYTES:
-            bad.append(("max_message_bytes", f"1 to {protocol.MAX_MESSAGE_BYTES}"))
+                or self.max_message_bytes > codec.MAX_MESSAGE_BYTES:
+            bad.append(("max_message_bytes", f"1 to {codec.MAX_MESSAGE_BYTES}"))
         if not isinstance(self.fork_server, bool):
             bad.append(("fork_server", "True or False"))
         if seconds_wrong(self.spin, zero=True, most=MAX_SPIN) is not None:

@@ -23,10 +23,10 @@ import sys
 import threading
 from typing import Any
 
+from vyre_core.boundary.progress import ProgressPage
 from vyre_core.contract.types import Capabilities, DeviceInfo, device_list
 from vyre_core.errors import PoolFailedError, VyreError, system_resource_error
 from vyre_core.memory import OomCounter
-from vyre_core.protocol import ProgressPage
 from vyre_core.supervisor.fork_server import ForkServer
 
 #: The part of a worker's output kept in memory for crash errors, per generation.

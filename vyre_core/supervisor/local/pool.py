@@ -37,7 +37,8 @@ from typing import Any
 
 import zmq
 
-from vyre_core import protocol
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import Heartbeat, Message
 from vyre_core.dataplane import SegmentPool
 from vyre_core.errors import (
     PoolFailedError,
@@ -46,7 +47,6 @@ from vyre_core.errors import (
     as_vyre_error,
     system_resource_error,
 )
-from vyre_core.protocol import Message, Op
 from vyre_core.registry import BackendRegistration
 from vyre_core.spinning import Spinning
 from vyre_core.supervisor import fork_server, published
@@ -285,7 +285,7 @@ class Pool(Transfer, Processes):
             self._router.setsockopt(zmq.RCVHWM, 0)
             # Refuse oversized frames in the transport, before allocating them.
             self._router.setsockopt(zmq.MAXMSGSIZE, max(self.options.transport.max_message_bytes,
-                                                        protocol.MAX_HEADER_BYTES))
+                                                        codec.MAX_HEADER_BYTES))
             self._router.bind(self._endpoint)
             self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
             self._poller = zmq.Poller()
@@ -403,11 +403,12 @@ class Pool(Transfer, Processes):
             if heartbeat:
                 identity = identity[:-3]
             try:
-                msg: Message | ProtocolError = protocol.decode(
+                msg: Message | ProtocolError = codec.decode(
                     frames[1:], self.options.transport.max_message_bytes)
             except ProtocolError as exc:
                 msg = exc
-            if heartbeat and (isinstance(msg, ProtocolError) or msg.op is not Op.HEARTBEAT):
+            if heartbeat and (isinstance(msg, ProtocolError)
+                              or not isinstance(msg.body, Heartbeat)):
                 identity = b""  # only heartbeats come from a heartbeat socket: a stranger
             elif self.options.restart.recycle_rss_bytes is not None and not heartbeat:
                 self._measure(identity)

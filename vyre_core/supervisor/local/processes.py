@@ -18,11 +18,12 @@ import blake3
 import psutil
 import zmq
 
-from vyre_core import framing, protocol
+from vyre_core import framing
+from vyre_core.boundary import codec
+from vyre_core.boundary.progress import ProgressPage
 from vyre_core.contract.types import THREADS_ENV
 from vyre_core.dataplane import release_cached, short_of_descriptors
 from vyre_core.errors import PoolFailedError, VyreError, system_resource_error
-from vyre_core.protocol import ProgressPage
 from vyre_core.supervisor.fork_server import GONE, STARTING, ForkServer, ForkServerError
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.local.base import _Local
@@ -123,8 +124,8 @@ class Processes(_Local):
         """A lane for the worker ``identity``, and the end of it to hand to that worker."""
         ours, theirs = framing.pair()
         return Lane(ours, identity, framing.StreamReader(
-            ours, protocol.MAX_FRAMES,
-            self.options.transport.max_message_bytes + protocol.MAX_HEADER_BYTES)), theirs
+            ours, codec.MAX_FRAMES,
+            self.options.transport.max_message_bytes + codec.MAX_HEADER_BYTES)), theirs
 
     def _keep_endpoint(self, now: float) -> None:
         """(I/O thread.) If the socket workers say hello through is gone with the run

@@ -14,10 +14,11 @@ from typing import Any
 
 import zmq
 
-from vyre_core import framing, protocol, shared_arrays
+from vyre_core import framing, shared_arrays
+from vyre_core.boundary import codec
+from vyre_core.boundary.messages import Message
 from vyre_core.dataplane import SHARE_THRESHOLD, Segment, Shared
 from vyre_core.errors import ProtocolError, SystemResourceError, VyreError
-from vyre_core.protocol import Message
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.local.base import _Local
 from vyre_core.supervisor.rules.actions import Send
@@ -38,13 +39,13 @@ class Transfer(_Local):
         """The request's frames, its large inputs placed in shared memory and a segment
         taken for each large output (``request.outputs``), where the worker writes it."""
         if request.outputs:  # known before it runs: refused before any copy
-            protocol.check_output_bytes(sum(dtype.itemsize * count
+            codec.check_output_bytes(sum(dtype.itemsize * count
                                             for dtype, count in request.outputs),
                                         self.options.transport.max_message_bytes)
         arrays: list[Any] = []
         request.input_bytes = 0
         for data in request.arrays:
-            array = protocol.as_frame_array(data)
+            array = codec.as_frame_array(data)
             request.input_bytes += array.nbytes
             segment = self._lend(request, array)  # (a caller's array in shared memory)
             if segment is None and array.nbytes >= SHARE_THRESHOLD:
@@ -55,7 +56,7 @@ class Transfer(_Local):
                 arrays.append(array)
             else:
                 arrays.append(segment.describe(array.dtype, array.shape[0]))
-        meta = request.meta
+        out = None
         if request.outputs:
             slots = [self._share(request, dtype.itemsize * count, into)
                      for (dtype, count), into in zip(
@@ -63,15 +64,14 @@ class Transfer(_Local):
                          strict=True)]
             if any(slots):  # else the worker returns them as usual
                 request.out_slots = slots
-                meta = {**meta, "out": [protocol.array_spec(
-                    dtype, count, slot and slot.describe(dtype, count)) for
-                    (dtype, count), slot in zip(request.outputs, slots, strict=True)]}
-        request.wire = (meta, arrays)
-        if self._machine.holds_everywhere(request):
-            request.lean = True  # every worker holds the program: name it, do not send it
-            meta = {k: v for k, v in meta.items() if k != "program"}
-        return protocol.encode_checked(Message(request.op, request.id, 0, meta, arrays),
-                                       self.options.transport.max_message_bytes)
+                out = [codec.array_spec(dtype, count, slot and slot.describe(dtype, count))
+                       for (dtype, count), slot in zip(request.outputs, slots, strict=True)]
+        request.wire = (out, arrays)
+        # every worker holds the program: name it, do not send it
+        request.lean = self._machine.holds_everywhere(request)
+        return codec.encode_checked(Message(request.message, request.id, 0, arrays, out),
+                                    self.options.transport.max_message_bytes,
+                                    with_program=not request.lean)
 
     def _share(self, request: Request, nbytes: int, into: Any = None
                ) -> Segment | shared_arrays.Lent | None:
@@ -112,7 +112,7 @@ class Transfer(_Local):
         protocol error."""
         if isinstance(value, BaseException):
             return value
-        meta, arrays = value
+        body, arrays = value
         slots = request.out_slots or [None] * len(arrays)
         if len(arrays) != len(slots):
             return self._misnamed(request)
@@ -132,7 +132,7 @@ class Transfer(_Local):
                 request.shared.remove(segment)  # (the result holds it now)
                 results[i] = self._segments.result(segment, array.dtype, array.count)
         request.out_slots = []
-        return meta, results
+        return body, results
 
     @staticmethod
     def _misnamed(request: Request) -> ProtocolError:
@@ -145,17 +145,15 @@ class Transfer(_Local):
         req = action.request
         if lane.broken or lane.reader.ended:
             return "its lane is broken" if lane.broken else "its worker closed its lane"
-        frames = req.frames or protocol.encode(
-            Message(req.op, req.id, 0, req.meta, req.arrays))
+        frames = req.frames or codec.encode(Message(req.message, req.id, 0, req.arrays))
         if req.socket_only and req.shared:  # the worker cannot open shared memory
             self._segments.refused()
             req.out_slots = []
-            meta = {k: v for k, v in req.wire[0].items() if k != "out"}
-            frames = protocol.encode(Message(req.op, req.id, 0, meta, req.arrays))
-        if req.meta.get("fp") is not None and not req.socket_only \
+            frames = codec.encode(Message(req.message, req.id, 0, req.arrays))
+        if req.message.fp is not None and not req.socket_only \
                 and (req.with_program or (req.lean and not action.holds_program)):
-            meta, arrays = req.wire  # named by fingerprint to a worker without the program
-            frames = protocol.encode(Message(req.op, req.id, 0, meta, arrays))
+            out, arrays = req.wire  # named by fingerprint to a worker without the program
+            frames = codec.encode(Message(req.message, req.id, 0, arrays, out))
         req.sent_on = lane  # (first: should the send be cut short, its reply is still read)
         try:
             # (a live worker reads a whole request before it does anything else)
@@ -237,11 +235,11 @@ class Transfer(_Local):
         messages: list[Message | VyreError] = []
         for frames in received:
             if isinstance(frames, framing.Dropped):
-                messages.append(protocol.dropped_error(  # (this process's memory)
+                messages.append(codec.dropped_error(  # (this process's memory)
                     frames, "this process", SystemResourceError))
                 continue
             try:
-                messages.append(protocol.decode(frames, self.options.transport.max_message_bytes))
+                messages.append(codec.decode(frames, self.options.transport.max_message_bytes))
             except ProtocolError as exc:
                 messages.append(exc)
         if messages and self.options.restart.recycle_rss_bytes is not None:

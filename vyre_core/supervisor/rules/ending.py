@@ -10,10 +10,10 @@ import logging
 import signal
 from typing import Any
 
+from vyre_core.boundary.messages import Shutdown, TryRecover
 from vyre_core.contract.types import Capabilities
 from vyre_core.deadline import Deadline
 from vyre_core.errors import DeviceLostError, SystemResourceError, WorkerCrashedError
-from vyre_core.protocol import Op
 from vyre_core.supervisor.rules.actions import Release, RoutingChanged, Signal, describe_exit
 from vyre_core.supervisor.rules.constants import POISON_KILLS, START_TRIES
 from vyre_core.supervisor.rules.requests import Request
@@ -170,7 +170,7 @@ class Ending(_Rules):
     def _request_recovery(self, w: Worker, now: float) -> None:
         """Device lost: ask the backend to recover in place (a new generation), within
         Timeouts.startup (a hung recovery restarts the worker instead)."""
-        req = Request(Op.TRY_RECOVER, {"generation": w.generation + 1}, [],
+        req = Request(TryRecover(w.generation + 1), [],
                       deadline=Deadline(now + self.options.timeouts.startup), internal=True)
         self._watch_deadline(req)
         self._send(w, req, now, RECOVER)
@@ -185,7 +185,7 @@ class Ending(_Rules):
             self._resolve(req, self._invalidated(req, w))
         w.pinned.clear()
         with contextlib.suppress(Exception):  # unreadable: keep what routing knows
-            w.caps = Capabilities.from_dict(result[0]["capabilities"])
+            w.caps = Capabilities.from_dict(result[0].capabilities)
             self._learned(w.device)
         self._log(logging.INFO, f"pool {self.backend!r}: worker {w.index} recovered its "
                                 f"device in place as generation {w.generation}")
@@ -214,7 +214,7 @@ class Ending(_Rules):
         w.retiring, w.retire_reason, w.retire_cause = kind, reason, cause
         if w.state in RESTING and not kill and kind == "planned" \
                 and self.state == RUNNING:
-            self._send(w, Request(Op.SHUTDOWN, {}, [], internal=True), now, RETIRE,
+            self._send(w, Request(Shutdown(), [], internal=True), now, RETIRE,
                        STOPPING)
         else:
             self._actions.append(Signal(w.index, kill=kill))

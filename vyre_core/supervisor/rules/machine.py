@@ -17,9 +17,15 @@ import collections
 import heapq
 from typing import Any
 
+from vyre_core.boundary.messages import REPLIES, REPLY_OF, Failed, Heartbeat, Message, Ping
 from vyre_core.contract.types import Capabilities, DeviceInfo
-from vyre_core.errors import DispatchCancelledError, InvalidInputError, MessageLostError, VyreError
-from vyre_core.protocol import Message, Op
+from vyre_core.errors import (
+    DispatchCancelledError,
+    InvalidInputError,
+    MessageLostError,
+    ProtocolError,
+    VyreError,
+)
 from vyre_core.supervisor.metrics import PoolMetrics
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.rules import states
@@ -167,7 +173,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
     def holds_everywhere(self, req: Request) -> bool:
         """Whether every serving worker that may run ``req`` holds its program (a guess for
         the encoder: a wrong one costs a refusal and a resend)."""
-        fp = req.meta.get("fp")
+        fp = req.message.fp
         return fp is not None and all(fp in w.held for w in self._eligible(req))
 
     def holds(self, slot: int, generation: int) -> bool:
@@ -203,7 +209,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
                     # (work its main thread holds: never the pool's own requests nor
                     # routing's probe, which a fault injected "while it runs" would miss)
                     "running": bool(w.current is not None and not w.current.internal
-                                    and w.current.op is not Op.PING
+                                    and not isinstance(w.current.message, Ping)
                                     and w.current.acked and not w.current.done),
                     "silent_for": round(now - w.heard_at, 3) if w.pid else None,
                     "served": w.served, "queued": sum(not r.done for r in w.pinned),
@@ -341,9 +347,10 @@ class PoolMachine(Starting, Ending, Serving, Wording):
             else:
                 self.dropped_replies += 1
             return
-        if msg.op is Op.HEARTBEAT:
+        body = msg.body
+        if isinstance(body, Heartbeat):
             return
-        if msg.op not in (Op.REPLY, Op.ERROR):
+        if msg.op not in REPLIES:
             self.rejected_messages += 1
             return
         req = w.current
@@ -352,11 +359,19 @@ class PoolMachine(Starting, Ending, Serving, Wording):
             self._stopped(w, req, now)  # (its answer: cancelled, or finished anyway)
             return
         if req is None or req.done or w.state != BUSY or msg.gen != w.generation \
-                or (msg.id != req.id and not (msg.op is Op.ERROR and msg.id == 0)):
+                or (msg.id != req.id and not (isinstance(body, Failed) and msg.id == 0)):
             self.dropped_replies += 1
             return
-        result = (VyreError.from_dict(msg.meta.get("error")) if msg.op is Op.ERROR
-                  else (msg.meta, msg.arrays))
+        if msg.cache is not None:
+            self.metrics.cache_reported(w.index, msg.cache)
+        if isinstance(body, Failed):
+            result: Any = VyreError.from_dict(body.error)
+        elif type(body) is not REPLY_OF[type(req.message)]:
+            result = ProtocolError(f"{req.label} was answered with {body.kind}",
+                                   "Use matching vyre versions in the parent and the "
+                                   "workers.", request_id=req.id)
+        else:
+            result = (body, msg.arrays)
         self._finish(w, req, result, now)
 
     def progress(self, index: int, received: int, finished: int, now: float,

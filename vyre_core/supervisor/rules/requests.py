@@ -7,8 +7,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from vyre_core.boundary.messages import Body
 from vyre_core.deadline import NO_DEADLINE, Deadline
-from vyre_core.protocol import Op
 from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.rules.states import DONE, CallState
 
@@ -21,7 +21,7 @@ class Request:
     crash, the worker generation it is pinned to (pipelines, resident buffers), and the
     future its caller waits on. ``internal`` requests (recovery, shutdown) have no caller."""
 
-    def __init__(self, op: Op, meta: dict[str, Any], arrays: list[Any], *,
+    def __init__(self, message: Body, arrays: list[Any], *,
                  deadline: Deadline = NO_DEADLINE, retries: int = 0,
                  slot: int | None = None, generation: int | None = None,
                  internal: bool = False, outputs: list[tuple[Any, int]] | None = None,
@@ -29,8 +29,8 @@ class Request:
                  capable: frozenset[str] | None = None, into: list[Any] | None = None
                  ) -> None:
         self.id = next(_ids)
-        self.op = op
-        self.meta = meta
+        self.message = message
+        self.op = message.kind
         self.arrays = arrays
         self.deadline = deadline
         self.retries = retries
@@ -55,7 +55,7 @@ class Request:
         self.with_program = False             # must carry its program's wire form
         self.socket_only = False              # must carry its arrays on the socket
         self.lean = False                     # encoded naming its program by fingerprint
-        self.wire: Any = None                 # (meta, arrays) as encoded (the shell's)
+        self.wire: Any = None                 # (out, arrays) as encoded (the shell's)
         self.trace: Any = None                # its span's parent and start (the shell's)
         # what the rules have done with it
         self.state = CallState.NEW
@@ -79,12 +79,12 @@ class Request:
 
     @property
     def label(self) -> str:
-        label = self.meta.get("label")
-        return f"{self.op} {label!r}" if isinstance(label, str) and label else str(self.op)
+        label = self.message.label
+        return f"{self.op} {label!r}" if label else str(self.op)
 
     def renewed(self) -> Request:
         """A fresh copy (new id and future, same deadline) to send to another pool."""
-        return Request(self.op, self.meta, self.arrays, deadline=self.deadline,
+        return Request(self.message, self.arrays, deadline=self.deadline,
                        retries=self.retries, slot=self.slot,
                        generation=self.generation, internal=self.internal,
                        outputs=self.outputs, devices=self.devices, capable=self.capable,

@@ -10,6 +10,14 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from vyre_core.boundary.messages import (
+    PROGRAM_CACHE,
+    PROGRAM_NOT_HELD,
+    SHARED_REFUSED,
+    Adopt,
+    Ping,
+    TryRecover,
+)
 from vyre_core.errors import (
     DeviceLostError,
     MessageLostError,
@@ -19,7 +27,6 @@ from vyre_core.errors import (
     VyreError,
     WorkerCrashedError,
 )
-from vyre_core.protocol import PROGRAM_CACHE, PROGRAM_NOT_HELD, SHARED_REFUSED, Op
 from vyre_core.supervisor.rules.actions import Release, Resolve, Send
 from vyre_core.supervisor.rules.constants import MAX_RESENDS, TICK_EVERY, TRANSFER_FLOOR
 from vyre_core.supervisor.rules.requests import Request, _ids
@@ -142,7 +149,7 @@ class Serving(_Rules):
         programs and resident buffers stay together while one worker keeps up; work
         spreads over workers and devices as soon as it does not: busy ones are not idle).
         A worker silent too long with work waiting is retired instead."""
-        fp = req.meta.get("fp")
+        fp = req.message.fp
         devices, capable = req.devices, req.capable
         best: Worker | None = None
         for w in self._serving:
@@ -172,7 +179,7 @@ class Serving(_Rules):
         req.served_by = (w.index, w.generation)
         w.current = req
         self._move(w, event, after)
-        fp = req.meta.get("fp")
+        fp = req.message.fp
         had = fp in w.held
         if fp is not None:  # it holds the program once this arrives (its cache, mirrored)
             req.program_held = had and not req.with_program
@@ -267,23 +274,20 @@ class Serving(_Rules):
             (w.pinned if req.slot is not None else self.queue).appendleft(req)
             self._schedule(now)
             return
-        if isinstance(result, tuple) and isinstance(result[0], dict) \
-                and "pipeline_cache" in result[0]:
-            self.metrics.cache_reported(w.index, result[0]["pipeline_cache"])
         if req.internal:
             self._resolve(req, result)
-            if req.op is Op.TRY_RECOVER:
+            if isinstance(req.message, TryRecover):
                 self._recovered(w, result, now)
-            elif req.op is Op.ADOPT:
+            elif isinstance(req.message, Adopt):
                 if isinstance(result, Exception):
                     self._retire(w, "fault", f"it could not take over the slot ({result})",
                                  now, kill=True, cause="protocol")
                 self._schedule(now)
             return
-        if req.op is not Op.PING:
+        if not isinstance(req.message, Ping):
             w.served += 1
             w.served_generation += 1
-        if req.meta.get("fp") is not None:
+        if req.message.fp is not None:
             self.metrics.program_answered(req.program_held)
         self._resolve(req, result)
         if isinstance(result, DeviceLostError):
@@ -301,7 +305,7 @@ class Serving(_Rules):
                 # a spare that cannot even take over its slot is a fault (counted, so a
                 # backend whose processes all hang there fails its pool); a recovery that
                 # runs long is the device's, planned
-                kind = "fault" if req.op is Op.ADOPT else "planned"
+                kind = "fault" if isinstance(req.message, Adopt) else "planned"
                 self._retire(w, kind, f"{req.label} ran past its deadline", now,
                              cause="deadline")
                 return

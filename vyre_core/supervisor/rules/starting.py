@@ -8,10 +8,10 @@ from __future__ import annotations
 import hmac
 import logging
 
+from vyre_core.boundary.messages import Adopt, Hello, HelloFailed, Message
 from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.deadline import Deadline
 from vyre_core.errors import CallerError, VyreError
-from vyre_core.protocol import Message, Op
 from vyre_core.supervisor.rules.actions import Promote, RoutingChanged, Signal, Spawn
 from vyre_core.supervisor.rules.constants import START_ERROR_CHARS
 from vyre_core.supervisor.rules.requests import Request
@@ -138,20 +138,20 @@ class Starting(_Rules):
     # -- rules -----------------------------------------------------------------------------
 
     def _hello(self, w: Worker, msg: Message | VyreError, now: float) -> None:
-        if isinstance(msg, VyreError) or msg.op not in (Op.HELLO, Op.HELLO_FAILED):
+        hello = None if isinstance(msg, VyreError) else msg.body
+        if not isinstance(hello, Hello | HelloFailed):
             self.rejected_messages += 1
             return
-        proof = msg.meta.get("proof")
-        if not isinstance(proof, bytes) or not hmac.compare_digest(proof, w.proof):
+        if not hmac.compare_digest(hello.proof, w.proof):
             self.rejected_messages += 1
             self._log(logging.WARNING, f"pool {self.backend!r}: a peer claiming to be "
                                        f"worker {w.index} failed the handshake; dropped")
             return
-        if isinstance(msg.meta.get("pid"), int) and msg.meta["pid"] > 0:
-            w.pid = msg.meta["pid"]  # (a Ray actor's pid is known only from its hello)
-        if msg.op is Op.HELLO_FAILED:
-            error = VyreError.from_dict(msg.meta.get("error"))
-            tb = msg.meta.get("traceback")
+        if hello.pid is not None and hello.pid > 0:
+            w.pid = hello.pid  # (a Ray actor's pid is known only from its hello)
+        if isinstance(hello, HelloFailed):
+            error = VyreError.from_dict(hello.error)
+            tb = hello.traceback
             cause = " ".join(error.cause.split())
             w.hello_error = cause if len(cause) <= START_ERROR_CHARS else \
                 cause[:START_ERROR_CHARS - 3] + "..."
@@ -165,10 +165,10 @@ class Starting(_Rules):
             self.dropped_replies += 1
             return
         try:
-            caps = Capabilities.from_dict(msg.meta["capabilities"])
-            devices = [DeviceInfo.from_dict(d) for d in msg.meta.get("devices") or []]
-            if msg.meta.get("device") != w.device:
-                raise ValueError(f"it runs on device {msg.meta.get('device')!r}, not "
+            caps = Capabilities.from_dict(hello.capabilities)
+            devices = [DeviceInfo.from_dict(d) for d in hello.devices]
+            if hello.device != w.device:
+                raise ValueError(f"it runs on device {hello.device!r}, not "
                                  f"{w.device!r}")
         except Exception as exc:  # a worker we cannot route on is a worker that failed
             w.hello_error = f"its hello carried unreadable capabilities: {exc}"
@@ -211,7 +211,7 @@ class Starting(_Rules):
         self._actions.append(Promote(spare.index, w.index))
         self._log(logging.INFO, f"pool {self.backend!r}: spare process {w.pid} serves "
                                 f"worker {w.index} as generation {w.generation}")
-        req = Request(Op.ADOPT, {"generation": w.generation}, [],
+        req = Request(Adopt(w.generation), [],
                       deadline=Deadline(now + self.options.timeouts.startup), internal=True)
         self._watch_deadline(req)
         self._send(w, req, now, PROMOTE)
