@@ -317,19 +317,24 @@ def _rem(x: int, q: int) -> int:
 @pytest.mark.fast
 def test_the_range_of_a_quotient_or_a_remainder_holds_every_value():
     """Every i32 quotient and remainder of a box of operands (signs mixed, divisors of 0)
-    lies in the range ``Ranges`` gives it, wherever its assumptions hold."""
+    lies in the range ``Ranges`` gives it (in a guard: ``Ranges.guarding``), wherever its
+    assumptions hold."""
+    checked = 0
     boxes = [(-7, 7), (0, 9), (-9, -2), (5, 5)]
     divisors = [(1, 3), (-3, 3), (0, 0), (2, 2), (-4, -1), (0, 5)]
     for (xl, xh) in boxes:
         for (ql, qh) in divisors:
             for op, rule in ((BinOp.DIV, _div), (BinOp.REM, _rem)):
                 ranges = _ranges(x=(xl, xh), q=(ql, qh))
+                ranges.guarding += 1
                 found = ranges.of(Binary(op, Var("x"), Var("q")))
                 if found is None or not _hold(ranges):
                     continue
                 lo, hi = map(_value, found)
                 got = {rule(a, b) for a in range(xl, xh + 1) for b in range(ql, qh + 1)}
                 assert lo <= min(got) and max(got) <= hi, (op, (xl, xh), (ql, qh))
+                checked += 1
+    assert checked >= 30  # (every remainder, and each quotient by a divisor from 1 up)
 
 
 @vyre.kernel
@@ -357,3 +362,14 @@ def test_a_guard_by_pythons_modulo_of_a_dividend_that_may_be_negative_stays_chec
     got, = host.dispatch(plan.program, plan.inputs, DispatchConfig(grid_override=plan.grid))
     want, = run(plan.program, plan.inputs, grid=plan.grid)
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.fast
+def test_a_quotient_outside_a_guard_has_no_range_so_an_index_of_one_stays_checked():
+    """lib's reductions along an axis index ``(g // step) * span + g % step`` plus a tail
+    under a guard on ``g % step``: inside by a relation ranges lose, so a range there
+    would fail its assumption in every dispatch and send the whole launch to the checked
+    version (it ran proven with that access checked). Only a guard reads quotients."""
+    ranges = _ranges(x=(0, 100), q=(3, 5))
+    assert ranges.of(Binary(BinOp.DIV, Var("x"), Var("q"))) is None
+    assert ranges.of(modulo(_v("x"), _v("q")).node) is None and not ranges.assumptions

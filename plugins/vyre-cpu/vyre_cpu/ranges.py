@@ -64,6 +64,15 @@ class Ranges:
         #: or of an id: what a guard learns of one, it learns of both)
         self.scopes: list[dict[str, Range | str]] = [{}]
         self.assumptions: dict[str, None] = {}  # (ordered, without repeats)
+        #: while a guard is read (``refine``): quotients and remainders have ranges, and a
+        #: select may take its second branch (``branch``). Not in an index: one built of
+        #: a quotient and a remainder (``(g // s) * span + g % s``, then a row's tail under
+        #: a guard on ``g % s`` alone) is inside its buffer by a relation between them that
+        #: ranges, one per value, lose, so its assumption would fail in every dispatch and
+        #: send the launch to the checked version, where without a range only that access
+        #: is checked (lib's reductions along an axis); nor a floor division of a dividend
+        #: that may be negative whose sign test ``never`` would assume away.
+        self.guarding = 0
 
     # -- scopes ----------------------------------------------------------------------------
 
@@ -149,7 +158,8 @@ class Ranges:
                 if a is None or b is None:
                     return None
                 return self.fits(self.named(_arith(op, a, b)), self.typeof(e))
-            case Binary(BinOp.DIV | BinOp.REM as op, lhs, rhs) if self.typeof(e) in INTS:
+            case Binary(BinOp.DIV | BinOp.REM as op, lhs, rhs) if self.guarding and \
+                    self.typeof(e) in INTS:
                 a, b = self.of(lhs), self.of(rhs)
                 if a is None or b is None:
                     return None
@@ -219,7 +229,7 @@ class Ranges:
         first: ``decide``), False (the second: ``never``), None where neither is known."""
         if self.decide(cond):
             return True
-        return False if self.never(cond) else None
+        return False if self.guarding and self.never(cond) else None
 
     def never(self, cond: Expr) -> bool:
         """Whether ``cond`` can be assumed false in every lane (the assumptions made; none
@@ -251,6 +261,13 @@ class Ranges:
     def refine(self, cond: Expr, truth: bool) -> None:
         """What the statements run where ``cond`` is ``truth`` know of the variables and
         ids it compares (added to the innermost scope)."""
+        self.guarding += 1
+        try:
+            self._refine(cond, truth)
+        finally:
+            self.guarding -= 1
+
+    def _refine(self, cond: Expr, truth: bool) -> None:
         match cond:
             case Binary(BinOp.AND | BinOp.LOGICAL_AND, a, b) if truth:
                 self.refine(a, True)
