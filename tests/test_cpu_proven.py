@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import vyre_cpu.backend
 from vyre_cpu import codegen, plain
+from vyre_cpu.ranges import Ranges
 
 import vyre_core as vyre
 from vyre_core.config import DispatchConfig
@@ -32,6 +33,8 @@ from vyre_core.ir import (
     Store,
     Var,
 )
+from vyre_core.ir.exprtypes import type_of
+from vyre_core.kernels.values import Value, floor_div, modulo
 from vyre_workers.backend_host import BackendHost
 
 U32, F32 = DType.U32, DType.F32
@@ -223,3 +226,150 @@ def test_a_launchs_proven_loop_stops_at_dim_with_no_branch_per_id(host, dim):
     got, = host.dispatch(plan.program, plan.inputs, DispatchConfig(grid_override=plan.grid))
     want, = run(plan.program, plan.inputs, grid=plan.grid)
     assert got.tobytes() == want.tobytes()
+
+
+# -- quotients and remainders (issue 39, "no bounds checks where a range is proven") --------
+
+I32 = DType.I32
+
+
+def _ranges(dtype: DType = I32, **known: tuple[int, int]) -> Ranges:
+    """``Ranges`` over variables of ``dtype`` (each its own kernel name), ``known`` bound,
+    every bound kept as its source."""
+    found = Ranges((64, 1, 1), lambda e: type_of(e, lambda name: dtype, {}), lambda n: n,
+                   lambda e: None, lambda buffer: None, lambda code: code)
+    for name, (lo, hi) in known.items():
+        found.bind(name, (repr(float(lo)), repr(float(hi))))
+    return found
+
+
+def _value(code: str) -> float:
+    return eval(code, {"np": np, "min2": min, "max2": max})  # (runtime's, on floats)
+
+
+def _hold(ranges: Ranges) -> bool:
+    """Whether every assumption made holds: the proven version would run."""
+    return all(_value(a) for a in ranges.assumptions)
+
+
+def _least(ranges: Ranges, name: str) -> float:
+    return _value(ranges.lookup(name)[0])
+
+
+def _v(name: str, dtype: DType = I32) -> Value:
+    return Value(Var(name), dtype)
+
+
+@pytest.mark.fast
+def test_a_remainder_or_quotient_above_zero_bounds_its_dividend_from_below():
+    """``x % q > 0`` gives ``x >= 1`` (a remainder has its dividend's sign and no greater
+    magnitude), ``x / q >= t`` for ``t >= 1`` gives ``x >= t * q`` (q's least), and so
+    lib.cumsum's guard, ``(g // inner) % chunks > 0`` (Python's floor operators), gives
+    ``g >= inner``: its read of ``scanned[g - inner]`` is inside. Fails before this
+    commit (no range of a quotient, a remainder or the floor operators' selects)."""
+    for cond, least in ((Binary(BinOp.GT, Binary(BinOp.REM, Var("x"), Var("q")), Lit(I32, 0)), 1),
+                        (Binary(BinOp.GE, Binary(BinOp.DIV, Var("x"), Var("q")), Lit(I32, 2)), 6),
+                        (Binary(BinOp.GT, Binary(BinOp.DIV, Var("x"), Var("q")), Lit(I32, 2)), 9)):
+        ranges = _ranges(x=(0, 100), q=(3, 5))
+        ranges.push()
+        ranges.refine(cond, True)
+        assert _least(ranges, "x") == least and _hold(ranges), cond
+    ranges = _ranges(g=(0, 4095), inner=(4, 4), chunks=(8, 8))
+    guard = modulo(floor_div(_v("g"), _v("inner")), _v("chunks")).node
+    ranges.push()
+    ranges.refine(Binary(BinOp.GT, guard, Lit(I32, 0)), True)
+    behind = ranges.of(Binary(BinOp.SUB, Var("g"), Var("inner")))
+    assert _least(ranges, "g") == 4 and _value(behind[0]) == 0 and _hold(ranges)
+
+
+@pytest.mark.fast
+def test_where_a_dividend_may_be_negative_or_a_divisor_zero_no_bound_is_claimed():
+    """The negative cases: ``-4 % 2 >= 0``, ``-1 % 3 > -1``, ``-2 / 3 >= 0``, Python's
+    ``-1 % 3 == 2 > 0`` and u32 ``x / 0 == 4294967295 >= 1`` hold with ``x < 0`` (or any
+    ``x``), so none of them narrows ``x``; or, where the analysis needs an assumption for
+    its answer, that assumption fails (the checked version runs)."""
+    rem = lambda a, b: Binary(BinOp.REM, a, b)  # noqa: E731
+    div = lambda a, b: Binary(BinOp.DIV, a, b)  # noqa: E731
+    x, q, y = Var("x"), Var("q"), Var("y")
+    for cond in (Binary(BinOp.GE, rem(x, q), Lit(I32, 0)), Binary(BinOp.GT, rem(x, q), y),
+                 Binary(BinOp.GE, div(x, q), Lit(I32, 0)),
+                 Binary(BinOp.GT, modulo(_v("x"), _v("q")).node, Lit(I32, 0))):
+        ranges = _ranges(x=(-10, 10), q=(3, 3), y=(-1, 5))
+        ranges.push()
+        ranges.refine(cond, True)
+        assert not (_hold(ranges) and _least(ranges, "x") > -10), cond
+    ranges = _ranges(DType.U32, x=(0, 100), q=(0, 4))
+    ranges.push()
+    ranges.refine(Binary(BinOp.GE, div(x, q), Lit(DType.U32, 1)), True)
+    assert not (_hold(ranges) and _least(ranges, "x") > 0)
+
+
+def _div(x: int, q: int) -> int:
+    """The IR's ``div`` on i32 (docs/semantics.md): toward 0, ``x / 0 == -1``."""
+    return -1 if q == 0 else abs(x) // abs(q) * (1 if (x < 0) == (q < 0) else -1)
+
+
+def _rem(x: int, q: int) -> int:
+    """The IR's ``rem``: the dividend's sign, ``x % 0 == 0``."""
+    return 0 if q == 0 else x - q * _div(x, q)
+
+
+@pytest.mark.fast
+def test_the_range_of_a_quotient_or_a_remainder_holds_every_value():
+    """Every i32 quotient and remainder of a box of operands (signs mixed, divisors of 0)
+    lies in the range ``Ranges`` gives it (in a guard: ``Ranges.guarding``), wherever its
+    assumptions hold."""
+    checked = 0
+    boxes = [(-7, 7), (0, 9), (-9, -2), (5, 5)]
+    divisors = [(1, 3), (-3, 3), (0, 0), (2, 2), (-4, -1), (0, 5)]
+    for (xl, xh) in boxes:
+        for (ql, qh) in divisors:
+            for op, rule in ((BinOp.DIV, _div), (BinOp.REM, _rem)):
+                ranges = _ranges(x=(xl, xh), q=(ql, qh))
+                ranges.guarding += 1
+                found = ranges.of(Binary(op, Var("x"), Var("q")))
+                if found is None or not _hold(ranges):
+                    continue
+                lo, hi = map(_value, found)
+                got = {rule(a, b) for a in range(xl, xh + 1) for b in range(ql, qh + 1)}
+                assert lo <= min(got) and max(got) <= hi, (op, (xl, xh), (ql, qh))
+                checked += 1
+    assert checked >= 30  # (every remainder, and each quotient by a divisor from 1 up)
+
+
+@vyre.kernel
+def behind(x, out, shift: vyre.i32, q: vyre.i32):
+    g = vyre.global_id(0)
+    i = g - shift
+    if i % q > 0:
+        out[g] = x[i - 1]
+
+
+@pytest.mark.parametrize("shift", [0, 5])
+def test_a_guard_by_pythons_modulo_of_a_dividend_that_may_be_negative_stays_checked(
+        host, shift):
+    """``i % q > 0`` with ``i = g - shift``: Python's modulo is positive for ``i < 0``
+    (``-1 % 3 == 2``), so ``x[i - 1]`` is not inside for every id that passes the guard
+    where ``shift > 0`` (the u32 index wraps past ``x``: a load of 0); the proven version's
+    assumptions fail there and the bytes are the reference's either way."""
+    from vyre_core.example import Example
+    from vyre_reference import run
+
+    dim = 64
+    x = np.arange(1, dim + 1, dtype=np.float32)
+    example = Example.of_kernel(behind, dim, (x, np.zeros(dim, np.float32), shift, 3))
+    plan = host.plan(example.program, example.inputs, example.config)
+    got, = host.dispatch(plan.program, plan.inputs, DispatchConfig(grid_override=plan.grid))
+    want, = run(plan.program, plan.inputs, grid=plan.grid)
+    assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.fast
+def test_a_quotient_outside_a_guard_has_no_range_so_an_index_of_one_stays_checked():
+    """lib's reductions along an axis index ``(g // step) * span + g % step`` plus a tail
+    under a guard on ``g % step``: inside by a relation ranges lose, so a range there
+    would fail its assumption in every dispatch and send the whole launch to the checked
+    version (it ran proven with that access checked). Only a guard reads quotients."""
+    ranges = _ranges(x=(0, 100), q=(3, 5))
+    assert ranges.of(Binary(BinOp.DIV, Var("x"), Var("q"))) is None
+    assert ranges.of(modulo(_v("x"), _v("q")).node) is None and not ranges.assumptions

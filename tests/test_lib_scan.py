@@ -133,3 +133,40 @@ def test_the_model_is_the_rule_docs_lib_md_states(n):
 def test_the_chain_of_additions_is_what_docs_lib_md_says():
     assert [chain(n) for n in (1, 1000, CHUNK, CHUNK + 1, 1 << 24)] == [0, 999, 1023, 2048,
                                                                         4109]
+
+
+@pytest.mark.parametrize("shape, axis", [((3 * CHUNK + 5,), None), ((2500, 3), 0),
+                                         ((CHUNK * CHUNK + 3,), None)])
+def test_the_cpu_backend_runs_every_kernel_of_the_scan_proven(tmp_path, monkeypatch, shape,
+                                                              axis):
+    """Each step of the sequence run in this process on the cpu backend's pipeline: no
+    launch leaves workgroups to the checked version (``chunk_scan``'s read of
+    ``scanned[g - inner]`` under ``(g // inner) % chunks > 0`` is proven inside: issue 39),
+    and the result is the model's bytes. Fails before this commit (every ``chunk_scan``
+    launch fell back)."""
+    import vyre_cpu.backend
+    from vyre_cpu import compiler
+
+    from vyre_core.config import DispatchConfig
+    from vyre_core.lib import scan
+    from vyre_core.sequence.nodes import Role
+
+    monkeypatch.setenv(compiler.ENV, str(tmp_path))
+    monkeypatch.setattr(compiler, "_loaded", compiler.collections.OrderedDict())
+    fell_back = []
+    checked = compiler.Compiled.fallback
+    monkeypatch.setattr(compiler.Compiled, "fallback",
+                        lambda self, threaded: fell_back.append(self) or checked(self, threaded))
+    x = adversarial(np.float32, shape, seed=3)
+    seq = scan._sequence(x.dtype, shape, axis, False)
+    memory = {b.name: np.frombuffer(b.data, b.dtype.storage_np).copy()
+              if b.role is Role.CONSTANT else np.zeros(b.count, b.dtype.storage_np)
+              for b in seq.buffers}
+    memory["x"] = x.reshape(-1)
+    for _, step in seq.steps():
+        config = DispatchConfig(grid_override=step.grid)
+        got = vyre_cpu.backend.Pipeline(step.program, config).dispatch(
+            [memory[name] for b, name in step.bound if b.is_input], config)
+        memory.update(zip(step.outputs(), map(np.array, got), strict=True))
+        assert not fell_back, (shape, step.program.buffers[1].name)
+    assert memory["result"].tobytes() == cumsum(x, axis, False).tobytes()

@@ -113,8 +113,8 @@ class Expressions:
                 return self.unary(op, a, t), unop_result(op, t)
             case Select(cond, if_true, if_false) if self.ranges and \
                     self.typeof(e) in INTS and self.ranges.of(e) is not None:
-                self.gains += 1
-                return self.expr(if_true)  # (its condition holds in every lane)
+                self.gains += 1  # (the branch its condition takes in every lane)
+                return self.expr(if_true if self.ranges.branch(cond) else if_false)
             case Select(cond, if_true, if_false):
                 c, _ = self.expr(cond)
                 a, t = self.expr(if_true)

@@ -64,6 +64,15 @@ class Ranges:
         #: or of an id: what a guard learns of one, it learns of both)
         self.scopes: list[dict[str, Range | str]] = [{}]
         self.assumptions: dict[str, None] = {}  # (ordered, without repeats)
+        #: while a guard is read (``refine``): quotients and remainders have ranges, and a
+        #: select may take its second branch (``branch``). Not in an index: one built of
+        #: a quotient and a remainder (``(g // s) * span + g % s``, then a row's tail under
+        #: a guard on ``g % s`` alone) is inside its buffer by a relation between them that
+        #: ranges, one per value, lose, so its assumption would fail in every dispatch and
+        #: send the launch to the checked version, where without a range only that access
+        #: is checked (lib's reductions along an axis); nor a floor division of a dividend
+        #: that may be negative whose sign test ``never`` would assume away.
+        self.guarding = 0
 
     # -- scopes ----------------------------------------------------------------------------
 
@@ -149,15 +158,31 @@ class Ranges:
                 if a is None or b is None:
                     return None
                 return self.fits(self.named(_arith(op, a, b)), self.typeof(e))
+            case Binary(BinOp.DIV | BinOp.REM as op, lhs, rhs) if self.guarding and \
+                    self.typeof(e) in INTS:
+                a, b = self.of(lhs), self.of(rhs)
+                if a is None or b is None:
+                    return None
+                return self.named(self._quotient(a, b) if op is BinOp.DIV else _remainder(a, b))
             case Cast(dtype, value) if dtype in INTS and self.typeof(value) in INTS:
                 found = self.of(value)
                 return None if found is None else self.fits(found, dtype)
             case Select(cond, if_true, if_false):
-                taken = self.decide(cond)
+                taken = self.branch(cond)
                 if taken is None:
                     return None
                 return self.of(if_true if taken else if_false)
         return None
+
+    def _quotient(self, a: Range, b: Range) -> Range:
+        """``a / b`` (``div``: truncates toward 0), assuming the divisor is 1 or more (no
+        ``x / 0``, all ones, nor ``i32::MIN / -1``, which wraps): monotone in each operand,
+        so its extremes are at the corners (one divisor: its ends)."""
+        self.assume(f"{b[0]} >= 1.0")
+        if b[0] == b[1]:
+            return f"np.trunc({a[0]} / {b[0]})", f"np.trunc({a[1]} / {b[0]})"
+        p, q, r, s = (f"np.trunc({x} / {y})" for x in a for y in b)
+        return f"min2({p}, {q})", f"max2({r}, {s})"
 
     def id_range(self, kind: IdKind, axis: int) -> Range:
         size = self.workgroup[axis]
@@ -199,9 +224,50 @@ class Ranges:
                 return True
         return None
 
+    def branch(self, cond: Expr) -> bool | None:
+        """The branch a select on ``cond`` takes in every lane, by assumption: True (the
+        first: ``decide``), False (the second: ``never``), None where neither is known."""
+        if self.decide(cond):
+            return True
+        return False if self.guarding and self.never(cond) else None
+
+    def never(self, cond: Expr) -> bool:
+        """Whether ``cond`` can be assumed false in every lane (the assumptions made; none
+        where it cannot): a comparison whose ranges say so, an ``and`` with such a side,
+        an ``or`` or a ``!=`` of two booleans with both (``(r < 0) != (q < 0)``, the sign
+        test of the floor division and modulo vyre.kernel writes for ``//`` and ``%``)."""
+        before = dict(self.assumptions)
+        if self._never(cond):
+            return True
+        self.assumptions = before  # (nor what a part that failed assumed)
+        return False
+
+    def _never(self, cond: Expr) -> bool:
+        match cond:
+            case Binary(BinOp.AND | BinOp.LOGICAL_AND, a, b):
+                return self.never(a) or self.never(b)
+            case Binary(BinOp.OR | BinOp.LOGICAL_OR, a, b):
+                return self._never(a) and self._never(b)
+            case Binary(BinOp.NE, a, b) if self.typeof(a) is DType.BOOL:
+                return self._never(a) and self._never(b)
+            case Binary(op, lhs, rhs) if op in _FLIP and self.typeof(lhs) in INTS:
+                a, b = self.of(lhs), self.of(rhs)
+                if a is None or b is None:
+                    return False
+                self.assume(_holds(_FLIP[op], a, b))
+                return True
+        return False
+
     def refine(self, cond: Expr, truth: bool) -> None:
         """What the statements run where ``cond`` is ``truth`` know of the variables and
         ids it compares (added to the innermost scope)."""
+        self.guarding += 1
+        try:
+            self._refine(cond, truth)
+        finally:
+            self.guarding -= 1
+
+    def _refine(self, cond: Expr, truth: bool) -> None:
         match cond:
             case Binary(BinOp.AND | BinOp.LOGICAL_AND, a, b) if truth:
                 self.refine(a, True)
@@ -228,6 +294,17 @@ class Ranges:
                 key = self.key_of(x)
             case Cast(_, value) if self.typeof(value) in INTS and self.of(x) is not None:
                 self._bound(value, op, theirs)  # (the same value in both types)
+                return
+            case Binary(BinOp.REM | BinOp.DIV as how, p, q) if op in (BinOp.GT, BinOp.GE) \
+                    and self.of(x) is not None:
+                # (``x >= t``, t at least 1: a remainder has its dividend's sign and no
+                # greater magnitude, so ``p >= x >= t``; a quotient by ``q >= 1`` (``of``
+                # assumed it) truncated is at most ``p / q``, so ``p >= t * q``. Below 1, or
+                # for a quotient of ``p < 0``, nothing: ``-4 % 2 >= 0``, ``-1 / 2 >= 0``.)
+                t = f"({theirs[0]} + 1.0)" if op is BinOp.GT else theirs[0]
+                least = t if how is BinOp.REM else f"{t} * ({self.of(q)[0]})"
+                self._bound(p, BinOp.GE, (f"({least} if {t} >= 1.0 else -np.inf)",
+                                          theirs[1]))
                 return
             case Binary(BinOp.ADD | BinOp.SUB as how, p, q) if self.of(x) is not None:
                 a, b = self.of(p), self.of(q)
@@ -282,6 +359,13 @@ def _arith(op: BinOp, a: Range, b: Range) -> Range:
     p, q, r, s = (f"{x} * {y}" for x in a for y in b)  # (runtime's min2, max2: numba
     return (f"min2(min2({p}, {q}), min2({r}, {s}))",     # compiles its own min and max
             f"max2(max2({p}, {q}), max2({r}, {s}))")     # again in every process)
+
+
+def _remainder(a: Range, b: Range) -> Range:
+    """``a % b`` (``rem``: the sign of the dividend, ``x % 0 == 0``), for every divisor:
+    between 0 and the dividend, and below the divisor's greatest magnitude."""
+    most = f"max2(max2(-({b[0]}), {b[1]}) - 1.0, 0.0)"
+    return f"max2(min2({a[0]}, 0.0), -{most})", f"min2(max2({a[1]}, 0.0), {most})"
 
 
 def _holds(op: BinOp, a: Range, b: Range) -> str:
