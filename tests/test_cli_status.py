@@ -108,7 +108,14 @@ def test_status_shows_a_running_drivers_workers_and_its_ready_spare(base: Path) 
             drivers = published.running_drivers(base)
             return drivers[0]["pools"].get("reference", {}) if drivers else {}
 
-        wait_for(lambda: pool().get("standby") == 1, TIMEOUT, "the spare to be published")
+        def settled() -> bool:
+            # a snapshot taken while the dispatch ran stays up to a second: wait for one
+            # taken after it, showing the spare ready and worker 0 back to idle
+            now = pool()
+            return now.get("standby") == 1 and any(
+                w["index"] == 0 and w["state"] == "idle" for w in now.get("workers", []))
+
+        wait_for(settled, TIMEOUT, "the idle worker and its spare to be published")
         out = vyre_status("--json")
         assert out.returncode == 0, out.stderr
         (driver,) = json.loads(out.stdout)["drivers"]
