@@ -26,7 +26,7 @@ from vyre_core.supervisor.options import PoolOptions, RestartPolicy, Timeouts
 from vyre_core.supervisor.rules.actions import Log, Resolve, RoutingChanged, Send, Signal, Spawn
 from vyre_core.supervisor.rules.constants import TICK_EVERY
 from vyre_core.supervisor.rules.machine import PoolMachine
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_core.testing.tight import options_over
 
 CAPS = Capabilities(max_workgroup_size=(64, 1, 1), max_invocations_per_workgroup=64,
@@ -60,7 +60,7 @@ def body_of(op: Op, label: str | None = None, fp: str | None = None) -> Body:
 def reply_of(req: Request) -> Body:
     """The reply of the class ``req`` is answered with (``messages.REPLY_OF``): its
     fields defaults (a recovery's, the harness's capabilities)."""
-    cls = REPLY_OF[type(req.message)]
+    cls = REPLY_OF[type(req.call.message)]
     if cls is Recovered:
         return Recovered(CAPS)
     defaults = {"pipeline": 0, "key": "", "compile_ns": 0, "handle": 0}
@@ -107,7 +107,7 @@ class Shell:
                 if isinstance(action, Resolve):
                     self.machine.answered(action.request, action.value, self.now)  # (as
                     # the shells do, handing the answer over)
-                    rid = action.request.id
+                    rid = action.request.tracking.id
                     self.results[rid] = action.value
                     self.resolved_count[rid] = self.resolved_count.get(rid, 0) + 1
                 elif isinstance(action, Send):
@@ -128,9 +128,9 @@ class Shell:
                retries: int = 1, slot: int | None = None,
                generation: int | None = None, label: str | None = None,
                fp: str | None = None, devices: set[int] | None = None) -> Request:
-        req = Request(body_of(op, label, fp), [], deadline=deadline_after(timeout, self.now),
+        req = Request(Call(body_of(op, label, fp), [], deadline=deadline_after(timeout, self.now),
                       retries=retries, slot=slot, generation=generation,
-                      devices=None if devices is None else frozenset(devices))
+                      devices=None if devices is None else frozenset(devices)))
         self.machine.submit(req, self.now)
         self.run()
         return req
@@ -180,7 +180,7 @@ class Shell:
     def receive(self, index: int, req: Request | None = None) -> None:
         """The worker's main thread takes ``req`` (its progress page says so)."""
         req = req or self.worker(index).current
-        self.machine.progress(index, req.id, 0, self.now)
+        self.machine.progress(index, req.tracking.id, 0, self.now)
         self.run()
 
     def reply(self, index: int, req: Request | None = None, value: Any = None,
@@ -192,10 +192,10 @@ class Shell:
         counters (``Message.cache``)."""
         w = self.worker(index)
         req = req or w.current
-        self.machine.progress(index, req.id, req.id, self.now)
+        self.machine.progress(index, req.tracking.id, req.tracking.id, self.now)
         gen = w.generation if gen is None else gen
-        msg = (Message(Failed(error.to_dict()), req.id, gen) if error
-               else Message(reply_of(req) if body is None else body, req.id, gen,
+        msg = (Message(Failed(error.to_dict()), req.tracking.id, gen) if error
+               else Message(reply_of(req) if body is None else body, req.tracking.id, gen,
                             [] if value is None else [value], cache=cache))
         self.machine.message(w.identity, msg, self.now)
         self.run()
@@ -221,8 +221,8 @@ class Shell:
     # -- observing ------------------------------------------------------------------------------
 
     def result(self, req: Request) -> Any:
-        assert req.id in self.results, f"request {req.id} is unresolved"
-        return self.results[req.id]
+        assert req.tracking.id in self.results, f"request {req.tracking.id} is unresolved"
+        return self.results[req.tracking.id]
 
     def sent_to(self, index: int) -> list[Request]:
         return [s.request for s in self.sends if s.index == index]

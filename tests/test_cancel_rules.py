@@ -12,7 +12,7 @@ from vyre_core.boundary.messages import Op, Ran
 from vyre_core.errors import DispatchCancelledError
 from vyre_core.supervisor.outcome import InvalidStateError, Outcome
 from vyre_core.supervisor.rules.actions import Stop
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 
 pytestmark = pytest.mark.fast
 
@@ -37,11 +37,11 @@ def test_a_running_call_cancelled_tells_its_worker_which_then_serves_the_next_at
     after = shell.submit()
     shell.machine.cancel(req, shell.now)
     done = shell.run()
-    assert Stop(0, req.id) in done
+    assert Stop(0, req.tracking.id) in done
     assert isinstance(shell.result(req), DispatchCancelledError)
     assert shell.worker(0).state == "busy" and shell.sent_to(0) == [req]  # still stopping
     shell.reply(0, req, error=DispatchCancelledError("stopped"))  # its safe point
-    assert shell.sent_to(0) == [req, after] and shell.resolved_count[req.id] == 1
+    assert shell.sent_to(0) == [req, after] and shell.resolved_count[req.tracking.id] == 1
     assert not shell.signals and shell.worker(0).deaths == 0
 
 
@@ -66,7 +66,8 @@ def test_a_big_reply_under_way_gets_the_time_it_needs_to_cross():
     shell.receive(0)
     shell.machine.cancel(req, shell.now)
     shell.run()
-    shell.machine.progress(0, req.id, req.id, shell.now, reply_bytes=10**9)  # answered
+    rid = req.tracking.id
+    shell.machine.progress(0, rid, rid, shell.now, reply_bytes=10**9)  # answered
     shell.advance(1.0)
     assert not shell.signals  # (10 s allowed for 1 GB at the transfer floor)
 
@@ -114,7 +115,7 @@ def test_a_call_cancelled_before_the_rules_had_it_is_answered_and_never_runs():
     """Its cancel overtook it in the pool's inbox: answered now; the shell then drops the
     request itself (it is done)."""
     shell = Shell()
-    late = Request(body_of(Op.DISPATCH), [])
+    late = Request(Call(body_of(Op.DISPATCH), []))
     shell.machine.cancel(late, shell.now)
     shell.run()
     assert isinstance(shell.result(late), DispatchCancelledError) and late.done

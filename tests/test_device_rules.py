@@ -18,7 +18,7 @@ from vyre_core.errors import (
 )
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.rules.actions import Spawn
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 
 pytestmark = pytest.mark.fast
 
@@ -41,38 +41,38 @@ def test_all_devices_are_the_ones_the_pool_found_and_none_leaves_workers_unpinne
 def test_a_request_runs_only_on_the_devices_routing_allowed_and_waits_without_blocking():
     shell = Shell(devices=(0, 1))
     busy = shell.submit()  # takes one worker
-    first = shell.sent_to(busy.worker)
-    other = 1 - busy.worker
-    for_busy_device = shell.submit(devices={shell.worker(busy.worker).device})
+    first = shell.sent_to(busy.tracking.worker)
+    other = 1 - busy.tracking.worker
+    for_busy_device = shell.submit(devices={shell.worker(busy.tracking.worker).device})
     anywhere = shell.submit()
-    assert for_busy_device.state == "queued"  # waits for its device ...
+    assert for_busy_device.tracking.state == "queued"  # waits for its device ...
     assert shell.sent_to(other) == [anywhere]  # ... without holding up the one behind it
-    shell.reply(busy.worker)
-    assert shell.sent_to(busy.worker) == [*first, for_busy_device]
+    shell.reply(busy.tracking.worker)
+    assert shell.sent_to(busy.tracking.worker) == [*first, for_busy_device]
 
 
 def test_work_goes_to_the_worker_that_holds_its_program_else_to_the_lowest_idle_one():
     shell = Shell(devices=(0, 1, 2))
     alone = shell.submit()
-    shell.reply(alone.worker)
-    assert alone.worker == 0  # one at a time: it stays together on the first worker
+    shell.reply(alone.tracking.worker)
+    assert alone.tracking.worker == 0  # one at a time: it stays together on the first worker
     spread = [shell.submit() for _ in range(3)]  # together: over every device
-    assert [r.worker for r in spread] == [0, 1, 2]
+    assert [r.tracking.worker for r in spread] == [0, 1, 2]
     for r in spread:
-        shell.reply(r.worker)
+        shell.reply(r.tracking.worker)
     compiled = shell.submit(fp="abc", devices={2})
     shell.reply(2)
     assert not shell.sends[-1].holds_program
     again = shell.submit(fp="abc")  # worker 0 is idle too, but the program is on 2
-    assert again.worker == 2 and shell.sends[-1].holds_program
+    assert again.tracking.worker == 2 and shell.sends[-1].holds_program
     shell.reply(2)
-    assert compiled.worker == 2
+    assert compiled.tracking.worker == 2
     assert shell.machine.holds_everywhere(again) is False  # (workers 0 and 1 do not)
 
 
 def test_a_spare_is_promoted_only_onto_a_slot_of_its_own_device():
     shell = Shell(devices=(0, 1), standby=1)  # the spare (slot 2) is on device 0
-    shell.reply(shell.submit().worker)
+    shell.reply(shell.submit().tracking.worker)
     assert shell.worker(2).state == "spare" and shell.worker(2).device == 0
     shell.die(1)  # device 1's worker: no spare of its own, so a fresh process
     assert shell.worker(2).state == "spare"
@@ -148,7 +148,7 @@ def test_a_refused_start_fails_the_requests_only_that_device_could_serve():
     shell.machine.spawn_failed(1, 1, refusal, shell.now)
     shell.run()
     assert isinstance(shell.result(for_one), SystemResourceError)
-    assert anywhere.id not in shell.results or anywhere.worker == 0
+    assert anywhere.tracking.id not in shell.results or anywhere.tracking.worker == 0
     assert shell.sent_to(0)[0] is anywhere
 
 
@@ -163,7 +163,7 @@ def test_a_request_for_devices_the_pool_does_not_have_is_refused_at_once():
 def test_a_request_waiting_for_its_device_says_which_at_its_deadline():
     shell = Shell(devices=(0, 1))
     busy = shell.submit(devices={1})
-    assert busy.worker == 1
+    assert busy.tracking.worker == 1
     shell.receive(1)
     late = shell.submit(devices={1}, timeout=1.0)
     shell.advance(0.5)
@@ -178,7 +178,7 @@ def test_the_encoder_names_a_program_only_when_every_worker_it_may_reach_holds_i
     shell.reply(1)
     assert shell.machine.holds_everywhere(first)  # (its only possible worker holds it)
     anywhere = shell.submit(fp="p")
-    assert shell.machine.holds_everywhere(anywhere) is (anywhere.worker == 0)
+    assert shell.machine.holds_everywhere(anywhere) is (anywhere.tracking.worker == 0)
 
 
 def test_a_devices_capabilities_are_what_all_its_workers_can_do():
@@ -209,11 +209,12 @@ def test_unlike_workers_of_one_device_are_told_apart_and_work_goes_where_it_can_
     shell.hello(1, caps=f64)
     weak, strong = (Capabilities.from_dict(c) for c in (plain, f64))
     assert shell.machine.varied and shell.machine.device_variants == {None: (weak, strong)}
-    req_f64 = Request(body_of(req.op, "f64 only"), [], capable=frozenset({strong.identity}))
+    req_f64 = Request(Call(body_of(req.call.op, "f64 only"), [],
+                           capable=frozenset({strong.identity})))
     shell.machine.submit(req_f64, shell.now)
     shell.run()
     assert shell.sent_to(1) == [req_f64] and shell.sent_to(0) == [req]
-    assert req_f64.renewed().capable == frozenset({strong.identity})
+    assert req_f64.renewed().call.capable == frozenset({strong.identity})
 
 
 def test_a_request_whose_capable_workers_are_gone_fails_instead_of_waiting_for_ever():
@@ -225,14 +226,14 @@ def test_a_request_whose_capable_workers_are_gone_fails_instead_of_waiting_for_e
     shell.hello(0, caps=plain)  # (it takes ``busy``)
     shell.hello(1, caps=f64)
     strong = Capabilities.from_dict(f64)
-    first = Request(body_of(busy.op, "f64 a"), [], capable=frozenset({strong.identity}))
-    second = Request(body_of(busy.op, "f64 b"), [], capable=frozenset({strong.identity}))
+    first = Request(Call(body_of(busy.call.op, "f64 a"), [], capable=frozenset({strong.identity})))
+    second = Request(Call(body_of(busy.call.op, "f64 b"), [], capable=frozenset({strong.identity})))
     for r in (first, second):
         shell.machine.submit(r, shell.now)
     shell.run()
     assert shell.sent_to(1) == [first]
     shell.die(1)  # (first is retried: it waits in the queue with second)
-    assert second.id not in shell.results
+    assert second.tracking.id not in shell.results
     shell.hello(1, caps=plain)
     for r in (first, second):
         error = shell.result(r)
@@ -260,19 +261,19 @@ def test_a_call_no_worker_can_run_is_answered_at_submit_and_a_recycled_one_is_wa
     shell.hello(0, caps=plain)
     shell.hello(1, caps=f64)
     strong = Capabilities.from_dict(f64).identity
-    none = Request(body_of(first.op, "nobody"), [], capable=frozenset())
+    none = Request(Call(body_of(first.call.op, "nobody"), [], capable=frozenset()))
     shell.machine.submit(none, shell.now)
     shell.run()
     assert isinstance(shell.result(none), NoCapableBackendError)
-    ran = Request(body_of(first.op, "f64"), [], capable=frozenset({strong}))
+    ran = Request(Call(body_of(first.call.op, "f64"), [], capable=frozenset({strong})))
     shell.machine.submit(ran, shell.now)
     shell.run()
     shell.reply(1, ran)  # (served once: recycled, so stopping for a while)
     assert shell.worker(1).state in ("stopping", "killing")
-    waits = Request(body_of(first.op, "f64 again"), [], capable=frozenset({strong}))
+    waits = Request(Call(body_of(first.call.op, "f64 again"), [], capable=frozenset({strong})))
     shell.machine.submit(waits, shell.now)
     shell.run()
-    assert waits.id not in shell.results  # its replacement may run it: it waits
+    assert waits.tracking.id not in shell.results  # its replacement may run it: it waits
 
 
 def test_the_common_capabilities_of_unlike_workers():

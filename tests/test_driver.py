@@ -261,8 +261,8 @@ def test_timeout_and_retries_reach_the_worker_request(drv):
     finally:
         del pool.call
     assert out.tolist() == [3]
-    assert [(r.retries, r.deadline.seconds) for r in seen] == [(0, 30.0), (4, None)]
-    assert seen[0].message.config["retries"] == 0
+    assert [(r.call.retries, r.call.deadline.seconds) for r in seen] == [(0, 30.0), (4, None)]
+    assert seen[0].call.message.config["retries"] == 0
 
 
 def test_profile_returns_timing_with_label(drv):
@@ -552,7 +552,7 @@ def _recycled_generations(driver: Driver, dispatches: int) -> list[int]:
         out, = driver.dispatch(spin(3, i), [])
         assert out.tolist() == [i + 3]
     del pool.call
-    return [1] + [r.served_by[1] for r in seen]
+    return [1] + [r.tracking.served_by[1] for r in seen]
 
 
 def test_recycle_after_restarts_workers_without_failure():
@@ -585,7 +585,7 @@ def test_compile_uses_the_backends_own_compile_timeout():
         driver.compile(spin(2))
         driver.compile(spin(3), config=DispatchConfig(timeout=100.0))
         driver.compile(spin(4), config=DispatchConfig(timeout=2.0))
-        assert [r.deadline.seconds for r in seen] == [7.0, 7.0, 2.0]
+        assert [r.call.deadline.seconds for r in seen] == [7.0, 7.0, 2.0]
 
 
 @pytest.mark.timeout(120)

@@ -44,7 +44,8 @@ from vyre_core.errors import (
     ProtocolError,
     WorkerCrashedError,
 )
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.local.transfer import LocalTransfer
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_workers.backend_host import BackendHost
 
 FP = "ab" * 32
@@ -62,9 +63,9 @@ def submit_program(shell: Shell, *, fp: str = FP, slot: int | None = None,
                    generation: int | None = None, timeout: float | None = None,
                    label: str = "lean") -> Request:
     """A caller's dispatch carrying a program (its ``fp`` and ``program``)."""
-    req = Request(Dispatch(fp, b"wire form", {}, label), [],
+    req = Request(Call(Dispatch(fp, b"wire form", {}, label), [],
                   deadline=deadline_after(timeout, shell.now), retries=1, slot=slot,
-                  generation=generation)
+                  generation=generation))
     shell.machine.submit(req, shell.now)
     shell.run()
     return req
@@ -75,7 +76,7 @@ def assert_not_retired(shell: Shell, index: int, generation: int = 1) -> None:
     assert w.generation == generation and w.deaths == 0 and w.retiring is None
     assert w.state in ("idle", "busy") and shell.machine.holds(index, generation)
     assert shell.signals == [] and shell.machine.status(shell.now)["restarts"] == 0
-    assert all(s.request.op is not Op.SHUTDOWN for s in shell.sends)
+    assert all(s.request.call.op is not Op.SHUTDOWN for s in shell.sends)
 
 
 @pytest.mark.fast
@@ -89,14 +90,15 @@ def test_a_program_not_held_answer_sends_the_request_again_first_in_line_with_it
     again = shell.sends[sends:]
     assert [s.request for s in again] == [req]  # the same request, before b and c
     assert (again[0].index, again[0].generation) == (0, 1)
-    assert req.with_program is True and req.state == "sent"
-    assert req.id not in shell.results and not req.future.done()  # the caller still waits
+    assert req.tracking.needs_program is True and req.tracking.state == "sent"
+    assert req.tracking.id not in shell.results
+    assert not req.call.future.done()  # the caller still waits
     assert list(shell.machine.queue) == behind
     assert_not_retired(shell, 0)  # went idle, took it again: no restart, nothing counted
     assert shell.machine.lost_messages == 0 and shell.machine.dropped_replies == 0
     shell.receive(0)
     shell.reply(0, req, value=1)
-    assert shell.result(req) == (reply_of(req), [1]) and shell.resolved_count[req.id] == 1
+    assert shell.result(req) == (reply_of(req), [1]) and shell.resolved_count[req.tracking.id] == 1
     assert shell.sends[-1].request is behind[0]  # and then the queue in its order
     assert shell.worker(0).served == 1  # one call served, not two
 
@@ -106,12 +108,12 @@ def test_a_second_program_not_held_answer_reaches_the_caller():
     shell = Shell()
     req = submit_program(shell)
     shell.reply(0, req, error=not_held())
-    assert req.with_program and req.id not in shell.results
+    assert req.tracking.needs_program and req.tracking.id not in shell.results
     shell.reply(0, req, error=not_held())  # sent with its program, and still not held
     error = shell.result(req)
     assert isinstance(error, ProtocolError) and error.details[PROGRAM_NOT_HELD] is True
     assert "is not held by this worker" in error.cause
-    assert shell.resolved_count[req.id] == 1
+    assert shell.resolved_count[req.tracking.id] == 1
     assert shell.sent_to(0) == [req, req]  # sent twice, never a third time
     assert_not_retired(shell, 0)
     assert shell.worker(0).state == "idle"
@@ -142,7 +144,7 @@ def test_other_protocol_errors_reach_the_caller_at_once():
     req = submit_program(shell)
     shell.reply(0, req, error=ProtocolError("request carries no program bytes"))
     assert isinstance(shell.result(req), ProtocolError)
-    assert req.with_program is False and shell.sent_to(0) == [req]
+    assert req.tracking.needs_program is False and shell.sent_to(0) == [req]
 
 
 @pytest.mark.fast
@@ -152,7 +154,7 @@ def test_a_request_sent_again_keeps_its_deadline():
     shell.receive(0)
     shell.advance(1.5)
     shell.reply(0, req, error=not_held())
-    assert req.id not in shell.results
+    assert req.tracking.id not in shell.results
     shell.receive(0)
     shell.advance(0.6)  # 2.1 s after submit
     error = shell.result(req)
@@ -171,7 +173,7 @@ def test_a_pinned_request_goes_again_to_its_own_worker():
     shell.reply(1, pinned, error=not_held())
     send = shell.sends[-1]
     assert send.request is pinned and (send.index, send.generation) == (1, 1)
-    assert pinned.with_program and pinned.id not in shell.results
+    assert pinned.tracking.needs_program and pinned.tracking.id not in shell.results
     assert list(shell.worker(1).pinned) == [later]  # first in its worker's line
     assert shell.sent_to(0) == [warm[0]]  # worker 0 was idle, and got nothing of it
     assert_not_retired(shell, 1)
@@ -192,13 +194,13 @@ def test_an_internal_request_is_unaffected_by_the_rule():
     req = shell.submit(slot=1, generation=1)
     shell.reply(1, req, error=DeviceLostError("gone", generation=1))
     recover = shell.sent_to(1)[-1]
-    assert recover.op is Op.TRY_RECOVER and recover.internal
+    assert recover.call.op is Op.TRY_RECOVER and recover.call.internal
     shell.reply(1, recover, error=not_held())
     assert shell.sent_to(1).count(recover) == 1  # not sent again ...
     assert recover not in shell.sent_to(0)  # ... least of all to another worker
     assert recover not in shell.machine.queue
-    assert recover.id not in shell.results  # no caller to answer
-    assert shell.sent_to(1)[-1].op is Op.SHUTDOWN  # a recovery that failed: restart it
+    assert recover.tracking.id not in shell.results  # no caller to answer
+    assert shell.sent_to(1)[-1].call.op is Op.SHUTDOWN  # a recovery that failed: restart it
     assert shell.worker(0).generation == 1 and shell.worker(0).state == "idle"
 
 
@@ -239,8 +241,8 @@ def recording(pool) -> list[tuple[Request, Body]]:
     seen: list[tuple[Request, Body]] = []
     encode = pool._encode
 
-    def record(req: Request):
-        frames = encode(req)
+    def record(req: Request, transfer: LocalTransfer):
+        frames = encode(req, transfer)
         seen.append((req, codec.decode(frames).body))
         return frames
 
@@ -270,15 +272,15 @@ def test_the_second_dispatch_of_a_program_names_it_by_fingerprint_only():
         seen = recording(pool)
         first = run_exact(pool, drv, program, [data(1)])
         body = seen[0][1]
-        assert body.fp == fp and body.program == program.to_wire() and not first.lean
+        assert body.fp == fp and body.program == program.to_wire() and not first.transfer.lean
         for seed in range(2, 6):
             req = run_exact(pool, drv, program, [data(seed)])
-            assert req.lean and not req.with_program  # named, held, no miss
+            assert req.transfer.lean and not req.tracking.needs_program  # named, held, no miss
         assert [b.fp for _, b in seen[1:]] == [fp] * 4
         assert all(b.program is None for _, b in seen[1:])  # sent as nil
         other = affine(salt=6)  # another program: its first dispatch carries it
         run_exact(pool, drv, other, [data(7)])
-        assert seen[-1][1].program == other.to_wire() and not seen[-1][0].lean
+        assert seen[-1][1].program == other.to_wire() and not seen[-1][0].transfer.lean
         status = drv.status()["pools"]["reference"]
         assert status["restarts"] == 0 and status["lost_messages"] == 0
 
@@ -297,15 +299,15 @@ def test_a_program_the_worker_evicted_is_sent_again_without_restart_or_error():
         for salt in range(PROGRAM_CACHE + 1):
             drv.compile(affine(salt=1000 + salt), backend="reference")
         req = run_exact(pool, drv, program, [data(2)], timeout=20.0)
-        assert req.lean  # the parent believed the worker held it ...
-        assert req.with_program  # ... the worker did not: it went again with its program
+        assert req.transfer.lean  # the parent believed the worker held it ...
+        assert req.tracking.needs_program  # ... the worker did not: it went again with its program
         after = one_worker(drv)
         assert (after["pid"], after["generation"]) == (before["pid"], before["generation"])
         assert after["restarts"] == 0 and after["state"] == "idle"
         status = drv.status()["pools"]["reference"]
         assert status["lost_messages"] == 0 and status["restarts"] == 0
         again = run_exact(pool, drv, program, [data(3)])  # held again now
-        assert again.lean and not again.with_program
+        assert again.transfer.lean and not again.tracking.needs_program
 
 
 def spin_for() -> ir.Program:
@@ -336,7 +338,7 @@ def test_a_long_dispatch_sent_again_after_a_miss_is_not_judged_lost():
         assert options.timeouts.silence_limit < 1.6
         req = request(drv, program, [np.array([n], np.uint32)])
         _, (out,) = pool.submit(req).result(timeout=40)
-        assert req.lean and req.with_program  # the miss happened
+        assert req.transfer.lean and req.tracking.needs_program  # the miss happened
         assert out.tobytes() == np.array([n * (n - 1) // 2 % 2**32], np.uint32).tobytes()
         status = drv.status()["pools"]["reference"]
         assert status["restarts"] == 0 and status["lost_messages"] == 0
@@ -350,16 +352,16 @@ def test_a_restarted_worker_gets_the_program_again():
     with Driver() as drv:
         pool = drv.pools.open("reference")
         run_exact(pool, drv, program, [data(1)])
-        assert run_exact(pool, drv, program, [data(2)]).lean
+        assert run_exact(pool, drv, program, [data(2)]).transfer.lean
         old = one_worker(drv)
         os.kill(old["pid"], signal.SIGKILL)
         wait_for(lambda: (w := one_worker(drv))["generation"] == 2 and w["state"] == "idle",
                  30.0, "worker 0 restarted")
         seen = recording(pool)
         req = run_exact(pool, drv, program, [data(3)])
-        assert not req.lean and seen[0][1].program is not None  # the mirror was cleared
-        assert not req.with_program
-        assert run_exact(pool, drv, program, [data(4)]).lean  # the new process holds it
+        assert not req.transfer.lean and seen[0][1].program is not None  # the mirror was cleared
+        assert not req.tracking.needs_program
+        assert run_exact(pool, drv, program, [data(4)]).transfer.lean  # the new process holds it
         assert one_worker(drv)["pid"] != old["pid"]
 
 
@@ -377,14 +379,14 @@ def test_a_lean_request_queued_across_a_restart_reaches_the_new_worker_with_its_
         old, = wait_running(drv)
         req = request(drv, program, [data(2)])
         future = pool.submit(req)
-        assert req.lean  # queued behind the slow one, named by fingerprint
+        assert req.transfer.lean  # queued behind the slow one, named by fingerprint
         os.kill(old["pid"], signal.SIGKILL)
         with pytest.raises(WorkerCrashedError):
             slow_future.result(timeout=30)
         _, arrays = future.result(timeout=30)
         assert_exact(arrays, vyre_reference.run(program, [data(2)]))
-        assert not req.with_program  # no miss: it carried its program the first time
-        assert req.served_by == (0, 2)
+        assert not req.tracking.needs_program  # no miss: it carried its program the first time
+        assert req.tracking.served_by == (0, 2)
 
 
 @pytest.mark.processes
@@ -403,12 +405,12 @@ def test_a_lean_request_whose_program_left_the_mirror_before_it_was_sent_carries
         wait_running(drv)
         ahead = [(p, pool.submit(r)) for p, r in zip(others, queued, strict=True)]
         future = pool.submit(req)
-        assert req.lean
+        assert req.transfer.lean
         slow.result(timeout=30)
         for salt, (p, f) in enumerate(ahead):
             assert_exact(f.result(timeout=30)[1], vyre_reference.run(p, [data(salt)]))
         assert_exact(future.result(timeout=30)[1], vyre_reference.run(program, [data(2)]))
-        assert not req.with_program  # sent with it, never refused
+        assert not req.tracking.needs_program  # sent with it, never refused
         assert one_worker(drv)["generation"] == 1
 
 
@@ -443,9 +445,10 @@ def test_two_workers_and_four_threads_stay_exact():
         assert errors == []
         reqs = [r for r, _ in seen]
         assert len(reqs) == 160
-        assert {r.served_by[0] for r in reqs} == {0, 1}
-        assert {r.served_by[0] for r in reqs if r.lean} == {0, 1}  # lean on both workers
-        assert not any(r.with_program for r in reqs)  # the mirrors were never wrong
+        assert {r.tracking.served_by[0] for r in reqs} == {0, 1}
+        # lean on both workers
+        assert {r.tracking.served_by[0] for r in reqs if r.transfer.lean} == {0, 1}
+        assert not any(r.tracking.needs_program for r in reqs)  # the mirrors were never wrong
         status = drv.status()["pools"]["reference"]
         assert status["restarts"] == 0 and status["lost_messages"] == 0
         assert all(w["served"] > 0 and w["generation"] == 1 for w in status["workers"])

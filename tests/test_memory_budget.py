@@ -70,7 +70,7 @@ def test_a_request_whose_worker_the_oom_killer_took_fails_at_once_and_is_not_run
         shell.machine.exited(0, -signal.SIGKILL, "tail", shell.now, oom_killed=oom_killed)
         shell.run()
         if not oom_killed:
-            assert req.id not in shell.results and shell.sent_to(0)[-1] is req
+            assert req.tracking.id not in shell.results and shell.sent_to(0)[-1] is req
             continue
         error = shell.result(req)
         assert isinstance(error, SystemResourceError) and error.details["oom_killed"]

@@ -158,8 +158,8 @@ def test_pipeline_cache_reports_add_up_over_slots_and_never_go_down() -> None:
 
 def _reply_with_cache(shell: Shell, report: tuple[int, int, int]) -> None:
     w = shell.worker(0)
-    shell.machine.progress(0, w.current.id, w.current.id, shell.now)
-    shell.machine.message(w.identity, Message(Ran(), w.current.id, w.generation,
+    shell.machine.progress(0, w.current.tracking.id, w.current.tracking.id, shell.now)
+    shell.machine.message(w.identity, Message(Ran(), w.current.tracking.id, w.generation,
                                               cache=report), shell.now)
     shell.run()
 

@@ -96,7 +96,7 @@ def lane_bytes(monkeypatch):
 
     def counting(self, request):
         encode(self, request)
-        sent.append(request.nbytes)
+        sent.append(request.transfer.nbytes)
 
     monkeypatch.setattr(Pool, "_encode_into", counting)
     return sent

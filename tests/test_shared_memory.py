@@ -45,7 +45,8 @@ from vyre_core.errors import (
     ProtocolError,
 )
 from vyre_core.supervisor.local.pool import Pool
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.local.transfer import LocalTransfer
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_core.testing import dispatch_on
 
 pytestmark = [pytest.mark.processes]
@@ -1004,12 +1005,13 @@ def shell() -> Any:
     pool.backend = "reference"
     pool._segments = SegmentPool("pool 'reference'")
     n = MIN_SEGMENT // 4
-    request = Request(Dispatch("fp", b"wire form", {}), [], outputs=[(U32, n)] * 2)
+    request = Request(Call(Dispatch("fp", b"wire form", {}), [], outputs=[(U32, n)] * 2))
     taken = [pool._segments.take(4 * n) for _ in range(4)]  # the last: another request's
     assert all(s is not None for s in taken)
     taken[0].write(np.full(n, 7, dtype=np.uint32))  # the input
-    request.shared = taken[:3]
-    request.out_slots = taken[1:3]
+    request.transfer = LocalTransfer()
+    request.transfer.shared = taken[:3]
+    request.transfer.out_slots = taken[1:3]
     yield pool, request, taken
     pool._segments.close()
     for segment in taken:
@@ -1022,7 +1024,7 @@ def test_a_reply_naming_its_own_output_slots_becomes_read_only_views(shell: Any)
     _, arrays = pool._results(request, (Ran(), [out0.describe(U32, n), out1.describe(U32, n)]))
     assert [a.shape for a in arrays] == [(n,), (n,)]
     assert not any(a.flags.writeable for a in arrays)
-    assert request.shared == [inp]  # only the input is left for Release
+    assert request.transfer.shared == [inp]  # only the input is left for Release
 
 
 @pytest.mark.parametrize("naming", ["input_as_output", "swapped_slots", "same_slot_twice",

@@ -21,7 +21,15 @@ from vyre_core.cluster.place import RayPlace
 from vyre_core.cluster.ray_pool import RayPool
 from vyre_core.supervisor.local.place import LocalPlace
 from vyre_core.supervisor.local.pool import Pool
-from vyre_core.supervisor.rules.actions import Action, Log, Resolve, RoutingChanged, Send, Stop
+from vyre_core.supervisor.rules.actions import (
+    Action,
+    Log,
+    Release,
+    Resolve,
+    RoutingChanged,
+    Send,
+    Stop,
+)
 from vyre_core.supervisor.shell import Carrier, Place, PoolHandle, Shell
 
 pytestmark = pytest.mark.fast
@@ -35,7 +43,10 @@ def _protocol_methods() -> list[str]:
 
 
 def _request(waker: object = None) -> SimpleNamespace:
-    return SimpleNamespace(future=None, waker=waker, label="a test request", id=1)
+    """A request as far as the Carrier reads it: its caller's future, the waker of its
+    transfer, its label."""
+    return SimpleNamespace(call=SimpleNamespace(future=None), label="a test request",
+                           transfer=SimpleNamespace(waker=waker))
 
 
 def _one_of(kind: type) -> Any:
@@ -65,7 +76,7 @@ class Recording:
     def stop(self, action): self._note("stop", action)
     def signal(self, action): self._note("signal", action)
     def promote(self, action): self._note("promote", action)
-    def release(self, action): self._note("release", action)
+    def release(self, request): self._note("release", request)
 
     def send(self, action):
         self._note("send", action)
@@ -113,8 +124,8 @@ def test_each_kind_of_action_is_carried_out_and_none_falls_through(kind):
     if kind in (Log, RoutingChanged):
         assert shell.calls == []
         assert carrier.changed is (kind is RoutingChanged)
-    elif kind is Resolve:
-        assert [name for name, _ in shell.calls] == ["reply_of"]
+    elif kind is Resolve:  # (its worker is done with the request's memory: released)
+        assert [name for name, _ in shell.calls] == ["reply_of", "release"]
     else:
         assert [name for name, _ in shell.calls] == [kind.__name__.lower()]
 
@@ -196,13 +207,25 @@ def test_a_resolve_queues_the_answer_counts_it_and_deliver_completes_it():
     shell = Recording()
     carrier = Carrier(shell, machine, threading.Lock(), lambda: told.append("routing"), None)
     request = _request()
-    request.future = future = Outcome()
+    request.call.future = future = Outcome()
     carrier.carry([Resolve(request, ({"ok": 1}, [])), RoutingChanged()])
-    assert request.future is None and not future.done()
+    assert request.call.future is None and not future.done()
     assert machine.answers == [(request, ({"ok": 1}, []))]
     carrier.deliver()
     assert told == ["routing"]
     assert future.result() == ({"ok": 1}, [])
+
+
+def test_a_call_answered_while_its_worker_still_runs_it_keeps_its_memory_till_a_release():
+    """Its worker may still write the call's shared memory (a deadline passed, a cancel
+    the worker has not reached): the answer goes out, the memory is released only by
+    the Release the rules send once that worker exits or stops."""
+    shell = Recording()
+    request = _request()
+    _carrier(shell).carry([Resolve(request, ({"ok": 1}, []), running=True)])
+    assert [name for name, _ in shell.calls] == ["reply_of"]
+    _carrier(shell).carry([Release(request)])
+    assert shell.calls[-1] == ("release", request)
 
 
 def test_carry_all_carries_what_the_rules_answer_next_and_returns_the_callers_ticket():

@@ -25,7 +25,7 @@ from vyre_core.errors import (
 from vyre_core.supervisor.options import MAX_STANDBY, PoolOptions
 from vyre_core.supervisor.rules.actions import Log, Promote, Send, Signal, Spawn
 from vyre_core.supervisor.rules.machine import PoolMachine
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
 
@@ -67,8 +67,8 @@ class StandbyShell(Shell):
 
 
 def adopt_of(action: Send) -> int:
-    assert isinstance(action.request.message, Adopt) and action.request.internal
-    return action.request.message.generation
+    assert isinstance(action.request.call.message, Adopt) and action.request.call.internal
+    return action.request.call.message.generation
 
 
 # -- options -------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def test_spares_are_spawned_at_start_with_the_serving_workers():
     for index in (2, 3):  # the spares say hello first: nothing is sent to them
         shell.hello(index)
     assert shell.state() == ["starting", "starting", "spare", "spare"]
-    assert shell.sends == [] and req.id not in shell.results
+    assert shell.sends == [] and req.tracking.id not in shell.results
     assert shell.machine.status(shell.now)["standby"] == 2
     shell.hello(1)
     assert shell.sent_to(1) == [req]
@@ -119,7 +119,7 @@ def test_spares_are_spawned_at_start_with_the_serving_workers():
 def test_a_spare_never_receives_a_caller_request_however_long_the_queue():
     shell = StandbyShell(workers=1, standby=2).started()
     reqs = [shell.submit(retries=0) for _ in range(8)]
-    assert [r.state for r in reqs] == ["sent"] + ["queued"] * 7
+    assert [r.tracking.state for r in reqs] == ["sent"] + ["queued"] * 7
     assert shell.state() == ["busy", "spare", "spare"]
     for step in range(8):  # time passes, spares beat: still nothing for them
         shell.advance(1.0)
@@ -166,11 +166,11 @@ def test_a_serving_death_promotes_the_ready_spare():
     assert shell.state() == ["busy", "spare"]  # (the replacement spare said hello at once)
     assert shell.worker(1).pid not in (None, spare_pid)
     # nothing of the callers' goes there before ADOPT is answered
-    assert [r.op for r in shell.sent_to(0)[-1:]] == [Op.ADOPT]
-    assert running.state == "queued" and queued.state == "queued"
+    assert [r.call.op for r in shell.sent_to(0)[-1:]] == [Op.ADOPT]
+    assert running.tracking.state == "queued" and queued.tracking.state == "queued"
     shell.receive(0)
     shell.advance(0.5)
-    assert shell.sent_to(0)[-1].op is Op.ADOPT
+    assert shell.sent_to(0)[-1].call.op is Op.ADOPT
     mark = shell.mark()
     shell.reply(0, value=None)  # answered as the new generation
     (sent,) = shell.since(mark)
@@ -181,7 +181,7 @@ def test_a_serving_death_promotes_the_ready_spare():
     shell.reply(0, value="next")
     assert shell.result(running) == (Ran(), ["retried"])
     assert shell.result(queued) == (Ran(), ["next"])
-    assert running.served_by == (0, 2)
+    assert running.tracking.served_by == (0, 2)
     assert all(count == 1 for count in shell.resolved_count.values())
     # counted once, in the slot that died
     assert [w.deaths for w in shell.machine.workers] == [1, 0]
@@ -202,7 +202,7 @@ def test_handles_of_the_old_generation_are_invalid_and_the_new_one_holds_after_a
     assert isinstance(error, PipelineInvalidatedError)
     assert "now generation 2" in error.cause and "Fix:" in str(error)
     pinned = shell.submit(slot=0, generation=2)  # new generation: waits behind ADOPT
-    assert pinned.state == "queued" and shell.sent_to(0)[-1].op is Op.ADOPT
+    assert pinned.tracking.state == "queued" and shell.sent_to(0)[-1].call.op is Op.ADOPT
     shell.reply(0, value=None)
     assert shell.machine.holds(0, 2) and shell.sent_to(0)[-1] is pinned
     shell.reply(0, value="pinned ran")
@@ -230,7 +230,7 @@ def test_each_death_counts_once_toward_the_restart_intensity():
 
 def test_a_planned_stop_of_a_serving_worker_also_promotes_without_counting():
     shell = StandbyShell(restart={"recycle_after": 1}).started()
-    assert shell.sent_to(0)[-1].op is Op.SHUTDOWN  # recycled after one request
+    assert shell.sent_to(0)[-1].call.op is Op.SHUTDOWN  # recycled after one request
     spare_pid = shell.worker(1).pid
     mark = shell.mark()
     shell.die(0, 0)
@@ -266,7 +266,7 @@ def test_without_a_ready_spare_the_slot_spawns_as_before():
     shell.hello(1)
     assert shell.state() == ["starting", "spare"]  # a spare serves nobody while 0 starts
     again = shell.submit()
-    assert again.state == "queued"
+    assert again.tracking.state == "queued"
     shell.hello(0)
     assert shell.sent_to(0)[-1] is again and shell.worker(0).generation == 2
     assert [w.deaths for w in shell.machine.workers] == [1, 0]
@@ -315,7 +315,7 @@ def test_adopt_answered_with_an_error_kills_the_process_and_the_slot_recovers():
     mark = shell.mark()
     shell.reply(0, error=ProtocolError("cannot adopt"))  # tagged with the new generation
     assert shell.since(mark) == [Signal(0, kill=True)] and shell.worker(0).state == "killing"
-    assert waiting.state == "queued" and shell.worker(0).retiring == "fault"
+    assert waiting.tracking.state == "queued" and shell.worker(0).retiring == "fault"
     third = shell.worker(1).pid
     shell.obey_signals()
     assert shell.worker(0).pid == third and shell.worker(0).generation == 3
@@ -382,9 +382,9 @@ def test_spares_that_never_adopt_count_toward_the_restart_intensity():
         assert shell.signals and shell.signals[-1].index == 0
         shell.signals.clear()
         shell.die(0, -15)
-        if waiting.id in shell.results:
+        if waiting.tracking.id in shell.results:
             break
-    assert waiting.id in shell.results, (
+    assert waiting.tracking.id in shell.results, (
         f"after 6 promotions that never adopted, the caller still waits: pool "
         f"{shell.machine.state}, slot 0 at generation {shell.worker(0).generation}, deaths "
         f"counted {[w.deaths for w in shell.machine.workers]} (max_restarts=1)")
@@ -501,10 +501,10 @@ def test_a_request_queued_at_close_during_adopt_is_answered_once():
     shell.machine.close(shell.now)
     shell.run()
     assert isinstance(shell.result(waiting), PoolFailedError)
-    shell.machine.message(shell.identity(0), Message(Done(), shell.sent_to(0)[-1].id, 2),
+    shell.machine.message(shell.identity(0), Message(Done(), shell.sent_to(0)[-1].tracking.id, 2),
                           shell.now)
     shell.run()
-    assert shell.resolved_count[waiting.id] == 1
+    assert shell.resolved_count[waiting.tracking.id] == 1
 
 
 # -- random interleavings ------------------------------------------------------------------------
@@ -534,7 +534,7 @@ class StandbyPoolModel(PoolModel):
             return actions
 
         self.machine.take_actions = take_actions  # type: ignore[method-assign]
-        self.call(Request(body_of(Op.PING), []))
+        self.call(Request(Call(body_of(Op.PING), [])))
 
     def on_promote(self, action: Promote) -> None:
         machine = self.machine
@@ -552,14 +552,14 @@ class StandbyPoolModel(PoolModel):
     def on_send(self, action: Send) -> None:
         req = action.request
         if action.index >= self.machine.serving:
-            assert req.op is Op.SHUTDOWN, f"{req.op} sent to spare slot {action.index}"
+            assert req.call.op is Op.SHUTDOWN, f"{req.call.op} sent to spare slot {action.index}"
         proc = self.procs.get(action.index)
         if proc is not None:
-            if req.op is Op.ADOPT:
+            if req.call.op is Op.ADOPT:
                 self.adopts.setdefault(proc.pid, []).append(req)
-            elif not req.internal:
-                pending = [a.id for a in self.adopts.get(proc.pid, []) if not a.done]
-                assert not pending, (f"request {req.id} sent to worker {action.index} "
+            elif not req.call.internal:
+                pending = [a.tracking.id for a in self.adopts.get(proc.pid, []) if not a.done]
+                assert not pending, (f"request {req.tracking.id} sent to worker {action.index} "
                                      f"before its ADOPT {pending} was answered")
         super().on_send(action)
 
@@ -580,7 +580,7 @@ class StandbyPoolModel(PoolModel):
     def take(self, proc) -> None:
         super().take(proc)
         if getattr(self, "draining", False) and proc.running is not None \
-                and proc.running.op is Op.ADOPT:
+                and proc.running.call.op is Op.ADOPT:
             self.give_answer(proc, "reply")
 
 

@@ -6,8 +6,10 @@ tests/faults; here each is checked in microseconds."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
+import weakref
 
 import pytest
 from supervision_harness import CAPS, PROOF, Shell, body_of
@@ -46,7 +48,7 @@ from vyre_core.supervisor.rules.constants import (
     START_ERROR_CHARS,
     START_TRIES,
 )
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_core.supervisor.rules.states import WorkerState
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
@@ -61,12 +63,12 @@ def test_a_queued_request_times_out_at_its_own_deadline_not_when_the_one_ahead_e
     shell.receive(0)
     short = shell.submit(timeout=1.0)
     shell.advance(0.99)
-    assert short.id not in shell.results
+    assert short.tracking.id not in shell.results
     shell.advance(0.02)
     error = shell.result(short)
     assert isinstance(error, DispatchTimeoutError) and error.details["timeout"] == 1.0
     assert "waiting for a worker" in error.cause and "1 busy" in error.cause
-    assert long.id not in shell.results and shell.signals == []  # nobody killed for it
+    assert long.tracking.id not in shell.results and shell.signals == []  # nobody killed for it
     assert logged(shell, logging.WARNING, "ran past its 1 s deadline waiting for a worker")
 
 
@@ -92,7 +94,7 @@ def test_a_running_request_past_its_deadline_is_answered_then_its_worker_stopped
     shell.die(0)
     assert shell.worker(0).generation == 2 and shell.worker(0).deaths == 0  # planned
     shell.reply(0, req)  # even a reply slipping through now reaches nobody
-    assert shell.resolved_count[req.id] == 1
+    assert shell.resolved_count[req.tracking.id] == 1
 
 
 def test_the_deadline_survives_a_retry():
@@ -121,7 +123,7 @@ def test_a_request_without_deadline_waits_while_its_worker_is_alive_and_running_
     for _ in range(100):  # 500 s of heartbeats: still running, still waiting
         shell.advance(5.0)
         shell.beat(0)
-    assert req.id not in shell.results
+    assert req.tracking.id not in shell.results
     shell.reply(0, req, value=7)
     assert shell.result(req) == (Ran(), [7])
 
@@ -156,7 +158,7 @@ def test_a_request_the_transport_refuses_to_send_goes_to_a_fresh_worker():
     req = shell.submit()
     shell.machine.send_failed(0, req, "Host unreachable", shell.now)
     shell.run()
-    assert shell.worker(0).state == "killing" and req.id not in shell.results
+    assert shell.worker(0).state == "killing" and req.tracking.id not in shell.results
     shell.obey_signals()
     assert shell.sent_to(0)[-1] is req and shell.worker(0).generation == 2
     shell.receive(0)
@@ -170,7 +172,7 @@ def test_a_request_that_arrives_late_is_answered_once():
     shell.receive(0, req)
     shell.reply(0, req, value=1)
     shell.reply(0, req, value=2)  # a second answer for it: dropped
-    assert shell.result(req) == (Ran(), [1]) and shell.resolved_count[req.id] == 1
+    assert shell.result(req) == (Ran(), [1]) and shell.resolved_count[req.tracking.id] == 1
     assert shell.machine.dropped_replies == 1
 
 
@@ -185,7 +187,7 @@ def test_a_request_sent_to_a_frozen_idle_worker_runs_on_its_replacement():
     assert shell.sent_to(0)[-1] is req
     shell.advance(shell.options.timeouts.silence_limit)
     assert shell.signals[-1].kill and shell.worker(0).state == "killing"
-    assert req.id not in shell.results
+    assert req.tracking.id not in shell.results
     shell.die(0)
     assert shell.sent_to(0)[-1] is req  # on the replacement
     shell.receive(0)
@@ -221,7 +223,7 @@ def test_a_worker_holding_the_gil_is_not_judged_frozen_before_heartbeat_timeout(
     req = shell.submit()
     shell.receive(0)
     shell.advance(29.0)
-    assert req.id not in shell.results and shell.signals == []
+    assert req.tracking.id not in shell.results and shell.signals == []
     shell.advance(1.1)
     error = shell.result(req)
     assert isinstance(error, WorkerCrashedError) and "no heartbeat" in error.cause
@@ -233,7 +235,7 @@ def test_a_worker_holding_the_gil_is_not_judged_frozen_before_heartbeat_timeout(
 def test_a_reply_lost_on_its_way_back_fails_the_request_clearly():
     shell = Shell()
     req = shell.submit()
-    shell.machine.progress(0, req.id, req.id, shell.now)  # answered, per its page
+    shell.machine.progress(0, req.tracking.id, req.tracking.id, shell.now)  # answered, per its page
     shell.advance(shell.options.timeouts.silence_limit)
     error = shell.result(req)
     assert isinstance(error, MessageLostError) and "reply" in error.cause
@@ -248,7 +250,7 @@ def test_a_crash_while_running_is_retried_once_and_a_second_makes_it_poison():
     req = shell.submit(retries=1)
     shell.receive(0)
     shell.die(0, -signal.SIGSEGV, "boom")
-    assert req.id not in shell.results and shell.sent_to(0)[-1] is req
+    assert req.tracking.id not in shell.results and shell.sent_to(0)[-1] is req
     assert logged(shell, logging.INFO, "was cut off; running it again (retry 1 of 1)")
     shell.receive(0)
     shell.die(0, -signal.SIGSEGV, "boom")
@@ -278,7 +280,7 @@ def test_a_death_before_the_request_arrived_resends_it_without_spending_retries(
     req = shell.submit(retries=0)
     for resend in range(1, MAX_RESENDS + 1):
         shell.die(0)  # killed before its main thread took the request
-        assert req.id not in shell.results
+        assert req.tracking.id not in shell.results
         assert logged(shell, logging.INFO, f"sending it again (resend {resend} of "
                                            f"{MAX_RESENDS})")
     shell.receive(0)
@@ -407,7 +409,7 @@ def test_planned_stops_never_count():
         shell.obey_signals()
     recycled = shell.submit()
     shell.reply(0, recycled)
-    assert shell.sent_to(0)[-1].op is Op.SHUTDOWN
+    assert shell.sent_to(0)[-1].call.op is Op.SHUTDOWN
     shell.die(0, 0)
     assert shell.machine.state == "running" and shell.worker(0).deaths == 0
     assert isinstance(shell.result(req), DispatchTimeoutError)
@@ -574,10 +576,10 @@ def test_strangers_and_bad_handshakes_are_dropped_and_counted():
     """Defect 9: an impostor squatting a worker identity received requests."""
     shell = Shell(auto_hello=False)
     req = shell.submit()
-    shell.machine.message(b"someone", Message(Ran(), req.id, 1), shell.now)
+    shell.machine.message(b"someone", Message(Ran(), req.tracking.id, 1), shell.now)
     shell.hello(0, proof=b"guess")
     w = shell.identity(0)
-    shell.machine.message(w, Message(Ran(), req.id, 1), shell.now)  # before hello
+    shell.machine.message(w, Message(Ran(), req.tracking.id, 1), shell.now)  # before hello
     assert shell.machine.rejected_messages == 3
     assert shell.worker(0).state == "starting" and shell.sent_to(0) == []
     shell.hello(0)
@@ -591,12 +593,12 @@ def test_late_and_stray_replies_are_dropped():
     shell.advance(1.0)
     old = shell.identity(0)
     shell.die(0)
-    shell.machine.message(old, Message(Ran(), req.id, 1), shell.now)  # a dead one's
+    shell.machine.message(old, Message(Ran(), req.tracking.id, 1), shell.now)  # a dead one's
     other = shell.submit()
     shell.reply(0, other, gen=1)  # from an earlier generation
-    wrong = Message(Ran(), other.id + 100, shell.worker(0).generation)
+    wrong = Message(Ran(), other.tracking.id + 100, shell.worker(0).generation)
     shell.machine.message(shell.identity(0), wrong, shell.now)
-    assert shell.machine.dropped_replies == 3 and other.id not in shell.results
+    assert shell.machine.dropped_replies == 3 and other.tracking.id not in shell.results
 
 
 @pytest.mark.parametrize("error", [None, 7, "text", {"code": "x", "details": [1]},
@@ -605,7 +607,7 @@ def test_an_error_reply_of_any_shape_resolves_the_request(error):
     """Defect 9: an ERROR with a malformed details dict crashed the supervisor thread."""
     shell = Shell()
     req = shell.submit()
-    shell.machine.message(shell.identity(0), Message(Failed(error), req.id, 1),
+    shell.machine.message(shell.identity(0), Message(Failed(error), req.tracking.id, 1),
                           shell.now)
     shell.run()
     assert isinstance(shell.result(req), VyreError)
@@ -629,9 +631,9 @@ def test_a_reply_of_the_wrong_class_fails_its_request_with_a_protocol_error():
     shell.receive(0)
     shell.reply(0, req, body=Compiled(pipeline=3, key="k", compile_ns=5))
     error = shell.result(req)
-    assert isinstance(error, ProtocolError) and shell.resolved_count[req.id] == 1
+    assert isinstance(error, ProtocolError) and shell.resolved_count[req.tracking.id] == 1
     assert error.cause == "dispatch 'step' was answered with compiled"
-    assert error.details["request_id"] == req.id
+    assert error.details["request_id"] == req.tracking.id
     assert shell.worker(0).state == "idle" and shell.machine.dropped_replies == 0
     ok = shell.submit()  # the worker still serves: the right class is a result
     shell.reply(0, ok, value=1)
@@ -646,8 +648,8 @@ def test_the_pipeline_cache_counters_of_a_reply_reach_the_pools_metrics():
     assert shell.machine.metrics_snapshot()["pipeline_cache"] is None
     req = shell.submit()
     w = shell.worker(0)
-    shell.machine.progress(0, req.id, req.id, shell.now)
-    shell.machine.message(w.identity, Message(Ran(), req.id, w.generation, [7],
+    shell.machine.progress(0, req.tracking.id, req.tracking.id, shell.now)
+    shell.machine.message(w.identity, Message(Ran(), req.tracking.id, w.generation, [7],
                                               cache=(4, 1, 1)), shell.now)
     shell.run()
     assert shell.result(req) == (Ran(), [7])
@@ -693,7 +695,7 @@ def test_a_start_refused_by_its_place_is_started_again_and_counts_as_no_death():
         shell.machine.start_refused(0, generation, "no entry point 'b'", shell.now)
         shell.run()
     assert [s.generation for s in shell.spawns] == [1, 2, 3, 4]
-    assert shell.machine.state == "running" and req.id not in shell.results
+    assert shell.machine.state == "running" and req.tracking.id not in shell.results
     assert shell.worker(0).deaths == 0 and "could not start there" in shell.worker(0).last_exit
     shell.machine.start_refused(0, 3, "late news of an older start", shell.now)
     shell.run()
@@ -795,7 +797,7 @@ def test_a_worker_over_its_memory_limit_is_recycled_between_requests():
     shell.machine.measured(0, 5000)
     shell.reply(0, req, value=1)
     assert shell.result(req) == (Ran(), [1])
-    assert shell.sent_to(0)[-1].op is Op.SHUTDOWN and shell.worker(0).state == "stopping"
+    assert shell.sent_to(0)[-1].call.op is Op.SHUTDOWN and shell.worker(0).state == "stopping"
 
 
 def test_a_lost_device_is_recovered_in_place_with_a_new_generation():
@@ -805,10 +807,10 @@ def test_a_lost_device_is_recovered_in_place_with_a_new_generation():
     pinned = shell.submit(slot=0, generation=1)
     shell.reply(0, pinned, error=DeviceLostError("gone", generation=1))
     recover = shell.sent_to(0)[-1]
-    assert recover.message == TryRecover(2)
+    assert recover.call.message == TryRecover(2)
     queued = shell.submit(slot=0, generation=1)
     shell.reply(0, recover)  # Recovered(CAPS)
-    shell.machine.message(shell.identity(0), Message(Recovered(CAPS), recover.id, 1),
+    shell.machine.message(shell.identity(0), Message(Recovered(CAPS), recover.tracking.id, 1),
                           shell.now)
     assert shell.worker(0).generation == 2 and shell.worker(0).state == "idle"
     assert isinstance(shell.result(queued), PipelineInvalidatedError)
@@ -821,7 +823,7 @@ def test_a_device_that_cannot_recover_restarts_its_worker_without_counting():
     req = shell.submit()
     shell.reply(0, req, error=DeviceLostError("gone", generation=1))
     shell.reply(0, error=DeviceLostError("still gone", generation=1))
-    assert shell.sent_to(0)[-1].op is Op.SHUTDOWN
+    assert shell.sent_to(0)[-1].call.op is Op.SHUTDOWN
     shell.die(0, 0)
     assert shell.machine.state == "running" and shell.worker(0).generation == 2
 
@@ -866,7 +868,7 @@ def test_sends_carry_the_worker_identity_and_generation():
     send = next(a for a in shell.sends if a.request is req)
     assert isinstance(send, Send)
     assert (send.index, send.generation, send.identity) == (0, 1, shell.identity(0))
-    assert req.served_by == (0, 1)
+    assert req.tracking.served_by == (0, 1)
 
 
 # -- found by a hostile pass ------------------------------------------------------------------
@@ -883,7 +885,7 @@ def test_a_pause_of_this_process_is_not_held_against_its_workers():
     shell.advance(0.5)
     shell.pause(35.0)                 # no tick, no message: this process was stopped
     shell.advance(0.01)
-    assert shell.signals == [] and running.id not in shell.results
+    assert shell.signals == [] and running.tracking.id not in shell.results
     assert [w.deaths for w in shell.machine.workers] == [0, 0]
     shell.beat(0)                     # the heartbeats queued meanwhile arrive
     shell.reply(0, running, value=5)
@@ -904,40 +906,46 @@ def test_a_large_request_gets_time_to_cross_before_it_counts_as_lost():
     shell = Shell()
     shell.submit()
     shell.reply(0)
-    req = Request(body_of(Op.DISPATCH), [])
-    req.nbytes = 2 * 2**30
+    req = Request(Call(body_of(Op.DISPATCH), []))
+    req.transfer.nbytes = 2 * 2**30
     shell.machine.submit(req, shell.now)
     shell.run()
     for _ in range(18):               # 18 s of heartbeats while 2 GiB cross at >= 100 MB/s
         shell.advance(1.0)
         shell.beat(0)
-    assert shell.signals == [] and req.id not in shell.results
+    assert shell.signals == [] and req.tracking.id not in shell.results
     shell.receive(0, req)
-    shell.machine.progress(0, req.id, req.id, shell.now, reply_bytes=2 * 2**30)
+    shell.machine.progress(0, req.tracking.id, req.tracking.id, shell.now, reply_bytes=2 * 2**30)
     for _ in range(18):               # and its 2 GiB answer the same on the way back
         shell.advance(1.0)
         shell.beat(0)
-    assert req.id not in shell.results
+    assert req.tracking.id not in shell.results
     shell.advance(10.0)
     assert isinstance(shell.result(req), MessageLostError)
 
 
 def test_answered_requests_do_not_pile_up_behind_a_long_deadline():
     """1000 answered calls stayed in memory (with their inputs) while an earlier call
-    with a long deadline was pending."""
+    with a long deadline was pending: the machine now lets go of a call once it is
+    answered (its deadline-heap entry keeps none), so only its caller holds it."""
     shell = Shell(workers=2)
     long = shell.submit(timeout=3600.0)
     shell.receive(0)
+    answered = []
     for _ in range(1000):
-        req = Request(body_of(Op.DISPATCH), [b"1 MiB of input"],
-                      deadline=Deadline(shell.now + 60.0, 60.0))
-        req.frames = [b"header", b"1 MiB of input"]
+        req = Request(Call(body_of(Op.DISPATCH), [b"1 MiB of input"],
+                      deadline=Deadline(shell.now + 60.0, 60.0)))
         shell.machine.submit(req, shell.now)
         shell.run()
         shell.reply(1, req, value=1)
-        assert req.arrays == [] and req.frames is None  # answered: data released
+        assert req.done and req.tracking.deadline_entry is None
+        answered.append(weakref.ref(req))
+        shell.sends.clear()  # (the harness's own record of what was sent)
+        del req
+    gc.collect()
+    assert [r for r in answered if r() is not None] == []
     assert len(shell.machine._deadlines) <= 64 + 2 * 2
-    assert long.id not in shell.results
+    assert long.tracking.id not in shell.results and not long.done
 
 
 def test_handles_are_invalid_from_the_moment_recycling_starts():
@@ -992,7 +1000,7 @@ def test_deaths_with_the_fork_server_count_neither_toward_intensity_nor_crashes(
         shell.die(1, None, collateral=True)
         shell.receive(0) if shell.worker(0).current is running else None
     assert shell.machine.state == "running"
-    assert not running.done and running.crashes == 0  # it runs again, retries=0 or not
+    assert not running.done and running.tracking.crashes == 0  # it runs again, retries=0 or not
     shell.receive(0, running)
     shell.reply(0, running)
     assert shell.result(running) is not None and not isinstance(shell.result(running),

@@ -52,7 +52,7 @@ from vyre_core.supervisor.options import PoolOptions, RestartPolicy, Timeouts
 from vyre_core.supervisor.rules.actions import Resolve, Send, Signal, Spawn
 from vyre_core.supervisor.rules.constants import TICK_EVERY
 from vyre_core.supervisor.rules.machine import PoolMachine
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_core.testing.tight import options_over
 
 pytestmark = pytest.mark.fast  # the fast tier: pure, no process (make test-fast)
@@ -194,21 +194,22 @@ class PoolModel(RuleBasedStateMachine):
 
     def on_resolve(self, action: Resolve) -> None:
         req, value = action.request, action.value
-        assert not req.internal and req.id in self.submitted, f"resolved a stranger: {req}"
-        assert req.id not in self.resolved, (  # invariant 1
-            f"request {req.id} resolved twice: {self.resolved[req.id]!r}, then {value!r}")
+        rid = req.tracking.id
+        assert not req.call.internal and rid in self.submitted, f"resolved a stranger: {req}"
+        assert rid not in self.resolved, (  # invariant 1
+            f"request {rid} resolved twice: {self.resolved[rid]!r}, then {value!r}")
         if isinstance(value, tuple):  # invariant 2: a reply reaches its own caller only
-            assert value == (reply_of(req), [reply_value(req.id)]), (
-                f"request {req.id} got another request's reply: {value!r}")
-            if req.served_by is not None:
-                self.handles.append(req.served_by)
+            assert value == (reply_of(req), [reply_value(req.tracking.id)]), (
+                f"request {req.tracking.id} got another request's reply: {value!r}")
+            if req.tracking.served_by is not None:
+                self.handles.append(req.tracking.served_by)
         else:
-            assert isinstance(value, VyreError), f"request {req.id} resolved with {value!r}"
-        self.resolved[req.id] = value
+            assert isinstance(value, VyreError), f"request {rid} resolved with {value!r}"
+        self.resolved[rid] = value
 
     def on_send(self, action: Send) -> None:
         req, proc = action.request, self.procs.get(action.index)
-        where = f"Send of request {req.id} ({req.op}) to worker {action.index}"
+        where = f"Send of request {req.tracking.id} ({req.call.op}) to worker {action.index}"
         # invariant 5: only to a process known alive, greeted and not being stopped
         assert proc is not None and proc.alive, f"{where}, which has no live process"
         assert proc.greeted, f"{where}, whose process never said a valid hello"
@@ -222,11 +223,11 @@ class PoolModel(RuleBasedStateMachine):
         # invariant 7: one request per worker at a time (a resend of the same one is fine)
         held = proc.holding
         assert held is None or held is req or held in proc.answered \
-            or held.id in self.resolved, (
-                f"{where}, which still holds request {held.id} ({held.op})")
+            or held.tracking.id in self.resolved, (
+                f"{where}, which still holds request {held.tracking.id} ({held.call.op})")
         proc.holding = req
-        proc.shut_down = isinstance(req.message, Shutdown)
-        if req.internal and req.deadline.at is not None:
+        proc.shut_down = isinstance(req.call.message, Shutdown)
+        if req.call.internal and req.call.deadline.at is not None:
             self.internal.append((proc, req))
         if proc.cut_off:  # the transport refuses at once: the shell calls send_failed
             proc.refused = True
@@ -341,9 +342,9 @@ class PoolModel(RuleBasedStateMachine):
         """The worker's main thread takes the next request, if it is free."""
         while proc.running is None and proc.inbox:
             req = proc.inbox.pop(0)
-            if req.id != proc.page[0]:  # a copy of the one it has already taken is ignored
+            if req.tracking.id != proc.page[0]:  # a copy of the one it has already taken is ignored
                 proc.running = req
-                proc.page = (req.id, proc.page[1])
+                proc.page = (req.tracking.id, proc.page[1])
 
     def some(self, want) -> bool:
         return any(p.alive and want(p) for p in self.procs.values())
@@ -359,18 +360,19 @@ class PoolModel(RuleBasedStateMachine):
         no worker is left running a request of the rules' own (a device recovery) past its
         deadline without being stopped."""
         for req in self.submitted.values():
-            assert req.id in self.resolved or req.deadline.at is None \
-                or req.deadline.at > self.ticked_at, (
-                    f"request {req.id} (deadline {req.deadline}) outlived it: ticked at "
+            assert req.tracking.id in self.resolved or req.call.deadline.at is None \
+                or req.call.deadline.at > self.ticked_at, (
+                    f"request {req.tracking.id} (deadline {req.call.deadline}) outlived it: "
+                    f"ticked at "
                     f"{self.ticked_at}")
         for proc, req in self.internal:
             assert req.done or not proc.alive or proc.signalled \
-                or req.deadline.at > self.ticked_at, (
-                    f"{req.op} (deadline {req.deadline}) still runs unchecked in worker "
+                or req.call.deadline.at > self.ticked_at, (
+                    f"{req.call.op} (deadline {req.call.deadline}) still runs unchecked in worker "
                     f"{proc.index} after a tick at {self.ticked_at}")
 
     def unresolved(self) -> list[Request]:
-        return [r for r in self.submitted.values() if r.id not in self.resolved]
+        return [r for r in self.submitted.values() if r.tracking.id not in self.resolved]
 
     # -- setup and callers ------------------------------------------------------------------
 
@@ -378,10 +380,10 @@ class PoolModel(RuleBasedStateMachine):
     def make_pool(self, **options: Any) -> None:
         """A pool, started by its first call."""
         self.machine = PoolMachine("b", PoolOptions(**options))
-        self.call(Request(body_of(Op.PING), []))
+        self.call(Request(Call(body_of(Op.PING), [])))
 
     def call(self, req: Request) -> None:
-        self.submitted[req.id] = req
+        self.submitted[req.tracking.id] = req
         self.machine.submit(req, self.now)
         self.run()
 
@@ -402,8 +404,8 @@ class PoolModel(RuleBasedStateMachine):
         elif pin == "bogus":
             slot, generation = data.draw(st.tuples(st.integers(0, 3), st.integers(0, 4)),
                                          label="made-up handle")
-        self.call(Request(body_of(op), [], deadline=deadline_after(timeout, self.now),
-                          retries=retries, slot=slot, generation=generation))
+        self.call(Request(Call(body_of(op), [], deadline=deadline_after(timeout, self.now),
+                          retries=retries, slot=slot, generation=generation)))
 
     @precondition(lambda self: self.steps >= 25 and self.machine.state != "closed")
     @rule()
@@ -529,25 +531,25 @@ class PoolModel(RuleBasedStateMachine):
         req, gen = proc.running, proc.generation  # tagged with the generation it ran in
         proc.running = None
         proc.answered.append(req)
-        proc.page = (proc.page[0], req.id)
-        if isinstance(req.message, Shutdown):  # answered, then it leaves
+        proc.page = (proc.page[0], req.tracking.id)
+        if isinstance(req.call.message, Shutdown):  # answered, then it leaves
             proc.exiting = 0
-        if isinstance(req.message, Shutdown | TryRecover) and how not in ("error", "lost"):
+        if isinstance(req.call.message, Shutdown | TryRecover) and how not in ("error", "lost"):
             how = "reply"
         if how == "lost":  # its lane broke: nothing more crosses it
             proc.cut_off = True
-        if isinstance(req.message, TryRecover) and how in ("reply", "lost"):  # in place
-            proc.generation = req.message.generation
+        if isinstance(req.call.message, TryRecover) and how in ("reply", "lost"):  # in place
+            proc.generation = req.call.message.generation
         if how == "reply":  # (the pool's own requests carry no value: Recovered(CAPS), Done)
-            self.send(proc, Message(reply_of(req), req.id, gen,
-                                    [] if req.internal else [reply_value(req.id)]))
+            self.send(proc, Message(reply_of(req), req.tracking.id, gen,
+                                    [] if req.call.internal else [reply_value(req.tracking.id)]))
         elif how == "error":
-            self.send(proc, Message(Failed(error), req.id, gen))
+            self.send(proc, Message(Failed(error), req.tracking.id, gen))
         elif how == "device_lost":
             self.send(proc, Message(Failed(DeviceLostError("gone", generation=gen).to_dict()),
-                                    req.id, gen))
+                                    req.tracking.id, gen))
         elif how == "garbled":  # its reply could not be decoded, but its id could
-            self.send(proc, ProtocolError("undecodable reply", request_id=req.id))
+            self.send(proc, ProtocolError("undecodable reply", request_id=req.tracking.id))
         self.machine.progress(proc.index, *proc.page, self.now)
         self.run()
 
@@ -567,7 +569,7 @@ class PoolModel(RuleBasedStateMachine):
         if kind == "again":  # may deliver a reply that was lost before: once at most
             proc = self.pick(data, lambda p: p.talks and p.answered)
             if proc is not None:
-                rid = proc.answered[-1].id
+                rid = proc.answered[-1].tracking.id
                 self.send(proc, Message(reply_of(proc.answered[-1]), rid, proc.generation,
                                         [reply_value(rid)]))
             return
@@ -575,11 +577,11 @@ class PoolModel(RuleBasedStateMachine):
             if not self.former:
                 return
             proc = self.former[data.draw(st.integers(0, len(self.former) - 1), label="former")]
-            ids, gen = [r.id for r in (proc.holding, *proc.answered) if r is not None], \
+            ids, gen = [r.tracking.id for r in (proc.holding, *proc.answered) if r is not None], \
                 proc.generation
         else:
             proc = self.pick(data, lambda p: p.talks)
-            held = proc.holding.id if proc is not None and proc.holding is not None else 0
+            held = proc.holding.tracking.id if proc is not None and proc.holding is not None else 0
             gen = proc.generation if proc is not None else 1
             if kind == "other_generation":
                 ids, gen = [held, 0], gen + offset
@@ -602,7 +604,7 @@ class PoolModel(RuleBasedStateMachine):
             resolves = self.send(who, msg)
             assert not resolves, (
                 f"a {kind} message ({msg}) from {who} resolved request "
-                f"{[r.request.id for r in resolves]}")
+                f"{[r.request.tracking.id for r in resolves]}")
 
     # -- liveness -------------------------------------------------------------------------------
 
@@ -628,7 +630,8 @@ class PoolModel(RuleBasedStateMachine):
             timer = self.machine.next_timer()
             when = self.now + interval if timer is None else min(timer, self.now + interval)
             self.step_to(max(when, self.now + 1e-3), beats=True)
-        stuck = [(r.id, r.state, r.worker, r.deadline) for r in self.unresolved()]
+        stuck = [(r.tracking.id, r.tracking.state, r.tracking.worker, r.call.deadline)
+                 for r in self.unresolved()]
         raise AssertionError(f"healthy workers left requests unanswered: {stuck}; workers "
                              f"{[(w.index, w.state) for w in self.machine.workers]}")
 
@@ -660,7 +663,7 @@ class PoolModel(RuleBasedStateMachine):
         assert self.machine.stopped, [(w.index, w.state) for w in self.machine.workers]
         assert not [p.pid for p in self.procs.values() if p.alive], "processes outlived close"
         assert not self.unresolved(), (
-            f"unresolved after close: {[r.id for r in self.unresolved()]}")
+            f"unresolved after close: {[r.tracking.id for r in self.unresolved()]}")
 
 
 PoolModel.TestCase.settings = settings(
@@ -697,7 +700,7 @@ def test_a_request_whose_send_failed_goes_to_another_worker_not_the_unreachable_
     state.take(unreachable)
     state.give_answer(unreachable, "reply")
     unreachable.cut_off = True
-    req = Request(body_of(Op.DISPATCH), [])
+    req = Request(Call(body_of(Op.DISPATCH), []))
     state.call(req)  # to worker 0, refused: on_send checks it never goes there again
     assert state.procs[1].holding is req and unreachable.signalled
 
@@ -718,7 +721,7 @@ def test_a_busy_worker_that_never_received_its_request_leaves_no_timer_in_the_pa
     state.step_to(1.0, beats=True)  # hello, a heartbeat, the PING taken
     state.give_answer(worker, "reply")
     worker.frozen = True
-    state.call(Request(body_of(Op.DISPATCH), []))  # sent at 1.0, never received
+    state.call(Request(Call(body_of(Op.DISPATCH), [])))  # sent at 1.0, never received
     state.advance_to(4.0, beats=False)        # from 3.0 to 4.0 next_timer says 3.0
 
 

@@ -13,7 +13,7 @@ from supervision_harness import Shell, body_of
 
 from vyre_core.boundary.messages import Op
 from vyre_core.supervisor.rules import states
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_core.supervisor.rules.states import CallState, Event, PoolState, WorkerState
 
 pytestmark = pytest.mark.fast
@@ -50,11 +50,11 @@ def test_with_checking_off_a_move_is_only_the_assignment(
 
 def test_a_call_moves_through_its_table_on_the_way_to_its_answer() -> None:
     shell = Shell(workers=1)
-    assert Request(body_of(Op.PING), []).state is CallState.NEW
+    assert Request(Call(body_of(Op.PING), [])).tracking.state is CallState.NEW
     req = shell.submit(op=Op.PING)
-    assert req.state is CallState.SENT and shell.machine.state is PoolState.RUNNING
+    assert req.tracking.state is CallState.SENT and shell.machine.state is PoolState.RUNNING
     shell.reply(0, req)
-    assert req.state is CallState.DONE and req.done
+    assert req.tracking.state is CallState.DONE and req.done
     assert shell.machine.workers[0].state is WorkerState.IDLE
 
 

@@ -19,7 +19,7 @@ from vyre_core.probe_cache import ProbeCache
 from vyre_core.registry import Registry
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import wait_first
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_core.supervisor.rundir import RunDir
 from vyre_core.supervisor.shell import Place, PoolHandle, Spans
 
@@ -121,8 +121,8 @@ class Pools:
         this first probe."""
         pool = self.open(backend, deadline)
         ping = Ping(f"routing probe of {backend!r}")
-        pings = [pool.submit(Request(ping, [], deadline=deadline,
-                                     devices=None if d is None else frozenset({d})))
+        pings = [pool.submit(Request(Call(ping, [], deadline=deadline,
+                                     devices=None if d is None else frozenset({d}))))
                  for d in pool.unprobed_devices]
         waiting = set(pings)
         while waiting:  # the first answer: failures only when every device failed

@@ -38,10 +38,10 @@ from vyre_core.supervisor.facts import PoolFacts
 from vyre_core.supervisor.lane import interrupts_deferred
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import Outcome
-from vyre_core.supervisor.rules.actions import Promote, Release, Send, Signal, Spawn, Stop
+from vyre_core.supervisor.rules.actions import Promote, Send, Signal, Spawn, Stop
 from vyre_core.supervisor.rules.constants import TICK_EVERY
 from vyre_core.supervisor.rules.machine import PoolMachine
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Request, Transfer
 from vyre_core.supervisor.shell import Carrier, Spans
 
 _log = logging.getLogger("vyre.cluster")
@@ -51,6 +51,19 @@ LOOK_EVERY = 0.05
 #: Inputs of this many bytes or more go into the object store once per call, by the
 #: caller; smaller ones ride inside each send (Ray inlines them).
 PUT_FROM = 1 << 20
+
+
+class RayTransfer(Transfer):
+    """What the Ray shell keeps of a request: ``wire``, its arrays as sent (a list, or one
+    object reference in Ray's store, put once for every send), and ``waker``, the token of
+    the caller waiting in ``RayPool.call`` (whose thread takes the reply of that send)."""
+
+    __slots__ = ("waker", "wire")
+
+    def __init__(self, waker: object | None = None) -> None:
+        super().__init__()
+        self.wire: Any = None
+        self.waker = waker
 
 
 class RayPoolState(enum.StrEnum):
@@ -123,7 +136,8 @@ class RayPool(Placement, PoolFacts):
 
     def submit(self, request: Request) -> Outcome:
         """Hand ``request`` to the rules; its future always resolves."""
-        future = request.future
+        future = request.call.future
+        request.transfer = RayTransfer()
         self._begin_span(request)
         future.on_cancel = lambda: self._cancel(request)
         try:
@@ -143,10 +157,11 @@ class RayPool(Placement, PoolFacts):
         so (mostly: whichever thread looks first) is taking its reply; deadlines, deaths
         and retries are the rules' as always. An exception that lands in this thread
         while it waits (Ctrl-C) cancels the call, as ``Pool.call`` does."""
-        future = request.future
+        future = request.call.future
+        own = object()
+        request.transfer = RayTransfer(own)
         self._begin_span(request)
         future.on_cancel = lambda: self._cancel(request)
-        request.waker = own = object()
         self._start()
         self._place_arrays(request)
         with interrupts_deferred(), self._lock:
@@ -181,17 +196,17 @@ class RayPool(Placement, PoolFacts):
         """(The caller's thread, outside the lock.) Large inputs go into Ray's object store
         once, here: every send of the request (a retry too) names them, and a store that
         cannot take them is this caller's error, not a worker's fault."""
-        arrays = [codec.as_frame_array(a) for a in request.arrays]
-        request.nbytes = sum(a.nbytes for a in arrays)  # (its transfer is allowed time)
-        request.input_bytes = request.nbytes
-        if request.nbytes < PUT_FROM:
-            request.wire = arrays
+        t = request.transfer
+        arrays = [codec.as_frame_array(a) for a in request.call.arrays]
+        t.nbytes = t.input_bytes = sum(a.nbytes for a in arrays)  # (its crossing is given time)
+        if t.nbytes < PUT_FROM:
+            t.wire = arrays
             return
         try:
-            request.wire = self._ray.put(arrays)
+            t.wire = self._ray.put(arrays)
         except Exception as exc:
             raise SystemResourceError(
-                f"Ray's object store could not take the {request.nbytes} bytes of "
+                f"Ray's object store could not take the {t.nbytes} bytes of "
                 f"{request.label}: {type(exc).__name__}: {_text(exc)}",
                 "Give the cluster's nodes more object store memory (ray start "
                 "--object-store-memory), or send less per call.") from None
@@ -262,7 +277,7 @@ class RayPool(Placement, PoolFacts):
             waiting = [*machine.queue, *(r for w in machine.workers
                                          for r in (*w.pinned, w.current) if r is not None)]
             for req in waiting:
-                future, req.future = req.future, None
+                future, req.call.future = req.call.future, None
                 if future is not None:
                     self._carrier.resolved.append((future, error))
         self._deliver()
@@ -317,7 +332,7 @@ class RayPool(Placement, PoolFacts):
                 self._machine.measured(index, rss)
             else:
                 self._machine.message(identity, value, now)
-                if isinstance(request.message, Shutdown):  # it released its device: the actor goes
+                if isinstance(request.call.message, Shutdown):  # its device released: it goes
                     self._died(index, identity, 0, "stopped", kill=True)
             self._carry(self._machine.take_actions())
 
@@ -365,10 +380,13 @@ class RayPool(Placement, PoolFacts):
     def promote(self, action: Promote) -> None:
         self._promote(action)
 
-    def release(self, action: Release) -> None:
+    def release(self, request: Request) -> None:
         """Nothing: arrays live in Ray's object store, with nothing of ours to reuse."""
 
     def reply_of(self, request: Request, value: Any) -> Any:
+        t = request.transfer
+        if isinstance(t, RayTransfer):  # answered: its inputs need not stay in the store
+            t.wire = None
         return value  # (outputs come back as arrays of the object store already)
 
     def action_failed(self, action: Any, exc: Exception) -> None:
@@ -394,19 +412,20 @@ class RayPool(Placement, PoolFacts):
                                       time.monotonic())
             return None
         req = action.request
-        if req.wire is None:  # (internal requests: recovery, adoption, shutdown)
-            req.wire = [codec.as_frame_array(a) for a in req.arrays]
+        t = req.transfer
+        if not isinstance(t, RayTransfer):  # (the rules' own: recovery, adoption, shutdown)
+            t = req.transfer = RayTransfer()
+            t.wire = [codec.as_frame_array(a) for a in req.call.arrays]
         try:
             ref = actor.handle.options(concurrency_group="work").remote(
-                req.message, req.id, req.wire)
+                req.call.message, req.tracking.id, t.wire)
         except self._ray.exceptions.RayActorError as exc:
             self._machine.send_failed(action.index, req, _text(exc), time.monotonic())
             return None
         except Exception as exc:  # the request itself cannot go (unserialisable, say)
             error = as_vyre_error(exc, f"sending {req.label} to a Ray actor")
             self._machine.message(action.identity, codec.error_message(
-                error, req.id, action.generation),
-                time.monotonic())
+                error, req.tracking.id, action.generation), time.monotonic())
             return None
         self._pending[ref] = ("reply", action.index, action.identity, req)
         return ref

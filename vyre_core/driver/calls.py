@@ -36,7 +36,7 @@ from vyre_core.sequence import Role, output_buffers
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.shadow_sampler import Sample
 from vyre_core.supervisor.outcome import Outcome
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_core.supervisor.shell import PoolHandle
 
 if TYPE_CHECKING:
@@ -100,8 +100,8 @@ def _writing_into(request: Request, out: Sequence[np.ndarray], own: dict[int, in
     into those in shared memory (``Driver.empty``), so an input there that it could see
     change meanwhile is copied (``shared_arrays.unaliased``; ``own``: input index -> the
     output index of the same read_write buffer, updated in place)."""
-    request.into = [target.reshape(-1) for target in out]
-    request.arrays = shared_arrays.unaliased(request.arrays, request.into, own)
+    request.call.into = [target.reshape(-1) for target in out]
+    request.call.arrays = shared_arrays.unaliased(request.call.arrays, request.call.into, own)
 
 
 def _read_write(program: Program) -> dict[int, int]:
@@ -209,9 +209,9 @@ def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
                                    "Return fewer buffers, or raise max_output_bytes.")
     message = RunSequence(sequence.fingerprint(), sequence.to_wire(), config.to_wire(),
                           handles, config.label)
-    return Request(message, bound, deadline=Deadline.after(config.timeout),
+    return Request(Call(message, bound, deadline=Deadline.after(config.timeout),
                    retries=0 if handles else config.retries,
-                   slot=slot, generation=generation, outputs=shapes)
+                   slot=slot, generation=generation, outputs=shapes))
 
 
 def _checked_program(program: Any) -> Program:
@@ -300,9 +300,9 @@ def _planned(plans: PlannedLaunches, program: Program, inputs: Sequence[Any],
     bound = abi.bind_inputs(program, inputs)
     launch, sent, outputs = plans.plan(program, config, bound)
     message = Dispatch(program.fingerprint(), program.to_wire(), sent, config.label)
-    return launch, Request(  # type: ignore[return-value]
+    return launch, Request(Call(  # type: ignore[return-value]
         message, bound, deadline=Deadline.after(config.timeout),
-        retries=config.retries, outputs=outputs)
+        retries=config.retries, outputs=outputs))
 
 
 def _dispatched(routing: RoutingPolicy, plans: PlannedLaunches, program: Program,
@@ -312,11 +312,11 @@ def _dispatched(routing: RoutingPolicy, plans: PlannedLaunches, program: Program
     the call when its rule says so and a backend other than the reference served it."""
     launch, request = _planned(plans, program, inputs, config)
     if out is not None:
-        _check_out(program, request.outputs, out)
+        _check_out(program, request.call.outputs, out)
         _writing_into(request, out, _read_write(program))
-    bound = None if shadow is None else _unwritten(request.arrays, out)
+    bound = None if shadow is None else _unwritten(request.call.arrays, out)
     pool, _, (ran, arrays) = routing.call(
-        launch, backend, lambda pool: request.renewed(), request.deadline)
+        launch, backend, lambda pool: request.renewed(), request.call.deadline)
     if out is not None:
         for target, array in zip(out, arrays, strict=True):
             np.copyto(target.reshape(-1), array, casting="no")
@@ -351,7 +351,7 @@ def _resident_launch(routing: RoutingPolicy, plan: ResidentLaunch,
     the worker that holds them."""
     request = _sequence_request(plan.sequence, plan.inputs, plan.resident,
                                 _sequence_config(plan.config))
-    _check_out(plan.sequence, request.outputs, plan.out)
+    _check_out(plan.sequence, request.call.outputs, plan.out)
     _writing_into(request, plan.out, {})
     pool = _resident_sequence_pool(routing, plan.sequence, request, plan.resident, backend)
     return pool.submit(request)
@@ -360,11 +360,11 @@ def _resident_launch(routing: RoutingPolicy, plan: ResidentLaunch,
 def _run_sequence(routing: RoutingPolicy, sequence: StepSequence, request: Request,
                   resident: Mapping[str, ResidentBuffer] | None,
                   backend: str | None) -> Outputs:
-    if request.slot is not None:  # resident buffers: their worker runs it
+    if request.call.slot is not None:  # resident buffers: their worker runs it
         pool = _resident_sequence_pool(routing, sequence, request, resident, backend)
         return _sequence_outputs(*pool.call(request))
     _, _, reply = routing.call(sequence, backend, lambda pool: request.renewed(),
-                               request.deadline)
+                               request.call.deadline)
     return _sequence_outputs(*reply)
 
 
@@ -379,8 +379,8 @@ def _resident_sequence_pool(routing: RoutingPolicy, sequence: StepSequence, requ
             f"backend={backend!r}, but the resident buffers live in "
             f"{pool.backend!r}", "Leave backend out, or allocate the buffers there.")
     # (capable, or every reason why not)
-    routing.route(sequence, pool.backend, request.deadline)
-    _check_device(routing, sequence, next(iter(resident.values())), request.deadline)
+    routing.route(sequence, pool.backend, request.call.deadline)
+    _check_device(routing, sequence, next(iter(resident.values())), request.call.deadline)
     return pool
 
 
@@ -424,7 +424,7 @@ def _dispatched_sequence(routing: RoutingPolicy, sequence: StepSequence, inputs:
     backend (or the worker holding ``resident``), its returns written into ``out``."""
     sequence, request = _sequence_requested(sequence, inputs, resident, config)
     if out is not None:
-        _check_out(sequence, request.outputs, out)
+        _check_out(sequence, request.call.outputs, out)
         _writing_into(request, out, {})
     return _sequence_into(_run_sequence(routing, sequence, request, resident, backend), out)
 

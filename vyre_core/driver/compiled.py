@@ -36,7 +36,7 @@ from vyre_core.ir import Program
 from vyre_core.launch import effective_program, launch_of
 from vyre_core.pipeline import CompiledPipeline, CompiledSequence
 from vyre_core.sequence import Sequence as StepSequence
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_core.supervisor.shell import PoolHandle
 
 if TYPE_CHECKING:
@@ -55,11 +55,11 @@ def compiled_pipeline(routing: RoutingPolicy, program: Program, backend: str | N
     deadline = Deadline.after(config.timeout)
 
     def request(pool: PoolHandle) -> Request:
-        return Request(message, [],
-                       deadline=deadline.within(pool.options.timeouts.compile))
+        return Request(Call(message, [],
+                       deadline=deadline.within(pool.options.timeouts.compile)))
 
     pool, ran, (compiled, _) = routing.call(weighed, backend, request, deadline)
-    slot, generation = ran.served_by
+    slot, generation = ran.tracking.served_by
     pipeline_id = compiled.pipeline
 
     # the last launch's config and input shapes, its config as sent and output shapes
@@ -73,10 +73,10 @@ def compiled_pipeline(routing: RoutingPolicy, program: Program, backend: str | N
             _, sent = launch_of(program, cfg, bound)  # (checked here, as dispatch)
             wire, outputs = sent.to_wire(), abi.output_shapes(program, bound)
             last[0] = (cfg, shapes, wire, outputs)
-        reply, arrays = pool.call(Request(
+        reply, arrays = pool.call(Request(Call(
             PipelineDispatch(pipeline_id, wire, cfg.label), bound,
             deadline=Deadline.after(cfg.timeout), slot=slot, generation=generation,
-            outputs=outputs))
+            outputs=outputs)))
         return _outputs(reply, arrays)
 
     return CompiledPipeline(
@@ -97,23 +97,23 @@ def compiled_sequence(routing: RoutingPolicy, sequence: StepSequence, backend: s
     deadline = Deadline.after(config.timeout)
 
     def request(pool: PoolHandle) -> Request:
-        return Request(message, [],
-                       deadline=deadline.within(pool.options.timeouts.compile))
+        return Request(Call(message, [],
+                       deadline=deadline.within(pool.options.timeouts.compile)))
 
     pool, ran, _ = routing.call(sequence, backend, request, deadline)
-    slot, generation = ran.served_by
+    slot, generation = ran.tracking.served_by
 
     def run(inputs: Sequence[Any], resident: Mapping[str, ResidentBuffer],
             cfg: DispatchConfig, out: Sequence[np.ndarray] | None) -> Outputs:
         cfg = _sequence_config(cfg)
         req = _sequence_request(sequence, inputs, resident, cfg)
         if out is not None:
-            _check_out(sequence, req.outputs, out)
+            _check_out(sequence, req.call.outputs, out)
             _writing_into(req, out, {})
-        if req.slot is not None:
+        if req.call.slot is not None:
             one_worker(list(resident.values()), list(resident), (pool, slot, generation),
                        InvalidSequenceError)
-        req.slot, req.generation = slot, generation
+        req.call.slot, req.call.generation = slot, generation
         return _sequence_into(_sequence_outputs(*pool.call(req)), out)
 
     return CompiledSequence(sequence, config, pool.backend, generation, run,

@@ -151,7 +151,7 @@ class Background:
             config = tuned_config(program, inputs, backend=backend, config=config)
         source, (program, request) = program, _planned(plans, program, inputs, config)
         if out is not None:  # (program: now the launch, what routing weighs)
-            _check_out(source, request.outputs, out)
+            _check_out(source, request.call.outputs, out)
             _writing_into(request, out, _read_write(source))
         return PendingResult(self._routed(routing, program, backend, request))
 
@@ -168,7 +168,7 @@ class Background:
             self._in_background(routing, outcome, running, work, backend, request, caller)
         else:
             first = routing.place(request.renewed(), work, backend, pool)
-            running.append(first.future)
+            running.append(first.call.future)
             pool.submit(first).add_done_callback(
                 lambda done: self._async_done(routing, done, outcome, running, work,
                                               backend, request, pool, first, caller))
@@ -213,16 +213,16 @@ class Background:
         context; each request made for it goes into ``running`` (so a cancel reaches it)."""
         def made(pool: PoolHandle) -> Request:
             renewed = request.renewed()
-            running.append(renewed.future)
+            running.append(renewed.call.future)
             if outcome.cancelled():
-                renewed.future.cancel()
+                renewed.call.future.cancel()
             return renewed
 
         def run() -> None:
             if outcome.done():
                 return
             try:
-                _, _, reply = routing.call(program, backend, made, request.deadline)
+                _, _, reply = routing.call(program, backend, made, request.call.deadline)
                 outcome.set_result(reply)
             except BaseException as exc:
                 with contextlib.suppress(InvalidStateError):

@@ -37,7 +37,7 @@ from vyre_core.kernels.kernel import KernelFunction, Written, axes_of, scalar_ar
 from vyre_core.kernels.signature import check_count, parameter_type
 from vyre_core.sequence import Sequence as StepSequence
 from vyre_core.sequence import SequenceBuilder
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_core.supervisor.shell import PoolHandle
 
 if TYPE_CHECKING:
@@ -84,9 +84,9 @@ class ResidentBuffer:
         """One request to the buffer's worker, within ``deadline`` (made by the caller's
         call), else ``timeout`` seconds from now."""
         self.refuse_if_stale()
-        return self.pool.call(Request(
+        return self.pool.call(Request(Call(
             message, list(arrays), deadline=deadline or Deadline.after(timeout),
-            slot=self.slot, generation=self.generation))
+            slot=self.slot, generation=self.generation)))
 
     @verb("timeout")
     def upload(self, data: Any, *, timeout: float | None = None) -> None:
@@ -126,9 +126,9 @@ def allocate(pools: Pools, byte_len: int, backend: str | None, timeout: float | 
         raise InvalidInputError("allocate_resident needs backend= or near=",
                                 "Name the backend, e.g. backend='wgpu'.")
     pool = pools.open(backend)
-    request = Request(Allocate(int(byte_len)), [], deadline=Deadline.after(timeout))
+    request = Request(Call(Allocate(int(byte_len)), [], deadline=Deadline.after(timeout)))
     allocated, _ = pool.call(request)
-    slot, generation = request.served_by
+    slot, generation = request.tracking.served_by
     return ResidentBuffer(pool, slot, generation, allocated.handle, int(byte_len))
 
 

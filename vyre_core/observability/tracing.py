@@ -41,10 +41,10 @@ class CallSpans:
         self._failing = False
 
     def begin(self, request: Request) -> None:
-        request.trace = (self._current(), time.time_ns())
+        request.transfer.trace = (self._current(), time.time_ns())
 
     def answered(self, request: Request, value: Any) -> None:
-        if request.trace is not None:
+        if request.transfer.trace is not None:
             self._due.append((request, value, time.time_ns()))
 
     def flush(self) -> None:
@@ -64,23 +64,23 @@ class CallSpans:
                 self._failing = True
 
     def _span(self, request: Request, value: Any, ended: int) -> None:
-        parent, started = request.trace
-        request.trace = None
+        parent, started = request.transfer.trace
+        request.transfer.trace = None
         attributes: dict[str, Any] = {"vyre.backend": self._backend,
-                                      "vyre.op": request.op.value,
-                                      "vyre.input_bytes": request.input_bytes}
-        label = request.message.label
+                                      "vyre.op": request.call.op.value,
+                                      "vyre.input_bytes": request.transfer.input_bytes}
+        label = request.call.message.label
         if label:
             attributes["vyre.label"] = label
-        if request.served_by is not None:
-            attributes["vyre.worker"], attributes["vyre.generation"] = request.served_by
+        if request.tracking.served_by is not None:
+            attributes["vyre.worker"], attributes["vyre.generation"] = request.tracking.served_by
         if isinstance(value, BaseException):
             attributes["error.type"] = type(value).__name__
             if isinstance(value, VyreError):
                 attributes["vyre.error_code"] = value.code
         else:
             attributes["vyre.output_bytes"] = data_bytes(value[1])
-        span = self._tracer.start_span(f"vyre {request.op.value}", context=parent,
+        span = self._tracer.start_span(f"vyre {request.call.op.value}", context=parent,
                                        kind=self._kind, attributes=attributes,
                                        start_time=started)
         if isinstance(value, BaseException):

@@ -142,7 +142,7 @@ class RoutingPolicy:
                           "capable backend", work.fingerprint()[:12], failed.backend)
             return again
         if isinstance(exc, UnsupportedFeatureError) and pool is not None:
-            served = None if request is None else request.served_by
+            served = None if request is None else request.tracking.served_by
             device = pool.device_of(served[0]) if served is not None else None
             why = exc.cause.splitlines()[0]
             with self._lock:
@@ -160,7 +160,7 @@ class RoutingPolicy:
         """``request`` limited to the devices of ``pool`` that can run ``work``, for a pool
         with one worker set per device (the decision is cached), and to the workers whose
         own probe accepts it, where workers of one device probed unlike (unlike nodes)."""
-        if request.slot is None and (pool.pinned or pool.varied):
+        if request.call.slot is None and (pool.pinned or pool.varied):
             try:
                 decision = self.router.route(work, backend)
             except VyreError:  # (its pool failed meanwhile: it answers with its own error)
@@ -168,10 +168,10 @@ class RoutingPolicy:
             if decision.backend != pool.backend:
                 return request
             if decision.devices is not None:
-                request.devices = frozenset(decision.devices)
+                request.call.devices = frozenset(decision.devices)
             if pool.varied:
-                accepted = self.router.capable(work, pool.device_variants, request.devices)
-                request.capable = None if accepted is None else frozenset(
+                accepted = self.router.capable(work, pool.device_variants, request.call.devices)
+                request.call.capable = None if accepted is None else frozenset(
                     c.identity for c in accepted)  # (none: the pool answers at once)
         return request
 

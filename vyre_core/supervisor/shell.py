@@ -83,8 +83,8 @@ class Shell(Protocol):
     def promote(self, action: Promote) -> None:
         """A spare serves a slot now: move what the shell keeps per worker."""
 
-    def release(self, action: Release) -> None:
-        """No worker can write the request's memory any more: reuse it."""
+    def release(self, request: Request) -> None:
+        """No worker can write ``request``'s memory any more: reuse it."""
 
     def reply_of(self, request: Request, value: Any) -> Any:
         """What ``request``'s caller gets for the rules' answer ``value``."""
@@ -115,7 +115,7 @@ class Carrier:
     def carry(self, actions: list[Action], own: object | None = None) -> object | None:
         """(Locked.) Carry out ``actions``, each whole or not at all: one that fails goes
         to the shell's ``action_failed``, and the rest are carried out still. The ticket
-        of the send of the caller ``own`` (its ``request.waker``) is returned, for that
+        of the send of the caller ``own`` (its ``request.transfer.waker``) is returned, for that
         caller to take its reply (Ray); else None."""
         mine = None
         for action in actions:
@@ -126,7 +126,7 @@ class Carrier:
                     case Send():
                         ticket = self.shell.send(action)
                         if ticket is not None and own is not None \
-                                and action.request.waker is own:
+                                and action.request.transfer.waker is own:
                             mine = ticket
                     case Spawn():
                         self.shell.spawn(action)
@@ -137,7 +137,7 @@ class Carrier:
                     case Promote():
                         self.shell.promote(action)
                     case Release():
-                        self.shell.release(action)
+                        self.shell.release(action.request)
                     case Log():
                         self.log.log(action.level, action.text)
                     case RoutingChanged():
@@ -160,11 +160,13 @@ class Carrier:
 
     def _resolve(self, action: Resolve) -> None:
         request = action.request
-        future, request.future = request.future, None
+        future, request.call.future = request.call.future, None
         try:
             value = self.shell.reply_of(request, action.value)
         except Exception as exc:  # a bug: the caller gets it, never a wait
             value = as_vyre_error(exc, f"pool {self.shell.backend!r} reading a reply")
+        if not action.running:  # (else its worker may still write there: a Release follows)
+            self.shell.release(request)
         if future is not None:
             self.resolved.append((future, value))
         self.answered(request, value)

@@ -54,11 +54,11 @@ from vyre_core.supervisor.fork_server import ForkServer
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.local.base import IoState
 from vyre_core.supervisor.local.processes import Processes
-from vyre_core.supervisor.local.transfer import Transfer
+from vyre_core.supervisor.local.transfer import DataPath, LocalTransfer
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess, ensure_descriptors
-from vyre_core.supervisor.rules.actions import Promote, Release, Send, Signal, Spawn, Stop
+from vyre_core.supervisor.rules.actions import Promote, Send, Signal, Spawn, Stop
 from vyre_core.supervisor.rules.constants import TICK_EVERY
 from vyre_core.supervisor.rules.machine import PoolMachine
 from vyre_core.supervisor.rules.requests import Request
@@ -75,7 +75,7 @@ _CANCEL = object()  # (_CANCEL, request): its caller cancelled it
 IO_READ_BUDGET = 1 << 20
 
 
-class Pool(Transfer, Processes):
+class Pool(DataPath, Processes):
     """One backend's workers. ``submit`` and ``call`` may be used from any thread;
     ``on_change`` is called (from the I/O thread) whenever routing must decide again."""
 
@@ -147,7 +147,8 @@ class Pool(Transfer, Processes):
         the request is in the inbox (one append) the I/O thread owns it: an exception
         thrown into this thread after that leaves it there, and before, releases what
         was taken (or, landing between the two, leaves a segment unused until close)."""
-        future = request.future  # (answered, the request lets go of it)
+        future = request.call.future  # (answered, the request lets go of it)
+        request.transfer = LocalTransfer()  # (before the span, which notes its start there)
         self._begin_span(request)
         handed = False
         try:
@@ -386,7 +387,7 @@ class Pool(Transfer, Processes):
                 self._machine.cancel(item[1], now)
             elif item.done:
                 pass  # (cancelled before it was handed over: answered, its memory released)
-            elif item.future is not None and item.future.cancelled():
+            elif item.call.future is not None and item.call.future.cancelled():
                 self._machine.submit(item, now)  # (answered at once: nothing runs)
                 self._machine.cancel(item, now)
             else:
@@ -439,7 +440,8 @@ class Pool(Transfer, Processes):
         machine = self._machine
         for req in [*machine.queue, *(r for w in machine.workers
                                       for r in (*w.pinned, w.current) if r is not None)]:
-            if not req.done and req.future is not None and req.future.cancelled():
+            future = req.call.future
+            if not req.done and future is not None and future.cancelled():
                 machine.cancel(req, now)
 
     def _carry_out(self) -> None:
@@ -477,12 +479,13 @@ class Pool(Transfer, Processes):
     def promote(self, action: Promote) -> None:
         self._promote(action)
 
-    def release(self, action: Release) -> None:
-        self._release(action.request)
+    def release(self, request: Request) -> None:
+        self._release(request)
 
     def reply_of(self, request: Request, value: Any) -> Any:
-        # (the request may stay referenced, by the deadline heap say: its result must not)
-        request.wire = None
+        t = request.transfer
+        if isinstance(t, LocalTransfer):  # answered: what it encoded need not stay in memory
+            t.frames = t.wire = None
         return self._results(request, value)
 
     def action_failed(self, action: Any, exc: Exception) -> None:
@@ -501,7 +504,7 @@ class Pool(Transfer, Processes):
                                 f"{type(exc).__name__}: {exc}", "Report this as a bug in vyre.",
                                 backend=self.backend)
         machine = self._machine
-        waiting = [r.future for r in (*machine.queue, *(r for w in machine.workers
+        waiting = [r.call.future for r in (*machine.queue, *(r for w in machine.workers
                                                          for r in (*w.pinned, w.current)))
                    if r is not None]
         waiting += [future for future, _ in self._carrier.resolved]
@@ -523,9 +526,9 @@ class Pool(Transfer, Processes):
         for item in stranded:  # submitted while the thread was ending: never left waiting
             if isinstance(item, Request):
                 self._release(item)
-            if isinstance(item, Request) and item.future is not None:
+            if isinstance(item, Request) and item.call.future is not None:
                 with contextlib.suppress(InvalidStateError):
-                    item.future.set_exception(PoolFailedError(
+                    item.call.future.set_exception(PoolFailedError(
                         f"the driver was closed while {item.label} to {self.backend!r} "
                         "was pending", "Keep the driver open until results are collected.",
                         backend=self.backend))

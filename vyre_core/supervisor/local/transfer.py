@@ -22,83 +22,104 @@ from vyre_core.errors import ProtocolError, SystemResourceError, VyreError
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.local.base import _Local
 from vyre_core.supervisor.rules.actions import Send
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Request, Transfer
 
 _log = logging.getLogger("vyre.supervisor")
 
 
-class Transfer(_Local):
+class LocalTransfer(Transfer):
+    """What the local shell keeps of a request: its encoded ``frames``; the shared memory
+    holding its data (``shared``: segments it placed, caller's arrays it lends) and of it
+    the slot taken for each output (``out_slots``, or None per output); ``wire``, its
+    (out, arrays) as encoded, to encode it again with its program; ``lean``, whether it
+    was encoded naming its program by fingerprint alone."""
+
+    __slots__ = ("frames", "lean", "out_slots", "shared", "wire")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: list[Any] | None = None
+        self.shared: list[Any] = []
+        self.out_slots: list[Any] = []
+        self.wire: tuple[Any, list[Any]] | None = None
+        self.lean = False
+
+
+class DataPath(_Local):
     """A request's way onto a lane and into shared memory, and its reply's way back
     (see the module docstring)."""
 
     def _encode_into(self, request: Request) -> None:
-        request.frames = self._encode(request)
-        request.nbytes = len(request.frames[0]) + sum(a.nbytes for a in request.frames[1:])
+        t = request.transfer  # (a LocalTransfer: ``Pool.submit`` made it)
+        assert isinstance(t, LocalTransfer)
+        t.frames = self._encode(request, t)
+        t.nbytes = len(t.frames[0]) + sum(a.nbytes for a in t.frames[1:])
 
-    def _encode(self, request: Request) -> list[Any]:
+    def _encode(self, request: Request, t: LocalTransfer) -> list[Any]:
         """The request's frames, its large inputs placed in shared memory and a segment
-        taken for each large output (``request.outputs``), where the worker writes it."""
-        if request.outputs:  # known before it runs: refused before any copy
-            codec.check_output_bytes(sum(dtype.itemsize * count
-                                            for dtype, count in request.outputs),
-                                        self.options.transport.max_message_bytes)
+        taken for each large output (``Call.outputs``), where the worker writes it."""
+        call = request.call
+        outputs = call.outputs
+        if outputs:  # known before it runs: refused before any copy
+            codec.check_output_bytes(sum(dtype.itemsize * count for dtype, count in outputs),
+                                     self.options.transport.max_message_bytes)
         arrays: list[Any] = []
-        request.input_bytes = 0
-        for data in request.arrays:
+        for data in call.arrays:
             array = codec.as_frame_array(data)
-            request.input_bytes += array.nbytes
-            segment = self._lend(request, array)  # (a caller's array in shared memory)
+            t.input_bytes += array.nbytes
+            segment = self._lend(t, array)  # (a caller's array in shared memory)
             if segment is None and array.nbytes >= SHARE_THRESHOLD:
                 segment = self._segments.place(array)
                 if segment is not None:
-                    request.shared.append(segment)
+                    t.shared.append(segment)
             if segment is None:
                 arrays.append(array)
             else:
                 arrays.append(segment.describe(array.dtype, array.shape[0]))
         out = None
-        if request.outputs:
-            slots = [self._share(request, dtype.itemsize * count, into)
+        if outputs:
+            slots = [self._share(t, dtype.itemsize * count, into)
                      for (dtype, count), into in zip(
-                         request.outputs, request.into or [None] * len(request.outputs),
-                         strict=True)]
+                         outputs, call.into or [None] * len(outputs), strict=True)]
             if any(slots):  # else the worker returns them as usual
-                request.out_slots = slots
+                t.out_slots = slots
                 out = [codec.array_spec(dtype, count, slot and slot.describe(dtype, count))
-                       for (dtype, count), slot in zip(request.outputs, slots, strict=True)]
-        request.wire = (out, arrays)
+                       for (dtype, count), slot in zip(outputs, slots, strict=True)]
+        t.wire = (out, arrays)
         # every worker holds the program: name it, do not send it
-        request.lean = self._machine.holds_everywhere(request)
-        return codec.encode_checked(Message(request.message, request.id, 0, arrays, out),
+        t.lean = self._machine.holds_everywhere(request)
+        return codec.encode_checked(Message(call.message, request.tracking.id, 0, arrays, out),
                                     self.options.transport.max_message_bytes,
-                                    with_program=not request.lean)
+                                    with_program=not t.lean)
 
-    def _share(self, request: Request, nbytes: int, into: Any = None
+    def _share(self, t: LocalTransfer, nbytes: int, into: Any = None
                ) -> Segment | shared_arrays.Lent | None:
-        """A segment for ``nbytes`` of ``request``'s data (the caller's own ``into`` array
+        """A segment for ``nbytes`` of a request's data (the caller's own ``into`` array
         when it lies in shared memory), or None: small, or no shared memory to be had (the
         data then rides the socket)."""
-        lent = None if into is None else self._lend(request, into)
+        lent = None if into is None else self._lend(t, into)
         if lent is not None:
             return lent
         segment = self._segments.take(nbytes) if nbytes >= SHARE_THRESHOLD else None
         if segment is not None:
-            request.shared.append(segment)
+            t.shared.append(segment)
         return segment
 
-    def _lend(self, request: Request, array: Any) -> shared_arrays.Lent | None:
-        """``array`` held for ``request`` when it is a caller's array in shared memory
+    def _lend(self, t: LocalTransfer, array: Any) -> shared_arrays.Lent | None:
+        """``array`` held for a request when it is a caller's array in shared memory
         (``Driver.empty``) that crosses as it is, without a copy."""
         lent = shared_arrays.lend(array) if self._segments.enabled else None
         if lent is not None:
-            request.shared.append(lent)
+            t.shared.append(lent)
         return lent
 
     def _release(self, request: Request) -> None:
         """No worker can write ``request``'s segments any more: reuse them (a caller's
-        own: let go of them, and of every reference to the caller's arrays)."""
-        shared, request.shared = request.shared, []
-        request.into, request.out_slots = None, []
+        own: let go of them)."""
+        t = request.transfer
+        if not isinstance(t, LocalTransfer) or not t.shared:
+            return
+        shared, t.shared, t.out_slots = t.shared, [], []
         for segment in shared:
             if isinstance(segment, shared_arrays.Lent):
                 segment.release()
@@ -113,7 +134,8 @@ class Transfer(_Local):
         if isinstance(value, BaseException):
             return value
         body, arrays = value
-        slots = request.out_slots or [None] * len(arrays)
+        t = request.transfer
+        slots = (t.out_slots if isinstance(t, LocalTransfer) else None) or [None] * len(arrays)
         if len(arrays) != len(slots):
             return self._misnamed(request)
         results = []
@@ -121,7 +143,7 @@ class Transfer(_Local):
             if isinstance(array, Shared) != (segment is not None):
                 return self._misnamed(request)
             if segment is not None:
-                wanted = request.outputs[len(results)]
+                wanted = request.call.outputs[len(results)]
                 if array.segment != segment.id or (array.dtype, array.count) != wanted:
                     return self._misnamed(request)
             results.append(array)
@@ -129,15 +151,16 @@ class Transfer(_Local):
             if isinstance(segment, shared_arrays.Lent):
                 results[i] = segment.array  # the caller's own array, written in place
             elif segment is not None:
-                request.shared.remove(segment)  # (the result holds it now)
+                t.shared.remove(segment)  # (the result holds it now)
                 results[i] = self._segments.result(segment, array.dtype, array.count)
-        request.out_slots = []
+        if isinstance(t, LocalTransfer):
+            t.out_slots = []
         return body, results
 
     @staticmethod
     def _misnamed(request: Request) -> ProtocolError:
         return ProtocolError(f"the reply to {request.label} does not name its output slots",
-                             request_id=request.id)
+                             request_id=request.tracking.id)
 
     def _send(self, action: Send, lane: Lane) -> str | None:
         """Send ``action``'s request on ``lane`` (held by this thread): None, or why the
@@ -145,16 +168,19 @@ class Transfer(_Local):
         req = action.request
         if lane.broken or lane.reader.ended:
             return "its lane is broken" if lane.broken else "its worker closed its lane"
-        frames = req.frames or codec.encode(Message(req.message, req.id, 0, req.arrays))
-        if req.socket_only and req.shared:  # the worker cannot open shared memory
+        message, t = req.call.message, req.transfer
+        if not isinstance(t, LocalTransfer):  # (the rules' own: recovery, shutdown)
+            frames = codec.encode(Message(message, req.tracking.id, 0, req.call.arrays))
+        elif action.socket_only and t.shared:  # the worker cannot open shared memory
             self._segments.refused()
-            req.out_slots = []
-            frames = codec.encode(Message(req.message, req.id, 0, req.arrays))
-        if req.message.fp is not None and not req.socket_only \
-                and (req.with_program or (req.lean and not action.holds_program)):
-            out, arrays = req.wire  # named by fingerprint to a worker without the program
-            frames = codec.encode(Message(req.message, req.id, 0, arrays, out))
-        req.sent_on = lane  # (first: should the send be cut short, its reply is still read)
+            t.out_slots = []
+            frames = codec.encode(Message(message, req.tracking.id, 0, req.call.arrays))
+        elif message.fp is not None and not action.socket_only \
+                and (action.with_program or (t.lean and not action.holds_program)):
+            out, arrays = t.wire  # named by fingerprint to a worker without the program
+            frames = codec.encode(Message(message, req.tracking.id, 0, arrays, out))
+        else:
+            frames = t.frames
         try:
             # (a live worker reads a whole request before it does anything else)
             framing.send(lane.socket, frames, within=self.options.timeouts.silence_limit,
@@ -196,7 +222,7 @@ class Transfer(_Local):
         """(I/O thread, under the lock.) Give back the lanes of answered requests, and
         retry sends that waited for a lane."""
         for lane, request in list(self._io_lanes.items()):
-            if (request.done and not request.stopping) or lane.doomed:
+            if (request.done and not request.tracking.stopping) or lane.doomed:
                 del self._io_lanes[lane]
                 with contextlib.suppress(KeyError):
                     self._poller.unregister(lane.fd)

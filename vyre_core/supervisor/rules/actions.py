@@ -25,13 +25,18 @@ class Spawn:
 class Send:
     """Send ``request`` to the worker at ``index`` (its ``identity``, ``generation``);
     answer ``send_failed`` when the transport refuses. ``holds_program``: the worker held
-    the request's program before this send (it may be named by fingerprint alone)."""
+    the request's program before this send (it may be named by fingerprint alone);
+    ``with_program``: the send must carry the program whatever the shell guessed (a worker
+    refused it named alone); ``socket_only``: its arrays must ride the socket (a worker
+    could not open its shared memory)."""
 
     index: int
     generation: int
     identity: bytes
     request: Request
     holds_program: bool = False
+    with_program: bool = False
+    socket_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,10 +59,13 @@ class Signal:
 
 @dataclass(frozen=True)
 class Resolve:
-    """Complete ``request``'s future with ``value`` (a reply, or a VyreError)."""
+    """Complete ``request``'s future with ``value`` (a reply, or a VyreError). ``running``:
+    its worker still runs it and may write its memory, so that memory waits for a
+    ``Release``; else it may be reused now."""
 
     request: Request
     value: Any
+    running: bool = False
 
 
 @dataclass(frozen=True)

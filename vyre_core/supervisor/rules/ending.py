@@ -16,7 +16,7 @@ from vyre_core.deadline import Deadline
 from vyre_core.errors import DeviceLostError, SystemResourceError, WorkerCrashedError
 from vyre_core.supervisor.rules.actions import Release, RoutingChanged, Signal, describe_exit
 from vyre_core.supervisor.rules.constants import POISON_KILLS, START_TRIES
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_core.supervisor.rules.slots import Failure, Worker, _Rules
 from vyre_core.supervisor.rules.states import (
     CLOSED,
@@ -90,12 +90,12 @@ class Ending(_Rules):
         w.pid, w.kill_at, w.proven = None, None, False
         w.cancel_by = None
         if req is not None:
-            req.stopping = False
+            req.tracking.stopping = False
         if req is not None and not req.done:
-            if collateral and not req.internal and req.slot is None:
+            if collateral and not req.call.internal and req.call.slot is None:
                 # it runs again, no crash counted
                 self._move_call(req, REQUEUE, QUEUED)
-                req.worker = None
+                req.tracking.worker = None
                 self.queue.appendleft(req)
             else:
                 self._cut_off(w, req, code, output, now, oom_killed)
@@ -130,9 +130,9 @@ class Ending(_Rules):
         OOM killer killed the worker running it: running it again would take the same
         memory, and kill again)."""
         what = f"{w.last_exit} while serving {req.label} on {self.backend!r}"
-        if req.internal:
+        if req.call.internal:
             self._resolve(req, None)
-        elif not req.acked:
+        elif not req.tracking.acked:
             self._lost(req, f"was cut off when {w.last_exit} before receiving it", now)
         elif oom_killed:
             self._resolve(req, SystemResourceError(
@@ -147,31 +147,33 @@ class Ending(_Rules):
             self._resolve(req, DeviceLostError(
                 f"{what}: the device runtime aborted, treated as a lost device",
                 generation=w.generation, stderr=output))
-        elif req.slot is not None:
+        elif req.call.slot is not None:
             self._resolve(req, WorkerCrashedError(what, stderr=output))
         else:
-            req.crashes += 1
-            if req.crashes >= POISON_KILLS:
+            t = req.tracking
+            t.crashes += 1
+            if t.crashes >= POISON_KILLS:
                 self._log(logging.WARNING, f"pool {self.backend!r}: {req.label} killed "
-                                           f"{req.crashes} workers: failed as a poison request")
+                                           f"{t.crashes} workers: failed as a poison request")
                 self._resolve(req, WorkerCrashedError(
-                    f"{what}; it killed {req.crashes} workers in a row, so it is a poison "
+                    f"{what}; it killed {t.crashes} workers in a row, so it is a poison "
                     "request: it fails alone and the pool keeps serving", stderr=output))
-            elif req.crashes > req.retries:
+            elif t.crashes > req.call.retries:
                 self._resolve(req, WorkerCrashedError(what, stderr=output))
             else:
                 self._move_call(req, REQUEUE, QUEUED)
-                req.worker = None
+                t.worker = None
                 self.queue.appendleft(req)
                 self._log(logging.INFO, f"pool {self.backend!r}: {req.label} was cut off; "
-                                        f"running it again (retry {req.crashes} of "
-                                        f"{req.retries})")
+                                        f"running it again (retry {t.crashes} of "
+                                        f"{req.call.retries})")
 
     def _request_recovery(self, w: Worker, now: float) -> None:
         """Device lost: ask the backend to recover in place (a new generation), within
         Timeouts.startup (a hung recovery restarts the worker instead)."""
-        req = Request(TryRecover(w.generation + 1), [],
-                      deadline=Deadline(now + self.options.timeouts.startup), internal=True)
+        req = Request(Call(TryRecover(w.generation + 1), [],
+                           deadline=Deadline(now + self.options.timeouts.startup),
+                           internal=True))
         self._watch_deadline(req)
         self._send(w, req, now, RECOVER)
 
@@ -214,7 +216,7 @@ class Ending(_Rules):
         w.retiring, w.retire_reason, w.retire_cause = kind, reason, cause
         if w.state in RESTING and not kill and kind == "planned" \
                 and self.state == RUNNING:
-            self._send(w, Request(Shutdown(), [], internal=True), now, RETIRE,
+            self._send(w, Request(Call(Shutdown(), [], internal=True)), now, RETIRE,
                        STOPPING)
         else:
             self._actions.append(Signal(w.index, kill=kill))

@@ -99,8 +99,8 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         self.lost_messages = 0
         self.metrics = PoolMetrics()  # (fed by the shell too: answers, with their latency)
         self._deaths: collections.deque[float] = collections.deque()
-        self._deadlines: list[tuple[float, int, Request]] = []
-        self._live_deadlines = 0  # entries of _deadlines whose request is not done
+        self._deadlines: list[list[Any]] = []  # [at, id, request or None], a heap
+        self._live_deadlines = 0  # entries of _deadlines whose request is not answered
         self._last_tick: float | None = None
         self._by_identity: dict[bytes, Worker] = {}
         self._former: collections.deque[bytes] = collections.deque(maxlen=64)
@@ -129,7 +129,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         """The earliest time at which ``tick`` has something to do: the shell ticks only
         then (or ``TICK_EVERY`` after its last tick), so every event that can make work
         possible must schedule it itself."""
-        while self._deadlines and self._deadlines[0][2].done:
+        while self._deadlines and self._deadlines[0][2] is None:
             heapq.heappop(self._deadlines)
         times = [self._deadlines[0][0]] if self._deadlines else []
         # Exactly the times at which tick acts: a time reported here that tick ignores
@@ -147,10 +147,11 @@ class PoolMachine(Starting, Ending, Serving, Wording):
                 times.append(w.cancel_by)
             req = w.current
             if w.state == BUSY and req is not None and not req.done:
-                if not req.acked:
-                    times.append(req.sent_at + self._window(req.nbytes))
-                elif req.finished_seen_at is not None:
-                    times.append(req.finished_seen_at + self._window(req.reply_bytes))
+                t = req.tracking
+                if not t.acked:
+                    times.append(t.sent_at + self._window(req.transfer.nbytes))
+                elif t.finished_seen_at is not None:
+                    times.append(t.finished_seen_at + self._window(t.reply_bytes))
                 else:
                     times.append(w.heard_at + self.options.timeouts.heartbeat)
         if self.failure is not None and not self.failure.announced:
@@ -173,7 +174,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
     def holds_everywhere(self, req: Request) -> bool:
         """Whether every serving worker that may run ``req`` holds its program (a guess for
         the encoder: a wrong one costs a refusal and a resend)."""
-        fp = req.message.fp
+        fp = req.call.message.fp
         return fp is not None and all(fp in w.held for w in self._eligible(req))
 
     def holds(self, slot: int, generation: int) -> bool:
@@ -204,13 +205,13 @@ class PoolMachine(Starting, Ending, Serving, Wording):
                  FAILED: "failed", CLOSED: "closed"}[self.state]
         workers = [{"index": w.index, "pid": w.pid, "generation": w.generation,
                     "state": w.state.value, "restarts": w.deaths,
-                    "in_flight": int(w.current is not None and not w.current.internal
+                    "in_flight": int(w.current is not None and not w.current.call.internal
                                      and not w.current.done),
                     # (work its main thread holds: never the pool's own requests nor
                     # routing's probe, which a fault injected "while it runs" would miss)
-                    "running": bool(w.current is not None and not w.current.internal
-                                    and not isinstance(w.current.message, Ping)
-                                    and w.current.acked and not w.current.done),
+                    "running": bool(w.current is not None and not w.current.call.internal
+                                    and not isinstance(w.current.call.message, Ping)
+                                    and w.current.tracking.acked and not w.current.done),
                     "silent_for": round(now - w.heard_at, 3) if w.pid else None,
                     "served": w.served, "queued": sum(not r.done for r in w.pinned),
                     "spare": w.index >= self.serving, "device": w.device}
@@ -236,7 +237,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         return {"backend": self.backend, "state": self.state.value,
                 "queued": sum(not r.done for r in self.queue)
                 + sum(not r.done for w in self.workers for r in w.pinned),
-                "in_flight": sum(w.current is not None and not w.current.internal
+                "in_flight": sum(w.current is not None and not w.current.call.internal
                                  and not w.current.done for w in self.workers),
                 "workers": sum(w.pid is not None for w in self.workers),
                 **self.metrics.snapshot()}
@@ -244,13 +245,14 @@ class PoolMachine(Starting, Ending, Serving, Wording):
     def answered(self, req: Request, value: Any, now: float) -> None:
         """(The shell, handing ``req``'s answer to its caller.) Counted in the metrics,
         with the time since it was submitted."""
-        self.metrics.answered(req.op.value, value, now - req.submitted_at, req.input_bytes)
+        self.metrics.answered(req.call.op.value, value, now - req.tracking.submitted_at,
+                              req.transfer.input_bytes)
 
     # -- events: callers -------------------------------------------------------------------
 
     def submit(self, req: Request, now: float) -> None:
         """A caller's request (or a retry re-routed here)."""
-        req.submitted_at = now
+        req.tracking.submitted_at = now
         if self.state == CLOSED:
             self._resolve(req, self._closed_error(req))
             return
@@ -259,31 +261,32 @@ class PoolMachine(Starting, Ending, Serving, Wording):
                 self._resolve(req, self._failed_error(now))
                 return
             self._restart_after_cooldown(now)
-        if req.deadline.passed(now):
+        call = req.call
+        if call.deadline.passed(now):
             self._resolve(req, self._timeout(req, "before it could be queued"))
             return
         if self.state == PoolState.NEW:
             self._move_pool(SUBMIT, RUNNING)
             for w in self.workers:
                 self._spawn(w)
-        if req.slot is None and not self._eligible(req):
+        if call.slot is None and not self._eligible(req):
             self._resolve(req, InvalidInputError(
-                f"{req.label} may run only on device(s) {sorted(req.devices or ())} of "
+                f"{req.label} may run only on device(s) {sorted(call.devices or ())} of "
                 f"{self.backend!r}, which has workers on {self._device_names()}",
                 "Route through Driver calls (they name only devices the pool has)."))
             return
-        unservable = None if req.slot is not None else self._unservable(req, None)
+        unservable = None if call.slot is not None else self._unservable(req, None)
         if unservable is not None:
             self._resolve(req, unservable)
             return
-        if req.slot is not None:
-            if not 0 <= req.slot < self.serving:
+        if call.slot is not None:
+            if not 0 <= call.slot < self.serving:
                 self._resolve(req, InvalidInputError(
-                    f"{req.label} names worker {req.slot} of {self.backend!r}, which has "
+                    f"{req.label} names worker {call.slot} of {self.backend!r}, which has "
                     f"{self.serving}", "Use the handles Driver returns, unchanged."))
                 return
-            w = self.workers[req.slot]
-            if req.generation != w.generation or w.state not in SERVING:
+            w = self.workers[call.slot]
+            if call.generation != w.generation or w.state not in SERVING:
                 self._resolve(req, self._invalidated(req, w))
                 return
             w.pinned.append(req)
@@ -311,16 +314,16 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         stop that spends none of the restart intensity."""
         if req.done:
             return
-        w = self.workers[req.worker] if req.state == SENT and req.worker is not None \
-            else None
+        t = req.tracking
+        w = self.workers[t.worker] if t.state == SENT and t.worker is not None else None
         running = w is not None and w.current is req and w.state == BUSY
         self._resolve(req, DispatchCancelledError(
             f"{req.label} on {self.backend!r} was cancelled "
             + ("while it ran" if running else "before it ran")))
         if running:
-            req.stopping = True
+            t.stopping = True
             w.cancel_by = now + self.options.timeouts.cancel_grace
-            self._actions.append(Stop(w.index, req.id))
+            self._actions.append(Stop(w.index, t.id))
         self._schedule(now)
 
     # -- events: messages and progress -----------------------------------------------------
@@ -342,7 +345,8 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         w.heard_at = now
         if isinstance(msg, VyreError):  # (undecodable, or dropped: no room for it here)
             req = w.current
-            if req is not None and not req.done and msg.details.get("request_id") == req.id:
+            if req is not None and not req.done \
+                    and msg.details.get("request_id") == req.tracking.id:
                 self._finish(w, req, msg, now)
             else:
                 self.dropped_replies += 1
@@ -354,22 +358,25 @@ class PoolMachine(Starting, Ending, Serving, Wording):
             self.rejected_messages += 1
             return
         req = w.current
-        if req is not None and req.stopping and w.state == BUSY and msg.id == req.id \
-                and msg.gen == w.generation:
+        if req is None:
+            self.dropped_replies += 1
+            return
+        t = req.tracking
+        if t.stopping and w.state == BUSY and msg.id == t.id and msg.gen == w.generation:
             self._stopped(w, req, now)  # (its answer: cancelled, or finished anyway)
             return
-        if req is None or req.done or w.state != BUSY or msg.gen != w.generation \
-                or (msg.id != req.id and not (isinstance(body, Failed) and msg.id == 0)):
+        if req.done or w.state != BUSY or msg.gen != w.generation \
+                or (msg.id != t.id and not (isinstance(body, Failed) and msg.id == 0)):
             self.dropped_replies += 1
             return
         if msg.cache is not None:
             self.metrics.cache_reported(w.index, msg.cache)
         if isinstance(body, Failed):
             result: Any = VyreError.from_dict(body.error)
-        elif type(body) is not REPLY_OF[type(req.message)]:
+        elif type(body) is not REPLY_OF[type(req.call.message)]:
             result = ProtocolError(f"{req.label} was answered with {body.kind}",
                                    "Use matching vyre versions in the parent and the "
-                                   "workers.", request_id=req.id)
+                                   "workers.", request_id=t.id)
         else:
             result = (body, msg.arrays)
         self._finish(w, req, result, now)
@@ -381,20 +388,23 @@ class PoolMachine(Starting, Ending, Serving, Wording):
         size (the parent allows its transfer that long)."""
         w = self.workers[index]
         req = w.current
-        if req is not None and req.stopping and w.state == BUSY and finished == req.id:
+        if req is None:
+            return
+        t = req.tracking
+        if t.stopping and w.state == BUSY and finished == t.id:
             # it answered: its reply is on its way, and must be read whole before the
             # lane carries anything else (``message`` then lets it serve again)
             w.cancel_by = max(w.cancel_by or now, now + self._window(reply_bytes))
             return
-        if w.state != BUSY or req is None or req.done:
+        if w.state != BUSY or req.done:
             return
-        if received == req.id:
-            req.acked = True
-        if finished == req.id:
-            req.acked = True
-            req.reply_bytes = reply_bytes
-            if req.finished_seen_at is None:
-                req.finished_seen_at = now
+        if received == t.id:
+            t.acked = True
+        if finished == t.id:
+            t.acked = True
+            t.reply_bytes = reply_bytes
+            if t.finished_seen_at is None:
+                t.finished_seen_at = now
 
     def measured(self, index: int, rss: int) -> None:
         """The resident memory of the worker at ``index`` (for ``recycle_rss_bytes``)."""
@@ -429,7 +439,7 @@ class PoolMachine(Starting, Ending, Serving, Wording):
             self._actions.append(RoutingChanged())
         while self._deadlines and self._deadlines[0][0] <= now:
             req = heapq.heappop(self._deadlines)[2]
-            if not req.done:
+            if req is not None:  # (answered ones let go of their request)
                 self._expire(req, now)
         for w in self.workers:
             if w.kill_at is not None and now >= w.kill_at:
@@ -473,5 +483,6 @@ class PoolMachine(Starting, Ending, Serving, Wording):
 
     def _move_call(self, req: Request, event: Event, after: CallState) -> None:
         if states.CHECKING:
-            states.check("call", event, req.state, after, f"pool {self.backend!r}: {req.label}")
-        req.state = after
+            states.check("call", event, req.tracking.state, after,
+                         f"pool {self.backend!r}: {req.label}")
+        req.tracking.state = after

@@ -57,16 +57,16 @@ class Serving(_Rules):
 
     def _eligible(self, req: Request) -> tuple[Worker, ...] | list[Worker]:
         """The serving workers on the devices ``req`` may run on."""
-        if req.devices is None:
+        if req.call.devices is None:
             return self._serving
-        return [w for w in self._serving if w.device in req.devices]
+        return [w for w in self._serving if w.device in req.call.devices]
 
     def _stopped(self, w: Worker, req: Request, now: float) -> None:
         """The worker's reply to the cancelled ``req`` arrived: it serves again; the
         memory it might have written is free."""
         self._move(w, ANSWER, IDLE)
         w.current, w.cancel_by, w.heard_at = None, None, now
-        req.stopping = False
+        req.tracking.stopping = False
         for held in [r for r in w.holding if r is req]:
             w.holding.remove(held)
             self._actions.append(Release(held))
@@ -77,8 +77,8 @@ class Serving(_Rules):
     def _may_serve(self, w: Worker, req: Request) -> bool:
         """Whether ``w`` serves ``req`` now, or may once it has started."""
         if w.state in SERVING:
-            return req.capable is None or (w.caps is not None
-                                           and w.caps.identity in req.capable)
+            capable = req.call.capable
+            return capable is None or (w.caps is not None and w.caps.identity in capable)
         return w.state in PASSING \
             and w.refusal is None
 
@@ -95,7 +95,7 @@ class Serving(_Rules):
         eligible = self._eligible(req)
         if any(self._may_serve(v, req) for v in eligible):
             return None
-        if req.capable is not None and any(v.state in SERVING for v in eligible):
+        if req.call.capable is not None and any(v.state in SERVING for v in eligible):
             return NoCapableBackendError(
                 f"{req.label}: no worker of {self.backend!r} that can run it remains (those "
                 "serving now run where the device lacks what it needs)",
@@ -122,7 +122,7 @@ class Serving(_Rules):
                 if self._frozen(w, now):
                     break
                 req = w.pinned.popleft()
-                if req.generation != w.generation:
+                if req.call.generation != w.generation:
                     self._resolve(req, self._invalidated(req, w))
                     continue
                 self._send(w, req, now)
@@ -149,8 +149,8 @@ class Serving(_Rules):
         programs and resident buffers stay together while one worker keeps up; work
         spreads over workers and devices as soon as it does not: busy ones are not idle).
         A worker silent too long with work waiting is retired instead."""
-        fp = req.message.fp
-        devices, capable = req.devices, req.capable
+        fp = req.call.message.fp
+        devices, capable = req.call.devices, req.call.capable
         best: Worker | None = None
         for w in self._serving:
             if w.state != IDLE or (devices is not None and w.device not in devices) \
@@ -174,30 +174,33 @@ class Serving(_Rules):
               after: WorkerState = BUSY) -> None:
         """Send ``req`` to ``w``, which ``event`` moves to ``after`` (it runs ``req``)."""
         self._move_call(req, SEND, SENT)
-        req.worker, req.sent_at = w.index, now
-        req.acked, req.finished_seen_at = False, None
-        req.served_by = (w.index, w.generation)
+        t = req.tracking
+        t.worker, t.sent_at = w.index, now
+        t.acked, t.finished_seen_at = False, None
+        t.served_by = (w.index, w.generation)
         w.current = req
         self._move(w, event, after)
-        fp = req.message.fp
+        fp = req.call.message.fp
         had = fp in w.held
         if fp is not None:  # it holds the program once this arrives (its cache, mirrored)
-            req.program_held = had and not req.with_program
+            t.program_held = had and not t.needs_program
             w.held[fp] = None
             w.held.move_to_end(fp)
             if len(w.held) > PROGRAM_CACHE:
                 w.held.popitem(last=False)
-        self._actions.append(Send(w.index, w.generation, w.identity, req, had))
+        self._actions.append(Send(w.index, w.generation, w.identity, req, had,
+                                  t.needs_program, t.needs_socket))
 
     def _check_busy(self, w: Worker, now: float) -> None:
         req = w.current
         if req is None or req.done:
             return
-        if not req.acked:
-            if now - req.sent_at < self._window(req.nbytes):
+        t = req.tracking
+        if not t.acked:
+            if now - t.sent_at < self._window(req.transfer.nbytes):
                 return
             w.current = None
-            if w.heard_at > req.sent_at:
+            if w.heard_at > t.sent_at:
                 # Alive, yet the request never reached its main thread (which takes each
                 # request the moment it is whole): its lane no longer carries messages.
                 self.lost_messages += 1
@@ -211,8 +214,8 @@ class Serving(_Rules):
                              cause="unresponsive")
                 self._lost(req, f"was sent to {w.name}, which was frozen", now,
                            WorkerCrashedError)
-        elif req.finished_seen_at is not None:
-            if now - req.finished_seen_at >= self._window(req.reply_bytes):
+        elif t.finished_seen_at is not None:
+            if now - t.finished_seen_at >= self._window(t.reply_bytes):
                 w.current = None
                 self._move(w, REPLY_LOST, IDLE)
                 self.lost_messages += 1
@@ -222,7 +225,7 @@ class Serving(_Rules):
                     "Call again; if it recurs, return less data per call (split the "
                     "dispatch) and read the worker's output in Driver.status()."))
         elif now - w.heard_at > self.options.timeouts.heartbeat:
-            if not req.internal:
+            if not req.call.internal:
                 self._resolve(req, WorkerCrashedError(
                     f"{w.name} of {self.backend!r} sent no heartbeat for "
                     f"{self.options.timeouts.heartbeat:g} s while running {req.label}",
@@ -235,60 +238,61 @@ class Serving(_Rules):
               error: type[VyreError] = WorkerCrashedError) -> None:
         """``req`` never ran: send it again (to any worker) or, past the limit, fail it
         with ``error``."""
-        if req.internal:
+        if req.call.internal:
             self._resolve(req, None)
-        elif req.slot is not None:
+        elif req.call.slot is not None:
             self._resolve(req, error(
                 f"{req.label} {how}; it is pinned to that worker, which is gone",
                 PipelineInvalidatedError.default_fix))
-        elif req.losses >= MAX_RESENDS:
+        elif (t := req.tracking).losses >= MAX_RESENDS:
             self._resolve(req, error(
                 f"{req.label} on {self.backend!r} {how}; it never reached a worker in "
-                f"{req.losses + 1} tries"))
+                f"{t.losses + 1} tries"))
         else:
-            req.losses += 1
+            t.losses += 1
             self._move_call(req, REQUEUE, QUEUED)
-            req.worker = None
+            t.worker = None
             self.queue.appendleft(req)
             self._log(logging.INFO, f"pool {self.backend!r}: {req.label} {how}; sending it "
-                                    f"again (resend {req.losses} of {MAX_RESENDS})")
+                                    f"again (resend {t.losses} of {MAX_RESENDS})")
             self._schedule(now)
 
     def _finish(self, w: Worker, req: Request, result: Any, now: float) -> None:
         w.current = None
         if w.state == BUSY:  # (a stopping one answers its Shutdown: it stays)
             self._move(w, ANSWER, IDLE)
+        call, t = req.call, req.tracking
         refused = result.details if isinstance(result, ProtocolError) \
-            and not req.internal else {}
-        if (refused.get(PROGRAM_NOT_HELD) and not req.with_program) \
-                or (refused.get(SHARED_REFUSED) and not req.socket_only):
+            and not call.internal else {}
+        if (refused.get(PROGRAM_NOT_HELD) and not t.needs_program) \
+                or (refused.get(SHARED_REFUSED) and not t.needs_socket):
             # Named by fingerprint only, to a worker that does not hold the program (the
             # parent's guess was wrong); or its arrays in shared memory the worker cannot
             # open: it goes again, first in line, with its program or on the socket, under
             # a new id (the worker has answered the old one; its page says so).
-            req.id = next(_ids)
-            req.with_program |= bool(refused.get(PROGRAM_NOT_HELD))
-            req.socket_only |= bool(refused.get(SHARED_REFUSED))
+            t.id = next(_ids)
+            t.needs_program |= bool(refused.get(PROGRAM_NOT_HELD))
+            t.needs_socket |= bool(refused.get(SHARED_REFUSED))
             self._move_call(req, REQUEUE, QUEUED)
-            req.worker = None
-            (w.pinned if req.slot is not None else self.queue).appendleft(req)
+            t.worker = None
+            (w.pinned if call.slot is not None else self.queue).appendleft(req)
             self._schedule(now)
             return
-        if req.internal:
+        if call.internal:
             self._resolve(req, result)
-            if isinstance(req.message, TryRecover):
+            if isinstance(call.message, TryRecover):
                 self._recovered(w, result, now)
-            elif isinstance(req.message, Adopt):
+            elif isinstance(call.message, Adopt):
                 if isinstance(result, Exception):
                     self._retire(w, "fault", f"it could not take over the slot ({result})",
                                  now, kill=True, cause="protocol")
                 self._schedule(now)
             return
-        if not isinstance(req.message, Ping):
+        if not isinstance(call.message, Ping):
             w.served += 1
             w.served_generation += 1
-        if req.message.fp is not None:
-            self.metrics.program_answered(req.program_held)
+        if call.message.fp is not None:
+            self.metrics.program_answered(t.program_held)
         self._resolve(req, result)
         if isinstance(result, DeviceLostError):
             self._request_recovery(w, now)
@@ -297,15 +301,16 @@ class Serving(_Rules):
         self._schedule(now)
 
     def _expire(self, req: Request, now: float) -> None:
-        if req.state == SENT and req.worker is not None \
-                and self.workers[req.worker].current is req:
-            w = self.workers[req.worker]
-            if req.internal:
+        index = req.tracking.worker
+        if req.tracking.state == SENT and index is not None \
+                and self.workers[index].current is req:
+            w = self.workers[index]
+            if req.call.internal:
                 self._resolve(req, None)
                 # a spare that cannot even take over its slot is a fault (counted, so a
                 # backend whose processes all hang there fails its pool); a recovery that
                 # runs long is the device's, planned
-                kind = "fault" if isinstance(req.message, Adopt) else "planned"
+                kind = "fault" if isinstance(req.call.message, Adopt) else "planned"
                 self._retire(w, kind, f"{req.label} ran past its deadline", now,
                              cause="deadline")
                 return
@@ -332,28 +337,28 @@ class Serving(_Rules):
         if req.done:
             return
         self._move_call(req, RESOLVE, DONE)
-        req.arrays, req.frames = [], None  # answered: its data need not stay in memory
-        if req.watched:
+        t = req.tracking
+        if t.deadline_entry is not None:  # the heap keeps nothing answered alive
+            t.deadline_entry[2], t.deadline_entry = None, None
             self._live_deadlines -= 1
-        if not req.internal:
-            self._actions.append(Resolve(req, value))
-        if req.shared:
-            w = self.workers[req.worker] if req.worker is not None else None
-            if w is not None and w.current is req:
-                w.holding.append(req)  # still running it: its memory is freed at its exit
-            else:
-                self._actions.append(Release(req))
+        if req.call.internal:
+            return
+        running = t.worker is not None and self.workers[t.worker].current is req
+        if running:  # its memory is released at the worker's exit, or when it stops
+            self.workers[t.worker].holding.append(req)
+        self._actions.append(Resolve(req, value, running))
 
     def _watch_deadline(self, req: Request) -> None:
         """Put ``req`` on the deadline heap; answered entries are dropped when they reach
         the top, and the heap is rebuilt when they outnumber the live ones."""
-        if req.deadline.at is None:
+        at = req.call.deadline.at
+        if at is None:
             return
-        req.watched = True
+        entry = req.tracking.deadline_entry = [at, req.tracking.id, req]
         self._live_deadlines += 1
-        heapq.heappush(self._deadlines, (req.deadline.at, req.id, req))
+        heapq.heappush(self._deadlines, entry)
         if len(self._deadlines) > 64 + 2 * self._live_deadlines:
-            self._deadlines = [e for e in self._deadlines if not e[2].done]
+            self._deadlines = [e for e in self._deadlines if e[2] is not None]
             heapq.heapify(self._deadlines)
 
     def _window(self, nbytes: int) -> float:
@@ -380,6 +385,7 @@ class Serving(_Rules):
                                          w.startup_deadline + gap)
             req = w.current
             if req is not None and not req.done:
-                req.sent_at = min(now, req.sent_at + gap)
-                if req.finished_seen_at is not None:
-                    req.finished_seen_at = min(now, req.finished_seen_at + gap)
+                t = req.tracking
+                t.sent_at = min(now, t.sent_at + gap)
+                if t.finished_seen_at is not None:
+                    t.finished_seen_at = min(now, t.finished_seen_at + gap)

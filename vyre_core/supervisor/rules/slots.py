@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vyre_core.contract.types import Capabilities
 from vyre_core.errors import VyreError
@@ -114,7 +114,7 @@ class _Rules:
     lost_messages: int
     metrics: PoolMetrics
     _deaths: collections.deque[float]
-    _deadlines: list[tuple[float, int, Request]]
+    _deadlines: list[list[Any]]
     _live_deadlines: int
     _last_tick: float | None
     _by_identity: dict[bytes, Worker]

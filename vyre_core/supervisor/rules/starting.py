@@ -14,7 +14,7 @@ from vyre_core.deadline import Deadline
 from vyre_core.errors import CallerError, VyreError
 from vyre_core.supervisor.rules.actions import Promote, RoutingChanged, Signal, Spawn
 from vyre_core.supervisor.rules.constants import START_ERROR_CHARS
-from vyre_core.supervisor.rules.requests import Request
+from vyre_core.supervisor.rules.requests import Call, Request
 from vyre_core.supervisor.rules.slots import Worker, _Rules
 from vyre_core.supervisor.rules.states import (
     BACKOFF,
@@ -211,8 +211,9 @@ class Starting(_Rules):
         self._actions.append(Promote(spare.index, w.index))
         self._log(logging.INFO, f"pool {self.backend!r}: spare process {w.pid} serves "
                                 f"worker {w.index} as generation {w.generation}")
-        req = Request(Adopt(w.generation), [],
-                      deadline=Deadline(now + self.options.timeouts.startup), internal=True)
+        req = Request(Call(Adopt(w.generation), [],
+                           deadline=Deadline(now + self.options.timeouts.startup),
+                           internal=True))
         self._watch_deadline(req)
         self._send(w, req, now, PROMOTE)
         self._spawn(spare)

@@ -16,12 +16,12 @@ class Wording(_Rules):
     """The words of the rules' errors (see the module docstring)."""
 
     def _why_waiting(self, req: Request | None = None) -> str:
-        workers = self.workers if req is None or req.devices is None else self._eligible(req)
+        workers = self.workers if req is None or req.call.devices is None else self._eligible(req)
         states = collections.Counter(w.state for w in workers)
         ahead = sum(not r.done for r in self.queue)
         parts = [f"{n} {state}" for state, n in sorted(states.items())]
-        where = "" if req is None or req.devices is None else \
-            f" on device(s) {sorted(req.devices)}"
+        where = "" if req is None or req.call.devices is None else \
+            f" on device(s) {sorted(req.call.devices)}"
         return f"workers{where}: {', '.join(parts)}; {ahead} request(s) queued"
 
     def _device_names(self) -> str:
@@ -31,7 +31,7 @@ class Wording(_Rules):
     # -- errors ----------------------------------------------------------------------------
 
     def _timeout(self, req: Request, where: str) -> DispatchTimeoutError:
-        seconds = req.deadline.seconds
+        seconds = req.call.deadline.seconds
         return DispatchTimeoutError(
             f"{req.label} on {self.backend!r} ran past its {seconds:g} s deadline "
             f"{where}" if seconds is not None else
@@ -53,12 +53,12 @@ class Wording(_Rules):
                                backend=self.backend)
 
     def _invalidated(self, req: Request, w: Worker) -> PipelineInvalidatedError:
-        if req.generation == w.generation:
+        if req.call.generation == w.generation:
             now_is = (f"that worker is being stopped ({w.retire_reason})" if w.retire_reason
                       else f"that worker is {w.state}")
         else:
             now_is = f"that worker is now generation {w.generation}"
         return PipelineInvalidatedError(
-            f"{req.label} uses a handle from worker {w.index} generation {req.generation} "
-            f"of {self.backend!r}; {now_is}", generation=req.generation,
+            f"{req.label} uses a handle from worker {w.index} generation {req.call.generation} "
+            f"of {self.backend!r}; {now_is}", generation=req.call.generation,
             backend=self.backend)
