@@ -80,6 +80,17 @@ def test_cancel_after_the_answer_is_a_no_op():
     assert shell.run() == [] and shell.result(req) == (Ran(), [1])
 
 
+def test_an_answered_outcome_lets_go_of_its_cancel_hook():
+    """The hook holds the call it would cancel (its request, and so its arrays): once the
+    outcome is complete it can never run, so it is dropped, and the caller holding the
+    outcome holds no more than the answer."""
+    for complete in (lambda o: o.set_result(7), lambda o: o.set_exception(ValueError())):
+        outcome = Outcome()
+        outcome.on_cancel = lambda: None
+        complete(outcome)
+        assert outcome.on_cancel is None and not outcome.cancel()
+
+
 def test_an_outcome_has_exactly_one_completion_whoever_races():
     for _ in range(200):
         outcome = Outcome()

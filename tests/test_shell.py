@@ -228,6 +228,27 @@ def test_a_call_answered_while_its_worker_still_runs_it_keeps_its_memory_till_a_
     assert shell.calls[-1] == ("release", request)
 
 
+def test_a_release_that_fails_costs_the_memory_never_the_answer():
+    """Giving memory back can fail (closing a segment: an OSError); the caller's answer is
+    already queued and counted by then, and the failure is the shell's, as a Release."""
+    from vyre_core.supervisor.outcome import Outcome
+
+    class Failing(Recording):
+        def release(self, request):
+            raise OSError("closing the segment failed")
+
+    shell, machine = Failing(), Machine()
+    carrier = _carrier(shell, machine)
+    request = _request()
+    request.call.future = future = Outcome()
+    carrier.carry([Resolve(request, ({"ok": 1}, []))])
+    carrier.deliver()
+    assert future.done() and future.result() == ({"ok": 1}, [])
+    assert machine.answers == [(request, ({"ok": 1}, []))]
+    (failed, exc), = shell.failed
+    assert failed == Release(request) and isinstance(exc, OSError)
+
+
 def test_carry_all_carries_what_the_rules_answer_next_and_returns_the_callers_ticket():
     own, ticket = object(), object()
     shell = Recording(ticket=ticket)

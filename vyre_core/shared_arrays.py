@@ -65,7 +65,7 @@ class _Memory:
 
 
 class Lent:
-    """A caller's array crossing by descriptor, held by one request (``request.shared``)
+    """A caller's array crossing by descriptor, held by one request (its ``LocalTransfer.shared``)
     until no worker can still write it: its segment stays open that long."""
 
     def __init__(self, memory: _Memory, array: np.ndarray, offset: int) -> None:

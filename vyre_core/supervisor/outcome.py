@@ -64,6 +64,8 @@ class Outcome:
             return False
         self._value, self._state = value, state
         self._done = True
+        if state != _CANCELLED:  # (never called now: let go of the call it would cancel)
+            self.on_cancel = None
         for woken in list(self._waiters):
             woken.wake()
         for claim, callback in list(self._callbacks):

@@ -165,11 +165,14 @@ class Carrier:
             value = self.shell.reply_of(request, action.value)
         except Exception as exc:  # a bug: the caller gets it, never a wait
             value = as_vyre_error(exc, f"pool {self.shell.backend!r} reading a reply")
-        if not action.running:  # (else its worker may still write there: a Release follows)
-            self.shell.release(request)
         if future is not None:
             self.resolved.append((future, value))
         self.answered(request, value)
+        if not action.running:  # (else its worker may still write there: a Release follows)
+            try:
+                self.shell.release(request)
+            except Exception as exc:  # (the answer is queued: only the memory is at stake)
+                self.shell.action_failed(Release(request), exc)
 
     def answered(self, request: Request, value: Any) -> None:
         """(Locked, once ``request``'s answer is queued for its caller.) Count it, and
