@@ -122,7 +122,7 @@ class Pools:
         pool = self.open(backend, deadline)
         ping = Ping(f"routing probe of {backend!r}")
         pings = [pool.submit(Request(Call(ping, [], deadline=deadline,
-                                     devices=None if d is None else frozenset({d}))))
+                                          devices=None if d is None else frozenset({d}))))
                  for d in pool.unprobed_devices]
         waiting = set(pings)
         while waiting:  # the first answer: failures only when every device failed

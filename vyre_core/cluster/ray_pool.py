@@ -19,7 +19,7 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from vyre_core.boundary import codec
 from vyre_core.boundary.messages import Heartbeat, Hello, HelloFailed, Message, Shutdown
@@ -384,9 +384,8 @@ class RayPool(Placement, PoolFacts):
         """Nothing: arrays live in Ray's object store, with nothing of ours to reuse."""
 
     def reply_of(self, request: Request, value: Any) -> Any:
-        t = request.transfer
-        if isinstance(t, RayTransfer):  # answered: its inputs need not stay in the store
-            t.wire = None
+        # (every request this shell answers has a RayTransfer: made on submit or first send)
+        cast(RayTransfer, request.transfer).wire = None  # answered: its inputs may go
         return value  # (outputs come back as arrays of the object store already)
 
     def action_failed(self, action: Any, exc: Exception) -> None:

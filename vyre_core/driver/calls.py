@@ -210,8 +210,8 @@ def _sequence_request(sequence: StepSequence, inputs: Sequence[Any],
     message = RunSequence(sequence.fingerprint(), sequence.to_wire(), config.to_wire(),
                           handles, config.label)
     return Request(Call(message, bound, deadline=Deadline.after(config.timeout),
-                   retries=0 if handles else config.retries,
-                   slot=slot, generation=generation, outputs=shapes))
+                        retries=0 if handles else config.retries,
+                        slot=slot, generation=generation, outputs=shapes))
 
 
 def _checked_program(program: Any) -> Program:

@@ -56,7 +56,7 @@ def compiled_pipeline(routing: RoutingPolicy, program: Program, backend: str | N
 
     def request(pool: PoolHandle) -> Request:
         return Request(Call(message, [],
-                       deadline=deadline.within(pool.options.timeouts.compile)))
+                            deadline=deadline.within(pool.options.timeouts.compile)))
 
     pool, ran, (compiled, _) = routing.call(weighed, backend, request, deadline)
     slot, generation = ran.tracking.served_by
@@ -98,7 +98,7 @@ def compiled_sequence(routing: RoutingPolicy, sequence: StepSequence, backend: s
 
     def request(pool: PoolHandle) -> Request:
         return Request(Call(message, [],
-                       deadline=deadline.within(pool.options.timeouts.compile)))
+                            deadline=deadline.within(pool.options.timeouts.compile)))
 
     pool, ran, _ = routing.call(sequence, backend, request, deadline)
     slot, generation = ran.tracking.served_by

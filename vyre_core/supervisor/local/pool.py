@@ -54,7 +54,7 @@ from vyre_core.supervisor.fork_server import ForkServer
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.local.base import IoState
 from vyre_core.supervisor.local.processes import Processes
-from vyre_core.supervisor.local.transfer import DataPath, LocalTransfer
+from vyre_core.supervisor.local.transfer import DataPath, LocalTransfer, local_transfer
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess, ensure_descriptors
@@ -483,9 +483,8 @@ class Pool(DataPath, Processes):
         self._release(request)
 
     def reply_of(self, request: Request, value: Any) -> Any:
-        t = request.transfer
-        if isinstance(t, LocalTransfer):  # answered: what it encoded need not stay in memory
-            t.frames = t.wire = None
+        t = local_transfer(request)
+        t.frames = t.wire = None  # (answered: what it encoded need not stay in memory)
         return self._results(request, value)
 
     def action_failed(self, action: Any, exc: Exception) -> None:

@@ -10,7 +10,7 @@ import contextlib
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 import zmq
 
@@ -45,13 +45,18 @@ class LocalTransfer(Transfer):
         self.lean = False
 
 
+def local_transfer(request: Request) -> LocalTransfer:
+    """``request``'s transfer: every request this shell holds has a LocalTransfer (a
+    caller's made by ``Pool.submit``, one of the rules' own by its first send)."""
+    return cast(LocalTransfer, request.transfer)
+
+
 class DataPath(_Local):
     """A request's way onto a lane and into shared memory, and its reply's way back
     (see the module docstring)."""
 
     def _encode_into(self, request: Request) -> None:
-        t = request.transfer  # (a LocalTransfer: ``Pool.submit`` made it)
-        assert isinstance(t, LocalTransfer)
+        t = local_transfer(request)
         t.frames = self._encode(request, t)
         t.nbytes = len(t.frames[0]) + sum(a.nbytes for a in t.frames[1:])
 
@@ -116,8 +121,8 @@ class DataPath(_Local):
     def _release(self, request: Request) -> None:
         """No worker can write ``request``'s segments any more: reuse them (a caller's
         own: let go of them)."""
-        t = request.transfer
-        if not isinstance(t, LocalTransfer) or not t.shared:
+        t = local_transfer(request)
+        if not t.shared:
             return
         shared, t.shared, t.out_slots = t.shared, [], []
         for segment in shared:
@@ -134,8 +139,8 @@ class DataPath(_Local):
         if isinstance(value, BaseException):
             return value
         body, arrays = value
-        t = request.transfer
-        slots = (t.out_slots if isinstance(t, LocalTransfer) else None) or [None] * len(arrays)
+        t = local_transfer(request)
+        slots = t.out_slots or [None] * len(arrays)
         if len(arrays) != len(slots):
             return self._misnamed(request)
         results = []
@@ -153,8 +158,7 @@ class DataPath(_Local):
             elif segment is not None:
                 t.shared.remove(segment)  # (the result holds it now)
                 results[i] = self._segments.result(segment, array.dtype, array.count)
-        if isinstance(t, LocalTransfer):
-            t.out_slots = []
+        t.out_slots = []
         return body, results
 
     @staticmethod
@@ -169,9 +173,10 @@ class DataPath(_Local):
         if lane.broken or lane.reader.ended:
             return "its lane is broken" if lane.broken else "its worker closed its lane"
         message, t = req.call.message, req.transfer
-        if not isinstance(t, LocalTransfer):  # (the rules' own: recovery, shutdown)
-            frames = codec.encode(Message(message, req.tracking.id, 0, req.call.arrays))
-        elif action.socket_only and t.shared:  # the worker cannot open shared memory
+        if not isinstance(t, LocalTransfer):  # (the rules' own: recovery, adoption, shutdown)
+            t = req.transfer = LocalTransfer()
+            t.frames = codec.encode(Message(message, req.tracking.id, 0, req.call.arrays))
+        if action.socket_only and t.shared:  # the worker cannot open shared memory
             self._segments.refused()
             t.out_slots = []
             frames = codec.encode(Message(message, req.tracking.id, 0, req.call.arrays))

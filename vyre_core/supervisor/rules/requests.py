@@ -128,8 +128,8 @@ class Tracking:
 class Transfer:
     """The shell's part: ``nbytes``, the size of the message it sends (set when encoded);
     ``input_bytes``, its arrays' bytes as sent; ``trace``, its span's parent and start
-    (``observability/tracing.py``). Each shell makes its own kind on submit; a call the
-    rules make keeps this plain one."""
+    (``observability/tracing.py``). Each shell makes its own kind on submit, and for a
+    call the rules make (with this plain one) at its first send."""
 
     __slots__ = ("input_bytes", "nbytes", "trace")
 
