@@ -110,18 +110,24 @@ _local = threading.local()
 _SIGINT = int(signal.SIGINT)
 
 
-@contextlib.contextmanager
-def interrupts_deferred() -> Iterator[None]:
+def interrupts_deferred() -> contextlib.AbstractContextManager[None]:
     """On the main thread, a SIGINT that arrives inside the block is handled when it ends,
     by whatever Python handler was set (Python's default raises KeyboardInterrupt; a
     program's own may raise anything): a lane taken must be recorded as held, and a
     message begun must go out, or be read, whole. Elsewhere (other threads, no Python
-    handler): as is."""
+    handler): as is (one shared empty block: the I/O threads enter this on every pass)."""
+    if threading.current_thread() is not threading.main_thread():
+        return _AS_IS
+    return _deferred()
+
+
+_AS_IS = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _deferred() -> Iterator[None]:
     # (``_signal``: the C functions ``signal`` wraps; its enum conversions cost 10x more,
     # twice per call on the hot path)
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     handler = _signal.getsignal(_SIGINT)
     if not callable(handler):  # ignored, the default action, or set outside Python
         yield

@@ -190,7 +190,11 @@ class Carrier:
         outcomes the rules answered, in that order, so no caller goes on on a stale
         routing decision. Completing an outcome never blocks (``outcome.py``); one its
         caller cancelled meanwhile stays cancelled. On the main thread a Ctrl-C inside
-        waits till every one is complete, or their callers would wait on."""
+        waits till every one is complete, or their callers would wait on. (Every thread
+        that queues an answer or a change delivers after it, so a look without the lock
+        that finds none may return: most passes of the I/O thread answer nothing.)"""
+        if not self.resolved and not self.changed and self.spans is None:
+            return
         with interrupts_deferred():
             with self.lock:
                 resolved, self.resolved = self.resolved, []
