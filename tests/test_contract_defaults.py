@@ -10,6 +10,7 @@ backend leave the host as members of the VyreError family.
 from __future__ import annotations
 
 import types
+import warnings
 from dataclasses import fields
 
 import numpy as np
@@ -1126,6 +1127,24 @@ def test_a_contract_1_backend_gets_its_record_from_its_queries_and_profile(monke
     assert caps == Capabilities(**FULL_CAPS) and caps.extra == FULL_PROFILE
     assert sorted(backend.calls) == sorted(
         [f"vyre_{name}" for name in CAPABILITY_HOOKS] + ["vyre_device_profile"])
+
+
+def test_a_contract_1_profiles_loop_trip_limit_is_the_field_it_became(monkeypatch):
+    """vyre 0.1 read the loop trip limit from the device profile: a contract 1 backend that
+    reports it there still has its loops routed by it, and says nothing new."""
+    monkeypatch.setattr(deprecations, "_warned", {})
+
+    class Limited(ContractOneBackend):
+        @hookimpl
+        def vyre_device_profile(self):
+            return {**FULL_PROFILE, "max_loop_trip": 65535}
+
+    with pytest.warns(VyreDeprecationWarning, match="Fix: Implement vyre_capabilities"):
+        host = BackendHost(Limited())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        caps = host.capabilities()
+    assert caps.max_loop_trip == 65535 and caps.extra == FULL_PROFILE
 
 
 def test_the_old_queries_answer_from_the_record_of_a_backend_that_gives_one():

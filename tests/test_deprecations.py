@@ -22,6 +22,7 @@ from vyre_core import DispatchConfig, __version__, deprecations, ir
 from vyre_core.cli.doctor import plugin_findings
 from vyre_core.contract import Capabilities, hookimpl
 from vyre_core.contract.manager import HOOK_NAMES, LoadedBackend
+from vyre_core.contract.types import FACTS_NOW_FIELDS
 from vyre_core.deprecations import DEPRECATIONS, Deprecation, VyreDeprecationWarning
 from vyre_core.driver import call_forms
 from vyre_core.errors import InvalidConfigError, PluginLoadError, ValidationError
@@ -74,6 +75,7 @@ def test_every_entry_names_something_that_exists_and_is_not_yet_removed(entry):
     names = {"hook": set(HOOK_NAMES), "op": set(ALL_OPS),
              "config": {f.name for f in fields(DispatchConfig)},
              "option": set(FLAT),  # (each read as a property of PoolOptions too)
+             "claim": {f"extra[{name!r}]" for name in FACTS_NOW_FIELDS},
              "call": {*vyre_core.__all__,
                       *(f"{owner}.{name}" for owner in public_types
                         for name in dir(getattr(vyre_core, owner))),

@@ -187,7 +187,7 @@ def test_the_deprecations_table_lists_every_entry():
     rows = {(what, since, removed) for what, since, removed, _ in
             table_rows("operations.md", "| hook `") + table_rows("operations.md", "| op `")
             + table_rows("operations.md", "| config `") + table_rows("operations.md", "| call `")
-            + table_rows("operations.md", "| option `")}
+            + table_rows("operations.md", "| option `") + table_rows("operations.md", "| claim `")}
     assert rows == {(f"{d.kind} `{d.name}`", d.since, d.removed_in) for d in DEPRECATIONS}
 
 

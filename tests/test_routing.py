@@ -9,9 +9,16 @@ import threading
 
 import pytest
 
-from vyre_core import ir
+from vyre_core import deprecations, ir
 from vyre_core.contract.types import Capabilities
-from vyre_core.errors import InvalidInputError, NoCapableBackendError, PluginLoadError, VyreError
+from vyre_core.deprecations import VyreDeprecationWarning
+from vyre_core.errors import (
+    InvalidConfigError,
+    InvalidInputError,
+    NoCapableBackendError,
+    PluginLoadError,
+    VyreError,
+)
 from vyre_core.ir.requirements import ALL_OPS
 from vyre_core.registry import BackendRegistration, Registry
 from vyre_core.routing import (
@@ -192,16 +199,48 @@ def test_storage_buffer_limit_only_when_reported():
         "buffer 'out' is 4096 bytes, the limit is 4000"]
 
 
-def test_loop_trip_limit_hook():
-    limited = caps(extra={"max_loop_trip": 64})
+def test_a_loop_past_the_claimed_trip_limit_is_refused():
+    limited = caps(max_loop_trip=64)
     assert rejection_reasons(loop_program(32).requirements(), limited) == []
+    assert rejection_reasons(loop_program(64).requirements(), limited) == []
     assert rejection_reasons(loop_program(100).requirements(), limited) == [
         "loops run 100 iterations, more than the 64 this adapter allows"]
     # a bound known only at run time is guarded by the backend itself
     assert rejection_reasons(loop_program(None).requirements(), limited) == []
     assert rejection_reasons(loop_program(None).requirements(), caps()) == []
-    assert rejection_reasons(loop_program(100).requirements(),
-                             caps(extra={"max_loop_trip": True})) == []   # not an int
+    assert rejection_reasons(loop_program(100).requirements(), caps()) == []  # no limit
+
+
+def test_a_trip_limit_claimed_in_extra_as_vyre_0_1_did_still_routes_with_a_warning(
+        monkeypatch):
+    """docs/contract.md of vyre 0.1 put the loop trip limit among the device facts: read
+    as the field, with a warning, until 1.0.0 refuses it."""
+    monkeypatch.setattr(deprecations, "_warned", {})
+    with pytest.warns(VyreDeprecationWarning, match=r"uses claim \"extra\['max_loop_trip'\]\""
+                      r".* Fix: Claim it as the field"):
+        limited = caps(extra={"max_loop_trip": 64, "device": "old"})
+    assert (limited.max_loop_trip, limited.extra) == (64, {"device": "old"})
+    assert rejection_reasons(loop_program(100).requirements(), limited) == [
+        "loops run 100 iterations, more than the 64 this adapter allows"]
+    assert Capabilities.from_dict(limited.to_dict()) == limited  # (the wire: the field)
+    ignored = caps(extra={"max_loop_trip": True})  # not an int: ignored, as before
+    assert ignored.max_loop_trip is None and ignored.extra == {}
+    assert rejection_reasons(loop_program(100).requirements(), ignored) == []
+    monkeypatch.setattr(deprecations, "__version__", "1.0.0")
+    with pytest.raises(InvalidConfigError, match=r"removed in vyre 1\.0\.0") as refused:
+        caps(extra={"max_loop_trip": 64})
+    assert "Claim it as the field" in refused.value.fix
+
+
+def test_workers_with_unlike_trip_limits_combine_to_the_least_they_report():
+    """Two workers of one device (on unlike nodes, say): the device runs what both can, so
+    the smaller limit holds; a worker that reports none adds no limit."""
+    both = Capabilities.common([caps(max_loop_trip=1000), caps(max_loop_trip=10),
+                                caps()])
+    assert both.max_loop_trip == 10
+    assert rejection_reasons(loop_program(100).requirements(), both) == [
+        "loops run 100 iterations, more than the 10 this adapter allows"]
+    assert Capabilities.common([caps(), caps()]).max_loop_trip is None
 
 
 def test_every_reason_is_listed_in_order():

@@ -1,7 +1,8 @@
 """What vyre has deprecated, and the one rule for each: warn once, then refuse.
 
-Every entry names a hook, a ``DispatchConfig`` field, an IR op id, a public call or a flat
-``PoolOptions`` field (kind ``option``, now in one of its groups), the
+Every entry names a hook, a ``DispatchConfig`` field, an IR op id, a public call, a flat
+``PoolOptions`` field (kind ``option``, now in one of its groups) or a device fact a
+backend claimed in ``Capabilities.extra`` that is a field now (kind ``claim``), the
 vyre version that deprecated it, the version that removes it, and what to use instead (the
 Fix). Until the removal version, using it warns once per process
 (``VyreDeprecationWarning``, shown by default, and a log record); from that version on it
@@ -12,7 +13,8 @@ ships that contract.
 Checked where each kind enters: plugins when they load (``contract/manager.py``), configs
 when they are made (``config.py``), programs when they are validated (``ir/validate.py``),
 calls when they are made (the function itself), flat pool options when ``PoolOptions`` is
-made or such a field is read (``supervisor/options.py``).
+made or such a field is read (``supervisor/options.py``), claims when a ``Capabilities``
+record is made (``contract/types.py``).
 ``vyre doctor`` lists the entries and the installed plugins that still use one.
 """
 
@@ -35,7 +37,7 @@ from vyre_core.errors import VyreError
 
 logger = logging.getLogger("vyre.deprecation")
 
-Kind = Literal["hook", "config", "op", "option", "call"]
+Kind = Literal["hook", "config", "op", "option", "call", "claim"]
 
 
 class VyreDeprecationWarning(FutureWarning):
@@ -141,6 +143,9 @@ DEPRECATIONS: tuple[Deprecation, ...] = (
                 "Pass Driver(shadow=ShadowOptions(every=N))."),
     Deprecation("call", "Driver(shadow_dir=)", "0.1.0", "1.0.0",
                 "Pass Driver(shadow=ShadowOptions(every=N, dir=...))."),
+    Deprecation("claim", "extra['max_loop_trip']", "0.1.0", "1.0.0",
+                "Claim it as the field: Capabilities(max_loop_trip=N), or \"max_loop_trip\" "
+                "among the claims, not in extra."),
 )
 
 

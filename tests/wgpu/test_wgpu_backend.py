@@ -81,7 +81,7 @@ def test_capabilities_come_from_the_probed_device(host, strict):
         assert caps.max_workgroup_memory_bytes == 32768
         assert caps.supports_f16 and caps.supports_f64
         assert caps.extra["software_adapter"] is True
-        assert caps.extra["max_loop_trip"] == 65535
+        assert caps.max_loop_trip == 65535
 
 
 def test_static_claims_are_the_webgpu_defaults():
@@ -169,7 +169,7 @@ def test_pipeline_cache_counts_real_hits_and_misses(host):
 
 
 def test_a_loop_over_the_adapter_budget_is_refused_at_compile(host):
-    limit = host.capabilities().extra.get("max_loop_trip")
+    limit = host.capabilities().max_loop_trip
     if limit is None:
         assert host.dispatch(counting_loop(70_000), [])[0].tolist() == [70_000]
         return
@@ -181,7 +181,7 @@ def test_a_loop_over_the_adapter_budget_is_refused_at_compile(host):
 def test_a_run_time_loop_the_adapter_cuts_short_is_an_error_not_a_result(host):
     prog = counting_loop(None)
     assert host.dispatch(prog, [np.array([1000], np.uint32)])[0].tolist() == [1000]
-    limit = host.capabilities().extra.get("max_loop_trip")
+    limit = host.capabilities().max_loop_trip
     if limit is None:
         return
     with pytest.raises(UnsupportedFeatureError, match="cut a loop short"):
@@ -212,7 +212,7 @@ def test_a_while_loop_is_not_refused_for_its_bound_and_a_cut_one_is_an_error(hos
     assert prog.requirements().loop_trip_bound is None
     assert host.dispatch(prog, [np.array([1000], np.uint32)])[0].tolist() == [1000]
     assert host.dispatch(counting_while(limit=7), [np.array([9], np.uint32)])[0].tolist() == [7]
-    limit = host.capabilities().extra.get("max_loop_trip")
+    limit = host.capabilities().max_loop_trip
     if limit is None:
         return
     assert host.dispatch(prog, [np.array([limit], np.uint32)])[0].tolist() == [limit]

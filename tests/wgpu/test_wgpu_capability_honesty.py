@@ -159,7 +159,7 @@ def test_the_probed_report(caps, strict):
         assert caps.max_workgroup_size == (1024, 1024, 1024)
         assert caps.max_invocations_per_workgroup == 1024
         assert caps.max_workgroup_memory_bytes == 32768
-        assert caps.extra["max_loop_trip"] == LAVAPIPE_LOOP_TRIP
+        assert caps.max_loop_trip == LAVAPIPE_LOOP_TRIP
 
 
 @pytest.mark.parametrize("dtype", [ir.f16, ir.f64], ids=["f16", "f64"])
@@ -502,7 +502,7 @@ def counting_loop(trips: int | None) -> ir.Program:
 
 
 def test_a_run_time_loop_past_the_budget_is_an_error_and_discarded(host, caps, strict):
-    limit = caps.extra.get("max_loop_trip")
+    limit = caps.max_loop_trip
     if strict:
         assert limit == LAVAPIPE_LOOP_TRIP
     program = counting_loop(None)
@@ -523,7 +523,7 @@ def test_a_run_time_loop_past_the_budget_is_an_error_and_discarded(host, caps, s
 
 
 def test_routing_refuses_a_static_loop_past_the_reported_budget(host, caps):
-    limit = caps.extra.get("max_loop_trip")
+    limit = caps.max_loop_trip
     wgpu = register_plugin(backend, name="wgpu")
     reference = register_plugin(reference_backend, name="reference")
     reference_caps = BackendHost(reference_backend).capabilities()

@@ -146,8 +146,9 @@ class ConservativeDefaults:
         answers = {name: self.call(f"vyre_{name}") for name in CAPABILITY_QUERIES}
         facts = (self.call("vyre_device_profile")
                  if self.implements("vyre_device_profile") else {})
-        return Capabilities.from_claims({
-            **answers, "extra": {k: v for k, v in facts.items() if k not in _FIELDS}})
+        return Capabilities.from_claims({  # (a fact that is a field now is its claim)
+            **{k: v for k, v in facts.items() if k in _FIELDS and k != "extra"}, **answers,
+            "extra": {k: v for k, v in facts.items() if k not in _FIELDS}})
 
     @hookimpl(trylast=True)
     def vyre_device_profile(self) -> dict[str, Any]:

@@ -104,6 +104,7 @@ def wall_clock_ns() -> int:
 _COMBINE = {
     "all": all,
     "least": min,
+    "least_known": lambda each: min((v for v in each if v is not None), default=None),
     "each_least": lambda each: tuple(min(axis) for axis in zip(*each, strict=True)),
     "intersect": lambda each: frozenset.intersection(*each),
     "agree": lambda each: each[0] if all(v == each[0] for v in each) else None,
@@ -114,6 +115,10 @@ def _rule(combine: str, *, ops: bool = False, tuple_: bool = False) -> dict[str,
     """A field's metadata: how it combines, and what a claim of it is coerced to (a set
     of op names, a tuple: plain data arrives as lists)."""
     return {"combine": combine, "ops": ops, "tuple": tuple_}
+
+
+#: Device facts (integer limits) once claimed in ``Capabilities.extra`` that are fields now.
+FACTS_NOW_FIELDS = frozenset({"max_loop_trip"})
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,30 @@ class Capabilities:
         default=None, metadata=_rule("agree", tuple_=True))
     max_storage_buffer_bytes: int = 0  # 0: not reported (not "unlimited")
     max_workgroup_memory_bytes: int = 0
+    # loop iterations an invocation may run in all before the device silently stops it
+    # (a software adapter's); None: no such limit known
+    max_loop_trip: int | None = field(default=None, metadata=_rule("least_known"))
     extra: dict[str, Any] = field(default_factory=dict, compare=False)  # adapter facts etc.
+
+    def __post_init__(self) -> None:
+        """A fact claimed in ``extra`` under the name of a field it became (contract 1's
+        device profile, as the docs of vyre 0.1 told) is that field's claim, with a
+        warning until it is refused (``vyre_core.deprecations``)."""
+        moved = FACTS_NOW_FIELDS & set(self.extra)
+        if not moved:
+            return
+        from vyre_core.deprecations import enforce, of_kind
+
+        defaults = {f.name: f.default for f in fields(self)}
+        for name in sorted(moved):
+            enforce(of_kind("claim")[f"extra[{name!r}]"], "a backend's Capabilities",
+                    InvalidConfigError)
+            value = self.extra[name]
+            if (getattr(self, name) == defaults[name] and isinstance(value, int)
+                    and not isinstance(value, bool)):  # (any other value was ignored)
+                object.__setattr__(self, name, value)
+        object.__setattr__(self, "extra", {k: v for k, v in self.extra.items()
+                                           if k not in moved})
 
     @classmethod
     def from_claims(cls, claims: dict[str, Any]) -> Capabilities:

@@ -119,9 +119,9 @@ def rejection_reasons(req: Requirements, caps: Capabilities) -> list[str]:
     # A loop known to run past the adapter's trip limit is routed away; a loop whose
     # bound is only known at run time is guarded by the backend, which discards a
     # truncated result with an error instead of returning it.
-    trip_max = caps.extra.get("max_loop_trip")
-    if (isinstance(trip_max, int) and not isinstance(trip_max, bool)
-            and req.loop_trip_bound is not None and req.loop_trip_bound > trip_max):
+    trip_max = caps.max_loop_trip
+    if trip_max is not None and req.loop_trip_bound is not None \
+            and req.loop_trip_bound > trip_max:
         reasons.append(f"loops run {req.loop_trip_bound} iterations, more than the "
                        f"{trip_max} this adapter allows")
     return reasons

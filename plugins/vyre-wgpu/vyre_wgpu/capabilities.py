@@ -124,6 +124,7 @@ def fields(dev: DeviceState) -> dict[str, Any]:
         "max_storage_buffer_bytes": min(dev.limit("max-storage-buffer-binding-size"),
                                         dev.limit("max-buffer-size")),
         "max_workgroup_memory_bytes": dev.limit("max-compute-workgroup-storage-size"),
+        "max_loop_trip": dev.max_loop_trip,
     }
 
 
@@ -142,8 +143,6 @@ def profile(dev: DeviceState) -> dict[str, Any]:
         "max_grid_workgroups": max_grid_workgroups(
             dev.limit("max-compute-workgroups-per-dimension")),
     })
-    if dev.max_loop_trip is not None:
-        facts["max_loop_trip"] = int(dev.max_loop_trip)
     return facts
 
 
