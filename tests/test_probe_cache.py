@@ -70,9 +70,12 @@ def test_the_identity_holds_what_selects_an_adapter_and_not_the_caches_own_setti
     wgpu = reg("wgpu", 100)
     base = probe_cache.identity_facts(wgpu, {"HOME": "/h"})
     assert probe_cache.identity_facts(wgpu, {"HOME": "/elsewhere"}) == base
-    assert probe_cache.identity_facts(wgpu, {"VYRE_PROBE_CACHE": "/x"}) == base
+    for where in ("VYRE_PROBE_CACHE", "VYRE_RUNTIME_DIR", "VYRE_TUNING_CACHE",
+                  "VYRE_CPU_CACHE_DIR"):  # (where files go: vyre doctor sets one)
+        assert probe_cache.identity_facts(wgpu, {"HOME": "/h", where: "/x"}) == base, where
     for name in ("VK_ICD_FILENAMES", "WGPU_ADAPTER_NAME", "CUDA_VISIBLE_DEVICES",
-                 "VYRE_FAULTS", "MESA_LOADER_DRIVER_OVERRIDE"):
+                 "VYRE_FAULTS", "VYRE_CPU_THREADS", "VYRE_LOAD_PLUGINS",
+                 "MESA_LOADER_DRIVER_OVERRIDE"):
         assert probe_cache.identity_facts(wgpu, {name: "1"}) != base, name
     assert probe_cache.identity_facts(reg("wgpu", 100, distribution="vyre-y"), {}) != \
         probe_cache.identity_facts(wgpu, {})

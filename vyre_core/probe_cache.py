@@ -10,8 +10,9 @@ The identity (``identity_facts``; a change to any part is a miss and a new probe
   when it last changed (an editable install edited in place);
 - vyre: its version and when its worker host and contract code last changed; the Python
   (executable and version);
-- the machine: the environment variables that select adapters and devices (``VYRE_``,
-  ``WGPU_``, ``VK_``, ``MESA_``, ``CUDA_``, ...), the GPU device nodes (``/dev/dri``,
+- the machine: the environment variables that select adapters and devices (``VYRE_``
+  but those that only place vyre's files, ``WGPU_``, ``VK_``, ``MESA_``, ``CUDA_``, ...),
+  the GPU device nodes (``/dev/dri``,
   ``/dev/nvidia*``, ``/dev/kfd``: a new GPU), the Vulkan driver manifests and the libraries
   they name (a driver upgrade), the NVIDIA kernel driver's version;
 - age: an entry older than ``MAX_AGE`` is probed again (whatever else the list misses).
@@ -47,6 +48,7 @@ from vyre_core import __version__
 from vyre_core.cachefiles import user_cache_dir, write_whole
 from vyre_core.contract.types import Capabilities
 from vyre_core.registry import BackendRegistration
+from vyre_core.supervisor import rundir
 
 #: Bumped when the file layout changes; a file of another format is a miss.
 FORMAT = 1
@@ -59,6 +61,11 @@ MAX_AGE = 7 * 24 * 3600.0
 ENV_PREFIXES = ("VYRE_", "WGPU_", "VK_", "MESA_", "LP_", "GALLIUM_", "LIBGL_", "DRI_",
                 "CUDA_", "NVIDIA_", "HIP_", "ROCR_", "HSA_", "GPU_", "ZE_", "ONEAPI_",
                 "NUMBA_", "OMP_", "LD_LIBRARY_PATH")
+#: vyre's own variables that say where its files go (this cache, the workers' sockets,
+#: tuning results, the cpu backend's kernels), never what a device can do: the one
+#: ``vyre doctor`` and each test suite set must not cost every backend a new probe.
+#: (The tuning and cpu variables are named here: their rooms lie above this one.)
+NOT_PROBED = frozenset({CACHE_ENV, rundir.ENV, "VYRE_TUNING_CACHE", "VYRE_CPU_CACHE_DIR"})
 #: Device nodes a GPU shows up as, and where Vulkan finds its drivers.
 DEVICE_NODES = ("/dev/dri/*", "/dev/nvidia*", "/dev/kfd")
 VULKAN_MANIFESTS = ("/usr/share/vulkan/icd.d/*.json", "/etc/vulkan/icd.d/*.json",
@@ -126,7 +133,7 @@ def identity_facts(registration: BackendRegistration,
         "vyre": __version__,
         "python": [sys.executable, sys.version],
         "env": sorted((k, v) for k, v in env.items()
-                      if k.startswith(ENV_PREFIXES) and k != CACHE_ENV),
+                      if k.startswith(ENV_PREFIXES) and k not in NOT_PROBED),
         "devices": sorted(p for pattern in DEVICE_NODES for p in glob.glob(pattern)),
         "drivers": _drivers(),
     }
