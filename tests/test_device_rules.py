@@ -243,17 +243,24 @@ def test_a_request_whose_capable_workers_are_gone_fails_instead_of_waiting_for_e
 
 
 def test_probes_unlike_only_in_adapter_facts_are_unlike_and_spares_are_not_counted():
-    """Routing reads a loop trip limit and adapter facts (a software adapter): workers
-    differing only there are two variants, and the device's record holds the least
-    limit; a spare serves nothing, so is none."""
+    """Routing reads adapter facts (a software adapter): workers differing only there are
+    two variants; a spare serves nothing, so is none."""
     shell = Shell(auto_hello=False, workers=2, standby=1)
+    shell.submit()
+    shell.hello(0, caps={**CAPS, "extra": {"adapter": "llvmpipe", "software_adapter": True}})
+    shell.hello(1, caps={**CAPS, "extra": {"adapter": "llvmpipe"}})
+    assert shell.machine.varied and len(shell.machine.device_variants[None]) == 2
+    shell.hello(2, caps={**CAPS, "supports_f64": True})  # the spare
+    assert not any(c.supports_f64 for c in shell.machine.device_variants[None])
+
+
+def test_workers_with_unlike_loop_trip_limits_are_two_variants_and_the_device_the_least():
+    shell = Shell(auto_hello=False, workers=2)
     shell.submit()
     shell.hello(0, caps={**CAPS, "max_loop_trip": 10})
     shell.hello(1, caps={**CAPS, "max_loop_trip": 1000})
     assert shell.machine.varied and len(shell.machine.device_variants[None]) == 2
     assert shell.machine.device_capabilities[None].max_loop_trip == 10
-    shell.hello(2, caps={**CAPS, "supports_f64": True})  # the spare
-    assert not any(c.supports_f64 for c in shell.machine.device_variants[None])
 
 
 def test_a_call_no_worker_can_run_is_answered_at_submit_and_a_recycled_one_is_waited_for():

@@ -213,23 +213,37 @@ def test_a_loop_past_the_claimed_trip_limit_is_refused():
 
 def test_a_trip_limit_claimed_in_extra_as_vyre_0_1_did_still_routes_with_a_warning(
         monkeypatch):
-    """docs/contract.md of vyre 0.1 put the loop trip limit among the device facts: read
-    as the field, with a warning, until 1.0.0 refuses it."""
+    """docs/contract.md of vyre 0.1 put the loop trip limit among the device facts: the
+    parent reads it as the field, naming the backend in a warning, until 1.0.0 refuses
+    it; the worker sends it on as it came (its warning would reach no one)."""
     monkeypatch.setattr(deprecations, "_warned", {})
-    with pytest.warns(VyreDeprecationWarning, match=r"uses claim \"extra\['max_loop_trip'\]\""
-                      r".* Fix: Claim it as the field"):
-        limited = caps(extra={"max_loop_trip": 64, "device": "old"})
+    old = {"max_workgroup_size": [256, 256, 64], "max_workgroup_memory_bytes": 16384,
+           "extra": {"max_loop_trip": 64, "device": "old"}}
+    in_worker = Capabilities.of(dict(old))  # (no user: nothing moved, nothing said)
+    assert in_worker.max_loop_trip is None and in_worker.extra["max_loop_trip"] == 64
+    with pytest.warns(VyreDeprecationWarning, match=r"^backend 'old' uses claim "
+                      r"\"extra\['max_loop_trip'\]\".* Fix: Claim it as the field"):
+        limited = Capabilities.from_dict(in_worker.to_dict(), "backend 'old'")
     assert (limited.max_loop_trip, limited.extra) == (64, {"device": "old"})
     assert rejection_reasons(loop_program(100).requirements(), limited) == [
         "loops run 100 iterations, more than the 64 this adapter allows"]
-    assert Capabilities.from_dict(limited.to_dict()) == limited  # (the wire: the field)
-    ignored = caps(extra={"max_loop_trip": True})  # not an int: ignored, as before
-    assert ignored.max_loop_trip is None and ignored.extra == {}
-    assert rejection_reasons(loop_program(100).requirements(), ignored) == []
+    both = Capabilities.from_claims({**old, "max_loop_trip": 10}, "backend 'old'")
+    assert both.max_loop_trip == 10  # (the field, where claimed, wins)
+    ignored = Capabilities.from_claims({"extra": {"max_loop_trip": True}}, "backend 'old'")
+    assert ignored.max_loop_trip is None and ignored.extra == {}  # (not a count: ignored)
     monkeypatch.setattr(deprecations, "__version__", "1.0.0")
     with pytest.raises(InvalidConfigError, match=r"removed in vyre 1\.0\.0") as refused:
-        caps(extra={"max_loop_trip": 64})
+        Capabilities.from_dict(in_worker.to_dict(), "backend 'old'")
     assert "Claim it as the field" in refused.value.fix
+
+
+@pytest.mark.parametrize("bad", [True, -1, 65535.0, "65535"])
+def test_a_trip_limit_that_is_no_count_is_refused_where_it_is_read(bad):
+    with pytest.raises(InvalidConfigError, match="max_loop_trip is claimed as .*, not a "
+                       "count") as refused:
+        Capabilities.from_claims({"max_loop_trip": bad})
+    assert "an int of 0 or more" in refused.value.fix
+    assert Capabilities.from_claims({"max_loop_trip": 0}).max_loop_trip == 0
 
 
 def test_workers_with_unlike_trip_limits_combine_to_the_least_they_report():

@@ -77,7 +77,8 @@ def register_plugin(plugin: object, *, name: str | None = None, distribution: st
             f"Name the entry point after the backend in the plugin's pyproject.toml "
             f"({backend_id} = {entry_point.partition(' = ')[2]}), and reinstall it.")
     try:
-        claims = Capabilities.from_claims(loaded.call("vyre_backend_claims"))
+        claims = Capabilities.from_claims(loaded.call("vyre_backend_claims"),
+                                          f"plugin {loaded.name!r}")
     except VyreError as exc:
         raise PluginLoadError(f"plugin {loaded.name!r} makes bad claims: {exc.cause}",
                               exc.fix) from None

@@ -199,7 +199,7 @@ class RayCluster:
         return Capabilities.from_dict(self._task(
             backend_capabilities, backend, entry_point, timeout, f"probing backend "
             f"{backend!r}", "Raise PoolOptions(timeouts=Timeouts(startup=...)), or name the "
-            "backend (backend=...) to start its pool instead."))
+            "backend (backend=...) to start its pool instead."), f"backend {backend!r}")
 
     def _task(self, function: Any, backend: str, entry_point: str, timeout: float,
               during: str, slow_fix: str) -> Any:

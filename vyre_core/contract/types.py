@@ -111,10 +111,30 @@ _COMBINE = {
 }
 
 
-def _rule(combine: str, *, ops: bool = False, tuple_: bool = False) -> dict[str, Any]:
+def _rule(combine: str, *, ops: bool = False, tuple_: bool = False,
+          count: bool = False) -> dict[str, Any]:
     """A field's metadata: how it combines, and what a claim of it is coerced to (a set
-    of op names, a tuple: plain data arrives as lists)."""
-    return {"combine": combine, "ops": ops, "tuple": tuple_}
+    of op names, a tuple: plain data arrives as lists) or checked as (a count)."""
+    return {"combine": combine, "ops": ops, "tuple": tuple_, "count": count}
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _facts_as_fields(claims: dict[str, Any], user: str) -> None:
+    """Each fact of ``claims["extra"]`` named as a field it became (vyre 0.1's docs put
+    the loop trip limit there) taken out, warned, and claimed as that field unless the
+    field is claimed itself; a value that is no count was ignored then, and still is."""
+    from vyre_core.deprecations import enforce, of_kind
+
+    extra = claims["extra"]
+    for name in sorted(FACTS_NOW_FIELDS & set(extra)):
+        enforce(of_kind("claim")[f"extra[{name!r}]"], user, InvalidConfigError)
+        value = extra[name]
+        if claims.get(name) is None and _count(value):
+            claims[name] = value
+    claims["extra"] = {k: v for k, v in extra.items() if k not in FACTS_NOW_FIELDS}
 
 
 #: Device facts (integer limits) once claimed in ``Capabilities.extra`` that are fields now.
@@ -153,45 +173,35 @@ class Capabilities:
     max_workgroup_memory_bytes: int = 0
     # loop iterations an invocation may run in all before the device silently stops it
     # (a software adapter's); None: no such limit known
-    max_loop_trip: int | None = field(default=None, metadata=_rule("least_known"))
+    max_loop_trip: int | None = field(default=None, metadata=_rule("least_known", count=True))
     extra: dict[str, Any] = field(default_factory=dict, compare=False)  # adapter facts etc.
 
-    def __post_init__(self) -> None:
-        """A fact claimed in ``extra`` under the name of a field it became (contract 1's
-        device profile, as the docs of vyre 0.1 told) is that field's claim, with a
-        warning until it is refused (``vyre_core.deprecations``)."""
-        moved = FACTS_NOW_FIELDS & set(self.extra)
-        if not moved:
-            return
-        from vyre_core.deprecations import enforce, of_kind
-
-        defaults = {f.name: f.default for f in fields(self)}
-        for name in sorted(moved):
-            enforce(of_kind("claim")[f"extra[{name!r}]"], "a backend's Capabilities",
-                    InvalidConfigError)
-            value = self.extra[name]
-            if (getattr(self, name) == defaults[name] and isinstance(value, int)
-                    and not isinstance(value, bool)):  # (any other value was ignored)
-                object.__setattr__(self, name, value)
-        object.__setattr__(self, "extra", {k: v for k, v in self.extra.items()
-                                           if k not in moved})
-
     @classmethod
-    def from_claims(cls, claims: dict[str, Any]) -> Capabilities:
+    def from_claims(cls, claims: dict[str, Any], user: str | None = None) -> Capabilities:
         """Capabilities from a backend's static claims (or its record as plain data);
-        unknown names are refused. Invocations per workgroup, when not claimed, are the
-        claimed workgroup size's product."""
+        unknown names and limits that are no count are refused. Invocations per
+        workgroup, when not claimed, are the claimed workgroup size's product. ``user``
+        (the backend, where the parent reads its claims or a worker's hello) reads a fact
+        claimed in ``extra`` that is a field now as that field, and warns it (or refuses
+        it, ``vyre_core.deprecations``); None (in the worker) keeps it in ``extra``, so
+        the parent sees it and warns where a person reads it."""
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(claims) - set(known))
         if unknown:
             raise InvalidConfigError(f"unknown capability claims {unknown}",
                                      f"Claim only these names: {sorted(set(known) - {'extra'})}.")
         claims = dict(claims)
+        if user is not None and isinstance(claims.get("extra"), dict):
+            _facts_as_fields(claims, user)
         for name, value in claims.items():
             if known[name].metadata.get("ops"):
                 claims[name] = op_names(value)
             elif known[name].metadata.get("tuple") and value is not None:
                 claims[name] = tuple(value)
+            elif known[name].metadata.get("count") and value is not None and not _count(value):
+                raise InvalidConfigError(
+                    f"{name} is claimed as {value!r:.100}, not a count",
+                    f"Claim {name} as an int of 0 or more, or leave it out (None: no limit).")
         if "max_workgroup_size" in claims:
             claims.setdefault("max_invocations_per_workgroup",
                               int(np.prod(claims["max_workgroup_size"])))
@@ -220,14 +230,14 @@ class Capabilities:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Capabilities:
-        return cls.from_claims(data)
+    def from_dict(cls, data: dict[str, Any], user: str | None = None) -> Capabilities:
+        return cls.from_claims(data, user)
 
     @functools.cached_property
     def identity(self) -> str:
         """Every field, ``extra`` included (equality leaves it out, yet routing reads its
-        facts: the loop trip limit, a software adapter), as one canonical string: what
-        tells the probes of unlike workers apart."""
+        facts: a software adapter), as one canonical string: what tells the probes of
+        unlike workers apart."""
         return json.dumps(self.to_dict(), sort_keys=True, default=repr)
 
     @classmethod

@@ -250,7 +250,7 @@ def probe_apart(backend: str, entry_point: str, timeout: float,
                   f"probing backend {backend!r}", "Raise PoolOptions(timeouts=Timeouts("
                   "startup=...)), "
                   "or name the backend (backend=...) to start its pool instead.", askers)
-    return Capabilities.from_dict(answer)
+    return Capabilities.from_dict(answer, f"backend {backend!r}")
 
 
 def _ask(backend: str, entry_point: str, timeout: float, question: str, during: str,

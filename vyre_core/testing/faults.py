@@ -61,6 +61,8 @@ STARTUP_FAULTS: dict[str, tuple[str, str]] = {
     "slow_devices": ("none", "listing its devices outside a worker never ends"),
     "no_f64_on": ("required", "a worker pinned to device ARG has no f64"),
     "no_f64": ("none", "no worker has f64"),
+    "loop_trip_in_extra": ("required", "the record claims a loop trip limit of ARG "
+                           "iterations in its extra, as vyre 0.1's docs told (deprecated)"),
 }
 
 

@@ -165,7 +165,7 @@ class Starting(_Rules):
             self.dropped_replies += 1
             return
         try:
-            caps = Capabilities.from_dict(hello.capabilities)
+            caps = Capabilities.from_dict(hello.capabilities, f"backend {self.backend!r}")
             devices = [DeviceInfo.from_dict(d) for d in hello.devices]
             if hello.device != w.device:
                 raise ValueError(f"it runs on device {hello.device!r}, not "
