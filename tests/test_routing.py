@@ -239,8 +239,8 @@ def test_a_trip_limit_claimed_in_extra_as_vyre_0_1_did_still_routes_with_a_warni
 
 @pytest.mark.parametrize("bad", [True, -1, 65535.0, "65535"])
 def test_a_trip_limit_that_is_no_count_is_refused_where_it_is_read(bad):
-    with pytest.raises(InvalidConfigError, match="max_loop_trip is claimed as .*, not a "
-                       "count") as refused:
+    with pytest.raises(InvalidConfigError, match=r"max_loop_trip is claimed as .*, not a "
+                       r"count") as refused:
         Capabilities.from_claims({"max_loop_trip": bad})
     assert "an int of 0 or more" in refused.value.fix
     assert Capabilities.from_claims({"max_loop_trip": 0}).max_loop_trip == 0

@@ -71,11 +71,11 @@ def vyre_capabilities() -> Capabilities:
     """The reference's honest record, but f64 where a startup fault takes it away, and a
     loop trip limit claimed the 0.1 way where one asks for it."""
     record = _reference.vyre_capabilities()
-    limits = [item.partition(":")[2] for item in _STARTUP
-              if item.startswith("loop_trip_in_extra:")]
+    limit = next((int(item.partition(":")[2]) for item in _STARTUP
+                  if item.startswith("loop_trip_in_extra:")), None)
     return replace(record, supports_f64="no_f64" not in _STARTUP and (
         _selected is None or f"no_f64_on:{_selected}" not in _STARTUP),
-        extra={**record.extra, **{"max_loop_trip": int(n) for n in limits}})
+        extra=record.extra if limit is None else {**record.extra, "max_loop_trip": limit})
 
 
 @hookimpl
