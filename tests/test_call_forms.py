@@ -107,6 +107,42 @@ def test_a_program_and_a_sequence_go_through_the_same_verbs(drv):
     assert started.tobytes() == twice.tobytes() and pending.result().loops == []
 
 
+def test_dispatch_async_takes_what_dispatch_takes():
+    """One shape: the started form of a verb has the verb's own parameters."""
+    import inspect
+
+    def shape(verb):
+        return {name: (p.kind, p.default) for name, p in
+                inspect.signature(getattr(vyre_core.Driver, verb)).parameters.items()}
+
+    assert shape("dispatch_async") == shape("dispatch")
+    assert shape("launch_async") == shape("launch")
+
+
+def test_dispatch_async_writes_into_out_and_runs_on_resident_buffers(drv):
+    out = np.full(N, 7, np.float32)
+    pending = drv.dispatch_async(doubled(), [X], backend="reference", out=[out])
+    (got,) = pending.result(timeout=60)
+    assert got is out and out.tobytes() == TWICE
+    shared = drv.empty(N, np.float32)  # (the worker writes straight into it)
+    (got,) = drv.dispatch_async(doubled_twice(), [X], out=[shared]).result(timeout=60)
+    assert got is shared and shared.tobytes() == (X * 4).tobytes()
+    out[:] = 0  # (result() fills the arrays once: asked again, it answers them as they are)
+    assert pending.result()[0] is out and not out.any()
+
+    b = SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.resident("acc", ir.f32, N)
+    b.step(doubled(), {"x": "x", "out": "acc"})
+    acc = drv.allocate_resident(N * 4, backend="reference")
+    assert list(drv.dispatch_async(b.build(), [X], resident={"acc": acc}).result(60)) == []
+    assert acc.download() == TWICE
+    with pytest.raises(InvalidInputError, match="out= array for 'out' has 4 elements"):
+        drv.dispatch_async(doubled(), [X], out=[np.zeros(4, np.float32)])  # (at once)
+    with pytest.raises(InvalidInputError, match="resident= names a sequence's resident"):
+        drv.dispatch_async(doubled(), [X], resident={"acc": acc})
+
+
 def test_backend_and_config_by_position_still_work_and_warn_once(drv, fresh):
     got = old(lambda: drv.dispatch(doubled(), [X], "reference",
                                    DispatchConfig(timeout=60)), "positional backend and config")

@@ -280,8 +280,9 @@ def _sequence_outputs(ran: SequenceRan, arrays: list[Any]) -> Outputs:
     return out
 
 
-def _sequence_into(got: Outputs, out: Sequence[np.ndarray] | None) -> Outputs:
-    """``got``, written into ``out`` (checked) when given, which then holds the returns."""
+def _written_into(got: Outputs, out: Sequence[np.ndarray] | None) -> Outputs:
+    """``got`` (a program's outputs or a sequence's returns), written into ``out``
+    (checked) when given, which then holds them."""
     if out is None:
         return got
     for target, array in zip(out, got, strict=True):
@@ -426,7 +427,7 @@ def _dispatched_sequence(routing: RoutingPolicy, sequence: StepSequence, inputs:
     if out is not None:
         _check_out(sequence, request.call.outputs, out)
         _writing_into(request, out, {})
-    return _sequence_into(_run_sequence(routing, sequence, request, resident, backend), out)
+    return _written_into(_run_sequence(routing, sequence, request, resident, backend), out)
 
 
 def dispatched_on(driver: Any, backend: str, work: Program | StepSequence,

@@ -22,12 +22,12 @@ from vyre_core.driver.calls import (
     _config,
     _outputs,
     _sequence_config,
-    _sequence_into,
     _sequence_outputs,
     _sequence_request,
     _untuned,
     _weighed,
     _writing_into,
+    _written_into,
     one_worker,
 )
 from vyre_core.driver.resident import ResidentBuffer
@@ -114,7 +114,7 @@ def compiled_sequence(routing: RoutingPolicy, sequence: StepSequence, backend: s
             one_worker(list(resident.values()), list(resident), (pool, slot, generation),
                        InvalidSequenceError)
         req.call.slot, req.call.generation = slot, generation
-        return _sequence_into(_sequence_outputs(*pool.call(req)), out)
+        return _written_into(_sequence_outputs(*pool.call(req)), out)
 
     return CompiledSequence(sequence, config, pool.backend, generation, run,
                             lambda g: pool.holds(slot, g))

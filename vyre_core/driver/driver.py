@@ -224,13 +224,15 @@ class Driver(_Closing, _SharedArrays):
     @verb("backend", "config")
     def dispatch_async(self, work: Program | StepSequence, inputs: Sequence[Any] = (), *,
                        backend: str | None = None, config: DispatchConfig | None = None,
-                       dim: int | Sequence[int] | None = None) -> PendingResult:
-        """``dispatch`` started at once (a program, or a sequence); the handle has
-        ``is_ready()``, ``result(timeout)``, ``cancel()`` and is awaitable. A pool to start
-        or probe first is started off the caller's thread; errors in the work, inputs or
-        launch are raised here, at once."""
+                       out: Sequence[np.ndarray] | None = None,
+                       dim: int | Sequence[int] | None = None,
+                       resident: Mapping[str, ResidentBuffer] | None = None) -> PendingResult:
+        """``dispatch`` started at once (``out`` filled when ``result()`` first returns);
+        the handle has ``is_ready()``, ``result(timeout)``, ``cancel()``, is awaitable. A
+        pool to start or probe is started off the caller's thread; bad work or arguments
+        are refused here."""
         return self._background.dispatch_async(self.routing, self._plans, self.tuned_config,
-                                               work, inputs, backend, config, dim)
+                                               work, inputs, backend, config, dim, out, resident)
 
     @verb("backend", "config", timeout_in_config=True)
     def compile(self, work: Program | StepSequence, *, backend: str | None = None,

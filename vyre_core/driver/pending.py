@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import InvalidStateError, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -28,13 +28,16 @@ from vyre_core.driver.calls import (
     _no_dim,
     _outputs,
     _planned,
+    _program_config,
     _read_write,
     _resident_launch,
+    _resident_sequence_pool,
     _sequence_outputs,
     _sequence_requested,
     _writing_into,
+    _written_into,
 )
-from vyre_core.driver.resident import ResidentLaunch
+from vyre_core.driver.resident import ResidentBuffer, ResidentLaunch
 from vyre_core.errors import DispatchTimeoutError, PoolFailedError
 from vyre_core.kernels.kernel import KernelFunction, Written
 from vyre_core.sequence import Sequence as StepSequence
@@ -50,10 +53,14 @@ if TYPE_CHECKING:
 
 
 class PendingResult:
-    """A dispatch in flight: ``is_ready()``, ``result(timeout)`` and ``cancel()``."""
+    """A dispatch in flight: ``is_ready()``, ``result(timeout)`` and ``cancel()``. With
+    ``out`` (checked when the call was made), ``result()`` writes the outputs there the
+    first time it returns, and answers those arrays from then on."""
 
-    def __init__(self, future: Outcome) -> None:
+    def __init__(self, future: Outcome, out: Sequence[np.ndarray] | None = None) -> None:
         self._future = future
+        self._out = out
+        self._filled: Outputs | None = None
 
     def is_ready(self) -> bool:
         return self._future.done()
@@ -71,7 +78,14 @@ class PendingResult:
         return self._future.cancelled()
 
     def result(self, timeout: float | None = None) -> Outputs:
-        return _outputs(*self._future_result(timeout))
+        return self._into(_outputs(*self._future_result(timeout)))
+
+    def _into(self, got: Outputs) -> Outputs:
+        if self._out is None:
+            return got
+        if self._filled is None:
+            self._filled = _written_into(got, self._out)
+        return self._filled
 
     def __await__(self) -> Generator[Any, None, Outputs]:
         """``await`` the call from a coroutine: its loop keeps running meanwhile, the
@@ -101,7 +115,7 @@ class _SequenceResult(PendingResult):
     """A sequence in flight: its returns, and how each loop ran (``outputs.loops``)."""
 
     def result(self, timeout: float | None = None) -> Outputs:
-        return _sequence_outputs(*self._future_result(timeout))
+        return self._into(_sequence_outputs(*self._future_result(timeout)))
 
 
 class _LaunchResult(PendingResult):
@@ -132,15 +146,23 @@ class Background:
 
     def dispatch_async(self, routing: RoutingPolicy, plans: PlannedLaunches,
                        tuned_config: Callable[..., DispatchConfig], work: Program | StepSequence,
-                       inputs: Sequence[Any], backend: str | None, config: Any,
-                       dim: Any) -> PendingResult:
+                       inputs: Sequence[Any], backend: str | None, config: Any, dim: Any,
+                       out: Sequence[np.ndarray] | None,
+                       resident: Mapping[str, ResidentBuffer] | None) -> PendingResult:
         """``Driver.dispatch_async`` of a program or a sequence: checked and its request
-        built here, at once."""
-        if isinstance(work, StepSequence):
-            sequence, request = _sequence_requested(work, inputs, None, _no_dim(config, dim))
-            return _SequenceResult(self._routed(routing, sequence, backend, request))
-        return self._program_async(routing, plans, tuned_config, work, inputs, backend,
-                                   _launch_config(config, dim), None)
+        built here, at once; a sequence on resident buffers submitted to their worker."""
+        if not isinstance(work, StepSequence):
+            pending = self._program_async(routing, plans, tuned_config, work, inputs,
+                                          backend, _program_config(config, dim, resident), out)
+            return PendingResult(pending._future, out)
+        sequence, request = _sequence_requested(work, inputs, resident, _no_dim(config, dim))
+        if out is not None:
+            _check_out(sequence, request.call.outputs, out)
+            _writing_into(request, out, {})
+        if request.call.slot is None:
+            return _SequenceResult(self._routed(routing, sequence, backend, request), out)
+        pool = _resident_sequence_pool(routing, sequence, request, resident, backend)
+        return _SequenceResult(pool.submit(request), out)
 
     def _program_async(self, routing: RoutingPolicy, plans: PlannedLaunches,
                        tuned_config: Callable[..., DispatchConfig], program: Program,
