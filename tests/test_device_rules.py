@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from supervision_harness import CAPS, Shell, body_of
 
-from vyre_core import Transport
+from vyre_core import Transport, ir
 from vyre_core.contract.types import Capabilities, DeviceInfo
 from vyre_core.errors import (
     InvalidConfigError,
@@ -16,6 +16,7 @@ from vyre_core.errors import (
     NoCapableBackendError,
     SystemResourceError,
 )
+from vyre_core.routing import rejection_reasons
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.rules.actions import Spawn
 from vyre_core.supervisor.rules.requests import Call, Request
@@ -300,6 +301,21 @@ def test_the_common_capabilities_of_unlike_workers():
     assert both.subgroup_size is None and both.supported_ops == frozenset({"add"})
     assert both.extra == {"device": "gpu", "software_adapter": True}
     assert Capabilities.common([a]) is a
+
+
+def test_a_record_built_directly_has_its_workgroups_invocations_as_claims_do():
+    """Before, only claims derived invocations from the workgroup size: a backend that
+    returned Capabilities(max_workgroup_size=(64, 1, 1)) had every workgroup of more than
+    one invocation refused by routing."""
+    direct = Capabilities(max_workgroup_size=(64, 2, 1))
+    assert direct.max_invocations_per_workgroup == 128
+    assert direct == Capabilities.from_claims({"max_workgroup_size": [64, 2, 1]})
+    assert Capabilities(max_workgroup_size=(64, 2, 1),
+                        max_invocations_per_workgroup=64).max_invocations_per_workgroup == 64
+    assert Capabilities().max_invocations_per_workgroup == 1
+    program = ir.Kernel(workgroup=(64,))
+    program.output("out", ir.u32, 64)[ir.global_id(0)] = ir.u32(1)
+    assert rejection_reasons(program.build().requirements(), direct) == []
 
 
 def test_a_new_capability_is_one_field():

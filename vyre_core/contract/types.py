@@ -163,7 +163,8 @@ class Capabilities:
     max_workgroup_size: tuple[int, int, int] = field(
         default=(1, 1, 1), metadata=_rule("each_least", tuple_=True))
     max_workgroups_per_dimension: int = 1
-    max_invocations_per_workgroup: int = 1
+    # None (not claimed): the product of max_workgroup_size, made in __post_init__
+    max_invocations_per_workgroup: int = None  # type: ignore[assignment]
     # deprecated: subgroup_size_range
     subgroup_size: int | None = field(default=None, metadata=_rule("agree"))
     # the smallest and largest width
@@ -176,11 +177,18 @@ class Capabilities:
     max_loop_trip: int | None = field(default=None, metadata=_rule("least_known", count=True))
     extra: dict[str, Any] = field(default_factory=dict, compare=False)  # adapter facts etc.
 
+    def __post_init__(self) -> None:
+        """Invocations per workgroup, when not claimed, are the claimed workgroup size's
+        product (a record built directly, as from claims: otherwise 1, and routing would
+        refuse every workgroup of more than one invocation)."""
+        if self.max_invocations_per_workgroup is None:
+            object.__setattr__(self, "max_invocations_per_workgroup",
+                               int(np.prod(self.max_workgroup_size)))
+
     @classmethod
     def from_claims(cls, claims: dict[str, Any], user: str | None = None) -> Capabilities:
         """Capabilities from a backend's static claims (or its record as plain data);
-        unknown names and limits that are no count are refused. Invocations per
-        workgroup, when not claimed, are the claimed workgroup size's product. ``user``
+        unknown names and limits that are no count are refused. ``user``
         (the backend, where the parent reads its claims or a worker's hello) reads a fact
         claimed in ``extra`` that is a field now as that field, and warns it (or refuses
         it, ``vyre_core.deprecations``); None (in the worker) keeps it in ``extra``, so
@@ -202,9 +210,6 @@ class Capabilities:
                 raise InvalidConfigError(
                     f"{name} is claimed as {value!r:.100}, not a count",
                     f"Claim {name} as an int of 0 or more, or leave it out (None: no limit).")
-        if "max_workgroup_size" in claims:
-            claims.setdefault("max_invocations_per_workgroup",
-                              int(np.prod(claims["max_workgroup_size"])))
         return cls(**claims)
 
     @classmethod
