@@ -6,6 +6,8 @@ others surfaced as raw OverflowError, TypeError, AttributeError or UnicodeEncode
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -86,6 +88,39 @@ def test_result_accepts_unbounded_and_zero_timeouts(timeout) -> None:
     pending = PendingResult(Outcome())  # (not answered: the wait itself takes the timeout)
     if timeout == 0:
         refused(DispatchTimeoutError, lambda: pending.result(timeout))
+
+
+def test_a_handle_filled_into_out_keeps_the_callers_arrays_and_lets_go_of_the_reply() -> None:
+    """``out`` is taken as the call made it (the caller's list may change after), and once
+    written the reply goes: a kept handle holds no segment of the pool's."""
+    reply = np.arange(4, dtype=np.uint32)
+    gone = weakref.ref(reply)
+    future = Outcome()
+    out = [np.zeros(4, np.uint32)]
+    checked = out[0]
+    pending = PendingResult(future, out)
+    out[0] = np.ones(4, np.uint32)  # (after the call: not what was checked)
+    future.set_result((Ran(), [reply]))
+    del reply, future  # (the handle's now: as a call's outcome is)
+    got = pending.result(0)
+    assert got[0] is checked and checked.tolist() == [0, 1, 2, 3] and out[0].tolist() == [1] * 4
+    assert gone() is None and pending.result()[0] is checked and pending.is_ready()
+
+
+def test_a_completed_outcome_lets_go_of_its_callbacks_and_what_they_hold() -> None:
+    """A callback's closure (the routing of a call: its request, its reply) goes once it
+    has run, not at the next garbage collection: it and the outcome made a cycle."""
+    held = Outcome()
+    marker = Outcome()  # (anything a callback holds)
+    gone = weakref.ref(marker)
+    seen: list[Outcome] = []
+    held.add_done_callback(lambda done, m=marker: seen.append(m) and done)
+    del marker
+    held.set_result(1)
+    seen.clear()
+    assert gone() is None
+    held.add_done_callback(seen.append)  # (after: at once, as ever)
+    assert seen == [held]
 
 
 def test_configs_inputs_and_byte_counts_are_checked(drv) -> None:

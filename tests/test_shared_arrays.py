@@ -24,6 +24,7 @@ from waiting import PATIENCE, wait_for, wait_running, workers
 import vyre_core as vyre
 from vyre_core import DispatchConfig, Timeouts, ir, shared_arrays
 from vyre_core.dataplane import SHARE_THRESHOLD
+from vyre_core.deadline import Deadline
 from vyre_core.errors import DispatchTimeoutError, InvalidInputError, PoolFailedError
 from vyre_core.sequence import SequenceBuilder
 from vyre_core.supervisor.local.pool import Pool
@@ -329,6 +330,38 @@ def test_the_worker_writes_straight_into_the_callers_array_and_it_survives_a_kil
 
 
 @pytest.mark.timeout(120)
+def test_a_cancelled_calls_array_is_not_written_by_a_later_call_while_its_worker_may() -> None:
+    """cancel() answers at once, but the worker may write the array until it stops (here:
+    frozen, till the supervisor replaces it). A later call naming that array waits for
+    that, within its deadline; before, it ran on the other worker and the cancelled
+    call's late writes could land in its answered result."""
+    with vyre.Driver(workers=2, timeouts=Timeouts(cancel_grace=30, heartbeat=30)) as d:
+        d.dispatch(one_output(16), [np.zeros(16, np.uint32)], backend="reference")
+        o = d.empty(N, np.uint32)
+        x = np.arange(N, dtype=np.uint32)
+        cancelled = d.dispatch_async(write_then_spin(N, 10**9), backend="reference", out=[o],
+                                     config=DispatchConfig(retries=0))
+        busy = wait_running(d, "reference")[0]
+        wait_for(lambda: o[0] == 7, PATIENCE, "the worker's write in the caller's memory")
+        os.kill(busy["pid"], signal.SIGSTOP)
+        try:
+            assert cancelled.cancel()
+            with pytest.raises(DispatchTimeoutError, match="waiting for an array that an "
+                               "earlier call still uses") as waited:
+                d.dispatch(one_output(N), [x], backend="reference", out=[o],
+                           config=DispatchConfig(timeout=0.5))
+            assert "arrays of its own" in waited.value.fix
+            other = d.empty(N, np.uint32)  # (an array of its own: at once)
+            d.dispatch(one_output(N), [x], backend="reference", out=[other])
+            exact(other, x + 1)
+        finally:
+            os.kill(busy["pid"], signal.SIGCONT)  # (it stops at its next safe point)
+        d.dispatch(one_output(N), [x], backend="reference", out=[o],
+                   config=DispatchConfig(timeout=PATIENCE))  # (once that worker stopped)
+        exact(o, x + 1)
+
+
+@pytest.mark.timeout(120)
 def test_an_array_dropped_while_a_late_worker_may_write_it_stays_open_until_it_exits() -> None:
     """Past its deadline the worker is SIGTERMed and finishes first: its output segment,
     the caller's array dropped meanwhile, is closed only once that worker exited."""
@@ -377,12 +410,12 @@ def test_unaliased_copies_only_shared_inputs_a_worker_could_see_change() -> None
 def test_a_lent_array_keeps_its_descriptor_open_past_its_drivers_close() -> None:
     arrays = shared_arrays.SharedArrays()
     a = arrays.empty(N, np.uint32)
-    lent = shared_arrays.lend(a[4:])
+    lent = shared_arrays.lend(a[4:], object())
     assert lent is not None and lent.offset == 16
     shared = lent.describe(np.dtype(np.uint32), N - 4)
     assert (shared.offset, shared.end) == (16, N * 4)
     arrays.close()
-    assert shared_arrays.lend(a) is None  # closed: crosses no more
+    assert shared_arrays.lend(a, object()) is None  # closed: crosses no more
     os.fstat(shared.fd)  # still open: a worker may still write it
     lent.release()
     with pytest.raises(OSError):
@@ -390,12 +423,47 @@ def test_a_lent_array_keeps_its_descriptor_open_past_its_drivers_close() -> None
 
 
 @pytest.mark.fast
+def test_a_lend_that_writes_waits_for_other_requests_over_that_memory_and_readers_share() -> None:
+    """One writer at a time, readers together: a request that names memory another one
+    holds waits until that one lets go (its worker can no longer write it) where either
+    writes it; a request's own lends never wait on each other; a deadline bounds it."""
+    arrays = shared_arrays.SharedArrays()
+    try:
+        a = arrays.empty(N, np.uint32)
+        first, second = object(), object()
+        reading = shared_arrays.lend(a, first)
+        other = shared_arrays.lend(a[8:], second)
+        assert other is not None  # (readers share)
+        other.release()
+        own = shared_arrays.lend(a, first, writes=True)  # (its own read: a read_write buffer)
+        assert own is not None and own.writes
+        with pytest.raises(DispatchTimeoutError, match="waiting for an array that an "
+                           "earlier call still uses") as late:
+            shared_arrays.lend(a[:N // 4], second, writes=True, deadline=Deadline.after(0.05))
+        assert "arrays of its own" in late.value.fix
+        got: list = []
+        waiter = threading.Thread(target=lambda: got.append(
+            shared_arrays.lend(a[:N // 4], second, writes=True, deadline=Deadline.after(30))))
+        waiter.start()
+        reading.release()
+        assert not got  # (the first still holds it, writing: it cannot have gone on)
+        own.release()
+        waiter.join(30)
+        assert got and got[0] is not None and got[0].writes
+        with pytest.raises(DispatchTimeoutError):  # (now the second writes: a reader waits)
+            shared_arrays.lend(a, first, deadline=Deadline.after(0.05))
+        assert shared_arrays.lend(a[N // 2:], first) is not None  # (beyond it: no wait)
+    finally:
+        arrays.close()
+
+
+@pytest.mark.fast
 def test_small_arrays_and_ordinary_ones_are_not_lent() -> None:
     arrays = shared_arrays.SharedArrays()
     try:
-        assert shared_arrays.lend(np.zeros(N, np.uint32)) is None
+        assert shared_arrays.lend(np.zeros(N, np.uint32), object()) is None
         small = arrays.empty(SHARE_THRESHOLD // 8, np.uint32)
-        assert shared_arrays.lend(small) is None
+        assert shared_arrays.lend(small, object()) is None
         with pytest.raises(InvalidInputError, match="cannot cross"):
             arrays.empty(4, np.bool_)
     finally:
@@ -414,7 +482,7 @@ def test_without_a_segment_an_array_is_ordinary_memory_with_a_warning(monkeypatc
     with caplog.at_level("WARNING", logger="vyre.dataplane"):
         a = arrays.empty((4, N), np.float32)
     assert a.shape == (4, N) and a.flags.writeable and not a.any()
-    assert shared_arrays.lend(a.reshape(-1)) is None  # copied like any array
+    assert shared_arrays.lend(a.reshape(-1), object()) is None  # copied like any array
     assert "Too many open files" in caplog.text and "ordinary memory" in caplog.text
 
 

@@ -9,6 +9,11 @@ Lifetime, one rule each (docs/operations.md, "Arrays in shared memory"):
 - An array's memory lives until the last array over it is collected; its segment's
   descriptor is closed then, or when its driver closes, but never while a request holds
   it (``Lent``: until no worker can still write it, ``machine.Release``).
+- One writer at a time: a request that names memory another request holds waits, when it
+  is made (within its deadline), until that one lets go, if either of them writes it (an
+  output, a read_write buffer); two that only read it share it. A call cancelled or past
+  its deadline holds it until its worker stops, so a later call never sees that worker's
+  writes.
 - An array of a closed driver, or one made before this process was forked (the child's
   copy still shares the parent's memory), stays a readable numpy array, and is refused by
   every call (``check``), with a Fix.
@@ -40,6 +45,7 @@ from vyre_core.dataplane import (
     map_shared,
     shared_memory_usable,
 )
+from vyre_core.deadline import Deadline
 from vyre_core.errors import InvalidInputError, PoolFailedError
 
 _log = logging.getLogger("vyre.dataplane")
@@ -56,23 +62,32 @@ class _Memory:
         self.end = start + segment.size
         self.owner = owner
         self.state = "open"  # open, closed (its driver closed), forked (a parent's)
-        self.holds = 0       # requests that name it and that a worker may still write
+        self.lent: list[Lent] = []  # held by requests that a worker may still write or read
 
     def close_unheld(self) -> None:
         """(Under the lock.) Close its descriptor once no request holds it."""
-        if self.holds == 0 and self.segment.fd != -1:
+        if not self.lent and self.segment.fd != -1:
             self.segment.close()
 
 
 class Lent:
     """A caller's array crossing by descriptor, held by one request (its ``LocalTransfer.shared``)
-    until no worker can still write it: its segment stays open that long."""
+    until no worker can still write it: its segment stays open that long, and no other
+    request writes that memory meanwhile, nor reads it where this one ``writes``."""
 
-    def __init__(self, memory: _Memory, array: np.ndarray, offset: int) -> None:
+    def __init__(self, memory: _Memory, array: np.ndarray, offset: int, writes: bool,
+                 holder: object) -> None:
         self.memory = memory
         self.array = array  # (keeps the mapping, and so the memory, alive)
         self.offset = offset
+        self.writes = writes
+        self.holder = holder  # (the request's transfer: its own lends never wait on it)
         self.id = memory.segment.id
+
+    def excludes(self, offset: int, nbytes: int, writes: bool, holder: object) -> bool:
+        """Whether another request's lend of ``nbytes`` at ``offset`` must wait for this."""
+        return (holder is not self.holder and (writes or self.writes)
+                and offset < self.offset + self.array.nbytes and self.offset < offset + nbytes)
 
     def describe(self, dtype: np.dtype, count: int) -> Shared:
         segment = self.memory.segment
@@ -81,12 +96,14 @@ class Lent:
     def release(self) -> None:
         """No worker can write it any more."""
         with _lock:
-            self.memory.holds -= 1
+            self.memory.lent.remove(self)
+            _let_go.notify_all()
             if self.memory.state != "open":
                 self.memory.close_unheld()
 
 
 _lock = threading.RLock()  # (a finalizer may run inside a locked section)
+_let_go = threading.Condition(_lock)  # (a lend released: lends that wait look again)
 _starts: list[int] = []             # sorted: the start of every mapping
 _memory: dict[int, _Memory] = {}    # by start
 
@@ -135,18 +152,34 @@ def check(array: Any, name: str) -> None:
             "explicitly: np.ascontiguousarray(x).")
 
 
-def lend(array: np.ndarray) -> Lent | None:
-    """``array`` (1-D, contiguous) held for a request if it lies in an open driver's
-    segment, or None (it is copied as any array)."""
+def lend(array: np.ndarray, holder: object, *, writes: bool = False,
+         deadline: Deadline | None = None) -> Lent | None:
+    """``array`` (1-D, contiguous) held for ``holder``'s request if it lies in an open
+    driver's segment, or None (it is copied as any array). Where another request holds
+    that memory and one of the two ``writes`` it, this waits until it lets go: a
+    ``DispatchTimeoutError`` when ``deadline`` passes first."""
     if not _starts or array.nbytes < SHARE_THRESHOLD or not array.flags.c_contiguous:
         return None
     with _lock:
-        memory = _found(array)
-        if memory is None or memory.state != "open" \
-                or _address(array) + array.nbytes > memory.end:
-            return None
-        memory.holds += 1
-    return Lent(memory, array, _address(array) - memory.start)
+        while True:
+            memory = _found(array)
+            if memory is None or memory.state != "open" \
+                    or _address(array) + array.nbytes > memory.end:
+                return None
+            offset = _address(array) - memory.start
+            if not any(o.excludes(offset, array.nbytes, writes, holder) for o in memory.lent):
+                break
+            left = None if deadline is None else deadline.left()
+            if left == 0:
+                raise deadline.expired_error(
+                    "waiting for an array that an earlier call still "
+                    f"{'uses' if writes else 'writes'}", "Give each call in flight arrays "
+                    "of its own where one writes them (a cancelled call's worker writes its "
+                    "outputs until it stops), or raise DispatchConfig(timeout=...).")
+            _let_go.wait(left)
+        lent = Lent(memory, array, offset, writes, holder)
+        memory.lent.append(lent)
+    return lent
 
 
 def unaliased(inputs: Sequence[Any], into: Sequence[np.ndarray],
@@ -281,7 +314,7 @@ def _after_fork_in_child() -> None:
     _lock = threading.RLock()  # (another thread may have held it at the fork)
     for memory in _memory.values():
         memory.state = "forked"
-        memory.holds = 0
+        memory.lent = []
         memory.segment.close()
 
 

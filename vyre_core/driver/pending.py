@@ -54,13 +54,15 @@ if TYPE_CHECKING:
 
 class PendingResult:
     """A dispatch in flight: ``is_ready()``, ``result(timeout)`` and ``cancel()``. With
-    ``out`` (checked when the call was made), ``result()`` writes the outputs there the
-    first time it returns, and answers those arrays from then on."""
+    ``out`` (the arrays checked when the call was made; an array in shared memory its
+    worker writes as it runs), ``result()`` writes the outputs there the first time it
+    returns, lets go of the reply, and answers those arrays from then on."""
 
     def __init__(self, future: Outcome, out: Sequence[np.ndarray] | None = None) -> None:
         self._future = future
-        self._out = out
+        self._out = None if out is None else tuple(out)  # (the caller's list may change)
         self._filled: Outputs | None = None
+        self._filling = threading.Lock()
 
     def is_ready(self) -> bool:
         return self._future.done()
@@ -78,14 +80,23 @@ class PendingResult:
         return self._future.cancelled()
 
     def result(self, timeout: float | None = None) -> Outputs:
-        return self._into(_outputs(*self._future_result(timeout)))
+        return self._answer(timeout, _outputs)
 
-    def _into(self, got: Outputs) -> Outputs:
+    def _answer(self, timeout: float | None,
+                outputs_of: Callable[[Any, list[Any]], Outputs]) -> Outputs:
+        """The outputs, written into ``out`` the first time; the reply is then let go of
+        (the handle's outcome holds ``out`` in its place), so a kept handle holds no
+        shared memory of the pool's."""
+        ran, arrays = self._future_result(timeout)
         if self._out is None:
-            return got
-        if self._filled is None:
-            self._filled = _written_into(got, self._out)
-        return self._filled
+            return outputs_of(ran, arrays)
+        with self._filling:
+            if self._filled is None:
+                self._filled = _written_into(outputs_of(ran, arrays), self._out)
+                kept = Outcome()
+                kept.set_result((ran, list(self._out)))
+                self._future = kept
+            return self._filled
 
     def __await__(self) -> Generator[Any, None, Outputs]:
         """``await`` the call from a coroutine: its loop keeps running meanwhile, the
@@ -115,7 +126,7 @@ class _SequenceResult(PendingResult):
     """A sequence in flight: its returns, and how each loop ran (``outputs.loops``)."""
 
     def result(self, timeout: float | None = None) -> Outputs:
-        return self._into(_sequence_outputs(*self._future_result(timeout)))
+        return self._answer(timeout, _sequence_outputs)
 
 
 class _LaunchResult(PendingResult):

@@ -68,7 +68,11 @@ class Outcome:
             self.on_cancel = None
         for woken in list(self._waiters):
             woken.wake()
-        for claim, callback in list(self._callbacks):
+        # (these run now and are let go of, with all their closures hold: the call's
+        # reply among them, else kept till a garbage collection; one added from now on
+        # runs at once)
+        callbacks, self._callbacks = self._callbacks, []
+        for claim, callback in callbacks:
             self._run(claim, callback)
         return True
 

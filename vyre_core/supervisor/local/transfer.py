@@ -18,6 +18,7 @@ from vyre_core import framing, shared_arrays
 from vyre_core.boundary import codec
 from vyre_core.boundary.messages import Message
 from vyre_core.dataplane import SHARE_THRESHOLD, Segment, Shared
+from vyre_core.deadline import Deadline
 from vyre_core.errors import ProtocolError, SystemResourceError, VyreError
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.local.base import _Local
@@ -72,7 +73,7 @@ class DataPath(_Local):
         for data in call.arrays:
             array = codec.as_frame_array(data)
             t.input_bytes += array.nbytes
-            segment = self._lend(t, array)  # (a caller's array in shared memory)
+            segment = self._lend(t, array, call.deadline)  # (a caller's shared array)
             if segment is None and array.nbytes >= SHARE_THRESHOLD:
                 segment = self._segments.place(array)
                 if segment is not None:
@@ -83,7 +84,7 @@ class DataPath(_Local):
                 arrays.append(segment.describe(array.dtype, array.shape[0]))
         out = None
         if outputs:
-            slots = [self._share(t, dtype.itemsize * count, into)
+            slots = [self._share(t, dtype.itemsize * count, call.deadline, into)
                      for (dtype, count), into in zip(
                          outputs, call.into or [None] * len(outputs), strict=True)]
             if any(slots):  # else the worker returns them as usual
@@ -97,12 +98,12 @@ class DataPath(_Local):
                                     self.options.transport.max_message_bytes,
                                     with_program=not t.lean)
 
-    def _share(self, t: LocalTransfer, nbytes: int, into: Any = None
+    def _share(self, t: LocalTransfer, nbytes: int, deadline: Deadline, into: Any = None
                ) -> Segment | shared_arrays.Lent | None:
-        """A segment for ``nbytes`` of a request's data (the caller's own ``into`` array
+        """A segment for ``nbytes`` of a request's output (the caller's own ``into`` array
         when it lies in shared memory), or None: small, or no shared memory to be had (the
         data then rides the socket)."""
-        lent = None if into is None else self._lend(t, into)
+        lent = None if into is None else self._lend(t, into, deadline, writes=True)
         if lent is not None:
             return lent
         segment = self._segments.take(nbytes) if nbytes >= SHARE_THRESHOLD else None
@@ -110,10 +111,14 @@ class DataPath(_Local):
             t.shared.append(segment)
         return segment
 
-    def _lend(self, t: LocalTransfer, array: Any) -> shared_arrays.Lent | None:
+    def _lend(self, t: LocalTransfer, array: Any, deadline: Deadline, *,
+              writes: bool = False) -> shared_arrays.Lent | None:
         """``array`` held for a request when it is a caller's array in shared memory
-        (``Driver.empty``) that crosses as it is, without a copy."""
-        lent = shared_arrays.lend(array) if self._segments.enabled else None
+        (``Driver.empty``) that crosses as it is, without a copy: once no other request
+        that a worker may still run writes it (or reads it, where this one ``writes``),
+        within ``deadline``."""
+        lent = shared_arrays.lend(array, t, writes=writes, deadline=deadline) \
+            if self._segments.enabled else None
         if lent is not None:
             t.shared.append(lent)
         return lent
