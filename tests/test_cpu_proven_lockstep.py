@@ -117,6 +117,25 @@ def test_where_the_tiles_cover_the_matrices_the_proven_version_runs_with_the_ref
     assert got.tobytes() == want.tobytes()
 
 
+@pytest.mark.parametrize("ktile", [16, 12])  # (passes of 8: two, and one with 4 left)
+def test_the_proven_tile_loop_runs_its_passes_unrolled_in_each_lane_with_the_reference_bytes(
+        host, ktile):
+    """A tile's products (a loop run once per workgroup, lets and one float sum, no
+    store) run ``UNROLL_WORKGROUP`` passes at a time in each lane, its ``j`` a plain
+    variable of each pass: a lane's sum stays in a register across them. Before, every
+    pass ran all the lanes and read and wrote each lane's sum in memory."""
+    from vyre_cpu.blocks import UNROLL_WORKGROUP as times
+
+    plan, want = _matmul_plan(host, 64, 48, 32, ktile)
+    source = codegen.generate(plan.program).source
+    proven = source.split("def workgroup_proven(")[1].split("\ndef workgroup(")[0]
+    unrolled = proven.split(f" - {times - 1}, {times}):")[1].split("\n                for ")[0]
+    lanes = unrolled.split("for lx in range(ex):")[1]
+    assert lanes.count("add_f32(") == times
+    assert re.search(r"v\d+_j_0 = np\.int64\(", lanes) and "_j_0[l]" not in lanes
+    assert _run_only(plan, source, "proven").tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("shape", [(16, 16, 16), (17, 33, 5), (64, 40, 32)])
 def test_where_an_assumption_fails_the_lockstep_code_runs_with_the_reference_bytes(host, shape):
     """A single tile of depth (a tile count below 2, which the proven loop bound

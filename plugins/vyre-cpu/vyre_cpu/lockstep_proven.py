@@ -320,10 +320,12 @@ def _names(stmts: tuple[Stmt, ...]) -> list[str]:
 
 
 def _private(stmts: list[Stmt], uses: Counter[str]) -> set[str]:
-    """The lets of ``stmts`` that nothing outside them declares, reads or assigns."""
+    """The lets of ``stmts`` that nothing outside them declares, reads or assigns (a name
+    the program lacks is the writer's own, made for these statements: an unrolled pass's
+    copy of a let)."""
     inside = Counter(_names(tuple(stmts)))
     return {n.name for n in walk(tuple(stmts))
-            if isinstance(n, Let) and inside[n.name] == uses[n.name]}
+            if isinstance(n, Let) and uses.get(n.name, inside[n.name]) == inside[n.name]}
 
 
 def rematerialized(program: Program) -> Program:
