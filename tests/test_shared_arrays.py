@@ -273,6 +273,33 @@ def test_a_closed_drivers_arrays_stay_readable_and_every_call_refuses_them() -> 
         d.empty(N, np.uint32)
 
 
+@pytest.mark.timeout(60)
+def test_a_forked_childs_own_arrays_wait_for_their_writers_as_the_parents_do() -> None:
+    """After a fork the module's lock is new; the condition lends wait on is too (else a
+    wait in the child raised RuntimeError: a condition over the parent's old lock)."""
+    said, told = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            arrays = shared_arrays.SharedArrays()
+            a = arrays.empty(N, np.uint32)
+            assert shared_arrays.lend(a, object(), writes=True) is not None
+            try:
+                shared_arrays.lend(a, object(), deadline=Deadline.after(0.01))
+            except DispatchTimeoutError:
+                code = 0
+        finally:
+            os.write(told, bytes([code]))
+            os._exit(0)
+    try:
+        assert os.read(said, 1) == b"\x00", "the child's wait did not end in its deadline"
+    finally:
+        os.waitpid(pid, 0)
+        os.close(said)
+        os.close(told)
+
+
 @pytest.mark.timeout(120)
 def test_a_forked_child_refuses_the_parents_arrays_and_closes_their_descriptors(drv) -> None:
     a = drv.asarray(np.arange(N, dtype=np.uint32))

@@ -310,8 +310,9 @@ def _forget(memory: _Memory) -> None:
 def _after_fork_in_child() -> None:
     """The parent's arrays are the parent's: refused here, their descriptors closed (the
     child's mappings of them stay, shared with the parent, until collected)."""
-    global _lock
+    global _lock, _let_go
     _lock = threading.RLock()  # (another thread may have held it at the fork)
+    _let_go = threading.Condition(_lock)
     for memory in _memory.values():
         memory.state = "forked"
         memory.lent = []
