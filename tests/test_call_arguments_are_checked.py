@@ -119,8 +119,11 @@ def test_a_completed_outcome_lets_go_of_its_callbacks_and_what_they_hold() -> No
     held.set_result(1)
     seen.clear()
     assert gone() is None
-    held.add_done_callback(seen.append)  # (after: at once, as ever)
-    assert seen == [held]
+    later = Outcome()
+    gone_later = weakref.ref(later)
+    held.add_done_callback(lambda done, m=later: seen.append(done))  # (after: at once,
+    del later                                                        # kept by nobody)
+    assert seen == [held] and gone_later() is None
 
 
 def test_configs_inputs_and_byte_counts_are_checked(drv) -> None:

@@ -1146,6 +1146,15 @@ def test_a_contract_1_profiles_loop_trip_limit_is_the_field_it_became(monkeypatc
         caps = host.capabilities()
     assert caps.max_loop_trip == 65535 and caps.extra == FULL_PROFILE
 
+    class NotACount(ContractOneBackend):  # (ignored, as vyre 0.1's routing ignored it)
+        @hookimpl
+        def vyre_device_profile(self):
+            return {**FULL_PROFILE, "max_loop_trip": 1e6}
+
+    with pytest.warns(VyreDeprecationWarning):
+        odd = BackendHost(NotACount()).capabilities()
+    assert odd.max_loop_trip is None and odd.extra == FULL_PROFILE
+
 
 def test_the_old_queries_answer_from_the_record_of_a_backend_that_gives_one():
     """A caller still on contract 1's queries (a plugin's own tests, a tool) and the host

@@ -66,6 +66,13 @@ def reverse(n: int) -> ir.Program:
     return k.build()
 
 
+def lend(array: np.ndarray, holder: list, *, writes: bool = False,
+         deadline: Deadline | None = None) -> shared_arrays.Lent | None:
+    """One array of a request that holds ``holder`` (``shared_arrays.lend_all``)."""
+    return shared_arrays.lend_all([(array, writes)], holder,
+                                  deadline or Deadline.after(None))[0]
+
+
 def write_then_spin(n: int, iterations: int) -> ir.Program:
     """One invocation: ``o[0] = 7``, then a loop of ``iterations`` (o[1] its sum)."""
     k = ir.Kernel(workgroup=(1,))
@@ -284,9 +291,9 @@ def test_a_forked_childs_own_arrays_wait_for_their_writers_as_the_parents_do() -
         try:
             arrays = shared_arrays.SharedArrays()
             a = arrays.empty(N, np.uint32)
-            assert shared_arrays.lend(a, object(), writes=True) is not None
+            assert lend(a, [], writes=True) is not None
             try:
-                shared_arrays.lend(a, object(), deadline=Deadline.after(0.01))
+                lend(a, [], deadline=Deadline.after(0.01))
             except DispatchTimeoutError:
                 code = 0
         finally:
@@ -389,6 +396,31 @@ def test_a_cancelled_calls_array_is_not_written_by_a_later_call_while_its_worker
 
 
 @pytest.mark.timeout(120)
+def test_a_pool_whose_supervisor_fails_lets_go_of_the_arrays_its_calls_held(monkeypatch):
+    """The pool's I/O thread raising (a bug in vyre): its callers get PoolFailedError, its
+    workers are gone, and the arrays its calls named are free: a call elsewhere that
+    names one runs at once (before, it waited for a release that never came)."""
+    with vyre.Driver(workers=1) as d:
+        d.dispatch(one_output(16), [np.zeros(16, np.uint32)], backend="reference")
+        o = d.empty(N, np.uint32)
+        x = np.arange(N, dtype=np.uint32)
+        running = d.dispatch_async(write_then_spin(16, 10**9), backend="reference")
+        wait_running(d, "reference")
+        queued = d.dispatch_async(one_output(N), [x], backend="reference", out=[o])
+
+        def failing(now):
+            raise RuntimeError("a bug in the supervisor")
+
+        monkeypatch.setattr(d.pools.open("reference"), "_read_pages", failing)  # (this one)
+        for call in (running, queued):
+            with pytest.raises(PoolFailedError, match="crashed"):
+                call.result(PATIENCE)
+        monkeypatch.undo()
+        d.dispatch(one_output(N), [x], backend="cpu", out=[o], config=DispatchConfig(timeout=5))
+        exact(o, x + 1)
+
+
+@pytest.mark.timeout(120)
 def test_an_array_dropped_while_a_late_worker_may_write_it_stays_open_until_it_exits() -> None:
     """Past its deadline the worker is SIGTERMed and finishes first: its output segment,
     the caller's array dropped meanwhile, is closed only once that worker exited."""
@@ -437,12 +469,12 @@ def test_unaliased_copies_only_shared_inputs_a_worker_could_see_change() -> None
 def test_a_lent_array_keeps_its_descriptor_open_past_its_drivers_close() -> None:
     arrays = shared_arrays.SharedArrays()
     a = arrays.empty(N, np.uint32)
-    lent = shared_arrays.lend(a[4:], object())
+    lent = lend(a[4:], [])
     assert lent is not None and lent.offset == 16
     shared = lent.describe(np.dtype(np.uint32), N - 4)
     assert (shared.offset, shared.end) == (16, N * 4)
     arrays.close()
-    assert shared_arrays.lend(a, object()) is None  # closed: crosses no more
+    assert lend(a, []) is None  # closed: crosses no more
     os.fstat(shared.fd)  # still open: a worker may still write it
     lent.release()
     with pytest.raises(OSError):
@@ -457,20 +489,20 @@ def test_a_lend_that_writes_waits_for_other_requests_over_that_memory_and_reader
     arrays = shared_arrays.SharedArrays()
     try:
         a = arrays.empty(N, np.uint32)
-        first, second = object(), object()
-        reading = shared_arrays.lend(a, first)
-        other = shared_arrays.lend(a[8:], second)
+        first, second = [], []
+        reading = lend(a, first)
+        other = lend(a[8:], second)
         assert other is not None  # (readers share)
         other.release()
-        own = shared_arrays.lend(a, first, writes=True)  # (its own read: a read_write buffer)
+        own = lend(a, first, writes=True)  # (its own read: a read_write buffer)
         assert own is not None and own.writes
         with pytest.raises(DispatchTimeoutError, match="waiting for an array that an "
                            "earlier call still uses") as late:
-            shared_arrays.lend(a[:N // 4], second, writes=True, deadline=Deadline.after(0.05))
+            lend(a[:N // 4], second, writes=True, deadline=Deadline.after(0.05))
         assert "arrays of its own" in late.value.fix
         got: list = []
         waiter = threading.Thread(target=lambda: got.append(
-            shared_arrays.lend(a[:N // 4], second, writes=True, deadline=Deadline.after(30))))
+            lend(a[:N // 4], second, writes=True, deadline=Deadline.after(30))))
         waiter.start()
         reading.release()
         assert not got  # (the first still holds it, writing: it cannot have gone on)
@@ -478,8 +510,35 @@ def test_a_lend_that_writes_waits_for_other_requests_over_that_memory_and_reader
         waiter.join(30)
         assert got and got[0] is not None and got[0].writes
         with pytest.raises(DispatchTimeoutError):  # (now the second writes: a reader waits)
-            shared_arrays.lend(a, first, deadline=Deadline.after(0.05))
-        assert shared_arrays.lend(a[N // 2:], first) is not None  # (beyond it: no wait)
+            lend(a, first, deadline=Deadline.after(0.05))
+        assert lend(a[N // 2:], first) is not None  # (beyond it: no wait)
+    finally:
+        arrays.close()
+
+
+@pytest.mark.fast
+def test_two_calls_each_naming_the_others_memory_never_hold_one_and_wait_for_the_other(
+        ) -> None:
+    """dispatch(p, [A], out=[B]) beside dispatch(p, [B], out=[A]): a call's arrays are
+    waited for and taken together, so the second waits for the first whole (before, each
+    could hold its input and wait for its output, held by the other: for ever)."""
+    arrays = shared_arrays.SharedArrays()
+    try:
+        a, b = arrays.empty(N, np.uint32), arrays.empty(N, np.uint32)
+        first, second = [], []
+        taken = shared_arrays.lend_all([(a, False), (b, True)], first)
+        assert all(taken) and first == taken
+        with pytest.raises(DispatchTimeoutError, match="still uses"):
+            shared_arrays.lend_all([(b, False), (a, True)], second, Deadline.after(0.05))
+        assert second == []  # (nothing taken while it waited)
+        for lent in taken:
+            lent.release()
+        assert all(shared_arrays.lend_all([(b, False), (a, True)], second))
+        small = a[:4]  # (copied, not lent: yet it waits for a writer of that memory too)
+        with pytest.raises(DispatchTimeoutError):
+            shared_arrays.lend_all([(small, False)], first, Deadline.after(0.05))
+        assert shared_arrays.lend_all([(b, False)], [], crossing=False) == [None]  # (no
+        # shared memory in the pool: copied, after the same wait, none here: readers share)
     finally:
         arrays.close()
 
@@ -488,9 +547,9 @@ def test_a_lend_that_writes_waits_for_other_requests_over_that_memory_and_reader
 def test_small_arrays_and_ordinary_ones_are_not_lent() -> None:
     arrays = shared_arrays.SharedArrays()
     try:
-        assert shared_arrays.lend(np.zeros(N, np.uint32), object()) is None
+        assert lend(np.zeros(N, np.uint32), []) is None
         small = arrays.empty(SHARE_THRESHOLD // 8, np.uint32)
-        assert shared_arrays.lend(small, object()) is None
+        assert lend(small, []) is None
         with pytest.raises(InvalidInputError, match="cannot cross"):
             arrays.empty(4, np.bool_)
     finally:
@@ -509,7 +568,7 @@ def test_without_a_segment_an_array_is_ordinary_memory_with_a_warning(monkeypatc
     with caplog.at_level("WARNING", logger="vyre.dataplane"):
         a = arrays.empty((4, N), np.float32)
     assert a.shape == (4, N) and a.flags.writeable and not a.any()
-    assert shared_arrays.lend(a.reshape(-1), object()) is None  # copied like any array
+    assert lend(a.reshape(-1), []) is None  # copied like any array
     assert "Too many open files" in caplog.text and "ordinary memory" in caplog.text
 
 

@@ -161,13 +161,15 @@ def hooks_of(plugin: object) -> list[Deprecation]:
             if inspect.isroutine(getattr(plugin, name, None))]
 
 
-def enforce(deprecation: Deprecation, user: str, refused: type[VyreError]) -> None:
+def enforce(deprecation: Deprecation, user: str, refused: type[VyreError], *,
+            logged_only: bool = False) -> None:
     """Warn once that ``user`` uses ``deprecation``; raise ``refused`` from its removal
-    version on."""
+    version on. ``logged_only``: the log record alone, no Python warning (a pool's I/O
+    thread, where a warning made an error would fail the pool's work, not the user's)."""
     if deprecation.removed():
         raise refused(f"{deprecation.describe(user)}, and this is vyre {__version__}",
                       deprecation.replacement)
-    warn_once(deprecation, user)
+    warn_once(deprecation, user, logged_only=logged_only)
 
 
 #: (kind, name, user) already warned about in this process. No lock (a fork could
@@ -175,7 +177,7 @@ def enforce(deprecation: Deprecation, user: str, refused: type[VyreError]) -> No
 _warned: dict[tuple[str, str, str], object] = {}
 
 
-def warn_once(deprecation: Deprecation, user: str) -> None:
+def warn_once(deprecation: Deprecation, user: str, *, logged_only: bool = False) -> None:
     """Warn (and log) that ``user`` uses ``deprecation``, the first time in this process;
     the warning names the first caller outside vyre (whichever public call led here)."""
     mine = object()
@@ -183,7 +185,8 @@ def warn_once(deprecation: Deprecation, user: str) -> None:
         return
     message = f"{deprecation.describe(user)}. Fix: {deprecation.replacement}"
     logger.warning("%s", message)
-    warnings.warn(VyreDeprecationWarning(message), stacklevel=_outside_vyre())
+    if not logged_only:
+        warnings.warn(VyreDeprecationWarning(message), stacklevel=_outside_vyre())
 
 
 #: Frames that are vyre's own, or made for it (dataclasses' generated methods).

@@ -24,6 +24,7 @@ Lifetime, one rule each (docs/operations.md, "Arrays in shared memory"):
 from __future__ import annotations
 
 import bisect
+import contextlib
 import ctypes
 import logging
 import math
@@ -45,7 +46,7 @@ from vyre_core.dataplane import (
     map_shared,
     shared_memory_usable,
 )
-from vyre_core.deadline import Deadline
+from vyre_core.deadline import NO_DEADLINE, Deadline
 from vyre_core.errors import InvalidInputError, PoolFailedError
 
 _log = logging.getLogger("vyre.dataplane")
@@ -76,15 +77,15 @@ class Lent:
     request writes that memory meanwhile, nor reads it where this one ``writes``."""
 
     def __init__(self, memory: _Memory, array: np.ndarray, offset: int, writes: bool,
-                 holder: object) -> None:
+                 holder: list[Any]) -> None:
         self.memory = memory
         self.array = array  # (keeps the mapping, and so the memory, alive)
         self.offset = offset
         self.writes = writes
-        self.holder = holder  # (the request's transfer: its own lends never wait on it)
+        self.holder = holder  # (what its request holds: its own lends never wait on it)
         self.id = memory.segment.id
 
-    def excludes(self, offset: int, nbytes: int, writes: bool, holder: object) -> bool:
+    def excludes(self, offset: int, nbytes: int, writes: bool, holder: list[Any]) -> bool:
         """Whether another request's lend of ``nbytes`` at ``offset`` must wait for this."""
         return (holder is not self.holder and (writes or self.writes)
                 and offset < self.offset + self.array.nbytes and self.offset < offset + nbytes)
@@ -96,7 +97,9 @@ class Lent:
     def release(self) -> None:
         """No worker can write it any more."""
         with _lock:
-            self.memory.lent.remove(self)
+            with contextlib.suppress(ValueError):  # (interrupted before it was recorded)
+                self.memory.lent.remove(self)
+            self.holder = []  # (its request's list holds it: no cycle outlives the release)
             _let_go.notify_all()
             if self.memory.state != "open":
                 self.memory.close_unheld()
@@ -152,34 +155,55 @@ def check(array: Any, name: str) -> None:
             "explicitly: np.ascontiguousarray(x).")
 
 
-def lend(array: np.ndarray, holder: object, *, writes: bool = False,
-         deadline: Deadline | None = None) -> Lent | None:
-    """``array`` (1-D, contiguous) held for ``holder``'s request if it lies in an open
-    driver's segment, or None (it is copied as any array). Where another request holds
-    that memory and one of the two ``writes`` it, this waits until it lets go: a
-    ``DispatchTimeoutError`` when ``deadline`` passes first."""
-    if not _starts or array.nbytes < SHARE_THRESHOLD or not array.flags.c_contiguous:
-        return None
+def lend_all(arrays: Sequence[tuple[np.ndarray, bool]], held: list[Any],
+             deadline: Deadline = NO_DEADLINE, *, crossing: bool = True
+             ) -> list[Lent | None]:
+    """Each of ``arrays`` (1-D, contiguous; with whether the request ``writes`` it) held
+    for one request whose list of what it holds is ``held``: a ``Lent`` where it lies in
+    an open driver's memory and crosses as it is (large enough, and ``crossing``: the
+    pool has shared memory), None where it is copied as any array. Where another request
+    holds that memory and one of the two writes it, this first waits until it lets go
+    (for every array of the call, then all are taken together: two calls that each name
+    the other's memory never each hold one and wait for the other); a
+    ``DispatchTimeoutError`` when ``deadline`` passes first. Each lend is in ``held``
+    before the memory records it, so no interruption leaves one held by nobody."""
+    if not _starts:
+        return [None] * len(arrays)
     with _lock:
         while True:
-            memory = _found(array)
-            if memory is None or memory.state != "open" \
-                    or _address(array) + array.nbytes > memory.end:
-                return None
-            offset = _address(array) - memory.start
-            if not any(o.excludes(offset, array.nbytes, writes, holder) for o in memory.lent):
+            places = [_place(array) for array, _ in arrays]
+            if not any(memory is not None and any(
+                    o.excludes(offset, array.nbytes, writes, held) for o in memory.lent)
+                    for (array, writes), (memory, offset) in zip(arrays, places, strict=True)):
                 break
-            left = None if deadline is None else deadline.left()
+            left = deadline.left()
             if left == 0:
                 raise deadline.expired_error(
-                    "waiting for an array that an earlier call still "
-                    f"{'uses' if writes else 'writes'}", "Give each call in flight arrays "
-                    "of its own where one writes them (a cancelled call's worker writes its "
-                    "outputs until it stops), or raise DispatchConfig(timeout=...).")
+                    "waiting for an array that an earlier call still uses (one of them "
+                    "writes it)", "Give each call in flight arrays of its own where one "
+                    "writes them (a cancelled call's worker writes its outputs until it "
+                    "stops), or raise DispatchConfig(timeout=...).")
             _let_go.wait(left)
-        lent = Lent(memory, array, offset, writes, holder)
-        memory.lent.append(lent)
+        lent: list[Lent | None] = []
+        for (array, writes), (memory, offset) in zip(arrays, places, strict=True):
+            if memory is None or not crossing or array.nbytes < SHARE_THRESHOLD:
+                lent.append(None)
+                continue
+            one = Lent(memory, array, offset, writes, held)
+            held.append(one)
+            memory.lent.append(one)
+            lent.append(one)
     return lent
+
+
+def _place(array: np.ndarray) -> tuple[_Memory | None, int]:
+    """(Under the lock.) The open memory ``array`` lies in, and where: (None, 0) for
+    anything else (ordinary memory, a closed driver's, a view that is not contiguous)."""
+    memory = _found(array)
+    if memory is None or memory.state != "open" or not array.flags.c_contiguous \
+            or _address(array) + array.nbytes > memory.end:
+        return None, 0
+    return memory, _address(array) - memory.start
 
 
 def unaliased(inputs: Sequence[Any], into: Sequence[np.ndarray],
@@ -284,6 +308,7 @@ class SharedArrays:
                 if memory.state == "open":
                     memory.state = "closed"
                 memory.close_unheld()
+            _let_go.notify_all()  # (a call waiting for one of them: it crosses no more)
 
 
 _warned_at: list[float] = []  # (monotonic) when the last fallback was logged

@@ -4,8 +4,10 @@ routes by it. The rules behind it: tests/test_routing.py."""
 
 from __future__ import annotations
 
+import logging
+import warnings
+
 import numpy as np
-import pytest
 
 from vyre_core import deprecations, ir
 from vyre_core.deprecations import VyreDeprecationWarning
@@ -22,14 +24,20 @@ def copy_loop(trips: int) -> ir.Program:
     return k.build()
 
 
-def test_a_loop_trip_limit_in_extra_is_warned_in_the_parent_and_routed_by(monkeypatch):
+def test_a_loop_trip_limit_in_extra_is_told_in_the_parent_and_routed_by(monkeypatch, caplog):
+    """Told as a record on the vyre.deprecation logger, naming the backend: the pool's
+    rules read the hello, where a Python warning made an error (as this suite makes
+    them) would have failed the worker instead of telling anyone."""
     monkeypatch.setenv("VYRE_FAULTS", "loop_trip_in_extra:64")
     monkeypatch.setattr(deprecations, "_warned", {})
+    caplog.set_level(logging.WARNING, "vyre.deprecation")
     x = np.arange(100, dtype=np.uint32)
     with driver() as drv:
-        with pytest.warns(VyreDeprecationWarning, match=r"backend 'faults' uses claim "
-                          r"\"extra\['max_loop_trip'\]\""):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", VyreDeprecationWarning)
             out, = drv.dispatch(copy_loop(64), [x[:64]], backend="faults")
+        assert [r.getMessage().split(", deprecated")[0] for r in caplog.records] == [
+            "backend 'faults' uses claim \"extra['max_loop_trip']\""]
         assert out.tobytes() == (x[:64] + 1).tobytes()
         caps = drv.pools.open("faults").capabilities
         assert caps.max_loop_trip == 64 and "max_loop_trip" not in caps.extra

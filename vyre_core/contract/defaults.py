@@ -17,12 +17,14 @@ import numpy as np
 from vyre_core.abi import check_outputs
 from vyre_core.contract.hookspec import hookimpl
 from vyre_core.contract.types import (
+    FACTS_NOW_FIELDS,
     Capabilities,
     DeviceInfo,
     ReadyPending,
     SequenceRun,
     TimedDispatch,
     Timing,
+    is_count,
     wall_clock_ns,
 )
 from vyre_core.deprecations import CAPABILITY_QUERIES
@@ -146,8 +148,10 @@ class ConservativeDefaults:
         answers = {name: self.call(f"vyre_{name}") for name in CAPABILITY_QUERIES}
         facts = (self.call("vyre_device_profile")
                  if self.implements("vyre_device_profile") else {})
-        return Capabilities.from_claims({  # (a fact that is a field now is its claim)
-            **{k: v for k, v in facts.items() if k in _FIELDS and k != "extra"}, **answers,
+        return Capabilities.from_claims({  # (a fact that is a field now is its claim;
+            **{k: v for k, v in facts.items()  # one that is no count is ignored, as before)
+               if k in _FIELDS and k != "extra" and (k not in FACTS_NOW_FIELDS or is_count(v))},
+            **answers,
             "extra": {k: v for k, v in facts.items() if k not in _FIELDS}})
 
     @hookimpl(trylast=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import platform
 import time
@@ -118,11 +119,12 @@ def _rule(combine: str, *, ops: bool = False, tuple_: bool = False,
     return {"combine": combine, "ops": ops, "tuple": tuple_, "count": count}
 
 
-def _count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
+    """An int of 0 or more (not a bool): what a limit such as ``max_loop_trip`` is."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _facts_as_fields(claims: dict[str, Any], user: str) -> None:
+def _facts_as_fields(claims: dict[str, Any], user: str, logged_only: bool) -> None:
     """Each fact of ``claims["extra"]`` named as a field it became (vyre 0.1's docs put
     the loop trip limit there) taken out, warned, and claimed as that field unless the
     field is claimed itself; a value that is no count was ignored then, and still is."""
@@ -130,9 +132,10 @@ def _facts_as_fields(claims: dict[str, Any], user: str) -> None:
 
     extra = claims["extra"]
     for name in sorted(FACTS_NOW_FIELDS & set(extra)):
-        enforce(of_kind("claim")[f"extra[{name!r}]"], user, InvalidConfigError)
+        enforce(of_kind("claim")[f"extra[{name!r}]"], user, InvalidConfigError,
+                logged_only=logged_only)
         value = extra[name]
-        if claims.get(name) is None and _count(value):
+        if claims.get(name) is None and is_count(value):
             claims[name] = value
     claims["extra"] = {k: v for k, v in extra.items() if k not in FACTS_NOW_FIELDS}
 
@@ -180,19 +183,23 @@ class Capabilities:
     def __post_init__(self) -> None:
         """Invocations per workgroup, when not claimed, are the claimed workgroup size's
         product (a record built directly, as from claims: otherwise 1, and routing would
-        refuse every workgroup of more than one invocation)."""
+        refuse every workgroup of more than one invocation). Made once, here: a
+        ``dataclasses.replace`` of the workgroup size keeps the number it had, so give
+        both there."""
         if self.max_invocations_per_workgroup is None:
             object.__setattr__(self, "max_invocations_per_workgroup",
-                               int(np.prod(self.max_workgroup_size)))
+                               math.prod(self.max_workgroup_size))
 
     @classmethod
-    def from_claims(cls, claims: dict[str, Any], user: str | None = None) -> Capabilities:
+    def from_claims(cls, claims: dict[str, Any], user: str | None = None, *,
+                    logged_only: bool = False) -> Capabilities:
         """Capabilities from a backend's static claims (or its record as plain data);
         unknown names and limits that are no count are refused. ``user``
         (the backend, where the parent reads its claims or a worker's hello) reads a fact
         claimed in ``extra`` that is a field now as that field, and warns it (or refuses
-        it, ``vyre_core.deprecations``); None (in the worker) keeps it in ``extra``, so
-        the parent sees it and warns where a person reads it."""
+        it, ``vyre_core.deprecations``; ``logged_only``: a log record, no Python warning,
+        as a pool's rules reading a hello need); None (in the worker) keeps it in
+        ``extra``, so the parent sees it and warns where a person reads it."""
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(claims) - set(known))
         if unknown:
@@ -200,13 +207,13 @@ class Capabilities:
                                      f"Claim only these names: {sorted(set(known) - {'extra'})}.")
         claims = dict(claims)
         if user is not None and isinstance(claims.get("extra"), dict):
-            _facts_as_fields(claims, user)
+            _facts_as_fields(claims, user, logged_only)
         for name, value in claims.items():
             if known[name].metadata.get("ops"):
                 claims[name] = op_names(value)
             elif known[name].metadata.get("tuple") and value is not None:
                 claims[name] = tuple(value)
-            elif known[name].metadata.get("count") and value is not None and not _count(value):
+            elif known[name].metadata.get("count") and value is not None and not is_count(value):
                 raise InvalidConfigError(
                     f"{name} is claimed as {value!r:.100}, not a count",
                     f"Claim {name} as an int of 0 or more, or leave it out (None: no limit).")
@@ -235,8 +242,9 @@ class Capabilities:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], user: str | None = None) -> Capabilities:
-        return cls.from_claims(data, user)
+    def from_dict(cls, data: dict[str, Any], user: str | None = None, *,
+                  logged_only: bool = False) -> Capabilities:
+        return cls.from_claims(data, user, logged_only=logged_only)
 
     @functools.cached_property
     def identity(self) -> str:

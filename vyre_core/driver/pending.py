@@ -5,8 +5,9 @@ locks; a launch's handle also fills the caller's arrays, once, when the answer i
 
 ``Background``: the asynchronous routing those calls share. A call whose pool is ready is
 submitted at once; one whose pool must be started or probed first, or that routing must
-try again after a failure, is routed on a background thread, so the caller never
-waits."""
+try again after a failure, is routed on a background thread, so the caller does not
+wait for routing (it does wait, within the call's deadline, for an array in shared
+memory that an earlier call in flight still writes: ``shared_arrays.lend_all``)."""
 
 from __future__ import annotations
 

@@ -98,8 +98,11 @@ class Outcome:
         """``callback(self)`` once complete: at once in this thread if it is, else in the
         completing thread. Each runs exactly once."""
         entry = (itertools.count(), callback)
+        if self._done:  # (complete: run it, keep nothing)
+            self._run(*entry)
+            return
         self._callbacks.append(entry)
-        if self._done:
+        if self._done:  # (completed meanwhile: whichever of the two comes first runs it)
             self._run(*entry)
 
     def _run(self, claim: itertools.count, callback: Callable[[Outcome], Any]) -> None:

@@ -58,7 +58,15 @@ from vyre_core.supervisor.local.transfer import DataPath, LocalTransfer, local_t
 from vyre_core.supervisor.options import PoolOptions
 from vyre_core.supervisor.outcome import Outcome
 from vyre_core.supervisor.process import OutputHistory, WorkerProcess, ensure_descriptors
-from vyre_core.supervisor.rules.actions import Promote, Send, Signal, Spawn, Stop
+from vyre_core.supervisor.rules.actions import (
+    Promote,
+    Release,
+    Resolve,
+    Send,
+    Signal,
+    Spawn,
+    Stop,
+)
 from vyre_core.supervisor.rules.constants import TICK_EVERY
 from vyre_core.supervisor.rules.machine import PoolMachine
 from vyre_core.supervisor.rules.requests import Request
@@ -513,6 +521,12 @@ class Pool(DataPath, Processes):
                     future.set_exception(error)
         with contextlib.suppress(Exception):
             machine.close(time.monotonic())  # routing passes the pool over from now on
+            # what the Carrier would have done of the answers: memory no worker can write
+            # goes back now (the rest once the workers are gone, _stop_all)
+            for action in machine.take_actions():
+                if isinstance(action, Release) or (
+                        isinstance(action, Resolve) and not action.running):
+                    self._release(action.request)
 
     def _close_io(self) -> None:
         with self._gate:

@@ -27,8 +27,10 @@ from vyre_core.errors import PoolFailedError, VyreError, system_resource_error
 from vyre_core.supervisor.fork_server import GONE, STARTING, ForkServer, ForkServerError
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.local.base import _Local
+from vyre_core.supervisor.local.transfer import LocalTransfer
 from vyre_core.supervisor.process import WorkerProcess, ensure_descriptors
 from vyre_core.supervisor.rules.actions import Promote, Spawn, describe_exit
+from vyre_core.supervisor.rules.requests import Request
 from vyre_core.supervisor.rundir import ENV as RUNTIME_DIR_ENV
 
 _log = logging.getLogger("vyre.supervisor")
@@ -300,10 +302,17 @@ class Processes(_Local):
             proc.reap()
             del self._processes[index]
         self._drop_fork_server()  # (after the reaping: it reports exit statuses)
-        for worker in self._machine.workers:
-            for request in worker.holding:
-                self._release(request)
+        # every request still known (queued, on a worker, or not yet taken from the inbox,
+        # as when this thread failed): what it holds is free now, and a caller's array it
+        # named would otherwise keep every later call that names it waiting
+        machine = self._machine
+        known = [*machine.queue, *(item for item in self._inbox if isinstance(item, Request))]
+        for worker in machine.workers:
+            known += [*worker.holding, *worker.pinned, worker.current]
             worker.holding.clear()
+        for request in known:
+            if request is not None and isinstance(request.transfer, LocalTransfer):
+                self._release(request)
         for lane in list(self._io_lanes):
             with contextlib.suppress(KeyError):
                 self._poller.unregister(lane.fd)

@@ -18,7 +18,6 @@ from vyre_core import framing, shared_arrays
 from vyre_core.boundary import codec
 from vyre_core.boundary.messages import Message
 from vyre_core.dataplane import SHARE_THRESHOLD, Segment, Shared
-from vyre_core.deadline import Deadline
 from vyre_core.errors import ProtocolError, SystemResourceError, VyreError
 from vyre_core.supervisor.lane import Lane
 from vyre_core.supervisor.local.base import _Local
@@ -69,11 +68,16 @@ class DataPath(_Local):
         if outputs:  # known before it runs: refused before any copy
             codec.check_output_bytes(sum(dtype.itemsize * count for dtype, count in outputs),
                                      self.options.transport.max_message_bytes)
+        inputs = [codec.as_frame_array(data) for data in call.arrays]
+        into = call.into or [None] * len(outputs or ())
+        # (a caller's arrays in shared memory, taken at once: see lend_all)
+        lent = shared_arrays.lend_all(
+            [(a, False) for a in inputs] + [(a, True) for a in into if a is not None],
+            t.shared, call.deadline, crossing=self._segments.enabled)
+        lent_into = iter(lent[len(inputs):])
         arrays: list[Any] = []
-        for data in call.arrays:
-            array = codec.as_frame_array(data)
+        for array, segment in zip(inputs, lent[:len(inputs)], strict=True):
             t.input_bytes += array.nbytes
-            segment = self._lend(t, array, call.deadline)  # (a caller's shared array)
             if segment is None and array.nbytes >= SHARE_THRESHOLD:
                 segment = self._segments.place(array)
                 if segment is not None:
@@ -84,9 +88,9 @@ class DataPath(_Local):
                 arrays.append(segment.describe(array.dtype, array.shape[0]))
         out = None
         if outputs:
-            slots = [self._share(t, dtype.itemsize * count, call.deadline, into)
-                     for (dtype, count), into in zip(
-                         outputs, call.into or [None] * len(outputs), strict=True)]
+            slots = [self._share(t, dtype.itemsize * count,
+                                 None if target is None else next(lent_into))
+                     for (dtype, count), target in zip(outputs, into, strict=True)]
             if any(slots):  # else the worker returns them as usual
                 t.out_slots = slots
                 out = [codec.array_spec(dtype, count, slot and slot.describe(dtype, count))
@@ -98,30 +102,17 @@ class DataPath(_Local):
                                     self.options.transport.max_message_bytes,
                                     with_program=not t.lean)
 
-    def _share(self, t: LocalTransfer, nbytes: int, deadline: Deadline, into: Any = None
+    def _share(self, t: LocalTransfer, nbytes: int, lent: shared_arrays.Lent | None
                ) -> Segment | shared_arrays.Lent | None:
-        """A segment for ``nbytes`` of a request's output (the caller's own ``into`` array
-        when it lies in shared memory), or None: small, or no shared memory to be had (the
-        data then rides the socket)."""
-        lent = None if into is None else self._lend(t, into, deadline, writes=True)
+        """Where the worker writes ``nbytes`` of a request's output: the caller's own
+        array (``lent``), else a segment of the pool's, else None: small, or no shared
+        memory to be had (the data then rides the socket)."""
         if lent is not None:
             return lent
         segment = self._segments.take(nbytes) if nbytes >= SHARE_THRESHOLD else None
         if segment is not None:
             t.shared.append(segment)
         return segment
-
-    def _lend(self, t: LocalTransfer, array: Any, deadline: Deadline, *,
-              writes: bool = False) -> shared_arrays.Lent | None:
-        """``array`` held for a request when it is a caller's array in shared memory
-        (``Driver.empty``) that crosses as it is, without a copy: once no other request
-        that a worker may still run writes it (or reads it, where this one ``writes``),
-        within ``deadline``."""
-        lent = shared_arrays.lend(array, t, writes=writes, deadline=deadline) \
-            if self._segments.enabled else None
-        if lent is not None:
-            t.shared.append(lent)
-        return lent
 
     def _release(self, request: Request) -> None:
         """No worker can write ``request``'s segments any more: reuse them (a caller's

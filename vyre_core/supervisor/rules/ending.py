@@ -187,7 +187,8 @@ class Ending(_Rules):
             self._resolve(req, self._invalidated(req, w))
         w.pinned.clear()
         with contextlib.suppress(Exception):  # unreadable: keep what routing knows
-            w.caps = Capabilities.from_dict(result[0].capabilities, f"backend {self.backend!r}")
+            w.caps = Capabilities.from_dict(result[0].capabilities, f"backend {self.backend!r}",
+                                            logged_only=True)
             self._learned(w.device)
         self._log(logging.INFO, f"pool {self.backend!r}: worker {w.index} recovered its "
                                 f"device in place as generation {w.generation}")

@@ -165,7 +165,8 @@ class Starting(_Rules):
             self.dropped_replies += 1
             return
         try:
-            caps = Capabilities.from_dict(hello.capabilities, f"backend {self.backend!r}")
+            caps = Capabilities.from_dict(hello.capabilities, f"backend {self.backend!r}",
+                                          logged_only=True)  # (no warning can fail it)
             devices = [DeviceInfo.from_dict(d) for d in hello.devices]
             if hello.device != w.device:
                 raise ValueError(f"it runs on device {hello.device!r}, not "
