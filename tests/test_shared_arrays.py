@@ -280,57 +280,52 @@ def test_a_closed_drivers_arrays_stay_readable_and_every_call_refuses_them() -> 
         d.empty(N, np.uint32)
 
 
-@pytest.mark.timeout(60)
-def test_a_forked_childs_own_arrays_wait_for_their_writers_as_the_parents_do() -> None:
-    """After a fork the module's lock is new; the condition lends wait on is too (else a
-    wait in the child raised RuntimeError: a condition over the parent's old lock)."""
+def holds_in_a_forked_child(check, what: str) -> None:
+    """``check()`` (true or false; raising is false) run in a child forked now, its answer
+    read here through a pipe."""
     said, told = os.pipe()
     pid = os.fork()
     if pid == 0:
-        code = 1
+        held = False
         try:
-            arrays = shared_arrays.SharedArrays()
-            a = arrays.empty(N, np.uint32)
-            assert lend(a, [], writes=True) is not None
-            try:
-                lend(a, [], deadline=Deadline.after(0.01))
-            except DispatchTimeoutError:
-                code = 0
+            held = bool(check())
         finally:
-            os.write(told, bytes([code]))
+            os.write(told, bytes([0 if held else 1]))
             os._exit(0)
     try:
-        assert os.read(said, 1) == b"\x00", "the child's wait did not end in its deadline"
+        assert os.read(said, 1) == b"\x00", what
     finally:
         os.waitpid(pid, 0)
         os.close(said)
         os.close(told)
+
+
+@pytest.mark.timeout(60)
+def test_a_forked_childs_own_arrays_wait_for_their_writers_as_the_parents_do() -> None:
+    """After a fork the module's lock is new; the condition lends wait on is too (else a
+    wait in the child raised RuntimeError: a condition over the parent's old lock)."""
+    def waits() -> bool:
+        a = shared_arrays.SharedArrays().empty(N, np.uint32)
+        assert lend(a, [], writes=True) is not None
+        with pytest.raises(DispatchTimeoutError):
+            lend(a, [], deadline=Deadline.after(0.01))
+        return True
+
+    holds_in_a_forked_child(waits, "the child's wait did not end in its deadline")
 
 
 @pytest.mark.timeout(120)
 def test_a_forked_child_refuses_the_parents_arrays_and_closes_their_descriptors(drv) -> None:
     a = drv.asarray(np.arange(N, dtype=np.uint32))
     mine = segments()
-    said, told = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            try:
-                drv.dispatch(one_output(N), [a], backend="reference")
-            except InvalidInputError as exc:
-                if "forked" in exc.cause and "np.array(x)" in exc.fix and not (
-                        segments() & mine) and a[1] == 1:
-                    code = 0
-        finally:
-            os.write(told, bytes([code]))
-            os._exit(0)
-    try:
-        assert os.read(said, 1) == b"\x00", "the child did not refuse the parent's array"
-    finally:
-        os.waitpid(pid, 0)
-        os.close(said)
-        os.close(told)
+
+    def refused() -> bool:
+        with pytest.raises(InvalidInputError) as exc:
+            drv.dispatch(one_output(N), [a], backend="reference")
+        return ("forked" in exc.value.cause and "np.array(x)" in exc.value.fix
+                and not (segments() & mine) and a[1] == 1)
+
+    holds_in_a_forked_child(refused, "the child did not refuse the parent's array")
     got, = drv.dispatch(one_output(N), [a], backend="reference")  # the parent's: unchanged
     exact(got, np.arange(1, N + 1, dtype=np.uint32))
 
