@@ -107,6 +107,28 @@ def test_a_handle_filled_into_out_keeps_the_callers_arrays_and_lets_go_of_the_re
     assert gone() is None and pending.result()[0] is checked and pending.is_ready()
 
 
+def test_a_launch_handle_fills_the_callers_arrays_once_and_lets_go_of_the_reply() -> None:
+    """As a dispatch's handle: its plan's arrays written once (then those the dispatch
+    could not write in place, ``fill``), under one lock, the reply let go of after."""
+    from vyre_core.driver.pending import _LaunchResult
+
+    class Plan:
+        def __init__(self) -> None:
+            self.out, self.filled = [np.zeros(4, np.uint32)], 0
+
+        def fill(self) -> None:
+            self.filled += 1
+
+    plan, reply = Plan(), np.arange(4, dtype=np.uint32)
+    gone = weakref.ref(reply)
+    future = Outcome()
+    pending = _LaunchResult(future, plan)
+    future.set_result((Ran(), [reply]))
+    del reply, future
+    assert pending.result(0)[0] is plan.out[0] and plan.out[0].tolist() == [0, 1, 2, 3]
+    assert pending.result()[0] is plan.out[0] and plan.filled == 1 and gone() is None
+
+
 def test_a_completed_outcome_lets_go_of_its_callbacks_and_what_they_hold() -> None:
     """A callback's closure (the routing of a call: its request, its reply) goes once it
     has run, not at the next garbage collection: it and the outcome made a cycle."""

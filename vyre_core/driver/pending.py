@@ -94,10 +94,14 @@ class PendingResult:
         with self._filling:
             if self._filled is None:
                 self._filled = _written_into(outputs_of(ran, arrays), self._out)
+                self._wrote()
                 kept = Outcome()
                 kept.set_result((ran, list(self._out)))
                 self._future = kept
             return self._filled
+
+    def _wrote(self) -> None:
+        """(Once ``out`` holds the outputs.) What else the handle fills: nothing here."""
 
     def __await__(self) -> Generator[Any, None, Outputs]:
         """``await`` the call from a coroutine: its loop keeps running meanwhile, the
@@ -131,21 +135,16 @@ class _SequenceResult(PendingResult):
 
 
 class _LaunchResult(PendingResult):
-    """A launch in flight: ``result()`` fills the caller's arrays, once."""
+    """A launch in flight: ``result()`` fills the caller's arrays, once (the dispatch's
+    ``out``, then the arrays it could not write in place), as a dispatch's handle fills
+    its ``out``: under its lock, the reply let go of after."""
 
     def __init__(self, future: Outcome, plan: Written) -> None:
-        super().__init__(future)
-        self._plan: Written | None = plan
+        super().__init__(future, plan.out)
+        self._plan = plan
 
-    def result(self, timeout: float | None = None) -> Outputs:
-        ran, arrays = self._future_result(timeout)
-        plan, self._plan = self._plan, None
-        if plan is not None:
-            for target, array in zip(plan.out, arrays, strict=True):
-                np.copyto(target.reshape(-1), array, casting="no")
-            plan.fill()
-            self._filled = plan.out
-        return _outputs(ran, list(self._filled))
+    def _wrote(self) -> None:
+        self._plan.fill()
 
 
 class Background:
