@@ -148,10 +148,12 @@ class ConservativeDefaults:
         answers = {name: self.call(f"vyre_{name}") for name in CAPABILITY_QUERIES}
         facts = (self.call("vyre_device_profile")
                  if self.implements("vyre_device_profile") else {})
-        return Capabilities.from_claims({  # (a fact that is a field now is its claim;
-            **{k: v for k, v in facts.items()  # one that is no count is ignored, as before)
-               if k in _FIELDS and k != "extra" and (k not in FACTS_NOW_FIELDS or is_count(v))},
-            **answers,
+        # a profile fact that is a field now is its claim (one that is no count is
+        # ignored, as vyre 0.1 ignored it); the others are the record's extra
+        claimed = {k: v for k, v in facts.items() if k in _FIELDS and k != "extra"
+                   and (k not in FACTS_NOW_FIELDS or is_count(v))}
+        return Capabilities.from_claims({
+            **claimed, **answers,
             "extra": {k: v for k, v in facts.items() if k not in _FIELDS}})
 
     @hookimpl(trylast=True)

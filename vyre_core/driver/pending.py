@@ -163,9 +163,9 @@ class Background:
         """``Driver.dispatch_async`` of a program or a sequence: checked and its request
         built here, at once; a sequence on resident buffers submitted to their worker."""
         if not isinstance(work, StepSequence):
-            pending = self._program_async(routing, plans, tuned_config, work, inputs,
-                                          backend, _program_config(config, dim, resident), out)
-            return PendingResult(pending._future, out)
+            return PendingResult(self._program_async(
+                routing, plans, tuned_config, work, inputs, backend,
+                _program_config(config, dim, resident), out), out)
         sequence, request = _sequence_requested(work, inputs, resident, _no_dim(config, dim))
         if out is not None:
             _check_out(sequence, request.call.outputs, out)
@@ -178,15 +178,16 @@ class Background:
     def _program_async(self, routing: RoutingPolicy, plans: PlannedLaunches,
                        tuned_config: Callable[..., DispatchConfig], program: Program,
                        inputs: Sequence[Any], backend: str | None, config: DispatchConfig,
-                       out: Sequence[np.ndarray] | None) -> PendingResult:
-        """A program's, its outputs written into ``out`` when given (a launch's)."""
+                       out: Sequence[np.ndarray] | None) -> Outcome:
+        """A program's call, checked, its request built and on its way: its outcome, the
+        outputs written into ``out`` when given (the handle's to fill)."""
         if config.tuned:
             config = tuned_config(program, inputs, backend=backend, config=config)
         source, (program, request) = program, _planned(plans, program, inputs, config)
         if out is not None:  # (program: now the launch, what routing weighs)
             _check_out(source, request.call.outputs, out)
             _writing_into(request, out, _read_write(source))
-        return PendingResult(self._routed(routing, program, backend, request))
+        return self._routed(routing, program, backend, request)
 
     def _routed(self, routing: RoutingPolicy, work: Launch | StepSequence,
                 backend: str | None, request: Request) -> Outcome:
@@ -216,9 +217,9 @@ class Background:
         plan = _kernel_plan(kernel, dim, args, shapes, config)
         if isinstance(plan, ResidentLaunch):
             return _LaunchResult(_resident_launch(routing, plan, backend), plan)
-        pending = self._program_async(routing, plans, tuned_config, plan.program, plan.inputs,
+        outcome = self._program_async(routing, plans, tuned_config, plan.program, plan.inputs,
                                       backend, _launch_config(config, dim), plan.out)
-        return _LaunchResult(pending._future, plan)
+        return _LaunchResult(outcome, plan)
 
     def _async_done(self, routing: RoutingPolicy, done: Outcome, outcome: Outcome,
                     running: list[Outcome], program: Launch, backend: str | None,
