@@ -8,6 +8,10 @@ the cores it may run on: the figure's name says both counts, so a run compares l
 like when they are equal. On wgpu (lavapipe here: a software Vulkan on the same cores)
 the figures are recorded beside the cpu ones.
 
+A product's figure is measured in a process of its own whose BLAS threads sleep as soon
+as they are idle (``apart.blas_idle``: in turns, OpenBLAS's threads spin for 0.1 s after
+each of numpy's calls, on the cores the cpu worker computes on next).
+
 The inputs are ``Driver.asarray`` arrays (their descriptors cross, no copy). Each result
 is checked before it is timed: a transpose against numpy's bytes, a product's first 16
 rows against the reference backend's bytes (the order differs from numpy's BLAS, so the
@@ -22,6 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from vyre_benchmarks import apart
 from vyre_benchmarks.bench_lib import _driver, _in_turns
 from vyre_benchmarks.harness import Result, reps
 from vyre_core import lib
@@ -41,7 +46,7 @@ def _matrices() -> tuple[np.ndarray, np.ndarray]:
 
 def _threads() -> str:
     blas = os.environ.get("OPENBLAS_NUM_THREADS", "every core's")
-    return f"numpy's BLAS: {blas} threads, the cpu worker: " \
+    return f"numpy's BLAS: {blas} threads, asleep when idle, the cpu worker: " \
            f"{_driver().probe('cpu').extra.get('threads')}"
 
 
@@ -82,4 +87,8 @@ def _transpose(backend: str) -> Callable[[], Result]:
     return bench
 
 
-BENCHMARKS = [make(backend) for make in (_matmul, _transpose) for backend in ("cpu", "wgpu")]
+#: Measured apart (``apart.blas_idle``): in turns with numpy's BLAS, whose idle threads
+#: spin on the cores the product runs on next.
+APART = [_matmul(backend) for backend in ("cpu", "wgpu")]
+BENCHMARKS = [*(apart.blas_idle("lib_matmul", bench) for bench in APART),
+              *(_transpose(backend) for backend in ("cpu", "wgpu"))]

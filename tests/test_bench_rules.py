@@ -15,7 +15,7 @@ import time
 import pytest
 from rich.console import Console
 
-from vyre_benchmarks import bench_ray, harness
+from vyre_benchmarks import apart, bench_ray, harness
 from vyre_core.cli import bench, output
 
 pytestmark = pytest.mark.fast
@@ -128,3 +128,17 @@ def test_every_id_is_printed_whole_at_80_columns(monkeypatch: pytest.MonkeyPatch
     assert "warp.*(2benchmarks)" in first.replace(" ", "")  # (a whole suite: one row)
     assert [row[1] for row in cells if row[1] == "skipped"] == ["skipped"] * 2
     assert "1 figures in 1 s" in text and "3 skipped" in text
+
+
+@pytest.mark.processes
+def test_a_figure_measured_apart_that_fails_says_why_with_the_childs_error() -> None:
+    """``apart.blas_idle``: the child's exit and the end of its stderr, not a JSON error."""
+    def matmul_512_cpu_vs_numpy() -> harness.Result:
+        raise AssertionError("never run here")
+
+    bench_fn = apart.blas_idle("no_such_suite", matmul_512_cpu_vs_numpy)
+    assert bench_fn.__name__ == "matmul_512_cpu_vs_numpy"
+    with pytest.raises(RuntimeError, match=r"(?s)no_such_suite\.matmul_512_cpu_vs_numpy, measured "
+                       r"apart, failed \(exit 1\): .*No module named "
+                       r"'vyre_benchmarks.bench_no_such_suite'"):
+        bench_fn()
