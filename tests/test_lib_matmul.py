@@ -21,7 +21,7 @@ from lib_model_matmul import bound_to_exact, bound_to_numpy, matmul
 from vyre_core import DispatchConfig, Driver, lib
 from vyre_core.errors import InvalidInputError
 from vyre_core.ir.dtypes import DType
-from vyre_core.lib.matmul import TILE, plan, tiled
+from vyre_core.lib.matmul import TILE, dim, plan, tiled
 from vyre_core.lib.transpose import launch, layout
 from vyre_core.sequence import SequenceBuilder
 
@@ -128,7 +128,7 @@ def test_every_depth_of_the_tile_gives_the_same_bytes(drv, ktile):
     want = matmul(a, b)
     for backend in ("reference", "cpu", "wgpu"):
         c = np.zeros((1, 21, 19), np.float32)
-        drv.launch(tiled(DType.F32), dim=(19, 21, 1), args=(a, b, c), backend=backend,
+        drv.launch(tiled(DType.F32), dim=dim(21, 19), args=(a, b, c), backend=backend,
                    config=DispatchConfig(constants={"KTILE": ktile}))
         assert _bytes(c) == _bytes(want), backend
 
