@@ -102,9 +102,13 @@ def vyre_devices() -> list[DeviceInfo]:
 
 @hookimpl
 def vyre_prepare() -> None:
-    """Check the thread count before the first request: a bad ``VYRE_CPU_THREADS`` (or
-    ``PoolOptions(threads=...)``) stops the worker's start with its reason and Fix."""
+    """Check the thread count and the vector width before the first request: a bad
+    ``VYRE_CPU_THREADS`` (or ``PoolOptions(threads=...)``) or ``VYRE_CPU_VECTOR_BITS``
+    stops the worker's start with its reason and Fix."""
+    from vyre_cpu import vectors
+
     _threads()
+    vectors.widen()
 
 
 @hookimpl
@@ -193,8 +197,11 @@ def vyre_dispatch_sequence(sequence, inputs, resident, config) -> SequenceRun:
 def vyre_capabilities() -> Capabilities:
     import numba
 
+    from vyre_cpu import vectors
+
     return Capabilities.from_claims({**CLAIMS, "extra": {
         **CLAIMS["extra"], "cores": os.cpu_count(), "threads": _threads(),
+        "vector_bits": vectors.bits(),
         "numba": numba.__version__, "threading_layer": _threading_layer()}})
 
 

@@ -35,13 +35,14 @@ from vyre_core.ir import Access, Program
 from vyre_core.ir.nodes import Barrier, Loop, While, walk
 from vyre_core.mathlib.library import version as math_library_version
 from vyre_core.pipeline import pipeline_cache_key
-from vyre_cpu import __version__, mathlib, threads
+from vyre_cpu import __version__, mathlib, threads, vectors
 from vyre_cpu.codegen import Kernel, generate
 from vyre_cpu.math_helpers import source as math_helpers_source
 
 ENV = "VYRE_CPU_CACHE_DIR"
 if not {"NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY"} & set(os.environ):
     numba.config.THREADING_LAYER_PRIORITY = list(threads.LAYERS)  # (why: threads.py)
+vectors.widen()  # (before this process compiles or loads a kernel: why in vectors.py)
 _log = logging.getLogger("vyre.cpu")
 _lock = threading.Lock()
 #: Kernels this process holds, by program fingerprint (a cached property: a sequence's
