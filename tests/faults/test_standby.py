@@ -25,6 +25,7 @@ import vyre_core
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import PipelineInvalidatedError, WorkerCrashedError
 from vyre_core.supervisor.local.pool import Pool
+from vyre_core.testing import Workers
 
 from .support import (
     PATIENCE,
@@ -229,7 +230,8 @@ def test_two_serving_workers_killed_one_after_another_each_get_a_spare() -> None
                                           backend="reference") for i in range(6)]
             for i, future in enumerate(futures):
                 assert_saxpy(future.result(timeout=20), inputs(410 + 10 * round_ + i))
-            after = worker(drv, index, "reference")
+            # (the other worker may have served all six before the pool saw the death)
+            after = Workers(drv, "reference").wait_replaced(before)
             assert after["pid"] == spare["pid"]
             assert after["generation"] == before["generation"] + 1
             untouched = worker(drv, 1 - index, "reference")
