@@ -216,3 +216,55 @@ def test_an_iteration_number_outside_i32_u32_scalars_is_refused():
         b.step(as_float, {"k": k}, dim=1)
     assert "parameter 'k' (f32) is bound to iteration 'iteration_0' (u32[1])" in err.value.cause
     assert err.value.fix.startswith("Bind it to a buffer of dtype f32 and one element")
+
+
+
+@vyre.kernel
+def shifted(x: vyre.Array[f32], out: vyre.Array[f32]):
+    i = vyre.global_id(0)
+    if i < len(x) - 1:
+        out[i + 1] = x[i] + f32(1.0)
+
+
+def _in_place() -> vyre.Sequence:
+    """Transients written step after step: ``saxpy`` into ``t``, ``shifted`` from ``t``
+    into ``u`` (which keeps its zero at 0), then ``saxpy`` of ``u`` into ``t`` again."""
+    b = vyre.SequenceBuilder()
+    b.input("x", ir.f32, N)
+    b.input("y", ir.f32, N)
+    b.transient("t", ir.f32, N)
+    b.transient("u", ir.f32, N)
+    b.step(saxpy, {"a": 2.0, "out": "t"}, dim=N)
+    b.step(shifted, {"x": "t", "out": "u"}, dim=N)
+    b.step(saxpy, {"a": 0.5, "x": "u", "out": "t"}, dim=N)
+    return b.build(returns=["t", "u"])
+
+
+@pytest.mark.fast
+def test_a_step_may_write_a_transient_in_place_never_an_input():
+    from vyre_core.sequence import run
+
+    seq = _in_place()
+    x, y = np.arange(N, dtype=np.float32), np.ones(N, np.float32)
+    arrays = run._initial_arrays(seq, {"x": x, "y": y}, {})
+    (_, first), (_, second), (_, third) = seq.steps()
+    assert run._in_place(first, arrays)[0] is arrays["t"]
+    assert run._in_place(second, arrays)[0] is arrays["u"]
+    assert run._in_place(third, arrays)[0] is arrays["t"]
+    assert arrays.owned("t") and arrays.owned("u")
+    assert not arrays.owned("x") and not arrays.owned("y")
+
+
+@pytest.mark.processes
+def test_transients_written_in_place_give_the_references_bytes():
+    x, y = np.arange(N, dtype=np.float32) / np.float32(3), np.ones(N, np.float32)
+    t = np.float32(2.0) * x + y
+    u = np.zeros(N, np.float32)
+    u[1:] = t[:-1] + np.float32(1.0)
+    t2 = np.float32(0.5) * u + y
+    with vyre.Driver() as drv:
+        for backend in ("reference", "cpu", "wgpu"):
+            for _ in range(2):  # (a second run starts from zeros again)
+                got_t, got_u = drv.dispatch(_in_place(), [x, y], backend=backend)
+                assert got_t.tobytes() == t2.tobytes(), backend
+                assert got_u.tobytes() == u.tobytes(), backend

@@ -98,7 +98,7 @@ class ConservativeDefaults:
                 for name, handle in resident.items()}
         backend = self.call("vyre_backend_id")
 
-        def run_step(step, step_inputs):
+        def run_step(step, step_inputs, _into):  # (the borrowed dispatch makes its own)
             outputs = self.call("vyre_dispatch_borrowed", program=step.program,
                                 inputs=step_inputs, config=step_config(config, step.grid))
             return check_outputs(step.program, outputs, sequence.lengths(step), backend)

@@ -15,8 +15,12 @@ from vyre_core.sequence.model import Sequence
 from vyre_core.sequence.nodes import Item, LoopRun, Role, Step, StepLoop
 
 #: Runs one step's program on its input arrays (input ABI order) and returns its outputs
-#: as arrays (output ABI order, checked).
-StepRunner = Callable[[Step, list[np.ndarray]], list[np.ndarray]]
+#: as arrays (output ABI order, checked). The third argument, in output ABI order, is for
+#: each output an array the runner may write that output into and return, or None: the
+#: run's own array of a transient buffer (a read_write one is also among the inputs, the
+#: same array), so a runner that can update it in place saves a copy of it per step.
+#: A runner may ignore it and return new arrays.
+StepRunner = Callable[[Step, list[np.ndarray], list[np.ndarray | None]], list[np.ndarray]]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -42,10 +46,23 @@ def run_sequence(seq: Sequence, inputs: Mapping[str, np.ndarray],
             for name in seq.returns], loops
 
 
+class _Arrays(dict):
+    """Every buffer's current array, by name; which of them this run owns."""
+
+    def __init__(self, seq: Sequence) -> None:
+        super().__init__()
+        self._transient = {b.name for b in seq.of_role(Role.TRANSIENT)}
+
+    def owned(self, name: str) -> bool:
+        """Whether ``name``'s array is the run's own: a transient's (zeros it made, or
+        what a step returned for it)."""
+        return name in self._transient
+
+
 def _initial_arrays(seq: Sequence, inputs: Mapping[str, np.ndarray],
-                    resident: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+                    resident: Mapping[str, np.ndarray]) -> _Arrays:
     """Every buffer's content at the start of a run."""
-    arrays: dict[str, np.ndarray] = {}
+    arrays = _Arrays(seq)
     for b in seq.buffers:
         if b.role is Role.INPUT:
             arrays[b.name] = inputs[b.name]
@@ -58,7 +75,7 @@ def _initial_arrays(seq: Sequence, inputs: Mapping[str, np.ndarray],
     return arrays
 
 
-def _run_items(seq: Sequence, arrays: dict[str, np.ndarray],
+def _run_items(seq: Sequence, arrays: _Arrays,
                run_step: StepRunner) -> list[LoopRun]:
     """Run every step in order, updating ``arrays`` (a step's outputs replace the arrays
     of the buffers they are bound to); how each loop ran, in ``seq.loops()`` order."""
@@ -67,7 +84,7 @@ def _run_items(seq: Sequence, arrays: dict[str, np.ndarray],
     return [LoopRun(n, converged) for n, converged in runs.values()]
 
 
-def _run_body(items: tuple[Item, ...], arrays: dict[str, np.ndarray], run_step: StepRunner,
+def _run_body(items: tuple[Item, ...], arrays: _Arrays, run_step: StepRunner,
               runs: dict[int, list]) -> None:
     for item in items:
         if not isinstance(item, StepLoop):
@@ -90,8 +107,16 @@ def _run_body(items: tuple[Item, ...], arrays: dict[str, np.ndarray], run_step: 
         total[1] = total[1] and done
 
 
-def _run(step: Step, arrays: dict[str, np.ndarray], run_step: StepRunner) -> None:
+def _run(step: Step, arrays: _Arrays, run_step: StepRunner) -> None:
     cancel.check()  # (between steps: a safe point to stop a cancelled call)
-    outputs = run_step(step, [arrays[name] for name in step.inputs()])
+    outputs = run_step(step, [arrays[name] for name in step.inputs()], _in_place(step, arrays))
     for name, out in zip(step.outputs(), outputs, strict=True):
         arrays[name] = out
+
+
+def _in_place(step: Step, arrays: _Arrays) -> list[np.ndarray | None]:
+    """For each output of ``step``, the array it may be written into: a transient's, which
+    only this run holds (never a caller's input, a constant, or a resident buffer, which
+    is written back only when the run ends). No other buffer of the step is bound to it:
+    the sequence refuses a written buffer bound twice (``SequenceBuilder.step``)."""
+    return [arrays[name] if arrays.owned(name) else None for name in step.outputs()]

@@ -189,8 +189,8 @@ def vyre_dispatch_sequence(sequence, inputs, resident, config) -> SequenceRun:
     for_sequence(sequence, _threads())
     return _memory.run_sequence(
         sequence, inputs, resident, config,
-        lambda step, step_inputs: Pipeline(step.program, config).dispatch(
-            step_inputs, step_config(config, step.grid)))
+        lambda step, step_inputs, into: Pipeline(step.program, config).dispatch(
+            step_inputs, step_config(config, step.grid), into))
 
 
 @hookimpl
@@ -229,25 +229,27 @@ class Pipeline:
         self._f16 = any(b[3] == np.float16 for b in self.compiled.layout.buffers)
 
     def dispatch(self, inputs: list[np.ndarray], config: Any,
-                 into: list[np.ndarray] | None = None) -> list[np.ndarray]:
-        """Run the kernel over ``inputs`` (input ABI order) with ``config``'s grid; outputs
-        are new arrays, or ``into`` (output ABI order) written in place. A read_write
-        buffer whose target is its input itself is updated in place, with no copy."""
+                 into: list[np.ndarray | None] | None = None) -> list[np.ndarray]:
+        """Run the kernel over ``inputs`` (input ABI order) with ``config``'s grid; each
+        output is a new array, or its array of ``into`` (output ABI order; None: a new
+        one) written in place. A read_write buffer whose target is its input itself is
+        updated in place, with no copy."""
         layout = self.compiled.layout
         arrays = []
         for access, source, target, dtype, count in layout.buffers:
+            place = None if into is None else into[target]
             if access is Access.OUTPUT:
-                if into is None:
+                if place is None:
                     array = np.zeros(count, dtype=dtype)
                 else:
-                    array = into[target]
+                    array = place
                     array.fill(0)
             elif access is Access.READ_WRITE:
                 given = inputs[source]
-                if into is None:
+                if place is None:
                     array = np.array(given, dtype=dtype)
                 else:
-                    array = into[target]
+                    array = place
                     if array is not given:
                         np.copyto(array, given)
             else:

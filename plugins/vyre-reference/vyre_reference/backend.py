@@ -134,4 +134,4 @@ def vyre_dispatch_sequence(sequence, inputs, resident, config) -> SequenceRun:
     """Every step straight through the interpreter over arrays in this process."""
     return _memory.run_sequence(
         sequence, inputs, resident, config,
-        lambda step, step_inputs: execute(step.program, step_inputs, step.grid))
+        lambda step, step_inputs, _into: execute(step.program, step_inputs, step.grid))
