@@ -11,7 +11,8 @@ take about 5% longer, waking their threads; the figure's baseline is that time.
 
 ``python -m vyre_benchmarks.apart SUITE FUNCTION [--quick]`` runs the benchmark FUNCTION
 of ``vyre_benchmarks.bench_SUITE`` (its ``APART`` functions) and prints its Result as
-JSON; ``blas_idle`` is the benchmark that does so from ``vyre bench``."""
+JSON (a benchmark that cannot run here says why, and comes back ``harness.Unavailable``);
+``blas_idle`` is the benchmark that does so from ``vyre bench``."""
 
 from __future__ import annotations
 
@@ -36,14 +37,25 @@ def blas_idle(suite: str, function: Callable[[], harness.Result]
     ``APART``) run in a new process whose BLAS threads sleep when idle; its id is the
     same."""
     def bench() -> harness.Result:
+        what = f"{suite}.{function.__name__}, measured apart,"
         argv = [sys.executable, "-m", "vyre_benchmarks.apart", suite, function.__name__,
-                *(["--quick"] if harness.reps(False, True) else [])]
-        proc = subprocess.run(argv, env={**os.environ, **BLAS_IDLE_ENV},
-                              capture_output=True, text=True, timeout=TIMEOUT)
+                *(["--quick"] if harness.quick() else [])]
+        try:
+            proc = subprocess.run(argv, env={**os.environ, **BLAS_IDLE_ENV},
+                                  capture_output=True, text=True, timeout=TIMEOUT)
+        except subprocess.TimeoutExpired as exc:  # (killed: its workers die with it)
+            raise RuntimeError(f"{what} did not finish within {TIMEOUT:g} s: "
+                               f"{_text(exc.stderr)[-2000:]}") from None
         if proc.returncode != 0:
-            raise RuntimeError(f"{suite}.{function.__name__}, measured apart, failed (exit "
-                               f"{proc.returncode}): {proc.stderr.strip()[-2000:]}")
-        return harness.Result(**json.loads(proc.stdout.strip().splitlines()[-1]))
+            raise RuntimeError(f"{what} failed (exit {proc.returncode}): "
+                               f"{proc.stderr.strip()[-2000:]}")
+        lines = proc.stdout.strip().splitlines()
+        if not lines:
+            raise RuntimeError(f"{what} printed no result: {proc.stderr.strip()[-2000:]}")
+        said = json.loads(lines[-1])
+        if "unavailable" in said:
+            raise harness.Unavailable(said["unavailable"])
+        return harness.Result(**said)
 
     bench.__name__ = function.__name__
     bench.__doc__ = function.__doc__
@@ -55,9 +67,20 @@ def main(argv: list[str]) -> int:
     harness.set_quick(rest == ["--quick"])
     module = importlib.import_module(f"vyre_benchmarks.bench_{suite}")
     found = {f.__name__: f for f in module.APART}
-    result = found[name]()
+    try:
+        result = found[name]()
+    except harness.Unavailable as exc:
+        print(json.dumps({"unavailable": str(exc)}))
+        return 0
     print(json.dumps({k: v for k, v in result.to_dict().items() if k != "ratio"}))
     return 0
+
+
+def _text(output: str | bytes | None) -> str:
+    """What a killed child had written (``TimeoutExpired`` may hold bytes, or nothing)."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace").strip()
+    return (output or "").strip()
 
 
 if __name__ == "__main__":

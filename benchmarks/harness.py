@@ -29,6 +29,11 @@ def set_quick(quick: bool) -> None:
     _quick = quick
 
 
+def quick() -> bool:
+    """Whether quick mode is on."""
+    return _quick
+
+
 def reps(full: N, quick: N) -> N:
     """A repeat count (or a duration): ``full`` normally, ``quick`` in quick mode."""
     return quick if _quick else full

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
+from llvmlite import binding
 from vyre_cpu import vectors
 
 import vyre_core as vyre
@@ -58,6 +60,22 @@ def test_a_width_other_than_256_or_512_is_refused_with_a_fix(raw):
     assert f"{vectors.ENV}=512" in info.value.fix and f"{vectors.ENV}=256" in info.value.fix
 
 
+@pytest.mark.fast
+@pytest.mark.parametrize(("chosen", "avx", "bits"), [
+    ("+avx512f,+avx2,+avx,-prefer-256-bit", True, 512),
+    ("+avx512f,+avx2,+avx", True, 256),       # the preference kept (NUMBA_CPU_NAME, 256)
+    ("+avx2,+avx,+sse2", True, 256),
+    ("", True, 128),                          # NUMBA_CPU_NAME=generic: no features
+    ("+sse2,-avx", True, 128),
+    ("+avx512f,+avx2,+avx,-prefer-256-bit", False, 128),  # NUMBA_ENABLE_AVX=0
+])
+def test_the_width_a_worker_reports_is_that_of_the_features_numba_compiles_for(
+        monkeypatch, chosen, avx, bits):
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", chosen)
+    monkeypatch.setattr(numba.config, "ENABLE_AVX", avx)
+    assert vectors.bits({}) == bits
+
+
 def _compiled_lifted(cache: Path) -> set[bool]:
     """For each kernel numba's cache in ``cache`` indexes: whether it was compiled with
     the 256-bit preference lifted (the index records the features it was compiled for)."""
@@ -69,7 +87,7 @@ def _compiled_lifted(cache: Path) -> set[bool]:
 @pytest.mark.processes
 def test_a_worker_compiles_at_its_width_says_it_and_a_bad_one_stops_its_start(
         monkeypatch, tmp_path):
-    wide = bool(vectors._host().get("avx512f"))
+    wide = bool(binding.get_host_cpu_features().get("avx512f"))
     x = np.arange(4, dtype=np.float32)
     for width, cache in (("512", tmp_path / "wide"), ("256", tmp_path / "narrow")):
         monkeypatch.setenv(vectors.ENV, width)

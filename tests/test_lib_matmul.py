@@ -21,7 +21,7 @@ from lib_model_matmul import bound_to_exact, bound_to_numpy, matmul
 from vyre_core import DispatchConfig, Driver, lib
 from vyre_core.errors import InvalidInputError
 from vyre_core.ir.dtypes import DType
-from vyre_core.lib.matmul import TILE, dim, plan, tiled
+from vyre_core.lib.matmul import TILE, plan, tiled
 from vyre_core.lib.transpose import launch, layout
 from vyre_core.sequence import SequenceBuilder
 
@@ -122,15 +122,17 @@ def test_integer_products_are_numpys_bytes_wrapping(drv, dtype):
 @pytest.mark.parametrize("ktile", [1, 3, 8])
 def test_every_depth_of_the_tile_gives_the_same_bytes(drv, ktile):
     """The tuner's candidates (KTILE 1 to 16) change which loads are shared, never the
-    order: each gives the model's bytes."""
-    a = adversarial(np.float32, (1, 21, 45), 3)
-    b = adversarial(np.float32, (1, 45, 19), 4)
-    want = matmul(a, b)
-    for backend in ("reference", "cpu", "wgpu"):
-        c = np.zeros((1, 21, 19), np.float32)
-        drv.launch(tiled(DType.F32), dim=dim(21, 19), args=(a, b, c), backend=backend,
-                   config=DispatchConfig(constants={"KTILE": ktile}))
-        assert _bytes(c) == _bytes(want), backend
+    order: each gives the model's bytes; in one workgroup's tile of the result and in
+    several, with ragged edges, over a stack of two."""
+    for (batch, m, k, n), seed in (((1, 21, 45, 19), 3), ((2, 70, 9, 130), 5)):
+        a = adversarial(np.float32, (batch, m, k), seed)
+        b = adversarial(np.float32, (batch, k, n), seed + 1)
+        want = matmul(a, b)
+        for backend in ("reference", "cpu", "wgpu"):
+            c = np.zeros((batch, m, n), np.float32)
+            drv.launch(tiled(DType.F32), dim=(n, m, batch), args=(a, b, c),
+                       backend=backend, config=DispatchConfig(constants={"KTILE": ktile}))
+            assert _bytes(c) == _bytes(want), (backend, batch, m, k, n)
 
 
 @pytest.mark.processes

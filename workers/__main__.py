@@ -56,30 +56,6 @@ def first_for_the_oom_killer() -> None:
         adj.write("1000")
 
 
-#: glibc's mallopt parameters, and what a worker sets them to: arrays up to 32 MiB come
-#: from the heap, and up to 64 MiB of freed heap is kept for the next call (a worker's RSS
-#: may include it; ``PoolOptions.recycle_rss_bytes`` sees it).
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-KEPT_FREED_BYTES, HEAP_ARRAY_BYTES = 64 << 20, 32 << 20
-
-
-def keep_freed_memory() -> None:
-    """Keep the memory a call frees for the next call. A worker allocates and frees the
-    same arrays on every call (a step's output, its copy into the reply); glibc's own
-    thresholds, raised only to twice the largest block freed so far, gave a 512 x 512
-    matmul's 2 MiB back to the kernel after each call and took 500 page faults to map it
-    again on the next (0.4 ms of a 4 ms call, BENCHMARKS.md session 38). Nothing where
-    the C library is not glibc."""
-    try:
-        if not os.confstr("CS_GNU_LIBC_VERSION"):
-            return
-    except (ValueError, OSError):  # (the name unknown: not glibc)
-        return
-    libc = ctypes.CDLL(None)
-    libc.mallopt(_M_MMAP_THRESHOLD, HEAP_ARRAY_BYTES)
-    libc.mallopt(_M_TRIM_THRESHOLD, KEPT_FREED_BYTES)
-
-
 def heartbeat(context: zmq.Context, endpoint: str, identity: bytes, interval: float,
               stop: threading.Event, maps: SegmentMaps) -> None:
     """Beats from its own socket: they stop when the main thread holds the GIL forever.
@@ -114,7 +90,6 @@ def main(argv: list[str] | None = None, parent_pid: int | None = None) -> int:
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid if parent_pid is None else parent_pid)
     first_for_the_oom_killer()
-    keep_freed_memory()
     page = ProgressPage(args.page_fd)
     handover = page.take_handover()
     cancel.install(page)  # a cancelled call stops at the backend's next safe point

@@ -25,11 +25,11 @@ import vyre_core
 from vyre_core.config import DispatchConfig
 from vyre_core.errors import PipelineInvalidatedError, WorkerCrashedError
 from vyre_core.supervisor.local.pool import Pool
-from vyre_core.testing import Workers
 
 from .support import (
     PATIENCE,
     PROGRAM,
+    Workers,
     assert_saxpy,
     driver,
     inputs,

@@ -35,124 +35,45 @@ from vyre_core.kernels import KernelFunction
 from vyre_core.lib.args import DTYPES, MAX_ELEMENTS, as_input
 from vyre_core.sequence import Sequence, SequenceBuilder
 
-#: The workgroup's edge: TILE x TILE invocations.
+#: The workgroup's edge: a TILE x TILE block of the result per workgroup.
 TILE = 16
-#: The rows and columns of the result each invocation sums: a workgroup's block of the
-#: result is (TILE * BLOCK) x (TILE * BLOCK).
-BLOCK = 4
 #: The inner dimension staged per step: the tuner's range is 1 to TILE (every value the
 #: same bytes); TILE on every backend (docs/lib.md says why).
 KTILE = TILE
-EDGE = TILE * BLOCK
-
-
-def dim(m: int, n: int, batch: int = 1) -> tuple[int, int, int]:
-    """The launch of ``tiled``'s kernel for a ``(batch, m, n)`` result: TILE x TILE
-    invocations for each EDGE x EDGE block of each matrix."""
-    return -(-n // EDGE) * TILE, -(-m // EDGE) * TILE, batch
 
 
 @functools.cache
 def tiled(dtype: DType) -> KernelFunction:
     """The tiled kernel for ``dtype`` (its workgroup tiles are arrays of it): ``c[z] =
     a[z] @ b[z]`` for ``a`` of ``(batch, m, k)``, ``b`` of ``(batch, k, n)``, launched
-    over ``dim(m, n, batch)``. Invocation ``(lx, ly)`` of a workgroup sums the BLOCK x
-    BLOCK elements of rows ``ly + TILE * r`` and columns ``lx + TILE * s`` of its block
-    (``acc_rs``), written out by hand: a kernel has no arrays of its own. Each of the
-    BLOCK x BLOCK products of a step reads one of BLOCK values of ``a`` and one of BLOCK
-    of ``b``, where one element an invocation read two: on a CPU the sums stay in
-    registers across a step, and the loads of ``b`` are consecutive in ``lx``."""
+    over ``dim=(n, m, batch)``."""
     T = dtype
     pad = -0.0 if dtype.is_float else 0  # (a's pad times b's 0 is -0: adds nothing)
 
     @vyre.kernel(workgroup=(TILE, TILE, 1))
     def matmul_tiles(a: vyre.Array[T, 3], b: vyre.Array[T, 3], c: vyre.Array[T, 3], *,
                      KTILE: vyre.Constant[i32](low=1, high=TILE) = TILE):
-        a_tile = vyre.shared(T, EDGE * TILE)  # (EDGE rows of a, KTILE of its columns)
-        b_tile = vyre.shared(T, TILE * EDGE)  # (KTILE rows of b, EDGE of its columns)
-        lx, ly, z = vyre.local_id(0), vyre.local_id(1), vyre.global_id(2)
-        row, col = vyre.workgroup_id(1) * EDGE + ly, vyre.workgroup_id(0) * EDGE + lx
+        a_tile = vyre.shared(T, TILE * TILE)
+        b_tile = vyre.shared(T, TILE * TILE)
+        col, row, z = vyre.global_id(0), vyre.global_id(1), vyre.global_id(2)
+        lx, ly = vyre.local_id(0), vyre.local_id(1)
         m, k_dim, n = a.shape[1], a.shape[2], b.shape[2]
-        acc00, acc01, acc02, acc03 = T(pad), T(pad), T(pad), T(pad)
-        acc10, acc11, acc12, acc13 = T(pad), T(pad), T(pad), T(pad)
-        acc20, acc21, acc22, acc23 = T(pad), T(pad), T(pad), T(pad)
-        acc30, acc31, acc32, acc33 = T(pad), T(pad), T(pad), T(pad)
+        acc = T(pad)
         for t in range((k_dim + KTILE - 1) // KTILE):
             a_col = t * KTILE + lx
             b_row = t * KTILE + ly
-            _stage_a(a_tile, a, z, row, a_col, ly * TILE + lx, m, k_dim, KTILE, T(pad))
-            _stage_b(b_tile, b, z, b_row, col, ly * EDGE + lx, k_dim, n, KTILE, T(0))
+            a_tile[ly * TILE + lx] = a[z, row, a_col] \
+                if row < m and a_col < k_dim and lx < KTILE else T(pad)
+            b_tile[ly * TILE + lx] = b[z, b_row, col] \
+                if b_row < k_dim and col < n and ly < KTILE else T(0)
             vyre.barrier()
             for j in range(KTILE):
-                a0 = a_tile[ly * TILE + j]
-                a1 = a_tile[(ly + TILE) * TILE + j]
-                a2 = a_tile[(ly + 2 * TILE) * TILE + j]
-                a3 = a_tile[(ly + 3 * TILE) * TILE + j]
-                b0 = b_tile[j * EDGE + lx]
-                b1 = b_tile[j * EDGE + lx + TILE]
-                b2 = b_tile[j * EDGE + lx + 2 * TILE]
-                b3 = b_tile[j * EDGE + lx + 3 * TILE]
-                acc00 += a0 * b0
-                acc01 += a0 * b1
-                acc02 += a0 * b2
-                acc03 += a0 * b3
-                acc10 += a1 * b0
-                acc11 += a1 * b1
-                acc12 += a1 * b2
-                acc13 += a1 * b3
-                acc20 += a2 * b0
-                acc21 += a2 * b1
-                acc22 += a2 * b2
-                acc23 += a2 * b3
-                acc30 += a3 * b0
-                acc31 += a3 * b1
-                acc32 += a3 * b2
-                acc33 += a3 * b3
+                acc += a_tile[ly * TILE + j] * b_tile[j * TILE + lx]
             vyre.barrier()  # (the next step overwrites the tiles)
-        _put(c, z, row, col, m, n, acc00, acc01, acc02, acc03)
-        _put(c, z, row + TILE, col, m, n, acc10, acc11, acc12, acc13)
-        _put(c, z, row + 2 * TILE, col, m, n, acc20, acc21, acc22, acc23)
-        _put(c, z, row + 3 * TILE, col, m, n, acc30, acc31, acc32, acc33)
+        if row < m and col < n:
+            c[z, row, col] = acc
 
     return matmul_tiles
-
-
-@vyre.func
-def _stage_a(tile, a, z, row, a_col, at, m, k_dim, KTILE, pad):
-    """An invocation's BLOCK elements of a's tile: column ``a_col`` of rows ``row + TILE *
-    r`` (``pad`` past a's edge, and past KTILE columns)."""
-    inside = a_col < k_dim and at % TILE < KTILE
-    tile[at] = a[z, row, a_col] if row < m and inside else pad
-    tile[at + TILE * TILE] = a[z, row + TILE, a_col] if row + TILE < m and inside else pad
-    tile[at + 2 * TILE * TILE] = a[z, row + 2 * TILE, a_col] \
-        if row + 2 * TILE < m and inside else pad
-    tile[at + 3 * TILE * TILE] = a[z, row + 3 * TILE, a_col] \
-        if row + 3 * TILE < m and inside else pad
-
-
-@vyre.func
-def _stage_b(tile, b, z, b_row, col, at, k_dim, n, KTILE, zero):
-    """An invocation's BLOCK elements of b's tile: row ``b_row`` of columns ``col + TILE *
-    s`` (``zero`` past b's edge, and past KTILE rows)."""
-    inside = b_row < k_dim and at // EDGE < KTILE
-    tile[at] = b[z, b_row, col] if col < n and inside else zero
-    tile[at + TILE] = b[z, b_row, col + TILE] if col + TILE < n and inside else zero
-    tile[at + 2 * TILE] = b[z, b_row, col + 2 * TILE] if col + 2 * TILE < n and inside else zero
-    tile[at + 3 * TILE] = b[z, b_row, col + 3 * TILE] if col + 3 * TILE < n and inside else zero
-
-
-@vyre.func
-def _put(c, z, row, col, m, n, v0, v1, v2, v3):
-    """Row ``row`` of an invocation's sums, those inside the result."""
-    if row < m:
-        if col < n:
-            c[z, row, col] = v0
-        if col + TILE < n:
-            c[z, row, col + TILE] = v1
-        if col + 2 * TILE < n:
-            c[z, row, col + 2 * TILE] = v2
-        if col + 3 * TILE < n:
-            c[z, row, col + 3 * TILE] = v3
 
 
 @dataclass(frozen=True)
@@ -224,7 +145,7 @@ def add(b: SequenceBuilder, x: str, y: str, *, m: int, k: int, n: int, batch: in
             "order: x as (batch, m, k), y as (batch, k, n).")
     name = name or f"{x}_matmul"
     b.transient(name, tx.dtype, batch * m * n)
-    b.step(tiled(tx.dtype), {"a": x, "b": y, "c": name}, dim=dim(m, n, batch),
+    b.step(tiled(tx.dtype), {"a": x, "b": y, "c": name}, dim=(n, m, batch),
            constants={"KTILE": KTILE},
            shapes={"a": (batch, m, k), "b": (batch, k, n), "c": (batch, m, n)})
     return name
@@ -272,5 +193,4 @@ def matmul(drv: Any, a: Any, b: Any, *, backend: str | None = None) -> Any:
     return np.array(got).reshape(p.shape)[()]
 
 
-__all__ = ["BLOCK", "EDGE", "KTILE", "TILE", "Plan", "add", "dim", "matmul", "operands", "plan",
-           "tiled"]
+__all__ = ["KTILE", "TILE", "Plan", "add", "matmul", "operands", "plan", "tiled"]

@@ -59,14 +59,23 @@ def widen(environ: Mapping[str, str] = os.environ) -> None:
 
 
 def bits(environ: Mapping[str, str] = os.environ) -> int:
-    """The widest vectors this process's kernels use (the worker's capabilities say it):
-    512 where ``widen`` lifts (or lifted) LLVM's preference, else 256 with AVX, else
-    128."""
+    """The widest vectors this process's kernels use (the worker's capabilities say it),
+    from the features numba compiles for: those set (by ``widen``, or numba's
+    ``NUMBA_CPU_FEATURES``; ``NUMBA_CPU_NAME=generic`` sets none), else the ones ``widen``
+    will set, else the host's. 512 with AVX-512 and the 256-bit preference lifted, 256
+    with AVX, else 128."""
     avx = bool(numba.config.ENABLE_AVX)
-    if features(_host(), environ, avx) is not None or \
-            "-prefer-256-bit" in (numba.config.CPU_FEATURES or "").split(","):
+    chosen = numba.config.CPU_FEATURES
+    if chosen is None:
+        host = _host()
+        chosen = features(host, environ, avx) or \
+            ",".join(f"{'+' if on else '-'}{name}" for name, on in host.items())
+    parts = set(chosen.split(","))
+    if not avx:
+        return 128
+    if "+avx512f" in parts and "-prefer-256-bit" in parts:
         return 512
-    return 256 if avx and _host().get("avx") else 128
+    return 256 if parts & {"+avx", "+avx2"} else 128
 
 
 def _host() -> dict[str, bool]:
