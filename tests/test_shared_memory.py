@@ -30,7 +30,7 @@ import numpy as np
 import psutil
 import pytest
 from child_process import Child, running
-from waiting import wait_for, wait_running, workers
+from waiting import PATIENCE, wait_for, wait_running, workers
 
 import vyre_core
 from vyre_core import DispatchConfig, RestartPolicy, Timeouts, Transport, ir
@@ -458,6 +458,7 @@ def test_results_dropped_are_released_while_an_earlier_deadline_is_pending() -> 
                                   [np.array([0xFFFFFFFF], np.uint32)], backend="reference",
                                   config=DispatchConfig(timeout=600))
         wait_running(drv, timeout=30.0)
+        pool = drv.pools.existing("reference")._segments
         counts = []
         for seed in range(1, 9):
             out, want = dispatch_rw(drv, program, seed, MID,
@@ -465,6 +466,12 @@ def test_results_dropped_are_released_while_an_earlier_deadline_is_pending() -> 
             assert_exact(out, want)
             del out
             gc.collect()
+            # (Every segment back in the pool: the call's input is given back by the I/O
+            # thread once answered, and the result's when the last reference to it goes,
+            # which that thread may hold a moment longer on a loaded machine. A segment
+            # kept by a dropped result never comes back.)
+            wait_for(lambda: len(pool._free) == len(segments() - before), PATIENCE,
+                     "every segment back in the pool after the result was dropped")
             counts.append(len(segments() - before))
         assert not slow.is_ready(), "the earlier deadline was no longer pending: inconclusive"
         assert counts[-1] == counts[0], f"segments open after each dropped result: {counts}"
