@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
+import subprocess
 import threading
 import time
 
@@ -141,4 +143,36 @@ def test_a_figure_measured_apart_that_fails_says_why_with_the_childs_error() -> 
     with pytest.raises(RuntimeError, match=r"(?s)no_such_suite\.matmul_512_cpu_vs_numpy, measured "
                        r"apart, failed \(exit 1\): .*No module named "
                        r"'vyre_benchmarks.bench_no_such_suite'"):
+        bench_fn()
+
+
+def test_a_figure_measured_apart_that_cannot_run_here_is_skipped_with_its_reason(
+        monkeypatch, capsys) -> None:
+    """The child says why (``{"unavailable": ...}``, exit 0) and ``vyre bench`` gets
+    ``harness.Unavailable``: a skipped row, not a failure."""
+    def matmul_512_cpu_vs_numpy() -> harness.Result:
+        raise harness.Unavailable("no BLAS here")
+
+    module = type("Suite", (), {"APART": [matmul_512_cpu_vs_numpy]})
+    monkeypatch.setattr(apart.importlib, "import_module", lambda name: module)
+    assert apart.main(["lib_matmul", "matmul_512_cpu_vs_numpy"]) == 0
+    said = capsys.readouterr().out
+    assert json.loads(said) == {"unavailable": "no BLAS here"}
+
+    def answered(out: str, code: int = 0):
+        return lambda *a, **k: subprocess.CompletedProcess(a, code, out, "the child's log")
+
+    bench_fn = apart.blas_idle("lib_matmul", matmul_512_cpu_vs_numpy)
+    monkeypatch.setattr(apart.subprocess, "run", answered(said))
+    with pytest.raises(harness.Unavailable, match="no BLAS here"):
+        bench_fn()
+    monkeypatch.setattr(apart.subprocess, "run", answered(""))
+    with pytest.raises(RuntimeError, match="printed no result: the child's log"):
+        bench_fn()
+
+    def too_slow(*a, **k):
+        raise subprocess.TimeoutExpired(a, apart.TIMEOUT, stderr=b"still compiling")
+
+    monkeypatch.setattr(apart.subprocess, "run", too_slow)
+    with pytest.raises(RuntimeError, match=r"did not finish within 600 s: still compiling"):
         bench_fn()
