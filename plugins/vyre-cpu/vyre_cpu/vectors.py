@@ -2,10 +2,10 @@
 
 LLVM tunes its code for Intel's CPUs with AVX-512 (Skylake-SP onwards) to prefer 256-bit
 vectors (``prefer-256-bit``: the first of them lowered their clock for 512-bit work), so
-a lane loop ran 8 floats a step on a core that does 16. In 512-bit vectors lib.matmul of
-512 x 512 took 3.1 ms on one thread against 4.1 ms (BENCHMARKS.md, session 38). The
-bytes are the same at every width: a wider vector runs the same IEEE operation on more
-lanes, and nothing is reassociated or contracted.
+a lane loop ran 8 floats a step on a core that does 16. In 512-bit vectors lib.matmul's
+kernel at 512^3 took 3.9-4.2 ms on one thread against 4.8-4.9 ms (BENCHMARKS.md, session
+38). The bytes are the same at every width: a wider vector runs the same IEEE operation
+on more lanes, and nothing is reassociated or contracted.
 
 ``VYRE_CPU_VECTOR_BITS=256`` keeps LLVM's preference (``512``, the default, lifts it
 where the CPU has AVX-512); numba's own ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES``,
