@@ -45,9 +45,7 @@ def features(host: Mapping[str, bool], environ: Mapping[str, str], avx: bool = T
     if raw == "256" or any(environ.get(name) for name in NUMBA_OWN) or not avx or \
             not host.get("avx512f"):
         return None
-    kept = (f"{'+' if on else '-'}{name}" for name, on in host.items()
-            if name != "prefer-256-bit")
-    return ",".join([*kept, "-prefer-256-bit"])
+    return ",".join([*_flat(host, "prefer-256-bit"), "-prefer-256-bit"])
 
 
 def widen(environ: Mapping[str, str] = os.environ) -> None:
@@ -64,18 +62,21 @@ def bits(environ: Mapping[str, str] = os.environ) -> int:
     ``NUMBA_CPU_FEATURES``; ``NUMBA_CPU_NAME=generic`` sets none), else the ones ``widen``
     will set, else the host's. 512 with AVX-512 and the 256-bit preference lifted, 256
     with AVX, else 128."""
-    avx = bool(numba.config.ENABLE_AVX)
+    if not numba.config.ENABLE_AVX:
+        return 128
     chosen = numba.config.CPU_FEATURES
     if chosen is None:
         host = _host()
-        chosen = features(host, environ, avx) or \
-            ",".join(f"{'+' if on else '-'}{name}" for name, on in host.items())
+        chosen = features(host, environ) or ",".join(_flat(host))
     parts = set(chosen.split(","))
-    if not avx:
-        return 128
     if "+avx512f" in parts and "-prefer-256-bit" in parts:
         return 512
     return 256 if parts & {"+avx", "+avx2"} else 128
+
+
+def _flat(host: Mapping[str, bool], *leaving: str) -> list[str]:
+    """``host``'s features as numba takes them (``+name`` or ``-name``), but ``leaving``."""
+    return [f"{'+' if on else '-'}{name}" for name, on in host.items() if name not in leaving]
 
 
 def _host() -> dict[str, bool]:
