@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from vyre_core.lib.passes import levels
+from vyre_core.lib.passes import BLOCK, FAN_IN, levels
 
 CANONICAL_NAN = {np.dtype(np.float16): np.uint16(0x7E00),
                  np.dtype(np.float32): np.uint32(0x7FC00000),
@@ -71,18 +71,33 @@ def _view(x: np.ndarray, axis: int | None) -> tuple[np.ndarray, tuple[int, ...]]
     return x.reshape(math.prod(x.shape[:axis]), x.shape[axis], -1), shape
 
 
+def _blocks(n: int) -> list[tuple[int, int, int]]:
+    """A lane of ``n`` places cut into blocks: (first place, places, partials) of each."""
+    return [(start, min(BLOCK, n - start), -(-min(BLOCK, n - start) // FAN_IN))
+            for start in range(0, n, BLOCK)]
+
+
+def _chunks(r: int, p: int) -> list[tuple[int, int]]:
+    """The (start, width) of each run of a block of ``r`` places with ``p`` partials the
+    partials combine in turn after their first elements: the first ``width`` partials
+    take the next ``width`` places."""
+    full = r // p
+    return [(j * p, p) for j in range(1, full)] + [(full * p, r - full * p)]
+
+
 def reduce(name: str, x: np.ndarray, axis: int | None = None) -> np.ndarray:
     """sum/prod/max/min of ``x`` over ``axis`` in vyre.lib's order."""
     v, shape = _view(x, axis)
     combine = COMBINE[name]
-    for n, m in levels(v.shape[1]):
-        full = n // m
-        acc = v[:, :m].copy()
-        for j in range(1, full):
-            acc = combine(acc, v[:, j * m:(j + 1) * m])
-        tail = n - full * m
-        acc[:, :tail] = combine(acc[:, :tail], v[:, full * m:])
-        v = acc
+    for _ in levels(v.shape[1]):
+        partials = []
+        for start, r, p in _blocks(v.shape[1]):
+            block = v[:, start:start + r]
+            acc = block[:, :p].copy()
+            for first, width in _chunks(r, p):
+                acc[:, :width] = combine(acc[:, :width], block[:, first:first + width])
+            partials.append(acc)
+        v = np.concatenate(partials, axis=1)
     return canonical(v.reshape(shape))
 
 
@@ -91,16 +106,19 @@ def arg(name: str, x: np.ndarray, axis: int | None = None) -> np.ndarray:
     v, shape = _view(x, axis)
     greater = name == "argmax"
     index = np.broadcast_to(np.arange(v.shape[1]).reshape(1, -1, 1), v.shape)
-    for n, m in levels(v.shape[1]):
-        full = n // m
-        acc, at = v[:, :m].copy(), index[:, :m].copy()
-        chunks = [(j * m, m) for j in range(1, full)] + [(full * m, n - full * m)]
-        for start, width in chunks:
-            b, ib = v[:, start:start + width], index[:, start:start + width]
-            take = _beats(acc[:, :width], at[:, :width], b, ib, greater)
-            acc[:, :width] = np.where(take, b, acc[:, :width])
-            at[:, :width] = np.where(take, ib, at[:, :width])
-        v, index = acc, at
+    for _ in levels(v.shape[1]):
+        values, places = [], []
+        for start, r, p in _blocks(v.shape[1]):
+            block, at_block = v[:, start:start + r], index[:, start:start + r]
+            acc, at = block[:, :p].copy(), at_block[:, :p].copy()
+            for first, width in _chunks(r, p):
+                b, ib = block[:, first:first + width], at_block[:, first:first + width]
+                take = _beats(acc[:, :width], at[:, :width], b, ib, greater)
+                acc[:, :width] = np.where(take, b, acc[:, :width])
+                at[:, :width] = np.where(take, ib, at[:, :width])
+            values.append(acc)
+            places.append(at)
+        v, index = np.concatenate(values, axis=1), np.concatenate(places, axis=1)
     return index.reshape(shape)
 
 
@@ -118,7 +136,7 @@ def gamma(k: int, dtype: np.dtype) -> float:
 def chain(n: int) -> int:
     """K: the most additions on the path from any element to lib.sum's result (the sum of
     (elements an invocation combines - 1) over the passes)."""
-    return sum(-(-count // m) - 1 for count, m in levels(n))
+    return sum(max(-(-r // p) for _, r, p in _blocks(count)) - 1 for count, _ in levels(n))
 
 
 def numpy_chain(n: int, contiguous: bool) -> int:

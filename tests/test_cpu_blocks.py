@@ -19,7 +19,8 @@ import pytest
 import vyre_cpu.backend
 from vyre_cpu import blocks, codegen
 
-from vyre_core import cancel
+import vyre_core as vyre
+from vyre_core import cancel, i32
 from vyre_core.config import DispatchConfig
 from vyre_core.ir import (
     Access,
@@ -211,24 +212,55 @@ def test_chains_that_share_no_lane_array_run_in_lane_loops_of_their_own():
     assert [loop.count("_acc2_l = np.") for loop in loops] == [0, blocks.UNROLL]
 
 
+@vyre.kernel(workgroup=(256,))
+def _row_max(x, out, n: i32):
+    """lib.max's loop along rows, a lane a row (each load a gather: unrolled and jammed)."""
+    g = vyre.global_id(0)
+    m = x[g * n]
+    z = m - m
+    for j in range(1, n):
+        v = x[g * n + j]
+        m = v if v > m else m
+        z = z + v if v == 0 else z
+    out[g] = m + z
+
+
 @pytest.mark.fast
 def test_a_lane_loop_reads_and_writes_each_lane_array_once_and_drops_unread_ones():
-    """lib.max's flat pass: in its unrolled lane loop the running maximum ``m`` and the
+    """A maximum along rows: in its unrolled lane loop the running maximum ``m`` and the
     sum ``z`` are read once and written once (held in variables between: a store each
     pass made LLVM read the other again, and a kept value a masked store), and the
     loop's lets ``v`` are never stored (nothing reads them after). Fails before
     session 22."""
-    from vyre_core.lib import passes
-
-    x, out = np.zeros(1 << 16, np.float32), np.zeros(256, np.float32)
-    program = passes.max_pass.program(dim=256, args=(x, out, 1 << 16, 256, 256))
-    block = _block(codegen.generate(program.specialize({"FLAT": True})).source)
+    x, out = np.zeros(256 * 64, np.float32), np.zeros(256, np.float32)
+    program = _row_max.program(dim=256, args=(x, out, 64))
+    block = _block(codegen.generate(program).source)
     head = f"- {blocks.UNROLL - 1}, {blocks.UNROLL}):"
     loop = block.split(head)[1].split("\n        for ")[0].split("for l in range(count):")[1]
     for name in ("m", "z"):
         assert len(re.findall(rf"v\d+_{name}\[l\]", loop)) == 2, loop
         assert len(re.findall(rf"v\d+_{name}_l = np\.float32\(", loop)) == blocks.UNROLL
     assert not re.search(r"v\d+_v_\d\[l\] =", block)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("kernel", ["sum_pass", "max_pass", "dot_pass", "argmin_next"])
+def test_a_loop_whose_every_load_steps_one_lane_at_a_time_runs_a_pass_a_lane_loop(kernel):
+    """vyre.lib's passes (each load of the chunk loop consecutive from lane to lane): one
+    pass of the loop a lane loop, no unrolling (four passes of a lane's running sum in
+    one lane loop were a chain of dependent vector adds: lib.sum's first pass 5.5-6.1
+    ms on one thread, 2.4-2.8 ms not unrolled). Fails before session 39."""
+    from vyre_core.lib import passes
+
+    n = 1 << 18
+    arrays = {"sum_pass": 2, "max_pass": 2, "dot_pass": 3, "argmin_next": 4}[kernel]
+    args = [np.zeros(n, np.float32) if i % 2 == 0 or kernel != "argmin_next" else
+            np.zeros(n, np.int32) for i in range(arrays)]
+    program = getattr(passes, kernel).program(
+        dim=(256, 4, 1), args=(*args, n, 1024, 1, 0, passes.BLOCK, 256, 256))
+    block = _block(codegen.generate(program).source)
+    assert "load_in(" in block and "(first + l)" in block  # (proven, consecutive)
+    assert f"- {blocks.UNROLL - 1}, {blocks.UNROLL}):" not in block, block
 
 
 @pytest.mark.fast

@@ -1,35 +1,39 @@
 """The passes of vyre.lib's reductions, as ``@vyre.kernel`` kernels.
 
 Every pass reads an array viewed as ``(outer, n, inner)`` (numpy's order, ``inner``
-contiguous) and leaves ``(outer, m, inner)`` partial results, ``m = ceil(n / FAN_IN)``:
-partial ``i`` of a lane is its elements ``i, i + m, i + 2m, ...`` (below ``n``) combined
-left to right, starting from the first (so ``-0.0`` stays ``-0.0``). One invocation makes
-one partial. Neighbouring invocations read neighbouring elements, so a GPU's loads are
-coalesced and the cpu backend runs the chunk loop once per workgroup over its lanes.
+contiguous) and leaves ``(outer, m, inner)`` partial results, ``m = ceil(n / FAN_IN)``.
+A lane is cut into **blocks** of ``BLOCK`` consecutive places along the axis (the last
+may be short: a lane of up to ``BLOCK`` is one block); a block of ``size`` places has
+``parts = ceil(size / FAN_IN)`` partials, its partial ``t`` being its places ``t, t +
+parts, t + 2 parts, ...`` combined left to right, starting from the first (so ``-0.0``
+stays ``-0.0``); a lane's partials are its blocks' in order. One invocation makes one
+partial. Neighbouring invocations read neighbouring elements, so a GPU's loads are
+coalesced and the cpu backend runs the chunk loop once per row of lanes, vectorised; and
+the invocations of one block read it from its start to its end (partials ``m`` apart,
+the rule before blocks, took a new page every step of the loop over a long lane: twice
+the time of a stream on a CPU whose prefetcher does not follow it, BENCHMARKS.md).
 
-A pass is told ``span = n * inner`` (one outer block, in elements), ``step = m * inner``
-(the stride between the elements one invocation combines, and the outputs per outer
-block) and ``full = n // m`` (the chunks every invocation has; those with ``i < n % m``
-have one more). Its ``dim`` is ``outer * step``; no pass divides per element.
-docs/lib.md writes the order down; tests/lib_model.py is it in numpy.
+A pass is one step per kind of block: its grid is ``(parts * inner, blocks, outer)``
+(``global_id``: ``t * inner + c``, the block after ``first``, the outer lane), and every
+block of a step has ``size`` places, ``parts`` partials and ``full = size // parts``
+elements in every partial (the first ``size % parts`` one more): numbers the same in
+every invocation, so no invocation divides and the cpu backend proves every load
+consecutive and inside ``x``. A lane of up to ``BLOCK`` is one step of one block; a
+longer lane a step of its whole blocks and, where the last is short, a step of that one
+(``steps``). docs/lib.md writes the order down; tests/lib_model.py is it in numpy.
 """
 
 from __future__ import annotations
 
 import vyre_core as vyre
-from vyre_core import bool_, i32
+from vyre_core import i32
 
 #: Invocations per workgroup: lanes the cpu backend vectorises, at most wgpu's limit.
 WORKGROUP = 256
 #: The most elements one invocation combines, one after another.
 FAN_IN = 256
-#: Every pass's constant ``FLAT``: True where the array is one outer block (``outer`` 1:
-#: every reduction of all elements, and of axis 0), so ``g < step`` and ``g`` is both
-#: ``t`` and ``base``. The specialized program has only that branch (``ir/fold.py``),
-#: whose loads the cpu backend proves consecutive and inside ``x``; the other branch's
-#: division and remainder made each of them a checked gather. The same operations on the
-#: same elements: the same bytes.
-Flat = vyre.Constant[bool_]
+#: Places along the axis a whole block has: ``WORKGROUP`` partials of ``FAN_IN`` each.
+BLOCK = WORKGROUP * FAN_IN
 
 
 def levels(n: int) -> list[tuple[int, int]]:
@@ -42,6 +46,39 @@ def levels(n: int) -> list[tuple[int, int]]:
         if m == 1:
             return out
         n = m
+
+
+def steps(n: int) -> list[tuple[int, dict[str, int]]]:
+    """The steps of a pass over lanes of ``n``: each one's number of blocks, and its
+    parameters (``first``, ``size``, ``parts``, ``full``)."""
+    whole, last = divmod(n, BLOCK) if n > BLOCK else (0, n)
+    found = []
+    for first, blocks, size in ((0, whole, BLOCK), (whole, 1 if last else 0, last)):
+        if blocks:
+            parts = -(-size // FAN_IN)
+            found.append((blocks, {"first": first, "size": size, "parts": parts,
+                                   "full": size // parts}))
+    return found
+
+
+@vyre.func
+def start_of(n, inner, first):
+    """Where the block of this invocation starts in ``x``: block ``first + global_id(1)``
+    of outer lane ``global_id(2)``."""
+    return (vyre.global_id(2) * n + (first + vyre.global_id(1)) * BLOCK) * inner
+
+
+@vyre.func
+def out_of(m, inner, first):
+    """Where this invocation's partial goes: the block's ``WORKGROUP`` partials (a whole
+    block's; the last has fewer) after the lane's blocks before it."""
+    return (vyre.global_id(2) * m + (first + vyre.global_id(1)) * WORKGROUP) * inner
+
+
+@vyre.func
+def place_of(g, inner, first):
+    """The place along the axis of the first element of this invocation's partial."""
+    return (first + vyre.global_id(1)) * BLOCK + g // inner
 
 
 @vyre.func
@@ -73,34 +110,37 @@ def beats_min(a, ia, b, ib):
     return b < a or (b != b and a == a) or ((b == a or (b != b and a != a)) and ib < ia)
 
 
-@vyre.kernel(workgroup=(WORKGROUP,))
-def sum_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
+@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
+def sum_pass(x, out, n: i32, m: i32, inner: i32, first: i32, size: i32, parts: i32,
+             full: i32):
     g = vyre.global_id(0)
-    t = g if FLAT else g % step
-    base = g if FLAT else (g // step) * span + t
-    acc = x[base]
+    start = start_of(n, inner, first)
+    stride = parts * inner
+    acc = x[start + g]
     for j in range(1, full):
-        acc += x[base + j * step]
-    if t + full * step < span:
-        acc += x[base + full * step]
-    out[g] = acc
+        acc += x[start + g + j * stride]
+    if g + full * stride < size * inner:
+        acc += x[start + (g + full * stride)]
+    out[out_of(m, inner, first) + g] = acc
 
 
-@vyre.kernel(workgroup=(WORKGROUP,))
-def prod_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
+@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
+def prod_pass(x, out, n: i32, m: i32, inner: i32, first: i32, size: i32, parts: i32,
+              full: i32):
     g = vyre.global_id(0)
-    t = g if FLAT else g % step
-    base = g if FLAT else (g // step) * span + t
-    acc = x[base]
+    start = start_of(n, inner, first)
+    stride = parts * inner
+    acc = x[start + g]
     for j in range(1, full):
-        acc *= x[base + j * step]
-    if t + full * step < span:
-        acc *= x[base + full * step]
-    out[g] = acc
+        acc *= x[start + g + j * stride]
+    if g + full * stride < size * inner:
+        acc *= x[start + (g + full * stride)]
+    out[out_of(m, inner, first) + g] = acc
 
 
-@vyre.kernel(workgroup=(WORKGROUP,))
-def max_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
+@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
+def max_pass(x, out, n: i32, m: i32, inner: i32, first: i32, size: i32, parts: i32,
+             full: i32):
     """numpy's maximum of each partial's elements (NaN if any is, else IEEE
     maximumNumber: -0 below +0): their greatest in an ordered comparison
     (``v if v > m else m``, one vector maximum), beside ``z``, the sum of their zeros and
@@ -109,167 +149,171 @@ def max_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
     are the bytes of combining left to right by that rule, with one compare per element
     where the rule took six (docs/lib.md)."""
     g = vyre.global_id(0)
-    t = g if FLAT else g % step
-    base = g if FLAT else (g // step) * span + t
-    m = x[base]
-    z = m if zero_or_nan(m) else negative_zero_like(m)
+    start = start_of(n, inner, first)
+    stride = parts * inner
+    top = x[start + g]
+    z = top if zero_or_nan(top) else negative_zero_like(top)
     for j in range(1, full):
-        v = x[base + j * step]
-        m = v if v > m else m
+        v = x[start + g + j * stride]
+        top = v if v > top else top
         z = z + v if zero_or_nan(v) else z
-    if t + full * step < span:
-        last = x[base + full * step]
-        m = last if last > m else m
+    if g + full * stride < size * inner:
+        last = x[start + (g + full * stride)]
+        top = last if last > top else top
         z = z + last if zero_or_nan(last) else z
-    out[g] = m + z if m == 0 or z != z else m
+    out[out_of(m, inner, first) + g] = top + z if top == 0 or z != z else top
 
 
-@vyre.kernel(workgroup=(WORKGROUP,))
-def min_pass(x, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
+@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
+def min_pass(x, out, n: i32, m: i32, inner: i32, first: i32, size: i32, parts: i32,
+             full: i32):
     """numpy's minimum, as ``max_pass``: ``z`` sums the negated zeros and NaNs (+0 if any
-    zero is -0; ``-0 - v`` is ``-v``), and of zeros the result is ``-(z - m)``: -0
+    zero is -0; ``-0 - v`` is ``-v``), and of zeros the result is ``-(z - low)``: -0
     where any is."""
     g = vyre.global_id(0)
-    t = g if FLAT else g % step
-    base = g if FLAT else (g // step) * span + t
-    m = x[base]
-    none = negative_zero_like(m)
-    z = none - m if zero_or_nan(m) else none
+    start = start_of(n, inner, first)
+    stride = parts * inner
+    low = x[start + g]
+    none = negative_zero_like(low)
+    z = none - low if zero_or_nan(low) else none
     for j in range(1, full):
-        v = x[base + j * step]
-        m = v if v < m else m
+        v = x[start + g + j * stride]
+        low = v if v < low else low
         z = z - v if zero_or_nan(v) else z
-    if t + full * step < span:
-        last = x[base + full * step]
-        m = last if last < m else m
+    if g + full * stride < size * inner:
+        last = x[start + (g + full * stride)]
+        low = last if last < low else low
         z = z - last if zero_or_nan(last) else z
-    out[g] = none - (z - m) if m == 0 or z != z else m
+    out[out_of(m, inner, first) + g] = none - (z - low) if low == 0 or z != z else low
 
 
-@vyre.kernel(workgroup=(WORKGROUP,))
-def square_sum_pass(x, out, span: i32, step: i32, full: i32, *,
-                    FLAT: Flat = False):
+@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
+def square_sum_pass(x, out, n: i32, m: i32, inner: i32, first: i32, size: i32, parts: i32,
+                    full: i32):
     """sum_pass of x[k] * x[k], each product rounded (norm's first pass)."""
     g = vyre.global_id(0)
-    t = g if FLAT else g % step
-    base = g if FLAT else (g // step) * span + t
-    acc = x[base] * x[base]
+    start = start_of(n, inner, first)
+    stride = parts * inner
+    acc = x[start + g] * x[start + g]
     for j in range(1, full):
-        v = x[base + j * step]
+        v = x[start + g + j * stride]
         acc += v * v
-    if t + full * step < span:
-        v = x[base + full * step]
+    if g + full * stride < size * inner:
+        v = x[start + (g + full * stride)]
         acc += v * v
-    out[g] = acc
+    out[out_of(m, inner, first) + g] = acc
 
 
-@vyre.kernel(workgroup=(WORKGROUP,))
-def dot_pass(x, y, out, span: i32, step: i32, full: i32, *, FLAT: Flat = False):
+@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
+def dot_pass(x, y, out, n: i32, m: i32, inner: i32, first: i32, size: i32, parts: i32,
+             full: i32):
     """sum_pass of x[k] * y[k], each product rounded (dot's first pass)."""
     g = vyre.global_id(0)
-    t = g if FLAT else g % step
-    base = g if FLAT else (g // step) * span + t
-    acc = x[base] * y[base]
+    start = start_of(n, inner, first)
+    stride = parts * inner
+    acc = x[start + g] * y[start + g]
     for j in range(1, full):
-        acc += x[base + j * step] * y[base + j * step]
-    if t + full * step < span:
-        acc += x[base + full * step] * y[base + full * step]
-    out[g] = acc
+        acc += x[start + g + j * stride] * y[start + g + j * stride]
+    if g + full * stride < size * inner:
+        acc += x[start + (g + full * stride)] * y[start + (g + full * stride)]
+    out[out_of(m, inner, first) + g] = acc
 
 
-@vyre.kernel(workgroup=(WORKGROUP,))
-def argmax_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
-                 inner: i32, *, FLAT: Flat = False):
+@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
+def argmax_first(x, best, at: vyre.Array[i32], n: i32, m: i32, inner: i32, first: i32,
+                 size: i32, parts: i32, full: i32):
     """argmax's first pass: the index of an element is its place along the axis."""
     g = vyre.global_id(0)
-    t = g if FLAT else g % step
-    m = step // inner
-    i = t // inner
-    base = g if FLAT else (g // step) * span + t
-    v = x[base]
-    k = i
+    start = start_of(n, inner, first)
+    stride = parts * inner
+    place = place_of(g, inner, first)
+    v = x[start + g]
+    k = place
     for j in range(1, full):
-        w = x[base + j * step]
-        take = beats_max(v, k, w, i + j * m)
+        w = x[start + g + j * stride]
+        take = beats_max(v, k, w, place + j * parts)
         v = w if take else v
-        k = i + j * m if take else k
-    if t + full * step < span:
-        w = x[base + full * step]
-        take = beats_max(v, k, w, i + full * m)
+        k = place + j * parts if take else k
+    if g + full * stride < size * inner:
+        w = x[start + (g + full * stride)]
+        take = beats_max(v, k, w, place + full * parts)
         v = w if take else v
-        k = i + full * m if take else k
-    best[g] = v
-    at[g] = k
+        k = place + full * parts if take else k
+    to = out_of(m, inner, first) + g
+    best[to] = v
+    at[to] = k
 
 
-@vyre.kernel(workgroup=(WORKGROUP,))
-def argmin_first(x, best, at: vyre.Array[i32], span: i32, step: i32, full: i32,
-                 inner: i32, *, FLAT: Flat = False):
+@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
+def argmin_first(x, best, at: vyre.Array[i32], n: i32, m: i32, inner: i32, first: i32,
+                 size: i32, parts: i32, full: i32):
     g = vyre.global_id(0)
-    t = g if FLAT else g % step
-    m = step // inner
-    i = t // inner
-    base = g if FLAT else (g // step) * span + t
-    v = x[base]
-    k = i
+    start = start_of(n, inner, first)
+    stride = parts * inner
+    place = place_of(g, inner, first)
+    v = x[start + g]
+    k = place
     for j in range(1, full):
-        w = x[base + j * step]
-        take = beats_min(v, k, w, i + j * m)
+        w = x[start + g + j * stride]
+        take = beats_min(v, k, w, place + j * parts)
         v = w if take else v
-        k = i + j * m if take else k
-    if t + full * step < span:
-        w = x[base + full * step]
-        take = beats_min(v, k, w, i + full * m)
+        k = place + j * parts if take else k
+    if g + full * stride < size * inner:
+        w = x[start + (g + full * stride)]
+        take = beats_min(v, k, w, place + full * parts)
         v = w if take else v
-        k = i + full * m if take else k
-    best[g] = v
-    at[g] = k
+        k = place + full * parts if take else k
+    to = out_of(m, inner, first) + g
+    best[to] = v
+    at[to] = k
 
 
-@vyre.kernel(workgroup=(WORKGROUP,))
-def argmax_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], span: i32, step: i32,
-                full: i32, *, FLAT: Flat = False):
+@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
+def argmax_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], n: i32, m: i32,
+                inner: i32, first: i32, size: i32, parts: i32, full: i32):
     """argmax's later passes: values with the indices the pass before found."""
     g = vyre.global_id(0)
-    t = g if FLAT else g % step
-    base = g if FLAT else (g // step) * span + t
-    v = x[base]
-    k = xat[base]
+    start = start_of(n, inner, first)
+    stride = parts * inner
+    v = x[start + g]
+    k = xat[start + g]
     for j in range(1, full):
-        w = x[base + j * step]
-        kw = xat[base + j * step]
+        w = x[start + g + j * stride]
+        kw = xat[start + g + j * stride]
         take = beats_max(v, k, w, kw)
         v = w if take else v
         k = kw if take else k
-    if t + full * step < span:
-        w = x[base + full * step]
-        kw = xat[base + full * step]
+    if g + full * stride < size * inner:
+        w = x[start + (g + full * stride)]
+        kw = xat[start + (g + full * stride)]
         take = beats_max(v, k, w, kw)
         v = w if take else v
         k = kw if take else k
-    best[g] = v
-    at[g] = k
+    to = out_of(m, inner, first) + g
+    best[to] = v
+    at[to] = k
 
 
-@vyre.kernel(workgroup=(WORKGROUP,))
-def argmin_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], span: i32, step: i32,
-                full: i32, *, FLAT: Flat = False):
+@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
+def argmin_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], n: i32, m: i32,
+                inner: i32, first: i32, size: i32, parts: i32, full: i32):
     g = vyre.global_id(0)
-    t = g if FLAT else g % step
-    base = g if FLAT else (g // step) * span + t
-    v = x[base]
-    k = xat[base]
+    start = start_of(n, inner, first)
+    stride = parts * inner
+    v = x[start + g]
+    k = xat[start + g]
     for j in range(1, full):
-        w = x[base + j * step]
-        kw = xat[base + j * step]
+        w = x[start + g + j * stride]
+        kw = xat[start + g + j * stride]
         take = beats_min(v, k, w, kw)
         v = w if take else v
         k = kw if take else k
-    if t + full * step < span:
-        w = x[base + full * step]
-        kw = xat[base + full * step]
+    if g + full * stride < size * inner:
+        w = x[start + (g + full * stride)]
+        kw = xat[start + (g + full * stride)]
         take = beats_min(v, k, w, kw)
         v = w if take else v
         k = kw if take else k
-    best[g] = v
-    at[g] = k
+    to = out_of(m, inner, first) + g
+    best[to] = v
+    at[to] = k

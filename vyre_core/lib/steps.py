@@ -63,24 +63,24 @@ def reduction(b: SequenceBuilder, op: str, source: str, *, shape: Any = None,
     outer, inner = where.outer, where.inner
     at = None
     for level, (count, m) in enumerate(passes.levels(where.n)):
-        step = m * inner
         last = m == 1
         out = b.transient(name if last and not red.arg else f"{name}_pass{level}",
-                          dtype, outer * step)
-        bind: dict[str, Any] = {"x": source, "span": count * inner, "step": step,
-                                "full": count // m}
+                          dtype, outer * m * inner)
+        bind: dict[str, Any] = {"x": source, "n": count, "m": m, "inner": inner}
         if other is not None and level == 0:
             bind["y"] = other
         if red.arg:  # (values as best, their indices as at; the first pass makes them)
             index = b.transient(name if last else f"{name}_index{level}", DType.I32,
-                                outer * step)
-            bind.update({"best": out, "at": index},
-                        **({"inner": inner} if at is None else {"xat": at}))
+                                outer * m * inner)
+            bind.update({"best": out, "at": index})
+            if at is not None:
+                bind["xat"] = at
             at = index
         else:
             bind["out"] = out
-        b.step(red.first if level == 0 else red.rest, bind, dim=outer * step,
-               constants={"FLAT": outer == 1})
+        for blocks, params in passes.steps(count):  # (a step a kind of block: 1 or 2)
+            b.step(red.first if level == 0 else red.rest, {**bind, **params},
+                   dim=(params["parts"] * inner, blocks, outer))
         source = out
     return name
 

@@ -191,7 +191,8 @@ class BlockKernel:
         times = UNROLL if self.along is not None else \
             UNROLL_WORKGROUP if self.ranges is not None else None
         if times is None or loop.step != ONE or has_atomic(loop.body) or \
-                not all(isinstance(b, Let | Assign) for b in loop.body):
+                not all(isinstance(b, Let | Assign) for b in loop.body) or \
+                self.streams(loop):
             return None
         lo, _ = self.expr(loop.start)
         hi, _ = self.expr(loop.end)
@@ -218,6 +219,55 @@ class BlockKernel:
         self.uniform(tuple(passes), depth + 1)
         self.leave_scope()
         return f"range(max2({first}, {first} + ({last} - {first}) // {times} * {times}), {last})"
+
+    def streams(self, loop: Loop) -> bool:
+        """(Lockstep, proven, in blocks.) Whether every load of ``loop``'s body steps by
+        one from lane to lane: each is a vector load, and a lane's passes written
+        together would be a chain of dependent operations per vector (``acc += x[...]``
+        four times), which waits on each; one pass a lane loop keeps them apart. lib.sum's
+        first pass over 16 Mi f32, one thread: 5.5-6.1 ms unrolled, 2.4-2.8 ms not
+        (BENCHMARKS.md, session 39)."""
+        if self.along is None:
+            return False
+        lets = {n.name: n.value for n in walk(self.program.body)
+                if isinstance(n, Let) and n.name not in self.assigned}
+        loads = [n for n in walk(loop.body) if isinstance(n, Load)]
+        return bool(loads) and all(self.lane_step(n.index, lets, loop.var) == 1
+                                   for n in loads)
+
+    def lane_step(self, e: Expr, lets: dict[str, Expr], counter: str) -> int | None:
+        """(Lockstep, proven, in blocks.) How much ``e`` (an integer) grows from one lane
+        of a block to the next (0: the same in every lane), where it is that simple
+        (None: not known). ``counter`` is the variable of a loop run once per block."""
+        match e:
+            case InvocationId(kind, axis):
+                return 0 if axis != self.along else 1 if kind is IdKind.GLOBAL else None
+            case Lit() | BufLen():
+                return 0
+            case Var(name) if name == counter:
+                return 0
+            case Var(name) if name in lets:
+                return self.lane_step(lets[name], lets, counter)
+            case Cast(_, value):
+                return self.lane_step(value, lets, counter)
+            case Binary(BinOp.ADD | BinOp.SUB as op, a, b):
+                sa, sb = self.lane_step(a, lets, counter), self.lane_step(b, lets, counter)
+                if sa is None or sb is None:
+                    return None
+                return sa + sb if op is BinOp.ADD else sa - sb
+            case Binary(BinOp.MUL, a, b):
+                sa, sb = self.lane_step(a, lets, counter), self.lane_step(b, lets, counter)
+                if sa == 0 and sb == 0:
+                    return 0
+                for step, other in ((sa, b), (sb, a)):
+                    if step is not None and isinstance(other, Lit) and \
+                            (step == 0 or other.dtype in INTS):
+                        return step * int(other.dtype.from_bits(other.bits))
+                return None
+            case Load(buffer, index):  # (a buffer no lane writes, read the same in each)
+                same = self.read_only(buffer) and self.lane_step(index, lets, counter) == 0
+                return 0 if same else None
+        return None  # (a variable written again, say: not followed)
 
     def block_let(self, s: Stmt, guard: str) -> bool:
         """(Lockstep, proven.) Whether ``s``, a statement of a stretch every lane runs, is
