@@ -80,6 +80,22 @@ def test_every_backend_gives_the_models_bytes(drv, name, dtype):
                                          else want), (backend, shape, axis)
 
 
+@pytest.mark.parametrize(("shape", "axis"), [((3, 140000), 1), ((140000, 2), 0),
+                                           ((2, 3, 70001), 2), ((70000, 3), 1)])
+def test_long_lanes_and_many_lanes_give_the_models_bytes_on_cpu_and_wgpu(drv, shape, axis):
+    """Lanes of more than one block (their whole blocks one step of a pass, the short
+    last one another) along any axis, and more outer lanes (70,000) than wgpu's grid
+    holds along one axis (it folds them): the model's bytes. Fails before session 39,
+    whose order for lanes past 65,536 is another."""
+    x = adversarial(np.float32, shape, seed=len(shape))
+    for name in ("sum", "max", "argmin"):
+        want = _model(name, x, axis)
+        want = want.astype(np.intp) if name.startswith("arg") else want
+        for backend in ("cpu", "wgpu"):
+            got = getattr(lib, name)(drv, x, axis, backend=backend)
+            assert _bytes(got) == _bytes(want), (name, backend)
+
+
 @pytest.mark.parametrize("backend", ["reference", "cpu", "wgpu"])
 def test_dot_norm_and_mean_are_the_same_bytes_on_every_backend(drv, backend):
     x, y = adversarial(np.float32, (1000,), 1), adversarial(np.float32, (1000,), 2)
