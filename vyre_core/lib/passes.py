@@ -26,7 +26,7 @@ longer lane a step of its whole blocks and, where the last is short, a step of t
 from __future__ import annotations
 
 import vyre_core as vyre
-from vyre_core import i32
+from vyre_core import bool_, i32
 
 #: Invocations per workgroup: lanes the cpu backend vectorises, at most wgpu's limit.
 WORKGROUP = 256
@@ -34,6 +34,9 @@ WORKGROUP = 256
 FAN_IN = 256
 #: Places along the axis a whole block has: ``WORKGROUP`` partials of ``FAN_IN`` each.
 BLOCK = WORKGROUP * FAN_IN
+#: The argument passes' constant ``GREATER``: argmax's order (True) or argmin's. The
+#: specialized program has only that comparison (``ir/fold.py``).
+Greater = vyre.Constant[bool_]
 
 
 def levels(n: int) -> list[tuple[int, int]]:
@@ -220,9 +223,10 @@ def dot_pass(x, y, out, n: i32, m: i32, inner: i32, first: i32, size: i32, parts
 
 
 @vyre.kernel(workgroup=(WORKGROUP, 1, 1))
-def argmax_first(x, best, at: vyre.Array[i32], n: i32, m: i32, inner: i32, first: i32,
-                 size: i32, parts: i32, full: i32):
-    """argmax's first pass: the index of an element is its place along the axis."""
+def arg_first(x, best, at: vyre.Array[i32], n: i32, m: i32, inner: i32, first: i32,
+              size: i32, parts: i32, full: i32, *, GREATER: Greater = True):
+    """argmax's (``GREATER``) or argmin's first pass: the index of an element is its place
+    along the axis."""
     g = vyre.global_id(0)
     start = start_of(n, inner, first)
     stride = parts * inner
@@ -231,47 +235,27 @@ def argmax_first(x, best, at: vyre.Array[i32], n: i32, m: i32, inner: i32, first
     k = place
     for j in range(1, full):
         w = x[start + g + j * stride]
-        take = beats_max(v, k, w, place + j * parts)
+        kw = place + j * parts
+        take = beats_max(v, k, w, kw) if GREATER else beats_min(v, k, w, kw)
         v = w if take else v
-        k = place + j * parts if take else k
+        k = kw if take else k
     if g + full * stride < size * inner:
         w = x[start + (g + full * stride)]
-        take = beats_max(v, k, w, place + full * parts)
+        kw = place + full * parts
+        take = beats_max(v, k, w, kw) if GREATER else beats_min(v, k, w, kw)
         v = w if take else v
-        k = place + full * parts if take else k
+        k = kw if take else k
     to = out_of(m, inner, first) + g
     best[to] = v
     at[to] = k
 
 
 @vyre.kernel(workgroup=(WORKGROUP, 1, 1))
-def argmin_first(x, best, at: vyre.Array[i32], n: i32, m: i32, inner: i32, first: i32,
-                 size: i32, parts: i32, full: i32):
-    g = vyre.global_id(0)
-    start = start_of(n, inner, first)
-    stride = parts * inner
-    place = place_of(g, inner, first)
-    v = x[start + g]
-    k = place
-    for j in range(1, full):
-        w = x[start + g + j * stride]
-        take = beats_min(v, k, w, place + j * parts)
-        v = w if take else v
-        k = place + j * parts if take else k
-    if g + full * stride < size * inner:
-        w = x[start + (g + full * stride)]
-        take = beats_min(v, k, w, place + full * parts)
-        v = w if take else v
-        k = place + full * parts if take else k
-    to = out_of(m, inner, first) + g
-    best[to] = v
-    at[to] = k
-
-
-@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
-def argmax_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], n: i32, m: i32,
-                inner: i32, first: i32, size: i32, parts: i32, full: i32):
-    """argmax's later passes: values with the indices the pass before found."""
+def arg_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], n: i32, m: i32,
+             inner: i32, first: i32, size: i32, parts: i32, full: i32, *,
+             GREATER: Greater = True):
+    """argmax's (``GREATER``) or argmin's later passes: values with the indices the pass
+    before found."""
     g = vyre.global_id(0)
     start = start_of(n, inner, first)
     stride = parts * inner
@@ -280,38 +264,13 @@ def argmax_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], n: i32, m: i
     for j in range(1, full):
         w = x[start + g + j * stride]
         kw = xat[start + g + j * stride]
-        take = beats_max(v, k, w, kw)
+        take = beats_max(v, k, w, kw) if GREATER else beats_min(v, k, w, kw)
         v = w if take else v
         k = kw if take else k
     if g + full * stride < size * inner:
         w = x[start + (g + full * stride)]
         kw = xat[start + (g + full * stride)]
-        take = beats_max(v, k, w, kw)
-        v = w if take else v
-        k = kw if take else k
-    to = out_of(m, inner, first) + g
-    best[to] = v
-    at[to] = k
-
-
-@vyre.kernel(workgroup=(WORKGROUP, 1, 1))
-def argmin_next(x, xat: vyre.Array[i32], best, at: vyre.Array[i32], n: i32, m: i32,
-                inner: i32, first: i32, size: i32, parts: i32, full: i32):
-    g = vyre.global_id(0)
-    start = start_of(n, inner, first)
-    stride = parts * inner
-    v = x[start + g]
-    k = xat[start + g]
-    for j in range(1, full):
-        w = x[start + g + j * stride]
-        kw = xat[start + g + j * stride]
-        take = beats_min(v, k, w, kw)
-        v = w if take else v
-        k = kw if take else k
-    if g + full * stride < size * inner:
-        w = x[start + (g + full * stride)]
-        kw = xat[start + (g + full * stride)]
-        take = beats_min(v, k, w, kw)
+        take = beats_max(v, k, w, kw) if GREATER else beats_min(v, k, w, kw)
         v = w if take else v
         k = kw if take else k
     to = out_of(m, inner, first) + g

@@ -30,6 +30,7 @@ class _Reduction:
     first: KernelFunction
     rest: KernelFunction
     arg: bool = False
+    greater: bool = True  # (arg ones: argmax's order, else argmin's)
 
 
 REDUCTIONS = {
@@ -39,8 +40,8 @@ REDUCTIONS = {
     "min": _Reduction(passes.min_pass, passes.min_pass),
     "square_sum": _Reduction(passes.square_sum_pass, passes.sum_pass),
     "dot": _Reduction(passes.dot_pass, passes.sum_pass),
-    "argmax": _Reduction(passes.argmax_first, passes.argmax_next, arg=True),
-    "argmin": _Reduction(passes.argmin_first, passes.argmin_next, arg=True),
+    "argmax": _Reduction(passes.arg_first, passes.arg_next, arg=True),
+    "argmin": _Reduction(passes.arg_first, passes.arg_next, arg=True, greater=False),
 }
 
 
@@ -80,7 +81,8 @@ def reduction(b: SequenceBuilder, op: str, source: str, *, shape: Any = None,
             bind["out"] = out
         for blocks, params in passes.steps(count):  # (a step a kind of block: 1 or 2)
             b.step(red.first if level == 0 else red.rest, {**bind, **params},
-                   dim=(params["parts"] * inner, blocks, outer))
+                   dim=(params["parts"] * inner, blocks, outer),
+                   constants={"GREATER": red.greater} if red.arg else None)
         source = out
     return name
 

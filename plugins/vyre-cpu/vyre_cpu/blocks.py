@@ -229,8 +229,7 @@ class BlockKernel:
         (BENCHMARKS.md, session 39)."""
         if self.along is None:
             return False
-        lets = {n.name: n.value for n in walk(self.program.body)
-                if isinstance(n, Let) and n.name not in self.assigned}
+        lets = self.fixed_lets()
         loads = [n for n in walk(loop.body) if isinstance(n, Load)]
         return bool(loads) and all(self.lane_step(n.index, lets, loop.var) == 1
                                    for n in loads)

@@ -177,12 +177,16 @@ class PlainKernel:
             f"            GID{inner} = gi",
             *ids, *proven.lines]
 
+    def fixed_lets(self) -> dict[str, Expr]:
+        """The value of each let of the program that is never assigned again."""
+        return {n.name: n.value for n in walk(self.program.body)
+                if isinstance(n, Let) and n.name not in self.assigned}
+
     def inner_axis(self) -> int:
         """The id axis most accesses step along by one: the global id added last in
         their index (``a[i, j]`` is ``i * n + j``: j's axis), through casts and the
         variables that hold it; x where none is."""
-        lets = {n.name: n.value for n in walk(self.program.body)
-                if isinstance(n, Let) and n.name not in self.assigned}
+        lets = self.fixed_lets()
         votes = [0, 0, 0]
         for n in walk(self.program.body):
             if isinstance(n, Load | Store):
